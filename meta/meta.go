@@ -1,0 +1,141 @@
+package meta
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned by the Get methods when the entity does not exist.
+var ErrNotFound = errors.New("meta: not found")
+
+// Binding destination kinds.
+const (
+	DestinationQueue    = "queue"
+	DestinationExchange = "exchange"
+)
+
+// QueueKey names a queue: vhost (tenant) and queue name.
+type QueueKey struct {
+	VHost string
+	Name  string
+}
+
+// VHost is a virtual host.
+type VHost struct {
+	Name string
+}
+
+// User is a broker user. PasswordHash is opaque to the store.
+type User struct {
+	Name         string
+	PasswordHash []byte
+	Tags         []string
+}
+
+// Permission grants a user configure/write/read regular expressions on a vhost.
+type Permission struct {
+	User      string
+	VHost     string
+	Configure string
+	Write     string
+	Read      string
+}
+
+// Exchange is an exchange declaration. Arguments is the AMQP field table as
+// encoded on the wire (opaque to the store), nil for none.
+type Exchange struct {
+	VHost      string
+	Name       string
+	Type       string
+	Durable    bool
+	AutoDelete bool
+	Internal   bool
+	Arguments  []byte
+}
+
+// Queue is a queue declaration. Owner is the exclusive owner's connection id
+// ("" when not exclusive).
+type Queue struct {
+	VHost      string
+	Name       string
+	Durable    bool
+	Exclusive  bool
+	AutoDelete bool
+	Owner      string
+	Arguments  []byte
+}
+
+// Key returns the queue's key.
+func (q Queue) Key() QueueKey { return QueueKey{VHost: q.VHost, Name: q.Name} }
+
+// Binding routes messages from the Source exchange to a queue or exchange.
+// Durable is true when both ends are durable.
+type Binding struct {
+	VHost           string
+	Source          string
+	Destination     string
+	DestinationKind string // DestinationQueue or DestinationExchange
+	RoutingKey      string
+	Arguments       []byte
+	Durable         bool
+}
+
+// Cursors is the per-queue shared read cursor: the next offset to claim.
+// It is all the queue runtime needs from the store. A cursor that was never
+// set reads as 0.
+type Cursors interface {
+	Offset(ctx context.Context, q QueueKey) (uint64, error)
+	// CompareAndSwapOffset sets the cursor to new only if it is old. On a
+	// mismatch it returns false and no error: the caller re-reads and retries.
+	CompareAndSwapOffset(ctx context.Context, q QueueKey, old, new uint64) (swapped bool, err error)
+}
+
+// Topology stores exchanges, queues and bindings. Put replaces an existing
+// entity with the same key; Delete of a missing entity is not an error.
+// A Put of a Durable entity is on disk before it returns.
+type Topology interface {
+	PutExchange(ctx context.Context, e Exchange) error
+	GetExchange(ctx context.Context, vhost, name string) (Exchange, error)
+	DeleteExchange(ctx context.Context, vhost, name string) error
+	ListExchanges(ctx context.Context, vhost string) ([]Exchange, error)
+
+	// PutQueue stores q. DeleteQueue also deletes the queue's cursor.
+	PutQueue(ctx context.Context, q Queue) error
+	GetQueue(ctx context.Context, vhost, name string) (Queue, error)
+	DeleteQueue(ctx context.Context, vhost, name string) error
+	ListQueues(ctx context.Context, vhost string) ([]Queue, error)
+
+	// A binding's key is all its fields but Durable.
+	PutBinding(ctx context.Context, b Binding) error
+	DeleteBinding(ctx context.Context, b Binding) error
+	ListBindings(ctx context.Context, vhost string) ([]Binding, error)
+}
+
+// Accounts stores vhosts, users and permissions.
+type Accounts interface {
+	PutVHost(ctx context.Context, v VHost) error
+	GetVHost(ctx context.Context, name string) (VHost, error)
+	DeleteVHost(ctx context.Context, name string) error
+	ListVHosts(ctx context.Context) ([]VHost, error)
+
+	PutUser(ctx context.Context, u User) error
+	GetUser(ctx context.Context, name string) (User, error)
+	DeleteUser(ctx context.Context, name string) error
+	ListUsers(ctx context.Context) ([]User, error)
+
+	PutPermission(ctx context.Context, p Permission) error
+	GetPermission(ctx context.Context, user, vhost string) (Permission, error)
+	DeletePermission(ctx context.Context, user, vhost string) error
+	ListPermissions(ctx context.Context) ([]Permission, error)
+}
+
+// Store is the design card's MetaStore. Implementations are safe for
+// concurrent use.
+type Store interface {
+	Cursors
+	Topology
+	Accounts
+	// IsLeader reports whether this node runs the leader-only work (the
+	// unacked scanner). A single node is always the leader.
+	IsLeader() bool
+}

@@ -1,0 +1,66 @@
+package storage
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned by Read when a shard has no record at or after the
+// requested offset. Check it with errors.Is.
+var ErrNotFound = errors.New("storage: not found")
+
+// Record is one message in a queue shard. The queue runtime writes it once and
+// never rewrites it: requeue happens in place (see unacked), so delivery state
+// lives in the unacked index, not here.
+type Record struct {
+	// Offset is assigned by Append; ignored on input.
+	Offset uint64
+	// Exchange and RoutingKey are those the message was published with.
+	Exchange   string
+	RoutingKey string
+	// Properties holds the content-header property flags and property list
+	// exactly as the publisher sent them (AMQP 0-9-1 §4.2.6.1), so every one of
+	// the 14 properties and the headers table pass through untouched.
+	Properties []byte
+	Body       []byte
+	// Persistent is delivery-mode 2. A batch holding a persistent record is
+	// synced before Append returns.
+	Persistent bool
+	// Priority is the message priority property (0 when absent).
+	Priority uint8
+	// EnqueuedAt is when the queue accepted the message, in Unix nanoseconds.
+	EnqueuedAt int64
+	// ExpiresAt is when the message expires, in Unix nanoseconds; 0 never.
+	ExpiresAt int64
+}
+
+// ShardStore is an offset-addressed log per queue ("shard"). It carries only
+// what the queue runtime calls. Implementations must be safe for concurrent
+// use by many goroutines; calls on one shard come from one queue actor.
+type ShardStore interface {
+	// Append stores recs at the tail of shard with consecutive offsets starting
+	// at first, and sets recs[i].Offset. Offsets are never reused, not even
+	// after every record was deleted and the store reopened. When any record is
+	// Persistent, Append returns only once the whole batch is durable.
+	Append(ctx context.Context, shard string, recs []Record) (first uint64, err error)
+	// Read returns up to max live records with Offset >= from, in offset order,
+	// skipping deleted offsets. It returns an empty slice, not an error, when
+	// there is none. The returned records do not alias store memory.
+	Read(ctx context.Context, shard string, from uint64, max int) ([]Record, error)
+	// DeleteByOffsets removes the given offsets, in any order. Offsets that do
+	// not exist (already deleted) are ignored, so acking twice is harmless.
+	DeleteByOffsets(ctx context.Context, shard string, offsets []uint64) error
+	// FirstOffset returns the lowest live offset, or, when the shard is empty,
+	// the offset the next Append will assign.
+	FirstOffset(ctx context.Context, shard string) (uint64, error)
+	// Count returns the number of live records.
+	Count(ctx context.Context, shard string) (uint64, error)
+	// DeleteShard removes every record of shard and its offset counter.
+	DeleteShard(ctx context.Context, shard string) error
+}
+
+// Syncer is implemented by stores that can make every earlier write durable
+// on demand. It is optional: found by type assertion.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
