@@ -1,0 +1,228 @@
+package amqp
+
+import (
+	"encoding/binary"
+	"io"
+	"math"
+)
+
+// frameHeaderSize is type (1) + channel (2) + size (4); a frame adds the end octet.
+const (
+	frameHeaderSize = 7
+	frameOverhead   = frameHeaderSize + 1
+)
+
+// Frame is one frame as read. Payload aliases the reader's buffer and is valid until
+// the next call on the FrameReader.
+type Frame struct {
+	Type    uint8
+	Channel uint16
+	Payload []byte
+}
+
+// FrameReader reads frames from a byte stream. It reads ahead into a buffer of its own
+// (several small frames per Read call), so it must be the only reader of the stream.
+// The buffer starts small and grows only as far as the frames need, doubling when it
+// is full, so its size stays within twice the bytes actually received and within the
+// maximum frame size. A FrameReader is not safe for concurrent use.
+type FrameReader struct {
+	r          io.Reader
+	buf        []byte
+	start, end int    // buffered, unconsumed bytes are buf[start:end]
+	max        uint32 // maximum total frame size; 0 means no limit
+	err        error  // sticky error of the underlying reader
+}
+
+// initialBufferSize holds the protocol header and the handshake frames of a typical
+// client; it grows for bigger frames.
+const initialBufferSize = 4096
+
+// NewFrameReader returns a FrameReader on r with no frame size limit. A server should
+// call SetMaxFrameSize(FrameMinSize) before the handshake (spec §4.2.3: frames before
+// connection.tune-ok may not exceed frame-min-size) and the negotiated frame-max after it.
+func NewFrameReader(r io.Reader) *FrameReader {
+	return &FrameReader{r: r}
+}
+
+// SetMaxFrameSize sets the largest acceptable frame, counting the 8 octets of header
+// and frame end, as frame-max does; 0 removes the limit.
+func (r *FrameReader) SetMaxFrameSize(n uint32) { r.max = n }
+
+// ReadProtocolHeader reads the 8-octet protocol header ("AMQP" 0 0 9 1) that opens a
+// connection. It does not check it: the session decides how to answer a wrong one.
+func (r *FrameReader) ReadProtocolHeader() ([8]byte, error) {
+	var h [8]byte
+	if err := r.fill(8); err != nil {
+		return h, err
+	}
+	copy(h[:], r.buf[r.start:])
+	r.consume(8)
+	return h, nil
+}
+
+// ReadFrame reads the next frame. It does not allocate once its buffer is large enough.
+// A frame whose size exceeds the limit, a type the spec does not define, a heartbeat
+// off channel 0 or with a payload, and a frame end other than FrameEnd are *Error with
+// code FrameError; the size and the type are checked before the payload is read.
+// Errors of the underlying reader are returned as they are: io.EOF between frames,
+// io.ErrUnexpectedEOF inside one.
+func (r *FrameReader) ReadFrame() (Frame, error) {
+	if err := r.fill(frameHeaderSize); err != nil {
+		return Frame{}, err
+	}
+	h := r.buf[r.start:]
+	typ := h[0]
+	channel := binary.BigEndian.Uint16(h[1:])
+	size := binary.BigEndian.Uint32(h[3:])
+	switch typ {
+	case FrameMethod, FrameHeader, FrameBody:
+	case FrameHeartbeat:
+		// Spec §4.2.7: heartbeat frames use channel 0 and carry no payload.
+		if channel != 0 || size != 0 {
+			return Frame{}, NewError(FrameError, 0, 0, "heartbeat frame on channel %d with %d payload octets", channel, size)
+		}
+	default:
+		return Frame{}, NewError(FrameError, 0, 0, "unknown frame type %d", typ)
+	}
+	total := uint64(size) + frameOverhead
+	if r.max != 0 && total > uint64(r.max) {
+		return Frame{}, NewError(FrameError, 0, 0, "frame of %d octets exceeds frame-max %d", total, r.max)
+	}
+	if total > math.MaxInt {
+		return Frame{}, NewError(FrameError, 0, 0, "frame of %d octets is too large", total)
+	}
+	if err := r.fill(int(total)); err != nil {
+		return Frame{}, err
+	}
+	f := r.buf[r.start : r.start+int(total)]
+	if end := f[total-1]; end != FrameEnd {
+		return Frame{}, NewError(FrameError, 0, 0, "frame end octet 0x%02x, want 0xce", end)
+	}
+	payload := f[frameHeaderSize : total-1 : total-1]
+	r.consume(int(total))
+	return Frame{Type: typ, Channel: channel, Payload: payload}, nil
+}
+
+func (r *FrameReader) consume(n int) {
+	r.start += n
+	if r.start == r.end {
+		r.start, r.end = 0, 0
+	}
+}
+
+// fill makes at least n bytes available in buf[start:end].
+func (r *FrameReader) fill(n int) error {
+	noProgress := 0
+	for r.end-r.start < n {
+		if r.err != nil {
+			if r.err == io.EOF && r.end > r.start {
+				return io.ErrUnexpectedEOF
+			}
+			return r.err
+		}
+		if r.end == len(r.buf) {
+			r.makeRoom(n)
+		}
+		m, err := r.r.Read(r.buf[r.end:])
+		if m < 0 || m > len(r.buf)-r.end {
+			m, err = 0, io.ErrShortBuffer // a broken io.Reader; do not trust it
+		}
+		r.end += m
+		if err != nil {
+			r.err = err
+			continue
+		}
+		if m == 0 {
+			// As bufio does: an io.Reader returning 0, nil forever would spin.
+			if noProgress++; noProgress >= 100 {
+				r.err = io.ErrNoProgress
+			}
+		} else {
+			noProgress = 0
+		}
+	}
+	return nil
+}
+
+// makeRoom frees space after buf[end] for a read towards n buffered bytes: it moves
+// the unconsumed bytes to the front, and grows the buffer (doubling, capped at n) only
+// if that is not enough. Growth therefore follows the bytes that actually arrived, not
+// the size a frame header claims.
+func (r *FrameReader) makeRoom(n int) {
+	if r.start > 0 {
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+		if r.end < len(r.buf) {
+			return
+		}
+	}
+	size := max(2*len(r.buf), initialBufferSize)
+	size = min(size, max(n, initialBufferSize))
+	if size <= len(r.buf) {
+		size = len(r.buf) + 1 // unreachable while n > buffered; keeps progress guaranteed
+	}
+	buf := make([]byte, size)
+	r.end = copy(buf, r.buf[r.start:r.end])
+	r.start = 0
+	r.buf = buf
+}
+
+// AppendFrame appends a frame with the given payload.
+func AppendFrame(dst []byte, typ uint8, channel uint16, payload []byte) []byte {
+	dst = append(dst, typ)
+	dst = appendUint16(dst, channel)
+	dst = appendUint32(dst, uint32(len(payload)))
+	dst = append(dst, payload...)
+	return append(dst, FrameEnd)
+}
+
+// AppendMethodFrame appends a method frame for m, encoding the arguments in place and
+// patching the size afterwards: no intermediate buffer, no allocation when dst has room.
+func AppendMethodFrame(dst []byte, channel uint16, m Method) []byte {
+	start := len(dst)
+	dst = append(dst, FrameMethod)
+	dst = appendUint16(dst, channel)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = AppendMethod(dst, m)
+	binary.BigEndian.PutUint32(dst[start+3:], uint32(len(dst)-start-frameHeaderSize))
+	return append(dst, FrameEnd)
+}
+
+// AppendHeaderFrame appends a content header frame (spec §4.2.6.1): class id, weight 0,
+// body size and props, the raw property flags and list (Properties.Append or a
+// ContentHeader's Properties, passed through unchanged).
+func AppendHeaderFrame(dst []byte, channel uint16, classID uint16, bodySize uint64, props []byte) []byte {
+	dst = append(dst, FrameHeader)
+	dst = appendUint16(dst, channel)
+	dst = appendUint32(dst, uint32(2+2+8+len(props)))
+	dst = appendUint16(dst, classID)
+	dst = append(dst, 0, 0) // weight, unused
+	dst = appendUint64(dst, bodySize)
+	dst = append(dst, props...)
+	return append(dst, FrameEnd)
+}
+
+// AppendHeartbeatFrame appends a heartbeat frame.
+func AppendHeartbeatFrame(dst []byte) []byte {
+	return append(dst, FrameHeartbeat, 0, 0, 0, 0, 0, 0, FrameEnd)
+}
+
+// AppendBodyFrames appends body as content body frames of at most frameMax octets each
+// (frame overhead included), as the negotiated frame-max requires. frameMax 0 means no
+// limit; a frameMax of 8 or less is treated as FrameMinSize. An empty body appends
+// nothing: the content header's body size of 0 says it all.
+func AppendBodyFrames(dst []byte, channel uint16, body []byte, frameMax uint32) []byte {
+	chunk := int(min(uint64(math.MaxUint32-frameOverhead), math.MaxInt))
+	if frameMax != 0 {
+		if frameMax <= frameOverhead {
+			frameMax = FrameMinSize
+		}
+		chunk = min(chunk, int(frameMax)-frameOverhead)
+	}
+	for len(body) > 0 {
+		n := min(len(body), chunk)
+		dst = AppendFrame(dst, FrameBody, channel, body[:n])
+		body = body[n:]
+	}
+	return dst
+}

@@ -1,0 +1,3 @@
+package amqp
+
+//go:generate go run ../internal/gen -o spec.go

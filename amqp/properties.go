@@ -1,0 +1,279 @@
+package amqp
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// ContentHeader is a parsed content header frame payload (spec §4.2.6.1).
+type ContentHeader struct {
+	ClassID  uint16
+	BodySize uint64
+	// Properties is the raw property flags and list, aliasing the parsed payload. The
+	// broker stores and forwards it unchanged; DecodeProperties or SummarizeProperties
+	// read it.
+	Properties []byte
+}
+
+// ParseContentHeader parses a header frame payload and checks that the property flags
+// and list are well formed (for class basic; other classes carry no content). It does
+// not allocate. Malformed input returns a *Error with code SyntaxError. The weight
+// field is unused by the spec and ignored.
+func ParseContentHeader(payload []byte) (ContentHeader, error) {
+	if len(payload) < 14 {
+		return ContentHeader{}, syntaxErrorf("content header of %d octets is truncated", len(payload))
+	}
+	h := ContentHeader{
+		ClassID:    binary.BigEndian.Uint16(payload),
+		BodySize:   binary.BigEndian.Uint64(payload[4:]),
+		Properties: payload[12:],
+	}
+	if _, err := scanProperties(h.Properties, nil); err != nil {
+		return ContentHeader{}, err
+	}
+	return h, nil
+}
+
+// Properties are the 14 content properties of class basic (spec §1.8, amqp091-go's
+// Publishing fields). A zero field is absent: Append does not send it.
+type Properties struct {
+	ContentType     string    // MIME content type
+	ContentEncoding string    // MIME content encoding
+	Headers         Table     // application headers; sent when non-empty
+	DeliveryMode    uint8     // 1 transient, 2 persistent
+	Priority        uint8     // 0 to 9
+	CorrelationID   string    // application correlation identifier
+	ReplyTo         string    // address to reply to
+	Expiration      string    // per-message TTL in milliseconds, as a decimal string
+	MessageID       string    // application message identifier
+	Timestamp       time.Time // message timestamp, whole seconds; sent when not IsZero
+	Type            string    // message type name
+	UserID          string    // creating user id, checked against the connection's user
+	AppID           string    // creating application id
+	ClusterID       string    // the spec's "reserved" property, once cluster-id
+}
+
+// Property flag bits (spec §4.2.6.1): the first property is the most significant bit,
+// bit 0 says that another flag word follows.
+const (
+	flagContentType     = 0x8000
+	flagContentEncoding = 0x4000
+	flagHeaders         = 0x2000
+	flagDeliveryMode    = 0x1000
+	flagPriority        = 0x0800
+	flagCorrelationID   = 0x0400
+	flagReplyTo         = 0x0200
+	flagExpiration      = 0x0100
+	flagMessageID       = 0x0080
+	flagTimestamp       = 0x0040
+	flagType            = 0x0020
+	flagUserID          = 0x0010
+	flagAppID           = 0x0008
+	flagClusterID       = 0x0004
+	flagContinuation    = 0x0001
+)
+
+// Append appends the property flags and the present properties. Strings longer than
+// 255 bytes are cut, header values that cannot be encoded become void (see
+// Table.Validate).
+func (p *Properties) Append(dst []byte) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0)
+	var flags uint16
+	str := func(flag uint16, s string) {
+		if s != "" {
+			flags |= flag
+			dst = appendShortstr(dst, s)
+		}
+	}
+	str(flagContentType, p.ContentType)
+	str(flagContentEncoding, p.ContentEncoding)
+	if len(p.Headers) > 0 {
+		flags |= flagHeaders
+		dst = appendTableLenient(dst, p.Headers)
+	}
+	if p.DeliveryMode != 0 {
+		flags |= flagDeliveryMode
+		dst = append(dst, p.DeliveryMode)
+	}
+	if p.Priority != 0 {
+		flags |= flagPriority
+		dst = append(dst, p.Priority)
+	}
+	str(flagCorrelationID, p.CorrelationID)
+	str(flagReplyTo, p.ReplyTo)
+	str(flagExpiration, p.Expiration)
+	str(flagMessageID, p.MessageID)
+	if !p.Timestamp.IsZero() {
+		flags |= flagTimestamp
+		dst = appendUint64(dst, uint64(p.Timestamp.Unix()))
+	}
+	str(flagType, p.Type)
+	str(flagUserID, p.UserID)
+	str(flagAppID, p.AppID)
+	str(flagClusterID, p.ClusterID)
+	binary.BigEndian.PutUint16(dst[start:], flags)
+	return dst
+}
+
+// DecodeProperties decodes raw property flags and list. Strings are copied, the result
+// never aliases raw. Malformed input returns a *Error with code SyntaxError.
+func DecodeProperties(raw []byte) (Properties, error) {
+	var p Properties
+	_, err := scanProperties(raw, &p)
+	return p, err
+}
+
+// PropertySummary is what the publish path needs from the properties without
+// decoding them: persistence, priority, the per-message TTL, whether there are headers
+// (headers exchanges and dead-lettering look at them), and the claimed user id.
+type PropertySummary struct {
+	DeliveryMode uint8
+	Priority     uint8
+	Expiration   string
+	HasHeaders   bool
+	UserID       string
+}
+
+// SummarizeProperties scans raw property flags and list, validating all of it. It
+// allocates nothing except the Expiration and UserID strings when they are present.
+// Malformed input returns a *Error with code SyntaxError.
+func SummarizeProperties(raw []byte) (PropertySummary, error) {
+	return scanProperties(raw, nil)
+}
+
+// scanProperties validates raw and returns its summary; with p non-nil it also
+// decodes every property into p.
+func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
+	var s PropertySummary
+	d := propDecoder{src: raw}
+	// Flag words: bit 0 chains another word. Class basic defines 14 properties, so
+	// further words may only be empty continuations.
+	flags := d.short()
+	for w := flags; d.err == nil && w&flagContinuation != 0; {
+		if w = d.short(); w&^flagContinuation != 0 {
+			return s, syntaxErrorf("property flags name properties class basic does not define")
+		}
+	}
+	if d.err != nil {
+		return s, d.err
+	}
+	str := func(flag uint16, dst *string) {
+		if flags&flag == 0 {
+			return
+		}
+		b := d.shortstr()
+		if dst != nil && b != nil {
+			setString(dst, b)
+		}
+	}
+	var dest Properties // decoded into when p is nil and discarded: keeps one code path
+	target := p
+	if target == nil {
+		target = &dest
+	}
+	str(flagContentType, pick(p != nil, &target.ContentType))
+	str(flagContentEncoding, pick(p != nil, &target.ContentEncoding))
+	if flags&flagHeaders != 0 {
+		s.HasHeaders = true
+		if d.err == nil {
+			t, n, err := parseTable(d.src[d.off:], 0, p != nil)
+			if err != nil {
+				return s, err
+			}
+			target.Headers = t
+			d.off += n
+		}
+	}
+	if flags&flagDeliveryMode != 0 {
+		s.DeliveryMode = d.octet()
+		target.DeliveryMode = s.DeliveryMode
+	}
+	if flags&flagPriority != 0 {
+		s.Priority = d.octet()
+		target.Priority = s.Priority
+	}
+	str(flagCorrelationID, pick(p != nil, &target.CorrelationID))
+	str(flagReplyTo, pick(p != nil, &target.ReplyTo))
+	str(flagExpiration, &s.Expiration)
+	str(flagMessageID, pick(p != nil, &target.MessageID))
+	if flags&flagTimestamp != 0 {
+		sec := d.longlong()
+		if p != nil {
+			p.Timestamp = time.Unix(int64(sec), 0).UTC()
+		}
+	}
+	str(flagType, pick(p != nil, &target.Type))
+	str(flagUserID, &s.UserID)
+	str(flagAppID, pick(p != nil, &target.AppID))
+	str(flagClusterID, pick(p != nil, &target.ClusterID))
+	if d.err != nil {
+		return PropertySummary{}, d.err
+	}
+	if d.off != len(raw) {
+		return PropertySummary{}, syntaxErrorf("%d trailing octets after the content properties", len(raw)-d.off)
+	}
+	if p != nil {
+		p.Expiration = s.Expiration
+		p.UserID = s.UserID
+	}
+	return s, nil
+}
+
+// pick returns dst when want, else nil: a nil destination skips the string copy.
+func pick(want bool, dst *string) *string {
+	if want {
+		return dst
+	}
+	return nil
+}
+
+// propDecoder reads property values; the first failure sticks.
+type propDecoder struct {
+	src []byte
+	off int
+	err error
+}
+
+func (d *propDecoder) take(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if len(d.src)-d.off < n {
+		d.err = syntaxErrorf("truncated content properties")
+		return nil
+	}
+	b := d.src[d.off : d.off+n : d.off+n]
+	d.off += n
+	return b
+}
+
+func (d *propDecoder) octet() uint8 {
+	if b := d.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *propDecoder) short() uint16 {
+	if b := d.take(2); b != nil {
+		return binary.BigEndian.Uint16(b)
+	}
+	return 0
+}
+
+func (d *propDecoder) longlong() uint64 {
+	if b := d.take(8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
+}
+
+// shortstr returns the bytes of a short string (empty non-nil for ""), nil on failure.
+func (d *propDecoder) shortstr() []byte {
+	n := d.take(1)
+	if n == nil {
+		return nil
+	}
+	return d.take(int(n[0]))
+}
