@@ -217,6 +217,9 @@ func appendValueVoidBad(dst []byte, v any, depth int) []byte {
 	if out, err := appendValue(dst, v, depth); err == nil {
 		return out
 	}
+	if depth+1 >= maxDepth {
+		return append(dst, 'V') // too deep (or cyclic) for the decoder to accept
+	}
 	switch v := v.(type) {
 	case Table:
 		return appendTableVoidBad(append(dst, 'F'), v, depth+1)
@@ -226,10 +229,8 @@ func appendValueVoidBad(dst []byte, v any, depth int) []byte {
 		dst = append(dst, 'A')
 		start := len(dst)
 		dst = append(dst, 0, 0, 0, 0)
-		if depth+1 < maxDepth {
-			for _, e := range v {
-				dst = appendValueVoidBad(dst, e, depth+1)
-			}
+		for _, e := range v {
+			dst = appendValueVoidBad(dst, e, depth+1)
 		}
 		if out, err := patchLength(dst, start); err == nil {
 			return out

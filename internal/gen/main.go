@@ -1,13 +1,3 @@
-// Command gen writes amqp/spec.go from the AMQP 0-9-1 specification XML
-// (RabbitMQ's extended edition, kept next to this file).
-//
-// Usage, from the module root:
-//
-//	go run ./internal/gen                  # reads internal/gen/amqp0-9-1.extended.xml, writes amqp/spec.go
-//
-// or through `go generate ./amqp`, which runs `go run ../internal/gen -o spec.go` in amqp/.
-// -o - writes to standard output. The output is gofmt'ed; a test in this package
-// regenerates it in memory and compares it byte for byte with the committed file.
 package main
 
 import (
