@@ -1,0 +1,149 @@
+package session
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// RabbitMQ's defaults, used for zero Config fields.
+const (
+	DefaultChannelMax       = 2047
+	DefaultFrameMax         = 131072
+	DefaultHeartbeat        = 60 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second // RabbitMQ's handshake_timeout
+	DefaultCloseTimeout     = 2 * time.Second
+)
+
+// maxBodySize is the sanity limit on a content header's body-size: RabbitMQ's
+// hard ?MAX_MSG_SIZE (512 MiB), above which it answers 501 FRAME_ERROR before
+// reading any body. The configurable, lower limit (max_message_size, 406
+// PRECONDITION_FAILED) belongs to the publish path; see
+// (*Channel).checkBodySize.
+const maxBodySize = 512 << 20
+
+// Config is what a connection needs from the broker. One Config is shared by
+// every connection, so its funcs must be safe for concurrent use; a Conn never
+// modifies it. Zero fields take the defaults above.
+type Config struct {
+	// Authenticate reports whether user may log in with password. nil refuses
+	// everyone.
+	Authenticate func(user, password string) bool
+	// VHostExists reports whether connection.open may name vhost. nil accepts
+	// only "/".
+	VHostExists func(vhost string) bool
+
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+
+	// ChannelMax is the highest channel number the server allows (sent in
+	// connection.tune). Zero means DefaultChannelMax.
+	ChannelMax uint16
+	// FrameMax is the largest frame the server accepts, header and end octet
+	// included. Zero means DefaultFrameMax; values below amqp.FrameMinSize are
+	// raised to it.
+	FrameMax uint32
+	// Heartbeat is the interval proposed in connection.tune, in whole seconds.
+	// Zero means DefaultHeartbeat; negative proposes none.
+	Heartbeat time.Duration
+
+	// HandshakeTimeout bounds the time from accept to connection.open-ok.
+	HandshakeTimeout time.Duration
+	// CloseTimeout bounds how long a connection waits for close-ok after
+	// sending connection.close, and for its last frames to be written.
+	CloseTimeout time.Duration
+
+	// Product and Version go into the server-properties of connection.start.
+	// "" means "Warren" and "dev".
+	Product, Version string
+}
+
+// settings are a Config with defaults applied, copied into each Conn.
+type settings struct {
+	channelMax       uint16
+	frameMax         uint32
+	heartbeatSeconds uint16
+	handshakeTimeout time.Duration
+	closeTimeout     time.Duration
+	product, version string
+}
+
+func (c *Config) settings() settings {
+	s := settings{
+		channelMax:       c.ChannelMax,
+		frameMax:         c.FrameMax,
+		handshakeTimeout: c.HandshakeTimeout,
+		closeTimeout:     c.CloseTimeout,
+		product:          c.Product,
+		version:          c.Version,
+	}
+	if s.channelMax == 0 {
+		s.channelMax = DefaultChannelMax
+	}
+	if s.frameMax == 0 {
+		s.frameMax = DefaultFrameMax
+	}
+	s.frameMax = max(s.frameMax, amqp.FrameMinSize)
+	switch hb := c.Heartbeat; {
+	case hb == 0:
+		s.heartbeatSeconds = uint16(DefaultHeartbeat / time.Second)
+	case hb < 0:
+		s.heartbeatSeconds = 0
+	default:
+		// Round up so a sub-second value still proposes a heartbeat.
+		s.heartbeatSeconds = uint16(min((hb+time.Second-1)/time.Second, 65535))
+	}
+	if s.handshakeTimeout <= 0 {
+		s.handshakeTimeout = DefaultHandshakeTimeout
+	}
+	if s.closeTimeout <= 0 {
+		s.closeTimeout = DefaultCloseTimeout
+	}
+	if s.product == "" {
+		s.product = "Warren"
+	}
+	if s.version == "" {
+		s.version = "dev"
+	}
+	return s
+}
+
+// capabilities is the one place that says which RabbitMQ extensions the
+// server implements; connection.start advertises exactly the entries set to
+// true (clients such as amqp091-go only look for true). Flip an entry when
+// its feature lands.
+var capabilities = []struct {
+	name        string
+	implemented bool
+}{
+	// A failed login is answered with connection.close 403 instead of a
+	// silently closed socket.
+	{"authentication_failure_close", true},
+	{"basic.nack", false},
+	{"connection.blocked", false},
+	{"consumer_cancel_notify", false},
+	{"consumer_priorities", false},
+	{"direct_reply_to", false},
+	{"exchange_exchange_bindings", false},
+	{"per_consumer_qos", false},
+	{"publisher_confirms", false},
+}
+
+// serverProperties builds the server-properties table of connection.start.
+func serverProperties(s *settings) amqp.Table {
+	caps := amqp.Table{}
+	for _, c := range capabilities {
+		if c.implemented {
+			caps[c.name] = true
+		}
+	}
+	return amqp.Table{
+		"product":      s.product,
+		"version":      s.version,
+		"platform":     "Go",
+		"copyright":    "The Warren authors",
+		"information":  "https://github.com/warrenmq/broker",
+		"capabilities": caps,
+	}
+}

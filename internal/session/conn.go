@@ -1,0 +1,544 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// protocolHeader is the only header accepted, and the one sent back to a
+// client that asked for something else (§4.2.2).
+var protocolHeader = [8]byte{'A', 'M', 'Q', 'P', 0, 0, 9, 1}
+
+// connState is where the handshake is (the connection class
+// grammar). Only the reader goroutine advances it; Shutdown and the timers
+// read it.
+type connState int32
+
+const (
+	stateHeader   connState = iota // waiting for the protocol header
+	stateStarting                  // connection.start sent, waiting for start-ok
+	stateTuning                    // connection.tune sent, waiting for tune-ok
+	stateOpening                   // waiting for connection.open
+	stateOpen                      // connection.open-ok sent
+)
+
+func (s connState) String() string {
+	switch s {
+	case stateHeader:
+		return "awaiting protocol header"
+	case stateStarting:
+		return "starting"
+	case stateTuning:
+		return "tuning"
+	case stateOpening:
+		return "opening"
+	case stateOpen:
+		return "open"
+	}
+	return fmt.Sprintf("connState(%d)", int32(s))
+}
+
+// errClosedByPeer ends the read loop after the peer's connection.close was
+// answered.
+var errClosedByPeer = errors.New("session: closed by peer")
+
+// Conn is the server side of one AMQP connection. Create it with NewConn and
+// run it with Serve; Shutdown may be called from any goroutine.
+type Conn struct {
+	id  string
+	rwc io.ReadWriteCloser
+	cfg *Config
+	set settings
+	log *slog.Logger
+	fr  *amqp.FrameReader
+
+	// Owned by the reader goroutine (Serve).
+	user             string
+	vhost            string
+	clientProperties amqp.Table
+	channelMax       uint16
+	channels         map[uint16]*Channel
+
+	state    atomic.Int32  // connState
+	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
+	frameMax atomic.Uint32 // negotiated frame-max; senders split bodies by it
+	framesIn atomic.Uint64 // frames read, watched by the heartbeat monitor
+	wrote    atomic.Bool   // the writer wrote since the last heartbeat tick
+
+	out outbox
+
+	wake       chan struct{} // 1-buffered: "out has frames"
+	readerDone chan struct{} // closed when the read loop ended: flush and exit
+	writerDone chan struct{} // closed by the writer on exit
+
+	closeRWCOnce sync.Once
+}
+
+// NewConn returns a connection that will speak AMQP over rwc (a net.Conn, a
+// net.Pipe end, anything). id names it in logs and must be unique within the
+// broker: the unacked index keys deliveries on it. cfg is shared, not copied
+// or modified.
+func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Conn{
+		id:         id,
+		rwc:        rwc,
+		cfg:        cfg,
+		set:        cfg.settings(),
+		log:        logger.With("conn", id),
+		fr:         amqp.NewFrameReader(rwc),
+		channels:   make(map[uint16]*Channel),
+		wake:       make(chan struct{}, 1),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	// Before tune-ok the spec only obliges peers to accept frame-min-size
+	// (connection.tune, frame-max). Accepting up to the server's own limit instead is allowed and
+	// lets start-ok carry big tokens as passwords; it is also the limit sends
+	// are split by until negotiation lowers it.
+	c.fr.SetMaxFrameSize(c.set.frameMax)
+	c.frameMax.Store(c.set.frameMax)
+	return c
+}
+
+// ID returns the id given to NewConn.
+func (c *Conn) ID() string { return c.id }
+
+// Serve runs the connection: it starts the writer goroutine, reads and
+// handles frames on the calling goroutine until the connection ends, and
+// returns only after both have stopped and rwc is closed. It returns nil
+// when the connection was closed with the close handshake (by either side),
+// otherwise why it ended. Call it once.
+func (c *Conn) Serve() error {
+	c.out.Lock()
+	if !c.out.stopped {
+		c.out.handshakeTimer = time.AfterFunc(c.set.handshakeTimeout, c.handshakeTimedOut)
+	}
+	c.out.Unlock()
+
+	go c.writeLoop()
+	err := c.readLoop()
+	c.finish()
+	return err
+}
+
+// Shutdown closes the connection from the server side: connection.close
+// with code and text once the client has sent its protocol header (the
+// client answers close-ok, or the connection is dropped after the close
+// timeout), or simply the socket before that. It returns at once; Serve
+// returns when the connection is gone. Safe from any goroutine, any number
+// of times.
+func (c *Conn) Shutdown(code uint16, text string) {
+	if connState(c.state.Load()) < stateStarting {
+		c.closeRWC()
+		return
+	}
+	c.closeWith(amqp.NewError(code, 0, 0, "%s", text))
+}
+
+// finish stops the writer (after it flushed what is queued, within the close
+// timeout), every timer and the socket, then releases the channels.
+func (c *Conn) finish() {
+	close(c.readerDone)
+	t := time.NewTimer(c.set.closeTimeout)
+	select {
+	case <-c.writerDone:
+	case <-t.C:
+		// The peer stopped reading: closing the socket unblocks the Write.
+		c.closeRWC()
+		<-c.writerDone
+	}
+	t.Stop()
+
+	c.out.Lock()
+	c.out.stopped = true
+	c.out.buf = nil
+	c.out.stopTimersLocked()
+	c.out.Unlock()
+	c.closeRWC()
+
+	for id, ch := range c.channels {
+		delete(c.channels, id)
+		ch.release()
+	}
+}
+
+func (c *Conn) closeRWC() {
+	c.closeRWCOnce.Do(func() { c.rwc.Close() })
+}
+
+func (c *Conn) handshakeTimedOut() {
+	if connState(c.state.Load()) != stateOpen {
+		c.log.Warn("session: handshake timed out", "state", connState(c.state.Load()).String(), "timeout", c.set.handshakeTimeout)
+		c.closeRWC()
+	}
+}
+
+// readLoop reads frames until the connection ends.
+func (c *Conn) readLoop() error {
+	hdr, err := c.fr.ReadProtocolHeader()
+	if err != nil {
+		return fmt.Errorf("session: reading protocol header: %w", err)
+	}
+	if hdr != protocolHeader {
+		c.refuseProtocol()
+		return fmt.Errorf("session: unsupported protocol header %q", hdr[:])
+	}
+	c.state.Store(int32(stateStarting))
+	c.sendMethod(0, &amqp.ConnectionStart{
+		VersionMajor:     0,
+		VersionMinor:     9,
+		ServerProperties: serverProperties(&c.set),
+		Mechanisms:       mechanisms,
+		Locales:          "en_US",
+	})
+
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return c.readFailed(err)
+		}
+		c.framesIn.Add(1)
+		if c.closing.Load() {
+			if c.handleWhileClosing(f) {
+				return nil
+			}
+			continue
+		}
+		if err := c.handleFrame(f); err != nil {
+			if errors.Is(err, errClosedByPeer) {
+				return nil
+			}
+			c.closeWith(asError(err))
+		}
+	}
+}
+
+// readFailed decides how the read loop ends after a read error.
+func (c *Conn) readFailed(err error) error {
+	if c.closing.Load() {
+		// We already said connection.close; a peer that hangs up instead of
+		// answering close-ok, or garbage after it, changes nothing.
+		c.drain()
+		return nil
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		// A malformed frame (501): the stream is out of sync, so no later
+		// frame can be trusted. Report it and keep reading only to let the
+		// peer receive the close before the socket goes (closing a socket
+		// with unread input resets it, and the reset can overtake our
+		// connection.close).
+		c.closeWith(ae)
+		c.shutdownAfterFlush()
+		c.drain()
+		return ae
+	}
+	return fmt.Errorf("session: read: %w", err)
+}
+
+// drain discards input until the peer hangs up or the close timer closes the
+// socket.
+func (c *Conn) drain() {
+	_, _ = io.Copy(io.Discard, c.rwc)
+}
+
+// shutdownAfterFlush makes the writer shut the write side (see
+// shutdownWrite) once everything queued is written, so a peer waiting for us
+// to hang up sees EOF right after our last frame.
+func (c *Conn) shutdownAfterFlush() {
+	c.out.Lock()
+	c.out.halfClose = true
+	c.out.Unlock()
+	c.poke()
+}
+
+// refuseProtocol answers a wrong protocol header with ours and closes
+// (§4.2.2).
+func (c *Conn) refuseProtocol() {
+	c.out.Lock()
+	if !c.out.stopped {
+		c.out.buf = append(c.out.buf, protocolHeader[:]...)
+		c.out.halfClose = true
+		c.closing.Store(true)
+		c.out.closeTimer = time.AfterFunc(c.set.closeTimeout, c.closeRWC)
+	}
+	c.out.Unlock()
+	c.poke()
+	c.drain()
+}
+
+// closeWith sends connection.close for e and enters the closing state, where
+// everything but connection.close and close-ok is ignored (the spec's connection.close rules);
+// the socket is closed when close-ok arrives or after the close timeout. It
+// does nothing when the connection is already closing or gone. Safe from any
+// goroutine.
+func (c *Conn) closeWith(e *amqp.Error) {
+	c.out.Lock()
+	if c.out.stopped || c.closing.Load() {
+		c.out.Unlock()
+		return
+	}
+	c.closing.Store(true)
+	c.out.buf = amqp.AppendMethodFrame(c.out.buf, 0, &amqp.ConnectionClose{
+		ReplyCode: e.Code,
+		ReplyText: e.Text,
+		ClassId:   e.ClassID,
+		MethodId:  e.MethodID,
+	})
+	c.out.closeTimer = time.AfterFunc(c.set.closeTimeout, c.closeTimedOut)
+	c.out.Unlock()
+	c.poke()
+	level := slog.LevelWarn
+	if e.Code == amqp.ConnectionForced {
+		level = slog.LevelInfo
+	}
+	c.log.Log(context.Background(), level, "session: closing connection", "code", e.Code, "text", e.Text, "user", c.user)
+}
+
+func (c *Conn) closeTimedOut() {
+	c.log.Debug("session: no connection.close-ok in time, dropping", "timeout", c.set.closeTimeout)
+	c.closeRWC()
+}
+
+// handleWhileClosing handles a frame after connection.close was sent and
+// reports whether the close handshake is complete.
+func (c *Conn) handleWhileClosing(f amqp.Frame) bool {
+	if f.Type != amqp.FrameMethod || f.Channel != 0 {
+		return false
+	}
+	cls, mth, _, err := amqp.MethodIDs(f.Payload)
+	if err != nil || cls != amqp.ClassConnection {
+		return false
+	}
+	switch mth {
+	case amqp.MethodConnectionCloseOk:
+		return true
+	case amqp.MethodConnectionClose:
+		// Both sides closed at once: answer and be done.
+		c.sendMethod(0, &amqp.ConnectionCloseOk{})
+		return true
+	}
+	return false
+}
+
+// asError turns any handler error into the *amqp.Error to report; anything
+// else is a bug on our side, reported as 541 INTERNAL_ERROR.
+func asError(err error) *amqp.Error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return amqp.NewError(amqp.InternalError, 0, 0, "%v", err)
+}
+
+// handleFrame dispatches one frame of an open (not closing) connection. An
+// error it returns closes the connection.
+func (c *Conn) handleFrame(f amqp.Frame) error {
+	switch f.Type {
+	case amqp.FrameHeartbeat:
+		// §4.2.7: heartbeat frames use channel zero and carry nothing; an
+		// invalid one is a 501 frame error. (RabbitMQ answers 505 for a
+		// heartbeat on another channel; the spec's code is used here.)
+		if f.Channel != 0 {
+			return amqp.NewError(amqp.FrameError, 0, 0, "heartbeat frame on channel %d", f.Channel)
+		}
+		if len(f.Payload) != 0 {
+			return amqp.NewError(amqp.FrameError, 0, 0, "heartbeat frame with a %d-byte payload", len(f.Payload))
+		}
+		return nil
+	case amqp.FrameMethod, amqp.FrameHeader, amqp.FrameBody:
+	default:
+		return amqp.NewError(amqp.FrameError, 0, 0, "unknown frame type %d", f.Type)
+	}
+
+	if f.Channel == 0 {
+		if f.Type != amqp.FrameMethod {
+			return amqp.NewError(amqp.UnexpectedFrame, 0, 0, "%s frame on channel 0", frameTypeName(f.Type))
+		}
+		return c.handleMethod0(f.Payload)
+	}
+	if s := connState(c.state.Load()); s != stateOpen {
+		return amqp.NewError(amqp.UnexpectedFrame, 0, 0, "%s frame on channel %d while the connection is %s", frameTypeName(f.Type), f.Channel, s)
+	}
+	ch := c.channels[f.Channel]
+	if ch == nil {
+		return c.openChannel(f)
+	}
+	err := ch.handleFrame(f)
+	if err == nil {
+		return nil
+	}
+	ae := asError(err)
+	if ae.Hard() {
+		return ae
+	}
+	ch.fail(ae)
+	return nil
+}
+
+func frameTypeName(t uint8) string {
+	switch t {
+	case amqp.FrameMethod:
+		return "method"
+	case amqp.FrameHeader:
+		return "content header"
+	case amqp.FrameBody:
+		return "content body"
+	case amqp.FrameHeartbeat:
+		return "heartbeat"
+	}
+	return fmt.Sprintf("type-%d", t)
+}
+
+// openChannel handles a frame on a channel number that is not open: only
+// channel.open is valid there.
+func (c *Conn) openChannel(f amqp.Frame) error {
+	if f.Type != amqp.FrameMethod {
+		return amqp.NewError(amqp.ChannelError, 0, 0, "%s frame on channel %d, which is not open", frameTypeName(f.Type), f.Channel)
+	}
+	m, err := amqp.DecodeMethod(f.Payload)
+	if err != nil {
+		return err
+	}
+	if _, ok := m.(*amqp.ChannelOpen); !ok {
+		return amqp.NewError(amqp.ChannelError, m.ClassID(), m.MethodID(), "%s on channel %d, which is not open", m.Name(), f.Channel)
+	}
+	// channel-max is the highest usable channel number (connection.tune);
+	// RabbitMQ refuses channels beyond it with 530 NOT_ALLOWED.
+	if f.Channel > c.channelMax {
+		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "channel %d exceeds the negotiated channel_max (%d)", f.Channel, c.channelMax)
+	}
+	c.channels[f.Channel] = newChannel(c, f.Channel)
+	c.sendMethod(f.Channel, &amqp.ChannelOpenOk{})
+	return nil
+}
+
+// removeChannel forgets a closed channel so its number can be reused, and
+// releases what it held.
+func (c *Conn) removeChannel(ch *Channel) {
+	delete(c.channels, ch.id)
+	ch.release()
+}
+
+// handleMethod0 handles a method on channel 0: the connection class.
+func (c *Conn) handleMethod0(payload []byte) error {
+	m, err := amqp.DecodeMethod(payload)
+	if err != nil {
+		return err
+	}
+	if m.ClassID() != amqp.ClassConnection {
+		// Channel 0 is the connection's own and can never be opened.
+		return amqp.NewError(amqp.ChannelError, m.ClassID(), m.MethodID(), "%s on channel 0", m.Name())
+	}
+	if cl, ok := m.(*amqp.ConnectionClose); ok {
+		// Valid in every state: a client may give up mid-handshake.
+		c.log.Info("session: client closed connection", "code", cl.ReplyCode, "text", cl.ReplyText, "user", c.user)
+		c.sendMethod(0, &amqp.ConnectionCloseOk{})
+		return errClosedByPeer
+	}
+	state := connState(c.state.Load())
+	switch m := m.(type) {
+	case *amqp.ConnectionStartOk:
+		if state == stateStarting {
+			return c.handleStartOk(m)
+		}
+	case *amqp.ConnectionTuneOk:
+		if state == stateTuning {
+			return c.handleTuneOk(m)
+		}
+	case *amqp.ConnectionOpen:
+		if state == stateOpening {
+			return c.handleOpen(m)
+		}
+	case *amqp.ConnectionUpdateSecret:
+		if state == stateOpen {
+			return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "connection.update-secret is not supported")
+		}
+	}
+	// Out of sequence, a reply to something we never sent (secure-ok,
+	// close-ok), or a server-only method (blocked, unblocked): "an invalid
+	// sequence of frames" is 503 COMMAND_INVALID. (RabbitMQ answers 504 here;
+	// the spec's code is used.)
+	return amqp.NewError(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "%s is not valid while the connection is %s", m.Name(), state)
+}
+
+func (c *Conn) handleStartOk(m *amqp.ConnectionStartOk) error {
+	c.clientProperties = m.ClientProperties
+	user, password, aerr := credentials(m.Mechanism, m.Response)
+	if aerr != nil {
+		return aerr
+	}
+	if c.cfg.Authenticate == nil || !c.cfg.Authenticate(user, password) {
+		c.log.Warn("session: login refused", "user", user, "mechanism", m.Mechanism)
+		// Closing with 403 instead of dropping the socket is what the
+		// authentication_failure_close capability promises. The text does
+		// not say whether the user exists.
+		return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(),
+			"Login was refused using authentication mechanism %s. For details see the broker logfile.", m.Mechanism)
+	}
+	c.user = user
+	c.state.Store(int32(stateTuning))
+	c.sendMethod(0, &amqp.ConnectionTune{
+		ChannelMax: c.set.channelMax,
+		FrameMax:   c.set.frameMax,
+		Heartbeat:  c.set.heartbeatSeconds,
+	})
+	return nil
+}
+
+// handleTuneOk checks the client's choice the way RabbitMQ's
+// validate_negotiated_integer_value does: 530 NOT_ALLOWED for a frame-max
+// below frame-min-size, and for a frame-max or channel-max above the
+// server's or zero ("no limit") while the server has one. The heartbeat is
+// the client's to choose (connection.tune-ok), zero disabling it.
+func (c *Conn) handleTuneOk(m *amqp.ConnectionTuneOk) error {
+	cls, mth := m.ClassID(), m.MethodID()
+	switch {
+	case m.FrameMax != 0 && m.FrameMax < amqp.FrameMinSize:
+		return amqp.NewError(amqp.NotAllowed, cls, mth, "negotiated frame_max = %d is lower than the minimum allowed value (%d)", m.FrameMax, amqp.FrameMinSize)
+	case m.FrameMax == 0 || m.FrameMax > c.set.frameMax:
+		return amqp.NewError(amqp.NotAllowed, cls, mth, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", m.FrameMax, c.set.frameMax)
+	case m.ChannelMax == 0 || m.ChannelMax > c.set.channelMax:
+		return amqp.NewError(amqp.NotAllowed, cls, mth, "negotiated channel_max = %d is higher than the maximum allowed value (%d)", m.ChannelMax, c.set.channelMax)
+	}
+	c.channelMax = m.ChannelMax
+	c.frameMax.Store(m.FrameMax)
+	c.fr.SetMaxFrameSize(m.FrameMax)
+	if m.Heartbeat > 0 {
+		c.startHeartbeat(time.Duration(m.Heartbeat) * time.Second)
+	}
+	c.state.Store(int32(stateOpening))
+	return nil
+}
+
+func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
+	exists := c.cfg.VHostExists
+	if exists == nil {
+		exists = func(v string) bool { return v == "/" }
+	}
+	if !exists(m.VirtualHost) {
+		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "vhost %s not found", m.VirtualHost)
+	}
+	c.vhost = m.VirtualHost
+	c.state.Store(int32(stateOpen))
+	c.out.Lock()
+	if c.out.handshakeTimer != nil {
+		c.out.handshakeTimer.Stop()
+	}
+	c.out.Unlock()
+	c.sendMethod(0, &amqp.ConnectionOpenOk{})
+	c.log.Info("session: connection open", "user", c.user, "vhost", c.vhost)
+	return nil
+}

@@ -1,0 +1,87 @@
+// Package session is the server side of AMQP 0-9-1 connections and
+// channels: frames in, broker operations and replies out.
+//
+// A Conn serves one connection over any io.ReadWriteCloser (a TCP socket, a
+// net.Pipe end for Broker.Dial). NewConn builds it from a Config shared by
+// all connections; Serve runs it on the caller's goroutine plus one writer
+// goroutine, and returns only after both stopped and the stream is closed.
+// Shutdown (any goroutine) closes it from the server side.
+//
+// # Goroutines and ownership
+//
+// The reader goroutine (the one in Serve) owns the connection and channel
+// state: handshake, channel table, content assembly. The writer goroutine
+// owns the stream's write side. Producers (the reader; later, queue actors
+// delivering messages) encode frames straight into the outbox (a
+// mutex-guarded []byte) with sendMethod and sendContent and poke the writer,
+// which swaps the buffer and writes the whole batch with one Write: frames
+// batch under load and are flushed as soon as the queue drains. All frames
+// of one content message are appended under one lock, so messages of
+// different channels never interleave. Timers (handshake timeout, close-ok
+// timeout, heartbeat) are time.AfterFunc callbacks that take the outbox lock,
+// never block, and are stopped before Serve returns.
+//
+// # Handshake
+//
+// A wrong protocol header gets "AMQP 0 0 9 1" back and the stream closes
+// (after our bytes are flushed). connection.start advertises product
+// Warren, platform Go, mechanisms PLAIN and AMQPLAIN, and the capabilities
+// from the one table in config.go (only implemented extensions are set).
+// start-ok is checked with Config.Authenticate; a refusal is connection.close
+// 403 ACCESS_REFUSED (authentication_failure_close), a malformed response 502,
+// an unknown mechanism 503. tune proposes Config's channel-max, frame-max and
+// heartbeat (RabbitMQ's 2047, 131072, 60 s by default). tune-ok is checked as
+// RabbitMQ does: a frame-max below 4096, or a frame-max or channel-max above
+// the server's (or 0, "unlimited", while the server has a limit) is 530
+// NOT_ALLOWED; the heartbeat is the client's choice, 0 disabling it.
+// connection.open of a vhost Config.VHostExists rejects is 530 NOT_ALLOWED.
+// The whole handshake must finish within Config.HandshakeTimeout (10 s).
+// Before tune-ok, frames up to the server's frame-max are accepted (the spec
+// only requires 4096; more is allowed and helps large token passwords).
+//
+// # Heartbeats
+//
+// With a negotiated interval, a timer ticks every half interval: when
+// nothing was written since the last tick a heartbeat frame goes out (so the
+// client hears from us at least once per interval), and when no frame arrived
+// for two intervals the stream is closed.
+//
+// # Errors
+//
+// Handlers return *amqp.Error. On channel 0, during the handshake, and for
+// every hard reply code the connection is closed: connection.close with
+// code, text and the offending class/method ids; from then on only
+// connection.close (answered with close-ok) and connection.close-ok are
+// looked at, and the stream closes on close-ok or after Config.CloseTimeout.
+// Soft codes close the channel: channel.close, then everything on the
+// channel is discarded until channel.close-ok (a crossing channel.close gets
+// its close-ok). Codes, following the spec's definitions:
+//
+//   - 501 FRAME_ERROR: malformed frames (bad end octet, size above
+//     frame-max, unknown type, a heartbeat on a channel other than 0 or with
+//     a payload), a content body frame larger than what its header left
+//     (RabbitMQ's assembler), a body-size above 512 MiB (RabbitMQ's hard
+//     limit; the configurable 406 limit belongs to the publish path).
+//   - 502 SYNTAX_ERROR: arguments or properties that do not decode; a
+//     malformed PLAIN/AMQPLAIN response.
+//   - 503 COMMAND_INVALID: unknown class/method ids; connection methods out
+//     of sequence or on a channel other than 0; methods only the server
+//     sends (RabbitMQ answers 504 for some of these; the spec's code is used).
+//   - 504 CHANNEL_ERROR: any frame on a channel that is not open other than
+//     channel.open, a second channel.open, a non-connection method on
+//     channel 0.
+//   - 505 UNEXPECTED_FRAME: content frames out of order (a body without a
+//     header, a header without a content method, a method or header while a
+//     body is expected, a header for another class), a content frame on
+//     channel 0, any frame on a channel before connection.open-ok.
+//   - 530 NOT_ALLOWED: tune-ok outside the limits, unknown vhost, a channel
+//     number above the negotiated channel-max (RabbitMQ's code for reaching
+//     channel_max).
+//   - 540 NOT_IMPLEMENTED: connection.update-secret, and, until the queue
+//     engine lands, every method of the exchange, queue, basic, tx and
+//     confirm classes (Channel.handleBrokerMethod and handlePublish are the
+//     two spots to replace).
+//
+// channel.flow is implemented: flow-ok echoes the requested state and
+// Channel.Active reports it for the delivery path.
+package session

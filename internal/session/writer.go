@@ -1,0 +1,222 @@
+package session
+
+import (
+	"sync"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// outbox is the writer's queue and the connection's timers, under one mutex.
+// Producers (the reader goroutine today, queue actors delivering messages
+// later) append encoded frames to buf and poke the writer; the writer swaps
+// buf with its spare buffer and writes the batch with one Write. So frames
+// batch under load and go out as soon as the writer is free. The mutex is
+// never held across I/O.
+type outbox struct {
+	sync.Mutex
+	buf []byte
+	// stopped: the writer is gone (write error or connection finished), so
+	// frames are dropped and no timer may be armed.
+	stopped bool
+	// halfClose: once buf is written, shut the write side (or the whole
+	// socket when it cannot half-close). Used after refusing a protocol
+	// header.
+	halfClose bool
+
+	handshakeTimer *time.Timer // closes a connection not open in time
+	closeTimer     *time.Timer // closes a connection whose close-ok is late
+
+	// Heartbeat monitor (see heartbeatTick).
+	heartbeatTimer *time.Timer
+	heartbeatHalf  time.Duration
+	lastFramesIn   uint64
+	missedTicks    int
+}
+
+func (o *outbox) stopTimersLocked() {
+	for _, t := range []*time.Timer{o.handshakeTimer, o.closeTimer, o.heartbeatTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// admitLocked reports whether n more bytes may be queued. Today it only
+// refuses once the writer is gone. This is the spot for the bound on pending
+// bytes that slow consumers need: the delivery path will check it before
+// encoding and stop delivering (credit) instead of growing buf without limit.
+func (o *outbox) admitLocked(n int) bool {
+	_ = n
+	return !o.stopped
+}
+
+// poke wakes the writer without blocking: one pending token is enough, the
+// writer drains everything queued when it wakes.
+func (c *Conn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sendMethod queues a method frame on channel ch. Safe from any goroutine.
+func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
+	c.out.Lock()
+	if !c.out.admitLocked(0) {
+		c.out.Unlock()
+		return
+	}
+	c.out.buf = amqp.AppendMethodFrame(c.out.buf, ch, m)
+	c.out.Unlock()
+	c.poke()
+}
+
+// sendContent queues a content method (basic.deliver, basic.get-ok,
+// basic.return) with its header and body frames. props are the raw
+// property flags and list as published. The body is split into frames of the
+// negotiated frame-max, and all frames are appended under one lock so the
+// frames of one message are never interleaved with another message's on the
+// same connection (§4.2.6). Safe from any goroutine.
+func (c *Conn) sendContent(ch uint16, m amqp.Method, props, body []byte) {
+	maxPayload := int(c.frameMax.Load()) - 8 // type, channel, size, end octet
+	c.out.Lock()
+	if !c.out.admitLocked(len(body)) {
+		c.out.Unlock()
+		return
+	}
+	buf := amqp.AppendMethodFrame(c.out.buf, ch, m)
+	buf = amqp.AppendHeaderFrame(buf, ch, m.ClassID(), uint64(len(body)), props)
+	for len(body) > 0 {
+		n := min(len(body), maxPayload)
+		buf = amqp.AppendFrame(buf, amqp.FrameBody, ch, body[:n])
+		body = body[n:]
+	}
+	c.out.buf = buf
+	c.out.Unlock()
+	c.poke()
+}
+
+// writeLoop is the writer goroutine. It exits when the read loop has ended
+// (after flushing what is queued) or when a write fails (after closing the
+// socket, which ends the read loop too).
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	var spare []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.readerDone:
+			_ = c.flush(&spare)
+			return
+		}
+		if err := c.flush(&spare); err != nil {
+			c.log.Debug("session: write failed", "err", err)
+			c.out.Lock()
+			c.out.stopped = true
+			c.out.buf = nil
+			c.out.Unlock()
+			c.closeRWC()
+			return
+		}
+	}
+}
+
+// maxSpareBuffer caps the buffer the writer keeps between batches, so one
+// burst of large messages does not pin its memory for the connection's life.
+const maxSpareBuffer = 1 << 20
+
+// flush writes everything queued, one Write per batch, until the queue is
+// empty.
+func (c *Conn) flush(spare *[]byte) error {
+	for {
+		c.out.Lock()
+		batch := c.out.buf
+		if len(batch) == 0 {
+			halfClose := c.out.halfClose
+			c.out.Unlock()
+			if halfClose {
+				c.shutdownWrite()
+			}
+			return nil
+		}
+		c.out.buf = (*spare)[:0]
+		c.out.Unlock()
+
+		_, err := c.rwc.Write(batch)
+		if cap(batch) > maxSpareBuffer {
+			batch = nil
+		}
+		*spare = batch
+		if err != nil {
+			return err
+		}
+		c.wrote.Store(true)
+	}
+}
+
+// shutdownWrite sends EOF to the peer while still reading, so the peer sees
+// everything we wrote before the connection goes (a TCP socket closed with
+// unread input is reset). Sockets that cannot half-close are closed.
+func (c *Conn) shutdownWrite() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() == nil {
+			return
+		}
+	}
+	c.closeRWC()
+}
+
+// startHeartbeat starts the heartbeat monitor for the negotiated interval.
+// It ticks every half interval on a timer (no goroutine of its own):
+//   - if nothing was written since the previous tick it queues a heartbeat
+//     frame, so the client hears from us at least once per interval (as
+//     RabbitMQ's sender does; amqp091-go gives up after 1.5 intervals of its
+//     own half-interval, i.e. three of its ticks);
+//   - if no frame arrived for four ticks (two intervals) the peer is dead and
+//     the socket is closed, as §4.2.7 allows.
+func (c *Conn) startHeartbeat(interval time.Duration) {
+	c.out.Lock()
+	defer c.out.Unlock()
+	if c.out.stopped {
+		return
+	}
+	c.out.heartbeatHalf = interval / 2
+	c.out.lastFramesIn = c.framesIn.Load()
+	c.out.heartbeatTimer = time.AfterFunc(c.out.heartbeatHalf, c.heartbeatTick)
+}
+
+// missedTicksLimit is two heartbeat intervals of silence, in half-interval
+// ticks.
+const missedTicksLimit = 4
+
+func (c *Conn) heartbeatTick() {
+	c.out.Lock()
+	if c.out.stopped {
+		c.out.Unlock()
+		return
+	}
+	if in := c.framesIn.Load(); in != c.out.lastFramesIn {
+		c.out.lastFramesIn = in
+		c.out.missedTicks = 0
+	} else {
+		c.out.missedTicks++
+	}
+	if c.out.missedTicks >= missedTicksLimit {
+		interval := 2 * c.out.heartbeatHalf
+		c.out.Unlock()
+		c.log.Warn("session: client missed heartbeats, dropping connection", "interval", interval)
+		c.closeRWC()
+		return
+	}
+	poke := false
+	if !c.wrote.Swap(false) && len(c.out.buf) == 0 {
+		c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
+		poke = true
+	}
+	c.out.heartbeatTimer.Reset(c.out.heartbeatHalf)
+	c.out.Unlock()
+	if poke {
+		c.poke()
+	}
+}
