@@ -84,8 +84,8 @@ func (w *walk) collect(l *destList, dst []string, seen []*exchange) ([]string, [
 // per call, so cycles end. An exchange whose own bindings match nothing
 // (no queue and no exchange) passes the message to its alternate exchange,
 // which is then routed like any other reached exchange (RabbitMQ's
-// rabbit_exchange:route1). Through an alternate set to "", the default
-// exchange delivers to the queue named key.
+// rabbit_exchange:route1). AlternateExchange "" means none, so the default
+// exchange is never an alternate.
 //
 // Route only reads the table: any number of Route calls may run at once
 // with each other and with the other read methods, but not with a
@@ -130,14 +130,8 @@ func (t *Table) Route(name, key string, headers map[string]any, dst []string) []
 
 // routeOne applies x's own bindings.
 func (t *Table) routeOne(x *exchange, key string, headers map[string]any, dst []string, seen []*exchange, w *walk) ([]string, []*exchange) {
-	if x.isDefault {
-		if _, ok := t.queues[key]; ok {
-			w.hits++
-			w.queueLists++
-			dst = append(dst, key)
-		}
-		return dst, seen
-	}
+	// x is never the default exchange: Route handles a publish to it, and
+	// it cannot be a binding destination or an alternate.
 	switch x.Kind {
 	case Direct:
 		if l := x.direct[key]; l != nil {
