@@ -173,7 +173,9 @@ func TestHandshakeTimeout(t *testing.T) {
 }
 
 // frame returns the raw bytes of one frame, for corrupting.
-func frame(typ uint8, ch uint16, payload []byte) []byte { return amqp.AppendFrame(nil, typ, ch, payload) }
+func frame(typ uint8, ch uint16, payload []byte) []byte {
+	return amqp.AppendFrame(nil, typ, ch, payload)
+}
 
 func methodPayload(m amqp.Method) []byte { return amqp.AppendMethod(nil, m) }
 
