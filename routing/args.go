@@ -17,15 +17,23 @@ import (
 // explicitly, or int32(1) against int64(1), make different bindings. Keys
 // are sorted, every value carries a type tag and every variable-length part
 // a length prefix, so no two tables share an encoding. nil and an empty
-// table are both "".
-func argsIdentity(args map[string]any) string {
+// table are both "". Tables and arrays nested deeper than maxDepth (a
+// cyclic value, or one no AMQP peer could send) are ErrInvalidBinding.
+func argsIdentity(args map[string]any) (string, error) {
 	if len(args) == 0 {
-		return ""
+		return "", nil
 	}
 	var b strings.Builder
-	encodeTable(&b, args)
-	return b.String()
+	if !encodeTable(&b, args, 0) {
+		return "", fmt.Errorf("%w: arguments nested deeper than %d levels or of a type a field table cannot hold", ErrInvalidBinding, maxDepth)
+	}
+	return b.String(), nil
 }
+
+// maxDepth bounds the nesting of tables and arrays in binding arguments and
+// in header comparisons, as the amqp codec bounds it on the wire, so a
+// cyclic Go value given through the direct API cannot recurse forever.
+const maxDepth = 64
 
 func encodeLen(b *strings.Builder, n int) {
 	var buf [binary.MaxVarintLen64]byte
@@ -44,7 +52,10 @@ func encodeUint(b *strings.Builder, tag byte, u uint64) {
 	b.Write(buf[:])
 }
 
-func encodeTable(b *strings.Builder, t map[string]any) {
+func encodeTable(b *strings.Builder, t map[string]any, depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
 	keys := make([]string, 0, len(t))
 	for k := range t {
 		keys = append(keys, k)
@@ -54,13 +65,17 @@ func encodeTable(b *strings.Builder, t map[string]any) {
 	encodeLen(b, len(keys))
 	for _, k := range keys {
 		encodeString(b, k)
-		encodeValue(b, t[k])
+		if !encodeValue(b, t[k], depth) {
+			return false
+		}
 	}
+	return true
 }
 
 // encodeValue writes one value with the AMQP field-type letter as its tag
-// where there is one (RabbitMQ's letters: 's' is a signed 16-bit int).
-func encodeValue(b *strings.Builder, v any) {
+// where there is one (RabbitMQ's letters: 's' is a signed 16-bit int). It
+// reports false when v nests deeper than maxDepth below depth.
+func encodeValue(b *strings.Builder, v any, depth int) bool {
 	switch v := v.(type) {
 	case nil:
 		b.WriteByte('V')
@@ -88,7 +103,7 @@ func encodeValue(b *strings.Builder, v any) {
 		// The amqp codec writes an int as 'I' when it fits, else 'l', so a
 		// binding made with int(1) is the one that comes back from the
 		// store as int32(1).
-		encodeValue(b, normalizeInt(v))
+		return encodeValue(b, normalizeInt(v), depth)
 	case uint:
 		encodeUint(b, 'N', uint64(v))
 	case uint64:
@@ -108,22 +123,28 @@ func encodeValue(b *strings.Builder, v any) {
 		// means equal here.
 		encodeUint(b, 'T', uint64(v.Unix()))
 	case []any:
+		if depth >= maxDepth {
+			return false
+		}
 		b.WriteByte('A')
 		encodeLen(b, len(v))
 		for _, e := range v {
-			encodeValue(b, e)
+			if !encodeValue(b, e, depth+1) {
+				return false
+			}
 		}
 	case map[string]any:
-		encodeTable(b, v)
+		return encodeTable(b, v, depth+1)
 	default:
-		encodeOther(b, v)
+		return encodeOther(b, v, depth)
 	}
+	return true
 }
 
 // encodeOther covers named table and array types (amqp.Table nested in a
-// table) through reflection, and anything else (the codec's decimal struct)
-// by its Go type and %#v form.
-func encodeOther(b *strings.Builder, v any) {
+// table) through reflection, and other comparable types (the codec's
+// decimal struct) by their Go type and %#v form. It refuses the rest.
+func encodeOther(b *strings.Builder, v any, depth int) bool {
 	rv := reflect.ValueOf(v)
 	switch {
 	case isTable(rv):
@@ -132,15 +153,25 @@ func encodeOther(b *strings.Builder, v any) {
 		for it.Next() {
 			t[it.Key().String()] = it.Value().Interface()
 		}
-		encodeTable(b, t)
+		return encodeTable(b, t, depth+1)
 	case isArray(rv):
+		if depth >= maxDepth {
+			return false
+		}
 		b.WriteByte('A')
 		encodeLen(b, rv.Len())
 		for i := range rv.Len() {
-			encodeValue(b, rv.Index(i).Interface())
+			if !encodeValue(b, rv.Index(i).Interface(), depth+1) {
+				return false
+			}
 		}
-	default:
+	case rv.Type().Comparable():
 		b.WriteByte('?')
 		encodeString(b, fmt.Sprintf("%T:%#v", v, v))
+	default:
+		// Slices of concrete types, maps with other keys or values, funcs:
+		// nothing the amqp codec can send either.
+		return false
 	}
+	return true
 }

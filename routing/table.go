@@ -52,13 +52,14 @@ type bindingID struct {
 	args   string // argsIdentity(Args)
 }
 
-func idOf(b *Binding) bindingID {
+func idOf(b *Binding) (bindingID, error) {
+	args, err := argsIdentity(b.Args)
 	return bindingID{
 		source: b.Source,
 		dest:   destKey{name: b.Destination.Name, exchange: b.Destination.Exchange},
 		key:    b.Key,
-		args:   argsIdentity(b.Args),
-	}
+		args:   args,
+	}, err
 }
 
 type binding struct {
@@ -88,7 +89,7 @@ type queue struct {
 
 // Table is one vhost's exchanges, queue names and bindings, and routes
 // messages through them. See the package documentation for the locking
-// contract. The zero Table is not usable; call NewTable.
+// contract. The zero Table is an empty table, like NewTable's.
 type Table struct {
 	exchanges map[string]*exchange
 	queues    map[string]*queue
@@ -98,10 +99,18 @@ type Table struct {
 // NewTable returns an empty table: no exchanges, not even the default one
 // (DeclareDefaults adds those).
 func NewTable() *Table {
-	return &Table{
-		exchanges: make(map[string]*exchange),
-		queues:    make(map[string]*queue),
-		bindings:  make(map[bindingID]*binding),
+	t := &Table{}
+	t.lazyInit()
+	return t
+}
+
+// lazyInit makes the zero Table usable; every mutation calls it first.
+// Reads need no initialisation: a nil map reads as empty.
+func (t *Table) lazyInit() {
+	if t.exchanges == nil {
+		t.exchanges = make(map[string]*exchange)
+		t.queues = make(map[string]*queue)
+		t.bindings = make(map[bindingID]*binding)
 	}
 }
 
@@ -109,6 +118,7 @@ func NewTable() *Table {
 // exchanges that are missing; it leaves existing ones as they are. Call it
 // on a fresh table when a vhost is created.
 func (t *Table) DeclareDefaults() {
+	t.lazyInit()
 	if _, ok := t.exchanges[""]; !ok {
 		x := newExchange(Exchange{Name: "", Kind: Direct})
 		x.isDefault = true
@@ -154,6 +164,7 @@ func (t *Table) DeclareExchange(e Exchange) error {
 	if !e.Kind.valid() {
 		return fmt.Errorf("%w: %v", ErrUnknownKind, e.Kind)
 	}
+	t.lazyInit()
 	x, ok := t.exchanges[e.Name]
 	if !ok {
 		t.exchanges[e.Name] = newExchange(e)
@@ -225,6 +236,7 @@ func (t *Table) DeleteExchange(name string) (removed []Binding, err error) {
 // AddQueue makes a queue known, so the default exchange routes to it and
 // bindings may name it. Adding a known queue does nothing.
 func (t *Table) AddQueue(name string) {
+	t.lazyInit()
 	if _, ok := t.queues[name]; !ok {
 		t.queues[name] = &queue{in: make(map[*binding]struct{})}
 	}
@@ -278,7 +290,8 @@ func (t *Table) endpoints(b *Binding) (src, destX *exchange, q *queue, err error
 // Bind adds b. It reports added=false, and changes nothing, when an
 // identical binding exists. Errors: ErrDefaultExchange when either end is
 // the default exchange, ErrExchangeNotFound / ErrQueueNotFound for a
-// missing end, ErrInvalidBinding for a bad x-match on a headers exchange.
+// missing end, ErrInvalidBinding for a bad x-match on a headers exchange or
+// arguments no field table can hold.
 // The table keeps a copy of the top level of b.Args; nested values are
 // shared and must not be changed afterwards.
 func (t *Table) Bind(b Binding) (added bool, err error) {
@@ -286,7 +299,10 @@ func (t *Table) Bind(b Binding) (added bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	id := idOf(&b)
+	id, err := idOf(&b)
+	if err != nil {
+		return false, err
+	}
 	if _, ok := t.bindings[id]; ok {
 		return false, nil
 	}
@@ -316,12 +332,17 @@ func (t *Table) Bind(b Binding) (added bool, err error) {
 // Unbind removes the binding identical to b (same source, destination, key
 // and arguments) and reports whether there was one; unbinding a binding
 // that does not exist is not an error (RabbitMQ 3.x+). Its errors are
-// Bind's: the default exchange at either end, or a missing end.
+// Bind's: the default exchange at either end, a missing end, or arguments
+// no field table can hold.
 func (t *Table) Unbind(b Binding) (removed bool, err error) {
 	if _, _, _, err := t.endpoints(&b); err != nil {
 		return false, err
 	}
-	nb, ok := t.bindings[idOf(&b)]
+	id, err := idOf(&b)
+	if err != nil {
+		return false, err
+	}
+	nb, ok := t.bindings[id]
 	if !ok {
 		return false, nil
 	}
@@ -403,9 +424,14 @@ func (t *Table) SourceBindings(exchange string) int {
 // cascades.
 func (t *Table) EmptiedSources(removed []Binding) []string {
 	var out []string
+	done := make(map[string]bool)
 	for i := range removed {
 		name := removed[i].Source
-		if x, ok := t.exchanges[name]; ok && len(x.out) == 0 && !slices.Contains(out, name) {
+		if done[name] {
+			continue
+		}
+		done[name] = true
+		if x, ok := t.exchanges[name]; ok && len(x.out) == 0 {
 			out = append(out, name)
 		}
 	}

@@ -350,3 +350,71 @@ func TestFanoutManyQueuesAddRemove(t *testing.T) {
 	}
 	require.Equal(t, left, routeSorted(t, tb, "f", "", nil))
 }
+
+func TestZeroTable(t *testing.T) {
+	var tb Table
+	require.Empty(t, tb.Route("x", "k", nil, nil))
+	require.Empty(t, tb.Bindings())
+	require.Empty(t, tb.Exchanges())
+	require.Nil(t, tb.RemoveQueue("q"))
+	_, err := tb.DeleteExchange("x")
+	require.ErrorIs(t, err, ErrExchangeNotFound)
+	_, err = tb.Bind(toQueue("x", "q", ""))
+	require.ErrorIs(t, err, ErrExchangeNotFound)
+	mustDeclare(t, &tb, Exchange{Name: "x", Kind: Fanout})
+	tb.AddQueue("q")
+	mustBind(t, &tb, toQueue("x", "q", ""))
+	require.Equal(t, []string{"q"}, routeSorted(t, &tb, "x", "", nil))
+}
+
+func TestBindRefusesArgsNoTableCanHold(t *testing.T) {
+	cyclic := map[string]any{}
+	cyclic["self"] = cyclic
+	deep := map[string]any{}
+	for range maxDepth + 1 {
+		deep = map[string]any{"d": deep}
+	}
+	deepArray := []any{}
+	for range maxDepth + 1 {
+		deepArray = []any{deepArray}
+	}
+	cyclicNamed := namedTable{}
+	cyclicNamed["self"] = cyclicNamed
+	tests := []struct {
+		name string
+		args map[string]any
+	}{
+		{"cyclic table", cyclic},
+		{"cyclic named table", map[string]any{"t": cyclicNamed}},
+		{"too deep", deep},
+		{"array too deep", map[string]any{"a": deepArray}},
+		{"string slice", map[string]any{"a": []string{"x"}}},
+		{"func", map[string]any{"f": func() {}}},
+		{"int-keyed map", map[string]any{"m": map[int]any{1: "x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := NewTable()
+			mustDeclare(t, tb, Exchange{Name: "h", Kind: Headers})
+			tb.AddQueue("q")
+			b := Binding{Source: "h", Destination: Destination{Name: "q"}, Args: tt.args}
+			_, err := tb.Bind(b)
+			require.ErrorIs(t, err, ErrInvalidBinding)
+			_, err = tb.Unbind(b)
+			require.ErrorIs(t, err, ErrInvalidBinding)
+			require.Empty(t, tb.Bindings())
+		})
+	}
+	// As deep as the codec allows is fine.
+	ok := map[string]any{}
+	for range maxDepth - 1 {
+		ok = map[string]any{"d": ok}
+	}
+	tb := NewTable()
+	mustDeclare(t, tb, Exchange{Name: "h", Kind: Headers})
+	tb.AddQueue("q")
+	mustBind(t, tb, Binding{Source: "h", Destination: Destination{Name: "q"}, Args: ok})
+	require.Equal(t, []string{"q"}, routeSorted(t, tb, "h", "", ok))
+	// A cyclic header value against a finite argument ends.
+	require.Equal(t, []string{}, routeSorted(t, tb, "h", "", map[string]any{"d": cyclic}))
+}
