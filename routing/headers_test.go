@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -143,4 +144,103 @@ func TestHeadersSameQueueTwoBindings(t *testing.T) {
 	require.True(t, removed)
 	require.Equal(t, []string{}, routeSorted(t, tb, "h", "", map[string]any{"a": "1"}))
 	require.Equal(t, []string{"q", "r"}, routeSorted(t, tb, "h", "", map[string]any{"b": "2"}))
+}
+
+// namedArray stands in for a named []any type.
+type namedArray []any
+
+func TestStrictEqual(t *testing.T) {
+	ts := time.Unix(5, 0)
+	tests := []struct {
+		a, b any
+		want bool
+	}{
+		{nil, nil, true},
+		{nil, int32(0), false},
+		{true, true, true},
+		{true, false, false},
+		{int8(1), int8(1), true},
+		{int8(1), uint8(1), false},
+		{uint8(1), uint8(1), true},
+		{int16(1), int16(1), true},
+		{int16(1), uint16(1), false},
+		{uint16(1), uint16(1), true},
+		{int32(1), int32(1), true},
+		{uint32(1), uint32(1), true},
+		{uint32(1), int32(1), false},
+		{int64(1), int64(1), true},
+		{1, int32(1), true}, // a Go int is what the codec sends
+		{int32(1), 1, true},
+		{1 << 40, int64(1 << 40), true},
+		{1 << 40, int32(0), false},
+		{uint(3), uint(3), true},
+		{uint64(3), uint64(3), true},
+		{uint64(3), uint(3), false},
+		{float32(1.5), float32(1.5), true},
+		{float32(1.5), 1.5, false},
+		{1.5, 1.5, true},
+		{"s", "s", true},
+		{"s", []byte("s"), false},
+		{[]byte("s"), []byte("s"), true},
+		{ts, ts.Add(time.Millisecond), true},
+		{ts, ts.Add(time.Second), false},
+		{ts, int64(5), false},
+		{[]any{int32(1)}, []any{int32(1)}, true},
+		{[]any{int32(1)}, namedArray{int32(1)}, true},
+		{namedArray{"x"}, namedArray{"x"}, true},
+		{namedArray{"x"}, namedArray{"x", "y"}, false},
+		{namedArray{"x"}, []any{"y"}, false},
+		{[]any{}, map[string]any{}, false},
+		{map[string]any{"a": nil}, map[string]any{"b": nil}, false},
+		{map[string]any{"a": nil}, map[string]any{"a": nil, "b": nil}, false},
+		{namedTable{"a": int16(1)}, namedTable{"a": int16(1)}, true},
+		{namedTable{"a": int16(1)}, namedTable{"a": int16(2)}, false},
+		{namedTable{"a": int16(1)}, namedTable{"b": int16(1)}, false},
+		{namedTable{"a": int16(1)}, namedTable{"a": int16(1), "b": nil}, false},
+		{decimal{1, 2}, decimal{1, 2}, true},
+		{decimal{1, 2}, struct{ Scale uint8 }{1}, false},
+		{[]string{"x"}, []string{"x"}, true}, // not a field type; DeepEqual decides
+		{[]string{"x"}, []string{"y"}, false},
+		{[]int{1}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%T(%v)=%T(%v)", tt.a, tt.a, tt.b, tt.b), func(t *testing.T) {
+			require.Equal(t, tt.want, strictEqual(tt.a, tt.b))
+			require.Equal(t, tt.want, strictEqual(tt.b, tt.a), "symmetric")
+		})
+	}
+}
+
+func TestHeaderValueEqualNumbers(t *testing.T) {
+	tests := []struct {
+		a, b any
+		want bool
+	}{
+		{int32(-1), uint64(1<<64 - 1), false},
+		{int64(7), uint(7), true},
+		{uint(7), uint64(7), true},
+		{uint64(1 << 63), float64(1 << 63), true},
+		{uint64(1<<64 - 1), float64(1 << 64), false},
+		{uint(1), -1.0, false},
+		{uint(2), 2.5, false},
+		{int64(-3), -3.0, true},
+		{float32(2), int8(2), true},
+		{2.0, 2.0, true},
+		{1, int32(1), true},
+		{int8(1), true, false},
+		{"1", int32(1), false},
+		{[]byte("a"), "a", true},
+		{[]byte("a"), []byte("b"), false},
+		{[]byte("a"), int32(1), false},
+		{"a", true, false},
+		{true, "true", false},
+		{nil, nil, true},
+		{decimal{0, 1}, int32(1), false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%T(%v)=%T(%v)", tt.a, tt.a, tt.b, tt.b), func(t *testing.T) {
+			require.Equal(t, tt.want, headerValueEqual(tt.a, tt.b))
+			require.Equal(t, tt.want, headerValueEqual(tt.b, tt.a), "symmetric")
+		})
+	}
 }

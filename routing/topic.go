@@ -127,6 +127,10 @@ type hashMark struct {
 	lo int
 }
 
+// markIndexThreshold is the number of '#' nodes one match may reach before
+// it indexes them in a map rather than scanning a list.
+const markIndexThreshold = 32
+
 // matchTopic appends the destinations of every binding of x whose pattern
 // matches key, walking the trie like RabbitMQ's trie_match: at each node try
 // the literal next word, '*' (exactly one word) and '#' (zero or more).
@@ -151,6 +155,7 @@ func (x *exchange) matchTopic(key string, dst []string, seen []*exchange, w *wal
 	var markBuf [8]hashMark
 	stack := append(stackBuf[:0], topicSpan{n: x.topic, lo: start, hi: start + 1})
 	marks := markBuf[:0]
+	var markIndex map[*topicNode]int // indexes marks once there are many
 	for len(stack) > 0 {
 		top := len(stack) - 1
 		sp := stack[top]
@@ -180,19 +185,42 @@ func (x *exchange) matchTopic(key string, dst []string, seen []*exchange, w *wal
 			}
 		}
 		if h := n.hash; h != nil {
-			seen, at := done+1, -1
-			for i := range marks {
-				if marks[i].n == h {
-					seen, at = marks[i].lo, i
-					break
+			// h is already covered from offset covered on (done+1: not at
+			// all); push only the offsets below that.
+			at := -1
+			if markIndex != nil {
+				if i, ok := markIndex[h]; ok {
+					at = i
+				}
+			} else {
+				for i := range marks {
+					if marks[i].n == h {
+						at = i
+						break
+					}
 				}
 			}
-			if p < seen {
-				stack = append(stack, topicSpan{n: h, lo: p, hi: seen})
+			covered := done + 1
+			if at >= 0 {
+				covered = marks[at].lo
+			}
+			if p < covered {
+				stack = append(stack, topicSpan{n: h, lo: p, hi: covered})
 				if at >= 0 {
+					// Depth-first order makes a node's offsets arrive in
+					// ascending order, so this does not happen today; it
+					// keeps the walk correct in any order.
 					marks[at].lo = p
 				} else {
 					marks = append(marks, hashMark{n: h, lo: p})
+					if markIndex != nil {
+						markIndex[h] = len(marks) - 1
+					} else if len(marks) > markIndexThreshold {
+						markIndex = make(map[*topicNode]int, 2*len(marks))
+						for i := range marks {
+							markIndex[marks[i].n] = i
+						}
+					}
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -183,4 +184,34 @@ func naiveTopicMatch(pattern, key string) bool {
 		}
 	}
 	return match(words(pattern), words(key))
+}
+
+func TestTopicManyHashNodes(t *testing.T) {
+	// 60 patterns "#.aN.#" put 60 distinct '#' nodes in reach of one key,
+	// past the point where the walk indexes its '#' marks in a map.
+	tb := NewTable()
+	mustDeclare(t, tb, Exchange{Name: "t", Kind: Topic})
+	var words, want []string
+	for i := range 2 * markIndexThreshold {
+		q := fmt.Sprintf("q%02d", i)
+		tb.AddQueue(q)
+		mustBind(t, tb, toQueue("t", q, fmt.Sprintf("#.a%d.#", i)))
+		mustBind(t, tb, toQueue("t", q, fmt.Sprintf("#.a%d.#.a%d", i, i)))
+		if i%3 != 0 {
+			words = append(words, fmt.Sprintf("a%d", i))
+			want = append(want, q)
+		}
+	}
+	// "#.#.zz" re-enters its second '#' from every offset of the first,
+	// after the marks are indexed.
+	tb.AddQueue("zz")
+	mustBind(t, tb, toQueue("t", "zz", "#.#.zz"))
+	key := strings.Join(words, ".")
+	require.Equal(t, want, routeSorted(t, tb, "t", key, nil))
+	require.Equal(t, append(want, "zz"), routeSorted(t, tb, "t", key+".zz", nil))
+	for _, b := range tb.Bindings() {
+		if b.Key[len(b.Key)-1] == '#' { // "#.aN.#", not "#.aN.#.aN"
+			require.Equal(t, slices.Contains(want, b.Destination.Name), naiveTopicMatch(b.Key, key), b.Key)
+		}
+	}
 }
