@@ -1,0 +1,450 @@
+package broker
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/session"
+)
+
+// Version is the broker version advertised in connection.start.
+const Version = "0.1.0-dev"
+
+// RabbitMQ's defaults, used for zero Options fields.
+const (
+	DefaultChannelMax = 2047
+	DefaultFrameMax   = 131072
+	DefaultHeartbeat  = 60 * time.Second
+)
+
+// ErrClosed is returned by Serve, Listen, ListenAndServe and Dial once Close
+// has been called. Check it with errors.Is.
+var ErrClosed = errors.New("broker: closed")
+
+// User is an account clients authenticate as (PLAIN or AMQPLAIN).
+type User struct {
+	Name     string
+	Password string
+	// Tags are RabbitMQ's user tags ("administrator", "monitoring", ...).
+	// They are stored for the management surface; no access rule reads them
+	// yet.
+	Tags []string
+}
+
+// Options configures a Broker. The zero value works; each field documents its
+// default. New copies Options, so the caller may reuse or change the struct
+// afterwards.
+type Options struct {
+	// DataDir is where persistent state lives (Pebble). "" keeps everything in
+	// memory. The storage layer is not wired yet: the value is validated and
+	// kept, nothing is written.
+	DataDir string
+
+	// Users who may log in. nil means one user guest/guest tagged
+	// administrator, as RabbitMQ ships. An empty non-nil slice means nobody
+	// can log in.
+	Users []User
+
+	// VHosts are the virtual hosts clients may open. nil means ["/"].
+	VHosts []string
+
+	// Logger receives connection events. nil discards them.
+	Logger *slog.Logger
+
+	// Heartbeat is the interval the server proposes in connection.tune; the
+	// client's tune-ok has the last word (AMQP 0-9-1 §4.2.7). Zero means 60 s.
+	// Negative proposes no heartbeat. It is sent in whole seconds, so it must
+	// be a whole number of seconds no larger than 65535 s.
+	Heartbeat time.Duration
+
+	// FrameMax is the largest frame (header and end octet included) the
+	// server accepts and proposes. Zero means 131072; values below 4096
+	// (the spec's frame-min-size) are rejected.
+	FrameMax uint32
+
+	// ChannelMax is the highest channel number a client may open. Zero means
+	// 2047.
+	ChannelMax uint16
+}
+
+// clone returns a deep copy so New never aliases the caller's slices.
+func (o Options) clone() Options {
+	o.Users = slices.Clone(o.Users)
+	for i := range o.Users {
+		o.Users[i].Tags = slices.Clone(o.Users[i].Tags)
+	}
+	o.VHosts = slices.Clone(o.VHosts)
+	return o
+}
+
+func (o *Options) ensureDefaults() {
+	if o.Users == nil {
+		o.Users = []User{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}}
+	}
+	if o.VHosts == nil {
+		o.VHosts = []string{"/"}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.FrameMax == 0 {
+		o.FrameMax = DefaultFrameMax
+	}
+	if o.ChannelMax == 0 {
+		o.ChannelMax = DefaultChannelMax
+	}
+}
+
+// validate reports every bad field at once.
+func (o *Options) validate() error {
+	var errs []error
+	seen := make(map[string]bool, len(o.Users))
+	for i, u := range o.Users {
+		switch {
+		case u.Name == "":
+			errs = append(errs, fmt.Errorf("broker: Options.Users[%d]: empty name", i))
+		case seen[u.Name]:
+			errs = append(errs, fmt.Errorf("broker: Options.Users[%d]: duplicate user %q", i, u.Name))
+		}
+		seen[u.Name] = true
+		if len(u.Name) > 255 {
+			errs = append(errs, fmt.Errorf("broker: Options.Users[%d]: name longer than 255 bytes", i))
+		}
+	}
+	seenVHost := make(map[string]bool, len(o.VHosts))
+	for i, v := range o.VHosts {
+		name := canonicalVHost(v)
+		if seenVHost[name] {
+			errs = append(errs, fmt.Errorf("broker: Options.VHosts[%d]: duplicate vhost %q", i, v))
+		}
+		seenVHost[name] = true
+		// connection.open carries the vhost as a shortstr.
+		if len(v) > 255 {
+			errs = append(errs, fmt.Errorf("broker: Options.VHosts[%d]: longer than 255 bytes", i))
+		}
+	}
+	if o.Heartbeat > 0 {
+		if o.Heartbeat%time.Second != 0 {
+			errs = append(errs, fmt.Errorf("broker: Options.Heartbeat %v is not a whole number of seconds", o.Heartbeat))
+		}
+		if o.Heartbeat > 65535*time.Second {
+			errs = append(errs, fmt.Errorf("broker: Options.Heartbeat %v exceeds 65535s", o.Heartbeat))
+		}
+	}
+	if o.FrameMax < amqp.FrameMinSize {
+		errs = append(errs, fmt.Errorf("broker: Options.FrameMax %d is below the minimum %d", o.FrameMax, amqp.FrameMinSize))
+	}
+	return errors.Join(errs...)
+}
+
+// canonicalVHost maps "" to "/": both name the default vhost (DESIGN.md).
+func canonicalVHost(v string) string {
+	if v == "" {
+		return "/"
+	}
+	return v
+}
+
+// Broker is an AMQP 0-9-1 server. Create it with New.
+type Broker struct {
+	opts   Options
+	cfg    *session.Config
+	log    *slog.Logger
+	nextID atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		closed    bool
+		listeners map[net.Listener]struct{}
+		conns     map[*session.Conn]struct{}
+		addr      net.Addr // first listener's address, for Addr and URL
+	}
+	// wg counts every goroutine the broker started: connection servers and
+	// the accept loops started by Listen. Add happens under mu with closed
+	// false, so no Add can race with the Wait in Close.
+	wg sync.WaitGroup
+
+	closeOnce sync.Once
+	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
+	closeDone chan struct{} // closed when Close has finished
+}
+
+// New returns a broker configured by opts, or every problem with opts joined
+// into one error. It starts nothing: call Serve, Listen, ListenAndServe or
+// Dial.
+func New(opts Options) (*Broker, error) {
+	o := opts.clone()
+	o.ensureDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
+	b.mu.listeners = make(map[net.Listener]struct{})
+	b.mu.conns = make(map[*session.Conn]struct{})
+
+	passwords := make(map[string]string, len(o.Users))
+	for _, u := range o.Users {
+		passwords[u.Name] = u.Password
+	}
+	vhosts := make(map[string]bool, len(o.VHosts))
+	for _, v := range o.VHosts {
+		vhosts[canonicalVHost(v)] = true
+	}
+	heartbeat := o.Heartbeat
+	b.cfg = &session.Config{
+		Authenticate: func(user, password string) bool {
+			want, ok := passwords[user]
+			// Compare in constant time so response timing does not leak
+			// how much of a password matched.
+			match := subtle.ConstantTimeCompare([]byte(want), []byte(password)) == 1
+			return ok && match
+		},
+		VHostExists: func(vhost string) bool { return vhosts[canonicalVHost(vhost)] },
+		Logger:      o.Logger,
+		ChannelMax:  o.ChannelMax,
+		FrameMax:    o.FrameMax,
+		Heartbeat:   heartbeat,
+		Product:     "Warren",
+		Version:     Version,
+	}
+	return b, nil
+}
+
+// Serve accepts connections on l and serves each on its own goroutines until
+// l fails or Close is called. It takes ownership of l and closes it. After
+// Close it returns ErrClosed; otherwise the accept error.
+func (b *Broker) Serve(l net.Listener) error {
+	if !b.addListener(l) {
+		l.Close()
+		return ErrClosed
+	}
+	return b.serve(l)
+}
+
+// serve is the accept loop for a registered listener.
+func (b *Broker) serve(l net.Listener) error {
+	defer b.removeListener(l)
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if b.isClosed() {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Transient (e.g. too many open files shows up as a
+				// timeout-like error on some systems): back off like
+				// net/http instead of spinning or giving up.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				b.log.Warn("broker: accept failed, retrying", "err", err, "backoff", backoff)
+				if !b.sleep(backoff) {
+					return ErrClosed
+				}
+				continue
+			}
+			l.Close()
+			return fmt.Errorf("broker: accept: %w", err)
+		}
+		backoff = 0
+		id := fmt.Sprintf("%s -> %s#%d", nc.RemoteAddr(), nc.LocalAddr(), b.nextID.Add(1))
+		b.serveConn(nc, id)
+	}
+}
+
+// sleep waits d or until Close; it reports false when the broker closed.
+func (b *Broker) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return !b.isClosed()
+	case <-b.quit:
+		return false
+	}
+}
+
+// Listen binds addr ("host:port"; port 0 picks a free one) and serves it in
+// the background until Close. It returns the bound address; Addr and URL are
+// valid as soon as it returns.
+func (b *Broker) Listen(addr string) (net.Addr, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen: %w", err)
+	}
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		l.Close()
+		return nil, ErrClosed
+	}
+	b.addListenerLocked(l)
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		err := b.serve(l)
+		if err != nil && !errors.Is(err, ErrClosed) {
+			b.log.Error("broker: listener stopped", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+	return l.Addr(), nil
+}
+
+// ListenAndServe binds addr and serves it until Close (then it returns
+// ErrClosed) or an accept error.
+func (b *Broker) ListenAndServe(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("broker: listen: %w", err)
+	}
+	return b.Serve(l)
+}
+
+// Dial returns the client end of an in-memory connection served exactly like
+// a TCP one. network and addr are ignored; the signature fits
+// amqp091.Config.Dial:
+//
+//	amqp091.DialConfig(b.URL(), amqp091.Config{Dial: b.Dial})
+//
+// URL needs no listener for this: without one it names 127.0.0.1:5672, which
+// Dial never contacts.
+func (b *Broker) Dial(network, addr string) (net.Conn, error) {
+	server, client := net.Pipe()
+	id := fmt.Sprintf("pipe#%d", b.nextID.Add(1))
+	if !b.serveConn(server, id) {
+		client.Close()
+		return nil, ErrClosed
+	}
+	return client, nil
+}
+
+// serveConn registers rwc and serves it on a new goroutine; it reports false
+// (after closing rwc) when the broker is closed.
+func (b *Broker) serveConn(rwc io.ReadWriteCloser, id string) bool {
+	c := session.NewConn(rwc, id, b.cfg)
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		rwc.Close()
+		return false
+	}
+	b.mu.conns[c] = struct{}{}
+	b.wg.Add(1)
+	b.mu.Unlock()
+
+	go func() {
+		defer b.wg.Done()
+		if err := c.Serve(); err != nil {
+			b.log.Debug("broker: connection ended", "conn", id, "err", err)
+		}
+		b.mu.Lock()
+		delete(b.mu.conns, c)
+		b.mu.Unlock()
+	}()
+	return true
+}
+
+func (b *Broker) addListener(l net.Listener) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.closed {
+		return false
+	}
+	b.addListenerLocked(l)
+	return true
+}
+
+func (b *Broker) addListenerLocked(l net.Listener) {
+	b.mu.listeners[l] = struct{}{}
+	if b.mu.addr == nil {
+		b.mu.addr = l.Addr()
+	}
+}
+
+func (b *Broker) removeListener(l net.Listener) {
+	b.mu.Lock()
+	delete(b.mu.listeners, l)
+	b.mu.Unlock()
+}
+
+func (b *Broker) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.closed
+}
+
+// Addr returns the address of the first listener the broker served, or nil
+// before any.
+func (b *Broker) Addr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.addr
+}
+
+// URL returns an AMQP URI for the first listener with the first configured
+// user's credentials and the default vhost, e.g.
+// amqp://guest:guest@127.0.0.1:5672/. Without a listener the host is
+// 127.0.0.1:5672 (useful with Dial, which ignores it).
+func (b *Broker) URL() string {
+	host := "127.0.0.1:5672"
+	if a := b.Addr(); a != nil {
+		host = a.String()
+		if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+			// A wildcard bind is reachable through loopback.
+			host = net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+		}
+	}
+	u := url.URL{Scheme: "amqp", Host: host, Path: "/"}
+	if len(b.opts.Users) > 0 {
+		first := b.opts.Users[0]
+		u.User = url.UserPassword(first.Name, first.Password)
+	}
+	return u.String()
+}
+
+// Close stops every listener, closes every connection with connection.close
+// 320 CONNECTION_FORCED (waiting briefly for close-ok), and returns after
+// every goroutine the broker started has exited. Safe to call many times from
+// many goroutines; each call returns once shutdown is complete.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.mu.Lock()
+		b.mu.closed = true
+		close(b.quit)
+		listeners := make([]net.Listener, 0, len(b.mu.listeners))
+		for l := range b.mu.listeners {
+			listeners = append(listeners, l)
+		}
+		conns := make([]*session.Conn, 0, len(b.mu.conns))
+		for c := range b.mu.conns {
+			conns = append(conns, c)
+		}
+		b.mu.Unlock()
+
+		for _, l := range listeners {
+			l.Close()
+		}
+		for _, c := range conns {
+			c.Shutdown(amqp.ConnectionForced, "broker shutdown")
+		}
+		b.wg.Wait()
+		close(b.closeDone)
+	})
+	<-b.closeDone
+	return nil
+}

@@ -1,0 +1,437 @@
+package broker
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+func TestAMQP091OpensAndClosesChannels(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	conn := dial(t, b.URL(), amqp091.Config{})
+
+	require.Equal(t, "Warren", conn.Properties["product"])
+	caps, ok := conn.Properties["capabilities"].(amqp091.Table)
+	require.True(t, ok)
+	require.Equal(t, true, caps["authentication_failure_close"])
+	require.NotContains(t, caps, "publisher_confirms", "not implemented yet, so not advertised")
+
+	for range 100 {
+		ch, err := conn.Channel()
+		require.NoError(t, err)
+		require.NoError(t, ch.Close())
+	}
+	// 100 open at once, then closed.
+	chans := make([]*amqp091.Channel, 100)
+	for i := range chans {
+		var err error
+		chans[i], err = conn.Channel()
+		require.NoError(t, err)
+	}
+	for _, ch := range chans {
+		require.NoError(t, ch.Close())
+	}
+	require.NoError(t, conn.Close())
+}
+
+func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	conn := dial(t, b.URL(), amqp091.Config{Heartbeat: time.Second})
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+
+	// Idle for three heartbeat intervals: both sides must keep the
+	// connection alive with heartbeat frames alone.
+	time.Sleep(3*time.Second + 500*time.Millisecond)
+
+	select {
+	case err := <-closed:
+		t.Fatalf("connection closed while idle: %v", err)
+	default:
+	}
+	requireWorks(t, conn)
+	require.NoError(t, conn.Close())
+}
+
+func TestAMQP091WrongPasswordGets403(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	for _, auth := range []amqp091.Authentication{
+		&amqp091.PlainAuth{Username: "guest", Password: "wrong"},
+		&amqp091.AMQPlainAuth{Username: "guest", Password: "wrong"},
+		&amqp091.PlainAuth{Username: "nobody", Password: "guest"},
+	} {
+		_, err := amqp091.DialConfig(b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
+		requireAMQPCode(t, err, amqp091.AccessRefused)
+	}
+	// The right password works, with either mechanism.
+	for _, auth := range []amqp091.Authentication{
+		&amqp091.PlainAuth{Username: "guest", Password: "guest"},
+		&amqp091.AMQPlainAuth{Username: "guest", Password: "guest"},
+	} {
+		conn := dial(t, b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
+		requireWorks(t, conn)
+		require.NoError(t, conn.Close())
+	}
+}
+
+func TestAMQP091UnknownVHostGets530(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{VHosts: []string{"/", "prod"}})
+	_, err := amqp091.Dial(strings.TrimSuffix(b.URL(), "/") + "/staging")
+	requireAMQPCode(t, err, amqp091.NotAllowed)
+
+	conn := dial(t, strings.TrimSuffix(b.URL(), "/")+"/prod", amqp091.Config{})
+	requireWorks(t, conn)
+	require.NoError(t, conn.Close())
+}
+
+func TestCloseSendsConnectionForced(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+
+	conn := dial(t, b.URL(), amqp091.Config{})
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	chClosed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+
+	require.NoError(t, b.Close())
+	cerr := <-closed
+	require.NotNil(t, cerr)
+	require.Equal(t, amqp091.ConnectionForced, cerr.Code)
+	require.True(t, cerr.Server)
+	<-chClosed
+	require.True(t, conn.IsClosed())
+}
+
+func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	conn := dial(t, b.URL(), amqp091.Config{})
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
+	requireAMQPCode(t, err, amqp091.NotImplemented)
+	// 540 is a hard error: the connection is gone, the broker is fine.
+	conn2 := dial(t, b.URL(), amqp091.Config{})
+	requireWorks(t, conn2)
+}
+
+func TestDialInMemory(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+
+	// No listener at all: the URL only carries credentials and vhost.
+	conn := dial(t, b.URL(), amqp091.Config{Dial: b.Dial})
+	for range 10 {
+		requireWorks(t, conn)
+	}
+	require.NoError(t, conn.Close())
+}
+
+// TestRawProtocolErrors sends broken input over raw sockets; each gets the
+// spec's answer and the broker keeps serving a well-behaved client, checked
+// before and after every case.
+func TestRawProtocolErrors(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	good := dial(t, b.URL(), amqp091.Config{})
+	requireWorks(t, good)
+
+	publish := amqp.AppendMethod(nil, &amqp.BasicPublish{RoutingKey: "k"})
+	cases := []struct {
+		name string
+		run  func(c *rawClient)
+	}{
+		{"garbage instead of the protocol header", func(c *rawClient) {
+			c.send([]byte("GARBAGE!"))
+			got := make([]byte, 8)
+			_, err := c.nc.Read(got)
+			require.NoError(t, err)
+			require.Equal(t, "AMQP\x00\x00\x09\x01", string(got))
+			c.expectEOF()
+		}},
+		{"bad frame end octet", func(c *rawClient) {
+			c.handshake()
+			f := amqp.AppendMethodFrame(nil, 1, &amqp.ChannelOpen{})
+			f[len(f)-1] = 0xAB
+			c.send(f)
+			c.expectClose(amqp.FrameError)
+		}},
+		{"frame larger than frame-max", func(c *rawClient) {
+			c.handshake()
+			h := []byte{amqp.FrameBody, 0, 1, 0, 0, 0, 0}
+			binary.BigEndian.PutUint32(h[3:], DefaultFrameMax) // + 8 octets of overhead
+			c.send(h)
+			c.send(make([]byte, 1000)) // part of the oversized payload
+			c.expectClose(amqp.FrameError)
+		}},
+		{"method on an unopened channel", func(c *rawClient) {
+			c.handshake()
+			c.sendMethod(9, &amqp.BasicQos{PrefetchCount: 1})
+			c.expectClose(amqp.ChannelError)
+		}},
+		{"body frame without a header", func(c *rawClient) {
+			c.handshake()
+			c.openChannel(1)
+			c.send(amqp.AppendFrame(nil, amqp.FrameBody, 1, []byte("hello")))
+			c.expectClose(amqp.UnexpectedFrame)
+		}},
+		{"header frame without a content method", func(c *rawClient) {
+			c.handshake()
+			c.openChannel(1)
+			c.send(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 5, (&amqp.Properties{}).Append(nil)))
+			c.expectClose(amqp.UnexpectedFrame)
+		}},
+		{"method frame while body expected", func(c *rawClient) {
+			c.handshake()
+			c.openChannel(1)
+			c.send(amqp.AppendFrame(nil, amqp.FrameMethod, 1, publish))
+			c.send(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 5, (&amqp.Properties{}).Append(nil)))
+			c.sendMethod(1, &amqp.ChannelClose{})
+			c.expectClose(amqp.UnexpectedFrame)
+		}},
+		{"peer vanishes mid-handshake", func(c *rawClient) {
+			c.send([]byte("AMQP\x00\x00\x09\x01"))
+			c.expectMethod(0)
+			c.nc.Close()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(dialRaw(t, b))
+			requireWorks(t, good)
+		})
+	}
+	require.NoError(t, good.Close())
+}
+
+func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{Heartbeat: time.Second})
+	c := dialRaw(t, b)
+	c.send([]byte("AMQP\x00\x00\x09\x01"))
+	c.expectMethod(0)
+	c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+	tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
+	require.True(t, ok)
+	require.Equal(t, uint16(1), tune.Heartbeat)
+	c.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: 1})
+	c.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	_, ok = c.expectMethod(0).(*amqp.ConnectionOpenOk)
+	require.True(t, ok)
+
+	// We never send anything again: the broker heartbeats, then hangs up.
+	heartbeats := 0
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		require.Equal(t, amqp.FrameHeartbeat, f.Type)
+		heartbeats++
+	}
+	require.GreaterOrEqual(t, heartbeats, 1)
+}
+
+func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []*amqp091.Connection
+	for range 5 {
+		conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
+	}
+	// A raw client that never answers close-ok: Close still returns.
+	raw := dialRaw(t, b)
+	raw.handshake()
+
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = b.Close()
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, b.Close())
+	for _, c := range conns {
+		<-c.NotifyClose(make(chan *amqp091.Error, 1))
+		require.True(t, c.IsClosed())
+	}
+
+	_, err = b.Listen("127.0.0.1:0")
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = b.Dial("tcp", "ignored")
+	require.ErrorIs(t, err, ErrClosed)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.ErrorIs(t, b.Serve(l), ErrClosed)
+}
+
+func TestServeReturnsErrClosed(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(l) }()
+
+	// Serve registers the listener asynchronously; a client connecting is
+	// proof it is serving.
+	conn := dial(t, "amqp://guest:guest@"+l.Addr().String()+"/", amqp091.Config{})
+	requireWorks(t, conn)
+	require.Equal(t, l.Addr().String(), b.Addr().String())
+
+	require.NoError(t, b.Close())
+	require.ErrorIs(t, <-served, ErrClosed)
+}
+
+func TestListenAndServe(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	// Find a free port, release it, serve on it.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	served := make(chan error, 1)
+	go func() { served <- b.ListenAndServe(addr) }()
+	var conn *amqp091.Connection
+	for conn == nil {
+		conn, err = amqp091.Dial("amqp://guest:guest@" + addr + "/")
+		if err != nil {
+			// Not listening yet; the port may also have been taken meanwhile.
+			select {
+			case serr := <-served:
+				t.Skipf("port taken before ListenAndServe bound it: %v", serr)
+			default:
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	requireWorks(t, conn)
+	require.NoError(t, conn.Close())
+	require.NoError(t, b.Close())
+	require.ErrorIs(t, <-served, ErrClosed)
+}
+
+func TestURL(t *testing.T) {
+	b, err := New(Options{Users: []User{{Name: "ad@min", Password: "p:w/d"}}})
+	require.NoError(t, err)
+	require.Nil(t, b.Addr())
+	require.Equal(t, "amqp://ad%40min:p%3Aw%2Fd@127.0.0.1:5672/", b.URL())
+
+	addr, err := b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	require.Equal(t, addr, b.Addr())
+	require.Equal(t, "amqp://ad%40min:p%3Aw%2Fd@"+addr.String()+"/", b.URL())
+	uri, err := amqp091.ParseURI(b.URL())
+	require.NoError(t, err)
+	require.Equal(t, "ad@min", uri.Username)
+	require.Equal(t, "p:w/d", uri.Password)
+	require.Equal(t, "/", uri.Vhost)
+	require.NoError(t, b.Close())
+}
+
+func TestOptions(t *testing.T) {
+	t.Run("zero value gets defaults", func(t *testing.T) {
+		b, err := New(Options{})
+		require.NoError(t, err)
+		require.Equal(t, []User{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}}, b.opts.Users)
+		require.Equal(t, []string{"/"}, b.opts.VHosts)
+		require.Equal(t, uint16(DefaultChannelMax), b.opts.ChannelMax)
+		require.Equal(t, uint32(DefaultFrameMax), b.opts.FrameMax)
+		require.Equal(t, DefaultHeartbeat, b.opts.Heartbeat)
+		require.NotNil(t, b.opts.Logger)
+		require.Equal(t, "amqp://guest:guest@127.0.0.1:5672/", b.URL())
+	})
+	t.Run("caller's struct is not modified or aliased", func(t *testing.T) {
+		opts := Options{Users: []User{{Name: "a", Password: "b", Tags: []string{"x"}}}, VHosts: []string{"v"}}
+		b, err := New(opts)
+		require.NoError(t, err)
+		require.Zero(t, opts.Heartbeat)
+		opts.Users[0].Tags[0] = "changed"
+		opts.VHosts[0] = "changed"
+		require.Equal(t, "x", b.opts.Users[0].Tags[0])
+		require.Equal(t, "v", b.opts.VHosts[0])
+	})
+	cases := []struct {
+		name    string
+		opts    Options
+		wantErr []string // every one must appear
+	}{
+		{"empty user name", Options{Users: []User{{Password: "x"}}}, []string{"Users[0]: empty name"}},
+		{"duplicate user", Options{Users: []User{{Name: "a"}, {Name: "a"}}}, []string{`Users[1]: duplicate user "a"`}},
+		{"duplicate vhost", Options{VHosts: []string{"/", ""}}, []string{`VHosts[1]: duplicate vhost ""`}},
+		{"fractional heartbeat", Options{Heartbeat: 1500 * time.Millisecond}, []string{"not a whole number of seconds"}},
+		{"huge heartbeat", Options{Heartbeat: 70000 * time.Second}, []string{"exceeds 65535s"}},
+		{"frame-max too small", Options{FrameMax: 4095}, []string{"FrameMax 4095 is below the minimum 4096"}},
+		{"every problem at once", Options{
+			Users:     []User{{Name: ""}},
+			VHosts:    []string{"a", "a"},
+			Heartbeat: time.Millisecond,
+			FrameMax:  1,
+		}, []string{"Users[0]", "VHosts[1]", "Heartbeat", "FrameMax"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.opts)
+			require.Error(t, err)
+			for _, want := range tc.wantErr {
+				require.Contains(t, err.Error(), want)
+			}
+			require.True(t, strings.HasPrefix(err.Error(), "broker: "))
+		})
+	}
+	t.Run("negative heartbeat disables it", func(t *testing.T) {
+		b := startBroker(t, Options{Heartbeat: -1})
+		c := dialRaw(t, b)
+		c.send([]byte("AMQP\x00\x00\x09\x01"))
+		c.expectMethod(0)
+		c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+		tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
+		require.True(t, ok)
+		require.Zero(t, tune.Heartbeat)
+	})
+	t.Run("configured users and limits reach the wire", func(t *testing.T) {
+		b := startBroker(t, Options{
+			Users:      []User{{Name: "app", Password: "s3cret"}},
+			ChannelMax: 10,
+			FrameMax:   8192,
+			Heartbeat:  5 * time.Second,
+			Logger:     slog.New(slog.DiscardHandler),
+		})
+		conn := dial(t, b.URL(), amqp091.Config{})
+		require.Equal(t, uint16(10), conn.Config.ChannelMax)
+		require.Equal(t, 8192, conn.Config.FrameSize)
+		require.Equal(t, 5*time.Second, conn.Config.Heartbeat)
+		requireWorks(t, conn)
+		_, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
+		requireAMQPCode(t, err, amqp091.AccessRefused)
+	})
+}
