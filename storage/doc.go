@@ -1,0 +1,49 @@
+// Package storage defines where queue messages live: ShardStore, an
+// offset-addressed log per queue ("shard"), and Record, one message in it.
+//
+// A queue is a shard. The queue runtime appends published messages at the
+// tail, reads them from its cursor, and deletes them one by one as they are
+// acknowledged, in any order. Offsets are assigned by the store, consecutive
+// within one Append and increasing across Appends, and never reused for the
+// life of the shard, so a cursor or an unacked-index entry that names an
+// offset can never come to mean a different message. DeleteShard ends that
+// life: the next Append starts again at 0.
+//
+// Backends:
+//
+//   - storage/memory keeps records in memory. It is the store of non-durable
+//     queues and of the in-memory broker; it shares the caller's byte slices
+//     instead of copying them.
+//   - storage/pebble keeps records in a Pebble database shared with the
+//     metadata store and the unacked index. It is the store of durable
+//     queues; a batch holding a persistent record is fsynced before Append
+//     returns.
+//   - storage/storagetest is the conformance suite every backend passes,
+//     including third-party ones.
+//
+// # Contract details the interface comments leave open
+//
+// Both backends here, and the conformance suite, settle these points:
+//
+//   - Read with max < 1 returns no records and no error; so does Read of a
+//     shard that never existed. An empty result may be nil.
+//   - Read never reports ErrNotFound: "nothing at or after from" is an empty
+//     result, as the Read comment says.
+//   - A zero-length Properties or Body may come back as nil or as an empty
+//     slice; the broker never tells them apart. (Both backends here in fact
+//     preserve the difference.)
+//   - Records returned by Read must be treated as read-only: a backend may
+//     share their Properties and Body with its own copy (storage/memory
+//     does). Strings are immutable anyway.
+//   - Every method checks its context on entry and returns an error wrapping
+//     ctx.Err() without doing anything when it is done. Once a write has
+//     started it runs to completion: a write is never left half done.
+//   - Offsets a caller never received may be skipped: an Append that failed
+//     can leave a gap, never a reused offset.
+//
+// # Concurrency
+//
+// A ShardStore is safe for concurrent use by many goroutines, also on the
+// same shard, although the broker sends every call for one shard from that
+// queue's actor.
+package storage
