@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	for _, args := range [][]string{
+		{"-memory", "-addr", "127.0.0.1:0", "-user", "app", "-password", "pw"},
+		{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-user", "app", "-password", "pw"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stdoutR, stdoutW := io.Pipe()
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, args, stdoutW, io.Discard)
+				stdoutW.Close()
+			}()
+
+			line, err := bufio.NewReader(stdoutR).ReadString('\n')
+			require.NoError(t, err)
+			addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+			require.True(t, ok, "first line %q", line)
+			go io.Copy(io.Discard, stdoutR)
+
+			conn, err := amqp091.Dial("amqp://app:pw@" + addr + "/")
+			require.NoError(t, err)
+			closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+			ch, err := conn.Channel()
+			require.NoError(t, err)
+			require.NoError(t, ch.Close())
+
+			cancel()
+			require.NoError(t, <-done)
+			cerr := <-closed
+			require.NotNil(t, cerr)
+			require.Equal(t, amqp091.ConnectionForced, cerr.Code)
+		})
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	err := run(context.Background(), []string{"-nope"}, io.Discard, io.Discard)
+	require.Error(t, err)
+	err = run(context.Background(), []string{"-addr", "not an address"}, io.Discard, io.Discard)
+	require.Error(t, err)
+}
