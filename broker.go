@@ -245,10 +245,9 @@ func (b *Broker) serve(l net.Listener) error {
 			if b.isClosed() {
 				return ErrClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Transient (e.g. too many open files shows up as a
-				// timeout-like error on some systems): back off like
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				// Transient (EMFILE, ECONNABORTED, ...): back off like
 				// net/http instead of spinning or giving up.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				b.log.Warn("broker: accept failed, retrying", "err", err, "backoff", backoff)

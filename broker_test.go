@@ -435,3 +435,45 @@ func TestOptions(t *testing.T) {
 		requireAMQPCode(t, err, amqp091.AccessRefused)
 	})
 }
+
+// flakyListener fails its first Accept with a temporary error, then behaves
+// like the listener it wraps.
+type flakyListener struct {
+	net.Listener
+	mu    sync.Mutex
+	calls int
+}
+
+type temporaryError struct{}
+
+func (temporaryError) Error() string   { return "accept: too many open files" }
+func (temporaryError) Temporary() bool { return true }
+func (temporaryError) Timeout() bool   { return false }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	l.calls++
+	first := l.calls == 1
+	l.mu.Unlock()
+	if first {
+		return nil, temporaryError{}
+	}
+	return l.Listener.Accept()
+}
+
+func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := &flakyListener{Listener: inner}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(l) }()
+
+	conn := dial(t, "amqp://guest:guest@"+inner.Addr().String()+"/", amqp091.Config{})
+	requireWorks(t, conn)
+	require.NoError(t, conn.Close())
+	require.NoError(t, b.Close())
+	require.ErrorIs(t, <-served, ErrClosed)
+}

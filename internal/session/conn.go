@@ -304,7 +304,9 @@ func (c *Conn) closeWith(e *amqp.Error) {
 	if e.Code == amqp.ConnectionForced {
 		level = slog.LevelInfo
 	}
-	c.log.Log(context.Background(), level, "session: closing connection", "code", e.Code, "text", e.Text, "user", c.user)
+	// No user attribute: closeWith runs on other goroutines (Shutdown) while
+	// the reader may be setting c.user.
+	c.log.Log(context.Background(), level, "session: closing connection", "code", e.Code, "text", e.Text)
 }
 
 func (c *Conn) closeTimedOut() {

@@ -134,6 +134,7 @@ func (c *Conn) flush(spare *[]byte) error {
 		batch := c.out.buf
 		if len(batch) == 0 {
 			halfClose := c.out.halfClose
+			c.out.halfClose = false // once is enough
 			c.out.Unlock()
 			if halfClose {
 				c.shutdownWrite()
