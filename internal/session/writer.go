@@ -144,6 +144,7 @@ func (c *Conn) flush(spare *[]byte) error {
 		c.out.buf = (*spare)[:0]
 		c.out.Unlock()
 
+		onlyHeartbeat := len(batch) == heartbeatFrameSize && batch[0] == amqp.FrameHeartbeat
 		_, err := c.rwc.Write(batch)
 		if cap(batch) > maxSpareBuffer {
 			batch = nil
@@ -152,7 +153,12 @@ func (c *Conn) flush(spare *[]byte) error {
 		if err != nil {
 			return err
 		}
-		c.wrote.Store(true)
+		// A batch that is a lone heartbeat does not count as traffic, so an
+		// idle connection gets one every tick (half interval): that leaves
+		// the client a full interval of slack for timer jitter under load.
+		if !onlyHeartbeat {
+			c.wrote.Store(true)
+		}
 	}
 }
 
@@ -168,12 +174,15 @@ func (c *Conn) shutdownWrite() {
 	c.closeRWC()
 }
 
+// heartbeatFrameSize is the size of an encoded heartbeat frame.
+const heartbeatFrameSize = 8
+
 // startHeartbeat starts the heartbeat monitor for the negotiated interval.
 // It ticks every half interval on a timer (no goroutine of its own):
-//   - if nothing was written since the previous tick it queues a heartbeat
-//     frame, so the client hears from us at least once per interval (as
-//     RabbitMQ's sender does; amqp091-go gives up after 1.5 intervals of its
-//     own half-interval, i.e. three of its ticks);
+//   - if nothing but heartbeats was written since the previous tick it
+//     queues a heartbeat frame, so an idle client hears from us every half
+//     interval (RabbitMQ's sender checks at the same rate; amqp091-go gives
+//     up after 1.5 intervals of silence);
 //   - if no frame arrived for four ticks (two intervals) the peer is dead and
 //     the socket is closed, as §4.2.7 allows.
 func (c *Conn) startHeartbeat(interval time.Duration) {
