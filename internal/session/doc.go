@@ -42,9 +42,10 @@
 // # Heartbeats
 //
 // With a negotiated interval, a timer ticks every half interval: when
-// nothing was written since the last tick a heartbeat frame goes out (so the
-// client hears from us at least once per interval), and when no frame arrived
-// for two intervals the stream is closed.
+// nothing but heartbeats was written since the last tick a heartbeat frame
+// goes out (an idle client hears from us every half interval, leaving slack
+// for timer jitter), and when no frame arrived for two intervals the stream
+// is closed.
 //
 // # Errors
 //
