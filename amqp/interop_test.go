@@ -134,7 +134,9 @@ func serve(conn net.Conn, delivery Properties, deliveryBody []byte) (*seen, erro
 		func() error { return p.recv(1, &ConfirmSelect{}) },
 		func() error { return p.send(1, &ConfirmSelectOk{}) },
 		func() error { return p.recv(1, &s.declare) },
-		func() error { return p.send(1, &QueueDeclareOk{Queue: s.declare.Queue, MessageCount: 7, ConsumerCount: 1}) },
+		func() error {
+			return p.send(1, &QueueDeclareOk{Queue: s.declare.Queue, MessageCount: 7, ConsumerCount: 1})
+		},
 		func() error { return p.recv(1, &s.publish) },
 		func() (err error) { s.props, s.body, err = p.recvContent(1); return err },
 		func() error { return p.send(1, &BasicAck{DeliveryTag: 1}) },
