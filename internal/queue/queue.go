@@ -1,0 +1,1133 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// ErrDeleted is returned by calls on a queue whose actor has stopped, because
+// the queue was deleted or the broker is shutting down.
+var ErrDeleted = errors.New("queue: deleted")
+
+// Stores are the three stores a queue works on. A non-durable queue gets
+// in-memory ones, a durable queue the broker's persistent ones.
+type Stores struct {
+	Shards  storage.ShardStore
+	Cursors meta.Cursors
+	Index   unacked.Index
+}
+
+// Config describes one queue.
+type Config struct {
+	VHost string
+	Name  string
+	// Shard is the queue's shard name in Stores.Shards.
+	Shard  string
+	Stores Stores
+	// DropTransient deletes non-persistent records when the queue starts:
+	// RabbitMQ drops transient messages of durable queues on restart.
+	DropTransient bool
+	// Broker and Incarnation identify this node's run in index entries.
+	Broker      string
+	Incarnation uint64
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Owner identifies who holds a delivery: a channel of a connection.
+type Owner struct {
+	Connection string
+	Channel    uint16
+}
+
+// Message is one claimed message, handed to a consumer or a basic.get.
+type Message struct {
+	storage.Record
+	Redelivered bool
+	// DeliveryCount counts deliveries of this message, this one included.
+	DeliveryCount uint32
+	// Ref settles the message with Ack, Reject or Requeue.
+	Ref Ref
+}
+
+// Ref names one delivery of a message. Settling with a stale Ref (the
+// message was requeued or settled meanwhile) does nothing: whoever settles a
+// delivery first owns the message.
+type Ref struct {
+	Offset uint64
+	Claim  uint64
+}
+
+// Receiver is what a consumer's channel implements.
+type Receiver interface {
+	// Deliver hands m to consumer c. It runs on the queue's goroutine, so it
+	// must not wait on the queue. It returns false when the consumer cannot
+	// take messages any more (its channel is closing): the queue then returns
+	// the message in place and drops the consumer.
+	Deliver(c *Consumer, m Message) bool
+	// Cancelled tells the consumer that the queue dropped it because the
+	// queue was deleted.
+	Cancelled(c *Consumer)
+}
+
+// Consumer is a basic.consume subscription.
+type Consumer struct {
+	Tag       string
+	Owner     Owner
+	NoAck     bool
+	Exclusive bool
+	// Credit is the consumer's prefetch (basic.qos global=false) and
+	// ChannelCredit the channel's (global=true); either may be nil.
+	Credit        *Credit
+	ChannelCredit *Credit
+	Receiver      Receiver
+}
+
+func (c *Consumer) acquire() bool {
+	if c.NoAck {
+		return true // prefetch does not apply to no-ack consumers
+	}
+	if c.Credit != nil && !c.Credit.Acquire() {
+		return false
+	}
+	if c.ChannelCredit != nil && !c.ChannelCredit.Acquire() {
+		if c.Credit != nil {
+			c.Credit.Release(1)
+		}
+		return false
+	}
+	return true
+}
+
+func (c *Consumer) release() {
+	if c.NoAck {
+		return
+	}
+	if c.Credit != nil {
+		c.Credit.Release(1)
+	}
+	if c.ChannelCredit != nil {
+		c.ChannelCredit.Release(1)
+	}
+}
+
+// Confirmer learns when published messages are stored (err nil) or failed.
+// Confirm runs on the queue's goroutine and must not wait on the queue. One
+// call carries every sequence number of one store batch, in publish order,
+// so the channel can answer with a single basic.ack multiple=true.
+type Confirmer interface {
+	Confirm(seqs []uint64, err error)
+}
+
+// Stats are a queue's counts.
+type Stats struct {
+	Ready     uint64
+	Unacked   uint64
+	Consumers int
+}
+
+// ErrExclusiveConsumer and ErrConsumersExist are returned by Consume when an
+// exclusive consumer is requested or present (the channel answers 403).
+var (
+	ErrExclusiveConsumer = errors.New("queue: queue has an exclusive consumer")
+	ErrConsumersExist    = errors.New("queue: queue already has consumers")
+)
+
+type opKind uint8
+
+const (
+	opPublish opKind = iota
+	opConsume
+	opCancel
+	opGet
+	opAck
+	opReject
+	opRequeue
+	opRequeueEntries
+	opPurge
+	opStats
+	opDelete
+)
+
+type op struct {
+	kind     opKind
+	rec      storage.Record
+	conf     Confirmer
+	seq      uint64
+	consumer *Consumer
+	tag      string
+	owner    Owner
+	noAck    bool
+	refs     []Ref
+	entries  []unacked.Entry
+	reply    chan reply
+}
+
+type reply struct {
+	msg   Message
+	ok    bool
+	n     uint64
+	stats Stats
+	err   error
+}
+
+// delivery is a message that is out: delivered and not yet settled.
+type delivery struct {
+	rec      storage.Record
+	claim    uint64
+	owner    Owner
+	count    uint32
+	consumer *Consumer // nil for basic.get
+}
+
+// waiting is a message requeued in place, served before the cursor.
+type waiting struct {
+	rec   storage.Record
+	count uint32
+}
+
+// Queue is one queue's actor. Its exported methods are safe for concurrent
+// use; all state below the channels is owned by the actor goroutine.
+type Queue struct {
+	cfg  Config
+	key  meta.QueueKey
+	ops  chan op
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	stopOnce sync.Once
+	closing  atomic.Bool  // set by the actor when it stops taking ops
+	inflight atomic.Int64 // senders between the closing check and the send
+
+	// Owned by the actor goroutine.
+	cursor     uint64           // next offset to claim from the shard
+	fromCursor uint64           // live records at offsets >= cursor
+	pending    []storage.Record // a prefix of those records, read or appended
+	returned   []uint64         // requeued offsets, ascending
+	waiting    map[uint64]waiting
+	out        map[uint64]*delivery
+	consumers  []*Consumer
+	next       int // round-robin position in consumers
+	claims     uint64
+	publishes  []storage.Record
+	confirms   []confirm
+	seqs       []uint64 // scratch for Confirm calls
+	retry      *time.Timer
+	retryC     <-chan time.Time
+	deleted    bool
+}
+
+type confirm struct {
+	conf Confirmer
+	seq  uint64
+}
+
+const (
+	// maxPending bounds the records kept in memory ahead of the cursor.
+	maxPending = 4096
+	// maxBatch bounds the messages claimed with one CAS.
+	maxBatch = 256
+	// mailbox is the capacity of the actor's mailbox; a full mailbox
+	// blocks publishers, which is the broker's back-pressure.
+	mailbox = 1024
+	// retryAfter is how long the actor waits after a store error.
+	retryAfter = 100 * time.Millisecond
+)
+
+// Start recovers the queue from its stores and starts its actor. Index
+// entries left by an earlier run are returned in place (redelivered=true);
+// entries for offsets the cursor never passed are dropped, because their
+// claim never committed.
+func Start(ctx context.Context, cfg Config) (*Queue, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	q := &Queue{
+		cfg:     cfg,
+		key:     meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
+		ops:     make(chan op, mailbox),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		waiting: make(map[uint64]waiting),
+		out:     make(map[uint64]*delivery),
+	}
+	if err := q.recover(ctx); err != nil {
+		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
+	}
+	go q.run()
+	return q, nil
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.cfg.Name }
+
+// VHost returns the queue's vhost.
+func (q *Queue) VHost() string { return q.cfg.VHost }
+
+func (q *Queue) recover(ctx context.Context) error {
+	s := q.cfg.Stores
+	cursor, err := s.Cursors.Offset(ctx, q.key)
+	if err != nil {
+		return err
+	}
+	q.cursor = cursor
+	if q.cfg.DropTransient {
+		if err := q.eachRecord(ctx, 0, ^uint64(0), func(batch []storage.Record) error {
+			var drop []uint64
+			for _, r := range batch {
+				if !r.Persistent {
+					drop = append(drop, r.Offset)
+				}
+			}
+			if len(drop) == 0 {
+				return nil
+			}
+			return s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop)
+		}); err != nil {
+			return err
+		}
+	}
+	var entries []unacked.Entry
+	if err := s.Index.Queue(ctx, q.cfg.VHost, q.cfg.Name, func(e unacked.Entry) bool {
+		entries = append(entries, e)
+		return true
+	}); err != nil {
+		return err
+	}
+	// Below the cursor every live record must have an index entry (the
+	// entry is written before the cursor moves). Records without one were
+	// settled by a no-ack delivery that crashed before deleting them.
+	claimed := make(map[uint64]unacked.Entry, len(entries))
+	var stale []unacked.Key
+	for _, e := range entries {
+		if e.Offset >= cursor {
+			stale = append(stale, e.Key) // the claim's CAS never happened
+			continue
+		}
+		claimed[e.Offset] = e
+	}
+	var orphans []uint64
+	var back []unacked.Entry
+	if err := q.eachRecord(ctx, 0, cursor, func(batch []storage.Record) error {
+		for _, r := range batch {
+			e, ok := claimed[r.Offset]
+			if !ok {
+				orphans = append(orphans, r.Offset)
+				continue
+			}
+			delete(claimed, r.Offset)
+			q.waiting[r.Offset] = waiting{rec: r, count: e.DeliveryCount}
+			q.returned = append(q.returned, r.Offset)
+			if e.State != unacked.Returned {
+				e.State = unacked.Returned
+				back = append(back, e)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, e := range claimed { // entries whose record is gone: settled before a crash
+		stale = append(stale, e.Key)
+	}
+	if len(orphans) > 0 {
+		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, orphans); err != nil {
+			return err
+		}
+	}
+	if len(stale) > 0 {
+		if err := s.Index.Delete(ctx, stale); err != nil {
+			return err
+		}
+	}
+	if len(back) > 0 {
+		if err := s.Index.Put(ctx, back); err != nil {
+			return err
+		}
+	}
+	total, err := s.Shards.Count(ctx, q.cfg.Shard)
+	if err != nil {
+		return err
+	}
+	q.fromCursor = total - uint64(len(q.returned))
+	return nil
+}
+
+// eachRecord calls fn with batches of the live records in [from, to).
+func (q *Queue) eachRecord(ctx context.Context, from, to uint64, fn func([]storage.Record) error) error {
+	for from < to {
+		batch, err := q.cfg.Stores.Shards.Read(ctx, q.cfg.Shard, from, 1024)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for n < len(batch) && batch[n].Offset < to {
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		if err := fn(batch[:n]); err != nil {
+			return err
+		}
+		if n < len(batch) {
+			return nil
+		}
+		from = batch[n-1].Offset + 1
+	}
+	return nil
+}
+
+// send posts o to the actor, or fails when the actor is stopping. The
+// in-flight count lets the stopping actor drain every op that got past the
+// closing check, so no publish is left without its confirm.
+func (q *Queue) send(o op) error {
+	q.inflight.Add(1)
+	defer q.inflight.Add(-1)
+	if q.closing.Load() {
+		return ErrDeleted
+	}
+	q.ops <- o
+	return nil
+}
+
+// call posts o and waits for the actor's reply.
+func (q *Queue) call(ctx context.Context, o op) (reply, error) {
+	o.reply = make(chan reply, 1)
+	if err := q.send(o); err != nil {
+		return reply{}, err
+	}
+	select {
+	case r := <-o.reply:
+		return r, r.err
+	case <-q.done:
+		// The actor may have answered just before it stopped.
+		select {
+		case r := <-o.reply:
+			return r, r.err
+		default:
+			return reply{}, ErrDeleted
+		}
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+// Publish enqueues rec. When conf is non-nil, conf.Confirm(seq, err) runs once
+// the record is stored (synced first when it is persistent and the store is
+// durable). Publish blocks while the mailbox is full: that is back-pressure.
+func (q *Queue) Publish(rec storage.Record, conf Confirmer, seq uint64) error {
+	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq})
+}
+
+// Consume registers c. It fails with ErrExclusiveConsumer or
+// ErrConsumersExist as basic.consume's exclusive flag requires.
+func (q *Queue) Consume(ctx context.Context, c *Consumer) error {
+	_, err := q.call(ctx, op{kind: opConsume, consumer: c})
+	return err
+}
+
+// Cancel removes the consumer with tag held by owner and returns the number
+// of consumers left. No Deliver for it runs after Cancel returns. Messages
+// it holds stay unacked: basic.cancel requeues nothing.
+func (q *Queue) Cancel(ctx context.Context, owner Owner, tag string) (int, error) {
+	r, err := q.call(ctx, op{kind: opCancel, owner: owner, tag: tag})
+	return r.stats.Consumers, err
+}
+
+// Get claims one message for basic.get. ok is false when the queue has no
+// ready message. ready is the count left after the claim (get-ok's
+// message-count). With noAck the message is settled at once.
+func (q *Queue) Get(ctx context.Context, owner Owner, noAck bool) (m Message, ready uint64, ok bool, err error) {
+	r, err := q.call(ctx, op{kind: opGet, owner: owner, noAck: noAck})
+	return r.msg, r.stats.Ready, r.ok, err
+}
+
+// Ack settles deliveries: their records and index entries are deleted.
+func (q *Queue) Ack(refs []Ref) error {
+	return q.send(op{kind: opAck, refs: refs})
+}
+
+// Reject settles deliveries without requeue: they are discarded.
+func (q *Queue) Reject(refs []Ref) error {
+	return q.send(op{kind: opReject, refs: refs})
+}
+
+// Requeue returns deliveries in place: the single requeue primitive behind
+// nack and reject with requeue, basic.recover, and channel or connection
+// close. Each message keeps its position and comes back redelivered.
+func (q *Queue) Requeue(refs []Ref) error {
+	return q.send(op{kind: opRequeue, refs: refs})
+}
+
+// RequeueEntries returns the deliveries named by index entries whose owner
+// is gone: the scanner's call into the same primitive. An entry whose
+// delivery is no longer out with that owner is ignored.
+func (q *Queue) RequeueEntries(entries []unacked.Entry) error {
+	return q.send(op{kind: opRequeueEntries, entries: entries})
+}
+
+// Purge deletes the ready messages (not those out for delivery) and returns
+// how many.
+func (q *Queue) Purge(ctx context.Context) (uint64, error) {
+	r, err := q.call(ctx, op{kind: opPurge})
+	return r.n, err
+}
+
+// Stats returns the queue's counts, after every earlier call on it.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	r, err := q.call(ctx, op{kind: opStats})
+	return r.stats, err
+}
+
+// Delete removes every message, index entry and the shard, cancels the
+// consumers (Receiver.Cancelled), stops the actor and returns the number of
+// ready messages deleted. The cursor is the caller's to delete with the
+// queue's metadata.
+func (q *Queue) Delete(ctx context.Context) (uint64, error) {
+	r, err := q.call(ctx, op{kind: opDelete})
+	return r.n, err
+}
+
+// Stop stops the actor without touching the stores (broker shutdown), and
+// waits for it. It is safe to call more than once and after Delete.
+func (q *Queue) Stop() {
+	q.stopOnce.Do(func() { close(q.stop) })
+	<-q.done
+}
+
+// Kick wakes the actor to retry delivery, for example after a channel
+// settled messages and so freed prefetch credit. It never blocks.
+func (q *Queue) Kick() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Done is closed when the actor has stopped.
+func (q *Queue) Done() <-chan struct{} { return q.done }
+
+func (q *Queue) run() {
+	ctx := context.Background()
+	defer close(q.done)
+	defer q.drain(ctx)
+	defer func() {
+		if q.retry != nil {
+			q.retry.Stop()
+		}
+	}()
+	for {
+		select {
+		case o := <-q.ops:
+			q.handle(ctx, o)
+			// Drain what else is waiting so publishes go to the store in
+			// one batch and deliveries in one claim.
+			for i := 0; i < mailbox && !q.deleted; i++ {
+				select {
+				case o = <-q.ops:
+					q.handle(ctx, o)
+					continue
+				default:
+				}
+				break
+			}
+		case <-q.kick:
+		case <-q.retryC:
+			q.retryC = nil
+		case <-q.stop:
+			return
+		}
+		if q.deleted {
+			return
+		}
+		q.flushPublishes(ctx)
+		q.dispatch(ctx)
+	}
+}
+
+// drain answers every op still on its way once the actor stops: publishes
+// are stored (or, after a delete, confirmed as dropped, as RabbitMQ does
+// for a queue deleted under a publisher), calls get ErrDeleted.
+func (q *Queue) drain(ctx context.Context) {
+	q.closing.Store(true)
+	for {
+		select {
+		case o := <-q.ops:
+			switch {
+			case o.kind == opPublish && !q.deleted:
+				q.handle(ctx, o)
+			case o.kind == opPublish:
+				if o.conf != nil {
+					o.conf.Confirm([]uint64{o.seq}, nil)
+				}
+			case o.reply != nil:
+				o.reply <- reply{err: ErrDeleted}
+			}
+			continue
+		default:
+		}
+		if q.inflight.Load() == 0 && len(q.ops) == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	q.flushPublishes(ctx)
+}
+
+func (q *Queue) handle(ctx context.Context, o op) {
+	if o.kind == opPublish {
+		q.publishes = append(q.publishes, o.rec)
+		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
+		if len(q.publishes) >= maxBatch {
+			q.flushPublishes(ctx)
+		}
+		return
+	}
+	// Everything else sees the publishes that came before it.
+	q.flushPublishes(ctx)
+	var r reply
+	switch o.kind {
+	case opConsume:
+		r.err = q.addConsumer(o.consumer)
+	case opCancel:
+		q.removeConsumer(o.owner, o.tag)
+		r.stats.Consumers = len(q.consumers)
+	case opGet:
+		r.msg, r.ok, r.err = q.get(ctx, o.owner, o.noAck)
+		r.stats = q.stats()
+	case opAck, opReject:
+		q.settle(ctx, o.refs)
+	case opRequeue:
+		q.requeue(ctx, o.refs)
+	case opRequeueEntries:
+		var refs []Ref
+		for _, e := range o.entries {
+			d, ok := q.out[e.Offset]
+			if ok && d.owner == (Owner{Connection: e.Connection, Channel: e.Channel}) {
+				refs = append(refs, Ref{Offset: e.Offset, Claim: d.claim})
+			}
+		}
+		q.requeue(ctx, refs)
+	case opPurge:
+		r.n, r.err = q.purge(ctx)
+	case opStats:
+		r.stats = q.stats()
+	case opDelete:
+		r.n, r.err = q.deleteAll(ctx)
+	}
+	if o.reply != nil {
+		o.reply <- r
+	}
+}
+
+func (q *Queue) stats() Stats {
+	return Stats{
+		Ready:     q.fromCursor + uint64(len(q.returned)),
+		Unacked:   uint64(len(q.out)),
+		Consumers: len(q.consumers),
+	}
+}
+
+func (q *Queue) ready() uint64 { return q.fromCursor + uint64(len(q.returned)) }
+
+func (q *Queue) addConsumer(c *Consumer) error {
+	for _, o := range q.consumers {
+		if o.Exclusive {
+			return ErrExclusiveConsumer
+		}
+	}
+	if c.Exclusive && len(q.consumers) > 0 {
+		return ErrConsumersExist
+	}
+	q.consumers = append(q.consumers, c)
+	return nil
+}
+
+func (q *Queue) removeConsumer(owner Owner, tag string) {
+	q.consumers = slices.DeleteFunc(q.consumers, func(c *Consumer) bool {
+		return c.Owner == owner && c.Tag == tag
+	})
+	if q.next >= len(q.consumers) {
+		q.next = 0
+	}
+}
+
+func (q *Queue) flushPublishes(ctx context.Context) {
+	if len(q.publishes) == 0 {
+		return
+	}
+	now := q.cfg.Now().UnixNano()
+	for i := range q.publishes {
+		q.publishes[i].EnqueuedAt = now
+	}
+	_, err := q.cfg.Stores.Shards.Append(ctx, q.cfg.Shard, q.publishes)
+	if err == nil {
+		q.fromCursor += uint64(len(q.publishes))
+		// Keep the new records in memory when everything before them is.
+		if uint64(len(q.pending)) == q.fromCursor-uint64(len(q.publishes)) &&
+			len(q.pending)+len(q.publishes) <= maxPending {
+			q.pending = append(q.pending, q.publishes...)
+		}
+	} else {
+		err = fmt.Errorf("queue: store %s: %w", q.cfg.Name, err)
+		q.cfg.Logger.Error("append failed", "queue", q.cfg.Name, "err", err)
+	}
+	// One Confirm call per run of publishes from the same confirmer.
+	for i := 0; i < len(q.confirms); {
+		c := q.confirms[i]
+		j := i + 1
+		for j < len(q.confirms) && q.confirms[j].conf == c.conf {
+			j++
+		}
+		if c.conf != nil {
+			q.seqs = q.seqs[:0]
+			for _, x := range q.confirms[i:j] {
+				q.seqs = append(q.seqs, x.seq)
+			}
+			c.conf.Confirm(q.seqs, err)
+		}
+		i = j
+	}
+	clear(q.publishes) // drop references to bodies
+	q.publishes = q.publishes[:0]
+	clear(q.confirms)
+	q.confirms = q.confirms[:0]
+}
+
+// assignment is one message picked for one consumer (or a get).
+type assignment struct {
+	consumer *Consumer
+	rec      storage.Record
+	count    uint32 // deliveries before this one
+	returned bool   // from the returned set, else from the cursor
+}
+
+// fill makes sure pending holds at least n records if the shard has them.
+func (q *Queue) fill(ctx context.Context, n int) error {
+	if len(q.pending) >= n || uint64(len(q.pending)) >= q.fromCursor {
+		return nil
+	}
+	from := q.cursor
+	if len(q.pending) > 0 {
+		from = q.pending[len(q.pending)-1].Offset + 1
+	}
+	want := max(n-len(q.pending), maxBatch)
+	recs, err := q.cfg.Stores.Shards.Read(ctx, q.cfg.Shard, from, want)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		// The counts said there were more records than the shard has:
+		// trust the shard.
+		q.fromCursor = uint64(len(q.pending))
+	}
+	q.pending = append(q.pending, recs...)
+	return nil
+}
+
+// take picks the next ready message: the lowest returned offset first, then
+// the next record at the cursor.
+func (q *Queue) take(ctx context.Context, pos int) (assignment, bool, error) {
+	if len(q.returned) > 0 {
+		off := q.returned[0]
+		q.returned = q.returned[1:]
+		w := q.waiting[off]
+		delete(q.waiting, off)
+		return assignment{rec: w.rec, count: w.count, returned: true}, true, nil
+	}
+	if err := q.fill(ctx, pos+1); err != nil {
+		return assignment{}, false, err
+	}
+	if pos >= len(q.pending) {
+		return assignment{}, false, nil
+	}
+	return assignment{rec: q.pending[pos]}, true, nil
+}
+
+// putBack undoes take for the assignments of a claim that failed.
+func (q *Queue) putBack(batch []assignment) {
+	for _, a := range batch {
+		if a.returned {
+			q.waiting[a.rec.Offset] = waiting{rec: a.rec, count: a.count}
+			q.returned = insertSorted(q.returned, a.rec.Offset)
+		}
+		if a.consumer != nil {
+			a.consumer.release()
+		}
+	}
+}
+
+func (q *Queue) dispatch(ctx context.Context) {
+	batch := make([]assignment, 0, 16)
+	for q.ready() > 0 && len(q.consumers) > 0 {
+		batch = batch[:0]
+		avail := min(q.ready(), maxBatch)
+		fromCursor := 0 // records taken from the head of pending
+		idle := 0
+		for uint64(len(batch)) < avail && idle < len(q.consumers) {
+			c := q.consumers[q.next]
+			q.next = (q.next + 1) % len(q.consumers)
+			if !c.acquire() {
+				idle++
+				continue
+			}
+			idle = 0
+			a, ok, err := q.take(ctx, fromCursor)
+			if err != nil || !ok {
+				c.release()
+				if err != nil {
+					q.failed(err, batch)
+					return
+				}
+				break
+			}
+			if !a.returned {
+				fromCursor++
+			}
+			a.consumer = c
+			batch = append(batch, a)
+		}
+		if len(batch) == 0 {
+			return
+		}
+		if err := q.claim(ctx, batch, fromCursor); err != nil {
+			q.failed(err, batch)
+			return
+		}
+		for _, a := range batch {
+			q.deliver(ctx, a)
+		}
+	}
+}
+
+// failed logs a store error, undoes the batch and schedules a retry.
+func (q *Queue) failed(err error, batch []assignment) {
+	q.cfg.Logger.Error("delivery failed", "queue", q.cfg.Name, "err", err)
+	q.putBack(batch)
+	if q.retry == nil {
+		q.retry = time.NewTimer(retryAfter)
+	} else {
+		q.retry.Reset(retryAfter)
+	}
+	q.retryC = q.retry.C
+}
+
+// claim commits a batch of assignments to the stores in the order the
+// design requires: index entries first, then the cursor CAS, then the
+// deletes of no-ack deliveries. fromCursor records at the head of pending
+// are consumed by the batch.
+func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) error {
+	s := q.cfg.Stores
+	now := q.cfg.Now().UnixNano()
+	var entries []unacked.Entry
+	var drop []uint64
+	var dropKeys []unacked.Key
+	for i := range batch {
+		a := &batch[i]
+		owner := a.consumer.Owner
+		if a.consumer.NoAck {
+			drop = append(drop, a.rec.Offset)
+			if a.returned {
+				dropKeys = append(dropKeys, q.indexKey(a.rec.Offset))
+			}
+			continue
+		}
+		entries = append(entries, q.entry(a.rec.Offset, owner, now, a.count+1))
+	}
+	var newCursor uint64
+	if fromCursor > 0 {
+		newCursor = q.pending[fromCursor-1].Offset + 1
+	}
+	if err := q.commit(ctx, entries, newCursor, fromCursor > 0); err != nil {
+		return err
+	}
+	q.pending = q.pending[fromCursor:]
+	q.fromCursor -= uint64(fromCursor)
+	if len(q.pending) == 0 {
+		q.pending = nil // let the backing array go
+	}
+	if len(drop) > 0 {
+		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop); err != nil {
+			// The messages are delivered (at most once, as no-ack
+			// promises); a record left behind is deleted at recovery.
+			q.cfg.Logger.Error("delete failed", "queue", q.cfg.Name, "err", err)
+		}
+	}
+	if len(dropKeys) > 0 {
+		if err := s.Index.Delete(ctx, dropKeys); err != nil {
+			q.cfg.Logger.Error("index delete failed", "queue", q.cfg.Name, "err", err)
+		}
+	}
+	return nil
+}
+
+// commit writes index entries, then moves the cursor to newCursor when move
+// is set. If the CAS loses (another node moved the cursor) the entries are
+// taken back and the cached records dropped, so the next claim re-reads.
+func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, newCursor uint64, move bool) error {
+	s := q.cfg.Stores
+	if len(entries) > 0 {
+		if err := s.Index.Put(ctx, entries); err != nil {
+			return err
+		}
+	}
+	if !move {
+		return nil
+	}
+	swapped, err := s.Cursors.CompareAndSwapOffset(ctx, q.key, q.cursor, newCursor)
+	if err == nil && !swapped {
+		err = errors.New("queue: cursor moved by someone else")
+		if cur, rerr := s.Cursors.Offset(ctx, q.key); rerr == nil {
+			q.cursor = cur
+			q.pending = nil
+		}
+	}
+	if err != nil {
+		var keys []unacked.Key
+		for _, e := range entries {
+			if e.Offset >= q.cursor {
+				keys = append(keys, e.Key)
+			}
+		}
+		if len(keys) > 0 {
+			_ = s.Index.Delete(ctx, keys) // best effort: recovery drops them too
+		}
+		return err
+	}
+	q.cursor = newCursor
+	return nil
+}
+
+func (q *Queue) indexKey(offset uint64) unacked.Key {
+	return unacked.Key{VHost: q.cfg.VHost, Queue: q.cfg.Name, Offset: offset}
+}
+
+func (q *Queue) entry(offset uint64, owner Owner, now int64, count uint32) unacked.Entry {
+	return unacked.Entry{
+		Key:           q.indexKey(offset),
+		Connection:    owner.Connection,
+		Channel:       owner.Channel,
+		Broker:        q.cfg.Broker,
+		Incarnation:   q.cfg.Incarnation,
+		DeliveredAt:   now,
+		DeliveryCount: count,
+		State:         unacked.Delivered,
+	}
+}
+
+func (q *Queue) deliver(ctx context.Context, a assignment) {
+	c := a.consumer
+	q.claims++
+	m := Message{
+		Record:        a.rec,
+		Redelivered:   a.count > 0,
+		DeliveryCount: a.count + 1,
+		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
+	}
+	if !c.NoAck {
+		q.out[a.rec.Offset] = &delivery{rec: a.rec, claim: q.claims, owner: c.Owner, count: a.count + 1, consumer: c}
+	}
+	if c.Receiver.Deliver(c, m) {
+		return
+	}
+	// The channel is closing: take the message back and drop the consumer.
+	c.release()
+	q.removeConsumer(c.Owner, c.Tag)
+	if !c.NoAck {
+		q.requeue(ctx, []Ref{m.Ref})
+	}
+}
+
+func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool, error) {
+	if q.ready() == 0 {
+		return Message{}, false, nil
+	}
+	a, ok, err := q.take(ctx, 0)
+	if err != nil || !ok {
+		return Message{}, false, err
+	}
+	a.consumer = &Consumer{Owner: owner, NoAck: noAck}
+	n := 0
+	if !a.returned {
+		n = 1
+	}
+	if err := q.claim(ctx, []assignment{a}, n); err != nil {
+		q.putBack([]assignment{a})
+		return Message{}, false, err
+	}
+	q.claims++
+	m := Message{
+		Record:        a.rec,
+		Redelivered:   a.count > 0,
+		DeliveryCount: a.count + 1,
+		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
+	}
+	if !noAck {
+		q.out[a.rec.Offset] = &delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1}
+	}
+	return m, true, nil
+}
+
+// live returns the deliveries refs still name, removing them from out.
+func (q *Queue) live(refs []Ref) []*delivery {
+	var ds []*delivery
+	for _, r := range refs {
+		d, ok := q.out[r.Offset]
+		if !ok || d.claim != r.Claim {
+			continue // settled or requeued already: the first settle won
+		}
+		delete(q.out, r.Offset)
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// settle deletes delivered messages: the record first, then the index entry,
+// so a crash in between leaves an entry without a record (dropped at
+// recovery), never a record nobody will deliver.
+func (q *Queue) settle(ctx context.Context, refs []Ref) {
+	ds := q.live(refs)
+	if len(ds) == 0 {
+		return
+	}
+	offsets := make([]uint64, len(ds))
+	keys := make([]unacked.Key, len(ds))
+	for i, d := range ds {
+		offsets[i] = d.rec.Offset
+		keys[i] = q.indexKey(d.rec.Offset)
+	}
+	if err := q.cfg.Stores.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
+		q.cfg.Logger.Error("ack failed", "queue", q.cfg.Name, "err", err)
+		q.restore(ds)
+		return
+	}
+	if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+		q.cfg.Logger.Error("ack index delete failed", "queue", q.cfg.Name, "err", err)
+	}
+}
+
+// restore puts deliveries back after a failed settle, so the message is
+// neither lost nor settled twice.
+func (q *Queue) restore(ds []*delivery) {
+	for _, d := range ds {
+		q.out[d.rec.Offset] = d
+	}
+}
+
+// requeue is the one requeue primitive: each live delivery's index entry
+// flips to Returned in one write and its offset joins the returned set, so
+// the message goes back to its original position.
+func (q *Queue) requeue(ctx context.Context, refs []Ref) {
+	ds := q.live(refs)
+	if len(ds) == 0 {
+		return
+	}
+	now := q.cfg.Now().UnixNano()
+	entries := make([]unacked.Entry, len(ds))
+	for i, d := range ds {
+		e := q.entry(d.rec.Offset, d.owner, now, d.count)
+		e.State = unacked.Returned
+		entries[i] = e
+	}
+	if err := q.cfg.Stores.Index.Put(ctx, entries); err != nil {
+		q.cfg.Logger.Error("requeue failed", "queue", q.cfg.Name, "err", err)
+		q.restore(ds)
+		return
+	}
+	for _, d := range ds {
+		q.waiting[d.rec.Offset] = waiting{rec: d.rec, count: d.count}
+		q.returned = insertSorted(q.returned, d.rec.Offset)
+	}
+}
+
+func insertSorted(s []uint64, v uint64) []uint64 {
+	i, found := slices.BinarySearch(s, v)
+	if found {
+		return s
+	}
+	return slices.Insert(s, i, v)
+}
+
+// purge deletes the ready messages: the returned set and everything from
+// the cursor on. Records go first, then the cursor moves past them.
+func (q *Queue) purge(ctx context.Context) (uint64, error) {
+	s := q.cfg.Stores
+	var n uint64
+	if len(q.returned) > 0 {
+		keys := make([]unacked.Key, len(q.returned))
+		for i, off := range q.returned {
+			keys[i] = q.indexKey(off)
+		}
+		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, q.returned); err != nil {
+			return 0, err
+		}
+		if err := s.Index.Delete(ctx, keys); err != nil {
+			return 0, err
+		}
+		n += uint64(len(q.returned))
+		q.returned = nil
+		clear(q.waiting)
+	}
+	last, deleted := q.cursor, uint64(0)
+	err := q.eachRecord(ctx, q.cursor, ^uint64(0), func(batch []storage.Record) error {
+		offsets := make([]uint64, len(batch))
+		for i, r := range batch {
+			offsets[i] = r.Offset
+		}
+		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
+			return err
+		}
+		deleted += uint64(len(batch))
+		last = batch[len(batch)-1].Offset + 1
+		return nil
+	})
+	q.pending = nil
+	if err != nil {
+		q.fromCursor -= min(q.fromCursor, deleted)
+		return n + deleted, err
+	}
+	if last != q.cursor {
+		if err := q.commit(ctx, nil, last, true); err != nil {
+			return n + deleted, err
+		}
+	}
+	q.fromCursor = 0
+	return n + deleted, nil
+}
+
+func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
+	s := q.cfg.Stores
+	ready := q.ready()
+	for _, c := range q.consumers {
+		c.Receiver.Cancelled(c)
+	}
+	q.consumers = nil
+	if err := s.Shards.DeleteShard(ctx, q.cfg.Shard); err != nil {
+		return 0, err
+	}
+	if err := s.Index.DeleteQueue(ctx, q.cfg.VHost, q.cfg.Name); err != nil {
+		return 0, err
+	}
+	q.deleted = true
+	q.pending, q.returned, q.out = nil, nil, nil
+	clear(q.waiting)
+	return ready, nil
+}

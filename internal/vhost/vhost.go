@@ -1,0 +1,729 @@
+package vhost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/routing"
+)
+
+// QueueStarter starts the actor of a declared queue; the broker chooses its
+// stores (in memory for non-durable queues, persistent for durable ones).
+type QueueStarter func(ctx context.Context, def meta.Queue) (*queue.Queue, error)
+
+// QueueStopper deletes what the broker keeps for a queue beyond its actor's
+// stores (nothing, by default). It runs after the queue's actor deleted its
+// messages.
+type QueueStopper func(ctx context.Context, def meta.Queue)
+
+// Config describes one vhost.
+type Config struct {
+	Name       string
+	Store      meta.Topology
+	StartQueue QueueStarter
+	Logger     *slog.Logger
+}
+
+// Queue is a declared queue: its definition, arguments and actor.
+type Queue struct {
+	*queue.Queue
+	Def  meta.Queue
+	Args amqp.Table
+}
+
+type exchange struct {
+	def  meta.Exchange
+	args amqp.Table
+}
+
+// VHost holds one virtual host's topology: exchanges, queues, bindings and
+// the routing table built from them. Its methods are safe for concurrent
+// use; routing takes a read lock, declarations a write lock, and no lock is
+// held across a call into a queue actor.
+type VHost struct {
+	cfg Config
+
+	mu        sync.RWMutex
+	routes    *routing.Table
+	exchanges map[string]*exchange
+	queues    map[string]*Queue
+	// headers is true while some exchange is of kind headers, so routing
+	// decodes message headers only when they can matter.
+	headers int
+}
+
+// Open builds the vhost from the durable topology in cfg.Store. Entities
+// that are not durable, and exclusive queues, belonged to the broker's
+// previous run and are deleted from the store, as RabbitMQ does at restart.
+func Open(ctx context.Context, cfg Config) (*VHost, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	v := &VHost{
+		cfg:       cfg,
+		routes:    routing.NewTable(),
+		exchanges: make(map[string]*exchange),
+		queues:    make(map[string]*Queue),
+	}
+	v.routes.DeclareDefaults()
+	for _, e := range routing.Predeclared() {
+		if e.Name == "" {
+			continue
+		}
+		v.exchanges[e.Name] = &exchange{def: meta.Exchange{
+			VHost: cfg.Name, Name: e.Name, Type: e.Kind.String(), Durable: true,
+		}}
+		if e.Kind == routing.Headers {
+			v.headers++
+		}
+	}
+	st := cfg.Store
+	exchanges, err := st.ListExchanges(ctx, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range exchanges {
+		if !e.Durable {
+			if err := st.DeleteExchange(ctx, e.VHost, e.Name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		args, _, err := decodeArgs(e.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("vhost: exchange %q: %w", e.Name, err)
+		}
+		if err := v.addExchangeLocked(e, args); err != nil {
+			return nil, err
+		}
+	}
+	queues, err := st.ListQueues(ctx, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queues {
+		if !q.Durable || q.Exclusive {
+			if err := st.DeleteQueue(ctx, q.VHost, q.Name); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		args, _, err := decodeArgs(q.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("vhost: queue %q: %w", q.Name, err)
+		}
+		actor, err := cfg.StartQueue(ctx, q)
+		if err != nil {
+			v.Close()
+			return nil, err
+		}
+		v.queues[q.Name] = &Queue{Queue: actor, Def: q, Args: args}
+		v.routes.AddQueue(q.Name)
+	}
+	bindings, err := st.ListBindings(ctx, cfg.Name)
+	if err != nil {
+		v.Close()
+		return nil, err
+	}
+	for _, b := range bindings {
+		rb, err := v.routingBinding(b)
+		if err == nil && b.Durable {
+			_, err = v.routes.Bind(rb)
+		}
+		if err != nil || !b.Durable {
+			if err := st.DeleteBinding(ctx, b); err != nil {
+				v.Close()
+				return nil, err
+			}
+		}
+	}
+	return v, nil
+}
+
+// Name returns the vhost's name.
+func (v *VHost) Name() string { return v.cfg.Name }
+
+// Close stops every queue actor without deleting anything.
+func (v *VHost) Close() {
+	v.mu.Lock()
+	qs := make([]*Queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		qs = append(qs, q)
+	}
+	v.mu.Unlock()
+	for _, q := range qs {
+		q.Stop()
+	}
+}
+
+func decodeArgs(raw []byte) (amqp.Table, []byte, error) {
+	if len(raw) == 0 {
+		return nil, nil, nil
+	}
+	t, _, err := amqp.DecodeTable(raw)
+	return t, raw, err
+}
+
+func encodeArgs(t amqp.Table) ([]byte, error) {
+	if len(t) == 0 {
+		return nil, nil
+	}
+	return amqp.AppendTable(nil, t)
+}
+
+func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
+	kind, err := routing.ParseKind(def.Type)
+	if err != nil {
+		return err
+	}
+	ae, _ := args["alternate-exchange"].(string)
+	if err := v.routes.DeclareExchange(routing.Exchange{
+		Name: def.Name, Kind: kind, Internal: def.Internal, AlternateExchange: ae,
+	}); err != nil {
+		return err
+	}
+	if old, ok := v.exchanges[def.Name]; ok && old.def.Type == "headers" {
+		v.headers--
+	}
+	v.exchanges[def.Name] = &exchange{def: def, args: args}
+	if kind == routing.Headers {
+		v.headers++
+	}
+	return nil
+}
+
+func (v *VHost) routingBinding(b meta.Binding) (routing.Binding, error) {
+	args, _, err := decodeArgs(b.Arguments)
+	if err != nil {
+		return routing.Binding{}, err
+	}
+	return routing.Binding{
+		Source:      b.Source,
+		Destination: routing.Destination{Name: b.Destination, Exchange: b.DestinationKind == meta.DestinationExchange},
+		Key:         b.RoutingKey,
+		Args:        args,
+	}, nil
+}
+
+// Errors in RabbitMQ's words. The session fills in class and method ids.
+
+func notFound(kind, name, vhost string) *amqp.Error {
+	return amqp.NewError(amqp.NotFound, 0, 0, "no %s '%s' in vhost '%s'", kind, name, vhost)
+}
+
+func defaultExchangeError() *amqp.Error {
+	return amqp.NewError(amqp.AccessRefused, 0, 0, "operation not permitted on the default exchange")
+}
+
+func (v *VHost) resource(kind, name string) string {
+	return fmt.Sprintf("%s '%s' in vhost '%s'", kind, name, v.cfg.Name)
+}
+
+func inequivalent(arg, kind, name, vhost string, received, current any) *amqp.Error {
+	return amqp.NewError(amqp.PreconditionFailed, 0, 0,
+		"inequivalent arg '%s' for %s '%s' in vhost '%s': received '%v' but current is '%v'",
+		arg, kind, name, vhost, received, current)
+}
+
+func lockedError(name, vhost string) *amqp.Error {
+	return amqp.NewError(amqp.ResourceLocked, 0, 0,
+		"cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.",
+		name, vhost)
+}
+
+// storeError reports a metadata store failure as 541 INTERNAL_ERROR: the
+// declaration did not happen, and the client learns why.
+func storeError(err error) *amqp.Error {
+	return amqp.NewError(amqp.InternalError, 0, 0, "metadata store: %v", err)
+}
+
+// DeclareExchange implements exchange.declare.
+func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) error {
+	name := m.Exchange
+	if m.Passive {
+		if name == "" {
+			return nil
+		}
+		v.mu.RLock()
+		_, ok := v.exchanges[name]
+		v.mu.RUnlock()
+		if !ok {
+			return notFound("exchange", name, v.cfg.Name)
+		}
+		return nil
+	}
+	kind, err := routing.ParseKind(m.Type)
+	if err != nil {
+		return amqp.NewError(amqp.CommandInvalid, 0, 0, "unknown exchange type '%s'", m.Type)
+	}
+	if name == "" {
+		return defaultExchangeError()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if x, ok := v.exchanges[name]; ok {
+		return v.exchangeEquivalent(x, kind, m)
+	}
+	if routing.IsReserved(name) {
+		return amqp.NewError(amqp.AccessRefused, 0, 0, "exchange name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	raw, err := encodeArgs(m.Arguments)
+	if err != nil {
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for exchange '%s': %v", name, err)
+	}
+	def := meta.Exchange{
+		VHost: v.cfg.Name, Name: name, Type: kind.String(),
+		Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal, Arguments: raw,
+	}
+	if err := v.cfg.Store.PutExchange(ctx, def); err != nil {
+		return storeError(err)
+	}
+	if err := v.addExchangeLocked(def, m.Arguments); err != nil {
+		return amqp.NewError(amqp.InternalError, 0, 0, "declare exchange '%s': %v", name, err)
+	}
+	return nil
+}
+
+func (v *VHost) exchangeEquivalent(x *exchange, kind routing.Kind, m *amqp.ExchangeDeclare) error {
+	d := x.def
+	switch {
+	case d.Type != kind.String():
+		return inequivalent("type", "exchange", d.Name, v.cfg.Name, m.Type, d.Type)
+	case d.Durable != m.Durable:
+		return inequivalent("durable", "exchange", d.Name, v.cfg.Name, m.Durable, d.Durable)
+	case d.AutoDelete != m.AutoDelete:
+		return inequivalent("auto_delete", "exchange", d.Name, v.cfg.Name, m.AutoDelete, d.AutoDelete)
+	case d.Internal != m.Internal:
+		return inequivalent("internal", "exchange", d.Name, v.cfg.Name, m.Internal, d.Internal)
+	}
+	// RabbitMQ compares only the arguments it knows; for exchanges that is
+	// alternate-exchange.
+	if a, b := m.Arguments["alternate-exchange"], x.args["alternate-exchange"]; a != b {
+		return inequivalent("alternate-exchange", "exchange", d.Name, v.cfg.Name, a, b)
+	}
+	return nil
+}
+
+// DeleteExchange implements exchange.delete. Deleting a missing exchange
+// succeeds, as in RabbitMQ 3.x.
+func (v *VHost) DeleteExchange(ctx context.Context, name string, ifUnused bool) error {
+	if name == "" {
+		return defaultExchangeError()
+	}
+	if routing.IsReserved(name) {
+		return amqp.NewError(amqp.AccessRefused, 0, 0, "deletion of system exchange '%s' is not allowed", name)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	x, ok := v.exchanges[name]
+	if !ok {
+		return nil
+	}
+	if ifUnused && v.routes.SourceBindings(name) > 0 {
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s in use", v.resource("exchange", name))
+	}
+	return v.deleteExchangeLocked(ctx, x)
+}
+
+func (v *VHost) deleteExchangeLocked(ctx context.Context, x *exchange) error {
+	if err := v.cfg.Store.DeleteExchange(ctx, v.cfg.Name, x.def.Name); err != nil {
+		return storeError(err)
+	}
+	removed, err := v.routes.DeleteExchange(x.def.Name)
+	if err != nil {
+		return amqp.NewError(amqp.AccessRefused, 0, 0, "%v", err)
+	}
+	delete(v.exchanges, x.def.Name)
+	if x.def.Type == "headers" {
+		v.headers--
+	}
+	return v.forgetBindingsLocked(ctx, removed)
+}
+
+// forgetBindingsLocked deletes removed bindings from the store and then
+// auto-deletes exchanges that lost their last binding.
+func (v *VHost) forgetBindingsLocked(ctx context.Context, removed []routing.Binding) error {
+	var errs []error
+	sources := make(map[string]bool)
+	for _, b := range removed {
+		if err := v.cfg.Store.DeleteBinding(ctx, v.metaBinding(b)); err != nil {
+			errs = append(errs, err)
+		}
+		sources[b.Source] = true
+	}
+	for name := range sources {
+		x, ok := v.exchanges[name]
+		if ok && x.def.AutoDelete && v.routes.SourceBindings(name) == 0 {
+			if err := v.deleteExchangeLocked(ctx, x); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+func (v *VHost) metaBinding(b routing.Binding) meta.Binding {
+	kind := meta.DestinationQueue
+	if b.Destination.Exchange {
+		kind = meta.DestinationExchange
+	}
+	raw, _ := encodeArgs(b.Args)
+	return meta.Binding{
+		VHost: v.cfg.Name, Source: b.Source, Destination: b.Destination.Name,
+		DestinationKind: kind, RoutingKey: b.Key, Arguments: raw,
+		Durable: v.durableLocked(b),
+	}
+}
+
+func (v *VHost) durableLocked(b routing.Binding) bool {
+	src, ok := v.exchanges[b.Source]
+	if !ok || !src.def.Durable {
+		return false
+	}
+	if b.Destination.Exchange {
+		dst, ok := v.exchanges[b.Destination.Name]
+		return ok && dst.def.Durable
+	}
+	q, ok := v.queues[b.Destination.Name]
+	return ok && q.Def.Durable
+}
+
+// Bind implements exchange.bind (dest an exchange) and queue.bind.
+func (v *VHost) Bind(ctx context.Context, connection string, b routing.Binding) error {
+	return v.bindAction(ctx, connection, b, true)
+}
+
+// Unbind implements exchange.unbind and queue.unbind. Removing a binding
+// that does not exist succeeds.
+func (v *VHost) Unbind(ctx context.Context, connection string, b routing.Binding) error {
+	return v.bindAction(ctx, connection, b, false)
+}
+
+func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Binding, add bool) error {
+	if b.Source == "" || (b.Destination.Exchange && b.Destination.Name == "") {
+		return defaultExchangeError()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if b.Destination.Exchange {
+		if _, ok := v.exchanges[b.Destination.Name]; !ok {
+			return notFound("exchange", b.Destination.Name, v.cfg.Name)
+		}
+	} else {
+		q, ok := v.queues[b.Destination.Name]
+		if !ok {
+			return notFound("queue", b.Destination.Name, v.cfg.Name)
+		}
+		if q.Def.Exclusive && q.Def.Owner != connection {
+			return lockedError(q.Def.Name, v.cfg.Name)
+		}
+	}
+	if _, ok := v.exchanges[b.Source]; !ok {
+		return notFound("exchange", b.Source, v.cfg.Name)
+	}
+	mb := v.metaBinding(b)
+	if !add {
+		if removed, err := v.routes.Unbind(b); err != nil || !removed {
+			return nil
+		}
+		return v.forgetBindingsLocked(ctx, []routing.Binding{b})
+	}
+	if err := v.cfg.Store.PutBinding(ctx, mb); err != nil {
+		return storeError(err)
+	}
+	if _, err := v.routes.Bind(b); err != nil {
+		_ = v.cfg.Store.DeleteBinding(ctx, mb)
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid binding: %v", err)
+	}
+	return nil
+}
+
+// DeclareQueue implements queue.declare for a connection. It returns the
+// queue (with the server-generated name when name was empty).
+func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (*Queue, error) {
+	name := m.Queue
+	if m.Passive {
+		q, err := v.Queue(connection, name)
+		if err != nil {
+			return nil, err
+		}
+		return q, nil
+	}
+	if name == "" {
+		name = GenerateName("amq.gen-")
+	} else if routing.IsReserved(name) {
+		return nil, amqp.NewError(amqp.AccessRefused, 0, 0, "queue name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	def := meta.Queue{
+		VHost:      v.cfg.Name,
+		Name:       name,
+		Durable:    m.Durable && !m.Exclusive, // exclusive queues never outlive their connection
+		Exclusive:  m.Exclusive,
+		AutoDelete: m.AutoDelete,
+	}
+	if m.Exclusive {
+		def.Owner = connection
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if q, ok := v.queues[name]; ok {
+		if err := v.queueEquivalent(q, def, m.Arguments); err != nil {
+			return nil, err
+		}
+		return q, nil
+	}
+	raw, err := encodeArgs(m.Arguments)
+	if err != nil {
+		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
+	}
+	def.Arguments = raw
+	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {
+		return nil, storeError(err)
+	}
+	actor, err := v.cfg.StartQueue(ctx, def)
+	if err != nil {
+		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
+		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
+	}
+	q := &Queue{Queue: actor, Def: def, Args: m.Arguments}
+	v.queues[name] = q
+	v.routes.AddQueue(name)
+	return q, nil
+}
+
+func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error {
+	d := q.Def
+	if d.Exclusive && d.Owner != def.Owner || def.Exclusive && !d.Exclusive {
+		return lockedError(d.Name, v.cfg.Name)
+	}
+	switch {
+	case d.Durable != def.Durable:
+		return inequivalent("durable", "queue", d.Name, v.cfg.Name, def.Durable, d.Durable)
+	case d.AutoDelete != def.AutoDelete:
+		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
+	}
+	for _, key := range comparedQueueArgs {
+		a, aok := args[key]
+		b, bok := q.Args[key]
+		if aok != bok || !sameArg(a, b) {
+			return inequivalent(key, "queue", d.Name, v.cfg.Name, fmtArg(a, aok), fmtArg(b, bok))
+		}
+	}
+	return nil
+}
+
+// comparedQueueArgs are the arguments RabbitMQ requires to match on
+// redeclare; others are ignored.
+var comparedQueueArgs = []string{
+	"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-expires",
+	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-message-ttl",
+	"x-overflow", "x-queue-mode", "x-queue-type", "x-single-active-consumer",
+	"x-delivery-limit",
+}
+
+func sameArg(a, b any) bool {
+	if ai, ok := asInt(a); ok {
+		bi, ok := asInt(b)
+		return ok && ai == bi
+	}
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func fmtArg(v any, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprint(v)
+}
+
+// Queue looks a queue up for a connection: 404 when missing, 405 when it is
+// another connection's exclusive queue.
+func (v *VHost) Queue(connection, name string) (*Queue, error) {
+	v.mu.RLock()
+	q, ok := v.queues[name]
+	v.mu.RUnlock()
+	if !ok {
+		return nil, notFound("queue", name, v.cfg.Name)
+	}
+	if q.Def.Exclusive && q.Def.Owner != connection {
+		return nil, lockedError(name, v.cfg.Name)
+	}
+	return q, nil
+}
+
+// DeleteQueue implements queue.delete; it returns the number of messages
+// deleted. Deleting a missing queue succeeds with 0, as in RabbitMQ 3.x.
+func (v *VHost) DeleteQueue(ctx context.Context, connection, name string, ifUnused, ifEmpty bool) (uint64, error) {
+	q, err := v.Queue(connection, name)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if ifUnused || ifEmpty {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return 0, nil // deleted meanwhile
+		}
+		if ifUnused && st.Consumers > 0 {
+			return 0, amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s in use", v.resource("queue", name))
+		}
+		if ifEmpty && st.Ready+st.Unacked > 0 {
+			return 0, amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s not empty", v.resource("queue", name))
+		}
+	}
+	return v.removeQueue(ctx, q)
+}
+
+// removeQueue takes q out of the topology, then deletes its messages and
+// metadata. The queue's shard goes before its metadata so that a crash in
+// between leaves an empty queue rather than a queue-less shard.
+func (v *VHost) removeQueue(ctx context.Context, q *Queue) (uint64, error) {
+	v.mu.Lock()
+	if v.queues[q.Def.Name] != q {
+		v.mu.Unlock()
+		return 0, nil // someone else deleted it
+	}
+	delete(v.queues, q.Def.Name)
+	removed := v.routes.RemoveQueue(q.Def.Name)
+	v.mu.Unlock()
+
+	n, err := q.Delete(ctx)
+	if err != nil && !errors.Is(err, queue.ErrDeleted) {
+		v.cfg.Logger.Error("delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.cfg.Store.DeleteQueue(ctx, v.cfg.Name, q.Def.Name); err != nil {
+		return n, storeError(err)
+	}
+	if err := v.forgetBindingsLocked(ctx, removed); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// ConsumerGone is told the number of consumers left on q after one was
+// cancelled; an auto-delete queue goes when its last consumer does.
+func (v *VHost) ConsumerGone(ctx context.Context, q *Queue, remaining int) {
+	if q.Def.AutoDelete && remaining == 0 {
+		if _, err := v.removeQueue(ctx, q); err != nil {
+			v.cfg.Logger.Error("auto-delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
+		}
+	}
+}
+
+// ConnectionClosed deletes the exclusive queues the connection owned.
+func (v *VHost) ConnectionClosed(ctx context.Context, connection string) {
+	v.mu.RLock()
+	var owned []*Queue
+	for _, q := range v.queues {
+		if q.Def.Exclusive && q.Def.Owner == connection {
+			owned = append(owned, q)
+		}
+	}
+	v.mu.RUnlock()
+	for _, q := range owned {
+		if _, err := v.removeQueue(ctx, q); err != nil {
+			v.cfg.Logger.Error("delete exclusive queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
+		}
+	}
+}
+
+// Route finds the queues a message published to exchange with key reaches.
+// props are the message's raw properties; their headers are decoded only
+// while the vhost has a headers exchange. names and dst are the caller's
+// scratch slices, reused across publishes; Route returns them extended.
+func (v *VHost) Route(exchangeName, key string, props []byte, names []string, dst []*Queue) ([]string, []*Queue, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	x, ok := v.exchanges[exchangeName]
+	if exchangeName != "" {
+		if !ok {
+			return names, dst, notFound("exchange", exchangeName, v.cfg.Name)
+		}
+		if x.def.Internal {
+			return names, dst, amqp.NewError(amqp.AccessRefused, 0, 0,
+				"cannot publish to internal %s", v.resource("exchange", exchangeName))
+		}
+	}
+	var h map[string]any
+	if v.headers > 0 {
+		if p, err := amqp.DecodeProperties(props); err == nil {
+			h = p.Headers
+		}
+	}
+	names = v.routes.Route(exchangeName, key, h, names[:0])
+	for _, n := range names {
+		if q, ok := v.queues[n]; ok {
+			dst = append(dst, q)
+		}
+	}
+	return names, dst, nil
+}
+
+// Queues returns the vhost's queues.
+func (v *VHost) Queues() []*Queue {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	qs := make([]*Queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		qs = append(qs, q)
+	}
+	return qs
+}
+
+// ExchangeExists reports whether the named exchange exists ("" always does).
+func (v *VHost) ExchangeExists(name string) bool {
+	if name == "" {
+		return true
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	_, ok := v.exchanges[name]
+	return ok
+}
+
+// GenerateName returns prefix followed by 22 random URL-safe characters,
+// the shape of RabbitMQ's server-generated names (amq.gen-…, amq.ctag-…).
+func GenerateName(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return prefix + strings.TrimRight(base64.RawURLEncoding.EncodeToString(b[:]), "=")
+}
