@@ -1,0 +1,54 @@
+// Package unacked keeps track of claimed messages that are not settled yet:
+// the in-memory Table of one channel, the persistent Index (the design
+// card's UnackIndex) with MemoryIndex and PebbleIndex, and the crash-recovery
+// Scanner.
+//
+// # Two records of one delivery
+//
+// A channel's Table maps a delivery tag to a Ref (queue, offset, consumer):
+// it answers basic.ack/nack/reject. The Index maps (vhost, queue, offset) to
+// an Entry (connection, channel, tag, broker, incarnation, time, delivery
+// count, state): it survives the channel, the connection and, with
+// PebbleIndex, the process.
+//
+// # Order of writes
+//
+// Index entry before cursor commit. A queue claims offsets by writing their
+// Delivered entries to the Index first and only then moving its cursor with
+// meta.Cursors.CompareAndSwapOffset. A crash in between leaves entries for
+// offsets the cursor does not cover yet, which recovery treats as returned:
+// a message may be delivered twice, never lost. PebbleIndex writes with
+// pebble.NoSync: on the node's shared Pebble DB its entries go into the same
+// WAL as the cursor write that follows, and a crash replays a prefix of the
+// WAL, so the cursor is never recovered without the entries before it.
+//
+// Settling deletes the index entry (and the shard record); a missing entry is
+// ignored, so settling twice is harmless.
+//
+// # In-place requeue
+//
+// Requeue never copies a message. Its entry flips from Delivered (out at
+// connection, channel, tag) to Returned in one Put, and the queue serves
+// returned offsets, in offset order, before its cursor: the message goes
+// back to its original position with redelivered=true, the entry keeps the
+// delivery count that x-delivery-limit needs across restarts, and on start
+// every entry of a queue is simply Returned. Whoever changes an entry first
+// owns the message; a second requeue or a late ack of it does nothing.
+//
+// # What each type promises
+//
+//   - Table: one channel's unacked deliveries by tag. Not safe for
+//     concurrent use: the channel goroutine owns it. Add, Take and TakeUpTo
+//     are O(1) amortized per entry (Take is O(log n) only when tags have
+//     gaps), and memory stays proportional to the live entries.
+//   - MemoryIndex and PebbleIndex: Index implementations, safe for
+//     concurrent use. Put is all or none and rejects an Entry whose State is
+//     neither Delivered nor Returned. Queue visits a queue in offset order;
+//     Scan visits every queue in no promised order. Both iterate over a
+//     snapshot, so fn may call the index (a requeue inside a scan is fine)
+//     and does not see its own writes.
+//   - Scanner: one pass at a time, on the meta leader only. It hands orphaned
+//     Delivered entries to the broker's requeue primitive in batches and
+//     reports each delivery that outlived DeliveryTimeout once. ScanOnce and
+//     Run may be called from any goroutine; passes never overlap.
+package unacked
