@@ -1,0 +1,16 @@
+// Package indextest is the conformance suite every unacked.Index passes:
+// unacked.MemoryIndex, unacked.PebbleIndex and any index a program plugs in
+// through broker.Options.
+//
+//	func TestIndex(t *testing.T) {
+//		indextest.Run(t, func(t *testing.T) unacked.Index { return unacked.NewMemoryIndex() })
+//	}
+//
+// Run checks put, replace, get, delete, all-or-none batches, per-queue
+// offset order, scans, early stops, queue isolation (including names that
+// are prefixes of each other), re-entrant callbacks, canceled contexts and
+// concurrent use. Bench measures Put and Delete of a batch of 64.
+//
+// open must return a fresh, empty index each time it is called; it may
+// register cleanup with t.Cleanup.
+package indextest
