@@ -22,8 +22,8 @@ type opener = func(t *testing.T) (s storage.ShardStore, reopen func() storage.Sh
 // Run runs the conformance suite against the backend that open creates, each
 // check in its own subtest.
 //
-// open is called once per subtest with that subtest's t and must return a
-// fresh, empty store. For a store that persists it also returns reopen, else
+// open is called whenever a check needs a store, with the t of the subtest
+// that uses it, and must return a fresh, empty store. For a store that persists it also returns reopen, else
 // nil. reopen closes, cleanly, the store returned last (by open or by an
 // earlier reopen) and returns a new store over the same data, the way a
 // broker restart would; the suite never touches the closed store again and

@@ -1,0 +1,506 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/warrenmq/broker/storage"
+)
+
+// Store is the Pebble storage.ShardStore. It does not own its DB: whoever
+// opened the DB closes it, after every store using it is done.
+type Store struct {
+	db     *pebble.DB
+	shards sync.Map // shard name -> *shard
+}
+
+var (
+	_ storage.ShardStore = (*Store)(nil)
+	_ storage.Syncer     = (*Store)(nil)
+)
+
+// New returns a Store keeping its shards in db, under keys starting with
+// 's'. It reads nothing until a shard is first used.
+func New(db *pebble.DB) *Store {
+	return &Store{db: db}
+}
+
+// Close does nothing: Store holds no resource of its own. The DB is closed
+// by whoever opened it.
+func (s *Store) Close() error { return nil }
+
+// maxScratch bounds the offsets scratch slice a shard keeps between deletes.
+const maxScratch = 4096
+
+// shard caches one shard's state. The immutable fields are set at creation;
+// next and count are written only with mu held, after the batch that
+// persists them has committed, and read without it.
+type shard struct {
+	name   string
+	prefix []byte // shardPrefix(name)
+	state  []byte // key of the shard state
+	recEnd []byte // upper bound of the record keys
+	end    []byte // upper bound of every key of the shard
+
+	// loaded says next and count hold the persisted state. It is cleared
+	// when a commit fails, because Pebble may have applied a batch whose
+	// sync failed: the next call reloads rather than guess.
+	loaded atomic.Bool
+	next   atomic.Uint64 // offset the next Append assigns
+	count  atomic.Uint64 // live records
+	// low is a lower bound of the live offsets: no record below it exists
+	// or will. Reads start there instead of at from, so they never wade
+	// through the tombstones that acked messages leave at a queue's head.
+	low atomic.Uint64
+	// dead is set by DeleteShard once the shard is gone from the map.
+	dead atomic.Bool
+
+	// mu serialises the writes of this shard and guards their scratch
+	// space. It is held across the commit, fsync included, because the
+	// state key must be written in offset order: two Appends committing in
+	// the opposite order to the one that assigned their offsets would
+	// leave a next offset that is too low. Only this shard waits, and the
+	// broker sends one shard's calls from one goroutine anyway; concurrent
+	// syncs of different shards still share an fsync in Pebble's commit
+	// pipeline.
+	mu struct {
+		sync.Mutex
+		key  []byte
+		offs []uint64
+	}
+}
+
+func newShard(name string) *shard {
+	p := shardPrefix(name)
+	return &shard{
+		name:   name,
+		prefix: p,
+		state:  append(slices.Clip(p), kindState),
+		recEnd: append(slices.Clip(p), kindRecord+1),
+		// Every key of the shard is p followed by 'm' or 'r', so p+0xff is
+		// above them all and, p being prefix-free, below every other
+		// shard's keys that sort after p.
+		end: append(slices.Clip(p), 0xff),
+	}
+}
+
+func (s *Store) shard(name string) *shard {
+	if v, ok := s.shards.Load(name); ok {
+		return v.(*shard)
+	}
+	v, _ := s.shards.LoadOrStore(name, newShard(name))
+	return v.(*shard)
+}
+
+// lockShard returns the live shard named name, locked.
+func (s *Store) lockShard(name string) *shard {
+	for {
+		sh := s.shard(name)
+		sh.mu.Lock()
+		if !sh.dead.Load() {
+			return sh
+		}
+		// DeleteShard removed it between lookup and Lock: the map now
+		// holds its successor, or nothing.
+		sh.mu.Unlock()
+	}
+}
+
+// loadLocked reads the shard state if it is not cached.
+func (s *Store) loadLocked(sh *shard) error {
+	if sh.loaded.Load() {
+		return nil
+	}
+	var next, count uint64
+	val, closer, err := s.db.Get(sh.state)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		// A shard never written, or deleted: offsets start at 0.
+	case err != nil:
+		return fmt.Errorf("storage/pebble: load state of shard %q: %w", sh.name, err)
+	default:
+		next, count, err = decodeState(val)
+		closer.Close()
+		if err != nil {
+			return fmt.Errorf("storage/pebble: shard %q: %w", sh.name, err)
+		}
+	}
+	sh.count.Store(count)
+	sh.next.Store(next)
+	sh.loaded.Store(true)
+	return nil
+}
+
+func (s *Store) ensureLoaded(sh *shard) error {
+	if sh.loaded.Load() {
+		return nil
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return s.loadLocked(sh)
+}
+
+// raise sets a to v if v is greater.
+func raise(a *atomic.Uint64, v uint64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// Append implements storage.ShardStore. The batch, records and shard state
+// together, is one Pebble batch: committed with pebble.Sync when any record
+// is Persistent, else with pebble.NoSync (in the WAL, not yet fsynced).
+func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+	}
+	sh := s.lockShard(name)
+	defer sh.mu.Unlock()
+	if err := s.loadLocked(sh); err != nil {
+		return 0, err
+	}
+	first := sh.next.Load()
+	if len(recs) == 0 {
+		return first, nil
+	}
+	n := uint64(len(recs))
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	sync := false
+	keyLen := recordKeyLen(sh.prefix)
+	for i := range recs {
+		r := &recs[i]
+		op := b.SetDeferred(keyLen, encodedLen(r))
+		// Encoding straight into the batch saves a copy of every body.
+		appendRecordKey(op.Key[:0], sh.prefix, first+uint64(i))
+		appendRecord(op.Value[:0], r)
+		if err := op.Finish(); err != nil {
+			return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+		}
+		sync = sync || r.Persistent
+	}
+	count := sh.count.Load() + n
+	sh.mu.key = appendState(sh.mu.key[:0], first+n, count)
+	if err := b.Set(sh.state, sh.mu.key, nil); err != nil {
+		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.commit(opts); err != nil {
+		sh.loaded.Store(false)
+		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+	}
+	// count before next: FirstOffset's fast path relies on it.
+	sh.count.Store(count)
+	sh.next.Store(first + n)
+	for i := range recs {
+		recs[i].Offset = first + uint64(i)
+	}
+	return first, nil
+}
+
+// Read implements storage.ShardStore. Records are decoded into fresh memory:
+// nothing returned aliases Pebble's buffers.
+func (s *Store) Read(ctx context.Context, name string, from uint64, max int) ([]storage.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("storage/pebble: read shard %q: %w", name, err)
+	}
+	if max < 1 {
+		return nil, nil
+	}
+	for {
+		sh := s.shard(name)
+		// Read the cached state before the iterator's snapshot: every
+		// offset below next was committed before next was published, so
+		// the snapshot holds all of them.
+		low := sh.low.Load()
+		loaded := sh.loaded.Load()
+		next := sh.next.Load()
+		count := sh.count.Load()
+		start := max64(from, low)
+		it, err := s.db.NewIter(&pebble.IterOptions{
+			LowerBound: appendRecordKey(nil, sh.prefix, start),
+			UpperBound: sh.recEnd,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("storage/pebble: read shard %q: %w", name, err)
+		}
+		if sh.dead.Load() {
+			// The snapshot may hold the next incarnation of the shard,
+			// which low and next say nothing about.
+			it.Close()
+			continue
+		}
+		size := min(max, 64)
+		if loaded {
+			size = int(min(uint64(max), count))
+		}
+		out, err := s.readIter(ctx, sh, it, max, size)
+		if err != nil {
+			return nil, err
+		}
+		if start == low {
+			// Nothing lives in [low, first found): raise low past the
+			// tombstones, to next when the shard is empty.
+			switch {
+			case len(out) > 0:
+				raise(&sh.low, out[0].Offset)
+			case loaded:
+				raise(&sh.low, next)
+			}
+		}
+		return out, nil
+	}
+}
+
+// readCheckEvery is how many records Read decodes between context checks.
+const readCheckEvery = 256
+
+func (s *Store) readIter(ctx context.Context, sh *shard, it *pebble.Iterator, max, size int) (out []storage.Record, err error) {
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			out, err = nil, fmt.Errorf("storage/pebble: read shard %q: %w", sh.name, cerr)
+		}
+	}()
+	out = make([]storage.Record, 0, size)
+	keyLen := recordKeyLen(sh.prefix)
+	for valid := it.First(); valid && len(out) < max; valid = it.Next() {
+		if len(out)%readCheckEvery == readCheckEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("storage/pebble: read shard %q: %w", sh.name, err)
+			}
+		}
+		key := it.Key()
+		if len(key) != keyLen {
+			return nil, fmt.Errorf("storage/pebble: shard %q: %w: record key of %d bytes", sh.name, ErrCorrupt, len(key))
+		}
+		off := binary.BigEndian.Uint64(key[len(key)-offsetLen:])
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("storage/pebble: read shard %q offset %d: %w", sh.name, off, err)
+		}
+		r, err := decodeRecord(val)
+		if err != nil {
+			return nil, fmt.Errorf("storage/pebble: shard %q offset %d: %w", sh.name, off, err)
+		}
+		r.Offset = off
+		out = append(out, r)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("storage/pebble: read shard %q: %w", sh.name, err)
+	}
+	return out, nil
+}
+
+func max64(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// DeleteByOffsets implements storage.ShardStore. It looks each offset up
+// first, so that the persisted live count only counts records that existed;
+// the deletes and the new count are one batch, committed with pebble.NoSync:
+// an ack lost in a crash redelivers the message, which at-least-once allows.
+func (s *Store) DeleteByOffsets(ctx context.Context, name string, offsets []uint64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage/pebble: delete from shard %q: %w", name, err)
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	sh := s.lockShard(name)
+	defer sh.mu.Unlock()
+	if err := s.loadLocked(sh); err != nil {
+		return err
+	}
+	if err := s.deleteLocked(sh, offsets); err != nil {
+		return fmt.Errorf("storage/pebble: delete from shard %q: %w", name, err)
+	}
+	return nil
+}
+
+func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
+	// Only offsets in [low, next) can exist. Sort a copy: the caller's
+	// slice is not ours to reorder.
+	low, next := sh.low.Load(), sh.next.Load()
+	offs := sh.mu.offs[:0]
+	for _, o := range offsets {
+		if o >= low && o < next {
+			offs = append(offs, o)
+		}
+	}
+	defer func() {
+		if cap(offs) <= maxScratch {
+			sh.mu.offs = offs[:0]
+		}
+	}()
+	if len(offs) == 0 {
+		return nil
+	}
+	slices.Sort(offs)
+	offs = slices.Compact(offs)
+
+	keyLen := recordKeyLen(sh.prefix)
+	bounds := make([]byte, 0, 2*keyLen)
+	bounds = appendRecordKey(bounds, sh.prefix, offs[0])
+	bounds = appendRecordKey(bounds, sh.prefix, offs[len(offs)-1]+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: bounds[:keyLen], UpperBound: bounds[keyLen:]})
+	if err != nil {
+		return err
+	}
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	var deleted uint64
+	// Ascending seeks let Pebble step forward instead of seeking afresh.
+	for _, o := range offs {
+		sh.mu.key = appendRecordKey(sh.mu.key[:0], sh.prefix, o)
+		if it.SeekGE(sh.mu.key) && bytes.Equal(it.Key(), sh.mu.key) {
+			if err := b.Delete(sh.mu.key, nil); err != nil {
+				it.Close()
+				return err
+			}
+			deleted++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if deleted == 0 {
+		return nil
+	}
+	count := sh.count.Load() - deleted
+	sh.mu.key = appendState(sh.mu.key[:0], next, count)
+	if err := b.Set(sh.state, sh.mu.key, nil); err != nil {
+		return err
+	}
+	if err := b.commit(pebble.NoSync); err != nil {
+		sh.loaded.Store(false)
+		return err
+	}
+	sh.count.Store(count)
+	return nil
+}
+
+// FirstOffset implements storage.ShardStore.
+func (s *Store) FirstOffset(ctx context.Context, name string) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("storage/pebble: first offset of shard %q: %w", name, err)
+	}
+	for {
+		sh := s.shard(name)
+		if err := s.ensureLoaded(sh); err != nil {
+			return 0, err
+		}
+		// An empty shard needs no iterator. Append publishes count before
+		// next, so an unchanged next around a zero count means the shard
+		// really was empty with that next offset.
+		next := sh.next.Load()
+		if sh.count.Load() == 0 && sh.next.Load() == next {
+			return next, nil
+		}
+		low := sh.low.Load()
+		it, err := s.db.NewIter(&pebble.IterOptions{
+			LowerBound: appendRecordKey(nil, sh.prefix, low),
+			UpperBound: sh.recEnd,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("storage/pebble: first offset of shard %q: %w", name, err)
+		}
+		if sh.dead.Load() {
+			it.Close()
+			continue
+		}
+		first := next
+		found := it.First()
+		if found {
+			key := it.Key()
+			if len(key) != recordKeyLen(sh.prefix) {
+				it.Close()
+				return 0, fmt.Errorf("storage/pebble: shard %q: %w: record key of %d bytes", name, ErrCorrupt, len(key))
+			}
+			first = binary.BigEndian.Uint64(key[len(key)-offsetLen:])
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return 0, fmt.Errorf("storage/pebble: first offset of shard %q: %w", name, err)
+		}
+		raise(&sh.low, first)
+		return first, nil
+	}
+}
+
+// Count implements storage.ShardStore. The live count is persisted in the
+// shard state with every Append and DeleteByOffsets, so Count reads a cached
+// number and never scans: one Get the first time a shard is used.
+func (s *Store) Count(ctx context.Context, name string) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("storage/pebble: count shard %q: %w", name, err)
+	}
+	sh := s.shard(name)
+	if err := s.ensureLoaded(sh); err != nil {
+		return 0, err
+	}
+	return sh.count.Load(), nil
+}
+
+// DeleteShard implements storage.ShardStore with one range deletion over
+// the shard's records and state, committed with pebble.NoSync: it reaches
+// disk with the next synced write, which for a durable queue is the delete
+// of its declaration in the metadata store.
+func (s *Store) DeleteShard(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage/pebble: delete shard %q: %w", name, err)
+	}
+	sh := s.lockShard(name)
+	defer sh.mu.Unlock()
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	err := b.DeleteRange(sh.prefix, sh.end, nil)
+	if err == nil {
+		err = b.commit(pebble.NoSync)
+	}
+	if err != nil {
+		sh.loaded.Store(false)
+		return fmt.Errorf("storage/pebble: delete shard %q: %w", name, err)
+	}
+	// Retire this shard object: low and next describe the old
+	// incarnation. Removing it while holding mu means lockShard never
+	// finds it again once it has seen it dead.
+	sh.dead.Store(true)
+	s.shards.CompareAndDelete(name, sh)
+	return nil
+}
+
+// Sync implements storage.Syncer: it returns once everything written before
+// it, by this store or any other user of the DB, is fsynced.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("storage/pebble: sync: %w", err)
+	}
+	// An empty synced WAL record: Pebble syncs the WAL up to and including
+	// it, and concurrent syncs share one fsync.
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	err := b.LogData(nil, nil)
+	if err == nil {
+		err = b.commit(pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("storage/pebble: sync: %w", err)
+	}
+	return nil
+}
