@@ -11,7 +11,7 @@ import (
 // delivery held while many later ones are acked (in order, or by multiple
 // ack), and tags with wide gaps.
 func TestTableMemoryBounded(t *testing.T) {
-	const n = 200_000
+	const n = 100_000
 	tests := []struct {
 		name   string
 		settle func(tbl *Table[int], tag uint64)
@@ -30,13 +30,17 @@ func TestTableMemoryBounded(t *testing.T) {
 			var tbl Table[int]
 			require.NoError(t, tbl.Add(1, 1)) // held throughout
 			tag := uint64(1)
+			maxLen, maxCap := 0, 0
 			for range n {
 				tag += tt.gap
-				require.NoError(t, tbl.Add(tag, 0))
+				if err := tbl.Add(tag, 0); err != nil {
+					require.NoError(t, err)
+				}
 				tt.settle(&tbl, tag)
-				require.LessOrEqual(t, tbl.Len(), 2)
-				require.LessOrEqual(t, cap(tbl.slots), 64, "tag %d", tag)
+				maxLen, maxCap = max(maxLen, tbl.Len()), max(maxCap, cap(tbl.slots))
 			}
+			require.LessOrEqual(t, maxLen, 2)
+			require.LessOrEqual(t, maxCap, 64)
 			v, ok := tbl.Take(1)
 			require.True(t, ok)
 			require.Equal(t, 1, v)
