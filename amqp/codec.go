@@ -150,7 +150,7 @@ func (d *decoder) table(dst *Table) {
 	d.off += n
 }
 
-// finish reports the first failure, or trailing bytes, as a SyntaxError naming the method.
+// finish reports the first failure, or trailing bytes, as a SyntaxError for the method.
 // RabbitMQ's decoder also matches the whole argument list exactly.
 func (d *decoder) finish(classID, methodID uint16) error {
 	if d.fail == "" && d.off != len(d.src) {
@@ -159,9 +159,10 @@ func (d *decoder) finish(classID, methodID uint16) error {
 	if d.fail == "" {
 		return nil
 	}
-	name := methodName(classID, methodID)
+	// The method's name is not repeated in the text: the close method carries the ids
+	// and Error() names it.
 	if e, ok := d.err.(*Error); ok {
-		return NewError(SyntaxError, classID, methodID, "malformed %s arguments: %s", name, e.detail())
+		return NewError(SyntaxError, classID, methodID, "malformed arguments: %s", e.detail())
 	}
-	return NewError(SyntaxError, classID, methodID, "malformed %s arguments: %s", name, d.fail)
+	return NewError(SyntaxError, classID, methodID, "malformed arguments: %s", d.fail)
 }

@@ -33,15 +33,12 @@ func NewError(code uint16, classID, methodID uint16, format string, args ...any)
 	return &Error{Code: code, Text: text, ClassID: classID, MethodID: methodID}
 }
 
-// Error returns "amqp: <code> <text>", naming the method that caused it if any.
+// Error returns "amqp: <code> <text>", followed by the name of the method that
+// caused it when the ids name one.
 func (e *Error) Error() string {
 	s := "amqp: " + strconv.Itoa(int(e.Code)) + " " + e.Text
-	if e.ClassID != 0 || e.MethodID != 0 {
-		if name := methodName(e.ClassID, e.MethodID); name != "" {
-			s += " (" + name + ")"
-		} else {
-			s += " (class " + strconv.Itoa(int(e.ClassID)) + ", method " + strconv.Itoa(int(e.MethodID)) + ")"
-		}
+	if name := methodName(e.ClassID, e.MethodID); name != "" {
+		s += " (" + name + ")"
 	}
 	return s
 }

@@ -42,7 +42,7 @@ func TestNewError(t *testing.T) {
 			name:      "unknown method ids",
 			err:       NewError(CommandInvalid, 99, 98, "what"),
 			text:      "COMMAND_INVALID - what",
-			errString: "amqp: 503 COMMAND_INVALID - what (class 99, method 98)",
+			errString: "amqp: 503 COMMAND_INVALID - what",
 			hard:      true,
 		},
 		{

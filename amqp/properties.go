@@ -152,11 +152,11 @@ func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
 	flags := d.short()
 	for w := flags; d.err == nil && w&flagContinuation != 0; {
 		if w = d.short(); w&^flagContinuation != 0 {
-			return s, syntaxErrorf("property flags name properties class basic does not define")
+			return PropertySummary{}, syntaxErrorf("property flags name properties class basic does not define")
 		}
 	}
 	if d.err != nil {
-		return s, d.err
+		return PropertySummary{}, d.err
 	}
 	str := func(flag uint16, dst *string) {
 		if flags&flag == 0 {
@@ -179,7 +179,10 @@ func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
 		if d.err == nil {
 			t, n, err := parseTable(d.src[d.off:], 0, p != nil)
 			if err != nil {
-				return s, err
+				if e, ok := err.(*Error); ok {
+					return PropertySummary{}, syntaxErrorf("headers property: %s", e.detail())
+				}
+				return PropertySummary{}, err
 			}
 			target.Headers = t
 			d.off += n
