@@ -25,6 +25,8 @@
 //
 // Both backends here, and the conformance suite, settle these points:
 //
+//   - A shard name is any string: empty, with NUL bytes or not valid UTF-8
+//     alike. Names that are prefixes of one another are different shards.
 //   - Read with max < 1 returns no records and no error; so does Read of a
 //     shard that never existed. An empty result may be nil.
 //   - Read never reports ErrNotFound: "nothing at or after from" is an empty
@@ -38,8 +40,10 @@
 //   - Every method checks its context on entry and returns an error wrapping
 //     ctx.Err() without doing anything when it is done. Once a write has
 //     started it runs to completion: a write is never left half done.
-//   - Offsets a caller never received may be skipped: an Append that failed
-//     can leave a gap, never a reused offset.
+//   - An Append that returned an error may or may not have stored its
+//     records (Pebble applies a batch before it learns that its WAL write
+//     failed); either way no offset is ever given to two records, though a
+//     failed Append may leave a gap.
 //
 // # Concurrency
 //

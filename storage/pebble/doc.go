@@ -20,6 +20,11 @@
 // ("index entry before cursor commit") without an fsync per write. Sync
 // (storage.Syncer) forces everything written so far to disk.
 //
+// After a crash, the offsets of records lost with the unsynced tail of the
+// WAL are assigned again: the shard state went with them, and so did every
+// later write that could name those offsets (cursor, unacked index entry),
+// because the WAL drops only suffixes.
+//
 // Transient records survive a clean restart: dropping them, as RabbitMQ does,
 // is the queue runtime's decision, not the store's.
 //

@@ -73,8 +73,8 @@ type shard struct {
 	// pipeline.
 	mu struct {
 		sync.Mutex
-		key  []byte
-		offs []uint64
+		scratch []byte // keys and state values being built
+		offs    []uint64
 	}
 }
 
@@ -191,8 +191,8 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		sync = sync || r.Persistent
 	}
 	count := sh.count.Load() + n
-	sh.mu.key = appendState(sh.mu.key[:0], first+n, count)
-	if err := b.Set(sh.state, sh.mu.key, nil); err != nil {
+	sh.mu.scratch = appendState(sh.mu.scratch[:0], first+n, count)
+	if err := b.Set(sh.state, sh.mu.scratch, nil); err != nil {
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	opts := pebble.NoSync
@@ -368,9 +368,9 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 	var deleted uint64
 	// Ascending seeks let Pebble step forward instead of seeking afresh.
 	for _, o := range offs {
-		sh.mu.key = appendRecordKey(sh.mu.key[:0], sh.prefix, o)
-		if it.SeekGE(sh.mu.key) && bytes.Equal(it.Key(), sh.mu.key) {
-			if err := b.Delete(sh.mu.key, nil); err != nil {
+		sh.mu.scratch = appendRecordKey(sh.mu.scratch[:0], sh.prefix, o)
+		if it.SeekGE(sh.mu.scratch) && bytes.Equal(it.Key(), sh.mu.scratch) {
+			if err := b.Delete(sh.mu.scratch, nil); err != nil {
 				it.Close()
 				return err
 			}
@@ -384,8 +384,8 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 		return nil
 	}
 	count := sh.count.Load() - deleted
-	sh.mu.key = appendState(sh.mu.key[:0], next, count)
-	if err := b.Set(sh.state, sh.mu.key, nil); err != nil {
+	sh.mu.scratch = appendState(sh.mu.scratch[:0], next, count)
+	if err := b.Set(sh.state, sh.mu.scratch, nil); err != nil {
 		return err
 	}
 	if err := b.commit(pebble.NoSync); err != nil {
