@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -16,6 +17,10 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
 )
 
 // Version is the broker version advertised in connection.start.
@@ -23,9 +28,10 @@ const Version = "0.1.0-dev"
 
 // RabbitMQ's defaults, used for zero Options fields.
 const (
-	DefaultChannelMax = 2047
-	DefaultFrameMax   = 131072
-	DefaultHeartbeat  = 60 * time.Second
+	DefaultMaxMessageSize = 128 << 20
+	DefaultChannelMax     = 2047
+	DefaultFrameMax       = 131072
+	DefaultHeartbeat      = 60 * time.Second
 )
 
 // ErrClosed is returned by Serve, Listen, ListenAndServe and Dial once Close
@@ -46,10 +52,25 @@ type User struct {
 // default. New copies Options, so the caller may reuse or change the struct
 // afterwards.
 type Options struct {
-	// DataDir is where persistent state lives (Pebble). "" keeps everything in
-	// memory. The storage layer is not wired yet: the value is validated and
-	// kept, nothing is written.
+	// DataDir is where persistent state lives: one Pebble database holding
+	// metadata, durable queues' messages and the unacked index. "" keeps
+	// everything in memory (nothing survives Close).
 	DataDir string
+
+	// Meta, Shards and Unacked replace the default stores (Pebble under
+	// DataDir, else memory): the metadata store with the queues' cursors,
+	// the message store of durable queues, and the persistent unacked
+	// index. The broker does not close stores it was given. Non-durable
+	// queues always keep their messages in memory.
+	Meta    meta.Store
+	Shards  storage.ShardStore
+	Unacked unacked.Index
+
+	// MaxMessageSize is the largest message body accepted; a larger publish
+	// closes its channel with 406 PRECONDITION_FAILED. Zero means 128 MiB,
+	// RabbitMQ's default; negative means no limit but the 512 MiB frame
+	// sanity check.
+	MaxMessageSize int
 
 	// Users who may log in. nil means one user guest/guest tagged
 	// administrator, as RabbitMQ ships. An empty non-nil slice means nobody
@@ -106,6 +127,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.ChannelMax == 0 {
 		o.ChannelMax = DefaultChannelMax
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
 	}
 }
 
@@ -178,6 +202,11 @@ type Broker struct {
 	// false, so no Add can race with the Wait in Close.
 	wg sync.WaitGroup
 
+	stores      *stores
+	vhosts      map[string]*vhost.VHost // fixed after New
+	nodeID      string
+	incarnation uint64
+
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
 	closeDone chan struct{} // closed when Close has finished
@@ -213,13 +242,26 @@ func New(opts Options) (*Broker, error) {
 			match := subtle.ConstantTimeCompare([]byte(want), []byte(password)) == 1
 			return ok && match
 		},
-		VHostExists: func(vhost string) bool { return vhosts[canonicalVHost(vhost)] },
-		Logger:      o.Logger,
-		ChannelMax:  o.ChannelMax,
-		FrameMax:    o.FrameMax,
-		Heartbeat:   heartbeat,
-		Product:     "Warren",
-		Version:     Version,
+		VHostExists:    func(vhost string) bool { return vhosts[canonicalVHost(vhost)] },
+		VHost:          b.lookupVHost,
+		MaxMessageSize: max(o.MaxMessageSize, 0),
+		Logger:         o.Logger,
+		ChannelMax:     o.ChannelMax,
+		FrameMax:       o.FrameMax,
+		Heartbeat:      heartbeat,
+		Product:        "Warren",
+		Version:        Version,
+	}
+	b.nodeID = "warren@local"
+	b.incarnation = uint64(time.Now().UnixNano())
+	st, err := openStores(&o)
+	if err != nil {
+		return nil, err
+	}
+	b.stores = st
+	if err := b.openVHosts(context.Background()); err != nil {
+		st.close()
+		return nil, err
 	}
 	return b, nil
 }
@@ -442,6 +484,10 @@ func (b *Broker) Close() error {
 			c.Shutdown(amqp.ConnectionForced, "broker shutdown")
 		}
 		b.wg.Wait()
+		b.closeVHosts()
+		if err := b.stores.close(); err != nil {
+			b.log.Error("broker: closing stores", "err", err)
+		}
 		close(b.closeDone)
 	})
 	<-b.closeDone

@@ -24,7 +24,8 @@ func TestAMQP091OpensAndClosesChannels(t *testing.T) {
 	caps, ok := conn.Properties["capabilities"].(amqp091.Table)
 	require.True(t, ok)
 	require.Equal(t, true, caps["authentication_failure_close"])
-	require.NotContains(t, caps, "publisher_confirms", "not implemented yet, so not advertised")
+	require.Equal(t, true, caps["publisher_confirms"])
+	require.NotContains(t, caps, "connection.blocked", "not implemented yet, so not advertised")
 
 	for range 100 {
 		ch, err := conn.Channel()
@@ -124,7 +125,8 @@ func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
 	conn := dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
-	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
+	// basic.recover with requeue=false is refused with 540, as in RabbitMQ.
+	err = ch.Recover(false)
 	requireAMQPCode(t, err, amqp091.NotImplemented)
 	// 540 is a hard error: the connection is gone, the broker is fine.
 	conn2 := dial(t, b.URL(), amqp091.Config{})

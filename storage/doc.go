@@ -29,8 +29,7 @@
 //     alike. Names that are prefixes of one another are different shards.
 //   - Read with max < 1 returns no records and no error; so does Read of a
 //     shard that never existed. An empty result may be nil.
-//   - Read never reports ErrNotFound: "nothing at or after from" is an empty
-//     result, as the Read comment says.
+//   - "Nothing at or after from" is an empty Read result, never an error.
 //   - A zero-length Properties or Body may come back as nil or as an empty
 //     slice; the broker never tells them apart. (Both backends here in fact
 //     preserve the difference.)

@@ -2,12 +2,7 @@ package storage
 
 import (
 	"context"
-	"errors"
 )
-
-// ErrNotFound is returned by Read when a shard has no record at or after the
-// requested offset. Check it with errors.Is.
-var ErrNotFound = errors.New("storage: not found")
 
 // Record is one message in a queue shard. The queue runtime writes it once and
 // never rewrites it: requeue happens in place (see unacked), so delivery state
@@ -36,7 +31,8 @@ type Record struct {
 
 // ShardStore is an offset-addressed log per queue ("shard"). It carries only
 // what the queue runtime calls. Implementations must be safe for concurrent
-// use by many goroutines; calls on one shard come from one queue actor.
+// use by many goroutines, also on one shard (the runtime calls a shard from
+// its queue actor, but a backend may not rely on that).
 type ShardStore interface {
 	// Append stores recs at the tail of shard with consecutive offsets starting
 	// at first, and sets recs[i].Offset. Offsets are never reused, not even
@@ -45,7 +41,8 @@ type ShardStore interface {
 	Append(ctx context.Context, shard string, recs []Record) (first uint64, err error)
 	// Read returns up to max live records with Offset >= from, in offset order,
 	// skipping deleted offsets. It returns an empty slice, not an error, when
-	// there is none. The returned records do not alias store memory.
+	// there is none. Callers must treat the returned Properties and Body as
+	// read-only: an in-memory store may share them with its own records.
 	Read(ctx context.Context, shard string, from uint64, max int) ([]Record, error)
 	// DeleteByOffsets removes the given offsets, in any order. Offsets that do
 	// not exist (already deleted) are ignored, so acking twice is harmless.

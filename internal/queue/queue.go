@@ -287,6 +287,20 @@ func (q *Queue) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A cursor beyond an empty shard's next offset belongs to an earlier
+	// queue of this name; without the reset new messages would be skipped.
+	if total, err := s.Shards.Count(ctx, q.cfg.Shard); err == nil && total == 0 {
+		next, err := s.Shards.FirstOffset(ctx, q.cfg.Shard)
+		if err != nil {
+			return err
+		}
+		if cursor > next {
+			if _, err := s.Cursors.CompareAndSwapOffset(ctx, q.key, cursor, next); err != nil {
+				return err
+			}
+			cursor = next
+		}
+	}
 	q.cursor = cursor
 	if q.cfg.DropTransient {
 		if err := q.eachRecord(ctx, 0, ^uint64(0), func(batch []storage.Record) error {
@@ -1120,10 +1134,18 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 		c.Receiver.Cancelled(c)
 	}
 	q.consumers = nil
-	if err := s.Shards.DeleteShard(ctx, q.cfg.Shard); err != nil {
-		return 0, err
+	// The cursor goes back to 0 first: a queue declared again under this
+	// name starts its shard at offset 0, and a crash half-way through must
+	// leave old records to deliver again, never a cursor past new ones.
+	if q.cursor != 0 {
+		if _, err := s.Cursors.CompareAndSwapOffset(ctx, q.key, q.cursor, 0); err != nil {
+			return 0, err
+		}
 	}
 	if err := s.Index.DeleteQueue(ctx, q.cfg.VHost, q.cfg.Name); err != nil {
+		return 0, err
+	}
+	if err := s.Shards.DeleteShard(ctx, q.cfg.Shard); err != nil {
 		return 0, err
 	}
 	q.deleted = true

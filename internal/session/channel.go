@@ -2,9 +2,13 @@ package session
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/vhost"
 )
 
 // Channel is one open channel of a Conn. Its state is owned by the
@@ -24,6 +28,16 @@ type Channel struct {
 	active atomic.Bool
 
 	asm assembly
+
+	// The broker side. Owned by the reader goroutine unless noted.
+	lastQueue   string       // for "" in queue methods (RabbitMQ's shortcut)
+	prefetch    uint16       // basic.qos global=false: the limit of new consumers
+	credit      queue.Credit // basic.qos global=true; shared with queue actors
+	confirm     *confirms    // non-nil in confirm mode; shared with queue actors
+	tx          *txState     // non-nil in tx mode
+	routeNames  []string     // scratch for routing
+	routeQueues []*vhost.Queue
+	dl          deliveries // touched by queue actors, under its own lock
 }
 
 // assemblyState is where a channel is in reading a content method: method
@@ -48,8 +62,12 @@ type assembly struct {
 func newChannel(c *Conn, id uint16) *Channel {
 	ch := &Channel{id: id, conn: c}
 	ch.active.Store(true)
+	ch.dl.consumers = make(map[string]*consumer)
 	return ch
 }
+
+// send queues a method frame on the channel.
+func (ch *Channel) send(m amqp.Method) { ch.conn.sendMethod(ch.id, m) }
 
 // Active reports the channel.flow state. Safe from any goroutine.
 func (ch *Channel) Active() bool { return ch.active.Load() }
@@ -59,6 +77,9 @@ func (ch *Channel) Active() bool { return ch.active.Load() }
 // engine lands: cancel them and requeue.)
 func (ch *Channel) release() {
 	ch.asm = assembly{}
+	if ch.conn.vh != nil {
+		ch.closeDeliveries(context.Background())
+	}
 }
 
 // fail reports a soft error: channel.close with the error's code, text and
@@ -154,9 +175,12 @@ func (ch *Channel) handleHeader(f amqp.Frame) error {
 // FRAME_ERROR and so do we. The configurable message size limit (406
 // PRECONDITION_FAILED, a soft error) belongs here too, with the publish path.
 func (ch *Channel) checkBodySize(size uint64) error {
+	m := ch.asm.method
 	if size > maxBodySize {
-		m := ch.asm.method
 		return amqp.NewError(amqp.FrameError, m.ClassID(), m.MethodID(), "content body size %d exceeds the maximum allowed size %d", size, maxBodySize)
+	}
+	if max := ch.conn.cfg.MaxMessageSize; max > 0 && size > uint64(max) {
+		return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "message size %d is larger than configured max size %d", size, max)
 	}
 	return nil
 }
@@ -195,12 +219,6 @@ func (ch *Channel) complete() error {
 	return amqp.NewError(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "%s is sent by the server only", m.Name())
 }
 
-// handlePublish receives a complete published message: the method, its raw
-// properties and body (both owned by the callee from here on).
-func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error {
-	return notImplemented(m)
-}
-
 // handle dispatches a method without content (or, via handlePublish, with
 // content) by class.
 func (ch *Channel) handle(m amqp.Method) error {
@@ -220,6 +238,10 @@ func (ch *Channel) handleChannelMethod(m amqp.Method) error {
 	case *amqp.ChannelOpen:
 		return amqp.NewError(amqp.ChannelError, m.ClassID(), m.MethodID(), "second channel.open on channel %d", ch.id)
 	case *amqp.ChannelFlow:
+		if !m.Active && ch.conn.vh != nil {
+			// RabbitMQ refuses to be paused by a client the same way.
+			return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "active=false")
+		}
 		ch.active.Store(m.Active)
 		ch.conn.sendMethod(ch.id, &amqp.ChannelFlowOk{Active: m.Active})
 		return nil
@@ -240,7 +262,29 @@ func (ch *Channel) handleChannelMethod(m amqp.Method) error {
 // is answered honestly with 540 NOT_IMPLEMENTED (a hard error in the spec,
 // so the connection closes).
 func (ch *Channel) handleBrokerMethod(m amqp.Method) error {
-	return notImplemented(m)
+	if ch.conn.vh == nil {
+		return notImplemented(m)
+	}
+	ctx := context.Background()
+	var err error
+	switch m.ClassID() {
+	case amqp.ClassExchange:
+		err = ch.handleExchange(ctx, m)
+	case amqp.ClassQueue:
+		err = ch.handleQueue(ctx, m)
+	case amqp.ClassBasic:
+		err = ch.handleBasic(ctx, m)
+	case amqp.ClassTx:
+		err = ch.handleTx(ctx, m)
+	case amqp.ClassConfirm:
+		err = ch.handleConfirm(m)
+	}
+	// Errors from below carry no method ids; the method at hand caused them.
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.ClassID == 0 && ae.MethodID == 0 {
+		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
+	}
+	return err
 }
 
 func notImplemented(m amqp.Method) error {

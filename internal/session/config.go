@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/vhost"
 )
 
 // RabbitMQ's defaults, used for zero Config fields.
@@ -31,8 +32,17 @@ type Config struct {
 	// everyone.
 	Authenticate func(user, password string) bool
 	// VHostExists reports whether connection.open may name vhost. nil accepts
-	// only "/".
+	// only "/". It is consulted only when VHost is nil.
 	VHostExists func(vhost string) bool
+	// VHost returns the topology of a vhost for connection.open; nil or
+	// false refuses the vhost with 530. When VHost is nil, channels of the
+	// connection answer the exchange, queue, basic, tx and confirm classes
+	// with 540 (the connection-only mode the session tests use).
+	VHost func(name string) (*vhost.VHost, bool)
+	// MaxMessageSize is the largest message body accepted; a larger one
+	// closes the channel with 406 PRECONDITION_FAILED, as RabbitMQ's
+	// max_message_size does. Zero means no limit below maxBodySize.
+	MaxMessageSize int
 
 	// Logger receives connection events; nil discards them.
 	Logger *slog.Logger
@@ -120,14 +130,14 @@ var capabilities = []struct {
 	// A failed login is answered with connection.close 403 instead of a
 	// silently closed socket.
 	{"authentication_failure_close", true},
-	{"basic.nack", false},
+	{"basic.nack", true},
 	{"connection.blocked", false},
-	{"consumer_cancel_notify", false},
+	{"consumer_cancel_notify", true},
 	{"consumer_priorities", false},
 	{"direct_reply_to", false},
-	{"exchange_exchange_bindings", false},
-	{"per_consumer_qos", false},
-	{"publisher_confirms", false},
+	{"exchange_exchange_bindings", true},
+	{"per_consumer_qos", true},
+	{"publisher_confirms", true},
 }
 
 // serverProperties builds the server-properties table of connection.start.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/vhost"
 )
 
 // protocolHeader is the only header accepted, and the one sent back to a
@@ -66,6 +67,10 @@ type Conn struct {
 	clientProperties amqp.Table
 	channelMax       uint16
 	channels         map[uint16]*Channel
+	// vh is the vhost opened by connection.open (nil in connection-only
+	// mode); cancelNotify is the client's consumer_cancel_notify capability.
+	vh           *vhost.VHost
+	cancelNotify bool
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
@@ -171,6 +176,10 @@ func (c *Conn) finish() {
 	for id, ch := range c.channels {
 		delete(c.channels, id)
 		ch.release()
+	}
+	if c.vh != nil {
+		// Exclusive queues go with the connection that declared them.
+		c.vh.ConnectionClosed(context.Background(), c.id)
 	}
 }
 
@@ -526,12 +535,23 @@ func (c *Conn) handleTuneOk(m *amqp.ConnectionTuneOk) error {
 }
 
 func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
-	exists := c.cfg.VHostExists
-	if exists == nil {
-		exists = func(v string) bool { return v == "/" }
+	if c.cfg.VHost != nil {
+		vh, ok := c.cfg.VHost(m.VirtualHost)
+		if !ok {
+			return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "vhost %s not found", m.VirtualHost)
+		}
+		c.vh = vh
+	} else {
+		exists := c.cfg.VHostExists
+		if exists == nil {
+			exists = func(v string) bool { return v == "/" }
+		}
+		if !exists(m.VirtualHost) {
+			return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "vhost %s not found", m.VirtualHost)
+		}
 	}
-	if !exists(m.VirtualHost) {
-		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "vhost %s not found", m.VirtualHost)
+	if caps, ok := c.clientProperties["capabilities"].(amqp.Table); ok {
+		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
 	}
 	c.vhost = m.VirtualHost
 	c.state.Store(int32(stateOpen))

@@ -25,7 +25,14 @@ func TestHandshakeAndClientClose(t *testing.T) {
 	require.Equal(t, "Go", start.ServerProperties["platform"])
 	caps, ok := start.ServerProperties["capabilities"].(amqp.Table)
 	require.True(t, ok, "capabilities is a table")
-	require.Equal(t, amqp.Table{"authentication_failure_close": true}, caps)
+	require.Equal(t, amqp.Table{
+		"authentication_failure_close": true,
+		"basic.nack":                   true,
+		"consumer_cancel_notify":       true,
+		"exchange_exchange_bindings":   true,
+		"per_consumer_qos":             true,
+		"publisher_confirms":           true,
+	}, caps)
 
 	p.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "AMQPLAIN", Response: amqplain(t, "guest", "guest"), Locale: "en_US"})
 	tune, ok := p.expectMethod(0).(*amqp.ConnectionTune)

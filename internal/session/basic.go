@@ -1,0 +1,447 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// deliveries is the part of a channel that queue actors touch: delivery
+// tags, the unacked table, consumers and the channel-wide prefetch. Actors
+// deliver from their own goroutines, so it has its own lock; the lock is
+// never held while waiting on a queue actor.
+type deliveries struct {
+	sync.Mutex
+	closed    bool // no more deliveries: the channel is closing
+	nextTag   uint64
+	unacked   unacked.Table[pending]
+	consumers map[string]*consumer
+	deliver   amqp.BasicDeliver // scratch, so a delivery allocates nothing here
+	getOk     amqp.BasicGetOk
+}
+
+// pending is one unacked delivery: which queue, which delivery, and the
+// consumer whose prefetch it counts against (nil for basic.get).
+type pending struct {
+	q    *vhost.Queue
+	ref  queue.Ref
+	cons *consumer
+}
+
+// consumer is one basic.consume on a channel; it is the queue's Receiver.
+type consumer struct {
+	ch     *Channel
+	q      *vhost.Queue
+	qc     queue.Consumer
+	credit queue.Credit
+}
+
+// Deliver runs on the queue's goroutine: it numbers the delivery, records
+// it as unacked and queues the frames, all under the channel's delivery
+// lock so tags go out in order.
+func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
+	ch := c.ch
+	d := &ch.dl
+	d.Lock()
+	defer d.Unlock()
+	if d.closed {
+		return false
+	}
+	if _, ok := d.consumers[qc.Tag]; !ok {
+		return false // cancelled meanwhile
+	}
+	d.nextTag++
+	tag := d.nextTag
+	if !qc.NoAck {
+		_ = d.unacked.Add(tag, pending{q: c.q, ref: m.Ref, cons: c})
+	}
+	d.deliver = amqp.BasicDeliver{
+		ConsumerTag: qc.Tag,
+		DeliveryTag: tag,
+		Redelivered: m.Redelivered,
+		Exchange:    m.Exchange,
+		RoutingKey:  m.RoutingKey,
+	}
+	ch.conn.sendContent(ch.id, &d.deliver, m.Properties, m.Body)
+	return true
+}
+
+// Cancelled runs on the queue's goroutine when the queue was deleted: the
+// consumer is gone, and a client that asked for consumer_cancel_notify is
+// told with a server-sent basic.cancel.
+func (c *consumer) Cancelled(qc *queue.Consumer) {
+	ch := c.ch
+	d := &ch.dl
+	d.Lock()
+	_, ok := d.consumers[qc.Tag]
+	delete(d.consumers, qc.Tag)
+	closed := d.closed
+	d.Unlock()
+	if ok && !closed && ch.conn.cancelNotify {
+		ch.send(&amqp.BasicCancel{ConsumerTag: qc.Tag, NoWait: true})
+	}
+}
+
+// handleBasic implements the basic class but basic.publish (handlePublish).
+func (ch *Channel) handleBasic(ctx context.Context, m amqp.Method) error {
+	switch m := m.(type) {
+	case *amqp.BasicQos:
+		return ch.qos(m)
+	case *amqp.BasicConsume:
+		return ch.consume(ctx, m)
+	case *amqp.BasicCancel:
+		ch.cancel(ctx, m.ConsumerTag)
+		if !m.NoWait {
+			ch.send(&amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+		}
+		return nil
+	case *amqp.BasicGet:
+		return ch.get(ctx, m)
+	case *amqp.BasicAck:
+		return ch.settle(m.DeliveryTag, m.Multiple, settleAck)
+	case *amqp.BasicReject:
+		mode := settleDiscard
+		if m.Requeue {
+			mode = settleRequeue
+		}
+		return ch.settle(m.DeliveryTag, false, mode)
+	case *amqp.BasicNack:
+		mode := settleDiscard
+		if m.Requeue {
+			mode = settleRequeue
+		}
+		return ch.settle(m.DeliveryTag, m.Multiple, mode)
+	case *amqp.BasicRecover:
+		if !m.Requeue {
+			// RabbitMQ does not implement redelivery to the same consumer.
+			return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "requeue=false")
+		}
+		ch.requeueAll()
+		ch.send(&amqp.BasicRecoverOk{})
+		return nil
+	case *amqp.BasicRecoverAsync:
+		if !m.Requeue {
+			return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "requeue=false")
+		}
+		ch.requeueAll()
+		return nil
+	}
+	return serverOnly(m)
+}
+
+func (ch *Channel) qos(m *amqp.BasicQos) error {
+	if m.PrefetchSize != 0 {
+		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "prefetch_size!=0 (%d)", m.PrefetchSize)
+	}
+	// RabbitMQ's reading of global: false limits each consumer created
+	// afterwards, true limits the channel as a whole.
+	if m.Global {
+		ch.credit.SetLimit(m.PrefetchCount)
+		ch.kickConsumers()
+	} else {
+		ch.prefetch = m.PrefetchCount
+	}
+	ch.send(&amqp.BasicQosOk{})
+	return nil
+}
+
+// kickConsumers wakes the queues of every consumer on the channel, after
+// credit was freed or a limit raised.
+func (ch *Channel) kickConsumers() {
+	d := &ch.dl
+	d.Lock()
+	qs := make([]*vhost.Queue, 0, len(d.consumers))
+	for _, c := range d.consumers {
+		qs = append(qs, c.q)
+	}
+	d.Unlock()
+	for _, q := range qs {
+		q.Kick()
+	}
+}
+
+func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.conn.vh.Queue(ch.conn.id, name)
+	if err != nil {
+		return err
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = vhost.GenerateName("amq.ctag-")
+	}
+	d := &ch.dl
+	d.Lock()
+	if _, dup := d.consumers[tag]; dup {
+		d.Unlock()
+		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "attempt to reuse consumer tag '%s'", tag)
+	}
+	c := &consumer{ch: ch, q: q}
+	c.credit.SetLimit(ch.prefetch)
+	c.qc = queue.Consumer{
+		Tag:           tag,
+		Owner:         ch.owner(),
+		NoAck:         m.NoAck,
+		Exclusive:     m.Exclusive,
+		Credit:        &c.credit,
+		ChannelCredit: &ch.credit,
+		Receiver:      c,
+	}
+	d.consumers[tag] = c
+	// consume-ok must precede the first delivery; holding the delivery lock
+	// until it is queued keeps the queue's first Deliver waiting behind it.
+	err = q.Consume(ctx, &c.qc)
+	if err != nil {
+		delete(d.consumers, tag)
+		d.Unlock()
+		switch {
+		case errors.Is(err, queue.ErrExclusiveConsumer), errors.Is(err, queue.ErrConsumersExist):
+			return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s' in exclusive use", name, ch.conn.vh.Name())
+		default:
+			return queueGone(name, ch.conn.vh.Name())
+		}
+	}
+	if !m.NoWait {
+		ch.send(&amqp.BasicConsumeOk{ConsumerTag: tag})
+	}
+	d.Unlock()
+	return nil
+}
+
+// cancel removes a consumer. Its unacked messages stay unacked (basic.cancel
+// requeues nothing); an auto-delete queue goes with its last consumer.
+func (ch *Channel) cancel(ctx context.Context, tag string) {
+	d := &ch.dl
+	d.Lock()
+	c, ok := d.consumers[tag]
+	delete(d.consumers, tag)
+	d.Unlock()
+	if !ok {
+		return // RabbitMQ answers cancel-ok for an unknown tag too
+	}
+	left, err := c.q.Cancel(ctx, c.qc.Owner, tag)
+	if err == nil {
+		ch.conn.vh.ConsumerGone(ctx, c.q, left)
+	}
+}
+
+func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.conn.vh.Queue(ch.conn.id, name)
+	if err != nil {
+		return err
+	}
+	msg, ready, ok, err := q.Get(ctx, ch.owner(), m.NoAck)
+	if err != nil {
+		return queueGone(name, ch.conn.vh.Name())
+	}
+	if !ok {
+		ch.send(&amqp.BasicGetEmpty{})
+		return nil
+	}
+	d := &ch.dl
+	d.Lock()
+	d.nextTag++
+	tag := d.nextTag
+	if !m.NoAck {
+		_ = d.unacked.Add(tag, pending{q: q, ref: msg.Ref})
+	}
+	d.getOk = amqp.BasicGetOk{
+		DeliveryTag:  tag,
+		Redelivered:  msg.Redelivered,
+		Exchange:     msg.Exchange,
+		RoutingKey:   msg.RoutingKey,
+		MessageCount: clamp32(ready),
+	}
+	ch.conn.sendContent(ch.id, &d.getOk, msg.Properties, msg.Body)
+	d.Unlock()
+	return nil
+}
+
+type settleMode uint8
+
+const (
+	settleAck settleMode = iota
+	settleDiscard
+	settleRequeue
+)
+
+// settle implements basic.ack, basic.nack and basic.reject: it takes the
+// deliveries out of the unacked table, frees their prefetch credit and
+// hands them to their queues in one batch per queue.
+func (ch *Channel) settle(tag uint64, multiple bool, mode settleMode) error {
+	if ch.tx != nil {
+		return ch.tx.settle(ch, tag, multiple, mode)
+	}
+	ps, err := ch.takeUnacked(tag, multiple)
+	if err != nil {
+		return err
+	}
+	ch.apply(ps, mode)
+	return nil
+}
+
+// takeUnacked removes the deliveries a settle names: tag alone, or with
+// multiple everything up to tag (all of them for tag 0). An unknown tag is
+// a channel error, 406 PRECONDITION_FAILED.
+func (ch *Channel) takeUnacked(tag uint64, multiple bool) ([]pending, error) {
+	d := &ch.dl
+	d.Lock()
+	defer d.Unlock()
+	var ps []pending
+	switch {
+	case multiple && tag == 0:
+		ps = d.takeAll()
+	case multiple:
+		d.unacked.TakeUpTo(tag, func(_ uint64, p pending) { ps = append(ps, p) })
+		if len(ps) == 0 {
+			return nil, unknownTag(tag)
+		}
+	default:
+		p, ok := d.unacked.Take(tag)
+		if !ok {
+			return nil, unknownTag(tag)
+		}
+		ps = []pending{p}
+	}
+	return ps, nil
+}
+
+func unknownTag(tag uint64) error {
+	return amqp.NewError(amqp.PreconditionFailed, 0, 0, "unknown delivery tag %d", tag)
+}
+
+// apply sends settled deliveries to their queues and frees their credit.
+func (ch *Channel) apply(ps []pending, mode settleMode) {
+	if len(ps) == 0 {
+		return
+	}
+	// Most settles touch one queue; group without a map for that case.
+	for len(ps) > 0 {
+		q := ps[0].q
+		refs := make([]queue.Ref, 0, len(ps))
+		rest := ps[:0]
+		kick := false
+		for _, p := range ps {
+			if p.q != q {
+				rest = append(rest, p)
+				continue
+			}
+			refs = append(refs, p.ref)
+			if p.cons != nil {
+				p.cons.qc.Credit.Release(1)
+				ch.credit.Release(1)
+				kick = true
+			}
+		}
+		var err error
+		switch mode {
+		case settleAck:
+			err = q.Ack(refs)
+		case settleDiscard:
+			err = q.Reject(refs)
+		case settleRequeue:
+			err = q.Requeue(refs)
+		}
+		_ = err // a deleted queue has nothing left to settle
+		if kick || mode == settleRequeue {
+			q.Kick()
+		}
+		if ch.credit.Limit() > 0 && kick {
+			ch.kickConsumers()
+		}
+		ps = rest
+	}
+}
+
+// requeueAll returns every unacked delivery of the channel to its queue:
+// basic.recover with requeue.
+func (ch *Channel) requeueAll() {
+	d := &ch.dl
+	d.Lock()
+	ps := d.takeAll()
+	d.Unlock()
+	ch.apply(ps, settleRequeue)
+}
+
+// takeAll empties the unacked table.
+func (d *deliveries) takeAll() []pending {
+	ps := make([]pending, 0, d.unacked.Len())
+	d.unacked.TakeAll(func(_ uint64, p pending) { ps = append(ps, p) })
+	return ps
+}
+
+// knows reports whether a settle of tag (with multiple) names anything.
+func (d *deliveries) knows(tag uint64, multiple bool) bool {
+	if _, ok := d.unacked.Get(tag); ok {
+		return true
+	}
+	if !multiple {
+		return false
+	}
+	if tag == 0 {
+		return true
+	}
+	for t := range d.unacked.All() {
+		return t <= tag
+	}
+	return false
+}
+
+// closeDeliveries stops deliveries, cancels the consumers and requeues
+// what the channel still holds: the channel-close caller of the requeue
+// primitive. The lock is released before the queues are called, so an
+// actor blocked in Deliver sees closed and backs off.
+func (ch *Channel) closeDeliveries(ctx context.Context) {
+	d := &ch.dl
+	d.Lock()
+	if d.closed {
+		d.Unlock()
+		return
+	}
+	d.closed = true
+	cs := make([]*consumer, 0, len(d.consumers))
+	for _, c := range d.consumers {
+		cs = append(cs, c)
+	}
+	clear(d.consumers)
+	d.Unlock()
+	for _, c := range cs {
+		left, err := c.q.Cancel(ctx, c.qc.Owner, c.qc.Tag)
+		if err == nil {
+			ch.conn.vh.ConsumerGone(ctx, c.q, left)
+		}
+	}
+	d.Lock()
+	ps := d.takeAll()
+	d.Unlock()
+	ch.apply(ps, settleRequeue)
+}
+
+func (ch *Channel) owner() queue.Owner {
+	return queue.Owner{Connection: ch.conn.id, Channel: ch.id}
+}
+
+// record builds the stored form of a published message.
+func record(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) storage.Record {
+	return storage.Record{
+		Exchange:   m.Exchange,
+		RoutingKey: m.RoutingKey,
+		Properties: props,
+		Body:       body,
+		Persistent: sum.DeliveryMode == 2,
+		Priority:   sum.Priority,
+	}
+}

@@ -1,0 +1,316 @@
+package session
+
+import (
+	"context"
+	"sync"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/storage"
+)
+
+// handlePublish receives a complete published message: the method, its raw
+// properties and body (both owned by the callee from here on). It routes
+// the message, returns it when mandatory and unroutable, and hands it to
+// every queue it reaches; in confirm mode the publish is acked once every
+// one of those queues has stored it.
+func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error {
+	if ch.conn.vh == nil {
+		return notImplemented(m)
+	}
+	if m.Immediate {
+		// RabbitMQ dropped immediate in 3.0 and closes the connection.
+		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "immediate=true")
+	}
+	sum, err := amqp.SummarizeProperties(props)
+	if err != nil {
+		return err
+	}
+	var qs []*vhost.Queue
+	ch.routeNames, qs, err = ch.conn.vh.Route(m.Exchange, m.RoutingKey, props, ch.routeNames, ch.routeQueues[:0])
+	ch.routeQueues = qs
+	if err != nil {
+		return err
+	}
+	rec := record(m, props, body, sum)
+	if ch.tx != nil {
+		ch.tx.publish(m, rec, qs)
+		return nil
+	}
+	var seq uint64
+	if ch.confirm != nil {
+		seq = ch.confirm.publish(len(qs))
+	}
+	if len(qs) == 0 {
+		if m.Mandatory {
+			ch.returnMessage(m, rec)
+		}
+		if seq != 0 {
+			ch.confirm.stored(ch, seq, false)
+		}
+		return nil
+	}
+	var conf *confirms
+	if seq != 0 {
+		conf = ch.confirm
+	}
+	for _, q := range qs {
+		if err := q.Publish(rec, confirmer{ch, conf}, seq); err != nil && conf != nil {
+			// The queue was deleted after routing: the message is gone
+			// with it, as in RabbitMQ, and the publish is still answered.
+			conf.stored(ch, seq, false)
+		}
+	}
+	clear(ch.routeQueues[:len(qs)])
+	return nil
+}
+
+// returnMessage sends basic.return 312 NO_ROUTE; it precedes the publish's
+// confirm because both go out on this goroutine in order.
+func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec storage.Record) {
+	ch.conn.sendContent(ch.id, &amqp.BasicReturn{
+		ReplyCode:  amqp.NoRoute,
+		ReplyText:  "NO_ROUTE",
+		Exchange:   m.Exchange,
+		RoutingKey: m.RoutingKey,
+	}, rec.Properties, rec.Body)
+}
+
+// confirmer adapts a channel's confirms to queue.Confirmer. It is a value
+// type so handing it to a queue allocates nothing.
+type confirmer struct {
+	ch   *Channel
+	conf *confirms
+}
+
+func (c confirmer) Confirm(seqs []uint64, err error) {
+	if c.conf == nil {
+		return
+	}
+	c.conf.storedBatch(c.ch, seqs, err != nil)
+}
+
+// confirms is a channel's publisher-confirm state. Publishes are numbered
+// from 1; a publish is finished when every queue it was routed to stored
+// it. Finished publishes are answered in order, consecutive acks coalesced
+// into one basic.ack with multiple=true, so under load one frame confirms
+// many messages and a client sees confirms in publish order.
+type confirms struct {
+	mu          sync.Mutex
+	next        uint64 // last sequence number handed out
+	answered    uint64 // every seq <= answered has been acked or nacked
+	outstanding map[uint64]*inFlight
+	done        map[uint64]bool // finished, waiting for earlier ones; true = nack
+}
+
+type inFlight struct {
+	queues int
+	failed bool
+}
+
+func newConfirms() *confirms {
+	return &confirms{outstanding: make(map[uint64]*inFlight), done: make(map[uint64]bool)}
+}
+
+// publish numbers a publish routed to n queues.
+func (c *confirms) publish(n int) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next++
+	if n > 0 {
+		c.outstanding[c.next] = &inFlight{queues: n}
+	}
+	return c.next
+}
+
+// stored records that one queue stored seq (or failed to).
+func (c *confirms) stored(ch *Channel, seq uint64, failed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.storedLocked(seq, failed)
+	c.answerLocked(ch)
+}
+
+func (c *confirms) storedBatch(ch *Channel, seqs []uint64, failed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range seqs {
+		c.storedLocked(s, failed)
+	}
+	c.answerLocked(ch)
+}
+
+func (c *confirms) storedLocked(seq uint64, failed bool) {
+	f, ok := c.outstanding[seq]
+	if !ok {
+		c.done[seq] = failed // unroutable: finished at once
+		return
+	}
+	f.queues--
+	f.failed = f.failed || failed
+	if f.queues == 0 {
+		delete(c.outstanding, seq)
+		c.done[seq] = f.failed
+	}
+}
+
+// answerLocked sends acks and nacks for the finished publishes that follow
+// the last answered one without a gap.
+func (c *confirms) answerLocked(ch *Channel) {
+	first := c.answered + 1
+	for {
+		nack, ok := c.done[c.answered+1]
+		if !ok {
+			break
+		}
+		if nack {
+			if c.answered >= first {
+				ch.sendAck(c.answered, c.answered > first)
+			}
+			delete(c.done, c.answered+1)
+			c.answered++
+			ch.send(&amqp.BasicNack{DeliveryTag: c.answered})
+			first = c.answered + 1
+			continue
+		}
+		delete(c.done, c.answered+1)
+		c.answered++
+	}
+	if c.answered >= first {
+		ch.sendAck(c.answered, c.answered > first)
+	}
+}
+
+func (ch *Channel) sendAck(tag uint64, multiple bool) {
+	ch.send(&amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
+}
+
+// handleConfirm implements confirm.select.
+func (ch *Channel) handleConfirm(m amqp.Method) error {
+	sel, ok := m.(*amqp.ConfirmSelect)
+	if !ok {
+		return serverOnly(m)
+	}
+	if ch.tx != nil {
+		return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "cannot switch from tx to confirm mode")
+	}
+	if ch.confirm == nil {
+		ch.confirm = newConfirms()
+	}
+	if !sel.Nowait {
+		ch.send(&amqp.ConfirmSelectOk{})
+	}
+	return nil
+}
+
+// txState holds a transaction's work until tx.commit (§1.9: publishes and
+// acks are applied only when the transaction commits).
+type txState struct {
+	publishes []txPublish
+	settles   []txSettle
+}
+
+type txPublish struct {
+	m      amqp.BasicPublish
+	rec    storage.Record
+	queues []*vhost.Queue
+}
+
+type txSettle struct {
+	tag      uint64
+	multiple bool
+	mode     settleMode
+}
+
+func (t *txState) publish(m *amqp.BasicPublish, rec storage.Record, qs []*vhost.Queue) {
+	t.publishes = append(t.publishes, txPublish{m: *m, rec: rec, queues: append([]*vhost.Queue(nil), qs...)})
+}
+
+// settle checks the tag now, so a bad one fails at once as in RabbitMQ, and
+// applies it at commit.
+func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode settleMode) error {
+	d := &ch.dl
+	d.Lock()
+	known := d.knows(tag, multiple)
+	d.Unlock()
+	if !known {
+		return unknownTag(tag)
+	}
+	t.settles = append(t.settles, txSettle{tag: tag, multiple: multiple, mode: mode})
+	return nil
+}
+
+// txWait counts the stores a commit waits for.
+type txWait struct {
+	mu      sync.Mutex
+	left    int
+	allDone chan struct{}
+}
+
+func (w *txWait) Confirm(seqs []uint64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.left -= len(seqs)
+	if w.left == 0 {
+		close(w.allDone)
+	}
+}
+
+func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
+	switch m := m.(type) {
+	case *amqp.TxSelect:
+		if ch.confirm != nil {
+			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "cannot switch from confirm to tx mode")
+		}
+		if ch.tx == nil {
+			ch.tx = &txState{}
+		}
+		ch.send(&amqp.TxSelectOk{})
+	case *amqp.TxCommit:
+		if ch.tx == nil {
+			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "channel is not transactional")
+		}
+		t := ch.tx
+		ch.tx = &txState{}
+		for _, s := range t.settles {
+			ps, err := ch.takeUnacked(s.tag, s.multiple)
+			if err == nil {
+				ch.apply(ps, s.mode)
+			}
+		}
+		w := &txWait{allDone: make(chan struct{})}
+		for _, p := range t.publishes {
+			w.left += len(p.queues)
+		}
+		if w.left == 0 {
+			close(w.allDone)
+		}
+		for _, p := range t.publishes {
+			if len(p.queues) == 0 && p.m.Mandatory {
+				ch.returnMessage(&p.m, p.rec)
+			}
+			for _, q := range p.queues {
+				if err := q.Publish(p.rec, w, 0); err != nil {
+					w.Confirm([]uint64{0}, nil)
+				}
+			}
+		}
+		// commit-ok promises the messages are stored (synced when
+		// persistent), so wait for the queues.
+		select {
+		case <-w.allDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ch.send(&amqp.TxCommitOk{})
+	case *amqp.TxRollback:
+		if ch.tx == nil {
+			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "channel is not transactional")
+		}
+		ch.tx = &txState{}
+		ch.send(&amqp.TxRollbackOk{})
+	default:
+		return serverOnly(m)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package session
+
+import (
+	"context"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/routing"
+)
+
+// handleExchange implements the exchange class (§1.6 of the spec, plus
+// RabbitMQ's exchange.bind and exchange.unbind).
+func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
+	vh := ch.conn.vh
+	switch m := m.(type) {
+	case *amqp.ExchangeDeclare:
+		if err := vh.DeclareExchange(ctx, m); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.send(&amqp.ExchangeDeclareOk{})
+		}
+	case *amqp.ExchangeDelete:
+		if err := vh.DeleteExchange(ctx, m.Exchange, m.IfUnused); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.send(&amqp.ExchangeDeleteOk{})
+		}
+	case *amqp.ExchangeBind:
+		b := routing.Binding{Source: m.Source, Destination: routing.Destination{Name: m.Destination, Exchange: true}, Key: m.RoutingKey, Args: m.Arguments}
+		if err := vh.Bind(ctx, ch.conn.id, b); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.send(&amqp.ExchangeBindOk{})
+		}
+	case *amqp.ExchangeUnbind:
+		b := routing.Binding{Source: m.Source, Destination: routing.Destination{Name: m.Destination, Exchange: true}, Key: m.RoutingKey, Args: m.Arguments}
+		if err := vh.Unbind(ctx, ch.conn.id, b); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.send(&amqp.ExchangeUnbindOk{})
+		}
+	default:
+		return serverOnly(m)
+	}
+	return nil
+}
+
+// queueName expands "" to the channel's most recently declared queue, as
+// RabbitMQ does for every queue method.
+func (ch *Channel) queueName(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if ch.lastQueue == "" {
+		return "", amqp.NewError(amqp.NotFound, 0, 0, "no previously declared queue")
+	}
+	return ch.lastQueue, nil
+}
+
+// handleQueue implements the queue class.
+func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
+	vh := ch.conn.vh
+	switch m := m.(type) {
+	case *amqp.QueueDeclare:
+		if m.Passive && m.Queue == "" {
+			name, err := ch.queueName("")
+			if err != nil {
+				return err
+			}
+			m.Queue = name
+		}
+		q, err := vh.DeclareQueue(ctx, ch.conn.id, m)
+		if err != nil {
+			return err
+		}
+		ch.lastQueue = q.Def.Name
+		if m.NoWait {
+			return nil
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return queueGone(q.Def.Name, vh.Name())
+		}
+		ch.send(&amqp.QueueDeclareOk{Queue: q.Def.Name, MessageCount: clamp32(st.Ready), ConsumerCount: uint32(st.Consumers)})
+	case *amqp.QueueBind:
+		name, err := ch.queueName(m.Queue)
+		if err != nil {
+			return err
+		}
+		key := m.RoutingKey
+		if key == "" && m.Queue == "" {
+			key = name // RabbitMQ's routing-key shortcut
+		}
+		b := routing.Binding{Source: m.Exchange, Destination: routing.Destination{Name: name}, Key: key, Args: m.Arguments}
+		if err := vh.Bind(ctx, ch.conn.id, b); err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.send(&amqp.QueueBindOk{})
+		}
+	case *amqp.QueueUnbind:
+		name, err := ch.queueName(m.Queue)
+		if err != nil {
+			return err
+		}
+		key := m.RoutingKey
+		if key == "" && m.Queue == "" {
+			key = name
+		}
+		b := routing.Binding{Source: m.Exchange, Destination: routing.Destination{Name: name}, Key: key, Args: m.Arguments}
+		if err := vh.Unbind(ctx, ch.conn.id, b); err != nil {
+			return err
+		}
+		ch.send(&amqp.QueueUnbindOk{})
+	case *amqp.QueuePurge:
+		name, err := ch.queueName(m.Queue)
+		if err != nil {
+			return err
+		}
+		q, err := vh.Queue(ch.conn.id, name)
+		if err != nil {
+			return err
+		}
+		n, err := q.Purge(ctx)
+		if err != nil {
+			return queueGone(name, vh.Name())
+		}
+		if !m.NoWait {
+			ch.send(&amqp.QueuePurgeOk{MessageCount: clamp32(n)})
+		}
+	case *amqp.QueueDelete:
+		name, err := ch.queueName(m.Queue)
+		if err != nil {
+			return err
+		}
+		n, err := vh.DeleteQueue(ctx, ch.conn.id, name, m.IfUnused, m.IfEmpty)
+		if err != nil {
+			return err
+		}
+		if !m.NoWait {
+			ch.send(&amqp.QueueDeleteOk{MessageCount: clamp32(n)})
+		}
+	default:
+		return serverOnly(m)
+	}
+	return nil
+}
+
+func queueGone(name, vhost string) error {
+	return amqp.NewError(amqp.NotFound, 0, 0, "no queue '%s' in vhost '%s'", name, vhost)
+}
+
+func serverOnly(m amqp.Method) error {
+	return amqp.NewError(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "%s is sent by the server only", m.Name())
+}
+
+func clamp32(n uint64) uint32 {
+	return uint32(min(n, 1<<32-1))
+}

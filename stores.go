@@ -1,0 +1,159 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+	metalocal "github.com/warrenmq/broker/meta/local"
+	metamemory "github.com/warrenmq/broker/meta/memory"
+	"github.com/warrenmq/broker/storage/memory"
+	pebblestore "github.com/warrenmq/broker/storage/pebble"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// stores are the broker's stores: the persistent set that durable queues
+// and all topology use, and the in-memory set of non-durable queues, which
+// vanish at restart as in RabbitMQ and so never pay for a disk write.
+type stores struct {
+	db *pebble.DB // opened by the broker when Options.DataDir is set; nil otherwise
+
+	meta      meta.Store
+	durable   queue.Stores
+	transient queue.Stores
+}
+
+// openStores picks each store: the one given in Options, else Pebble under
+// DataDir, else memory. One Pebble DB holds all three persistent stores
+// under their own key prefixes, so its single WAL orders their writes
+// (index entry before cursor) without an fsync each.
+func openStores(o *Options) (*stores, error) {
+	s := &stores{
+		transient: queue.Stores{
+			Shards:  memory.New(),
+			Cursors: metamemory.New(),
+			Index:   unacked.NewMemoryIndex(),
+		},
+	}
+	needDB := o.DataDir != "" && (o.Meta == nil || o.Shards == nil || o.Unacked == nil)
+	if needDB {
+		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("broker: data dir: %w", err)
+		}
+		db, err := pebblestore.Open(o.DataDir, pebblestore.WithLogger(o.Logger))
+		if err != nil {
+			return nil, fmt.Errorf("broker: open %s: %w", o.DataDir, err)
+		}
+		s.db = db
+	}
+	s.meta = o.Meta
+	if s.meta == nil {
+		if s.db != nil {
+			m, err := metalocal.New(s.db)
+			if err != nil {
+				s.close()
+				return nil, err
+			}
+			s.meta = m
+		} else {
+			s.meta = metamemory.New()
+		}
+	}
+	s.durable.Cursors = s.meta
+	s.durable.Shards = o.Shards
+	if s.durable.Shards == nil {
+		if s.db != nil {
+			s.durable.Shards = pebblestore.New(s.db)
+		} else {
+			s.durable.Shards = memory.New()
+		}
+	}
+	s.durable.Index = o.Unacked
+	if s.durable.Index == nil {
+		if s.db != nil {
+			s.durable.Index = unacked.NewPebbleIndex(s.db)
+		} else {
+			s.durable.Index = unacked.NewMemoryIndex()
+		}
+	}
+	return s, nil
+}
+
+// close closes what openStores opened; stores passed in Options belong to
+// the caller.
+func (s *stores) close() error {
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// shardName names a queue's shard: vhost and queue, NUL-separated (neither
+// may contain NUL on the wire's short strings in practice, and the split is
+// only for humans reading keys).
+func shardName(vh, name string) string { return vh + "\x00" + name }
+
+// startQueue starts the actor of a declared queue on the stores its
+// durability calls for.
+func (b *Broker) startQueue(ctx context.Context, def meta.Queue) (*queue.Queue, error) {
+	st := b.stores.transient
+	if def.Durable {
+		st = b.stores.durable
+	}
+	return queue.Start(ctx, queue.Config{
+		VHost:         def.VHost,
+		Name:          def.Name,
+		Shard:         shardName(def.VHost, def.Name),
+		Stores:        st,
+		DropTransient: def.Durable,
+		Broker:        b.nodeID,
+		Incarnation:   b.incarnation,
+		Now:           b.now,
+		Logger:        b.log,
+	})
+}
+
+// openVHosts opens every configured vhost with its durable topology.
+func (b *Broker) openVHosts(ctx context.Context) error {
+	b.vhosts = make(map[string]*vhost.VHost, len(b.opts.VHosts))
+	for _, name := range b.opts.VHosts {
+		name = canonicalVHost(name)
+		if err := b.stores.meta.PutVHost(ctx, meta.VHost{Name: name}); err != nil {
+			return err
+		}
+		vh, err := vhost.Open(ctx, vhost.Config{
+			Name:       name,
+			Store:      b.stores.meta,
+			StartQueue: b.startQueue,
+			Logger:     b.log,
+		})
+		if err != nil {
+			b.closeVHosts()
+			return fmt.Errorf("broker: open vhost %q: %w", name, err)
+		}
+		b.vhosts[name] = vh
+	}
+	return nil
+}
+
+func (b *Broker) closeVHosts() {
+	for _, vh := range b.vhosts {
+		vh.Close()
+	}
+}
+
+// lookupVHost serves connection.open.
+func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
+	vh, ok := b.vhosts[canonicalVHost(name)]
+	return vh, ok
+}
+
+func (b *Broker) now() time.Time { return time.Now() }
