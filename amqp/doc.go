@@ -26,7 +26,9 @@
 //     AppendBodyFrames, every AppendArgs and AppendMethod, MethodIDs,
 //     ParseContentHeader, and SummarizeProperties (which allocates only the Expiration
 //     and UserID strings when they are present). DecodeArgs allocates only strings that
-//     differ from the values already in the struct, and non-empty tables.
+//     differ from the values already in the struct, and non-empty tables. Decoded
+//     tables and properties copy their input once and slice every string from that
+//     copy.
 //   - Sizes are checked before allocating: a frame's size against the limit before its
 //     payload is read (and the read buffer grows only with bytes actually received),
 //     every string, table and array length against the remaining input.

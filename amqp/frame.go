@@ -156,11 +156,9 @@ func (r *FrameReader) makeRoom(n int) {
 			return
 		}
 	}
-	size := max(2*len(r.buf), initialBufferSize)
-	size = min(size, max(n, initialBufferSize))
-	if size <= len(r.buf) {
-		size = len(r.buf) + 1 // unreachable while n > buffered; keeps progress guaranteed
-	}
+	// The buffer is full and holds fewer than n bytes, so n > len(r.buf) and the new
+	// size is always larger than the old one.
+	size := min(max(2*len(r.buf), initialBufferSize), max(n, initialBufferSize))
 	buf := make([]byte, size)
 	r.end = copy(buf, r.buf[r.start:r.end])
 	r.start = 0

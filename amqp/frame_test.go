@@ -258,3 +258,13 @@ func TestFramePayloadCapped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("b"), f.Payload)
 }
+
+// lyingReader claims to have read more than the buffer holds.
+type lyingReader struct{}
+
+func (lyingReader) Read(p []byte) (int, error) { return len(p) + 1, nil }
+
+func TestFrameReaderDistrustsBrokenReader(t *testing.T) {
+	_, err := NewFrameReader(lyingReader{}).ReadFrame()
+	require.ErrorIs(t, err, io.ErrShortBuffer)
+}

@@ -71,3 +71,55 @@ func TestMethodRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestMethodMetadata(t *testing.T) {
+	content := map[string]bool{"basic.publish": true, "basic.return": true, "basic.deliver": true, "basic.get-ok": true}
+	async := map[string]bool{ // the methods the spec does not mark synchronous
+		"connection.blocked": true, "connection.unblocked": true, "channel.flow-ok": true,
+		"basic.publish": true, "basic.return": true, "basic.deliver": true, "basic.ack": true,
+		"basic.reject": true, "basic.recover-async": true, "basic.nack": true,
+	}
+	names := map[string]bool{}
+	for _, m := range allMethods() {
+		name := m.Name()
+		require.False(t, names[name], "duplicate %s", name)
+		names[name] = true
+		require.Equal(t, content[name], m.HasContent(), name)
+		require.Equal(t, !async[name], m.(interface{ Synchronous() bool }).Synchronous(), name)
+		require.Equal(t, name, methodName(m.ClassID(), m.MethodID()))
+		// The Go name is the spec name in CamelCase.
+		goName := reflect.TypeOf(m).Elem().Name()
+		var want strings.Builder
+		for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '.' || r == '-' }) {
+			want.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+		require.Equal(t, want.String(), goName)
+	}
+	require.Len(t, names, 64, "every method of the extended 0-9-1 spec")
+	for _, ids := range [][2]uint16{{0, 0}, {ClassBasic, 0}, {ClassBasic, 999}, {11, 10}} {
+		require.Equal(t, "", methodName(ids[0], ids[1]))
+		_, err := NewMethod(ids[0], ids[1])
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, Error{Code: CommandInvalid, Text: e.Text, ClassID: ids[0], MethodID: ids[1]}, *e)
+	}
+	_, _, _, err := MethodIDs([]byte{0, 60, 0})
+	requireCode(t, FrameError, err)
+	_, err = DecodeMethod([]byte{0, 60})
+	requireCode(t, FrameError, err)
+}
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"abc", "abc"},
+		{strings.Repeat("a", 300), strings.Repeat("a", 255)},
+		{strings.Repeat("a", 254) + "é", strings.Repeat("a", 254)},
+		{strings.Repeat("a", 253) + "€", strings.Repeat("a", 253)},
+		{strings.Repeat("\x80", 300), strings.Repeat("\x80", 255)}, // not UTF-8: cut at 255
+	} {
+		got := truncate(tc.in, 255)
+		require.Equal(t, tc.want, got)
+		enc := appendShortstr(nil, tc.in)
+		require.Equal(t, len(tc.want), int(enc[0]))
+	}
+}

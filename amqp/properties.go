@@ -143,10 +143,15 @@ func SummarizeProperties(raw []byte) (PropertySummary, error) {
 }
 
 // scanProperties validates raw and returns its summary; with p non-nil it also
-// decodes every property into p.
+// decodes every property into p. Decoding copies raw into one string once and every
+// string property (and the headers' keys and strings) is a substring of it: one
+// allocation instead of one per string.
 func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
 	var s PropertySummary
 	d := propDecoder{src: raw}
+	if p != nil {
+		d.str = string(raw)
+	}
 	// Flag words: bit 0 chains another word. Class basic defines 14 properties, so
 	// further words may only be empty continuations.
 	flags := d.short()
@@ -158,26 +163,31 @@ func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
 	if d.err != nil {
 		return PropertySummary{}, d.err
 	}
-	str := func(flag uint16, dst *string) {
+	// With p nil, the properties the summary does not need are validated and skipped.
+	var skip Properties
+	target := p
+	if target == nil {
+		target = &skip
+	}
+	str := func(flag uint16, dst *string, wanted bool) {
 		if flags&flag == 0 {
 			return
 		}
-		b := d.shortstr()
-		if dst != nil && b != nil {
-			setString(dst, b)
+		if !wanted {
+			dst = nil
 		}
+		d.shortstr(dst)
 	}
-	var dest Properties // decoded into when p is nil and discarded: keeps one code path
-	target := p
-	if target == nil {
-		target = &dest
-	}
-	str(flagContentType, pick(p != nil, &target.ContentType))
-	str(flagContentEncoding, pick(p != nil, &target.ContentEncoding))
+	str(flagContentType, &target.ContentType, p != nil)
+	str(flagContentEncoding, &target.ContentEncoding, p != nil)
 	if flags&flagHeaders != 0 {
 		s.HasHeaders = true
 		if d.err == nil {
-			t, n, err := parseTable(d.src[d.off:], 0, p != nil)
+			var shared string
+			if p != nil {
+				shared = d.str[d.off:]
+			}
+			t, n, err := parseTableShared(d.src[d.off:], shared, 0, p != nil)
 			if err != nil {
 				if e, ok := err.(*Error); ok {
 					return PropertySummary{}, syntaxErrorf("headers property: %s", e.detail())
@@ -190,26 +200,22 @@ func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
 	}
 	if flags&flagDeliveryMode != 0 {
 		s.DeliveryMode = d.octet()
-		target.DeliveryMode = s.DeliveryMode
 	}
 	if flags&flagPriority != 0 {
 		s.Priority = d.octet()
-		target.Priority = s.Priority
 	}
-	str(flagCorrelationID, pick(p != nil, &target.CorrelationID))
-	str(flagReplyTo, pick(p != nil, &target.ReplyTo))
-	str(flagExpiration, &s.Expiration)
-	str(flagMessageID, pick(p != nil, &target.MessageID))
+	str(flagCorrelationID, &target.CorrelationID, p != nil)
+	str(flagReplyTo, &target.ReplyTo, p != nil)
+	str(flagExpiration, &s.Expiration, true)
+	str(flagMessageID, &target.MessageID, p != nil)
+	var timestamp uint64
 	if flags&flagTimestamp != 0 {
-		sec := d.longlong()
-		if p != nil {
-			p.Timestamp = time.Unix(int64(sec), 0).UTC()
-		}
+		timestamp = d.longlong()
 	}
-	str(flagType, pick(p != nil, &target.Type))
-	str(flagUserID, &s.UserID)
-	str(flagAppID, pick(p != nil, &target.AppID))
-	str(flagClusterID, pick(p != nil, &target.ClusterID))
+	str(flagType, &target.Type, p != nil)
+	str(flagUserID, &s.UserID, true)
+	str(flagAppID, &target.AppID, p != nil)
+	str(flagClusterID, &target.ClusterID, p != nil)
 	if d.err != nil {
 		return PropertySummary{}, d.err
 	}
@@ -217,23 +223,21 @@ func scanProperties(raw []byte, p *Properties) (PropertySummary, error) {
 		return PropertySummary{}, syntaxErrorf("%d trailing octets after the content properties", len(raw)-d.off)
 	}
 	if p != nil {
+		p.DeliveryMode = s.DeliveryMode
+		p.Priority = s.Priority
 		p.Expiration = s.Expiration
 		p.UserID = s.UserID
+		if flags&flagTimestamp != 0 {
+			p.Timestamp = time.Unix(int64(timestamp), 0).UTC()
+		}
 	}
 	return s, nil
-}
-
-// pick returns dst when want, else nil: a nil destination skips the string copy.
-func pick(want bool, dst *string) *string {
-	if want {
-		return dst
-	}
-	return nil
 }
 
 // propDecoder reads property values; the first failure sticks.
 type propDecoder struct {
 	src []byte
+	str string // string(src) when decoding, so strings can be substrings of it
 	off int
 	err error
 }
@@ -272,11 +276,20 @@ func (d *propDecoder) longlong() uint64 {
 	return 0
 }
 
-// shortstr returns the bytes of a short string (empty non-nil for ""), nil on failure.
-func (d *propDecoder) shortstr() []byte {
+// shortstr reads a short string into *dst, or only skips it when dst is nil.
+func (d *propDecoder) shortstr(dst *string) {
 	n := d.take(1)
 	if n == nil {
-		return nil
+		return
 	}
-	return d.take(int(n[0]))
+	start := d.off
+	b := d.take(int(n[0]))
+	if b == nil || dst == nil {
+		return
+	}
+	if d.str != "" {
+		*dst = d.str[start : start+len(b)]
+	} else {
+		*dst = string(b)
+	}
 }

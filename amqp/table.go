@@ -243,7 +243,8 @@ func appendValueVoidBad(dst []byte, v any, depth int) []byte {
 // DecodeTable reads the length-prefixed field table at the start of src and returns it
 // with the number of bytes consumed. An empty table decodes as nil. Every length is
 // checked against the remaining input before anything is allocated, nesting is limited
-// to 64 levels, and 'x' values are copied (the result never aliases src).
+// to 64 levels, and 'x' values are copied (the result never aliases src). Keys and
+// string values share one copy of the table's bytes (one allocation for all of them).
 // Malformed input returns a *Error with code SyntaxError.
 func DecodeTable(src []byte) (t Table, n int, err error) {
 	return parseTable(src, 0, true)
@@ -257,12 +258,21 @@ func syntaxErrorf(format string, args ...any) *Error {
 func errTruncatedTable() error { return syntaxErrorf("truncated field table") }
 func errTableDepth() error     { return syntaxErrorf("field table nested deeper than 64 levels") }
 
-// parseTable walks the table at src. With build false it only validates, without
+// parseTable walks the length-prefixed table at the start of src and returns it with
+// the number of bytes it spans. With build false it only validates, without
 // allocating: the publish path checks headers it does not need to look at.
+//
+// When building, the table's bytes are copied into one string and every key and
+// string value is a substring of it: one allocation instead of one per string. A
+// retained key or value keeps that whole string alive, which is fine for the tables
+// AMQP carries (arguments, headers, peer properties).
 func parseTable(src []byte, depth int, build bool) (Table, int, error) {
-	if depth >= maxDepth {
-		return nil, 0, errTableDepth()
-	}
+	return parseTableShared(src, "", depth, build)
+}
+
+// parseTableShared is parseTable with the string copy of src supplied by a caller
+// that already made one (str == string(src) or a longer copy); "" makes a new one.
+func parseTableShared(src []byte, str string, depth int, build bool) (Table, int, error) {
 	if len(src) < 4 {
 		return nil, 0, errTruncatedTable()
 	}
@@ -270,54 +280,97 @@ func parseTable(src []byte, depth int, build bool) (Table, int, error) {
 	if uint64(len(src)-4) < size {
 		return nil, 0, errTruncatedTable()
 	}
-	body := src[4 : 4+int(size)]
+	p := tableParser{src: src[:4+int(size)], build: build}
+	if build && size > 0 {
+		if len(str) >= len(p.src) {
+			p.str = str[:len(p.src)]
+		} else {
+			p.str = string(p.src)
+		}
+	}
+	t, _, err := p.table(0, depth)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, len(p.src), nil
+}
+
+// tableParser walks src by position; every length is checked against the end of the
+// enclosing table or array before it is used.
+type tableParser struct {
+	src   []byte
+	str   string // string(src) when building
+	build bool
+}
+
+// region checks the 4-octet length at pos and returns where its contents start and end.
+func (p *tableParser) region(pos, limit int) (start, end int, err error) {
+	if limit-pos < 4 {
+		return 0, 0, errTruncatedTable()
+	}
+	size := uint64(binary.BigEndian.Uint32(p.src[pos:]))
+	if uint64(limit-pos-4) < size {
+		return 0, 0, errTruncatedTable()
+	}
+	return pos + 4, pos + 4 + int(size), nil
+}
+
+// table parses the table whose length prefix is at pos and returns the position after it.
+func (p *tableParser) table(pos, depth int) (Table, int, error) {
+	return p.tableWithin(pos, len(p.src), depth)
+}
+
+func (p *tableParser) tableWithin(pos, limit, depth int) (Table, int, error) {
+	if depth >= maxDepth {
+		return nil, 0, errTableDepth()
+	}
+	off, end, err := p.region(pos, limit)
+	if err != nil {
+		return nil, 0, err
+	}
 	var t Table
-	for off := 0; off < len(body); {
-		klen := int(body[off])
-		if len(body)-off-1 < klen {
+	for off < end {
+		klen := int(p.src[off])
+		if end-off-1 < klen {
 			return nil, 0, errTruncatedTable()
 		}
-		key := body[off+1 : off+1+klen]
-		off += 1 + klen
-		v, n, err := parseValue(body[off:], depth, build)
+		keyStart := off + 1
+		off = keyStart + klen
+		v, next, err := p.value(off, end, depth)
 		if err != nil {
 			return nil, 0, err
 		}
-		off += n
-		if build {
+		off = next
+		if p.build {
 			if t == nil {
 				t = make(Table)
 			}
-			t[string(key)] = v
+			t[p.str[keyStart:keyStart+klen]] = v
 		}
 	}
-	return t, 4 + int(size), nil
+	return t, end, nil
 }
 
-func parseArray(src []byte, depth int, build bool) ([]any, int, error) {
+func (p *tableParser) array(pos, limit, depth int) ([]any, int, error) {
 	if depth >= maxDepth {
 		return nil, 0, errTableDepth()
 	}
-	if len(src) < 4 {
-		return nil, 0, errTruncatedTable()
+	off, end, err := p.region(pos, limit)
+	if err != nil {
+		return nil, 0, err
 	}
-	size := uint64(binary.BigEndian.Uint32(src))
-	if uint64(len(src)-4) < size {
-		return nil, 0, errTruncatedTable()
-	}
-	body := src[4 : 4+int(size)]
 	var a []any
-	for off := 0; off < len(body); {
-		v, n, err := parseValue(body[off:], depth, build)
+	for off < end {
+		v, next, err := p.value(off, end, depth)
 		if err != nil {
 			return nil, 0, err
 		}
-		off += n
-		if build {
+		off = next
+		if p.build {
 			a = append(a, v)
 		}
 	}
-	return a, 4 + int(size), nil
+	return a, end, nil
 }
 
 // fixedSize is the payload size of the fixed-width field types.
@@ -326,62 +379,58 @@ var fixedSize = [256]int8{
 	'f': 4, 'd': 8, 'D': 5, 'T': 8, 'V': 0,
 }
 
-// parseValue reads a type octet and a value; n counts both.
-func parseValue(src []byte, depth int, build bool) (v any, n int, err error) {
-	if len(src) < 1 {
+// value reads a type octet and a value at pos, within limit, and returns the position
+// after it.
+func (p *tableParser) value(pos, limit, depth int) (v any, next int, err error) {
+	if pos >= limit {
 		return nil, 0, errTruncatedTable()
 	}
-	typ, src := src[0], src[1:]
+	typ := p.src[pos]
+	pos++
 	switch typ {
 	case 'S', 'x':
-		if len(src) < 4 {
-			return nil, 0, errTruncatedTable()
+		start, end, err := p.region(pos, limit)
+		if err != nil {
+			return nil, 0, err
 		}
-		size := uint64(binary.BigEndian.Uint32(src))
-		if uint64(len(src)-4) < size {
-			return nil, 0, errTruncatedTable()
-		}
-		if build {
-			b := src[4 : 4+int(size)]
+		if p.build {
 			if typ == 'S' {
-				v = string(b)
+				v = p.str[start:end]
 			} else {
-				v = slices.Clone(b)
-				if v.([]byte) == nil {
-					v = []byte{}
-				}
+				v = append([]byte{}, p.src[start:end]...) // a mutable copy; never nil
 			}
 		}
-		return v, 1 + 4 + int(size), nil
+		return v, end, nil
 	case 'F':
-		t, n, err := parseTable(src, depth+1, build)
+		t, end, err := p.tableWithin(pos, limit, depth+1)
 		if err != nil {
 			return nil, 0, err
 		}
-		if build {
+		if p.build {
 			v = t
 		}
-		return v, 1 + n, nil
+		return v, end, nil
 	case 'A':
-		a, n, err := parseArray(src, depth+1, build)
+		a, end, err := p.array(pos, limit, depth+1)
 		if err != nil {
 			return nil, 0, err
 		}
-		if build {
+		if p.build {
 			v = a
 		}
-		return v, 1 + n, nil
+		return v, end, nil
 	}
 	size := int(fixedSize[typ])
 	if size == 0 && typ != 'V' {
 		return nil, 0, syntaxErrorf("unknown field type %q", typ)
 	}
-	if len(src) < size {
+	if limit-pos < size {
 		return nil, 0, errTruncatedTable()
 	}
-	if !build {
-		return nil, 1 + size, nil
+	if !p.build {
+		return nil, pos + size, nil
 	}
+	src := p.src[pos : pos+size]
 	switch typ {
 	case 't':
 		v = src[0] != 0
@@ -410,5 +459,5 @@ func parseValue(src []byte, depth int, build bool) (v any, n int, err error) {
 	case 'V':
 		v = nil
 	}
-	return v, 1 + size, nil
+	return v, pos + size, nil
 }

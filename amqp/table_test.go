@@ -250,3 +250,22 @@ func TestTableFixtures(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(0x7ff8000000000123), math.Float64bits(dec["n"].(float64)))
 }
+
+func TestArrayDepthLimits(t *testing.T) {
+	deep := any("leaf")
+	for range maxDepth {
+		deep = []any{deep}
+	}
+	_, err := AppendTable(nil, Table{"a": deep})
+	require.ErrorContains(t, err, "nested deeper")
+	// Lenient encoding stops at the limit with a void the decoder accepts.
+	_, _, err = DecodeTable(appendTableLenient(nil, Table{"a": deep}))
+	require.NoError(t, err)
+
+	b := []byte{'V'}
+	for range maxDepth {
+		b = append(append([]byte{'A'}, binary.BigEndian.AppendUint32(nil, uint32(len(b)))...), b...)
+	}
+	_, _, err = DecodeTable(tbl(append([]byte{1, 'k'}, b...)...))
+	requireCode(t, SyntaxError, err)
+}
