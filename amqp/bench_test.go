@@ -248,3 +248,21 @@ func BenchmarkAppendArgs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeliverLiteral builds the basic.deliver per call, as a session does: through
+// the Method interface the struct escapes, through its AppendFrame method it does not.
+func BenchmarkDeliverLiteral(b *testing.B) {
+	buf := make([]byte, 0, 256)
+	b.Run("AppendMethodFrame", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			buf = AppendMethodFrame(buf[:0], 1, &BasicDeliver{ConsumerTag: "ctag", DeliveryTag: uint64(i), Exchange: "ex", RoutingKey: "rk"})
+		}
+	})
+	b.Run("AppendFrame", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			buf = (&BasicDeliver{ConsumerTag: "ctag", DeliveryTag: uint64(i), Exchange: "ex", RoutingKey: "rk"}).AppendFrame(buf[:0], 1)
+		}
+	})
+}

@@ -23,12 +23,15 @@
 //
 //   - Zero allocations on the hot paths once buffers are warm: FrameReader.ReadFrame,
 //     AppendFrame, AppendMethodFrame, AppendHeaderFrame, AppendHeartbeatFrame,
-//     AppendBodyFrames, every AppendArgs and AppendMethod, MethodIDs,
+//     AppendBodyFrames, every AppendArgs, AppendFrame and AppendMethod, MethodIDs,
 //     ParseContentHeader, and SummarizeProperties (which allocates only the Expiration
 //     and UserID strings when they are present). DecodeArgs allocates only strings that
 //     differ from the values already in the struct, and non-empty tables. Decoded
 //     tables and properties copy their input once and slice every string from that
-//     copy.
+//     copy. Tables in arguments encode without allocating up to 16 keys per level.
+//   - A method struct handed to AppendMethodFrame escapes through the interface; its
+//     own AppendFrame method is a static call, so (&BasicDeliver{...}).AppendFrame
+//     builds a frame per delivery without allocating.
 //   - Sizes are checked before allocating: a frame's size against the limit before its
 //     payload is read (and the read buffer grows only with bytes actually received),
 //     every string, table and array length against the remaining input.
@@ -74,7 +77,7 @@
 //			err = pub.DecodeArgs(args) // a *amqp.BasicPublish reused per channel
 //		}
 //	}
-//	out = amqp.AppendMethodFrame(out[:0], channel, &amqp.BasicDeliver{...})
+//	out = (&amqp.BasicDeliver{...}).AppendFrame(out[:0], channel)
 //	out = amqp.AppendHeaderFrame(out, channel, amqp.ClassBasic, uint64(len(body)), props)
 //	out = amqp.AppendBodyFrames(out, channel, body, frameMax)
 //

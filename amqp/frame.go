@@ -176,12 +176,26 @@ func AppendFrame(dst []byte, typ uint8, channel uint16, payload []byte) []byte {
 
 // AppendMethodFrame appends a method frame for m, encoding the arguments in place and
 // patching the size afterwards: no intermediate buffer, no allocation when dst has room.
+//
+// Passing m through the Method interface makes it escape; hot paths that build the
+// struct per call use its AppendFrame method instead, e.g.
+// (&BasicDeliver{...}).AppendFrame(dst, channel), which leaves it on the stack.
 func AppendMethodFrame(dst []byte, channel uint16, m Method) []byte {
 	start := len(dst)
-	dst = append(dst, FrameMethod)
-	dst = appendUint16(dst, channel)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = AppendMethod(dst, m)
+	dst = appendMethodFrameStart(dst, channel, m.ClassID(), m.MethodID())
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
+// appendMethodFrameStart appends the frame header with a placeholder size, and the ids.
+func appendMethodFrameStart(dst []byte, channel, classID, methodID uint16) []byte {
+	dst = append(dst, FrameMethod, uint8(channel>>8), uint8(channel), 0, 0, 0, 0)
+	return append(dst, uint8(classID>>8), uint8(classID), uint8(methodID>>8), uint8(methodID))
+}
+
+// appendMethodFrameEnd patches the size of the frame that starts at dst[start] and
+// appends the frame end.
+func appendMethodFrameEnd(dst []byte, start int) []byte {
 	binary.BigEndian.PutUint32(dst[start+3:], uint32(len(dst)-start-frameHeaderSize))
 	return append(dst, FrameEnd)
 }

@@ -50,6 +50,11 @@ func TestMethodRoundTrip(t *testing.T) {
 				f, err := fr.ReadFrame()
 				require.NoError(t, err)
 				require.Equal(t, Frame{Type: FrameMethod, Channel: 7, Payload: payload}, f)
+				// The static AppendFrame writes the same bytes.
+				framer := m.(interface {
+					AppendFrame(dst []byte, channel uint16) []byte
+				})
+				require.Equal(t, AppendMethodFrame([]byte("x"), 7, m), framer.AppendFrame([]byte("x"), 7))
 
 				// Every proper prefix of the arguments is rejected as a syntax error,
 				// and so is a trailing byte.

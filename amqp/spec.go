@@ -186,6 +186,15 @@ func (*ConnectionStart) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.start synchronous.
 func (*ConnectionStart) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.start on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionStart) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionStart)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.start in wire format.
 func (m *ConnectionStart) AppendArgs(dst []byte) []byte {
 	dst = append(dst, m.VersionMajor)
@@ -232,6 +241,15 @@ func (*ConnectionStartOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.start-ok synchronous.
 func (*ConnectionStartOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.start-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionStartOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionStartOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.start-ok in wire format.
 func (m *ConnectionStartOk) AppendArgs(dst []byte) []byte {
 	dst = appendTableLenient(dst, m.ClientProperties)
@@ -273,6 +291,15 @@ func (*ConnectionSecure) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.secure synchronous.
 func (*ConnectionSecure) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.secure on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionSecure) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionSecure)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.secure in wire format.
 func (m *ConnectionSecure) AppendArgs(dst []byte) []byte {
 	dst = appendLongstr(dst, m.Challenge)
@@ -307,6 +334,15 @@ func (*ConnectionSecureOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks connection.secure-ok synchronous.
 func (*ConnectionSecureOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying connection.secure-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionSecureOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionSecureOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of connection.secure-ok in wire format.
 func (m *ConnectionSecureOk) AppendArgs(dst []byte) []byte {
@@ -344,6 +380,15 @@ func (*ConnectionTune) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks connection.tune synchronous.
 func (*ConnectionTune) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying connection.tune on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionTune) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionTune)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of connection.tune in wire format.
 func (m *ConnectionTune) AppendArgs(dst []byte) []byte {
@@ -386,6 +431,15 @@ func (*ConnectionTuneOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.tune-ok synchronous.
 func (*ConnectionTuneOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.tune-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionTuneOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionTuneOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.tune-ok in wire format.
 func (m *ConnectionTuneOk) AppendArgs(dst []byte) []byte {
 	dst = appendUint16(dst, m.ChannelMax)
@@ -426,6 +480,15 @@ func (*ConnectionOpen) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks connection.open synchronous.
 func (*ConnectionOpen) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying connection.open on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionOpen) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionOpen)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of connection.open in wire format.
 func (m *ConnectionOpen) AppendArgs(dst []byte) []byte {
@@ -475,6 +538,15 @@ func (*ConnectionOpenOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.open-ok synchronous.
 func (*ConnectionOpenOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.open-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionOpenOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionOpenOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.open-ok in wire format.
 func (m *ConnectionOpenOk) AppendArgs(dst []byte) []byte {
 	dst = appendShortstr(dst, m.Reserved1)
@@ -512,6 +584,15 @@ func (*ConnectionClose) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks connection.close synchronous.
 func (*ConnectionClose) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying connection.close on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionClose) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionClose)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of connection.close in wire format.
 func (m *ConnectionClose) AppendArgs(dst []byte) []byte {
@@ -553,6 +634,14 @@ func (*ConnectionCloseOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.close-ok synchronous.
 func (*ConnectionCloseOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.close-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ConnectionCloseOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionCloseOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.close-ok in wire format.
 func (*ConnectionCloseOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -585,6 +674,15 @@ func (*ConnectionBlocked) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks connection.blocked synchronous.
 func (*ConnectionBlocked) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying connection.blocked on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionBlocked) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionBlocked)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of connection.blocked in wire format.
 func (m *ConnectionBlocked) AppendArgs(dst []byte) []byte {
@@ -620,6 +718,14 @@ func (*ConnectionUnblocked) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.unblocked synchronous.
 func (*ConnectionUnblocked) Synchronous() bool { return false }
 
+// AppendFrame appends a method frame carrying connection.unblocked on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ConnectionUnblocked) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionUnblocked)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.unblocked in wire format.
 func (*ConnectionUnblocked) AppendArgs(dst []byte) []byte {
 	return dst
@@ -653,6 +759,15 @@ func (*ConnectionUpdateSecret) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks connection.update-secret synchronous.
 func (*ConnectionUpdateSecret) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying connection.update-secret on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConnectionUpdateSecret) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionUpdateSecret)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of connection.update-secret in wire format.
 func (m *ConnectionUpdateSecret) AppendArgs(dst []byte) []byte {
@@ -690,6 +805,14 @@ func (*ConnectionUpdateSecretOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks connection.update-secret-ok synchronous.
 func (*ConnectionUpdateSecretOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying connection.update-secret-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ConnectionUpdateSecretOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConnection, MethodConnectionUpdateSecretOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of connection.update-secret-ok in wire format.
 func (*ConnectionUpdateSecretOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -722,6 +845,15 @@ func (*ChannelOpen) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks channel.open synchronous.
 func (*ChannelOpen) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying channel.open on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ChannelOpen) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassChannel, MethodChannelOpen)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of channel.open in wire format.
 func (m *ChannelOpen) AppendArgs(dst []byte) []byte {
@@ -758,6 +890,15 @@ func (*ChannelOpenOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks channel.open-ok synchronous.
 func (*ChannelOpenOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying channel.open-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ChannelOpenOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassChannel, MethodChannelOpenOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of channel.open-ok in wire format.
 func (m *ChannelOpenOk) AppendArgs(dst []byte) []byte {
 	dst = appendLongstr(dst, m.Reserved1)
@@ -792,6 +933,15 @@ func (*ChannelFlow) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks channel.flow synchronous.
 func (*ChannelFlow) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying channel.flow on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ChannelFlow) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassChannel, MethodChannelFlow)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of channel.flow in wire format.
 func (m *ChannelFlow) AppendArgs(dst []byte) []byte {
@@ -836,6 +986,15 @@ func (*ChannelFlowOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks channel.flow-ok synchronous.
 func (*ChannelFlowOk) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying channel.flow-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ChannelFlowOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassChannel, MethodChannelFlowOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of channel.flow-ok in wire format.
 func (m *ChannelFlowOk) AppendArgs(dst []byte) []byte {
@@ -884,6 +1043,15 @@ func (*ChannelClose) HasContent() bool { return false }
 // Synchronous reports whether the spec marks channel.close synchronous.
 func (*ChannelClose) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying channel.close on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ChannelClose) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassChannel, MethodChannelClose)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of channel.close in wire format.
 func (m *ChannelClose) AppendArgs(dst []byte) []byte {
 	dst = appendUint16(dst, m.ReplyCode)
@@ -923,6 +1091,14 @@ func (*ChannelCloseOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks channel.close-ok synchronous.
 func (*ChannelCloseOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying channel.close-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ChannelCloseOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassChannel, MethodChannelCloseOk)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of channel.close-ok in wire format.
 func (*ChannelCloseOk) AppendArgs(dst []byte) []byte {
@@ -964,6 +1140,15 @@ func (*ExchangeDeclare) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks exchange.declare synchronous.
 func (*ExchangeDeclare) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying exchange.declare on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ExchangeDeclare) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeDeclare)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of exchange.declare in wire format.
 func (m *ExchangeDeclare) AppendArgs(dst []byte) []byte {
@@ -1032,6 +1217,14 @@ func (*ExchangeDeclareOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks exchange.declare-ok synchronous.
 func (*ExchangeDeclareOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying exchange.declare-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ExchangeDeclareOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeDeclareOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of exchange.declare-ok in wire format.
 func (*ExchangeDeclareOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1067,6 +1260,15 @@ func (*ExchangeDelete) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks exchange.delete synchronous.
 func (*ExchangeDelete) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying exchange.delete on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ExchangeDelete) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeDelete)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of exchange.delete in wire format.
 func (m *ExchangeDelete) AppendArgs(dst []byte) []byte {
@@ -1119,6 +1321,14 @@ func (*ExchangeDeleteOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks exchange.delete-ok synchronous.
 func (*ExchangeDeleteOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying exchange.delete-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ExchangeDeleteOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeDeleteOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of exchange.delete-ok in wire format.
 func (*ExchangeDeleteOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1156,6 +1366,15 @@ func (*ExchangeBind) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks exchange.bind synchronous.
 func (*ExchangeBind) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying exchange.bind on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ExchangeBind) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeBind)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of exchange.bind in wire format.
 func (m *ExchangeBind) AppendArgs(dst []byte) []byte {
@@ -1210,6 +1429,14 @@ func (*ExchangeBindOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks exchange.bind-ok synchronous.
 func (*ExchangeBindOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying exchange.bind-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ExchangeBindOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeBindOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of exchange.bind-ok in wire format.
 func (*ExchangeBindOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1247,6 +1474,15 @@ func (*ExchangeUnbind) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks exchange.unbind synchronous.
 func (*ExchangeUnbind) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying exchange.unbind on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ExchangeUnbind) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeUnbind)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of exchange.unbind in wire format.
 func (m *ExchangeUnbind) AppendArgs(dst []byte) []byte {
@@ -1301,6 +1537,14 @@ func (*ExchangeUnbindOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks exchange.unbind-ok synchronous.
 func (*ExchangeUnbindOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying exchange.unbind-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ExchangeUnbindOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassExchange, MethodExchangeUnbindOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of exchange.unbind-ok in wire format.
 func (*ExchangeUnbindOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1340,6 +1584,15 @@ func (*QueueDeclare) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks queue.declare synchronous.
 func (*QueueDeclare) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying queue.declare on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueueDeclare) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueDeclare)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of queue.declare in wire format.
 func (m *QueueDeclare) AppendArgs(dst []byte) []byte {
@@ -1409,6 +1662,15 @@ func (*QueueDeclareOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks queue.declare-ok synchronous.
 func (*QueueDeclareOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying queue.declare-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueueDeclareOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueDeclareOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of queue.declare-ok in wire format.
 func (m *QueueDeclareOk) AppendArgs(dst []byte) []byte {
 	dst = appendShortstr(dst, m.Queue)
@@ -1452,6 +1714,15 @@ func (*QueueBind) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks queue.bind synchronous.
 func (*QueueBind) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying queue.bind on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueueBind) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueBind)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of queue.bind in wire format.
 func (m *QueueBind) AppendArgs(dst []byte) []byte {
@@ -1506,6 +1777,14 @@ func (*QueueBindOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks queue.bind-ok synchronous.
 func (*QueueBindOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying queue.bind-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*QueueBindOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueBindOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of queue.bind-ok in wire format.
 func (*QueueBindOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1542,6 +1821,15 @@ func (*QueueUnbind) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks queue.unbind synchronous.
 func (*QueueUnbind) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying queue.unbind on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueueUnbind) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueUnbind)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of queue.unbind in wire format.
 func (m *QueueUnbind) AppendArgs(dst []byte) []byte {
@@ -1585,6 +1873,14 @@ func (*QueueUnbindOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks queue.unbind-ok synchronous.
 func (*QueueUnbindOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying queue.unbind-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*QueueUnbindOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueUnbindOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of queue.unbind-ok in wire format.
 func (*QueueUnbindOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1619,6 +1915,15 @@ func (*QueuePurge) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks queue.purge synchronous.
 func (*QueuePurge) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying queue.purge on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueuePurge) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueuePurge)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of queue.purge in wire format.
 func (m *QueuePurge) AppendArgs(dst []byte) []byte {
@@ -1668,6 +1973,15 @@ func (*QueuePurgeOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks queue.purge-ok synchronous.
 func (*QueuePurgeOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying queue.purge-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueuePurgeOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueuePurgeOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of queue.purge-ok in wire format.
 func (m *QueuePurgeOk) AppendArgs(dst []byte) []byte {
 	dst = appendUint32(dst, m.MessageCount)
@@ -1706,6 +2020,15 @@ func (*QueueDelete) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks queue.delete synchronous.
 func (*QueueDelete) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying queue.delete on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueueDelete) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueDelete)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of queue.delete in wire format.
 func (m *QueueDelete) AppendArgs(dst []byte) []byte {
@@ -1763,6 +2086,15 @@ func (*QueueDeleteOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks queue.delete-ok synchronous.
 func (*QueueDeleteOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying queue.delete-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *QueueDeleteOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassQueue, MethodQueueDeleteOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of queue.delete-ok in wire format.
 func (m *QueueDeleteOk) AppendArgs(dst []byte) []byte {
 	dst = appendUint32(dst, m.MessageCount)
@@ -1799,6 +2131,15 @@ func (*BasicQos) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks basic.qos synchronous.
 func (*BasicQos) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying basic.qos on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicQos) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicQos)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.qos in wire format.
 func (m *BasicQos) AppendArgs(dst []byte) []byte {
@@ -1847,6 +2188,14 @@ func (*BasicQosOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.qos-ok synchronous.
 func (*BasicQosOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.qos-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*BasicQosOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicQosOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.qos-ok in wire format.
 func (*BasicQosOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -1886,6 +2235,15 @@ func (*BasicConsume) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks basic.consume synchronous.
 func (*BasicConsume) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying basic.consume on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicConsume) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicConsume)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.consume in wire format.
 func (m *BasicConsume) AppendArgs(dst []byte) []byte {
@@ -1951,6 +2309,15 @@ func (*BasicConsumeOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.consume-ok synchronous.
 func (*BasicConsumeOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.consume-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicConsumeOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicConsumeOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.consume-ok in wire format.
 func (m *BasicConsumeOk) AppendArgs(dst []byte) []byte {
 	dst = appendShortstr(dst, m.ConsumerTag)
@@ -1986,6 +2353,15 @@ func (*BasicCancel) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks basic.cancel synchronous.
 func (*BasicCancel) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying basic.cancel on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicCancel) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicCancel)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.cancel in wire format.
 func (m *BasicCancel) AppendArgs(dst []byte) []byte {
@@ -2033,6 +2409,15 @@ func (*BasicCancelOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.cancel-ok synchronous.
 func (*BasicCancelOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.cancel-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicCancelOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicCancelOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.cancel-ok in wire format.
 func (m *BasicCancelOk) AppendArgs(dst []byte) []byte {
 	dst = appendShortstr(dst, m.ConsumerTag)
@@ -2071,6 +2456,15 @@ func (*BasicPublish) HasContent() bool { return true }
 
 // Synchronous reports whether the spec marks basic.publish synchronous.
 func (*BasicPublish) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying basic.publish on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicPublish) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicPublish)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.publish in wire format.
 func (m *BasicPublish) AppendArgs(dst []byte) []byte {
@@ -2129,6 +2523,15 @@ func (*BasicReturn) HasContent() bool { return true }
 // Synchronous reports whether the spec marks basic.return synchronous.
 func (*BasicReturn) Synchronous() bool { return false }
 
+// AppendFrame appends a method frame carrying basic.return on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicReturn) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicReturn)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.return in wire format.
 func (m *BasicReturn) AppendArgs(dst []byte) []byte {
 	dst = appendUint16(dst, m.ReplyCode)
@@ -2173,6 +2576,15 @@ func (*BasicDeliver) HasContent() bool { return true }
 
 // Synchronous reports whether the spec marks basic.deliver synchronous.
 func (*BasicDeliver) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying basic.deliver on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicDeliver) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicDeliver)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.deliver in wire format.
 func (m *BasicDeliver) AppendArgs(dst []byte) []byte {
@@ -2228,6 +2640,15 @@ func (*BasicGet) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.get synchronous.
 func (*BasicGet) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.get on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicGet) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicGet)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.get in wire format.
 func (m *BasicGet) AppendArgs(dst []byte) []byte {
 	dst = appendUint16(dst, m.Reserved1)
@@ -2279,6 +2700,15 @@ func (*BasicGetOk) HasContent() bool { return true }
 
 // Synchronous reports whether the spec marks basic.get-ok synchronous.
 func (*BasicGetOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying basic.get-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicGetOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicGetOk)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.get-ok in wire format.
 func (m *BasicGetOk) AppendArgs(dst []byte) []byte {
@@ -2332,6 +2762,15 @@ func (*BasicGetEmpty) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.get-empty synchronous.
 func (*BasicGetEmpty) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.get-empty on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicGetEmpty) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicGetEmpty)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.get-empty in wire format.
 func (m *BasicGetEmpty) AppendArgs(dst []byte) []byte {
 	dst = appendShortstr(dst, m.Reserved1)
@@ -2367,6 +2806,15 @@ func (*BasicAck) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks basic.ack synchronous.
 func (*BasicAck) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying basic.ack on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicAck) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicAck)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.ack in wire format.
 func (m *BasicAck) AppendArgs(dst []byte) []byte {
@@ -2414,6 +2862,15 @@ func (*BasicReject) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks basic.reject synchronous.
 func (*BasicReject) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying basic.reject on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicReject) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicReject)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.reject in wire format.
 func (m *BasicReject) AppendArgs(dst []byte) []byte {
@@ -2463,6 +2920,15 @@ func (*BasicRecoverAsync) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.recover-async synchronous.
 func (*BasicRecoverAsync) Synchronous() bool { return false }
 
+// AppendFrame appends a method frame carrying basic.recover-async on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicRecoverAsync) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicRecoverAsync)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.recover-async in wire format.
 func (m *BasicRecoverAsync) AppendArgs(dst []byte) []byte {
 	{
@@ -2507,6 +2973,15 @@ func (*BasicRecover) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.recover synchronous.
 func (*BasicRecover) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.recover on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicRecover) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicRecover)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.recover in wire format.
 func (m *BasicRecover) AppendArgs(dst []byte) []byte {
 	{
@@ -2550,6 +3025,14 @@ func (*BasicRecoverOk) HasContent() bool { return false }
 // Synchronous reports whether the spec marks basic.recover-ok synchronous.
 func (*BasicRecoverOk) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying basic.recover-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*BasicRecoverOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicRecoverOk)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of basic.recover-ok in wire format.
 func (*BasicRecoverOk) AppendArgs(dst []byte) []byte {
 	return dst
@@ -2584,6 +3067,15 @@ func (*BasicNack) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks basic.nack synchronous.
 func (*BasicNack) Synchronous() bool { return false }
+
+// AppendFrame appends a method frame carrying basic.nack on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *BasicNack) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassBasic, MethodBasicNack)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of basic.nack in wire format.
 func (m *BasicNack) AppendArgs(dst []byte) []byte {
@@ -2634,6 +3126,14 @@ func (*TxSelect) HasContent() bool { return false }
 // Synchronous reports whether the spec marks tx.select synchronous.
 func (*TxSelect) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying tx.select on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*TxSelect) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassTx, MethodTxSelect)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of tx.select in wire format.
 func (*TxSelect) AppendArgs(dst []byte) []byte {
 	return dst
@@ -2665,6 +3165,14 @@ func (*TxSelectOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks tx.select-ok synchronous.
 func (*TxSelectOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying tx.select-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*TxSelectOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassTx, MethodTxSelectOk)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of tx.select-ok in wire format.
 func (*TxSelectOk) AppendArgs(dst []byte) []byte {
@@ -2698,6 +3206,14 @@ func (*TxCommit) HasContent() bool { return false }
 // Synchronous reports whether the spec marks tx.commit synchronous.
 func (*TxCommit) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying tx.commit on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*TxCommit) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassTx, MethodTxCommit)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of tx.commit in wire format.
 func (*TxCommit) AppendArgs(dst []byte) []byte {
 	return dst
@@ -2729,6 +3245,14 @@ func (*TxCommitOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks tx.commit-ok synchronous.
 func (*TxCommitOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying tx.commit-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*TxCommitOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassTx, MethodTxCommitOk)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of tx.commit-ok in wire format.
 func (*TxCommitOk) AppendArgs(dst []byte) []byte {
@@ -2762,6 +3286,14 @@ func (*TxRollback) HasContent() bool { return false }
 // Synchronous reports whether the spec marks tx.rollback synchronous.
 func (*TxRollback) Synchronous() bool { return true }
 
+// AppendFrame appends a method frame carrying tx.rollback on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*TxRollback) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassTx, MethodTxRollback)
+	return appendMethodFrameEnd(dst, start)
+}
+
 // AppendArgs appends the arguments of tx.rollback in wire format.
 func (*TxRollback) AppendArgs(dst []byte) []byte {
 	return dst
@@ -2793,6 +3325,14 @@ func (*TxRollbackOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks tx.rollback-ok synchronous.
 func (*TxRollbackOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying tx.rollback-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*TxRollbackOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassTx, MethodTxRollbackOk)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of tx.rollback-ok in wire format.
 func (*TxRollbackOk) AppendArgs(dst []byte) []byte {
@@ -2826,6 +3366,15 @@ func (*ConfirmSelect) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks confirm.select synchronous.
 func (*ConfirmSelect) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying confirm.select on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (m *ConfirmSelect) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConfirm, MethodConfirmSelect)
+	dst = m.AppendArgs(dst)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of confirm.select in wire format.
 func (m *ConfirmSelect) AppendArgs(dst []byte) []byte {
@@ -2869,6 +3418,14 @@ func (*ConfirmSelectOk) HasContent() bool { return false }
 
 // Synchronous reports whether the spec marks confirm.select-ok synchronous.
 func (*ConfirmSelectOk) Synchronous() bool { return true }
+
+// AppendFrame appends a method frame carrying confirm.select-ok on channel. Unlike AppendMethodFrame
+// it is a static call, so a struct literal passed to it does not escape to the heap.
+func (*ConfirmSelectOk) AppendFrame(dst []byte, channel uint16) []byte {
+	start := len(dst)
+	dst = appendMethodFrameStart(dst, channel, ClassConfirm, MethodConfirmSelectOk)
+	return appendMethodFrameEnd(dst, start)
+}
 
 // AppendArgs appends the arguments of confirm.select-ok in wire format.
 func (*ConfirmSelectOk) AppendArgs(dst []byte) []byte {

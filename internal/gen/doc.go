@@ -13,8 +13,8 @@
 // their hard/soft class), class ids, and every method with its fields, and writes for
 // each method a struct named Class+Method in CamelCase ("basic.get-ok" -> BasicGetOk)
 // whose fields are the XML field names in CamelCase ("reserved-1" -> Reserved1), with
-// its ids, name, content and synchronous flags, and an append-style encoder and a
-// decoder over []byte (no reflection). The primitive codecs the generated code calls
+// its ids, name, content and synchronous flags, an append-style encoder, a decoder
+// over []byte (no reflection), and a statically dispatched frame appender. The primitive codecs the generated code calls
 // live in amqp/codec.go. It is a build tool: nothing imports it, nothing runs it
 // concurrently.
 package main

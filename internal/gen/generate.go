@@ -297,6 +297,15 @@ func genMethod(p func(string, ...any), cm classMethod, domains map[string]string
 	p("// HasContent reports whether %s is followed by content frames.\nfunc (*%s) HasContent() bool { return %t }\n\n", full, name, m.Content == "1")
 	p("// Synchronous reports whether the spec marks %s synchronous.\nfunc (*%s) Synchronous() bool { return %t }\n\n", full, name, m.Synchronous == "1")
 
+	p("// AppendFrame appends a method frame carrying %s on channel. Unlike AppendMethodFrame\n", full)
+	p("// it is a static call, so a struct literal passed to it does not escape to the heap.\n")
+	p("func (%s *%s) AppendFrame(dst []byte, channel uint16) []byte {\n", recv, name)
+	p("start := len(dst)\ndst = appendMethodFrameStart(dst, channel, Class%s, Method%s)\n", camel(c.Name), name)
+	if len(fields) > 0 {
+		p("dst = m.AppendArgs(dst)\n")
+	}
+	p("return appendMethodFrameEnd(dst, start)\n}\n\n")
+
 	// AppendArgs: consecutive bits share octets, first bit in the least significant position (§4.2.5.2).
 	p("// AppendArgs appends the arguments of %s in wire format.\n", full)
 	p("func (%s *%s) AppendArgs(dst []byte) []byte {\n", recv, name)
