@@ -52,7 +52,9 @@ func (e *Error) Hard() bool {
 }
 
 // CloseMethod returns the close method that reports the error to the peer:
-// *ConnectionClose for a hard error, *ChannelClose otherwise.
+// *ConnectionClose for a hard error, *ChannelClose otherwise. An error on channel 0
+// (the handshake, e.g. 403 ACCESS_REFUSED for connection.open) always closes the
+// connection whatever its code; that is the caller's call, it knows the channel.
 func (e *Error) CloseMethod() Method {
 	if e.Hard() {
 		return &ConnectionClose{ReplyCode: e.Code, ReplyText: e.Text, ClassId: e.ClassID, MethodId: e.MethodID}
