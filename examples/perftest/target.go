@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/broker"
+)
+
+// channel is the part of *amqp091.Channel a scenario uses. Warren's direct
+// API (broker.Channel) is meant to have the same method set, which is what
+// lets -inprocess=direct drive the same scenarios without frames.
+type channel interface {
+	ExchangeDeclare(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error
+	ExchangeDelete(name string, ifUnused, noWait bool) error
+	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error)
+	QueueBind(name, key, exchange string, noWait bool, args amqp091.Table) error
+	QueueDelete(name string, ifUnused, ifEmpty, noWait bool) (int, error)
+	Qos(prefetchCount, prefetchSize int, global bool) error
+	Confirm(noWait bool) error
+	NotifyPublish(confirm chan amqp091.Confirmation) chan amqp091.Confirmation
+	NotifyClose(c chan *amqp091.Error) chan *amqp091.Error
+	PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error
+	Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error)
+	Get(queue string, autoAck bool) (msg amqp091.Delivery, ok bool, err error)
+	Close() error
+}
+
+var _ channel = (*amqp091.Channel)(nil)
+
+// conn is one client connection; scenarios open channels on it.
+type conn interface {
+	Channel() (channel, error)
+	Close() error
+}
+
+type amqpConn struct{ c *amqp091.Connection }
+
+func (a amqpConn) Channel() (channel, error) {
+	ch, err := a.c.Channel()
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+func (a amqpConn) Close() error { return a.c.Close() }
+
+// target is the broker a run measures: how to connect to it and where its
+// CPU time and memory can be read.
+type target struct {
+	describe string
+	dial     func(name string) (conn, error)
+	// cpu returns the broker's CPU time so far; nil when it cannot be known
+	// (a remote broker without -broker-pid).
+	cpu       func() (time.Duration, error)
+	cpuSource string
+	// memPID is whose /proc status gives RSS: 0 for this process, -1 for
+	// nobody.
+	memPID int
+	close  func() error
+}
+
+const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// openTarget connects the run to -url or starts an in-process Warren.
+func openTarget(cfg *config) (*target, error) {
+	switch cfg.inprocess {
+	case "":
+		u, err := url.Parse(cfg.url)
+		if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+			return nil, fmt.Errorf("perftest: -url %q is not an amqp:// or amqps:// URL", cfg.url)
+		}
+		t := &target{
+			describe: u.Redacted(),
+			memPID:   -1,
+			close:    func() error { return nil },
+			dial: func(name string) (conn, error) {
+				c, err := amqp091.DialConfig(cfg.url, amqp091.Config{
+					Properties: amqp091.Table{"connection_name": name},
+				})
+				if err != nil {
+					return nil, err
+				}
+				return amqpConn{c}, nil
+			},
+		}
+		if cfg.brokerPID > 0 {
+			pid := cfg.brokerPID
+			if _, err := procCPU(pid); err != nil {
+				return nil, err
+			}
+			t.cpu = func() (time.Duration, error) { return procCPU(pid) }
+			t.cpuSource = fmt.Sprintf("/proc/%d/stat utime+stime", pid)
+			t.memPID = pid
+			t.describe += fmt.Sprintf(" (pid %d)", pid)
+		}
+		return t, nil
+	case "dial":
+		return openInProcess(cfg)
+	case "direct":
+		// The direct API is being written alongside this command; until
+		// (*broker.Broker).Channel exists there is nothing to call.
+		return nil, errors.New("perftest: -inprocess=direct needs (*broker.Broker).Channel, which this build of Warren does not have yet; use -inprocess (net.Pipe)")
+	default:
+		return nil, fmt.Errorf("perftest: -inprocess=%q: want dial or direct", cfg.inprocess)
+	}
+}
+
+// openInProcess starts a Warren in this process and reaches it through
+// Broker.Dial (net.Pipe): the whole wire protocol, no socket. Durable queues
+// live in Pebble under a fresh temporary directory unless -memory, so
+// persistent-confirm measures synced confirms as it does against RabbitMQ.
+func openInProcess(cfg *config) (*target, error) {
+	opts := broker.Options{}
+	var tmp string
+	if !cfg.memory {
+		dir := cfg.dataDir
+		if dir == "" {
+			var err error
+			tmp, err = os.MkdirTemp("", "perftest-warren-")
+			if err != nil {
+				return nil, fmt.Errorf("perftest: data dir: %w", err)
+			}
+			dir = tmp
+		}
+		opts.DataDir = dir
+	}
+	b, err := broker.New(opts)
+	if err != nil {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+		return nil, err
+	}
+	storage := "memory"
+	if opts.DataDir != "" {
+		storage = "Pebble in " + opts.DataDir
+	}
+	return &target{
+		describe: "in-process Warren over Broker.Dial (net.Pipe), durable queues in " + storage,
+		dial: func(name string) (conn, error) {
+			c, err := amqp091.DialConfig(b.URL(), amqp091.Config{
+				Dial:       b.Dial,
+				Properties: amqp091.Table{"connection_name": name},
+			})
+			if err != nil {
+				return nil, err
+			}
+			return amqpConn{c}, nil
+		},
+		cpu:       func() (time.Duration, error) { return selfCPU(), nil },
+		cpuSource: "whole process: broker and client together (in-process runs cannot split them)",
+		memPID:    0,
+		close: func() error {
+			err := b.Close()
+			if errors.Is(err, broker.ErrClosed) {
+				err = nil
+			}
+			if tmp != "" {
+				err = errors.Join(err, os.RemoveAll(tmp))
+			}
+			return err
+		},
+	}, nil
+}

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# compare.sh runs examples/perftest against a local RabbitMQ and a Warren
+# server, scenario by scenario in alternation, and prints a side-by-side
+# markdown table with Warren/RabbitMQ ratios (also written to -out).
+#
+#   scripts/compare.sh                       # every scenario, 10 s each, 1 round
+#   scripts/compare.sh -rounds 3 -out perf.md
+#   scripts/compare.sh -install              # apt-get install -y rabbitmq-server first
+#
+# Both brokers run on loopback with everything under one temporary
+# directory: RabbitMQ gets its own node name, AMQP port, distribution port,
+# epmd (on 127.0.0.1 and its own port), config, data and logs, so a system
+# RabbitMQ is left alone. Warren runs examples/server with -data in the same
+# temporary directory, so durable queues are on disk and publisher confirms
+# mean synced for both (-warren-memory runs it with -memory instead). Both are
+# stopped on exit, whatever the exit.
+#
+# It installs nothing unless given -install. Without RabbitMQ installed it
+# measures Warren alone and says so.
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: scripts/compare.sh [flags]
+  -install            apt-get install -y rabbitmq-server before starting
+  -duration D         publishing time per run, a Go duration (default 10s)
+  -rounds N           runs per scenario and broker; the table shows medians (default 1)
+  -scenarios "S ..."  scenario[:size] list (default: every scenario, transient at 12 B and 1 KiB)
+  -out FILE           also write the table here (default: perf-compare.md)
+  -results FILE       keep the raw -json lines here (default: in the temporary directory)
+  -warren-memory      run Warren with -memory (durable queues in memory, confirms not synced)
+  -keep               keep the temporary directory (logs, data) for inspection
+EOF
+}
+
+duration=10s
+rounds=1
+scenarios="transient:12 transient:1024 persistent-confirm:12 latency:12 fanout:12 get:12 many-queues:12"
+out=perf-compare.md
+results=""
+install=0
+warren_memory=0
+keep=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-install) install=1 ;;
+	-duration) duration=$2; shift ;;
+	-rounds) rounds=$2; shift ;;
+	-scenarios) scenarios=$2; shift ;;
+	-out) out=$2; shift ;;
+	-results) results=$2; shift ;;
+	-warren-memory) warren_memory=1 ;;
+	-keep) keep=1 ;;
+	-h | -help | --help) usage; exit 0 ;;
+	*) echo "compare.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+case "$rounds" in '' | *[!0-9]* | 0) echo "compare.sh: -rounds wants a positive number" >&2; exit 2 ;; esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
+[ -n "$results" ] || results=$tmp/results.jsonl
+: >"$results"
+
+warren_pid=""
+rabbit_pid=""
+rabbit_started=0
+
+log() { echo "compare.sh: $*" >&2; }
+
+# The rabbitmq-env variables every RabbitMQ command of this run needs.
+rabbit_env() {
+	env HOME="$tmp/rabbit/home" \
+		RABBITMQ_NODENAME="$rabbit_node" \
+		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+		RABBITMQ_NODE_PORT="$rabbit_port" \
+		RABBITMQ_DIST_PORT="$rabbit_dist_port" \
+		ERL_EPMD_PORT="$epmd_port" \
+		ERL_EPMD_ADDRESS=127.0.0.1 \
+		RABBITMQ_CONF_ENV_FILE="$tmp/rabbit/rabbitmq-env.conf" \
+		RABBITMQ_CONFIG_FILE="$tmp/rabbit/rabbitmq.conf" \
+		RABBITMQ_ADVANCED_CONFIG_FILE="$tmp/rabbit/advanced.config" \
+		RABBITMQ_ENABLED_PLUGINS_FILE="$tmp/rabbit/enabled_plugins" \
+		RABBITMQ_PLUGINS_EXPAND_DIR="$tmp/rabbit/plugins-expand" \
+		RABBITMQ_MNESIA_BASE="$tmp/rabbit/mnesia" \
+		RABBITMQ_LOG_BASE="$tmp/rabbit/log" \
+		RABBITMQ_PID_FILE="$tmp/rabbit/pid" \
+		RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+		"$@"
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$warren_pid" ] && kill -0 "$warren_pid" 2>/dev/null; then
+		kill -TERM "$warren_pid" 2>/dev/null || true
+		wait "$warren_pid" 2>/dev/null || true
+	fi
+	if [ "$rabbit_started" = 1 ]; then
+		rabbit_env "$rabbitmqctl" -q stop "$tmp/rabbit/pid" >/dev/null 2>&1 ||
+			{ [ -n "$rabbit_pid" ] && kill -TERM "$rabbit_pid" 2>/dev/null; } || true
+		if [ -n "$rabbit_pid" ]; then
+			for _ in $(seq 100); do kill -0 "$rabbit_pid" 2>/dev/null || break; sleep 0.1; done
+			kill -KILL "$rabbit_pid" 2>/dev/null || true
+		fi
+		# This epmd listens on our own port, so killing it touches no one else.
+		epmd -port "$epmd_port" -kill >/dev/null 2>&1 || true
+	fi
+	if [ "$keep" = 1 ]; then
+		log "kept $tmp"
+	else
+		rm -rf "$tmp"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_port prints a loopback port nothing listens on.
+free_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	log "no free port found"
+	return 1
+}
+
+rss_mib() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+if [ "$install" = 1 ]; then
+	log "installing rabbitmq-server"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y rabbitmq-server >&2
+fi
+
+log "building into $tmp/bin"
+(cd "$root" && go build -o "$tmp/bin/warren" ./examples/server && go build -o "$tmp/bin/perftest" ./examples/perftest)
+
+# --- RabbitMQ -------------------------------------------------------------
+rabbitmq_server=/usr/lib/rabbitmq/bin/rabbitmq-server
+rabbitmqctl=/usr/lib/rabbitmq/bin/rabbitmqctl
+have_rabbit=0
+[ -x "$rabbitmq_server" ] && [ -x "$rabbitmqctl" ] && have_rabbit=1
+rabbit_version="not installed"
+if [ "$have_rabbit" = 1 ]; then
+	rabbit_port=$(free_port)
+	rabbit_dist_port=$(free_port)
+	epmd_port=$(free_port)
+	rabbit_node="warren-compare-$$@localhost"
+	mkdir -p "$tmp/rabbit/home" "$tmp/rabbit/mnesia" "$tmp/rabbit/log"
+	: >"$tmp/rabbit/rabbitmq-env.conf"
+	echo '[].' >"$tmp/rabbit/enabled_plugins"
+	cat >"$tmp/rabbit/rabbitmq.conf" <<EOF
+log.console = false
+log.file.level = warning
+EOF
+	log "starting RabbitMQ $rabbit_node on 127.0.0.1:$rabbit_port"
+	rabbit_started=1
+	rabbit_env "$rabbitmq_server" >"$tmp/rabbit/stdout" 2>&1 &
+	if ! rabbit_env "$rabbitmqctl" -q wait "$tmp/rabbit/pid" --timeout 120 >/dev/null 2>&1; then
+		log "RabbitMQ did not start; its output:"
+		tail -n 30 "$tmp/rabbit/stdout" "$tmp/rabbit/log"/* >&2 2>/dev/null || true
+		exit 1
+	fi
+	rabbit_pid=$(cat "$tmp/rabbit/pid")
+	rabbit_version=$(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo unknown)
+	rabbit_url="amqp://guest:guest@127.0.0.1:$rabbit_port/"
+else
+	log "RabbitMQ is not installed (try -install); measuring Warren alone"
+fi
+
+# --- Warren ---------------------------------------------------------------
+warren_flags=(-addr 127.0.0.1:0 -data "$tmp/warren-data")
+[ "$warren_memory" = 1 ] && warren_flags=(-addr 127.0.0.1:0 -memory)
+mkfifo "$tmp/warren.out"
+"$tmp/bin/warren" "${warren_flags[@]}" >"$tmp/warren.out" 2>"$tmp/warren.log" &
+warren_pid=$!
+read -r -t 30 line <"$tmp/warren.out" || { log "Warren did not start:"; cat "$tmp/warren.log" >&2; exit 1; }
+warren_addr=${line#listening on }
+# Keep the fifo drained so the server never blocks writing to stdout.
+cat "$tmp/warren.out" >/dev/null &
+warren_url="amqp://guest:guest@$warren_addr/"
+log "started Warren on $warren_addr (pid $warren_pid)"
+
+# --- idle RSS, then the runs ------------------------------------------------
+sleep 2
+idle() { printf '{"label":"%s","scenario":"idle","rss_start_mib":%s,"verified":true}\n' "$1" "$(rss_mib "$2")"; }
+idle warren "$warren_pid" >>"$results"
+[ "$have_rabbit" = 1 ] && idle rabbitmq "$rabbit_pid" >>"$results"
+
+failed=0
+run_one() { # label url pid scenario size
+	local rc=0
+	log "$1: $4 ($5 B)"
+	"$tmp/bin/perftest" -url "$2" -broker-pid "$3" -label "$1" -json \
+		-scenario "$4" -size "$5" -duration "$duration" >>"$results" || rc=$?
+	if [ "$rc" != 0 ]; then
+		log "$1: $4 ($5 B) failed (exit $rc)"
+		failed=1
+	fi
+}
+for round in $(seq "$rounds"); do
+	for s in $scenarios; do
+		scenario=${s%%:*}
+		size=12
+		[ "$s" != "$scenario" ] && size=${s#*:}
+		# Alternate which broker goes first, so neither always runs on a
+		# machine the other has just warmed (or heated).
+		if [ "$have_rabbit" = 1 ] && [ $((round % 2)) = 1 ]; then
+			run_one rabbitmq "$rabbit_url" "$rabbit_pid" "$scenario" "$size"
+			run_one warren "$warren_url" "$warren_pid" "$scenario" "$size"
+		else
+			run_one warren "$warren_url" "$warren_pid" "$scenario" "$size"
+			[ "$have_rabbit" = 1 ] && run_one rabbitmq "$rabbit_url" "$rabbit_pid" "$scenario" "$size"
+		fi
+	done
+done
+
+{
+	echo "Machine: $(nproc) CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr)."
+	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(go version | cut -d' ' -f3)); Warren durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
+	echo "$duration per run, $rounds round(s), medians; client: amqp091-go in examples/perftest on the same machine."
+	echo
+	"$tmp/bin/perftest" -table "$results"
+} | tee "$out"
+log "table written to $out; raw results in $results"
+exit "$failed"
