@@ -44,7 +44,9 @@
 //
 // -inprocess (or -inprocess=dial) starts Warren in this process and reaches
 // it through Broker.Dial, the socket-free door: the whole wire protocol,
-// no TCP. -inprocess=direct is reserved for the direct API (broker.Channel).
+// no TCP. -inprocess=tcp serves it on a loopback port instead, which is the
+// way to profile the broker's socket path. -inprocess=direct is reserved for
+// the direct API (broker.Channel).
 package main
 
 import (
@@ -119,10 +121,10 @@ func (f inprocessFlag) Set(s string) error {
 		*f.v = "dial"
 	case "false", "":
 		*f.v = ""
-	case "direct":
-		*f.v = "direct"
+	case "tcp", "direct":
+		*f.v = s
 	default:
-		return fmt.Errorf("want dial or direct, got %q", s)
+		return fmt.Errorf("want dial, tcp or direct, got %q", s)
 	}
 	return nil
 }
@@ -134,7 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("perftest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.url, "url", defaultURL, "AMQP URL of the broker to measure")
-	fs.Var(inprocessFlag{&cfg.inprocess}, "inprocess", "measure a Warren in this process: dial (Broker.Dial, the default when given alone) or direct")
+	fs.Var(inprocessFlag{&cfg.inprocess}, "inprocess", "measure a Warren in this process: dial (Broker.Dial, the default when given alone), tcp (a loopback listener) or direct")
 	fs.BoolVar(&cfg.memory, "memory", false, "in-process: keep durable queues in memory too (confirms then mean nothing is synced)")
 	fs.StringVar(&cfg.dataDir, "data", "", "in-process: Pebble directory for durable queues (default: a temporary directory, removed afterwards)")
 	fs.StringVar(&cfg.scenario, "scenario", "transient", fmt.Sprintf("one of %v", scenarios))

@@ -204,7 +204,8 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-inprocess=dial"}, inprocess: "dial"},
 		{args: []string{"-inprocess=direct"}, inprocess: "direct"},
 		{args: []string{"-inprocess=false"}},
-		{args: []string{"-inprocess=tcp"}, err: "want dial or direct"},
+		{args: []string{"-inprocess=tcp"}, inprocess: "tcp"},
+		{args: []string{"-inprocess=udp"}, err: "want dial, tcp or direct"},
 		{args: []string{"-size", "11"}, err: "at least 12"},
 		{args: []string{"-scenario", "nope"}, err: "unknown scenario"},
 		{args: []string{"-duration", "0s"}, err: "-duration"},
@@ -285,10 +286,11 @@ func TestScenariosInProcess(t *testing.T) {
 func TestTextOutputAndProfile(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "cpu.out")
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"-inprocess", "-memory", "-duration", "50ms", "-cpuprofile", prof}, &out, &bytes.Buffer{})
+	err := run(context.Background(), []string{"-inprocess=tcp", "-memory", "-duration", "50ms", "-cpuprofile", prof}, &out, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "verified   yes")
 	require.Contains(t, out.String(), "broker and client together")
+	require.Contains(t, out.String(), "over TCP 127.0.0.1:")
 	st, err := os.Stat(prof)
 	require.NoError(t, err)
 	require.Positive(t, st.Size())

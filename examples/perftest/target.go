@@ -102,19 +102,21 @@ func openTarget(cfg *config) (*target, error) {
 			t.describe += fmt.Sprintf(" (pid %d)", pid)
 		}
 		return t, nil
-	case "dial":
+	case "dial", "tcp":
 		return openInProcess(cfg)
 	case "direct":
 		// The direct API is being written alongside this command; until
 		// (*broker.Broker).Channel exists there is nothing to call.
 		return nil, errors.New("perftest: -inprocess=direct needs (*broker.Broker).Channel, which this build of Warren does not have yet; use -inprocess (net.Pipe)")
 	default:
-		return nil, fmt.Errorf("perftest: -inprocess=%q: want dial or direct", cfg.inprocess)
+		return nil, fmt.Errorf("perftest: -inprocess=%q: want dial, tcp or direct", cfg.inprocess)
 	}
 }
 
 // openInProcess starts a Warren in this process and reaches it through
-// Broker.Dial (net.Pipe): the whole wire protocol, no socket. Durable queues
+// Broker.Dial (net.Pipe): the whole wire protocol, no socket; or, for
+// -inprocess=tcp, through a loopback listener, so a -cpuprofile shows the
+// broker's real socket path rather than net.Pipe's channels. Durable queues
 // live in Pebble under a fresh temporary directory unless -memory, so
 // persistent-confirm measures synced confirms as it does against RabbitMQ.
 func openInProcess(cfg *config) (*target, error) {
@@ -143,11 +145,23 @@ func openInProcess(cfg *config) (*target, error) {
 	if opts.DataDir != "" {
 		storage = "Pebble in " + opts.DataDir
 	}
+	door, dialer := "Broker.Dial (net.Pipe)", b.Dial
+	if cfg.inprocess == "tcp" {
+		addr, err := b.Listen("127.0.0.1:0")
+		if err != nil {
+			b.Close()
+			if tmp != "" {
+				os.RemoveAll(tmp)
+			}
+			return nil, err
+		}
+		door, dialer = "TCP "+addr.String(), nil
+	}
 	return &target{
-		describe: "in-process Warren over Broker.Dial (net.Pipe), durable queues in " + storage,
+		describe: "in-process Warren over " + door + ", durable queues in " + storage,
 		dial: func(name string) (conn, error) {
 			c, err := amqp091.DialConfig(b.URL(), amqp091.Config{
-				Dial:       b.Dial,
+				Dial:       dialer,
 				Properties: amqp091.Table{"connection_name": name},
 			})
 			if err != nil {
