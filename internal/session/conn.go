@@ -85,6 +85,12 @@ type Conn struct {
 	writerDone chan struct{} // closed by the writer on exit
 
 	closeRWCOnce sync.Once
+
+	// sink is non-nil for a direct connection (NewDirect): what the server
+	// sends goes to it instead of the outbox, and direct holds the state
+	// that replaces the reader goroutine (see direct.go).
+	sink   Sink
+	direct directState
 }
 
 // NewConn returns a connection that will speak AMQP over rwc (a net.Conn, a
@@ -144,6 +150,9 @@ func (c *Conn) Serve() error {
 // timeout), or simply the socket before that. It returns at once; Serve
 // returns when the connection is gone. Safe from any goroutine, any number
 // of times.
+//
+// On a direct connection the Sink learns the close (Sink.Closed) and the
+// connection is released as soon as no Handle call is running.
 func (c *Conn) Shutdown(code uint16, text string) {
 	if connState(c.state.Load()) < stateStarting {
 		c.closeRWC()
@@ -294,6 +303,10 @@ func (c *Conn) refuseProtocol() {
 // does nothing when the connection is already closing or gone. Safe from any
 // goroutine.
 func (c *Conn) closeWith(e *amqp.Error) {
+	if c.sink != nil {
+		c.closeDirect(e)
+		return
+	}
 	c.out.Lock()
 	if c.out.stopped || c.closing.Load() {
 		c.out.Unlock()
@@ -387,7 +400,12 @@ func (c *Conn) handleFrame(f amqp.Frame) error {
 	if ch == nil {
 		return c.openChannel(f)
 	}
-	err := ch.handleFrame(f)
+	return c.channelResult(ch, ch.handleFrame(f))
+}
+
+// channelResult sorts what a channel's handler returned: a hard error is
+// returned to close the connection, a soft one closes the channel.
+func (c *Conn) channelResult(ch *Channel, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -423,16 +441,21 @@ func (c *Conn) openChannel(f amqp.Frame) error {
 	if err != nil {
 		return err
 	}
+	return c.openChannelMethod(f.Channel, m)
+}
+
+// openChannelMethod handles method m on channel id, which is not open.
+func (c *Conn) openChannelMethod(id uint16, m amqp.Method) error {
 	if _, ok := m.(*amqp.ChannelOpen); !ok {
-		return amqp.NewError(amqp.ChannelError, m.ClassID(), m.MethodID(), "%s on channel %d, which is not open", m.Name(), f.Channel)
+		return amqp.NewError(amqp.ChannelError, m.ClassID(), m.MethodID(), "%s on channel %d, which is not open", m.Name(), id)
 	}
 	// channel-max is the highest usable channel number (connection.tune);
 	// RabbitMQ refuses channels beyond it with 530 NOT_ALLOWED.
-	if f.Channel > c.channelMax {
-		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "channel %d exceeds the negotiated channel_max (%d)", f.Channel, c.channelMax)
+	if id > c.channelMax {
+		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "channel %d exceeds the negotiated channel_max (%d)", id, c.channelMax)
 	}
-	c.channels[f.Channel] = newChannel(c, f.Channel)
-	c.sendMethod(f.Channel, &amqp.ChannelOpenOk{})
+	c.channels[id] = newChannel(c, id)
+	c.sendMethod(id, &amqp.ChannelOpenOk{})
 	return nil
 }
 
@@ -449,6 +472,11 @@ func (c *Conn) handleMethod0(payload []byte) error {
 	if err != nil {
 		return err
 	}
+	return c.handleConnectionMethod(m)
+}
+
+// handleConnectionMethod handles a decoded method on channel 0.
+func (c *Conn) handleConnectionMethod(m amqp.Method) error {
 	if m.ClassID() != amqp.ClassConnection {
 		// Channel 0 is the connection's own and can never be opened.
 		return amqp.NewError(amqp.ChannelError, m.ClassID(), m.MethodID(), "%s on channel 0", m.Name())

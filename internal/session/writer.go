@@ -60,10 +60,18 @@ func (c *Conn) poke() {
 	}
 }
 
-// sendMethod queues a method frame on channel ch. Safe from any goroutine.
+// sendMethod queues a method frame on channel ch (on a direct connection:
+// hands m to the Sink). Safe from any goroutine.
 func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
 	c.out.Lock()
 	if !c.out.admitLocked(0) {
+		c.out.Unlock()
+		return
+	}
+	if c.sink != nil {
+		// Under the lock, so the sink sees methods in the order the wire
+		// would carry them.
+		c.sink.Method(ch, m)
 		c.out.Unlock()
 		return
 	}
@@ -82,6 +90,11 @@ func (c *Conn) sendContent(ch uint16, m amqp.Method, props, body []byte) {
 	maxPayload := int(c.frameMax.Load()) - 8 // type, channel, size, end octet
 	c.out.Lock()
 	if !c.out.admitLocked(len(body)) {
+		c.out.Unlock()
+		return
+	}
+	if c.sink != nil {
+		c.sink.Content(ch, m, props, body)
 		c.out.Unlock()
 		return
 	}
