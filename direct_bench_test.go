@@ -1,0 +1,220 @@
+package broker_test
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
+)
+
+// reportMedian adds the median of the per-iteration times: start-up costs
+// have a long tail (GC, the scheduler), and the targets are medians.
+func reportMedian(b *testing.B, times []time.Duration) {
+	if len(times) == 0 {
+		return
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds()), "median-µs")
+}
+
+// BenchmarkStartupBrokertestDial is what a test pays for its own broker:
+// brokertest.New (in memory, listening on 127.0.0.1:0), the first
+// successful amqp091 dial through the socket-free door, and Close.
+func BenchmarkStartupBrokertestDial(b *testing.B) {
+	b.ReportAllocs()
+	times := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		br := brokertest.New(b)
+		conn, err := amqp091.DialConfig(br.URL(), amqp091.Config{Dial: br.Dial})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = conn.Close()
+		if err := br.Close(); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	reportMedian(b, times)
+}
+
+// BenchmarkStartupNewChannel is the embedded path: broker.New in memory,
+// one direct Channel, Close.
+func BenchmarkStartupNewChannel(b *testing.B) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	times := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		br, err := broker.New(broker.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch, err := br.Channel(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ch.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := br.Close(); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	reportMedian(b, times)
+}
+
+// BenchmarkIdleBrokerMemory measures what an idle in-memory broker keeps:
+// the live heap and goroutine stacks after a GC, per broker, for a broker
+// that only exists (New) and one that also listens (brokertest.New). It
+// creates a batch of 50 per iteration so the per-broker figure is not
+// noise.
+func BenchmarkIdleBrokerMemory(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		start func(b *testing.B) *broker.Broker
+	}{
+		{"New", func(b *testing.B) *broker.Broker {
+			br, err := broker.New(broker.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return br
+		}},
+		{"NewListening", func(b *testing.B) *broker.Broker {
+			br, err := broker.New(broker.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := br.Listen("127.0.0.1:0"); err != nil {
+				b.Fatal(err)
+			}
+			return br
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			const batch = 50
+			var perBroker float64
+			for b.Loop() {
+				before := liveBytes()
+				brokers := make([]*broker.Broker, batch)
+				for i := range brokers {
+					brokers[i] = bc.start(b)
+				}
+				after := liveBytes()
+				perBroker = float64(after-before) / batch
+				for _, br := range brokers {
+					_ = br.Close()
+				}
+			}
+			b.ReportMetric(perBroker/1024, "KiB/broker")
+		})
+	}
+}
+
+// liveBytes is the heap in use plus goroutine stacks, after a full GC.
+func liveBytes() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc + ms.StackInuse)
+}
+
+// BenchmarkThroughput publishes, consumes and acks one message per op on a
+// fresh queue, through each door: the direct Channel, amqp091-go over the
+// socket-free Dial, and amqp091-go over TCP on loopback. A publisher and a
+// consumer channel (prefetch 256, one ack per message) run concurrently.
+func BenchmarkThroughput(b *testing.B) {
+	const size = 128
+	body := make([]byte, size)
+	doors := []struct {
+		name string
+		open func(b *testing.B, br *broker.Broker) (pub, sub amqpChannel)
+	}{
+		{"direct", func(b *testing.B, br *broker.Broker) (amqpChannel, amqpChannel) {
+			return directChannel(b, br), directChannel(b, br)
+		}},
+		{"pipe", func(b *testing.B, br *broker.Broker) (amqpChannel, amqpChannel) {
+			conn, err := amqp091.DialConfig(br.URL(), amqp091.Config{Dial: br.Dial})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = conn.Close() })
+			return amqpChannelOf(b, conn), amqpChannelOf(b, conn)
+		}},
+		{"tcp", func(b *testing.B, br *broker.Broker) (amqpChannel, amqpChannel) {
+			conn, err := amqp091.Dial(br.URL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = conn.Close() })
+			return amqpChannelOf(b, conn), amqpChannelOf(b, conn)
+		}},
+	}
+	for _, door := range doors {
+		b.Run(door.name, func(b *testing.B) {
+			br := brokertest.New(b)
+			pub, sub := door.open(b, br)
+			if _, err := pub.QueueDeclare("bench", false, false, false, false, nil); err != nil {
+				b.Fatal(err)
+			}
+			if err := sub.Qos(256, 0, false); err != nil {
+				b.Fatal(err)
+			}
+			msgs, err := sub.Consume("bench", "", false, false, false, false, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(size)
+			b.ResetTimer()
+			n := b.N
+			done := make(chan error, 1)
+			go func() {
+				for range n {
+					d := <-msgs
+					if err := d.Ack(false); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			ctx := context.Background()
+			for range n {
+				if err := pub.PublishWithContext(ctx, "", "bench", false, false, amqp091.Publishing{Body: body}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+		})
+	}
+}
+
+func directChannel(b *testing.B, br *broker.Broker) *broker.Channel {
+	ch, err := br.Channel(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ch.Close() })
+	return ch
+}
+
+func amqpChannelOf(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
+	ch, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ch
+}
