@@ -207,6 +207,8 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
+	ops opsState // counters for Stats, the management API and metrics (introspect.go)
+
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
 	closeDone chan struct{} // closed when Close has finished
@@ -251,6 +253,7 @@ func New(opts Options) (*Broker, error) {
 		Heartbeat:      heartbeat,
 		Product:        "Warren",
 		Version:        Version,
+		Counters:       &b.ops.session,
 	}
 	b.nodeID = "warren@local"
 	b.incarnation = uint64(time.Now().UnixNano())
@@ -365,7 +368,7 @@ func (b *Broker) ListenAndServe(addr string) error {
 // URL needs no listener for this: without one it names 127.0.0.1:5672, which
 // Dial never contacts.
 func (b *Broker) Dial(network, addr string) (net.Conn, error) {
-	server, client := net.Pipe()
+	server, client := session.TrackPipe(net.Pipe()) // lets WaitIdle see what the client wrote
 	id := fmt.Sprintf("pipe#%d", b.nextID.Add(1))
 	if !b.serveConn(server, id) {
 		client.Close()

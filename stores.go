@@ -118,6 +118,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue) (*queue.Queue, 
 		Incarnation:   b.incarnation,
 		Now:           b.now,
 		Logger:        b.log,
+		Totals:        &b.ops.queues,
 	})
 }
 

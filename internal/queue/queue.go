@@ -44,6 +44,8 @@ type Config struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Totals, when set, counts every queue's messages too (inspect.go).
+	Totals *Counters
 }
 
 // Owner identifies who holds a delivery: a channel of a connection.
@@ -159,6 +161,7 @@ const (
 	opPurge
 	opStats
 	opDelete
+	opInspect
 )
 
 type op struct {
@@ -172,6 +175,7 @@ type op struct {
 	noAck    bool
 	refs     []Ref
 	entries  []unacked.Entry
+	inspect  func(context.Context) // opInspect: runs on the actor (inspect.go)
 	reply    chan reply
 }
 
@@ -228,6 +232,7 @@ type Queue struct {
 	retry      *time.Timer
 	retryC     <-chan time.Time
 	deleted    bool
+	counters   Counters // message counters, read from any goroutine (inspect.go)
 }
 
 type confirm struct {
@@ -607,6 +612,7 @@ func (q *Queue) drain(ctx context.Context) {
 }
 
 func (q *Queue) handle(ctx context.Context, o op) {
+	q.countOp(&o)
 	if o.kind == opPublish {
 		q.publishes = append(q.publishes, o.rec)
 		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
@@ -646,6 +652,8 @@ func (q *Queue) handle(ctx context.Context, o op) {
 		r.stats = q.stats()
 	case opDelete:
 		r.n, r.err = q.deleteAll(ctx)
+	case opInspect:
+		o.inspect(ctx)
 	}
 	if o.reply != nil {
 		o.reply <- r
@@ -960,6 +968,7 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 		q.out[a.rec.Offset] = &delivery{rec: a.rec, claim: q.claims, owner: c.Owner, count: a.count + 1, consumer: c}
 	}
 	if c.Receiver.Deliver(c, m) {
+		q.countDelivery(false, c.NoAck, m.Redelivered)
 		return
 	}
 	// The channel is closing: take the message back and drop the consumer.
@@ -997,6 +1006,7 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 	if !noAck {
 		q.out[a.rec.Offset] = &delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1}
 	}
+	q.countDelivery(true, noAck, m.Redelivered)
 	return m, true, nil
 }
 

@@ -63,6 +63,7 @@ func newChannel(c *Conn, id uint16) *Channel {
 	ch := &Channel{id: id, conn: c}
 	ch.active.Store(true)
 	ch.dl.consumers = make(map[string]*consumer)
+	c.trackChannel(ch)
 	return ch
 }
 
@@ -76,6 +77,7 @@ func (ch *Channel) Active() bool { return ch.active.Load() }
 // being assembled. (Consumers and unacked deliveries join here when the queue
 // engine lands: cancel them and requeue.)
 func (ch *Channel) release() {
+	ch.conn.untrackChannel(ch)
 	ch.asm = assembly{}
 	if ch.conn.vh != nil {
 		ch.closeDeliveries(context.Background())
@@ -265,6 +267,7 @@ func (ch *Channel) handleBrokerMethod(m amqp.Method) error {
 	if ch.conn.vh == nil {
 		return notImplemented(m)
 	}
+	defer ch.noteState(m)
 	ctx := context.Background()
 	var err error
 	switch m.ClassID() {

@@ -67,6 +67,10 @@ type Config struct {
 	// Product and Version go into the server-properties of connection.start.
 	// "" means "Warren" and "dev".
 	Product, Version string
+
+	// Counters, when set, counts connection and publish events of every
+	// connection (inspect.go).
+	Counters *Counters
 }
 
 // settings are a Config with defaults applied, copied into each Conn.

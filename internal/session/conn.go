@@ -98,6 +98,7 @@ type Conn struct {
 // broker: the unacked index keys deliveries on it. cfg is shared, not copied
 // or modified.
 func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
+	rwc = cfg.Counters.track(rwc) // inspection and byte counts (inspect.go)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -141,6 +142,7 @@ func (c *Conn) Serve() error {
 	go c.writeLoop()
 	err := c.readLoop()
 	c.finish()
+	c.logEnded(err)
 	return err
 }
 
@@ -589,6 +591,6 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 	}
 	c.out.Unlock()
 	c.sendMethod(0, &amqp.ConnectionOpenOk{})
-	c.log.Info("session: connection open", "user", c.user, "vhost", c.vhost)
+	c.log.Info("session: connection open", "user", c.user, "vhost", c.vhost, clientAttr(c.clientProperties))
 	return nil
 }

@@ -32,6 +32,7 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if err != nil {
 		return err
 	}
+	ch.conn.cfg.Counters.published(len(qs), m.Mandatory)
 	rec := record(m, props, body, sum)
 	if ch.tx != nil {
 		ch.tx.publish(m, rec, qs)
@@ -157,6 +158,7 @@ func (c *confirms) storedLocked(seq uint64, failed bool) {
 // answerLocked sends acks and nacks for the finished publishes that follow
 // the last answered one without a gap.
 func (c *confirms) answerLocked(ch *Channel) {
+	defer c.countAnswered(ch, c.answered)
 	first := c.answered + 1
 	for {
 		nack, ok := c.done[c.answered+1]

@@ -155,6 +155,7 @@ func (c *Conn) flush(spare *[]byte) error {
 			return nil
 		}
 		c.out.buf = (*spare)[:0]
+		c.takenForWrite(len(batch))
 		c.out.Unlock()
 
 		onlyHeartbeat := len(batch) == heartbeatFrameSize && batch[0] == amqp.FrameHeartbeat

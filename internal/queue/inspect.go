@@ -1,0 +1,262 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync/atomic"
+
+	"github.com/warrenmq/broker/storage"
+)
+
+// This file is the queue's read-only side for operators and tests: message
+// counters (lock-free, readable from any goroutine) and a few questions the
+// actor answers about the state it owns (Peek, Outstanding, Idle). None of
+// them changes what a consumer sees.
+
+// Counters count a queue's message events since it started, the numbers
+// RabbitMQ reports as a queue's message_stats. They only grow. Each field is
+// an atomic, so any goroutine may read them while the actor adds to them.
+type Counters struct {
+	// Publish counts messages handed to the queue (basic.publish routed
+	// here, a transaction's publish at commit).
+	Publish atomic.Uint64
+	// Deliver and DeliverNoAck count deliveries to consumers that
+	// acknowledge and to no-ack consumers; Get and GetNoAck the same for
+	// basic.get.
+	Deliver      atomic.Uint64
+	DeliverNoAck atomic.Uint64
+	Get          atomic.Uint64
+	GetNoAck     atomic.Uint64
+	// Redeliver counts deliveries and gets of messages delivered before
+	// (redelivered=true); they are counted in Deliver or Get as well.
+	Redeliver atomic.Uint64
+	// Ack counts deliveries the clients acknowledged (basic.ack, one per
+	// delivery even with multiple=true).
+	Ack atomic.Uint64
+}
+
+// CounterValues is a snapshot of Counters.
+type CounterValues struct {
+	Publish, Deliver, DeliverNoAck, Get, GetNoAck, Redeliver, Ack uint64
+}
+
+// Load reads every counter. The fields are read one by one, so under load
+// the snapshot is not one instant; each value on its own is exact.
+func (c *Counters) Load() CounterValues {
+	return CounterValues{
+		Publish:      c.Publish.Load(),
+		Deliver:      c.Deliver.Load(),
+		DeliverNoAck: c.DeliverNoAck.Load(),
+		Get:          c.Get.Load(),
+		GetNoAck:     c.GetNoAck.Load(),
+		Redeliver:    c.Redeliver.Load(),
+		Ack:          c.Ack.Load(),
+	}
+}
+
+// Counters returns the queue's counters since it started.
+func (q *Queue) Counters() CounterValues { return q.counters.Load() }
+
+// countOp counts an op as the actor takes it: publishes and acks are
+// counted when they reach the queue, which is where RabbitMQ counts them.
+func (q *Queue) countOp(o *op) {
+	switch o.kind {
+	case opPublish:
+		q.addCount(func(c *Counters) { c.Publish.Add(1) })
+	case opAck:
+		n := uint64(len(o.refs))
+		q.addCount(func(c *Counters) { c.Ack.Add(n) })
+	}
+}
+
+// countDelivery counts one message handed out, to a consumer (get false)
+// or to basic.get.
+func (q *Queue) countDelivery(get, noAck, redelivered bool) {
+	q.addCount(func(c *Counters) {
+		switch {
+		case get && noAck:
+			c.GetNoAck.Add(1)
+		case get:
+			c.Get.Add(1)
+		case noAck:
+			c.DeliverNoAck.Add(1)
+		default:
+			c.Deliver.Add(1)
+		}
+		if redelivered {
+			c.Redeliver.Add(1)
+		}
+	})
+}
+
+// addCount applies add to the queue's counters and to the broker-wide
+// totals, when the broker gave some (Config.Totals).
+func (q *Queue) addCount(add func(*Counters)) {
+	add(&q.counters)
+	if q.cfg.Totals != nil {
+		add(q.cfg.Totals)
+	}
+}
+
+// inspect runs fn on the actor goroutine, after every op sent before it,
+// and waits for it. fn may read everything the actor owns; it must not
+// change what consumers see.
+func (q *Queue) inspect(ctx context.Context, fn func(ctx context.Context)) error {
+	_, err := q.call(ctx, op{kind: opInspect, inspect: fn})
+	return err
+}
+
+// ReadyMessage is a ready message as Peek shows it.
+type ReadyMessage struct {
+	storage.Record
+	// Redelivered is what the next delivery of the message will say.
+	Redelivered bool
+	// Deliveries counts the deliveries of the message so far (0 for a
+	// message never delivered; a requeued one keeps its count).
+	Deliveries uint32
+}
+
+// Peek returns up to n ready messages in the order the queue will deliver
+// them (requeued messages first, in their original positions, then the
+// rest from the cursor), without claiming them: nothing is delivered,
+// counted or written. A message out for delivery is not ready and is not
+// shown. Bodies and properties are shared with the store: read-only.
+func (q *Queue) Peek(ctx context.Context, n int) ([]ReadyMessage, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	var out []ReadyMessage
+	var rerr error
+	err := q.inspect(ctx, func(ctx context.Context) {
+		out, rerr = q.peek(ctx, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, rerr
+}
+
+func (q *Queue) peek(ctx context.Context, n int) ([]ReadyMessage, error) {
+	out := make([]ReadyMessage, 0, min(uint64(n), q.ready()))
+	for _, off := range q.returned {
+		if len(out) == n {
+			return out, nil
+		}
+		w := q.waiting[off]
+		out = append(out, ReadyMessage{Record: w.rec, Redelivered: w.count > 0, Deliveries: w.count})
+	}
+	for _, r := range q.pending {
+		if len(out) == n {
+			return out, nil
+		}
+		out = append(out, ReadyMessage{Record: r})
+	}
+	if len(out) == n || uint64(len(q.pending)) >= q.fromCursor {
+		return out, nil
+	}
+	from := q.cursor
+	if len(q.pending) > 0 {
+		from = q.pending[len(q.pending)-1].Offset + 1
+	}
+	// Read without touching pending: Peek must leave the actor as it was.
+	for len(out) < n {
+		recs, err := q.cfg.Stores.Shards.Read(ctx, q.cfg.Shard, from, n-len(out))
+		if err != nil {
+			return out, err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			out = append(out, ReadyMessage{Record: r})
+		}
+		from = recs[len(recs)-1].Offset + 1
+	}
+	return out, nil
+}
+
+// Outstanding is one delivery that is out and not yet settled.
+type Outstanding struct {
+	Offset uint64
+	// Claim is the Ref.Claim the delivery was handed out with; with Offset
+	// it matches the Ref a channel keeps under its delivery tag.
+	Claim uint64
+	Owner Owner
+	// ConsumerTag is "" for a basic.get.
+	ConsumerTag string
+	// DeliveryCount counts deliveries of the message, this one included.
+	DeliveryCount uint32
+	Exchange      string
+	RoutingKey    string
+	BodySize      int
+}
+
+// Outstanding lists the deliveries that wait for a settle (no-ack
+// deliveries are settled at once and never listed), in offset order.
+func (q *Queue) Outstanding(ctx context.Context) ([]Outstanding, error) {
+	var out []Outstanding
+	err := q.inspect(ctx, func(context.Context) {
+		out = make([]Outstanding, 0, len(q.out))
+		for off, d := range q.out {
+			o := Outstanding{
+				Offset: off, Claim: d.claim, Owner: d.owner, DeliveryCount: d.count,
+				Exchange: d.rec.Exchange, RoutingKey: d.rec.RoutingKey, BodySize: len(d.rec.Body),
+			}
+			if d.consumer != nil {
+				o.ConsumerTag = d.consumer.Tag
+			}
+			out = append(out, o)
+		}
+	})
+	slices.SortFunc(out, func(a, b Outstanding) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out, err
+}
+
+// Usage is what the actor holds in memory for a queue, an estimate of the
+// "memory" RabbitMQ reports per queue.
+type Usage struct {
+	Stats
+	// Memory estimates the bytes the actor keeps: records cached ahead of
+	// the cursor, requeued and outstanding messages (bodies, properties
+	// and bookkeeping). Messages only in the store are not counted.
+	Memory uint64
+}
+
+// Usage returns the queue's counts and an estimate of its memory.
+func (q *Queue) Usage(ctx context.Context) (Usage, error) {
+	var u Usage
+	err := q.inspect(ctx, func(context.Context) {
+		u.Stats = q.stats()
+		const recordOverhead = 160 // storage.Record plus map and slice slots
+		size := func(r *storage.Record) uint64 {
+			return uint64(len(r.Body)+len(r.Properties)+len(r.Exchange)+len(r.RoutingKey)) + recordOverhead
+		}
+		u.Memory = 1024 // the actor's own structs and mailbox slots in use
+		for i := range q.pending {
+			u.Memory += size(&q.pending[i])
+		}
+		for _, w := range q.waiting {
+			u.Memory += size(&w.rec)
+		}
+		for _, d := range q.out {
+			u.Memory += size(&d.rec)
+		}
+	})
+	return u, err
+}
+
+// Idle waits until the actor has handled every op sent before the call,
+// stored and confirmed every publish, and delivered every ready message
+// its consumers' credit allows. It reports false when the actor is
+// waiting to retry after a store error (work is left that only the retry
+// will do).
+func (q *Queue) Idle(ctx context.Context) (bool, error) {
+	idle := false
+	err := q.inspect(ctx, func(ctx context.Context) {
+		q.flushPublishes(ctx)
+		q.dispatch(ctx)
+		idle = q.retryC == nil
+	})
+	return idle, err
+}

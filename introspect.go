@@ -1,0 +1,500 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+)
+
+// opsState is what the operations surface (introspection, management API,
+// metrics) keeps in the Broker: counters the connections and queue actors
+// add to. Its zero value is ready.
+type opsState struct {
+	session session.Counters
+	queues  queue.Counters
+}
+
+// ErrNotFound is returned (wrapped) by the introspection calls when the
+// named vhost, queue or connection does not exist. Check it with errors.Is.
+var ErrNotFound = errors.New("broker: not found")
+
+// MessageCounters count message events since the broker started, the
+// totals RabbitMQ reports as message_stats (and Prometheus as *_total).
+// They only grow.
+type MessageCounters struct {
+	// Published counts basic.publish received; ReturnedUnroutable and
+	// DroppedUnroutable the ones no queue took (returned to a mandatory
+	// publisher, or dropped). Confirmed counts publishes answered to
+	// confirm-mode publishers.
+	Published, ReturnedUnroutable, DroppedUnroutable, Confirmed uint64
+	// Enqueued counts messages queues took: a publish routed to three
+	// queues counts three.
+	Enqueued uint64
+	// Delivered counts deliveries to consumers (DeliveredNoAck those of
+	// no-ack consumers), Got basic.get answers (GotNoAck with no-ack), and
+	// Redelivered the deliveries and gets among those with
+	// redelivered=true. Acked counts acknowledged deliveries.
+	Delivered, DeliveredNoAck, Got, GotNoAck, Redelivered, Acked uint64
+}
+
+func opsQueueCounters(c queue.CounterValues) MessageCounters {
+	return MessageCounters{
+		Enqueued: c.Publish, Delivered: c.Deliver, DeliveredNoAck: c.DeliverNoAck,
+		Got: c.Get, GotNoAck: c.GetNoAck, Redelivered: c.Redeliver, Acked: c.Ack,
+	}
+}
+
+// QueueStats describe one queue.
+type QueueStats struct {
+	VHost, Name                    string
+	Durable, Exclusive, AutoDelete bool
+	// Owner is the connection that owns an exclusive queue.
+	Owner     string
+	Arguments amqp091.Table
+	Ready     uint64 // messages waiting for delivery
+	Unacked   uint64 // delivered, not yet settled
+	Consumers int
+	// Memory estimates what the queue holds in memory (messages cached
+	// ahead of the cursor, requeued and outstanding ones), in bytes.
+	Memory uint64
+	// Counters count the queue's message events since it was declared (or
+	// since the broker started, for a queue recovered from disk). Published,
+	// Confirmed and the unroutable counts are broker-wide and zero here.
+	Counters MessageCounters
+}
+
+// Stats is a snapshot of the broker.
+type Stats struct {
+	Connections int // open connections, handshake or not
+	Channels    int
+	Consumers   int
+	Exchanges   int // declared exchanges, the predeclared ones included
+	Queues      int
+	// Ready and Unacked add up every queue's counts.
+	Ready, Unacked uint64
+	// Totals count message events since the broker started, deleted
+	// queues' included.
+	Totals MessageCounters
+	// ConnectionsOpened/Closed and ChannelsOpened/Closed count since start.
+	ConnectionsOpened, ConnectionsClosed uint64
+	ChannelsOpened, ChannelsClosed       uint64
+	// QueueDetails describes every queue, sorted by vhost and name.
+	QueueDetails []QueueStats
+}
+
+// Stats returns a snapshot of the broker: connection, channel and queue
+// counts, message counters and every queue's state. Each queue's numbers
+// are exact at the moment its actor answered; the snapshot as a whole is
+// not one instant while clients are active (call WaitIdle first for that).
+func (b *Broker) Stats() Stats {
+	ctx := context.Background()
+	var s Stats
+	for _, c := range b.opsConnections() {
+		s.Connections++
+		for _, ch := range c.Channels() {
+			s.Channels++
+			s.Consumers += len(ch.Consumers)
+		}
+	}
+	for _, vh := range b.opsVHosts() {
+		s.Exchanges += len(vh.Exchanges()) - 1 // the default exchange is no declared one
+		for _, q := range vh.SortedQueues() {
+			qs, ok := opsQueueStats(ctx, q)
+			if !ok {
+				continue // deleted meanwhile
+			}
+			s.Queues++
+			s.Ready += qs.Ready
+			s.Unacked += qs.Unacked
+			s.QueueDetails = append(s.QueueDetails, qs)
+		}
+	}
+	s.Totals = b.opsTotals()
+	sc := &b.ops.session
+	s.ConnectionsOpened, s.ConnectionsClosed = sc.ConnectionsOpened.Load(), sc.ConnectionsClosed.Load()
+	s.ChannelsOpened, s.ChannelsClosed = sc.ChannelsOpened.Load(), sc.ChannelsClosed.Load()
+	return s
+}
+
+// totals reads the broker-wide counters.
+func (b *Broker) opsTotals() MessageCounters {
+	t := opsQueueCounters(b.ops.queues.Load())
+	sc := &b.ops.session
+	t.Published = sc.Publish.Load()
+	t.ReturnedUnroutable = sc.ReturnUnroutable.Load()
+	t.DroppedUnroutable = sc.DropUnroutable.Load()
+	t.Confirmed = sc.Confirm.Load()
+	return t
+}
+
+// queueStats asks q's actor for its counts; false when q is gone.
+func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
+	u, err := q.Usage(ctx)
+	if err != nil {
+		return QueueStats{}, false
+	}
+	return QueueStats{
+		VHost: q.Def.VHost, Name: q.Def.Name,
+		Durable: q.Def.Durable, Exclusive: q.Def.Exclusive, AutoDelete: q.Def.AutoDelete,
+		Owner:     q.Def.Owner,
+		Arguments: opsTable091(q.Args),
+		Ready:     u.Ready, Unacked: u.Unacked, Consumers: u.Consumers,
+		Memory:   u.Memory,
+		Counters: opsQueueCounters(q.Counters()),
+	}, true
+}
+
+// connections returns the open connections, sorted by id.
+func (b *Broker) opsConnections() []*session.Conn {
+	b.mu.Lock()
+	cs := make([]*session.Conn, 0, len(b.mu.conns))
+	for c := range b.mu.conns {
+		cs = append(cs, c)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(cs, func(x, y *session.Conn) int { return strings.Compare(x.ID(), y.ID()) })
+	return cs
+}
+
+func (b *Broker) opsVHosts() []*vhost.VHost {
+	vs := make([]*vhost.VHost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		vs = append(vs, v)
+	}
+	slices.SortFunc(vs, func(x, y *vhost.VHost) int { return strings.Compare(x.Name(), y.Name()) })
+	return vs
+}
+
+// queueNamed finds a queue for the operator calls: any owner's.
+func (b *Broker) opsQueueNamed(vhostName, name string) (*vhost.VHost, *vhost.Queue, error) {
+	vh, ok := b.lookupVHost(vhostName)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: vhost %q", ErrNotFound, vhostName)
+	}
+	q, ok := vh.LookupQueue(name)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: queue %q in vhost %q", ErrNotFound, name, vh.Name())
+	}
+	return vh, q, nil
+}
+
+// QueuedMessage is a ready message as PeekQueue shows it.
+type QueuedMessage struct {
+	Exchange, RoutingKey string
+	// Redelivered is what the message's next delivery will say, and
+	// DeliveryCount how often it was delivered before (requeued messages
+	// keep their count).
+	Redelivered   bool
+	DeliveryCount uint32
+	// Publishing holds the properties and body as published. Properties a
+	// publisher did not set are zero.
+	Publishing amqp091.Publishing
+}
+
+// PeekQueue returns up to n ready messages of a queue in the order they
+// will be delivered, without consuming them: nothing is delivered,
+// counted, or marked redelivered. Messages out for delivery (unacked) are
+// not ready and are not shown; see Unacked. vhost "" is the default vhost.
+func (b *Broker) PeekQueue(vhostName, name string, n int) ([]QueuedMessage, error) {
+	_, q, err := b.opsQueueNamed(vhostName, name)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := q.Peek(context.Background(), n)
+	if err != nil {
+		return nil, fmt.Errorf("broker: peek %q: %w", name, err)
+	}
+	out := make([]QueuedMessage, len(msgs))
+	for i, m := range msgs {
+		p, err := amqp.DecodeProperties(m.Properties)
+		if err != nil {
+			// Stored exactly as published, and publishing checked them.
+			return nil, fmt.Errorf("broker: peek %q: message %d: %w", name, m.Offset, err)
+		}
+		out[i] = QueuedMessage{
+			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+			Redelivered: m.Redelivered, DeliveryCount: m.Deliveries,
+			Publishing: opsPublishing(&p, m.Body),
+		}
+	}
+	return out, nil
+}
+
+// publishingOf converts decoded properties and a body to amqp091's type.
+// The body is copied: the store may share its bytes.
+func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
+	return amqp091.Publishing{
+		Headers:         opsTable091(p.Headers),
+		ContentType:     p.ContentType,
+		ContentEncoding: p.ContentEncoding,
+		DeliveryMode:    p.DeliveryMode,
+		Priority:        p.Priority,
+		CorrelationId:   p.CorrelationID,
+		ReplyTo:         p.ReplyTo,
+		Expiration:      p.Expiration,
+		MessageId:       p.MessageID,
+		Timestamp:       p.Timestamp,
+		Type:            p.Type,
+		UserId:          p.UserID,
+		AppId:           p.AppID,
+		Body:            slices.Clone(body),
+	}
+}
+
+// tableTo091 converts a decoded field table to amqp091's types (nested
+// tables and decimals have their own types there).
+func opsTable091(t amqp.Table) amqp091.Table {
+	if t == nil {
+		return nil
+	}
+	out := make(amqp091.Table, len(t))
+	for k, v := range t {
+		out[k] = opsValue091(v)
+	}
+	return out
+}
+
+func opsValue091(v any) any {
+	switch v := v.(type) {
+	case amqp.Table:
+		return opsTable091(v)
+	case map[string]any:
+		return opsTable091(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = opsValue091(x)
+		}
+		return out
+	case amqp.Decimal:
+		return amqp091.Decimal{Scale: v.Scale, Value: v.Value}
+	}
+	return v
+}
+
+// UnackedDelivery is one delivery a client holds without having settled
+// it.
+type UnackedDelivery struct {
+	// Connection is the holder's connection id (as in Connections and
+	// CloseConnection), Channel its channel number, DeliveryTag the tag the
+	// client got and ConsumerTag the consumer ("" for basic.get).
+	Connection  string
+	Channel     uint16
+	DeliveryTag uint64
+	ConsumerTag string
+	// DeliveryCount counts deliveries of the message, this one included
+	// (1 on a first delivery).
+	DeliveryCount        uint32
+	Exchange, RoutingKey string
+	BodySize             int
+}
+
+// Unacked lists a queue's deliveries that wait for an ack, nack or
+// reject, sorted by connection, channel and delivery tag. A delivery
+// being handed out while Unacked runs may be missing: call WaitIdle
+// first for an exact list.
+func (b *Broker) Unacked(vhostName, queueName string) ([]UnackedDelivery, error) {
+	_, q, err := b.opsQueueNamed(vhostName, queueName)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := q.Outstanding(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("broker: unacked %q: %w", queueName, err)
+	}
+	// The queue knows the message and its count; the channel knows the
+	// tag. They meet on (connection, channel, offset, claim).
+	type key struct {
+		conn    string
+		channel uint16
+		offset  uint64
+		claim   uint64
+	}
+	byRef := make(map[key]queue.Outstanding, len(outs))
+	for _, o := range outs {
+		byRef[key{o.Owner.Connection, o.Owner.Channel, o.Offset, o.Claim}] = o
+	}
+	var res []UnackedDelivery
+	for _, c := range b.opsConnections() {
+		for _, u := range c.Unacked() {
+			if u.Queue != q {
+				continue
+			}
+			o, ok := byRef[key{c.ID(), u.Channel, u.Ref.Offset, u.Ref.Claim}]
+			if !ok {
+				continue // settled between the two reads
+			}
+			res = append(res, UnackedDelivery{
+				Connection: c.ID(), Channel: u.Channel, DeliveryTag: u.DeliveryTag,
+				ConsumerTag: u.ConsumerTag, DeliveryCount: o.DeliveryCount,
+				Exchange: o.Exchange, RoutingKey: o.RoutingKey, BodySize: o.BodySize,
+			})
+		}
+	}
+	return res, nil
+}
+
+// ConnectionInfo describes an open connection.
+type ConnectionInfo struct {
+	// ID names the connection in logs, Unacked and CloseConnection:
+	// "peer -> local#n" for sockets, "pipe#n" for Dial.
+	ID string
+	// State is "starting", "tuning", "opening", "running" or "closing".
+	State string
+	// User and VHost are set once the handshake finished.
+	User, VHost      string
+	ClientProperties amqp091.Table
+	Channels         int
+	ConnectedAt      time.Time
+	// RecvOct and SendOct count the bytes read and written.
+	RecvOct, SendOct uint64
+}
+
+// Connections lists the open connections, sorted by id.
+func (b *Broker) Connections() []ConnectionInfo {
+	cs := b.opsConnections()
+	out := make([]ConnectionInfo, len(cs))
+	for i, c := range cs {
+		in := c.Info()
+		out[i] = ConnectionInfo{
+			ID: in.ID, State: in.State, User: in.User, VHost: in.VHost,
+			ClientProperties: opsTable091(in.ClientProperties),
+			Channels:         in.Channels, ConnectedAt: in.ConnectedAt,
+			RecvOct: in.RecvOct, SendOct: in.SendOct,
+		}
+	}
+	return out
+}
+
+// CloseConnection closes the connection with the given id the way the
+// server closes one: connection.close with code and text (RabbitMQ uses
+// 320 CONNECTION_FORCED for an operator's close), then the socket once
+// the client answers or the close timeout passes. It returns at once; the
+// client sees the close asynchronously. code must be one of the
+// connection-level reply codes (320, 402, 501-506, 530, 540, 541).
+func (b *Broker) CloseConnection(id string, code uint16, text string) error {
+	if !opsConnectionCode(code) {
+		return fmt.Errorf("broker: close connection: %d is not a connection-level reply code", code)
+	}
+	for _, c := range b.opsConnections() {
+		if c.ID() == id {
+			c.Shutdown(code, text)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: connection %q", ErrNotFound, id)
+}
+
+// connectionCode reports whether code closes a connection (AMQP 0-9-1's
+// hard errors, plus 320 CONNECTION_FORCED).
+func opsConnectionCode(code uint16) bool {
+	switch code {
+	case amqp.ConnectionForced, amqp.InvalidPath, amqp.FrameError, amqp.SyntaxError,
+		amqp.CommandInvalid, amqp.ChannelError, amqp.UnexpectedFrame, amqp.ResourceError,
+		amqp.NotAllowed, amqp.NotImplemented, amqp.InternalError:
+		return true
+	}
+	return false
+}
+
+// WaitIdle blocks until the broker has no work in hand, or ctx ends (it
+// then returns ctx's error). "No work in hand" holds when WaitIdle sees,
+// twice in a row with no byte moving on any connection in between:
+//
+//   - every connection's reader waiting for input, having handled every
+//     frame it read; on a Dial connection also every byte the client had
+//     written (so a client call that returned before WaitIdle, such as a
+//     publish without confirm, is covered). On a TCP connection, bytes
+//     still in the network are the client's, not the broker's: wait for a
+//     reply (a confirm, declare-ok) to cover those;
+//   - every connection's writer done writing what was queued (deliveries,
+//     confirms, replies): the client has the bytes;
+//   - every queue actor with an empty mailbox, every publish stored and
+//     confirmed, and every ready message delivered that its consumers'
+//     prefetch allows. A queue waiting to retry after a store error is not
+//     idle.
+//
+// What the client does with what it received (an ack it has not sent yet)
+// is the client's work. WaitIdle polls internally with a short backoff;
+// the point is that tests need not: publish, WaitIdle, then look with
+// Stats, PeekQueue or Unacked instead of sleeping.
+func (b *Broker) WaitIdle(ctx context.Context) error {
+	backoff := 50 * time.Microsecond
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	stable := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if b.opsIdlePass(ctx) {
+			stable++
+			if stable == 2 {
+				return nil
+			}
+			continue
+		}
+		stable = 0
+		timer.Reset(backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 5*time.Millisecond)
+	}
+}
+
+// idlePass checks every connection, then every queue, then every
+// connection again; it reports true when all were idle and no byte moved
+// on any connection meanwhile.
+func (b *Broker) opsIdlePass(ctx context.Context) bool {
+	before, ok := b.opsConnectionsIdle()
+	if !ok {
+		return false
+	}
+	for _, vh := range b.opsVHosts() {
+		for _, q := range vh.Queues() {
+			idle, err := q.Idle(ctx)
+			if err != nil && !errors.Is(err, queue.ErrDeleted) {
+				return false
+			}
+			if err == nil && !idle {
+				return false
+			}
+		}
+	}
+	after, ok := b.opsConnectionsIdle()
+	return ok && slices.Equal(before, after)
+}
+
+// connectionsIdle reports whether every connection is idle, with a
+// fingerprint of their activity (which connections, how many bytes).
+func (b *Broker) opsConnectionsIdle() ([]opsConnActivity, bool) {
+	cs := b.opsConnections()
+	fp := make([]opsConnActivity, 0, len(cs))
+	for _, c := range cs {
+		idle, activity := c.Idle()
+		if !idle {
+			return nil, false
+		}
+		fp = append(fp, opsConnActivity{c, activity})
+	}
+	return fp, true
+}
+
+type opsConnActivity struct {
+	conn  *session.Conn
+	bytes uint64
+}
