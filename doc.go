@@ -1,13 +1,23 @@
 // Package broker is Warren, an AMQP 0-9-1 broker (RabbitMQ-compatible) that a
 // Go program embeds.
 //
-// New builds a broker from Options; the zero Options value works: one user
-// guest/guest (tagged administrator), one virtual host "/", RabbitMQ's
-// defaults for channel-max (2047), frame-max (131072) and heartbeat (60 s),
-// no logging. New copies the Options, so the caller's struct is never changed
-// and may be reused.
+// New builds a broker from Options; the zero Options value works: everything
+// in memory, one user guest/guest (tagged administrator), one virtual host
+// "/", RabbitMQ's defaults for channel-max (2047), frame-max (131072) and
+// heartbeat (60 s), no logging. Options.DataDir selects Pebble for durable
+// state; Options.Meta, Shards and Unacked plug in other stores (see the
+// storagetest and metatest conformance suites, and examples/countingstore).
+// New copies the Options, so the caller's struct is never changed and may be
+// reused.
 //
-// A broker serves any number of listeners and in-memory connections:
+// # Three doors, one broker
+//
+// Every door runs the same session code (internal/session), so semantics,
+// reply codes and error texts are identical.
+//
+// TCP, for any AMQP 0-9-1 client in any language: Listen binds and serves
+// in the background (Addr and URL are valid when it returns);
+// ListenAndServe and Serve block like their net/http namesakes.
 //
 //	b, err := broker.New(broker.Options{})
 //	if err != nil { ... }
@@ -15,30 +25,48 @@
 //	if _, err := b.Listen("127.0.0.1:0"); err != nil { ... }
 //	conn, err := amqp091.Dial(b.URL())
 //
-// Serve and ListenAndServe block like their net/http namesakes; Listen binds
-// and serves in the background, so Addr and URL are valid as soon as it
-// returns. Dial hands out the client end of an in-memory connection
-// (net.Pipe) that is served exactly like a TCP one; it fits
+// Dial, the wire protocol without a socket: it hands out the client end of
+// an in-memory connection served exactly like a TCP one, and fits
 // amqp091.Config.Dial.
+//
+//	conn, err := amqp091.DialConfig(b.URL(), amqp091.Config{Dial: b.Dial})
+//
+// Channel, the direct API, with no frames at all. A *Channel has the method
+// names and signatures of *amqp091.Channel and uses amqp091-go's types
+// (Publishing, Delivery, Table, Queue, Confirmation, Return, *Error), so an
+// application interface over those methods accepts either.
+//
+//	ch, err := b.Channel(ctx)
+//	if err != nil { ... }
+//	defer ch.Close()
+//	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
+//	err = ch.PublishWithContext(ctx, "", "jobs", false, false, amqp091.Publishing{Body: []byte("hi")})
+//	msgs, err := ch.Consume("jobs", "", false, false, false, false, nil)
+//	d := <-msgs
+//	err = d.Ack(false)
+//
+// A Channel is its own in-process connection with one channel: exclusive
+// queues it declares are deleted when it closes. Errors are *amqp091.Error
+// with the code the wire would carry (404, 406, ...), and a method that
+// causes a channel exception returns it even where amqp091-go can only
+// report it later (publish, ack); NotifyClose hears it in both. See Channel
+// for the details.
+//
+// For tests, package brokertest gives each test its own broker (listening
+// on 127.0.0.1:0 and closed by t.Cleanup), amqp091-go dialled through Dial,
+// and direct channels; a broker starts in microseconds and idles in a few
+// KiB, so every test can have one.
 //
 // # Close
 //
-// Close stops accepting, sends connection.close 320 CONNECTION_FORCED on every
-// open connection, waits briefly for each close-ok, and returns only after
-// every goroutine the broker started has exited. It is idempotent and safe to
-// call from many goroutines at once; every caller returns once shutdown is
-// complete.
-//
-// # What works today
-//
-// The connection half of the protocol: the handshake (PLAIN and AMQPLAIN
-// against Options.Users, tune negotiation, virtual hosts from
-// Options.VHosts), heartbeats, channel open/close/flow, connection close in
-// both directions and the spec's error handling. Methods of the exchange,
-// queue, basic, tx and confirm classes are answered with 540 NOT_IMPLEMENTED
-// until the queue engine lands. Options.DataDir is stored but not yet used.
+// Close stops accepting, sends connection.close 320 CONNECTION_FORCED on
+// every open connection (direct Channels receive the same error through
+// NotifyClose), waits briefly for each close-ok, and returns only after
+// every goroutine the broker started has exited. It is idempotent and safe
+// to call from many goroutines at once; every caller returns once shutdown
+// is complete.
 //
 // # Concurrency
 //
-// All methods of *Broker are safe for concurrent use.
+// All methods of *Broker and *Channel are safe for concurrent use.
 package broker
