@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
@@ -47,11 +49,23 @@ type exchange struct {
 
 // VHost holds one virtual host's topology: exchanges, queues, bindings and
 // the routing table built from them. Its methods are safe for concurrent
-// use; routing takes a read lock, declarations a write lock, and no lock is
-// held across a call into a queue actor.
+// use (see the package documentation for the locking contract).
 type VHost struct {
 	cfg Config
 
+	// topo serializes topology changes. It is held across the metadata
+	// store's writes and the calls into queue actors that a change makes
+	// (start, stats, delete), so each change is one step, persistence
+	// included, to every other change: a deletion cannot finish its store
+	// work after a redeclaration of the same name started. Route and the
+	// lookups never take it, and a queue actor must never wait for it.
+	// Methods ending in Locked need it. Its holder may read the fields
+	// below without mu, because only topo holders change them.
+	topo sync.Mutex
+
+	// mu guards the fields below. It is held for in-memory reads and
+	// writes only, never across I/O or a queue call, so routing waits for
+	// a map update at most, never for an fsync. Order: topo, then mu.
 	mu        sync.RWMutex
 	routes    *routing.Table
 	exchanges map[string]*exchange
@@ -74,6 +88,10 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		exchanges: make(map[string]*exchange),
 		queues:    make(map[string]*Queue),
 	}
+	// Nobody else can see v yet; topo is taken for the Locked helpers'
+	// contract.
+	v.topo.Lock()
+	defer v.topo.Unlock()
 	v.routes.DeclareDefaults()
 	for _, e := range routing.Predeclared() {
 		if e.Name == "" {
@@ -89,12 +107,12 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 	st := cfg.Store
 	exchanges, err := st.ListExchanges(ctx, cfg.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("vhost: list exchanges: %w", err)
 	}
 	for _, e := range exchanges {
 		if !e.Durable {
 			if err := st.DeleteExchange(ctx, e.VHost, e.Name); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("vhost: delete non-durable exchange %q: %w", e.Name, err)
 			}
 			continue
 		}
@@ -103,17 +121,17 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 			return nil, fmt.Errorf("vhost: exchange %q: %w", e.Name, err)
 		}
 		if err := v.addExchangeLocked(e, args); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("vhost: exchange %q: %w", e.Name, err)
 		}
 	}
 	queues, err := st.ListQueues(ctx, cfg.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("vhost: list queues: %w", err)
 	}
 	for _, q := range queues {
 		if !q.Durable || q.Exclusive {
 			if err := st.DeleteQueue(ctx, q.VHost, q.Name); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("vhost: delete non-durable queue %q: %w", q.Name, err)
 			}
 			continue
 		}
@@ -124,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		actor, err := cfg.StartQueue(ctx, q)
 		if err != nil {
 			v.Close()
-			return nil, err
+			return nil, fmt.Errorf("vhost: start queue %q: %w", q.Name, err)
 		}
 		v.queues[q.Name] = &Queue{Queue: actor, Def: q, Args: args}
 		v.routes.AddQueue(q.Name)
@@ -132,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 	bindings, err := st.ListBindings(ctx, cfg.Name)
 	if err != nil {
 		v.Close()
-		return nil, err
+		return nil, fmt.Errorf("vhost: list bindings: %w", err)
 	}
 	for _, b := range bindings {
 		rb, err := v.routingBinding(b)
@@ -140,9 +158,11 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 			_, err = v.routes.Bind(rb)
 		}
 		if err != nil || !b.Durable {
+			// Not durable, or an end is gone (deleted by a crash between
+			// a queue's and its bindings' deletion).
 			if err := st.DeleteBinding(ctx, b); err != nil {
 				v.Close()
-				return nil, err
+				return nil, fmt.Errorf("vhost: delete stale binding: %w", err)
 			}
 		}
 	}
@@ -180,12 +200,16 @@ func encodeArgs(t amqp.Table) ([]byte, error) {
 	return amqp.AppendTable(nil, t)
 }
 
+// addExchangeLocked adds a declared exchange to the maps and the routing
+// table.
 func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	kind, err := routing.ParseKind(def.Type)
 	if err != nil {
 		return err
 	}
 	ae, _ := args["alternate-exchange"].(string)
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if err := v.routes.DeclareExchange(routing.Exchange{
 		Name: def.Name, Kind: kind, Internal: def.Internal, AlternateExchange: ae,
 	}); err != nil {
@@ -250,8 +274,9 @@ func storeError(err error) *amqp.Error {
 func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) error {
 	name := m.Exchange
 	if m.Passive {
+		// RabbitMQ refuses even a passive declare of the default exchange.
 		if name == "" {
-			return nil
+			return defaultExchangeError()
 		}
 		v.mu.RLock()
 		_, ok := v.exchanges[name]
@@ -268,13 +293,16 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	if name == "" {
 		return defaultExchangeError()
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.topo.Lock()
+	defer v.topo.Unlock()
 	if x, ok := v.exchanges[name]; ok {
 		return v.exchangeEquivalent(x, kind, m)
 	}
 	if routing.IsReserved(name) {
 		return amqp.NewError(amqp.AccessRefused, 0, 0, "exchange name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	if err := v.checkExchangeName(m.Arguments, "alternate-exchange", "exchange", name); err != nil {
+		return err
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
@@ -288,6 +316,7 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 		return storeError(err)
 	}
 	if err := v.addExchangeLocked(def, m.Arguments); err != nil {
+		_ = v.cfg.Store.DeleteExchange(ctx, v.cfg.Name, name)
 		return amqp.NewError(amqp.InternalError, 0, 0, "declare exchange '%s': %v", name, err)
 	}
 	return nil
@@ -307,10 +336,28 @@ func (v *VHost) exchangeEquivalent(x *exchange, kind routing.Kind, m *amqp.Excha
 	}
 	// RabbitMQ compares only the arguments it knows; for exchanges that is
 	// alternate-exchange.
-	if a, b := m.Arguments["alternate-exchange"], x.args["alternate-exchange"]; a != b {
-		return inequivalent("alternate-exchange", "exchange", d.Name, v.cfg.Name, a, b)
+	const ae = "alternate-exchange"
+	a, aok := m.Arguments[ae]
+	b, bok := x.args[ae]
+	if aok != bok || !sameArg(a, b) {
+		return inequivalent(ae, "exchange", d.Name, v.cfg.Name, fmtArg(a, aok), fmtArg(b, bok))
 	}
 	return nil
+}
+
+// checkExchangeName applies RabbitMQ's rule for arguments that name an
+// exchange (alternate-exchange, x-dead-letter-exchange) when an entity is
+// created: absent, or a long string. The exchange need not exist.
+func (v *VHost) checkExchangeName(args amqp.Table, arg, kind, name string) error {
+	val, ok := args[arg]
+	if !ok {
+		return nil
+	}
+	if _, isString := val.(string); isString {
+		return nil
+	}
+	return amqp.NewError(amqp.PreconditionFailed, 0, 0,
+		"invalid type '%s' for arg '%s' in %s", fieldType(val), arg, v.resource(kind, name))
 }
 
 // DeleteExchange implements exchange.delete. Deleting a missing exchange
@@ -320,10 +367,10 @@ func (v *VHost) DeleteExchange(ctx context.Context, name string, ifUnused bool) 
 		return defaultExchangeError()
 	}
 	if routing.IsReserved(name) {
-		return amqp.NewError(amqp.AccessRefused, 0, 0, "deletion of system exchange '%s' is not allowed", name)
+		return amqp.NewError(amqp.AccessRefused, 0, 0, "deletion of system %s not allowed", v.resource("exchange", name))
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.topo.Lock()
+	defer v.topo.Unlock()
 	x, ok := v.exchanges[name]
 	if !ok {
 		return nil
@@ -338,14 +385,17 @@ func (v *VHost) deleteExchangeLocked(ctx context.Context, x *exchange) error {
 	if err := v.cfg.Store.DeleteExchange(ctx, v.cfg.Name, x.def.Name); err != nil {
 		return storeError(err)
 	}
+	v.mu.Lock()
 	removed, err := v.routes.DeleteExchange(x.def.Name)
 	if err != nil {
+		v.mu.Unlock()
 		return amqp.NewError(amqp.AccessRefused, 0, 0, "%v", err)
 	}
 	delete(v.exchanges, x.def.Name)
 	if x.def.Type == "headers" {
 		v.headers--
 	}
+	v.mu.Unlock()
 	return v.forgetBindingsLocked(ctx, removed)
 }
 
@@ -415,37 +465,63 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 	if b.Source == "" || (b.Destination.Exchange && b.Destination.Name == "") {
 		return defaultExchangeError()
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.topo.Lock()
+	defer v.topo.Unlock()
+	// RabbitMQ reports a missing source before a missing destination, and
+	// removing a binding whose end is missing succeeds (there is nothing to
+	// remove).
+	if _, ok := v.exchanges[b.Source]; !ok {
+		if !add {
+			return nil
+		}
+		return notFound("exchange", b.Source, v.cfg.Name)
+	}
 	if b.Destination.Exchange {
 		if _, ok := v.exchanges[b.Destination.Name]; !ok {
+			if !add {
+				return nil
+			}
 			return notFound("exchange", b.Destination.Name, v.cfg.Name)
 		}
 	} else {
 		q, ok := v.queues[b.Destination.Name]
 		if !ok {
+			if !add {
+				return nil
+			}
 			return notFound("queue", b.Destination.Name, v.cfg.Name)
 		}
 		if q.Def.Exclusive && q.Def.Owner != connection {
 			return lockedError(q.Def.Name, v.cfg.Name)
 		}
 	}
-	if _, ok := v.exchanges[b.Source]; !ok {
-		return notFound("exchange", b.Source, v.cfg.Name)
-	}
-	mb := v.metaBinding(b)
 	if !add {
-		if removed, err := v.routes.Unbind(b); err != nil || !removed {
+		v.mu.Lock()
+		removed, err := v.routes.Unbind(b)
+		v.mu.Unlock()
+		if err != nil || !removed {
 			return nil
 		}
 		return v.forgetBindingsLocked(ctx, []routing.Binding{b})
 	}
-	if err := v.cfg.Store.PutBinding(ctx, mb); err != nil {
-		return storeError(err)
+	// The routing table validates the binding (headers x-match) before
+	// anything is written; a store failure takes a new binding back out.
+	v.mu.Lock()
+	added, err := v.routes.Bind(b)
+	v.mu.Unlock()
+	if err != nil {
+		// The routing error reads "routing: invalid binding: ..."; the
+		// client needs no package name.
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s", strings.TrimPrefix(err.Error(), "routing: "))
 	}
-	if _, err := v.routes.Bind(b); err != nil {
-		_ = v.cfg.Store.DeleteBinding(ctx, mb)
-		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid binding: %v", err)
+	if !added {
+		return nil // an identical binding exists and is stored
+	}
+	if err := v.cfg.Store.PutBinding(ctx, v.metaBinding(b)); err != nil {
+		v.mu.Lock()
+		_, _ = v.routes.Unbind(b)
+		v.mu.Unlock()
+		return storeError(err)
 	}
 	return nil
 }
@@ -476,13 +552,16 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if m.Exclusive {
 		def.Owner = connection
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.topo.Lock()
+	defer v.topo.Unlock()
 	if q, ok := v.queues[name]; ok {
 		if err := v.queueEquivalent(q, def, m.Arguments); err != nil {
 			return nil, err
 		}
 		return q, nil
+	}
+	if err := v.checkExchangeName(m.Arguments, "x-dead-letter-exchange", "queue", name); err != nil {
+		return nil, err
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
@@ -498,8 +577,10 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
 	q := &Queue{Queue: actor, Def: def, Args: m.Arguments}
+	v.mu.Lock()
 	v.queues[name] = q
 	v.routes.AddQueue(name)
+	v.mu.Unlock()
 	return q, nil
 }
 
@@ -533,12 +614,76 @@ var comparedQueueArgs = []string{
 	"x-delivery-limit",
 }
 
+// sameArg compares two argument values the way RabbitMQ's
+// rabbit_misc:assert_args_equivalence does: integers of any width by value,
+// floats by value, anything else only if type and value are the same (a long
+// string never equals a byte array). Never ==, which panics on the []byte,
+// table and array values a client may send.
 func sameArg(a, b any) bool {
 	if ai, ok := asInt(a); ok {
 		bi, ok := asInt(b)
 		return ok && ai == bi
 	}
-	return fmt.Sprint(a) == fmt.Sprint(b)
+	if af, ok := asFloat(a); ok {
+		bf, ok := asFloat(b)
+		return ok && af == bf
+	}
+	if at, ok := a.(time.Time); ok {
+		bt, ok := b.(time.Time)
+		return ok && at.Equal(bt)
+	}
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && reflect.DeepEqual(a, b)
+}
+
+func asFloat(v any) (float64, bool) {
+	switch f := v.(type) {
+	case float32:
+		return float64(f), true
+	case float64:
+		return f, true
+	}
+	return 0, false
+}
+
+// fieldType names a value's AMQP field type as RabbitMQ's messages do.
+func fieldType(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case amqp.Decimal:
+		return "decimal"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case time.Time:
+		return "timestamp"
+	case nil:
+		return "void"
+	case []any:
+		return "array"
+	case amqp.Table, map[string]any:
+		return "table"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 func asInt(v any) (int64, bool) {
@@ -563,9 +708,14 @@ func asInt(v any) (int64, bool) {
 	return 0, false
 }
 
+// fmtArg formats an argument for an inequivalent-arg message; "none" when
+// absent, as RabbitMQ says.
 func fmtArg(v any, ok bool) string {
 	if !ok {
 		return "none"
+	}
+	if b, isBytes := v.([]byte); isBytes {
+		return string(b)
 	}
 	return fmt.Sprint(v)
 }
@@ -588,6 +738,8 @@ func (v *VHost) Queue(connection, name string) (*Queue, error) {
 // DeleteQueue implements queue.delete; it returns the number of messages
 // deleted. Deleting a missing queue succeeds with 0, as in RabbitMQ 3.x.
 func (v *VHost) DeleteQueue(ctx context.Context, connection, name string, ifUnused, ifEmpty bool) (uint64, error) {
+	v.topo.Lock()
+	defer v.topo.Unlock()
 	q, err := v.Queue(connection, name)
 	if err != nil {
 		var ae *amqp.Error
@@ -599,27 +751,30 @@ func (v *VHost) DeleteQueue(ctx context.Context, connection, name string, ifUnus
 	if ifUnused || ifEmpty {
 		st, err := q.Stats(ctx)
 		if err != nil {
-			return 0, nil // deleted meanwhile
+			return 0, nil // its actor stopped: the broker is closing
+		}
+		// RabbitMQ's order and its notion of empty: no message ready
+		// (unacknowledged deliveries do not count).
+		if ifEmpty && st.Ready > 0 {
+			return 0, amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s not empty", v.resource("queue", name))
 		}
 		if ifUnused && st.Consumers > 0 {
 			return 0, amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s in use", v.resource("queue", name))
 		}
-		if ifEmpty && st.Ready+st.Unacked > 0 {
-			return 0, amqp.NewError(amqp.PreconditionFailed, 0, 0, "%s not empty", v.resource("queue", name))
-		}
 	}
-	return v.removeQueue(ctx, q)
+	return v.removeQueueLocked(ctx, q)
 }
 
-// removeQueue takes q out of the topology, then deletes its messages and
-// metadata. The queue's shard goes before its metadata so that a crash in
-// between leaves an empty queue rather than a queue-less shard.
-func (v *VHost) removeQueue(ctx context.Context, q *Queue) (uint64, error) {
-	v.mu.Lock()
+// removeQueueLocked takes q out of the topology, then deletes its messages
+// and metadata. The queue's shard goes before its metadata so that a crash
+// in between leaves an empty queue rather than a queue-less shard. Holding
+// topo throughout keeps a redeclaration of the name from starting on the
+// shard and metadata this deletion is about to remove.
+func (v *VHost) removeQueueLocked(ctx context.Context, q *Queue) (uint64, error) {
 	if v.queues[q.Def.Name] != q {
-		v.mu.Unlock()
 		return 0, nil // someone else deleted it
 	}
+	v.mu.Lock()
 	delete(v.queues, q.Def.Name)
 	removed := v.routes.RemoveQueue(q.Def.Name)
 	v.mu.Unlock()
@@ -628,8 +783,6 @@ func (v *VHost) removeQueue(ctx context.Context, q *Queue) (uint64, error) {
 	if err != nil && !errors.Is(err, queue.ErrDeleted) {
 		v.cfg.Logger.Error("delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	if err := v.cfg.Store.DeleteQueue(ctx, v.cfg.Name, q.Def.Name); err != nil {
 		return n, storeError(err)
 	}
@@ -640,27 +793,35 @@ func (v *VHost) removeQueue(ctx context.Context, q *Queue) (uint64, error) {
 }
 
 // ConsumerGone is told the number of consumers left on q after one was
-// cancelled; an auto-delete queue goes when its last consumer does.
+// cancelled; an auto-delete queue goes when its last consumer does. The
+// count is asked again under topo: a consumer that came meanwhile keeps
+// the queue.
 func (v *VHost) ConsumerGone(ctx context.Context, q *Queue, remaining int) {
-	if q.Def.AutoDelete && remaining == 0 {
-		if _, err := v.removeQueue(ctx, q); err != nil {
-			v.cfg.Logger.Error("auto-delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
-		}
+	if !q.Def.AutoDelete || remaining != 0 {
+		return
+	}
+	v.topo.Lock()
+	defer v.topo.Unlock()
+	if st, err := q.Stats(ctx); err != nil || st.Consumers > 0 {
+		return // stopped or deleted already, or in use again
+	}
+	if _, err := v.removeQueueLocked(ctx, q); err != nil {
+		v.cfg.Logger.Error("auto-delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
 	}
 }
 
 // ConnectionClosed deletes the exclusive queues the connection owned.
 func (v *VHost) ConnectionClosed(ctx context.Context, connection string) {
-	v.mu.RLock()
+	v.topo.Lock()
+	defer v.topo.Unlock()
 	var owned []*Queue
 	for _, q := range v.queues {
 		if q.Def.Exclusive && q.Def.Owner == connection {
 			owned = append(owned, q)
 		}
 	}
-	v.mu.RUnlock()
 	for _, q := range owned {
-		if _, err := v.removeQueue(ctx, q); err != nil {
+		if _, err := v.removeQueueLocked(ctx, q); err != nil {
 			v.cfg.Logger.Error("delete exclusive queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
 		}
 	}
