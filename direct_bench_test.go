@@ -13,9 +13,9 @@ import (
 	"github.com/warrenmq/broker/brokertest"
 )
 
-// reportMedian adds the median of the per-iteration times: start-up costs
+// benchReportMedian adds the median of the per-iteration times: start-up costs
 // have a long tail (GC, the scheduler), and the targets are medians.
-func reportMedian(b *testing.B, times []time.Duration) {
+func benchReportMedian(b *testing.B, times []time.Duration) {
 	if len(times) == 0 {
 		return
 	}
@@ -42,7 +42,7 @@ func BenchmarkStartupBrokertestDial(b *testing.B) {
 		}
 		times = append(times, time.Since(start))
 	}
-	reportMedian(b, times)
+	benchReportMedian(b, times)
 }
 
 // BenchmarkStartupNewChannel is the embedded path: broker.New in memory,
@@ -69,7 +69,7 @@ func BenchmarkStartupNewChannel(b *testing.B) {
 		}
 		times = append(times, time.Since(start))
 	}
-	reportMedian(b, times)
+	benchReportMedian(b, times)
 }
 
 // BenchmarkIdleBrokerMemory measures what an idle in-memory broker keeps:
@@ -104,12 +104,12 @@ func BenchmarkIdleBrokerMemory(b *testing.B) {
 			const batch = 50
 			var perBroker float64
 			for b.Loop() {
-				before := liveBytes()
+				before := benchLiveBytes()
 				brokers := make([]*broker.Broker, batch)
 				for i := range brokers {
 					brokers[i] = bc.start(b)
 				}
-				after := liveBytes()
+				after := benchLiveBytes()
 				perBroker = float64(after-before) / batch
 				for _, br := range brokers {
 					_ = br.Close()
@@ -120,8 +120,8 @@ func BenchmarkIdleBrokerMemory(b *testing.B) {
 	}
 }
 
-// liveBytes is the heap in use plus goroutine stacks, after a full GC.
-func liveBytes() int64 {
+// benchLiveBytes is the heap in use plus goroutine stacks, after a full GC.
+func benchLiveBytes() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -137,26 +137,26 @@ func BenchmarkThroughput(b *testing.B) {
 	body := make([]byte, size)
 	doors := []struct {
 		name string
-		open func(b *testing.B, br *broker.Broker) (pub, sub amqpChannel)
+		open func(b *testing.B, br *broker.Broker) (pub, sub parityChannel)
 	}{
-		{"direct", func(b *testing.B, br *broker.Broker) (amqpChannel, amqpChannel) {
-			return directChannel(b, br), directChannel(b, br)
+		{"direct", func(b *testing.B, br *broker.Broker) (parityChannel, parityChannel) {
+			return benchDirectChannel(b, br), benchDirectChannel(b, br)
 		}},
-		{"pipe", func(b *testing.B, br *broker.Broker) (amqpChannel, amqpChannel) {
+		{"pipe", func(b *testing.B, br *broker.Broker) (parityChannel, parityChannel) {
 			conn, err := amqp091.DialConfig(br.URL(), amqp091.Config{Dial: br.Dial})
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = conn.Close() })
-			return amqpChannelOf(b, conn), amqpChannelOf(b, conn)
+			return benchAMQPChannel(b, conn), benchAMQPChannel(b, conn)
 		}},
-		{"tcp", func(b *testing.B, br *broker.Broker) (amqpChannel, amqpChannel) {
+		{"tcp", func(b *testing.B, br *broker.Broker) (parityChannel, parityChannel) {
 			conn, err := amqp091.Dial(br.URL())
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = conn.Close() })
-			return amqpChannelOf(b, conn), amqpChannelOf(b, conn)
+			return benchAMQPChannel(b, conn), benchAMQPChannel(b, conn)
 		}},
 	}
 	for _, door := range doors {
@@ -202,7 +202,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
-func directChannel(b *testing.B, br *broker.Broker) *broker.Channel {
+func benchDirectChannel(b *testing.B, br *broker.Broker) *broker.Channel {
 	ch, err := br.Channel(context.Background())
 	if err != nil {
 		b.Fatal(err)
@@ -211,7 +211,7 @@ func directChannel(b *testing.B, br *broker.Broker) *broker.Channel {
 	return ch
 }
 
-func amqpChannelOf(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
+func benchAMQPChannel(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
 	ch, err := conn.Channel()
 	if err != nil {
 		b.Fatal(err)

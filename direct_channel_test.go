@@ -20,7 +20,7 @@ func newDirectBroker(t *testing.T, opts Options) *Broker {
 	return b
 }
 
-func openChannel(t *testing.T, b *Broker) *Channel {
+func openDirect(t *testing.T, b *Broker) *Channel {
 	t.Helper()
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
@@ -28,8 +28,8 @@ func openChannel(t *testing.T, b *Broker) *Channel {
 	return ch
 }
 
-// receive waits for a value; the timeout only turns a hang into a failure.
-func receive[T any](t *testing.T, c <-chan T) (T, bool) {
+// directReceive waits for a value; the timeout only turns a hang into a failure.
+func directReceive[T any](t *testing.T, c <-chan T) (T, bool) {
 	t.Helper()
 	select {
 	case v, ok := <-c:
@@ -41,7 +41,7 @@ func receive[T any](t *testing.T, c <-chan T) (T, bool) {
 	}
 }
 
-func requireCode(t *testing.T, err error, code int) {
+func requireDirectCode(t *testing.T, err error, code int) {
 	t.Helper()
 	var ae *amqp091.Error
 	require.ErrorAs(t, err, &ae)
@@ -74,16 +74,16 @@ func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 	for range msgs {
 	}
 	require.NoError(t, ch.Close(), "Close is idempotent")
-	requireCode(t, ch.Qos(1, 0, false), amqp091.ChannelError)
-	requireCode(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{}), amqp091.ChannelError)
-	requireCode(t, ch.Ack(1, false), amqp091.ChannelError)
+	requireDirectCode(t, ch.Qos(1, 0, false), amqp091.ChannelError)
+	requireDirectCode(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{}), amqp091.ChannelError)
+	requireDirectCode(t, ch.Ack(1, false), amqp091.ChannelError)
 	_, ok = <-ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.False(t, ok, "a listener registered after close is closed at once")
 	_, ok = <-ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
 	require.False(t, ok)
 
 	// The unacked deliveries went back to the queue.
-	ch2 := openChannel(t, b)
+	ch2 := openDirect(t, b)
 	q, err := ch2.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, q.Messages)
@@ -103,15 +103,15 @@ func TestDirectBrokerCloseEndsChannels(t *testing.T) {
 	}
 	msgs, err := ch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	_, _ = receive(t, msgs) // the pump now blocks on the next one
+	_, _ = directReceive(t, msgs) // the pump now blocks on the next one
 
 	require.NoError(t, b.Close())
-	e, _ := receive(t, closes)
+	e, _ := directReceive(t, closes)
 	require.NotNil(t, e)
 	require.Equal(t, amqp091.ConnectionForced, e.Code)
 	require.True(t, ch.IsClosed())
 	_, err = ch.QueueDeclare("r", false, false, false, false, nil)
-	requireCode(t, err, amqp091.ChannelError)
+	requireDirectCode(t, err, amqp091.ChannelError)
 	require.NoError(t, ch.Close())
 	_, err = b.Channel(context.Background())
 	require.ErrorIs(t, err, ErrClosed)
@@ -155,13 +155,13 @@ func TestDirectErrorsCloseTheChannel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			checkGoroutines(t)
 			b := newDirectBroker(t, Options{MaxMessageSize: 1024})
-			ch := openChannel(t, b)
+			ch := openDirect(t, b)
 			_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 			require.NoError(t, err)
 			closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			err = tt.run(ch)
-			requireCode(t, err, tt.code)
-			e, _ := receive(t, closes)
+			requireDirectCode(t, err, tt.code)
+			e, _ := directReceive(t, closes)
 			require.NotNil(t, e)
 			require.Equal(t, tt.code, e.Code)
 			require.Equal(t, e.Code < 500, e.Recover, "soft errors are recoverable")
@@ -174,21 +174,21 @@ func TestDirectErrorsCloseTheChannel(t *testing.T) {
 
 func TestDirectExclusiveQueueBelongsToTheChannel(t *testing.T) {
 	b := newDirectBroker(t, Options{})
-	owner := openChannel(t, b)
+	owner := openDirect(t, b)
 	_, err := owner.QueueDeclare("excl", false, false, true, false, nil)
 	require.NoError(t, err)
-	other := openChannel(t, b)
+	other := openDirect(t, b)
 	_, err = other.QueueDeclare("excl", false, false, false, false, nil)
-	requireCode(t, err, amqp091.ResourceLocked)
+	requireDirectCode(t, err, amqp091.ResourceLocked)
 	require.NoError(t, owner.Close())
-	third := openChannel(t, b)
+	third := openDirect(t, b)
 	_, err = third.QueueDeclarePassive("excl", false, false, false, false, nil)
-	requireCode(t, err, amqp091.NotFound)
+	requireDirectCode(t, err, amqp091.NotFound)
 }
 
 func TestDirectCopiesBodies(t *testing.T) {
 	b := newDirectBroker(t, Options{})
-	ch := openChannel(t, b)
+	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	body := []byte("original")
@@ -213,7 +213,7 @@ func TestDirectCopiesBodies(t *testing.T) {
 // order is kept.
 func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
 	b := newDirectBroker(t, Options{})
-	ch := openChannel(t, b)
+	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	msgs, err := ch.Consume("q", "c", true, false, false, false, nil)
@@ -223,29 +223,29 @@ func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: fmt.Appendf(nil, "%d", i)}))
 	}
 	for i := range n {
-		d, ok := receive(t, msgs)
+		d, ok := directReceive(t, msgs)
 		require.True(t, ok)
 		require.Equal(t, fmt.Sprint(i), string(d.Body))
 		require.Equal(t, uint64(i+1), d.DeliveryTag)
 	}
 	require.NoError(t, ch.Cancel("c", false))
-	_, ok := receive(t, msgs)
+	_, ok := directReceive(t, msgs)
 	require.False(t, ok)
 }
 
 func TestDirectConsumeWithContext(t *testing.T) {
 	checkGoroutines(t)
 	b := newDirectBroker(t, Options{})
-	ch := openChannel(t, b)
+	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	msgs, err := ch.ConsumeWithContext(ctx, "q", "c", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: []byte("a")}))
-	d, _ := receive(t, msgs)
+	d, _ := directReceive(t, msgs)
 	cancel()
-	_, ok := receive(t, msgs)
+	_, ok := directReceive(t, msgs)
 	require.False(t, ok, "cancelling the context cancels the consumer")
 	require.NoError(t, d.Ack(false), "its deliveries can still be acked")
 
@@ -266,7 +266,7 @@ func TestDirectConsumeWithContext(t *testing.T) {
 // earlier ones, which wait for their queue, as on the wire).
 func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 	b := newDirectBroker(t, Options{})
-	ch := openChannel(t, b)
+	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -301,7 +301,7 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 		wantConfirms = append(wantConfirms, uint64(i+1))
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", key, true, false, amqp091.Publishing{Body: fmt.Appendf(nil, "%d", i)}))
 	}
-	got, _ := receive(t, done)
+	got, _ := directReceive(t, done)
 	require.Equal(t, wantConfirms, got.confirms)
 	require.Len(t, got.returnAt, n/10)
 	for i := 0; i < n; i += 10 {
@@ -316,7 +316,7 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 func TestDirectConcurrentUse(t *testing.T) {
 	checkGoroutines(t)
 	b := newDirectBroker(t, Options{})
-	ch := openChannel(t, b)
+	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Qos(50, 0, false))
@@ -337,7 +337,7 @@ func TestDirectConcurrentUse(t *testing.T) {
 	}
 	seen := make(map[string]bool)
 	for range publishers * each {
-		d, ok := receive(t, msgs)
+		d, ok := directReceive(t, msgs)
 		require.True(t, ok)
 		require.False(t, seen[string(d.Body)], "duplicate %s", d.Body)
 		seen[string(d.Body)] = true
@@ -359,7 +359,7 @@ func TestDirectConcurrentUse(t *testing.T) {
 
 func TestDirectVHostAndArguments(t *testing.T) {
 	b := newDirectBroker(t, Options{VHosts: []string{"tenant"}})
-	ch := openChannel(t, b)
+	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err, "opens the first vhost when / is not served")
 

@@ -13,9 +13,9 @@ import (
 	"github.com/warrenmq/broker/brokertest"
 )
 
-// amqpChannel is what an application would declare to run against either
+// parityChannel is what an application would declare to run against either
 // door: the methods of *amqp091.Channel that *broker.Channel shares.
-type amqpChannel interface {
+type parityChannel interface {
 	ExchangeDeclare(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error
 	ExchangeDeclarePassive(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error
 	ExchangeDelete(name string, ifUnused, noWait bool) error
@@ -49,26 +49,26 @@ type amqpChannel interface {
 }
 
 var (
-	_ amqpChannel = (*amqp091.Channel)(nil)
-	_ amqpChannel = (*broker.Channel)(nil)
+	_ parityChannel = (*amqp091.Channel)(nil)
+	_ parityChannel = (*broker.Channel)(nil)
 )
 
-// doors opens channels on a fresh broker through amqp091-go (over the
+// parityDoors opens channels on a fresh broker through amqp091-go (over the
 // socket-free wire) or directly.
-var doors = []struct {
+var parityDoors = []struct {
 	name string
-	open func(t *testing.T, b *broker.Broker) func() amqpChannel
+	open func(t *testing.T, b *broker.Broker) func() parityChannel
 }{
-	{"amqp091", func(t *testing.T, b *broker.Broker) func() amqpChannel {
+	{"amqp091", func(t *testing.T, b *broker.Broker) func() parityChannel {
 		conn := brokertest.Dial(t, b)
-		return func() amqpChannel {
+		return func() parityChannel {
 			ch, err := conn.Channel()
 			require.NoError(t, err)
 			return ch
 		}
 	}},
-	{"direct", func(t *testing.T, b *broker.Broker) func() amqpChannel {
-		return func() amqpChannel {
+	{"direct", func(t *testing.T, b *broker.Broker) func() parityChannel {
+		return func() parityChannel {
 			ch, err := b.Channel(t.Context())
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = ch.Close() })
@@ -77,18 +77,18 @@ var doors = []struct {
 	}},
 }
 
-// transcript collects what a scenario observes, one line per fact.
-type transcript struct {
+// parityTranscript collects what a scenario observes, one line per fact.
+type parityTranscript struct {
 	t     *testing.T
 	lines []string
 }
 
-func (tr *transcript) add(format string, args ...any) {
+func (tr *parityTranscript) add(format string, args ...any) {
 	tr.lines = append(tr.lines, fmt.Sprintf(format, args...))
 }
 
 // err records an error as amqp091-go reports it: its code and reason.
-func (tr *transcript) err(what string, err error) {
+func (tr *parityTranscript) err(what string, err error) {
 	if err == nil {
 		tr.add("%s: ok", what)
 		return
@@ -99,13 +99,13 @@ func (tr *transcript) err(what string, err error) {
 }
 
 // delivery records everything a delivery carries but its Acknowledger.
-func (tr *transcript) delivery(what string, d amqp091.Delivery) {
+func (tr *parityTranscript) delivery(what string, d amqp091.Delivery) {
 	d.Acknowledger = nil
 	tr.add("%s: %+v", what, d)
 }
 
-// recv waits for a value; the timeout only turns a hang into a failure.
-func recv[T any](t *testing.T, c <-chan T) (T, bool) {
+// parityRecv waits for a value; the timeout only turns a hang into a failure.
+func parityRecv[T any](t *testing.T, c <-chan T) (T, bool) {
 	t.Helper()
 	select {
 	case v, ok := <-c:
@@ -117,7 +117,7 @@ func recv[T any](t *testing.T, c <-chan T) (T, bool) {
 	}
 }
 
-func publishing(i int) amqp091.Publishing {
+func parityPublishing(i int) amqp091.Publishing {
 	return amqp091.Publishing{
 		Headers: amqp091.Table{
 			"i":      int32(i),
@@ -142,8 +142,8 @@ func publishing(i int) amqp091.Publishing {
 
 // parityScenario publishes, consumes, acks, nacks, gets, uses transactions
 // and recovers, and provokes channel errors, writing down what it sees.
-func parityScenario(t *testing.T, open func() amqpChannel) []string {
-	tr := &transcript{t: t}
+func parityScenario(t *testing.T, open func() parityChannel) []string {
+	tr := &parityTranscript{t: t}
 	ctx := context.Background()
 	ch := open()
 
@@ -159,13 +159,13 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 16))
 	returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
 	for i := range 5 {
-		tr.err("publish", ch.PublishWithContext(ctx, "orders", "new", false, false, publishing(i)))
+		tr.err("publish", ch.PublishWithContext(ctx, "orders", "new", false, false, parityPublishing(i)))
 	}
-	tr.err("publish mandatory", ch.PublishWithContext(ctx, "orders", "nowhere", true, false, publishing(99)))
-	ret, _ := recv(t, returns)
+	tr.err("publish mandatory", ch.PublishWithContext(ctx, "orders", "nowhere", true, false, parityPublishing(99)))
+	ret, _ := parityRecv(t, returns)
 	tr.add("return: %+v", ret)
 	for range 6 {
-		c, _ := recv(t, confirms)
+		c, _ := parityRecv(t, confirms)
 		tr.add("confirm: %+v", c)
 	}
 	q, err = ch.QueueDeclarePassive("work", false, false, false, false, nil)
@@ -176,27 +176,27 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 	tr.err("basic.qos", ch.Qos(2, 0, false))
 	msgs, err := ch.Consume("work", "c1", false, false, false, false, nil)
 	tr.err("basic.consume", err)
-	d0, _ := recv(t, msgs)
-	d1, _ := recv(t, msgs)
+	d0, _ := parityRecv(t, msgs)
+	d1, _ := parityRecv(t, msgs)
 	tr.delivery("deliver", d0)
 	tr.delivery("deliver", d1)
 	tr.err("nack requeue", d0.Nack(false, true))
-	d0again, _ := recv(t, msgs)
+	d0again, _ := parityRecv(t, msgs)
 	tr.delivery("redeliver", d0again)
 	tr.err("ack", d1.Ack(false))
-	d2, _ := recv(t, msgs)
+	d2, _ := parityRecv(t, msgs)
 	tr.delivery("deliver", d2)
 	tr.err("ack multiple", ch.Ack(d2.DeliveryTag, true))
-	d3, _ := recv(t, msgs)
+	d3, _ := parityRecv(t, msgs)
 	tr.delivery("deliver", d3)
 	tr.err("reject", d3.Reject(false)) // discarded: no dead-letter exchange
-	d4, _ := recv(t, msgs)
+	d4, _ := parityRecv(t, msgs)
 	tr.delivery("deliver", d4)
 	tr.err("recover", ch.Recover(true))
-	d4again, _ := recv(t, msgs)
+	d4again, _ := parityRecv(t, msgs)
 	tr.delivery("redeliver after recover", d4again)
 	tr.err("basic.cancel", ch.Cancel("c1", false))
-	_, open1 := recv(t, msgs)
+	_, open1 := parityRecv(t, msgs)
 	tr.add("deliveries open after cancel: %t", open1)
 
 	// basic.get on what the cancelled consumer left unacked.
@@ -219,9 +219,9 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 	// Transactions.
 	tx := open()
 	tr.err("tx.select", tx.Tx())
-	tr.err("publish in tx", tx.PublishWithContext(ctx, "", "work", false, false, publishing(10)))
+	tr.err("publish in tx", tx.PublishWithContext(ctx, "", "work", false, false, parityPublishing(10)))
 	tr.err("tx.rollback", tx.TxRollback())
-	tr.err("publish in tx", tx.PublishWithContext(ctx, "", "work", false, false, publishing(11)))
+	tr.err("publish in tx", tx.PublishWithContext(ctx, "", "work", false, false, parityPublishing(11)))
 	tr.err("tx.commit", tx.TxCommit())
 	n, err := tx.QueuePurge("work", false)
 	tr.err("queue.purge", err)
@@ -245,9 +245,9 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 	n, err = other.QueueDelete("doomed", false, false, false)
 	tr.err("queue.delete", err)
 	tr.add("deleted with %d messages", n)
-	tag, _ := recv(t, cancels)
+	tag, _ := parityRecv(t, cancels)
 	tr.add("cancelled by the broker: %s", tag)
-	_, open2 := recv(t, ctxMsgs)
+	_, open2 := parityRecv(t, ctxMsgs)
 	tr.add("deliveries open after broker cancel: %t", open2)
 	tr.err("close", other.Close())
 
@@ -255,7 +255,7 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	_, err = ch.QueueDeclare("work", true, false, false, false, nil)
 	tr.err("inequivalent queue.declare", err)
-	e, _ := recv(t, closes)
+	e, _ := parityRecv(t, closes)
 	tr.err("notify close", e)
 	tr.err("declare on the closed channel", ch.ExchangeDeclare("late", "direct", false, false, false, false, nil))
 	tr.err("close after error", ch.Close())
@@ -272,7 +272,7 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 		require.ErrorAs(t, err, &ae)
 		require.Equal(t, amqp091.PreconditionFailed, ae.Code, "the direct channel may report it at once")
 	}
-	e, _ = recv(t, closes)
+	e, _ = parityRecv(t, closes)
 	tr.err("notify close after unknown tag", e)
 	return tr.lines
 }
@@ -281,8 +281,8 @@ func parityScenario(t *testing.T, open func() amqpChannel) []string {
 // the direct Channel, each on a fresh broker, and requires the same
 // transcript: order, redelivered flags, tags, properties, counts, errors.
 func TestParityWithAMQP091(t *testing.T) {
-	results := make([][]string, len(doors))
-	for i, door := range doors {
+	results := make([][]string, len(parityDoors))
+	for i, door := range parityDoors {
 		t.Run(door.name, func(t *testing.T) {
 			b := brokertest.NewUnstarted(t, broker.Options{})
 			results[i] = parityScenario(t, door.open(t, b))
