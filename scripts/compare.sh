@@ -12,15 +12,20 @@
 # epmd (on 127.0.0.1 and its own port), config, data and logs, so a system
 # RabbitMQ is left alone. Warren runs examples/server with -data in the same
 # temporary directory, so durable queues are on disk and publisher confirms
-# mean synced for both (-warren-memory runs it with -memory instead). Both are
-# stopped on exit, whatever the exit.
+# mean synced for both (-warren-memory runs it with -memory instead).
+#
+# Each run gets a freshly started broker (its data directory kept), so the
+# idle and peak RSS reported are that run's own, not what earlier scenarios
+# left behind in a heap; -reuse keeps one process per broker for all runs.
+# Both are stopped on exit, whatever the exit.
 #
 # It installs nothing unless given -install. Without RabbitMQ installed it
-# measures Warren alone and says so.
+# measures Warren alone and says so. The table's header names Warren's commit
+# from git, or $WARREN_REV when the tree is an export without .git.
 set -euo pipefail
 
 usage() {
-	cat <<'EOF'
+	cat <<'USAGE'
 usage: scripts/compare.sh [flags]
   -install            apt-get install -y rabbitmq-server before starting
   -duration D         publishing time per run, a Go duration (default 10s)
@@ -29,8 +34,9 @@ usage: scripts/compare.sh [flags]
   -out FILE           also write the table here (default: perf-compare.md)
   -results FILE       keep the raw -json lines here (default: in the temporary directory)
   -warren-memory      run Warren with -memory (durable queues in memory, confirms not synced)
+  -reuse              one process per broker for all runs (faster; RSS then carries over)
   -keep               keep the temporary directory (logs, data) for inspection
-EOF
+USAGE
 }
 
 duration=10s
@@ -40,6 +46,7 @@ out=perf-compare.md
 results=""
 install=0
 warren_memory=0
+reuse=0
 keep=0
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -50,6 +57,7 @@ while [ $# -gt 0 ]; do
 	-out) out=$2; shift ;;
 	-results) results=$2; shift ;;
 	-warren-memory) warren_memory=1 ;;
+	-reuse) reuse=1 ;;
 	-keep) keep=1 ;;
 	-h | -help | --help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
@@ -66,10 +74,16 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
 warren_pid=""
 rabbit_pid=""
 rabbit_started=0
+epmd_port=""
 
 log() { echo "compare.sh: $*" >&2; }
 
-# The rabbitmq-env variables every RabbitMQ command of this run needs.
+# --- RabbitMQ ------------------------------------------------------------------
+rabbitmq_server=/usr/lib/rabbitmq/bin/rabbitmq-server
+rabbitmqctl=/usr/lib/rabbitmq/bin/rabbitmqctl
+
+# rabbit_env runs a command with the variables that make RabbitMQ this run's
+# private node.
 rabbit_env() {
 	env HOME="$tmp/rabbit/home" \
 		RABBITMQ_NODENAME="$rabbit_node" \
@@ -90,21 +104,63 @@ rabbit_env() {
 		"$@"
 }
 
+start_rabbit() {
+	log "starting RabbitMQ $rabbit_node on 127.0.0.1:$rabbit_port"
+	rabbit_started=1
+	rm -f "$tmp/rabbit/pid"
+	rabbit_env "$rabbitmq_server" >>"$tmp/rabbit/stdout" 2>&1 &
+	if ! rabbit_env "$rabbitmqctl" -q wait "$tmp/rabbit/pid" --timeout 120 >/dev/null 2>&1; then
+		log "RabbitMQ did not start; its output:"
+		tail -n 30 "$tmp/rabbit/stdout" "$tmp/rabbit/log"/* >&2 2>/dev/null || true
+		exit 1
+	fi
+	rabbit_pid=$(cat "$tmp/rabbit/pid")
+}
+
+stop_rabbit() {
+	[ -n "$rabbit_pid" ] || return 0
+	rabbit_env "$rabbitmqctl" -q stop "$tmp/rabbit/pid" >/dev/null 2>&1 || kill -TERM "$rabbit_pid" 2>/dev/null || true
+	for _ in $(seq 100); do
+		kill -0 "$rabbit_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$rabbit_pid" 2>/dev/null || true
+	rabbit_pid=""
+}
+
+# --- Warren --------------------------------------------------------------------
+start_warren() {
+	local flags=(-addr 127.0.0.1:0 -data "$tmp/warren-data") line
+	[ "$warren_memory" = 1 ] && flags=(-addr 127.0.0.1:0 -memory)
+	rm -f "$tmp/warren.out"
+	mkfifo "$tmp/warren.out"
+	"$tmp/bin/warren" "${flags[@]}" >"$tmp/warren.out" 2>>"$tmp/warren.log" &
+	warren_pid=$!
+	if ! read -r -t 30 line <"$tmp/warren.out"; then
+		log "Warren did not start:"
+		cat "$tmp/warren.log" >&2
+		exit 1
+	fi
+	# Keep the fifo drained so the server never blocks writing to stdout.
+	cat "$tmp/warren.out" >/dev/null &
+	warren_url="amqp://guest:guest@${line#listening on }/"
+	log "started Warren on ${line#listening on } (pid $warren_pid)"
+}
+
+stop_warren() {
+	[ -n "$warren_pid" ] || return 0
+	kill -TERM "$warren_pid" 2>/dev/null || true
+	wait "$warren_pid" 2>/dev/null || true
+	warren_pid=""
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
-	if [ -n "$warren_pid" ] && kill -0 "$warren_pid" 2>/dev/null; then
-		kill -TERM "$warren_pid" 2>/dev/null || true
-		wait "$warren_pid" 2>/dev/null || true
-	fi
+	stop_warren
 	if [ "$rabbit_started" = 1 ]; then
-		rabbit_env "$rabbitmqctl" -q stop "$tmp/rabbit/pid" >/dev/null 2>&1 ||
-			{ [ -n "$rabbit_pid" ] && kill -TERM "$rabbit_pid" 2>/dev/null; } || true
-		if [ -n "$rabbit_pid" ]; then
-			for _ in $(seq 100); do kill -0 "$rabbit_pid" 2>/dev/null || break; sleep 0.1; done
-			kill -KILL "$rabbit_pid" 2>/dev/null || true
-		fi
-		# This epmd listens on our own port, so killing it touches no one else.
+		stop_rabbit
+		# This epmd listens on our own port, so stopping it touches no one else.
 		epmd -port "$epmd_port" -kill >/dev/null 2>&1 || true
 	fi
 	if [ "$keep" = 1 ]; then
@@ -141,9 +197,6 @@ fi
 log "building into $tmp/bin"
 (cd "$root" && go build -o "$tmp/bin/warren" ./examples/server && go build -o "$tmp/bin/perftest" ./examples/perftest)
 
-# --- RabbitMQ -------------------------------------------------------------
-rabbitmq_server=/usr/lib/rabbitmq/bin/rabbitmq-server
-rabbitmqctl=/usr/lib/rabbitmq/bin/rabbitmqctl
 have_rabbit=0
 [ -x "$rabbitmq_server" ] && [ -x "$rabbitmqctl" ] && have_rabbit=1
 rabbit_version="not installed"
@@ -152,58 +205,55 @@ if [ "$have_rabbit" = 1 ]; then
 	rabbit_dist_port=$(free_port)
 	epmd_port=$(free_port)
 	rabbit_node="warren-compare-$$@localhost"
+	rabbit_url="amqp://guest:guest@127.0.0.1:$rabbit_port/"
+	rabbit_version=$(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo unknown)
 	mkdir -p "$tmp/rabbit/home" "$tmp/rabbit/mnesia" "$tmp/rabbit/log"
 	: >"$tmp/rabbit/rabbitmq-env.conf"
 	echo '[].' >"$tmp/rabbit/enabled_plugins"
-	cat >"$tmp/rabbit/rabbitmq.conf" <<EOF
-log.console = false
-log.file.level = warning
-EOF
-	log "starting RabbitMQ $rabbit_node on 127.0.0.1:$rabbit_port"
-	rabbit_started=1
-	rabbit_env "$rabbitmq_server" >"$tmp/rabbit/stdout" 2>&1 &
-	if ! rabbit_env "$rabbitmqctl" -q wait "$tmp/rabbit/pid" --timeout 120 >/dev/null 2>&1; then
-		log "RabbitMQ did not start; its output:"
-		tail -n 30 "$tmp/rabbit/stdout" "$tmp/rabbit/log"/* >&2 2>/dev/null || true
-		exit 1
-	fi
-	rabbit_pid=$(cat "$tmp/rabbit/pid")
-	rabbit_version=$(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo unknown)
-	rabbit_url="amqp://guest:guest@127.0.0.1:$rabbit_port/"
+	printf 'log.console = false\nlog.file.level = warning\n' >"$tmp/rabbit/rabbitmq.conf"
 else
 	log "RabbitMQ is not installed (try -install); measuring Warren alone"
 fi
 
-# --- Warren ---------------------------------------------------------------
-warren_flags=(-addr 127.0.0.1:0 -data "$tmp/warren-data")
-[ "$warren_memory" = 1 ] && warren_flags=(-addr 127.0.0.1:0 -memory)
-mkfifo "$tmp/warren.out"
-"$tmp/bin/warren" "${warren_flags[@]}" >"$tmp/warren.out" 2>"$tmp/warren.log" &
-warren_pid=$!
-read -r -t 30 line <"$tmp/warren.out" || { log "Warren did not start:"; cat "$tmp/warren.log" >&2; exit 1; }
-warren_addr=${line#listening on }
-# Keep the fifo drained so the server never blocks writing to stdout.
-cat "$tmp/warren.out" >/dev/null &
-warren_url="amqp://guest:guest@$warren_addr/"
-log "started Warren on $warren_addr (pid $warren_pid)"
-
-# --- idle RSS, then the runs ------------------------------------------------
-sleep 2
-idle() { printf '{"label":"%s","scenario":"idle","rss_start_mib":%s,"verified":true}\n' "$1" "$(rss_mib "$2")"; }
-idle warren "$warren_pid" >>"$results"
-[ "$have_rabbit" = 1 ] && idle rabbitmq "$rabbit_pid" >>"$results"
-
+# --- the runs --------------------------------------------------------------------
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 failed=0
-run_one() { # label url pid scenario size
-	local rc=0
-	log "$1: $4 ($5 B)"
-	"$tmp/bin/perftest" -url "$2" -broker-pid "$3" -label "$1" -json \
-		-scenario "$4" -size "$5" -duration "$duration" >>"$results" || rc=$?
+
+# run_one label scenario size: starts the broker unless -reuse keeps one
+# running, records its settled idle RSS, runs perftest, stops the broker.
+run_one() {
+	local rc=0 url pid
+	case "$1" in
+	warren) pid=$warren_pid ;;
+	rabbitmq) pid=$rabbit_pid ;;
+	esac
+	if [ -z "$pid" ]; then
+		case "$1" in
+		warren) start_warren; pid=$warren_pid ;;
+		rabbitmq) start_rabbit; pid=$rabbit_pid ;;
+		esac
+		sleep 2
+		printf '{"label":"%s","scenario":"idle","rss_start_mib":%s,"verified":true}\n' "$1" "$(rss_mib "$pid")" >>"$results"
+	fi
+	case "$1" in
+	warren) url=$warren_url ;;
+	rabbitmq) url=$rabbit_url ;;
+	esac
+	log "$1: $2 ($3 B)"
+	"$tmp/bin/perftest" -url "$url" -broker-pid "$pid" -label "$1" -json \
+		-scenario "$2" -size "$3" -duration "$duration" >>"$results" || rc=$?
 	if [ "$rc" != 0 ]; then
-		log "$1: $4 ($5 B) failed (exit $rc)"
+		log "$1: $2 ($3 B) failed (exit $rc)"
 		failed=1
 	fi
+	if [ "$reuse" = 0 ]; then
+		case "$1" in
+		warren) stop_warren ;;
+		rabbitmq) stop_rabbit ;;
+		esac
+	fi
 }
+
 for round in $(seq "$rounds"); do
 	for s in $scenarios; do
 		scenario=${s%%:*}
@@ -212,19 +262,19 @@ for round in $(seq "$rounds"); do
 		# Alternate which broker goes first, so neither always runs on a
 		# machine the other has just warmed (or heated).
 		if [ "$have_rabbit" = 1 ] && [ $((round % 2)) = 1 ]; then
-			run_one rabbitmq "$rabbit_url" "$rabbit_pid" "$scenario" "$size"
-			run_one warren "$warren_url" "$warren_pid" "$scenario" "$size"
+			run_one rabbitmq "$scenario" "$size"
+			run_one warren "$scenario" "$size"
 		else
-			run_one warren "$warren_url" "$warren_pid" "$scenario" "$size"
-			[ "$have_rabbit" = 1 ] && run_one rabbitmq "$rabbit_url" "$rabbit_pid" "$scenario" "$size"
+			run_one warren "$scenario" "$size"
+			if [ "$have_rabbit" = 1 ]; then run_one rabbitmq "$scenario" "$size"; fi
 		fi
 	done
 done
 
 {
-	echo "Machine: $(nproc) CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr)."
-	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(go version | cut -d' ' -f3)); Warren durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
-	echo "$duration per run, $rounds round(s), medians; client: amqp091-go in examples/perftest on the same machine."
+	echo "Machine: $(nproc) CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr); load average before the runs: $load_before."
+	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren ${WARREN_REV:-$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')} ($(go version | cut -d' ' -f3)); Warren's durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
+	echo "$duration per run, $rounds round(s), medians; $([ "$reuse" = 1 ] && echo "one process per broker for all runs" || echo "a freshly started broker for every run"); client: amqp091-go (examples/perftest) on the same machine."
 	echo
 	"$tmp/bin/perftest" -table "$results"
 } | tee "$out"

@@ -58,6 +58,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -98,6 +99,7 @@ type config struct {
 	json          bool
 	label         string
 	cpuprofile    string
+	memprofile    string
 	drainTimeout  time.Duration
 	dupGrace      time.Duration
 	table         string
@@ -153,6 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.json, "json", false, "print the result as one JSON object")
 	fs.StringVar(&cfg.label, "label", "", "name for this broker in -json output (e.g. warren, rabbitmq)")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the broker too, when -inprocess) to this file")
+	fs.StringVar(&cfg.memprofile, "memprofile", "", "after the run and its cleanup, write a heap profile of this process to this file (with -inprocess: what the broker still holds once the run's queues are deleted)")
 	fs.DurationVar(&cfg.drainTimeout, "drain-timeout", 30*time.Second, "give up when deliveries and confirms stop moving for this long")
 	fs.DurationVar(&cfg.dupGrace, "dup-grace", 100*time.Millisecond, "after the last expected delivery, wait this long for duplicates")
 	fs.StringVar(&cfg.table, "table", "", "read -json lines from this file and print a markdown comparison instead of running")
@@ -244,6 +247,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.memprofile != "" {
+		if err := writeHeapProfile(cfg.memprofile); err != nil {
+			return err
+		}
+	}
 	if cfg.json {
 		if err := json.NewEncoder(stdout).Encode(res); err != nil {
 			return fmt.Errorf("perftest: %w", err)
@@ -255,4 +263,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errNotVerified
 	}
 	return nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("perftest: memprofile: %w", err)
+	}
+	// A collection first, so the profile shows what is live rather than
+	// what has not been swept yet.
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("perftest: memprofile: %w", err)
+	}
+	return f.Close()
 }

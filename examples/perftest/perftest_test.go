@@ -285,15 +285,18 @@ func TestScenariosInProcess(t *testing.T) {
 
 func TestTextOutputAndProfile(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "cpu.out")
+	heap := filepath.Join(t.TempDir(), "heap.out")
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"-inprocess=tcp", "-memory", "-duration", "50ms", "-cpuprofile", prof}, &out, &bytes.Buffer{})
+	err := run(context.Background(), []string{"-inprocess=tcp", "-memory", "-duration", "50ms", "-cpuprofile", prof, "-memprofile", heap}, &out, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "verified   yes")
 	require.Contains(t, out.String(), "broker and client together")
 	require.Contains(t, out.String(), "over TCP 127.0.0.1:")
-	st, err := os.Stat(prof)
-	require.NoError(t, err)
-	require.Positive(t, st.Size())
+	for _, p := range []string{prof, heap} {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Positive(t, st.Size(), p)
+	}
 }
 
 // TestAgainstURL measures a broker behind a TCP URL, with its pid given (it
