@@ -1,0 +1,119 @@
+// Package vhost is one virtual host's topology: its exchanges, queues and
+// bindings, the routing table built from them, their persistence in a
+// meta.Topology, and the queue actors behind the queues. internal/session
+// calls it to carry out the exchange and queue classes of AMQP 0-9-1 and to
+// route each basic.publish; the broker opens one VHost per configured vhost
+// and closes it at shutdown.
+//
+// # What it promises
+//
+// Every method that answers a client method returns nil or an *amqp.Error
+// with RabbitMQ's reply code and reply text ("no queue 'q' in vhost '/'",
+// "inequivalent arg 'durable' for queue ...") and class and method ids left
+// 0 for the session to fill in. A declaration, binding or deletion is in
+// the store before the method returns; the store makes durable entities
+// durable (meta.Topology: a durable Put is on disk when it returns), so a
+// declare-ok never precedes the disk. When the store refuses a declaration
+// or a binding, the client gets 541 INTERNAL_ERROR and the vhost is as it
+// was. A deletion whose store write fails is reported with 541 too, but
+// the entity is already gone from the running vhost; a durable queue may
+// then come back, empty, at the next start.
+//
+// Open rebuilds the vhost from the store: durable exchanges, durable queues
+// (their actors started) and durable bindings come back; non-durable
+// entities, exclusive queues and bindings that lost an end are deleted
+// from the store, as RabbitMQ does at restart. A binding is durable when
+// both its ends are.
+//
+// # RabbitMQ's rules, as implemented
+//
+//   - passive declare: 404 NOT_FOUND when missing, other fields ignored;
+//     405 for another connection's exclusive queue.
+//   - redeclare: 406 PRECONDITION_FAILED naming the first difference, in
+//     RabbitMQ's order (exchange: type, durable, auto_delete, internal,
+//     alternate-exchange; queue: exclusive owner first, as 405, then durable,
+//     auto_delete and the arguments RabbitMQ compares: x-dead-letter-*,
+//     x-expires, x-max-length(-bytes), x-max-priority, x-message-ttl,
+//     x-overflow, x-queue-mode, x-queue-type, x-single-active-consumer,
+//     x-delivery-limit). Integers compare by value across widths, as
+//     rabbit_misc:assert_args_equivalence does; other arguments are ignored.
+//   - unknown exchange type: 503 COMMAND_INVALID (a connection error),
+//     checked before anything else.
+//   - the default exchange "" cannot be declared (not even passively),
+//     deleted, bound or unbound: 403 ACCESS_REFUSED. It routes to every
+//     queue by name.
+//   - names starting "amq." are reserved: declaring a new such exchange, or
+//     any such queue non-passively, is 403; deleting a predeclared exchange
+//     is 403. Redeclaring amq.direct, amq.fanout, amq.topic, amq.headers or
+//     amq.match as RabbitMQ declares them (durable) succeeds.
+//   - server-named queues are "amq.gen-" and 22 random URL-safe characters.
+//     ("" meaning the channel's last declared queue is the session's work.)
+//   - exclusive queues belong to one connection (others get 405
+//     RESOURCE_LOCKED for every operation) and are deleted by
+//     ConnectionClosed; they are never durable, whatever the client asked.
+//   - auto-delete queues go when their last consumer goes (ConsumerGone),
+//     never before a first consumer came; auto-delete exchanges go when
+//     their last binding as source goes, however it goes (unbind, queue or
+//     exchange deletion, another auto-deletion), in a cascade.
+//   - delete of a missing queue or exchange succeeds (RabbitMQ 3.x);
+//     queue.delete if-empty refuses a queue with ready messages (406 "not
+//     empty", checked first), if-unused one with consumers (406 "in use");
+//     exchange.delete if-unused refuses an exchange that is the source of a
+//     binding.
+//   - binding to a missing exchange or queue is 404, the source reported
+//     first; unbinding from or of a missing one succeeds (nothing to
+//     remove); binding twice is binding once.
+//   - alternate-exchange and x-dead-letter-exchange must be long strings
+//     when an entity is created (406 "invalid type"); the exchange they
+//     name need not exist.
+//   - publishing to an internal exchange is 403; reaching it through an
+//     exchange-to-exchange binding or as an alternate exchange is not.
+//     Each queue gets a message once however many paths lead to it
+//     (package routing).
+//
+// # Deviations from RabbitMQ
+//
+//   - Queue arguments other than the two exchange names are stored and
+//     compared but not validated (RabbitMQ refuses, say, a negative
+//     x-message-ttl with 406); which of them take effect is up to the queue
+//     runtime. Every queue is a classic queue, whatever x-queue-type says.
+//   - Unbinding another connection's exclusive queue is 405 even when the
+//     binding does not exist (RabbitMQ checks only existing bindings).
+//   - if-empty and if-unused are checked, then the queue is deleted: a
+//     consumer that attaches in between is cancelled with the queue (the
+//     client is told with basic.cancel when it asked for
+//     consumer_cancel_notify). RabbitMQ checks and deletes inside the queue
+//     process. Auto-delete re-checks the consumer count under the topology
+//     lock, with the same residual window.
+//
+// # Locking
+//
+// Every method is safe for concurrent use. Two locks, taken in this order:
+//
+//   - topo serializes topology changes (declare, delete, bind, unbind,
+//     auto-delete, exclusive-queue cleanup). It is held across the store's
+//     writes and the queue actor calls a change makes (start, stats,
+//     delete), so each change, persistence included, is atomic to the
+//     others: a queue deleted and redeclared under the same name never has
+//     the old deletion remove the new queue's shard or metadata.
+//   - mu (read-write) guards the maps and the routing table and is held for
+//     memory operations only. Route, Queue, Queues, ExchangeExists and the
+//     read-only calls in inspect.go take it shared, so publishing never
+//     waits for a declaration's fsync, only for a map update.
+//
+// Because topo holders wait for queue actors, a queue actor must never call
+// a method that takes topo (DeclareExchange, DeleteExchange, Bind, Unbind,
+// DeclareQueue, DeleteQueue, ConsumerGone, ConnectionClosed); it may Route
+// (dead-lettering) and look things up. mu is never held while a queue
+// actor is called.
+//
+// # Usage
+//
+//	v, err := vhost.Open(ctx, vhost.Config{Name: "/", Store: metaStore, StartQueue: start})
+//	q, err := v.DeclareQueue(ctx, connID, &amqp.QueueDeclare{Queue: "jobs", Durable: true})
+//	err = v.Bind(ctx, connID, routing.Binding{Source: "amq.topic",
+//		Destination: routing.Destination{Name: "jobs"}, Key: "jobs.#"})
+//	names, queues, err := v.Route("amq.topic", "jobs.new", props, names[:0], queues[:0])
+//	v.ConnectionClosed(ctx, connID) // its exclusive queues go
+//	v.Close()                       // stops the actors, deletes nothing
+package vhost
