@@ -78,7 +78,7 @@ type Stats struct {
 	Connections int // open connections, handshake or not
 	Channels    int
 	Consumers   int
-	Exchanges   int // declared exchanges, the predeclared ones included
+	Exchanges   int // exchanges, the default and predeclared ones included (as RabbitMQ counts)
 	Queues      int
 	// Ready and Unacked add up every queue's counts.
 	Ready, Unacked uint64
@@ -107,7 +107,7 @@ func (b *Broker) Stats() Stats {
 		}
 	}
 	for _, vh := range b.opsVHosts() {
-		s.Exchanges += len(vh.Exchanges()) - 1 // the default exchange is no declared one
+		s.Exchanges += len(vh.Exchanges())
 		for _, q := range vh.SortedQueues() {
 			qs, ok := opsQueueStats(ctx, q)
 			if !ok {

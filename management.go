@@ -1,0 +1,1346 @@
+package broker
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/routing"
+)
+
+// ManagementHandler returns an http.Handler serving the commonly used part
+// of RabbitMQ's management HTTP API under /api/, with the JSON shapes
+// RabbitMQ 3.10 returns (fields Warren has no value for, such as rates,
+// Erlang process details and policies, are left out rather than invented).
+// Mount it where the host program likes:
+//
+//	http.Handle("/api/", b.ManagementHandler())
+//
+// Requests authenticate with HTTP basic auth against Options.Users. As in
+// RabbitMQ, a user needs one of the tags administrator, monitoring,
+// management or policymaker; users, permissions and definitions need
+// administrator; management and policymaker users see only their own
+// connections, channels and consumers. Vhost names in paths are
+// URL-encoded ("%2F" for "/"); the default exchange is "amq.default".
+//
+// Served: /api/overview, /api/whoami, /api/vhosts[/v], /api/users[/u],
+// /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
+// /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
+// DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
+// /api/bindings[/v], /api/bindings/v/e/x/q/q and /e/x/e/y (GET, POST),
+// with /props (GET, DELETE), /api/connections[/name] (DELETE closes with
+// 320 CONNECTION_FORCED), /api/connections/name/channels,
+// /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST).
+//
+// POST /api/queues/v/q/get honours only ackmode ack_requeue_true and
+// reject_requeue_true (RabbitMQ's peek): messages are read without being
+// delivered, so they are neither redelivered nor counted; the removing
+// modes answer 400.
+func (b *Broker) ManagementHandler() http.Handler {
+	m := &mgmt{b: b}
+	m.register()
+	return m
+}
+
+type mgmt struct {
+	b      *Broker
+	routes []mgmtRoute
+}
+
+// access is the tag a route needs.
+type access uint8
+
+const (
+	anyManagement access = iota // administrator, monitoring, management, policymaker
+	administrator
+)
+
+type mgmtRoute struct {
+	method string
+	segs   []string // literal segments, "{name}" for a parameter
+	need   access
+	h      func(*mgmtCall)
+}
+
+// mgmtCall is one request being served.
+type mgmtCall struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	user   User
+	params map[string]string
+	// all: the user may see every connection (administrator, monitoring).
+	all bool
+}
+
+func (c *mgmtCall) p(name string) string { return c.params[name] }
+
+func (m *mgmt) handle(method, pattern string, need access, h func(*mgmtCall)) {
+	m.routes = append(m.routes, mgmtRoute{method: method, segs: strings.Split(strings.Trim(pattern, "/"), "/"), need: need, h: h})
+}
+
+func (m *mgmt) register() {
+	m.handle("GET", "/api/overview", anyManagement, m.overview)
+	m.handle("GET", "/api/whoami", anyManagement, m.whoami)
+	m.handle("GET", "/api/vhosts", anyManagement, m.vhosts)
+	m.handle("GET", "/api/vhosts/{vhost}", anyManagement, m.vhost)
+	m.handle("GET", "/api/users", administrator, m.users)
+	m.handle("GET", "/api/users/{user}", administrator, m.user)
+	m.handle("GET", "/api/permissions", administrator, m.permissions)
+	m.handle("GET", "/api/permissions/{vhost}/{user}", administrator, m.permission)
+	m.handle("GET", "/api/exchanges", anyManagement, m.exchanges)
+	m.handle("GET", "/api/exchanges/{vhost}", anyManagement, m.exchanges)
+	m.handle("GET", "/api/exchanges/{vhost}/{name}", anyManagement, m.exchange)
+	m.handle("PUT", "/api/exchanges/{vhost}/{name}", anyManagement, m.putExchange)
+	m.handle("DELETE", "/api/exchanges/{vhost}/{name}", anyManagement, m.deleteExchange)
+	m.handle("GET", "/api/queues", anyManagement, m.queues)
+	m.handle("GET", "/api/queues/{vhost}", anyManagement, m.queues)
+	m.handle("GET", "/api/queues/{vhost}/{name}", anyManagement, m.queue)
+	m.handle("PUT", "/api/queues/{vhost}/{name}", anyManagement, m.putQueue)
+	m.handle("DELETE", "/api/queues/{vhost}/{name}", anyManagement, m.deleteQueue)
+	m.handle("GET", "/api/queues/{vhost}/{name}/bindings", anyManagement, m.queueBindings)
+	m.handle("DELETE", "/api/queues/{vhost}/{name}/contents", anyManagement, m.purge)
+	m.handle("POST", "/api/queues/{vhost}/{name}/get", anyManagement, m.get)
+	m.handle("GET", "/api/bindings", anyManagement, m.bindings)
+	m.handle("GET", "/api/bindings/{vhost}", anyManagement, m.bindings)
+	for _, kind := range []string{"q", "e"} {
+		pattern := "/api/bindings/{vhost}/e/{source}/" + kind + "/{dest}"
+		m.handle("GET", pattern, anyManagement, m.bindingsBetween(kind))
+		m.handle("POST", pattern, anyManagement, m.postBinding(kind))
+		m.handle("GET", pattern+"/{props}", anyManagement, m.binding(kind))
+		m.handle("DELETE", pattern+"/{props}", anyManagement, m.deleteBinding(kind))
+	}
+	m.handle("GET", "/api/connections", anyManagement, m.connections)
+	m.handle("GET", "/api/connections/{name}", anyManagement, m.connection)
+	m.handle("DELETE", "/api/connections/{name}", anyManagement, m.deleteConnection)
+	m.handle("GET", "/api/connections/{name}/channels", anyManagement, m.connectionChannels)
+	m.handle("GET", "/api/channels", anyManagement, m.channels)
+	m.handle("GET", "/api/channels/{name}", anyManagement, m.channel)
+	m.handle("GET", "/api/consumers", anyManagement, m.consumers)
+	m.handle("GET", "/api/consumers/{vhost}", anyManagement, m.consumers)
+	m.handle("GET", "/api/definitions", administrator, m.definitions)
+	m.handle("POST", "/api/definitions", administrator, m.postDefinitions)
+}
+
+// ServeHTTP routes on the escaped path, segment by segment, so that a
+// vhost named "/" ("%2F") is one segment. (net/http's ServeMux treats an
+// unescaped "/" segment as a trailing slash and would not match it.)
+func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache")
+	raw := strings.Split(strings.Trim(r.URL.EscapedPath(), "/"), "/")
+	segs := make([]string, len(raw))
+	for i, s := range raw {
+		u, err := url.PathUnescape(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "malformed path")
+			return
+		}
+		segs[i] = u
+	}
+	var allowed []string
+	for _, rt := range m.routes {
+		params, ok := matchSegs(rt.segs, segs)
+		if !ok {
+			continue
+		}
+		if rt.method != r.Method && !(rt.method == "GET" && r.Method == "HEAD") {
+			allowed = append(allowed, rt.method)
+			continue
+		}
+		user, ok := m.authenticate(w, r)
+		if !ok {
+			return
+		}
+		if !hasTag(user, "administrator", "monitoring", "management", "policymaker") {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
+			return
+		}
+		if rt.need == administrator && !hasTag(user, "administrator") {
+			writeError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
+			return
+		}
+		rt.h(&mgmtCall{w: w, r: r, user: user, params: params, all: hasTag(user, "administrator", "monitoring")})
+		return
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(slices.Compact(allowed), ", "))
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "Method Not Allowed")
+		return
+	}
+	notFound(w)
+}
+
+func matchSegs(pattern, segs []string) (map[string]string, bool) {
+	if len(pattern) != len(segs) {
+		return nil, false
+	}
+	var params map[string]string
+	for i, p := range pattern {
+		if strings.HasPrefix(p, "{") {
+			if params == nil {
+				params = make(map[string]string, 3)
+			}
+			params[p[1:len(p)-1]] = segs[i]
+			continue
+		}
+		if p != segs[i] {
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+// authenticate checks HTTP basic credentials against Options.Users.
+func (m *mgmt) authenticate(w http.ResponseWriter, r *http.Request) (User, bool) {
+	name, password, ok := r.BasicAuth()
+	if ok {
+		for _, u := range m.b.opts.Users {
+			// Constant time, so response timing leaks nothing about the
+			// password; the user loop itself is not secret.
+			if u.Name == name && subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) == 1 {
+				return u, true
+			}
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+	writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
+	return User{}, false
+}
+
+func hasTag(u User, tags ...string) bool {
+	for _, t := range u.Tags {
+		if slices.Contains(tags, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Responses.
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func writeError(w http.ResponseWriter, status int, code, reason string) {
+	body, _ := json.Marshal(map[string]string{"error": code, "reason": reason})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func notFound(w http.ResponseWriter) {
+	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+}
+
+// writeAMQPError answers a failed AMQP-level operation the way RabbitMQ's
+// management plugin does: 404 not_found, 401 not_authorised for access
+// refused, 500 for internal errors, 400 bad_request otherwise. The reason is
+// the reply text without its "NOT_FOUND - " style prefix.
+func writeAMQPError(w http.ResponseWriter, err error) {
+	var ae *amqp.Error
+	if !errors.As(err, &ae) {
+		if errors.Is(err, ErrNotFound) {
+			notFound(w)
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		return
+	}
+	reason := ae.Text
+	if _, rest, ok := strings.Cut(reason, " - "); ok {
+		reason = rest
+	}
+	switch ae.Code {
+	case amqp.NotFound:
+		writeError(w, http.StatusNotFound, "not_found", reason)
+	case amqp.AccessRefused:
+		writeError(w, http.StatusUnauthorized, "not_authorised", reason)
+	case amqp.InternalError:
+		writeError(w, http.StatusInternalServerError, "internal_server_error", reason)
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", reason)
+	}
+}
+
+// created answers a PUT or POST: 201 for something new, 204 otherwise, as
+// RabbitMQ does.
+func created(w http.ResponseWriter, isNew bool) {
+	if isNew {
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// readBody decodes a JSON request body into v; an empty body is {}.
+func readBody(c *mgmtCall, v any) bool {
+	const maxBody = 64 << 20 // definitions of a large broker fit
+	body := http.MaxBytesReader(c.w, c.r.Body, maxBody)
+	err := opsDecodeJSON(body, v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return true // an empty body is {}
+	}
+	writeError(c.w, http.StatusBadRequest, "bad_request", "not_json")
+	return false
+}
+
+// vhostParam returns the vhost a path names, or answers 404.
+func (m *mgmt) vhostParam(c *mgmtCall) (*vhost.VHost, bool) {
+	vh, ok := m.b.lookupVHost(c.p("vhost"))
+	if !ok || c.p("vhost") == "" {
+		writeError(c.w, http.StatusNotFound, "not_found", "vhost_not_found")
+		return nil, false
+	}
+	return vh, true
+}
+
+// vhostsParam returns every vhost, or the one the path names.
+func (m *mgmt) vhostsParam(c *mgmtCall) ([]*vhost.VHost, bool) {
+	if _, ok := c.params["vhost"]; !ok {
+		return m.b.opsVHosts(), true
+	}
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return nil, false
+	}
+	return []*vhost.VHost{vh}, true
+}
+
+// exchangeName maps RabbitMQ's URL name of the default exchange.
+func exchangeName(s string) string {
+	if s == "amq.default" {
+		return ""
+	}
+	return s
+}
+
+func (m *mgmt) node() string { return m.b.nodeID }
+
+// Overview and accounts.
+
+type msgStats struct {
+	Publish          uint64 `json:"publish"`
+	Confirm          uint64 `json:"confirm,omitempty"`
+	ReturnUnroutable uint64 `json:"return_unroutable"`
+	DropUnroutable   uint64 `json:"drop_unroutable"`
+	Deliver          uint64 `json:"deliver"`
+	DeliverNoAck     uint64 `json:"deliver_no_ack"`
+	Get              uint64 `json:"get"`
+	GetNoAck         uint64 `json:"get_no_ack"`
+	DeliverGet       uint64 `json:"deliver_get"`
+	Redeliver        uint64 `json:"redeliver"`
+	Ack              uint64 `json:"ack"`
+}
+
+func msgStatsOf(c MessageCounters) msgStats {
+	return msgStats{
+		Publish: c.Published, Confirm: c.Confirmed,
+		ReturnUnroutable: c.ReturnedUnroutable, DropUnroutable: c.DroppedUnroutable,
+		Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
+		DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck,
+		Redeliver:  c.Redelivered, Ack: c.Acked,
+	}
+}
+
+// queueMsgStats is a queue's message_stats: publish counts messages the
+// queue took.
+type queueMsgStats struct {
+	Publish      uint64 `json:"publish"`
+	Deliver      uint64 `json:"deliver"`
+	DeliverNoAck uint64 `json:"deliver_no_ack"`
+	Get          uint64 `json:"get"`
+	GetNoAck     uint64 `json:"get_no_ack"`
+	DeliverGet   uint64 `json:"deliver_get"`
+	Redeliver    uint64 `json:"redeliver"`
+	Ack          uint64 `json:"ack"`
+}
+
+func (m *mgmt) overview(c *mgmtCall) {
+	s := m.b.Stats()
+	var listeners []map[string]any
+	m.b.mu.Lock()
+	for l := range m.b.mu.listeners {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			listeners = append(listeners, map[string]any{
+				"node": m.node(), "protocol": "amqp", "ip_address": a.IP.String(), "port": a.Port,
+			})
+		}
+	}
+	m.b.mu.Unlock()
+	slices.SortFunc(listeners, func(a, b map[string]any) int { return a["port"].(int) - b["port"].(int) })
+	if listeners == nil {
+		listeners = []map[string]any{}
+	}
+	types := []map[string]any{}
+	for _, k := range []string{"direct", "fanout", "headers", "topic"} {
+		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{
+		"management_version": opsCompatVersion,
+		"rabbitmq_version":   opsCompatVersion,
+		"product_name":       "Warren",
+		"product_version":    Version,
+		"cluster_name":       m.node(),
+		"node":               m.node(),
+		"rates_mode":         "none",
+		"disable_stats":      false,
+		"exchange_types":     types,
+		"listeners":          listeners,
+		"message_stats":      msgStatsOf(s.Totals),
+		"object_totals": map[string]int{
+			"connections": s.Connections, "channels": s.Channels, "consumers": s.Consumers,
+			"exchanges": s.Exchanges, "queues": s.Queues,
+		},
+		"queue_totals": map[string]uint64{
+			"messages": s.Ready + s.Unacked, "messages_ready": s.Ready, "messages_unacknowledged": s.Unacked,
+		},
+		"churn_rates": map[string]uint64{
+			"connection_created": s.ConnectionsOpened, "connection_closed": s.ConnectionsClosed,
+			"channel_created": s.ChannelsOpened, "channel_closed": s.ChannelsClosed,
+		},
+	})
+}
+
+func (m *mgmt) whoami(c *mgmtCall) {
+	writeJSON(c.w, http.StatusOK, map[string]any{"name": c.user.Name, "tags": UserTags(c.user.Tags)})
+}
+
+func (m *mgmt) vhostJSON(vh *vhost.VHost) map[string]any {
+	var ready, unacked uint64
+	for _, q := range vh.Queues() {
+		if st, ok := opsQueueStats(context.Background(), q); ok {
+			ready += st.Ready
+			unacked += st.Unacked
+		}
+	}
+	return map[string]any{
+		"name": vh.Name(), "description": "", "tags": []string{}, "tracing": false,
+		"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+		"cluster_state": map[string]string{m.node(): "running"},
+	}
+}
+
+func (m *mgmt) vhosts(c *mgmtCall) {
+	out := []map[string]any{}
+	for _, vh := range m.b.opsVHosts() {
+		out = append(out, m.vhostJSON(vh))
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) vhost(c *mgmtCall) {
+	vh, ok := m.b.lookupVHost(c.p("vhost"))
+	if !ok {
+		notFound(c.w)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
+}
+
+// userJSON is RabbitMQ's user object. The hash is computed from the
+// configured password with a fresh salt (see ExportDefinitions).
+func userJSON(u User) (DefinitionUser, error) {
+	h, err := opsHashPassword(u.Password)
+	return DefinitionUser{Name: u.Name, PasswordHash: h, HashingAlgorithm: opsHashSHA256, Tags: UserTags(u.Tags), Limits: map[string]any{}}, err
+}
+
+func (m *mgmt) users(c *mgmtCall) {
+	out := []DefinitionUser{}
+	for _, u := range m.b.opts.Users {
+		du, err := userJSON(u)
+		if err != nil {
+			writeAMQPError(c.w, err)
+			return
+		}
+		out = append(out, du)
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) user(c *mgmtCall) {
+	for _, u := range m.b.opts.Users {
+		if u.Name == c.p("user") {
+			du, err := userJSON(u)
+			if err != nil {
+				writeAMQPError(c.w, err)
+				return
+			}
+			writeJSON(c.w, http.StatusOK, du)
+			return
+		}
+	}
+	notFound(c.w)
+}
+
+// Warren lets every user use every vhost: the permissions are all ".*".
+func (m *mgmt) permissions(c *mgmtCall) {
+	out := []DefinitionPermission{}
+	for _, u := range m.b.opts.Users {
+		for _, vh := range m.b.opsVHosts() {
+			out = append(out, DefinitionPermission{User: u.Name, VHost: vh.Name(), Configure: ".*", Write: ".*", Read: ".*"})
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) permission(c *mgmtCall) {
+	vh, ok := m.b.lookupVHost(c.p("vhost"))
+	if !ok || !slices.ContainsFunc(m.b.opts.Users, func(u User) bool { return u.Name == c.p("user") }) {
+		notFound(c.w)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, DefinitionPermission{User: c.p("user"), VHost: vh.Name(), Configure: ".*", Write: ".*", Read: ".*"})
+}
+
+// Exchanges.
+
+type exchangeJSON struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost"`
+	Type       string         `json:"type"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Internal   bool           `json:"internal"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+func exchangeOf(x vhost.ExchangeInfo) exchangeJSON {
+	return exchangeJSON{
+		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
+		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: opsTableJSON(x.Args),
+	}
+}
+
+func (m *mgmt) exchanges(c *mgmtCall) {
+	vhs, ok := m.vhostsParam(c)
+	if !ok {
+		return
+	}
+	out := []exchangeJSON{}
+	for _, vh := range vhs {
+		for _, x := range vh.Exchanges() {
+			out = append(out, exchangeOf(x))
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) exchange(c *mgmtCall) {
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	x, ok := vh.LookupExchange(exchangeName(c.p("name")))
+	if !ok {
+		notFound(c.w)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, exchangeOf(x))
+}
+
+func (m *mgmt) putExchange(c *mgmtCall) {
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	var body struct {
+		Type       string         `json:"type"`
+		Durable    bool           `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Internal   bool           `json:"internal"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if !readBody(c, &body) {
+		return
+	}
+	if body.Type == "" {
+		writeError(c.w, http.StatusBadRequest, "bad_request", "[{key_missing,type}]")
+		return
+	}
+	args, err := opsJSONTable(body.Arguments)
+	if err != nil {
+		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	name := exchangeName(c.p("name"))
+	_, existed := vh.LookupExchange(name)
+	err = vh.DeclareExchange(c.r.Context(), &amqp.ExchangeDeclare{
+		Exchange: name, Type: body.Type, Durable: body.Durable, AutoDelete: body.AutoDelete,
+		Internal: body.Internal, Arguments: args,
+	})
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
+	created(c.w, !existed)
+}
+
+func (m *mgmt) deleteExchange(c *mgmtCall) {
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	name := exchangeName(c.p("name"))
+	if _, ok := vh.LookupExchange(name); !ok {
+		notFound(c.w)
+		return
+	}
+	if err := vh.DeleteExchange(c.r.Context(), name, c.r.URL.Query().Get("if-unused") == "true"); err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// Queues.
+
+type queueJSON struct {
+	Name                   string         `json:"name"`
+	VHost                  string         `json:"vhost"`
+	Durable                bool           `json:"durable"`
+	AutoDelete             bool           `json:"auto_delete"`
+	Exclusive              bool           `json:"exclusive"`
+	Arguments              map[string]any `json:"arguments"`
+	Node                   string         `json:"node"`
+	State                  string         `json:"state"`
+	Type                   string         `json:"type"`
+	Messages               uint64         `json:"messages"`
+	MessagesReady          uint64         `json:"messages_ready"`
+	MessagesUnacknowledged uint64         `json:"messages_unacknowledged"`
+	Consumers              int            `json:"consumers"`
+	Memory                 uint64         `json:"memory"`
+	ExclusiveConsumerTag   *string        `json:"exclusive_consumer_tag"`
+	MessageStats           queueMsgStats  `json:"message_stats"`
+	// Only for a single queue, as in RabbitMQ.
+	ConsumerDetails []consumerJSON `json:"consumer_details,omitempty"`
+}
+
+func (m *mgmt) queueOf(q *vhost.Queue, st QueueStats) queueJSON {
+	c := st.Counters
+	return queueJSON{
+		Name: q.Def.Name, VHost: q.Def.VHost, Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete,
+		Exclusive: q.Def.Exclusive, Arguments: opsTableJSON(q.Args), Node: m.node(), State: "running",
+		Type: "classic", Messages: st.Ready + st.Unacked, MessagesReady: st.Ready, MessagesUnacknowledged: st.Unacked,
+		Consumers: st.Consumers, Memory: st.Memory,
+		MessageStats: queueMsgStats{
+			Publish: c.Enqueued, Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
+			DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck, Redeliver: c.Redelivered, Ack: c.Acked,
+		},
+	}
+}
+
+func (m *mgmt) queues(c *mgmtCall) {
+	vhs, ok := m.vhostsParam(c)
+	if !ok {
+		return
+	}
+	out := []queueJSON{}
+	for _, vh := range vhs {
+		for _, q := range vh.SortedQueues() {
+			if st, ok := opsQueueStats(c.r.Context(), q); ok {
+				out = append(out, m.queueOf(q, st))
+			}
+		}
+	}
+	// The exclusive consumer's tag comes from the channels.
+	excl := m.exclusiveConsumers()
+	for i := range out {
+		if tag, ok := excl[[2]string{out[i].VHost, out[i].Name}]; ok {
+			out[i].ExclusiveConsumerTag = &tag
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) exclusiveConsumers() map[[2]string]string {
+	out := make(map[[2]string]string)
+	for _, conn := range m.b.opsConnections() {
+		for _, ch := range conn.Channels() {
+			for _, cons := range ch.Consumers {
+				if cons.Exclusive {
+					out[[2]string{cons.Queue.Def.VHost, cons.Queue.Def.Name}] = cons.Tag
+				}
+			}
+		}
+	}
+	return out
+}
+
+// queueParam returns the queue a path names, or answers 404.
+func (m *mgmt) queueParam(c *mgmtCall) (*vhost.VHost, *vhost.Queue, bool) {
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return nil, nil, false
+	}
+	q, ok := vh.LookupQueue(c.p("name"))
+	if !ok {
+		notFound(c.w)
+		return nil, nil, false
+	}
+	return vh, q, true
+}
+
+func (m *mgmt) queue(c *mgmtCall) {
+	_, q, ok := m.queueParam(c)
+	if !ok {
+		return
+	}
+	st, ok := opsQueueStats(c.r.Context(), q)
+	if !ok {
+		notFound(c.w)
+		return
+	}
+	out := m.queueOf(q, st)
+	out.ConsumerDetails = []consumerJSON{}
+	for _, cons := range m.consumerList(c, func(ci session.ConsumerInfo) bool { return ci.Queue == q }) {
+		out.ConsumerDetails = append(out.ConsumerDetails, cons)
+		if cons.Exclusive {
+			tag := cons.ConsumerTag
+			out.ExclusiveConsumerTag = &tag
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) putQueue(c *mgmtCall) {
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	var body struct {
+		Durable    bool           `json:"durable"`
+		AutoDelete bool           `json:"auto_delete"`
+		Arguments  map[string]any `json:"arguments"`
+	}
+	if !readBody(c, &body) {
+		return
+	}
+	args, err := opsJSONTable(body.Arguments)
+	if err != nil {
+		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	name := c.p("name")
+	_, existed := vh.LookupQueue(name)
+	// The management API declares no exclusive queues; redeclaring one
+	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
+	_, err = vh.DeclareQueue(c.r.Context(), "", &amqp.QueueDeclare{Queue: name, Durable: body.Durable, AutoDelete: body.AutoDelete, Arguments: args})
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
+	created(c.w, !existed)
+}
+
+func (m *mgmt) deleteQueue(c *mgmtCall) {
+	vh, q, ok := m.queueParam(c)
+	if !ok {
+		return
+	}
+	query := c.r.URL.Query()
+	_, err := vh.DeleteQueue(c.r.Context(), q.Def.Owner, q.Def.Name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *mgmt) purge(c *mgmtCall) {
+	_, q, ok := m.queueParam(c)
+	if !ok {
+		return
+	}
+	if _, err := q.Purge(c.r.Context()); err != nil {
+		notFound(c.w)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+type getResult struct {
+	PayloadBytes    int            `json:"payload_bytes"`
+	Redelivered     bool           `json:"redelivered"`
+	Exchange        string         `json:"exchange"`
+	RoutingKey      string         `json:"routing_key"`
+	MessageCount    uint64         `json:"message_count"`
+	Properties      map[string]any `json:"properties"`
+	Payload         string         `json:"payload"`
+	PayloadEncoding string         `json:"payload_encoding"`
+}
+
+// get peeks: it shows the first count ready messages without delivering
+// them, which is what ack_requeue_true and reject_requeue_true amount to
+// (RabbitMQ delivers and requeues them, marking them redelivered; Warren
+// leaves them untouched).
+func (m *mgmt) get(c *mgmtCall) {
+	_, q, ok := m.queueParam(c)
+	if !ok {
+		return
+	}
+	var body struct {
+		Count    *int   `json:"count"`
+		AckMode  string `json:"ackmode"`
+		Encoding string `json:"encoding"`
+		Truncate *int   `json:"truncate"`
+	}
+	if !readBody(c, &body) {
+		return
+	}
+	var missing []string
+	if body.Count == nil {
+		missing = append(missing, "{key_missing,count}")
+	}
+	if body.AckMode == "" {
+		missing = append(missing, "{key_missing,ackmode}")
+	}
+	if body.Encoding == "" {
+		missing = append(missing, "{key_missing,encoding}")
+	}
+	if len(missing) > 0 {
+		writeError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+		return
+	}
+	switch body.AckMode {
+	case "ack_requeue_true", "reject_requeue_true":
+	case "ack_requeue_false", "reject_requeue_false":
+		writeError(c.w, http.StatusBadRequest, "bad_request", "Warren's management API only peeks: use ackmode ack_requeue_true")
+		return
+	default:
+		writeError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown ackmode %q", body.AckMode))
+		return
+	}
+	if body.Encoding != "auto" && body.Encoding != "base64" {
+		writeError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown encoding %q", body.Encoding))
+		return
+	}
+	n := min(max(*body.Count, 0), 10000)
+	msgs, err := m.b.PeekQueue(q.Def.VHost, q.Def.Name, n)
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
+	st, _ := opsQueueStats(c.r.Context(), q)
+	out := make([]getResult, len(msgs))
+	for i, msg := range msgs {
+		payload := msg.Publishing.Body
+		if body.Truncate != nil && *body.Truncate >= 0 && len(payload) > *body.Truncate {
+			payload = payload[:*body.Truncate]
+		}
+		res := getResult{
+			PayloadBytes: len(msg.Publishing.Body), Redelivered: msg.Redelivered,
+			Exchange: msg.Exchange, RoutingKey: msg.RoutingKey,
+			// RabbitMQ reports what is left after each get; a peek takes
+			// nothing, so this counts the messages behind this one.
+			MessageCount: st.Ready - min(st.Ready, uint64(i+1)),
+			Properties:   propertiesJSON(msg),
+		}
+		if body.Encoding == "auto" && utf8.Valid(payload) {
+			res.Payload, res.PayloadEncoding = string(payload), "string"
+		} else {
+			res.Payload, res.PayloadEncoding = base64.StdEncoding.EncodeToString(payload), "base64"
+		}
+		out[i] = res
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+// propertiesJSON lists the properties a publisher set, with RabbitMQ's
+// names.
+func propertiesJSON(msg QueuedMessage) map[string]any {
+	p := msg.Publishing
+	out := map[string]any{}
+	set := func(k string, v string) {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	set("content_type", p.ContentType)
+	set("content_encoding", p.ContentEncoding)
+	set("correlation_id", p.CorrelationId)
+	set("reply_to", p.ReplyTo)
+	set("expiration", p.Expiration)
+	set("message_id", p.MessageId)
+	set("type", p.Type)
+	set("user_id", p.UserId)
+	set("app_id", p.AppId)
+	if p.DeliveryMode != 0 {
+		out["delivery_mode"] = p.DeliveryMode
+	}
+	if p.Priority != 0 {
+		out["priority"] = p.Priority
+	}
+	if !p.Timestamp.IsZero() {
+		out["timestamp"] = p.Timestamp.Unix()
+	}
+	if len(p.Headers) > 0 {
+		h := make(amqp.Table, len(p.Headers))
+		for k, v := range p.Headers {
+			h[k] = v
+		}
+		out["headers"] = opsTableJSON(h)
+	}
+	return out
+}
+
+// Bindings.
+
+type bindingJSON struct {
+	Source          string         `json:"source"`
+	VHost           string         `json:"vhost"`
+	Destination     string         `json:"destination"`
+	DestinationType string         `json:"destination_type"`
+	RoutingKey      string         `json:"routing_key"`
+	Arguments       map[string]any `json:"arguments"`
+	PropertiesKey   string         `json:"properties_key"`
+}
+
+// allBindings lists a vhost's bindings as RabbitMQ does: the default
+// exchange's implicit binding of every queue first, then the declared ones.
+func allBindings(vh *vhost.VHost) []bindingJSON {
+	var out []bindingJSON
+	for _, q := range vh.SortedQueues() {
+		out = append(out, bindingOf(vh.Name(), routing.Binding{Destination: routing.Destination{Name: q.Def.Name}, Key: q.Def.Name}))
+	}
+	for _, bd := range vh.Bindings() {
+		out = append(out, bindingOf(vh.Name(), bd))
+	}
+	return out
+}
+
+func bindingOf(vhostName string, bd routing.Binding) bindingJSON {
+	return bindingJSON{
+		Source: bd.Source, VHost: vhostName, Destination: bd.Destination.Name,
+		DestinationType: opsDestinationType(bd.Destination), RoutingKey: bd.Key,
+		Arguments: opsTableJSON(bd.Args), PropertiesKey: propertiesKey(bd.Key, bd.Args),
+	}
+}
+
+// propertiesKey names a binding in URLs the way RabbitMQ does: the routing
+// key quoted as in a form ("~" for an empty key), followed by "~" and a
+// hash of the arguments when there are any. RabbitMQ hashes the Erlang
+// term; Warren hashes its own canonical encoding, so the keys differ from
+// RabbitMQ's but are stable and only ever round-trip through a listing.
+func propertiesKey(key string, args amqp.Table) string {
+	k := quotePlus(key)
+	if len(args) == 0 {
+		if k == "" {
+			return "~"
+		}
+		return k
+	}
+	enc, _ := json.Marshal(opsTableJSON(args)) // maps marshal with sorted keys
+	h := fnv.New32a()
+	h.Write(enc)
+	return k + "~" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// quotePlus is RabbitMQ's quote_plus: letters, digits and "-_." stay, a
+// space becomes "+", everything else %XX.
+func quotePlus(s string) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+			sb.WriteByte(c)
+		case c == ' ':
+			sb.WriteByte('+')
+		default:
+			fmt.Fprintf(&sb, "%%%02X", c)
+		}
+	}
+	return sb.String()
+}
+
+func (m *mgmt) bindings(c *mgmtCall) {
+	vhs, ok := m.vhostsParam(c)
+	if !ok {
+		return
+	}
+	out := []bindingJSON{}
+	for _, vh := range vhs {
+		out = append(out, allBindings(vh)...)
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) queueBindings(c *mgmtCall) {
+	vh, q, ok := m.queueParam(c)
+	if !ok {
+		return
+	}
+	out := []bindingJSON{}
+	for _, bd := range allBindings(vh) {
+		if bd.DestinationType == "queue" && bd.Destination == q.Def.Name {
+			out = append(out, bd)
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+// bindingEnds resolves the source and destination a binding path names,
+// answering 404 when either is missing.
+func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (*vhost.VHost, routing.Binding, bool) {
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return nil, routing.Binding{}, false
+	}
+	src := exchangeName(c.p("source"))
+	dst := routing.Destination{Name: c.p("dest"), Exchange: kind == "e"}
+	if dst.Exchange {
+		dst.Name = exchangeName(dst.Name)
+	}
+	_, srcOK := vh.LookupExchange(src)
+	dstOK := false
+	if dst.Exchange {
+		_, dstOK = vh.LookupExchange(dst.Name)
+	} else {
+		_, dstOK = vh.LookupQueue(dst.Name)
+	}
+	if !srcOK || !dstOK {
+		notFound(c.w)
+		return nil, routing.Binding{}, false
+	}
+	return vh, routing.Binding{Source: src, Destination: dst}, true
+}
+
+func between(vh *vhost.VHost, b routing.Binding) []bindingJSON {
+	out := []bindingJSON{}
+	for _, bd := range allBindings(vh) {
+		if bd.Source == b.Source && bd.Destination == b.Destination.Name && bd.DestinationType == opsDestinationType(b.Destination) {
+			out = append(out, bd)
+		}
+	}
+	return out
+}
+
+func (m *mgmt) bindingsBetween(kind string) func(*mgmtCall) {
+	return func(c *mgmtCall) {
+		vh, b, ok := m.bindingEnds(c, kind)
+		if !ok {
+			return
+		}
+		writeJSON(c.w, http.StatusOK, between(vh, b))
+	}
+}
+
+func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
+	return func(c *mgmtCall) {
+		vh, b, ok := m.bindingEnds(c, kind)
+		if !ok {
+			return
+		}
+		var body struct {
+			RoutingKey string         `json:"routing_key"`
+			Arguments  map[string]any `json:"arguments"`
+		}
+		if !readBody(c, &body) {
+			return
+		}
+		args, err := opsJSONTable(body.Arguments)
+		if err != nil {
+			writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		b.Key, b.Args = body.RoutingKey, args
+		owner := ""
+		if q, ok := vh.LookupQueue(b.Destination.Name); ok && !b.Destination.Exchange {
+			owner = q.Def.Owner // operators may bind any queue
+		}
+		if err := vh.Bind(c.r.Context(), owner, b); err != nil {
+			writeAMQPError(c.w, err)
+			return
+		}
+		// Location is relative to the request URL, as RabbitMQ sends it.
+		c.w.Header().Set("Location", url.PathEscape(c.p("dest"))+"/"+propertiesKey(b.Key, b.Args))
+		c.w.WriteHeader(http.StatusCreated)
+	}
+}
+
+// findBinding returns the binding a props path segment names.
+func (m *mgmt) findBinding(c *mgmtCall, kind string) (*vhost.VHost, routing.Binding, bool) {
+	vh, b, ok := m.bindingEnds(c, kind)
+	if !ok {
+		return nil, routing.Binding{}, false
+	}
+	props := c.p("props")
+	for _, bd := range vh.Bindings() {
+		if bd.Source == b.Source && bd.Destination == b.Destination && propertiesKey(bd.Key, bd.Args) == props {
+			return vh, bd, true
+		}
+	}
+	if b.Source == "" && !b.Destination.Exchange && props == propertiesKey(b.Destination.Name, nil) {
+		return vh, routing.Binding{Destination: b.Destination, Key: b.Destination.Name}, true
+	}
+	notFound(c.w)
+	return nil, routing.Binding{}, false
+}
+
+func (m *mgmt) binding(kind string) func(*mgmtCall) {
+	return func(c *mgmtCall) {
+		vh, bd, ok := m.findBinding(c, kind)
+		if !ok {
+			return
+		}
+		writeJSON(c.w, http.StatusOK, bindingOf(vh.Name(), bd))
+	}
+}
+
+func (m *mgmt) deleteBinding(kind string) func(*mgmtCall) {
+	return func(c *mgmtCall) {
+		vh, bd, ok := m.findBinding(c, kind)
+		if !ok {
+			return
+		}
+		owner := ""
+		if q, ok := vh.LookupQueue(bd.Destination.Name); ok && !bd.Destination.Exchange {
+			owner = q.Def.Owner
+		}
+		if err := vh.Unbind(c.r.Context(), owner, bd); err != nil {
+			writeAMQPError(c.w, err)
+			return
+		}
+		c.w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// Connections, channels, consumers.
+
+type connView struct {
+	conn *session.Conn
+	info session.ConnInfo
+}
+
+// visibleConns lists the connections the user may see: all of them for
+// administrator and monitoring, else the user's own.
+func (m *mgmt) visibleConns(c *mgmtCall) []connView {
+	var out []connView
+	for _, conn := range m.b.opsConnections() {
+		in := conn.Info()
+		if c.all || in.User == c.user.Name {
+			out = append(out, connView{conn, in})
+		}
+	}
+	return out
+}
+
+func hostPort(a net.Addr) (string, int) {
+	if a == nil {
+		return "", 0
+	}
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String(), 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, p
+}
+
+func (m *mgmt) connectionJSON(v connView) map[string]any {
+	in := v.info
+	peerHost, peerPort := hostPort(in.Peer)
+	host, port := hostPort(in.Local)
+	kind := "network"
+	if in.Peer == nil {
+		kind = "direct"
+	}
+	out := map[string]any{
+		"name": in.ID, "node": m.node(), "vhost": in.VHost, "user": in.User, "state": in.State,
+		"channels": in.Channels, "channel_max": in.ChannelMax, "frame_max": in.FrameMax,
+		"timeout":           int(in.Heartbeat / time.Second),
+		"client_properties": opsTableJSON(in.ClientProperties),
+		"connected_at":      in.ConnectedAt.UnixMilli(),
+		"host":              host, "port": port, "peer_host": peerHost, "peer_port": peerPort,
+		"protocol": "AMQP 0-9-1", "type": kind, "ssl": false,
+		"recv_oct": in.RecvOct, "send_oct": in.SendOct,
+	}
+	if name, ok := in.ClientProperties["connection_name"].(string); ok {
+		out["user_provided_name"] = name
+	}
+	return out
+}
+
+func (m *mgmt) connections(c *mgmtCall) {
+	out := []map[string]any{}
+	for _, v := range m.visibleConns(c) {
+		out = append(out, m.connectionJSON(v))
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (m *mgmt) findConn(c *mgmtCall) (connView, bool) {
+	for _, v := range m.visibleConns(c) {
+		if v.info.ID == c.p("name") {
+			return v, true
+		}
+	}
+	notFound(c.w)
+	return connView{}, false
+}
+
+func (m *mgmt) connection(c *mgmtCall) {
+	if v, ok := m.findConn(c); ok {
+		writeJSON(c.w, http.StatusOK, m.connectionJSON(v))
+	}
+}
+
+// deleteConnection closes a connection as RabbitMQ's management plugin
+// does: 320 CONNECTION_FORCED, with the X-Reason header as the text.
+func (m *mgmt) deleteConnection(c *mgmtCall) {
+	v, ok := m.findConn(c)
+	if !ok {
+		return
+	}
+	reason := c.r.Header.Get("X-Reason")
+	if reason == "" {
+		reason = "Closed via management plugin"
+	}
+	v.conn.Shutdown(amqp.ConnectionForced, reason)
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+func channelName(connID string, n uint16) string { return fmt.Sprintf("%s (%d)", connID, n) }
+
+func (m *mgmt) channelJSON(v connView, ch session.ChannelInfo) map[string]any {
+	peerHost, peerPort := hostPort(v.info.Peer)
+	state := "running"
+	if ch.Closing {
+		state = "closing"
+	}
+	return map[string]any{
+		"name": channelName(v.info.ID, ch.Number), "number": ch.Number, "node": m.node(),
+		"vhost": v.info.VHost, "user": v.info.User, "state": state,
+		"connection_details": map[string]any{"name": v.info.ID, "peer_host": peerHost, "peer_port": peerPort},
+		"consumer_count":     len(ch.Consumers), "messages_unacknowledged": ch.Unacked,
+		"messages_unconfirmed": ch.Unconfirmed, "prefetch_count": ch.Prefetch,
+		"global_prefetch_count": ch.GlobalPrefetch, "confirm": ch.Confirm, "transactional": ch.Transactional,
+	}
+}
+
+func (m *mgmt) allChannels(c *mgmtCall, only func(connView) bool) []map[string]any {
+	out := []map[string]any{}
+	for _, v := range m.visibleConns(c) {
+		if only != nil && !only(v) {
+			continue
+		}
+		for _, ch := range v.conn.Channels() {
+			out = append(out, m.channelJSON(v, ch))
+		}
+	}
+	return out
+}
+
+func (m *mgmt) channels(c *mgmtCall) {
+	writeJSON(c.w, http.StatusOK, m.allChannels(c, nil))
+}
+
+func (m *mgmt) connectionChannels(c *mgmtCall) {
+	if _, ok := m.findConn(c); !ok {
+		return
+	}
+	writeJSON(c.w, http.StatusOK, m.allChannels(c, func(v connView) bool { return v.info.ID == c.p("name") }))
+}
+
+func (m *mgmt) channel(c *mgmtCall) {
+	for _, ch := range m.allChannels(c, nil) {
+		if ch["name"] == c.p("name") {
+			writeJSON(c.w, http.StatusOK, ch)
+			return
+		}
+	}
+	notFound(c.w)
+}
+
+type consumerJSON struct {
+	Arguments      map[string]any `json:"arguments"`
+	AckRequired    bool           `json:"ack_required"`
+	Active         bool           `json:"active"`
+	ActivityStatus string         `json:"activity_status"`
+	ChannelDetails map[string]any `json:"channel_details"`
+	ConsumerTag    string         `json:"consumer_tag"`
+	Exclusive      bool           `json:"exclusive"`
+	PrefetchCount  uint16         `json:"prefetch_count"`
+	Queue          map[string]any `json:"queue"`
+}
+
+func (m *mgmt) consumerList(c *mgmtCall, only func(session.ConsumerInfo) bool) []consumerJSON {
+	out := []consumerJSON{}
+	for _, v := range m.visibleConns(c) {
+		peerHost, peerPort := hostPort(v.info.Peer)
+		for _, ch := range v.conn.Channels() {
+			for _, cons := range ch.Consumers {
+				if only != nil && !only(cons) {
+					continue
+				}
+				out = append(out, consumerJSON{
+					Arguments: map[string]any{}, AckRequired: !cons.NoAck, Active: true, ActivityStatus: "up",
+					ChannelDetails: map[string]any{
+						"connection_name": v.info.ID, "name": channelName(v.info.ID, ch.Number), "node": m.node(),
+						"number": ch.Number, "peer_host": peerHost, "peer_port": peerPort, "user": v.info.User,
+					},
+					ConsumerTag: cons.Tag, Exclusive: cons.Exclusive, PrefetchCount: cons.Prefetch,
+					Queue: map[string]any{"name": cons.Queue.Def.Name, "vhost": cons.Queue.Def.VHost},
+				})
+			}
+		}
+	}
+	return out
+}
+
+func (m *mgmt) consumers(c *mgmtCall) {
+	var only func(session.ConsumerInfo) bool
+	if _, ok := c.params["vhost"]; ok {
+		vh, ok := m.vhostParam(c)
+		if !ok {
+			return
+		}
+		only = func(ci session.ConsumerInfo) bool { return ci.Queue.Def.VHost == vh.Name() }
+	}
+	writeJSON(c.w, http.StatusOK, m.consumerList(c, only))
+}
+
+// Definitions.
+
+func (m *mgmt) definitions(c *mgmtCall) {
+	d, err := m.b.ExportDefinitions(c.r.Context())
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, d)
+}
+
+func (m *mgmt) postDefinitions(c *mgmtCall) {
+	var d Definitions
+	if !readBody(c, &d) {
+		return
+	}
+	if err := m.b.ImportDefinitions(c.r.Context(), &d); err != nil {
+		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
