@@ -64,7 +64,7 @@ type DefinitionUser struct {
 	Password         string         `json:"password,omitempty"`
 	HashingAlgorithm string         `json:"hashing_algorithm,omitempty"`
 	Tags             UserTags       `json:"tags"`
-	Limits           map[string]any `json:"limits,omitempty"`
+	Limits           map[string]any `json:"limits"`
 }
 
 // UserTags are a user's tags. They are written as a JSON list (RabbitMQ

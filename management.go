@@ -307,6 +307,35 @@ func readBody(c *mgmtCall, v any) bool {
 	return false
 }
 
+// flexBool is a JSON boolean that also accepts "true" and "false" as
+// strings: rabbitmqadmin sends its flags that way, and RabbitMQ takes them.
+type flexBool bool
+
+func (f *flexBool) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true", `"true"`:
+		*f = true
+	case "false", `"false"`, "null":
+		*f = false
+	default:
+		return fmt.Errorf("broker: %s is not a boolean", b)
+	}
+	return nil
+}
+
+// flexInt is a JSON integer that also accepts a numeric string, as
+// rabbitmqadmin sends "count".
+type flexInt int
+
+func (f *flexInt) UnmarshalJSON(b []byte) error {
+	n, err := strconv.Atoi(strings.Trim(string(b), `"`))
+	if err != nil {
+		return fmt.Errorf("broker: %s is not an integer", b)
+	}
+	*f = flexInt(n)
+	return nil
+}
+
 // vhostParam returns the vhost a path names, or answers 404.
 func (m *mgmt) vhostParam(c *mgmtCall) (*vhost.VHost, bool) {
 	vh, ok := m.b.lookupVHost(c.p("vhost"))
@@ -568,9 +597,9 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 	}
 	var body struct {
 		Type       string         `json:"type"`
-		Durable    bool           `json:"durable"`
-		AutoDelete bool           `json:"auto_delete"`
-		Internal   bool           `json:"internal"`
+		Durable    flexBool       `json:"durable"`
+		AutoDelete flexBool       `json:"auto_delete"`
+		Internal   flexBool       `json:"internal"`
 		Arguments  map[string]any `json:"arguments"`
 	}
 	if !readBody(c, &body) {
@@ -588,8 +617,8 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 	name := exchangeName(c.p("name"))
 	_, existed := vh.LookupExchange(name)
 	err = vh.DeclareExchange(c.r.Context(), &amqp.ExchangeDeclare{
-		Exchange: name, Type: body.Type, Durable: body.Durable, AutoDelete: body.AutoDelete,
-		Internal: body.Internal, Arguments: args,
+		Exchange: name, Type: body.Type, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete),
+		Internal: bool(body.Internal), Arguments: args,
 	})
 	if err != nil {
 		writeAMQPError(c.w, err)
@@ -731,8 +760,8 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 		return
 	}
 	var body struct {
-		Durable    bool           `json:"durable"`
-		AutoDelete bool           `json:"auto_delete"`
+		Durable    flexBool       `json:"durable"`
+		AutoDelete flexBool       `json:"auto_delete"`
 		Arguments  map[string]any `json:"arguments"`
 	}
 	if !readBody(c, &body) {
@@ -747,7 +776,7 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 	_, existed := vh.LookupQueue(name)
 	// The management API declares no exclusive queues; redeclaring one
 	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
-	_, err = vh.DeclareQueue(c.r.Context(), "", &amqp.QueueDeclare{Queue: name, Durable: body.Durable, AutoDelete: body.AutoDelete, Arguments: args})
+	_, err = vh.DeclareQueue(c.r.Context(), "", &amqp.QueueDeclare{Queue: name, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete), Arguments: args})
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -802,10 +831,10 @@ func (m *mgmt) get(c *mgmtCall) {
 		return
 	}
 	var body struct {
-		Count    *int   `json:"count"`
-		AckMode  string `json:"ackmode"`
-		Encoding string `json:"encoding"`
-		Truncate *int   `json:"truncate"`
+		Count    *flexInt `json:"count"`
+		AckMode  string   `json:"ackmode"`
+		Encoding string   `json:"encoding"`
+		Truncate *flexInt `json:"truncate"`
 	}
 	if !readBody(c, &body) {
 		return
@@ -837,7 +866,7 @@ func (m *mgmt) get(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown encoding %q", body.Encoding))
 		return
 	}
-	n := min(max(*body.Count, 0), 10000)
+	n := min(max(int(*body.Count), 0), 10000)
 	msgs, err := m.b.PeekQueue(q.Def.VHost, q.Def.Name, n)
 	if err != nil {
 		writeAMQPError(c.w, err)
@@ -847,8 +876,8 @@ func (m *mgmt) get(c *mgmtCall) {
 	out := make([]getResult, len(msgs))
 	for i, msg := range msgs {
 		payload := msg.Publishing.Body
-		if body.Truncate != nil && *body.Truncate >= 0 && len(payload) > *body.Truncate {
-			payload = payload[:*body.Truncate]
+		if tr := body.Truncate; tr != nil && *tr >= 0 && len(payload) > int(*tr) {
+			payload = payload[:*tr]
 		}
 		res := getResult{
 			PayloadBytes: len(msg.Publishing.Body), Redelivered: msg.Redelivered,

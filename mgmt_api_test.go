@@ -1,0 +1,559 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// rabbitShapes are responses of a RabbitMQ 3.10.8 management plugin,
+// captured from the same topology mgmtShapeSetup builds.
+const rabbitShapes = "testdata/mgmt/rabbitmq-3.10.8"
+
+// freeForm are objects whose keys are data, not schema.
+var freeForm = map[string]bool{
+	"arguments": true, "client_properties": true, "headers": true, "cluster_state": true,
+	"limits": true, "properties": true,
+}
+
+// requireShape checks Warren's JSON against RabbitMQ's: every key Warren
+// sends exists in RabbitMQ's object with the same JSON kind (recursively;
+// null on either side matches anything), and every required key is
+// present. Keys RabbitMQ has and Warren lacks are allowed: Warren leaves
+// out what it has no value for (rates, Erlang process details, policies)
+// rather than invent it.
+func requireShape(t *testing.T, where string, rabbit, warren any, required ...string) {
+	t.Helper()
+	if ra, ok := rabbit.([]any); ok {
+		wa, ok := warren.([]any)
+		require.True(t, ok, "%s: RabbitMQ has a list, Warren %T", where, warren)
+		if len(ra) == 0 {
+			return
+		}
+		for i, w := range wa {
+			requireShape(t, fmt.Sprintf("%s[%d]", where, i), ra[0], w, required...)
+		}
+		return
+	}
+	ro, ok := rabbit.(map[string]any)
+	if !ok {
+		if rabbit != nil && warren != nil {
+			require.Equal(t, jsonKind(rabbit), jsonKind(warren), "%s: kind", where)
+		}
+		return
+	}
+	wo, ok := warren.(map[string]any)
+	require.True(t, ok, "%s: RabbitMQ has an object, Warren %T", where, warren)
+	for _, k := range required {
+		require.Contains(t, wo, k, "%s: required key", where)
+	}
+	for k, w := range wo {
+		r, ok := ro[k]
+		require.True(t, ok, "%s: Warren sends %q, which RabbitMQ does not have", where, k)
+		if freeForm[k] {
+			if r != nil && w != nil {
+				require.Equal(t, jsonKind(r), jsonKind(w), "%s.%s: kind", where, k)
+			}
+			continue
+		}
+		requireShape(t, where+"."+k, r, w)
+	}
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64, json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	}
+	return "null"
+}
+
+func loadShape(t *testing.T, name string) any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(rabbitShapes, name+".json"))
+	require.NoError(t, err)
+	var v any
+	require.NoError(t, json.Unmarshal(raw, &v))
+	return v
+}
+
+// mgmtShapeSetup builds what the RabbitMQ capture had: a topic exchange
+// with an alternate exchange, a durable queue with x-max-length bound to it
+// with arguments, three persistent messages published with confirms, and a
+// consumer with prefetch 1 on a second channel holding one of them.
+func mgmtShapeSetup(t *testing.T, b *Broker) *amqp091.Connection {
+	t.Helper()
+	conn := mgmtDial(t, b, "guest", "shape-client")
+	ch := mgmtChannel(t, conn)
+	require.NoError(t, ch.ExchangeDeclare("shape.x", "topic", true, false, false, false, amqp091.Table{"alternate-exchange": "amq.fanout"}))
+	_, err := ch.QueueDeclare("shape.q", true, false, false, false, amqp091.Table{"x-max-length": int32(10)})
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind("shape.q", "a.#", "shape.x", false, amqp091.Table{"k": "v"}))
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 3))
+	for i := range 3 {
+		require.NoError(t, ch.PublishWithContext(context.Background(), "shape.x", "a.b", false, false, amqp091.Publishing{
+			Body: []byte(fmt.Sprint("m", i)), Headers: amqp091.Table{"h": int32(i)}, ContentType: "text/plain", DeliveryMode: 2,
+		}))
+	}
+	for range 3 {
+		require.True(t, (<-confirms).Ack)
+	}
+	c2 := mgmtChannel(t, conn)
+	require.NoError(t, c2.Qos(1, 0, false))
+	msgs, err := c2.Consume("shape.q", "shape-ctag", false, false, false, false, nil)
+	require.NoError(t, err)
+	<-msgs
+	mgmtIdle(t, b)
+	return conn
+}
+
+func TestManagementShapes(t *testing.T) {
+	b := mgmtBroker(t)
+	mgmtShapeSetup(t, b)
+	h := mgmtServer(t, b)
+	conns := b.Connections()
+	require.Len(t, conns, 1)
+	connID := url.PathEscape(conns[0].ID)
+
+	for _, tc := range []struct {
+		shape, path string
+		required    []string
+	}{
+		{"overview", "/api/overview", []string{"management_version", "rabbitmq_version", "product_name", "product_version", "cluster_name", "node", "object_totals", "queue_totals", "message_stats", "listeners", "exchange_types", "churn_rates"}},
+		{"whoami", "/api/whoami", []string{"name", "tags"}},
+		{"vhosts", "/api/vhosts", []string{"name", "messages", "messages_ready", "messages_unacknowledged", "tracing"}},
+		{"vhost", "/api/vhosts/%2F", []string{"name", "messages"}},
+		{"users", "/api/users", []string{"name", "password_hash", "hashing_algorithm", "tags", "limits"}},
+		{"user", "/api/users/guest", []string{"name", "password_hash", "hashing_algorithm", "tags"}},
+		{"permissions", "/api/permissions", []string{"user", "vhost", "configure", "write", "read"}},
+		{"exchanges", "/api/exchanges", []string{"name", "vhost", "type", "durable", "auto_delete", "internal", "arguments"}},
+		{"exchanges", "/api/exchanges/%2F", []string{"name", "vhost", "type"}},
+		{"exchange", "/api/exchanges/%2F/shape.x", []string{"name", "vhost", "type", "durable", "auto_delete", "internal", "arguments"}},
+		{"queues", "/api/queues", []string{"name", "vhost", "durable", "auto_delete", "exclusive", "arguments", "node", "state", "type", "messages", "messages_ready", "messages_unacknowledged", "consumers", "memory", "message_stats"}},
+		{"queues", "/api/queues/%2F", []string{"name", "messages"}},
+		{"queue", "/api/queues/%2F/shape.q", []string{"name", "messages", "messages_ready", "messages_unacknowledged", "consumers", "memory", "state", "consumer_details"}},
+		{"queue_bindings", "/api/queues/%2F/shape.q/bindings", []string{"source", "vhost", "destination", "destination_type", "routing_key", "arguments", "properties_key"}},
+		{"bindings", "/api/bindings", []string{"source", "vhost", "destination", "destination_type", "routing_key", "arguments", "properties_key"}},
+		{"bindings", "/api/bindings/%2F", []string{"source"}},
+		{"eq_bindings", "/api/bindings/%2F/e/shape.x/q/shape.q", []string{"source", "properties_key"}},
+		{"connections", "/api/connections", []string{"name", "node", "vhost", "user", "state", "channels", "channel_max", "frame_max", "timeout", "client_properties", "connected_at", "peer_host", "peer_port", "protocol", "recv_oct", "send_oct", "user_provided_name"}},
+		{"channels", "/api/channels", []string{"name", "number", "connection_details", "vhost", "user", "state", "consumer_count", "messages_unacknowledged", "messages_unconfirmed", "prefetch_count", "global_prefetch_count", "confirm", "transactional"}},
+		{"channels", "/api/connections/" + connID + "/channels", []string{"name"}},
+		{"consumers", "/api/consumers", []string{"consumer_tag", "queue", "channel_details", "ack_required", "exclusive", "prefetch_count", "arguments", "active"}},
+		{"consumers", "/api/consumers/%2F", []string{"consumer_tag"}},
+		{"definitions", "/api/definitions", []string{"rabbit_version", "users", "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters", "policies", "queues", "exchanges", "bindings"}},
+	} {
+		t.Run(strings.ReplaceAll(tc.path, "/", "_"), func(t *testing.T) {
+			requireShape(t, tc.path, loadShape(t, tc.shape), h.get(tc.path), tc.required...)
+		})
+	}
+	// One connection and channel, looked up by name.
+	requireShape(t, "connection", loadShape(t, "connections").([]any)[0], h.get("/api/connections/"+connID), "name")
+	chName := url.PathEscape(conns[0].ID + " (2)")
+	requireShape(t, "channel", loadShape(t, "channels").([]any)[0], h.get("/api/channels/"+chName), "name")
+
+	// The values, where the capture's topology fixes them.
+	q := h.get("/api/queues/%2F/shape.q").(map[string]any)
+	require.EqualValues(t, 3, q["messages"])
+	require.EqualValues(t, 2, q["messages_ready"])
+	require.EqualValues(t, 1, q["messages_unacknowledged"])
+	require.EqualValues(t, 1, q["consumers"])
+	require.Equal(t, map[string]any{"x-max-length": float64(10)}, q["arguments"])
+	require.Equal(t, "running", q["state"])
+	details := q["consumer_details"].([]any)
+	require.Len(t, details, 1)
+	require.Equal(t, "shape-ctag", details[0].(map[string]any)["consumer_tag"])
+	require.EqualValues(t, 1, details[0].(map[string]any)["prefetch_count"])
+	stats := q["message_stats"].(map[string]any)
+	require.EqualValues(t, 3, stats["publish"])
+	require.EqualValues(t, 1, stats["deliver"])
+
+	ov := h.get("/api/overview").(map[string]any)
+	require.Equal(t, map[string]any{"channels": 2.0, "connections": 1.0, "consumers": 1.0, "exchanges": 7.0, "queues": 1.0}, ov["object_totals"])
+	require.Equal(t, map[string]any{"messages": 3.0, "messages_ready": 2.0, "messages_unacknowledged": 1.0}, ov["queue_totals"])
+	ms := ov["message_stats"].(map[string]any)
+	require.EqualValues(t, 3, ms["publish"])
+	require.EqualValues(t, 3, ms["confirm"])
+
+	bindings := h.get("/api/bindings/%2F/e/shape.x/q/shape.q").([]any)
+	require.Len(t, bindings, 1)
+	bd := bindings[0].(map[string]any)
+	require.Equal(t, "a.#", bd["routing_key"])
+	require.Equal(t, map[string]any{"k": "v"}, bd["arguments"])
+	require.True(t, strings.HasPrefix(bd["properties_key"].(string), "a.%23~"), "RabbitMQ's quoting: %v", bd["properties_key"])
+	all := h.get("/api/bindings/%2F").([]any)
+	require.Len(t, all, 2, "the default exchange's binding is listed too")
+	require.Equal(t, "", all[0].(map[string]any)["source"])
+	require.Equal(t, "shape.q", all[0].(map[string]any)["properties_key"])
+
+	chans := h.get("/api/channels").([]any)
+	require.Len(t, chans, 2)
+	c1, c2 := chans[0].(map[string]any), chans[1].(map[string]any)
+	require.Equal(t, true, c1["confirm"])
+	require.EqualValues(t, 0, c1["messages_unconfirmed"])
+	require.EqualValues(t, 1, c2["consumer_count"])
+	require.EqualValues(t, 1, c2["messages_unacknowledged"])
+	require.EqualValues(t, 1, c2["prefetch_count"])
+
+	cs := h.get("/api/connections").([]any)
+	c := cs[0].(map[string]any)
+	require.Equal(t, "shape-client", c["user_provided_name"])
+	require.Equal(t, "running", c["state"])
+	require.EqualValues(t, 2, c["channels"])
+	require.Positive(t, c["recv_oct"])
+	require.Positive(t, c["send_oct"])
+
+	x := h.get("/api/exchanges/%2F/amq.default").(map[string]any)
+	require.Equal(t, "", x["name"])
+	require.Equal(t, "direct", x["type"])
+}
+
+func TestManagementAccess(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	mgmtDial(t, b, "guest", "admin-conn")
+	mgmtDial(t, b, "mgr", "mgr-conn")
+	mgmtIdle(t, b)
+
+	status, hdr, body := h.do("GET", "/api/overview", "", nil)
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, `Basic realm="RabbitMQ Management"`, hdr.Get("WWW-Authenticate"))
+	e, reason := errorBody(t, body)
+	require.Equal(t, "not_authorized", e)
+	require.Equal(t, "Login failed", reason)
+
+	status, _, _ = h.do("GET", "/api/overview", "nobody", nil)
+	require.Equal(t, http.StatusUnauthorized, status)
+
+	for _, tc := range []struct {
+		user, method, path string
+		status             int
+		reason             string
+	}{
+		{"app", "GET", "/api/overview", 401, "Not management user"},
+		{"mgr", "GET", "/api/overview", 200, ""},
+		{"mgr", "GET", "/api/queues", 200, ""},
+		{"mgr", "GET", "/api/users", 401, "Not administrator user"},
+		{"mgr", "GET", "/api/permissions", 401, "Not administrator user"},
+		{"mgr", "GET", "/api/definitions", 401, "Not administrator user"},
+		{"mgr", "POST", "/api/definitions", 401, "Not administrator user"},
+		{"mon", "GET", "/api/users", 401, "Not administrator user"},
+		{"mon", "GET", "/api/connections", 200, ""},
+		{"guest", "GET", "/api/users", 200, ""},
+		{"guest", "GET", "/api/nothing", 404, "Not Found"},
+		{"guest", "PATCH", "/api/queues", 405, "Method Not Allowed"},
+	} {
+		t.Run(tc.user+tc.method+tc.path, func(t *testing.T) {
+			status, _, body := h.do(tc.method, tc.path, tc.user, nil)
+			require.Equal(t, tc.status, status, "%s", body)
+			if tc.reason != "" {
+				_, reason := errorBody(t, body)
+				require.Equal(t, tc.reason, reason)
+			}
+		})
+	}
+
+	names := func(user string) []string {
+		status, _, body := h.do("GET", "/api/connections", user, nil)
+		require.Equal(t, http.StatusOK, status)
+		var cs []struct {
+			User string `json:"user"`
+		}
+		require.NoError(t, json.Unmarshal(body, &cs))
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.User)
+		}
+		slices.Sort(out)
+		return out
+	}
+	require.Equal(t, []string{"guest", "mgr"}, names("mon"), "monitoring sees every connection")
+	require.Equal(t, []string{"guest", "mgr"}, names("guest"))
+	require.Equal(t, []string{"mgr"}, names("mgr"), "management sees its own")
+}
+
+func TestManagementTopology(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	type call struct {
+		method, path string
+		body         any
+		status       int
+		errReason    string // when set, the reason must contain it
+	}
+	for _, c := range []call{
+		{"PUT", "/api/exchanges/%2F/ex", map[string]any{"type": "direct", "durable": true, "arguments": map[string]any{"alternate-exchange": "ae"}}, 201, ""},
+		{"PUT", "/api/exchanges/%2F/ex", map[string]any{"type": "direct", "durable": true, "arguments": map[string]any{"alternate-exchange": "ae"}}, 204, ""},
+		{"PUT", "/api/exchanges/%2F/ex", map[string]any{"type": "fanout", "durable": true}, 400, "inequivalent arg 'type'"},
+		{"PUT", "/api/exchanges/%2F/bad", map[string]any{"type": "bogus"}, 400, "unknown exchange type 'bogus'"},
+		{"PUT", "/api/exchanges/%2F/nokind", map[string]any{}, 400, "key_missing"},
+		{"PUT", "/api/exchanges/%2F/amq.mine", map[string]any{"type": "direct"}, 401, "reserved"},
+		{"PUT", "/api/exchanges/nosuch/x", map[string]any{"type": "direct"}, 404, "vhost_not_found"},
+		{"PUT", "/api/queues/%2F/work", map[string]any{"durable": true, "arguments": map[string]any{"x-max-length": 5}}, 201, ""},
+		{"PUT", "/api/queues/%2F/work", map[string]any{"durable": true, "arguments": map[string]any{"x-max-length": 5}}, 204, ""},
+		{"PUT", "/api/queues/%2F/work", map[string]any{"durable": false}, 400, "inequivalent arg 'durable' for queue 'work' in vhost '/': received 'false' but current is 'true'"},
+		{"PUT", "/api/queues/%2F/tmp", "", 201, ""},
+		{"PUT", "/api/queues/%2F/junk", "{not json", 400, "not_json"},
+		{"POST", "/api/bindings/%2F/e/ex/q/work", map[string]any{"routing_key": "k", "arguments": map[string]any{"a": 1}}, 201, ""},
+		{"POST", "/api/bindings/%2F/e/nosuch/q/work", map[string]any{}, 404, ""},
+		{"POST", "/api/bindings/%2F/e/amq.fanout/e/ex", map[string]any{}, 201, ""},
+		{"GET", "/api/exchanges/%2F/missing", nil, 404, "Not Found"},
+		{"DELETE", "/api/exchanges/%2F/missing", nil, 404, ""},
+		{"DELETE", "/api/exchanges/%2F/amq.direct", nil, 401, "system exchange"},
+		{"DELETE", "/api/queues/%2F/missing", nil, 404, ""},
+		{"DELETE", "/api/exchanges/%2F/ex?if-unused=true", nil, 400, "in use"},
+	} {
+		status, _, body := h.do(c.method, c.path, "guest", c.body)
+		require.Equal(t, c.status, status, "%s %s: %s", c.method, c.path, body)
+		if c.errReason != "" {
+			_, reason := errorBody(t, body)
+			require.Contains(t, reason, c.errReason, "%s %s", c.method, c.path)
+		}
+	}
+
+	// The declarations are real: AMQP sees them.
+	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "check"))
+	_, err := ch.QueueDeclarePassive("work", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.PublishWithContext(context.Background(), "ex", "k", false, false, amqp091.Publishing{Body: []byte("via binding")}))
+	// fanout passes the key on to ex, which routes it with its binding
+	require.NoError(t, ch.PublishWithContext(context.Background(), "amq.fanout", "k", false, false, amqp091.Publishing{Body: []byte("via e2e")}))
+	mgmtIdle(t, b)
+	q := h.get("/api/queues/%2F/work").(map[string]any)
+	require.EqualValues(t, 2, q["messages_ready"])
+	require.Equal(t, map[string]any{"x-max-length": 5.0}, q["arguments"])
+
+	// A binding is deleted by the properties_key its listing gives.
+	list := h.get("/api/bindings/%2F/e/ex/q/work").([]any)
+	require.Len(t, list, 1)
+	props := list[0].(map[string]any)["properties_key"].(string)
+	status, _, _ := h.do("GET", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
+	require.Equal(t, 200, status)
+	status, _, _ = h.do("DELETE", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
+	require.Equal(t, 204, status)
+	status, _, _ = h.do("DELETE", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
+	require.Equal(t, 404, status)
+	require.Empty(t, h.get("/api/bindings/%2F/e/ex/q/work"))
+	e2e := h.get("/api/bindings/%2F/e/amq.fanout/e/ex").([]any)
+	require.Len(t, e2e, 1)
+	require.Equal(t, "~", e2e[0].(map[string]any)["properties_key"])
+
+	// Purge, delete with conditions, delete.
+	status, _, body := h.do("DELETE", "/api/queues/%2F/work?if-empty=true", "guest", nil)
+	require.Equal(t, 400, status, "%s", body)
+	status, _, _ = h.do("DELETE", "/api/queues/%2F/work/contents", "guest", nil)
+	require.Equal(t, 204, status)
+	mgmtIdle(t, b)
+	require.EqualValues(t, 0, h.get("/api/queues/%2F/work").(map[string]any)["messages"])
+	status, _, _ = h.do("DELETE", "/api/queues/%2F/work?if-empty=true", "guest", nil)
+	require.Equal(t, 204, status)
+	status, _, _ = h.do("DELETE", "/api/exchanges/%2F/ex", "guest", nil)
+	require.Equal(t, 204, status)
+	status, _, _ = h.do("GET", "/api/queues/%2F/work", "guest", nil)
+	require.Equal(t, 404, status)
+}
+
+func TestManagementBindingLocation(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	status, _, _ := h.do("PUT", "/api/queues/%2F/q", "guest", map[string]any{})
+	require.Equal(t, 201, status)
+	status, hdr, _ := h.do("POST", "/api/bindings/%2F/e/amq.topic/q/q", "guest", map[string]any{"routing_key": "a b/c"})
+	require.Equal(t, 201, status)
+	require.Equal(t, "q/a+b%2Fc", hdr.Get("Location"), "RabbitMQ's relative Location with quote_plus")
+	status, _, _ = h.do("GET", "/api/bindings/%2F/e/amq.topic/q/q/a+b%252Fc", "guest", nil)
+	require.Equal(t, 200, status)
+	// The default exchange's binding is listed and readable, not deletable.
+	status, _, _ = h.do("GET", "/api/bindings/%2F/e/amq.default/q/q/q", "guest", nil)
+	require.Equal(t, 200, status)
+}
+
+func TestManagementDeleteConnection(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	conn := mgmtDial(t, b, "guest", "doomed")
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	id := b.Connections()[0].ID
+
+	status, _, _ := h.do("DELETE", "/api/connections/"+url.PathEscape("nope"), "guest", nil)
+	require.Equal(t, 404, status)
+	status, _, _ = h.do("DELETE", "/api/connections/"+url.PathEscape(id), "mgr", nil)
+	require.Equal(t, 404, status, "a management user cannot see, so cannot close, another user's connection")
+	status, _, _ = h.do("DELETE", "/api/connections/"+url.PathEscape(id), "guest", nil)
+	require.Equal(t, 204, status)
+	select {
+	case e := <-closed:
+		require.NotNil(t, e)
+		require.Equal(t, 320, e.Code)
+		require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection.close")
+	}
+
+	conn2 := mgmtDial(t, b, "guest", "doomed2")
+	closed2 := conn2.NotifyClose(make(chan *amqp091.Error, 1))
+	mgmtIdle(t, b)
+	var id2 string
+	for _, c := range b.Connections() {
+		if c.ClientProperties["connection_name"] == "doomed2" {
+			id2 = c.ID
+		}
+	}
+	status, _, _ = h.do("DELETE", "/api/connections/"+url.PathEscape(id2), "guest", nil, "X-Reason", "maintenance")
+	require.Equal(t, 204, status)
+	select {
+	case e := <-closed2:
+		require.Equal(t, "CONNECTION_FORCED - maintenance", e.Reason)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection.close")
+	}
+}
+
+func TestManagementGetPeeks(t *testing.T) {
+	b := mgmtBroker(t)
+	mgmtShapeSetup(t, b)
+	h := mgmtServer(t, b)
+	req := map[string]any{"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto"}
+	for range 2 { // a peek leaves the queue as it was
+		status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", req)
+		require.Equal(t, 200, status, "%s", body)
+		var got any
+		require.NoError(t, json.Unmarshal(body, &got))
+		requireShape(t, "get", loadShape(t, "get"), got, "payload_bytes", "redelivered", "exchange", "routing_key", "message_count", "properties", "payload", "payload_encoding")
+		msgs := got.([]any)
+		require.Len(t, msgs, 2)
+		m0 := msgs[0].(map[string]any)
+		require.Equal(t, "m1", m0["payload"], "m0 is out with the consumer")
+		require.Equal(t, "string", m0["payload_encoding"])
+		require.Equal(t, false, m0["redelivered"])
+		require.EqualValues(t, 1, m0["message_count"])
+		require.Equal(t, map[string]any{"delivery_mode": 2.0, "headers": map[string]any{"h": 1.0}, "content_type": "text/plain"}, m0["properties"])
+	}
+	require.EqualValues(t, 2, h.get("/api/queues/%2F/shape.q").(map[string]any)["messages_ready"])
+
+	for _, tc := range []struct {
+		body   any
+		status int
+		reason string
+	}{
+		{map[string]any{"count": 1}, 400, "[{key_missing,ackmode},{key_missing,encoding}]"},
+		{map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}, 400, "only peeks"},
+		{map[string]any{"count": 1, "ackmode": "bogus", "encoding": "auto"}, 400, "unknown ackmode"},
+		{"nojson", 400, "not_json"},
+	} {
+		status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", tc.body)
+		require.Equal(t, tc.status, status)
+		_, reason := errorBody(t, body)
+		require.Contains(t, reason, tc.reason)
+	}
+	status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", map[string]any{"count": 1, "ackmode": "reject_requeue_true", "encoding": "base64", "truncate": 1})
+	require.Equal(t, 200, status)
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal(body, &got))
+	require.Equal(t, "bQ==", got[0]["payload"], "base64 of the truncated m")
+	require.EqualValues(t, 2, got[0]["payload_bytes"])
+}
+
+// TestRabbitmqadmin drives the API with RabbitMQ's own CLI when it is
+// installed (Debian's rabbitmq-server package ships it).
+func TestRabbitmqadmin(t *testing.T) {
+	tool, err := exec.LookPath("rabbitmqadmin")
+	if err != nil {
+		t.Skip("rabbitmqadmin not installed (apt-get install rabbitmq-server)")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("rabbitmqadmin needs python3")
+	}
+	b := mgmtBroker(t)
+	conn := mgmtShapeSetup(t, b)
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	h := mgmtServer(t, b)
+	u, err := url.Parse(h.srv.URL)
+	require.NoError(t, err)
+	home := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		base := []string{"-H", u.Hostname(), "-P", u.Port(), "-u", "guest", "-p", "guest"}
+		cmd := exec.CommandContext(ctx, tool, append(base, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		cmd.Dir = home
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "rabbitmqadmin %v: %s", args, out)
+		return string(out)
+	}
+	var queues []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(run("-f", "raw_json", "list", "queues")), &queues))
+	require.Len(t, queues, 1)
+	require.Equal(t, "shape.q", queues[0]["name"])
+	require.EqualValues(t, 3, queues[0]["messages"])
+
+	run("declare", "queue", "name=from-admin", "durable=true")
+	run("declare", "exchange", "name=admin-x", "type=fanout")
+	run("declare", "binding", "source=admin-x", "destination=from-admin", "routing_key=rk")
+	out := run("list", "bindings")
+	require.Contains(t, out, "admin-x")
+	out = run("list", "exchanges", "name", "type")
+	require.Contains(t, out, "admin-x")
+	out = run("show", "overview")
+	require.Contains(t, out, "3.10")
+	out = run("list", "connections", "name", "user")
+	require.Contains(t, out, "guest")
+	out = run("list", "channels")
+	require.Contains(t, out, "guest")
+	out = run("list", "consumers")
+	require.Contains(t, out, "shape-ctag")
+	out = run("list", "users")
+	require.Contains(t, out, "administrator")
+	out = run("get", "queue=shape.q", "count=1", "ackmode=ack_requeue_true")
+	require.Contains(t, out, "m1")
+	run("purge", "queue", "name=from-admin")
+	run("delete", "queue", "name=from-admin")
+	run("export", filepath.Join(home, "defs.json"))
+	raw, err := os.ReadFile(filepath.Join(home, "defs.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "shape.x")
+	// import into a fresh broker through its own API
+	b2 := mgmtBroker(t)
+	h2 := mgmtServer(t, b2)
+	u2, err := url.Parse(h2.srv.URL)
+	require.NoError(t, err)
+	u = u2
+	run("import", filepath.Join(home, "defs.json"))
+	q := h2.get("/api/queues/%2F/shape.q").(map[string]any)
+	require.Equal(t, map[string]any{"x-max-length": 10.0}, q["arguments"])
+	require.Len(t, h2.get("/api/bindings/%2F/e/shape.x/q/shape.q").([]any), 1)
+
+	// The connection close the operator asks for reaches the client.
+	u, err = url.Parse(h.srv.URL)
+	require.NoError(t, err)
+	run("close", "connection", "name="+b.Connections()[0].ID)
+	select {
+	case e := <-closed:
+		require.Equal(t, 320, e.Code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection.close")
+	}
+}
