@@ -2,6 +2,12 @@
 //
 //	go run ./examples/server                      # 127.0.0.1:5672, data in ./warren-data
 //	go run ./examples/server -memory -addr :5673  # nothing on disk
+//	go run ./examples/server -http 127.0.0.1:15672 -definitions defs.json
+//
+// -http serves RabbitMQ's management HTTP API under /api/ and Prometheus
+// metrics at /metrics; -definitions imports a RabbitMQ definitions file at
+// start (its vhosts are created; its users must be the -user/-password
+// account, whose password its hash must verify).
 //
 // It logs with slog to stderr, prints the address it listens on to stdout,
 // and shuts down gracefully on SIGINT or SIGTERM: connected clients get
@@ -15,9 +21,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/warrenmq/broker"
 )
@@ -42,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	user := fs.String("user", "guest", "user name clients log in with")
 	password := fs.String("password", "guest", "password for -user")
 	verbose := fs.Bool("v", false, "log connection events at debug level")
+	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics) on this address")
+	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,9 +71,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *memory {
 		opts.DataDir = ""
 	}
+	var defs *broker.Definitions
+	if *defsFile != "" {
+		var err error
+		if defs, err = readDefinitions(*defsFile); err != nil {
+			return err
+		}
+		// Warren's vhosts are fixed at New: create the file's.
+		opts.VHosts = []string{"/"}
+		for _, v := range defs.VHosts {
+			if v.Name != "/" {
+				opts.VHosts = append(opts.VHosts, v.Name)
+			}
+		}
+	}
 	b, err := broker.New(opts)
 	if err != nil {
 		return err
+	}
+	if defs != nil {
+		if err := b.ImportDefinitions(ctx, defs); err != nil {
+			b.Close()
+			return err
+		}
+		logger.Info("imported definitions", "file", *defsFile, "exchanges", len(defs.Exchanges), "queues", len(defs.Queues), "bindings", len(defs.Bindings))
 	}
 
 	bound, err := b.Listen(*addr)
@@ -78,11 +110,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The address, not the URL: the URL would print the password.
 	fmt.Fprintln(stdout, "listening on", bound.String())
 
+	var web *http.Server
+	webDone := make(chan error, 1)
+	if *httpAddr != "" {
+		l, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			b.Close()
+			return fmt.Errorf("http: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/api/", b.ManagementHandler())
+		mux.Handle("/metrics", b.MetricsHandler())
+		web = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { webDone <- web.Serve(l) }()
+		logger.Info("management API listening", "addr", l.Addr().String())
+		fmt.Fprintln(stdout, "management on", l.Addr().String())
+	}
+
 	<-ctx.Done()
 	logger.Info("shutting down")
+	if web != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = web.Shutdown(sctx)
+		cancel()
+		if err := <-webDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("management API", "err", err)
+		}
+	}
 	if err := b.Close(); err != nil && !errors.Is(err, broker.ErrClosed) {
 		return err
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+func readDefinitions(path string) (*broker.Definitions, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return broker.ReadDefinitions(f)
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// startServer runs the server with args and returns the AMQP and HTTP
+// addresses it printed; cleanup stops it.
+func startServer(t *testing.T, args ...string) (amqpAddr, httpAddr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, stdoutW, io.Discard)
+		stdoutW.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	rd := bufio.NewReader(stdoutR)
+	for _, prefix := range []string{"listening on ", "management on "} {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		addr, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
+		require.True(t, ok, "line %q", line)
+		if amqpAddr == "" {
+			amqpAddr = addr
+		} else {
+			httpAddr = addr
+		}
+	}
+	go io.Copy(io.Discard, rd)
+	return amqpAddr, httpAddr
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
+func TestHTTPAndDefinitionsFlags(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "defs.json")
+	require.NoError(t, os.WriteFile(defs, []byte(`{
+		"vhosts": [{"name": "/"}, {"name": "shop"}],
+		"users": [{"name": "guest", "password": "guest", "tags": "administrator"}],
+		"permissions": [{"user": "guest", "vhost": "shop", "configure": ".*", "write": ".*", "read": ".*"}],
+		"exchanges": [{"name": "orders", "vhost": "shop", "type": "topic", "durable": true, "auto_delete": false, "internal": false, "arguments": {}}],
+		"queues": [{"name": "new-orders", "vhost": "shop", "durable": true, "auto_delete": false, "arguments": {}}],
+		"bindings": [{"source": "orders", "vhost": "shop", "destination": "new-orders", "destination_type": "queue", "routing_key": "new.#", "arguments": {}}]
+	}`), 0o644))
+	_, web := startServer(t, "-memory", "-addr", "127.0.0.1:0", "-http", "127.0.0.1:0", "-definitions", defs)
+
+	var q map[string]any
+	getJSON(t, "http://"+web+"/api/queues/shop/new-orders", &q)
+	require.Equal(t, "new-orders", q["name"])
+	var bindings []map[string]any
+	getJSON(t, "http://"+web+"/api/bindings/shop/e/orders/q/new-orders", &bindings)
+	require.Len(t, bindings, 1)
+
+	resp, err := http.Get("http://" + web + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(body), `rabbitmq_queue_messages_ready{vhost="shop",queue="new-orders"} 0`)
+}
+
+func TestDefinitionsFlagRefusesWhatItCannotHonour(t *testing.T) {
+	defs := filepath.Join(t.TempDir(), "defs.json")
+	require.NoError(t, os.WriteFile(defs, []byte(`{"users": [{"name": "admin", "password": "x", "tags": []}]}`), 0o644))
+	err := run(context.Background(), []string{"-memory", "-addr", "127.0.0.1:0", "-definitions", defs}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, `user "admin" is not configured`)
+	err = run(context.Background(), []string{"-memory", "-addr", "127.0.0.1:0", "-definitions", filepath.Join(t.TempDir(), "missing.json")}, io.Discard, io.Discard)
+	require.Error(t, err)
+}
