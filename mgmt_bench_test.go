@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// opsBenchBroker has queues queues of 10 messages each and conns idle
+// connections.
+func opsBenchBroker(b *testing.B, queues, conns int) *Broker {
+	b.Helper()
+	br, err := New(Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { br.Close() })
+	for i := range conns {
+		conn, err := amqp091.DialConfig(br.URL(), amqp091.Config{Dial: br.Dial})
+		require.NoError(b, err)
+		b.Cleanup(func() { conn.Close() })
+		if i > 0 {
+			continue
+		}
+		ch, err := conn.Channel()
+		require.NoError(b, err)
+		for q := range queues {
+			name := fmt.Sprint("q", q)
+			_, err := ch.QueueDeclare(name, false, false, false, false, nil)
+			require.NoError(b, err)
+			for range 10 {
+				require.NoError(b, ch.PublishWithContext(context.Background(), "", name, false, false, amqp091.Publishing{Body: []byte("x")}))
+			}
+		}
+	}
+	require.NoError(b, br.WaitIdle(context.Background()))
+	return br
+}
+
+func BenchmarkStats(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
+			br := opsBenchBroker(b, n, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				if s := br.Stats(); s.Queues != n {
+					b.Fatalf("%d queues", s.Queues)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkMetricsScrape(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
+			br := opsBenchBroker(b, n, 1)
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				br.writeMetrics(&buf)
+			}
+			b.SetBytes(int64(buf.Len()))
+		})
+	}
+}
+
+func BenchmarkManagementQueues(b *testing.B) {
+	br := opsBenchBroker(b, 100, 1)
+	h := br.ManagementHandler()
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest("GET", "/api/queues", nil)
+		req.SetBasicAuth("guest", "guest")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
+	}
+}
+
+// BenchmarkWaitIdle measures WaitIdle on a broker with nothing to do: two
+// passes over every connection and queue.
+func BenchmarkWaitIdle(b *testing.B) {
+	br := opsBenchBroker(b, 100, 10)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := br.WaitIdle(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
