@@ -45,8 +45,9 @@
 // -inprocess (or -inprocess=dial) starts Warren in this process and reaches
 // it through Broker.Dial, the socket-free door: the whole wire protocol,
 // no TCP. -inprocess=tcp serves it on a loopback port instead, which is the
-// way to profile the broker's socket path. -inprocess=direct is reserved for
-// the direct API (broker.Channel).
+// way to profile the broker's socket path. -inprocess=direct drives the same
+// scenarios through the direct API (broker.Channel), one broker.Channel per
+// connection above: no frames, no socket, no client library.
 package main
 
 import (

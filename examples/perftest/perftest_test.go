@@ -226,9 +226,17 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestDirectModeNeedsBrokerChannel(t *testing.T) {
-	err := run(context.Background(), []string{"-inprocess=direct"}, &bytes.Buffer{}, &bytes.Buffer{})
-	require.ErrorContains(t, err, "(*broker.Broker).Channel")
+func TestDirectMode(t *testing.T) {
+	for _, scenario := range []string{"transient", "persistent-confirm", "fanout", "get", "many-queues"} {
+		t.Run(scenario, func(t *testing.T) {
+			res, err := runJSON(t, "-inprocess=direct", "-data", t.TempDir(), "-scenario", scenario,
+				"-duration", "100ms", "-count", "300", "-connections", "3", "-queues", "3", "-confirm-window", "16")
+			require.NoError(t, err)
+			require.True(t, res.Verified, "%+v", res)
+			require.Contains(t, res.Target, "direct API")
+			require.Positive(t, res.Consumed)
+		})
+	}
 }
 
 // runJSON runs perftest with -json and decodes its one line of output.

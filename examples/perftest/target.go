@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -32,7 +33,10 @@ type channel interface {
 	Close() error
 }
 
-var _ channel = (*amqp091.Channel)(nil)
+var (
+	_ channel = (*amqp091.Channel)(nil)
+	_ channel = (*broker.Channel)(nil)
+)
 
 // conn is one client connection; scenarios open channels on it.
 type conn interface {
@@ -102,12 +106,8 @@ func openTarget(cfg *config) (*target, error) {
 			t.describe += fmt.Sprintf(" (pid %d)", pid)
 		}
 		return t, nil
-	case "dial", "tcp":
+	case "dial", "tcp", "direct":
 		return openInProcess(cfg)
-	case "direct":
-		// The direct API is being written alongside this command; until
-		// (*broker.Broker).Channel exists there is nothing to call.
-		return nil, errors.New("perftest: -inprocess=direct needs (*broker.Broker).Channel, which this build of Warren does not have yet; use -inprocess (net.Pipe)")
 	default:
 		return nil, fmt.Errorf("perftest: -inprocess=%q: want dial, tcp or direct", cfg.inprocess)
 	}
@@ -116,7 +116,9 @@ func openTarget(cfg *config) (*target, error) {
 // openInProcess starts a Warren in this process and reaches it through
 // Broker.Dial (net.Pipe): the whole wire protocol, no socket; or, for
 // -inprocess=tcp, through a loopback listener, so a -cpuprofile shows the
-// broker's real socket path rather than net.Pipe's channels. Durable queues
+// broker's real socket path rather than net.Pipe's channels; or, for
+// -inprocess=direct, through broker.Channel: method calls, no frames, and no
+// amqp091-go connection machinery on the client side. Durable queues
 // live in Pebble under a fresh temporary directory unless -memory, so
 // persistent-confirm measures synced confirms as it does against RabbitMQ.
 func openInProcess(cfg *config) (*target, error) {
@@ -157,18 +159,23 @@ func openInProcess(cfg *config) (*target, error) {
 		}
 		door, dialer = "TCP "+addr.String(), nil
 	}
+	dial := func(name string) (conn, error) {
+		c, err := amqp091.DialConfig(b.URL(), amqp091.Config{
+			Dial:       dialer,
+			Properties: amqp091.Table{"connection_name": name},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return amqpConn{c}, nil
+	}
+	if cfg.inprocess == "direct" {
+		door = "the direct API (broker.Channel)"
+		dial = func(string) (conn, error) { return &directConn{b: b}, nil }
+	}
 	return &target{
-		describe: "in-process Warren over " + door + ", durable queues in " + storage,
-		dial: func(name string) (conn, error) {
-			c, err := amqp091.DialConfig(b.URL(), amqp091.Config{
-				Dial:       dialer,
-				Properties: amqp091.Table{"connection_name": name},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return amqpConn{c}, nil
-		},
+		describe:  "in-process Warren over " + door + ", durable queues in " + storage,
+		dial:      dial,
 		cpu:       func() (time.Duration, error) { return selfCPU(), nil },
 		cpuSource: "whole process: broker and client together (in-process runs cannot split them)",
 		memPID:    0,
@@ -183,4 +190,38 @@ func openInProcess(cfg *config) (*target, error) {
 			return err
 		},
 	}, nil
+}
+
+// directConn stands in for a connection on the direct API, where each
+// broker.Channel is its own connection: it remembers the channels it opened
+// so closing it closes them, as closing a connection would.
+type directConn struct {
+	b     *broker.Broker
+	mu    sync.Mutex
+	chans []*broker.Channel
+}
+
+func (d *directConn) Channel() (channel, error) {
+	ch, err := d.b.Channel(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.chans = append(d.chans, ch)
+	d.mu.Unlock()
+	return ch, nil
+}
+
+func (d *directConn) Close() error {
+	d.mu.Lock()
+	chans := d.chans
+	d.chans = nil
+	d.mu.Unlock()
+	var errs []error
+	for _, ch := range chans {
+		if err := ch.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
