@@ -22,6 +22,9 @@
 // what a process killed just before that call leaves behind, given stores
 // that keep what they acknowledged.
 //
+// Block holds the first matching call until the test releases it, to line
+// work up behind a store call.
+//
 // Every call, failed or not, is appended to a trace (Trace), so a test can
 // also assert the order of writes ("index entry before cursor commit").
 //

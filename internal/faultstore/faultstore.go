@@ -130,18 +130,29 @@ func PutState(s unacked.State) Match {
 	}
 }
 
-// Rule is an installed Fail or CrashAt rule.
+// Rule is an installed Fail, CrashAt or Block rule.
 type Rule struct {
-	match Match
-	times int // calls left to fail; <0 unlimited
-	err   error
-	crash bool
-	hits  int
-	fired chan struct{}
+	match   Match
+	times   int // calls left to act on; <0 unlimited
+	err     error
+	crash   bool
+	hits    int
+	fired   chan struct{}
+	release chan struct{} // Block rules: closed by Release
+	once    sync.Once
 }
 
-// Fired is closed the first time the rule fails a call.
+// Fired is closed the first time the rule acts on a call.
 func (r *Rule) Fired() <-chan struct{} { return r.fired }
+
+// Release lets the call a Block rule holds (and any later one) go on. It is
+// safe to call more than once, and on rules of other kinds (it does
+// nothing).
+func (r *Rule) Release() {
+	if r.release != nil {
+		r.once.Do(func() { close(r.release) })
+	}
+}
 
 // Injector decides which calls fail. The zero value is not usable; call
 // New.
@@ -178,6 +189,14 @@ func (in *Injector) Fail(m Match, times int, err error) *Rule {
 // stores.
 func (in *Injector) CrashAt(m Match) *Rule {
 	return in.add(&Rule{match: m, times: 1, err: ErrCrashed, crash: true, fired: make(chan struct{})})
+}
+
+// Block makes the first call that matches wait, before it reaches the inner
+// store, until the rule's Release; then it runs normally. Fired tells when
+// the call arrived. Tests use it to hold a store call while they line up
+// work behind it.
+func (in *Injector) Block(m Match) *Rule {
+	return in.add(&Rule{match: m, times: 1, fired: make(chan struct{}), release: make(chan struct{})})
 }
 
 func (in *Injector) add(r *Rule) *Rule {
@@ -237,13 +256,21 @@ func (in *Injector) Trace() []Call {
 }
 
 // before decides the fate of call c: a non-nil error means fail it without
-// running it.
+// running it. A Block rule makes it wait here, outside the lock.
 func (in *Injector) before(c *Call) error {
+	wait, err := in.decide(c)
+	if wait != nil {
+		<-wait
+	}
+	return err
+}
+
+func (in *Injector) decide(c *Call) (wait chan struct{}, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.counts[c.Op]++
 	if in.crashed {
-		return in.recordLocked(c, ErrCrashed, true)
+		return nil, in.recordLocked(c, ErrCrashed, true)
 	}
 	for i, r := range in.rules {
 		if r.times == 0 || !r.match(c) {
@@ -259,13 +286,16 @@ func (in *Injector) before(c *Call) error {
 		if r.times == 0 {
 			in.rules = slices.Delete(in.rules, i, i+1)
 		}
+		if r.release != nil {
+			return r.release, nil
+		}
 		if r.crash {
 			in.crashed = true
 			close(in.crash)
 		}
-		return in.recordLocked(c, r.err, true)
+		return nil, in.recordLocked(c, r.err, true)
 	}
-	return nil
+	return nil, nil
 }
 
 // after records a call that ran.

@@ -203,3 +203,27 @@ func TestTraceRecordsOrderAndOutcome(t *testing.T) {
 	require.Equal(t, []uint64{0}, tr[2].Offsets)
 	require.NoError(t, tr[2].Err)
 }
+
+func TestBlockHoldsTheCallUntilRelease(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	rule := f.in.Block(faultstore.On(faultstore.Append))
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.shards.Append(ctx, "s", []storage.Record{{Body: []byte("x")}})
+		done <- err
+	}()
+	<-rule.Fired()
+	n, err := f.shards.Inner().Count(ctx, "s")
+	require.NoError(t, err)
+	require.Zero(t, n, "held before the inner store")
+	rule.Release()
+	rule.Release() // idempotent
+	require.NoError(t, <-done)
+	n, err = f.shards.Inner().Count(ctx, "s")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	// Only the first matching call is held.
+	_, err = f.shards.Append(ctx, "s", []storage.Record{{Body: []byte("y")}})
+	require.NoError(t, err)
+}
