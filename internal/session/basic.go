@@ -18,7 +18,14 @@ import (
 // never held while waiting on a queue actor.
 type deliveries struct {
 	sync.Mutex
-	closed    bool // no more deliveries: the channel is closing
+	// closed: the channel's close has begun (we sent channel.close, or took
+	// the client's). From then on nothing but the close handshake goes out
+	// on the channel: no delivery, confirm or reply. amqp091-go, for one,
+	// closes the whole connection over a method on a channel it closed.
+	closed bool
+	// released: consumers were cancelled and unacked deliveries requeued
+	// (closeDeliveries ran).
+	released  bool
 	nextTag   uint64
 	unacked   unacked.Table[pending]
 	consumers map[string]*consumer
@@ -53,8 +60,8 @@ func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
 	if d.closed {
 		return false
 	}
-	if _, ok := d.consumers[qc.Tag]; !ok {
-		return false // cancelled meanwhile
+	if d.consumers[qc.Tag] != c {
+		return false // cancelled meanwhile (the tag may name a new consumer)
 	}
 	d.nextTag++
 	tag := d.nextTag
@@ -79,12 +86,20 @@ func (c *consumer) Cancelled(qc *queue.Consumer) {
 	ch := c.ch
 	d := &ch.dl
 	d.Lock()
-	_, ok := d.consumers[qc.Tag]
+	defer d.Unlock()
+	if d.consumers[qc.Tag] != c {
+		return
+	}
 	delete(d.consumers, qc.Tag)
-	closed := d.closed
-	d.Unlock()
-	if ok && !closed && ch.conn.cancelNotify {
-		ch.send(&amqp.BasicCancel{ConsumerTag: qc.Tag, NoWait: true})
+	if ch.conn.cancelNotify {
+		ch.sendLocked(&amqp.BasicCancel{ConsumerTag: qc.Tag, NoWait: true})
+	}
+}
+
+// sendLocked is send for a caller that holds the delivery lock.
+func (ch *Channel) sendLocked(m amqp.Method) {
+	if !ch.dl.closed {
+		ch.conn.sendMethod(ch.id, m)
 	}
 }
 
@@ -211,7 +226,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		}
 	}
 	if !m.NoWait {
-		ch.send(&amqp.BasicConsumeOk{ConsumerTag: tag})
+		ch.sendLocked(&amqp.BasicConsumeOk{ConsumerTag: tag})
 	}
 	d.Unlock()
 	return nil
@@ -253,6 +268,16 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	}
 	d := &ch.dl
 	d.Lock()
+	if d.closed {
+		// CloseChannel closed the channel meanwhile: the message must not
+		// follow channel.close, so it goes back.
+		d.Unlock()
+		if !m.NoAck {
+			_ = q.Requeue([]queue.Ref{msg.Ref})
+			q.Kick()
+		}
+		return nil
+	}
 	d.nextTag++
 	tag := d.nextTag
 	if !m.NoAck {
@@ -407,10 +432,11 @@ func (d *deliveries) knows(tag uint64, multiple bool) bool {
 func (ch *Channel) closeDeliveries(ctx context.Context) {
 	d := &ch.dl
 	d.Lock()
-	if d.closed {
+	if d.released {
 		d.Unlock()
 		return
 	}
+	d.released = true
 	d.closed = true
 	cs := make([]*consumer, 0, len(d.consumers))
 	for _, c := range d.consumers {

@@ -67,8 +67,13 @@ func newChannel(c *Conn, id uint16) *Channel {
 	return ch
 }
 
-// send queues a method frame on the channel.
-func (ch *Channel) send(m amqp.Method) { ch.conn.sendMethod(ch.id, m) }
+// send queues a method frame on the channel, unless the channel's close has
+// begun (see deliveries.closed). Safe from any goroutine.
+func (ch *Channel) send(m amqp.Method) {
+	ch.dl.Lock()
+	ch.sendLocked(m)
+	ch.dl.Unlock()
+}
 
 // Active reports the channel.flow state. Safe from any goroutine.
 func (ch *Channel) Active() bool { return ch.active.Load() }
@@ -88,13 +93,10 @@ func (ch *Channel) release() {
 // the offending method's ids; then every frame on the channel is discarded
 // until the client's close-ok.
 func (ch *Channel) fail(e *amqp.Error) {
-	ch.conn.sendMethod(ch.id, &amqp.ChannelClose{
-		ReplyCode: e.Code,
-		ReplyText: e.Text,
-		ClassId:   e.ClassID,
-		MethodId:  e.MethodID,
-	})
-	ch.conn.log.Info("session: closing channel", "channel", ch.id, "code", e.Code, "text", e.Text)
+	// beginClose sends nothing when CloseChannel got there first.
+	if ch.beginClose(e) {
+		ch.conn.log.Info("session: closing channel", "channel", ch.id, "code", e.Code, "text", e.Text)
+	}
 	ch.closing = true
 	ch.release()
 }
@@ -102,6 +104,7 @@ func (ch *Channel) fail(e *amqp.Error) {
 // handleFrame feeds one frame to the channel. Errors are *amqp.Error: hard
 // ones close the connection, soft ones the channel (the caller decides).
 func (ch *Channel) handleFrame(f amqp.Frame) error {
+	ch.syncServerClose()
 	if ch.closing {
 		ch.handleWhileClosing(f)
 		return nil
@@ -248,6 +251,13 @@ func (ch *Channel) handleChannelMethod(m amqp.Method) error {
 		ch.conn.sendMethod(ch.id, &amqp.ChannelFlowOk{Active: m.Active})
 		return nil
 	case *amqp.ChannelClose:
+		if !ch.acceptClientClose() {
+			// Our channel.close (CloseChannel) crossed the client's:
+			// answer it and wait for the client's close-ok to ours.
+			ch.closing = true
+			ch.conn.sendMethod(ch.id, &amqp.ChannelCloseOk{})
+			return nil
+		}
 		ch.conn.sendMethod(ch.id, &amqp.ChannelCloseOk{})
 		ch.conn.removeChannel(ch)
 		return nil

@@ -69,6 +69,11 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 // returnMessage sends basic.return 312 NO_ROUTE; it precedes the publish's
 // confirm because both go out on this goroutine in order.
 func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec storage.Record) {
+	ch.dl.Lock()
+	defer ch.dl.Unlock()
+	if ch.dl.closed {
+		return // nothing follows channel.close (see deliveries.closed)
+	}
 	ch.conn.sendContent(ch.id, &amqp.BasicReturn{
 		ReplyCode:  amqp.NoRoute,
 		ReplyText:  "NO_ROUTE",

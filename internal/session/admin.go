@@ -1,0 +1,116 @@
+package session
+
+import (
+	"context"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// This file lets the broker close a channel of a live connection from
+// another goroutine: the unacked scanner's consumer timeout closes the
+// owning channel with 406 PRECONDITION_FAILED, as RabbitMQ does.
+//
+// Channel state belongs to the reader goroutine (or, on a direct
+// connection, to whoever holds the Handle mutex), so the close is split:
+// under the channel's delivery lock CloseChannel marks the close begun and
+// queues channel.close as the channel's last frame (every other send on the
+// channel checks the same flag under the same lock); it then cancels the
+// consumers and requeues what the channel held, as a client-side close
+// would. The reader notices the begun close at the channel's next frame
+// (syncServerClose) and from there follows the usual closing rules: it
+// drops everything until the client's close-ok.
+
+// CloseChannel closes channel id with a channel.close carrying code and
+// text, from any goroutine. It reports false when the channel is not open
+// or its close has already begun. Safe to call concurrently with
+// everything else on the connection.
+func (c *Conn) CloseChannel(id uint16, code uint16, text string) bool {
+	e := amqp.NewError(code, 0, 0, "%s", text)
+	if c.sink != nil {
+		// A direct connection: the Handle mutex plays the reader.
+		c.direct.mu.Lock()
+		defer c.direct.mu.Unlock()
+		ch := c.channels[id]
+		if ch == nil || ch.closing || ch.closeBegun() {
+			return false
+		}
+		ch.fail(e)
+		return true
+	}
+	ch := c.openChannelByID(id)
+	if ch == nil || !ch.beginClose(e) {
+		return false
+	}
+	c.log.Info("session: closing channel", "channel", id, "code", e.Code, "text", e.Text)
+	if c.vh != nil {
+		ch.closeDeliveries(context.Background())
+	}
+	return true
+}
+
+// openChannelByID finds an open channel through the tracker's registry,
+// which other goroutines may read.
+func (c *Conn) openChannelByID(id uint16) *Channel {
+	t := c.tracker()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.channels[id]; s != nil {
+		return s.ch
+	}
+	return nil
+}
+
+// beginClose starts a server-side close: it queues channel.close for e as
+// the channel's last frame and stops every other send on the channel. It
+// reports false when the close had begun already (we sent channel.close,
+// or accepted the client's), and then sends nothing.
+func (ch *Channel) beginClose(e *amqp.Error) bool {
+	d := &ch.dl
+	d.Lock()
+	defer d.Unlock()
+	if d.closed {
+		return false
+	}
+	d.closed = true
+	ch.conn.sendMethod(ch.id, &amqp.ChannelClose{
+		ReplyCode: e.Code,
+		ReplyText: e.Text,
+		ClassId:   e.ClassID,
+		MethodId:  e.MethodID,
+	})
+	return true
+}
+
+// acceptClientClose marks the close begun for the client's channel.close.
+// It reports false when our own channel.close went out first: the two
+// closes crossed.
+func (ch *Channel) acceptClientClose() bool {
+	d := &ch.dl
+	d.Lock()
+	defer d.Unlock()
+	if d.closed {
+		return false
+	}
+	d.closed = true
+	return true
+}
+
+func (ch *Channel) closeBegun() bool {
+	d := &ch.dl
+	d.Lock()
+	defer d.Unlock()
+	return d.closed
+}
+
+// syncServerClose runs on the reader before each frame of the channel:
+// when CloseChannel began a close from another goroutine, the channel
+// enters the closing state the reader owns.
+func (ch *Channel) syncServerClose() {
+	if !ch.closing && ch.closeBegun() {
+		ch.closing = true
+		ch.asm = assembly{}
+	}
+}
