@@ -376,7 +376,7 @@ func (c faultyChannel) Consume(queue, consumer string, autoAck, exclusive, noLoc
 func TestUnverifiedRunsFail(t *testing.T) {
 	for _, fault := range []string{"lose", "duplicate"} {
 		t.Run(fault, func(t *testing.T) {
-			cfg, err := parseFlags([]string{"-inprocess", "-memory", "-duration", "50ms", "-drain-timeout", "300ms", "-dup-grace", "50ms"}, &bytes.Buffer{})
+			cfg, err := parseFlags([]string{"-inprocess", "-memory", "-duration", "50ms", "-drain-timeout", "2s", "-dup-grace", "50ms"}, &bytes.Buffer{})
 			require.NoError(t, err)
 			tgt, err := openTarget(cfg)
 			require.NoError(t, err)
