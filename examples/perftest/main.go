@@ -27,6 +27,9 @@ func main() {
 	}
 }
 
+// maxSize bounds -size so a typo cannot allocate the machine away.
+const maxSize = 128 << 20
+
 // errNotVerified is returned after the result is printed when messages
 // were lost, duplicated or not confirmed.
 var errNotVerified = errors.New("perftest: run not verified")
@@ -121,6 +124,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var errs []error
 	if cfg.size < headerSize {
 		errs = append(errs, fmt.Errorf("perftest: -size %d: at least %d bytes (sequence number and timestamp)", cfg.size, headerSize))
+	}
+	if cfg.size > maxSize {
+		errs = append(errs, fmt.Errorf("perftest: -size %d: at most %d bytes (RabbitMQ's default max_message_size)", cfg.size, maxSize))
 	}
 	if cfg.duration <= 0 {
 		errs = append(errs, fmt.Errorf("perftest: -duration must be positive"))

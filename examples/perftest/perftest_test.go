@@ -207,6 +207,7 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-inprocess=tcp"}, inprocess: "tcp"},
 		{args: []string{"-inprocess=udp"}, err: "want dial, tcp or direct"},
 		{args: []string{"-size", "11"}, err: "at least 12"},
+		{args: []string{"-size", "1099511627776"}, err: "at most 134217728"},
 		{args: []string{"-scenario", "nope"}, err: "unknown scenario"},
 		{args: []string{"-duration", "0s"}, err: "-duration"},
 		{args: []string{"-rate", "-1", "-inflight", "0"}, err: "-rate must not be negative\nperftest: -inflight must be positive"},
