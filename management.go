@@ -1201,13 +1201,15 @@ func (m *mgmt) connectionJSON(v connView) map[string]any {
 		"channels": in.Channels, "channel_max": in.ChannelMax, "frame_max": in.FrameMax,
 		"timeout":           int(in.Heartbeat / time.Second),
 		"client_properties": opsTableJSON(in.ClientProperties),
-		"connected_at":      in.ConnectedAt.UnixMilli(),
 		"host":              host, "port": port, "peer_host": peerHost, "peer_port": peerPort,
 		"protocol": "AMQP 0-9-1", "type": kind, "ssl": false,
 		"recv_oct": in.RecvOct, "send_oct": in.SendOct,
 	}
 	if name, ok := in.ClientProperties["connection_name"].(string); ok {
 		out["user_provided_name"] = name
+	}
+	if !in.ConnectedAt.IsZero() { // unknown for direct connections
+		out["connected_at"] = in.ConnectedAt.UnixMilli()
 	}
 	return out
 }
