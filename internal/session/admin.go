@@ -71,10 +71,14 @@ func (ch *Channel) beginClose(e *amqp.Error) bool {
 	d := &ch.dl
 	d.Lock()
 	defer d.Unlock()
+	d.gate.Lock()
+	defer d.gate.Unlock()
 	if d.closed {
 		return false
 	}
 	d.closed = true
+	d.gate.closed = true
+	d.serverClosed.Store(true)
 	ch.conn.sendMethod(ch.id, &amqp.ChannelClose{
 		ReplyCode: e.Code,
 		ReplyText: e.Text,
@@ -91,10 +95,13 @@ func (ch *Channel) acceptClientClose() bool {
 	d := &ch.dl
 	d.Lock()
 	defer d.Unlock()
+	d.gate.Lock()
+	defer d.gate.Unlock()
 	if d.closed {
 		return false
 	}
 	d.closed = true
+	d.gate.closed = true
 	return true
 }
 
@@ -109,7 +116,7 @@ func (ch *Channel) closeBegun() bool {
 // when CloseChannel began a close from another goroutine, the channel
 // enters the closing state the reader owns.
 func (ch *Channel) syncServerClose() {
-	if !ch.closing && ch.closeBegun() {
+	if !ch.closing && ch.dl.serverClosed.Load() {
 		ch.closing = true
 		ch.asm = assembly{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
@@ -22,7 +23,19 @@ type deliveries struct {
 	// the client's). From then on nothing but the close handshake goes out
 	// on the channel: no delivery, confirm or reply. amqp091-go, for one,
 	// closes the whole connection over a method on a channel it closed.
+	// It is set together with gate.closed, under both locks.
 	closed bool
+	// gate orders the channel's other sends (replies, confirms) with its
+	// close. It is a lock of its own because confirms are sent from queue
+	// actors while consume holds the delivery lock across a call into a
+	// queue; lock order: delivery lock, then gate.
+	gate struct {
+		sync.Mutex
+		closed bool
+	}
+	// serverClosed: beginClose sent channel.close. An atomic, so the reader
+	// checks it on every frame without a lock (syncServerClose).
+	serverClosed atomic.Bool
 	// released: consumers were cancelled and unacked deliveries requeued
 	// (closeDeliveries ran).
 	released  bool
@@ -96,7 +109,8 @@ func (c *consumer) Cancelled(qc *queue.Consumer) {
 	}
 }
 
-// sendLocked is send for a caller that holds the delivery lock.
+// sendLocked is send for a caller that holds the delivery lock: closed
+// already tells, the gate is not needed.
 func (ch *Channel) sendLocked(m amqp.Method) {
 	if !ch.dl.closed {
 		ch.conn.sendMethod(ch.id, m)
@@ -438,6 +452,9 @@ func (ch *Channel) closeDeliveries(ctx context.Context) {
 	}
 	d.released = true
 	d.closed = true
+	d.gate.Lock()
+	d.gate.closed = true
+	d.gate.Unlock()
 	cs := make([]*consumer, 0, len(d.consumers))
 	for _, c := range d.consumers {
 		cs = append(cs, c)

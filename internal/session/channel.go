@@ -70,9 +70,12 @@ func newChannel(c *Conn, id uint16) *Channel {
 // send queues a method frame on the channel, unless the channel's close has
 // begun (see deliveries.closed). Safe from any goroutine.
 func (ch *Channel) send(m amqp.Method) {
-	ch.dl.Lock()
-	ch.sendLocked(m)
-	ch.dl.Unlock()
+	g := &ch.dl.gate
+	g.Lock()
+	if !g.closed {
+		ch.conn.sendMethod(ch.id, m)
+	}
+	g.Unlock()
 }
 
 // Active reports the channel.flow state. Safe from any goroutine.
