@@ -231,8 +231,18 @@ type Queue struct {
 	seqs       []uint64 // scratch for Confirm calls
 	retry      *time.Timer
 	retryC     <-chan time.Time
-	deleted    bool
-	counters   Counters // message counters, read from any goroutine (inspect.go)
+	// Work a store error left undone, redone when the retry timer fires:
+	// settles whose record delete failed (the deliveries stay in out),
+	// index entries of settled messages whose delete failed, requeues
+	// whose index write failed (the deliveries stay in out), and a ready
+	// count to take again after an Append failed (its records may or may
+	// not be stored).
+	retrySettle  []Ref
+	retryKeys    []unacked.Key
+	retryRequeue []Ref
+	recount      bool
+	deleted      bool
+	counters     Counters // message counters, read from any goroutine (inspect.go)
 }
 
 type confirm struct {
@@ -571,6 +581,7 @@ func (q *Queue) run() {
 		case <-q.kick:
 		case <-q.retryC:
 			q.retryC = nil
+			q.redo(ctx)
 		case <-q.stop:
 			return
 		}
@@ -592,6 +603,10 @@ func (q *Queue) drain(ctx context.Context) {
 		case o := <-q.ops:
 			switch {
 			case o.kind == opPublish && !q.deleted:
+				q.handle(ctx, o)
+			case q.settles(o.kind) && !q.deleted:
+				// An ack that reached the queue before shutdown is kept:
+				// otherwise its message would come back after a restart.
 				q.handle(ctx, o)
 			case o.kind == opPublish:
 				if o.conf != nil {
@@ -711,6 +726,10 @@ func (q *Queue) flushPublishes(ctx context.Context) {
 	} else {
 		err = fmt.Errorf("queue: store %s: %w", q.cfg.Name, err)
 		q.cfg.Logger.Error("append failed", "queue", q.cfg.Name, "err", err)
+		// The records may be stored all the same (storage: a failed Append
+		// may or may not have stored them); the publishers hear nack, and
+		// the ready count is taken from the shard again.
+		q.countReady(ctx)
 	}
 	// One Confirm call per run of publishes from the same confirmer.
 	for i := 0; i < len(q.confirms); {
@@ -844,12 +863,68 @@ func (q *Queue) dispatch(ctx context.Context) {
 func (q *Queue) failed(err error, batch []assignment) {
 	q.cfg.Logger.Error("delivery failed", "queue", q.cfg.Name, "err", err)
 	q.putBack(batch)
+	q.scheduleRetry()
+}
+
+// scheduleRetry arms the retry timer unless it is armed: the actor then
+// redoes what store errors left undone and tries to deliver again.
+func (q *Queue) scheduleRetry() {
+	if q.retryC != nil {
+		return
+	}
 	if q.retry == nil {
 		q.retry = time.NewTimer(retryAfter)
 	} else {
 		q.retry.Reset(retryAfter)
 	}
 	q.retryC = q.retry.C
+}
+
+// settles reports whether ops of kind settle deliveries.
+func (q *Queue) settles(kind opKind) bool {
+	return kind == opAck || kind == opReject || kind == opRequeue || kind == opRequeueEntries
+}
+
+// redo retries the work store errors left undone. Each step that fails
+// again puts its work back and re-arms the timer.
+func (q *Queue) redo(ctx context.Context) {
+	if refs := q.retrySettle; len(refs) > 0 {
+		q.retrySettle = nil
+		q.settle(ctx, refs)
+	}
+	if keys := q.retryKeys; len(keys) > 0 {
+		q.retryKeys = nil
+		if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+			q.cfg.Logger.Error("index delete failed again", "queue", q.cfg.Name, "err", err)
+			q.retryKeys = keys
+			q.scheduleRetry()
+		}
+	}
+	if refs := q.retryRequeue; len(refs) > 0 {
+		q.retryRequeue = nil
+		q.requeue(ctx, refs)
+	}
+	if q.recount {
+		q.countReady(ctx)
+	}
+}
+
+// countReady takes the count of records at and after the cursor from the
+// shard, after an Append whose outcome is unknown.
+func (q *Queue) countReady(ctx context.Context) {
+	var n uint64
+	err := q.eachRecord(ctx, q.cursor, ^uint64(0), func(batch []storage.Record) error {
+		n += uint64(len(batch))
+		return nil
+	})
+	if err != nil {
+		q.recount = true
+		q.scheduleRetry()
+		return
+	}
+	q.recount = false
+	q.fromCursor = n
+	q.pending = nil
 }
 
 // claim commits a batch of assignments to the stores in the order the
@@ -1039,12 +1114,22 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		keys[i] = q.indexKey(d.rec.Offset)
 	}
 	if err := q.cfg.Stores.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
+		// The client has settled these: they stay out, owned by the
+		// queue, until the delete succeeds.
 		q.cfg.Logger.Error("ack failed", "queue", q.cfg.Name, "err", err)
 		q.restore(ds)
+		for _, d := range ds {
+			q.retrySettle = append(q.retrySettle, Ref{Offset: d.rec.Offset, Claim: d.claim})
+		}
+		q.scheduleRetry()
 		return
 	}
 	if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+		// A Delivered entry must not outlive its message: the scanner
+		// would time it out and close a channel that did nothing wrong.
 		q.cfg.Logger.Error("ack index delete failed", "queue", q.cfg.Name, "err", err)
+		q.retryKeys = append(q.retryKeys, keys...)
+		q.scheduleRetry()
 	}
 }
 
@@ -1072,8 +1157,14 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 		entries[i] = e
 	}
 	if err := q.cfg.Stores.Index.Put(ctx, entries); err != nil {
+		// Nobody holds these any more: they stay out, owned by the queue,
+		// until the index write succeeds.
 		q.cfg.Logger.Error("requeue failed", "queue", q.cfg.Name, "err", err)
 		q.restore(ds)
+		for _, d := range ds {
+			q.retryRequeue = append(q.retryRequeue, Ref{Offset: d.rec.Offset, Claim: d.claim})
+		}
+		q.scheduleRetry()
 		return
 	}
 	for _, d := range ds {
