@@ -274,7 +274,11 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	}
 	msg, ready, ok, err := q.Get(ctx, ch.owner(), m.NoAck)
 	if err != nil {
-		return queueGone(name, ch.conn.vh.Name())
+		if errors.Is(err, queue.ErrDeleted) {
+			return queueGone(name, ch.conn.vh.Name())
+		}
+		// The store failed; the message stays in the queue.
+		return amqp.NewError(amqp.InternalError, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s': %v", name, ch.conn.vh.Name(), err)
 	}
 	if !ok {
 		ch.send(&amqp.BasicGetEmpty{})

@@ -1,0 +1,212 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/faultstore"
+	"github.com/warrenmq/broker/internal/queue"
+	metamemory "github.com/warrenmq/broker/meta/memory"
+	"github.com/warrenmq/broker/storage/memory"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// Durability as in RabbitMQ: persistent messages in durable queues survive
+// a restart on the same DataDir, transient messages and non-durable queues
+// do not, and what was unacked at shutdown comes back redelivered.
+func TestEnginePersistenceAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	b1, err := New(Options{DataDir: dir})
+	require.NoError(t, err)
+	_, err = b1.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	conn := dial(t, b1.URL(), amqp091.Config{})
+	ch := openChannel(t, conn)
+	declareQueue(t, ch, "durable", true)
+	declareQueue(t, ch, "fleeting", false)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 16))
+	pub := func(queue, body string, persistent bool) {
+		mode := amqp091.Transient
+		if persistent {
+			mode = amqp091.Persistent
+		}
+		require.NoError(t, ch.PublishWithContext(context.Background(), "", queue, false, false,
+			amqp091.Publishing{Body: []byte(body), DeliveryMode: mode, MessageId: body}))
+		select {
+		case c := <-confirms:
+			require.True(t, c.Ack)
+		case <-time.After(waitFor):
+			t.Fatal("no confirm")
+		}
+	}
+	pub("durable", "p1", true)
+	pub("durable", "t1", false)
+	pub("durable", "p2", true)
+	pub("durable", "t2", false)
+	pub("durable", "p3", true)
+	pub("fleeting", "f1", true)
+	// p1 is out, unacked, when the broker stops; p2 was acked.
+	d1 := get(t, ch, "durable", false)
+	require.Equal(t, "p1", string(d1.Body))
+	d2 := get(t, ch, "durable", false)
+	require.Equal(t, "t1", string(d2.Body))
+	require.NoError(t, d2.Ack(false))
+	waitStats(t, b1, "durable", func(st queue.Stats) bool { return st.Unacked == 1 })
+	require.NoError(t, b1.Close())
+
+	b2 := startBroker(t, Options{DataDir: dir})
+	ch2 := openChannel(t, dial(t, b2.URL(), amqp091.Config{}))
+	q, err := ch2.QueueDeclarePassive("durable", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, q.Messages, "p1 (returned), p2, p3; no transient message")
+	var bodies []string
+	var redelivered []bool
+	for range 3 {
+		d := get(t, ch2, "durable", false)
+		bodies = append(bodies, string(d.Body))
+		redelivered = append(redelivered, d.Redelivered)
+		require.Equal(t, uint8(amqp091.Persistent), d.DeliveryMode, "properties survive")
+		require.Equal(t, string(d.Body), d.MessageId)
+		require.NoError(t, d.Ack(false))
+	}
+	require.Equal(t, []string{"p1", "p2", "p3"}, bodies)
+	require.Equal(t, []bool{true, false, false}, redelivered)
+	requireEmpty(t, ch2, "durable")
+
+	_, err = ch2.QueueDeclarePassive("fleeting", false, false, false, false, nil)
+	requireAMQPCode(t, err, amqp091.NotFound)
+
+	// Acks are durable too: nothing comes back after another restart.
+	require.NoError(t, b2.Close())
+	b3 := startBroker(t, Options{DataDir: dir})
+	ch3 := openChannel(t, dial(t, b3.URL(), amqp091.Config{}))
+	q, err = ch3.QueueDeclarePassive("durable", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.Zero(t, q.Messages)
+}
+
+// A publish whose store write fails is answered with basic.nack, and the
+// channel and queue go on working.
+func TestEngineFailedAppendNacks(t *testing.T) {
+	in := faultstore.New()
+	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	declareQueue(t, ch, "nacked", true)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4))
+	in.Fail(faultstore.On(faultstore.Append), 1, nil)
+	var acks []bool
+	// One at a time: publishes that reach the queue together are stored
+	// in one batch, and share its fate.
+	for _, body := range []string{"lost", "kept"} {
+		require.NoError(t, ch.PublishWithContext(context.Background(), "", "nacked", false, false,
+			amqp091.Publishing{Body: []byte(body), DeliveryMode: amqp091.Persistent}))
+		select {
+		case c := <-confirms:
+			acks = append(acks, c.Ack)
+		case <-time.After(waitFor):
+			t.Fatal("no confirm")
+		}
+	}
+	require.Equal(t, []bool{false, true}, acks)
+	d := get(t, ch, "nacked", true)
+	require.Equal(t, "kept", string(d.Body))
+	requireEmpty(t, ch, "nacked")
+}
+
+// The crash points of issue 4 at broker level: a broker whose stores die
+// at a chosen call is closed, and a new broker on the same stores finds
+// every message that was not acked, in order; those out at the crash come
+// back flagged redelivered (the duplicate delivery the design allows).
+func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		crash faultstore.Match
+		// drive settles the two deliveries m-0 and m-1 so that the engine
+		// reaches the crash point.
+		drive       func(m0, m1 amqp091.Delivery) error
+		gone        []string // acked before the crash
+		redelivered []string
+	}{{
+		name:  "after index write, before cursor CAS",
+		crash: faultstore.On(faultstore.CompareAndSwapOffset),
+		// The ack frees credit: m-2's claim writes its entry, then dies
+		// at the CAS.
+		drive:       func(m0, _ amqp091.Delivery) error { return m0.Ack(false) },
+		gone:        []string{"m-0"},
+		redelivered: []string{"m-1"},
+	}, {
+		name:        "between the two ack deletes",
+		crash:       faultstore.On(faultstore.IndexDelete),
+		drive:       func(m0, _ amqp091.Delivery) error { return m0.Ack(false) },
+		gone:        []string{"m-0"},
+		redelivered: []string{"m-1"},
+	}, {
+		name:        "during a requeue",
+		crash:       faultstore.PutState(unacked.Returned),
+		drive:       func(m0, _ amqp091.Delivery) error { return m0.Nack(false, true) },
+		redelivered: []string{"m-0", "m-1"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			shards, mstore, index := memory.New(), metamemory.New(), unacked.NewMemoryIndex()
+			in := faultstore.New()
+			in.SetTracing(false)
+			b1, err := New(Options{
+				Shards:  faultstore.WrapShards(shards, in),
+				Meta:    faultstore.WrapMeta(mstore, in),
+				Unacked: faultstore.WrapIndex(index, in),
+			})
+			require.NoError(t, err)
+			_, err = b1.Listen("127.0.0.1:0")
+			require.NoError(t, err)
+			conn := dial(t, b1.URL(), amqp091.Config{})
+			ch := openChannel(t, conn)
+			declareQueue(t, ch, "jobs", true)
+			all := numbered("m", 8)
+			publishConfirmed(t, ch, "jobs", true, all...)
+
+			require.NoError(t, ch.Qos(2, 0, false))
+			msgs, err := ch.Consume("jobs", "", false, false, false, false, nil)
+			require.NoError(t, err)
+			m0, m1 := next(t, msgs), next(t, msgs)
+			crash := in.CrashAt(tc.crash)
+			require.NoError(t, tc.drive(m0, m1))
+			select {
+			case <-crash.Fired():
+			case <-time.After(waitFor):
+				t.Fatal("the crash point was never reached")
+			}
+			require.NoError(t, b1.Close())
+
+			b2 := startBroker(t, Options{Shards: shards, Meta: mstore, Unacked: index})
+			ch2 := openChannel(t, dial(t, b2.URL(), amqp091.Config{}))
+			var bodies, flagged []string
+			for {
+				d, ok, err := ch2.Get("jobs", true)
+				require.NoError(t, err)
+				if !ok {
+					break
+				}
+				bodies = append(bodies, string(d.Body))
+				if d.Redelivered {
+					flagged = append(flagged, string(d.Body))
+				}
+			}
+			var want []string
+			for _, body := range all {
+				if !slices.Contains(tc.gone, body) {
+					want = append(want, body)
+				}
+			}
+			require.Equal(t, want, bodies, "every message not acked, once, in order")
+			require.Equal(t, tc.redelivered, flagged)
+		})
+	}
+}
