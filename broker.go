@@ -97,6 +97,13 @@ type Options struct {
 	// ChannelMax is the highest channel number a client may open. Zero means
 	// 2047.
 	ChannelMax uint16
+
+	// ConsumerTimeout is how long a delivery may stay unacknowledged before
+	// the broker closes its channel with 406 PRECONDITION_FAILED (which
+	// requeues it), RabbitMQ's consumer_timeout. Zero means 30 minutes,
+	// RabbitMQ's default; negative disables the check. It is enforced by
+	// the unacked scanner (scanner.go), at most half the timeout late.
+	ConsumerTimeout time.Duration
 }
 
 // clone returns a deep copy so New never aliases the caller's slices.
@@ -130,6 +137,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.MaxMessageSize == 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.ConsumerTimeout == 0 {
+		o.ConsumerTimeout = DefaultConsumerTimeout
 	}
 }
 
@@ -207,7 +217,8 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	ops opsState // counters for Stats, the management API and metrics (introspect.go)
+	ops  opsState  // counters for Stats, the management API and metrics (introspect.go)
+	scan scanState // the unacked scanner's goroutine (scanner.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -263,6 +274,11 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.stores = st
 	if err := b.openVHosts(context.Background()); err != nil {
+		st.close()
+		return nil, err
+	}
+	if err := b.startScanner(); err != nil {
+		b.closeVHosts()
 		st.close()
 		return nil, err
 	}
@@ -480,6 +496,8 @@ func (b *Broker) Close() error {
 		}
 		b.mu.Unlock()
 
+		// The scanner goes first: it calls into connections and queues.
+		b.stopScanner()
 		for _, l := range listeners {
 			l.Close()
 		}

@@ -1,0 +1,152 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// A delivery held past Options.ConsumerTimeout closes its channel with 406
+// in RabbitMQ's words; the message goes back in place, redelivered, and the
+// connection stays usable.
+func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	b := startBroker(t, Options{ConsumerTimeout: timeout})
+	conn := dial(t, b.URL(), amqp091.Config{})
+	ch := openChannel(t, conn)
+	declareQueue(t, ch, "slow", false)
+	publishConfirmed(t, ch, "slow", false, "a", "b")
+	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	require.NoError(t, ch.Qos(1, 0, false))
+	msgs, err := ch.Consume("slow", "sleepy", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(next(t, msgs).Body)) // and never acked
+
+	e := closeErr(t, errs) // the scanner runs every timeout/2
+	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
+	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms.", e.Reason)
+
+	other := openChannel(t, conn) // same connection: only the channel closed
+	d := get(t, other, "slow", true)
+	require.Equal(t, "a", string(d.Body))
+	require.True(t, d.Redelivered)
+	require.Equal(t, "b", string(get(t, other, "slow", true).Body))
+	waitStats(t, b, "slow", func(st queue.Stats) bool { return st == queue.Stats{} })
+}
+
+// A delivery acked in time never costs its channel, however late the pass.
+func TestEngineConsumerTimeoutSparesSettledDeliveries(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	b := startBroker(t, Options{ConsumerTimeout: timeout})
+	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	declareQueue(t, ch, "quick", false)
+	publishConfirmed(t, ch, "quick", false, "a")
+	d := get(t, ch, "quick", false)
+	require.NoError(t, d.Ack(false))
+	waitStats(t, b, "quick", func(st queue.Stats) bool { return st.Unacked == 0 })
+	time.Sleep(2 * timeout) // older than the timeout, had it stayed unacked
+	require.NoError(t, b.scanPass(context.Background()))
+	require.False(t, ch.IsClosed())
+	declareQueue(t, ch, "still-open", false)
+}
+
+// The consumer timeout reaches channels of the direct API too. (The direct
+// Channel tells its NotifyClose listeners only once its connection ends, so
+// this watches IsClosed and the queue.)
+func TestEngineConsumerTimeoutDirectChannel(t *testing.T) {
+	b := startBroker(t, Options{ConsumerTimeout: 200 * time.Millisecond})
+	ch, err := b.Channel(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ch.Close() })
+	_, err = ch.QueueDeclare("direct-slow", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.PublishWithContext(context.Background(), "", "direct-slow", false, false, amqp091.Publishing{Body: []byte("x")}))
+	msgs, err := ch.Consume("direct-slow", "", false, false, false, false, nil)
+	require.NoError(t, err)
+	next(t, msgs)
+	waitStats(t, b, "direct-slow", func(st queue.Stats) bool { return st == queue.Stats{Ready: 1} })
+	require.True(t, ch.IsClosed())
+}
+
+// The scanner requeues deliveries nobody will settle: here one claimed for
+// a connection that does not exist.
+func TestEngineScannerRequeuesOrphans(t *testing.T) {
+	b := startBroker(t, Options{})
+	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	declareQueue(t, ch, "orphans", true)
+	publishConfirmed(t, ch, "orphans", true, "a", "b")
+	q, err := b.vhosts["/"].Queue("", "orphans")
+	require.NoError(t, err)
+	ctx := context.Background()
+	m, _, ok, err := q.Get(ctx, queue.Owner{Connection: "ghost#1", Channel: 1}, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "a", string(m.Body))
+	require.Equal(t, queue.Stats{Ready: 1, Unacked: 1}, queueStats(t, b, "orphans"))
+
+	require.NoError(t, b.scanPass(ctx))
+	st := waitStats(t, b, "orphans", func(st queue.Stats) bool { return st.Unacked == 0 })
+	require.Equal(t, queue.Stats{Ready: 2}, st)
+	d := get(t, ch, "orphans", true)
+	require.Equal(t, "a", string(d.Body), "back in its original position")
+	require.True(t, d.Redelivered)
+
+	// A live owner's delivery is left alone.
+	held := get(t, ch, "orphans", false)
+	require.NoError(t, b.scanPass(ctx))
+	require.Equal(t, queue.Stats{Unacked: 1}, queueStats(t, b, "orphans"))
+	require.NoError(t, held.Ack(false))
+}
+
+func TestEngineOrphanedRule(t *testing.T) {
+	b := startBroker(t, Options{})
+	conn := dial(t, b.URL(), amqp091.Config{})
+	requireWorks(t, conn)
+	live := b.liveConnections()
+	require.Len(t, live, 1)
+	var liveID string
+	for id := range live {
+		liveID = id
+	}
+	this := unacked.Entry{Broker: b.nodeID, Incarnation: b.incarnation, Connection: liveID, State: unacked.Delivered}
+	tests := []struct {
+		name   string
+		change func(e *unacked.Entry)
+		want   bool
+	}{
+		{"live connection of this run", func(*unacked.Entry) {}, false},
+		{"another broker", func(e *unacked.Entry) { e.Broker = "warren@elsewhere" }, true},
+		{"an earlier run", func(e *unacked.Entry) { e.Incarnation-- }, true},
+		{"a closed connection", func(e *unacked.Entry) { e.Connection = "127.0.0.1:1 -> 127.0.0.1:2#999" }, true},
+	}
+	b.scan.mu.Lock() // orphaned runs during passes only
+	defer b.scan.mu.Unlock()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := this
+			tc.change(&e)
+			require.Equal(t, tc.want, b.orphaned(e))
+		})
+	}
+}
+
+func TestScanInterval(t *testing.T) {
+	tests := []struct {
+		timeout, want time.Duration
+	}{
+		{0, unacked.DefaultScanInterval},
+		{DefaultConsumerTimeout, unacked.DefaultScanInterval},
+		{2 * time.Second, time.Second},
+		{time.Millisecond, 10 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, scanInterval(tc.timeout), "timeout %v", tc.timeout)
+	}
+}

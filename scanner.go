@@ -1,0 +1,210 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// DefaultConsumerTimeout is how long a delivery may stay unacknowledged
+// before its channel is closed: RabbitMQ's consumer_timeout default.
+const DefaultConsumerTimeout = 30 * time.Minute
+
+// scanState is the broker's unacked scanner: one goroutine, started by New
+// and stopped by Close, that runs a pass of unacked.Scanner over each
+// unacked index (the persistent one of durable queues and the in-memory
+// one of the others) every scan interval, while meta.Store.IsLeader.
+//
+// A pass requeues the deliveries whose owner is gone (Orphaned: another
+// broker or an earlier run of this one delivered them, or their connection
+// is not live) through each queue's RequeueEntries, the one requeue
+// primitive, and closes the channel of every delivery held longer than
+// Options.ConsumerTimeout with 406 PRECONDITION_FAILED, as RabbitMQ's
+// consumer timeout does; closing the channel requeues what it held.
+type scanState struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	scanners []*unacked.Scanner // one per unacked index
+	// mu is held for a whole pass, so passes (the goroutine's, a test's)
+	// never overlap; it guards live, the pass's snapshot of connections.
+	mu   sync.Mutex
+	live map[string]*session.Conn
+}
+
+// scanInterval is how often the scanner runs: every 5 s, or twice per
+// consumer timeout when that is shorter, so a timeout is enforced at most
+// half a timeout late.
+func scanInterval(timeout time.Duration) time.Duration {
+	interval := unacked.DefaultScanInterval
+	if timeout > 0 {
+		interval = min(interval, max(timeout/2, 10*time.Millisecond))
+	}
+	return interval
+}
+
+// startScanner starts the scanner goroutine; New calls it last.
+func (b *Broker) startScanner() error {
+	timeout := b.opts.ConsumerTimeout
+	if timeout < 0 {
+		timeout = 0 // disabled
+	}
+	indexes := []unacked.Index{b.stores.durable.Index, b.stores.transient.Index}
+	b.scan.scanners = make([]*unacked.Scanner, 0, len(indexes))
+	for _, x := range indexes {
+		cfg := unacked.ScannerConfig{
+			Index:    x,
+			Leader:   b.stores.meta.IsLeader,
+			Orphaned: b.orphaned,
+			Requeue:  b.requeueEntries,
+			Logger:   b.log,
+		}
+		if timeout > 0 {
+			cfg.DeliveryTimeout = timeout
+			cfg.TimedOut = func(ctx context.Context, e unacked.Entry) { b.deliveryTimedOut(ctx, x, e, timeout) }
+		}
+		s, err := unacked.NewScanner(cfg)
+		if err != nil {
+			return fmt.Errorf("broker: scanner: %w", err)
+		}
+		b.scan.scanners = append(b.scan.scanners, s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.scan.cancel = cancel
+	b.scan.done = make(chan struct{})
+	go b.runScanner(ctx, scanInterval(timeout))
+	return nil
+}
+
+// stopScanner stops the scanner and waits for its pass to finish. Safe to
+// call when it never started.
+func (b *Broker) stopScanner() {
+	if b.scan.cancel == nil {
+		return
+	}
+	b.scan.cancel()
+	<-b.scan.done
+}
+
+func (b *Broker) runScanner(ctx context.Context, interval time.Duration) {
+	defer close(b.scan.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := b.scanPass(ctx); err != nil && ctx.Err() == nil {
+			b.log.Warn("broker: unacked scan failed", "err", err)
+		}
+	}
+}
+
+// scanPass runs one pass over every unacked index.
+func (b *Broker) scanPass(ctx context.Context) error {
+	b.scan.mu.Lock()
+	defer b.scan.mu.Unlock()
+	b.scan.live = b.liveConnections()
+	defer func() { b.scan.live = nil }()
+	var errs []error
+	for _, s := range b.scan.scanners {
+		if err := s.ScanOnce(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// liveConnections maps the id of every live connection to it.
+func (b *Broker) liveConnections() map[string]*session.Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	live := make(map[string]*session.Conn, len(b.mu.conns))
+	for c := range b.mu.conns {
+		live[c.ID()] = c
+	}
+	return live
+}
+
+// connection finds a live connection by id: in the pass's snapshot, else
+// (it may have connected since) among the current ones. Called during a
+// pass only (scan.mu held).
+func (b *Broker) connection(id string) *session.Conn {
+	if c, ok := b.scan.live[id]; ok {
+		return c
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.mu.conns {
+		if c.ID() == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// orphaned reports whether nobody will ever settle the delivery e: it was
+// made by another broker or an earlier run of this one, or its connection
+// is gone. A connection that died after the pass's snapshot still counts as
+// live; the next pass catches it.
+func (b *Broker) orphaned(e unacked.Entry) bool {
+	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
+		return true
+	}
+	return b.connection(e.Connection) == nil
+}
+
+// requeueEntries hands orphaned deliveries to their queues' requeue
+// primitive, one call per queue. A queue ignores an entry whose delivery it
+// no longer holds for that owner (settled or requeued meanwhile), so racing
+// with the owner's own close is harmless.
+func (b *Broker) requeueEntries(ctx context.Context, entries []unacked.Entry) {
+	type queueKey struct{ vhost, name string }
+	groups := make(map[queueKey][]unacked.Entry)
+	for _, e := range entries {
+		k := queueKey{canonicalVHost(e.VHost), e.Queue}
+		groups[k] = append(groups[k], e)
+	}
+	for k, es := range groups {
+		vh, ok := b.vhosts[k.vhost]
+		if !ok {
+			continue
+		}
+		q, err := vh.Queue(es[0].Connection, k.name)
+		if err != nil {
+			continue // the queue is gone, and its entries with it
+		}
+		if err := q.RequeueEntries(es); err != nil {
+			continue
+		}
+		q.Kick()
+		b.log.Info("broker: requeued orphaned deliveries", "vhost", k.vhost, "queue", k.name, "count", len(es))
+	}
+}
+
+// deliveryTimedOut closes the channel holding e, which outlived the
+// consumer timeout, with 406 PRECONDITION_FAILED in RabbitMQ's words. The
+// entry is read again first: the scan saw a snapshot, and a delivery
+// settled since must not cost its channel.
+func (b *Broker) deliveryTimedOut(ctx context.Context, x unacked.Index, e unacked.Entry, timeout time.Duration) {
+	cur, err := x.Get(ctx, e.Key)
+	if err != nil || cur.State != unacked.Delivered || cur.Connection != e.Connection ||
+		cur.Channel != e.Channel || cur.DeliveredAt != e.DeliveredAt {
+		return
+	}
+	c := b.connection(e.Connection)
+	if c == nil {
+		return // gone: the next pass requeues it as orphaned
+	}
+	text := fmt.Sprintf("delivery acknowledgement on channel %d timed out. Timeout value used: %d ms.", e.Channel, timeout.Milliseconds())
+	if c.CloseChannel(e.Channel, amqp.PreconditionFailed, text) {
+		b.log.Warn("broker: consumer timeout", "conn", e.Connection, "channel", e.Channel, "queue", e.Queue, "timeout", timeout)
+	}
+}
