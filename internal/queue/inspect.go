@@ -66,6 +66,9 @@ func (q *Queue) countOp(o *op) {
 		q.addCount(func(c *Counters) { c.Publish.Add(1) })
 	case opAck:
 		n := uint64(len(o.refs))
+		if o.one {
+			n = 1 // AckOne carries its ref outside refs
+		}
 		q.addCount(func(c *Counters) { c.Ack.Add(n) })
 	}
 }

@@ -174,6 +174,8 @@ type op struct {
 	owner    Owner
 	noAck    bool
 	refs     []Ref
+	ref      [1]Ref // a single settle, sent without a slice (see settleOne)
+	one      bool
 	entries  []unacked.Entry
 	inspect  func(context.Context) // opInspect: runs on the actor (inspect.go)
 	reply    chan reply
@@ -222,7 +224,7 @@ type Queue struct {
 	pending    []storage.Record // a prefix of those records, read or appended
 	returned   []uint64         // requeued offsets, ascending
 	waiting    map[uint64]waiting
-	out        map[uint64]*delivery
+	out        map[uint64]*delivery // from newDelivery: no allocation per delivery
 	consumers  []*Consumer
 	next       int // round-robin position in consumers
 	claims     uint64
@@ -237,12 +239,27 @@ type Queue struct {
 	// whose index write failed (the deliveries stay in out), and a ready
 	// count to take again after an Append failed (its records may or may
 	// not be stored).
-	retrySettle  []Ref
-	retryKeys    []unacked.Key
-	retryRequeue []Ref
-	recount      bool
-	deleted      bool
-	counters     Counters // message counters, read from any goroutine (inspect.go)
+	// scratch holds the actor's reusable slices, so a claim, a settle or a
+	// requeue allocates nothing per message in the steady state. None of
+	// them is kept past the call that fills it: the stores copy what they
+	// keep.
+	scratch struct {
+		batch   []assignment
+		entries []unacked.Entry
+		offsets []uint64
+		keys    []unacked.Key
+		live    []*delivery
+	}
+	// Deliveries are carved from slabs and recycled through a free list:
+	// one allocation per 64 deliveries instead of one each.
+	deliverySlab   []delivery
+	freeDeliveries []*delivery
+	retrySettle    []Ref
+	retryKeys      []unacked.Key
+	retryRequeue   []Ref
+	recount        bool
+	deleted        bool
+	counters       Counters // message counters, read from any goroutine (inspect.go)
 }
 
 type confirm struct {
@@ -499,6 +516,21 @@ func (q *Queue) Reject(refs []Ref) error {
 	return q.send(op{kind: opReject, refs: refs})
 }
 
+// AckOne, RejectOne and RequeueOne are Ack, Reject and Requeue of a single
+// delivery, the common case of basic.ack without multiple; they allocate
+// nothing.
+func (q *Queue) AckOne(r Ref) error { return q.settleOne(opAck, r) }
+
+// RejectOne is Reject of one delivery.
+func (q *Queue) RejectOne(r Ref) error { return q.settleOne(opReject, r) }
+
+// RequeueOne is Requeue of one delivery.
+func (q *Queue) RequeueOne(r Ref) error { return q.settleOne(opRequeue, r) }
+
+func (q *Queue) settleOne(kind opKind, r Ref) error {
+	return q.send(op{kind: kind, ref: [1]Ref{r}, one: true})
+}
+
 // Requeue returns deliveries in place: the single requeue primitive behind
 // nack and reject with requeue, basic.recover, and channel or connection
 // close. Each message keeps its position and comes back redelivered.
@@ -627,6 +659,14 @@ func (q *Queue) drain(ctx context.Context) {
 }
 
 func (q *Queue) handle(ctx context.Context, o op) {
+	// A single settle's ref moves to a local array: assigned into o it
+	// would go to the heap with o (o.rec is appended to publishes).
+	var one [1]Ref
+	refs := o.refs
+	if o.one {
+		one = o.ref
+		refs = one[:]
+	}
 	q.countOp(&o)
 	if o.kind == opPublish {
 		q.publishes = append(q.publishes, o.rec)
@@ -649,9 +689,9 @@ func (q *Queue) handle(ctx context.Context, o op) {
 		r.msg, r.ok, r.err = q.get(ctx, o.owner, o.noAck)
 		r.stats = q.stats()
 	case opAck, opReject:
-		q.settle(ctx, o.refs)
+		q.settle(ctx, refs)
 	case opRequeue:
-		q.requeue(ctx, o.refs)
+		q.requeue(ctx, refs)
 	case opRequeueEntries:
 		var refs []Ref
 		for _, e := range o.entries {
@@ -817,8 +857,10 @@ func (q *Queue) putBack(batch []assignment) {
 }
 
 func (q *Queue) dispatch(ctx context.Context) {
-	batch := make([]assignment, 0, 16)
+	batch := q.scratch.batch[:0]
+	defer func() { q.scratch.batch = batch[:0] }()
 	for q.ready() > 0 && len(q.consumers) > 0 {
+		clear(batch) // assignments hold bodies: let the last batch's go
 		batch = batch[:0]
 		avail := min(q.ready(), maxBatch)
 		fromCursor := 0 // records taken from the head of pending
@@ -836,6 +878,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 				c.release()
 				if err != nil {
 					q.failed(err, batch)
+					clear(batch)
 					return
 				}
 				break
@@ -851,12 +894,14 @@ func (q *Queue) dispatch(ctx context.Context) {
 		}
 		if err := q.claim(ctx, batch, fromCursor); err != nil {
 			q.failed(err, batch)
+			clear(batch)
 			return
 		}
 		for _, a := range batch {
 			q.deliver(ctx, a)
 		}
 	}
+	clear(batch)
 }
 
 // failed logs a store error, undoes the batch and schedules a retry.
@@ -934,9 +979,11 @@ func (q *Queue) countReady(ctx context.Context) {
 func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) error {
 	s := q.cfg.Stores
 	now := q.cfg.Now().UnixNano()
-	var entries []unacked.Entry
-	var drop []uint64
-	var dropKeys []unacked.Key
+	entries, drop, dropKeys := q.scratch.entries[:0], q.scratch.offsets[:0], q.scratch.keys[:0]
+	defer func() {
+		clear(entries) // entries hold strings: let them go
+		q.scratch.entries, q.scratch.offsets, q.scratch.keys = entries[:0], drop[:0], dropKeys[:0]
+	}()
 	for i := range batch {
 		a := &batch[i]
 		owner := a.consumer.Owner
@@ -1040,7 +1087,9 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
 	}
 	if !c.NoAck {
-		q.out[a.rec.Offset] = &delivery{rec: a.rec, claim: q.claims, owner: c.Owner, count: a.count + 1, consumer: c}
+		d := q.newDelivery()
+		*d = delivery{rec: a.rec, claim: q.claims, owner: c.Owner, count: a.count + 1, consumer: c}
+		q.out[a.rec.Offset] = d
 	}
 	if c.Receiver.Deliver(c, m) {
 		q.countDelivery(false, c.NoAck, m.Redelivered)
@@ -1079,15 +1128,19 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
 	}
 	if !noAck {
-		q.out[a.rec.Offset] = &delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1}
+		d := q.newDelivery()
+		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1}
+		q.out[a.rec.Offset] = d
 	}
 	q.countDelivery(true, noAck, m.Redelivered)
 	return m, true, nil
 }
 
 // live returns the deliveries refs still name, removing them from out.
+// The slice is the actor's scratch, valid until the next call.
 func (q *Queue) live(refs []Ref) []*delivery {
-	var ds []*delivery
+	ds := q.scratch.live[:0]
+	defer func() { q.scratch.live = ds[:0] }()
 	for _, r := range refs {
 		d, ok := q.out[r.Offset]
 		if !ok || d.claim != r.Claim {
@@ -1107,12 +1160,12 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 	if len(ds) == 0 {
 		return
 	}
-	offsets := make([]uint64, len(ds))
-	keys := make([]unacked.Key, len(ds))
-	for i, d := range ds {
-		offsets[i] = d.rec.Offset
-		keys[i] = q.indexKey(d.rec.Offset)
+	offsets, keys := q.scratch.offsets[:0], q.scratch.keys[:0]
+	for _, d := range ds {
+		offsets = append(offsets, d.rec.Offset)
+		keys = append(keys, q.indexKey(d.rec.Offset))
 	}
+	defer func() { q.scratch.offsets, q.scratch.keys = offsets[:0], keys[:0] }()
 	if err := q.cfg.Stores.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
 		// The client has settled these: they stay out, owned by the
 		// queue, until the delete succeeds.
@@ -1124,12 +1177,41 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		q.scheduleRetry()
 		return
 	}
+	q.recycle(ds)
 	if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
 		// A Delivered entry must not outlive its message: the scanner
 		// would time it out and close a channel that did nothing wrong.
 		q.cfg.Logger.Error("ack index delete failed", "queue", q.cfg.Name, "err", err)
-		q.retryKeys = append(q.retryKeys, keys...)
+		q.retryKeys = append(q.retryKeys, keys...) // a copy: keys is scratch
 		q.scheduleRetry()
+	}
+}
+
+// maxFreeDeliveries bounds the recycled deliveries kept for reuse.
+const maxFreeDeliveries = 4096
+
+// newDelivery returns a zeroed delivery for out.
+func (q *Queue) newDelivery() *delivery {
+	if n := len(q.freeDeliveries); n > 0 {
+		d := q.freeDeliveries[n-1]
+		q.freeDeliveries = q.freeDeliveries[:n-1]
+		return d
+	}
+	if len(q.deliverySlab) == 0 {
+		q.deliverySlab = make([]delivery, 64)
+	}
+	d := &q.deliverySlab[0]
+	q.deliverySlab = q.deliverySlab[1:]
+	return d
+}
+
+// recycle recycles deliveries taken out of out for good.
+func (q *Queue) recycle(ds []*delivery) {
+	for _, d := range ds {
+		*d = delivery{} // drop the message
+		if len(q.freeDeliveries) < maxFreeDeliveries {
+			q.freeDeliveries = append(q.freeDeliveries, d)
+		}
 	}
 }
 
@@ -1150,12 +1232,13 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 		return
 	}
 	now := q.cfg.Now().UnixNano()
-	entries := make([]unacked.Entry, len(ds))
-	for i, d := range ds {
+	entries := q.scratch.entries[:0]
+	for _, d := range ds {
 		e := q.entry(d.rec.Offset, d.owner, now, d.count)
 		e.State = unacked.Returned
-		entries[i] = e
+		entries = append(entries, e)
 	}
+	defer func() { clear(entries); q.scratch.entries = entries[:0] }()
 	if err := q.cfg.Stores.Index.Put(ctx, entries); err != nil {
 		// Nobody holds these any more: they stay out, owned by the queue,
 		// until the index write succeeds.
@@ -1171,6 +1254,7 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 		q.waiting[d.rec.Offset] = waiting{rec: d.rec, count: d.count}
 		q.returned = insertSorted(q.returned, d.rec.Offset)
 	}
+	q.recycle(ds)
 }
 
 func insertSorted(s []uint64, v uint64) []uint64 {

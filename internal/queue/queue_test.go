@@ -305,3 +305,40 @@ func TestConfirmAfterStore(t *testing.T) {
 		require.EqualValues(t, i+1, s)
 	}
 }
+
+// Deliveries are recycled once settled: interleaved gets, acks and
+// requeues must never mix up which message a delivery holds.
+func TestRecycledDeliveriesKeepTheirMessages(t *testing.T) {
+	ctx := context.Background()
+	q := start(t, newStores())
+	const n = 300
+	publish(t, q, bodies(n)...)
+	acked := map[string]bool{}
+	for round := 0; len(acked) < n; round++ {
+		var held []Message
+		for {
+			m, _, ok, err := q.Get(ctx, owner, false)
+			require.NoError(t, err)
+			if !ok {
+				break
+			}
+			require.False(t, acked[string(m.Body)], "%s came back after its ack", m.Body)
+			require.Regexp(t, `^m\d+$`, string(m.Body), "the message itself survived its requeues")
+			held = append(held, m)
+		}
+		require.NotEmpty(t, held)
+		// Ack every third, requeue the rest (one call each, so settles
+		// and requeues interleave with fresh deliveries of earlier rounds).
+		for i, m := range held {
+			if (i+round)%3 == 0 || round > 5 {
+				require.NoError(t, q.Ack([]Ref{m.Ref}))
+				acked[string(m.Body)] = true
+			} else {
+				require.NoError(t, q.Requeue([]Ref{m.Ref}))
+			}
+		}
+		st, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Stats{Ready: uint64(n - len(acked))}, st)
+	}
+}

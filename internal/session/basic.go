@@ -328,12 +328,53 @@ func (ch *Channel) settle(tag uint64, multiple bool, mode settleMode) error {
 	if ch.tx != nil {
 		return ch.tx.settle(ch, tag, multiple, mode)
 	}
+	if !multiple {
+		// The common case, one basic.ack per message: no slices.
+		d := &ch.dl
+		d.Lock()
+		p, ok := d.unacked.Take(tag)
+		d.Unlock()
+		if !ok {
+			return unknownTag(tag)
+		}
+		ch.applyOne(p, mode)
+		return nil
+	}
 	ps, err := ch.takeUnacked(tag, multiple)
 	if err != nil {
 		return err
 	}
 	ch.apply(ps, mode)
 	return nil
+}
+
+// applyOne is apply for a single delivery.
+func (ch *Channel) applyOne(p pending, mode settleMode) {
+	freed := ch.releaseCredit(p)
+	switch mode {
+	case settleAck:
+		_ = p.q.AckOne(p.ref) // a deleted queue has nothing left to settle
+	case settleDiscard:
+		_ = p.q.RejectOne(p.ref)
+	case settleRequeue:
+		_ = p.q.RequeueOne(p.ref)
+	}
+	if freed && ch.credit.Limit() > 0 {
+		ch.kickConsumers()
+	}
+}
+
+// releaseCredit frees the prefetch credit a delivery to a consumer holds, and
+// reports whether it did. The settle that follows wakes the delivery's own
+// queue; other queues of the channel wait on the channel-wide credit only
+// (kickConsumers).
+func (ch *Channel) releaseCredit(p pending) bool {
+	if p.cons == nil {
+		return false
+	}
+	p.cons.qc.Credit.Release(1)
+	ch.credit.Release(1)
+	return true
 }
 
 // takeUnacked removes the deliveries a settle names: tag alone, or with
@@ -376,33 +417,26 @@ func (ch *Channel) apply(ps []pending, mode settleMode) {
 		q := ps[0].q
 		refs := make([]queue.Ref, 0, len(ps))
 		rest := ps[:0]
-		kick := false
+		freed := false
 		for _, p := range ps {
 			if p.q != q {
 				rest = append(rest, p)
 				continue
 			}
 			refs = append(refs, p.ref)
-			if p.cons != nil {
-				p.cons.qc.Credit.Release(1)
-				ch.credit.Release(1)
-				kick = true
-			}
+			freed = ch.releaseCredit(p) || freed
 		}
-		var err error
+		// The settle op itself wakes q, after the credit was freed. A
+		// deleted queue has nothing left to settle.
 		switch mode {
 		case settleAck:
-			err = q.Ack(refs)
+			_ = q.Ack(refs)
 		case settleDiscard:
-			err = q.Reject(refs)
+			_ = q.Reject(refs)
 		case settleRequeue:
-			err = q.Requeue(refs)
+			_ = q.Requeue(refs)
 		}
-		_ = err // a deleted queue has nothing left to settle
-		if kick || mode == settleRequeue {
-			q.Kick()
-		}
-		if ch.credit.Limit() > 0 && kick {
+		if freed && ch.credit.Limit() > 0 {
 			ch.kickConsumers()
 		}
 		ps = rest

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/storage"
 )
@@ -51,15 +52,15 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 		}
 		return nil
 	}
-	var conf *confirms
+	var conf queue.Confirmer // a nil interface, not a nil *confirms
 	if seq != 0 {
 		conf = ch.confirm
 	}
 	for _, q := range qs {
-		if err := q.Publish(rec, confirmer{ch, conf}, seq); err != nil && conf != nil {
+		if err := q.Publish(rec, conf, seq); err != nil && seq != 0 {
 			// The queue was deleted after routing: the message is gone
 			// with it, as in RabbitMQ, and the publish is still answered.
-			conf.stored(ch, seq, false)
+			ch.confirm.stored(ch, seq, false)
 		}
 	}
 	clear(ch.routeQueues[:len(qs)])
@@ -82,50 +83,61 @@ func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec storage.Record) {
 	}, rec.Properties, rec.Body)
 }
 
-// confirmer adapts a channel's confirms to queue.Confirmer. It is a value
-// type so handing it to a queue allocates nothing.
-type confirmer struct {
-	ch   *Channel
-	conf *confirms
-}
-
-func (c confirmer) Confirm(seqs []uint64, err error) {
-	if c.conf == nil {
-		return
-	}
-	c.conf.storedBatch(c.ch, seqs, err != nil)
-}
-
-// confirms is a channel's publisher-confirm state. Publishes are numbered
-// from 1; a publish is finished when every queue it was routed to stored
-// it. Finished publishes are answered in order, consecutive acks coalesced
-// into one basic.ack with multiple=true, so under load one frame confirms
-// many messages and a client sees confirms in publish order.
+// confirms is a channel's publisher-confirm state, and the queues'
+// Confirmer for its publishes (a pointer, so handing it to a queue
+// allocates nothing). Publishes are numbered from 1; a publish is finished
+// when every queue it was routed to stored it. Finished publishes are
+// answered in order, consecutive acks coalesced into one basic.ack with
+// multiple=true, so under load one frame confirms many messages and a
+// client sees confirms in publish order.
+//
+// Sequence numbers are consecutive, so the unanswered ones live in a
+// window indexed by seq-answered-1: no map and no allocation per publish.
 type confirms struct {
-	mu          sync.Mutex
-	next        uint64 // last sequence number handed out
-	answered    uint64 // every seq <= answered has been acked or nacked
-	outstanding map[uint64]*inFlight
-	done        map[uint64]bool // finished, waiting for earlier ones; true = nack
+	ch       *Channel
+	mu       sync.Mutex
+	next     uint64 // last sequence number handed out
+	answered uint64 // every seq <= answered has been acked or nacked
+	// window[head+i] is publish answered+1+i.
+	window []confirmState
+	head   int
+	ack    amqp.BasicAck // scratch: sendMethod encodes before returning
+	nack   amqp.BasicNack
 }
 
-type inFlight struct {
-	queues int
-	failed bool
+type confirmState struct {
+	queues int32 // stores still to hear from
+	failed bool  // some queue failed to store it: nack
 }
 
-func newConfirms() *confirms {
-	return &confirms{outstanding: make(map[uint64]*inFlight), done: make(map[uint64]bool)}
+var _ queue.Confirmer = (*confirms)(nil)
+
+func newConfirms(ch *Channel) *confirms { return &confirms{ch: ch} }
+
+// Confirm is queue.Confirmer: the queues stored seqs (or failed to).
+func (c *confirms) Confirm(seqs []uint64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range seqs {
+		c.storedLocked(s, err != nil)
+	}
+	c.answerLocked(c.ch)
 }
 
-// publish numbers a publish routed to n queues.
+// publish numbers a publish routed to n queues. An unroutable one (n = 0)
+// waits for the single stored call handlePublish makes for it.
 func (c *confirms) publish(n int) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.next++
-	if n > 0 {
-		c.outstanding[c.next] = &inFlight{queues: n}
+	if c.head > 0 && c.head == len(c.window) {
+		c.window, c.head = c.window[:0], 0 // all answered: start over
+	} else if c.head >= 1024 && 2*c.head >= len(c.window) {
+		// Reclaim the answered prefix once it is most of the slice.
+		n := copy(c.window, c.window[c.head:])
+		c.window, c.head = c.window[:n], 0
 	}
+	c.window = append(c.window, confirmState{queues: int32(max(n, 1))})
 	return c.next
 }
 
@@ -137,27 +149,13 @@ func (c *confirms) stored(ch *Channel, seq uint64, failed bool) {
 	c.answerLocked(ch)
 }
 
-func (c *confirms) storedBatch(ch *Channel, seqs []uint64, failed bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range seqs {
-		c.storedLocked(s, failed)
-	}
-	c.answerLocked(ch)
-}
-
 func (c *confirms) storedLocked(seq uint64, failed bool) {
-	f, ok := c.outstanding[seq]
-	if !ok {
-		c.done[seq] = failed // unroutable: finished at once
-		return
+	if seq <= c.answered || seq > c.next {
+		return // not ours to answer (cannot happen; never panic over it)
 	}
-	f.queues--
-	f.failed = f.failed || failed
-	if f.queues == 0 {
-		delete(c.outstanding, seq)
-		c.done[seq] = f.failed
-	}
+	st := &c.window[c.head+int(seq-c.answered-1)]
+	st.queues--
+	st.failed = st.failed || failed
 }
 
 // answerLocked sends acks and nacks for the finished publishes that follow
@@ -165,31 +163,27 @@ func (c *confirms) storedLocked(seq uint64, failed bool) {
 func (c *confirms) answerLocked(ch *Channel) {
 	defer c.countAnswered(ch, c.answered)
 	first := c.answered + 1
-	for {
-		nack, ok := c.done[c.answered+1]
-		if !ok {
-			break
-		}
-		if nack {
-			if c.answered >= first {
-				ch.sendAck(c.answered, c.answered > first)
-			}
-			delete(c.done, c.answered+1)
-			c.answered++
-			ch.send(&amqp.BasicNack{DeliveryTag: c.answered})
-			first = c.answered + 1
-			continue
-		}
-		delete(c.done, c.answered+1)
+	for c.head < len(c.window) && c.window[c.head].queues <= 0 {
+		failed := c.window[c.head].failed
+		c.head++
 		c.answered++
+		if failed {
+			if c.answered > first {
+				c.sendAckLocked(ch, c.answered-1, c.answered-1 > first)
+			}
+			c.nack = amqp.BasicNack{DeliveryTag: c.answered}
+			ch.send(&c.nack)
+			first = c.answered + 1
+		}
 	}
 	if c.answered >= first {
-		ch.sendAck(c.answered, c.answered > first)
+		c.sendAckLocked(ch, c.answered, c.answered > first)
 	}
 }
 
-func (ch *Channel) sendAck(tag uint64, multiple bool) {
-	ch.send(&amqp.BasicAck{DeliveryTag: tag, Multiple: multiple})
+func (c *confirms) sendAckLocked(ch *Channel, tag uint64, multiple bool) {
+	c.ack = amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}
+	ch.send(&c.ack)
 }
 
 // handleConfirm implements confirm.select.
@@ -202,7 +196,7 @@ func (ch *Channel) handleConfirm(m amqp.Method) error {
 		return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "cannot switch from tx to confirm mode")
 	}
 	if ch.confirm == nil {
-		ch.confirm = newConfirms()
+		ch.confirm = newConfirms(ch)
 	}
 	if !sel.Nowait {
 		ch.send(&amqp.ConfirmSelectOk{})

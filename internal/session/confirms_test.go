@@ -1,0 +1,101 @@
+package session
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// The confirm window answers finished publishes in order: consecutive acks
+// coalesce into one multiple=true ack, a failed publish gets its own nack,
+// and nothing is answered past a publish still waiting for a queue.
+func TestConfirmsAnswerInOrder(t *testing.T) {
+	failed := errors.New("store failed")
+	type step struct {
+		publish int      // publish one message routed to this many queues...
+		stored  []uint64 // ...or: these seqs were stored by one queue
+		err     error
+		want    []amqp.Method
+	}
+	ack := func(tag uint64, multiple bool) amqp.Method {
+		return &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}
+	}
+	nack := func(tag uint64) amqp.Method { return &amqp.BasicNack{DeliveryTag: tag} }
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"in order, coalesced", []step{
+			{publish: 1}, {publish: 1}, {publish: 1},
+			{stored: []uint64{1, 2, 3}, want: []amqp.Method{ack(3, true)}},
+		}},
+		{"a gap holds later ones back", []step{
+			{publish: 1}, {publish: 1}, {publish: 1},
+			{stored: []uint64{2, 3}},
+			{stored: []uint64{1}, want: []amqp.Method{ack(3, true)}},
+		}},
+		{"two queues: both must store", []step{
+			{publish: 2},
+			{stored: []uint64{1}},
+			{stored: []uint64{1}, want: []amqp.Method{ack(1, false)}},
+		}},
+		{"nack in the middle", []step{
+			{publish: 1}, {publish: 1}, {publish: 1}, {publish: 1},
+			{stored: []uint64{1, 2}, want: []amqp.Method{ack(2, true)}},
+			{stored: []uint64{4}},
+			{stored: []uint64{3}, err: failed, want: []amqp.Method{nack(3), ack(4, false)}},
+		}},
+		{"one failed queue of two nacks", []step{
+			{publish: 2},
+			{stored: []uint64{1}, err: failed},
+			{stored: []uint64{1}, want: []amqp.Method{nack(1)}},
+		}},
+		{"unroutable answered at once", []step{
+			{publish: 0},
+			{stored: []uint64{1}, want: []amqp.Method{ack(1, false)}},
+		}},
+		{"unknown seqs are ignored", []step{
+			{publish: 1},
+			{stored: []uint64{0, 7}},
+			{stored: []uint64{1}, want: []amqp.Method{ack(1, false)}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newOpenConn(t)
+			ch := newChannel(c, 1)
+			conf := newConfirms(ch)
+			for _, s := range tc.steps {
+				if s.stored == nil {
+					conf.publish(s.publish)
+					continue
+				}
+				conf.Confirm(s.stored, s.err)
+				require.Equal(t, s.want, takeMethods(t, c))
+			}
+		})
+	}
+}
+
+// The window reclaims answered entries: a long run that never catches up
+// (500 publishes always outstanding) keeps it small.
+func TestConfirmsWindowStaysSmall(t *testing.T) {
+	c := newOpenConn(t)
+	conf := newConfirms(newChannel(c, 1))
+	const lag, n = 500, 100000
+	for seq := uint64(1); seq <= n; seq++ {
+		conf.publish(1)
+		if seq > lag {
+			conf.Confirm([]uint64{seq - lag}, nil)
+		}
+		if seq%1000 == 0 {
+			takeOut(t, c)
+		}
+	}
+	require.LessOrEqual(t, cap(conf.window), 4096)
+	require.EqualValues(t, n-lag, conf.answered)
+	require.Equal(t, lag, len(conf.window)-conf.head)
+}
