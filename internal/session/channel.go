@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -37,7 +36,8 @@ type Channel struct {
 	tx          *txState     // non-nil in tx mode
 	routeNames  []string     // scratch for routing
 	routeQueues []*vhost.Queue
-	dl          deliveries // touched by queue actors, under its own lock
+	decoded     decodeScratch // per-message methods, decoded in place (publish.go)
+	dl          deliveries    // touched by queue actors, under its own lock
 }
 
 // assemblyState is where a channel is in reading a content method: method
@@ -121,7 +121,7 @@ func (ch *Channel) handleFrame(f amqp.Frame) error {
 	if f.Type != amqp.FrameMethod {
 		return amqp.NewError(amqp.UnexpectedFrame, 0, 0, "%s frame on channel %d where a method frame was expected", frameTypeName(f.Type), ch.id)
 	}
-	m, err := amqp.DecodeMethod(f.Payload)
+	m, err := ch.decodeMethod(f.Payload)
 	if err != nil {
 		return err
 	}
@@ -167,14 +167,19 @@ func (ch *Channel) handleHeader(f amqp.Frame) error {
 		return err
 	}
 	// Properties alias the frame buffer, which the next read overwrites; the
-	// message keeps its own copy (it is stored exactly as published).
-	ch.asm.props = bytes.Clone(h.Properties)
+	// message keeps its own copy (it is stored exactly as published). One
+	// allocation holds both the copy and the body: they live and die
+	// together in the stored record.
+	n := len(h.Properties)
+	buf := make([]byte, n, uint64(n)+h.BodySize)
+	copy(buf, h.Properties)
+	ch.asm.props = buf[:n:n]
 	if h.BodySize == 0 {
 		return ch.complete()
 	}
 	ch.asm.state = expectBody
 	ch.asm.size = h.BodySize
-	ch.asm.body = make([]byte, 0, h.BodySize)
+	ch.asm.body = buf[n:n]
 	return nil
 }
 
@@ -296,9 +301,13 @@ func (ch *Channel) handleBrokerMethod(m amqp.Method) error {
 		err = ch.handleConfirm(m)
 	}
 	// Errors from below carry no method ids; the method at hand caused them.
-	var ae *amqp.Error
-	if errors.As(err, &ae) && ae.ClassID == 0 && ae.MethodID == 0 {
-		ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
+	// (Only on errors: errors.As's target would cost an allocation per
+	// method.)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.ClassID == 0 && ae.MethodID == 0 {
+			ae.ClassID, ae.MethodID = m.ClassID(), m.MethodID()
+		}
 	}
 	return err
 }

@@ -67,6 +67,45 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	return nil
 }
 
+// decodeScratch holds the methods every message brings, so the reader
+// decodes them without an allocation.
+type decodeScratch struct {
+	publish amqp.BasicPublish
+	ack     amqp.BasicAck
+}
+
+// decodeMethod is amqp.DecodeMethod, but basic.publish and basic.ack are
+// decoded into the channel's scratch structs. That is safe because the
+// reader is done with a method before it decodes the next one on the
+// channel (a publish's content frames come in between, never a method),
+// and nothing keeps the pointer: a transaction copies the publish, and the
+// rest of the publish and ack paths read the fields while handling them.
+func (ch *Channel) decodeMethod(payload []byte) (amqp.Method, error) {
+	cls, mth, args, err := amqp.MethodIDs(payload)
+	if err != nil {
+		return nil, err
+	}
+	if cls == amqp.ClassBasic {
+		switch mth {
+		case amqp.MethodBasicPublish:
+			m := &ch.decoded.publish
+			*m = amqp.BasicPublish{}
+			if err := m.DecodeArgs(args); err != nil {
+				return nil, err
+			}
+			return m, nil
+		case amqp.MethodBasicAck:
+			m := &ch.decoded.ack
+			*m = amqp.BasicAck{}
+			if err := m.DecodeArgs(args); err != nil {
+				return nil, err
+			}
+			return m, nil
+		}
+	}
+	return amqp.DecodeMethod(payload)
+}
+
 // returnMessage sends basic.return 312 NO_ROUTE; it precedes the publish's
 // confirm because both go out on this goroutine in order.
 func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec storage.Record) {
