@@ -60,6 +60,10 @@ type consumer struct {
 	q      *vhost.Queue
 	qc     queue.Consumer
 	credit queue.Credit
+	// gone: removed from the channel's consumers (cancelled, channel
+	// closing). Under the delivery lock; Deliver checks it instead of
+	// looking the tag up, which a reused tag would fool anyway.
+	gone bool
 }
 
 // Deliver runs on the queue's goroutine: it numbers the delivery, records
@@ -73,8 +77,8 @@ func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
 	if d.closed {
 		return false
 	}
-	if d.consumers[qc.Tag] != c {
-		return false // cancelled meanwhile (the tag may name a new consumer)
+	if c.gone {
+		return false // cancelled meanwhile
 	}
 	d.nextTag++
 	tag := d.nextTag
@@ -100,9 +104,10 @@ func (c *consumer) Cancelled(qc *queue.Consumer) {
 	d := &ch.dl
 	d.Lock()
 	defer d.Unlock()
-	if d.consumers[qc.Tag] != c {
+	if c.gone {
 		return
 	}
+	c.gone = true
 	delete(d.consumers, qc.Tag)
 	if ch.conn.cancelNotify {
 		ch.sendLocked(&amqp.BasicCancel{ConsumerTag: qc.Tag, NoWait: true})
@@ -231,6 +236,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	err = q.Consume(ctx, &c.qc)
 	if err != nil {
 		delete(d.consumers, tag)
+		c.gone = true
 		d.Unlock()
 		switch {
 		case errors.Is(err, queue.ErrExclusiveConsumer), errors.Is(err, queue.ErrConsumersExist):
@@ -253,6 +259,9 @@ func (ch *Channel) cancel(ctx context.Context, tag string) {
 	d.Lock()
 	c, ok := d.consumers[tag]
 	delete(d.consumers, tag)
+	if ok {
+		c.gone = true
+	}
 	d.Unlock()
 	if !ok {
 		return // RabbitMQ answers cancel-ok for an unknown tag too
@@ -495,6 +504,7 @@ func (ch *Channel) closeDeliveries(ctx context.Context) {
 	d.gate.Unlock()
 	cs := make([]*consumer, 0, len(d.consumers))
 	for _, c := range d.consumers {
+		c.gone = true
 		cs = append(cs, c)
 	}
 	clear(d.consumers)
