@@ -632,6 +632,31 @@ func TestEngineTransactions(t *testing.T) {
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	_ = ch.Confirm(false)
 	require.Equal(t, amqp.PreconditionFailed, uint16(closeErr(t, errs).Code))
+
+	// A delivery settled earlier in the transaction is gone: settling it
+	// again is 406, as in RabbitMQ, even before the commit.
+	_, err := peek.QueuePurge("tx", false)
+	require.NoError(t, err)
+	for _, second := range []func(d amqp091.Delivery) error{
+		func(d amqp091.Delivery) error { return d.Ack(false) },
+		func(d amqp091.Delivery) error { return d.Nack(true, true) },
+	} {
+		ch2 := openChannel(t, conn)
+		publishBodies(t, peek, "tx", false, "x")
+		require.NoError(t, ch2.Tx())
+		d := get(t, ch2, "tx", false)
+		require.NoError(t, d.Ack(false))
+		errs2 := ch2.NotifyClose(make(chan *amqp091.Error, 1))
+		require.NoError(t, second(d))
+		e := closeErr(t, errs2)
+		require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
+		require.Contains(t, e.Reason, "unknown delivery tag")
+		// The channel closed before the commit: the ack never happened,
+		// and the close requeued the message.
+		d = get(t, peek, "tx", true)
+		require.Equal(t, "x", string(d.Body))
+		require.True(t, d.Redelivered)
+	}
 }
 
 func TestEngineMessageCounts(t *testing.T) {

@@ -469,23 +469,6 @@ func (d *deliveries) takeAll() []pending {
 	return ps
 }
 
-// knows reports whether a settle of tag (with multiple) names anything.
-func (d *deliveries) knows(tag uint64, multiple bool) bool {
-	if _, ok := d.unacked.Get(tag); ok {
-		return true
-	}
-	if !multiple {
-		return false
-	}
-	if tag == 0 {
-		return true
-	}
-	for t := range d.unacked.All() {
-		return t <= tag
-	}
-	return false
-}
-
 // closeDeliveries stops deliveries, cancels the consumers and requeues
 // what the channel still holds: the channel-close caller of the requeue
 // primitive. The lock is released before the queues are called, so an

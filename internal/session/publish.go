@@ -248,6 +248,7 @@ func (ch *Channel) handleConfirm(m amqp.Method) error {
 type txState struct {
 	publishes []txPublish
 	settles   []txSettle
+	held      map[uint64]bool // delivery tags settles of this transaction name
 }
 
 type txPublish struct {
@@ -267,14 +268,36 @@ func (t *txState) publish(m *amqp.BasicPublish, rec storage.Record, qs []*vhost.
 }
 
 // settle checks the tag now, so a bad one fails at once as in RabbitMQ, and
-// applies it at commit.
+// applies it at commit. A delivery settled earlier in the same transaction
+// counts as gone, as RabbitMQ takes it off the channel at once: acking it
+// again is an unknown tag (406).
 func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode settleMode) error {
 	d := &ch.dl
 	d.Lock()
-	known := d.knows(tag, multiple)
+	var tags []uint64
+	if !multiple {
+		if _, ok := d.unacked.Get(tag); ok && !t.held[tag] {
+			tags = append(tags, tag)
+		}
+	} else {
+		for u := range d.unacked.All() {
+			if tag != 0 && u > tag {
+				break // All goes in tag order
+			}
+			if !t.held[u] {
+				tags = append(tags, u)
+			}
+		}
+	}
 	d.Unlock()
-	if !known {
+	if len(tags) == 0 {
 		return unknownTag(tag)
+	}
+	if t.held == nil {
+		t.held = make(map[uint64]bool)
+	}
+	for _, u := range tags {
+		t.held[u] = true
 	}
 	t.settles = append(t.settles, txSettle{tag: tag, multiple: multiple, mode: mode})
 	return nil
