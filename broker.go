@@ -66,6 +66,12 @@ type Options struct {
 	Shards  storage.ShardStore
 	Unacked unacked.Index
 
+	// Product is the product name advertised in connection.start's
+	// server-properties; "" means "Warren". Clients and test suites that
+	// gate RabbitMQ-specific behaviour on the product (amqp091-go's
+	// integration tests do) can be served "RabbitMQ".
+	Product string
+
 	// MaxMessageSize is the largest message body accepted; a larger publish
 	// closes its channel with 406 PRECONDITION_FAILED. Zero means 128 MiB,
 	// RabbitMQ's default; negative means no limit but the 512 MiB frame
@@ -262,7 +268,7 @@ func New(opts Options) (*Broker, error) {
 		ChannelMax:     o.ChannelMax,
 		FrameMax:       o.FrameMax,
 		Heartbeat:      heartbeat,
-		Product:        "Warren",
+		Product:        o.Product,
 		Version:        Version,
 		Counters:       &b.ops.session,
 	}

@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "log connection events at debug level")
 	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics) on this address")
 	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
+	product := fs.String("product", "", `product name in connection.start ("" means Warren; "RabbitMQ" for clients that gate features on it)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DataDir: *dataDir,
 		Users:   []broker.User{{Name: *user, Password: *password, Tags: []string{"administrator"}}},
 		Logger:  logger,
+		Product: *product,
 	}
 	if *memory {
 		opts.DataDir = ""

@@ -71,6 +71,7 @@ type Conn struct {
 	// mode); cancelNotify is the client's consumer_cancel_notify capability.
 	vh           *vhost.VHost
 	cancelNotify bool
+	released     bool // releaseAll has deleted the exclusive queues
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
@@ -184,14 +185,37 @@ func (c *Conn) finish() {
 	c.out.Unlock()
 	c.closeRWC()
 
+	c.releaseAll()
+}
+
+// releaseAll releases every channel (cancelling consumers, requeueing what
+// they hold) and deletes the connection's exclusive queues. It runs before
+// close-ok goes out when the client closes, as in RabbitMQ, so a client that
+// reconnects at once finds its exclusive queues gone; and again, doing
+// nothing, when the connection finishes.
+func (c *Conn) releaseAll() {
 	for id, ch := range c.channels {
 		delete(c.channels, id)
 		ch.release()
 	}
-	if c.vh != nil {
-		// Exclusive queues go with the connection that declared them.
+	if c.vh != nil && !c.released {
+		c.released = true
 		c.vh.ConnectionClosed(context.Background(), c.id)
 	}
+}
+
+// lingerAfterCloseOk keeps the socket open after our close-ok until the
+// client hangs up (or the close timeout passes), as RabbitMQ does: closing
+// at once can make the client's reader see EOF before it has processed the
+// close-ok, and report a clean close as a failure.
+func (c *Conn) lingerAfterCloseOk() {
+	c.out.Lock()
+	if !c.out.stopped && c.out.closeTimer == nil {
+		c.out.closeTimer = time.AfterFunc(c.set.closeTimeout, c.closeRWC)
+	}
+	c.out.Unlock()
+	c.closing.Store(true)
+	c.drain()
 }
 
 func (c *Conn) closeRWC() {
@@ -238,6 +262,7 @@ func (c *Conn) readLoop() error {
 		}
 		if err := c.handleFrame(f); err != nil {
 			if errors.Is(err, errClosedByPeer) {
+				c.lingerAfterCloseOk()
 				return nil
 			}
 			c.closeWith(asError(err))
@@ -486,6 +511,7 @@ func (c *Conn) handleConnectionMethod(m amqp.Method) error {
 	if cl, ok := m.(*amqp.ConnectionClose); ok {
 		// Valid in every state: a client may give up mid-handshake.
 		c.log.Info("session: client closed connection", "code", cl.ReplyCode, "text", cl.ReplyText, "user", c.user)
+		c.releaseAll()
 		c.sendMethod(0, &amqp.ConnectionCloseOk{})
 		return errClosedByPeer
 	}

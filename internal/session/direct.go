@@ -225,13 +225,7 @@ func (c *Conn) finishDirectLocked() {
 	c.out.stopped = true // from here on sends are dropped
 	e := c.direct.closeErr
 	c.out.Unlock()
-	for id, ch := range c.channels {
-		delete(c.channels, id)
-		ch.release()
-	}
-	if c.vh != nil {
-		c.vh.ConnectionClosed(context.Background(), c.id)
-	}
+	c.releaseAll()
 	c.direct.finished.Store(true)
 	c.sink.Closed(e)
 }
