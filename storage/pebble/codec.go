@@ -194,33 +194,45 @@ func bytesToString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// Shard state value layout, version 1:
+// Shard state value layout, version 2:
 //
-//	[0]      version (1)
+//	[0]      version (2)
 //	uvarint  next offset
-//	uvarint  live record count
-const stateVersion = 1
+//
+// Version 1 also held the live record count, rewritten by every delete.
+// The count now comes from the scan that loads a shard's live offsets (see
+// liveSet), so deletes write no state; version 1 values still decode, their
+// count checked for sanity and ignored.
+const (
+	stateVersion   = 2
+	stateVersionV1 = 1
+)
 
-func appendState(dst []byte, next, count uint64) []byte {
+func appendState(dst []byte, next uint64) []byte {
 	dst = append(dst, stateVersion)
-	dst = binary.AppendUvarint(dst, next)
-	return binary.AppendUvarint(dst, count)
+	return binary.AppendUvarint(dst, next)
 }
 
-func decodeState(val []byte) (next, count uint64, err error) {
-	if len(val) == 0 || val[0] != stateVersion {
-		return 0, 0, fmt.Errorf("%w: bad shard state", ErrCorrupt)
+func decodeState(val []byte) (next uint64, err error) {
+	if len(val) == 0 || (val[0] != stateVersion && val[0] != stateVersionV1) {
+		return 0, fmt.Errorf("%w: bad shard state", ErrCorrupt)
 	}
 	next, n := binary.Uvarint(val[1:])
 	if n <= 0 || n != uvarintLen(next) {
-		return 0, 0, fmt.Errorf("%w: bad shard state next offset", ErrCorrupt)
+		return 0, fmt.Errorf("%w: bad shard state next offset", ErrCorrupt)
+	}
+	if val[0] == stateVersion {
+		if 1+n != len(val) {
+			return 0, fmt.Errorf("%w: bad shard state: %d trailing bytes", ErrCorrupt, len(val)-1-n)
+		}
+		return next, nil
 	}
 	count, m := binary.Uvarint(val[1+n:])
 	if m <= 0 || m != uvarintLen(count) || 1+n+m != len(val) {
-		return 0, 0, fmt.Errorf("%w: bad shard state count", ErrCorrupt)
+		return 0, fmt.Errorf("%w: bad shard state count", ErrCorrupt)
 	}
 	if count > next {
-		return 0, 0, fmt.Errorf("%w: shard state counts %d live records below offset %d", ErrCorrupt, count, next)
+		return 0, fmt.Errorf("%w: shard state counts %d live records below offset %d", ErrCorrupt, count, next)
 	}
-	return next, count, nil
+	return next, nil
 }

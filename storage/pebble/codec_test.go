@@ -131,21 +131,25 @@ func TestEncodeDoesNotAllocate(t *testing.T) {
 }
 
 func TestStateCodec(t *testing.T) {
-	tests := []struct {
-		name        string
-		next, count uint64
-	}{
-		{"Zero", 0, 0},
-		{"Some", 1000, 3},
-		{"Full", 5, 5},
-		{"Max", math.MaxUint64, math.MaxUint64 - 1},
+	for _, next := range []uint64{0, 5, 1000, math.MaxUint64} {
+		got, err := decodeState(appendState(nil, next))
+		require.NoError(t, err)
+		require.Equal(t, next, got)
 	}
-	for _, tt := range tests {
+	valid := []struct {
+		name string
+		val  []byte
+		next uint64
+	}{
+		{"V1", []byte{1, 5, 3}, 5},
+		{"V1Full", []byte{1, 5, 5}, 5},
+		{"V2", []byte{2, 0x80, 0x01}, 128},
+	}
+	for _, tt := range valid {
 		t.Run(tt.name, func(t *testing.T) {
-			next, count, err := decodeState(appendState(nil, tt.next, tt.count))
+			next, err := decodeState(tt.val)
 			require.NoError(t, err)
 			require.Equal(t, tt.next, next)
-			require.Equal(t, tt.count, count)
 		})
 	}
 	corrupt := []struct {
@@ -153,30 +157,32 @@ func TestStateCodec(t *testing.T) {
 		val  []byte
 	}{
 		{"Empty", nil},
-		{"UnknownVersion", []byte{2, 0, 0}},
-		{"NoCount", []byte{1, 5}},
-		{"Trailing", []byte{1, 5, 1, 0}},
-		{"CountAboveNext", []byte{1, 1, 2}},
-		{"BadVarint", append([]byte{1}, bytes.Repeat([]byte{0xff}, 11)...)},
-		{"OverlongNext", []byte{1, 0x85, 0x00, 0}},
+		{"UnknownVersion", []byte{3, 0, 0}},
+		{"V1NoCount", []byte{1, 5}},
+		{"V1Trailing", []byte{1, 5, 1, 0}},
+		{"V1CountAboveNext", []byte{1, 1, 2}},
+		{"V2Trailing", []byte{2, 5, 0}},
+		{"BadVarint", append([]byte{2}, bytes.Repeat([]byte{0xff}, 11)...)},
+		{"OverlongNext", []byte{2, 0x85, 0x00}},
 	}
 	for _, tt := range corrupt {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := decodeState(tt.val)
+			_, err := decodeState(tt.val)
 			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
 }
 
 func FuzzDecodeState(f *testing.F) {
-	f.Add(appendState(nil, 10, 2))
+	f.Add(appendState(nil, 10))
+	f.Add([]byte{1, 10, 2})
 	f.Fuzz(func(t *testing.T, val []byte) {
-		next, count, err := decodeState(val)
+		next, err := decodeState(val)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorrupt)
 			return
 		}
-		require.LessOrEqual(t, count, next)
+		require.Equal(t, appendState(nil, next), append([]byte{stateVersion}, val[1:1+uvarintLen(next)]...))
 	})
 }
 

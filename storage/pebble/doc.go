@@ -37,13 +37,21 @@
 //	's' uvarint(len(shard)) shard 'm'                         -> shard state
 //
 // A record value is a compact binary encoding with a version byte first (see
-// codec.go); the shard state holds the next offset and the live count. Both
-// are rewritten in the same batch as every Append and DeleteByOffsets that
-// changes them, so offsets survive deleting every record and reopening, and
-// Count never scans: it costs one Get the first time a shard is used after
-// opening, then reads a cached number. DeleteByOffsets looks each offset up
-// before deleting it, so acking twice does not skew the count. DeleteShard
-// is one range deletion, state included, so offsets restart at 0.
+// codec.go); the shard state holds the next offset, rewritten in the same
+// batch as every Append, so offsets survive deleting every record and
+// reopening. DeleteShard is one range deletion, state included, so offsets
+// restart at 0.
+//
+// # Live offsets
+//
+// Each shard keeps in memory the set of its live offsets (liveSet: a bit
+// per offset in 1024-offset chunks, chunks with no live offset dropped),
+// built by one scan of the shard's record keys the first time the shard is
+// used after opening. DeleteByOffsets consults it instead of reading: it
+// writes a SingleDelete for each live offset (every record key is set once,
+// so the tombstone and the record vanish together when they meet in a flush)
+// and ignores the others, so acking twice is harmless and Count, the size of
+// the set, is exact without a persisted count.
 //
 // A nil Properties or Body reads back nil, an empty one reads back empty.
 // Read decodes into fresh memory, one allocation per record.
@@ -56,9 +64,9 @@
 // FirstOffset and Count do not take it. Different shards never wait for one
 // another, and their concurrent synced commits share fsyncs.
 //
-// Store caches per shard the next offset, the live count and a lower bound
-// of the live offsets, which lets reads skip the tombstones acks leave at the
-// head of a queue. The cache assumes this Store is the only writer of the
+// Store caches per shard the next offset, the live offsets and the first
+// of them, which lets reads skip the tombstones acks leave at the head of a
+// queue. The cache assumes this Store is the only writer of the
 // 's' keys in its DB.
 //
 // # Errors

@@ -20,9 +20,9 @@ func openMem(t *testing.T) *Store {
 	return New(db)
 }
 
-// TestLowWatermark checks that reads learn where the live records start, so
-// later reads seek past the tombstones of acked messages, and that the
-// bound never passes a live record.
+// TestLowWatermark checks that deletes keep low at the first live offset,
+// so reads seek past the tombstones of acked messages, and that the bound
+// never passes a live record.
 func TestLowWatermark(t *testing.T) {
 	ctx := context.Background()
 	s := openMem(t)
@@ -30,12 +30,15 @@ func TestLowWatermark(t *testing.T) {
 	require.NoError(t, err)
 	sh := s.shard("q")
 
-	del := func(from, to uint64) {
+	del := func(offs ...uint64) {
+		require.NoError(t, s.DeleteByOffsets(ctx, "q", offs))
+	}
+	delRange := func(from, to uint64) {
 		offs := make([]uint64, 0, to-from)
 		for o := from; o < to; o++ {
 			offs = append(offs, o)
 		}
-		require.NoError(t, s.DeleteByOffsets(ctx, "q", offs))
+		del(offs...)
 	}
 	steps := []struct {
 		name    string
@@ -43,24 +46,22 @@ func TestLowWatermark(t *testing.T) {
 		wantLow uint64
 	}{
 		{"Fresh", func() {}, 0},
-		{"DeletesAloneDoNotMoveIt", func() { del(0, 40) }, 0},
-		{"ReadFromZeroLearns", func() {
+		{"DeletesMoveIt", func() { delRange(0, 40) }, 40},
+		{"ReadFromZeroStartsThere", func() {
 			got, err := s.Read(ctx, "q", 0, 1)
 			require.NoError(t, err)
 			require.Equal(t, uint64(40), got[0].Offset)
 		}, 40},
-		{"ReadFromAboveLowLearnsNothing", func() {
-			del(40, 50)
-			_, err := s.Read(ctx, "q", 60, 1)
-			require.NoError(t, err)
-		}, 40},
-		{"FirstOffsetLearns", func() {
+		{"DeleteAboveLowLeavesIt", func() { del(45, 41) }, 40},
+		{"DeleteOfLowSkipsDeadOnes", func() { del(40) }, 42},
+		{"OutOfOrderDeletes", func() { del(49, 44, 48, 43, 47, 46, 42) }, 50},
+		{"FirstOffsetAgrees", func() {
 			fo, err := s.FirstOffset(ctx, "q")
 			require.NoError(t, err)
 			require.Equal(t, uint64(50), fo)
 		}, 50},
 		{"EmptyShardReadLearnsNext", func() {
-			del(50, 100)
+			delRange(50, 100)
 			got, err := s.Read(ctx, "q", 0, 10)
 			require.NoError(t, err)
 			require.Empty(t, got)
@@ -91,8 +92,9 @@ func TestLowWatermark(t *testing.T) {
 	}
 }
 
-// TestStatePersisted checks the shard state key is written with every
-// change, so a new Store (as after a restart) counts without scanning.
+// TestStatePersisted checks the shard state key holds the next offset, and
+// that a new Store (as after a restart) rebuilds the live set and its count
+// from the records, also from a version 1 state whose count went stale.
 func TestStatePersisted(t *testing.T) {
 	ctx := context.Background()
 	s := openMem(t)
@@ -102,14 +104,33 @@ func TestStatePersisted(t *testing.T) {
 
 	val, closer, err := s.db.Get(newShard("q").state)
 	require.NoError(t, err)
-	next, count, err := decodeState(val)
+	next, err := decodeState(val)
 	require.NoError(t, closer.Close())
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), next)
-	require.Equal(t, uint64(3), count)
 
-	fresh := New(s.db)
-	n, err := fresh.Count(ctx, "q")
-	require.NoError(t, err)
-	require.Equal(t, uint64(3), n)
+	for _, state := range [][]byte{nil, {stateVersionV1, 5, 5}} {
+		if state != nil {
+			require.NoError(t, s.db.Set(newShard("q").state, state, nil))
+		}
+		fresh := New(s.db)
+		n, err := fresh.Count(ctx, "q")
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), n)
+		first, err := fresh.FirstOffset(ctx, "q")
+		require.NoError(t, err)
+		require.Equal(t, uint64(0), first)
+		// The rebuilt live set knows 1 and 3 are gone: deleting them
+		// again leaves the count alone.
+		require.NoError(t, fresh.DeleteByOffsets(ctx, "q", []uint64{3, 1, 0}))
+		n, err = fresh.Count(ctx, "q")
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), n)
+		first, err = fresh.FirstOffset(ctx, "q")
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), first)
+		// Put offset 0 back for the next round, as a raw write.
+		rec := appendRecord(nil, &storage.Record{})
+		require.NoError(t, s.db.Set(appendRecordKey(nil, newShard("q").prefix, 0), rec, nil))
+	}
 }

@@ -1,7 +1,6 @@
 package pebble
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -37,12 +36,9 @@ func New(db *pebble.DB) *Store {
 // by whoever opened it.
 func (s *Store) Close() error { return nil }
 
-// maxScratch bounds the offsets scratch slice a shard keeps between deletes.
-const maxScratch = 4096
-
 // shard caches one shard's state. The immutable fields are set at creation;
 // next and count are written only with mu held, after the batch that
-// persists them has committed, and read without it.
+// changes them has committed, and read without it.
 type shard struct {
 	name   string
 	prefix []byte // shardPrefix(name)
@@ -50,9 +46,9 @@ type shard struct {
 	recEnd []byte // upper bound of the record keys
 	end    []byte // upper bound of every key of the shard
 
-	// loaded says next and count hold the persisted state. It is cleared
-	// when a commit fails, because Pebble may have applied a batch whose
-	// sync failed: the next call reloads rather than guess.
+	// loaded says next, count and mu.live hold the persisted state. It is
+	// cleared when a commit fails, because Pebble may have applied a batch
+	// whose sync failed: the next call reloads rather than guess.
 	loaded atomic.Bool
 	next   atomic.Uint64 // offset the next Append assigns
 	count  atomic.Uint64 // live records
@@ -74,7 +70,10 @@ type shard struct {
 	mu struct {
 		sync.Mutex
 		scratch []byte // keys and state values being built
-		offs    []uint64
+		// live holds the offsets of the records in the DB, so deletes
+		// need no read: a delete writes a tombstone only for a live
+		// offset, and the live count follows without being persisted.
+		live liveSet
 	}
 }
 
@@ -114,12 +113,14 @@ func (s *Store) lockShard(name string) *shard {
 	}
 }
 
-// loadLocked reads the shard state if it is not cached.
+// loadLocked reads the shard state if it is not cached: the next offset
+// from the state key, and the live offsets by one scan of the record keys
+// (none for a shard without a state key: it was never written).
 func (s *Store) loadLocked(sh *shard) error {
 	if sh.loaded.Load() {
 		return nil
 	}
-	var next, count uint64
+	var next uint64
 	val, closer, err := s.db.Get(sh.state)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -127,15 +128,59 @@ func (s *Store) loadLocked(sh *shard) error {
 	case err != nil:
 		return fmt.Errorf("storage/pebble: load state of shard %q: %w", sh.name, err)
 	default:
-		next, count, err = decodeState(val)
+		next, err = decodeState(val)
 		closer.Close()
 		if err != nil {
 			return fmt.Errorf("storage/pebble: shard %q: %w", sh.name, err)
 		}
 	}
-	sh.count.Store(count)
+	sh.mu.live.reset()
+	if next > 0 {
+		if err := s.scanLiveLocked(sh, next); err != nil {
+			sh.mu.live.reset()
+			return err
+		}
+	}
+	sh.count.Store(sh.mu.live.count)
 	sh.next.Store(next)
+	if first, ok := sh.mu.live.first(0); ok {
+		raise(&sh.low, first)
+	} else {
+		raise(&sh.low, next)
+	}
 	sh.loaded.Store(true)
+	return nil
+}
+
+// scanLiveLocked fills sh.mu.live with the offsets of the shard's records.
+func (s *Store) scanLiveLocked(sh *shard, next uint64) (err error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: appendRecordKey(nil, sh.prefix, sh.low.Load()),
+		UpperBound: sh.recEnd,
+	})
+	if err != nil {
+		return fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, err)
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, cerr)
+		}
+	}()
+	keyLen := recordKeyLen(sh.prefix)
+	for valid := it.First(); valid; valid = it.Next() {
+		key := it.Key()
+		if len(key) != keyLen {
+			return fmt.Errorf("storage/pebble: shard %q: %w: record key of %d bytes", sh.name, ErrCorrupt, len(key))
+		}
+		off := binary.BigEndian.Uint64(key[len(key)-offsetLen:])
+		if off >= next {
+			return fmt.Errorf("storage/pebble: shard %q: %w: record at offset %d, state says next is %d", sh.name, ErrCorrupt, off, next)
+		}
+		sh.mu.live.add(off)
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, err)
+	}
 	return nil
 }
 
@@ -190,8 +235,7 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		}
 		sync = sync || r.Persistent
 	}
-	count := sh.count.Load() + n
-	sh.mu.scratch = appendState(sh.mu.scratch[:0], first+n, count)
+	sh.mu.scratch = appendState(sh.mu.scratch[:0], first+n)
 	if err := b.Set(sh.state, sh.mu.scratch, nil); err != nil {
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
@@ -204,7 +248,8 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	// count before next: FirstOffset's fast path relies on it.
-	sh.count.Store(count)
+	sh.mu.live.addRange(first, n)
+	sh.count.Store(sh.mu.live.count)
 	sh.next.Store(first + n)
 	for i := range recs {
 		recs[i].Offset = first + uint64(i)
@@ -312,10 +357,11 @@ func max64(a, b uint64) uint64 {
 	return b
 }
 
-// DeleteByOffsets implements storage.ShardStore. It looks each offset up
-// first, so that the persisted live count only counts records that existed;
-// the deletes and the new count are one batch, committed with pebble.NoSync:
-// an ack lost in a crash redelivers the message, which at-least-once allows.
+// DeleteByOffsets implements storage.ShardStore. The shard's live set says
+// which offsets hold a record, so it writes a tombstone for each of those
+// without reading anything, and ignores the others (deleted already, or
+// never written). The batch is committed with pebble.NoSync: an ack lost in
+// a crash redelivers the message, which at-least-once allows.
 func (s *Store) DeleteByOffsets(ctx context.Context, name string, offsets []uint64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("storage/pebble: delete from shard %q: %w", name, err)
@@ -334,65 +380,51 @@ func (s *Store) DeleteByOffsets(ctx context.Context, name string, offsets []uint
 	return nil
 }
 
+// deleteLocked tombstones the live ones among offsets. Each record key is
+// set exactly once (offsets are never reused while the key exists; after
+// DeleteShard's range deletion a new incarnation sets it once again) and
+// the live set lets only one tombstone follow, so a SingleDelete is enough:
+// Pebble drops it together with the record when they meet in a flush or
+// compaction, where a Delete would live on down to the bottom level.
 func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
-	// Only offsets in [low, next) can exist. Sort a copy: the caller's
-	// slice is not ours to reorder.
-	low, next := sh.low.Load(), sh.next.Load()
-	offs := sh.mu.offs[:0]
-	for _, o := range offsets {
-		if o >= low && o < next {
-			offs = append(offs, o)
-		}
+	// Skip the offsets already gone before taking a batch; remove also
+	// makes a repeated offset a no-op the second time.
+	i := 0
+	for i < len(offsets) && !sh.mu.live.remove(offsets[i]) {
+		i++
 	}
-	defer func() {
-		if cap(offs) <= maxScratch {
-			sh.mu.offs = offs[:0]
-		}
-	}()
-	if len(offs) == 0 {
+	if i == len(offsets) {
 		return nil
-	}
-	slices.Sort(offs)
-	offs = slices.Compact(offs)
-
-	keyLen := recordKeyLen(sh.prefix)
-	bounds := make([]byte, 0, 2*keyLen)
-	bounds = appendRecordKey(bounds, sh.prefix, offs[0])
-	bounds = appendRecordKey(bounds, sh.prefix, offs[len(offs)-1]+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: bounds[:keyLen], UpperBound: bounds[keyLen:]})
-	if err != nil {
-		return err
 	}
 	b := batch{Batch: s.db.NewBatch()}
 	defer b.release()
-	var deleted uint64
-	// Ascending seeks let Pebble step forward instead of seeking afresh.
-	for _, o := range offs {
-		sh.mu.scratch = appendRecordKey(sh.mu.scratch[:0], sh.prefix, o)
-		if it.SeekGE(sh.mu.scratch) && bytes.Equal(it.Key(), sh.mu.scratch) {
-			if err := b.Delete(sh.mu.scratch, nil); err != nil {
-				it.Close()
-				return err
-			}
-			deleted++
+	keyLen := recordKeyLen(sh.prefix)
+	for j, o := range offsets[i:] {
+		if j > 0 && !sh.mu.live.remove(o) {
+			continue
+		}
+		op := b.SingleDeleteDeferred(keyLen)
+		appendRecordKey(op.Key[:0], sh.prefix, o)
+		if err := op.Finish(); err != nil {
+			sh.loaded.Store(false)
+			return err
 		}
 	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	if deleted == 0 {
-		return nil
-	}
-	count := sh.count.Load() - deleted
-	sh.mu.scratch = appendState(sh.mu.scratch[:0], next, count)
-	if err := b.Set(sh.state, sh.mu.scratch, nil); err != nil {
-		return err
-	}
 	if err := b.commit(pebble.NoSync); err != nil {
+		// The live set already forgot offsets the failed batch may not
+		// have deleted: reload it.
 		sh.loaded.Store(false)
 		return err
 	}
-	sh.count.Store(count)
+	sh.count.Store(sh.mu.live.count)
+	// Keep low at the first live offset, so reads skip the head's
+	// tombstones without iterating over them. When low is still live
+	// this is one lookup.
+	if first, ok := sh.mu.live.first(sh.low.Load()); ok {
+		raise(&sh.low, first)
+	} else {
+		raise(&sh.low, sh.next.Load())
+	}
 	return nil
 }
 
@@ -443,9 +475,9 @@ func (s *Store) FirstOffset(ctx context.Context, name string) (uint64, error) {
 	}
 }
 
-// Count implements storage.ShardStore. The live count is persisted in the
-// shard state with every Append and DeleteByOffsets, so Count reads a cached
-// number and never scans: one Get the first time a shard is used.
+// Count implements storage.ShardStore. It reads the cached size of the
+// live set, which costs one scan of the shard's record keys the first time
+// the shard is used after opening.
 func (s *Store) Count(ctx context.Context, name string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("storage/pebble: count shard %q: %w", name, err)
