@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
@@ -110,6 +111,13 @@ type Options struct {
 	// RabbitMQ's default; negative disables the check. It is enforced by
 	// the unacked scanner (scanner.go), at most half the timeout late.
 	ConsumerTimeout time.Duration
+
+	// Clock is the queue engine's time: enqueue timestamps, message TTLs
+	// (x-message-ttl, expiration) and queue expiry (x-expires) follow it,
+	// so tests drive them with a clock.Fake instead of sleeping.
+	// Heartbeats and the consumer timeout stay on real time. nil means
+	// clock.Real.
+	Clock clock.Clock
 }
 
 // clone returns a deep copy so New never aliases the caller's slices.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -103,7 +102,7 @@ func shardName(vh, name string) string { return vh + "\x00" + name }
 
 // startQueue starts the actor of a declared queue on the stores its
 // durability calls for.
-func (b *Broker) startQueue(ctx context.Context, def meta.Queue) (*queue.Queue, error) {
+func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.Features) (*queue.Queue, error) {
 	st := b.stores.transient
 	if def.Durable {
 		st = b.stores.durable
@@ -116,7 +115,8 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue) (*queue.Queue, 
 		DropTransient: def.Durable,
 		Broker:        b.nodeID,
 		Incarnation:   b.incarnation,
-		Now:           b.now,
+		Clock:         b.opts.Clock,
+		Features:      features,
 		Logger:        b.log,
 		Totals:        &b.ops.queues,
 	})
@@ -156,5 +156,3 @@ func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
 	vh, ok := b.vhosts[canonicalVHost(name)]
 	return vh, ok
 }
-
-func (b *Broker) now() time.Time { return time.Now() }

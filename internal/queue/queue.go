@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
@@ -41,9 +42,13 @@ type Config struct {
 	// Broker and Incarnation identify this node's run in index entries.
 	Broker      string
 	Incarnation uint64
-	// Now is the clock; nil means time.Now.
-	Now    func() time.Time
+	// Clock timestamps messages and runs the TTL and x-expires timers;
+	// nil means clock.Real.
+	Clock  clock.Clock
 	Logger *slog.Logger
+	// Features are the queue's x-arguments and its hooks into the vhost
+	// (features.go); the zero value is a plain classic queue.
+	Features
 	// Totals, when set, counts every queue's messages too (inspect.go).
 	Totals *Counters
 }
@@ -162,6 +167,10 @@ const (
 	opStats
 	opDelete
 	opInspect
+	opTimer        // a TTL or x-expires timer fired (features.go)
+	opDeadLettered // every target stored a dead-lettered copy
+	opTouch        // the queue was redeclared: it is in use
+	opUnused       // is the queue unused for x-expires?
 )
 
 type op struct {
@@ -178,6 +187,9 @@ type op struct {
 	one      bool
 	entries  []unacked.Entry
 	inspect  func(context.Context) // opInspect: runs on the actor (inspect.go)
+	ttl      time.Duration         // opPublish: per-message TTL when hasTTL
+	hasTTL   bool
+	failed   bool // opDeadLettered: some target failed to store the copy
 	reply    chan reply
 }
 
@@ -259,7 +271,16 @@ type Queue struct {
 	retryRequeue   []Ref
 	recount        bool
 	deleted        bool
-	counters       Counters // message counters, read from any goroutine (inspect.go)
+	// inbox is the non-blocking mailbox (features.go): dead-lettered
+	// copies from other actors, their confirms and timer firings.
+	inbox struct {
+		sync.Mutex
+		ops    []op
+		closed bool
+	}
+	inboxLen atomic.Int32
+	feat     featureState // owned by the actor (features.go)
+	counters Counters     // message counters, read from any goroutine (inspect.go)
 }
 
 type confirm struct {
@@ -284,8 +305,13 @@ const (
 // entries for offsets the cursor never passed are dropped, because their
 // claim never committed.
 func Start(ctx context.Context, cfg Config) (*Queue, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	if cfg.Features.Args == (Args{}) {
+		// The zero Args would mean limits of 0: a queue declared without
+		// arguments is what ParseArgs(nil) says.
+		cfg.Features.Args, _ = ParseArgs(nil)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -303,6 +329,7 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	if err := q.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
 	}
+	q.initFeatures()
 	go q.run()
 	return q, nil
 }
@@ -617,11 +644,15 @@ func (q *Queue) run() {
 		case <-q.stop:
 			return
 		}
+		if q.inboxLen.Load() > 0 && !q.deleted {
+			q.drainInbox(ctx)
+		}
 		if q.deleted {
 			return
 		}
 		q.flushPublishes(ctx)
 		q.dispatch(ctx)
+		q.afterDispatch(ctx)
 	}
 }
 
@@ -630,6 +661,7 @@ func (q *Queue) run() {
 // for a queue deleted under a publisher), calls get ErrDeleted.
 func (q *Queue) drain(ctx context.Context) {
 	q.closing.Store(true)
+	q.stopFeatures()
 	for {
 		select {
 		case o := <-q.ops:
@@ -655,6 +687,7 @@ func (q *Queue) drain(ctx context.Context) {
 		}
 		runtime.Gosched()
 	}
+	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
 }
 
@@ -669,6 +702,9 @@ func (q *Queue) handle(ctx context.Context, o op) {
 	}
 	q.countOp(&o)
 	if o.kind == opPublish {
+		if o.hasTTL || q.cfg.Features.Args.HasMessageTTL {
+			o.rec.ExpiresAt = q.expiry(o)
+		}
 		q.publishes = append(q.publishes, o.rec)
 		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
 		if len(q.publishes) >= maxBatch {
@@ -682,14 +718,19 @@ func (q *Queue) handle(ctx context.Context, o op) {
 	switch o.kind {
 	case opConsume:
 		r.err = q.addConsumer(o.consumer)
+		q.used()
 	case opCancel:
 		q.removeConsumer(o.owner, o.tag)
 		r.stats.Consumers = len(q.consumers)
+		q.used()
 	case opGet:
+		q.used()
 		r.msg, r.ok, r.err = q.get(ctx, o.owner, o.noAck)
 		r.stats = q.stats()
-	case opAck, opReject:
+	case opAck:
 		q.settle(ctx, refs)
+	case opReject:
+		q.reject(ctx, refs)
 	case opRequeue:
 		q.requeue(ctx, refs)
 	case opRequeueEntries:
@@ -709,6 +750,14 @@ func (q *Queue) handle(ctx context.Context, o op) {
 		r.n, r.err = q.deleteAll(ctx)
 	case opInspect:
 		o.inspect(ctx)
+	case opTimer:
+		q.expireHead(ctx)
+	case opDeadLettered:
+		q.deadLettered(ctx, o.seq, o.failed)
+	case opTouch:
+		q.used()
+	case opUnused:
+		r.ok = q.unused()
 	}
 	if o.reply != nil {
 		o.reply <- r
@@ -751,9 +800,15 @@ func (q *Queue) flushPublishes(ctx context.Context) {
 	if len(q.publishes) == 0 {
 		return
 	}
-	now := q.cfg.Now().UnixNano()
+	now := q.cfg.Clock.Now().UnixNano()
 	for i := range q.publishes {
 		q.publishes[i].EnqueuedAt = now
+	}
+	if q.feat.limited {
+		q.applyLimits(ctx)
+		if len(q.publishes) == 0 {
+			return
+		}
 	}
 	_, err := q.cfg.Stores.Shards.Append(ctx, q.cfg.Shard, q.publishes)
 	if err == nil {
@@ -762,6 +817,17 @@ func (q *Queue) flushPublishes(ctx context.Context) {
 		if uint64(len(q.pending)) == q.fromCursor-uint64(len(q.publishes)) &&
 			len(q.pending)+len(q.publishes) <= maxPending {
 			q.pending = append(q.pending, q.publishes...)
+		}
+		if q.feat.bytes {
+			for i := range q.publishes {
+				q.feat.readyBytes += int64(len(q.publishes[i].Body))
+			}
+		}
+		if q.feat.ttlArg {
+			q.feat.ttl = true
+		}
+		for i := 0; !q.feat.ttl && i < len(q.publishes); i++ {
+			q.feat.ttl = q.publishes[i].ExpiresAt != 0
 		}
 	} else {
 		err = fmt.Errorf("queue: store %s: %w", q.cfg.Name, err)
@@ -791,6 +857,9 @@ func (q *Queue) flushPublishes(ctx context.Context) {
 	q.publishes = q.publishes[:0]
 	clear(q.confirms)
 	q.confirms = q.confirms[:0]
+	if err == nil && q.feat.limited {
+		q.dropOverflow(ctx)
+	}
 }
 
 // assignment is one message picked for one consumer (or a get).
@@ -845,6 +914,9 @@ func (q *Queue) take(ctx context.Context, pos int) (assignment, bool, error) {
 
 // putBack undoes take for the assignments of a claim that failed.
 func (q *Queue) putBack(batch []assignment) {
+	for i := range batch {
+		q.becameReady(&batch[i].rec)
+	}
 	for _, a := range batch {
 		if a.returned {
 			q.waiting[a.rec.Offset] = waiting{rec: a.rec, count: a.count}
@@ -860,15 +932,23 @@ func (q *Queue) dispatch(ctx context.Context) {
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()
 	for q.ready() > 0 && len(q.consumers) > 0 {
+		if q.feat.ttl {
+			q.expireHead(ctx)
+			if q.ready() == 0 {
+				break
+			}
+		}
 		clear(batch) // assignments hold bodies: let the last batch's go
 		batch = batch[:0]
 		avail := min(q.ready(), maxBatch)
 		fromCursor := 0 // records taken from the head of pending
 		idle := 0
 		for uint64(len(batch)) < avail && idle < len(q.consumers) {
-			c := q.consumers[q.next]
-			q.next = (q.next + 1) % len(q.consumers)
-			if !c.acquire() {
+			if q.feat.ttl && q.headExpired(ctx, fromCursor) {
+				break // expireHead takes it once this batch is claimed
+			}
+			c := q.pickConsumer()
+			if c == nil || !c.acquire() {
 				idle++
 				continue
 			}
@@ -886,6 +966,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 			if !a.returned {
 				fromCursor++
 			}
+			q.tookReady(&a.rec)
 			a.consumer = c
 			batch = append(batch, a)
 		}
@@ -978,7 +1059,7 @@ func (q *Queue) countReady(ctx context.Context) {
 // are consumed by the batch.
 func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) error {
 	s := q.cfg.Stores
-	now := q.cfg.Now().UnixNano()
+	now := q.cfg.Clock.Now().UnixNano()
 	entries, drop, dropKeys := q.scratch.entries[:0], q.scratch.offsets[:0], q.scratch.keys[:0]
 	defer func() {
 		clear(entries) // entries hold strings: let them go
@@ -1086,6 +1167,9 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 		DeliveryCount: a.count + 1,
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
 	}
+	if a.count > 0 && q.cfg.Features.Args.Quorum {
+		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
+	}
 	if !c.NoAck {
 		d := q.newDelivery()
 		*d = delivery{rec: a.rec, claim: q.claims, owner: c.Owner, count: a.count + 1, consumer: c}
@@ -1104,6 +1188,9 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 }
 
 func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool, error) {
+	if q.feat.ttl {
+		q.expireHead(ctx)
+	}
 	if q.ready() == 0 {
 		return Message{}, false, nil
 	}
@@ -1111,6 +1198,7 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 	if err != nil || !ok {
 		return Message{}, false, err
 	}
+	q.tookReady(&a.rec)
 	a.consumer = &Consumer{Owner: owner, NoAck: noAck}
 	n := 0
 	if !a.returned {
@@ -1126,6 +1214,9 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 		Redelivered:   a.count > 0,
 		DeliveryCount: a.count + 1,
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
+	}
+	if a.count > 0 && q.cfg.Features.Args.Quorum {
+		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
 	}
 	if !noAck {
 		d := q.newDelivery()
@@ -1228,10 +1319,13 @@ func (q *Queue) restore(ds []*delivery) {
 // the message goes back to its original position.
 func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 	ds := q.live(refs)
+	if q.cfg.Features.Args.DeliveryLimit >= 0 {
+		ds = q.overDeliveryLimit(ctx, ds)
+	}
 	if len(ds) == 0 {
 		return
 	}
-	now := q.cfg.Now().UnixNano()
+	now := q.cfg.Clock.Now().UnixNano()
 	entries := q.scratch.entries[:0]
 	for _, d := range ds {
 		e := q.entry(d.rec.Offset, d.owner, now, d.count)
@@ -1253,6 +1347,7 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 	for _, d := range ds {
 		q.waiting[d.rec.Offset] = waiting{rec: d.rec, count: d.count}
 		q.returned = insertSorted(q.returned, d.rec.Offset)
+		q.becameReady(&d.rec)
 	}
 	q.recycle(ds)
 }
@@ -1309,6 +1404,7 @@ func (q *Queue) purge(ctx context.Context) (uint64, error) {
 		}
 	}
 	q.fromCursor = 0
+	q.feat.readyBytes = 0
 	return n + deleted, nil
 }
 
@@ -1335,6 +1431,7 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	}
 	q.deleted = true
 	q.pending, q.returned, q.out = nil, nil, nil
+	q.feat.leaving = nil
 	clear(q.waiting)
 	return ready, nil
 }

@@ -87,8 +87,8 @@ func testVHost(t *testing.T) *vhost.VHost {
 	vh, err := vhost.Open(context.Background(), vhost.Config{
 		Name:  "/",
 		Store: metamemory.New(),
-		StartQueue: func(ctx context.Context, def meta.Queue) (*queue.Queue, error) {
-			return queue.Start(ctx, queue.Config{VHost: def.VHost, Name: def.Name, Shard: def.Name, Stores: st, Broker: "test", Incarnation: 1})
+		StartQueue: func(ctx context.Context, def meta.Queue, f queue.Features) (*queue.Queue, error) {
+			return queue.Start(ctx, queue.Config{VHost: def.VHost, Name: def.Name, Shard: def.Name, Stores: st, Broker: "test", Incarnation: 1, Features: f})
 		},
 	})
 	require.NoError(t, err)

@@ -20,7 +20,9 @@ import (
 
 // QueueStarter starts the actor of a declared queue; the broker chooses its
 // stores (in memory for non-durable queues, persistent for durable ones).
-type QueueStarter func(ctx context.Context, def meta.Queue) (*queue.Queue, error)
+// features are the queue's parsed arguments and its hooks into the vhost
+// (dead-letter routing, x-expires); the broker puts them in queue.Config.
+type QueueStarter func(ctx context.Context, def meta.Queue, features queue.Features) (*queue.Queue, error)
 
 // QueueStopper deletes what the broker keeps for a queue beyond its actor's
 // stores (nothing, by default). It runs after the queue's actor deleted its
@@ -139,7 +141,15 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		if err != nil {
 			return nil, fmt.Errorf("vhost: queue %q: %w", q.Name, err)
 		}
-		actor, err := cfg.StartQueue(ctx, q)
+		// Stored arguments passed ParseArgs at declare; a store written by
+		// an older Warren may hold ones it now refuses: those features are
+		// off rather than the vhost unopenable.
+		parsed, perr := queue.ParseArgs(args)
+		if perr != nil {
+			cfg.Logger.Warn("vhost: stored queue arguments refused", "queue", q.Name, "err", perr)
+			parsed, _ = queue.ParseArgs(nil)
+		}
+		actor, err := cfg.StartQueue(ctx, q, v.features(q.Name, parsed))
 		if err != nil {
 			v.Close()
 			return nil, fmt.Errorf("vhost: start queue %q: %w", q.Name, err)
@@ -558,10 +568,20 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		if err := v.queueEquivalent(q, def, m.Arguments); err != nil {
 			return nil, err
 		}
+		q.Touch() // a redeclaration is a use (x-expires)
 		return q, nil
 	}
 	if err := v.checkExchangeName(m.Arguments, "x-dead-letter-exchange", "queue", name); err != nil {
 		return nil, err
+	}
+	parsed, err := queue.ParseArgs(m.Arguments)
+	if err != nil {
+		var ae *queue.ArgError
+		if errors.As(err, &ae) {
+			return nil, amqp.NewError(ae.Code, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
+				ae.Arg, name, v.cfg.Name, ae.Reason)
+		}
+		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
@@ -571,7 +591,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {
 		return nil, storeError(err)
 	}
-	actor, err := v.cfg.StartQueue(ctx, def)
+	actor, err := v.cfg.StartQueue(ctx, def, v.features(name, parsed))
 	if err != nil {
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)

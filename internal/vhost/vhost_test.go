@@ -53,10 +53,10 @@ func (f *fixture) open(t *testing.T) {
 	t.Cleanup(v.Close)
 }
 
-func (f *fixture) startQueue(ctx context.Context, def meta.Queue) (*queue.Queue, error) {
+func (f *fixture) startQueue(ctx context.Context, def meta.Queue, feat queue.Features) (*queue.Queue, error) {
 	return queue.Start(ctx, queue.Config{
 		VHost: def.VHost, Name: def.Name, Shard: def.VHost + "\x00" + def.Name,
-		Stores: f.stores, Broker: "test", Incarnation: 1,
+		Stores: f.stores, Broker: "test", Incarnation: 1, Features: feat,
 	})
 }
 
@@ -168,10 +168,18 @@ func TestRedeclareWithUncomparableArguments(t *testing.T) {
 		Arguments: amqp.Table{"alternate-exchange": []byte("other")}})
 	requireCode(t, err, amqp.PreconditionFailed)
 
+	// ParseArgs refuses such arguments at declare (406); a store written
+	// before it may still hold them, and redeclaring must not panic.
 	qargs := amqp.Table{"x-dead-letter-routing-key": []byte("k"), "x-queue-type": amqp.Table{"nested": []any{int32(1)}}}
-	declareQueue(t, f.v, "c", amqp.QueueDeclare{Queue: "q", Arguments: qargs})
-	declareQueue(t, f.v, "c", amqp.QueueDeclare{Queue: "q", Arguments: qargs})
-	_, err = f.v.DeclareQueue(ctx, "c", &amqp.QueueDeclare{Queue: "q",
+	_, err = f.v.DeclareQueue(ctx, "c", &amqp.QueueDeclare{Queue: "q", Arguments: qargs})
+	requireCode(t, err, amqp.PreconditionFailed)
+	raw, err = amqp.AppendTable(nil, qargs)
+	require.NoError(t, err)
+	require.NoError(t, f.store.PutQueue(ctx, meta.Queue{VHost: "/", Name: "q", Durable: true, Arguments: raw}))
+	f.v.Close()
+	f.open(t)
+	declareQueue(t, f.v, "c", amqp.QueueDeclare{Queue: "q", Durable: true, Arguments: qargs})
+	_, err = f.v.DeclareQueue(ctx, "c", &amqp.QueueDeclare{Queue: "q", Durable: true,
 		Arguments: amqp.Table{"x-dead-letter-routing-key": []byte("k"), "x-queue-type": amqp.Table{"nested": []any{int32(2)}}}})
 	requireCode(t, err, amqp.PreconditionFailed)
 }

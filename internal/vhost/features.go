@@ -1,0 +1,54 @@
+package vhost
+
+import (
+	"context"
+
+	"github.com/warrenmq/broker/internal/queue"
+)
+
+// features returns the hooks a queue's actor needs into its vhost: the
+// dead-letter router and the x-expires deletion.
+func (v *VHost) features(name string, args queue.Args) queue.Features {
+	f := queue.Features{Args: args}
+	if args.HasDLX {
+		f.DeadLetter = v.routeDeadLetter
+	}
+	if args.Expires > 0 {
+		f.Expired = func() { v.expireQueue(name) }
+	}
+	return f
+}
+
+// routeDeadLetter routes a dead-lettered copy like a publish. It runs on
+// the source queue's actor and only takes mu (never held across a queue
+// call), so it cannot deadlock with the actor. A missing exchange routes
+// nowhere: RabbitMQ drops the message.
+func (v *VHost) routeDeadLetter(exchange, key string, props []byte) []*queue.Queue {
+	_, qs, err := v.Route(exchange, key, props, nil, nil)
+	if err != nil || len(qs) == 0 {
+		return nil
+	}
+	out := make([]*queue.Queue, len(qs))
+	for i, q := range qs {
+		out[i] = q.Queue
+	}
+	return out
+}
+
+// expireQueue deletes the queue name when its actor confirms it has been
+// unused for its x-expires period (it may have been used since the timer
+// was armed). It runs on the timer's goroutine, never on the actor's.
+func (v *VHost) expireQueue(name string) {
+	ctx := context.Background()
+	v.topo.Lock()
+	defer v.topo.Unlock()
+	v.mu.RLock()
+	q, ok := v.queues[name]
+	v.mu.RUnlock()
+	if !ok || !q.Unused(ctx) {
+		return
+	}
+	if _, err := v.removeQueueLocked(ctx, q); err != nil {
+		v.cfg.Logger.Error("expire queue", "vhost", v.cfg.Name, "queue", name, "err", err)
+	}
+}
