@@ -2,11 +2,12 @@ package broker
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -87,6 +88,31 @@ type Options struct {
 	// VHosts are the virtual hosts clients may open. nil means ["/"].
 	VHosts []string
 
+	// AllowRemoteGuest lets the user "guest" log in from a non-loopback
+	// address. By default guest may connect only via localhost (or Dial),
+	// as RabbitMQ's loopback_users does; elsewhere its login is refused
+	// with 403.
+	AllowRemoteGuest bool
+
+	// MaxConnections bounds the open connections of the whole broker
+	// (RabbitMQ's connection_max); connection.open beyond it is refused
+	// with 530 NOT_ALLOWED. Zero means no limit.
+	MaxConnections int
+	// VHostMaxConnections bounds the open connections per vhost
+	// (RabbitMQ's max-connections vhost limit; 0 refuses every
+	// connection), 530 NOT_ALLOWED beyond it. A vhost not listed, or a
+	// negative value, has no limit.
+	VHostMaxConnections map[string]int
+
+	// TLSConfig serves TLS in ListenTLS and ListenAndServeTLS (tls.go). To
+	// accept client certificates set ClientAuth and ClientCAs as usual.
+	TLSConfig *tls.Config
+	// AuthMechanisms are the SASL mechanisms offered besides PLAIN and
+	// AMQPLAIN, which are always offered. "EXTERNAL" offers EXTERNAL to TLS
+	// clients that presented a verified certificate: the user is the
+	// certificate's subject CN and must exist.
+	AuthMechanisms []string
+
 	// Logger receives connection events. nil discards them.
 	Logger *slog.Logger
 
@@ -127,6 +153,18 @@ func (o Options) clone() Options {
 		o.Users[i].Tags = slices.Clone(o.Users[i].Tags)
 	}
 	o.VHosts = slices.Clone(o.VHosts)
+	o.VHostMaxConnections = maps.Clone(o.VHostMaxConnections)
+	o.AuthMechanisms = slices.Clone(o.AuthMechanisms)
+	if o.TLSConfig != nil {
+		o.TLSConfig = o.TLSConfig.Clone()
+	}
+	if o.VHostMaxConnections != nil {
+		canon := make(map[string]int, len(o.VHostMaxConnections))
+		for v, n := range o.VHostMaxConnections {
+			canon[canonicalVHost(v)] = n
+		}
+		o.VHostMaxConnections = canon
+	}
 	return o
 }
 
@@ -193,6 +231,13 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("broker: Options.Heartbeat %v exceeds 65535s", o.Heartbeat))
 		}
 	}
+	for _, mech := range o.AuthMechanisms {
+		switch mech {
+		case "EXTERNAL", "PLAIN", "AMQPLAIN":
+		default:
+			errs = append(errs, fmt.Errorf("broker: Options.AuthMechanisms: unknown mechanism %q (supported: EXTERNAL, PLAIN, AMQPLAIN)", mech))
+		}
+	}
 	if o.FrameMax < amqp.FrameMinSize {
 		errs = append(errs, fmt.Errorf("broker: Options.FrameMax %d is below the minimum %d", o.FrameMax, amqp.FrameMinSize))
 	}
@@ -231,8 +276,9 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	ops  opsState  // counters for Stats, the management API and metrics (introspect.go)
-	scan scanState // the unacked scanner's goroutine (scanner.go)
+	acct accountState // access and connection counts (accounts.go, limits.go)
+	ops  opsState     // counters for Stats, the management API and metrics (introspect.go)
+	scan scanState    // the unacked scanner's goroutine (scanner.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -252,23 +298,15 @@ func New(opts Options) (*Broker, error) {
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
 
-	passwords := make(map[string]string, len(o.Users))
-	for _, u := range o.Users {
-		passwords[u.Name] = u.Password
-	}
 	vhosts := make(map[string]bool, len(o.VHosts))
 	for _, v := range o.VHosts {
 		vhosts[canonicalVHost(v)] = true
 	}
 	heartbeat := o.Heartbeat
 	b.cfg = &session.Config{
-		Authenticate: func(user, password string) bool {
-			want, ok := passwords[user]
-			// Compare in constant time so response timing does not leak
-			// how much of a password matched.
-			match := subtle.ConstantTimeCompare([]byte(want), []byte(password)) == 1
-			return ok && match
-		},
+		Login:          b.login,
+		External:       slices.Contains(o.AuthMechanisms, "EXTERNAL"),
+		Open:           b.openAccess,
 		VHostExists:    func(vhost string) bool { return vhosts[canonicalVHost(vhost)] },
 		VHost:          b.lookupVHost,
 		MaxMessageSize: max(o.MaxMessageSize, 0),
@@ -288,6 +326,11 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.stores = st
 	if err := b.openVHosts(context.Background()); err != nil {
+		st.close()
+		return nil, err
+	}
+	if err := b.seedUsers(context.Background()); err != nil {
+		b.closeVHosts()
 		st.close()
 		return nil, err
 	}

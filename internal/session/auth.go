@@ -1,8 +1,13 @@
 package session
 
 import (
+	"crypto/tls"
 	"encoding/binary"
+	"io"
+	"net"
+	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/warrenmq/broker/amqp"
 )
@@ -64,4 +69,209 @@ func tableString(t amqp.Table, key string) (string, bool) {
 		return string(v), true
 	}
 	return "", false
+}
+
+// Grant is one user's permissions on one vhost: RabbitMQ's configure, write
+// and read regular expressions, compiled and anchored (^(...)$) by whoever
+// builds it. A nil field refuses everything of that kind.
+type Grant struct {
+	Configure, Write, Read *regexp.Regexp
+}
+
+// Access is where a connection finds its user's current Grant on its vhost.
+// The broker shares one Access per (user, vhost) with every connection of
+// that user there, so SetPermissions and ClearPermissions apply to open
+// connections at once, at the cost of one atomic load per check. Safe for
+// concurrent use.
+type Access struct {
+	user  string
+	vhost string
+	cur   atomic.Pointer[Grant]
+}
+
+// NewAccess returns the Access of user on vhost holding g (nil: no access).
+func NewAccess(user, vhost string, g *Grant) *Access {
+	a := &Access{user: user, vhost: vhost}
+	a.cur.Store(g)
+	return a
+}
+
+// Set replaces the grant; nil refuses everything.
+func (a *Access) Set(g *Grant) { a.cur.Store(g) }
+
+// Grant returns the current grant, nil when there is none.
+func (a *Access) Grant() *Grant { return a.cur.Load() }
+
+// Permission kinds, RabbitMQ's configure / write / read.
+type permKind uint8
+
+const (
+	permConfigure permKind = iota
+	permWrite
+	permRead
+)
+
+// check reports whether the current grant allows kind on the resource, and
+// otherwise RabbitMQ's 403 ACCESS_REFUSED text (rabbit_access_control:
+// "access to queue 'q' in vhost '/' refused for user 'u'"). A nil Access
+// allows everything: connection-only mode, direct connections and brokers
+// without accounts.
+func (a *Access) check(kind permKind, resource, name string, m amqp.Method) error {
+	if a == nil {
+		return nil
+	}
+	if resource == "exchange" && name == "" {
+		// rabbit_access_control checks the default exchange under the
+		// name amq.default.
+		name = "amq.default"
+	}
+	if a.allows(a.cur.Load(), kind, name) {
+		return nil
+	}
+	var cls, mth uint16
+	if m != nil {
+		cls, mth = m.ClassID(), m.MethodID()
+	}
+	return amqp.NewError(amqp.AccessRefused, cls, mth, "access to %s '%s' in vhost '%s' refused for user '%s'", resource, name, a.vhost, a.user)
+}
+
+func (a *Access) allows(g *Grant, kind permKind, name string) bool {
+	if g == nil {
+		return false
+	}
+	var re *regexp.Regexp
+	switch kind {
+	case permConfigure:
+		re = g.Configure
+	case permWrite:
+		re = g.Write
+	case permRead:
+		re = g.Read
+	}
+	return re != nil && re.MatchString(name)
+}
+
+// publishCache remembers the last exchange a connection's publish was
+// allowed to write to, and under which grant, so a stream of publishes to
+// one exchange costs a pointer and a string comparison, not a regexp match.
+// Owned by the reader goroutine.
+type publishCache struct {
+	grant    *Grant
+	exchange string
+}
+
+// checkPublish is (*Access).check for basic.publish with the cache.
+func (c *Conn) checkPublish(m *amqp.BasicPublish) error {
+	a := c.access
+	if a == nil {
+		return nil
+	}
+	g := a.cur.Load()
+	if g != nil && g == c.pubCache.grant && m.Exchange == c.pubCache.exchange {
+		return nil
+	}
+	if err := a.check(permWrite, "exchange", m.Exchange, m); err != nil {
+		return err
+	}
+	c.pubCache = publishCache{grant: g, exchange: m.Exchange}
+	return nil
+}
+
+// LoginAttempt is what Config.Login is told about a connection.start-ok.
+type LoginAttempt struct {
+	Mechanism string
+	// User and Password are the PLAIN / AMQPLAIN credentials; for EXTERNAL,
+	// User is the client certificate's subject common name and Password is
+	// empty.
+	User, Password string
+	// Peer is the client's address when the transport is a net.Conn, nil
+	// otherwise. In-process connections (net.Pipe) report a pipe address.
+	Peer net.Addr
+	// TLS is the handshake state when the transport is TLS, nil otherwise.
+	TLS *tls.ConnectionState
+}
+
+// externalUser returns the user name EXTERNAL authenticates: the subject
+// common name of the client's verified certificate (RabbitMQ's default
+// ssl_cert_login_from = common_name).
+func externalUser(st *tls.ConnectionState) (string, bool) {
+	if st == nil || len(st.PeerCertificates) == 0 {
+		return "", false
+	}
+	cn := st.PeerCertificates[0].Subject.CommonName
+	return cn, cn != ""
+}
+
+// tlsState returns the TLS state of rwc when it is a TLS connection whose
+// handshake finished.
+func tlsState(rwc io.ReadWriteCloser) *tls.ConnectionState {
+	tc, ok := rwc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	st := tc.ConnectionState()
+	if !st.HandshakeComplete {
+		return nil
+	}
+	return &st
+}
+
+// offeredMechanisms is connection.start's mechanisms field for this
+// connection: EXTERNAL first when configured and the client presented a
+// certificate, as RabbitMQ lists it once rabbitmq_auth_mechanism_ssl is on.
+func (c *Conn) offeredMechanisms() string {
+	if c.cfg.External {
+		if _, ok := externalUser(tlsState(c.raw)); ok {
+			return "EXTERNAL " + mechanisms
+		}
+	}
+	return mechanisms
+}
+
+// login authenticates a start-ok and returns the user, or the 403 (or 502,
+// 503) to close the connection with.
+func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
+	at := LoginAttempt{Mechanism: m.Mechanism, TLS: tlsState(c.raw)}
+	if nc, ok := c.raw.(net.Conn); ok {
+		at.Peer = nc.RemoteAddr()
+	}
+	if m.Mechanism == "EXTERNAL" && c.cfg.External {
+		user, ok := externalUser(at.TLS)
+		if !ok {
+			return "", amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(), "EXTERNAL login refused: no peer certificate")
+		}
+		at.User = user
+	} else {
+		user, password, aerr := credentials(m.Mechanism, m.Response)
+		if aerr != nil {
+			return "", aerr
+		}
+		at.User, at.Password = user, password
+	}
+	refused := func(reason string) error {
+		c.log.Warn("session: login refused", "user", at.User, "mechanism", m.Mechanism, "reason", reason)
+		// Closing with 403 instead of dropping the socket is what the
+		// authentication_failure_close capability promises; a client that
+		// asked for it gets RabbitMQ's safe text (auth_fail), which does not
+		// say whether the user exists; the reason goes to the log.
+		caps, _ := c.clientProperties["capabilities"].(amqp.Table)
+		if safe, _ := caps["authentication_failure_close"].(bool); safe || reason == "" {
+			return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(),
+				"Login was refused using authentication mechanism %s. For details see the broker logfile.", m.Mechanism)
+		}
+		return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(), "%s login refused: %s", m.Mechanism, reason)
+	}
+	switch {
+	case c.cfg.Login != nil:
+		if ok, reason := c.cfg.Login(&at); !ok {
+			return "", refused(reason)
+		}
+	case c.cfg.Authenticate != nil && m.Mechanism != "EXTERNAL":
+		if !c.cfg.Authenticate(at.User, at.Password) {
+			return "", refused("")
+		}
+	default:
+		return "", refused("no authentication backend")
+	}
+	return at.User, nil
 }

@@ -205,6 +205,9 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if err != nil {
 		return err
 	}
+	if err := ch.conn.access.check(permRead, "queue", name, m); err != nil {
+		return err
+	}
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)
 	if err != nil {
 		return err
@@ -275,6 +278,9 @@ func (ch *Channel) cancel(ctx context.Context, tag string) {
 func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
+		return err
+	}
+	if err := ch.conn.access.check(permRead, "queue", name, m); err != nil {
 		return err
 	}
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)

@@ -31,6 +31,20 @@ type Config struct {
 	// Authenticate reports whether user may log in with password. nil refuses
 	// everyone.
 	Authenticate func(user, password string) bool
+	// Login, when set, replaces Authenticate: it decides a login knowing
+	// the peer's address and TLS state, and returns a reason for a refusal
+	// that goes into the 403 text ("" for RabbitMQ's generic text that does
+	// not say whether the user exists). See auth.go.
+	Login func(*LoginAttempt) (ok bool, reason string)
+	// External offers the EXTERNAL mechanism to TLS clients that presented
+	// a certificate; the user is the certificate's subject CN.
+	External bool
+	// Open admits connection.open of user to vhost (after the vhost was
+	// found): the user's Access there (nil: unrestricted) and a release
+	// func the connection calls once when it ends, or the error to close
+	// the connection with (530 for refused vhosts and connection limits).
+	// nil admits everyone with no permission checks.
+	Open func(user, vhost string) (access *Access, release func(), err error)
 	// VHostExists reports whether connection.open may name vhost. nil accepts
 	// only "/". It is consulted only when VHost is nil.
 	VHostExists func(vhost string) bool

@@ -56,6 +56,7 @@ var errClosedByPeer = errors.New("session: closed by peer")
 type Conn struct {
 	id  string
 	rwc io.ReadWriteCloser
+	raw io.ReadWriteCloser // rwc as given to NewConn: its peer address and TLS state (auth.go)
 	cfg *Config
 	set settings
 	log *slog.Logger
@@ -72,6 +73,11 @@ type Conn struct {
 	vh           *vhost.VHost
 	cancelNotify bool
 	released     bool // releaseAll has deleted the exclusive queues
+	// access is the user's permissions on vh (nil: unrestricted), admit
+	// the release func of Config.Open; pubCache speeds up publish checks.
+	access   *Access
+	admit    func()
+	pubCache publishCache
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
@@ -99,6 +105,7 @@ type Conn struct {
 // broker: the unacked index keys deliveries on it. cfg is shared, not copied
 // or modified.
 func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
+	raw := rwc
 	rwc = cfg.Counters.track(rwc) // inspection and byte counts (inspect.go)
 	logger := cfg.Logger
 	if logger == nil {
@@ -107,6 +114,7 @@ func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
 	c := &Conn{
 		id:         id,
 		rwc:        rwc,
+		raw:        raw,
 		cfg:        cfg,
 		set:        cfg.settings(),
 		log:        logger.With("conn", id),
@@ -202,6 +210,12 @@ func (c *Conn) releaseAll() {
 		c.released = true
 		c.vh.ConnectionClosed(context.Background(), c.id)
 	}
+	if c.admit != nil {
+		// Give back the connection's slot before close-ok, so a client
+		// whose Close returned may connect again at once under a limit.
+		c.admit()
+		c.admit = nil
+	}
 }
 
 // lingerAfterCloseOk keeps the socket open after our close-ok until the
@@ -244,7 +258,7 @@ func (c *Conn) readLoop() error {
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: serverProperties(&c.set),
-		Mechanisms:       mechanisms,
+		Mechanisms:       c.offeredMechanisms(),
 		Locales:          "en_US",
 	})
 
@@ -543,17 +557,9 @@ func (c *Conn) handleConnectionMethod(m amqp.Method) error {
 
 func (c *Conn) handleStartOk(m *amqp.ConnectionStartOk) error {
 	c.clientProperties = m.ClientProperties
-	user, password, aerr := credentials(m.Mechanism, m.Response)
-	if aerr != nil {
-		return aerr
-	}
-	if c.cfg.Authenticate == nil || !c.cfg.Authenticate(user, password) {
-		c.log.Warn("session: login refused", "user", user, "mechanism", m.Mechanism)
-		// Closing with 403 instead of dropping the socket is what the
-		// authentication_failure_close capability promises. The text does
-		// not say whether the user exists.
-		return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(),
-			"Login was refused using authentication mechanism %s. For details see the broker logfile.", m.Mechanism)
+	user, err := c.login(m)
+	if err != nil {
+		return err
 	}
 	c.user = user
 	c.state.Store(int32(stateTuning))
@@ -605,6 +611,13 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 		if !exists(m.VirtualHost) {
 			return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "vhost %s not found", m.VirtualHost)
 		}
+	}
+	if c.cfg.Open != nil {
+		access, release, err := c.cfg.Open(c.user, m.VirtualHost)
+		if err != nil {
+			return err
+		}
+		c.access, c.admit = access, release
 	}
 	if caps, ok := c.clientProperties["capabilities"].(amqp.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)

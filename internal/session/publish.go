@@ -23,6 +23,9 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 		// RabbitMQ dropped immediate in 3.0 and closes the connection.
 		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "immediate=true")
 	}
+	if err := ch.conn.checkPublish(m); err != nil {
+		return err
+	}
 	sum, err := amqp.SummarizeProperties(props)
 	if err != nil {
 		return err

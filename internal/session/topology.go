@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -13,6 +14,11 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 	vh := ch.conn.vh
 	switch m := m.(type) {
 	case *amqp.ExchangeDeclare:
+		if !m.Passive {
+			if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
+				return err
+			}
+		}
 		if err := vh.DeclareExchange(ctx, m); err != nil {
 			return err
 		}
@@ -20,6 +26,9 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 			ch.send(&amqp.ExchangeDeclareOk{})
 		}
 	case *amqp.ExchangeDelete:
+		if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
+			return err
+		}
 		if err := vh.DeleteExchange(ctx, m.Exchange, m.IfUnused); err != nil {
 			return err
 		}
@@ -28,6 +37,9 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 		}
 	case *amqp.ExchangeBind:
 		b := routing.Binding{Source: m.Source, Destination: routing.Destination{Name: m.Destination, Exchange: true}, Key: m.RoutingKey, Args: m.Arguments}
+		if err := ch.checkBind(b, m); err != nil {
+			return err
+		}
 		if err := vh.Bind(ctx, ch.conn.id, b); err != nil {
 			return err
 		}
@@ -36,6 +48,9 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 		}
 	case *amqp.ExchangeUnbind:
 		b := routing.Binding{Source: m.Source, Destination: routing.Destination{Name: m.Destination, Exchange: true}, Key: m.RoutingKey, Args: m.Arguments}
+		if err := ch.checkBind(b, m); err != nil {
+			return err
+		}
 		if err := vh.Unbind(ctx, ch.conn.id, b); err != nil {
 			return err
 		}
@@ -72,6 +87,18 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 			}
 			m.Queue = name
 		}
+		if !m.Passive {
+			// A server-named queue is checked under a name of the shape
+			// the vhost will generate (amq.gen-...), as RabbitMQ checks
+			// the generated name.
+			name := m.Queue
+			if name == "" {
+				name = vhost.GenerateName("amq.gen-")
+			}
+			if err := ch.conn.access.check(permConfigure, "queue", name, m); err != nil {
+				return err
+			}
+		}
 		q, err := vh.DeclareQueue(ctx, ch.conn.id, m)
 		if err != nil {
 			return err
@@ -95,6 +122,9 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 			key = name // RabbitMQ's routing-key shortcut
 		}
 		b := routing.Binding{Source: m.Exchange, Destination: routing.Destination{Name: name}, Key: key, Args: m.Arguments}
+		if err := ch.checkBind(b, m); err != nil {
+			return err
+		}
 		if err := vh.Bind(ctx, ch.conn.id, b); err != nil {
 			return err
 		}
@@ -111,6 +141,9 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 			key = name
 		}
 		b := routing.Binding{Source: m.Exchange, Destination: routing.Destination{Name: name}, Key: key, Args: m.Arguments}
+		if err := ch.checkBind(b, m); err != nil {
+			return err
+		}
 		if err := vh.Unbind(ctx, ch.conn.id, b); err != nil {
 			return err
 		}
@@ -118,6 +151,9 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 	case *amqp.QueuePurge:
 		name, err := ch.queueName(m.Queue)
 		if err != nil {
+			return err
+		}
+		if err := ch.conn.access.check(permRead, "queue", name, m); err != nil {
 			return err
 		}
 		q, err := vh.Queue(ch.conn.id, name)
@@ -134,6 +170,9 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 	case *amqp.QueueDelete:
 		name, err := ch.queueName(m.Queue)
 		if err != nil {
+			return err
+		}
+		if err := ch.conn.access.check(permConfigure, "queue", name, m); err != nil {
 			return err
 		}
 		n, err := vh.DeleteQueue(ctx, ch.conn.id, name, m.IfUnused, m.IfEmpty)
@@ -159,4 +198,17 @@ func serverOnly(m amqp.Method) error {
 
 func clamp32(n uint64) uint32 {
 	return uint32(min(n, 1<<32-1))
+}
+
+// checkBind checks a bind or unbind as RabbitMQ's binding_action does: write
+// on the destination, then read on the source exchange.
+func (ch *Channel) checkBind(b routing.Binding, m amqp.Method) error {
+	kind := "queue"
+	if b.Destination.Exchange {
+		kind = "exchange"
+	}
+	if err := ch.conn.access.check(permWrite, kind, b.Destination.Name, m); err != nil {
+		return err
+	}
+	return ch.conn.access.check(permRead, "exchange", b.Source, m)
 }

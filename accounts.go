@@ -1,0 +1,307 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"sync"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/meta"
+)
+
+// Accounts: users, their password hashes and tags, and per-vhost
+// permissions live in the meta store (meta.Accounts), so with DataDir they
+// survive restarts. Options.Users only seeds the store: at New, each listed
+// user that is not stored yet is added (with full permissions on every
+// configured vhost); a user already stored keeps its stored password, tags
+// and permissions, so changes made through AddUser, SetPermissions and
+// friends win over Options. A seeded user deleted with DeleteUser comes back
+// at the next New while Options still lists it.
+//
+// Connections look permissions up once, at connection.open, and keep a
+// shared *session.Access per (user, vhost) that SetPermissions,
+// ClearPermissions and DeleteUser update in place: open connections see a
+// change at their next check.
+
+// passwordSaltLen is the salt length of RabbitMQ's
+// rabbit_password_hashing_sha256.
+const passwordSaltLen = 4
+
+// hashPassword returns RabbitMQ's rabbit_password_hashing_sha256 form of
+// password: base64(salt ++ SHA-256(salt ++ password)) with a random 4-byte
+// salt, the password_hash RabbitMQ's definitions carry.
+func hashPassword(password string) []byte {
+	var salt [passwordSaltLen]byte
+	_, _ = rand.Read(salt[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return encodeHash(salt[:], password)
+}
+
+func encodeHash(salt []byte, password string) []byte {
+	h := sha256.New()
+	h.Write(salt)
+	h.Write([]byte(password))
+	raw := h.Sum(slices.Clip(salt))
+	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
+	base64.StdEncoding.Encode(out, raw)
+	return out
+}
+
+// checkPassword reports whether password matches a hash made by
+// hashPassword, in constant time for a given hash.
+func checkPassword(hash []byte, password string) bool {
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(hash)))
+	n, err := base64.StdEncoding.Decode(raw, hash)
+	if err != nil || n != passwordSaltLen+sha256.Size {
+		return false
+	}
+	want := encodeHash(slices.Clone(raw[:passwordSaltLen]), password)
+	return subtle.ConstantTimeCompare(want, hash) == 1
+}
+
+// compileGrant compiles a permission's regexps, anchored as RabbitMQ does
+// (^(...)$ around each; "" matches nothing but the empty name). They are
+// compiled with (?s) so that "." also matches a newline, which AMQP names
+// may contain: ".*" must mean every name.
+func compileGrant(p meta.Permission) (*session.Grant, error) {
+	var g session.Grant
+	for _, f := range []struct {
+		what string
+		expr string
+		dst  **regexp.Regexp
+	}{{"configure", p.Configure, &g.Configure}, {"write", p.Write, &g.Write}, {"read", p.Read, &g.Read}} {
+		re, err := regexp.Compile(`(?s)^(` + f.expr + `)$`)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %s permission %q: %w", f.what, f.expr, err)
+		}
+		*f.dst = re
+	}
+	return &g, nil
+}
+
+// accountState is the broker's in-memory side of accounts: the shared
+// Access of every (user, vhost) a connection opened, and connection counts
+// for the limits (limits.go).
+type accountState struct {
+	mu struct {
+		sync.Mutex
+		access  map[accessKey]*session.Access
+		conns   int
+		byVHost map[string]int
+	}
+}
+
+type accessKey struct{ user, vhost string }
+
+// seedUsers stores every Options.Users entry not stored yet.
+func (b *Broker) seedUsers(ctx context.Context) error {
+	for _, u := range b.opts.Users {
+		_, err := b.stores.meta.GetUser(ctx, u.Name)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, meta.ErrNotFound) {
+			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
+		}
+		if err := b.stores.meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: hashPassword(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
+			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
+		}
+		for _, v := range b.opts.VHosts {
+			p := meta.Permission{User: u.Name, VHost: canonicalVHost(v), Configure: ".*", Write: ".*", Read: ".*"}
+			if err := b.stores.meta.PutPermission(ctx, p); err != nil {
+				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// login is session.Config.Login: password (or certificate) check, then
+// RabbitMQ's loopback_users rule for guest.
+func (b *Broker) login(at *session.LoginAttempt) (bool, string) {
+	u, err := b.stores.meta.GetUser(context.Background(), at.User)
+	if err != nil {
+		if !errors.Is(err, meta.ErrNotFound) {
+			b.log.Error("broker: reading user", "user", at.User, "err", err)
+		}
+		if at.Mechanism == "EXTERNAL" {
+			return false, fmt.Sprintf("user '%s' - no such user", at.User)
+		}
+		return false, ""
+	}
+	if at.Mechanism != "EXTERNAL" && !checkPassword(u.PasswordHash, at.Password) {
+		return false, ""
+	}
+	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {
+		return false, fmt.Sprintf("user '%s' can only connect via localhost", at.User)
+	}
+	return true, ""
+}
+
+// isLoopback reports whether a peer address is local: a loopback IP, a unix
+// socket, or no address at all (in-process connections from Dial).
+func isLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case nil:
+		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	if a.Network() == "pipe" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// openAccess is session.Config.Open: connection limits, then the user's
+// permissions on the vhost (RabbitMQ's order in handle_method0 for
+// connection.open).
+func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), error) {
+	vh := canonicalVHost(vhostName)
+	release, err := b.admitConnection(user, vh)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := b.stores.meta.GetPermission(context.Background(), user, vh)
+	if err != nil {
+		release()
+		if !errors.Is(err, meta.ErrNotFound) {
+			return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "reading permissions: %v", err)
+		}
+		return nil, nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh, user)
+	}
+	g, err := compileGrant(p)
+	if err != nil {
+		release()
+		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
+	}
+	return b.sharedAccess(user, vh, g), release, nil
+}
+
+// sharedAccess returns the Access of (user, vhost), created with g if new
+// and otherwise updated to g (the store has the last word).
+func (b *Broker) sharedAccess(user, vh string, g *session.Grant) *session.Access {
+	b.acct.mu.Lock()
+	defer b.acct.mu.Unlock()
+	k := accessKey{user, vh}
+	a := b.acct.mu.access[k]
+	if a == nil {
+		if b.acct.mu.access == nil {
+			b.acct.mu.access = make(map[accessKey]*session.Access)
+		}
+		a = session.NewAccess(user, vh, g)
+		b.acct.mu.access[k] = a
+		return a
+	}
+	a.Set(g)
+	return a
+}
+
+// updateAccess sets the grant of open connections of user on vh (every
+// vhost when vh is ""), if any.
+func (b *Broker) updateAccess(user, vh string, g *session.Grant) {
+	b.acct.mu.Lock()
+	defer b.acct.mu.Unlock()
+	for k, a := range b.acct.mu.access {
+		if k.user == user && (vh == "" || k.vhost == vh) {
+			a.Set(g)
+		}
+	}
+}
+
+// AddUser stores a user with a salted SHA-256 hash of password and tags
+// (RabbitMQ's "administrator", "monitoring", ...), replacing an existing
+// user of that name (as rabbitmqctl add_user would refuse and
+// change_password would do; here one call does both). It grants nothing:
+// call SetPermissions.
+func (b *Broker) AddUser(ctx context.Context, name, password string, tags ...string) error {
+	if name == "" || len(name) > 255 {
+		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(name))
+	}
+	return b.stores.meta.PutUser(ctx, meta.User{Name: name, PasswordHash: hashPassword(password), Tags: slices.Clone(tags)})
+}
+
+// DeleteUser deletes a user and all its permissions. Its open connections
+// stay open but are refused every further permission check (403).
+func (b *Broker) DeleteUser(ctx context.Context, name string) error {
+	if _, err := b.stores.meta.GetUser(ctx, name); err != nil {
+		return fmt.Errorf("broker: delete user %q: %w", name, err)
+	}
+	perms, err := b.stores.meta.ListPermissions(ctx)
+	if err != nil {
+		return fmt.Errorf("broker: delete user %q: %w", name, err)
+	}
+	for _, p := range perms {
+		if p.User == name {
+			if err := b.stores.meta.DeletePermission(ctx, name, p.VHost); err != nil {
+				return fmt.Errorf("broker: delete user %q: %w", name, err)
+			}
+		}
+	}
+	if err := b.stores.meta.DeleteUser(ctx, name); err != nil {
+		return fmt.Errorf("broker: delete user %q: %w", name, err)
+	}
+	b.updateAccess(name, "", nil)
+	return nil
+}
+
+// SetPermissions grants user the configure, write and read regular
+// expressions on vhost (RabbitMQ's set_permissions; each is anchored as
+// ^(...)$, so ".*" is everything and "" nothing). The user and the vhost
+// must exist. Open connections of the user on the vhost use the new
+// permissions from their next check.
+func (b *Broker) SetPermissions(ctx context.Context, user, vhostName, configure, write, read string) error {
+	vh := canonicalVHost(vhostName)
+	p := meta.Permission{User: user, VHost: vh, Configure: configure, Write: write, Read: read}
+	g, err := compileGrant(p)
+	if err != nil {
+		return err
+	}
+	if _, err := b.stores.meta.GetUser(ctx, user); err != nil {
+		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
+	}
+	if _, ok := b.lookupVHost(vh); !ok {
+		return fmt.Errorf("broker: set permissions of %q: vhost %q: %w", user, vh, meta.ErrNotFound)
+	}
+	if err := b.stores.meta.PutPermission(ctx, p); err != nil {
+		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
+	}
+	b.updateAccess(user, vh, g)
+	return nil
+}
+
+// ClearPermissions removes user's permissions on vhost: new connections of
+// the user to it are refused (530) and open ones get 403 on every check.
+func (b *Broker) ClearPermissions(ctx context.Context, user, vhostName string) error {
+	vh := canonicalVHost(vhostName)
+	if err := b.stores.meta.DeletePermission(ctx, user, vh); err != nil {
+		return fmt.Errorf("broker: clear permissions of %q: %w", user, err)
+	}
+	b.updateAccess(user, vh, nil)
+	return nil
+}
+
+// Permissions returns user's stored permissions on vhost, meta.ErrNotFound
+// (wrapped) when there are none.
+func (b *Broker) Permissions(ctx context.Context, user, vhostName string) (meta.Permission, error) {
+	p, err := b.stores.meta.GetPermission(ctx, user, canonicalVHost(vhostName))
+	if err != nil {
+		return meta.Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,293 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/url"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/meta"
+)
+
+func TestPasswordHashIsRabbitSHA256(t *testing.T) {
+	h := hashPassword("s3cret")
+	raw, err := base64.StdEncoding.DecodeString(string(h))
+	require.NoError(t, err)
+	require.Len(t, raw, passwordSaltLen+sha256.Size)
+	sum := sha256.Sum256(append(append([]byte(nil), raw[:passwordSaltLen]...), "s3cret"...))
+	require.Equal(t, sum[:], raw[passwordSaltLen:], "hash = salt ++ sha256(salt ++ password)")
+	require.NotContains(t, string(h), "s3cret")
+	require.NotEqual(t, h, hashPassword("s3cret"), "each hash has its own salt")
+
+	for _, tc := range []struct {
+		name     string
+		hash     []byte
+		password string
+		want     bool
+	}{
+		{"right", h, "s3cret", true},
+		{"wrong", h, "s3cret ", false},
+		{"empty password", hashPassword(""), "", true},
+		{"not base64", []byte("!!!"), "s3cret", false},
+		{"short", []byte("AAAA"), "", false},
+		{"nil", nil, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, checkPassword(tc.hash, tc.password))
+		})
+	}
+}
+
+func TestUsersAreSeededOnceAndPersist(t *testing.T) {
+	checkGoroutines(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	opts := Options{DataDir: dir, Users: []User{{Name: "alice", Password: "pw1", Tags: []string{"administrator"}}}}
+
+	b, err := New(opts)
+	require.NoError(t, err)
+	u, err := b.stores.meta.GetUser(ctx, "alice")
+	require.NoError(t, err)
+	require.True(t, checkPassword(u.PasswordHash, "pw1"))
+	require.NotContains(t, string(u.PasswordHash), "pw1")
+	require.Equal(t, []string{"administrator"}, u.Tags)
+	p, err := b.Permissions(ctx, "alice", "/")
+	require.NoError(t, err)
+	require.Equal(t, meta.Permission{User: "alice", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}, p)
+
+	// Changes through the Go API win over Options at the next start.
+	require.NoError(t, b.AddUser(ctx, "alice", "pw2"))
+	require.NoError(t, b.AddUser(ctx, "bob", "bobpw", "monitoring"))
+	require.NoError(t, b.SetPermissions(ctx, "bob", "/", "", "^amq\\.default$", "q.*"))
+	require.NoError(t, b.Close())
+
+	b, err = New(opts)
+	require.NoError(t, err)
+	defer b.Close()
+	u, err = b.stores.meta.GetUser(ctx, "alice")
+	require.NoError(t, err)
+	require.True(t, checkPassword(u.PasswordHash, "pw2"), "a stored user keeps its password")
+	_, err = b.stores.meta.GetUser(ctx, "bob")
+	require.NoError(t, err)
+	p, err = b.Permissions(ctx, "bob", "")
+	require.NoError(t, err)
+	require.Equal(t, "q.*", p.Read)
+}
+
+func TestAccountsAPIErrors(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	ctx := context.Background()
+	require.Error(t, b.AddUser(ctx, "", "x"))
+	require.ErrorIs(t, b.SetPermissions(ctx, "nobody", "/", ".*", ".*", ".*"), meta.ErrNotFound)
+	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	require.ErrorIs(t, b.SetPermissions(ctx, "u", "/nope", ".*", ".*", ".*"), meta.ErrNotFound)
+	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", "(", ".*", ".*"), "configure permission")
+	require.ErrorIs(t, b.DeleteUser(ctx, "nobody"), meta.ErrNotFound)
+	_, err := b.Permissions(ctx, "u", "/")
+	require.ErrorIs(t, err, meta.ErrNotFound)
+}
+
+// userURL is the broker's URL with other credentials.
+func userURL(b *Broker, user, password string) string {
+	u, _ := url.Parse(b.URL())
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+func TestLoginAndVHostAccess(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	ctx := context.Background()
+	require.NoError(t, b.AddUser(ctx, "u", "p"))
+
+	_, err := amqp091.Dial(userURL(b, "u", "wrong"))
+	requireAMQPCode(t, err, amqp091.AccessRefused)
+	_, err = amqp091.Dial(userURL(b, "nobody", "p"))
+	requireAMQPCode(t, err, amqp091.AccessRefused)
+
+	// Logged in, but no permissions on "/": RabbitMQ's 530 at connection.open.
+	_, err = amqp091.Dial(userURL(b, "u", "p"))
+	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
+
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", ".*"))
+	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+	requireWorks(t, conn)
+
+	// Deleting the user refuses its open connection's next check and any
+	// new login.
+	require.NoError(t, b.DeleteUser(ctx, "u"))
+	ch := topoChannel(t, conn)
+	_, err = ch.QueueDeclare("after-delete", false, false, false, false, nil)
+	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'after-delete' in vhost '/' refused for user 'u'")
+	_, err = amqp091.Dial(userURL(b, "u", "p"))
+	requireAMQPCode(t, err, amqp091.AccessRefused)
+}
+
+// TestPermissionsRefuse checks every place RabbitMQ enforces a permission
+// (rabbit_channel): each row grants everything but one kind and expects the
+// operation to be refused with 403 naming the resource.
+func TestPermissionsRefuse(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	ctx := context.Background()
+	admin := dial(t, b.URL(), amqp091.Config{})
+	ach := topoChannel(t, admin)
+	for _, x := range []string{"x.src", "x.dst", "x.del"} {
+		require.NoError(t, ach.ExchangeDeclare(x, "direct", false, false, false, false, nil))
+	}
+	for _, q := range []string{"q.src", "q.del"} {
+		_, err := ach.QueueDeclare(q, false, false, false, false, nil)
+		require.NoError(t, err)
+	}
+	require.NoError(t, ach.QueueBind("q.src", "k", "x.src", false, nil))
+	require.NoError(t, ach.ExchangeBind("x.dst", "k", "x.src", false, nil))
+	require.NoError(t, b.AddUser(ctx, "u", "p"))
+
+	const all = ".*"
+	publish := func(exchange string) func(*amqp091.Channel) error {
+		// In confirm mode a publish ends with either its ack (allowed) or
+		// the channel's close (refused).
+		return func(ch *amqp091.Channel) error {
+			errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+			if err := ch.Confirm(false); err != nil {
+				return err
+			}
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, "q.src", false, false, amqp091.Publishing{Body: []byte("m")})
+			if err != nil {
+				return err
+			}
+			select {
+			case <-dc.Done():
+				return nil
+			case e := <-errs:
+				if e == nil {
+					return amqp091.ErrClosed
+				}
+				return e
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name                   string
+		configure, write, read string
+		op                     func(*amqp091.Channel) error
+		refused                string
+	}{
+		{"exchange.declare", "q.*", all, all, func(ch *amqp091.Channel) error {
+			return ch.ExchangeDeclare("x.new", "fanout", false, false, false, false, nil)
+		}, "exchange 'x.new'"},
+		{"exchange.delete", "x.new", all, all, func(ch *amqp091.Channel) error {
+			return ch.ExchangeDelete("x.del", false, false)
+		}, "exchange 'x.del'"},
+		{"queue.declare", "x.*", all, all, func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDeclare("q.new", false, false, false, false, nil)
+			return err
+		}, "queue 'q.new'"},
+		{"queue.declare server-named", "q.*", all, all, func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDeclare("", false, false, true, false, nil)
+			return err
+		}, "queue 'amq.gen-"},
+		{"queue.delete", "x.*", all, all, func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDelete("q.del", false, false, false)
+			return err
+		}, "queue 'q.del'"},
+		{"basic.publish", all, "x.dst", all, publish("x.src"), "exchange 'x.src'"},
+		{"basic.publish default exchange", all, "x.*", all, publish(""), "exchange 'amq.default'"},
+		{"basic.consume", all, all, "x.*", func(ch *amqp091.Channel) error {
+			_, err := ch.Consume("q.src", "", false, false, false, false, nil)
+			return err
+		}, "queue 'q.src'"},
+		{"basic.get", all, all, "x.*", func(ch *amqp091.Channel) error {
+			_, _, err := ch.Get("q.src", false)
+			return err
+		}, "queue 'q.src'"},
+		{"queue.purge", all, all, "x.*", func(ch *amqp091.Channel) error {
+			_, err := ch.QueuePurge("q.src", false)
+			return err
+		}, "queue 'q.src'"},
+		{"queue.bind write on queue", all, "x.*", all, func(ch *amqp091.Channel) error {
+			return ch.QueueBind("q.src", "k2", "x.src", false, nil)
+		}, "queue 'q.src'"},
+		{"queue.bind read on exchange", all, all, "q.*", func(ch *amqp091.Channel) error {
+			return ch.QueueBind("q.src", "k2", "x.src", false, nil)
+		}, "exchange 'x.src'"},
+		{"queue.unbind write on queue", all, "x.*", all, func(ch *amqp091.Channel) error {
+			return ch.QueueUnbind("q.src", "k", "x.src", nil)
+		}, "queue 'q.src'"},
+		{"queue.unbind read on exchange", all, all, "q.*", func(ch *amqp091.Channel) error {
+			return ch.QueueUnbind("q.src", "k", "x.src", nil)
+		}, "exchange 'x.src'"},
+		{"exchange.bind write on destination", all, "x.src", all, func(ch *amqp091.Channel) error {
+			return ch.ExchangeBind("x.dst", "k2", "x.src", false, nil)
+		}, "exchange 'x.dst'"},
+		{"exchange.bind read on source", all, all, "x.dst", func(ch *amqp091.Channel) error {
+			return ch.ExchangeBind("x.dst", "k2", "x.src", false, nil)
+		}, "exchange 'x.src'"},
+		{"exchange.unbind write on destination", all, "x.src", all, func(ch *amqp091.Channel) error {
+			return ch.ExchangeUnbind("x.dst", "k", "x.src", false, nil)
+		}, "exchange 'x.dst'"},
+		{"exchange.unbind read on source", all, all, "x.dst", func(ch *amqp091.Channel) error {
+			return ch.ExchangeUnbind("x.dst", "k", "x.src", false, nil)
+		}, "exchange 'x.src'"},
+		{"empty pattern refuses all", "", "", "", func(ch *amqp091.Channel) error {
+			_, _, err := ch.Get("q.src", false)
+			return err
+		}, "queue 'q.src'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", tc.configure, tc.write, tc.read))
+			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+			ch := topoChannel(t, conn)
+			err := tc.op(ch)
+			topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - access to "+tc.refused)
+			topoRequireCode(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
+
+			// The same operation with every permission passes the check.
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", all, all, all))
+			ch = topoChannel(t, conn)
+			err = tc.op(ch)
+			var ae *amqp091.Error
+			if err != nil {
+				require.ErrorAs(t, err, &ae)
+				require.NotEqual(t, amqp091.AccessRefused, ae.Code, "reason: %s", ae.Reason)
+			}
+		})
+	}
+}
+
+func TestPermissionChangesReachOpenConnections(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	ctx := context.Background()
+	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", ".*"))
+	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+	ch := topoConfirmChannel(t, conn)
+	declareQueue(t, ch, "q", false)
+	// Warm the publish cache on the default exchange.
+	publishConfirmed(t, ch, "q", false, "one")
+
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", "nothing", ".*"))
+	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
+	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
+
+	require.NoError(t, b.ClearPermissions(ctx, "u", "/"))
+	ch = topoChannel(t, conn)
+	_, _, err := ch.Get("q", true)
+	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
+	_, err = amqp091.Dial(userURL(b, "u", "p"))
+	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
+
+	// Passive declares are not permission checks in RabbitMQ.
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", "", "", ""))
+	ch = topoChannel(t, conn)
+	_, err = ch.QueueDeclarePassive("q", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.ExchangeDeclarePassive("amq.direct", "direct", true, false, false, false, nil))
+}
