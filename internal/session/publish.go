@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
@@ -30,6 +31,14 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if err != nil {
 		return err
 	}
+	var ttl messageTTL
+	if sum.Expiration != "" {
+		// RabbitMQ checks the expiration property of every publish and
+		// closes the channel over a bad one.
+		if ttl.d, ttl.ok, err = queue.ParseExpiration(sum.Expiration); err != nil {
+			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "%v", err)
+		}
+	}
 	var qs []*vhost.Queue
 	ch.routeNames, qs, err = ch.conn.vh.Route(m.Exchange, m.RoutingKey, props, ch.routeNames, ch.routeQueues[:0])
 	ch.routeQueues = qs
@@ -39,7 +48,7 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	ch.conn.cfg.Counters.published(len(qs), m.Mandatory)
 	rec := record(m, props, body, sum)
 	if ch.tx != nil {
-		ch.tx.publish(m, rec, qs)
+		ch.tx.publish(m, rec, ttl, qs)
 		return nil
 	}
 	var seq uint64
@@ -60,7 +69,7 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 		conf = ch.confirm
 	}
 	for _, q := range qs {
-		if err := q.Publish(rec, conf, seq); err != nil && seq != 0 {
+		if err := ttl.publish(q, rec, conf, seq); err != nil && seq != 0 {
 			// The queue was deleted after routing: the message is gone
 			// with it, as in RabbitMQ, and the publish is still answered.
 			ch.confirm.stored(ch, seq, false)
@@ -68,6 +77,19 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	}
 	clear(ch.routeQueues[:len(qs)])
 	return nil
+}
+
+// messageTTL is a publish's per-message TTL (the expiration property).
+type messageTTL struct {
+	d  time.Duration
+	ok bool
+}
+
+func (t messageTTL) publish(q *vhost.Queue, rec storage.Record, conf queue.Confirmer, seq uint64) error {
+	if t.ok {
+		return q.PublishTTL(rec, t.d, conf, seq)
+	}
+	return q.Publish(rec, conf, seq)
 }
 
 // decodeScratch holds the methods every message brings, so the reader
@@ -257,6 +279,7 @@ type txState struct {
 type txPublish struct {
 	m      amqp.BasicPublish
 	rec    storage.Record
+	ttl    messageTTL
 	queues []*vhost.Queue
 }
 
@@ -266,8 +289,8 @@ type txSettle struct {
 	mode     settleMode
 }
 
-func (t *txState) publish(m *amqp.BasicPublish, rec storage.Record, qs []*vhost.Queue) {
-	t.publishes = append(t.publishes, txPublish{m: *m, rec: rec, queues: append([]*vhost.Queue(nil), qs...)})
+func (t *txState) publish(m *amqp.BasicPublish, rec storage.Record, ttl messageTTL, qs []*vhost.Queue) {
+	t.publishes = append(t.publishes, txPublish{m: *m, rec: rec, ttl: ttl, queues: append([]*vhost.Queue(nil), qs...)})
 }
 
 // settle checks the tag now, so a bad one fails at once as in RabbitMQ, and
@@ -356,7 +379,7 @@ func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
 				ch.returnMessage(&p.m, p.rec)
 			}
 			for _, q := range p.queues {
-				if err := q.Publish(p.rec, w, 0); err != nil {
+				if err := p.ttl.publish(q, p.rec, w, 0); err != nil {
 					w.Confirm([]uint64{0}, nil)
 				}
 			}
