@@ -239,6 +239,13 @@ func (q *Queue) armTTL(ctx context.Context) {
 	q.feat.ttlAt = at
 	// One nanosecond past the deadline: expiry is strict (see expired).
 	d := time.Duration(at-q.cfg.Clock.Now().UnixNano()) + 1
+	if d <= 0 {
+		// Already due (the clock moved while the actor worked): a fake
+		// clock would hold a due timer until its next Advance.
+		q.feat.ttlTimer = nil
+		q.post(op{kind: opTimer})
+		return
+	}
 	q.feat.ttlTimer = q.cfg.Clock.AfterFunc(d, func() { q.post(op{kind: opTimer}) })
 }
 
