@@ -1,0 +1,144 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/session"
+)
+
+// remoteListener makes every accepted connection look as if it came from
+// addr, so the loopback rule can be tested on a loopback socket.
+type remoteListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l remoteListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return remoteConn{Conn: c, remote: l.addr}, nil
+}
+
+type remoteConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
+
+// serveAs starts a broker serving a listener whose peers appear to come
+// from remote, and returns it with the URL to dial (guest's credentials).
+func serveAs(t *testing.T, opts Options, remote net.Addr) (*Broker, string) {
+	t.Helper()
+	b, err := New(opts)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(remoteListener{Listener: l, addr: remote}) }()
+	t.Cleanup(func() {
+		require.NoError(t, b.Close())
+		require.ErrorIs(t, <-done, ErrClosed)
+	})
+	return b, fmt.Sprintf("amqp://guest:guest@%s/", l.Addr())
+}
+
+func TestGuestOnlyFromLoopback(t *testing.T) {
+	remote := &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 40000}
+	for _, tc := range []struct {
+		name        string
+		peer        net.Addr
+		allowRemote bool
+		user        string
+		wantRefused bool
+	}{
+		{"guest from remote", remote, false, "guest", true},
+		{"guest from remote IPv6", &net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 1}, false, "guest", true},
+		{"guest from 127.0.0.1", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, false, "guest", false},
+		{"guest from ::1", &net.TCPAddr{IP: net.IPv6loopback, Port: 1}, false, "guest", false},
+		{"guest from remote with AllowRemoteGuest", remote, true, "guest", false},
+		{"other user from remote", remote, false, "alice", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			b, url := serveAs(t, Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
+			if tc.user != "guest" {
+				require.NoError(t, b.AddUser(context.Background(), tc.user, "pw"))
+				require.NoError(t, b.SetPermissions(context.Background(), tc.user, "/", ".*", ".*", ".*"))
+				url = strings.Replace(url, "guest:guest", tc.user+":pw", 1)
+			}
+			conn, err := amqp091.Dial(url)
+			if tc.wantRefused {
+				// amqp091-go does not ask for authentication_failure_close,
+				// so the text carries the reason (RabbitMQ's auth_fail).
+				topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost")
+				return
+			}
+			require.NoError(t, err)
+			requireWorks(t, conn)
+			require.NoError(t, conn.Close())
+		})
+	}
+}
+
+func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	ok, reason := b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
+	require.False(t, ok)
+	require.Equal(t, "user 'guest' can only connect via localhost", reason)
+	ok, _ = b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
+	require.True(t, ok, "no peer address means in-process (Dial)")
+}
+
+func TestMaxConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		limit int
+		text  string
+	}{
+		{"broker", Options{MaxConnections: 2}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
+		{"vhost", Options{VHostMaxConnections: map[string]int{"/": 1}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
+		{"vhost zero", Options{VHostMaxConnections: map[string]int{"": 0}}, 0, "connection limit (0) is reached"},
+		{"other vhost limited", Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			b := startBroker(t, tc.opts)
+			var conns []*amqp091.Connection
+			for range tc.limit {
+				conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
+			}
+			if tc.text == "" {
+				return
+			}
+			_, err := amqp091.Dial(b.URL())
+			topoRequireCode(t, err, amqp091.NotAllowed, tc.text)
+			if tc.limit == 0 {
+				return
+			}
+			// A closed connection gives its slot back before close-ok.
+			require.NoError(t, conns[0].Close())
+			requireWorks(t, dial(t, b.URL(), amqp091.Config{}))
+		})
+	}
+}
+
+func TestLimitOptionsValidate(t *testing.T) {
+	_, err := New(Options{AuthMechanisms: []string{"EXTERNAL", "CRAM-MD5"}})
+	require.ErrorContains(t, err, `unknown mechanism "CRAM-MD5"`)
+	require.False(t, errors.Is(err, ErrClosed))
+}
