@@ -544,7 +544,7 @@ func (q *Queue) dropOverflow(ctx context.Context) {
 	}
 	over := func(n int, bytes int64) bool {
 		return a.MaxLength >= 0 && q.ready()-uint64(n) > uint64(a.MaxLength) ||
-			a.MaxLengthBytes >= 0 && q.feat.readyBytes > a.MaxLengthBytes
+			a.MaxLengthBytes >= 0 && q.feat.readyBytes-bytes > a.MaxLengthBytes
 	}
 	if !over(0, 0) {
 		return
