@@ -356,7 +356,11 @@ func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue,
 	if !a.HasDLX || q.cfg.Features.DeadLetter == nil {
 		return nil, storage.Record{}
 	}
-	props, err := DeadLetterProperties(r.Properties, Death{
+	raw := r.Properties
+	if len(raw) == 0 {
+		raw = (&amqp.Properties{}).Append(nil) // a direct publish may carry none
+	}
+	props, err := DeadLetterProperties(raw, Death{
 		Queue: q.cfg.Name, Reason: reason, Exchange: r.Exchange,
 		RoutingKeys: []string{r.RoutingKey}, Time: now,
 	})

@@ -1,0 +1,107 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/faultstore"
+	"github.com/warrenmq/broker/storage"
+)
+
+// startDLX starts queue "q" on s dead-lettering to target.
+func startDLX(t *testing.T, s Stores, args amqp.Table, c clock.Clock, target func() *Queue) *Queue {
+	t.Helper()
+	a, err := ParseArgs(args)
+	require.NoError(t, err)
+	q, err := Start(context.Background(), Config{
+		VHost: "/", Name: "q", Shard: "/q", Stores: s, Broker: "n1", Incarnation: 1, Clock: c,
+		Features: Features{Args: a, DeadLetter: func(exchange, key string, props []byte) []*Queue {
+			return []*Queue{target()}
+		}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(q.Stop)
+	return q
+}
+
+func startNamed(t *testing.T, name string) *Queue {
+	t.Helper()
+	q, err := Start(context.Background(), Config{VHost: "/", Name: name, Shard: "/" + name, Stores: newStores(), Broker: "n1", Incarnation: 1})
+	require.NoError(t, err)
+	t.Cleanup(q.Stop)
+	return q
+}
+
+// waitReady polls Stats until the queue has n ready messages.
+func waitReady(t *testing.T, q *Queue, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := q.Stats(context.Background())
+		require.NoError(t, err)
+		if st.Ready == n {
+			return
+		}
+		require.False(t, time.Now().After(deadline), "ready %d, want %d", st.Ready, n)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestDeadLetterCrashLeavesADuplicate: the copy is written to the target
+// before the source deletes its record; a crash at that delete leaves the
+// message in both queues after a restart — a duplicate, never a loss.
+func TestDeadLetterCrashLeavesADuplicate(t *testing.T) {
+	ctx := context.Background()
+	wrapped, inner, in := faulty()
+	dlq := startNamed(t, "dlq")
+	q := startDLX(t, wrapped, amqp.Table{"x-dead-letter-exchange": "dlx"}, nil, func() *Queue { return dlq })
+	publish(t, q, "a")
+	m, _, ok, err := q.Get(ctx, owner, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	crash := in.CrashAt(faultstore.On(faultstore.DeleteByOffsets))
+	require.NoError(t, q.RejectOne(m.Ref))
+	waitFired(t, crash)
+	q.Stop()
+
+	// The copy was stored before the source tried to delete.
+	waitReady(t, dlq, 1)
+	d, _, ok, err := dlq.Get(ctx, owner, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "a", string(d.Body))
+	p, err := amqp.DecodeProperties(d.Properties)
+	require.NoError(t, err)
+	require.Equal(t, "rejected", p.Headers["x-first-death-reason"])
+
+	q2 := start(t, inner)
+	bodies, redelivered := drainGets(t, q2)
+	require.Equal(t, []string{"a"}, bodies, "the source still has it: a duplicate, not a loss")
+	require.Equal(t, []bool{true}, redelivered)
+}
+
+// TestExpiredMessagesNeverDelivered: a consumer attached after the TTL
+// passed gets nothing; the expiry is driven by the fake clock alone.
+func TestExpiredMessagesNeverDelivered(t *testing.T) {
+	ctx := context.Background()
+	fake := clock.NewFake(time.Unix(100, 0))
+	dlq := startNamed(t, "dlq")
+	q := startDLX(t, newStores(), amqp.Table{"x-message-ttl": int32(50), "x-dead-letter-exchange": ""}, fake, func() *Queue { return dlq })
+	require.NoError(t, q.PublishTTL(storage.Record{Body: []byte("short")}, 10*time.Millisecond, nil, 0))
+	publish(t, q, "queue-ttl")
+	waitReady(t, q, 2)
+	fake.Advance(11 * time.Millisecond)
+	waitReady(t, dlq, 1)
+	s := newSink()
+	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, NoAck: true, Receiver: s}))
+	require.Equal(t, "queue-ttl", string((<-s.msgs).Body))
+	d, _, ok, err := dlq.Get(ctx, owner, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "short", string(d.Body))
+}
