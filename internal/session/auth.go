@@ -193,9 +193,11 @@ type LoginAttempt struct {
 
 // externalUser returns the user name EXTERNAL authenticates: the subject
 // common name of the client's verified certificate (RabbitMQ's default
-// ssl_cert_login_from = common_name).
+// ssl_cert_login_from = common_name). A certificate the server only
+// requested (tls.RequestClientCert) and did not verify against ClientCAs
+// proves nothing and is ignored.
 func externalUser(st *tls.ConnectionState) (string, bool) {
-	if st == nil || len(st.PeerCertificates) == 0 {
+	if st == nil || len(st.PeerCertificates) == 0 || len(st.VerifiedChains) == 0 {
 		return "", false
 	}
 	cn := st.PeerCertificates[0].Subject.CommonName

@@ -1,0 +1,174 @@
+package broker
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// testCA is a certificate authority made at test time.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "warren test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue returns a leaf certificate for cn: a server one (for 127.0.0.1)
+// or a client one.
+func (ca *testCA) issue(t *testing.T, cn string, server bool) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"warren"}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// startTLSBroker serves AMQPS on 127.0.0.1:0 with a server certificate from
+// ca, accepting client certificates from clientCA when given.
+func startTLSBroker(t *testing.T, ca *testCA, opts Options) (*Broker, string) {
+	t.Helper()
+	opts.TLSConfig = &tls.Config{
+		Certificates: []tls.Certificate{ca.issue(t, "127.0.0.1", true)},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    ca.pool,
+		MinVersion:   tls.VersionTLS12,
+	}
+	b, err := New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	addr, err := b.ListenTLS("127.0.0.1:0")
+	require.NoError(t, err)
+	return b, fmt.Sprintf("amqps://%s/", addr)
+}
+
+func TestTLS(t *testing.T) {
+	ca := newTestCA(t)
+	other := newTestCA(t)
+	alice := ca.issue(t, "alice", false)
+	mallory := ca.issue(t, "mallory", false)
+	forged := other.issue(t, "alice", false)
+
+	for _, tc := range []struct {
+		name      string
+		mechs     []string
+		cert      *tls.Certificate
+		external  bool // DialTLS_ExternalAuth instead of PLAIN guest
+		wantErr   error
+		wantCode  int
+		wantText  string
+		handshake bool // the TLS handshake itself must fail
+	}{
+		{name: "no client certificate, PLAIN"},
+		{name: "client certificate, PLAIN", cert: &alice, mechs: []string{"EXTERNAL"}},
+		{name: "EXTERNAL", cert: &alice, mechs: []string{"EXTERNAL"}, external: true},
+		{name: "EXTERNAL without a certificate is not offered", mechs: []string{"EXTERNAL"}, external: true, wantErr: amqp091.ErrSASL},
+		{name: "EXTERNAL not configured", cert: &alice, external: true, wantErr: amqp091.ErrSASL},
+		{name: "EXTERNAL for an unknown user", cert: &mallory, mechs: []string{"EXTERNAL"}, external: true,
+			wantCode: amqp091.AccessRefused, wantText: "EXTERNAL login refused: user 'mallory' - no such user"},
+		{name: "certificate from another CA", cert: &forged, mechs: []string{"EXTERNAL"}, external: true, handshake: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			b, url := startTLSBroker(t, ca, Options{AuthMechanisms: tc.mechs})
+			ctx := context.Background()
+			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
+			require.NoError(t, b.SetPermissions(ctx, "alice", "/", ".*", ".*", ".*"))
+
+			cfg := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+			if tc.cert != nil {
+				cfg.Certificates = []tls.Certificate{*tc.cert}
+			}
+			var conn *amqp091.Connection
+			var err error
+			if tc.external {
+				conn, err = amqp091.DialTLS_ExternalAuth(url, cfg)
+			} else {
+				conn, err = amqp091.DialTLS("amqps://guest:guest@"+url[len("amqps://"):], cfg)
+			}
+			switch {
+			case tc.handshake:
+				// The server refuses the certificate in the handshake,
+				// before any AMQP: no SASL and no connection.close.
+				require.Error(t, err)
+				require.NotErrorIs(t, err, amqp091.ErrSASL)
+				var ae *amqp091.Error
+				require.False(t, errors.As(err, &ae) && ae.Code == amqp091.AccessRefused, "got %v", err)
+				return
+			case tc.wantErr != nil:
+				require.ErrorIs(t, err, tc.wantErr)
+				return
+			case tc.wantCode != 0:
+				topoRequireCode(t, err, tc.wantCode, tc.wantText)
+				return
+			}
+			require.NoError(t, err)
+			defer conn.Close()
+			ch, err := conn.Channel()
+			require.NoError(t, err)
+			q, err := ch.QueueDeclare("", false, true, true, false, nil)
+			require.NoError(t, err)
+			require.NoError(t, ch.PublishWithContext(ctx, "", q.Name, false, false, amqp091.Publishing{Body: []byte("over tls")}))
+			d := get(t, ch, q.Name, true)
+			require.Equal(t, "over tls", string(d.Body))
+			require.NoError(t, conn.Close())
+		})
+	}
+}
+
+func TestListenTLSNeedsConfig(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	_, err := b.ListenTLS("127.0.0.1:0")
+	require.ErrorIs(t, err, errNoTLSConfig)
+	require.ErrorIs(t, b.ListenAndServeTLS("127.0.0.1:0"), errNoTLSConfig)
+}
