@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -37,13 +38,14 @@ type Features struct {
 // featureState is the actor's bookkeeping for the features. A queue that
 // uses none of them pays a few predictable branches per batch.
 type featureState struct {
-	ttlArg     bool  // x-message-ttl: every message may expire
-	ttl        bool  // some ready message may carry ExpiresAt
-	limited    bool  // x-max-length or x-max-length-bytes
-	bytes      bool  // x-max-length-bytes: readyBytes is kept
-	readyBytes int64 // body bytes of ready messages (when bytes)
-	ttlTimer   clock.Timer
-	ttlAt      int64 // deadline ttlTimer is armed for
+	ttlArg      bool  // x-message-ttl: every message may expire
+	prioritized bool  // some consumer has a non-zero x-priority
+	ttl         bool  // some ready message may carry ExpiresAt
+	limited     bool  // x-max-length or x-max-length-bytes
+	bytes       bool  // x-max-length-bytes: readyBytes is kept
+	readyBytes  int64 // body bytes of ready messages (when bytes)
+	ttlTimer    clock.Timer
+	ttlAt       int64 // deadline ttlTimer is armed for
 	// leaving holds messages being dead-lettered: neither ready nor out,
 	// their records and index entries kept until every target stored the
 	// copy.
@@ -591,9 +593,58 @@ func (q *Queue) Unused(ctx context.Context) bool {
 	return err == nil && r.ok
 }
 
-// pickConsumer returns the next consumer to offer a message to.
-func (q *Queue) pickConsumer() *Consumer {
-	c := q.consumers[q.next]
-	q.next = (q.next + 1) % len(q.consumers)
-	return c
+// addConsumerSorted adds c after every consumer of its priority or
+// higher, so consumers stay ordered by priority, highest first, and by
+// arrival within a priority (single active consumer: the first one).
+func (q *Queue) addConsumerSorted(c *Consumer) {
+	if c.Priority != 0 {
+		q.feat.prioritized = true
+	}
+	i := len(q.consumers)
+	for i > 0 && q.consumers[i-1].Priority < c.Priority {
+		i--
+	}
+	q.consumers = slices.Insert(q.consumers, i, c)
+	if q.next > i {
+		q.next++
+	}
+}
+
+// acquireConsumer returns the next consumer that has credit, with one unit
+// of it taken, or nil. Without consumer priorities it is plain
+// round-robin; with them the highest priority with credit wins and its
+// consumers take turns (the one served moves behind its peers). With
+// single active consumer only the first registered consumer is served.
+func (q *Queue) acquireConsumer() *Consumer {
+	n := len(q.consumers)
+	if q.cfg.Features.Args.SingleActive {
+		if c := q.consumers[0]; c.acquire() {
+			return c
+		}
+		return nil
+	}
+	if !q.feat.prioritized {
+		for range n {
+			c := q.consumers[q.next]
+			q.next = (q.next + 1) % n
+			if c.acquire() {
+				return c
+			}
+		}
+		return nil
+	}
+	for i := 0; i < n; i++ {
+		c := q.consumers[i]
+		if !c.acquire() {
+			continue
+		}
+		j := i + 1
+		for j < n && q.consumers[j].Priority == c.Priority {
+			j++
+		}
+		copy(q.consumers[i:j-1], q.consumers[i+1:j])
+		q.consumers[j-1] = c
+		return c
+	}
+	return nil
 }

@@ -95,6 +95,9 @@ type Consumer struct {
 	Owner     Owner
 	NoAck     bool
 	Exclusive bool
+	// Priority is the consumer priority (x-priority on basic.consume):
+	// higher ones get messages first while they have credit.
+	Priority int32
 	// Credit is the consumer's prefetch (basic.qos global=false) and
 	// ChannelCredit the channel's (global=true); either may be nil.
 	Credit        *Credit
@@ -783,7 +786,7 @@ func (q *Queue) addConsumer(c *Consumer) error {
 	if c.Exclusive && len(q.consumers) > 0 {
 		return ErrConsumersExist
 	}
-	q.consumers = append(q.consumers, c)
+	q.addConsumerSorted(c)
 	return nil
 }
 
@@ -942,17 +945,14 @@ func (q *Queue) dispatch(ctx context.Context) {
 		batch = batch[:0]
 		avail := min(q.ready(), maxBatch)
 		fromCursor := 0 // records taken from the head of pending
-		idle := 0
-		for uint64(len(batch)) < avail && idle < len(q.consumers) {
+		for uint64(len(batch)) < avail {
 			if q.feat.ttl && q.headExpired(ctx, fromCursor) {
 				break // expireHead takes it once this batch is claimed
 			}
-			c := q.pickConsumer()
-			if c == nil || !c.acquire() {
-				idle++
-				continue
+			c := q.acquireConsumer()
+			if c == nil {
+				break // nobody has credit
 			}
-			idle = 0
 			a, ok, err := q.take(ctx, fromCursor)
 			if err != nil || !ok {
 				c.release()

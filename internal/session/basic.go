@@ -200,6 +200,38 @@ func (ch *Channel) kickConsumers() {
 	}
 }
 
+// consumerPriority reads x-priority from basic.consume's arguments: an
+// integer of any width (RabbitMQ refuses other types with 406).
+func consumerPriority(m *amqp.BasicConsume) (int32, error) {
+	v, ok := m.Arguments["x-priority"]
+	if !ok {
+		return 0, nil
+	}
+	var n int64
+	switch x := v.(type) {
+	case int8:
+		n = int64(x)
+	case uint8:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case uint16:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case uint32:
+		n = int64(x)
+	case int64:
+		n = x
+	default:
+		return 0, amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "invalid arg 'x-priority': unacceptable type")
+	}
+	if n < -1<<31 || n > 1<<31-1 {
+		return 0, amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "invalid arg 'x-priority': %d out of range", n)
+	}
+	return int32(n), nil
+}
+
 func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
@@ -216,6 +248,10 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if tag == "" {
 		tag = vhost.GenerateName("amq.ctag-")
 	}
+	priority, err := consumerPriority(m)
+	if err != nil {
+		return err
+	}
 	d := &ch.dl
 	d.Lock()
 	if _, dup := d.consumers[tag]; dup {
@@ -229,6 +265,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		Owner:         ch.owner(),
 		NoAck:         m.NoAck,
 		Exclusive:     m.Exclusive,
+		Priority:      priority,
 		Credit:        &c.credit,
 		ChannelCredit: &ch.credit,
 		Receiver:      c,
