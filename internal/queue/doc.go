@@ -22,8 +22,8 @@
 //     deliveries, the deletes. A batch of consumer deliveries is one claim;
 //     a basic.get is one. A crash anywhere leaves duplicates, never a loss.
 //   - Settling an ack deletes the record, then the index entry.
-//     Reject without requeue discards the same way (dead-lettering lands
-//     with issue 6).
+//     Reject without requeue discards the same way, or dead-letters (see
+//     Features).
 //   - Requeue is in place and idempotent: the entry flips to Returned in one
 //     write and the offset joins the returned set, which is served, in
 //     offset order, before the cursor, with redelivered=true. A Ref names
@@ -48,9 +48,63 @@
 //     deleted, and DropTransient removes non-persistent records (RabbitMQ's
 //     durable queues drop transient messages at restart).
 //
+// # Features (issue 6; RabbitMQ 3.13 semantics)
+//
+// Config.Features carries the queue's parsed x-arguments (ParseArgs: wrong
+// types and ranges are ArgErrors, 406, stream 540) and two hooks into the
+// vhost: the dead-letter router and the x-expires deletion.
+//
+//   - Time: every timestamp and timer reads Config.Clock (clock.Real, or a
+//     clock.Fake in tests: TTLs are tested by advancing it).
+//   - TTL: x-message-ttl and the expiration property (the lower wins) set
+//     Record.ExpiresAt when the actor takes the publish. As in classic
+//     queues, only the head is checked: when a message is taken for
+//     delivery or basic.get, and by a Clock timer armed for the head's
+//     expiry. Expiry is strict, so a TTL of 0 reaches a consumer that can
+//     take it in the same actor step and expires otherwise.
+//   - x-expires: a timer armed while the queue has no consumer and
+//     re-armed by consume, cancel, basic.get and redeclaration (Touch);
+//     when it fires the vhost asks Unused and deletes the queue.
+//   - Dead-lettering (reasons rejected, expired, maxlen, delivery_limit):
+//     the copy gets DeadLetterProperties (x-death, x-first-/x-last-death-*,
+//     expiration moved to original-expiration) and is routed through
+//     x-dead-letter-exchange with x-dead-letter-routing-key or the original
+//     key; target queues that would close an automatic cycle
+//     (IsDeadLetterCycle) are skipped, and with no target (missing
+//     exchange, no binding) the message is dropped. Order of writes: the
+//     source owns the message (an index entry: messages taken from the
+//     cursor are claimed with a Returned entry first) and keeps it in a
+//     "leaving" state — neither ready nor out — until every target has
+//     stored the copy; only then are its record and entry deleted. A crash
+//     in between returns it at restart: a duplicate, never a loss. A
+//     target that refuses the copy because it is full drops it (RabbitMQ's
+//     at-most-once dead-lettering); one that fails to store it puts the
+//     message back to ready.
+//   - Actors never wait on each other: copies and the targets' answers
+//     travel through each queue's unbounded inbox (a mutex-guarded slice
+//     plus the kick channel), drained by the actor with its mailbox; timer
+//     firings use it too.
+//   - Length limits: x-max-length and x-max-length-bytes count ready
+//     messages only (bodies for bytes). drop-head dead-letters the oldest
+//     (maxlen) after the append; reject-publish confirms the refused
+//     publishes with ErrRejected (basic.nack); reject-publish-dlx also
+//     dead-letters them.
+//   - Delivery limits: x-queue-type quorum keeps classic semantics here but
+//     adds x-delivery-count (earlier deliveries) to redeliveries, re-encoding
+//     properties only for such queues. x-delivery-limit (any queue type): a
+//     message requeued after more deliveries than the limit is dead-lettered
+//     with reason delivery_limit, or dropped without a DLX.
+//   - Consumers: x-priority on basic.consume (the highest priority with
+//     credit is served, round-robin within a level); x-single-active-consumer
+//     serves only the first registered consumer until it goes.
+//   - Not implemented yet: x-max-priority (message priorities) is parsed and
+//     compared on redeclare but messages are delivered in FIFO order.
+//
 // # Cost
 //
 // The steady state allocates nothing per message in the actor: deliveries
 // come from slabs with a free list, claims and settles use scratch slices,
-// and AckOne/RejectOne/RequeueOne settle one delivery without a slice.
+// and AckOne/RejectOne/RequeueOne settle one delivery without a slice. A
+// queue that uses no feature pays a few predictable branches per step and
+// an atomic load of the inbox length.
 package queue
