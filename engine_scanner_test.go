@@ -17,6 +17,7 @@ import (
 // in RabbitMQ's words; the message goes back in place, redelivered, and the
 // connection stays usable.
 func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
+	checkGoroutines(t) // Close stops the scanner goroutine too
 	const timeout = 300 * time.Millisecond
 	b := startBroker(t, Options{ConsumerTimeout: timeout})
 	conn := dial(t, b.URL(), amqp091.Config{})

@@ -229,6 +229,8 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 		require.Equal(t, numbered("m", 8)[i], string(next(t, msgs).Body))
 	}
 	require.NoError(t, sock.Close()) // no connection.close: the socket just goes
+	// The broker notices and requeues; then the messages are all ready.
+	waitStats(t, b, "drop", func(st queue.Stats) bool { return st == queue.Stats{Ready: 8} })
 
 	other := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
 	msgs2, err := other.Consume("drop", "", false, false, false, false, nil)
