@@ -263,6 +263,9 @@ func (c *Conn) readLoop() error {
 	})
 
 	for {
+		// Read nothing more while the client has a full outbox to take:
+		// what we read would only add replies to it.
+		c.waitForRoom()
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			return c.readFailed(err)

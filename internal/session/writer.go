@@ -8,14 +8,29 @@ import (
 )
 
 // outbox is the writer's queue and the connection's timers, under one mutex.
-// Producers (the reader goroutine today, queue actors delivering messages
-// later) append encoded frames to buf and poke the writer; the writer swaps
-// buf with its spare buffer and writes the batch with one Write. So frames
-// batch under load and go out as soon as the writer is free. The mutex is
-// never held across I/O.
+// Producers (the reader goroutine, queue actors delivering messages) append
+// encoded frames to buf and poke the writer; the writer swaps buf with its
+// spare buffer and writes the batch with one Write. So frames batch under
+// load and go out as soon as the writer is free. The mutex is never held
+// across I/O.
+//
+// The bytes held for the client (buf plus the batch being written) are
+// bounded by maxPending for producers that honour it: the reader stops
+// reading (waitForRoom) and deliveries ask hasRoom first. Producers that
+// cannot wait nor refuse (confirms, replies queued by other goroutines) are
+// admitted regardless: each is small and follows from a frame the reader
+// read, so the reader's pause bounds them too.
 type outbox struct {
 	sync.Mutex
 	buf []byte
+	// writing is the size of the batch the writer is writing: still held
+	// for the client, so it counts against maxPending.
+	writing int
+	// room, when not nil, is closed once pending falls to resumeBelow or
+	// the writer stops; the reader waits on it. onRoom are the callbacks
+	// hasRoom registered, run by the writer at the same moment.
+	room   chan struct{}
+	onRoom []func()
 	// stopped: the writer is gone (write error or connection finished), so
 	// frames are dropped and no timer may be armed.
 	stopped bool
@@ -42,13 +57,90 @@ func (o *outbox) stopTimersLocked() {
 	}
 }
 
-// admitLocked reports whether n more bytes may be queued. Today it only
-// refuses once the writer is gone. This is the spot for the bound on pending
-// bytes that slow consumers need: the delivery path will check it before
-// encoding and stop delivering (credit) instead of growing buf without limit.
+// admitLocked reports whether n more bytes may be queued: always, until the
+// writer is gone. The bound is enforced before producing (waitForRoom,
+// hasRoom), not here: a frame refused here would be a frame lost.
 func (o *outbox) admitLocked(n int) bool {
 	_ = n
 	return !o.stopped
+}
+
+const (
+	// maxPending bounds the bytes a connection holds for a client that
+	// reads slower than the broker produces (issue 8): one stuck client
+	// costs about this much, not everything its queues hold. It is half
+	// of maxSpareBuffer so that a buffer grown to the bound (append grows
+	// by a quarter past it) is still kept for reuse: with a bound at
+	// maxSpareBuffer every full batch was dropped and regrown from zero.
+	// 512 KiB per Write is plenty to batch.
+	maxPending = maxSpareBuffer / 2
+	// resumeBelow is where producers resume: half the bound, so a client
+	// draining slowly wakes them once per half MiB, not once per frame.
+	resumeBelow = maxPending / 2
+)
+
+func (o *outbox) pendingLocked() int { return len(o.buf) + o.writing }
+
+// hasRoom reports whether the outbox is below maxPending. When it is not,
+// notify is registered and run once, on the writer's goroutine, when the
+// outbox has drained to resumeBelow or the connection stopped; notify must
+// not block (a queue's Kick). A direct connection always has room: its sink
+// takes everything at once. Safe from any goroutine.
+//
+// The delivery path calls it before taking a message for a consumer, and
+// treats false like exhausted credit, so a queue actor is never blocked by
+// a client that stopped reading and the message stays in the queue.
+func (c *Conn) hasRoom(notify func()) bool {
+	c.out.Lock()
+	defer c.out.Unlock()
+	if c.sink != nil || c.out.stopped || c.out.pendingLocked() < maxPending {
+		return true
+	}
+	if notify != nil {
+		c.out.onRoom = append(c.out.onRoom, notify)
+	}
+	return false
+}
+
+// waitForRoom blocks the reader while the outbox is at maxPending, until the
+// writer drains it to resumeBelow or stops. Not reading is the back-pressure
+// TCP passes to the publisher; the client is not read meanwhile, so one
+// that also stops reading what we write misses heartbeats and is dropped
+// after two intervals, which is what a stuck client deserves.
+func (c *Conn) waitForRoom() {
+	c.out.Lock()
+	for !c.out.stopped && c.out.pendingLocked() >= maxPending {
+		if c.out.room == nil {
+			c.out.room = make(chan struct{})
+		}
+		room := c.out.room
+		c.out.Unlock()
+		<-room
+		c.out.Lock()
+	}
+	c.out.Unlock()
+}
+
+// roomLocked wakes whoever waits for room when there is some (or force,
+// when the writer stops), and returns the callbacks to run once the lock is
+// released.
+func (o *outbox) roomLocked(force bool) []func() {
+	if !force && o.pendingLocked() > resumeBelow {
+		return nil
+	}
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
+	fns := o.onRoom
+	o.onRoom = nil
+	return fns
+}
+
+func runAll(fns []func()) {
+	for _, f := range fns {
+		f()
+	}
 }
 
 // poke wakes the writer without blocking: one pending token is enough, the
@@ -128,7 +220,10 @@ func (c *Conn) writeLoop() {
 			c.out.Lock()
 			c.out.stopped = true
 			c.out.buf = nil
+			c.out.writing = 0
+			fns := c.out.roomLocked(true)
 			c.out.Unlock()
+			runAll(fns)
 			c.closeRWC()
 			return
 		}
@@ -155,6 +250,7 @@ func (c *Conn) flush(spare *[]byte) error {
 			return nil
 		}
 		c.out.buf = (*spare)[:0]
+		c.out.writing = len(batch)
 		c.takenForWrite(len(batch))
 		c.out.Unlock()
 
@@ -167,6 +263,11 @@ func (c *Conn) flush(spare *[]byte) error {
 		if err != nil {
 			return err
 		}
+		c.out.Lock()
+		c.out.writing = 0
+		fns := c.out.roomLocked(false)
+		c.out.Unlock()
+		runAll(fns)
 		// A batch that is a lone heartbeat does not count as traffic, so an
 		// idle connection gets one every tick (half interval): that leaves
 		// the client a full interval of slack for timer jitter under load.

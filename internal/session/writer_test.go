@@ -230,3 +230,119 @@ func BenchmarkHandleFrame(b *testing.B) {
 		}
 	}
 }
+
+// fillOutbox queues 64 KiB deliveries on channel 1 until the outbox is at
+// maxPending; the peer is not reading, so the writer is stuck in Write (a
+// net.Pipe write waits for the reader). It returns how many it queued.
+func fillOutbox(t *testing.T, c *Conn, notify func()) int {
+	t.Helper()
+	body := bytes.Repeat([]byte{'x'}, 64<<10)
+	n := 0
+	for c.hasRoom(notify) {
+		c.sendContent(1, &amqp.BasicDeliver{DeliveryTag: uint64(n + 1)}, nil, body)
+		n++
+		require.Less(t, n, 2*maxPending/len(body), "the outbox never reports full")
+	}
+	return n
+}
+
+// TestOutboxBound: once a client stops reading, hasRoom refuses at
+// maxPending and the reader stops; when the client reads again, the
+// callbacks run, the reader resumes, and every queued frame arrives.
+func TestOutboxBound(t *testing.T) {
+	p := startPeer(t, testConfig())
+	p.handshake()
+	p.openChannel(1)
+
+	kicked := make(chan struct{})
+	n := fillOutbox(t, p.conn, func() { close(kicked) })
+	p.conn.out.Lock()
+	pending := p.conn.out.pendingLocked()
+	p.conn.out.Unlock()
+	require.GreaterOrEqual(t, pending, maxPending)
+	require.Less(t, pending, maxPending+70<<10, "producers stop at the bound")
+
+	waited := make(chan struct{})
+	go func() {
+		p.conn.waitForRoom()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		t.Fatal("waitForRoom returned while the outbox is full")
+	case <-kicked:
+		t.Fatal("notified while the outbox is full")
+	default:
+	}
+
+	// The client reads again: every delivery arrives, in order.
+	for i := range n {
+		m := p.expectMethod(1)
+		require.Equal(t, uint64(i+1), m.(*amqp.BasicDeliver).DeliveryTag)
+		require.Equal(t, amqp.FrameHeader, p.readFrame().Type)
+		for got := 0; got < 64<<10; {
+			f := p.readFrame()
+			require.Equal(t, amqp.FrameBody, f.Type)
+			got += len(f.Payload)
+		}
+	}
+	<-kicked
+	<-waited
+	require.True(t, p.conn.hasRoom(nil))
+
+	// The reader was never stuck for good: the connection still answers.
+	p.openChannel(2)
+}
+
+// TestOutboxBoundReleasedOnStop: a client that never reads again and
+// hangs up releases the waiting reader and runs the callbacks, so queues
+// waiting to deliver learn the connection is gone.
+func TestOutboxBoundReleasedOnStop(t *testing.T) {
+	p := startPeer(t, testConfig())
+	p.handshake()
+	p.openChannel(1)
+
+	kicked := make(chan struct{})
+	fillOutbox(t, p.conn, func() { close(kicked) })
+	waited := make(chan struct{})
+	go func() {
+		p.conn.waitForRoom()
+		close(waited)
+	}()
+	p.nc.Close()
+	<-kicked
+	<-waited
+	require.Error(t, p.serveResult())
+	require.True(t, p.conn.hasRoom(nil), "a stopped connection refuses nothing: sends are dropped")
+}
+
+// BenchmarkSendContentBounded is BenchmarkSendContent with the producer
+// honouring the outbox bound, as the delivery path does: it waits for the
+// writer's callback whenever hasRoom says no, so the outbox never regrows
+// past maxPending and the writer's two buffers are reused.
+func BenchmarkSendContentBounded(b *testing.B) {
+	for _, size := range []int{64, 4096, 65536} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			c, stop := benchWriter(b)
+			defer stop()
+			body := bytes.Repeat([]byte{'x'}, size)
+			props := (&amqp.Properties{ContentType: "text/plain", DeliveryMode: 2}).Append(nil)
+			m := &amqp.BasicDeliver{ConsumerTag: "ctag", DeliveryTag: 1, Exchange: "ex", RoutingKey: "rk"}
+			room := make(chan struct{}, 1)
+			notify := func() {
+				select {
+				case room <- struct{}{}:
+				default:
+				}
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				for !c.hasRoom(notify) {
+					<-room
+				}
+				c.sendContent(1, m, props, body)
+			}
+		})
+	}
+}
