@@ -142,6 +142,12 @@ func runFuzzSession(t *testing.T, data []byte) {
 				if !hardCodes[m.ReplyCode] {
 					report(bad, "connection.close with non-hard code "+m.ReplyText)
 				}
+				// Answer as a client would, so the server need not wait
+				// out its close timeout.
+				_, _ = client.Write(amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionCloseOk{}))
+			case *amqp.ConnectionCloseOk:
+				// Our connection.close was answered: hang up, as clients do.
+				client.Close()
 			}
 		}
 	}()
