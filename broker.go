@@ -80,9 +80,14 @@ type Options struct {
 	// sanity check.
 	MaxMessageSize int
 
-	// Users who may log in. nil means one user guest/guest tagged
-	// administrator, as RabbitMQ ships. An empty non-nil slice means nobody
-	// can log in.
+	// Users seeds the accounts in the meta store (accounts.go): at New each
+	// user not stored yet is added, with a salted password hash and full
+	// permissions on every vhost of VHosts; stored users are left as they
+	// are. nil means one user guest/guest tagged administrator, as
+	// RabbitMQ ships; guest may log in only from loopback unless
+	// AllowRemoteGuest. An empty non-nil slice seeds nobody. Manage users
+	// afterwards with AddUser, DeleteUser, SetPermissions and
+	// ClearPermissions.
 	Users []User
 
 	// VHosts are the virtual hosts clients may open. nil means ["/"].
