@@ -108,6 +108,10 @@ type Options struct {
 	// connection), 530 NOT_ALLOWED beyond it. A vhost not listed, or a
 	// negative value, has no limit.
 	VHostMaxConnections map[string]int
+	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
+	// max-queues vhost limit): declaring a new queue beyond it closes the
+	// channel with 406 PRECONDITION_FAILED. Zero means no limit.
+	MaxQueuesPerVHost int
 
 	// TLSConfig serves TLS in ListenTLS and ListenAndServeTLS (tls.go). To
 	// accept client certificates set ClientAuth and ClientCAs as usual.

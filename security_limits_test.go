@@ -142,3 +142,23 @@ func TestLimitOptionsValidate(t *testing.T) {
 	require.ErrorContains(t, err, `unknown mechanism "CRAM-MD5"`)
 	require.False(t, errors.Is(err, ErrClosed))
 }
+
+func TestMaxQueuesPerVHost(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{MaxQueuesPerVHost: 2})
+	conn := dial(t, b.URL(), amqp091.Config{})
+	ch := topoChannel(t, conn)
+	for _, q := range []string{"q1", "q2", "q1"} { // redeclaring is not a new queue
+		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
+		require.NoError(t, err)
+	}
+	_, err := ch.QueueDeclare("q3", false, false, false, false, nil)
+	topoRequireCode(t, err, amqp091.PreconditionFailed, "cannot declare queue 'q3': queue limit in vhost '/' (2) is reached")
+
+	// Deleting one makes room.
+	ch = topoChannel(t, conn)
+	_, err = ch.QueueDelete("q2", false, false, false)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("q3", false, false, false, false, nil)
+	require.NoError(t, err)
+}

@@ -134,6 +134,7 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 			Name:       name,
 			Store:      b.stores.meta,
 			StartQueue: b.startQueue,
+			MaxQueues:  b.opts.MaxQueuesPerVHost,
 			Logger:     b.log,
 		})
 		if err != nil {

@@ -35,6 +35,9 @@ type Config struct {
 	Store      meta.Topology
 	StartQueue QueueStarter
 	Logger     *slog.Logger
+	// MaxQueues bounds the vhost's queues (RabbitMQ's max-queues vhost
+	// limit): declaring a new one beyond it is 406. Zero means no limit.
+	MaxQueues int
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -570,6 +573,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		}
 		q.Touch() // a redeclaration is a use (x-expires)
 		return q, nil
+	}
+	if v.cfg.MaxQueues > 0 && len(v.queues) >= v.cfg.MaxQueues {
+		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.cfg.Name, v.cfg.MaxQueues)
 	}
 	if err := v.checkExchangeName(m.Arguments, "x-dead-letter-exchange", "queue", name); err != nil {
 		return nil, err
