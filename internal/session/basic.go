@@ -64,6 +64,12 @@ type consumer struct {
 	// closing). Under the delivery lock; Deliver checks it instead of
 	// looking the tag up, which a reused tag would fool anyway.
 	gone bool
+	// started: consume-ok is out. Until then Deliver holds messages in
+	// early (under the delivery lock), because consume-ok must precede the
+	// first delivery but consume cannot hold the delivery lock while it
+	// waits for the queue: the queue may be delivering to this channel.
+	started bool
+	early   []queue.Message
 }
 
 // Deliver runs on the queue's goroutine: it numbers the delivery, records
@@ -80,6 +86,18 @@ func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
 	if c.gone {
 		return false // cancelled meanwhile
 	}
+	if !c.started {
+		c.early = append(c.early, m)
+		return true
+	}
+	c.deliverLocked(m)
+	return true
+}
+
+// deliverLocked numbers one delivery, records it as unacked and queues its
+// frames; the caller holds the delivery lock.
+func (c *consumer) deliverLocked(m queue.Message) {
+	ch, d, qc := c.ch, &c.ch.dl, &c.qc
 	d.nextTag++
 	tag := d.nextTag
 	if !qc.NoAck {
@@ -93,7 +111,6 @@ func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
 		RoutingKey:  m.RoutingKey,
 	}
 	ch.conn.sendContent(ch.id, &d.deliver, m.Properties, m.Body)
-	return true
 }
 
 // Cancelled runs on the queue's goroutine when the queue was deleted: the
@@ -271,11 +288,16 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		Receiver:      c,
 	}
 	d.consumers[tag] = c
-	// consume-ok must precede the first delivery; holding the delivery lock
-	// until it is queued keeps the queue's first Deliver waiting behind it.
+	d.Unlock()
+	// Not under the delivery lock: the queue may be delivering to another
+	// consumer of this channel right now. Deliveries to c wait in c.early
+	// until consume-ok is out.
 	err = q.Consume(ctx, &c.qc)
+	d.Lock()
 	if err != nil {
-		delete(d.consumers, tag)
+		if d.consumers[tag] == c {
+			delete(d.consumers, tag)
+		}
 		c.gone = true
 		d.Unlock()
 		switch {
@@ -288,7 +310,23 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if !m.NoWait {
 		ch.sendLocked(&amqp.BasicConsumeOk{ConsumerTag: tag})
 	}
+	c.started = true
+	early := c.early
+	c.early = nil
+	var back []pending
+	for _, em := range early {
+		if d.closed || c.gone {
+			// The channel closed or the consumer went meanwhile: the
+			// messages go back, as a delivery refused by a closing channel.
+			if !c.qc.NoAck {
+				back = append(back, pending{q: q, ref: em.Ref, cons: c})
+			}
+			continue
+		}
+		c.deliverLocked(em)
+	}
 	d.Unlock()
+	ch.apply(back, settleRequeue)
 	return nil
 }
 
@@ -402,7 +440,6 @@ func (ch *Channel) settle(tag uint64, multiple bool, mode settleMode) error {
 
 // applyOne is apply for a single delivery.
 func (ch *Channel) applyOne(p pending, mode settleMode) {
-	freed := ch.releaseCredit(p)
 	switch mode {
 	case settleAck:
 		_ = p.q.AckOne(p.ref) // a deleted queue has nothing left to settle
@@ -411,8 +448,13 @@ func (ch *Channel) applyOne(p pending, mode settleMode) {
 	case settleRequeue:
 		_ = p.q.RequeueOne(p.ref)
 	}
-	if freed && ch.credit.Limit() > 0 {
-		ch.kickConsumers()
+	// Credit is freed after the settle is queued, so a queue that sees the
+	// credit sees the requeued message too and serves it first.
+	if ch.releaseCredit(p) {
+		p.q.Kick()
+		if ch.credit.Limit() > 0 {
+			ch.kickConsumers()
+		}
 	}
 }
 
@@ -476,10 +518,8 @@ func (ch *Channel) apply(ps []pending, mode settleMode) {
 				continue
 			}
 			refs = append(refs, p.ref)
-			freed = ch.releaseCredit(p) || freed
 		}
-		// The settle op itself wakes q, after the credit was freed. A
-		// deleted queue has nothing left to settle.
+		// A deleted queue has nothing left to settle.
 		switch mode {
 		case settleAck:
 			_ = q.Ack(refs)
@@ -488,8 +528,18 @@ func (ch *Channel) apply(ps []pending, mode settleMode) {
 		case settleRequeue:
 			_ = q.Requeue(refs)
 		}
-		if freed && ch.credit.Limit() > 0 {
-			ch.kickConsumers()
+		// Credit is freed after the settle is queued, so a queue that sees
+		// the credit sees the requeued messages too and serves them first.
+		for _, p := range ps {
+			if p.q == q {
+				freed = ch.releaseCredit(p) || freed
+			}
+		}
+		if freed {
+			q.Kick()
+			if ch.credit.Limit() > 0 {
+				ch.kickConsumers()
+			}
 		}
 		ps = rest
 	}
