@@ -75,9 +75,10 @@ type VHost struct {
 	routes    *routing.Table
 	exchanges map[string]*exchange
 	queues    map[string]*Queue
-	// headers is true while some exchange is of kind headers, so routing
-	// decodes message headers only when they can matter.
-	headers int
+	// headersX names the exchanges of kind headers, so routing decodes a
+	// message's headers only while one of them has bindings (the
+	// predeclared amq.headers and amq.match alone cost nothing).
+	headersX map[string]struct{}
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -91,6 +92,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		cfg:       cfg,
 		routes:    routing.NewTable(),
 		exchanges: make(map[string]*exchange),
+		headersX:  make(map[string]struct{}),
 		queues:    make(map[string]*Queue),
 	}
 	// Nobody else can see v yet; topo is taken for the Locked helpers'
@@ -106,7 +108,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 			VHost: cfg.Name, Name: e.Name, Type: e.Kind.String(), Durable: true,
 		}}
 		if e.Kind == routing.Headers {
-			v.headers++
+			v.headersX[e.Name] = struct{}{}
 		}
 	}
 	st := cfg.Store
@@ -228,12 +230,10 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	}); err != nil {
 		return err
 	}
-	if old, ok := v.exchanges[def.Name]; ok && old.def.Type == "headers" {
-		v.headers--
-	}
+	delete(v.headersX, def.Name)
 	v.exchanges[def.Name] = &exchange{def: def, args: args}
 	if kind == routing.Headers {
-		v.headers++
+		v.headersX[def.Name] = struct{}{}
 	}
 	return nil
 }
@@ -405,9 +405,7 @@ func (v *VHost) deleteExchangeLocked(ctx context.Context, x *exchange) error {
 		return amqp.NewError(amqp.AccessRefused, 0, 0, "%v", err)
 	}
 	delete(v.exchanges, x.def.Name)
-	if x.def.Type == "headers" {
-		v.headers--
-	}
+	delete(v.headersX, x.def.Name)
 	v.mu.Unlock()
 	return v.forgetBindingsLocked(ctx, removed)
 }
@@ -871,7 +869,7 @@ func (v *VHost) Route(exchangeName, key string, props []byte, names []string, ds
 		}
 	}
 	var h map[string]any
-	if v.headers > 0 {
+	if v.headersBoundLocked() {
 		if p, err := amqp.DecodeProperties(props); err == nil {
 			h = p.Headers
 		}
@@ -905,6 +903,17 @@ func (v *VHost) ExchangeExists(name string) bool {
 	defer v.mu.RUnlock()
 	_, ok := v.exchanges[name]
 	return ok
+}
+
+// headersBoundLocked reports whether a headers exchange has bindings, that
+// is whether a message's headers can affect where it goes.
+func (v *VHost) headersBoundLocked() bool {
+	for name := range v.headersX {
+		if v.routes.SourceBindings(name) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // GenerateName returns prefix followed by 22 random URL-safe characters,
