@@ -305,3 +305,99 @@ func (b *Broker) Permissions(ctx context.Context, user, vhostName string) (meta.
 	}
 	return p, nil
 }
+
+// AddVHost creates and opens a virtual host (stored, so it is reopened at
+// the next New). It grants nobody anything: call SetPermissions.
+func (b *Broker) AddVHost(ctx context.Context, name string) error {
+	name = canonicalVHost(name)
+	if len(name) > 255 {
+		return fmt.Errorf("broker: vhost name longer than 255 bytes")
+	}
+	b.vhostsMu.Lock()
+	defer b.vhostsMu.Unlock()
+	if _, ok := b.vhosts[name]; ok {
+		return fmt.Errorf("broker: vhost %q already exists", name)
+	}
+	return b.openVHostLocked(ctx, name)
+}
+
+// DeleteVHost deletes a virtual host with everything in it: its open
+// connections are closed with 320 CONNECTION_FORCED, its queues (and their
+// messages), exchanges and bindings are deleted, and so are all
+// permissions on it. A vhost listed in Options.VHosts comes back, empty,
+// at the next New.
+func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
+	name = canonicalVHost(name)
+	b.vhostsMu.Lock()
+	vh, ok := b.vhosts[name]
+	delete(b.vhosts, name)
+	b.vhostsMu.Unlock()
+	if !ok {
+		return fmt.Errorf("broker: delete vhost %q: %w", name, meta.ErrNotFound)
+	}
+	b.mu.Lock()
+	conns := make([]*session.Conn, 0, len(b.mu.conns))
+	for c := range b.mu.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		if canonicalVHost(c.Info().VHost) == name {
+			c.Shutdown(amqp.ConnectionForced, fmt.Sprintf("vhost '%s' is deleted", name))
+		}
+	}
+
+	var errs []error
+	for _, q := range vh.Queues() {
+		// As the owner, so exclusive queues go too.
+		if _, err := vh.DeleteQueue(ctx, q.Def.Owner, q.Def.Name, false, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	vh.Close()
+	// What the vhost did not delete itself (exchanges, bindings, queues it
+	// could not), straight from the store.
+	st := b.stores.meta
+	if bs, err := st.ListBindings(ctx, name); err == nil {
+		for _, bd := range bs {
+			errs = append(errs, st.DeleteBinding(ctx, bd))
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	if xs, err := st.ListExchanges(ctx, name); err == nil {
+		for _, x := range xs {
+			errs = append(errs, st.DeleteExchange(ctx, name, x.Name))
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	if qs, err := st.ListQueues(ctx, name); err == nil {
+		for _, q := range qs {
+			errs = append(errs, st.DeleteQueue(ctx, name, q.Name))
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	if ps, err := st.ListPermissions(ctx); err == nil {
+		for _, p := range ps {
+			if p.VHost == name {
+				errs = append(errs, st.DeletePermission(ctx, p.User, name))
+			}
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	errs = append(errs, st.DeleteVHost(ctx, name))
+	b.acct.mu.Lock()
+	for k, a := range b.acct.mu.access {
+		if k.vhost == name {
+			a.Set(nil)
+		}
+	}
+	b.acct.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("broker: delete vhost %q: %w", name, err)
+	}
+	return nil
+}

@@ -281,7 +281,8 @@ type Broker struct {
 	wg sync.WaitGroup
 
 	stores      *stores
-	vhosts      map[string]*vhost.VHost // fixed after New
+	vhostsMu    sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
+	vhosts      map[string]*vhost.VHost // by canonical name
 	nodeID      string
 	incarnation uint64
 

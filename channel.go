@@ -200,13 +200,16 @@ func (b *Broker) Channel(ctx context.Context) (*Channel, error) {
 
 // directVHost is the vhost Channel opens.
 func (b *Broker) directVHost() (*vhost.VHost, error) {
-	if vh, ok := b.vhosts["/"]; ok {
+	if vh, ok := b.lookupVHost("/"); ok {
 		return vh, nil
 	}
 	if len(b.opts.VHosts) == 0 {
 		return nil, errors.New("broker: no virtual host configured (Options.VHosts is empty)")
 	}
-	return b.vhosts[canonicalVHost(b.opts.VHosts[0])], nil
+	if vh, ok := b.lookupVHost(b.opts.VHosts[0]); ok {
+		return vh, nil
+	}
+	return nil, fmt.Errorf("broker: virtual host %q was deleted", b.opts.VHosts[0])
 }
 
 // call runs a synchronous method: it hands m to the session and, when wait

@@ -167,10 +167,12 @@ func (b *Broker) opsConnections() []*session.Conn {
 }
 
 func (b *Broker) opsVHosts() []*vhost.VHost {
+	b.vhostsMu.RLock()
 	vs := make([]*vhost.VHost, 0, len(b.vhosts))
 	for _, v := range b.vhosts {
 		vs = append(vs, v)
 	}
+	b.vhostsMu.RUnlock()
 	slices.SortFunc(vs, func(x, y *vhost.VHost) int { return strings.Compare(x.Name(), y.Name()) })
 	return vs
 }

@@ -173,7 +173,7 @@ func (b *Broker) requeueEntries(ctx context.Context, entries []unacked.Entry) {
 		groups[k] = append(groups[k], e)
 	}
 	for k, es := range groups {
-		vh, ok := b.vhosts[k.vhost]
+		vh, ok := b.lookupVHost(k.vhost)
 		if !ok {
 			continue
 		}

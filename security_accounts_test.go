@@ -333,3 +333,48 @@ func BenchmarkPublishPermissions(b *testing.B) {
 		})
 	}
 }
+
+func TestAddAndDeleteVHost(t *testing.T) {
+	checkGoroutines(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	b := startBroker(t, Options{DataDir: dir})
+	require.ErrorContains(t, b.AddVHost(ctx, "/"), "already exists")
+	require.NoError(t, b.AddVHost(ctx, "v2"))
+	v2URL := b.URL() + "v2"
+
+	// No permissions on a new vhost until granted.
+	_, err := amqp091.Dial(v2URL)
+	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
+	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", ".*", ".*", ".*"))
+	conn := dial(t, v2URL, amqp091.Config{})
+	ch := topoConfirmChannel(t, conn)
+	declareQueue(t, ch, "kept", true)
+	publishConfirmed(t, ch, "kept", true, "m1")
+	require.NoError(t, ch.ExchangeDeclare("x2", "fanout", true, false, false, false, nil))
+	require.NoError(t, ch.QueueBind("kept", "", "x2", false, nil))
+
+	// A stored vhost is reopened at the next start, with its topology.
+	require.NoError(t, b.Close())
+	b = startBroker(t, Options{DataDir: dir})
+	v2URL = b.URL() + "v2"
+	conn = dial(t, v2URL, amqp091.Config{})
+	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	ch = topoChannel(t, conn)
+	require.Equal(t, "m1", string(get(t, ch, "kept", true).Body))
+
+	require.NoError(t, b.DeleteVHost(ctx, "v2"))
+	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
+	_, err = amqp091.Dial(v2URL)
+	requireAMQPCode(t, err, amqp091.NotAllowed)
+	require.ErrorIs(t, b.DeleteVHost(ctx, "v2"), meta.ErrNotFound)
+	_, err = b.Permissions(ctx, "guest", "v2")
+	require.ErrorIs(t, err, meta.ErrNotFound)
+
+	// Re-adding it starts empty.
+	require.NoError(t, b.AddVHost(ctx, "v2"))
+	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", ".*", ".*", ".*"))
+	conn = dial(t, v2URL, amqp091.Config{})
+	require.False(t, topoQueueExists(t, conn, "kept"))
+	require.False(t, topoExchangeExists(t, conn, "x2"))
+}

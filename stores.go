@@ -122,38 +122,70 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 	})
 }
 
-// openVHosts opens every configured vhost with its durable topology.
+// openVHosts opens every configured vhost and every vhost stored by
+// AddVHost (accounts.go), each with its durable topology.
 func (b *Broker) openVHosts(ctx context.Context) error {
+	b.vhostsMu.Lock()
+	defer b.vhostsMu.Unlock()
 	b.vhosts = make(map[string]*vhost.VHost, len(b.opts.VHosts))
+	names := make([]string, 0, len(b.opts.VHosts))
 	for _, name := range b.opts.VHosts {
-		name = canonicalVHost(name)
-		if err := b.stores.meta.PutVHost(ctx, meta.VHost{Name: name}); err != nil {
+		names = append(names, canonicalVHost(name))
+	}
+	stored, err := b.stores.meta.ListVHosts(ctx)
+	if err != nil {
+		return fmt.Errorf("broker: list vhosts: %w", err)
+	}
+	for _, v := range stored {
+		names = append(names, canonicalVHost(v.Name))
+	}
+	for _, name := range names {
+		if _, ok := b.vhosts[name]; ok {
+			continue
+		}
+		if err := b.openVHostLocked(ctx, name); err != nil {
+			b.closeVHostsLocked()
 			return err
 		}
-		vh, err := vhost.Open(ctx, vhost.Config{
-			Name:       name,
-			Store:      b.stores.meta,
-			StartQueue: b.startQueue,
-			MaxQueues:  b.opts.MaxQueuesPerVHost,
-			Logger:     b.log,
-		})
-		if err != nil {
-			b.closeVHosts()
-			return fmt.Errorf("broker: open vhost %q: %w", name, err)
-		}
-		b.vhosts[name] = vh
 	}
 	return nil
 }
 
+// openVHostLocked stores and opens one vhost; b.vhostsMu is held.
+func (b *Broker) openVHostLocked(ctx context.Context, name string) error {
+	if err := b.stores.meta.PutVHost(ctx, meta.VHost{Name: name}); err != nil {
+		return err
+	}
+	vh, err := vhost.Open(ctx, vhost.Config{
+		Name:       name,
+		Store:      b.stores.meta,
+		StartQueue: b.startQueue,
+		MaxQueues:  b.opts.MaxQueuesPerVHost,
+		Logger:     b.log,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: open vhost %q: %w", name, err)
+	}
+	b.vhosts[name] = vh
+	return nil
+}
+
 func (b *Broker) closeVHosts() {
+	b.vhostsMu.Lock()
+	defer b.vhostsMu.Unlock()
+	b.closeVHostsLocked()
+}
+
+func (b *Broker) closeVHostsLocked() {
 	for _, vh := range b.vhosts {
 		vh.Close()
 	}
 }
 
-// lookupVHost serves connection.open.
+// lookupVHost serves connection.open and every other lookup by name.
 func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
+	b.vhostsMu.RLock()
+	defer b.vhostsMu.RUnlock()
 	vh, ok := b.vhosts[canonicalVHost(name)]
 	return vh, ok
 }
