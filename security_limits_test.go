@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/session"
 )
 
@@ -161,4 +162,38 @@ func TestMaxQueuesPerVHost(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ch.QueueDeclare("q3", false, false, false, false, nil)
 	require.NoError(t, err)
+}
+
+// A client that asks for authentication_failure_close gets RabbitMQ's safe
+// text, which does not say why (auth_fail); others get the reason.
+func TestLoginRefusalTextFollowsCapability(t *testing.T) {
+	remote := &net.TCPAddr{IP: net.IPv4(198, 51, 100, 9), Port: 1}
+	for _, tc := range []struct {
+		name string
+		safe bool
+		want string
+	}{
+		{"safe", true, "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile."},
+		{"detailed", false, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			_, url := serveAs(t, Options{}, remote)
+			nc, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/"))
+			require.NoError(t, err)
+			t.Cleanup(func() { nc.Close() })
+			c := &rawClient{t: t, nc: nc, fr: amqp.NewFrameReader(nc)}
+			c.send([]byte("AMQP\x00\x00\x09\x01"))
+			_, ok := c.expectMethod(0).(*amqp.ConnectionStart)
+			require.True(t, ok)
+			c.sendMethod(0, &amqp.ConnectionStartOk{
+				ClientProperties: amqp.Table{"capabilities": amqp.Table{"authentication_failure_close": tc.safe}},
+				Mechanism:        "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
+			})
+			cl, ok := c.expectMethod(0).(*amqp.ConnectionClose)
+			require.True(t, ok)
+			require.Equal(t, amqp.AccessRefused, cl.ReplyCode)
+			require.Equal(t, tc.want, cl.ReplyText)
+		})
+	}
 }
