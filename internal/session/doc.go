@@ -78,11 +78,30 @@
 //   - 530 NOT_ALLOWED: tune-ok outside the limits, unknown vhost, a channel
 //     number above the negotiated channel-max (RabbitMQ's code for reaching
 //     channel_max).
-//   - 540 NOT_IMPLEMENTED: connection.update-secret, and, until the queue
-//     engine lands, every method of the exchange, queue, basic, tx and
-//     confirm classes (Channel.handleBrokerMethod and handlePublish are the
-//     two spots to replace).
+//   - 540 NOT_IMPLEMENTED: connection.update-secret, basic.publish with
+//     immediate=true, basic.recover with requeue=false, basic.qos with a
+//     prefetch-size, and channel.flow active=false (RabbitMQ refuses all of
+//     these the same way), and on a Config without VHost (connection-only
+//     mode, used by this package's tests) every method of the exchange,
+//     queue, basic, tx and confirm classes.
 //
-// channel.flow is implemented: flow-ok echoes the requested state and
-// Channel.Active reports it for the delivery path.
+// # The broker classes
+//
+// With a vhost (Config.VHost), channels implement the exchange and queue
+// classes (topology.go, over internal/vhost), the basic class (basic.go:
+// consume, get, ack/nack/reject, recover, qos, deliveries), publish,
+// publisher confirms and transactions (publish.go). Queue actors deliver
+// from their own goroutines through consumer.Deliver, under the channel's
+// delivery lock, which numbers deliveries so tags go out in order; replies
+// and confirms pass a gate lock so a channel's close is always its last
+// frame. No lock is held while waiting on a queue actor. Confirms are
+// answered in publish order, consecutive acks coalesced into one basic.ack
+// with multiple=true.
+//
+// # Direct connections
+//
+// NewDirect builds a Conn with no stream, already open on its vhost: Handle
+// feeds it method structs (the path a decoded frame takes), and replies go
+// to a Sink as method structs instead of frames. The root package's direct
+// Channel is built on it, so the wire and the Go API share every rule.
 package session
