@@ -597,6 +597,7 @@ func (q *Queue) Unused(ctx context.Context) bool {
 // higher, so consumers stay ordered by priority, highest first, and by
 // arrival within a priority (single active consumer: the first one).
 func (q *Queue) addConsumerSorted(c *Consumer) {
+	c.room, _ = c.Receiver.(Roomer)
 	if c.Priority != 0 {
 		q.feat.prioritized = true
 	}

@@ -103,9 +103,23 @@ type Consumer struct {
 	Credit        *Credit
 	ChannelCredit *Credit
 	Receiver      Receiver
+
+	room Roomer // Receiver's Roomer, if it is one; set when registered
+}
+
+// Roomer is implemented by Receivers whose connection has a bounded write
+// buffer. HasRoom runs on the queue's goroutine before a delivery: false
+// skips the consumer as if it had no credit, and the receiver must Kick the
+// queue once there is room again. So a client that stops reading holds a
+// bounded amount of broker memory, and the queue never waits for it.
+type Roomer interface {
+	HasRoom(c *Consumer) bool
 }
 
 func (c *Consumer) acquire() bool {
+	if c.room != nil && !c.room.HasRoom(c) {
+		return false
+	}
 	if c.NoAck {
 		return true // prefetch does not apply to no-ack consumers
 	}

@@ -70,6 +70,26 @@ type consumer struct {
 	// waits for the queue: the queue may be delivering to this channel.
 	started bool
 	early   []queue.Message
+	// waitingRoom: HasRoom found the connection's outbox full and left
+	// roomNotify with the writer, which kicks the queue once it drained.
+	waitingRoom atomic.Bool
+	roomNotify  func()
+}
+
+// HasRoom implements queue.Roomer: a consumer takes deliveries only while
+// its connection's outbox is under its bound, so a client that stops
+// reading costs the broker a bounded buffer, not every message of the
+// queue. Runs on the queue's goroutine.
+func (c *consumer) HasRoom(*queue.Consumer) bool {
+	if c.waitingRoom.Load() {
+		return c.ch.conn.hasRoom(nil) // the writer already holds roomNotify
+	}
+	c.waitingRoom.Store(true)
+	if c.ch.conn.hasRoom(c.roomNotify) {
+		c.waitingRoom.Store(false)
+		return true
+	}
+	return false
 }
 
 // Deliver runs on the queue's goroutine: it numbers the delivery, records
@@ -276,6 +296,10 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "attempt to reuse consumer tag '%s'", tag)
 	}
 	c := &consumer{ch: ch, q: q}
+	c.roomNotify = func() {
+		c.waitingRoom.Store(false)
+		q.Kick()
+	}
 	c.credit.SetLimit(ch.prefetch)
 	c.qc = queue.Consumer{
 		Tag:           tag,
