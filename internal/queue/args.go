@@ -168,25 +168,8 @@ func ParseArgs(t amqp.Table) (Args, error) {
 
 // nonNegative reads an integer argument of any AMQP integer type.
 func nonNegative(arg string, v any) (int64, error) {
-	var n int64
-	switch x := v.(type) {
-	case int8:
-		n = int64(x)
-	case uint8:
-		n = int64(x)
-	case int16:
-		n = int64(x)
-	case uint16:
-		n = int64(x)
-	case int32:
-		n = int64(x)
-	case uint32:
-		n = int64(x)
-	case int64:
-		n = x
-	case int:
-		n = int64(x)
-	default:
+	n, ok := IntArg(v)
+	if !ok {
 		return 0, argErr(arg, "unacceptable type %s", typeName(v))
 	}
 	if n < 0 {

@@ -56,7 +56,7 @@ func DeadLetterProperties(raw []byte, d Death) ([]byte, error) {
 		for k, v := range old {
 			entry[k] = v
 		}
-		count, _ := asInt(entry["count"])
+		count, _ := IntArg(entry["count"])
 		entry["count"] = count + 1
 		deaths = append(deaths[:found:found], deaths[found+1:]...)
 	} else {
@@ -119,7 +119,9 @@ func IsDeadLetterCycle(raw []byte, reason, target string) bool {
 	return false
 }
 
-func asInt(v any) (int64, bool) {
+// IntArg reads an AMQP integer of any width from a table value, the way
+// RabbitMQ accepts integer arguments.
+func IntArg(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int8:
 		return int64(n), true

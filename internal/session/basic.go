@@ -244,23 +244,8 @@ func consumerPriority(m *amqp.BasicConsume) (int32, error) {
 	if !ok {
 		return 0, nil
 	}
-	var n int64
-	switch x := v.(type) {
-	case int8:
-		n = int64(x)
-	case uint8:
-		n = int64(x)
-	case int16:
-		n = int64(x)
-	case uint16:
-		n = int64(x)
-	case int32:
-		n = int64(x)
-	case uint32:
-		n = int64(x)
-	case int64:
-		n = x
-	default:
+	n, ok := queue.IntArg(v)
+	if !ok {
 		return 0, amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "invalid arg 'x-priority': unacceptable type")
 	}
 	if n < -1<<31 || n > 1<<31-1 {

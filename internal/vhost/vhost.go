@@ -644,8 +644,8 @@ var comparedQueueArgs = []string{
 // string never equals a byte array). Never ==, which panics on the []byte,
 // table and array values a client may send.
 func sameArg(a, b any) bool {
-	if ai, ok := asInt(a); ok {
-		bi, ok := asInt(b)
+	if ai, ok := queue.IntArg(a); ok {
+		bi, ok := queue.IntArg(b)
 		return ok && ai == bi
 	}
 	if af, ok := asFloat(a); ok {
@@ -708,28 +708,6 @@ func fieldType(v any) string {
 		return "table"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
 }
 
 // fmtArg formats an argument for an inequivalent-arg message; "none" when
