@@ -27,7 +27,10 @@
 // (after our bytes are flushed). connection.start advertises product
 // Warren, platform Go, mechanisms PLAIN and AMQPLAIN, and the capabilities
 // from the one table in config.go (only implemented extensions are set).
-// start-ok is checked with Config.Authenticate; a refusal is connection.close
+// start-ok is checked with Config.Login (the broker's: stored password
+// hashes, loopback-only guest, EXTERNAL over TLS, connection limits), or the
+// simpler Config.Authenticate; connection.open with Config.Open (vhost
+// permissions and per-vhost limits). A refusal is connection.close
 // 403 ACCESS_REFUSED (authentication_failure_close), a malformed response 502,
 // an unknown mechanism 503. tune proposes Config's channel-max, frame-max and
 // heartbeat (RabbitMQ's 2047, 131072, 60 s by default). tune-ok is checked as
