@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -205,16 +205,16 @@ func matchSegs(pattern, segs []string) (map[string]string, bool) {
 	return params, true
 }
 
-// authenticate checks HTTP basic credentials against Options.Users.
+// authenticate checks HTTP basic credentials against the users in the
+// metadata store (salted hashes, compared in constant time), the same
+// accounts AMQP logins use: a user added, changed or deleted through the Go
+// API is so at once here too.
 func (m *mgmt) authenticate(w http.ResponseWriter, r *http.Request) (User, bool) {
 	name, password, ok := r.BasicAuth()
 	if ok {
-		for _, u := range m.b.opts.Users {
-			// Constant time, so response timing leaks nothing about the
-			// password; the user loop itself is not secret.
-			if u.Name == name && subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) == 1 {
-				return u, true
-			}
+		u, err := m.b.stores.meta.GetUser(r.Context(), name)
+		if err == nil && checkPassword(u.PasswordHash, password) {
+			return User{Name: u.Name, Tags: u.Tags}, true
 		}
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
@@ -489,59 +489,63 @@ func (m *mgmt) vhost(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
 }
 
-// userJSON is RabbitMQ's user object. The hash is computed from the
-// configured password with a fresh salt (see ExportDefinitions).
-func userJSON(u User) (DefinitionUser, error) {
-	h, err := opsHashPassword(u.Password)
-	return DefinitionUser{Name: u.Name, PasswordHash: h, HashingAlgorithm: opsHashSHA256, Tags: UserTags(u.Tags), Limits: map[string]any{}}, err
+// userJSON is RabbitMQ's user object, with the stored salted hash.
+func userJSON(u meta.User) DefinitionUser {
+	return DefinitionUser{Name: u.Name, PasswordHash: string(u.PasswordHash), HashingAlgorithm: opsHashSHA256, Tags: UserTags(u.Tags), Limits: map[string]any{}}
 }
 
 func (m *mgmt) users(c *mgmtCall) {
+	us, err := m.b.stores.meta.ListUsers(c.r.Context())
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
 	out := []DefinitionUser{}
-	for _, u := range m.b.opts.Users {
-		du, err := userJSON(u)
-		if err != nil {
-			writeAMQPError(c.w, err)
-			return
-		}
-		out = append(out, du)
+	for _, u := range us {
+		out = append(out, userJSON(u))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
 
 func (m *mgmt) user(c *mgmtCall) {
-	for _, u := range m.b.opts.Users {
-		if u.Name == c.p("user") {
-			du, err := userJSON(u)
-			if err != nil {
-				writeAMQPError(c.w, err)
-				return
-			}
-			writeJSON(c.w, http.StatusOK, du)
-			return
-		}
+	u, err := m.b.stores.meta.GetUser(c.r.Context(), c.p("user"))
+	if err != nil {
+		notFound(c.w)
+		return
 	}
-	notFound(c.w)
+	writeJSON(c.w, http.StatusOK, userJSON(u))
 }
 
-// Warren lets every user use every vhost: the permissions are all ".*".
+func permissionJSON(p meta.Permission) DefinitionPermission {
+	return DefinitionPermission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
+}
+
+// permissions lists the stored permissions, as the AMQP side enforces them.
 func (m *mgmt) permissions(c *mgmtCall) {
+	ps, err := m.b.stores.meta.ListPermissions(c.r.Context())
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return
+	}
 	out := []DefinitionPermission{}
-	for _, u := range m.b.opts.Users {
-		for _, vh := range m.b.opsVHosts() {
-			out = append(out, DefinitionPermission{User: u.Name, VHost: vh.Name(), Configure: ".*", Write: ".*", Read: ".*"})
-		}
+	for _, p := range ps {
+		out = append(out, permissionJSON(p))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
 
 func (m *mgmt) permission(c *mgmtCall) {
 	vh, ok := m.b.lookupVHost(c.p("vhost"))
-	if !ok || !slices.ContainsFunc(m.b.opts.Users, func(u User) bool { return u.Name == c.p("user") }) {
+	if !ok {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, DefinitionPermission{User: c.p("user"), VHost: vh.Name(), Configure: ".*", Write: ".*", Read: ".*"})
+	p, err := m.b.stores.meta.GetPermission(c.r.Context(), c.p("user"), vh.Name())
+	if err != nil {
+		notFound(c.w)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, permissionJSON(p))
 }
 
 // Exchanges.

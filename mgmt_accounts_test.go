@@ -1,0 +1,46 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The management API authenticates against the same stored accounts as
+// AMQP logins: a user added, or deleted, through the Go API is so there at
+// once, and the permissions it lists are the ones enforced.
+func TestManagementUsesStoredAccounts(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	ctx := context.Background()
+
+	status, _, _ := h.do("GET", "/api/users", "ops", nil)
+	require.Equal(t, http.StatusUnauthorized, status, "not a user yet")
+
+	require.NoError(t, b.AddUser(ctx, "ops", "ops", "administrator"))
+	require.NoError(t, b.SetPermissions(ctx, "ops", "/", "^ops-.*", ".*", ""))
+	status, _, body := h.do("GET", "/api/users", "ops", nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var users []DefinitionUser
+	require.NoError(t, json.Unmarshal(body, &users))
+	var names []string
+	for _, u := range users {
+		names = append(names, u.Name)
+		require.NotEmpty(t, u.PasswordHash, "hashes, never passwords")
+		require.Empty(t, u.Password)
+	}
+	require.Contains(t, names, "ops")
+
+	status, _, body = h.do("GET", "/api/permissions/%2F/ops", "ops", nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var p DefinitionPermission
+	require.NoError(t, json.Unmarshal(body, &p))
+	require.Equal(t, DefinitionPermission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
+
+	require.NoError(t, b.DeleteUser(ctx, "ops"))
+	status, _, _ = h.do("GET", "/api/users", "ops", nil)
+	require.Equal(t, http.StatusUnauthorized, status, "a deleted user is locked out")
+}
