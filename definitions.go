@@ -188,24 +188,25 @@ func (b *Broker) ExportDefinitions(ctx context.Context) (*Definitions, error) {
 		GlobalParameters: []json.RawMessage{}, Policies: []json.RawMessage{},
 		Queues: []DefinitionQueue{}, Exchanges: []DefinitionExchange{}, Bindings: []DefinitionBinding{},
 	}
-	for _, u := range b.opts.Users {
-		hash, err := opsHashPassword(u.Password)
-		if err != nil {
-			return nil, err
-		}
-		d.Users = append(d.Users, DefinitionUser{
-			Name: u.Name, PasswordHash: hash, HashingAlgorithm: opsHashSHA256,
-			Tags: UserTags(slices.Clone(u.Tags)), Limits: map[string]any{},
-		})
+	// Users and permissions as stored: the salted SHA-256 hash is already
+	// RabbitMQ's rabbit_password_hashing_sha256 form.
+	users, err := b.stores.meta.ListUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range users {
+		d.Users = append(d.Users, userJSON(u))
 	}
 	vhosts := b.opsVHosts()
 	for _, vh := range vhosts {
 		d.VHosts = append(d.VHosts, DefinitionVHost{Name: vh.Name()})
 	}
-	for _, u := range b.opts.Users {
-		for _, vh := range vhosts {
-			d.Permissions = append(d.Permissions, DefinitionPermission{User: u.Name, VHost: vh.Name(), Configure: ".*", Write: ".*", Read: ".*"})
-		}
+	perms, err := b.stores.meta.ListPermissions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range perms {
+		d.Permissions = append(d.Permissions, permissionJSON(p))
 	}
 	for _, vh := range vhosts {
 		skipped := make(map[string]bool) // queues left out
