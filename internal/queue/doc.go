@@ -97,8 +97,12 @@
 //   - Consumers: x-priority on basic.consume (the highest priority with
 //     credit is served, round-robin within a level); x-single-active-consumer
 //     serves only the first registered consumer until it goes.
-//   - Not implemented yet: x-max-priority (message priorities) is parsed and
-//     compared on redeclare but messages are delivered in FIFO order.
+//   - Message priorities (x-max-priority, priority.go): the queue claims
+//     each published record at once into the returned set (an index entry
+//     in state Returned, never delivered) and serves that set by priority,
+//     highest first, FIFO within a priority, priorities above the maximum
+//     capped at it. The log, the shared cursor and recovery stay as they
+//     are; only priority queues pay the extra index write per message.
 //
 // # Cost
 //

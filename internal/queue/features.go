@@ -416,7 +416,7 @@ func (q *Queue) deadLettered(ctx context.Context, offset uint64, failed bool) {
 	if failed {
 		// A target could not store it: the message is ready again here.
 		q.waiting[offset] = waiting{rec: r}
-		q.returned = insertSorted(q.returned, offset)
+		q.insertReturned(offset)
 		q.becameReady(&r)
 		q.feat.ttl = true
 		return

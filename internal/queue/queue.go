@@ -457,6 +457,9 @@ func (q *Queue) recover(ctx context.Context) error {
 		return err
 	}
 	q.fromCursor = total - uint64(len(q.returned))
+	if q.prioritized() {
+		slices.SortFunc(q.returned, q.cmpReturned)
+	}
 	return nil
 }
 
@@ -937,7 +940,7 @@ func (q *Queue) putBack(batch []assignment) {
 	for _, a := range batch {
 		if a.returned {
 			q.waiting[a.rec.Offset] = waiting{rec: a.rec, count: a.count}
-			q.returned = insertSorted(q.returned, a.rec.Offset)
+			q.insertReturned(a.rec.Offset)
 		}
 		if a.consumer != nil {
 			a.consumer.release()
@@ -946,6 +949,7 @@ func (q *Queue) putBack(batch []assignment) {
 }
 
 func (q *Queue) dispatch(ctx context.Context) {
+	q.promote(ctx)
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()
 	for q.ready() > 0 && len(q.consumers) > 0 {
@@ -1205,6 +1209,7 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 	if q.feat.ttl {
 		q.expireHead(ctx)
 	}
+	q.promote(ctx)
 	if q.ready() == 0 {
 		return Message{}, false, nil
 	}
@@ -1360,7 +1365,7 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 	}
 	for _, d := range ds {
 		q.waiting[d.rec.Offset] = waiting{rec: d.rec, count: d.count}
-		q.returned = insertSorted(q.returned, d.rec.Offset)
+		q.insertReturned(d.rec.Offset)
 		q.becameReady(&d.rec)
 	}
 	q.recycle(ds)
