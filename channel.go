@@ -1331,6 +1331,8 @@ func fromValue(v any) any {
 	switch v := v.(type) {
 	case amqp.Table:
 		return fromTable(v)
+	case map[string]any:
+		return fromTable(v)
 	case []any:
 		a := make([]any, len(v))
 		for i, e := range v {

@@ -147,7 +147,7 @@ func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 		VHost: q.Def.VHost, Name: q.Def.Name,
 		Durable: q.Def.Durable, Exclusive: q.Def.Exclusive, AutoDelete: q.Def.AutoDelete,
 		Owner:     q.Def.Owner,
-		Arguments: opsTable091(q.Args),
+		Arguments: fromTable(q.Args),
 		Ready:     u.Ready, Unacked: u.Unacked, Consumers: u.Consumers,
 		Memory:   u.Memory,
 		Counters: opsQueueCounters(q.Counters()),
@@ -236,7 +236,7 @@ func (b *Broker) PeekQueue(vhostName, name string, n int) ([]QueuedMessage, erro
 // The body is copied: the store may share its bytes.
 func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
 	return amqp091.Publishing{
-		Headers:         opsTable091(p.Headers),
+		Headers:         fromTable(p.Headers),
 		ContentType:     p.ContentType,
 		ContentEncoding: p.ContentEncoding,
 		DeliveryMode:    p.DeliveryMode,
@@ -251,37 +251,6 @@ func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
 		AppId:           p.AppID,
 		Body:            slices.Clone(body),
 	}
-}
-
-// tableTo091 converts a decoded field table to amqp091's types (nested
-// tables and decimals have their own types there).
-func opsTable091(t amqp.Table) amqp091.Table {
-	if t == nil {
-		return nil
-	}
-	out := make(amqp091.Table, len(t))
-	for k, v := range t {
-		out[k] = opsValue091(v)
-	}
-	return out
-}
-
-func opsValue091(v any) any {
-	switch v := v.(type) {
-	case amqp.Table:
-		return opsTable091(v)
-	case map[string]any:
-		return opsTable091(v)
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = opsValue091(x)
-		}
-		return out
-	case amqp.Decimal:
-		return amqp091.Decimal{Scale: v.Scale, Value: v.Value}
-	}
-	return v
 }
 
 // UnackedDelivery is one delivery a client holds without having settled
@@ -370,7 +339,7 @@ func (b *Broker) Connections() []ConnectionInfo {
 		in := c.Info()
 		out[i] = ConnectionInfo{
 			ID: in.ID, State: in.State, User: in.User, VHost: in.VHost,
-			ClientProperties: opsTable091(in.ClientProperties),
+			ClientProperties: fromTable(in.ClientProperties),
 			Channels:         in.Channels, ConnectedAt: in.ConnectedAt,
 			RecvOct: in.RecvOct, SendOct: in.SendOct,
 		}
