@@ -413,6 +413,12 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen: %w", err)
 	}
+	return b.serveInBackground(l, "broker: listener stopped")
+}
+
+// serveInBackground serves l on a goroutine the broker owns until Close;
+// Listen and ListenTLS share it.
+func (b *Broker) serveInBackground(l net.Listener, stopped string) (net.Addr, error) {
 	b.mu.Lock()
 	if b.mu.closed {
 		b.mu.Unlock()
@@ -426,7 +432,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 		defer b.wg.Done()
 		err := b.serve(l)
 		if err != nil && !errors.Is(err, ErrClosed) {
-			b.log.Error("broker: listener stopped", "addr", l.Addr().String(), "err", err)
+			b.log.Error(stopped, "addr", l.Addr().String(), "err", err)
 		}
 	}()
 	return l.Addr(), nil

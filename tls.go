@@ -28,23 +28,7 @@ func (b *Broker) ListenTLS(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	if b.mu.closed {
-		b.mu.Unlock()
-		l.Close()
-		return nil, ErrClosed
-	}
-	b.addListenerLocked(l)
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		err := b.serve(l)
-		if err != nil && !errors.Is(err, ErrClosed) {
-			b.log.Error("broker: TLS listener stopped", "addr", l.Addr().String(), "err", err)
-		}
-	}()
-	return l.Addr(), nil
+	return b.serveInBackground(l, "broker: TLS listener stopped")
 }
 
 // ListenAndServeTLS binds addr and serves AMQP over TLS until Close (then it
