@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "log connection events at debug level")
 	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics) on this address")
 	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
+	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
+	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
 	product := fs.String("product", "", `product name in connection.start ("" means Warren; "RabbitMQ" for clients that gate features on it)`)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,10 +67,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	opts := broker.Options{
-		DataDir: *dataDir,
-		Users:   []broker.User{{Name: *user, Password: *password, Tags: []string{"administrator"}}},
-		Logger:  logger,
-		Product: *product,
+		DataDir:          *dataDir,
+		Users:            []broker.User{{Name: *user, Password: *password, Tags: []string{"administrator"}}},
+		Logger:           logger,
+		Product:          *product,
+		AllowRemoteGuest: *remoteGuest,
+		ConsumerTimeout:  *consumerTimeout,
 	}
 	if *memory {
 		opts.DataDir = ""

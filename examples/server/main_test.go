@@ -15,6 +15,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	for _, args := range [][]string{
 		{"-memory", "-addr", "127.0.0.1:0", "-user", "app", "-password", "pw"},
 		{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-user", "app", "-password", "pw"},
+		{"-allow-remote-guest", "-consumer-timeout", "45s", "-memory", "-addr", "127.0.0.1:0", "-user", "app", "-password", "pw"},
 	} {
 		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -52,5 +53,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	err := run(context.Background(), []string{"-nope"}, io.Discard, io.Discard)
 	require.Error(t, err)
 	err = run(context.Background(), []string{"-addr", "not an address"}, io.Discard, io.Discard)
+	require.Error(t, err)
+	err = run(context.Background(), []string{"-consumer-timeout", "soon"}, io.Discard, io.Discard)
 	require.Error(t, err)
 }
