@@ -166,7 +166,7 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 		declareQueue(t, ch, "g1", false)
 		declareQueue(t, ch, "g2", false)
 		publishConfirmed(t, ch, "g1", false, numbered("a", 5)...)
-		publishBodies(t, ch, "g2", false, numbered("b", 5)...)
+		publishConfirmed(t, ch, "g2", false, numbered("b", 5)...) // stored before the counts below are read
 		cons := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
 		require.NoError(t, cons.Qos(4, 0, true))
 		m1, err := cons.Consume("g1", "", false, false, false, false, nil)
