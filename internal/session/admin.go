@@ -38,13 +38,18 @@ func (c *Conn) CloseChannel(id uint16, code uint16, text string) bool {
 		return true
 	}
 	ch := c.openChannelByID(id)
-	if ch == nil || !ch.beginClose(e) {
+	if ch == nil || !ch.markClosed() {
 		return false
 	}
 	c.log.Info("session: closing channel", "channel", id, "code", e.Code, "text", e.Text)
+	// The reader keeps handling the client's other channels meanwhile, so
+	// the requeue is queued before channel.close goes out: a client that
+	// reacts to the close (a basic.get on another channel, say) reaches the
+	// queue after its returned messages.
 	if c.vh != nil {
 		ch.closeDeliveries(context.Background())
 	}
+	ch.sendClose(e)
 	return true
 }
 
@@ -68,6 +73,16 @@ func (c *Conn) openChannelByID(id uint16) *Channel {
 // reports false when the close had begun already (we sent channel.close,
 // or accepted the client's), and then sends nothing.
 func (ch *Channel) beginClose(e *amqp.Error) bool {
+	if !ch.markClosed() {
+		return false
+	}
+	ch.sendClose(e)
+	return true
+}
+
+// markClosed stops every send on the channel but the close itself, and
+// reports false when a close had begun already.
+func (ch *Channel) markClosed() bool {
 	d := &ch.dl
 	d.Lock()
 	defer d.Unlock()
@@ -79,13 +94,18 @@ func (ch *Channel) beginClose(e *amqp.Error) bool {
 	d.closed = true
 	d.gate.closed = true
 	d.serverClosed.Store(true)
+	return true
+}
+
+// sendClose queues channel.close for e; after markClosed it is the
+// channel's last frame.
+func (ch *Channel) sendClose(e *amqp.Error) {
 	ch.conn.sendMethod(ch.id, &amqp.ChannelClose{
 		ReplyCode: e.Code,
 		ReplyText: e.Text,
 		ClassId:   e.ClassID,
 		MethodId:  e.MethodID,
 	})
-	return true
 }
 
 // acceptClientClose marks the close begun for the client's channel.close.
