@@ -578,41 +578,33 @@ func (ch *Channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {
 // Confirm): one Confirmation per publish, in publish order, starting with
 // DeliveryTag 1. c is closed when the channel closes and returned.
 func (ch *Channel) NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if !ch.startNotifierLocked() {
-		close(c)
-		return c
-	}
-	ch.mu.confirms = append(ch.mu.confirms, c)
-	return c
+	return addListener(ch, &ch.mu.confirms, c)
 }
 
 // NotifyReturn registers a listener for mandatory publishes the broker
 // could not route (basic.return). c is closed when the channel closes and
 // returned.
 func (ch *Channel) NotifyReturn(c chan amqp091.Return) chan amqp091.Return {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if !ch.startNotifierLocked() {
-		close(c)
-		return c
-	}
-	ch.mu.returns = append(ch.mu.returns, c)
-	return c
+	return addListener(ch, &ch.mu.returns, c)
 }
 
 // NotifyCancel registers a listener for consumers the broker cancelled
 // (their queue was deleted); it receives the consumer tag. c is closed when
 // the channel closes and returned.
 func (ch *Channel) NotifyCancel(c chan string) chan string {
+	return addListener(ch, &ch.mu.cancels, c)
+}
+
+// addListener registers c on *list, served by the notifier goroutine; once
+// the channel is closed c is closed at once instead. It returns c.
+func addListener[T any](ch *Channel, list *[]chan T, c chan T) chan T {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if !ch.startNotifierLocked() {
 		close(c)
 		return c
 	}
-	ch.mu.cancels = append(ch.mu.cancels, c)
+	*list = append(*list, c)
 	return c
 }
 
