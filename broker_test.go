@@ -364,6 +364,7 @@ func TestOptions(t *testing.T) {
 	t.Run("zero value gets defaults", func(t *testing.T) {
 		b, err := New(Options{})
 		require.NoError(t, err)
+		defer b.Close()
 		require.Equal(t, []User{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}}, b.opts.Users)
 		require.Equal(t, []string{"/"}, b.opts.VHosts)
 		require.Equal(t, uint16(DefaultChannelMax), b.opts.ChannelMax)
@@ -376,6 +377,7 @@ func TestOptions(t *testing.T) {
 		opts := Options{Users: []User{{Name: "a", Password: "b", Tags: []string{"x"}}}, VHosts: []string{"v"}}
 		b, err := New(opts)
 		require.NoError(t, err)
+		defer b.Close()
 		require.Zero(t, opts.Heartbeat)
 		opts.Users[0].Tags[0] = "changed"
 		opts.VHosts[0] = "changed"

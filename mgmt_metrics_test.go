@@ -325,7 +325,9 @@ func TestMetricsScrape(t *testing.T) {
 	require.Equal(t, "counter", fams["rabbitmq_global_messages_received_total"].typ)
 	require.NotContains(t, fams, "warren_store_disk_bytes", "in-memory brokers have no store on disk")
 
-	status, _, _ := (&mgmtHTTP{t: t, srv: httptest.NewServer(b.MetricsHandler())}).do("POST", "/metrics", "", nil)
+	srv := httptest.NewServer(b.MetricsHandler())
+	defer srv.Close()
+	status, _, _ := (&mgmtHTTP{t: t, srv: srv}).do("POST", "/metrics", "", nil)
 	require.Equal(t, http.StatusMethodNotAllowed, status)
 }
 
