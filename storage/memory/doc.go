@@ -41,4 +41,8 @@
 // in it is deleted, and an emptied shard holds no chunk at all. Append, Read
 // and DeleteByOffsets are O(1) per record and copy no more than the Record
 // structs.
+//
+// Bytes reports the Properties and Body bytes of the live records, kept in
+// an atomic counter as records come and go: the broker's memory alarm reads
+// it as "message data held in memory".
 package memory

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/warrenmq/broker/storage"
 )
@@ -12,6 +13,9 @@ import (
 // call New.
 type Store struct {
 	shards sync.Map // shard name -> *shard
+	// bytes is the Properties+Body bytes of every live record: the message
+	// data this store holds, read by the broker's memory alarm (Bytes).
+	bytes atomic.Int64
 }
 
 var _ storage.ShardStore = (*Store)(nil)
@@ -56,6 +60,9 @@ type shard struct {
 		// when live > 0, slot head is live.
 		head int
 		live uint64
+		// bytes is this shard's share of Store.bytes, so DeleteShard
+		// can take it back without visiting every slot.
+		bytes int64
 	}
 }
 
@@ -66,6 +73,17 @@ type slot struct {
 
 func (sh *shard) slotLocked(i int) *slot {
 	return &sh.mu.chunks[i/chunkSize][i%chunkSize]
+}
+
+// Bytes returns the Properties and Body bytes of every live record in the
+// store: the message data it keeps in memory. It is exact and cheap (one
+// atomic load), so the broker's memory alarm polls it. Safe from any
+// goroutine.
+func (s *Store) Bytes() int64 { return s.bytes.Load() }
+
+// recordBytes is what one record counts in Bytes.
+func recordBytes(rec *storage.Record) int64 {
+	return int64(len(rec.Properties) + len(rec.Body))
 }
 
 // lookup returns the shard named name, or nil when it does not exist.
@@ -96,15 +114,19 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 			sh.mu.Unlock()
 			continue
 		}
-		first := sh.appendLocked(recs)
+		first, n := sh.appendLocked(recs)
 		sh.mu.Unlock()
+		s.bytes.Add(n)
 		return first, nil
 	}
 }
 
-func (sh *shard) appendLocked(recs []storage.Record) uint64 {
-	first := sh.mu.base + uint64(sh.mu.used)
+// appendLocked appends recs and returns the first offset and the bytes
+// added.
+func (sh *shard) appendLocked(recs []storage.Record) (first uint64, added int64) {
+	first = sh.mu.base + uint64(sh.mu.used)
 	for i := range recs {
+		added += recordBytes(&recs[i])
 		recs[i].Offset = first + uint64(i)
 		if sh.mu.used == len(sh.mu.chunks)*chunkSize {
 			sh.mu.chunks = append(sh.mu.chunks, chunkPool.Get().(*chunk))
@@ -113,7 +135,8 @@ func (sh *shard) appendLocked(recs []storage.Record) uint64 {
 		sh.mu.used++
 	}
 	sh.mu.live += uint64(len(recs))
-	return first
+	sh.mu.bytes += added
+	return first, added
 }
 
 // Read implements storage.ShardStore. The records returned share their
@@ -163,12 +186,14 @@ func (s *Store) DeleteByOffsets(ctx context.Context, name string, offsets []uint
 		return nil
 	}
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.deleteLocked(offsets)
+	freed := sh.deleteLocked(offsets)
+	sh.mu.Unlock()
+	s.bytes.Add(-freed)
 	return nil
 }
 
-func (sh *shard) deleteLocked(offsets []uint64) {
+// deleteLocked deletes offsets and returns the bytes freed.
+func (sh *shard) deleteLocked(offsets []uint64) (freed int64) {
 	lo := sh.mu.base + uint64(sh.mu.head)
 	hi := sh.mu.base + uint64(sh.mu.used)
 	for _, off := range offsets {
@@ -179,6 +204,7 @@ func (sh *shard) deleteLocked(offsets []uint64) {
 		if !sl.live {
 			continue
 		}
+		freed += recordBytes(&sl.rec)
 		// Clear the whole slot, not just the flag, so the message's bytes
 		// can be collected now rather than when its chunk is released.
 		*sl = slot{}
@@ -188,6 +214,8 @@ func (sh *shard) deleteLocked(offsets []uint64) {
 		sh.mu.head++
 	}
 	sh.releaseDeadChunksLocked()
+	sh.mu.bytes -= freed
+	return freed
 }
 
 // releaseDeadChunksLocked returns the chunks wholly before head to the pool,
@@ -262,6 +290,8 @@ func (s *Store) DeleteShard(ctx context.Context, name string) error {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	s.bytes.Add(-sh.mu.bytes)
+	sh.mu.bytes = 0
 	// Removing it from the map while holding its lock means a writer that
 	// finds it dead will not find it again.
 	sh.mu.dead = true

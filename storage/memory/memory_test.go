@@ -50,3 +50,35 @@ func TestNilAndEmptyPreserved(t *testing.T) {
 	require.NotNil(t, got[1].Properties)
 	require.NotNil(t, got[1].Body)
 }
+
+// TestBytes: Bytes follows the Properties+Body bytes of the live records
+// through appends, deletes (also of unknown or already deleted offsets) and
+// shard deletion, across shards.
+func TestBytes(t *testing.T) {
+	ctx := context.Background()
+	rec := func(props, body int) storage.Record {
+		return storage.Record{Properties: make([]byte, props), Body: make([]byte, body)}
+	}
+	s := memory.New()
+	steps := []struct {
+		name string
+		do   func() error
+		want int64
+	}{
+		{"empty", func() error { return nil }, 0},
+		{"append q", func() error {
+			_, err := s.Append(ctx, "q", []storage.Record{rec(2, 10), rec(0, 100), rec(3, 0)})
+			return err
+		}, 115},
+		{"append r", func() error { _, err := s.Append(ctx, "r", []storage.Record{rec(1, 1000)}); return err }, 1116},
+		{"delete one", func() error { return s.DeleteByOffsets(ctx, "q", []uint64{1}) }, 1016},
+		{"delete again and unknown", func() error { return s.DeleteByOffsets(ctx, "q", []uint64{1, 99}) }, 1016},
+		{"delete shard q", func() error { return s.DeleteShard(ctx, "q") }, 1001},
+		{"delete missing shard", func() error { return s.DeleteShard(ctx, "nope") }, 1001},
+		{"empty r", func() error { return s.DeleteByOffsets(ctx, "r", []uint64{0}) }, 0},
+	}
+	for _, st := range steps {
+		require.NoError(t, st.do(), st.name)
+		require.Equal(t, st.want, s.Bytes(), st.name)
+	}
+}
