@@ -236,8 +236,11 @@ func (b *Broker) AddUser(ctx context.Context, name, password string, tags ...str
 	return b.stores.meta.PutUser(ctx, meta.User{Name: name, PasswordHash: hashPassword(password), Tags: slices.Clone(tags)})
 }
 
-// DeleteUser deletes a user and all its permissions. Its open connections
-// stay open but are refused every further permission check (403).
+// DeleteUser deletes a user and all its permissions, then closes the
+// user's open connections (direct Channels included) with 320
+// CONNECTION_FORCED "user 'name' is deleted", as RabbitMQ's connection
+// tracking does on its user_deleted event. A connection racing the delete
+// is still refused every permission check (403) until it is closed.
 func (b *Broker) DeleteUser(ctx context.Context, name string) error {
 	if _, err := b.stores.meta.GetUser(ctx, name); err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
@@ -257,7 +260,27 @@ func (b *Broker) DeleteUser(ctx context.Context, name string) error {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
 	b.updateAccess(name, "", nil)
+	b.closeConnectionsOf(func(in session.ConnInfo) bool { return in.User == name },
+		fmt.Sprintf("user '%s' is deleted", name))
 	return nil
+}
+
+// closeConnectionsOf closes every open connection that match selects with
+// 320 CONNECTION_FORCED and text (RabbitMQ's close_connections: network
+// connections through rabbit_reader:shutdown, direct ones through
+// amqp_direct_connection:server_close, both 320).
+func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text string) {
+	b.mu.Lock()
+	conns := make([]*session.Conn, 0, len(b.mu.conns))
+	for c := range b.mu.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		if match(c.Info()) {
+			c.Shutdown(amqp.ConnectionForced, text)
+		}
+	}
 }
 
 // SetPermissions grants user the configure, write and read regular
@@ -335,17 +358,8 @@ func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("broker: delete vhost %q: %w", name, meta.ErrNotFound)
 	}
-	b.mu.Lock()
-	conns := make([]*session.Conn, 0, len(b.mu.conns))
-	for c := range b.mu.conns {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
-	for _, c := range conns {
-		if canonicalVHost(c.Info().VHost) == name {
-			c.Shutdown(amqp.ConnectionForced, fmt.Sprintf("vhost '%s' is deleted", name))
-		}
-	}
+	b.closeConnectionsOf(func(in session.ConnInfo) bool { return canonicalVHost(in.VHost) == name },
+		fmt.Sprintf("vhost '%s' is deleted", name))
 
 	var errs []error
 	for _, q := range vh.Queues() {

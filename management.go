@@ -101,6 +101,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/vhosts/{vhost}", anyManagement, m.vhost)
 	m.handle("GET", "/api/users", administrator, m.users)
 	m.handle("GET", "/api/users/{user}", administrator, m.user)
+	m.handle("DELETE", "/api/users/{user}", administrator, m.deleteUser)
 	m.handle("GET", "/api/permissions", administrator, m.permissions)
 	m.handle("GET", "/api/permissions/{vhost}/{user}", administrator, m.permission)
 	m.handle("GET", "/api/exchanges", anyManagement, m.exchanges)
@@ -514,6 +515,20 @@ func (m *mgmt) user(c *mgmtCall) {
 		return
 	}
 	writeJSON(c.w, http.StatusOK, userJSON(u))
+}
+
+// deleteUser is DELETE /api/users/{user}: the user, its permissions and
+// its open connections go (DeleteUser).
+func (m *mgmt) deleteUser(c *mgmtCall) {
+	err := m.b.DeleteUser(c.r.Context(), c.p("user"))
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		notFound(c.w)
+	case err != nil:
+		writeAMQPError(c.w, err)
+	default:
+		c.w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func permissionJSON(p meta.Permission) DefinitionPermission {

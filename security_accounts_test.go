@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"net/http"
 	"net/url"
 	"testing"
 
@@ -118,14 +119,56 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
 	requireWorks(t, conn)
 
-	// Deleting the user refuses its open connection's next check and any
-	// new login.
+	// Deleting the user closes its open connection (320, as RabbitMQ's
+	// connection tracking does) and refuses any new login.
+	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, b.DeleteUser(ctx, "u"))
-	ch := topoChannel(t, conn)
-	_, err = ch.QueueDeclare("after-delete", false, false, false, false, nil)
-	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'after-delete' in vhost '/' refused for user 'u'")
+	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
 	_, err = amqp091.Dial(userURL(b, "u", "p"))
 	requireAMQPCode(t, err, amqp091.AccessRefused)
+}
+
+// TestDeleteUserClosesItsConnections deletes users through the Go API and
+// through DELETE /api/users/{name}: each closes exactly that user's
+// connections, network and direct, with 320 CONNECTION_FORCED.
+func TestDeleteUserClosesItsConnections(t *testing.T) {
+	checkGoroutines(t)
+	ctx := context.Background()
+	b := startBroker(t, Options{Users: []User{
+		{Name: "direct-user", Password: "d", Tags: []string{"administrator"}},
+		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
+	}})
+	h := mgmtServer(t, b)
+	for _, u := range []string{"alice", "bob"} {
+		require.NoError(t, b.AddUser(ctx, u, u))
+		require.NoError(t, b.SetPermissions(ctx, u, "/", ".*", ".*", ".*"))
+	}
+	alice := dial(t, userURL(b, "alice", "alice"), amqp091.Config{})
+	aliceErrs := alice.NotifyClose(make(chan *amqp091.Error, 1))
+	bob := dial(t, userURL(b, "bob", "bob"), amqp091.Config{})
+	bobErrs := bob.NotifyClose(make(chan *amqp091.Error, 1))
+	guest := dial(t, userURL(b, "guest", "guest"), amqp091.Config{})
+
+	// Through the HTTP API: 204, then 404 for a user that is gone.
+	status, _, body := h.do("DELETE", "/api/users/alice", "guest", nil)
+	require.Equal(t, http.StatusNoContent, status, "%s", body)
+	topoRequireCode(t, topoAwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
+	status, _, _ = h.do("DELETE", "/api/users/alice", "guest", nil)
+	require.Equal(t, http.StatusNotFound, status)
+	require.False(t, bob.IsClosed())
+	requireWorks(t, bob)
+
+	// Through the Go API; a direct Channel is its user's connection too.
+	ch, err := b.Channel(ctx)
+	require.NoError(t, err)
+	chErrs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	require.NoError(t, b.DeleteUser(ctx, "bob"))
+	topoRequireCode(t, topoAwaitClose(t, bobErrs), amqp091.ConnectionForced, "user 'bob' is deleted")
+	require.False(t, ch.IsClosed())
+	require.NoError(t, b.DeleteUser(ctx, "direct-user"))
+	topoRequireCode(t, topoAwaitClose(t, chErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'direct-user' is deleted")
+	requireWorks(t, guest)
+	require.ErrorIs(t, b.DeleteUser(ctx, "bob"), meta.ErrNotFound)
 }
 
 // TestPermissionsRefuse checks every place RabbitMQ enforces a permission
