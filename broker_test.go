@@ -25,7 +25,7 @@ func TestAMQP091OpensAndClosesChannels(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, true, caps["authentication_failure_close"])
 	require.Equal(t, true, caps["publisher_confirms"])
-	require.NotContains(t, caps, "connection.blocked", "not implemented yet, so not advertised")
+	require.Equal(t, true, caps["connection.blocked"], "alarms block publishers (alarms.go)")
 
 	for range 100 {
 		ch, err := conn.Channel()

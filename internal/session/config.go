@@ -2,6 +2,9 @@ package session
 
 import (
 	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
@@ -85,6 +88,75 @@ type Config struct {
 	// Counters, when set, counts connection and publish events of every
 	// connection (inspect.go).
 	Counters *Counters
+
+	// Alarms, when set, blocks publishing connections while a resource
+	// alarm is raised (see Alarms). nil never blocks.
+	Alarms *Alarms
+}
+
+// Alarm bits of Alarms: the resources RabbitMQ raises alarms for.
+const (
+	AlarmMemory uint32 = 1 << iota // message bytes in memory above the watermark
+	AlarmDisk                      // free disk space below the limit
+)
+
+// Alarms is the set of raised resource alarms that connections obey, as
+// RabbitMQ's rabbit_alarm: while any is raised, a connection that reads a
+// basic.publish sends connection.blocked (when the client announced the
+// connection.blocked capability), stops reading its socket with that frame
+// held and its heartbeat monitor paused, and once every alarm cleared sends
+// connection.unblocked and handles the frame. Connections that only consume
+// are never blocked, so consumers drain the queues. A direct connection's
+// publish waits in Handle instead. The zero value has no alarm raised.
+//
+// Set is for the one owner of the alarm state (the broker's monitor); every
+// other method is safe from any goroutine. A reader pays one atomic load
+// per method frame while no alarm is raised.
+type Alarms struct {
+	active atomic.Uint32 // bit set of raised alarms
+	mu     sync.Mutex
+	change chan struct{} // closed and replaced when active changes; nil until watched
+}
+
+// Set replaces the raised alarms with active (a bit set of AlarmMemory and
+// AlarmDisk) and wakes every connection held by the old set.
+func (a *Alarms) Set(active uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.active.Swap(active) == active {
+		return
+	}
+	if a.change != nil {
+		close(a.change)
+		a.change = nil
+	}
+}
+
+// Active returns the raised alarms.
+func (a *Alarms) Active() uint32 { return a.active.Load() }
+
+// watch returns the raised alarms and a channel closed at the next change.
+func (a *Alarms) watch() (uint32, <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.change == nil {
+		a.change = make(chan struct{})
+	}
+	return a.active.Load(), a.change
+}
+
+// BlockedReason is the reason connection.blocked gives for the alarms in
+// active, worded as RabbitMQ's rabbit_reader does: "low on memory", "low on
+// disk", "low on memory & disk".
+func BlockedReason(active uint32) string {
+	var on []string
+	if active&AlarmMemory != 0 {
+		on = append(on, "memory")
+	}
+	if active&AlarmDisk != 0 {
+		on = append(on, "disk")
+	}
+	return "low on " + strings.Join(on, " & ")
 }
 
 // settings are a Config with defaults applied, copied into each Conn.
@@ -149,7 +221,7 @@ var capabilities = []struct {
 	// silently closed socket.
 	{"authentication_failure_close", true},
 	{"basic.nack", true},
-	{"connection.blocked", false},
+	{"connection.blocked", true},
 	{"consumer_cancel_notify", true},
 	{"consumer_priorities", false},
 	{"direct_reply_to", false},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,10 @@ type Conn struct {
 	// mode); cancelNotify is the client's consumer_cancel_notify capability.
 	vh           *vhost.VHost
 	cancelNotify bool
-	released     bool // releaseAll has deleted the exclusive queues
+	// blockedNotify is the client's connection.blocked capability: it is
+	// told when an alarm holds its publishes (holdWhileBlocked).
+	blockedNotify bool
+	released      bool // releaseAll has deleted the exclusive queues
 	// access is the user's permissions on vh (nil: unrestricted), admit
 	// the release func of Config.Open; pubCache speeds up publish checks.
 	access   *Access
@@ -86,6 +90,16 @@ type Conn struct {
 	wrote    atomic.Bool   // the writer wrote since the last heartbeat tick
 
 	out outbox
+
+	// alarms is cfg.Alarms (nil: never blocked); blocked counts what an
+	// alarm holds now (the reader, direct publishes). stop is closed (signalStop) once the
+	// connection starts closing or its socket is closed: it wakes a reader
+	// or direct publisher held by an alarm, so closing never waits for the
+	// alarm to clear.
+	alarms   *Alarms
+	blocked  atomic.Int32 // held readers or direct publishes
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	wake       chan struct{} // 1-buffered: "out has frames"
 	readerDone chan struct{} // closed when the read loop ended: flush and exit
@@ -123,6 +137,8 @@ func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
 		wake:       make(chan struct{}, 1),
 		readerDone: make(chan struct{}),
 		writerDone: make(chan struct{}),
+		alarms:     cfg.Alarms,
+		stop:       make(chan struct{}),
 	}
 	// Before tune-ok the spec only obliges peers to accept frame-min-size
 	// (connection.tune, frame-max). Accepting up to the server's own limit instead is allowed and
@@ -234,6 +250,82 @@ func (c *Conn) lingerAfterCloseOk() {
 
 func (c *Conn) closeRWC() {
 	c.closeRWCOnce.Do(func() { c.rwc.Close() })
+	c.signalStop()
+}
+
+// signalStop wakes whatever an alarm holds (holdWhileBlocked,
+// waitUnblocked): the connection is closing or gone.
+func (c *Conn) signalStop() {
+	c.stopOnce.Do(func() { close(c.stop) })
+}
+
+// isPublish reports whether a method frame's payload is basic.publish.
+func isPublish(payload []byte) bool {
+	cls, mth, _, err := amqp.MethodIDs(payload)
+	return err == nil && cls == amqp.ClassBasic && mth == amqp.MethodBasicPublish
+}
+
+// Blocked reports whether an alarm holds the connection's publishes now:
+// its reader stopped reading (or, on a direct connection, a publish waits).
+// Safe from any goroutine.
+func (c *Conn) Blocked() bool { return c.blocked.Load() > 0 }
+
+// holdWhileBlocked is called by the reader with a basic.publish frame in
+// hand while an alarm is raised. Like RabbitMQ's reader it tells a client
+// that announced the capability (connection.blocked with the reason),
+// pauses the heartbeat monitor (the client's heartbeats are not read
+// meanwhile) and stops reading until every alarm cleared, then sends
+// connection.unblocked. The writer keeps running: consumers on the same
+// connection still get deliveries, and the client still gets our
+// heartbeats. It returns early when the connection closes (signalStop):
+// Shutdown and the close handshake never wait for an alarm.
+func (c *Conn) holdWhileBlocked() {
+	active, changed := c.alarms.watch()
+	if active == 0 {
+		return // cleared since the reader looked
+	}
+	c.blocked.Add(1)
+	defer c.blocked.Add(-1)
+	if c.blockedNotify {
+		c.sendMethod(0, &amqp.ConnectionBlocked{Reason: BlockedReason(active)})
+	}
+	c.pauseHeartbeatMonitor()
+	defer c.resumeHeartbeatMonitor()
+	for active != 0 {
+		select {
+		case <-changed:
+		case <-c.stop:
+			return
+		}
+		active, changed = c.alarms.watch()
+	}
+	if c.blockedNotify {
+		c.sendMethod(0, &amqp.ConnectionUnblocked{})
+	}
+}
+
+// heartbeatPausedTicks is missedTicks while the heartbeat monitor is
+// paused: counting up from it one tick per half interval never reaches
+// missedTicksLimit. The sending half of heartbeatTick keeps working.
+const heartbeatPausedTicks = math.MinInt32
+
+// pauseHeartbeatMonitor stops the missed-heartbeat check while the reader
+// does not read (the client's heartbeats wait in the socket), as RabbitMQ's
+// rabbit_heartbeat:pause_monitor. Only the reader calls it, so framesIn
+// stays at what is stored here until resumeHeartbeatMonitor.
+func (c *Conn) pauseHeartbeatMonitor() {
+	c.out.Lock()
+	c.out.lastFramesIn = c.framesIn.Load()
+	c.out.missedTicks = heartbeatPausedTicks
+	c.out.Unlock()
+}
+
+// resumeHeartbeatMonitor restarts the check with a clean count.
+func (c *Conn) resumeHeartbeatMonitor() {
+	c.out.Lock()
+	c.out.lastFramesIn = c.framesIn.Load()
+	c.out.missedTicks = 0
+	c.out.Unlock()
 }
 
 func (c *Conn) handshakeTimedOut() {
@@ -263,28 +355,43 @@ func (c *Conn) readLoop() error {
 	})
 
 	for {
-		// Read nothing more while the client has a full outbox to take:
-		// what we read would only add replies to it.
-		c.waitForRoom()
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			return c.readFailed(err)
-		}
-		c.framesIn.Add(1)
-		if c.closing.Load() {
-			if c.handleWhileClosing(f) {
-				return nil
-			}
-			continue
-		}
-		if err := c.handleFrame(f); err != nil {
-			if errors.Is(err, errClosedByPeer) {
-				c.lingerAfterCloseOk()
-				return nil
-			}
-			c.closeWith(asError(err))
+		if done, err := c.serveFrame(); done {
+			return err
 		}
 	}
+}
+
+// serveFrame reads and handles one frame; done reports that the read loop
+// is over, with err why.
+func (c *Conn) serveFrame() (done bool, err error) {
+	// Read nothing more while the client has a full outbox to take:
+	// what we read would only add replies to it.
+	c.waitForRoom()
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return true, c.readFailed(err)
+	}
+	c.framesIn.Add(1)
+	if c.closing.Load() {
+		return c.handleWhileClosing(f), nil
+	}
+	// While no alarm is raised this costs one atomic load per method frame.
+	if f.Type == amqp.FrameMethod && c.alarms != nil && c.alarms.active.Load() != 0 && isPublish(f.Payload) {
+		c.holdWhileBlocked()
+		if c.closing.Load() {
+			// Closed while held: the publish is dropped like every frame
+			// after connection.close.
+			return c.handleWhileClosing(f), nil
+		}
+	}
+	if err := c.handleFrame(f); err != nil {
+		if errors.Is(err, errClosedByPeer) {
+			c.lingerAfterCloseOk()
+			return true, nil
+		}
+		c.closeWith(asError(err))
+	}
+	return false, nil
 }
 
 // readFailed decides how the read loop ends after a read error.
@@ -357,6 +464,7 @@ func (c *Conn) closeWith(e *amqp.Error) {
 		return
 	}
 	c.closing.Store(true)
+	c.signalStop()
 	c.out.buf = amqp.AppendMethodFrame(c.out.buf, 0, &amqp.ConnectionClose{
 		ReplyCode: e.Code,
 		ReplyText: e.Text,
@@ -624,6 +732,7 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 	}
 	if caps, ok := c.clientProperties["capabilities"].(amqp.Table); ok {
 		c.cancelNotify, _ = caps["consumer_cancel_notify"].(bool)
+		c.blockedNotify, _ = caps["connection.blocked"].(bool)
 	}
 	c.vhost = m.VirtualHost
 	c.state.Store(int32(stateOpen))

@@ -28,6 +28,7 @@ func TestHandshakeAndClientClose(t *testing.T) {
 	require.Equal(t, amqp.Table{
 		"authentication_failure_close": true,
 		"basic.nack":                   true,
+		"connection.blocked":           true,
 		"consumer_cancel_notify":       true,
 		"exchange_exchange_bindings":   true,
 		"per_consumer_qos":             true,

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -74,8 +75,12 @@ func NewDirect(cfg *Config, id string, vh *vhost.VHost, user string, sink Sink) 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Conn{
-		id:           id,
-		cfg:          cfg,
+		id:  id,
+		cfg: cfg,
+		// A stream that carries nothing, tracked like a socket so that
+		// the connection and its channels are counted and listed
+		// (inspect.go) as RabbitMQ lists its direct connections.
+		rwc:          cfg.Counters.track(directStream{}),
 		set:          cfg.settings(),
 		log:          logger.With("conn", id),
 		channels:     make(map[uint16]*Channel),
@@ -84,12 +89,19 @@ func NewDirect(cfg *Config, id string, vh *vhost.VHost, user string, sink Sink) 
 		vhost:        vh.Name(),
 		cancelNotify: true,
 		sink:         sink,
+		alarms:       cfg.Alarms,
+		stop:         make(chan struct{}),
 	}
 	c.channelMax = c.set.channelMax
 	c.frameMax.Store(c.set.frameMax)
 	c.state.Store(int32(stateOpen))
 	return c
 }
+
+// SetAccess makes the direct connection check a's permissions, as a
+// network connection of a's user does (nil, the default: unrestricted).
+// Call it before the first Handle; it is not synchronized with Handle.
+func (c *Conn) SetAccess(a *Access) { c.access = a }
 
 // Handle runs method m from the client of a direct connection on channel
 // (0: the connection class), with the raw properties and body when m
@@ -102,11 +114,29 @@ func NewDirect(cfg *Config, id string, vh *vhost.VHost, user string, sink Sink) 
 // connection had already ended, and nil otherwise. Safe from any goroutine;
 // calls are serialized.
 func (c *Conn) Handle(channel uint16, m amqp.Method, props, body []byte) error {
+	return c.HandleContext(context.Background(), channel, m, props, body)
+}
+
+// HandleContext is Handle with a context for the one wait a direct
+// connection has: while a resource alarm is raised (Config.Alarms) a
+// basic.publish waits, before anything is handled, until every alarm
+// cleared, as a TCP publisher's frame waits in a reader that stopped
+// reading. If ctx ends first it returns ctx's error and the message is not
+// published; the connection is unaffected. A close of the connection ends
+// the wait (and the call returns ErrClosed).
+func (c *Conn) HandleContext(ctx context.Context, channel uint16, m amqp.Method, props, body []byte) error {
 	if c.sink == nil {
 		return errors.New("session: Handle on a connection that is not direct")
 	}
 	if m == nil {
 		return errors.New("session: Handle of a nil method")
+	}
+	if c.alarms != nil && c.alarms.active.Load() != 0 {
+		if _, ok := m.(*amqp.BasicPublish); ok {
+			if err := c.waitUnblocked(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	c.direct.mu.Lock()
 	err := c.handleDirectLocked(channel, m, props, body)
@@ -179,6 +209,29 @@ func (ch *Channel) handleDirect(m amqp.Method, props, body []byte) error {
 	return ch.complete()
 }
 
+// waitUnblocked waits, outside the Handle mutex (so other calls and the
+// connection's close go on), until no alarm is raised, the connection
+// closes, or ctx ends (its error is returned).
+func (c *Conn) waitUnblocked(ctx context.Context) error {
+	active, changed := c.alarms.watch()
+	if active == 0 {
+		return nil
+	}
+	c.blocked.Add(1)
+	defer c.blocked.Add(-1)
+	for active != 0 {
+		select {
+		case <-changed:
+		case <-c.stop:
+			return nil // Handle finds the connection closing
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		active, changed = c.alarms.watch()
+	}
+	return nil
+}
+
 // closeDirect is closeWith for a direct connection: no connection.close to
 // write and no close-ok to wait for. The connection is released by whoever
 // holds (or next takes) the Handle mutex.
@@ -192,6 +245,7 @@ func (c *Conn) closeDirect(e *amqp.Error) {
 	c.out.stopped = true
 	c.direct.closeErr = e
 	c.out.Unlock()
+	c.signalStop()
 	level := slog.LevelWarn
 	if e.Code == amqp.ConnectionForced {
 		level = slog.LevelInfo
@@ -225,7 +279,20 @@ func (c *Conn) finishDirectLocked() {
 	c.out.stopped = true // from here on sends are dropped
 	e := c.direct.closeErr
 	c.out.Unlock()
+	c.signalStop()
 	c.releaseAll()
 	c.direct.finished.Store(true)
+	if n := c.cfg.Counters; n != nil {
+		n.ConnectionsClosed.Add(1)
+	}
 	c.sink.Closed(e)
 }
+
+// directStream is the stream of a direct connection: nothing reads or
+// writes it (Handle and the Sink carry everything); it exists for the
+// tracker.
+type directStream struct{}
+
+func (directStream) Read([]byte) (int, error)  { return 0, io.EOF }
+func (directStream) Write([]byte) (int, error) { return 0, ErrClosed }
+func (directStream) Close() error              { return nil }
