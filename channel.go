@@ -166,6 +166,17 @@ func (b *Broker) Channel(ctx context.Context) (*Channel, error) {
 	if len(b.opts.Users) > 0 {
 		user = b.opts.Users[0].Name
 	}
+	return b.openChannel(ctx, vh, user, nil)
+}
+
+// openChannel opens a direct Channel on vh as user, checking access (nil:
+// unrestricted): Channel's work, and the management API's internal
+// channel (RabbitMQ's rabbit_mgmt_util:with_channel opens a direct
+// connection as the requesting user, with that user's permissions).
+func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, access *session.Access) (*Channel, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	ch := &Channel{
 		b:       b,
 		replies: make(chan reply, 1),
@@ -178,6 +189,7 @@ func (b *Broker) Channel(ctx context.Context) (*Channel, error) {
 	ch.mu.confirmNext = 1
 	id := fmt.Sprintf("direct#%d", b.nextID.Add(1))
 	ch.conn = session.NewDirect(b.cfg, id, vh, user, (*channelSink)(ch))
+	ch.conn.SetAccess(access)
 
 	// Registered like a served connection: Close shuts it down with 320 and
 	// waits for it (the wg count is dropped by ch.release).

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
@@ -39,8 +41,8 @@ import (
 // connections, channels and consumers. Vhost names in paths are
 // URL-encoded ("%2F" for "/"); the default exchange is "amq.default".
 //
-// Served: /api/overview, /api/whoami, /api/vhosts[/v], /api/users[/u],
-// /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
+// Served: /api/overview, /api/whoami, /api/vhosts[/v], /api/users[/u]
+// (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
 // /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
 // DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
 // /api/bindings[/v], /api/bindings/v/e/x/q/q and /e/x/e/y (GET, POST),
@@ -48,10 +50,14 @@ import (
 // 320 CONNECTION_FORCED), /api/connections/name/channels,
 // /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST).
 //
-// POST /api/queues/v/q/get honours only ackmode ack_requeue_true and
-// reject_requeue_true (RabbitMQ's peek): messages are read without being
-// delivered, so they are neither redelivered nor counted; the removing
-// modes answer 400.
+// POST /api/queues/v/q/get delivers, as RabbitMQ's does: basic.get on an
+// internal direct channel as the requesting user (so with that user's read
+// permission), then per ackmode: ack_requeue_false gets with no-ack;
+// reject_requeue_true and reject_requeue_false reject every message got
+// (requeued, or dead-lettered/dropped); ack_requeue_true leaves them
+// unacked and closing the channel requeues them. Requeued messages come
+// back marked redelivered. PeekQueue is the Go API's look without
+// delivering.
 func (b *Broker) ManagementHandler() http.Handler {
 	m := &mgmt{b: b}
 	m.register()
@@ -840,12 +846,24 @@ type getResult struct {
 	PayloadEncoding string         `json:"payload_encoding"`
 }
 
-// get peeks: it shows the first count ready messages without delivering
-// them, which is what ack_requeue_true and reject_requeue_true amount to
-// (RabbitMQ delivers and requeues them, marking them redelivered; Warren
-// leaves them untouched).
+// getAckModes maps RabbitMQ's ackmode to basic.get's no-ack and what is
+// done with each message got: rejected (with requeue) or not.
+var getAckModes = map[string]struct{ noAck, reject, requeue bool }{
+	"ack_requeue_false":    {noAck: true},
+	"ack_requeue_true":     {},
+	"reject_requeue_true":  {reject: true, requeue: true},
+	"reject_requeue_false": {reject: true},
+}
+
+// getMax bounds count: each message got is held in the response.
+const getMax = 10000
+
+// get is RabbitMQ's rabbit_mgmt_wm_queue_get: count basic.gets on a direct
+// channel of the requesting user, the rejects the ackmode asks for once
+// all are got (rejecting each at once would get the same message again),
+// then the channel is closed, which requeues what is still unacked.
 func (m *mgmt) get(c *mgmtCall) {
-	_, q, ok := m.queueParam(c)
+	vh, q, ok := m.queueParam(c)
 	if !ok {
 		return
 	}
@@ -872,48 +890,111 @@ func (m *mgmt) get(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
 		return
 	}
-	switch body.AckMode {
-	case "ack_requeue_true", "reject_requeue_true":
-	case "ack_requeue_false", "reject_requeue_false":
-		writeError(c.w, http.StatusBadRequest, "bad_request", "Warren's management API only peeks: use ackmode ack_requeue_true")
-		return
-	default:
+	mode, ok := getAckModes[body.AckMode]
+	if !ok {
 		writeError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown ackmode %q", body.AckMode))
 		return
 	}
 	if body.Encoding != "auto" && body.Encoding != "base64" {
-		writeError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown encoding %q", body.Encoding))
+		writeError(c.w, http.StatusBadRequest, "bad_request", "Unsupported encoding. Please use auto or base64.")
 		return
 	}
-	n := min(max(int(*body.Count), 0), 10000)
-	msgs, err := m.b.PeekQueue(q.Def.VHost, q.Def.Name, n)
+	access, ok := m.userAccess(c, vh)
+	if !ok {
+		return
+	}
+	ch, err := m.b.openChannel(c.r.Context(), vh, c.user.Name, access)
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
 	}
-	st, _ := opsQueueStats(c.r.Context(), q)
-	out := make([]getResult, len(msgs))
-	for i, msg := range msgs {
-		payload := msg.Publishing.Body
+	defer ch.Close()
+	n := min(max(int(*body.Count), 0), getMax)
+	out := make([]getResult, 0, min(n, 64))
+	var tags []uint64
+	for range n {
+		d, ok, err := ch.Get(q.Def.Name, mode.noAck)
+		if err != nil {
+			writeAMQPError(c.w, fromAMQP091Error(err))
+			return
+		}
+		if !ok {
+			break
+		}
+		tags = append(tags, d.DeliveryTag)
+		payload := d.Body
 		if tr := body.Truncate; tr != nil && *tr >= 0 && len(payload) > int(*tr) {
 			payload = payload[:*tr]
 		}
 		res := getResult{
-			PayloadBytes: len(msg.Publishing.Body), Redelivered: msg.Redelivered,
-			Exchange: msg.Exchange, RoutingKey: msg.RoutingKey,
-			// RabbitMQ reports what is left after each get; a peek takes
-			// nothing, so this counts the messages behind this one.
-			MessageCount: st.Ready - min(st.Ready, uint64(i+1)),
-			Properties:   propertiesJSON(msg),
+			PayloadBytes: len(d.Body), Redelivered: d.Redelivered,
+			Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: uint64(d.MessageCount),
+			Properties: propertiesJSON(QueuedMessage{Publishing: deliveryPublishing(d)}),
 		}
 		if body.Encoding == "auto" && utf8.Valid(payload) {
 			res.Payload, res.PayloadEncoding = string(payload), "string"
 		} else {
 			res.Payload, res.PayloadEncoding = base64.StdEncoding.EncodeToString(payload), "base64"
 		}
-		out[i] = res
+		out = append(out, res)
+	}
+	if mode.reject {
+		for _, tag := range tags {
+			if err := ch.Reject(tag, mode.requeue); err != nil {
+				writeAMQPError(c.w, fromAMQP091Error(err))
+				return
+			}
+		}
+	}
+	// Closing requeues what ack_requeue_true left unacked, before the
+	// response goes out: a client that reacts to it finds them back.
+	if err := ch.Close(); err != nil {
+		writeAMQPError(c.w, fromAMQP091Error(err))
+		return
 	}
 	writeJSON(c.w, http.StatusOK, out)
+}
+
+// userAccess is the requesting user's Access on vh, for the internal
+// channel; without permissions on vh it answers 401, as RabbitMQ's
+// with_channel does when the direct connection is refused.
+func (m *mgmt) userAccess(c *mgmtCall, vh *vhost.VHost) (*session.Access, bool) {
+	p, err := m.b.stores.meta.GetPermission(c.r.Context(), c.user.Name, vh.Name())
+	if err != nil {
+		if errors.Is(err, meta.ErrNotFound) {
+			writeError(c.w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+		} else {
+			writeAMQPError(c.w, err)
+		}
+		return nil, false
+	}
+	g, err := compileGrant(p)
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return nil, false
+	}
+	return m.b.sharedAccess(c.user.Name, vh.Name(), g), true
+}
+
+// fromAMQP091Error turns a direct Channel's error back into the
+// *amqp.Error writeAMQPError maps to an HTTP status.
+func fromAMQP091Error(err error) error {
+	var e *amqp091.Error
+	if errors.As(err, &e) {
+		return &amqp.Error{Code: uint16(e.Code), Text: e.Reason}
+	}
+	return err
+}
+
+// deliveryPublishing is the properties part of a delivery, for
+// propertiesJSON.
+func deliveryPublishing(d amqp091.Delivery) amqp091.Publishing {
+	return amqp091.Publishing{
+		Headers: d.Headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
+		DeliveryMode: d.DeliveryMode, Priority: d.Priority, CorrelationId: d.CorrelationId,
+		ReplyTo: d.ReplyTo, Expiration: d.Expiration, MessageId: d.MessageId,
+		Timestamp: d.Timestamp, Type: d.Type, UserId: d.UserId, AppId: d.AppId,
+	}
 }
 
 // propertiesJSON lists the properties a publisher set, with RabbitMQ's
@@ -1207,29 +1288,44 @@ func hostPort(a net.Addr) (string, int) {
 	return host, p
 }
 
+// peerOf is the peer_host and peer_port of channel and consumer details:
+// "unknown" for a direct connection, as in RabbitMQ.
+func peerOf(in session.ConnInfo) (any, any) {
+	if in.Direct {
+		return "unknown", "unknown"
+	}
+	return hostPort(in.Peer)
+}
+
 func (m *mgmt) connectionJSON(v connView) map[string]any {
 	in := v.info
-	peerHost, peerPort := hostPort(in.Peer)
-	host, port := hostPort(in.Local)
-	kind := "network"
-	if in.Peer == nil {
-		kind = "direct"
-	}
 	out := map[string]any{
 		"name": in.ID, "node": m.node(), "vhost": in.VHost, "user": in.User, "state": in.State,
-		"channels": in.Channels, "channel_max": in.ChannelMax, "frame_max": in.FrameMax,
-		"timeout":           int(in.Heartbeat / time.Second),
-		"client_properties": opsTableJSON(in.ClientProperties),
-		"host":              host, "port": port, "peer_host": peerHost, "peer_port": peerPort,
-		"protocol": "AMQP 0-9-1", "type": kind, "ssl": false,
-		"recv_oct": in.RecvOct, "send_oct": in.SendOct,
+		"channels": in.Channels, "client_properties": opsTableJSON(in.ClientProperties),
+	}
+	if !in.ConnectedAt.IsZero() {
+		out["connected_at"] = in.ConnectedAt.UnixMilli()
 	}
 	if name, ok := in.ClientProperties["connection_name"].(string); ok {
 		out["user_provided_name"] = name
 	}
-	if !in.ConnectedAt.IsZero() { // unknown for direct connections
-		out["connected_at"] = in.ConnectedAt.UnixMilli()
+	if in.Direct {
+		// What RabbitMQ shows for a direct (Erlang client) connection
+		// without adapter info (amqp_direct_connection): type direct,
+		// protocol {'Direct', {0,9,1}}, and the socket ends unknown. It
+		// has no socket, so no tuning, byte counts or ssl.
+		unknown := "unknown"
+		out["type"], out["protocol"] = "direct", "Direct 0-9-1"
+		out["host"], out["port"], out["peer_host"], out["peer_port"] = unknown, unknown, unknown, unknown
+		return out
 	}
+	peerHost, peerPort := hostPort(in.Peer)
+	host, port := hostPort(in.Local)
+	out["type"], out["protocol"], out["ssl"] = "network", "AMQP 0-9-1", false
+	out["host"], out["port"], out["peer_host"], out["peer_port"] = host, port, peerHost, peerPort
+	out["channel_max"], out["frame_max"] = in.ChannelMax, in.FrameMax
+	out["timeout"] = int(in.Heartbeat / time.Second)
+	out["recv_oct"], out["send_oct"] = in.RecvOct, in.SendOct
 	return out
 }
 
@@ -1275,7 +1371,7 @@ func (m *mgmt) deleteConnection(c *mgmtCall) {
 func channelName(connID string, n uint16) string { return fmt.Sprintf("%s (%d)", connID, n) }
 
 func (m *mgmt) channelJSON(v connView, ch session.ChannelInfo) map[string]any {
-	peerHost, peerPort := hostPort(v.info.Peer)
+	peerHost, peerPort := peerOf(v.info)
 	state := "running"
 	if ch.Closing {
 		state = "closing"
@@ -1339,7 +1435,7 @@ type consumerJSON struct {
 func (m *mgmt) consumerList(c *mgmtCall, only func(session.ConsumerInfo) bool) []consumerJSON {
 	out := []consumerJSON{}
 	for _, v := range m.visibleConns(c) {
-		peerHost, peerPort := hostPort(v.info.Peer)
+		peerHost, peerPort := peerOf(v.info)
 		for _, ch := range v.conn.Channels() {
 			for _, cons := range ch.Consumers {
 				if only != nil && !only(cons) {

@@ -430,12 +430,12 @@ func TestManagementDeleteConnection(t *testing.T) {
 	}
 }
 
-func TestManagementGetPeeks(t *testing.T) {
+func TestManagementGetShapes(t *testing.T) {
 	b := mgmtBroker(t)
 	mgmtShapeSetup(t, b)
 	h := mgmtServer(t, b)
 	req := map[string]any{"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto"}
-	for range 2 { // a peek leaves the queue as it was
+	for i := range 2 {
 		status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", req)
 		require.Equal(t, 200, status, "%s", body)
 		var got any
@@ -446,24 +446,27 @@ func TestManagementGetPeeks(t *testing.T) {
 		m0 := msgs[0].(map[string]any)
 		require.Equal(t, "m1", m0["payload"], "m0 is out with the consumer")
 		require.Equal(t, "string", m0["payload_encoding"])
-		require.Equal(t, false, m0["redelivered"])
-		require.EqualValues(t, 1, m0["message_count"])
+		require.Equal(t, i == 1, m0["redelivered"], "the first get requeued it")
+		require.EqualValues(t, 1, m0["message_count"], "what is left after this get")
+		require.EqualValues(t, 0, msgs[1].(map[string]any)["message_count"])
 		require.Equal(t, map[string]any{"delivery_mode": 2.0, "headers": map[string]any{"h": 1.0}, "content_type": "text/plain"}, m0["properties"])
 	}
 	require.EqualValues(t, 2, h.get("/api/queues/%2F/shape.q").(map[string]any)["messages_ready"])
 
 	for _, tc := range []struct {
+		path   string
 		body   any
 		status int
 		reason string
 	}{
-		{map[string]any{"count": 1}, 400, "[{key_missing,ackmode},{key_missing,encoding}]"},
-		{map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}, 400, "only peeks"},
-		{map[string]any{"count": 1, "ackmode": "bogus", "encoding": "auto"}, 400, "unknown ackmode"},
-		{"nojson", 400, "not_json"},
+		{"shape.q", map[string]any{"count": 1}, 400, "[{key_missing,ackmode},{key_missing,encoding}]"},
+		{"shape.q", map[string]any{"count": 1, "ackmode": "bogus", "encoding": "auto"}, 400, "unknown ackmode"},
+		{"shape.q", map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "utf16"}, 400, "Unsupported encoding"},
+		{"shape.q", "nojson", 400, "not_json"},
+		{"nosuch", map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}, 404, "Not Found"},
 	} {
-		status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", tc.body)
-		require.Equal(t, tc.status, status)
+		status, _, body := h.do("POST", "/api/queues/%2F/"+tc.path+"/get", "guest", tc.body)
+		require.Equal(t, tc.status, status, "%s", body)
 		_, reason := errorBody(t, body)
 		require.Contains(t, reason, tc.reason)
 	}
@@ -473,6 +476,121 @@ func TestManagementGetPeeks(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &got))
 	require.Equal(t, "bQ==", got[0]["payload"], "base64 of the truncated m")
 	require.EqualValues(t, 2, got[0]["payload_bytes"])
+}
+
+// TestManagementGetAckModes checks that get delivers, as RabbitMQ's does:
+// the requeue modes put messages back marked redelivered (a later
+// basic.get sees it), the others remove them, reject_requeue_false by
+// dead-lettering.
+func TestManagementGetAckModes(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	conn := mgmtDial(t, b, "guest", "getter")
+	ch := mgmtChannel(t, conn)
+	ctx := context.Background()
+	_, err := ch.QueueDeclare("g.dlq", false, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("g.q", false, false, false, false, amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "g.dlq"})
+	require.NoError(t, err)
+	for _, body := range []string{"a", "b", "c", "d"} {
+		require.NoError(t, ch.PublishWithContext(ctx, "", "g.q", false, false, amqp091.Publishing{Body: []byte(body)}))
+	}
+	mgmtIdle(t, b)
+
+	get := func(mode string, count int) []getResult {
+		t.Helper()
+		status, _, body := h.do("POST", "/api/queues/%2F/g.q/get", "guest", map[string]any{"count": count, "ackmode": mode, "encoding": "auto"})
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		var got []getResult
+		require.NoError(t, json.Unmarshal(body, &got))
+		return got
+	}
+	ready := func(name string) uint64 {
+		t.Helper()
+		mgmtIdle(t, b)
+		for _, q := range b.Stats().QueueDetails {
+			if q.Name == name {
+				return q.Ready
+			}
+		}
+		require.FailNow(t, "no queue "+name)
+		return 0
+	}
+	payloads := func(rs []getResult) (out []string) {
+		for _, r := range rs {
+			out = append(out, r.Payload)
+		}
+		return out
+	}
+
+	// ack_requeue_true: delivered, then requeued by the channel's close.
+	got := get("ack_requeue_true", 1)
+	require.Equal(t, []string{"a"}, payloads(got))
+	require.False(t, got[0].Redelivered)
+	require.EqualValues(t, 3, got[0].MessageCount)
+	require.EqualValues(t, 4, ready("g.q"))
+	d, ok, err := ch.Get("g.q", false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "a", string(d.Body))
+	require.True(t, d.Redelivered, "the management get delivered it once")
+	require.NoError(t, d.Reject(true))
+
+	// ack_requeue_false: got with no-ack, gone.
+	got = get("ack_requeue_false", 1)
+	require.Equal(t, []string{"a"}, payloads(got))
+	require.True(t, got[0].Redelivered)
+	require.EqualValues(t, 3, ready("g.q"))
+
+	// reject_requeue_false: rejected without requeue, so dead-lettered.
+	got = get("reject_requeue_false", 1)
+	require.Equal(t, []string{"b"}, payloads(got))
+	require.EqualValues(t, 2, ready("g.q"))
+	require.EqualValues(t, 1, ready("g.dlq"))
+
+	// reject_requeue_true: all got first (so two distinct messages), then
+	// rejected back in order.
+	got = get("reject_requeue_true", 5)
+	require.Equal(t, []string{"c", "d"}, payloads(got))
+	require.EqualValues(t, 2, ready("g.q"))
+	d, ok, err = ch.Get("g.q", true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "c", string(d.Body))
+	require.True(t, d.Redelivered)
+
+	// Nothing left unacked behind, and the internal channels are gone.
+	require.EqualValues(t, 0, b.Stats().Unacked)
+	require.Len(t, b.Connections(), 1)
+}
+
+// TestManagementGetPermissions: the internal channel runs as the
+// requesting user, so get needs read permission on the queue.
+func TestManagementGetPermissions(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	ctx := context.Background()
+	ch, err := b.Channel(ctx)
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDeclare("perm.q", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Publish("", "perm.q", false, false, amqp091.Publishing{Body: []byte("x")}))
+	req := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
+
+	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", ".*", ".*", "^other$"))
+	status, _, body := h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
+	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
+	_, reason := errorBody(t, body)
+	require.Equal(t, "access to queue 'perm.q' in vhost '/' refused for user 'mgr'", reason)
+
+	require.NoError(t, b.ClearPermissions(ctx, "mgr", "/"))
+	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
+	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
+
+	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", "", "", "^perm\\..*"))
+	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
+	require.Equal(t, http.StatusOK, status, "%s", body)
 }
 
 // TestRabbitmqadmin drives the API with RabbitMQ's own CLI when it is

@@ -285,11 +285,14 @@ type ConnInfo struct {
 	Channels         int
 	// Peer and Local are the stream's addresses when it is a net.Conn.
 	Peer, Local net.Addr
+	// Direct: an in-process connection (NewDirect), without a socket,
+	// handshake or heartbeats.
+	Direct bool
 }
 
 // Info describes the connection. Safe from any goroutine.
 func (c *Conn) Info() ConnInfo {
-	in := ConnInfo{ID: c.id}
+	in := ConnInfo{ID: c.id, Direct: c.sink != nil}
 	st := connState(c.state.Load())
 	open := st == stateOpen
 	switch {
@@ -455,7 +458,9 @@ func (c *Conn) Unacked() []UnackedInfo {
 // Safe from any goroutine.
 func (c *Conn) Idle() (idle bool, activity uint64) {
 	t := c.tracker()
-	if t == nil {
+	if t == nil || c.sink != nil {
+		// A direct connection has no reader or writer: Handle returns
+		// when the method was handled.
 		return true, 0
 	}
 	// recv before reading: Read adds to recv before it clears reading, so

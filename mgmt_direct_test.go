@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDirectConnectionsAreListed: a direct Channel is a connection like
+// RabbitMQ's direct (Erlang client) ones: listed by the management API
+// with type "direct" and protocol "Direct 0-9-1", counted by Stats and the
+// metrics, and closed by DELETE with 320 seen by its NotifyClose.
+func TestDirectConnectionsAreListed(t *testing.T) {
+	b := mgmtBroker(t)
+	h := mgmtServer(t, b)
+	ctx := context.Background()
+	ch, err := b.Channel(ctx)
+	require.NoError(t, err)
+	defer ch.Close()
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	_, err = ch.QueueDeclare("direct.q", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Qos(3, 0, false))
+	_, err = ch.Consume("direct.q", "direct-ctag", false, false, false, false, nil)
+	require.NoError(t, err)
+	mgmtIdle(t, b)
+
+	conns := h.get("/api/connections").([]any)
+	require.Len(t, conns, 1)
+	c := conns[0].(map[string]any)
+	name := c["name"].(string)
+	for k, want := range map[string]any{
+		"type": "direct", "protocol": "Direct 0-9-1", "user": "guest", "vhost": "/", "state": "running",
+		"host": "unknown", "port": "unknown", "peer_host": "unknown", "peer_port": "unknown",
+		"channels": 1.0, "client_properties": map[string]any{},
+	} {
+		require.Equal(t, want, c[k], k)
+	}
+	require.Positive(t, c["connected_at"])
+	for _, k := range []string{"recv_oct", "send_oct", "frame_max", "channel_max", "timeout", "ssl"} {
+		require.NotContains(t, c, k, "a direct connection has no socket")
+	}
+	require.Equal(t, c, h.get("/api/connections/"+url.PathEscape(name)))
+
+	chans := h.get("/api/channels").([]any)
+	require.Len(t, chans, 1)
+	cj := chans[0].(map[string]any)
+	require.Equal(t, name+" (1)", cj["name"])
+	require.EqualValues(t, 1, cj["consumer_count"])
+	require.EqualValues(t, 3, cj["prefetch_count"])
+	require.Equal(t, map[string]any{"name": name, "peer_host": "unknown", "peer_port": "unknown"}, cj["connection_details"])
+	cons := h.get("/api/consumers").([]any)
+	require.Len(t, cons, 1)
+	require.Equal(t, "direct-ctag", cons[0].(map[string]any)["consumer_tag"])
+
+	s := b.Stats()
+	require.Equal(t, 1, s.Connections)
+	require.Equal(t, 1, s.Channels)
+	require.Equal(t, 1, s.Consumers)
+	require.EqualValues(t, 1, s.ConnectionsOpened)
+	require.EqualValues(t, 1, s.ChannelsOpened)
+	fams := scrape(t, b.MetricsHandler())
+	for name, want := range map[string]float64{
+		"rabbitmq_connections": 1, "rabbitmq_channels": 1, "rabbitmq_consumers": 1,
+		"rabbitmq_connections_opened_total": 1, "rabbitmq_channels_opened_total": 1,
+	} {
+		require.Equal(t, want, fams[name].samples[""], name)
+	}
+
+	status, _, body := h.do("DELETE", "/api/connections/"+url.PathEscape(name), "guest", nil)
+	require.Equal(t, http.StatusNoContent, status, "%s", body)
+	e := topoAwaitClose(t, closed)
+	require.Equal(t, amqp091.ConnectionForced, e.Code)
+	require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
+	require.True(t, ch.IsClosed())
+	mgmtIdle(t, b)
+	s = b.Stats()
+	require.Zero(t, s.Connections)
+	require.EqualValues(t, 1, s.ConnectionsClosed)
+	require.EqualValues(t, 1, s.ChannelsClosed)
+	require.Empty(t, h.get("/api/connections"))
+}
