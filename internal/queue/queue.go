@@ -259,9 +259,20 @@ type Queue struct {
 	claims     uint64
 	publishes  []storage.Record
 	confirms   []confirm
-	seqs       []uint64 // scratch for Confirm calls
-	retry      *time.Timer
-	retryC     <-chan time.Time
+	acks       []Ref // acks gathered from the mailbox, settled together
+	// A batch holding persistent records is appended by a committer
+	// goroutine (startCommit), so the actor keeps delivering and settling
+	// while the store syncs. At most one is in flight: batches are stored
+	// and confirmed in publish order. commitDone carries its outcome back.
+	committing bool
+	commitDone chan commitResult
+	spare      struct { // the previous batch's slices, reused
+		recs     []storage.Record
+		confirms []confirm
+	}
+	seqs   []uint64 // scratch for Confirm calls
+	retry  *time.Timer
+	retryC <-chan time.Time
 	// Work a store error left undone, redone when the retry timer fires:
 	// settles whose record delete failed (the deliveries stay in out),
 	// index entries of settled messages whose delete failed, requeues
@@ -305,6 +316,14 @@ type confirm struct {
 	seq  uint64
 }
 
+// commitResult is a committer's outcome: the batch it appended and the
+// Append error.
+type commitResult struct {
+	recs     []storage.Record
+	confirms []confirm
+	err      error
+}
+
 const (
 	// maxPending bounds the records kept in memory ahead of the cursor.
 	maxPending = 4096
@@ -313,6 +332,10 @@ const (
 	// mailbox is the capacity of the actor's mailbox; a full mailbox
 	// blocks publishers, which is the broker's back-pressure.
 	mailbox = 1024
+	// maxBacklog bounds the publishes gathered while a commit is in
+	// flight: beyond it the actor waits for the commit, so the mailbox
+	// fills and publishers are held back again.
+	maxBacklog = 4 * maxBatch
 	// retryAfter is how long the actor waits after a store error.
 	retryAfter = 100 * time.Millisecond
 )
@@ -342,6 +365,8 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		done:    make(chan struct{}),
 		waiting: make(map[uint64]waiting),
 		out:     make(map[uint64]*delivery),
+
+		commitDone: make(chan commitResult, 1),
 	}
 	if err := q.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
@@ -658,6 +683,8 @@ func (q *Queue) run() {
 				break
 			}
 		case <-q.kick:
+		case r := <-q.commitDone:
+			q.finishCommit(ctx, r)
 		case <-q.retryC:
 			q.retryC = nil
 			q.redo(ctx)
@@ -670,7 +697,8 @@ func (q *Queue) run() {
 		if q.deleted {
 			return
 		}
-		q.flushPublishes(ctx)
+		q.flushAcks(ctx)
+		q.startCommit(ctx)
 		q.dispatch(ctx)
 		q.afterDispatch(ctx)
 	}
@@ -707,8 +735,18 @@ func (q *Queue) drain(ctx context.Context) {
 		}
 		runtime.Gosched()
 	}
+	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
+}
+
+// flushAcks settles the acks gathered by handle, in one settle.
+func (q *Queue) flushAcks(ctx context.Context) {
+	if len(q.acks) == 0 {
+		return
+	}
+	q.settle(ctx, q.acks)
+	q.acks = q.acks[:0]
 }
 
 func (q *Queue) handle(ctx context.Context, o op) {
@@ -728,11 +766,27 @@ func (q *Queue) handle(ctx context.Context, o op) {
 		q.publishes = append(q.publishes, o.rec)
 		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
 		if len(q.publishes) >= maxBatch {
-			q.flushPublishes(ctx)
+			if q.committing && len(q.publishes) >= maxBacklog {
+				q.awaitCommit(ctx)
+			}
+			q.startCommit(ctx)
 		}
 		return
 	}
-	// Everything else sees the publishes that came before it.
+	if o.kind == opAck {
+		// Acks are gathered and settled with one record delete and one
+		// index delete per mailbox drain (flushAcks). They need not wait
+		// for the publishes before them: a delivered message was stored
+		// before it went out, and acking it changes no ready count.
+		q.acks = append(q.acks, refs...)
+		if len(q.acks) >= maxBatch {
+			q.flushAcks(ctx)
+		}
+		return
+	}
+	// Everything else sees the acks and publishes that came before it: the
+	// first settle of a delivery wins, so an ack must not be overtaken.
+	q.flushAcks(ctx)
 	q.flushPublishes(ctx)
 	var r reply
 	switch o.kind {
@@ -816,9 +870,85 @@ func (q *Queue) removeConsumer(owner Owner, tag string) {
 	}
 }
 
+// flushPublishes stores the gathered publishes and confirms them before it
+// returns, after the commit in flight if there is one: what the actor does
+// next sees every publish that came before it.
 func (q *Queue) flushPublishes(ctx context.Context) {
-	if len(q.publishes) == 0 {
+	q.awaitCommit(ctx)
+	if !q.preparePublishes(ctx) {
 		return
+	}
+	_, err := q.cfg.Stores.Shards.Append(ctx, q.cfg.Shard, q.publishes)
+	q.stored(ctx, q.publishes, q.confirms, err)
+	clear(q.publishes) // drop references to bodies
+	q.publishes = q.publishes[:0]
+	clear(q.confirms)
+	q.confirms = q.confirms[:0]
+}
+
+// startCommit stores the gathered publishes without waiting when the
+// batch holds a persistent record and the store syncs (it implements
+// storage.Syncer): a committer goroutine appends it while the actor goes
+// on delivering and settling, and finishCommit confirms it once the sync
+// has landed. The records become ready only then, so nothing is delivered
+// before it is durable, and the claim order (index entries, then cursor)
+// only ever covers stored records. Other batches (transient, in-memory
+// stores, queues with length limits, which count the ready messages at
+// append time) are stored at once by flushPublishes. With a commit in
+// flight it does nothing: the batch grows until that commit returns.
+func (q *Queue) startCommit(ctx context.Context) {
+	if q.committing || len(q.publishes) == 0 {
+		return
+	}
+	if _, syncs := q.cfg.Stores.Shards.(storage.Syncer); !syncs || q.feat.limited || !anyPersistent(q.publishes) {
+		q.flushPublishes(ctx)
+		return
+	}
+	if !q.preparePublishes(ctx) {
+		return
+	}
+	recs, confirms := q.publishes, q.confirms
+	q.publishes, q.confirms = q.spare.recs[:0], q.spare.confirms[:0]
+	q.spare.recs, q.spare.confirms = nil, nil
+	q.committing = true
+	shards, shard, done := q.cfg.Stores.Shards, q.cfg.Shard, q.commitDone
+	go func() {
+		_, err := shards.Append(ctx, shard, recs)
+		done <- commitResult{recs: recs, confirms: confirms, err: err}
+	}()
+}
+
+// awaitCommit waits for the commit in flight, if any, and finishes it.
+func (q *Queue) awaitCommit(ctx context.Context) {
+	if q.committing {
+		q.finishCommit(ctx, <-q.commitDone)
+	}
+}
+
+// finishCommit applies a committer's outcome as flushPublishes applies an
+// Append's, and keeps its slices for the next batch.
+func (q *Queue) finishCommit(ctx context.Context, r commitResult) {
+	q.committing = false
+	q.stored(ctx, r.recs, r.confirms, r.err)
+	clear(r.recs)
+	clear(r.confirms)
+	q.spare.recs, q.spare.confirms = r.recs[:0], r.confirms[:0]
+}
+
+func anyPersistent(recs []storage.Record) bool {
+	for i := range recs {
+		if recs[i].Persistent {
+			return true
+		}
+	}
+	return false
+}
+
+// preparePublishes stamps the gathered publishes and applies the length
+// limits; it reports whether any are left to store.
+func (q *Queue) preparePublishes(ctx context.Context) bool {
+	if len(q.publishes) == 0 {
+		return false
 	}
 	now := q.cfg.Clock.Now().UnixNano()
 	for i := range q.publishes {
@@ -826,28 +956,31 @@ func (q *Queue) flushPublishes(ctx context.Context) {
 	}
 	if q.feat.limited {
 		q.applyLimits(ctx)
-		if len(q.publishes) == 0 {
-			return
-		}
 	}
-	_, err := q.cfg.Stores.Shards.Append(ctx, q.cfg.Shard, q.publishes)
+	return len(q.publishes) > 0
+}
+
+// stored makes an appended batch ready and confirms it (err nil), or
+// nacks it and recounts the ready messages (err set). The caller clears
+// recs and confirms afterwards.
+func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []confirm, err error) {
 	if err == nil {
-		q.fromCursor += uint64(len(q.publishes))
+		q.fromCursor += uint64(len(recs))
 		// Keep the new records in memory when everything before them is.
-		if uint64(len(q.pending)) == q.fromCursor-uint64(len(q.publishes)) &&
-			len(q.pending)+len(q.publishes) <= maxPending {
-			q.pending = append(q.pending, q.publishes...)
+		if uint64(len(q.pending)) == q.fromCursor-uint64(len(recs)) &&
+			len(q.pending)+len(recs) <= maxPending {
+			q.pending = append(q.pending, recs...)
 		}
 		if q.feat.bytes {
-			for i := range q.publishes {
-				q.feat.readyBytes += int64(len(q.publishes[i].Body))
+			for i := range recs {
+				q.feat.readyBytes += int64(len(recs[i].Body))
 			}
 		}
 		if q.feat.ttlArg {
 			q.feat.ttl = true
 		}
-		for i := 0; !q.feat.ttl && i < len(q.publishes); i++ {
-			q.feat.ttl = q.publishes[i].ExpiresAt != 0
+		for i := 0; !q.feat.ttl && i < len(recs); i++ {
+			q.feat.ttl = recs[i].ExpiresAt != 0
 		}
 	} else {
 		err = fmt.Errorf("queue: store %s: %w", q.cfg.Name, err)
@@ -858,25 +991,21 @@ func (q *Queue) flushPublishes(ctx context.Context) {
 		q.countReady(ctx)
 	}
 	// One Confirm call per run of publishes from the same confirmer.
-	for i := 0; i < len(q.confirms); {
-		c := q.confirms[i]
+	for i := 0; i < len(confirms); {
+		c := confirms[i]
 		j := i + 1
-		for j < len(q.confirms) && q.confirms[j].conf == c.conf {
+		for j < len(confirms) && confirms[j].conf == c.conf {
 			j++
 		}
 		if c.conf != nil {
 			q.seqs = q.seqs[:0]
-			for _, x := range q.confirms[i:j] {
+			for _, x := range confirms[i:j] {
 				q.seqs = append(q.seqs, x.seq)
 			}
 			c.conf.Confirm(q.seqs, err)
 		}
 		i = j
 	}
-	clear(q.publishes) // drop references to bodies
-	q.publishes = q.publishes[:0]
-	clear(q.confirms)
-	q.confirms = q.confirms[:0]
 	if err == nil && q.feat.limited {
 		q.dropOverflow(ctx)
 	}
