@@ -1,13 +1,17 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net"
 	"regexp"
 	"slices"
@@ -32,9 +36,74 @@ import (
 // ClearPermissions and DeleteUser update in place: open connections see a
 // change at their next check.
 
-// passwordSaltLen is the salt length of RabbitMQ's
-// rabbit_password_hashing_sha256.
+// Stored password hashes (meta.User.PasswordHash) are RabbitMQ's
+// password_hash: base64(salt ++ H(salt ++ password)) with a 4-byte salt.
+// H is SHA-256 (rabbit_password_hashing_sha256, what Warren itself writes)
+// unless the hash starts with an algorithm marker: "sha512:" for
+// rabbit_password_hashing_sha512, "md5:" for the legacy
+// rabbit_password_hashing_md5 (both only come from imported definitions).
+// ':' is not a base64 character, so an unmarked hash is always SHA-256:
+// hashes stored before the markers existed read as they always did, and
+// SHA-256 hashes stay readable by those older versions. An empty hash is a
+// user without a password (RabbitMQ's password_hash ""): no password
+// matches it; EXTERNAL logins still work.
+
+// passwordSaltLen is the salt length of RabbitMQ's password hashes.
 const passwordSaltLen = 4
+
+// passwordHashing is one of RabbitMQ's hashing algorithms.
+type passwordHashing struct {
+	name   string // RabbitMQ's module name, as definitions carry it
+	marker string // the stored hash's prefix; "" for SHA-256
+	new    func() hash.Hash
+}
+
+var passwordHashings = []passwordHashing{
+	{opsHashSHA256, "", sha256.New},
+	{opsHashSHA512, "sha512:", sha512.New},
+	{opsHashMD5, "md5:", md5.New},
+}
+
+// hashingNamed finds an algorithm by RabbitMQ's name; "" is SHA-256,
+// RabbitMQ's default since 3.6 and what files without the key mean.
+func hashingNamed(name string) (passwordHashing, bool) {
+	if name == "" {
+		name = opsHashSHA256
+	}
+	for _, h := range passwordHashings {
+		if h.name == name {
+			return h, true
+		}
+	}
+	return passwordHashing{}, false
+}
+
+// splitStoredHash returns a stored hash's algorithm and its base64 part.
+func splitStoredHash(stored []byte) (passwordHashing, []byte) {
+	for _, h := range passwordHashings[1:] {
+		if rest, ok := bytes.CutPrefix(stored, []byte(h.marker)); ok {
+			return h, rest
+		}
+	}
+	return passwordHashings[0], stored
+}
+
+// storedHash validates RabbitMQ's password_hash made with the algorithm
+// named alg and returns the form to store ("" stays "": no password).
+func storedHash(alg, passwordHash string) ([]byte, error) {
+	h, ok := hashingNamed(alg)
+	if !ok {
+		return nil, fmt.Errorf("unknown hashing_algorithm %q", alg)
+	}
+	if passwordHash == "" {
+		return []byte{}, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(passwordHash)
+	if err != nil || len(raw) != passwordSaltLen+h.new().Size() {
+		return nil, fmt.Errorf("password_hash is not base64 of a %d-byte salt and a %s digest", passwordSaltLen, h.name)
+	}
+	return []byte(h.marker + passwordHash), nil
+}
 
 // hashPassword returns RabbitMQ's rabbit_password_hashing_sha256 form of
 // password: base64(salt ++ SHA-256(salt ++ password)) with a random 4-byte
@@ -42,11 +111,10 @@ const passwordSaltLen = 4
 func hashPassword(password string) []byte {
 	var salt [passwordSaltLen]byte
 	_, _ = rand.Read(salt[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return encodeHash(salt[:], password)
+	return encodeHash(sha256.New(), salt[:], password)
 }
 
-func encodeHash(salt []byte, password string) []byte {
-	h := sha256.New()
+func encodeHash(h hash.Hash, salt []byte, password string) []byte {
 	h.Write(salt)
 	h.Write([]byte(password))
 	raw := h.Sum(slices.Clip(salt))
@@ -55,16 +123,18 @@ func encodeHash(salt []byte, password string) []byte {
 	return out
 }
 
-// checkPassword reports whether password matches a hash made by
-// hashPassword, in constant time for a given hash.
-func checkPassword(hash []byte, password string) bool {
-	raw := make([]byte, base64.StdEncoding.DecodedLen(len(hash)))
-	n, err := base64.StdEncoding.Decode(raw, hash)
-	if err != nil || n != passwordSaltLen+sha256.Size {
+// checkPassword reports whether password matches a stored hash (any of
+// the algorithms above), in constant time for a given hash.
+func checkPassword(stored []byte, password string) bool {
+	h, b64 := splitStoredHash(stored)
+	hh := h.new()
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, err := base64.StdEncoding.Decode(raw, b64)
+	if err != nil || n != passwordSaltLen+hh.Size() {
 		return false
 	}
-	want := encodeHash(slices.Clone(raw[:passwordSaltLen]), password)
-	return subtle.ConstantTimeCompare(want, hash) == 1
+	want := encodeHash(hh, slices.Clone(raw[:passwordSaltLen]), password)
+	return subtle.ConstantTimeCompare(want, b64) == 1
 }
 
 // compileGrant compiles a permission's regexps, anchored as RabbitMQ does

@@ -2,16 +2,10 @@ package broker
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"math"
 	"slices"
@@ -21,6 +15,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -168,14 +163,13 @@ func ReadDefinitions(r io.Reader) (*Definitions, error) {
 }
 
 // ExportDefinitions returns the broker's definitions in RabbitMQ's format:
-// the configured users (each password hashed with
-// rabbit_password_hashing_sha256 and a fresh salt, so two exports differ
-// but both verify), the vhosts, a full permission (".*") for every user on
-// every vhost (Warren does not restrict users to vhosts), and the
-// exchanges, queues and bindings declared in every vhost. Exclusive
-// queues, server-named ones (amq.*) and the predeclared exchanges are left
-// out, as RabbitMQ leaves them out, and so are the bindings that name
-// them.
+// the stored users with their salted password hashes and each hash's
+// hashing_algorithm (what Warren hashes itself is
+// rabbit_password_hashing_sha256; imported sha512 and md5 hashes keep
+// theirs), the vhosts, the stored permissions, and the exchanges, queues
+// and bindings declared in every vhost. Exclusive queues, server-named
+// ones (amq.*) and the predeclared exchanges are left out, as RabbitMQ
+// leaves them out, and so are the bindings that name them.
 func (b *Broker) ExportDefinitions(ctx context.Context) (*Definitions, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -188,8 +182,8 @@ func (b *Broker) ExportDefinitions(ctx context.Context) (*Definitions, error) {
 		GlobalParameters: []json.RawMessage{}, Policies: []json.RawMessage{},
 		Queues: []DefinitionQueue{}, Exchanges: []DefinitionExchange{}, Bindings: []DefinitionBinding{},
 	}
-	// Users and permissions as stored: the salted SHA-256 hash is already
-	// RabbitMQ's rabbit_password_hashing_sha256 form.
+	// Users and permissions as stored: the stored hashes are RabbitMQ's
+	// (accounts.go).
 	users, err := b.stores.meta.ListUsers(ctx)
 	if err != nil {
 		return nil, err
@@ -249,35 +243,56 @@ func opsDestinationType(d routing.Destination) string {
 	return "queue"
 }
 
-// ImportDefinitions applies d to the broker: it declares the exchanges,
-// then the queues, then the bindings, the way the AMQP methods would (so
-// RabbitMQ's equivalence rules hold: an existing entity declared with other
-// properties is an error, an identical one is left alone). What already
-// exists and is not in d is untouched.
+// ImportDefinitions applies d to the broker, as RabbitMQ's import does:
+// it creates the vhosts that do not exist yet, stores the users (their
+// password hashes as given, with their algorithm, and their tags; a user
+// that exists is replaced), sets the permissions, then declares the
+// exchanges, the queues and the bindings the way the AMQP methods would
+// (so RabbitMQ's equivalence rules hold: an existing entity declared with
+// other properties is an error, an identical one is left alone). What
+// already exists and is not in d is untouched.
 //
-// Warren's vhosts and users come from Options and cannot change at run
-// time, so d's vhosts must all exist and d's users must all be configured
-// users whose password d's hash (or plain password) verifies, with the
-// same tags; a hash Warren cannot verify is refused, never stored.
-// Permissions must be full (".*" for configure, write and read), because
-// Warren grants every user every vhost and would otherwise grant more than
-// the file says. Topic permissions, parameters and policies must be empty;
-// global parameters (cluster name, cluster id) are ignored.
+// Password hashes are base64(salt ++ H(salt ++ password)) with a 4-byte
+// salt and H named by hashing_algorithm: rabbit_password_hashing_sha256
+// (the default when the key is missing), _sha512 or the legacy _md5; a
+// plain "password" is hashed with SHA-256; an empty password_hash is a
+// user that cannot log in with a password. Topic permissions, parameters
+// and policies must be empty; global parameters (cluster name, cluster id)
+// are ignored.
 //
-// Everything is checked before anything is declared; a file that fails the
+// Everything is checked before anything is applied; a file that fails the
 // checks changes nothing, and the error lists every problem. Errors while
-// declaring (an inequivalent redeclare) leave the earlier declarations in
-// place, as RabbitMQ's import does, and are all returned joined.
+// applying (an inequivalent redeclare) leave the earlier changes in place,
+// as RabbitMQ's import does, and are all returned joined.
 func (b *Broker) ImportDefinitions(ctx context.Context, d *Definitions) error {
 	if d == nil {
 		return errors.New("broker: definitions: nil")
 	}
-	if err := b.opsCheckDefinitions(d); err != nil {
+	users, err := b.opsCheckDefinitions(ctx, d)
+	if err != nil {
 		return err
 	}
 	var errs []error
 	fail := func(what string, err error) {
 		errs = append(errs, fmt.Errorf("broker: definitions: %s: %w", what, err))
+	}
+	for _, v := range d.VHosts {
+		if _, ok := b.lookupVHost(v.Name); ok {
+			continue
+		}
+		if err := b.AddVHost(ctx, v.Name); err != nil {
+			fail(fmt.Sprintf("vhost %q", v.Name), err)
+		}
+	}
+	for _, u := range users {
+		if err := b.stores.meta.PutUser(ctx, u); err != nil {
+			fail(fmt.Sprintf("user %q", u.Name), err)
+		}
+	}
+	for _, p := range d.Permissions {
+		if err := b.SetPermissions(ctx, p.User, p.VHost, p.Configure, p.Write, p.Read); err != nil {
+			fail(fmt.Sprintf("permission of user %q on vhost %q", p.User, p.VHost), err)
+		}
 	}
 	for _, x := range d.Exchanges {
 		vh, _ := b.lookupVHost(x.VHost)
@@ -336,46 +351,61 @@ func opsBindingOwner(vh *vhost.VHost, bd DefinitionBinding) string {
 	return ""
 }
 
-// checkDefinitions reports every part of d that Warren cannot honour.
-func (b *Broker) opsCheckDefinitions(d *Definitions) error {
+// checkDefinitions reports every part of d that Warren cannot honour, and
+// returns d's users as they are to be stored.
+func (b *Broker) opsCheckDefinitions(ctx context.Context, d *Definitions) ([]meta.User, error) {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("broker: definitions: "+format, args...))
 	}
-	vhostOK := func(what, name string) bool {
+	newVHosts := make(map[string]bool)
+	for _, v := range d.VHosts {
+		name := canonicalVHost(v.Name)
+		if len(name) > 255 {
+			bad("vhost %q: the name is longer than 255 bytes", v.Name)
+			continue
+		}
 		if _, ok := b.lookupVHost(name); !ok {
-			bad("%s: vhost %q does not exist (Warren's vhosts are Options.VHosts)", what, name)
+			newVHosts[name] = true
+		}
+	}
+	vhostOK := func(what, name string) bool {
+		if _, ok := b.lookupVHost(name); !ok && !newVHosts[canonicalVHost(name)] {
+			bad("%s: vhost %q neither exists nor is in the file", what, name)
 			return false
 		}
 		return true
 	}
-	for _, v := range d.VHosts {
-		vhostOK("vhosts", v.Name)
-	}
-	users := make(map[string]User, len(b.opts.Users))
-	for _, u := range b.opts.Users {
-		users[u.Name] = u
-	}
+	var users []meta.User
+	fileUsers := make(map[string]bool, len(d.Users))
 	for _, du := range d.Users {
-		u, ok := users[du.Name]
-		if !ok {
-			bad("user %q is not configured (Warren's users are Options.Users)", du.Name)
+		if du.Name == "" || len(du.Name) > 255 {
+			bad("user %q: the name must be 1 to 255 bytes", du.Name)
 			continue
 		}
-		if err := opsVerifyUser(du, u.Password); err != nil {
+		fileUsers[du.Name] = true
+		var stored []byte
+		var err error
+		if du.PasswordHash == "" && du.Password != "" {
+			stored = hashPassword(du.Password)
+		} else {
+			stored, err = storedHash(du.HashingAlgorithm, du.PasswordHash)
+		}
+		if err != nil {
 			bad("user %q: %v", du.Name, err)
+			continue
 		}
-		if !opsSameTags(du.Tags, u.Tags) {
-			bad("user %q: tags %v differ from the configured %v", du.Name, []string(du.Tags), u.Tags)
-		}
+		users = append(users, meta.User{Name: du.Name, PasswordHash: stored, Tags: slices.Clone([]string(du.Tags))})
 	}
 	for _, p := range d.Permissions {
-		if _, ok := users[p.User]; !ok {
-			bad("permission of unknown user %q", p.User)
+		if !fileUsers[p.User] {
+			if _, err := b.stores.meta.GetUser(ctx, p.User); err != nil {
+				bad("permission of user %q: the user neither exists nor is in the file", p.User)
+			}
 		}
 		vhostOK(fmt.Sprintf("permission of user %q", p.User), p.VHost)
-		if p.Configure != ".*" || p.Write != ".*" || p.Read != ".*" {
-			bad("permission of user %q on vhost %q is narrower than \".*\", which Warren cannot enforce", p.User, p.VHost)
+		if _, err := compileGrant(meta.Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}); err != nil {
+			bad("permission of user %q on vhost %q: %v", p.User, p.VHost, err)
 		}
 	}
 	for _, s := range []struct {
@@ -405,9 +435,20 @@ func (b *Broker) opsCheckDefinitions(d *Definitions) error {
 		if x.Name == "" {
 			bad("exchange \"\": the default exchange cannot be declared")
 		} else if routing.IsReserved(x.Name) {
-			vh, _ := b.lookupVHost(x.VHost)
-			cur, ok := vh.LookupExchange(x.Name)
-			if !ok || cur.Def.Type != x.Type || cur.Def.Durable != x.Durable || cur.Def.AutoDelete != x.AutoDelete || cur.Def.Internal != x.Internal {
+			// Only as the predeclared exchange is (import skips it).
+			same := false
+			if vh, ok := b.lookupVHost(x.VHost); ok {
+				cur, ok := vh.LookupExchange(x.Name)
+				same = ok && cur.Def.Type == x.Type && cur.Def.Durable == x.Durable && cur.Def.AutoDelete == x.AutoDelete && cur.Def.Internal == x.Internal
+			} else {
+				// A vhost the file creates will have RabbitMQ's durable
+				// predeclared exchanges.
+				kind, err := routing.ParseKind(x.Type)
+				for _, p := range routing.Predeclared() {
+					same = same || err == nil && p.Name == x.Name && p.Kind == kind && x.Durable && !x.AutoDelete && !x.Internal
+				}
+			}
+			if !same {
 				bad("%s: amq.* names are reserved for the predeclared exchanges", what)
 			}
 		}
@@ -430,18 +471,33 @@ func (b *Broker) opsCheckDefinitions(d *Definitions) error {
 		if !vhostOK(what, bd.VHost) {
 			continue
 		}
-		vh, _ := b.lookupVHost(bd.VHost)
-		key := func(name string) [2]string { return [2]string{vh.Name(), name} }
-		if _, ok := vh.LookupExchange(bd.Source); !ok && !exchanges[key(bd.Source)] {
+		vhName := canonicalVHost(bd.VHost)
+		lookupExchange := func(name string) bool {
+			if vh, ok := b.lookupVHost(vhName); ok {
+				_, ok = vh.LookupExchange(name)
+				return ok
+			}
+			// A new vhost: the default and predeclared exchanges.
+			return name == "" || slices.ContainsFunc(routing.Predeclared(), func(x routing.Exchange) bool { return x.Name == name })
+		}
+		lookupQueue := func(name string) bool {
+			if vh, ok := b.lookupVHost(vhName); ok {
+				_, ok = vh.LookupQueue(name)
+				return ok
+			}
+			return false
+		}
+		key := func(name string) [2]string { return [2]string{vhName, name} }
+		if !lookupExchange(bd.Source) && !exchanges[key(bd.Source)] {
 			bad("%s: no exchange %q", what, bd.Source)
 		}
 		switch bd.DestinationType {
 		case "queue":
-			if _, ok := vh.LookupQueue(bd.Destination); !ok && !queues[key(bd.Destination)] {
+			if !lookupQueue(bd.Destination) && !queues[key(bd.Destination)] {
 				bad("%s: no queue %q", what, bd.Destination)
 			}
 		case "exchange":
-			if _, ok := vh.LookupExchange(bd.Destination); !ok && !exchanges[key(bd.Destination)] {
+			if !lookupExchange(bd.Destination) && !exchanges[key(bd.Destination)] {
 				bad("%s: no exchange %q", what, bd.Destination)
 			}
 		default:
@@ -451,67 +507,10 @@ func (b *Broker) opsCheckDefinitions(d *Definitions) error {
 			bad("%s: %v", what, err)
 		}
 	}
-	return errors.Join(errs...)
-}
-
-func opsSameTags(a, b []string) bool {
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(slices.Compact(x), slices.Compact(y))
-}
-
-// hashPassword computes RabbitMQ's rabbit_password_hashing_sha256 form:
-// base64(salt ++ sha256(salt ++ password)) with a random 4-byte salt.
-func opsHashPassword(password string) (string, error) {
-	var salt [4]byte
-	if _, err := rand.Read(salt[:]); err != nil {
-		return "", fmt.Errorf("broker: password salt: %w", err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	return opsSaltedHash(sha256.New(), salt[:], password), nil
-}
-
-func opsSaltedHash(h hash.Hash, salt []byte, password string) string {
-	h.Write(salt)
-	h.Write([]byte(password))
-	return base64.StdEncoding.EncodeToString(h.Sum(slices.Clone(salt)))
-}
-
-// verifyUser checks a file's credentials for a user against the password
-// Warren has for it. A hash is verified by hashing the known password with
-// the hash's salt; nothing is ever stored from the file.
-func opsVerifyUser(du DefinitionUser, password string) error {
-	if du.PasswordHash == "" {
-		if du.Password == "" {
-			return errors.New("neither password_hash nor password is set")
-		}
-		if subtle.ConstantTimeCompare([]byte(du.Password), []byte(password)) != 1 {
-			return errors.New("password differs from the configured one")
-		}
-		return nil
-	}
-	var h hash.Hash
-	switch du.HashingAlgorithm {
-	case opsHashSHA256, "":
-		// RabbitMQ's default since 3.6 (and what files without the key
-		// were written with since then).
-		h = sha256.New()
-	case opsHashSHA512:
-		h = sha512.New()
-	case opsHashMD5:
-		h = md5.New()
-	default:
-		return fmt.Errorf("unknown hashing_algorithm %q", du.HashingAlgorithm)
-	}
-	raw, err := base64.StdEncoding.DecodeString(du.PasswordHash)
-	if err != nil || len(raw) != 4+h.Size() {
-		return fmt.Errorf("password_hash is not base64 of a 4-byte salt and a %s digest", du.HashingAlgorithm)
-	}
-	want := opsSaltedHash(h, raw[:4], password)
-	if subtle.ConstantTimeCompare([]byte(want), []byte(du.PasswordHash)) != 1 {
-		return errors.New("password_hash does not verify against the configured password")
-	}
-	return nil
+	return users, nil
 }
 
 // tableJSON converts a field table to JSON values the way RabbitMQ's

@@ -496,9 +496,11 @@ func (m *mgmt) vhost(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
 }
 
-// userJSON is RabbitMQ's user object, with the stored salted hash.
+// userJSON is RabbitMQ's user object, with the stored salted hash and its
+// algorithm.
 func userJSON(u meta.User) DefinitionUser {
-	return DefinitionUser{Name: u.Name, PasswordHash: string(u.PasswordHash), HashingAlgorithm: opsHashSHA256, Tags: UserTags(u.Tags), Limits: map[string]any{}}
+	h, b64 := splitStoredHash(u.PasswordHash)
+	return DefinitionUser{Name: u.Name, PasswordHash: string(b64), HashingAlgorithm: h.name, Tags: UserTags(u.Tags), Limits: map[string]any{}}
 }
 
 func (m *mgmt) users(c *mgmtCall) {

@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/meta"
 )
 
 // rabbitDefinitions is a definitions file in RabbitMQ 3.10's format,
@@ -187,13 +189,13 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 		edit   func(*Definitions)
 		errMsg string
 	}{
-		{"unknown vhost", func(o *Options) { o.VHosts = []string{"/"} }, nil, `vhost "orders" does not exist`},
-		{"unknown user", func(o *Options) { o.Users = o.Users[:1] }, nil, `user "ops" is not configured`},
-		{"wrong password", func(o *Options) { o.Users[1].Password = "other" }, nil, "does not verify"},
-		{"tags differ", func(o *Options) { o.Users[1].Tags = nil }, nil, "tags"},
+		{"unknown vhost", func(o *Options) { o.VHosts = []string{"/"} }, func(d *Definitions) { d.VHosts = d.VHosts[:1] }, `vhost "orders" neither exists nor is in the file`},
 		{"bad hash", nil, func(d *Definitions) { d.Users[0].PasswordHash = "!!" }, "not base64"},
+		{"hash of another algorithm", nil, func(d *Definitions) { d.Users[1].HashingAlgorithm = "rabbit_password_hashing_sha256" }, "sha256 digest"},
 		{"unknown algorithm", nil, func(d *Definitions) { d.Users[0].HashingAlgorithm = "rabbit_password_hashing_rot13" }, "unknown hashing_algorithm"},
-		{"narrow permission", nil, func(d *Definitions) { d.Permissions[0].Write = "^amq\\.gen" }, "narrower"},
+		{"empty user name", nil, func(d *Definitions) { d.Users[0].Name = "" }, "1 to 255 bytes"},
+		{"unknown user", nil, func(d *Definitions) { d.Permissions[0].User = "nobody" }, `permission of user "nobody": the user neither exists nor is in the file`},
+		{"bad regexp", nil, func(d *Definitions) { d.Permissions[0].Read = "(" }, "read permission"},
 		{"policies", nil, func(d *Definitions) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} }, "policies"},
 		{"exchange type", nil, func(d *Definitions) { d.Exchanges[0].Type = "x-delayed-message" }, "unknown type"},
 		{"reserved queue", nil, func(d *Definitions) { d.Queues[0].Name = "amq.gen-1" }, "reserved"},
@@ -232,31 +234,145 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 	require.True(t, ok)
 }
 
-func TestVerifyUserHashes(t *testing.T) {
+// rabbitHash is RabbitMQ's password_hash, computed here independently of
+// the broker: base64(salt ++ H(salt ++ password)).
+func rabbitHash(sum func([]byte) []byte, salt []byte, password string) string {
+	in := append(append([]byte(nil), salt...), password...)
+	return base64.StdEncoding.EncodeToString(append(append([]byte(nil), salt...), sum(in)...))
+}
+
+func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+func sha512Sum(b []byte) []byte { s := sha512.Sum512(b); return s[:] }
+func md5Sum(b []byte) []byte    { s := md5.Sum(b); return s[:] }
+
+func TestStoredHashes(t *testing.T) {
 	salt := []byte{1, 2, 3, 4}
 	for _, tc := range []struct {
-		alg  string
-		hash string
+		alg, stored string // stored: the algorithm's name as exported
+		hash        string
 	}{
-		{"rabbit_password_hashing_sha256", opsSaltedHash(sha256.New(), salt, "pw")},
-		{"", opsSaltedHash(sha256.New(), salt, "pw")},
-		{"rabbit_password_hashing_sha512", opsSaltedHash(sha512.New(), salt, "pw")},
-		{"rabbit_password_hashing_md5", opsSaltedHash(md5.New(), salt, "pw")},
+		{"rabbit_password_hashing_sha256", "rabbit_password_hashing_sha256", rabbitHash(sha256Sum, salt, "pw")},
+		{"", "rabbit_password_hashing_sha256", rabbitHash(sha256Sum, salt, "pw")},
+		{"rabbit_password_hashing_sha512", "rabbit_password_hashing_sha512", rabbitHash(sha512Sum, salt, "pw")},
+		{"rabbit_password_hashing_md5", "rabbit_password_hashing_md5", rabbitHash(md5Sum, salt, "pw")},
 	} {
-		t.Run(tc.alg, func(t *testing.T) {
-			u := DefinitionUser{Name: "u", PasswordHash: tc.hash, HashingAlgorithm: tc.alg}
-			require.NoError(t, opsVerifyUser(u, "pw"))
-			require.Error(t, opsVerifyUser(u, "pw2"))
+		t.Run(tc.stored+tc.alg, func(t *testing.T) {
+			stored, err := storedHash(tc.alg, tc.hash)
+			require.NoError(t, err)
+			require.True(t, checkPassword(stored, "pw"))
+			require.False(t, checkPassword(stored, "pw2"))
+			h, b64 := splitStoredHash(stored)
+			require.Equal(t, tc.stored, h.name)
+			require.Equal(t, tc.hash, string(b64), "exported as imported")
+			u := userJSON(meta.User{Name: "u", PasswordHash: stored})
+			require.Equal(t, tc.stored, u.HashingAlgorithm)
+			require.Equal(t, tc.hash, u.PasswordHash)
 		})
 	}
-	require.NoError(t, opsVerifyUser(DefinitionUser{Password: "pw"}, "pw"))
-	require.Error(t, opsVerifyUser(DefinitionUser{Password: "no"}, "pw"))
-	require.Error(t, opsVerifyUser(DefinitionUser{}, "pw"))
-	h, err := opsHashPassword("guest")
+	// SHA-256 hashes are stored unmarked, as before the markers existed:
+	// what older versions stored still verifies, and the reverse.
+	stored, err := storedHash("rabbit_password_hashing_sha256", rabbitHash(sha256Sum, salt, "pw"))
 	require.NoError(t, err)
-	require.NoError(t, opsVerifyUser(DefinitionUser{PasswordHash: h, HashingAlgorithm: opsHashSHA256}, "guest"))
+	require.Equal(t, rabbitHash(sha256Sum, salt, "pw"), string(stored))
+	require.True(t, checkPassword(hashPassword("pw"), "pw"))
+
+	// An empty hash is a user without a password.
+	stored, err = storedHash("rabbit_password_hashing_sha512", "")
+	require.NoError(t, err)
+	require.False(t, checkPassword(stored, ""))
+
+	for _, bad := range []struct{ alg, hash, err string }{
+		{"rabbit_password_hashing_rot13", rabbitHash(sha256Sum, salt, "pw"), "unknown hashing_algorithm"},
+		{"rabbit_password_hashing_sha512", rabbitHash(sha256Sum, salt, "pw"), "sha512 digest"},
+		{"rabbit_password_hashing_md5", "!!", "not base64"},
+	} {
+		_, err := storedHash(bad.alg, bad.hash)
+		require.ErrorContains(t, err, bad.err)
+	}
+	for _, junk := range []string{"sha512:", "md5:!!", "sha512:" + rabbitHash(sha256Sum, salt, "pw"), "sha1:" + rabbitHash(sha256Sum, salt, "pw")} {
+		require.False(t, checkPassword([]byte(junk), "pw"), junk)
+	}
 	// RabbitMQ's documented example: salt 908D C60A, password test12.
-	require.Equal(t, "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", opsSaltedHash(sha256.New(), []byte{0x90, 0x8d, 0xc6, 0x0a}, "test12"))
+	require.Equal(t, "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", string(encodeHash(sha256.New(), []byte{0x90, 0x8d, 0xc6, 0x0a}, "test12")))
+}
+
+// TestDefinitionsImportUsersLogIn imports a RabbitMQ 3.10-style file whose
+// users have sha512, md5 and sha256 hashes (and one a plain password):
+// they are stored with their algorithm, log in over AMQP with the right
+// password and are refused with a wrong one, and an export carries each
+// hash and algorithm as imported.
+func TestDefinitionsImportUsersLogIn(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	salt := []byte{0xde, 0xad, 0xbe, 0xef}
+	file := map[string]any{
+		"rabbit_version": "3.10.8", "rabbitmq_version": "3.10.8", "product_name": "RabbitMQ", "product_version": "3.10.8",
+		"users": []map[string]any{
+			{"name": "alice", "password_hash": rabbitHash(sha512Sum, salt, "alice-pw"), "hashing_algorithm": "rabbit_password_hashing_sha512", "tags": []string{"management"}, "limits": map[string]any{}},
+			{"name": "bob", "password_hash": rabbitHash(md5Sum, salt, "bob-pw"), "hashing_algorithm": "rabbit_password_hashing_md5", "tags": "monitoring,management", "limits": map[string]any{}},
+			{"name": "carol", "password_hash": rabbitHash(sha256Sum, salt, "carol-pw"), "tags": []string{}},
+			{"name": "dave", "password": "dave-pw", "tags": []string{}},
+		},
+		"vhosts": []map[string]any{{"name": "/"}, {"name": "imported"}},
+		"permissions": []map[string]any{
+			{"user": "alice", "vhost": "imported", "configure": ".*", "write": ".*", "read": ".*"},
+			{"user": "bob", "vhost": "/", "configure": "", "write": "", "read": ".*"},
+			{"user": "carol", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"},
+			{"user": "dave", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"},
+		},
+		"topic_permissions": []any{}, "parameters": []any{}, "policies": []any{},
+		"global_parameters": []map[string]any{{"name": "cluster_name", "value": "rabbit@x"}},
+		"queues": []map[string]any{{"name": "in.imported", "vhost": "imported", "durable": true, "auto_delete": false, "arguments": map[string]any{}}},
+		"exchanges": []any{},
+		"bindings":  []map[string]any{{"source": "amq.topic", "vhost": "imported", "destination": "in.imported", "destination_type": "queue", "routing_key": "#", "arguments": map[string]any{}}},
+	}
+	raw, err := json.Marshal(file)
+	require.NoError(t, err)
+	d, err := ReadDefinitions(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+
+	for _, tc := range []struct {
+		user, password, vhost string
+	}{
+		{"alice", "alice-pw", "imported"},
+		{"bob", "bob-pw", ""},
+		{"carol", "carol-pw", ""},
+		{"dave", "dave-pw", ""},
+	} {
+		t.Run(tc.user, func(t *testing.T) {
+			conn := dial(t, userURL(b, tc.user, tc.password)+tc.vhost, amqp091.Config{})
+			requireWorks(t, conn)
+			_, err := amqp091.Dial(userURL(b, tc.user, tc.password+"x") + tc.vhost)
+			requireAMQPCode(t, err, amqp091.AccessRefused)
+		})
+	}
+	// The imported permissions hold: bob may only read.
+	conn := dial(t, userURL(b, "bob", "bob-pw"), amqp091.Config{})
+	ch := topoChannel(t, conn)
+	_, err = ch.QueueDeclare("bobs", false, false, false, false, nil)
+	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'bobs' in vhost '/' refused for user 'bob'")
+	// alice has nothing on "/".
+	_, err = amqp091.Dial(userURL(b, "alice", "alice-pw"))
+	requireAMQPCode(t, err, amqp091.NotAllowed)
+
+	out, err := b.ExportDefinitions(context.Background())
+	require.NoError(t, err)
+	users := map[string]DefinitionUser{}
+	for _, u := range out.Users {
+		users[u.Name] = u
+	}
+	require.Equal(t, DefinitionUser{Name: "alice", PasswordHash: rabbitHash(sha512Sum, salt, "alice-pw"), HashingAlgorithm: "rabbit_password_hashing_sha512", Tags: UserTags{"management"}, Limits: map[string]any{}}, users["alice"])
+	require.Equal(t, "rabbit_password_hashing_md5", users["bob"].HashingAlgorithm)
+	require.Equal(t, UserTags{"monitoring", "management"}, users["bob"].Tags)
+	require.Equal(t, "rabbit_password_hashing_sha256", users["dave"].HashingAlgorithm)
+
+	// The export imports into a fresh broker, where the users log in.
+	b2 := startBroker(t, Options{Users: []User{{Name: "admin", Password: "admin"}}})
+	require.NoError(t, b2.ImportDefinitions(context.Background(), out))
+	requireWorks(t, dial(t, userURL(b2, "alice", "alice-pw")+"imported", amqp091.Config{}))
+	requireWorks(t, dial(t, userURL(b2, "bob", "bob-pw"), amqp091.Config{}))
+	require.Equal(t, topology(t, b), topology(t, b2))
 }
 
 func TestUserTagsForms(t *testing.T) {
@@ -299,8 +415,8 @@ func TestDefinitionsHTTP(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, status, "%s", out)
 	require.Equal(t, topology(t, b), topology(t, b2))
 
-	status, _, out = h2.do("POST", "/api/definitions", "guest", `{"vhosts":[{"name":"nope"}]}`)
+	status, _, out = h2.do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
 	require.Equal(t, http.StatusBadRequest, status)
 	_, reason := errorBody(t, out)
-	require.Contains(t, reason, `vhost "nope" does not exist`)
+	require.Contains(t, reason, `vhost "nope" neither exists nor is in the file`)
 }

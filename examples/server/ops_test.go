@@ -86,9 +86,9 @@ func TestHTTPAndDefinitionsFlags(t *testing.T) {
 
 func TestDefinitionsFlagRefusesWhatItCannotHonour(t *testing.T) {
 	defs := filepath.Join(t.TempDir(), "defs.json")
-	require.NoError(t, os.WriteFile(defs, []byte(`{"users": [{"name": "admin", "password": "x", "tags": []}]}`), 0o644))
+	require.NoError(t, os.WriteFile(defs, []byte(`{"users": [{"name": "admin", "password_hash": "x", "tags": []}]}`), 0o644))
 	err := run(context.Background(), []string{"-memory", "-addr", "127.0.0.1:0", "-definitions", defs}, io.Discard, io.Discard)
-	require.ErrorContains(t, err, `user "admin" is not configured`)
+	require.ErrorContains(t, err, `user "admin": password_hash is not base64`)
 	err = run(context.Background(), []string{"-memory", "-addr", "127.0.0.1:0", "-definitions", filepath.Join(t.TempDir(), "missing.json")}, io.Discard, io.Discard)
 	require.Error(t, err)
 }
