@@ -322,9 +322,9 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 		},
 		"topic_permissions": []any{}, "parameters": []any{}, "policies": []any{},
 		"global_parameters": []map[string]any{{"name": "cluster_name", "value": "rabbit@x"}},
-		"queues": []map[string]any{{"name": "in.imported", "vhost": "imported", "durable": true, "auto_delete": false, "arguments": map[string]any{}}},
-		"exchanges": []any{},
-		"bindings":  []map[string]any{{"source": "amq.topic", "vhost": "imported", "destination": "in.imported", "destination_type": "queue", "routing_key": "#", "arguments": map[string]any{}}},
+		"queues":            []map[string]any{{"name": "in.imported", "vhost": "imported", "durable": true, "auto_delete": false, "arguments": map[string]any{}}},
+		"exchanges":         []any{},
+		"bindings":          []map[string]any{{"source": "amq.topic", "vhost": "imported", "destination": "in.imported", "destination_type": "queue", "routing_key": "#", "arguments": map[string]any{}}},
 	}
 	raw, err := json.Marshal(file)
 	require.NoError(t, err)
