@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warrenmq/broker/internal/queue"
 )
 
 // MetricsHandler returns an http.Handler that serves the broker's metrics
@@ -27,7 +29,10 @@ import (
 //     _unroutable_dropped_total, _confirmed_total, _delivered_total,
 //     _delivered_consume_manual_ack_total, _delivered_consume_auto_ack_total,
 //     _delivered_get_manual_ack_total, _delivered_get_auto_ack_total,
-//     _redelivered_total, _acknowledged_total; per queue
+//     _redelivered_total, _acknowledged_total,
+//     _dead_lettered_{expired,rejected,maxlen,delivery_limit}_total
+//     (labels queue_type, dead_letter_strategy: at_most_once with a
+//     dead-letter exchange, disabled without); per queue
 //     rabbitmq_queue_messages_published_total, _delivered_total,
 //     _redelivered_total, _acknowledged_total;
 //     rabbitmq_connections_opened_total, _closed_total,
@@ -148,6 +153,7 @@ func (b *Broker) writeMetrics(buf *bytes.Buffer) {
 	} {
 		p.one("rabbitmq_global_messages_"+c.name+"_total", counter, c.help, float64(c.v))
 	}
+	b.writeDeadLettered(p)
 
 	perQueue := []struct {
 		name, typ, help string
@@ -193,6 +199,35 @@ func (b *Broker) writeMetrics(buf *bytes.Buffer) {
 	p.one("go_gc_cycles_total", counter, "Completed GC cycles.", float64(ms.NumGC))
 	p.one("go_gc_pause_seconds_total", counter, "Cumulative GC stop-the-world pause time.", time.Duration(ms.PauseTotalNs).Seconds())
 	p.one("process_start_time_seconds", gauge, "When the broker was created, in Unix seconds.", float64(b.incarnation)/1e9)
+}
+
+// deadLetterHelp are rabbitmq_prometheus's descriptions of the
+// dead-lettering counters (rabbit_global_counters).
+var deadLetterHelp = map[string]string{
+	queue.ReasonExpired:       "Total number of messages dead-lettered due to message TTL exceeded",
+	queue.ReasonRejected:      "Total number of messages dead-lettered due to basic.reject or basic.nack",
+	queue.ReasonMaxLen:        "Total number of messages dead-lettered due to overflow drop-head or reject-publish-dlx",
+	queue.ReasonDeliveryLimit: "Total number of messages dead-lettered due to delivery-limit exceeded",
+}
+
+// writeDeadLettered writes RabbitMQ 3.10's dead-lettering counters:
+// rabbitmq_global_messages_dead_lettered_<reason>_total with labels
+// queue_type (Warren's queues are classic ones) and dead_letter_strategy
+// (at_most_once with a dead-letter exchange, disabled without: dropped).
+func (b *Broker) writeDeadLettered(p promWriter) {
+	last := ""
+	for _, c := range b.ops.queues.DeadLettered.Load() {
+		name := "rabbitmq_global_messages_dead_lettered_" + c.Reason + "_total"
+		if name != last {
+			p.family(name, "counter", deadLetterHelp[c.Reason])
+			last = name
+		}
+		strategy := "disabled"
+		if c.DLX {
+			strategy = "at_most_once"
+		}
+		p.sample(name, float64(c.N), "queue_type", "rabbit_classic_queue", "dead_letter_strategy", strategy)
+	}
 }
 
 // dirSize adds up the sizes of the regular files under dir; files that

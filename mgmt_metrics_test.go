@@ -366,3 +366,80 @@ func TestParsePromRejects(t *testing.T) {
 	_, err := parseProm("# HELP a help \\\\ text\n# TYPE a gauge\na{l=\"q\\\"\\n\\\\\"} +Inf\n# TYPE b_total counter\nb_total 0 1700000000000\n")
 	require.NoError(t, err)
 }
+
+// TestMetricsDeadLettered checks RabbitMQ 3.10's dead-lettering counters:
+// one family per reason, labelled queue_type and dead_letter_strategy
+// (at_most_once with a dead-letter exchange, disabled without).
+func TestMetricsDeadLettered(t *testing.T) {
+	b := mgmtBroker(t)
+	conn := mgmtDial(t, b, "guest", "dl")
+	ch := mgmtChannel(t, conn)
+	ctx := context.Background()
+	dlx := amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dl.dst"}
+	with := func(base amqp091.Table, kv ...any) amqp091.Table {
+		out := amqp091.Table{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1]
+		}
+		return out
+	}
+	for name, args := range map[string]amqp091.Table{
+		"dl.dst":    nil,
+		"dl.ttl":    with(dlx, "x-message-ttl", int32(0)),
+		"dl.len":    with(dlx, "x-max-length", int32(1)),
+		"dl.rej":    dlx,
+		"dl.lim":    with(dlx, "x-delivery-limit", int32(0)),
+		"plain.rej": nil,
+		"plain.len": {"x-max-length": int32(1)},
+		"plain.rpd": {"x-max-length": int32(0), "x-overflow": "reject-publish-dlx"},
+	} {
+		_, err := ch.QueueDeclare(name, false, false, false, false, args)
+		require.NoError(t, err, name)
+	}
+	publish := func(q string, n int) {
+		for range n {
+			require.NoError(t, ch.PublishWithContext(ctx, "", q, false, false, amqp91Body("m")))
+		}
+	}
+	publish("dl.ttl", 2)
+	publish("dl.len", 3)
+	publish("plain.len", 2)
+	publish("plain.rpd", 1)
+	publish("dl.rej", 1)
+	publish("dl.lim", 1)
+	publish("plain.rej", 1)
+	mgmtIdle(t, b)
+	getOne := func(q string) amqp091.Delivery {
+		d, ok, err := ch.Get(q, false)
+		require.NoError(t, err)
+		require.True(t, ok, q)
+		return d
+	}
+	require.NoError(t, getOne("dl.rej").Nack(false, false))
+	require.NoError(t, getOne("dl.lim").Nack(false, true), "delivered once, over the limit of 0")
+	require.NoError(t, getOne("plain.rej").Reject(false))
+	mgmtIdle(t, b)
+
+	fams := scrape(t, b.MetricsHandler())
+	labels := func(strategy string) string {
+		return `dead_letter_strategy="` + strategy + `",queue_type="rabbit_classic_queue"`
+	}
+	for _, c := range []struct {
+		reason   string
+		dlx, off float64
+	}{
+		{"expired", 2, 0},
+		{"rejected", 1, 1},
+		{"maxlen", 2, 2},
+		{"delivery_limit", 1, 0},
+	} {
+		f, ok := fams["rabbitmq_global_messages_dead_lettered_"+c.reason+"_total"]
+		require.True(t, ok, c.reason)
+		require.Equal(t, "counter", f.typ)
+		require.Equal(t, map[string]float64{labels("at_most_once"): c.dlx, labels("disabled"): c.off}, f.samples, c.reason)
+	}
+	require.Equal(t, float64(6), fams["rabbitmq_queue_messages_ready"].samples[`queue="dl.dst",vhost="/"`], "every at_most_once death was routed")
+}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
@@ -141,4 +142,73 @@ func IntArg(v any) (int64, bool) {
 		return int64(n), true
 	}
 	return 0, false
+}
+
+// DeadLetterCounts count messages that died, by reason and by whether the
+// queue had a dead-letter exchange: RabbitMQ 3.10's
+// rabbitmq_global_messages_dead_lettered_<reason>_total with
+// dead_letter_strategy "at_most_once" (a DLX is set, so a copy was routed
+// if the DLX routed it anywhere) or "disabled" (no DLX: the message was
+// dropped). A message refused by reject-publish-dlx counts as maxlen, as
+// in RabbitMQ. Each field is an atomic: any goroutine may read them.
+type DeadLetterCounts struct {
+	counts [len(deadLetterReasons)][2]atomic.Uint64 // [reason][dlx]
+}
+
+// deadLetterReasons orders the reasons for DeadLetterCounts.
+var deadLetterReasons = [...]string{ReasonExpired, ReasonRejected, ReasonMaxLen, ReasonDeliveryLimit}
+
+// DeadLetterCount is one DeadLetterCounts value.
+type DeadLetterCount struct {
+	Reason string // ReasonExpired, ReasonRejected, ReasonMaxLen or ReasonDeliveryLimit
+	DLX    bool   // the queue had a dead-letter exchange (at_most_once)
+	N      uint64
+}
+
+// Load returns every count, reasons in the order expired, rejected,
+// maxlen, delivery_limit, each with DLX first.
+func (c *DeadLetterCounts) Load() []DeadLetterCount {
+	out := make([]DeadLetterCount, 0, 2*len(deadLetterReasons))
+	for i, r := range deadLetterReasons {
+		out = append(out,
+			DeadLetterCount{Reason: r, DLX: true, N: c.counts[i][1].Load()},
+			DeadLetterCount{Reason: r, DLX: false, N: c.counts[i][0].Load()})
+	}
+	return out
+}
+
+func (c *DeadLetterCounts) add(reason string, dlx bool, n uint64) {
+	for i, r := range deadLetterReasons {
+		if r == reason {
+			d := 0
+			if dlx {
+				d = 1
+			}
+			c.counts[i][d].Add(n)
+			return
+		}
+	}
+}
+
+// countDeadLettered is the counting hook of dead-lettering: n messages of
+// this queue died for reason, counted in the queue's counters and the
+// broker's totals (Config.Totals).
+func (q *Queue) countDeadLettered(reason string, n int) {
+	if n <= 0 {
+		return
+	}
+	dlx := q.cfg.Features.Args.HasDLX
+	q.addCount(func(c *Counters) { c.DeadLettered.add(reason, dlx, uint64(n)) })
+}
+
+// countLive counts the refs that still name an outstanding delivery (what
+// settle or reject will act on), without taking them.
+func (q *Queue) countLive(refs []Ref) int {
+	n := 0
+	for _, r := range refs {
+		if d, ok := q.out[r.Offset]; ok && d.claim == r.Claim {
+			n++
+		}
+	}
+	return n
 }

@@ -326,6 +326,7 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 // with an index entry) to the dead-letter targets, or drops them. A
 // message stays in leaving until every target stored its copy.
 func (q *Queue) deadLetter(ctx context.Context, recs []storage.Record, reason string) {
+	q.countDeadLettered(reason, len(recs))
 	var drop []uint64
 	now := q.cfg.Clock.Now()
 	for _, r := range recs {
@@ -448,6 +449,7 @@ func (d *deadLettering) Confirm(seqs []uint64, err error) {
 // rejected when the queue has a DLX, else discarded.
 func (q *Queue) reject(ctx context.Context, refs []Ref) {
 	if !q.cfg.Features.Args.HasDLX {
+		q.countDeadLettered(ReasonRejected, q.countLive(refs))
 		q.settle(ctx, refs)
 		return
 	}
@@ -526,6 +528,7 @@ func (q *Queue) applyLimits(ctx context.Context) {
 			c.conf.Confirm([]uint64{c.seq}, ErrRejected)
 		}
 		if a.Overflow == RejectPublishDLX {
+			q.countDeadLettered(ReasonMaxLen, 1)
 			if targets, copyRec := q.route(r, ReasonMaxLen, now); len(targets) > 0 {
 				dl := &deadLettering{}
 				dl.left.Store(int32(len(targets)))

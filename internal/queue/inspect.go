@@ -34,6 +34,8 @@ type Counters struct {
 	// Ack counts deliveries the clients acknowledged (basic.ack, one per
 	// delivery even with multiple=true).
 	Ack atomic.Uint64
+	// DeadLettered counts messages that died, by reason (deadletter.go).
+	DeadLettered DeadLetterCounts
 }
 
 // CounterValues is a snapshot of Counters.
