@@ -4,10 +4,20 @@
 //	go run ./examples/server -memory -addr :5673  # nothing on disk
 //	go run ./examples/server -http 127.0.0.1:15672 -definitions defs.json
 //
+//	go run ./examples/server -tls-listen 127.0.0.1:5671 -tls-cert server.pem -tls-key server.key \
+//	    -tls-ca clients-ca.pem -auth-mechanisms PLAIN,AMQPLAIN,EXTERNAL
+//
 // -http serves RabbitMQ's management HTTP API under /api/ and Prometheus
 // metrics at /metrics; -definitions imports a RabbitMQ definitions file at
-// start (its vhosts are created; its users must be the -user/-password
-// account, whose password its hash must verify).
+// start (its vhosts, users with their password hashes, permissions and
+// topology, as RabbitMQ's import does).
+//
+// -tls-listen adds an AMQPS listener with the PEM certificate and key of
+// -tls-cert and -tls-key. With -tls-ca, clients are asked for a
+// certificate, which must then verify against that CA bundle (RabbitMQ's
+// verify_peer without fail_if_no_peer_cert); with EXTERNAL among
+// -auth-mechanisms such a client logs in as the user its certificate's CN
+// names. -addr "" turns the plain listener off when -tls-listen is set.
 //
 // It logs with slog to stderr, prints the address it listens on to stdout,
 // and shuts down gracefully on SIGINT or SIGTERM: connected clients get
@@ -16,6 +26,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,8 +69,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
 	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
 	product := fs.String("product", "", `product name in connection.start ("" means Warren; "RabbitMQ" for clients that gate features on it)`)
+	tlsAddr := fs.String("tls-listen", "", "also serve AMQP over TLS on this address (host:port); off when empty")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the TLS listener")
+	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
+	tlsCA := fs.String("tls-ca", "", "PEM CA bundle for client certificates: when set, clients are asked for one and it must verify")
+	mechanisms := fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	tlsConfig, err := serverTLS(*tlsAddr, *tlsCert, *tlsKey, *tlsCA)
+	if err != nil {
+		return err
+	}
+	if *addr == "" && *tlsAddr == "" {
+		return errors.New("nothing to listen on: -addr and -tls-listen are both empty")
 	}
 
 	level := slog.LevelInfo
@@ -73,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Product:          *product,
 		AllowRemoteGuest: *remoteGuest,
 		ConsumerTimeout:  *consumerTimeout,
+		TLSConfig:        tlsConfig,
+		AuthMechanisms:   splitList(*mechanisms),
 	}
 	if *memory {
 		opts.DataDir = ""
@@ -80,15 +107,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var defs *broker.Definitions
 	if *defsFile != "" {
 		var err error
+		// Imported after New: the import creates the file's vhosts,
+		// users and permissions itself.
 		if defs, err = readDefinitions(*defsFile); err != nil {
 			return err
-		}
-		// Warren's vhosts are fixed at New: create the file's.
-		opts.VHosts = []string{"/"}
-		for _, v := range defs.VHosts {
-			if v.Name != "/" {
-				opts.VHosts = append(opts.VHosts, v.Name)
-			}
 		}
 	}
 	b, err := broker.New(opts)
@@ -103,18 +125,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		logger.Info("imported definitions", "file", *defsFile, "exchanges", len(defs.Exchanges), "queues", len(defs.Queues), "bindings", len(defs.Bindings))
 	}
 
-	bound, err := b.Listen(*addr)
-	if err != nil {
-		b.Close()
-		return err
-	}
 	storage := "memory"
 	if opts.DataDir != "" {
 		storage = opts.DataDir
 	}
-	logger.Info("warren listening", "addr", bound.String(), "storage", storage, "version", broker.Version)
-	// The address, not the URL: the URL would print the password.
-	fmt.Fprintln(stdout, "listening on", bound.String())
+	if *addr != "" {
+		bound, err := b.Listen(*addr)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		logger.Info("warren listening", "addr", bound.String(), "storage", storage, "version", broker.Version)
+		// The address, not the URL: the URL would print the password.
+		fmt.Fprintln(stdout, "listening on", bound.String())
+	}
+	if *tlsAddr != "" {
+		bound, err := b.ListenTLS(*tlsAddr)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		logger.Info("warren listening (TLS)", "addr", bound.String(), "storage", storage, "version", broker.Version,
+			"client_certificates", tlsConfig.ClientAuth != tls.NoClientCert)
+		fmt.Fprintln(stdout, "tls listening on", bound.String())
+	}
 
 	var web *http.Server
 	webDone := make(chan error, 1)
@@ -148,6 +182,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// serverTLS builds the TLS listener's config from the flags; nil when
+// -tls-listen is off (the other TLS flags must then be unset too, so a
+// typo cannot silently serve without TLS).
+func serverTLS(addr, certFile, keyFile, caFile string) (*tls.Config, error) {
+	if addr == "" {
+		if certFile != "" || keyFile != "" || caFile != "" {
+			return nil, errors.New("-tls-cert, -tls-key and -tls-ca need -tls-listen")
+		}
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("-tls-listen needs -tls-cert and -tls-key")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: no PEM certificate in %s", caFile)
+		}
+		cfg.ClientCAs = pool
+		// RabbitMQ's verify_peer with fail_if_no_peer_cert=false: a
+		// certificate is asked for and, if sent, must verify.
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func readDefinitions(path string) (*broker.Definitions, error) {
