@@ -318,8 +318,12 @@ func (b *Broker) Unacked(vhostName, queueName string) ([]UnackedDelivery, error)
 // ConnectionInfo describes an open connection.
 type ConnectionInfo struct {
 	// ID names the connection in logs, Unacked and CloseConnection:
-	// "peer -> local#n" for sockets, "pipe#n" for Dial.
+	// "peer -> local#n" for sockets, "pipe#n" for Dial, "direct#n" for a
+	// direct Channel.
 	ID string
+	// Direct: an in-process Channel (RabbitMQ's type "direct"), without a
+	// socket, so without byte counts.
+	Direct bool
 	// State is "starting", "tuning", "opening", "running" or "closing".
 	State string
 	// User and VHost are set once the handshake finished.
@@ -338,7 +342,7 @@ func (b *Broker) Connections() []ConnectionInfo {
 	for i, c := range cs {
 		in := c.Info()
 		out[i] = ConnectionInfo{
-			ID: in.ID, State: in.State, User: in.User, VHost: in.VHost,
+			ID: in.ID, Direct: in.Direct, State: in.State, User: in.User, VHost: in.VHost,
 			ClientProperties: fromTable(in.ClientProperties),
 			Channels:         in.Channels, ConnectedAt: in.ConnectedAt,
 			RecvOct: in.RecvOct, SendOct: in.SendOct,

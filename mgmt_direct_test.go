@@ -57,6 +57,11 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	require.Len(t, cons, 1)
 	require.Equal(t, "direct-ctag", cons[0].(map[string]any)["consumer_tag"])
 
+	infos := b.Connections()
+	require.Len(t, infos, 1)
+	require.True(t, infos[0].Direct)
+	require.Equal(t, name, infos[0].ID)
+	require.Equal(t, 1, infos[0].Channels)
 	s := b.Stats()
 	require.Equal(t, 1, s.Connections)
 	require.Equal(t, 1, s.Channels)
