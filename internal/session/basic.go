@@ -381,6 +381,7 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	}
 	if !ok {
 		ch.send(&amqp.BasicGetEmpty{})
+		ch.conn.flushNow() // the client waits for it: answer without a handoff
 		return nil
 	}
 	d := &ch.dl
@@ -409,6 +410,7 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	}
 	ch.conn.sendContent(ch.id, &d.getOk, msg.Properties, msg.Body)
 	d.Unlock()
+	ch.conn.flushNow() // the client waits for it: answer without a handoff
 	return nil
 }
 

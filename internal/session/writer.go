@@ -1,6 +1,8 @@
 package session
 
 import (
+	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -26,6 +28,12 @@ type outbox struct {
 	// writing is the size of the batch the writer is writing: still held
 	// for the client, so it counts against maxPending.
 	writing int
+	// flushing: a goroutine is in flush (the writer, or a reader answering
+	// a basic.get in place, see flushNow) and writes until buf is empty;
+	// any other flush leaves the batch to it, so writes never interleave.
+	// spare is the buffer the last batch was written from, for the next.
+	flushing bool
+	spare    []byte
 	// room, when not nil, is closed once pending falls to resumeBelow or
 	// the writer stops; the reader waits on it. onRoom are the callbacks
 	// hasRoom registered, run by the writer at the same moment.
@@ -207,49 +215,105 @@ func (c *Conn) sendContent(ch uint16, m amqp.Method, props, body []byte) {
 // socket, which ends the read loop too).
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
-	var spare []byte
 	for {
 		select {
 		case <-c.wake:
 		case <-c.readerDone:
-			_ = c.flush(&spare)
+			c.waitFlushed()
+			_ = c.flush()
 			return
 		}
-		if err := c.flush(&spare); err != nil {
-			c.log.Debug("session: write failed", "err", err)
-			c.out.Lock()
-			c.out.stopped = true
-			c.out.buf = nil
-			c.out.writing = 0
-			fns := c.out.roomLocked(true)
-			c.out.Unlock()
-			runAll(fns)
-			c.closeRWC()
+		if err := c.flush(); err != nil {
+			c.writeFailed(err)
 			return
 		}
 	}
 }
+
+// writeFailed stops the outbox after a failed write and closes the socket,
+// which ends the read loop too.
+func (c *Conn) writeFailed(err error) {
+	c.log.Debug("session: write failed", "err", err)
+	c.out.Lock()
+	c.out.stopped = true
+	c.out.buf = nil
+	c.out.writing = 0
+	fns := c.out.roomLocked(true)
+	c.out.Unlock()
+	runAll(fns)
+	c.closeRWC()
+}
+
+// waitFlushed waits until no other goroutine is in flush. Only the writer's
+// last flush needs it: a reader's flushNow runs on the reader goroutine,
+// which has ended by then, so this returns at once.
+func (c *Conn) waitFlushed() {
+	for {
+		c.out.Lock()
+		busy := c.out.flushing
+		c.out.Unlock()
+		if !busy {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// flushNow writes what is queued on the calling goroutine instead of waking
+// the writer, saving a goroutine handoff on a request/response round trip
+// (basic.get). The reader calls it after queueing the reply to a method the
+// client waits for, and only on a TCP socket with the writer idle and a
+// small batch: such a write copies into the kernel's buffer and returns.
+// (A net.Pipe write waits for the peer's read, and a client that does not
+// read would hold the reader, so those are left to the writer.)
+func (c *Conn) flushNow() {
+	if _, tcp := c.raw.(*net.TCPConn); !tcp {
+		return
+	}
+	c.out.Lock()
+	small := !c.out.flushing && c.out.writing == 0 && len(c.out.buf) <= flushNowMax
+	c.out.Unlock()
+	if !small {
+		return
+	}
+	if err := c.flush(); err != nil {
+		c.writeFailed(err)
+	}
+}
+
+// flushNowMax is the largest batch flushNow writes in place.
+const flushNowMax = 16 << 10
 
 // maxSpareBuffer caps the buffer the writer keeps between batches, so one
 // burst of large messages does not pin its memory for the connection's life.
 const maxSpareBuffer = 1 << 20
 
 // flush writes everything queued, one Write per batch, until the queue is
-// empty.
-func (c *Conn) flush(spare *[]byte) error {
+// empty. When another goroutine is flushing it returns at once: that one
+// writes what was queued before it looks at the queue again.
+func (c *Conn) flush() error {
+	c.out.Lock()
+	if c.out.flushing {
+		c.out.Unlock()
+		return nil
+	}
+	c.out.flushing = true
+	c.out.Unlock()
 	for {
 		c.out.Lock()
 		batch := c.out.buf
 		if len(batch) == 0 {
 			halfClose := c.out.halfClose
 			c.out.halfClose = false // once is enough
+			c.out.flushing = false
 			c.out.Unlock()
 			if halfClose {
 				c.shutdownWrite()
 			}
 			return nil
 		}
-		c.out.buf = (*spare)[:0]
+		c.out.buf = c.out.spare[:0]
+		c.out.spare = nil
 		c.out.writing = len(batch)
 		c.takenForWrite(len(batch))
 		c.out.Unlock()
@@ -259,11 +323,13 @@ func (c *Conn) flush(spare *[]byte) error {
 		if cap(batch) > maxSpareBuffer {
 			batch = nil
 		}
-		*spare = batch
+		c.out.Lock()
+		c.out.spare = batch
 		if err != nil {
+			c.out.flushing = false
+			c.out.Unlock()
 			return err
 		}
-		c.out.Lock()
 		c.out.writing = 0
 		fns := c.out.roomLocked(false)
 		c.out.Unlock()

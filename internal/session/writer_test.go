@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"testing"
 
@@ -345,4 +346,90 @@ func BenchmarkSendContentBounded(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startTCPPeer is startPeer over a loopback TCP connection, where flushNow
+// writes on the caller's goroutine.
+func startTCPPeer(t *testing.T, cfg *Config) *peer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	server, err := ln.Accept()
+	require.NoError(t, err)
+	p := &peer{t: t, nc: client, fr: amqp.NewFrameReader(client), conn: NewConn(server, "test#1", cfg), done: make(chan error, 1)}
+	go func() { p.done <- p.conn.Serve() }()
+	t.Cleanup(func() {
+		client.Close()
+		<-p.done
+	})
+	return p
+}
+
+// TestFlushNowNeverInterleaves: senders that write in place (flushNow, as
+// basic.get does) and senders that leave it to the writer share one
+// socket; every message arrives whole and in per-channel order.
+func TestFlushNowNeverInterleaves(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.handshake() // frame-max 8192
+
+	const senders, perSender = 8, 100
+	body := bytes.Repeat([]byte("0123456789"), 1000) // 10000 bytes: 2 body frames
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := uint16(s + 1)
+			for i := range perSender {
+				props := (&amqp.Properties{MessageID: fmt.Sprint(i)}).Append(nil)
+				p.conn.sendContent(ch, &amqp.BasicGetOk{DeliveryTag: uint64(i + 1)}, props, body)
+				if s%2 == 0 {
+					p.conn.flushNow()
+				}
+			}
+		}()
+	}
+
+	next := make(map[uint16]uint64)
+	for range senders * perSender {
+		f := p.readFrame()
+		require.Equal(t, amqp.FrameMethod, f.Type)
+		m, err := amqp.DecodeMethod(f.Payload)
+		require.NoError(t, err)
+		g, ok := m.(*amqp.BasicGetOk)
+		require.True(t, ok)
+		require.Equal(t, next[f.Channel]+1, g.DeliveryTag, "per-channel order")
+		next[f.Channel] = g.DeliveryTag
+		hf := p.readFrame()
+		require.Equal(t, amqp.FrameHeader, hf.Type)
+		require.Equal(t, f.Channel, hf.Channel)
+		var got []byte
+		for len(got) < len(body) {
+			bf := p.readFrame()
+			require.Equal(t, amqp.FrameBody, bf.Type)
+			require.Equal(t, f.Channel, bf.Channel, "frames of one message are contiguous")
+			got = append(got, bf.Payload...)
+		}
+		require.Equal(t, body, got)
+	}
+	wg.Wait()
+}
+
+// TestFlushNowAfterWriteError: a failed in-place write stops the outbox as
+// the writer's would, and Serve returns.
+func TestFlushNowAfterWriteError(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.handshake()
+	p.nc.Close()
+	require.Error(t, p.serveResult())
+	p.conn.sendMethod(1, &amqp.BasicGetEmpty{})
+	p.conn.flushNow()
+	p.conn.out.Lock()
+	defer p.conn.out.Unlock()
+	require.True(t, p.conn.out.stopped)
+	require.False(t, p.conn.out.flushing)
+	require.Empty(t, p.conn.out.buf)
 }
