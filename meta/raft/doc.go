@@ -1,0 +1,86 @@
+// Package raft replicates Warren's metadata, queue shards and unacked index
+// on one etcd-raft group (go.etcd.io/raft/v3), so that every node of a
+// cluster holds the same state and any majority of the nodes keeps it
+// available.
+//
+// A Node is one member. It implements meta.Store itself; Node.Shards is
+// the storage.ShardStore and Node.Unacked the unacked.Index of the same
+// group. Start a Node with Start(Config) and stop it with Node.Stop; the
+// caller that started it stops it, and closes the Transport afterwards.
+//
+// # What is replicated
+//
+// Everything the three contracts store: vhosts, users, permissions,
+// exchanges, queues, bindings, queue cursors, the records of every shard
+// and every unacked entry, plus the cluster membership (Peer: raft id,
+// raft address and an opaque AMQP address per node). The state machine is
+// a Pebble DB; a committed raft entry carries a batch of low-level
+// commands (set, delete, compare-and-swap a cursor, append records, delete
+// offsets) that every node applies in log order, so applying depends only
+// on the log.
+//
+// # Guarantees
+//
+//   - A write returns once its entry is committed by a quorum and applied on
+//     the node that was called. Each voter fsyncs the entry to its raft log
+//     before acknowledging it, so a returned write (a publisher confirm) is
+//     on the disks of a majority and survives the loss of a minority.
+//   - Append assigns offsets when the command is applied, from a per-shard
+//     counter in the replicated state: every node assigns the same offsets
+//     and none is reused. CompareAndSwapOffset is decided at apply time, in
+//     log order, so exactly one of two racing claims wins on every node.
+//   - Reads (Offset, Get*, List*, Read, Count, FirstOffset, the index's Get,
+//     Queue and Scan, Peers) are linearizable: they go through raft's
+//     ReadIndex and wait until this node applied that index, so a read
+//     sees every write acknowledged anywhere before it began. Concurrent
+//     reads share one ReadIndex round.
+//   - A minority partition is unavailable: with CheckQuorum a leader cut
+//     off from the majority steps down, so nodes in a minority have no
+//     leader; their writes and reads wait until the caller's context ends
+//     (or fail with ErrLeaderChanged), and nothing they did not commit is
+//     ever applied on the majority. After the partition heals they catch
+//     up from the leader.
+//   - A write that returns an error (context done, ErrLeaderChanged,
+//     ErrStateReplaced, ErrStopped) has an unknown outcome: it may still be
+//     committed. Callers retry as after a lost confirm (at-least-once).
+//
+// # Durability on each node
+//
+// Under Config.Dir a node keeps two Pebble DBs: "log" holds the raft
+// HardState, entries and the latest snapshot, every write synced before
+// the Ready loop sends a message or advances; "state" is the state
+// machine, written unsynced in one batch per Ready together with the
+// applied index and ConfState, so after a crash the state and its index
+// agree and raft replays the rest from the log. Every SnapshotEvery
+// applied entries the node snapshots the state machine into the log DB and
+// drops older entries (keeping a short tail); a follower that falls behind
+// the compacted log receives the snapshot. A restarted node rebuilds its
+// state from its directory (falling back to the snapshot when the state DB
+// lost writes past it) and catches up from the leader.
+//
+// # Concurrency
+//
+// A Node is safe for concurrent use. Four goroutines run per node: the
+// Ready loop (the only writer of both DBs, ticks raft, persists, sends,
+// applies, snapshots), a proposer that packs whatever writes are waiting
+// into one entry (many concurrent Appends cost one proposal and one fsync
+// per node), a read loop serving ReadIndex, and a receiver that steps
+// incoming messages into raft. Writes wait for their result by request id.
+//
+// # Transports
+//
+// Transport is the package's interface to the network. NewTCPTransport
+// sends length-prefixed protobuf messages over one connection per peer,
+// reconnecting as needed, optionally with TLS. Network connects nodes in
+// one process for tests and can drop, delay and partition messages.
+//
+// # Not done yet
+//
+// This package is the replicated store only. The broker does not use it
+// yet: there is no broker.Options.Cluster or server flag, consumers are not
+// yet served by any node from the shared cursor, the unacked scanner does
+// not yet run on the raft leader only, and there is no node-liveness signal
+// (raft progress or heartbeats) for the scanner to return a dead node's
+// deliveries. Snapshots are built in memory, which bounds the practical
+// state size by RAM.
+package raft

@@ -1,0 +1,188 @@
+package raft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// logStore keeps what raft must find after a restart — HardState, the log
+// entries and the latest snapshot — in a Pebble DB of its own, every write
+// synced. A MemoryStorage in front of it serves raft's reads; logStore is
+// only written by the Ready loop and read once at start.
+//
+//	h             HardState (protobuf)
+//	s             latest snapshot (protobuf, data included)
+//	e index(8)    entry (protobuf)
+type logStore struct {
+	db *pebble.DB
+}
+
+var (
+	logKeyHardState = []byte("h")
+	logKeySnapshot  = []byte("s")
+	logPrefixEntry  = []byte("e")
+)
+
+func entryKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte{'e'}, i) }
+
+func openLogStore(dir string, opts *pebble.Options) (*logStore, error) {
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("raft: open log store: %w", err)
+	}
+	return &logStore{db: db}, nil
+}
+
+func (l *logStore) close() error { return l.db.Close() }
+
+// load returns the stored snapshot (nil if none), HardState (nil if none)
+// and the entries after the snapshot, in index order.
+func (l *logStore) load() (*raftpb.Snapshot, *raftpb.HardState, []*raftpb.Entry, error) {
+	var snap *raftpb.Snapshot
+	if v, closer, err := l.db.Get(logKeySnapshot); err == nil {
+		snap = &raftpb.Snapshot{}
+		err = proto.Unmarshal(v, snap)
+		closer.Close()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("raft: corrupt snapshot: %w", err)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil, nil, fmt.Errorf("raft: read snapshot: %w", err)
+	}
+	var hs *raftpb.HardState
+	if v, closer, err := l.db.Get(logKeyHardState); err == nil {
+		hs = &raftpb.HardState{}
+		err = proto.Unmarshal(v, hs)
+		closer.Close()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("raft: corrupt hard state: %w", err)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil, nil, fmt.Errorf("raft: read hard state: %w", err)
+	}
+	after := uint64(0)
+	if snap != nil {
+		after = snap.GetMetadata().GetIndex()
+	}
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(after + 1), UpperBound: successor(logPrefixEntry)})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("raft: read log: %w", err)
+	}
+	defer it.Close()
+	var ents []*raftpb.Entry
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("raft: read log: %w", err)
+		}
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(v, e); err != nil {
+			return nil, nil, nil, fmt.Errorf("raft: corrupt log entry %x: %w", it.Key(), err)
+		}
+		if n := len(ents); n > 0 && ents[n-1].GetIndex()+1 != e.GetIndex() {
+			return nil, nil, nil, fmt.Errorf("raft: log has a hole after index %d", ents[n-1].GetIndex())
+		}
+		ents = append(ents, e)
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, nil, fmt.Errorf("raft: read log: %w", err)
+	}
+	return snap, hs, ents, nil
+}
+
+// save writes what one Ready asks to persist, synced, in one batch: a
+// received snapshot (dropping the entries it covers), the new entries
+// (dropping any older suffix they replace) and the HardState.
+//
+// The batch is synced when raft needs it (etcdraft.MustSync: new entries,
+// a new term or vote) or a snapshot came; a HardState that only moved its
+// commit index is written without sync, since the commit index can be
+// recovered from the quorum.
+func (l *logStore) save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot, sync bool) error {
+	b := l.db.NewBatch()
+	defer b.Close()
+	if snap != nil {
+		if err := l.stageSnapshot(b, snap); err != nil {
+			return err
+		}
+	}
+	for _, e := range ents {
+		v, err := proto.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("raft: encode entry: %w", err)
+		}
+		if err := b.Set(entryKey(e.GetIndex()), v, nil); err != nil {
+			return fmt.Errorf("raft: stage entry: %w", err)
+		}
+	}
+	if n := len(ents); n > 0 {
+		// Raft overwrote the log from ents[0] on: entries after the last new
+		// one belong to a deposed leader and must not come back at restart.
+		if err := b.DeleteRange(entryKey(ents[n-1].GetIndex()+1), successor(logPrefixEntry), nil); err != nil {
+			return fmt.Errorf("raft: stage log truncation: %w", err)
+		}
+	}
+	if hs != nil {
+		v, err := proto.Marshal(hs)
+		if err != nil {
+			return fmt.Errorf("raft: encode hard state: %w", err)
+		}
+		if err := b.Set(logKeyHardState, v, nil); err != nil {
+			return fmt.Errorf("raft: stage hard state: %w", err)
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	opts := pebble.NoSync
+	if sync || snap != nil {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
+		return fmt.Errorf("raft: write log: %w", err)
+	}
+	return nil
+}
+
+// saveSnapshot stores a snapshot taken of the local state machine and drops
+// the entries up to compactTo.
+func (l *logStore) saveSnapshot(snap *raftpb.Snapshot, compactTo uint64) error {
+	b := l.db.NewBatch()
+	defer b.Close()
+	v, err := proto.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("raft: encode snapshot: %w", err)
+	}
+	if err := b.Set(logKeySnapshot, v, nil); err != nil {
+		return fmt.Errorf("raft: stage snapshot: %w", err)
+	}
+	if err := b.DeleteRange(entryKey(0), entryKey(compactTo+1), nil); err != nil {
+		return fmt.Errorf("raft: stage compaction: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("raft: write snapshot: %w", err)
+	}
+	return nil
+}
+
+// stageSnapshot stages a snapshot received from the leader. It replaces the
+// whole log: raft sends one when this node's log does not match the
+// leader's, so entries past its index may be a deposed leader's.
+func (l *logStore) stageSnapshot(b *pebble.Batch, snap *raftpb.Snapshot) error {
+	v, err := proto.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("raft: encode snapshot: %w", err)
+	}
+	if err := b.Set(logKeySnapshot, v, nil); err != nil {
+		return fmt.Errorf("raft: stage snapshot: %w", err)
+	}
+	if err := b.DeleteRange(entryKey(0), successor(logPrefixEntry), nil); err != nil {
+		return fmt.Errorf("raft: stage compaction: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,1078 @@
+package raft
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	etcdraft "go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+var (
+	// ErrStopped is returned by calls on a Node that is stopped or stopping.
+	ErrStopped = errors.New("raft: node stopped")
+	// ErrLeaderChanged is returned by a write that was waiting when the
+	// node saw the leader it knew go away. The write may still be applied
+	// (a new leader can commit it); the caller must treat the outcome as
+	// unknown, exactly like a timeout.
+	ErrLeaderChanged = errors.New("raft: leader changed, outcome unknown")
+	// ErrStateReplaced is returned by a write that was waiting when the
+	// node replaced its state with a snapshot from the leader; the outcome
+	// is unknown.
+	ErrStateReplaced = errors.New("raft: state replaced by a snapshot, outcome unknown")
+)
+
+// Node is one member of the raft group. It implements meta.Store; Shards
+// and Unacked return the storage.ShardStore and unacked.Index views on the
+// same group. Create it with Start; the caller that started it stops it.
+type Node struct {
+	cfg   Config
+	raft  etcdraft.Node
+	mem   *etcdraft.MemoryStorage
+	log   *logStore
+	state *pebble.DB
+
+	stopc      chan struct{}
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	stopOnce   sync.Once
+	closeOnce  sync.Once
+	closeErr   error
+	wg         sync.WaitGroup
+	fatal      atomic.Pointer[error]
+	// gate keeps readers of the state DB out while Stop closes it.
+	gate struct {
+		sync.RWMutex
+		closed bool
+	}
+
+	lead    atomic.Uint64
+	leadMu  sync.Mutex
+	leadCh  chan struct{} // closed and replaced when lead changes
+	reqBase uint64
+	reqSeq  atomic.Uint64
+	propc   chan *proposal
+	waits   struct {
+		sync.Mutex
+		m map[uint64]*proposal
+	}
+	reads struct {
+		sync.Mutex
+		pending *readReq
+	}
+	readc      chan struct{}
+	readStates chan etcdraft.ReadState
+	applied    struct {
+		sync.Mutex
+		index uint64
+		ch    chan struct{} // closed and replaced when index grows
+	}
+
+	// Owned by the Ready loop (and by Start before it runs).
+	appliedIndex uint64
+	snapIndex    uint64
+	prevHS       *raftpb.HardState
+	confState    *raftpb.ConfState
+}
+
+// proposal is one caller's write waiting to be proposed and applied.
+type proposal struct {
+	id   uint64
+	data []byte // the encoded command; nil for a conf change
+	done chan result
+	// resolved flips once, when the result is delivered or the caller gave
+	// up; the proposer skips a proposal that is already resolved.
+	resolved atomic.Bool
+}
+
+type readReq struct {
+	done chan struct{}
+	err  error
+}
+
+// Start opens (or creates) the node's data under cfg.Dir and starts it:
+// a Ready loop, a proposer, a linearizable-read loop and a receiver
+// goroutine. Stop stops them.
+func Start(cfg Config) (*Node, error) {
+	cfg.Peers = append([]Peer(nil), cfg.Peers...)
+	cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"log", "state"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("raft: create data dir: %w", err)
+		}
+	}
+	n := &Node{
+		cfg:        cfg,
+		stopc:      make(chan struct{}),
+		leadCh:     make(chan struct{}),
+		reqBase:    rand.Uint64() &^ (1<<32 - 1),
+		propc:      make(chan *proposal, 1024),
+		readc:      make(chan struct{}, 1),
+		readStates: make(chan etcdraft.ReadState, 64),
+		confState:  &raftpb.ConfState{},
+	}
+	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
+	n.waits.m = map[uint64]*proposal{}
+	n.applied.ch = make(chan struct{})
+	if err := n.open(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	n.wg.Add(4)
+	go func() { defer n.wg.Done(); n.run() }()
+	go func() { defer n.wg.Done(); n.propose() }()
+	go func() { defer n.wg.Done(); n.readLoop() }()
+	go func() { defer n.wg.Done(); n.receive() }()
+	return n, nil
+}
+
+// open loads the raft log and the state machine and creates the raft node.
+func (n *Node) open() error {
+	var err error
+	n.log, err = openLogStore(filepath.Join(n.cfg.Dir, "log"), pebbleOptions())
+	if err != nil {
+		return err
+	}
+	n.state, err = pebble.Open(filepath.Join(n.cfg.Dir, "state"), pebbleOptions())
+	if err != nil {
+		return fmt.Errorf("raft: open state: %w", err)
+	}
+	snap, hs, ents, err := n.log.load()
+	if err != nil {
+		return err
+	}
+	if err := n.loadApplied(); err != nil {
+		return err
+	}
+	// The state DB is written without sync: after a crash it may be behind
+	// the latest snapshot, whose entries are gone from the log. The snapshot
+	// then is the state.
+	if snap != nil && snap.GetMetadata().GetIndex() > n.appliedIndex {
+		if err := n.restore(snap); err != nil {
+			return err
+		}
+	}
+	if snap != nil {
+		n.snapIndex = snap.GetMetadata().GetIndex()
+	}
+	n.mem = etcdraft.NewMemoryStorage()
+	if snap != nil {
+		if err := n.mem.ApplySnapshot(snap); err != nil {
+			return fmt.Errorf("raft: load snapshot: %w", err)
+		}
+	}
+	if hs != nil {
+		if err := n.mem.SetHardState(hs); err != nil {
+			return fmt.Errorf("raft: load hard state: %w", err)
+		}
+		n.prevHS = hs
+	}
+	if err := n.mem.Append(ents); err != nil {
+		return fmt.Errorf("raft: load log: %w", err)
+	}
+	n.publishApplied(n.appliedIndex)
+	peers, err := n.storedPeers(n.state)
+	if err != nil {
+		return err
+	}
+	if ps, ok := n.cfg.Transport.(PeerSetter); ok {
+		for _, p := range append(append([]Peer(nil), n.cfg.Peers...), peers...) {
+			if p.ID != n.cfg.ID {
+				ps.SetPeer(p.ID, p.RaftAddr)
+			}
+		}
+	}
+	rc := &etcdraft.Config{
+		ID:              n.cfg.ID,
+		ElectionTick:    n.cfg.ElectionTicks,
+		HeartbeatTick:   n.cfg.HeartbeatTicks,
+		Storage:         initialConf{n.mem, n.confState},
+		Applied:         n.appliedIndex,
+		MaxSizePerMsg:   1 << 20,
+		MaxInflightMsgs: 256,
+		// CheckQuorum makes a leader cut off from a majority step down, so
+		// a minority partition stops accepting writes; PreVote keeps a
+		// rejoining node from deposing a healthy leader.
+		CheckQuorum:    true,
+		PreVote:        true,
+		ReadOnlyOption: etcdraft.ReadOnlySafe,
+		Logger:         raftLogger{l: n.cfg.Logger},
+	}
+	fresh := snap == nil && hs == nil && len(ents) == 0
+	switch {
+	case fresh && !n.cfg.Join:
+		peers := make([]etcdraft.Peer, len(n.cfg.Peers))
+		for i, p := range n.cfg.Peers {
+			ctx, err := json.Marshal(p)
+			if err != nil {
+				return fmt.Errorf("raft: encode peer: %w", err)
+			}
+			peers[i] = etcdraft.Peer{ID: p.ID, Context: ctx}
+		}
+		n.raft = etcdraft.StartNode(rc, peers)
+	default:
+		n.raft = etcdraft.RestartNode(rc)
+	}
+	return nil
+}
+
+// initialConf hands raft the membership as of the applied index: raft
+// does not replay entries up to Config.Applied, so the configuration
+// changes among them must come from the state machine, which records the
+// ConfState with every applied batch.
+type initialConf struct {
+	*etcdraft.MemoryStorage
+	cs *raftpb.ConfState
+}
+
+func (s initialConf) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	hs, _, err := s.MemoryStorage.InitialState()
+	return hs, proto.Clone(s.cs).(*raftpb.ConfState), err
+}
+
+// Stop stops the node's goroutines and closes its data. It is idempotent;
+// calls waiting on the node return ErrStopped.
+func (n *Node) Stop() error {
+	n.signalStop()
+	n.wg.Wait()
+	n.closeOnce.Do(func() {
+		if n.raft != nil {
+			n.raft.Stop()
+		}
+		n.failPending(ErrStopped)
+		n.gate.Lock()
+		n.gate.closed = true
+		n.gate.Unlock()
+		n.closeErr = n.closeStores()
+	})
+	return n.closeErr
+}
+
+func (n *Node) signalStop() {
+	n.stopOnce.Do(func() {
+		close(n.stopc)
+		n.stopCancel()
+	})
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.state != nil {
+		if err := n.state.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: close state: %w", err))
+		}
+	}
+	if n.log != nil {
+		if err := n.log.close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: close log: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stoppedErr is the error for calls after the node stopped: the fatal
+// error that stopped it, if any.
+func (n *Node) stoppedErr() error {
+	if p := n.fatal.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, *p)
+	}
+	return ErrStopped
+}
+
+// ID returns the node's raft id.
+func (n *Node) ID() uint64 { return n.cfg.ID }
+
+// IsLeader reports whether this node is the raft leader, as of the last
+// Ready it handled.
+func (n *Node) IsLeader() bool { return n.lead.Load() == n.cfg.ID }
+
+// Leader returns the id of the leader this node knows of, 0 for none.
+func (n *Node) Leader() uint64 { return n.lead.Load() }
+
+// WaitLeader waits until the node knows a leader and returns its id.
+func (n *Node) WaitLeader(ctx context.Context) (uint64, error) {
+	for {
+		n.leadMu.Lock()
+		ch := n.leadCh
+		n.leadMu.Unlock()
+		if l := n.lead.Load(); l != 0 {
+			return l, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-n.stopc:
+			return 0, n.stoppedErr()
+		}
+	}
+}
+
+// Campaign makes this node start an election now rather than after an
+// election timeout: for tests, and to move leadership on purpose.
+func (n *Node) Campaign(ctx context.Context) error {
+	if err := n.raft.Campaign(ctx); err != nil {
+		return fmt.Errorf("raft: campaign: %w", err)
+	}
+	return nil
+}
+
+// AddNode adds p to the cluster through a raft configuration change and
+// returns once it is applied here. The new node is started with
+// Config.Join and an empty Dir; it receives the state from the leader.
+func (n *Node) AddNode(ctx context.Context, p Peer) error {
+	if p.ID == 0 {
+		return errors.New("raft: AddNode: peer id 0")
+	}
+	pc, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("raft: encode peer: %w", err)
+	}
+	return n.confChange(ctx, raftpb.ConfChangeAddNode, p.ID, pc)
+}
+
+// RemoveNode removes member id from the cluster through a raft
+// configuration change and returns once it is applied here.
+func (n *Node) RemoveNode(ctx context.Context, id uint64) error {
+	if id == 0 {
+		return errors.New("raft: RemoveNode: peer id 0")
+	}
+	return n.confChange(ctx, raftpb.ConfChangeRemoveNode, id, nil)
+}
+
+func (n *Node) confChange(ctx context.Context, typ raftpb.ConfChangeType, id uint64, pc []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := n.newProposal()
+	cc := &raftpb.ConfChange{Type: typ.Enum(), NodeId: proto.Uint64(id), Context: pc, Id: proto.Uint64(p.id)}
+	n.register(p)
+	if err := n.raft.ProposeConfChange(ctx, cc); err != nil {
+		n.forget(p)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("raft: propose configuration change: %w", err)
+	}
+	_, err := n.wait(ctx, p)
+	return err
+}
+
+// Peers returns the current members, linearizably.
+func (n *Node) Peers(ctx context.Context) ([]Peer, error) {
+	var peers []Peer
+	err := n.read(ctx, func(db *pebble.DB) error {
+		var err error
+		peers, err = n.storedPeers(db)
+		return err
+	})
+	return peers, err
+}
+
+func (n *Node) storedPeers(r pebble.Reader) ([]Peer, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixPeer, UpperBound: successor(prefixPeer)})
+	if err != nil {
+		return nil, fmt.Errorf("raft: list peers: %w", err)
+	}
+	defer it.Close()
+	out := []Peer{}
+	for ok := it.First(); ok; ok = it.Next() {
+		var p Peer
+		if err := json.Unmarshal(it.Value(), &p); err != nil {
+			return nil, fmt.Errorf("raft: corrupt peer %x: %w", it.Key(), err)
+		}
+		out = append(out, p)
+	}
+	return out, it.Error()
+}
+
+// --- writes -----------------------------------------------------------
+
+func (n *Node) newProposal() *proposal {
+	return &proposal{id: n.reqBase | n.reqSeq.Add(1)&(1<<32-1), done: make(chan result, 1)}
+}
+
+func (n *Node) register(p *proposal) {
+	n.waits.Lock()
+	n.waits.m[p.id] = p
+	n.waits.Unlock()
+}
+
+// forget drops p when its caller gives up.
+func (n *Node) forget(p *proposal) {
+	n.waits.Lock()
+	delete(n.waits.m, p.id)
+	n.waits.Unlock()
+	p.resolved.Store(true)
+}
+
+// resolve delivers the result of request id if this node proposed it and
+// its caller still waits.
+func (n *Node) resolve(id uint64, r result) {
+	n.waits.Lock()
+	p := n.waits.m[id]
+	delete(n.waits.m, id)
+	n.waits.Unlock()
+	if p != nil && p.resolved.CompareAndSwap(false, true) {
+		p.done <- r
+	}
+}
+
+func (n *Node) failPending(err error) {
+	n.waits.Lock()
+	ps := n.waits.m
+	n.waits.m = map[uint64]*proposal{}
+	n.waits.Unlock()
+	for _, p := range ps {
+		if p.resolved.CompareAndSwap(false, true) {
+			p.done <- result{err: err}
+		}
+	}
+}
+
+// submit proposes c and waits until it is applied on this node.
+func (n *Node) submit(ctx context.Context, c *cmd) (result, error) {
+	if err := ctx.Err(); err != nil {
+		return result{}, err
+	}
+	select {
+	case <-n.stopc:
+		return result{}, n.stoppedErr()
+	default:
+	}
+	p := n.newProposal()
+	p.data = appendCommand(nil, p.id, c)
+	n.register(p)
+	select {
+	case n.propc <- p:
+	case <-ctx.Done():
+		n.forget(p)
+		return result{}, ctx.Err()
+	case <-n.stopc:
+		n.forget(p)
+		return result{}, n.stoppedErr()
+	}
+	return n.wait(ctx, p)
+}
+
+func (n *Node) wait(ctx context.Context, p *proposal) (result, error) {
+	select {
+	case r := <-p.done:
+		return r, r.err
+	case <-ctx.Done():
+		n.forget(p)
+		return result{}, ctx.Err()
+	case <-n.stopc:
+		n.forget(p)
+		return result{}, n.stoppedErr()
+	}
+}
+
+// propose is the proposer goroutine: it packs every command waiting in
+// propc, up to MaxBatchBytes, into one entry, so many concurrent writers
+// cost one raft proposal and one fsync per node.
+func (n *Node) propose() {
+	var batch []*proposal
+	for {
+		batch = batch[:0]
+		select {
+		case p := <-n.propc:
+			batch = append(batch, p)
+		case <-n.stopc:
+			return
+		}
+		size := len(batch[0].data)
+	gather:
+		for size < n.cfg.MaxBatchBytes {
+			select {
+			case p := <-n.propc:
+				batch = append(batch, p)
+				size += len(p.data)
+			default:
+				break gather
+			}
+		}
+		// Encode only once there is a leader to propose to: a write whose
+		// caller gave up while the node had no leader (a minority
+		// partition) must not be proposed later, after the partition
+		// heals, when nobody waits for it.
+		if _, err := n.WaitLeader(n.stopCtx); err != nil {
+			return
+		}
+		live := 0
+		for _, p := range batch {
+			if !p.resolved.Load() {
+				live++
+			}
+		}
+		if live == 0 {
+			continue
+		}
+		data := make([]byte, 0, size+1+binary.MaxVarintLen64)
+		data = append(data, entryVersion)
+		data = binary.AppendUvarint(data, uint64(live))
+		for _, p := range batch {
+			if !p.resolved.Load() {
+				data = append(data, p.data...)
+			}
+		}
+		// Propose blocks while there is no leader; a caller that gives up
+		// meanwhile has already returned.
+		if err := n.raft.Propose(n.stopCtx, data); err != nil {
+			if n.stopCtx.Err() != nil {
+				return
+			}
+			for _, p := range batch {
+				n.resolve(p.id, result{err: fmt.Errorf("raft: propose: %w", err)})
+			}
+		}
+	}
+}
+
+// --- reads ------------------------------------------------------------
+
+// linearize returns once this node has applied everything committed
+// before the call: raft's ReadIndex, so a read after it sees every write
+// acknowledged anywhere before the read began. Concurrent callers share
+// one ReadIndex round.
+func (n *Node) linearize(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n.reads.Lock()
+	r := n.reads.pending
+	if r == nil {
+		r = &readReq{done: make(chan struct{})}
+		n.reads.pending = r
+	}
+	n.reads.Unlock()
+	select {
+	case n.readc <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stopc:
+		return n.stoppedErr()
+	}
+}
+
+// readLoop serves linearize: it takes the waiting callers as one group
+// (so each group's ReadIndex is issued after all its callers arrived),
+// asks raft for the read index, waits until it is applied, and releases
+// the group.
+func (n *Node) readLoop() {
+	for {
+		select {
+		case <-n.readc:
+		case <-n.stopc:
+			return
+		}
+		n.reads.Lock()
+		r := n.reads.pending
+		n.reads.pending = nil
+		n.reads.Unlock()
+		if r == nil {
+			continue
+		}
+		idx, err := n.readIndex()
+		if err == nil {
+			err = n.waitApplied(idx)
+		}
+		r.err = err
+		close(r.done)
+	}
+}
+
+func (n *Node) readIndex() (uint64, error) {
+	rctx := binary.BigEndian.AppendUint64(nil, n.newProposal().id)
+	// Raft drops a read index request silently when there is no leader or
+	// the message is lost; ask again after an election timeout.
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-retry.C:
+			if err := n.raft.ReadIndex(n.stopCtx, rctx); err != nil {
+				return 0, n.stoppedErr()
+			}
+			retry.Reset(time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval)
+		case rs := <-n.readStates:
+			if bytes.Equal(rs.RequestCtx, rctx) {
+				return rs.Index, nil
+			}
+		case <-n.stopc:
+			return 0, n.stoppedErr()
+		}
+	}
+}
+
+func (n *Node) waitApplied(idx uint64) error {
+	for {
+		n.applied.Lock()
+		cur, ch := n.applied.index, n.applied.ch
+		n.applied.Unlock()
+		if cur >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-n.stopc:
+			return n.stoppedErr()
+		}
+	}
+}
+
+func (n *Node) publishApplied(idx uint64) {
+	n.applied.Lock()
+	if idx > n.applied.index {
+		n.applied.index = idx
+		close(n.applied.ch)
+		n.applied.ch = make(chan struct{})
+	}
+	n.applied.Unlock()
+}
+
+// --- the Ready loop ---------------------------------------------------
+
+func (n *Node) receive() {
+	in := n.cfg.Transport.Receive()
+	for {
+		select {
+		case m := <-in:
+			// Errors mean the node stopped or the message was for
+			// someone else; raft recovers from lost messages either way.
+			_ = n.raft.Step(n.stopCtx, m)
+		case <-n.stopc:
+			return
+		}
+	}
+}
+
+func (n *Node) run() {
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			n.raft.Tick()
+		case rd := <-n.raft.Ready():
+			if err := n.handleReady(rd); err != nil {
+				n.fatal.Store(&err)
+				if n.cfg.Logger != nil {
+					n.cfg.Logger.Error("raft: node stops", "id", n.cfg.ID, "err", err)
+				}
+				n.signalStop()
+				return
+			}
+			n.raft.Advance()
+		case <-n.stopc:
+			return
+		}
+	}
+}
+
+// handleReady does what raft asks, in the order it requires: persist
+// (synced) before sending, so a vote or an acknowledged entry is on disk
+// before anyone counts it; then apply what is committed.
+func (n *Node) handleReady(rd etcdraft.Ready) error {
+	if rd.SoftState != nil {
+		n.setLead(rd.SoftState.Lead)
+	}
+	var snap *raftpb.Snapshot
+	if !etcdraft.IsEmptySnap(rd.Snapshot) {
+		snap = rd.Snapshot
+	}
+	var hs *raftpb.HardState
+	if !etcdraft.IsEmptyHardState(rd.HardState) {
+		hs = rd.HardState
+	}
+	sync := len(rd.Entries) > 0 || (hs != nil && etcdraft.MustSync(hs, n.prevHS, 0))
+	if err := n.log.save(hs, rd.Entries, snap, sync); err != nil {
+		return err
+	}
+	if hs != nil {
+		n.prevHS = hs
+	}
+	if snap != nil {
+		if err := n.mem.ApplySnapshot(snap); err != nil && !errors.Is(err, etcdraft.ErrSnapOutOfDate) {
+			return fmt.Errorf("raft: apply snapshot to log: %w", err)
+		}
+	}
+	if hs != nil {
+		if err := n.mem.SetHardState(hs); err != nil {
+			return fmt.Errorf("raft: set hard state: %w", err)
+		}
+	}
+	if err := n.mem.Append(rd.Entries); err != nil {
+		return fmt.Errorf("raft: append to log: %w", err)
+	}
+	n.cfg.Transport.Send(rd.Messages)
+	for _, m := range rd.Messages {
+		if m.GetType() == raftpb.MsgSnap {
+			// The transport does not say whether the snapshot arrived;
+			// report it sent. If it was lost, the follower rejects the
+			// next append and the leader sends a snapshot again.
+			n.raft.ReportSnapshot(m.GetTo(), etcdraft.SnapshotFinish)
+		}
+	}
+	if snap != nil && snap.GetMetadata().GetIndex() > n.appliedIndex {
+		if err := n.restore(snap); err != nil {
+			return err
+		}
+		n.failPending(ErrStateReplaced)
+		n.publishApplied(n.appliedIndex)
+		if err := n.syncPeers(); err != nil {
+			return err
+		}
+	}
+	confChanged, err := n.apply(rd.CommittedEntries)
+	if err != nil {
+		return err
+	}
+	for _, rs := range rd.ReadStates {
+		select {
+		case n.readStates <- rs:
+		default: // the read loop asks again
+		}
+	}
+	return n.maybeSnapshot(confChanged)
+}
+
+func (n *Node) setLead(lead uint64) {
+	old := n.lead.Swap(lead)
+	if old == lead {
+		return
+	}
+	n.leadMu.Lock()
+	close(n.leadCh)
+	n.leadCh = make(chan struct{})
+	n.leadMu.Unlock()
+	if old != 0 {
+		// Writes proposed through the old leader may be lost; waiting
+		// for them until the caller's deadline helps nobody.
+		n.failPending(ErrLeaderChanged)
+	}
+}
+
+type applyResult struct {
+	id uint64
+	r  result
+}
+
+// apply applies committed entries in one unsynced batch: the raft log is
+// the durable record, and the batch carries the applied index, so after a
+// crash the state and its index agree and raft replays the rest.
+func (n *Node) apply(ents []*raftpb.Entry) (confChanged bool, err error) {
+	if len(ents) == 0 {
+		return false, nil
+	}
+	b := n.state.NewIndexedBatch()
+	defer b.Close()
+	var results []applyResult
+	type peerChange struct {
+		remove bool
+		p      Peer
+	}
+	var peerChanges []peerChange
+	for _, e := range ents {
+		if e.GetIndex() <= n.appliedIndex {
+			continue
+		}
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				break // a new leader's empty entry
+			}
+			err := applyEntry(b, e.GetData(), func(id uint64, r result) {
+				results = append(results, applyResult{id, r})
+			})
+			if errors.Is(err, errCorrupt) {
+				// Every node skips the same bytes the same way.
+				if n.cfg.Logger != nil {
+					n.cfg.Logger.Error("raft: skipped corrupt entry", "index", e.GetIndex(), "err", err)
+				}
+			} else if err != nil {
+				return false, err
+			}
+		case raftpb.EntryConfChange:
+			var cc raftpb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return false, fmt.Errorf("raft: corrupt configuration change at %d: %w", e.GetIndex(), err)
+			}
+			n.confState = n.raft.ApplyConfChange(&cc)
+			confChanged = true
+			switch cc.GetType() {
+			case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
+				p := Peer{ID: cc.GetNodeId()}
+				if len(cc.GetContext()) > 0 {
+					if err := json.Unmarshal(cc.GetContext(), &p); err != nil || p.ID != cc.GetNodeId() {
+						p = Peer{ID: cc.GetNodeId()}
+					}
+				}
+				v, err := json.Marshal(p)
+				if err != nil {
+					return false, fmt.Errorf("raft: encode peer: %w", err)
+				}
+				if err := b.Set(peerKey(p.ID), v, nil); err != nil {
+					return false, stageErr(err)
+				}
+				peerChanges = append(peerChanges, peerChange{p: p})
+			case raftpb.ConfChangeRemoveNode:
+				if err := b.Delete(peerKey(cc.GetNodeId()), nil); err != nil {
+					return false, stageErr(err)
+				}
+				peerChanges = append(peerChanges, peerChange{remove: true, p: Peer{ID: cc.GetNodeId()}})
+			}
+			results = append(results, applyResult{cc.GetId(), result{}})
+		case raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return false, fmt.Errorf("raft: corrupt configuration change at %d: %w", e.GetIndex(), err)
+			}
+			n.confState = n.raft.ApplyConfChange(&cc)
+			confChanged = true
+		}
+		n.appliedIndex = e.GetIndex()
+	}
+	if err := n.stageApplied(b); err != nil {
+		return false, err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return false, fmt.Errorf("raft: write state: %w", err)
+	}
+	n.publishApplied(n.appliedIndex)
+	if ps, ok := n.cfg.Transport.(PeerSetter); ok {
+		for _, c := range peerChanges {
+			switch {
+			case c.p.ID == n.cfg.ID:
+			case c.remove:
+				ps.RemovePeer(c.p.ID)
+			case c.p.RaftAddr != "":
+				ps.SetPeer(c.p.ID, c.p.RaftAddr)
+			}
+		}
+	}
+	for _, r := range results {
+		n.resolve(r.id, r.r)
+	}
+	return confChanged, nil
+}
+
+func (n *Node) stageApplied(b *pebble.Batch) error {
+	cs, err := proto.Marshal(n.confState)
+	if err != nil {
+		return fmt.Errorf("raft: encode conf state: %w", err)
+	}
+	if err := b.Set(keyConfState, cs, nil); err != nil {
+		return stageErr(err)
+	}
+	return setU64(b, keyApplied, n.appliedIndex)
+}
+
+func (n *Node) loadApplied() error {
+	idx, err := getU64(n.state, keyApplied)
+	if err != nil {
+		return err
+	}
+	n.appliedIndex = idx
+	v, closer, err := n.state.Get(keyConfState)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("raft: read conf state: %w", err)
+	}
+	defer closer.Close()
+	cs := &raftpb.ConfState{}
+	if err := proto.Unmarshal(v, cs); err != nil {
+		return fmt.Errorf("raft: corrupt conf state: %w", err)
+	}
+	n.confState = cs
+	return nil
+}
+
+// syncPeers tells the transport every member after a snapshot replaced
+// the membership.
+func (n *Node) syncPeers() error {
+	ps, ok := n.cfg.Transport.(PeerSetter)
+	if !ok {
+		return nil
+	}
+	peers, err := n.storedPeers(n.state)
+	if err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if p.ID != n.cfg.ID && p.RaftAddr != "" {
+			ps.SetPeer(p.ID, p.RaftAddr)
+		}
+	}
+	return nil
+}
+
+// maybeSnapshot snapshots the state machine every SnapshotEvery applied
+// entries and drops the log before it, keeping a tail so that a follower a
+// little behind still catches up from the log. It also snapshots after a
+// membership change (force): raft sends a new member the latest snapshot,
+// and a node refuses one whose ConfState does not list it.
+func (n *Node) maybeSnapshot(force bool) error {
+	if n.appliedIndex == n.snapIndex || (!force && n.appliedIndex-n.snapIndex < n.cfg.SnapshotEvery) {
+		return nil
+	}
+	data, err := n.dumpState()
+	if err != nil {
+		return err
+	}
+	snap, err := n.mem.CreateSnapshot(n.appliedIndex, n.confState, data)
+	if err != nil {
+		return fmt.Errorf("raft: create snapshot: %w", err)
+	}
+	keep := n.cfg.SnapshotEvery / 4
+	compactTo := n.snapIndex
+	if n.appliedIndex > keep {
+		compactTo = max(compactTo, n.appliedIndex-keep)
+	}
+	if err := n.log.saveSnapshot(snap, compactTo); err != nil {
+		return err
+	}
+	if compactTo > 0 {
+		if err := n.mem.Compact(compactTo); err != nil && !errors.Is(err, etcdraft.ErrCompacted) {
+			return fmt.Errorf("raft: compact log: %w", err)
+		}
+	}
+	n.snapIndex = n.appliedIndex
+	return nil
+}
+
+// dumpState encodes every state key but the applied index as
+// lp(key) lp(value) pairs.
+func (n *Node) dumpState() ([]byte, error) {
+	it, err := n.state.NewIter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("raft: snapshot state: %w", err)
+	}
+	defer it.Close()
+	var out []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		if bytes.Equal(it.Key(), keyApplied) || bytes.Equal(it.Key(), keyConfState) {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("raft: snapshot state: %w", err)
+		}
+		out = appendLP(appendLP(out, it.Key()), v)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("raft: snapshot state: %w", err)
+	}
+	return out, nil
+}
+
+// restore replaces the state machine with a snapshot's.
+func (n *Node) restore(snap *raftpb.Snapshot) error {
+	b := n.state.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{0}, []byte{0xff}, nil); err != nil {
+		return stageErr(err)
+	}
+	d := decoder{b: snap.GetData()}
+	for len(d.b) > 0 && d.err == nil {
+		k, v := d.lp("snapshot key"), d.lp("snapshot value")
+		if d.err == nil {
+			if err := b.Set(k, v, nil); err != nil {
+				return stageErr(err)
+			}
+		}
+	}
+	if d.err != nil {
+		return fmt.Errorf("raft: snapshot at %d: %w", snap.GetMetadata().GetIndex(), d.err)
+	}
+	n.appliedIndex = snap.GetMetadata().GetIndex()
+	n.snapIndex = n.appliedIndex
+	n.confState = proto.Clone(snap.GetMetadata().GetConfState()).(*raftpb.ConfState)
+	if n.confState == nil {
+		n.confState = &raftpb.ConfState{}
+	}
+	if err := n.stageApplied(b); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("raft: restore snapshot: %w", err)
+	}
+	return nil
+}
+
+// --- logging ----------------------------------------------------------
+
+// raftLogger passes raft's warnings and errors to a slog.Logger and drops
+// its chatty info and debug lines.
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) log(level slog.Level, msg string) {
+	if r.l != nil {
+		r.l.Log(context.Background(), level, msg, "component", "etcd-raft")
+	}
+}
+
+func (raftLogger) Debug(...any)          {}
+func (raftLogger) Debugf(string, ...any) {}
+func (raftLogger) Info(...any)           {}
+func (raftLogger) Infof(string, ...any)  {}
+func (r raftLogger) Warning(v ...any)    { r.log(slog.LevelWarn, fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(f string, v ...any) {
+	r.log(slog.LevelWarn, fmt.Sprintf(f, v...))
+}
+func (r raftLogger) Error(v ...any)            { r.log(slog.LevelError, fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(f string, v ...any) { r.log(slog.LevelError, fmt.Sprintf(f, v...)) }
+
+// Fatal and Panic mean raft found its invariants broken: a bug or a
+// corrupt log. Continuing would risk diverging from the group.
+func (r raftLogger) Fatal(v ...any) { r.Panic(v...) }
+func (r raftLogger) Fatalf(f string, v ...any) {
+	r.Panicf(f, v...)
+}
+func (r raftLogger) Panic(v ...any) {
+	s := fmt.Sprint(v...)
+	r.log(slog.LevelError, s)
+	panic("raft: " + s)
+}
+func (r raftLogger) Panicf(f string, v ...any) {
+	s := fmt.Sprintf(f, v...)
+	r.log(slog.LevelError, s)
+	panic("raft: " + s)
+}
+
+// pebbleOptions are the options of both DBs: Pebble's informational
+// logging off.
+func pebbleOptions() *pebble.Options {
+	return &pebble.Options{Logger: quietPebble{}}
+}
+
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,167 @@
+package raft_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/meta/raft"
+	"github.com/warrenmq/broker/storage"
+)
+
+// testTLS returns server and client configs that trust one self-signed
+// certificate for 127.0.0.1, used by every node both ways (mutual TLS).
+func testTLS(t *testing.T) (server, client *tls.Config) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "warren raft test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	pair := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}
+	server = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13}
+	client = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	return server, client
+}
+
+// TestTCPCluster runs three nodes over loopback TCP (plain and TLS):
+// replication through a follower, and a node that restarts on the same
+// address catches up over fresh connections.
+func TestTCPCluster(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", withTLS), func(t *testing.T) {
+			ctx := testCtx(t)
+			var serverTLS, clientTLS *tls.Config
+			if withTLS {
+				serverTLS, clientTLS = testTLS(t)
+			}
+			const size = 3
+			root := t.TempDir()
+			lns := make([]net.Listener, size)
+			peers := make([]raft.Peer, size)
+			for i := range size {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				require.NoError(t, err)
+				lns[i] = l
+				peers[i] = raft.Peer{ID: uint64(i + 1), RaftAddr: l.Addr().String(), AMQPAddr: fmt.Sprintf("amqp-%d", i+1)}
+			}
+			nodes := make([]*raft.Node, size)
+			trs := make([]*raft.TCPTransport, size)
+			start := func(i int, l net.Listener) {
+				tr, err := raft.NewTCPTransport(raft.TCPConfig{ID: uint64(i + 1), Listener: l, ServerTLS: serverTLS, ClientTLS: clientTLS})
+				require.NoError(t, err)
+				n, err := raft.Start(raft.Config{
+					ID: uint64(i + 1), Dir: filepath.Join(root, fmt.Sprint(i+1)), Peers: peers, Transport: tr,
+					TickInterval: 25 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotEvery: 16,
+				})
+				if err != nil {
+					require.NoError(t, tr.Close())
+				}
+				require.NoError(t, err)
+				nodes[i], trs[i] = n, tr
+			}
+			stop := func(i int) {
+				if nodes[i] != nil {
+					require.NoError(t, nodes[i].Stop())
+					require.NoError(t, trs[i].Close())
+					nodes[i], trs[i] = nil, nil
+				}
+			}
+			t.Cleanup(func() {
+				for i := range size {
+					stop(i)
+				}
+			})
+			for i := range size {
+				start(i, lns[i])
+			}
+			require.NoError(t, nodes[0].Campaign(ctx))
+			_, err := nodes[2].WaitLeader(ctx)
+			require.NoError(t, err)
+
+			appendVia := func(n *raft.Node, body string) {
+				_, err := n.Shards().Append(ctx, "q", []storage.Record{{Body: []byte(body), Persistent: true}})
+				require.NoError(t, err)
+			}
+			for i := range 10 {
+				appendVia(nodes[i%size], fmt.Sprint(i))
+			}
+			for _, n := range nodes {
+				require.Len(t, readAll(ctx, t, n.Shards(), "q"), 10)
+			}
+			got, err := nodes[1].Peers(ctx)
+			require.NoError(t, err)
+			require.Equal(t, peers, got)
+
+			stop(2)
+			for i := range 40 {
+				appendVia(nodes[i%2], fmt.Sprint(10+i))
+			}
+			l, err := net.Listen("tcp", peers[2].RaftAddr)
+			require.NoError(t, err)
+			start(2, l)
+			require.Len(t, readAll(ctx, t, nodes[2].Shards(), "q"), 50)
+		})
+	}
+}
+
+func TestTCPTransportRejectsBadConfig(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	tests := []struct {
+		name string
+		cfg  raft.TCPConfig
+	}{
+		{"no-listener", raft.TCPConfig{ID: 1}},
+		{"no-id", raft.TCPConfig{Listener: l}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := raft.NewTCPTransport(tt.cfg)
+			require.ErrorContains(t, err, "raft: ")
+		})
+	}
+}
+
+// TestTCPTransportDropsOversizedFrame checks that a peer announcing a frame
+// over the limit is disconnected without the transport allocating it.
+func TestTCPTransportDropsOversizedFrame(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tr, err := raft.NewTCPTransport(raft.TCPConfig{ID: 1, Listener: l, MaxMessageBytes: 1024})
+	require.NoError(t, err)
+	defer tr.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte{0xff, 0xff, 0xff, 0xff})
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
+	_, err = c.Read(make([]byte, 1))
+	require.Error(t, err, "the transport must close the connection")
+}
