@@ -32,7 +32,15 @@
 //     message. Every requeue path (nack, reject, recover, channel and
 //     connection close, the scanner's RequeueEntries) goes through it.
 //   - A publish is confirmed once its record is stored; one Confirm call
-//     carries every sequence number of one store batch. A failed Append
+//     carries every sequence number of one store batch. A batch holding a
+//     persistent record on a store that syncs (storage.Syncer) is appended
+//     by a short-lived committer goroutine, one batch at a time, so the
+//     actor goes on settling and delivering while the sync runs; the
+//     batch becomes ready, and is confirmed, only when Append returns, so
+//     nothing is delivered before it is durable. Every op other than a
+//     publish or an ack waits for that commit first. Acks are gathered
+//     over one mailbox drain and settled with one record delete and one
+//     index delete. A failed Append
 //     confirms with the error (basic.nack) and the ready count is taken
 //     from the shard again, since the records may have been stored.
 //   - Store errors never lose work: a failed claim is undone and retried;
