@@ -137,10 +137,12 @@ func checkPassword(stored []byte, password string) bool {
 	return subtle.ConstantTimeCompare(want, b64) == 1
 }
 
-// compileGrant compiles a permission's regexps, anchored as RabbitMQ does
-// (^(...)$ around each; "" matches nothing but the empty name). They are
-// compiled with (?s) so that "." also matches a newline, which AMQP names
-// may contain: ".*" must mean every name.
+// compileGrant compiles a permission's regexps the way RabbitMQ uses them
+// (rabbit_auth_backend_internal:check_resource_access): unanchored, so a
+// name matches when the expression matches any part of it ("orders"
+// matches "my-orders"; anchor with ^ and $ to mean the whole name), and ""
+// stands for "^$", matching nothing but the empty name. Go's RE2 syntax
+// is PCRE's minus backreferences and lookaround, which are refused here.
 func compileGrant(p meta.Permission) (*session.Grant, error) {
 	var g session.Grant
 	for _, f := range []struct {
@@ -148,7 +150,11 @@ func compileGrant(p meta.Permission) (*session.Grant, error) {
 		expr string
 		dst  **regexp.Regexp
 	}{{"configure", p.Configure, &g.Configure}, {"write", p.Write, &g.Write}, {"read", p.Read, &g.Read}} {
-		re, err := regexp.Compile(`(?s)^(` + f.expr + `)$`)
+		expr := f.expr
+		if expr == "" {
+			expr = "^$"
+		}
+		re, err := regexp.Compile(expr)
 		if err != nil {
 			return nil, fmt.Errorf("broker: %s permission %q: %w", f.what, f.expr, err)
 		}
@@ -354,8 +360,9 @@ func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text stri
 }
 
 // SetPermissions grants user the configure, write and read regular
-// expressions on vhost (RabbitMQ's set_permissions; each is anchored as
-// ^(...)$, so ".*" is everything and "" nothing). The user and the vhost
+// expressions on vhost (RabbitMQ's set_permissions; each is matched
+// unanchored as RabbitMQ does, so ".*" is everything, "" nothing and
+// "^q\." every name starting "q."). The user and the vhost
 // must exist. Open connections of the user on the vhost use the new
 // permissions from their next check.
 func (b *Broker) SetPermissions(ctx context.Context, user, vhostName, configure, write, read string) error {

@@ -231,7 +231,9 @@ func TestPermissionsRefuse(t *testing.T) {
 			_, err := ch.QueueDeclare("q.new", false, false, false, false, nil)
 			return err
 		}, "queue 'q.new'"},
-		{"queue.declare server-named", "q.*", all, all, func(ch *amqp091.Channel) error {
+		// Anchored: unanchored, as RabbitMQ matches, "q.*" would match
+		// "amq.gen-...".
+		{"queue.declare server-named", `^q\.`, all, all, func(ch *amqp091.Channel) error {
 			_, err := ch.QueueDeclare("", false, false, true, false, nil)
 			return err
 		}, "queue 'amq.gen-"},
@@ -299,6 +301,45 @@ func TestPermissionsRefuse(t *testing.T) {
 				require.ErrorAs(t, err, &ae)
 				require.NotEqual(t, amqp091.AccessRefused, ae.Code, "reason: %s", ae.Reason)
 			}
+		})
+	}
+}
+
+// TestPermissionsAreUnanchored: RabbitMQ matches permission expressions
+// with re:run, unanchored (rabbit_auth_backend_internal:
+// check_resource_access), and reads "" as "^$".
+func TestPermissionsAreUnanchored(t *testing.T) {
+	checkGoroutines(t)
+	b := startBroker(t, Options{})
+	ctx := context.Background()
+	ch, err := b.Channel(ctx)
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDeclare("orders.eu", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	for _, tc := range []struct {
+		read    string
+		allowed bool
+	}{
+		{"orders", true},
+		{`\.eu`, true},
+		{`^orders\.eu$`, true},
+		{".*", true},
+		{"^eu", false},
+		{"^orders$", false},
+		{"", false},
+	} {
+		t.Run(tc.read, func(t *testing.T) {
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", "", "", tc.read))
+			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+			uch := topoChannel(t, conn)
+			_, _, err := uch.Get("orders.eu", false)
+			if tc.allowed {
+				require.NoError(t, err)
+				return
+			}
+			topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'orders.eu' in vhost '/' refused for user 'u'")
 		})
 	}
 }
