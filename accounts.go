@@ -124,8 +124,14 @@ func encodeHash(h hash.Hash, salt []byte, password string) []byte {
 }
 
 // checkPassword reports whether password matches a stored hash (any of
-// the algorithms above), in constant time for a given hash.
+// the algorithms above), in constant time for a given hash. A blank
+// password never matches: RabbitMQ's internal backend refuses blank
+// passwords (rabbit_auth_backend_internal:user_login_authentication),
+// whatever was hashed.
 func checkPassword(stored []byte, password string) bool {
+	if password == "" {
+		return false
+	}
 	h, b64 := splitStoredHash(stored)
 	hh := h.new()
 	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))

@@ -32,7 +32,7 @@ func TestPasswordHashIsRabbitSHA256(t *testing.T) {
 	}{
 		{"right", h, "s3cret", true},
 		{"wrong", h, "s3cret ", false},
-		{"empty password", hashPassword(""), "", true},
+		{"blank password, as RabbitMQ refuses it", hashPassword(""), "", false},
 		{"not base64", []byte("!!!"), "s3cret", false},
 		{"short", []byte("AAAA"), "", false},
 		{"nil", nil, "", false},
@@ -109,6 +109,11 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	_, err := amqp091.Dial(userURL(b, "u", "wrong"))
 	requireAMQPCode(t, err, amqp091.AccessRefused)
 	_, err = amqp091.Dial(userURL(b, "nobody", "p"))
+	requireAMQPCode(t, err, amqp091.AccessRefused)
+	// A blank password is refused even when it is the user's.
+	require.NoError(t, b.AddUser(ctx, "blank", ""))
+	require.NoError(t, b.SetPermissions(ctx, "blank", "/", ".*", ".*", ".*"))
+	_, err = amqp091.Dial(userURL(b, "blank", ""))
 	requireAMQPCode(t, err, amqp091.AccessRefused)
 
 	// Logged in, but no permissions on "/": RabbitMQ's 530 at connection.open.
