@@ -72,8 +72,9 @@ func tableString(t amqp.Table, key string) (string, bool) {
 }
 
 // Grant is one user's permissions on one vhost: RabbitMQ's configure, write
-// and read regular expressions, compiled and anchored (^(...)$) by whoever
-// builds it. A nil field refuses everything of that kind.
+// and read regular expressions, compiled by whoever builds it. They match
+// unanchored, as RabbitMQ's do ("orders" also grants "my-orders"); the
+// builder turns "" into ^$. A nil field refuses everything of that kind.
 type Grant struct {
 	Configure, Write, Read *regexp.Regexp
 }
