@@ -147,6 +147,26 @@ type Options struct {
 	// the unacked scanner (scanner.go), at most half the timeout late.
 	ConsumerTimeout time.Duration
 
+	// MemoryHighWatermark is the memory alarm's limit in bytes of message
+	// data held in memory: the Properties and Body bytes of every message
+	// in the in-memory stores (non-durable queues' store, and the durable
+	// one without DataDir), plus what a store given as Shards reports when
+	// it implements interface{ MemoryBytes() int64 }. Above it, publishing
+	// connections are blocked (alarms.go). Zero means 40% of the machine's
+	// memory or of the cgroup's limit, RabbitMQ's default
+	// vm_memory_high_watermark of 0.4; negative turns the alarm off
+	// (RaiseAlarm still works).
+	MemoryHighWatermark int64
+	// DiskFreeLimit is the disk alarm's limit: when the file system holding
+	// DataDir has fewer free bytes, publishing connections are blocked.
+	// Zero means 50 MB, RabbitMQ's disk_free_limit; negative turns the
+	// alarm off. Without DataDir nothing is written to disk and the disk is
+	// not watched.
+	DiskFreeLimit int64
+
+	// alarmPolling lets tests sample faster and fake statfs (alarms.go).
+	alarmPolling alarmPolling
+
 	// Clock is the queue engine's time: enqueue timestamps, message TTLs
 	// (x-message-ttl, expiration) and queue expiry (x-expires) follow it,
 	// so tests drive them with a clock.Fake instead of sleeping.
@@ -286,9 +306,10 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	acct accountState // access and connection counts (accounts.go, limits.go)
-	ops  opsState     // counters for Stats, the management API and metrics (introspect.go)
-	scan scanState    // the unacked scanner's goroutine (scanner.go)
+	acct  accountState // access and connection counts (accounts.go, limits.go)
+	ops   opsState     // counters for Stats, the management API and metrics (introspect.go)
+	scan  scanState    // the unacked scanner's goroutine (scanner.go)
+	alarm alarmState   // memory and disk alarms and their monitor (alarms.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -327,6 +348,7 @@ func New(opts Options) (*Broker, error) {
 		Product:        o.Product,
 		Version:        Version,
 		Counters:       &b.ops.session,
+		Alarms:         &b.alarm.gate,
 	}
 	b.nodeID = "warren@local"
 	b.incarnation = uint64(time.Now().UnixNano())
@@ -349,6 +371,8 @@ func New(opts Options) (*Broker, error) {
 		st.close()
 		return nil, err
 	}
+	b.setupAlarms()
+	b.startAlarms() // last: nothing after it can fail
 	return b, nil
 }
 
@@ -571,6 +595,7 @@ func (b *Broker) Close() error {
 
 		// The scanner goes first: it calls into connections and queues.
 		b.stopScanner()
+		b.stopAlarms()
 		for _, l := range listeners {
 			l.Close()
 		}

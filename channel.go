@@ -950,13 +950,21 @@ func (ch *Channel) Publish(exchange, key string, mandatory, immediate bool, msg 
 }
 
 // PublishWithContext publishes msg to exchange with routing key key. The
-// properties and body are copied: msg may be reused when it returns. In
-// confirm mode the publish is confirmed through NotifyPublish; unroutable
-// mandatory messages come back through NotifyReturn. An error the broker
-// answers the publish with (404 for a missing exchange, 406 for an
-// oversized body, ...) is returned, and closes the channel.
+// properties and body are copied: msg may be reused when it returns. While
+// a resource alarm is raised (Broker.RaiseAlarm, Options.MemoryHighWatermark)
+// it waits for the alarm to clear, or returns ctx's error without
+// publishing. In confirm mode the publish is confirmed through
+// NotifyPublish; unroutable mandatory messages come back through
+// NotifyReturn. An error the broker answers the publish with (404 for a
+// missing exchange, 406 for an oversized body, ...) is returned, and closes
+// the channel.
 func (ch *Channel) PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// While a resource alarm is raised the publish waits here, before
+	// sendMu, so Close is not held up by it (alarms.go).
+	if err := ch.conn.WaitUnblocked(ctx); err != nil {
 		return err
 	}
 	if err := msg.Headers.Validate(); err != nil {

@@ -131,11 +131,9 @@ func (c *Conn) HandleContext(ctx context.Context, channel uint16, m amqp.Method,
 	if m == nil {
 		return errors.New("session: Handle of a nil method")
 	}
-	if c.alarms != nil && c.alarms.active.Load() != 0 {
-		if _, ok := m.(*amqp.BasicPublish); ok {
-			if err := c.waitUnblocked(ctx); err != nil {
-				return err
-			}
+	if _, ok := m.(*amqp.BasicPublish); ok {
+		if err := c.WaitUnblocked(ctx); err != nil {
+			return err
 		}
 	}
 	c.direct.mu.Lock()
@@ -209,10 +207,16 @@ func (ch *Channel) handleDirect(m amqp.Method, props, body []byte) error {
 	return ch.complete()
 }
 
-// waitUnblocked waits, outside the Handle mutex (so other calls and the
-// connection's close go on), until no alarm is raised, the connection
-// closes, or ctx ends (its error is returned).
-func (c *Conn) waitUnblocked(ctx context.Context) error {
+// WaitUnblocked returns once no resource alarm is raised (at once, for one
+// atomic load, when none is), when the connection closes, or when ctx ends
+// (with ctx's error). HandleContext calls it for basic.publish outside the
+// Handle mutex, so other calls and the connection's close go on; a caller
+// with locks of its own may call it before taking them. Safe from any
+// goroutine.
+func (c *Conn) WaitUnblocked(ctx context.Context) error {
+	if c.alarms == nil || c.alarms.active.Load() == 0 {
+		return nil
+	}
 	active, changed := c.alarms.watch()
 	if active == 0 {
 		return nil

@@ -1,0 +1,397 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/storage/memory"
+)
+
+// Flow control (issue 8): RabbitMQ's memory and disk alarms.
+//
+// While an alarm is raised, every connection that publishes is blocked: on
+// reading a basic.publish its reader sends connection.blocked (to clients
+// that announced the capability, as amqp091-go does) and stops reading the
+// socket until every alarm cleared, then sends connection.unblocked and goes
+// on. Connections that only consume are never blocked, so consumers drain
+// the queues; a publish on a Channel (the direct API) waits instead. See
+// session.Alarms for the connection side.
+//
+// One monitor goroutine, started by New and stopped by Close, owns the
+// monitored alarms: every memoryPoll it adds up the message bytes held in
+// memory and compares them with Options.MemoryHighWatermark; every diskPoll
+// it reads the free space of Options.DataDir's file system and compares it
+// with Options.DiskFreeLimit. An alarm clears as soon as its measure is back
+// under the limit (RabbitMQ has no hysteresis either). RaiseAlarm and
+// ClearAlarm set a manual alarm of each kind, OR-ed with the monitored one.
+
+// Alarm is a kind of resource alarm.
+type Alarm uint8
+
+// The alarm kinds RabbitMQ has.
+const (
+	// AlarmMemory: message bytes held in memory are above
+	// Options.MemoryHighWatermark.
+	AlarmMemory = Alarm(session.AlarmMemory)
+	// AlarmDisk: free space on DataDir's file system is below
+	// Options.DiskFreeLimit.
+	AlarmDisk = Alarm(session.AlarmDisk)
+
+	allAlarms = AlarmMemory | AlarmDisk
+)
+
+// String returns "memory" or "disk", the names RabbitMQ gives its resource
+// alarms.
+func (a Alarm) String() string {
+	switch a {
+	case AlarmMemory:
+		return "memory"
+	case AlarmDisk:
+		return "disk"
+	}
+	return fmt.Sprintf("Alarm(%d)", uint8(a))
+}
+
+// RabbitMQ's flow-control defaults, used for zero Options fields.
+const (
+	// DefaultMemoryHighWatermarkRatio is the share of the machine's memory
+	// (or of the cgroup's limit, when lower) that message data may take
+	// before the memory alarm is raised: RabbitMQ's
+	// vm_memory_high_watermark.relative.
+	DefaultMemoryHighWatermarkRatio = 0.4
+	// DefaultDiskFreeLimit is RabbitMQ's disk_free_limit: 50 MB.
+	DefaultDiskFreeLimit = 50_000_000
+)
+
+// assumedTotalMemory is what the default watermark is a share of when the
+// machine's memory cannot be read (not Linux): RabbitMQ assumes 1 GiB too.
+const assumedTotalMemory = 1 << 30
+
+// alarmPolling is how often the monitor samples; tests shorten it and fake
+// the disk (Options.alarmPolling).
+type alarmPolling struct {
+	memory, disk time.Duration
+	// statfs returns the free bytes of the file system holding path.
+	statfs func(path string) (int64, error)
+}
+
+// RabbitMQ checks memory every 500 ms and disk every 10 s at most; the
+// message-byte count here costs one atomic load per store, so it is
+// sampled more often to keep the overshoot small.
+const (
+	defaultMemoryPoll = 100 * time.Millisecond
+	defaultDiskPoll   = time.Second
+)
+
+// memorySource is a store whose in-memory message bytes count against the
+// watermark: *memory.Store (Bytes), or any storage.ShardStore given in
+// Options.Shards that implements it.
+type memorySource interface {
+	MemoryBytes() int64
+}
+
+// memoryStoreBytes adapts *memory.Store, whose counter is named Bytes.
+type memoryStoreBytes struct{ s *memory.Store }
+
+func (m memoryStoreBytes) MemoryBytes() int64 { return m.s.Bytes() }
+
+// alarmState is the broker's alarms: the gate every connection obeys, and
+// what the monitor measured.
+type alarmState struct {
+	gate session.Alarms
+
+	memLimit, diskLimit int64 // <= 0: not monitored
+	dir                 string
+	sources             []memorySource
+	poll                alarmPolling
+
+	memUsed, diskFree atomic.Int64 // last samples, for the management API and metrics
+
+	mu struct {
+		sync.Mutex
+		manual, monitored Alarm
+	}
+	stop chan struct{} // closed by stopAlarms
+	done chan struct{} // closed when the monitor exited; nil when none runs
+}
+
+// setupAlarms resolves the limits and picks the memory sources; it runs in
+// New before any connection can be served (b.cfg.Alarms points at the gate).
+func (b *Broker) setupAlarms() {
+	a := &b.alarm
+	a.poll = b.opts.alarmPolling
+	if a.poll.memory <= 0 {
+		a.poll.memory = defaultMemoryPoll
+	}
+	if a.poll.disk <= 0 {
+		a.poll.disk = defaultDiskPoll
+	}
+	if a.poll.statfs == nil {
+		a.poll.statfs = statfsFree
+	}
+	switch w := b.opts.MemoryHighWatermark; {
+	case w > 0:
+		a.memLimit = w
+	case w == 0:
+		a.memLimit = int64(DefaultMemoryHighWatermarkRatio * float64(totalMemory()))
+	}
+	if b.opts.DataDir != "" {
+		switch l := b.opts.DiskFreeLimit; {
+		case l > 0:
+			a.diskLimit = l
+		case l == 0:
+			a.diskLimit = DefaultDiskFreeLimit
+		}
+		a.dir = b.opts.DataDir
+	}
+	seen := map[storage.ShardStore]bool{}
+	for _, st := range []storage.ShardStore{b.stores.transient.Shards, b.stores.durable.Shards} {
+		if seen[st] {
+			continue
+		}
+		seen[st] = true
+		switch s := st.(type) {
+		case *memory.Store:
+			a.sources = append(a.sources, memoryStoreBytes{s})
+		case memorySource:
+			a.sources = append(a.sources, s)
+		}
+	}
+	a.stop = make(chan struct{})
+}
+
+// startAlarms starts the monitor goroutine when anything is monitored.
+func (b *Broker) startAlarms() {
+	a := &b.alarm
+	if a.memLimit <= 0 && a.diskLimit <= 0 {
+		return
+	}
+	a.done = make(chan struct{})
+	go b.monitorAlarms()
+}
+
+// stopAlarms stops the monitor and waits for it. Close calls it once.
+func (b *Broker) stopAlarms() {
+	close(b.alarm.stop)
+	if b.alarm.done != nil {
+		<-b.alarm.done
+	}
+}
+
+// monitorAlarms samples memory and disk until stopAlarms.
+func (b *Broker) monitorAlarms() {
+	a := &b.alarm
+	defer close(a.done)
+	var memTick, diskTick <-chan time.Time
+	if a.memLimit > 0 {
+		t := time.NewTicker(a.poll.memory)
+		defer t.Stop()
+		memTick = t.C
+		b.checkMemory()
+	}
+	if a.diskLimit > 0 {
+		t := time.NewTicker(a.poll.disk)
+		defer t.Stop()
+		diskTick = t.C
+		b.checkDisk()
+	}
+	for {
+		select {
+		case <-memTick:
+			b.checkMemory()
+		case <-diskTick:
+			b.checkDisk()
+		case <-a.stop:
+			return
+		}
+	}
+}
+
+// memoryUsed adds up the message bytes of every memory source.
+func (a *alarmState) memoryUsed() int64 {
+	var n int64
+	for _, s := range a.sources {
+		n += s.MemoryBytes()
+	}
+	return n
+}
+
+func (b *Broker) checkMemory() {
+	a := &b.alarm
+	used := a.memoryUsed()
+	a.memUsed.Store(used)
+	b.setMonitored(AlarmMemory, used > a.memLimit)
+}
+
+func (b *Broker) checkDisk() {
+	a := &b.alarm
+	free, err := a.poll.statfs(a.dir)
+	if err != nil {
+		// Keep the last verdict; say so once per failing streak.
+		if a.diskFree.Swap(-1) != -1 {
+			b.log.Warn("broker: cannot read free disk space, disk alarm unchanged", "dir", a.dir, "err", err)
+		}
+		return
+	}
+	a.diskFree.Store(free)
+	b.setMonitored(AlarmDisk, free < a.diskLimit)
+}
+
+// setMonitored records the monitor's verdict on kind.
+func (b *Broker) setMonitored(kind Alarm, on bool) {
+	a := &b.alarm
+	a.mu.Lock()
+	before := a.mu.monitored
+	if on {
+		a.mu.monitored |= kind
+	} else {
+		a.mu.monitored &^= kind
+	}
+	if a.mu.monitored == before {
+		a.mu.Unlock()
+		return
+	}
+	b.applyAlarmsLocked("monitor")
+}
+
+// RaiseAlarm raises the alarm of kind by hand, as if its resource had run
+// low: publishing connections are blocked until ClearAlarm (and until the
+// monitored alarm of that kind, if any, clears too). Unknown kinds are
+// ignored. Tests use it to exercise flow control without filling memory.
+func (b *Broker) RaiseAlarm(kind Alarm) {
+	a := &b.alarm
+	a.mu.Lock()
+	a.mu.manual |= kind & allAlarms
+	b.applyAlarmsLocked("manual")
+}
+
+// ClearAlarm clears the alarm of kind that RaiseAlarm raised. An alarm the
+// monitor raised stays until its resource is back under the limit.
+func (b *Broker) ClearAlarm(kind Alarm) {
+	a := &b.alarm
+	a.mu.Lock()
+	a.mu.manual &^= kind
+	b.applyAlarmsLocked("manual")
+}
+
+// Alarms returns the alarms in effect (raised by hand or by the monitor),
+// memory before disk; none is an empty slice.
+func (b *Broker) Alarms() []Alarm {
+	active := Alarm(b.alarm.gate.Active())
+	out := []Alarm{}
+	for _, k := range []Alarm{AlarmMemory, AlarmDisk} {
+		if active&k != 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// applyAlarmsLocked hands manual|monitored to the connections and logs each
+// alarm that was raised or cleared. It releases a.mu: the log is written
+// outside it.
+func (b *Broker) applyAlarmsLocked(by string) {
+	a := &b.alarm
+	active := a.mu.manual | a.mu.monitored
+	before := Alarm(a.gate.Active())
+	a.gate.Set(uint32(active))
+	a.mu.Unlock()
+	for _, k := range []Alarm{AlarmMemory, AlarmDisk} {
+		was, is := before&k != 0, active&k != 0
+		if was == is {
+			continue
+		}
+		attrs := []any{"alarm", k.String(), "by", by}
+		if k == AlarmMemory {
+			attrs = append(attrs, "mem_used", a.memUsed.Load(), "mem_limit", a.memLimit)
+		} else {
+			attrs = append(attrs, "disk_free", a.diskFree.Load(), "disk_free_limit", a.diskLimit)
+		}
+		if is {
+			b.log.Warn("broker: resource alarm raised, publishers are blocked", attrs...)
+		} else {
+			b.log.Info("broker: resource alarm cleared", attrs...)
+		}
+	}
+}
+
+// alarmStatus is what the management API and metrics show of the alarms
+// (RabbitMQ's mem_alarm, disk_free_alarm, mem_used, mem_limit, disk_free,
+// disk_free_limit). A limit of 0 means not monitored; diskFree is -1 when
+// unknown.
+type alarmStatus struct {
+	MemAlarm, DiskFreeAlarm bool
+	MemUsed, MemLimit       int64
+	DiskFree, DiskFreeLimit int64
+}
+
+func (b *Broker) alarmStatus() alarmStatus {
+	a := &b.alarm
+	active := Alarm(a.gate.Active())
+	s := alarmStatus{
+		MemAlarm:      active&AlarmMemory != 0,
+		DiskFreeAlarm: active&AlarmDisk != 0,
+		MemUsed:       a.memoryUsed(),
+		MemLimit:      max(a.memLimit, 0),
+		DiskFree:      -1,
+		DiskFreeLimit: max(a.diskLimit, 0),
+	}
+	if a.diskLimit > 0 {
+		if free := a.diskFree.Load(); free > 0 {
+			s.DiskFree = free
+		}
+	}
+	return s
+}
+
+// totalMemory is the memory the process may use: the machine's (Linux
+// /proc/meminfo), or the cgroup's limit when lower, as RabbitMQ's
+// vm_memory_monitor reads it; assumedTotalMemory when neither is readable.
+func totalMemory() int64 {
+	total := int64(0)
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		total = parseMemTotal(b)
+	}
+	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// "max" (v2) or a huge number (v1) mean no limit.
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (total == 0 || n < total) {
+			total = n
+		}
+	}
+	if total <= 0 {
+		return assumedTotalMemory
+	}
+	return total
+}
+
+// parseMemTotal reads "MemTotal: N kB" from /proc/meminfo; 0 if absent.
+func parseMemTotal(meminfo []byte) int64 {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil || n <= 0 {
+				return 0
+			}
+			if len(f) >= 3 && f[2] == "kB" {
+				n *= 1024
+			}
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,460 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/queue"
+)
+
+// fastAlarms samples memory and disk every few milliseconds, so the
+// monitor reacts within a test's patience.
+var fastAlarms = alarmPolling{memory: 5 * time.Millisecond, disk: 5 * time.Millisecond}
+
+// expectBlocking waits for the next connection.blocked or unblocked.
+func expectBlocking(t *testing.T, blocked <-chan amqp091.Blocking, active bool, reason string) {
+	t.Helper()
+	select {
+	case b := <-blocked:
+		require.Equal(t, amqp091.Blocking{Active: active, Reason: reason}, b)
+	case <-time.After(waitFor):
+		t.Fatalf("no connection.blocked (active=%v)", active)
+	}
+}
+
+// dialPublisher connects a client that will be blocked. A blocked client's
+// Close waits for a close-ok the held reader does not read, so a cleanup
+// registered after it closes the broker first (a failing test then ends
+// instead of hanging).
+func dialPublisher(t *testing.T, b *Broker) (*amqp091.Connection, <-chan amqp091.Blocking) {
+	t.Helper()
+	conn := dial(t, b.URL(), amqp091.Config{})
+	t.Cleanup(func() { _ = b.Close() })
+	return conn, conn.NotifyBlocked(make(chan amqp091.Blocking, 16))
+}
+
+func TestAlarmString(t *testing.T) {
+	for a, want := range map[Alarm]string{AlarmMemory: "memory", AlarmDisk: "disk", Alarm(8): "Alarm(8)"} {
+		require.Equal(t, want, a.String())
+	}
+}
+
+// TestAlarmManual: RaiseAlarm blocks a publishing connection (it is told
+// with connection.blocked and RabbitMQ's reason) and its publishes are not
+// routed, while a connection that only consumes keeps receiving; ClearAlarm
+// unblocks it and every held publish lands, none lost.
+func TestAlarmManual(t *testing.T) {
+	for _, tc := range []struct {
+		kind   Alarm
+		reason string
+	}{
+		{AlarmMemory, "low on memory"},
+		{AlarmDisk, "low on disk"},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			b := startBroker(t, Options{MemoryHighWatermark: -1})
+			pub, blocked := dialPublisher(t, b)
+			pch := openChannel(t, pub)
+			declareQueue(t, pch, "q", false)
+			publishConfirmed(t, pch, "q", false, numbered("before", 10)...)
+
+			b.RaiseAlarm(tc.kind)
+			b.RaiseAlarm(tc.kind) // idempotent
+			require.Equal(t, []Alarm{tc.kind}, b.Alarms())
+			publishBodies(t, pch, "q", false, numbered("held", 5)...)
+			expectBlocking(t, blocked, true, tc.reason)
+			require.Equal(t, uint64(10), queueStats(t, b, "q").Ready, "held publishes are not routed")
+
+			// A consumer-only connection is never blocked.
+			cons := dial(t, b.URL(), amqp091.Config{})
+			cch := openChannel(t, cons)
+			msgs, err := cch.Consume("q", "", true, false, false, false, nil)
+			require.NoError(t, err)
+			got := map[string]int{}
+			for range 10 {
+				got[string(next(t, msgs).Body)]++
+			}
+			require.Equal(t, uint64(10), b.Stats().Totals.Published, "nothing more was routed meanwhile")
+
+			b.ClearAlarm(tc.kind)
+			expectBlocking(t, blocked, false, "")
+			require.Empty(t, b.Alarms())
+			for range 5 {
+				got[string(next(t, msgs).Body)]++
+			}
+			for _, body := range append(numbered("before", 10), numbered("held", 5)...) {
+				require.Equal(t, 1, got[body], body)
+			}
+			requireWorks(t, pub) // the publisher goes on as before
+		})
+	}
+}
+
+// TestAlarmManualAndMonitoredAreORed: a manual alarm and the monitor's are
+// separate; the connection stays blocked until both cleared, and is told
+// once each way.
+func TestAlarmManualAndMonitoredAreORed(t *testing.T) {
+	var free, calls atomic.Int64
+	free.Store(1 << 40)
+	statfs := func(string) (int64, error) {
+		calls.Add(1)
+		return free.Load(), nil
+	}
+	b := startBroker(t, Options{DataDir: t.TempDir(), DiskFreeLimit: 1000, MemoryHighWatermark: -1,
+		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
+	pub, blocked := dialPublisher(t, b)
+	ch := openChannel(t, pub)
+	declareQueue(t, ch, "q", false)
+
+	b.RaiseAlarm(AlarmDisk)
+	free.Store(10)
+	seen := calls.Load() // two samples later the monitor has seen it
+	require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, waitFor, time.Millisecond)
+	publishBodies(t, ch, "q", false, "x")
+	expectBlocking(t, blocked, true, "low on disk")
+	b.ClearAlarm(AlarmDisk)
+	require.Equal(t, []Alarm{AlarmDisk}, b.Alarms(), "the monitored alarm holds")
+	b.RaiseAlarm(AlarmMemory)
+	require.Equal(t, []Alarm{AlarmMemory, AlarmDisk}, b.Alarms())
+	b.ClearAlarm(AlarmMemory)
+	free.Store(1 << 40)
+	expectBlocking(t, blocked, false, "")
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
+}
+
+// TestMemoryWatermark: with a small watermark, a publisher of 1 KiB
+// messages in confirm mode is blocked once the queue holds more than it;
+// a consumer on another connection drains the queue, the publisher is
+// unblocked, and every message published is consumed exactly once.
+func TestMemoryWatermark(t *testing.T) {
+	const watermark = 256 << 10
+	b := startBroker(t, Options{MemoryHighWatermark: watermark, alarmPolling: fastAlarms})
+	pub, blocked := dialPublisher(t, b)
+	ch := openChannel(t, pub)
+	declareQueue(t, ch, "q", false)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1<<16))
+
+	body := make([]byte, 1024)
+	published := 0
+	publish := func() {
+		msg := amqp091.Publishing{Body: body, MessageId: strconv.Itoa(published)}
+		require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, msg))
+		published++
+	}
+	for waiting := true; waiting; {
+		publish()
+		require.Less(t, published, 1<<15, "never blocked")
+		select {
+		case bl := <-blocked:
+			require.Equal(t, amqp091.Blocking{Active: true, Reason: "low on memory"}, bl)
+			waiting = false
+		default:
+		}
+	}
+	require.Equal(t, []Alarm{AlarmMemory}, b.Alarms())
+	require.Greater(t, b.alarmStatus().MemUsed, int64(watermark))
+	publish() // one more while blocked: it waits in the socket
+
+	cons := dial(t, b.URL(), amqp091.Config{})
+	cch := openChannel(t, cons)
+	require.NoError(t, cch.Qos(100, 0, false))
+	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
+	require.NoError(t, err)
+	seen := make(map[string]bool, published)
+	receive := func() {
+		d := next(t, msgs)
+		require.False(t, seen[d.MessageId], "message %s delivered twice", d.MessageId)
+		seen[d.MessageId] = true
+		require.NoError(t, d.Ack(false))
+	}
+	for unblocked := false; !unblocked; {
+		select {
+		case bl := <-blocked:
+			require.Equal(t, amqp091.Blocking{Active: false}, bl)
+			unblocked = true
+		case d := <-msgs:
+			require.False(t, seen[d.MessageId], "message %s delivered twice", d.MessageId)
+			seen[d.MessageId] = true
+			require.NoError(t, d.Ack(false))
+		case <-time.After(waitFor):
+			t.Fatal("never unblocked")
+		}
+	}
+	publish() // the publisher goes on
+	for range published {
+		select {
+		case c := <-confirms:
+			require.True(t, c.Ack)
+		case <-time.After(waitFor):
+			t.Fatal("a publish was never confirmed")
+		}
+	}
+	for len(seen) < published {
+		receive()
+	}
+	for i := range published {
+		require.True(t, seen[strconv.Itoa(i)], "message %d lost", i)
+	}
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 0 && st.Unacked == 0 })
+	require.Empty(t, b.Alarms())
+}
+
+// TestMemoryWatermarkBoundsHeap: a publisher pushing as fast as it can
+// into a queue whose consumer takes one message per tick is blocked at the
+// watermark, so the process heap (broker and both clients) stays within
+// the watermark and a fixed slack, however long it pushes.
+func TestMemoryWatermarkBoundsHeap(t *testing.T) {
+	const (
+		watermark = 4 << 20
+		slack     = 32 << 20
+		pushFor   = 2 * time.Second
+	)
+	b, err := New(Options{MemoryHighWatermark: watermark, alarmPolling: fastAlarms})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+
+	pub, blocked := dialPublisher(t, b)
+	pch := openChannel(t, pub)
+	declareQueue(t, pch, "q", false)
+
+	// The publisher stops at stop, or when Close below ends its connection
+	// (its last Publish may be stuck in a socket nobody reads until then).
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		body := make([]byte, 4096)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := pch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: body}); err != nil {
+				return // the connection was closed
+			}
+		}
+	}()
+
+	cons := dial(t, b.URL(), amqp091.Config{})
+	cch := openChannel(t, cons)
+	require.NoError(t, cch.Qos(1, 0, false))
+	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
+	require.NoError(t, err)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	end := time.After(pushFor)
+	consumed, wasBlocked := 0, false
+	for running := true; running; {
+		select {
+		case <-tick.C:
+			select {
+			case d := <-msgs:
+				require.NoError(t, d.Ack(false))
+				consumed++
+			default:
+			}
+		case bl := <-blocked:
+			wasBlocked = wasBlocked || bl.Active
+		case <-end:
+			running = false
+		}
+	}
+	require.True(t, wasBlocked, "the publisher was never blocked")
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st := b.alarmStatus()
+	t.Logf("consumed %d, message bytes held %d, heap in use %d MiB", consumed, st.MemUsed, ms.HeapInuse>>20)
+	require.Less(t, ms.HeapInuse, uint64(watermark+slack), "heap in use")
+
+	close(stop)
+	require.NoError(t, b.Close()) // ends the blocked publisher's connection
+	wg.Wait()
+}
+
+// TestDiskAlarm: the disk monitor raises the alarm when the (faked) free
+// space of DataDir's file system drops below DiskFreeLimit and clears it
+// when it is back at the limit or above; a statfs error changes nothing.
+func TestDiskAlarm(t *testing.T) {
+	var free atomic.Int64
+	var fail atomic.Bool
+	var calls atomic.Int64
+	statfs := func(string) (int64, error) {
+		calls.Add(1)
+		if fail.Load() {
+			return 0, errors.New("statfs: injected failure")
+		}
+		return free.Load(), nil
+	}
+	free.Store(1 << 30)
+	b := startBroker(t, Options{DataDir: t.TempDir(), DiskFreeLimit: 1000, MemoryHighWatermark: -1,
+		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
+	pub, blocked := dialPublisher(t, b)
+	ch := openChannel(t, pub)
+	declareQueue(t, ch, "q", false)
+
+	waitAlarms := func(want ...Alarm) {
+		t.Helper()
+		if want == nil {
+			want = []Alarm{}
+		}
+		require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint(want) }, waitFor, time.Millisecond)
+	}
+	for i, step := range []struct {
+		free int64
+		fail bool
+		want []Alarm
+	}{
+		{free: 2000},
+		{free: 999, want: []Alarm{AlarmDisk}},
+		{fail: true, want: []Alarm{AlarmDisk}}, // unchanged
+		{free: 1000},                           // at the limit is enough
+		{fail: true},
+		{free: 0, want: []Alarm{AlarmDisk}},
+		{free: 5000},
+	} {
+		free.Store(step.free)
+		fail.Store(step.fail)
+		// Two samples taken after the change, so the monitor has seen it.
+		seen := calls.Load()
+		require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, waitFor, time.Millisecond)
+		waitAlarms(step.want...)
+		st := b.alarmStatus()
+		require.Equal(t, int64(1000), st.DiskFreeLimit, "step %d", i)
+		require.Equal(t, step.want != nil, st.DiskFreeAlarm, "step %d", i)
+	}
+
+	// And the connections obey it.
+	free.Store(1)
+	waitAlarms(AlarmDisk)
+	publishBodies(t, ch, "q", false, "x")
+	expectBlocking(t, blocked, true, "low on disk")
+	free.Store(1 << 30)
+	expectBlocking(t, blocked, false, "")
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
+}
+
+// TestAlarmLimits: what each Options setting resolves to.
+func TestAlarmLimits(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name                string
+		opts                Options
+		wantMem, wantDisk   int64
+		memDefault, monitor bool
+	}{
+		{name: "defaults without DataDir", opts: Options{}, memDefault: true, monitor: true},
+		{name: "defaults with DataDir", opts: Options{DataDir: dir}, memDefault: true, wantDisk: DefaultDiskFreeLimit, monitor: true},
+		{name: "explicit", opts: Options{DataDir: dir, MemoryHighWatermark: 1 << 20, DiskFreeLimit: 1 << 30}, wantMem: 1 << 20, wantDisk: 1 << 30, monitor: true},
+		{name: "disk limit without DataDir is moot", opts: Options{MemoryHighWatermark: -1, DiskFreeLimit: 1 << 30}},
+		{name: "both off", opts: Options{DataDir: dir, MemoryHighWatermark: -1, DiskFreeLimit: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := New(tc.opts)
+			require.NoError(t, err)
+			defer b.Close()
+			st := b.alarmStatus()
+			if tc.memDefault {
+				require.Equal(t, int64(DefaultMemoryHighWatermarkRatio*float64(totalMemory())), st.MemLimit)
+				require.Positive(t, st.MemLimit)
+			} else {
+				require.Equal(t, tc.wantMem, st.MemLimit)
+			}
+			require.Equal(t, tc.wantDisk, st.DiskFreeLimit)
+			require.Equal(t, tc.monitor, b.alarm.done != nil, "monitor goroutine running")
+			require.Empty(t, b.Alarms())
+		})
+	}
+}
+
+func TestParseMemTotal(t *testing.T) {
+	for in, want := range map[string]int64{
+		"MemTotal:       16314160 kB\nMemFree: 1 kB\n": 16314160 << 10,
+		"MemFree: 1 kB\n":     0,
+		"MemTotal: lots kB\n": 0,
+		"":                    0,
+	} {
+		require.Equal(t, want, parseMemTotal([]byte(in)), "%q", in)
+	}
+	require.Positive(t, totalMemory())
+}
+
+// TestAlarmCloseWhileBlocked: Close returns while a TCP publisher is held
+// and a direct publish waits; both end with an error and nothing leaks
+// (checkGoroutines here, goleak after the package).
+func TestAlarmCloseWhileBlocked(t *testing.T) {
+	checkGoroutines(t)
+	b, err := New(Options{MemoryHighWatermark: -1})
+	require.NoError(t, err)
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+
+	pub, blocked := dialPublisher(t, b)
+	closed := pub.NotifyClose(make(chan *amqp091.Error, 1))
+	ch := openChannel(t, pub)
+	declareQueue(t, ch, "q", false)
+	direct, err := b.Channel(context.Background())
+	require.NoError(t, err)
+
+	b.RaiseAlarm(AlarmMemory)
+	publishBodies(t, ch, "q", false, "held")
+	expectBlocking(t, blocked, true, "low on memory")
+	directDone := make(chan error, 1)
+	go func() {
+		directDone <- direct.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("waits")})
+	}()
+	require.Eventually(t, func() bool { return direct.conn.Blocked() }, waitFor, time.Millisecond)
+
+	require.NoError(t, b.Close())
+	require.Error(t, <-directDone)
+	e := closeErr(t, closed)
+	require.Equal(t, amqp091.ConnectionForced, e.Code)
+}
+
+// TestAlarmDirectChannel: a direct Channel's publish waits while an alarm
+// is raised: its context ends the wait without publishing, a clear lets it
+// through, and the Channel's Close is not held up by a waiting publish.
+func TestAlarmDirectChannel(t *testing.T) {
+	b := startBroker(t, Options{MemoryHighWatermark: -1})
+	ch, err := b.Channel(context.Background())
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("q", false, false, false, false, nil)
+	require.NoError(t, err)
+	msg := amqp091.Publishing{Body: []byte("x")}
+
+	b.RaiseAlarm(AlarmMemory)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, ch.PublishWithContext(ctx, "", "q", false, false, msg), context.DeadlineExceeded)
+
+	done := make(chan error, 1)
+	go func() { done <- ch.Publish("", "q", false, false, msg) }()
+	require.Eventually(t, ch.conn.Blocked, waitFor, time.Millisecond)
+	require.Zero(t, queueStats(t, b, "q").Ready, "nothing published while blocked")
+	b.ClearAlarm(AlarmMemory)
+	require.NoError(t, <-done)
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
+
+	b.RaiseAlarm(AlarmDisk)
+	go func() { done <- ch.Publish("", "q", false, false, msg) }()
+	require.Eventually(t, ch.conn.Blocked, waitFor, time.Millisecond)
+	require.NoError(t, ch.Close())
+	require.Error(t, <-done)
+	b.ClearAlarm(AlarmDisk)
+	require.Equal(t, uint64(1), queueStats(t, b, "q").Ready)
+}
