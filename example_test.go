@@ -176,3 +176,48 @@ func ExampleChannel_Nack() {
 	// first true
 	// second false
 }
+
+// Flow control: while a resource alarm is in effect, a connection that
+// publishes is blocked (its publish is held, not lost) and told so; it is
+// unblocked once the alarm clears. Tests raise alarms by hand.
+func ExampleBroker_RaiseAlarm() {
+	b, err := broker.New(broker.Options{MemoryHighWatermark: 64 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+
+	conn, err := amqp091.DialConfig(b.URL(), amqp091.Config{Dial: b.Dial})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	blocked := conn.NotifyBlocked(make(chan amqp091.Blocking, 2))
+	ch, err := conn.Channel()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("jobs", false, false, false, false, nil); err != nil {
+		log.Fatal(err)
+	}
+
+	b.RaiseAlarm(broker.AlarmMemory)
+	fmt.Println("alarms:", b.Alarms())
+	err = ch.PublishWithContext(context.Background(), "", "jobs", false, false, amqp091.Publishing{Body: []byte("job 1")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%+v\n", <-blocked)
+
+	b.ClearAlarm(broker.AlarmMemory)
+	fmt.Printf("%+v\n", <-blocked)
+	if err := b.WaitIdle(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ready:", b.Stats().Ready)
+	// Output:
+	// alarms: [memory]
+	// {Active:true Reason:low on memory}
+	// {Active:false Reason:}
+	// ready: 1
+}

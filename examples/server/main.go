@@ -73,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the TLS listener")
 	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
 	tlsCA := fs.String("tls-ca", "", "PEM CA bundle for client certificates: when set, clients are asked for one and it must verify")
+	memWatermark := fs.Int64("memory-high-watermark", 0, "block publishers while message bytes held in memory exceed this (0: 40% of RAM or the cgroup limit, negative: off)")
+	diskFreeLimit := fs.Int64("disk-free-limit", 0, "block publishers while the data directory's file system has fewer free bytes (0: 50 MB, negative: off)")
 	mechanisms := fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -100,6 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ConsumerTimeout:  *consumerTimeout,
 		TLSConfig:        tlsConfig,
 		AuthMechanisms:   splitList(*mechanisms),
+
+		MemoryHighWatermark: *memWatermark,
+		DiskFreeLimit:       *diskFreeLimit,
 	}
 	if *memory {
 		opts.DataDir = ""
