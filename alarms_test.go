@@ -2,8 +2,11 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"sync"
@@ -457,4 +460,43 @@ func TestAlarmDirectChannel(t *testing.T) {
 	require.Error(t, <-done)
 	b.ClearAlarm(AlarmDisk)
 	require.Equal(t, uint64(1), queueStats(t, b, "q").Ready)
+}
+
+// TestAlarmOperatorSurfaces: /api/nodes carries RabbitMQ's alarm fields and
+// the metrics their 0/1 gauges, following RaiseAlarm and ClearAlarm.
+func TestAlarmOperatorSurfaces(t *testing.T) {
+	b := startBroker(t, Options{DataDir: t.TempDir(), MemoryHighWatermark: 1 << 20, DiskFreeLimit: 1000,
+		alarmPolling: alarmPolling{statfs: func(string) (int64, error) { return 1 << 30, nil }}})
+	get := func(h http.Handler, path string) string {
+		t.Helper()
+		req := httptest.NewRequest("GET", path, nil)
+		req.SetBasicAuth("guest", "guest")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		return rec.Body.String()
+	}
+	for _, raised := range []bool{false, true, false} {
+		if raised {
+			b.RaiseAlarm(AlarmMemory)
+			b.RaiseAlarm(AlarmDisk)
+		} else {
+			b.ClearAlarm(AlarmMemory | AlarmDisk)
+		}
+		var nodes []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(get(b.ManagementHandler(), "/api/nodes")), &nodes))
+		require.Len(t, nodes, 1)
+		n := nodes[0]
+		require.Equal(t, raised, n["mem_alarm"])
+		require.Equal(t, raised, n["disk_free_alarm"])
+		require.Equal(t, float64(1<<20), n["mem_limit"])
+		require.Equal(t, float64(1000), n["disk_free_limit"])
+		require.Contains(t, n, "mem_used")
+		require.Equal(t, float64(1<<30), n["disk_free"])
+
+		metrics := get(b.MetricsHandler(), "/metrics")
+		want := map[bool]string{false: "0", true: "1"}[raised]
+		require.Contains(t, metrics, "\nrabbitmq_alarms_memory_used_watermark "+want+"\n")
+		require.Contains(t, metrics, "\nrabbitmq_alarms_free_disk_space_watermark "+want+"\n")
+	}
 }

@@ -41,7 +41,8 @@ import (
 // connections, channels and consumers. Vhost names in paths are
 // URL-encoded ("%2F" for "/"); the default exchange is "amq.default".
 //
-// Served: /api/overview, /api/whoami, /api/vhosts[/v], /api/users[/u]
+// Served: /api/overview, /api/nodes (the one node and its resource
+// alarms), /api/whoami, /api/vhosts[/v], /api/users[/u]
 // (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
 // /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
 // DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
@@ -102,6 +103,7 @@ func (m *mgmt) handle(method, pattern string, need access, h func(*mgmtCall)) {
 
 func (m *mgmt) register() {
 	m.handle("GET", "/api/overview", anyManagement, m.overview)
+	m.handle("GET", "/api/nodes", anyManagement, m.nodes)
 	m.handle("GET", "/api/whoami", anyManagement, m.whoami)
 	m.handle("GET", "/api/vhosts", anyManagement, m.vhosts)
 	m.handle("GET", "/api/vhosts/{vhost}", anyManagement, m.vhost)
@@ -458,6 +460,20 @@ func (m *mgmt) overview(c *mgmtCall) {
 			"channel_created": s.ChannelsOpened, "channel_closed": s.ChannelsClosed,
 		},
 	})
+}
+
+// nodes lists the one node with RabbitMQ's alarm fields (alarms.go).
+// mem_used is the message bytes the memory alarm watches, not the whole
+// process; disk_free is left out while the disk is not watched.
+func (m *mgmt) nodes(c *mgmtCall) {
+	a := m.b.alarmStatus()
+	node := map[string]any{"name": m.node(), "type": "disc", "running": true,
+		"mem_alarm": a.MemAlarm, "mem_used": a.MemUsed, "mem_limit": a.MemLimit,
+		"disk_free_alarm": a.DiskFreeAlarm, "disk_free_limit": a.DiskFreeLimit}
+	if a.DiskFree >= 0 {
+		node["disk_free"] = a.DiskFree
+	}
+	writeJSON(c.w, http.StatusOK, []map[string]any{node})
 }
 
 func (m *mgmt) whoami(c *mgmtCall) {

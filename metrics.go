@@ -37,6 +37,9 @@ import (
 //     _redelivered_total, _acknowledged_total;
 //     rabbitmq_connections_opened_total, _closed_total,
 //     rabbitmq_channels_opened_total, _closed_total;
+//   - rabbitmq_alarms_memory_used_watermark and
+//     rabbitmq_alarms_free_disk_space_watermark: 1 while that resource
+//     alarm is in effect, else 0 (alarms.go);
 //   - warren_store_disk_bytes: the Pebble database's size on disk (only
 //     with a DataDir);
 //   - Go runtime basics: go_goroutines, go_threads, go_info,
@@ -94,6 +97,13 @@ func (p promWriter) one(name, typ, help string, value float64) {
 }
 
 // escapeLabel escapes a label value: backslash, double quote and newline.
+func boolGauge(on bool) float64 {
+	if on {
+		return 1
+	}
+	return 0
+}
+
 func escapeLabel(s string) string {
 	if !strings.ContainsAny(s, "\\\"\n") {
 		return s
@@ -131,6 +141,9 @@ func (b *Broker) writeMetrics(buf *bytes.Buffer) {
 	p.one("rabbitmq_connections_closed_total", counter, "Connections closed since start.", float64(s.ConnectionsClosed))
 	p.one("rabbitmq_channels_opened_total", counter, "Channels opened since start.", float64(s.ChannelsOpened))
 	p.one("rabbitmq_channels_closed_total", counter, "Channels closed since start.", float64(s.ChannelsClosed))
+	alarms := b.alarmStatus()
+	p.one("rabbitmq_alarms_memory_used_watermark", gauge, "1 if the memory alarm is in effect.", boolGauge(alarms.MemAlarm))
+	p.one("rabbitmq_alarms_free_disk_space_watermark", gauge, "1 if the free disk space alarm is in effect.", boolGauge(alarms.DiskFreeAlarm))
 
 	t := s.Totals
 	routed := t.Published - min(t.Published, t.ReturnedUnroutable+t.DroppedUnroutable)
