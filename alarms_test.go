@@ -476,6 +476,8 @@ func TestAlarmOperatorSurfaces(t *testing.T) {
 		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 		return rec.Body.String()
 	}
+	// The monitor's first disk sample.
+	require.Eventually(t, func() bool { return b.alarmStatus().DiskFree == 1<<30 }, waitFor, time.Millisecond)
 	for _, raised := range []bool{false, true, false} {
 		if raised {
 			b.RaiseAlarm(AlarmMemory)
