@@ -88,6 +88,8 @@ func TestAlarmManual(t *testing.T) {
 				got[string(next(t, msgs).Body)]++
 			}
 			require.Equal(t, uint64(10), b.Stats().Totals.Published, "nothing more was routed meanwhile")
+			require.ElementsMatch(t, []string{"blocked", "blocking"}, connectionStates(b),
+				"the held publisher is blocked, the consumer only blocking")
 
 			b.ClearAlarm(tc.kind)
 			expectBlocking(t, blocked, false, "")
@@ -99,8 +101,17 @@ func TestAlarmManual(t *testing.T) {
 				require.Equal(t, 1, got[body], body)
 			}
 			requireWorks(t, pub) // the publisher goes on as before
+			require.Equal(t, []string{"running", "running"}, connectionStates(b))
 		})
 	}
+}
+
+func connectionStates(b *Broker) []string {
+	var states []string
+	for _, c := range b.Connections() {
+		states = append(states, c.State)
+	}
+	return states
 }
 
 // TestAlarmManualAndMonitoredAreORed: a manual alarm and the monitor's are

@@ -324,7 +324,9 @@ type ConnectionInfo struct {
 	// Direct: an in-process Channel (RabbitMQ's type "direct"), without a
 	// socket, so without byte counts.
 	Direct bool
-	// State is "starting", "tuning", "opening", "running" or "closing".
+	// State is "starting", "tuning", "opening", "running", "blocking" (an
+	// alarm is on; the connection has not published since), "blocked" (an
+	// alarm holds its reader) or "closing", as RabbitMQ names them.
 	State string
 	// User and VHost are set once the handshake finished.
 	User, VHost      string

@@ -50,6 +50,19 @@
 // for timer jitter), and when no frame arrived for two intervals the stream
 // is closed.
 //
+// # Flow control
+//
+// Config.Alarms is the broker's alarm state (memory, disk). While an alarm
+// is on, the reader that reads a basic.publish method frame holds it, sends
+// connection.blocked with RabbitMQ's reason when the client announced the
+// connection.blocked capability, pauses the heartbeat monitor and reads
+// nothing more until every alarm cleared; then it sends
+// connection.unblocked and handles the frame it held. Connections that only
+// consume are never held, so consumers keep draining. A direct connection's
+// publish waits the same way (WaitUnblocked, honouring its context). The
+// check costs one atomic load per method frame while no alarm is on, and a
+// held reader still wakes for Shutdown and the close handshake.
+//
 // # Errors
 //
 // Handlers return *amqp.Error. On channel 0, during the handshake, and for

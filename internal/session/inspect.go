@@ -269,7 +269,9 @@ func (ch *Channel) noteState(m amqp.Method) {
 type ConnInfo struct {
 	ID string
 	// State is RabbitMQ's word for it: "starting", "tuning", "opening",
-	// "running" or "closing".
+	// "running", "blocking" (an alarm is on but the connection has not
+	// published since), "blocked" (its reader is held by an alarm) or
+	// "closing".
 	State string
 	// User, VHost, ClientProperties, ChannelMax, FrameMax and Heartbeat
 	// are known once the connection is open ("running" or "closing").
@@ -298,6 +300,10 @@ func (c *Conn) Info() ConnInfo {
 	switch {
 	case c.closing.Load():
 		in.State = "closing"
+	case open && c.Blocked():
+		in.State = "blocked"
+	case open && c.alarms != nil && c.alarms.Active() != 0:
+		in.State = "blocking"
 	case open:
 		in.State = "running"
 	case st == stateTuning:
