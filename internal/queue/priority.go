@@ -99,7 +99,7 @@ func (q *Queue) promote(ctx context.Context) {
 		q.pending = q.pending[n:]
 		q.fromCursor -= uint64(n)
 		if len(q.pending) == 0 {
-			q.pending = nil
+			q.emptyPending()
 		}
 	}
 }

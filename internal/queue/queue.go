@@ -258,6 +258,9 @@ type Queue struct {
 	next       int // round-robin position in consumers
 	claims     uint64
 	publishes  []storage.Record
+	// pendingArr is the array pending was last moved into (appendPending),
+	// full length; kept while small once pending empties (emptyPending).
+	pendingArr []storage.Record
 	confirms   []confirm
 	acks       []Ref // acks gathered from the mailbox, settled together
 	// A batch holding persistent records is appended by a committer
@@ -932,7 +935,47 @@ func (q *Queue) finishCommit(ctx context.Context, r commitResult) {
 	q.stored(ctx, r.recs, r.confirms, r.err)
 	clear(r.recs)
 	clear(r.confirms)
-	q.spare.recs, q.spare.confirms = r.recs[:0], r.confirms[:0]
+	if cap(r.recs) <= maxBatch { // a backlog's larger slices are let go
+		q.spare.recs, q.spare.confirms = r.recs[:0], r.confirms[:0]
+	}
+}
+
+// maxPendingSpare bounds the array emptyPending keeps: enough for the
+// small batches of a queue whose consumers keep up, little for a queue
+// that goes quiet.
+const maxPendingSpare = maxBatch
+
+// appendPending appends recs to pending. Claims take records from the
+// front of pending, so its backing array (pendingArr) empties from the
+// front while appends fill it at the back: when the back is full, the live
+// records move to the front of the same array when they fit, instead of
+// append allocating a new array for every window of records.
+func (q *Queue) appendPending(recs []storage.Record) {
+	if need := len(q.pending) + len(recs); need > cap(q.pending) {
+		arr := q.pendingArr
+		if cap(arr) < need {
+			arr = make([]storage.Record, max(2*need, 16))
+		}
+		k := copy(arr, q.pending) // memmove: q.pending may be within arr
+		clear(arr[k:])            // consumed and moved-from records: let the bodies go
+		q.pendingArr = arr
+		q.pending = arr[:k]
+	}
+	q.pending = append(q.pending, recs...)
+}
+
+// emptyPending empties pending once its records are all claimed. A small
+// backing array is kept (cleared: the bodies go) for the next batch, so a
+// queue whose consumers keep up does not allocate one per batch; a larger
+// one is let go.
+func (q *Queue) emptyPending() {
+	q.pending = nil
+	if cap(q.pendingArr) > maxPendingSpare {
+		q.pendingArr = nil
+		return
+	}
+	clear(q.pendingArr)
+	q.pending = q.pendingArr[:0]
 }
 
 func anyPersistent(recs []storage.Record) bool {
@@ -969,7 +1012,7 @@ func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []co
 		// Keep the new records in memory when everything before them is.
 		if uint64(len(q.pending)) == q.fromCursor-uint64(len(recs)) &&
 			len(q.pending)+len(recs) <= maxPending {
-			q.pending = append(q.pending, recs...)
+			q.appendPending(recs)
 		}
 		if q.feat.bytes {
 			for i := range recs {
@@ -1038,7 +1081,7 @@ func (q *Queue) fill(ctx context.Context, n int) error {
 		// trust the shard.
 		q.fromCursor = uint64(len(q.pending))
 	}
-	q.pending = append(q.pending, recs...)
+	q.appendPending(recs)
 	return nil
 }
 
@@ -1197,7 +1240,7 @@ func (q *Queue) countReady(ctx context.Context) {
 	}
 	q.recount = false
 	q.fromCursor = n
-	q.pending = nil
+	q.emptyPending()
 }
 
 // claim commits a batch of assignments to the stores in the order the
@@ -1231,11 +1274,12 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 	if err := q.commit(ctx, entries, newCursor, fromCursor > 0); err != nil {
 		return err
 	}
-	q.pending = q.pending[fromCursor:]
-	q.fromCursor -= uint64(fromCursor)
-	if len(q.pending) == 0 {
-		q.pending = nil // let the backing array go
+	if fromCursor == len(q.pending) {
+		q.emptyPending()
+	} else {
+		q.pending = q.pending[fromCursor:]
 	}
+	q.fromCursor -= uint64(fromCursor)
 	if len(drop) > 0 {
 		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop); err != nil {
 			// The messages are delivered (at most once, as no-ack
@@ -1269,7 +1313,7 @@ func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, newCursor u
 		err = errors.New("queue: cursor moved by someone else")
 		if cur, rerr := s.Cursors.Offset(ctx, q.key); rerr == nil {
 			q.cursor = cur
-			q.pending = nil
+			q.emptyPending()
 		}
 	}
 	if err != nil {
@@ -1541,7 +1585,7 @@ func (q *Queue) purge(ctx context.Context) (uint64, error) {
 		last = batch[len(batch)-1].Offset + 1
 		return nil
 	})
-	q.pending = nil
+	q.emptyPending()
 	if err != nil {
 		q.fromCursor -= min(q.fromCursor, deleted)
 		return n + deleted, err
@@ -1578,7 +1622,7 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	q.deleted = true
-	q.pending, q.returned, q.out = nil, nil, nil
+	q.pending, q.pendingArr, q.returned, q.out = nil, nil, nil, nil
 	q.feat.leaving = nil
 	clear(q.waiting)
 	return ready, nil
