@@ -62,7 +62,7 @@ func (c *cluster) config(i int) raft.Config {
 		// Generous timeouts: a busy test machine must not cause
 		// elections, which fail waiting writes with ErrLeaderChanged.
 		TickInterval:   25 * time.Millisecond,
-		ElectionTicks:  20,
+		ElectionTicks:  40,
 		HeartbeatTicks: 2,
 		SnapshotEvery:  c.snapshotEvery,
 	}

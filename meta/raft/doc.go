@@ -47,8 +47,9 @@
 // # Durability on each node
 //
 // Under Config.Dir a node keeps two Pebble DBs: "log" holds the raft
-// HardState, entries and the latest snapshot, every write synced before
-// the Ready loop sends a message or advances; "state" is the state
+// HardState, entries and the latest snapshot, synced (when raft requires
+// it: new entries, term or vote, a snapshot) before the Ready loop sends
+// any message or advances; "state" is the state
 // machine, written unsynced in one batch per Ready together with the
 // applied index and ConfState, so after a crash the state and its index
 // agree and raft replays the rest from the log. Every SnapshotEvery

@@ -234,3 +234,42 @@ func waitFor(ctx context.Context, t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestSlowLinks runs the cluster over delayed links, one of them dropping
+// everything, and checks writes through every node still land once and
+// every node converges.
+func TestSlowLinks(t *testing.T) {
+	c := newCluster(t, 3, 16)
+	ctx := testCtx(t)
+	for from := uint64(1); from <= 3; from++ {
+		for to := uint64(1); to <= 3; to++ {
+			if from != to {
+				c.net.SetLink(from, to, raft.Link{Delay: time.Duration(from*to) * time.Millisecond})
+			}
+		}
+	}
+	lead := c.waitLeader(ctx)
+	a, b := (lead+1)%3, (lead+2)%3
+	c.net.SetLink(uint64(a+1), uint64(b+1), raft.Link{Drop: true}) // followers never talk anyway
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() {
+			for j := range 15 {
+				_, err := n.Shards().Append(ctx, "q", []storage.Record{{Body: fmt.Appendf(nil, "n%d-%d", i, j)}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := readAll(ctx, t, c.nodes[0].Shards(), "q")
+	require.Len(t, want, 45)
+	for b, k := range bodies(want) {
+		require.Equal(t, 1, k, b)
+	}
+	for _, n := range c.nodes[1:] {
+		require.Equal(t, want, readAll(ctx, t, n.Shards(), "q"))
+	}
+}

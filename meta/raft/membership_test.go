@@ -26,7 +26,7 @@ func TestAddRemoveNode(t *testing.T) {
 	p4 := raft.Peer{ID: 4, RaftAddr: "mem-4", AMQPAddr: "amqp-4"}
 	n4, err := raft.Start(raft.Config{
 		ID: 4, Dir: filepath.Join(t.TempDir(), "4"), Join: true, Transport: c.net.Transport(4),
-		TickInterval: 25 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotEvery: 8,
+		TickInterval: 25 * time.Millisecond, ElectionTicks: 40, HeartbeatTicks: 2, SnapshotEvery: 8,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, n4.Stop()) })

@@ -305,6 +305,14 @@ func (n *Node) IsLeader() bool { return n.lead.Load() == n.cfg.ID }
 // Leader returns the id of the leader this node knows of, 0 for none.
 func (n *Node) Leader() uint64 { return n.lead.Load() }
 
+// AppliedIndex returns the raft index this node has applied: with the
+// leader's, a measure of how far behind it is.
+func (n *Node) AppliedIndex() uint64 {
+	n.applied.Lock()
+	defer n.applied.Unlock()
+	return n.applied.index
+}
+
 // WaitLeader waits until the node knows a leader and returns its id.
 func (n *Node) WaitLeader(ctx context.Context) (uint64, error) {
 	for {

@@ -76,7 +76,7 @@ func TestTCPCluster(t *testing.T) {
 				require.NoError(t, err)
 				n, err := raft.Start(raft.Config{
 					ID: uint64(i + 1), Dir: filepath.Join(root, fmt.Sprint(i+1)), Peers: peers, Transport: tr,
-					TickInterval: 25 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotEvery: 16,
+					TickInterval: 25 * time.Millisecond, ElectionTicks: 40, HeartbeatTicks: 2, SnapshotEvery: 16,
 				})
 				if err != nil {
 					require.NoError(t, tr.Close())
