@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +274,39 @@ func TestSlowLinks(t *testing.T) {
 	for _, n := range c.nodes[1:] {
 		require.Equal(t, want, readAll(ctx, t, n.Shards(), "q"))
 	}
+}
+
+// TestLostStateRebuilds deletes a stopped node's state machine, as a crash
+// could leave it behind its log: at restart the node rebuilds it from its
+// own snapshot and log.
+func TestLostStateRebuilds(t *testing.T) {
+	c := newCluster(t, 3, 8)
+	ctx := testCtx(t)
+	f := c.follower(ctx)
+	for i := range 30 {
+		_, err := c.nodes[f].Shards().Append(ctx, "q", []storage.Record{{Body: fmt.Appendf(nil, "%d", i), Persistent: true}})
+		require.NoError(t, err)
+	}
+	ok, err := c.nodes[f].CompareAndSwapOffset(ctx, meta.QueueKey{VHost: "/", Name: "q"}, 0, 11)
+	require.NoError(t, err)
+	require.True(t, ok)
+	want := readAll(ctx, t, c.nodes[f].Shards(), "q")
+	c.stop(f)
+	require.NoError(t, os.RemoveAll(filepath.Join(c.root, fmt.Sprint(f+1), "state")))
+	// Cut it off while it starts, so the state it rebuilds comes from its
+	// own directory, not from the leader.
+	var others []uint64
+	for i := range c.nodes {
+		if i != f {
+			others = append(others, uint64(i+1))
+		}
+	}
+	c.net.Partition([]uint64{uint64(f + 1)}, others)
+	n := c.start(f)
+	require.NotZero(t, n.AppliedIndex(), "the state was rebuilt from the local snapshot")
+	c.net.Heal()
+	require.Equal(t, want, readAll(ctx, t, n.Shards(), "q"))
+	off, err := n.Offset(ctx, meta.QueueKey{VHost: "/", Name: "q"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), off)
 }
