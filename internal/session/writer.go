@@ -13,8 +13,10 @@ import (
 // Producers (the reader goroutine, queue actors delivering messages) append
 // encoded frames to buf and poke the writer; the writer swaps buf with its
 // spare buffer and writes the batch with one Write. So frames batch under
-// load and go out as soon as the writer is free. The mutex is never held
-// across I/O.
+// load and go out as soon as the writer is free. One exception: the reader
+// writes a basic.get reply itself when the writer is idle (flushNow); the
+// flushing flag makes sure only one goroutine writes at a time. The mutex
+// is never held across I/O.
 //
 // The bytes held for the client (buf plus the batch being written) are
 // bounded by maxPending for producers that honour it: the reader stops
