@@ -133,6 +133,10 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 		drive       func(m0, m1 amqp091.Delivery) error
 		gone        []string // acked before the crash
 		redelivered []string
+		// mayAlsoRedeliver follows redelivered when the engine claimed it
+		// before reaching the crash point: a claimed message counts as
+		// delivered, so it rightly comes back flagged.
+		mayAlsoRedeliver string
 	}{{
 		name:  "after index write, before cursor CAS",
 		crash: faultstore.On(faultstore.CompareAndSwapOffset),
@@ -142,11 +146,15 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 		gone:        []string{"m-0"},
 		redelivered: []string{"m-1"},
 	}, {
-		name:        "between the two ack deletes",
-		crash:       faultstore.On(faultstore.IndexDelete),
-		drive:       func(m0, _ amqp091.Delivery) error { return m0.Ack(false) },
-		gone:        []string{"m-0"},
-		redelivered: []string{"m-1"},
+		name:  "between the two ack deletes",
+		crash: faultstore.On(faultstore.IndexDelete),
+		drive: func(m0, _ amqp091.Delivery) error { return m0.Ack(false) },
+		gone:  []string{"m-0"},
+		// The ack frees credit before the queue settles it (acks are
+		// settled together at the end of a mailbox drain), so m-2 may be
+		// claimed before the index delete dies.
+		redelivered:      []string{"m-1"},
+		mayAlsoRedeliver: "m-2",
 	}, {
 		name:        "during a requeue",
 		crash:       faultstore.PutState(unacked.Returned),
@@ -206,6 +214,10 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, bodies, "every message not acked, once, in order")
+			if tc.mayAlsoRedeliver != "" && len(flagged) == len(tc.redelivered)+1 {
+				require.Equal(t, append(slices.Clone(tc.redelivered), tc.mayAlsoRedeliver), flagged)
+				return
+			}
 			require.Equal(t, tc.redelivered, flagged)
 		})
 	}
