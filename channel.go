@@ -467,6 +467,12 @@ func (s *channelSink) Content(channel uint16, m amqp.Method, props, body []byte)
 // goroutine of the Channel is told to stop.
 func (s *channelSink) Closed(err *amqp.Error) {
 	ch := (*Channel)(s)
+	// Gone from the listings (Stats, Connections, the management API)
+	// before NotifyClose fires, so whoever saw the close sees it gone; the
+	// broker still waits for the Channel's goroutines through release.
+	ch.b.mu.Lock()
+	delete(ch.b.mu.conns, ch.conn)
+	ch.b.mu.Unlock()
 	ch.mu.Lock()
 	if !ch.mu.closed {
 		ch.mu.closed = true
