@@ -17,7 +17,10 @@
 // which swaps the buffer and writes the whole batch with one Write: frames
 // batch under load and are flushed as soon as the queue drains. All frames
 // of one content message are appended under one lock, so messages of
-// different channels never interleave. Timers (handshake timeout, close-ok
+// different channels never interleave. One exception saves a goroutine
+// hand-off per basic.get over TCP: when the writer is idle, the reader
+// writes the get reply itself (flushNow); a flushing flag in the outbox
+// keeps the two from ever writing at once. Timers (handshake timeout, close-ok
 // timeout, heartbeat) are time.AfterFunc callbacks that take the outbox lock,
 // never block, and are stopped before Serve returns.
 //
