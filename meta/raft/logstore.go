@@ -20,6 +20,10 @@ import (
 //	e index(8)    entry (protobuf)
 type logStore struct {
 	db *pebble.DB
+	// last is the index of the last stored entry (0 for none), so that
+	// save deletes a replaced suffix only when there is one: a range
+	// tombstone per Ready would pile up and slow Pebble's flushes.
+	last uint64
 }
 
 var (
@@ -92,6 +96,10 @@ func (l *logStore) load() (*raftpb.Snapshot, *raftpb.HardState, []*raftpb.Entry,
 	if err := it.Error(); err != nil {
 		return nil, nil, nil, fmt.Errorf("raft: read log: %w", err)
 	}
+	l.last = after
+	if n := len(ents); n > 0 {
+		l.last = ents[n-1].GetIndex()
+	}
 	return snap, hs, ents, nil
 }
 
@@ -120,12 +128,21 @@ func (l *logStore) save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb
 			return fmt.Errorf("raft: stage entry: %w", err)
 		}
 	}
+	last := l.last
+	if snap != nil {
+		last = snap.GetMetadata().GetIndex()
+	}
 	if n := len(ents); n > 0 {
-		// Raft overwrote the log from ents[0] on: entries after the last new
-		// one belong to a deposed leader and must not come back at restart.
-		if err := b.DeleteRange(entryKey(ents[n-1].GetIndex()+1), successor(logPrefixEntry), nil); err != nil {
-			return fmt.Errorf("raft: stage log truncation: %w", err)
+		newLast := ents[n-1].GetIndex()
+		if newLast < last {
+			// Raft overwrote the log from ents[0] on: entries after the
+			// last new one belong to a deposed leader and must not come
+			// back at restart.
+			if err := b.DeleteRange(entryKey(newLast+1), successor(logPrefixEntry), nil); err != nil {
+				return fmt.Errorf("raft: stage log truncation: %w", err)
+			}
 		}
+		last = newLast
 	}
 	if hs != nil {
 		v, err := proto.Marshal(hs)
@@ -146,6 +163,7 @@ func (l *logStore) save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb
 	if err := b.Commit(opts); err != nil {
 		return fmt.Errorf("raft: write log: %w", err)
 	}
+	l.last = last
 	return nil
 }
 
