@@ -225,14 +225,15 @@ func TestMemoryWatermark(t *testing.T) {
 }
 
 // TestMemoryWatermarkBoundsHeap: a publisher pushing as fast as it can
-// into a queue whose consumer takes one message per tick is blocked at the
-// watermark, so the process heap (broker and both clients) stays within
-// the watermark and a fixed slack, however long it pushes.
+// into a queue whose consumer takes one message a second (issue 8's slow
+// consumer) is blocked at the watermark, so the process heap (broker and
+// both clients) stays within the watermark and a fixed slack, however long
+// it pushes.
 func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 	const (
 		watermark = 4 << 20
 		slack     = 32 << 20
-		pushFor   = 2 * time.Second
+		pushFor   = 3 * time.Second
 	)
 	b, err := New(Options{MemoryHighWatermark: watermark, alarmPolling: fastAlarms})
 	require.NoError(t, err)
@@ -269,7 +270,7 @@ func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 	require.NoError(t, cch.Qos(1, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.After(pushFor)
 	consumed, wasBlocked := 0, false
