@@ -2,85 +2,25 @@ package broker
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/testcert"
 )
-
-// testCA is a certificate authority made at test time.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "warren test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue returns a leaf certificate for cn: a server one (for 127.0.0.1)
-// or a client one.
-func (ca *testCA) issue(t *testing.T, cn string, server bool) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"warren"}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // startTLSBroker serves AMQPS on 127.0.0.1:0 with a server certificate from
 // ca, accepting client certificates from clientCA when given.
-func startTLSBroker(t *testing.T, ca *testCA, opts Options) (*Broker, string) {
+func startTLSBroker(t *testing.T, ca *testcert.CA, opts Options) (*Broker, string) {
 	t.Helper()
 	opts.TLSConfig = &tls.Config{
-		Certificates: []tls.Certificate{ca.issue(t, "127.0.0.1", true)},
+		Certificates: []tls.Certificate{ca.Issue(t, "127.0.0.1", true).TLS},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    ca.pool,
+		ClientCAs:    ca.Pool,
 		MinVersion:   tls.VersionTLS12,
 	}
 	b, err := New(opts)
@@ -92,11 +32,11 @@ func startTLSBroker(t *testing.T, ca *testCA, opts Options) (*Broker, string) {
 }
 
 func TestTLS(t *testing.T) {
-	ca := newTestCA(t)
-	other := newTestCA(t)
-	alice := ca.issue(t, "alice", false)
-	mallory := ca.issue(t, "mallory", false)
-	forged := other.issue(t, "alice", false)
+	ca := testcert.NewCA(t, "warren test CA")
+	other := testcert.NewCA(t, "warren test CA")
+	alice := ca.Issue(t, "alice", false).TLS
+	mallory := ca.Issue(t, "mallory", false).TLS
+	forged := other.Issue(t, "alice", false).TLS
 
 	for _, tc := range []struct {
 		name      string
@@ -124,7 +64,7 @@ func TestTLS(t *testing.T) {
 			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
 			require.NoError(t, b.SetPermissions(ctx, "alice", "/", ".*", ".*", ".*"))
 
-			cfg := &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+			cfg := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 			if tc.cert != nil {
 				cfg.Certificates = []tls.Certificate{*tc.cert}
 			}
