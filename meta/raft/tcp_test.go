@@ -1,14 +1,8 @@
 package raft_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"net"
 	"path/filepath"
 	"testing"
@@ -16,35 +10,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/testcert"
 	"github.com/warrenmq/broker/meta/raft"
 	"github.com/warrenmq/broker/storage"
 )
 
-// testTLS returns server and client configs that trust one self-signed
-// certificate for 127.0.0.1, used by every node both ways (mutual TLS).
+// testTLS returns server and client configs with certificates from one
+// test CA, which every node trusts both ways (mutual TLS).
 func testTLS(t *testing.T) (server, client *tls.Config) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "warren raft test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	ca := testcert.NewCA(t, "warren raft test CA")
+	server = &tls.Config{
+		Certificates: []tls.Certificate{ca.Issue(t, "127.0.0.1", true).TLS},
+		ClientAuth:   tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool, MinVersion: tls.VersionTLS13,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	pair := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}
-	server = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS13}
-	client = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+	client = &tls.Config{
+		Certificates: []tls.Certificate{ca.Issue(t, "raft peer", false).TLS},
+		RootCAs:      ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13,
+	}
 	return server, client
 }
 
