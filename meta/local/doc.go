@@ -28,9 +28,10 @@
 //
 // # Key layout
 //
-// Strings inside keys are length-prefixed (uvarint) where another field
-// follows, so a vhost can never be mistaken for a prefix of another vhost,
-// and listing a vhost's entities is one prefix scan:
+// The keys are meta/internal/metakey's, shared with meta/raft's state
+// machine. Strings inside keys are length-prefixed (uvarint) where another
+// field follows, so a vhost can never be mistaken for a prefix of another
+// vhost, and listing a vhost's entities is one prefix scan:
 //
 //	m !                                   format version (uvarint)
 //	m v name                              vhost      (JSON meta.VHost)

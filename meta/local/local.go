@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
 var _ meta.Store = (*Store)(nil)
@@ -48,7 +49,7 @@ func New(db *pebble.DB) (*Store, error) {
 	}
 	s := &Store{db: db}
 	s.cursors.m = make(map[meta.QueueKey]*cursor)
-	key := kindPrefix(kindVersion)
+	key := metakey.KindPrefix(kindVersion)
 	v, closer, err := db.Get(key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -112,7 +113,7 @@ func (s *Store) lockCursor(q meta.QueueKey) *cursor {
 		s.cursors.Lock()
 		c := s.cursors.m[q]
 		if c == nil {
-			c = &cursor{key: cursorKey(q)}
+			c = &cursor{key: metakey.Cursor(q)}
 			s.cursors.m[q] = c
 		}
 		s.cursors.Unlock()
@@ -147,13 +148,13 @@ func (s *Store) loadCursorLocked(c *cursor) error {
 
 // PutExchange stores e, synced when e is durable.
 func (s *Store) PutExchange(ctx context.Context, e meta.Exchange) error {
-	return s.put(ctx, nameKey(kindExch, e.VHost, e.Name), e, e.Durable)
+	return s.put(ctx, metakey.Name(metakey.KindExch, e.VHost, e.Name), e, e.Durable)
 }
 
 // GetExchange returns the exchange or an error matching meta.ErrNotFound.
 func (s *Store) GetExchange(ctx context.Context, vhost, name string) (meta.Exchange, error) {
 	var e meta.Exchange
-	err := s.get(ctx, nameKey(kindExch, vhost, name), &e)
+	err := s.get(ctx, metakey.Name(metakey.KindExch, vhost, name), &e)
 	if errors.Is(err, meta.ErrNotFound) {
 		err = fmt.Errorf("%w: exchange %q in vhost %q", err, name, vhost)
 	}
@@ -162,7 +163,7 @@ func (s *Store) GetExchange(ctx context.Context, vhost, name string) (meta.Excha
 
 // DeleteExchange removes the exchange; a missing one is not an error.
 func (s *Store) DeleteExchange(ctx context.Context, vhost, name string) error {
-	key := nameKey(kindExch, vhost, name)
+	key := metakey.Name(metakey.KindExch, vhost, name)
 	var e meta.Exchange
 	if err := s.get(ctx, key, &e); err != nil {
 		return ignoreNotFound(err)
@@ -172,19 +173,19 @@ func (s *Store) DeleteExchange(ctx context.Context, vhost, name string) error {
 
 // ListExchanges returns the vhost's exchanges sorted by name.
 func (s *Store) ListExchanges(ctx context.Context, vhost string) ([]meta.Exchange, error) {
-	return list[meta.Exchange](ctx, s, vhostPrefix(kindExch, vhost))
+	return list[meta.Exchange](ctx, s, metakey.VHostPrefix(metakey.KindExch, vhost))
 }
 
 // PutQueue stores q, synced when q is durable. The cursor is left alone:
 // redeclaring a queue does not rewind it.
 func (s *Store) PutQueue(ctx context.Context, q meta.Queue) error {
-	return s.put(ctx, nameKey(kindQueue, q.VHost, q.Name), q, q.Durable)
+	return s.put(ctx, metakey.Name(metakey.KindQueue, q.VHost, q.Name), q, q.Durable)
 }
 
 // GetQueue returns the queue or an error matching meta.ErrNotFound.
 func (s *Store) GetQueue(ctx context.Context, vhost, name string) (meta.Queue, error) {
 	var q meta.Queue
-	err := s.get(ctx, nameKey(kindQueue, vhost, name), &q)
+	err := s.get(ctx, metakey.Name(metakey.KindQueue, vhost, name), &q)
 	if errors.Is(err, meta.ErrNotFound) {
 		err = fmt.Errorf("%w: queue %q in vhost %q", err, name, vhost)
 	}
@@ -203,7 +204,7 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 	c := s.lockCursor(qk)
 	defer c.mu.Unlock()
 
-	key := nameKey(kindQueue, vhost, name)
+	key := metakey.Name(metakey.KindQueue, vhost, name)
 	var q meta.Queue
 	if err := s.get(ctx, key, &q); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return err
@@ -230,7 +231,7 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 
 // ListQueues returns the vhost's queues sorted by name.
 func (s *Store) ListQueues(ctx context.Context, vhost string) ([]meta.Queue, error) {
-	return list[meta.Queue](ctx, s, vhostPrefix(kindQueue, vhost))
+	return list[meta.Queue](ctx, s, metakey.VHostPrefix(metakey.KindQueue, vhost))
 }
 
 // PutBinding stores b, replacing the binding with the same key (all fields
@@ -239,7 +240,7 @@ func (s *Store) PutBinding(ctx context.Context, b meta.Binding) error {
 	if err := checkBinding(b); err != nil {
 		return err
 	}
-	return s.put(ctx, bindingKey(b), b, b.Durable)
+	return s.put(ctx, metakey.Binding(b), b, b.Durable)
 }
 
 // DeleteBinding removes the binding with b's key; a missing one is not an
@@ -248,7 +249,7 @@ func (s *Store) DeleteBinding(ctx context.Context, b meta.Binding) error {
 	if err := checkBinding(b); err != nil {
 		return err
 	}
-	key := bindingKey(b)
+	key := metakey.Binding(b)
 	var old meta.Binding
 	if err := s.get(ctx, key, &old); err != nil {
 		return ignoreNotFound(err)
@@ -258,18 +259,18 @@ func (s *Store) DeleteBinding(ctx context.Context, b meta.Binding) error {
 
 // ListBindings returns the vhost's bindings.
 func (s *Store) ListBindings(ctx context.Context, vhost string) ([]meta.Binding, error) {
-	return list[meta.Binding](ctx, s, vhostPrefix(kindBinding, vhost))
+	return list[meta.Binding](ctx, s, metakey.VHostPrefix(metakey.KindBinding, vhost))
 }
 
 // PutVHost stores v, synced.
 func (s *Store) PutVHost(ctx context.Context, v meta.VHost) error {
-	return s.put(ctx, vhostKey(v.Name), v, true)
+	return s.put(ctx, metakey.VHost(v.Name), v, true)
 }
 
 // GetVHost returns the vhost or an error matching meta.ErrNotFound.
 func (s *Store) GetVHost(ctx context.Context, name string) (meta.VHost, error) {
 	var v meta.VHost
-	err := s.get(ctx, vhostKey(name), &v)
+	err := s.get(ctx, metakey.VHost(name), &v)
 	if errors.Is(err, meta.ErrNotFound) {
 		err = fmt.Errorf("%w: vhost %q", err, name)
 	}
@@ -282,12 +283,12 @@ func (s *Store) DeleteVHost(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(vhostKey(name), true)
+	return s.delete(metakey.VHost(name), true)
 }
 
 // ListVHosts returns every vhost sorted by name.
 func (s *Store) ListVHosts(ctx context.Context) ([]meta.VHost, error) {
-	return list[meta.VHost](ctx, s, kindPrefix(kindVHost))
+	return list[meta.VHost](ctx, s, metakey.KindPrefix(metakey.KindVHost))
 }
 
 // PutUser stores u, synced. The name must not be empty.
@@ -295,13 +296,13 @@ func (s *Store) PutUser(ctx context.Context, u meta.User) error {
 	if u.Name == "" {
 		return errEmptyUser
 	}
-	return s.put(ctx, userKey(u.Name), u, true)
+	return s.put(ctx, metakey.User(u.Name), u, true)
 }
 
 // GetUser returns the user or an error matching meta.ErrNotFound.
 func (s *Store) GetUser(ctx context.Context, name string) (meta.User, error) {
 	var u meta.User
-	err := s.get(ctx, userKey(name), &u)
+	err := s.get(ctx, metakey.User(name), &u)
 	if errors.Is(err, meta.ErrNotFound) {
 		err = fmt.Errorf("%w: user %q", err, name)
 	}
@@ -314,12 +315,12 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(userKey(name), true)
+	return s.delete(metakey.User(name), true)
 }
 
 // ListUsers returns every user sorted by name.
 func (s *Store) ListUsers(ctx context.Context) ([]meta.User, error) {
-	return list[meta.User](ctx, s, kindPrefix(kindUser))
+	return list[meta.User](ctx, s, metakey.KindPrefix(metakey.KindUser))
 }
 
 // PutPermission stores p keyed by user and vhost, synced. The user must not
@@ -328,14 +329,14 @@ func (s *Store) PutPermission(ctx context.Context, p meta.Permission) error {
 	if p.User == "" {
 		return errEmptyUser
 	}
-	return s.put(ctx, permKey(p.User, p.VHost), p, true)
+	return s.put(ctx, metakey.Perm(p.User, p.VHost), p, true)
 }
 
 // GetPermission returns the user's permission on the vhost or an error
 // matching meta.ErrNotFound.
 func (s *Store) GetPermission(ctx context.Context, user, vhost string) (meta.Permission, error) {
 	var p meta.Permission
-	err := s.get(ctx, permKey(user, vhost), &p)
+	err := s.get(ctx, metakey.Perm(user, vhost), &p)
 	if errors.Is(err, meta.ErrNotFound) {
 		err = fmt.Errorf("%w: permission of user %q on vhost %q", err, user, vhost)
 	}
@@ -348,12 +349,12 @@ func (s *Store) DeletePermission(ctx context.Context, user, vhost string) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(permKey(user, vhost), true)
+	return s.delete(metakey.Perm(user, vhost), true)
 }
 
 // ListPermissions returns every permission, grouped by user.
 func (s *Store) ListPermissions(ctx context.Context) ([]meta.Permission, error) {
-	return list[meta.Permission](ctx, s, kindPrefix(kindPerm))
+	return list[meta.Permission](ctx, s, metakey.KindPrefix(metakey.KindPerm))
 }
 
 var errEmptyUser = errors.New("local: empty user name")
@@ -430,7 +431,7 @@ func list[T any](ctx context.Context, s *Store, prefix []byte) (_ []T, err error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: successor(prefix)})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
 	if err != nil {
 		return nil, fmt.Errorf("local: list: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/warrenmq/broker/storage"
+
+	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
 // A raft entry's data is a batch of commands gathered by the proposer:
@@ -259,7 +261,7 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 		case opDelShard:
 			p := shardPrefix(string(d.lp("shard")))
 			if b != nil {
-				if err := b.DeleteRange(p, successor(p), nil); err != nil {
+				if err := b.DeleteRange(p, metakey.Successor(p), nil); err != nil {
 					return r, stageErr(err)
 				}
 			}

@@ -3,13 +3,13 @@ package raft
 import (
 	"encoding/binary"
 
-	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/unacked"
 )
 
 // State machine key layout. The first byte says what a key holds; strings
 // inside keys are length-prefixed where another field follows, so one name
-// is never a prefix of another and every listing is one prefix scan.
+// is never a prefix of another and every listing is one prefix scan. The
+// 'm' keys are meta/internal/metakey's, the layout meta/local uses too.
 //
 //	! a                                  applied index (8 bytes) — not in snapshots
 //	! c                                  ConfState at the applied index (protobuf)
@@ -28,16 +28,6 @@ import (
 //	u lp(vhost) lp(queue) offset(8)      unacked entry (see appendEntry)
 //
 // Big-endian offsets keep records and entries in offset order.
-const (
-	kindVHost   = 'v'
-	kindUser    = 'u'
-	kindPerm    = 'p'
-	kindExch    = 'e'
-	kindQueue   = 'q'
-	kindCursor  = 'c'
-	kindBinding = 'b'
-)
-
 var (
 	keyApplied   = []byte("!a")
 	keyConfState = []byte("!c")
@@ -46,36 +36,6 @@ var (
 
 func peerKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), prefixPeer...), id)
-}
-
-func metaKind(kind byte) []byte { return []byte{'m', kind} }
-
-func metaVHostPrefix(kind byte, vhost string) []byte { return appendLPString(metaKind(kind), vhost) }
-
-func metaNameKey(kind byte, vhost, name string) []byte {
-	return append(metaVHostPrefix(kind, vhost), name...)
-}
-
-func vhostKey(name string) []byte { return append(metaKind(kindVHost), name...) }
-
-func userKey(name string) []byte { return append(metaKind(kindUser), name...) }
-
-func permKey(user, vhost string) []byte {
-	return append(appendLPString(metaKind(kindPerm), user), vhost...)
-}
-
-func cursorKey(q meta.QueueKey) []byte { return metaNameKey(kindCursor, q.VHost, q.Name) }
-
-// bindingKey holds every field of b but Durable, the contract's binding
-// identity. Arguments come last and unprefixed, so nil and empty arguments
-// are the same key.
-func bindingKey(b meta.Binding) []byte {
-	k := metaVHostPrefix(kindBinding, b.VHost)
-	k = appendLPString(k, b.Source)
-	k = appendLPString(k, b.DestinationKind)
-	k = appendLPString(k, b.Destination)
-	k = appendLPString(k, b.RoutingKey)
-	return append(k, b.Arguments...)
 }
 
 func shardPrefix(shard string) []byte { return appendLPString([]byte{'s'}, shard) }
@@ -109,17 +69,4 @@ func parseUnackedKey(key []byte) (unacked.Key, error) {
 	k.Queue = string(d.lp("unacked key queue"))
 	k.Offset = d.u64("unacked key offset")
 	return k, d.done("unacked key")
-}
-
-// successor returns the smallest key greater than every key starting with p,
-// the exclusive upper bound of a prefix scan; nil when there is none.
-func successor(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }

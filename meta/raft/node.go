@@ -19,6 +19,8 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
 var (
@@ -394,7 +396,7 @@ func (n *Node) Peers(ctx context.Context) ([]Peer, error) {
 }
 
 func (n *Node) storedPeers(r pebble.Reader) ([]Peer, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixPeer, UpperBound: successor(prefixPeer)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixPeer, UpperBound: metakey.Successor(prefixPeer)})
 	if err != nil {
 		return nil, fmt.Errorf("raft: list peers: %w", err)
 	}

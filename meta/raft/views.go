@@ -9,6 +9,8 @@ import (
 
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
+
+	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
 // read runs fn against the state DB after a linearizable barrier, unless
@@ -64,7 +66,7 @@ func (s *Shards) Read(ctx context.Context, shard string, from uint64, max int) (
 			return nil
 		}
 		prefix := shardRecPrefix(shard)
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: recordKey(prefix, from), UpperBound: successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: recordKey(prefix, from), UpperBound: metakey.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: read shard %q: %w", shard, err)
 		}
@@ -114,7 +116,7 @@ func (s *Shards) FirstOffset(ctx context.Context, shard string) (uint64, error) 
 	var first uint64
 	err := s.n.read(ctx, func(db *pebble.DB) error {
 		prefix := shardRecPrefix(shard)
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: read shard %q: %w", shard, err)
 		}
@@ -232,7 +234,7 @@ func (x *Index) Scan(ctx context.Context, fn func(unacked.Entry) bool) error {
 
 func (x *Index) scan(ctx context.Context, prefix []byte, fn func(unacked.Entry) bool) error {
 	return x.n.read(ctx, func(db *pebble.DB) error {
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: scan unacked: %w", err)
 		}
@@ -262,7 +264,7 @@ func (x *Index) scan(ctx context.Context, prefix []byte, fn func(unacked.Entry) 
 func (x *Index) DeleteQueue(ctx context.Context, vhost, queue string) error {
 	var c cmd
 	p := unackedQueuePrefix(vhost, queue)
-	c.delRange(p, successor(p))
+	c.delRange(p, metakey.Successor(p))
 	_, err := x.n.submit(ctx, &c)
 	return err
 }

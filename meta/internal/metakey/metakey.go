@@ -1,0 +1,94 @@
+// Package metakey is the key layout of meta.Store entities in an ordered
+// key-value store, shared by meta/local (Pebble on one node) and meta/raft
+// (Pebble under a raft state machine) so both lay metadata out alike.
+//
+// Every key starts with 'm' and a kind byte. Strings inside a key are
+// length-prefixed (uvarint) where another field follows, so one name is
+// never a prefix of another and every listing is one prefix scan:
+//
+//	m v name                          vhost
+//	m u name                          user
+//	m p lp(user) vhost                permission
+//	m e lp(vhost) name                exchange
+//	m q lp(vhost) name                queue
+//	m c lp(vhost) name                cursor
+//	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
+//	                                  binding
+//
+// The layout is on disk: changing it breaks existing data directories.
+package metakey
+
+import (
+	"encoding/binary"
+
+	"github.com/warrenmq/broker/meta"
+)
+
+// Prefix is the first byte of every metadata key.
+const Prefix = 'm'
+
+// Kinds: the byte after Prefix.
+const (
+	KindVHost   = 'v'
+	KindUser    = 'u'
+	KindPerm    = 'p'
+	KindExch    = 'e'
+	KindQueue   = 'q'
+	KindCursor  = 'c'
+	KindBinding = 'b'
+)
+
+// AppendLP appends s with a uvarint length prefix.
+func AppendLP(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// KindPrefix is the start of every key of one kind.
+func KindPrefix(kind byte) []byte { return []byte{Prefix, kind} }
+
+// VHostPrefix is the start of every key of one kind in one vhost.
+func VHostPrefix(kind byte, vhost string) []byte { return AppendLP(KindPrefix(kind), vhost) }
+
+// Name is the key of a named entity (exchange, queue, cursor) in a vhost.
+func Name(kind byte, vhost, name string) []byte { return append(VHostPrefix(kind, vhost), name...) }
+
+// VHost is a vhost's key.
+func VHost(name string) []byte { return append(KindPrefix(KindVHost), name...) }
+
+// User is a user's key.
+func User(name string) []byte { return append(KindPrefix(KindUser), name...) }
+
+// Perm is the key of user's permissions on vhost.
+func Perm(user, vhost string) []byte {
+	return append(AppendLP(KindPrefix(KindPerm), user), vhost...)
+}
+
+// Cursor is a queue's cursor key.
+func Cursor(q meta.QueueKey) []byte { return Name(KindCursor, q.VHost, q.Name) }
+
+// Binding holds every field of b but Durable, the contract's binding
+// identity. Arguments come last and unprefixed, so nil and empty arguments
+// are the same key.
+func Binding(b meta.Binding) []byte {
+	k := VHostPrefix(KindBinding, b.VHost)
+	k = AppendLP(k, b.Source)
+	k = AppendLP(k, b.DestinationKind)
+	k = AppendLP(k, b.Destination)
+	k = AppendLP(k, b.RoutingKey)
+	return append(k, b.Arguments...)
+}
+
+// Successor returns the smallest key greater than every key starting with
+// p, the exclusive upper bound of a prefix scan; nil when there is none
+// (p all 0xff).
+func Successor(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

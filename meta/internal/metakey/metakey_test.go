@@ -1,0 +1,49 @@
+package metakey
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/meta"
+)
+
+// The layout is on disk: these bytes must never change.
+func TestLayoutIsStable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  []byte
+		want string
+	}{
+		{"vhost", VHost("/"), "mv/"},
+		{"user", User("guest"), "muguest"},
+		{"perm", Perm("guest", "/"), "mp\x05guest/"},
+		{"queue", Name(KindQueue, "/", "jobs"), "mq\x01/jobs"},
+		{"cursor", Cursor(meta.QueueKey{VHost: "/", Name: "jobs"}), "mc\x01/jobs"},
+		{"binding", Binding(meta.Binding{VHost: "/", Source: "x", DestinationKind: "queue", Destination: "q", RoutingKey: "k", Arguments: []byte{1}}),
+			"mb\x01/\x01x\x05queue\x01q\x01k\x01"},
+	} {
+		require.Equal(t, tc.want, string(tc.got), tc.name)
+	}
+}
+
+// A name is never a prefix of another's keys: "a" and "ab" in different
+// vhosts or as different fields stay apart.
+func TestPrefixScansDoNotOverlap(t *testing.T) {
+	a, ab := VHostPrefix(KindQueue, "a"), Name(KindQueue, "ab", "x")
+	require.False(t, bytes.HasPrefix(ab, a))
+	require.True(t, bytes.HasPrefix(Name(KindQueue, "a", "x"), a))
+}
+
+func TestSuccessor(t *testing.T) {
+	for _, tc := range []struct{ in, want []byte }{
+		{[]byte("mq"), []byte("mr")},
+		{[]byte{'m', 0xff}, []byte{'n'}},
+		{[]byte{0xff, 0xff}, nil},
+	} {
+		require.Equal(t, tc.want, Successor(tc.in))
+	}
+	p := VHostPrefix(KindQueue, "/")
+	require.Negative(t, bytes.Compare(Name(KindQueue, "/", "\xff\xff"), Successor(p)))
+}
