@@ -30,7 +30,10 @@
 //     one delivery; settling with a stale Ref (the message was requeued or
 //     settled meanwhile) does nothing, so whoever settles first owns the
 //     message. Every requeue path (nack, reject, recover, channel and
-//     connection close, the scanner's RequeueEntries) goes through it.
+//     connection close, the scanner's RequeueEntries) goes through it. A
+//     caller that requeues and then frees the delivery's prefetch credit
+//     gets that credit spent on the requeued message: dispatch yields to a
+//     requeue still in the mailbox.
 //   - A publish is confirmed once its record is stored; one Confirm call
 //     carries every sequence number of one store batch. A batch holding a
 //     persistent record on a store that syncs (storage.Syncer) is appended

@@ -246,6 +246,12 @@ type Queue struct {
 	stopOnce sync.Once
 	closing  atomic.Bool  // set by the actor when it stops taking ops
 	inflight atomic.Int64 // senders between the closing check and the send
+	// requeuing counts requeue ops sent but not yet handled. A channel
+	// requeues before it frees the prefetch credit the delivery held, so a
+	// dispatch that finds credit and a requeue on its way stops and lets the
+	// run loop handle the requeue first: the freed credit then serves the
+	// requeued message at the head, not the next one from the cursor.
+	requeuing atomic.Int32
 
 	// Owned by the actor goroutine.
 	cursor     uint64           // next offset to claim from the shard
@@ -524,6 +530,9 @@ func (q *Queue) send(o op) error {
 	defer q.inflight.Add(-1)
 	if q.closing.Load() {
 		return ErrDeleted
+	}
+	if o.kind == opRequeue || o.kind == opRequeueEntries {
+		q.requeuing.Add(1) // before the send, so before the caller frees credit
 	}
 	q.ops <- o
 	return nil
@@ -810,7 +819,9 @@ func (q *Queue) handle(ctx context.Context, o op) {
 		q.reject(ctx, refs)
 	case opRequeue:
 		q.requeue(ctx, refs)
+		q.requeuing.Add(-1)
 	case opRequeueEntries:
+		defer q.requeuing.Add(-1)
 		var refs []Ref
 		for _, e := range o.entries {
 			d, ok := q.out[e.Offset]
@@ -1124,7 +1135,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 	q.promote(ctx)
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()
-	for q.ready() > 0 && len(q.consumers) > 0 {
+	for q.ready() > 0 && len(q.consumers) > 0 && q.requeuing.Load() == 0 {
 		if q.feat.ttl {
 			q.expireHead(ctx)
 			if q.ready() == 0 {
@@ -1142,6 +1153,12 @@ func (q *Queue) dispatch(ctx context.Context) {
 			c := q.acquireConsumer()
 			if c == nil {
 				break // nobody has credit
+			}
+			if q.requeuing.Load() > 0 {
+				// The credit may be one a requeue freed: handle the
+				// requeue first (see requeuing).
+				c.release()
+				break
 			}
 			a, ok, err := q.take(ctx, fromCursor)
 			if err != nil || !ok {
