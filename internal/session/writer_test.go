@@ -84,16 +84,32 @@ func TestConcurrentSendersNeverInterleaveMessages(t *testing.T) {
 		}()
 	}
 
+	expectMessages(t, p, senders*perSender, body, func(m amqp.Method) (uint64, bool) {
+		d, ok := m.(*amqp.BasicDeliver)
+		if !ok {
+			return 0, false
+		}
+		return d.DeliveryTag, true
+	})
+	wg.Wait()
+}
+
+// expectMessages reads n content messages from p and checks that each
+// channel's delivery tags (tag reads one from the method, false when the
+// method is not the expected kind) run 1, 2, ... and that the frames of
+// one message are contiguous and carry body.
+func expectMessages(t *testing.T, p *peer, n int, body []byte, tag func(amqp.Method) (uint64, bool)) {
+	t.Helper()
 	next := make(map[uint16]uint64) // last delivery tag per channel
-	for range senders * perSender {
+	for range n {
 		f := p.readFrame()
 		require.Equal(t, amqp.FrameMethod, f.Type)
 		m, err := amqp.DecodeMethod(f.Payload)
 		require.NoError(t, err)
-		d, ok := m.(*amqp.BasicDeliver)
-		require.True(t, ok)
-		require.Equal(t, next[f.Channel]+1, d.DeliveryTag, "per-channel order")
-		next[f.Channel] = d.DeliveryTag
+		dt, ok := tag(m)
+		require.True(t, ok, "unexpected %T", m)
+		require.Equal(t, next[f.Channel]+1, dt, "per-channel order")
+		next[f.Channel] = dt
 
 		hf := p.readFrame()
 		require.Equal(t, amqp.FrameHeader, hf.Type)
@@ -107,7 +123,6 @@ func TestConcurrentSendersNeverInterleaveMessages(t *testing.T) {
 		}
 		require.Equal(t, body, got)
 	}
-	wg.Wait()
 }
 
 // TestWriterStopsAfterWriteError: when the peer goes away, senders do not
@@ -393,28 +408,13 @@ func TestFlushNowNeverInterleaves(t *testing.T) {
 		}()
 	}
 
-	next := make(map[uint16]uint64)
-	for range senders * perSender {
-		f := p.readFrame()
-		require.Equal(t, amqp.FrameMethod, f.Type)
-		m, err := amqp.DecodeMethod(f.Payload)
-		require.NoError(t, err)
+	expectMessages(t, p, senders*perSender, body, func(m amqp.Method) (uint64, bool) {
 		g, ok := m.(*amqp.BasicGetOk)
-		require.True(t, ok)
-		require.Equal(t, next[f.Channel]+1, g.DeliveryTag, "per-channel order")
-		next[f.Channel] = g.DeliveryTag
-		hf := p.readFrame()
-		require.Equal(t, amqp.FrameHeader, hf.Type)
-		require.Equal(t, f.Channel, hf.Channel)
-		var got []byte
-		for len(got) < len(body) {
-			bf := p.readFrame()
-			require.Equal(t, amqp.FrameBody, bf.Type)
-			require.Equal(t, f.Channel, bf.Channel, "frames of one message are contiguous")
-			got = append(got, bf.Payload...)
+		if !ok {
+			return 0, false
 		}
-		require.Equal(t, body, got)
-	}
+		return g.DeliveryTag, true
+	})
 	wg.Wait()
 }
 
