@@ -14,9 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// startServer runs the server with args and returns the AMQP and HTTP
-// addresses it printed; cleanup stops it.
-func startServer(t *testing.T, args ...string) (amqpAddr, httpAddr string) {
+// startServer runs the server with args, reads one stdout line per
+// prefix (in order) and returns what follows each prefix, the addresses it
+// listens on; cleanup stops it.
+func startServer(t *testing.T, prefixes []string, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdoutR, stdoutW := io.Pipe()
@@ -30,19 +31,16 @@ func startServer(t *testing.T, args ...string) (amqpAddr, httpAddr string) {
 		require.NoError(t, <-done)
 	})
 	rd := bufio.NewReader(stdoutR)
-	for _, prefix := range []string{"listening on ", "management on "} {
+	var addrs []string
+	for _, prefix := range prefixes {
 		line, err := rd.ReadString('\n')
 		require.NoError(t, err)
 		addr, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
 		require.True(t, ok, "line %q", line)
-		if amqpAddr == "" {
-			amqpAddr = addr
-		} else {
-			httpAddr = addr
-		}
+		addrs = append(addrs, addr)
 	}
 	go io.Copy(io.Discard, rd)
-	return amqpAddr, httpAddr
+	return addrs
 }
 
 func getJSON(t *testing.T, url string, v any) {
@@ -67,7 +65,8 @@ func TestHTTPAndDefinitionsFlags(t *testing.T) {
 		"queues": [{"name": "new-orders", "vhost": "shop", "durable": true, "auto_delete": false, "arguments": {}}],
 		"bindings": [{"source": "orders", "vhost": "shop", "destination": "new-orders", "destination_type": "queue", "routing_key": "new.#", "arguments": {}}]
 	}`), 0o644))
-	_, web := startServer(t, "-memory", "-addr", "127.0.0.1:0", "-http", "127.0.0.1:0", "-definitions", defs)
+	web := startServer(t, []string{"listening on ", "management on "},
+		"-memory", "-addr", "127.0.0.1:0", "-http", "127.0.0.1:0", "-definitions", defs)[1]
 
 	var q map[string]any
 	getJSON(t, "http://"+web+"/api/queues/shop/new-orders", &q)

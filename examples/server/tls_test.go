@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
@@ -27,24 +26,7 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 // TLS listener (the plain one is off).
 func startTLSServer(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stdoutR, stdoutW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, args, stdoutW, io.Discard)
-		stdoutW.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
-	rd := bufio.NewReader(stdoutR)
-	line, err := rd.ReadString('\n')
-	require.NoError(t, err)
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "tls listening on ")
-	require.True(t, ok, "line %q", line)
-	go io.Copy(io.Discard, rd)
-	return addr
+	return startServer(t, []string{"tls listening on "}, args...)[0]
 }
 
 // TestTLSFlags serves AMQPS from generated certificates and connects with
