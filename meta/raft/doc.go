@@ -79,9 +79,9 @@
 //
 // This package is the replicated store only. The broker does not use it
 // yet: there is no broker.Options.Cluster or server flag, consumers are not
-// yet served by any node from the shared cursor, the unacked scanner does
-// not yet run on the raft leader only, and there is no node-liveness signal
-// (raft progress or heartbeats) for the scanner to return a dead node's
-// deliveries. Snapshots are built in memory, which bounds the practical
-// state size by RAM.
+// yet served by any node from the shared cursor, and the unacked scanner
+// does not yet run on the raft leader only. The liveness it will need is
+// here: LiveNodes, on the leader, lists the members heard from within the
+// last election timeout (raft's RecentActive under CheckQuorum). Snapshots
+// are built in memory, which bounds the practical state size by RAM.
 package raft

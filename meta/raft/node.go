@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -306,6 +307,26 @@ func (n *Node) IsLeader() bool { return n.lead.Load() == n.cfg.ID }
 
 // Leader returns the id of the leader this node knows of, 0 for none.
 func (n *Node) Leader() uint64 { return n.lead.Load() }
+
+// LiveNodes returns, on the leader, the ids of the members it heard from
+// within the last election timeout (raft's RecentActive, which CheckQuorum
+// clears every election timeout), itself included, in ascending order. ok
+// is false on any other node: only the leader tracks its followers. This is
+// the node liveness the leader-only unacked scanner needs to tell a dead
+// node's deliveries from those of a node that is merely quiet.
+func (n *Node) LiveNodes() (ids []uint64, ok bool) {
+	st := n.raft.Status()
+	if st.RaftState != etcdraft.StateLeader {
+		return nil, false
+	}
+	for id, pr := range st.Progress {
+		if pr.RecentActive || id == n.cfg.ID {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, true
+}
 
 // AppliedIndex returns the raft index this node has applied: with the
 // leader's, a measure of how far behind it is.
