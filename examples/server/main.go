@@ -76,8 +76,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	memWatermark := fs.Int64("memory-high-watermark", 0, "block publishers while message bytes held in memory exceed this (0: 40% of RAM or the cgroup limit, negative: off)")
 	diskFreeLimit := fs.Int64("disk-free-limit", 0, "block publishers while the data directory's file system has fewer free bytes (0: 50 MB, negative: off)")
 	mechanisms := fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
+	nodeID := fs.Uint64("node-id", 0, "run as this member of a raft cluster (with -peers); the leader serves AMQP on -addr")
+	peers := fs.String("peers", "", "cluster members, id=raft-host:port comma-separated, this node included")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if (*nodeID == 0) != (*peers == "") {
+		return errors.New("-node-id and -peers go together")
+	}
+	if *nodeID != 0 && (*memory || *tlsAddr != "" || *httpAddr != "" || *defsFile != "") {
+		return errors.New("a cluster node does not take -memory, -tls-listen, -http or -definitions yet")
 	}
 	tlsConfig, err := serverTLS(*tlsAddr, *tlsCert, *tlsKey, *tlsCA)
 	if err != nil {
@@ -108,6 +116,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *memory {
 		opts.DataDir = ""
+	}
+	if *nodeID != 0 {
+		return runCluster(ctx, *nodeID, *peers, *addr, *dataDir, opts, stdout, logger)
 	}
 	var defs *broker.Definitions
 	if *defsFile != "" {
