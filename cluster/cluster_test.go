@@ -20,12 +20,12 @@ const waitFor = 60 * time.Second
 // testCluster is three nodes on an in-memory raft network; node i has raft
 // id i+1 and serves AMQP on 127.0.0.1:0 while it leads.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *raft.Network
 	nodes []*cluster.Node
 }
 
-func newTestCluster(t *testing.T) *testCluster {
+func newTestCluster(t testing.TB) *testCluster {
 	c := &testCluster{t: t, net: raft.NewNetwork(), nodes: make([]*cluster.Node, 3)}
 	t.Cleanup(c.net.Close) // after the nodes stop (cleanups run last first)
 	root := t.TempDir()
