@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClusterProcessesSurviveKill9: three server processes form a
+// cluster on loopback; the leader is killed with SIGKILL while a client
+// publishes, and every message it confirmed is on the node that leads
+// next, exactly once.
+func TestClusterProcessesSurviveKill9(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "warren-server")
+	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	raftAddrs, amqpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
+	var peers []string
+	for i, a := range raftAddrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, a))
+	}
+	procs := make([]*exec.Cmd, 3)
+	for i := range procs {
+		cmd := exec.Command(bin, "-node-id", fmt.Sprint(i+1), "-peers", strings.Join(peers, ","),
+			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1)))
+		require.NoError(t, cmd.Start())
+		procs[i] = cmd
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+
+	conn, leader := dialLeader(t, amqpAddrs, "")
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+
+	var mu sync.Mutex
+	confirmed := map[string]bool{}
+	enough := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // one publish at a time, so a confirm names its message
+		defer close(done)
+		for i := 0; ; i++ {
+			body := fmt.Sprintf("m-%d", i)
+			if ch.PublishWithContext(context.Background(), "", "jobs", false, false,
+				amqp091.Publishing{Body: []byte(body), DeliveryMode: amqp091.Persistent}) != nil {
+				return
+			}
+			c, ok := <-confirms
+			if !ok || !c.Ack {
+				return
+			}
+			mu.Lock()
+			confirmed[body] = true
+			if len(confirmed) == 100 {
+				close(enough)
+			}
+			mu.Unlock()
+		}
+	}()
+	<-enough
+	for i, a := range amqpAddrs {
+		if a == leader {
+			require.NoError(t, procs[i].Process.Kill()) // SIGKILL, mid-publish
+		}
+	}
+	<-done // the connection died with the process
+
+	conn2, _ := dialLeader(t, amqpAddrs, leader)
+	defer conn2.Close()
+	ch2, err := conn2.Channel()
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for {
+		d, ok, err := ch2.Get("jobs", true)
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		seen[string(d.Body)]++
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for body := range confirmed {
+		require.Equal(t, 1, seen[body], "confirmed %s survives the leader's kill -9 exactly once", body)
+	}
+	for body, n := range seen {
+		require.Equal(t, 1, n, "%s once", body)
+	}
+	t.Logf("confirmed %d before the kill, found %d on the new leader", len(confirmed), len(seen))
+}
