@@ -82,20 +82,7 @@ func (ch *Channel) beginClose(e *amqp.Error) bool {
 
 // markClosed stops every send on the channel but the close itself, and
 // reports false when a close had begun already.
-func (ch *Channel) markClosed() bool {
-	d := &ch.dl
-	d.Lock()
-	defer d.Unlock()
-	d.gate.Lock()
-	defer d.gate.Unlock()
-	if d.closed {
-		return false
-	}
-	d.closed = true
-	d.gate.closed = true
-	d.serverClosed.Store(true)
-	return true
-}
+func (ch *Channel) markClosed() bool { return ch.closeGate(true) }
 
 // sendClose queues channel.close for e; after markClosed it is the
 // channel's last frame.
@@ -111,7 +98,11 @@ func (ch *Channel) sendClose(e *amqp.Error) {
 // acceptClientClose marks the close begun for the client's channel.close.
 // It reports false when our own channel.close went out first: the two
 // closes crossed.
-func (ch *Channel) acceptClientClose() bool {
+func (ch *Channel) acceptClientClose() bool { return ch.closeGate(false) }
+
+// closeGate closes the delivery gate once; byServer records that the
+// close is ours. It reports false when a close had begun already.
+func (ch *Channel) closeGate(byServer bool) bool {
 	d := &ch.dl
 	d.Lock()
 	defer d.Unlock()
@@ -122,6 +113,9 @@ func (ch *Channel) acceptClientClose() bool {
 	}
 	d.closed = true
 	d.gate.closed = true
+	if byServer {
+		d.serverClosed.Store(true)
+	}
 	return true
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,11 +303,6 @@ func (c *Conn) holdWhileBlocked() {
 	}
 }
 
-// heartbeatPausedTicks is missedTicks while the heartbeat monitor is
-// paused: counting up from it one tick per half interval never reaches
-// missedTicksLimit. The sending half of heartbeatTick keeps working.
-const heartbeatPausedTicks = math.MinInt32
-
 // pauseHeartbeatMonitor stops the missed-heartbeat check while the reader
 // does not read (the client's heartbeats wait in the socket), as RabbitMQ's
 // rabbit_heartbeat:pause_monitor. Only the reader calls it, so framesIn
@@ -316,7 +310,7 @@ const heartbeatPausedTicks = math.MinInt32
 func (c *Conn) pauseHeartbeatMonitor() {
 	c.out.Lock()
 	c.out.lastFramesIn = c.framesIn.Load()
-	c.out.missedTicks = heartbeatPausedTicks
+	c.out.monitorPaused = true
 	c.out.Unlock()
 }
 
@@ -325,6 +319,7 @@ func (c *Conn) resumeHeartbeatMonitor() {
 	c.out.Lock()
 	c.out.lastFramesIn = c.framesIn.Load()
 	c.out.missedTicks = 0
+	c.out.monitorPaused = false
 	c.out.Unlock()
 }
 

@@ -57,6 +57,9 @@ type outbox struct {
 	heartbeatHalf  time.Duration
 	lastFramesIn   uint64
 	missedTicks    int
+	// monitorPaused stops the missed-heartbeat count while an alarm holds
+	// the reader; the sending half of heartbeatTick keeps working.
+	monitorPaused bool
 }
 
 func (o *outbox) stopTimersLocked() {
@@ -392,7 +395,7 @@ func (c *Conn) heartbeatTick() {
 	if in := c.framesIn.Load(); in != c.out.lastFramesIn {
 		c.out.lastFramesIn = in
 		c.out.missedTicks = 0
-	} else {
+	} else if !c.out.monitorPaused {
 		c.out.missedTicks++
 	}
 	if c.out.missedTicks >= missedTicksLimit {
