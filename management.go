@@ -589,15 +589,9 @@ func (m *mgmt) permission(c *mgmtCall) {
 
 // Exchanges.
 
-type exchangeJSON struct {
-	Name       string         `json:"name"`
-	VHost      string         `json:"vhost"`
-	Type       string         `json:"type"`
-	Durable    bool           `json:"durable"`
-	AutoDelete bool           `json:"auto_delete"`
-	Internal   bool           `json:"internal"`
-	Arguments  map[string]any `json:"arguments"`
-}
+// exchangeJSON is RabbitMQ's exchange object: the fields Warren has are
+// those of a definitions file's exchange.
+type exchangeJSON = DefinitionExchange
 
 func exchangeOf(x vhost.ExchangeInfo) exchangeJSON {
 	return exchangeJSON{
