@@ -1,0 +1,45 @@
+package meta
+
+// ChangeKind says what a Change reports.
+type ChangeKind uint8
+
+const (
+	// ChangeTopology: an exchange, queue or binding of VHost was put or
+	// deleted. VHost "" means the set of vhosts (or accounts) changed.
+	ChangeTopology ChangeKind = iota + 1
+	// ChangeAppended: records were appended to Shard; Offset is the shard's
+	// next offset after the append (its tail).
+	ChangeAppended
+	// ChangeCursor: the cursor of VHost/Queue moved to Offset.
+	ChangeCursor
+	// ChangeReturned: the unacked index entry VHost/Queue/Offset was written
+	// in state Returned (a requeued message, up for any broker to claim);
+	// DeliveryCount is the entry's count.
+	ChangeReturned
+	// ChangeTaken: the Returned entry VHost/Queue/Offset was claimed
+	// (overwritten in state Delivered) or deleted.
+	ChangeTaken
+)
+
+// Change is one change applied to a store that several brokers share.
+type Change struct {
+	Kind          ChangeKind
+	VHost         string
+	Queue         string // ChangeCursor, ChangeReturned, ChangeTaken
+	Shard         string // ChangeAppended
+	Offset        uint64
+	DeliveryCount uint32
+}
+
+// ChangeFeed is implemented by stores that other brokers write to as well,
+// such as a cluster's replicated store (meta/raft). A broker whose
+// Store implements it runs in shared mode: it follows topology written by
+// other brokers, and its queues follow appends, cursor moves and requeues
+// made elsewhere.
+type ChangeFeed interface {
+	// Watch calls fn for every change applied to the local replica, in
+	// apply order, from the store's apply goroutine: fn must not block and
+	// must not call the store. cancel stops the calls; after it returns fn
+	// is not running and is not called again.
+	Watch(fn func(Change)) (cancel func())
+}
