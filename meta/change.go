@@ -19,6 +19,10 @@ const (
 	// ChangeTaken: the Returned entry VHost/Queue/Offset was claimed
 	// (overwritten in state Delivered) or deleted.
 	ChangeTaken
+	// ChangeReset: the local replica was replaced wholesale (a raft
+	// snapshot was installed): anything may have changed, so whoever
+	// follows the store reloads what it keeps.
+	ChangeReset
 )
 
 // Change is one change applied to a store that several brokers share.
