@@ -22,8 +22,39 @@
 // Open rebuilds the vhost from the store: durable exchanges, durable queues
 // (their actors started) and durable bindings come back; non-durable
 // entities, exclusive queues and bindings that lost an end are deleted
-// from the store, as RabbitMQ does at restart. A binding is durable when
-// both its ends are.
+// from the store, as RabbitMQ does at restart (but not in shared mode,
+// below). A binding is durable when both its ends are.
+//
+// # Shared mode
+//
+// With Config.Shared the store is one that other brokers write too (a
+// cluster's replicated store; the broker runs in shared mode when its
+// meta store is a meta.ChangeFeed). Durable, non-exclusive queues are
+// shared: every broker runs an actor for each, on the same stores.
+// Non-durable and exclusive queues live on the broker that declared them
+// (their messages are in its memory) and the others skip them; names are
+// still one namespace in the store, so do not give a non-durable queue
+// the name of another broker's queue. Exchanges are cluster-wide, as in
+// RabbitMQ, whatever their durability. A binding is followed where both
+// its ends are.
+//
+//   - Open deletes nothing: what looks stale may be a live broker's
+//     (a non-durable exchange or queue, an exclusive queue, a binding to
+//     a queue that is not here). It starts what Sync would.
+//   - Sync(ctx) brings the vhost in line with the store; the broker calls
+//     it on every topology change of the vhost. A shared queue that is
+//     gone from the store (another broker deleted it) is stopped here
+//     without touching the stores, and its consumers here are cancelled
+//     (basic.cancel, as for a deleted queue). A queue deleted and declared
+//     again with the same definition between two Syncs is not noticed:
+//     its actor goes on with the cursor and tail it had seen.
+//   - A declare of a shared queue that another broker stored and Sync has
+//     not caught up with serves that queue (and checks equivalence with
+//     it) rather than overwrite it.
+//   - Per broker, from what this broker sees: auto-delete (the last
+//     consumer here going deletes the queue for every broker), exclusive
+//     consumers, and auto-delete exchanges (bindings to queues living on
+//     other brokers do not keep them).
 //
 // # RabbitMQ's rules, as implemented
 //
@@ -115,5 +146,6 @@
 //		Destination: routing.Destination{Name: "jobs"}, Key: "jobs.#"})
 //	names, queues, err := v.Route("amq.topic", "jobs.new", props, names[:0], queues[:0])
 //	v.ConnectionClosed(ctx, connID) // its exclusive queues go
+//	v.Sync(ctx)                     // shared mode: follow the other brokers
 //	v.Close()                       // stops the actors, deletes nothing
 package vhost

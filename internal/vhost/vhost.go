@@ -38,6 +38,10 @@ type Config struct {
 	// MaxQueues bounds the vhost's queues (RabbitMQ's max-queues vhost
 	// limit): declaring a new one beyond it is 406. Zero means no limit.
 	MaxQueues int
+	// Shared says that other brokers write to Store too (shared mode, see
+	// the package documentation and shared.go): Open deletes nothing, and
+	// Sync follows what the others declare and delete.
+	Shared bool
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -45,6 +49,11 @@ type Queue struct {
 	*queue.Queue
 	Def  meta.Queue
 	Args amqp.Table
+
+	// tracked remembers the consumers of a shared queue (nil otherwise),
+	// so that Sync can cancel them when another broker deletes the queue
+	// (shared.go).
+	tracked *consumerSet
 }
 
 type exchange struct {
@@ -111,6 +120,15 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 			v.headersX[e.Name] = struct{}{}
 		}
 	}
+	if cfg.Shared {
+		// Nothing in the store is known to be stale: the other brokers
+		// own their non-durable entities and exclusive queues.
+		if err := v.syncLocked(ctx); err != nil {
+			v.Close()
+			return nil, err
+		}
+		return v, nil
+	}
 	st := cfg.Store
 	exchanges, err := st.ListExchanges(ctx, cfg.Name)
 	if err != nil {
@@ -142,25 +160,10 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 			}
 			continue
 		}
-		args, _, err := decodeArgs(q.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("vhost: queue %q: %w", q.Name, err)
-		}
-		// Stored arguments passed ParseArgs at declare; a store written by
-		// an older Warren may hold ones it now refuses: those features are
-		// off rather than the vhost unopenable.
-		parsed, perr := queue.ParseArgs(args)
-		if perr != nil {
-			cfg.Logger.Warn("vhost: stored queue arguments refused", "queue", q.Name, "err", perr)
-			parsed, _ = queue.ParseArgs(nil)
-		}
-		actor, err := cfg.StartQueue(ctx, q, v.features(q.Name, parsed))
-		if err != nil {
+		if _, err := v.startStoredLocked(ctx, q); err != nil {
 			v.Close()
-			return nil, fmt.Errorf("vhost: start queue %q: %w", q.Name, err)
+			return nil, err
 		}
-		v.queues[q.Name] = &Queue{Queue: actor, Def: q, Args: args}
-		v.routes.AddQueue(q.Name)
 	}
 	bindings, err := st.ListBindings(ctx, cfg.Name)
 	if err != nil {
@@ -182,6 +185,42 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		}
 	}
 	return v, nil
+}
+
+// startStoredLocked starts the actor of a queue read from the store and
+// adds it to the topology.
+func (v *VHost) startStoredLocked(ctx context.Context, q meta.Queue) (*Queue, error) {
+	args, _, err := decodeArgs(q.Arguments)
+	if err != nil {
+		return nil, fmt.Errorf("vhost: queue %q: %w", q.Name, err)
+	}
+	// Stored arguments passed ParseArgs at declare; a store written by an
+	// older Warren may hold ones it now refuses: those features are off
+	// rather than the vhost unopenable.
+	parsed, perr := queue.ParseArgs(args)
+	if perr != nil {
+		v.cfg.Logger.Warn("vhost: stored queue arguments refused", "queue", q.Name, "err", perr)
+		parsed, _ = queue.ParseArgs(nil)
+	}
+	actor, err := v.cfg.StartQueue(ctx, q, v.features(q.Name, parsed))
+	if err != nil {
+		return nil, fmt.Errorf("vhost: start queue %q: %w", q.Name, err)
+	}
+	vq := v.newQueue(actor, q, args)
+	v.mu.Lock()
+	v.queues[q.Name] = vq
+	v.routes.AddQueue(q.Name)
+	v.mu.Unlock()
+	return vq, nil
+}
+
+// newQueue wraps a started actor; a shared queue tracks its consumers.
+func (v *VHost) newQueue(actor *queue.Queue, def meta.Queue, args amqp.Table) *Queue {
+	q := &Queue{Queue: actor, Def: def, Args: args}
+	if v.cfg.Shared && sharedQueue(def) {
+		q.tracked = &consumerSet{}
+	}
+	return q
 }
 
 // Name returns the vhost's name.
@@ -572,6 +611,20 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		q.Touch() // a redeclaration is a use (x-expires)
 		return q, nil
 	}
+	if v.cfg.Shared {
+		// Another broker may have declared it a moment ago, before Sync
+		// caught up: serve that queue rather than overwrite its definition.
+		q, err := v.adoptLocked(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if q != nil {
+			if err := v.queueEquivalent(q, def, m.Arguments); err != nil {
+				return nil, err
+			}
+			return q, nil
+		}
+	}
 	if v.cfg.MaxQueues > 0 && len(v.queues) >= v.cfg.MaxQueues {
 		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.cfg.Name, v.cfg.MaxQueues)
 	}
@@ -600,7 +653,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
-	q := &Queue{Queue: actor, Def: def, Args: m.Arguments}
+	q := v.newQueue(actor, def, m.Arguments)
 	v.mu.Lock()
 	v.queues[name] = q
 	v.routes.AddQueue(name)
