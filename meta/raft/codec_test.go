@@ -89,7 +89,7 @@ func TestApplyRejectsCorruptCommandWhole(t *testing.T) {
 
 	b := db.NewIndexedBatch()
 	got := map[uint64]result{}
-	err := applyEntry(b, data, func(id uint64, r result) { got[id] = r })
+	err := applyEntry(b, data, nil, func(id uint64, r result) { got[id] = r })
 	require.ErrorIs(t, err, errCorrupt)
 	require.NoError(t, b.Commit(pebble.Sync))
 	require.NoError(t, got[1].err)
@@ -109,7 +109,7 @@ func TestApplyOps(t *testing.T) {
 		t.Helper()
 		b := db.NewIndexedBatch()
 		var r result
-		require.NoError(t, applyEntry(b, entryOf(appendCommand(nil, 1, c)), func(_ uint64, got result) { r = got }))
+		require.NoError(t, applyEntry(b, entryOf(appendCommand(nil, 1, c)), nil, func(_ uint64, got result) { r = got }))
 		require.NoError(t, b.Commit(pebble.NoSync))
 		return r
 	}
@@ -149,13 +149,18 @@ func FuzzApplyEntry(f *testing.F) {
 	c.delOffsets("q", []uint64{0, 5})
 	c.delRange([]byte("a"), []byte("b"))
 	c.delShard("q")
+	c.set(unackedKey(unacked.Key{VHost: "/", Queue: "q", Offset: 1}),
+		appendEntry(nil, &unacked.Entry{State: unacked.Returned, DeliveryCount: 1}))
+	c.claim(&unacked.Claim{VHost: "/", Queue: "q", Move: true, From: 1, To: 3,
+		Taken:   []unacked.Key{{VHost: "/", Queue: "q", Offset: 1}},
+		Entries: []unacked.Entry{{Key: unacked.Key{VHost: "/", Queue: "q", Offset: 1}, State: unacked.Delivered}}})
 	f.Add(entryOf(appendCommand(nil, 1, &c)))
 	f.Add([]byte{entryVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	db := memDB(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := db.NewIndexedBatch()
 		defer b.Close()
-		err := applyEntry(b, data, func(uint64, result) {})
+		err := applyEntry(b, data, newChangeSet(), func(uint64, result) {})
 		if err != nil && !errors.Is(err, errCorrupt) {
 			t.Fatalf("non-corruption error %v", err)
 		}

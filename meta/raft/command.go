@@ -7,7 +7,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
 
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
@@ -27,13 +29,18 @@ import (
 const entryVersion = 1
 
 const (
-	opSet         = 1 // lp(key) lp(value)
-	opDel         = 2 // lp(key)
-	opDelRange    = 3 // lp(start) lp(end)
-	opCAS         = 4 // lp(key) old(8) new(8); result: swapped
-	opAppend      = 5 // lp(shard) uvarint(n) lp(record)...; result: first offset
-	opDelOffsets  = 6 // lp(shard) uvarint(n) uvarint(offset)...
-	opDelShard    = 7 // lp(shard)
+	opSet        = 1 // lp(key) lp(value)
+	opDel        = 2 // lp(key)
+	opDelRange   = 3 // lp(start) lp(end)
+	opCAS        = 4 // lp(key) old(8) new(8); result: swapped
+	opAppend     = 5 // lp(shard) uvarint(n) lp(record)...; result: first offset
+	opDelOffsets = 6 // lp(shard) uvarint(n) uvarint(offset)...
+	opDelShard   = 7 // lp(shard)
+	// opClaim is unacked.Claim: lp(cursor key) flags(1) from(8) to(8)
+	// uvarint(n) lp(taken key)... uvarint(m) (lp(entry key) lp(entry))...;
+	// result: ok. Its checks and writes are one op so that they apply
+	// together: nothing is written unless every check holds.
+	opClaim       = 8
 	minOpSize     = 2
 	commandHeader = 8
 )
@@ -91,6 +98,31 @@ func (c *cmd) delShard(shard string) {
 	c.n++
 }
 
+// claimMove is opClaim's flag for Claim.Move; no other bit is defined.
+const claimMove = 1
+
+func (c *cmd) claim(cl *unacked.Claim) {
+	c.ops = appendLP(append(c.ops, opClaim), metakey.Cursor(meta.QueueKey{VHost: cl.VHost, Name: cl.Queue}))
+	var flags byte
+	if cl.Move {
+		flags |= claimMove
+	}
+	c.ops = append(c.ops, flags)
+	c.ops = binary.BigEndian.AppendUint64(c.ops, cl.From)
+	c.ops = binary.BigEndian.AppendUint64(c.ops, cl.To)
+	c.ops = binary.AppendUvarint(c.ops, uint64(len(cl.Taken)))
+	for _, k := range cl.Taken {
+		c.ops = appendLP(c.ops, unackedKey(k))
+	}
+	c.ops = binary.AppendUvarint(c.ops, uint64(len(cl.Entries)))
+	var scratch []byte
+	for i := range cl.Entries {
+		scratch = appendEntry(scratch[:0], &cl.Entries[i])
+		c.ops = appendLP(appendLP(c.ops, unackedKey(cl.Entries[i].Key)), scratch)
+	}
+	c.n++
+}
+
 // appendCommand appends the command with request id id to an entry body.
 func appendCommand(dst []byte, id uint64, c *cmd) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, id)
@@ -111,8 +143,9 @@ type result struct {
 // first, so one that does not parse is rejected whole rather than half
 // applied. A decoding error ends the entry (the rest cannot be framed);
 // every node hits it the same way. A read error from Pebble is returned:
-// the state can no longer be trusted and the node stops.
-func applyEntry(b *pebble.Batch, data []byte, done func(id uint64, r result)) error {
+// the state can no longer be trusted and the node stops. When cs is not nil
+// (someone watches) the changes of every applied command are added to it.
+func applyEntry(b *pebble.Batch, data []byte, cs *changeSet, done func(id uint64, r result)) error {
 	d := decoder{b: data}
 	if v := d.byte1("entry version"); d.err == nil && v != entryVersion {
 		return fmt.Errorf("%w: entry version %d, want %d", errCorrupt, v, entryVersion)
@@ -128,11 +161,11 @@ func applyEntry(b *pebble.Batch, data []byte, done func(id uint64, r result)) er
 			return d.err
 		}
 		dry := d
-		if _, err := runOps(nil, &dry, nops); dry.err != nil || err != nil {
+		if _, err := runOps(nil, &dry, nops, nil); dry.err != nil || err != nil {
 			done(id, result{err: dry.err})
 			return dry.err
 		}
-		r, err := runOps(b, &d, nops)
+		r, err := runOps(b, &d, nops, cs)
 		if err != nil {
 			return err
 		}
@@ -141,9 +174,10 @@ func applyEntry(b *pebble.Batch, data []byte, done func(id uint64, r result)) er
 	return d.done("entry")
 }
 
-// runOps decodes nops ops and, when b is not nil, applies them to b. With a
-// nil b it only checks that they decode.
-func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
+// runOps decodes nops ops and, when b is not nil, applies them to b and
+// records their changes in cs (when not nil). With a nil b it only checks
+// that they decode.
+func runOps(b *pebble.Batch, d *decoder, nops int, cs *changeSet) (result, error) {
 	var r result
 	for range nops {
 		op := d.byte1("op")
@@ -151,6 +185,9 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 		case opSet:
 			k, v := d.lp("set key"), d.lp("set value")
 			if b != nil {
+				if err := cs.keyWritten(b, k, v, false); err != nil {
+					return r, err
+				}
 				if err := b.Set(k, v, nil); err != nil {
 					return r, stageErr(err)
 				}
@@ -158,6 +195,9 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 		case opDel:
 			k := d.lp("del key")
 			if b != nil {
+				if err := cs.keyWritten(b, k, nil, true); err != nil {
+					return r, err
+				}
 				if err := b.Delete(k, nil); err != nil {
 					return r, stageErr(err)
 				}
@@ -184,6 +224,7 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 				if err := setU64(b, k, new); err != nil {
 					return r, err
 				}
+				cs.cursorMoved(k, new)
 			}
 		case opAppend:
 			shard := d.lp("append shard")
@@ -221,6 +262,7 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 			if err := setU64(b, countKey, count+uint64(n)); err != nil {
 				return r, err
 			}
+			cs.appended(shard, next+uint64(n))
 		case opDelOffsets:
 			shard := d.lp("delete shard")
 			n := d.count("delete count", 1)
@@ -265,6 +307,12 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 					return r, stageErr(err)
 				}
 			}
+		case opClaim:
+			ok, err := runClaim(b, d, cs)
+			if err != nil {
+				return r, err
+			}
+			r.ok = ok
 		default:
 			if d.err == nil {
 				d.err = fmt.Errorf("%w: unknown op %d", errCorrupt, op)
@@ -275,6 +323,88 @@ func runOps(b *pebble.Batch, d *decoder, nops int) (result, error) {
 		}
 	}
 	return r, nil
+}
+
+// runClaim decodes one opClaim and, when b is not nil, applies it: it
+// reports false and writes nothing unless (with the move flag) the cursor
+// is at from and every taken key is an entry in state Returned; otherwise
+// it writes the entries and (with the move flag) sets the cursor to to.
+// An unset cursor reads as 0, as Offset returns it.
+func runClaim(b *pebble.Batch, d *decoder, cs *changeSet) (bool, error) {
+	cursor := d.lp("claim cursor")
+	flags := d.byte1("claim flags")
+	from, to := d.u64("claim from"), d.u64("claim to")
+	if d.err == nil && flags&^claimMove != 0 {
+		d.err = fmt.Errorf("%w: claim flags %#x", errCorrupt, flags)
+	}
+	nTaken := d.count("claim taken count", 1)
+	taken := *d // the taken keys, read again below
+	for range nTaken {
+		d.lp("claim taken key")
+	}
+	nEntries := d.count("claim entry count", 2)
+	entries := *d
+	for range nEntries {
+		d.lp("claim entry key")
+		d.lp("claim entry")
+	}
+	if b == nil || d.err != nil {
+		return false, nil
+	}
+	move := flags&claimMove != 0
+	if move {
+		cur, err := getU64(b, cursor)
+		if err != nil || cur != from {
+			return false, err
+		}
+	}
+	for range nTaken {
+		ok, err := isReturned(b, taken.lp("claim taken key"))
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	for range nEntries {
+		k, v := entries.lp("claim entry key"), entries.lp("claim entry")
+		if err := cs.keyWritten(b, k, v, false); err != nil {
+			return false, err
+		}
+		if err := b.Set(k, v, nil); err != nil {
+			return false, stageErr(err)
+		}
+	}
+	if move {
+		if err := setU64(b, cursor, to); err != nil {
+			return false, err
+		}
+		cs.cursorMoved(cursor, to)
+	}
+	return true, nil
+}
+
+// isReturned reports whether the unacked entry under k exists, reading
+// through the batch, and is in state Returned. It looks only at the state,
+// the value's last byte (see appendEntry), so checking a claim or telling a
+// watcher costs no decoding; every node stores the same bytes, so every
+// node decides alike.
+func isReturned(r pebble.Reader, k []byte) (bool, error) {
+	v, closer, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("raft: read state: %w", err)
+	}
+	defer closer.Close()
+	return entryState(v) == unacked.Returned, nil
+}
+
+// entryState is the state of an encoded unacked entry, 0 for an empty one.
+func entryState(v []byte) unacked.State {
+	if len(v) == 0 {
+		return 0
+	}
+	return unacked.State(v[len(v)-1])
 }
 
 func stageErr(err error) error { return fmt.Errorf("raft: stage state write: %w", err) }

@@ -44,6 +44,41 @@
 //     ErrStateReplaced, ErrStopped) has an unknown outcome: it may still be
 //     committed. Callers retry as after a lost confirm (at-least-once).
 //
+// # Shared mode: Watch and Claim
+//
+// A Node implements meta.ChangeFeed and its Index implements
+// unacked.Claimer, so brokers on different nodes can serve the same
+// queues.
+//
+// Watch(fn) calls fn on every node, followers included, with the changes
+// each applied batch of entries made, in apply order, on the Ready loop,
+// once the batch is committed to the state DB and before the writes it
+// completes return (so a writer's own node has delivered its changes when
+// the write returns) and before reads waiting for it proceed. The changes:
+// ChangeTopology{VHost} for an exchange, queue or binding put or deleted
+// (VHost "" for a vhost), once per vhost per batch; ChangeAppended with the
+// shard's new tail, once per shard per batch (at the first append's place,
+// with the last tail, so a cursor change never overtakes the tail it
+// needs); ChangeCursor for every cursor write (a swap that swapped, a claim
+// that moved it; deleting a queue's cursor tells only ChangeTopology);
+// ChangeReturned for an index entry written in state Returned; ChangeTaken
+// for a Returned entry overwritten in state Delivered or deleted by key
+// (Index.DeleteQueue tells nothing per entry); ChangeReset when a snapshot
+// from the leader replaced the state. With no watcher, applying computes
+// and reads nothing extra. Watch waits for a batch in progress to commit,
+// so everything fn will not hear of is in the state when Watch returns.
+// cancel, from any other goroutine, returns once fn is not running and
+// fn is never called again; from inside fn it returns at once (it cannot
+// wait for its own caller) and fn is not called again. fn must not block
+// or call the node.
+//
+// Index.Claim is one command decided at apply time on every node: it
+// writes nothing and reports false unless the cursor is at From (when
+// Move; an unset cursor is 0, as Offset says) and every Taken key is an
+// entry in state Returned; otherwise it writes the entries and moves the
+// cursor to To, together. Of racing claims for the same offsets or returned
+// entries, made on any nodes, exactly one wins.
+//
 // # Durability on each node
 //
 // Under Config.Dir a node keeps two Pebble DBs: "log" holds the raft

@@ -21,6 +21,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
@@ -78,7 +79,16 @@ type Node struct {
 	}
 	readc      chan struct{}
 	readStates chan etcdraft.ReadState
-	applied    struct {
+	// watch holds the Watch registrations. The Ready loop holds it while
+	// it applies a batch (from taking the list to committing), so Watch
+	// and cancel wait for a batch in progress; it is released before the
+	// batch's changes are delivered, so fn may call cancel.
+	watch struct {
+		sync.Mutex
+		list []*watcher // copy on write
+	}
+	readyLoopID atomic.Uint64 // the Ready loop's goroutine id, for cancel
+	applied     struct {
 		sync.Mutex
 		index uint64
 		ch    chan struct{} // closed and replaced when index grows
@@ -700,6 +710,7 @@ func (n *Node) receive() {
 }
 
 func (n *Node) run() {
+	n.readyLoopID.Store(goroutineID())
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
@@ -767,9 +778,14 @@ func (n *Node) handleReady(rd etcdraft.Ready) error {
 		}
 	}
 	if snap != nil && snap.GetMetadata().GetIndex() > n.appliedIndex {
-		if err := n.restore(snap); err != nil {
+		n.watch.Lock()
+		ws := n.watch.list
+		err := n.restore(snap)
+		n.watch.Unlock()
+		if err != nil {
 			return err
 		}
+		deliver(ws, []meta.Change{{Kind: meta.ChangeReset}})
 		n.failPending(ErrStateReplaced)
 		n.publishApplied(n.appliedIndex)
 		if err := n.syncPeers(); err != nil {
@@ -812,19 +828,61 @@ type applyResult struct {
 
 // apply applies committed entries in one unsynced batch: the raft log is
 // the durable record, and the batch carries the applied index, so after a
-// crash the state and its index agree and raft replays the rest.
+// crash the state and its index agree and raft replays the rest. Once the
+// batch is committed its changes go to the watchers, then the waiting
+// reads and writes are released.
 func (n *Node) apply(ents []*raftpb.Entry) (confChanged bool, err error) {
 	if len(ents) == 0 {
 		return false, nil
 	}
+	n.watch.Lock()
+	ws := n.watch.list
+	var cs *changeSet
+	if len(ws) > 0 {
+		cs = newChangeSet()
+	}
+	a, err := n.applyWatchLocked(ents, cs)
+	n.watch.Unlock()
+	if err != nil {
+		return false, err
+	}
+	deliver(ws, cs.changes())
+	n.publishApplied(n.appliedIndex)
+	if ps, ok := n.cfg.Transport.(PeerSetter); ok {
+		for _, c := range a.peerChanges {
+			switch {
+			case c.p.ID == n.cfg.ID:
+			case c.remove:
+				ps.RemovePeer(c.p.ID)
+			case c.p.RaftAddr != "":
+				ps.SetPeer(c.p.ID, c.p.RaftAddr)
+			}
+		}
+	}
+	for _, r := range a.results {
+		n.resolve(r.id, r.r)
+	}
+	return a.confChanged, nil
+}
+
+type peerChange struct {
+	remove bool
+	p      Peer
+}
+
+// appliedBatch is what applying a batch leaves to do once it is committed.
+type appliedBatch struct {
+	results     []applyResult
+	peerChanges []peerChange
+	confChanged bool
+}
+
+// applyWatchLocked applies ents to a new batch, recording their changes in
+// cs when it is not nil, and commits it. n.watch is held.
+func (n *Node) applyWatchLocked(ents []*raftpb.Entry, cs *changeSet) (appliedBatch, error) {
+	var a appliedBatch
 	b := n.state.NewIndexedBatch()
 	defer b.Close()
-	var results []applyResult
-	type peerChange struct {
-		remove bool
-		p      Peer
-	}
-	var peerChanges []peerChange
 	for _, e := range ents {
 		if e.GetIndex() <= n.appliedIndex {
 			continue
@@ -834,8 +892,8 @@ func (n *Node) apply(ents []*raftpb.Entry) (confChanged bool, err error) {
 			if len(e.GetData()) == 0 {
 				break // a new leader's empty entry
 			}
-			err := applyEntry(b, e.GetData(), func(id uint64, r result) {
-				results = append(results, applyResult{id, r})
+			err := applyEntry(b, e.GetData(), cs, func(id uint64, r result) {
+				a.results = append(a.results, applyResult{id, r})
 			})
 			if errors.Is(err, errCorrupt) {
 				// Every node skips the same bytes the same way.
@@ -843,15 +901,15 @@ func (n *Node) apply(ents []*raftpb.Entry) (confChanged bool, err error) {
 					n.cfg.Logger.Error("raft: skipped corrupt entry", "index", e.GetIndex(), "err", err)
 				}
 			} else if err != nil {
-				return false, err
+				return a, err
 			}
 		case raftpb.EntryConfChange:
 			var cc raftpb.ConfChange
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-				return false, fmt.Errorf("raft: corrupt configuration change at %d: %w", e.GetIndex(), err)
+				return a, fmt.Errorf("raft: corrupt configuration change at %d: %w", e.GetIndex(), err)
 			}
 			n.confState = n.raft.ApplyConfChange(&cc)
-			confChanged = true
+			a.confChanged = true
 			switch cc.GetType() {
 			case raftpb.ConfChangeAddNode, raftpb.ConfChangeAddLearnerNode:
 				p := Peer{ID: cc.GetNodeId()}
@@ -862,51 +920,36 @@ func (n *Node) apply(ents []*raftpb.Entry) (confChanged bool, err error) {
 				}
 				v, err := json.Marshal(p)
 				if err != nil {
-					return false, fmt.Errorf("raft: encode peer: %w", err)
+					return a, fmt.Errorf("raft: encode peer: %w", err)
 				}
 				if err := b.Set(peerKey(p.ID), v, nil); err != nil {
-					return false, stageErr(err)
+					return a, stageErr(err)
 				}
-				peerChanges = append(peerChanges, peerChange{p: p})
+				a.peerChanges = append(a.peerChanges, peerChange{p: p})
 			case raftpb.ConfChangeRemoveNode:
 				if err := b.Delete(peerKey(cc.GetNodeId()), nil); err != nil {
-					return false, stageErr(err)
+					return a, stageErr(err)
 				}
-				peerChanges = append(peerChanges, peerChange{remove: true, p: Peer{ID: cc.GetNodeId()}})
+				a.peerChanges = append(a.peerChanges, peerChange{remove: true, p: Peer{ID: cc.GetNodeId()}})
 			}
-			results = append(results, applyResult{cc.GetId(), result{}})
+			a.results = append(a.results, applyResult{cc.GetId(), result{}})
 		case raftpb.EntryConfChangeV2:
 			var cc raftpb.ConfChangeV2
 			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-				return false, fmt.Errorf("raft: corrupt configuration change at %d: %w", e.GetIndex(), err)
+				return a, fmt.Errorf("raft: corrupt configuration change at %d: %w", e.GetIndex(), err)
 			}
 			n.confState = n.raft.ApplyConfChange(&cc)
-			confChanged = true
+			a.confChanged = true
 		}
 		n.appliedIndex = e.GetIndex()
 	}
 	if err := n.stageApplied(b); err != nil {
-		return false, err
+		return a, err
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return false, fmt.Errorf("raft: write state: %w", err)
+		return a, fmt.Errorf("raft: write state: %w", err)
 	}
-	n.publishApplied(n.appliedIndex)
-	if ps, ok := n.cfg.Transport.(PeerSetter); ok {
-		for _, c := range peerChanges {
-			switch {
-			case c.p.ID == n.cfg.ID:
-			case c.remove:
-				ps.RemovePeer(c.p.ID)
-			case c.p.RaftAddr != "":
-				ps.SetPeer(c.p.ID, c.p.RaftAddr)
-			}
-		}
-	}
-	for _, r := range results {
-		n.resolve(r.id, r.r)
-	}
-	return confChanged, nil
+	return a, nil
 }
 
 func (n *Node) stageApplied(b *pebble.Batch) error {

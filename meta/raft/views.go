@@ -161,7 +161,22 @@ func (s *Shards) Sync(ctx context.Context) error { return ctx.Err() }
 // Index is the group's unacked.Index.
 type Index struct{ n *Node }
 
-var _ unacked.Index = (*Index)(nil)
+var (
+	_ unacked.Index   = (*Index)(nil)
+	_ unacked.Claimer = (*Index)(nil)
+)
+
+// checkStates rejects an entry whose state is neither Delivered nor
+// Returned.
+func checkStates(entries []unacked.Entry) error {
+	for i, e := range entries {
+		if e.State != unacked.Delivered && e.State != unacked.Returned {
+			return fmt.Errorf("raft: unacked entry %d (queue %q offset %d) has invalid state %d",
+				i, e.Queue, e.Offset, e.State)
+		}
+	}
+	return nil
+}
 
 // Put inserts or replaces entries in one command: all or none.
 func (x *Index) Put(ctx context.Context, entries []unacked.Entry) error {
@@ -171,11 +186,8 @@ func (x *Index) Put(ctx context.Context, entries []unacked.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	for i, e := range entries {
-		if e.State != unacked.Delivered && e.State != unacked.Returned {
-			return fmt.Errorf("raft: unacked entry %d (queue %q offset %d) has invalid state %d",
-				i, e.Queue, e.Offset, e.State)
-		}
+	if err := checkStates(entries); err != nil {
+		return err
 	}
 	var c cmd
 	var scratch []byte
@@ -185,6 +197,34 @@ func (x *Index) Put(ctx context.Context, entries []unacked.Entry) error {
 	}
 	_, err := x.n.submit(ctx, &c)
 	return err
+}
+
+// Claim applies c as one command, decided when it is applied, in log
+// order, on every node: unless, when c.Move, the cursor of c.VHost/c.Queue
+// (the one Offset and CompareAndSwapOffset use; unset reads as 0) is at
+// c.From, and every c.Taken key is an entry in state Returned, it reports
+// false and writes nothing; otherwise it writes c.Entries and, when c.Move,
+// sets the cursor to c.To. Of two claims racing for the same offsets or
+// the same returned entries exactly one succeeds, whichever node they
+// were made on. A claim with nothing to check or write succeeds without a
+// proposal. An error leaves the outcome unknown, as for every write.
+func (x *Index) Claim(ctx context.Context, c unacked.Claim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := checkStates(c.Entries); err != nil {
+		return false, err
+	}
+	if !c.Move && len(c.Taken) == 0 && len(c.Entries) == 0 {
+		return true, nil
+	}
+	var cm cmd
+	cm.claim(&c)
+	r, err := x.n.submit(ctx, &cm)
+	if err != nil {
+		return false, err
+	}
+	return r.ok, nil
 }
 
 // Get returns the entry or an error matching unacked.ErrNotFound.
