@@ -110,13 +110,12 @@
 // reconnecting as needed, optionally with TLS. Network connects nodes in
 // one process for tests and can drop, delay and partition messages.
 //
-// # Not done yet
+// # Who uses it
 //
-// This package is the replicated store only. The broker does not use it
-// yet: there is no broker.Options.Cluster or server flag, consumers are not
-// yet served by any node from the shared cursor, and the unacked scanner
-// does not yet run on the raft leader only. The liveness it will need is
-// here: LiveNodes, on the leader, lists the members heard from within the
-// last election timeout (raft's RecentActive under CheckQuorum). Snapshots
-// are built in memory, which bounds the practical state size by RAM.
+// This package is the replicated store only; package cluster runs a broker
+// on it on every node (shared mode, through Watch and Claim). LiveNodes,
+// on the leader, lists the members heard from within the last election
+// timeout (raft's RecentActive under CheckQuorum): the liveness the
+// leader-only unacked scanner needs. Snapshots are built in memory, which
+// bounds the practical state size by RAM.
 package raft

@@ -30,9 +30,9 @@ type watcher struct {
 // Watch calls fn with every change applied to this node's replica from the
 // next applied batch on, in apply order, from the Ready loop: on every
 // node, followers included. A batch's changes are delivered once the batch
-// is committed to the state DB and before any write it resolves returns,
-// so a caller whose write returned has had its own changes delivered, and
-// a read that sees a batch's writes comes after its changes. If a batch is
+// is committed to the state DB and before any write it resolves returns
+// or any read waiting for it is released, so a caller whose write returned
+// has had its own changes delivered. If a batch is
 // being applied when Watch is called, Watch waits until it is committed:
 // everything fn will not be told about is already in the state.
 //

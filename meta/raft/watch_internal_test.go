@@ -207,3 +207,20 @@ func BenchmarkApplyPut(b *testing.B) {
 		})
 	}
 }
+
+// TestClaimCodecTruncated cuts a claim command short at every length: the
+// entry is rejected as corrupt and nothing of the claim is written.
+func TestClaimCodecTruncated(t *testing.T) {
+	db := memDB(t)
+	var c cmd
+	c.claim(&unacked.Claim{VHost: "/", Queue: "q", Move: true, From: 0, To: 2, Taken: []unacked.Key{uk(9)},
+		Entries: []unacked.Entry{{Key: uk(0), Connection: "c", State: unacked.Delivered}, {Key: uk(1), State: unacked.Delivered}}})
+	enc := appendCommand(nil, 1, &c)
+	for i := range enc {
+		b := db.NewIndexedBatch()
+		err := applyEntry(b, entryOf(enc[:i]), newChangeSet(), func(uint64, result) {})
+		require.ErrorIs(t, err, errCorrupt, "truncated at %d", i)
+		require.Zero(t, b.Count(), "truncated at %d: nothing staged", i)
+		require.NoError(t, b.Close())
+	}
+}

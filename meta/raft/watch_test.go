@@ -396,3 +396,36 @@ func TestWatchReset(t *testing.T) {
 	require.Equal(t, meta.Change{Kind: meta.ChangeReset}, got[0])
 	require.Equal(t, appendedAfter, got[len(got)-1])
 }
+
+// BenchmarkClaim measures claims through a follower of a 3-node cluster,
+// one claimer moving the cursor by batch offsets and writing batch
+// entries per op, with a watcher on every node and without.
+func BenchmarkClaim(b *testing.B) {
+	for _, watched := range []bool{false, true} {
+		for _, batch := range []int{1, 16} {
+			b.Run(fmt.Sprintf("watched=%v/batch=%d", watched, batch), func(b *testing.B) {
+				c := newCluster(b, 3, 0)
+				ctx := context.Background()
+				if watched {
+					for _, n := range c.nodes {
+						defer n.Watch(func(meta.Change) {})()
+					}
+				}
+				x := c.nodes[c.follower(ctx)].Unacked()
+				cl := unacked.Claim{VHost: "/", Queue: "q", Move: true, Entries: make([]unacked.Entry, batch)}
+				b.ReportAllocs()
+				for b.Loop() {
+					cl.To = cl.From + uint64(batch)
+					for i := range cl.Entries {
+						cl.Entries[i] = entry(cl.From+uint64(i), unacked.Delivered, 1, "bench")
+					}
+					ok, err := x.Claim(ctx, cl)
+					if err != nil || !ok {
+						b.Fatalf("claim: %v %v", ok, err)
+					}
+					cl.From = cl.To
+				}
+			})
+		}
+	}
+}
