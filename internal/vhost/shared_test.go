@@ -2,6 +2,7 @@ package vhost
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -269,4 +270,52 @@ func mustTable(t *testing.T, tb amqp.Table) []byte {
 	raw, err := amqp.AppendTable(nil, tb)
 	require.NoError(t, err)
 	return raw
+}
+
+// Sync runs while declarations and deletions go on on both vhosts; once
+// they stop, one more Sync leaves b with exactly the store's shared queues
+// and its own local ones.
+func TestSyncConcurrentWithChanges(t *testing.T) {
+	p := newPair(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = p.b.Sync(ctx)
+		}
+	}()
+	for i := range 50 {
+		name := fmt.Sprintf("q%d", i%7)
+		var err error
+		if i%3 == 2 {
+			_, err = p.a.DeleteQueue(ctx, "c1", name, false, false)
+		} else {
+			_, err = p.a.DeclareQueue(ctx, "c1", &amqp.QueueDeclare{Queue: name, Durable: true})
+		}
+		require.NoError(t, err)
+		_, err = p.b.DeclareQueue(ctx, "c2", &amqp.QueueDeclare{Queue: fmt.Sprintf("b.local%d", i)})
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	p.sync(t, p.b)
+
+	stored, err := p.store.ListQueues(ctx, "/")
+	require.NoError(t, err)
+	var want, got []string
+	for _, q := range stored {
+		want = append(want, q.Name) // a's durable ones and b's local ones
+	}
+	for _, q := range p.b.Queues() {
+		got = append(got, q.Def.Name)
+	}
+	require.ElementsMatch(t, want, got)
 }
