@@ -1,0 +1,80 @@
+package queue
+
+import (
+	"context"
+	"testing"
+
+	"github.com/warrenmq/broker/storage"
+)
+
+// ackSink hands deliveries to an acking goroutine, as a channel that
+// keeps up does (Deliver runs on the actor and must not wait on it).
+type ackSink struct{ refs chan Ref }
+
+func (s *ackSink) Deliver(c *Consumer, m Message) bool {
+	s.refs <- m.Ref
+	return true
+}
+
+func (s *ackSink) Cancelled(*Consumer) {}
+
+// BenchmarkPublishConsumeAck is the single-node hot path: publish, deliver
+// to a consumer with prefetch, ack, on in-memory stores.
+func BenchmarkPublishConsumeAck(b *testing.B) {
+	ctx := context.Background()
+	q, err := Start(ctx, Config{VHost: "/", Name: "q", Shard: "/q", Stores: newStores(), Broker: "n1", Incarnation: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Stop()
+	s := &ackSink{refs: make(chan Ref, 256)}
+	credit := &Credit{}
+	credit.SetLimit(256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range b.N {
+			_ = q.AckOne(<-s.refs)
+			credit.Release(1)
+			q.Kick()
+		}
+	}()
+	if err := q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Credit: credit, Receiver: s}); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 128)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := q.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-done
+}
+
+// BenchmarkGet is basic.get with ack on a queue filled beforehand.
+func BenchmarkGet(b *testing.B) {
+	ctx := context.Background()
+	q, err := Start(ctx, Config{VHost: "/", Name: "q", Shard: "/q", Stores: newStores(), Broker: "n1", Incarnation: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Stop()
+	body := make([]byte, 128)
+	for range b.N {
+		if err := q.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		m, _, ok, err := q.Get(ctx, owner, false)
+		if err != nil || !ok {
+			b.Fatal(err, ok)
+		}
+		_ = q.AckOne(m.Ref)
+	}
+}
