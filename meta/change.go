@@ -43,7 +43,7 @@ type Change struct {
 type ChangeFeed interface {
 	// Watch calls fn for every change applied to the local replica, in
 	// apply order, from the store's apply goroutine: fn must not block and
-	// must not call the store. cancel stops the calls; after it returns fn
-	// is not running and is not called again.
+	// must not call the store or a cancel func. cancel stops the calls;
+	// after it returns fn is not running and is not called again.
 	Watch(fn func(Change)) (cancel func())
 }

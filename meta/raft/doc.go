@@ -67,10 +67,8 @@
 // from the leader replaced the state. With no watcher, applying computes
 // and reads nothing extra. Watch waits for a batch in progress to commit,
 // so everything fn will not hear of is in the state when Watch returns.
-// cancel, from any other goroutine, returns once fn is not running and
-// fn is never called again; from inside fn it returns at once (it cannot
-// wait for its own caller) and fn is not called again. fn must not block
-// or call the node.
+// cancel returns once fn is not running, and fn is never called again.
+// fn must not block, call the node or call a cancel func.
 //
 // Index.Claim is one command decided at apply time on every node: it
 // writes nothing and reports false unless the cursor is at From (when

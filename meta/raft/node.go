@@ -87,8 +87,7 @@ type Node struct {
 		sync.Mutex
 		list []*watcher // copy on write
 	}
-	readyLoopID atomic.Uint64 // the Ready loop's goroutine id, for cancel
-	applied     struct {
+	applied struct {
 		sync.Mutex
 		index uint64
 		ch    chan struct{} // closed and replaced when index grows
@@ -710,7 +709,6 @@ func (n *Node) receive() {
 }
 
 func (n *Node) run() {
-	n.readyLoopID.Store(goroutineID())
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {

@@ -1,10 +1,7 @@
 package raft
 
 import (
-	"bytes"
-	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -36,16 +33,11 @@ type watcher struct {
 // being applied when Watch is called, Watch waits until it is committed:
 // everything fn will not be told about is already in the state.
 //
-// fn must not block and must not call the node (Watch and cancel are the
-// exceptions): it stalls the whole node, and a read would wait for itself.
+// fn must not block and must not call the node or any cancel func: it
+// stalls the whole node, and a read (or a cancel) would wait for itself.
 //
-// cancel stops the calls and is idempotent. Called from any goroutine but
-// the Ready loop, it returns once fn is not running, and fn is never called
-// again. Called from inside fn (or from inside another watcher's fn), it
-// returns at once, without waiting for the running fn — the caller — to
-// return, and fn is not called again after that call returns. It tells the
-// two apart by goroutine identity, the only way not to deadlock on a call
-// from fn.
+// cancel stops the calls and is idempotent: it returns once fn is not
+// running, and fn is never called again.
 func (n *Node) Watch(fn func(meta.Change)) (cancel func()) {
 	w := &watcher{fn: fn}
 	n.watch.Lock()
@@ -60,9 +52,6 @@ func (n *Node) Watch(fn func(meta.Change)) (cancel func()) {
 			n.watch.list = slices.DeleteFunc(slices.Clone(n.watch.list), func(x *watcher) bool { return x == w })
 			n.watch.Unlock()
 		})
-		if n.onReadyLoop() {
-			return
-		}
 		// Taking callMu waits for a call in progress; any later call
 		// sees cancelled.
 		w.callMu.Lock()
@@ -89,31 +78,6 @@ func (w *watcher) deliver(cs []meta.Change) {
 		}
 		w.fn(c)
 	}
-}
-
-// onReadyLoop reports whether the caller runs on the Ready loop, the only
-// goroutine that calls watchers.
-func (n *Node) onReadyLoop() bool {
-	id := n.readyLoopID.Load()
-	return id != 0 && id == goroutineID()
-}
-
-// goroutineID returns the calling goroutine's id from the first line of its
-// stack ("goroutine 42 [running]:"), or 0 if that does not parse. Go has no
-// API for it on purpose; cancel needs it only to tell a call from inside fn,
-// which must not wait for fn, from any other, which must.
-func goroutineID() uint64 {
-	var buf [64]byte
-	s := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
-	i := bytes.IndexByte(s, ' ')
-	if i < 0 {
-		return 0
-	}
-	id, err := strconv.ParseUint(string(s[:i]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return id
 }
 
 // changeSet gathers the changes of one applied batch. A nil *changeSet
