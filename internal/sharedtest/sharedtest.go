@@ -42,6 +42,9 @@ func (s *Stores) Watch(fn func(meta.Change)) (cancel func()) {
 	s.watchers[id] = fn
 	s.watchMu.Unlock()
 	return func() {
+		// Changes are emitted under s.mu: taking it waits for a running fn.
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.watchMu.Lock()
 		delete(s.watchers, id)
 		s.watchMu.Unlock()
@@ -49,7 +52,7 @@ func (s *Stores) Watch(fn func(meta.Change)) (cancel func()) {
 }
 
 // emit hands cs to every watcher; s.mu is held, so changes keep write
-// order. watchMu is not held while fn runs, so fn may cancel itself.
+// order.
 func (s *Stores) emit(cs ...meta.Change) {
 	if len(cs) == 0 {
 		return
