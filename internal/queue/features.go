@@ -75,6 +75,9 @@ func (q *Queue) initFeatures() {
 // countReadyBytes sums the bodies of the ready messages (recovery).
 func (q *Queue) countReadyBytes(ctx context.Context) {
 	var n int64
+	if q.cfg.Shared {
+		q.loadWaiting(ctx) // others' requeued messages: their size is in the shard
+	}
 	for _, w := range q.waiting {
 		n += int64(len(w.rec.Body))
 	}
@@ -198,6 +201,9 @@ func expired(r *storage.Record, now int64) bool {
 // records into pending) has expired.
 func (q *Queue) headExpired(ctx context.Context, pos int) bool {
 	now := q.cfg.Clock.Now().UnixNano()
+	if q.cfg.Shared && len(q.returned) > 0 && q.loadHead(ctx) != nil {
+		return false
+	}
 	if len(q.returned) > 0 {
 		w := q.waiting[q.returned[0]]
 		return expired(&w.rec, now)
@@ -227,6 +233,9 @@ func (q *Queue) expireHead(ctx context.Context) {
 // armTTL arms the timer for the head's expiry.
 func (q *Queue) armTTL(ctx context.Context) {
 	var at int64
+	if q.cfg.Shared && len(q.returned) > 0 && q.loadHead(ctx) != nil {
+		return // the retry comes back here
+	}
 	if len(q.returned) > 0 {
 		at = q.waiting[q.returned[0]].rec.ExpiresAt
 	} else if q.fill(ctx, 1) == nil && len(q.pending) > 0 {
@@ -269,8 +278,12 @@ func (q *Queue) afterDispatch(ctx context.Context) {
 // cursor), so until their copies are stored a crash returns them.
 func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *storage.Record, n int, bytes int64) bool) {
 	var owned []storage.Record
+	var counts []uint32 // shared mode: the returned messages' delivery counts
 	var bytes int64
 	for len(q.returned) > 0 {
+		if q.cfg.Shared && (q.loadHead(ctx) != nil || len(q.returned) == 0) {
+			break
+		}
 		w := q.waiting[q.returned[0]]
 		if !take(&w.rec, len(owned), bytes) {
 			break
@@ -279,7 +292,11 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		q.returned = q.returned[1:]
 		q.tookReady(&w.rec)
 		owned = append(owned, w.rec)
+		counts = append(counts, w.count)
 		bytes += int64(len(w.rec.Body))
+	}
+	if q.cfg.Shared && len(owned) > 0 && !q.takeReturnedOwned(ctx, owned, counts) {
+		return
 	}
 	for len(q.returned) == 0 {
 		k := 0
@@ -300,9 +317,17 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		entries := make([]unacked.Entry, k)
 		for i := range k {
 			entries[i] = q.entry(q.pending[i].Offset, Owner{}, now, 0)
-			entries[i].State = unacked.Returned
+			if !q.cfg.Shared {
+				// In shared mode a Returned entry is anybody's to take:
+				// the message stays Delivered to this broker instead.
+				entries[i].State = unacked.Returned
+			}
 		}
-		if err := q.commit(ctx, entries, q.pending[k-1].Offset+1, true); err != nil {
+		if err := q.commit(ctx, entries, nil, q.pending[k-1].Offset+1, true); err != nil {
+			if errors.Is(err, errLostClaim) {
+				q.resync(ctx, false) // another broker took the head: its turn
+				break
+			}
 			q.cfg.Logger.Error("dead-letter claim failed", "queue", q.cfg.Name, "err", err)
 			q.scheduleRetry()
 			break
@@ -312,7 +337,11 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		}
 		owned = append(owned, q.pending[:k]...)
 		q.pending = q.pending[k:]
-		q.fromCursor -= uint64(k)
+		if q.cfg.Shared {
+			q.syncReady()
+		} else {
+			q.fromCursor -= uint64(k)
+		}
 		if k < maxBatch {
 			break
 		}
@@ -414,6 +443,10 @@ func (q *Queue) deadLettered(ctx context.Context, offset uint64, failed bool) {
 		return
 	}
 	delete(q.feat.leaving, offset)
+	if failed && q.cfg.Shared {
+		q.returnOwned(ctx, []storage.Record{r})
+		return
+	}
 	if failed {
 		// A target could not store it: the message is ready again here.
 		q.waiting[offset] = waiting{rec: r}

@@ -149,6 +149,18 @@ func (q *Queue) peek(ctx context.Context, n int) ([]ReadyMessage, error) {
 			return out, nil
 		}
 		w := q.waiting[off]
+		if w.lazy {
+			// Another broker's requeue, not read yet: read it, leaving
+			// the actor's state as it is.
+			recs, err := q.cfg.Stores.Shards.Read(ctx, q.cfg.Shard, off, 1)
+			if err != nil {
+				return out, err
+			}
+			if len(recs) == 0 || recs[0].Offset != off {
+				continue // settled meanwhile
+			}
+			w.rec = recs[0]
+		}
 		out = append(out, ReadyMessage{Record: w.rec, Redelivered: w.count > 0, Deliveries: w.count})
 	}
 	for _, r := range q.pending {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/warrenmq/broker/unacked"
@@ -70,6 +71,7 @@ func (q *Queue) promote(ctx context.Context) {
 		return
 	}
 	now := q.cfg.Clock.Now().UnixNano()
+	lost := 0
 	for q.fromCursor > 0 {
 		if err := q.fill(ctx, maxBatch); err != nil {
 			q.cfg.Logger.Error("priority claim failed", "queue", q.cfg.Name, "err", err)
@@ -87,7 +89,12 @@ func (q *Queue) promote(ctx context.Context) {
 			e.State = unacked.Returned
 			entries[i] = e
 		}
-		if err := q.commit(ctx, entries, recs[n-1].Offset+1, true); err != nil {
+		if err := q.commit(ctx, entries, nil, recs[n-1].Offset+1, true); err != nil {
+			if errors.Is(err, errLostClaim) && lost < maxLostClaims {
+				lost++ // another broker promoted them: catch up
+				q.resync(ctx, false)
+				continue
+			}
 			q.cfg.Logger.Error("priority claim failed", "queue", q.cfg.Name, "err", err)
 			q.scheduleRetry()
 			return
@@ -97,7 +104,11 @@ func (q *Queue) promote(ctx context.Context) {
 			q.insertReturned(r.Offset)
 		}
 		q.pending = q.pending[n:]
-		q.fromCursor -= uint64(n)
+		if q.cfg.Shared {
+			q.syncReady()
+		} else {
+			q.fromCursor -= uint64(n)
+		}
 		if len(q.pending) == 0 {
 			q.emptyPending()
 		}

@@ -51,6 +51,12 @@ type Config struct {
 	Features
 	// Totals, when set, counts every queue's messages too (inspect.go).
 	Totals *Counters
+	// Shared runs the queue in shared mode (shared.go, doc.go): other
+	// brokers' actors serve the same queue from the same stores, every
+	// claim is an unacked.Claimer claim, and the caller feeds the store's
+	// changes to Observe. Start fails unless Stores.Index is an
+	// unacked.Claimer. The broker sets DropTransient false with it.
+	Shared bool
 }
 
 // Owner identifies who holds a delivery: a channel of a connection.
@@ -231,6 +237,9 @@ type delivery struct {
 type waiting struct {
 	rec   storage.Record
 	count uint32
+	// lazy: rec is not loaded yet (shared mode: a message another broker
+	// requeued); it is read from the shard when needed (loadHead).
+	lazy bool
 }
 
 // Queue is one queue's actor. Its exported methods are safe for concurrent
@@ -316,6 +325,7 @@ type Queue struct {
 		closed bool
 	}
 	inboxLen atomic.Int32
+	shared   sharedState  // shared mode only (shared.go)
 	feat     featureState // owned by the actor (features.go)
 	counters Counters     // message counters, read from any goroutine (inspect.go)
 }
@@ -377,6 +387,13 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 
 		commitDone: make(chan commitResult, 1),
 	}
+	if cfg.Shared {
+		c, ok := cfg.Stores.Index.(unacked.Claimer)
+		if !ok {
+			return nil, fmt.Errorf("queue: %s: shared mode needs an unacked.Claimer index, %T is not one", cfg.Name, cfg.Stores.Index)
+		}
+		q.shared.claimer = c
+	}
 	if err := q.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
 	}
@@ -392,6 +409,9 @@ func (q *Queue) Name() string { return q.cfg.Name }
 func (q *Queue) VHost() string { return q.cfg.VHost }
 
 func (q *Queue) recover(ctx context.Context) error {
+	if q.cfg.Shared {
+		return q.recoverShared(ctx)
+	}
 	s := q.cfg.Stores
 	cursor, err := s.Cursors.Offset(ctx, q.key)
 	if err != nil {
@@ -709,6 +729,9 @@ func (q *Queue) run() {
 		if q.deleted {
 			return
 		}
+		if q.cfg.Shared {
+			q.applyObserved(ctx)
+		}
 		q.flushAcks(ctx)
 		q.startCommit(ctx)
 		q.dispatch(ctx)
@@ -800,6 +823,10 @@ func (q *Queue) handle(ctx context.Context, o op) {
 	// first settle of a delivery wins, so an ack must not be overtaken.
 	q.flushAcks(ctx)
 	q.flushPublishes(ctx)
+	if q.cfg.Shared {
+		// Answers (Stats, Get, Purge) reflect every change observed so far.
+		q.applyObserved(ctx)
+	}
 	var r reply
 	switch o.kind {
 	case opConsume:
@@ -823,15 +850,25 @@ func (q *Queue) handle(ctx context.Context, o op) {
 	case opRequeueEntries:
 		defer q.requeuing.Add(-1)
 		var refs []Ref
+		var foreign []unacked.Entry
 		for _, e := range o.entries {
 			d, ok := q.out[e.Offset]
 			if ok && d.owner == (Owner{Connection: e.Connection, Channel: e.Channel}) {
 				refs = append(refs, Ref{Offset: e.Offset, Claim: d.claim})
+			} else if !ok && q.cfg.Shared {
+				foreign = append(foreign, e)
 			}
 		}
 		q.requeue(ctx, refs)
+		if len(foreign) > 0 {
+			q.returnForeign(ctx, foreign)
+		}
 	case opPurge:
-		r.n, r.err = q.purge(ctx)
+		if q.cfg.Shared {
+			r.n, r.err = q.purgeShared(ctx)
+		} else {
+			r.n, r.err = q.purge(ctx)
+		}
 	case opStats:
 		r.stats = q.stats()
 	case opDelete:
@@ -1019,11 +1056,15 @@ func (q *Queue) preparePublishes(ctx context.Context) bool {
 // recs and confirms afterwards.
 func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []confirm, err error) {
 	if err == nil {
-		q.fromCursor += uint64(len(recs))
-		// Keep the new records in memory when everything before them is.
-		if uint64(len(q.pending)) == q.fromCursor-uint64(len(recs)) &&
-			len(q.pending)+len(recs) <= maxPending {
-			q.appendPending(recs)
+		if q.cfg.Shared {
+			q.storedShared(recs)
+		} else {
+			q.fromCursor += uint64(len(recs))
+			// Keep the new records in memory when everything before them is.
+			if uint64(len(q.pending)) == q.fromCursor-uint64(len(recs)) &&
+				len(q.pending)+len(recs) <= maxPending {
+				q.appendPending(recs)
+			}
 		}
 		if q.feat.bytes {
 			for i := range recs {
@@ -1087,9 +1128,10 @@ func (q *Queue) fill(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	if len(recs) == 0 {
+	if len(recs) == 0 && !q.cfg.Shared {
 		// The counts said there were more records than the shard has:
-		// trust the shard.
+		// trust the shard. (In shared mode the tail only grows: a claim
+		// or a ChangeCursor settles the count.)
 		q.fromCursor = uint64(len(q.pending))
 	}
 	q.appendPending(recs)
@@ -1099,6 +1141,11 @@ func (q *Queue) fill(ctx context.Context, n int) error {
 // take picks the next ready message: the lowest returned offset first, then
 // the next record at the cursor.
 func (q *Queue) take(ctx context.Context, pos int) (assignment, bool, error) {
+	if q.cfg.Shared && len(q.returned) > 0 {
+		if err := q.loadHead(ctx); err != nil {
+			return assignment{}, false, err
+		}
+	}
 	if len(q.returned) > 0 {
 		off := q.returned[0]
 		q.returned = q.returned[1:]
@@ -1135,6 +1182,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 	q.promote(ctx)
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()
+	lost := 0 // claims lost to other brokers (shared mode)
 	for q.ready() > 0 && len(q.consumers) > 0 && q.requeuing.Load() == 0 {
 		if q.feat.ttl {
 			q.expireHead(ctx)
@@ -1181,6 +1229,14 @@ func (q *Queue) dispatch(ctx context.Context) {
 			return
 		}
 		if err := q.claim(ctx, batch, fromCursor); err != nil {
+			if errors.Is(err, errLostClaim) && lost < maxLostClaims {
+				// Another broker got there first: give the batch (and
+				// its credit) back, catch up with the store, try again.
+				lost++
+				q.putBack(batch)
+				q.resync(ctx, hasReturned(batch))
+				continue
+			}
 			q.failed(err, batch)
 			clear(batch)
 			return
@@ -1256,7 +1312,13 @@ func (q *Queue) countReady(ctx context.Context) {
 		return
 	}
 	q.recount = false
-	q.fromCursor = n
+	if q.cfg.Shared {
+		// Records at and beyond the cursor are dense (shared.go).
+		q.shared.tail = max(q.shared.tail, q.cursor+n)
+		q.syncReady()
+	} else {
+		q.fromCursor = n
+	}
 	q.emptyPending()
 }
 
@@ -1268,13 +1330,25 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 	s := q.cfg.Stores
 	now := q.cfg.Clock.Now().UnixNano()
 	entries, drop, dropKeys := q.scratch.entries[:0], q.scratch.offsets[:0], q.scratch.keys[:0]
+	taken := q.shared.taken[:0]
 	defer func() {
 		clear(entries) // entries hold strings: let them go
+		clear(taken)
 		q.scratch.entries, q.scratch.offsets, q.scratch.keys = entries[:0], drop[:0], dropKeys[:0]
+		q.shared.taken = taken[:0]
 	}()
 	for i := range batch {
 		a := &batch[i]
 		owner := a.consumer.Owner
+		if q.cfg.Shared && a.returned {
+			// A returned message is the shared pool's: the claim takes it
+			// (Taken) and writes its entry, no-ack ones too; those are
+			// deleted below as today.
+			taken = append(taken, q.indexKey(a.rec.Offset))
+			if a.consumer.NoAck {
+				entries = append(entries, q.entry(a.rec.Offset, owner, now, a.count+1))
+			}
+		}
 		if a.consumer.NoAck {
 			drop = append(drop, a.rec.Offset)
 			if a.returned {
@@ -1288,7 +1362,7 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 	if fromCursor > 0 {
 		newCursor = q.pending[fromCursor-1].Offset + 1
 	}
-	if err := q.commit(ctx, entries, newCursor, fromCursor > 0); err != nil {
+	if err := q.commit(ctx, entries, taken, newCursor, fromCursor > 0); err != nil {
 		return err
 	}
 	if fromCursor == len(q.pending) {
@@ -1296,7 +1370,11 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 	} else {
 		q.pending = q.pending[fromCursor:]
 	}
-	q.fromCursor -= uint64(fromCursor)
+	if q.cfg.Shared {
+		q.syncReady()
+	} else {
+		q.fromCursor -= uint64(fromCursor)
+	}
 	if len(drop) > 0 {
 		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop); err != nil {
 			// The messages are delivered (at most once, as no-ack
@@ -1315,7 +1393,12 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 // commit writes index entries, then moves the cursor to newCursor when move
 // is set. If the CAS loses (another node moved the cursor) the entries are
 // taken back and the cached records dropped, so the next claim re-reads.
-func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, newCursor uint64, move bool) error {
+// In shared mode it is one Claimer claim that also takes the returned
+// messages named by taken (commitShared); taken is nil otherwise.
+func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, taken []unacked.Key, newCursor uint64, move bool) error {
+	if q.cfg.Shared {
+		return q.commitShared(ctx, entries, taken, newCursor, move)
+	}
 	s := q.cfg.Stores
 	if len(entries) > 0 {
 		if err := s.Index.Put(ctx, entries); err != nil {
@@ -1396,26 +1479,37 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 }
 
 func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool, error) {
-	if q.feat.ttl {
-		q.expireHead(ctx)
-	}
-	q.promote(ctx)
-	if q.ready() == 0 {
-		return Message{}, false, nil
-	}
-	a, ok, err := q.take(ctx, 0)
-	if err != nil || !ok {
-		return Message{}, false, err
-	}
-	q.tookReady(&a.rec)
-	a.consumer = &Consumer{Owner: owner, NoAck: noAck}
-	n := 0
-	if !a.returned {
-		n = 1
-	}
-	if err := q.claim(ctx, []assignment{a}, n); err != nil {
+	var a assignment
+	for lost := 0; ; lost++ {
+		if q.feat.ttl {
+			q.expireHead(ctx)
+		}
+		q.promote(ctx)
+		if q.ready() == 0 {
+			return Message{}, false, nil
+		}
+		var ok bool
+		var err error
+		a, ok, err = q.take(ctx, 0)
+		if err != nil || !ok {
+			return Message{}, false, err
+		}
+		q.tookReady(&a.rec)
+		a.consumer = &Consumer{Owner: owner, NoAck: noAck}
+		n := 0
+		if !a.returned {
+			n = 1
+		}
+		err = q.claim(ctx, []assignment{a}, n)
+		if err == nil {
+			break
+		}
 		q.putBack([]assignment{a})
-		return Message{}, false, err
+		if !errors.Is(err, errLostClaim) || lost >= maxLostClaims {
+			return Message{}, false, err
+		}
+		// Another broker claimed it first: catch up and take the next.
+		q.resync(ctx, a.returned)
 	}
 	q.claims++
 	m := Message{
@@ -1608,7 +1702,7 @@ func (q *Queue) purge(ctx context.Context) (uint64, error) {
 		return n + deleted, err
 	}
 	if last != q.cursor {
-		if err := q.commit(ctx, nil, last, true); err != nil {
+		if err := q.commit(ctx, nil, nil, last, true); err != nil {
 			return n + deleted, err
 		}
 	}
@@ -1627,6 +1721,14 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	// The cursor goes back to 0 first: a queue declared again under this
 	// name starts its shard at offset 0, and a crash half-way through must
 	// leave old records to deliver again, never a cursor past new ones.
+	if q.cfg.Shared {
+		// Other brokers may have moved the cursor since this one looked.
+		cur, err := s.Cursors.Offset(ctx, q.key)
+		if err != nil {
+			return 0, err
+		}
+		q.cursor = cur
+	}
 	if q.cursor != 0 {
 		if _, err := s.Cursors.CompareAndSwapOffset(ctx, q.key, q.cursor, 0); err != nil {
 			return 0, err

@@ -1,0 +1,472 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/sharedtest"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// nodes is one queue served by several actors on one sharedtest store, as
+// the brokers of a cluster's nodes serve it: every change the store applies
+// reaches every running actor's Observe.
+type nodes struct {
+	s  *sharedtest.Stores
+	mu sync.Mutex
+	qs map[string]*Queue // by broker name
+}
+
+func newNodes(t *testing.T) *nodes {
+	n := &nodes{s: sharedtest.New(), qs: make(map[string]*Queue)}
+	cancel := n.s.Watch(func(c meta.Change) {
+		n.mu.Lock()
+		qs := make([]*Queue, 0, len(n.qs))
+		for _, q := range n.qs {
+			qs = append(qs, q)
+		}
+		n.mu.Unlock()
+		for _, q := range qs {
+			q.Observe(c)
+		}
+	})
+	t.Cleanup(cancel)
+	return n
+}
+
+func (n *nodes) stores() Stores {
+	return Stores{Shards: n.s.Shards, Cursors: n.s.Meta, Index: n.s.Index}
+}
+
+// start starts broker's actor on the shared queue (a restart replaces the
+// earlier one in the feed).
+func (n *nodes) start(t *testing.T, broker string, incarnation uint64) *Queue {
+	t.Helper()
+	q, err := Start(context.Background(), Config{
+		VHost: "/", Name: "q", Shard: "/q", Stores: n.stores(),
+		Broker: broker, Incarnation: incarnation, Shared: true,
+	})
+	require.NoError(t, err)
+	t.Cleanup(q.Stop)
+	n.mu.Lock()
+	n.qs[broker] = q
+	n.mu.Unlock()
+	return q
+}
+
+// entries returns the index entries of the queue.
+func (n *nodes) entries(t *testing.T) []unacked.Entry {
+	t.Helper()
+	var es []unacked.Entry
+	require.NoError(t, n.s.Index.Queue(context.Background(), "/", "q", func(e unacked.Entry) bool {
+		es = append(es, e)
+		return true
+	}))
+	return es
+}
+
+// waitSharedReady polls q's Stats until it has n ready messages (the
+// changes of another broker reach it asynchronously).
+func waitSharedReady(t *testing.T, q *Queue, n uint64) {
+	t.Helper()
+	waitReady(t, q, n)
+}
+
+func TestSharedNeedsAClaimer(t *testing.T) {
+	_, err := Start(context.Background(), Config{VHost: "/", Name: "q", Shard: "/q", Stores: newStores(), Broker: "a", Shared: true})
+	require.ErrorContains(t, err, "queue: q: shared mode needs an unacked.Claimer")
+}
+
+func TestSharedPublishOnAConsumeOnB(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	sk := newSink()
+	require.NoError(t, b.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
+	publish(t, a, bodies(100)...)
+	seen := map[string]int{}
+	for range 100 {
+		m := sk.next(t)
+		require.False(t, m.Redelivered)
+		seen[string(m.Body)]++
+		require.NoError(t, b.AckOne(m.Ref))
+	}
+	sk.none(t)
+	for _, body := range bodies(100) {
+		require.Equal(t, 1, seen[body], body)
+	}
+	for _, q := range []*Queue{a, b} {
+		waitSharedReady(t, q, 0)
+	}
+	require.Empty(t, n.entries(t))
+}
+
+func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		requeueOf int // every requeueOf-th message is requeued at its first delivery; 0 none
+	}{
+		{"ack", 0},
+		{"requeue", 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			n := newNodes(t)
+			a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+			const total = 5000
+			acked := make(chan string, 2*total)
+			var settlers sync.WaitGroup
+			perNode := make([]int, 2)
+			var sinks []*settlingSink
+			t.Cleanup(func() {
+				for _, sk := range sinks {
+					sk.close()
+				}
+				settlers.Wait()
+			})
+			for i, q := range []*Queue{a, b} {
+				sk := &settlingSink{msgs: make(chan Message, 2*total)}
+				sinks = append(sinks, sk)
+				require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
+				settlers.Add(1)
+				go func() { // the channel side: settles what the actor delivered
+					defer settlers.Done()
+					for m := range sk.msgs {
+						perNode[i]++
+						var k int
+						_, _ = fmt.Sscanf(string(m.Body[2:]), "%d", &k)
+						if tc.requeueOf > 0 && k%tc.requeueOf == 0 && !m.Redelivered {
+							_ = q.RequeueOne(m.Ref)
+							continue
+						}
+						_ = q.AckOne(m.Ref)
+						acked <- string(m.Body)
+					}
+				}()
+			}
+			var wg sync.WaitGroup
+			for i, q := range []*Queue{a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := range total / 2 {
+						_ = q.Publish(storage.Record{Body: fmt.Appendf(nil, "%s-%d", []string{"a", "b"}[i], j)}, nil, 0)
+					}
+				}()
+			}
+			wg.Wait()
+			seen := make(map[string]int, total)
+			for len(seen) < total {
+				select {
+				case body := <-acked:
+					seen[body]++
+				case <-time.After(10 * time.Second):
+					require.FailNow(t, "messages lost", "%d of %d delivered", len(seen), total)
+				}
+			}
+			for _, q := range []*Queue{a, b} {
+				waitSharedReady(t, q, 0)
+			}
+			for len(acked) > 0 {
+				seen[<-acked]++
+			}
+			for body, c := range seen {
+				require.Equal(t, 1, c, "%s acked %d times", body, c)
+			}
+			require.Len(t, seen, total)
+			t.Logf("deliveries: a %d, b %d", perNode[0], perNode[1])
+		})
+	}
+}
+
+// settlingSink hands deliveries to the test's settling goroutine, as a
+// channel does; Deliver runs on the actor and must not wait on it.
+type settlingSink struct {
+	mu     sync.Mutex
+	closed bool
+	msgs   chan Message
+}
+
+func (s *settlingSink) Deliver(c *Consumer, m Message) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.msgs <- m
+	return true
+}
+
+func (s *settlingSink) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.msgs)
+	}
+}
+
+func (s *settlingSink) Cancelled(*Consumer) {}
+
+func TestSharedRequeueOnAIsServedOnB(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	publish(t, a, "x")
+	m, _, ok, err := a.Get(ctx, owner, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, m.Redelivered)
+
+	sk := newSink()
+	require.NoError(t, b.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
+	sk.none(t) // A holds it
+	require.NoError(t, a.RequeueOne(m.Ref))
+	got := sk.next(t)
+	require.Equal(t, "x", string(got.Body))
+	require.True(t, got.Redelivered)
+	require.EqualValues(t, 2, got.DeliveryCount)
+	require.NoError(t, b.AckOne(got.Ref))
+	waitSharedReady(t, a, 0)
+	st, err := a.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{}, st)
+	waitSharedReady(t, b, 0)
+	require.Empty(t, n.entries(t))
+}
+
+func TestSharedConcurrentGetsAreDisjoint(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	const total = 2000
+	publish(t, a, bodies(total/2)...)
+	for i := range total / 2 {
+		require.NoError(t, b.Publish(storage.Record{Body: fmt.Appendf(nil, "b%d", i)}, nil, 0))
+	}
+	waitSharedReady(t, a, total)
+	waitSharedReady(t, b, total)
+
+	var wg sync.WaitGroup
+	got := make([][]string, 2)
+	errs := make([]error, 2)
+	for i, q := range []*Queue{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				// Every other get settles at once (no-ack), so both
+				// kinds of claim race.
+				noAck := len(got[i])%2 == 0
+				m, _, ok, err := q.Get(ctx, Owner{Connection: "c", Channel: uint16(i + 1)}, noAck)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if !ok {
+					return
+				}
+				got[i] = append(got[i], string(m.Body))
+				if !noAck {
+					_ = q.AckOne(m.Ref)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	seen := map[string]int{}
+	for _, bs := range got {
+		for _, body := range bs {
+			seen[body]++
+		}
+	}
+	require.Len(t, seen, total)
+	for body, c := range seen {
+		require.Equal(t, 1, c, "%s got %d times", body, c)
+	}
+}
+
+func TestSharedScannerReturnsADeadBrokersDeliveries(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	publish(t, a, "m0", "m1", "m2", "m3")
+	var held []Message
+	for range 3 {
+		m, _, ok, err := a.Get(ctx, owner, false)
+		require.NoError(t, err)
+		require.True(t, ok)
+		held = append(held, m)
+	}
+	a.Stop() // A "died" holding three deliveries
+
+	var orphans []unacked.Entry
+	for _, e := range n.entries(t) {
+		require.Equal(t, "a", e.Broker)
+		require.Equal(t, unacked.Delivered, e.State)
+		orphans = append(orphans, e)
+	}
+	require.Len(t, orphans, 3)
+	waitSharedReady(t, b, 1)
+	require.NoError(t, b.RequeueEntries(orphans))
+	sk := newSink()
+	require.NoError(t, b.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
+	seen := map[string]bool{}
+	for range 4 {
+		m := sk.next(t)
+		seen[string(m.Body)] = true
+		require.Equal(t, m.Body[1] != '3', m.Redelivered, "%s", m.Body)
+		require.NoError(t, b.AckOne(m.Ref))
+	}
+	sk.none(t)
+	require.Len(t, seen, 4)
+	waitSharedReady(t, b, 0)
+	require.Empty(t, n.entries(t))
+}
+
+func TestSharedRestartReturnsOnlyItsOwnDeliveries(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	publish(t, a, bodies(10)...)
+	waitSharedReady(t, b, 10)
+	heldBy := map[string][]Message{}
+	for _, x := range []struct {
+		name string
+		q    *Queue
+	}{{"a", a}, {"b", b}, {"a", a}, {"b", b}, {"a", a}, {"b", b}} {
+		m, _, ok, err := x.q.Get(ctx, owner, false)
+		require.NoError(t, err)
+		require.True(t, ok)
+		heldBy[x.name] = append(heldBy[x.name], m)
+	}
+	a.Stop()
+	a2 := n.start(t, "a", 2)
+
+	for _, e := range n.entries(t) {
+		switch e.Broker {
+		case "a":
+			require.Equal(t, unacked.Returned, e.State, "offset %d", e.Offset)
+		case "b":
+			require.Equal(t, unacked.Delivered, e.State, "offset %d", e.Offset)
+		}
+	}
+	st, err := a2.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{Ready: 4 + 3}, st)
+
+	bHolds := map[string]bool{}
+	for _, m := range heldBy["b"] {
+		bHolds[string(m.Body)] = true
+	}
+	aHeld := map[string]bool{}
+	for _, m := range heldBy["a"] {
+		aHeld[string(m.Body)] = true
+	}
+	for range 7 {
+		m, _, ok, err := a2.Get(ctx, owner, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.False(t, bHolds[string(m.Body)], "%s is B's", m.Body)
+		require.Equal(t, aHeld[string(m.Body)], m.Redelivered, "%s", m.Body)
+	}
+	_, _, ok, err := a2.Get(ctx, owner, true)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// B's deliveries are still B's to settle.
+	for _, m := range heldBy["b"] {
+		require.NoError(t, b.AckOne(m.Ref))
+	}
+	waitSharedReady(t, b, 0)
+	require.Empty(t, n.entries(t))
+}
+
+// blockingSink blocks the first Deliver until release is closed, so the
+// actor is busy while the test floods Observe.
+type blockingSink struct {
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+	msgs    chan Message
+}
+
+func (s *blockingSink) Deliver(c *Consumer, m Message) bool {
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.release
+	})
+	s.msgs <- m
+	return true
+}
+
+func (s *blockingSink) Cancelled(*Consumer) {}
+
+func TestSharedObserveNeverBlocks(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a := n.start(t, "a", 1)
+	sk := &blockingSink{entered: make(chan struct{}), release: make(chan struct{}), msgs: make(chan Message, 10)}
+	require.NoError(t, a.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
+	publish(t, a, "first")
+	<-sk.entered // the actor is stuck in Deliver
+
+	// The store's apply goroutine keeps calling Observe: none of these may
+	// wait for the actor. Each kind is covered, with net effect nil: other
+	// queues and shards, a cursor and tail no higher than the real ones,
+	// and requeue/take pairs ending in a take.
+	for i := range 100_000 {
+		off := uint64(1000 + i%500)
+		a.Observe(meta.Change{Kind: meta.ChangeAppended, Shard: "/other", Offset: uint64(i)})
+		a.Observe(meta.Change{Kind: meta.ChangeCursor, VHost: "/", Queue: "other", Offset: uint64(i)})
+		a.Observe(meta.Change{Kind: meta.ChangeTopology, VHost: "/"})
+		a.Observe(meta.Change{Kind: meta.ChangeAppended, Shard: "/q", Offset: 1})
+		a.Observe(meta.Change{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 1})
+		a.Observe(meta.Change{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: off, DeliveryCount: 1})
+		a.Observe(meta.Change{Kind: meta.ChangeTaken, VHost: "/", Queue: "q", Offset: off})
+	}
+	close(sk.release)
+	m := <-sk.msgs
+	require.Equal(t, "first", string(m.Body))
+	st, err := a.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{Unacked: 1, Consumers: 1}, st)
+	publish(t, a, "second")
+	m2 := <-sk.msgs
+	require.Equal(t, "second", string(m2.Body))
+}
+
+// TestSharedPurge: a purge on A takes what A sees as ready; B catches up
+// through the changes and serves only what came after.
+func TestSharedPurge(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	publish(t, a, bodies(5)...)
+	waitSharedReady(t, b, 5)
+	m, _, ok, err := b.Get(ctx, owner, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, b.RequeueOne(m.Ref)) // one in the shared pool
+	waitSharedReady(t, a, 5)
+	purged, err := a.Purge(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, purged)
+	waitSharedReady(t, b, 0)
+	publish(t, b, "new")
+	waitSharedReady(t, a, 1)
+	got, _, ok, err := a.Get(ctx, owner, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "new", string(got.Body))
+	require.Empty(t, n.entries(t))
+}
