@@ -115,6 +115,81 @@
 //     capped at it. The log, the shared cursor and recovery stay as they
 //     are; only priority queues pay the extra index write per message.
 //
+// # Shared mode
+//
+// With Config.Shared several brokers (one per cluster node) run an actor
+// for the same queue on one replicated set of stores, and any of them
+// serves it (issue 10). Stores.Index must implement unacked.Claimer (Start
+// fails otherwise), and the broker passes every meta.Change its store's
+// meta.ChangeFeed applies to Observe. Non-durable and exclusive queues are
+// never shared; the single-node path is untouched and pays one branch.
+//
+//   - Observe is safe from any goroutine and never blocks: appends and
+//     cursor moves are kept as atomic maxima, requeues and takes as the
+//     latest change per offset, and the actor is kicked. The actor applies
+//     them before it dispatches and before it answers any call, so Stats,
+//     Get and Purge see every change observed before the call.
+//   - Ready from the cursor is tail - cursor: records at and beyond the
+//     cursor are dense. tail grows with this broker's appends and
+//     ChangeAppended, the cursor with its claims and ChangeCursor; both
+//     keep the maximum seen. When another broker moves the cursor, the
+//     records cached ahead of it are dropped and read again.
+//   - The returned set is a pool all brokers share: ChangeReturned adds an
+//     offset (with its delivery count; the record is read when it is
+//     taken, and forgotten when it is gone), ChangeTaken removes it, unless
+//     it is one of this broker's own deliveries.
+//   - Every claim is one Claimer.Claim: the cursor move (From must still
+//     be the cursor), the returned messages taken (Taken: they must still
+//     be Returned) and the new entries, all or nothing. That covers
+//     consumer batches, basic.get (no-ack ones included: taken with an
+//     entry, then deleted as in single-node mode), the priority promote,
+//     TTL and max-length head removal, and Purge. A claim that loses
+//     (ok=false) writes nothing: the actor reads the cursor again, drops
+//     its cache, rebuilds the returned set from the index's Returned
+//     entries (less its own deliveries) when the claim took any, gives the
+//     batch and its credit back, and tries again (at most maxLostClaims
+//     times in a row, then the retry timer). So no message is delivered by
+//     two brokers at once.
+//   - Requeue stays in place: the entry is written Returned, which every
+//     other broker sees as ChangeReturned and may serve (redelivered).
+//     RequeueEntries of entries this actor does not hold (the scanner
+//     returning a dead broker's deliveries) writes each one Returned with
+//     its delivery count, if the index still holds exactly that delivery.
+//   - Start reads the cursor and counts the tail (cursor plus the live
+//     records at and beyond it). Entries of this broker from another
+//     incarnation are written Returned; every Returned entry joins the
+//     pool; other brokers' Delivered entries are theirs. Nothing is
+//     deleted: no stale entries, no orphan records, no transient drop
+//     (other brokers may be claiming at that very moment).
+//   - Dead-lettering owns a message through an entry Delivered to this
+//     broker (Connection ""), not Returned, which would let other brokers
+//     take it; returned messages are taken by a claim first. A target that
+//     fails to store the copy puts the message back in the pool (Returned).
+//   - Purge takes, with one claim, everything this broker sees as ready
+//     (the cursor moves to its tail, the pool is taken), then deletes the
+//     records and entries. Other brokers catch up through ChangeCursor and
+//     ChangeTaken; a message appended elsewhere that this broker had not
+//     seen yet stays. Delete removes the queue's data for every broker;
+//     the broker stops the other nodes' actors when the queue's topology
+//     change reaches them.
+//   - Stats.Ready is tail - cursor plus the pool, as this broker sees them
+//     (a change in flight is counted once it is observed); Unacked and
+//     Consumers are this broker's own.
+//   - Per broker: consumers and their priorities, exclusive consumers and
+//     x-single-active-consumer (each broker has its own active consumer),
+//     the x-expires timer and Unused (a broker sees only its own
+//     consumers: the vhost must not delete a shared queue on one broker's
+//     word), the TTL timer (any broker may expire the head; the claim
+//     makes it happen once), and the delivery-limit check (the count
+//     travels in the entries, so it holds across brokers).
+//   - Shared view: x-max-length counts tail - cursor plus the pool;
+//     x-max-length-bytes sums the bodies of those messages, read again
+//     from the shard after each batch of observed changes (a cost only
+//     such queues pay); reject-publish and drop-head act on that view. A
+//     priority queue promotes the records at the cursor into the pool
+//     with Returned entries, so every broker serves them by priority (it
+//     reads the record of each message it learns of, for its priority).
+//
 // # Cost
 //
 // The steady state allocates nothing per message in the actor: deliveries
