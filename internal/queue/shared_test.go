@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/sharedtest"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
@@ -469,4 +471,126 @@ func TestSharedPurge(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "new", string(got.Body))
 	require.Empty(t, n.entries(t))
+}
+
+// startWith starts broker's actor on the shared queue with x-arguments
+// args, clock c and dead-letter target dlq (nil: none).
+func (n *nodes) startWith(t *testing.T, broker string, args amqp.Table, c clock.Clock, dlq *Queue) *Queue {
+	t.Helper()
+	a, err := ParseArgs(args)
+	require.NoError(t, err)
+	cfg := Config{
+		VHost: "/", Name: "q", Shard: "/q", Stores: n.stores(),
+		Broker: broker, Incarnation: 1, Shared: true, Clock: c, Features: Features{Args: a},
+	}
+	if dlq != nil {
+		cfg.Features.DeadLetter = func(string, string, []byte) []*Queue { return []*Queue{dlq} }
+	}
+	q, err := Start(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(q.Stop)
+	n.mu.Lock()
+	n.qs[broker] = q
+	n.mu.Unlock()
+	return q
+}
+
+// TestSharedPriorities: a priority queue's promote puts the records in
+// the shared pool, and each broker serves the pool by priority.
+func TestSharedPriorities(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	args := amqp.Table{"x-max-priority": int32(10)}
+	a, b := n.startWith(t, "a", args, nil, nil), n.startWith(t, "b", args, nil, nil)
+	for _, m := range []struct {
+		body string
+		prio uint8
+	}{{"l1", 1}, {"l2", 1}, {"h", 5}} {
+		require.NoError(t, a.Publish(storage.Record{Body: []byte(m.body), Priority: m.prio}, nil, 0))
+	}
+	waitSharedReady(t, b, 3)
+	for _, x := range []struct {
+		q    *Queue
+		want string
+	}{{b, "h"}, {a, "l1"}, {b, "l2"}} {
+		m, _, ok, err := x.q.Get(ctx, owner, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, x.want, string(m.Body))
+		require.False(t, m.Redelivered)
+	}
+	for _, q := range []*Queue{a, b} {
+		_, _, ok, err := q.Get(ctx, owner, true)
+		require.NoError(t, err)
+		require.False(t, ok)
+	}
+	require.Empty(t, n.entries(t))
+}
+
+// TestSharedTTLExpiresOnce: both brokers' TTL timers fire for the same
+// heads; the claims let exactly one of them dead-letter each message.
+func TestSharedTTLExpiresOnce(t *testing.T) {
+	fake := clock.NewFake(time.Unix(100, 0))
+	n := newNodes(t)
+	dlq := startNamed(t, "dlq")
+	args := amqp.Table{"x-message-ttl": int32(50), "x-dead-letter-exchange": ""}
+	a := n.startWith(t, "a", args, fake, dlq)
+	b := n.startWith(t, "b", args, fake, dlq)
+	const total = 300
+	publish(t, a, bodies(total)...)
+	waitSharedReady(t, a, total)
+	waitSharedReady(t, b, total)
+	fake.Advance(51 * time.Millisecond)
+	waitReady(t, dlq, total)
+	waitSharedReady(t, a, 0)
+	waitSharedReady(t, b, 0)
+	st, err := dlq.Stats(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, total, st.Ready, "each message dead-lettered once")
+	require.Empty(t, n.entries(t))
+}
+
+// TestSharedResetReloads: after ChangeReset (a snapshot replaced the
+// replica) the actor reads cursor, tail and pool from the store again,
+// including writes it never saw a change for.
+func TestSharedResetReloads(t *testing.T) {
+	ctx := context.Background()
+	n := newNodes(t)
+	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
+	publish(t, a, bodies(3)...)
+	waitSharedReady(t, b, 3)
+	m, _, ok, err := a.Get(ctx, owner, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	waitSharedReady(t, b, 2)
+
+	// Behind the feed's back: two appends and A's delivery returned.
+	_, err = n.s.Shards.Store.Append(ctx, "/q", []storage.Record{{Body: []byte("x")}, {Body: []byte("y")}})
+	require.NoError(t, err)
+	e, err := n.s.Index.MemoryIndex.Get(ctx, unacked.Key{VHost: "/", Queue: "q", Offset: m.Offset})
+	require.NoError(t, err)
+	e.State = unacked.Returned
+	require.NoError(t, n.s.Index.MemoryIndex.Put(ctx, []unacked.Entry{e}))
+	st, err := b.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, st.Ready, "B saw none of it")
+
+	b.Observe(meta.Change{Kind: meta.ChangeReset})
+	st, err = b.Stats(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, st.Ready)
+	got, _, ok, err := b.Get(ctx, owner, true)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, string(m.Body), string(got.Body))
+	require.True(t, got.Redelivered)
+}
+
+func TestObserveIgnoredWhenNotShared(t *testing.T) {
+	q := start(t, newStores())
+	q.Observe(meta.Change{Kind: meta.ChangeAppended, Shard: "/q", Offset: 10})
+	q.Observe(meta.Change{Kind: meta.ChangeReset})
+	st, err := q.Stats(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, Stats{}, st)
 }
