@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/warrenmq/broker/internal/sharedtest"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
 )
 
@@ -77,4 +79,49 @@ func BenchmarkGet(b *testing.B) {
 		}
 		_ = q.AckOne(m.Ref)
 	}
+}
+
+// BenchmarkSharedPublishConsumeAck is the shared-mode path across two
+// brokers on one sharedtest store: publish on A, deliver and ack on B,
+// every claim a Claimer claim, every change through Observe.
+func BenchmarkSharedPublishConsumeAck(b *testing.B) {
+	ctx := context.Background()
+	s := sharedtest.New()
+	stores := Stores{Shards: s.Shards, Cursors: s.Meta, Index: s.Index}
+	start := func(broker string) *Queue {
+		q, err := Start(ctx, Config{VHost: "/", Name: "q", Shard: "/q", Stores: stores, Broker: broker, Incarnation: 1, Shared: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return q
+	}
+	qa, qb := start("a"), start("b")
+	defer qa.Stop()
+	defer qb.Stop()
+	defer s.Watch(func(c meta.Change) { qa.Observe(c); qb.Observe(c) })()
+	sk := &ackSink{refs: make(chan Ref, 256)}
+	credit := &Credit{}
+	credit.SetLimit(256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range b.N {
+			_ = qb.AckOne(<-sk.refs)
+			credit.Release(1)
+			qb.Kick()
+		}
+	}()
+	if err := qb.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Credit: credit, Receiver: sk}); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 128)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := qa.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-done
 }

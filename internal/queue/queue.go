@@ -1229,13 +1229,18 @@ func (q *Queue) dispatch(ctx context.Context) {
 			return
 		}
 		if err := q.claim(ctx, batch, fromCursor); err != nil {
-			if errors.Is(err, errLostClaim) && lost < maxLostClaims {
+			if errors.Is(err, errLostClaim) {
 				// Another broker got there first: give the batch (and
-				// its credit) back, catch up with the store, try again.
-				lost++
+				// its credit) back, catch up with the store, try again,
+				// or, after many losses in a row, at the retry.
 				q.putBack(batch)
 				q.resync(ctx, hasReturned(batch))
-				continue
+				if lost++; lost < maxLostClaims {
+					continue
+				}
+				q.scheduleRetry()
+				clear(batch)
+				return
 			}
 			q.failed(err, batch)
 			clear(batch)
@@ -1505,11 +1510,14 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 			break
 		}
 		q.putBack([]assignment{a})
-		if !errors.Is(err, errLostClaim) || lost >= maxLostClaims {
+		if !errors.Is(err, errLostClaim) {
 			return Message{}, false, err
 		}
 		// Another broker claimed it first: catch up and take the next.
 		q.resync(ctx, a.returned)
+		if lost >= maxLostClaims {
+			return Message{}, false, nil // get-empty: the others took them
+		}
 	}
 	q.claims++
 	m := Message{

@@ -74,13 +74,6 @@ func (n *nodes) entries(t *testing.T) []unacked.Entry {
 	return es
 }
 
-// waitSharedReady polls q's Stats until it has n ready messages (the
-// changes of another broker reach it asynchronously).
-func waitSharedReady(t *testing.T, q *Queue, n uint64) {
-	t.Helper()
-	waitReady(t, q, n)
-}
-
 func TestSharedNeedsAClaimer(t *testing.T) {
 	_, err := Start(context.Background(), Config{VHost: "/", Name: "q", Shard: "/q", Stores: newStores(), Broker: "a", Shared: true})
 	require.ErrorContains(t, err, "queue: q: shared mode needs an unacked.Claimer")
@@ -105,7 +98,7 @@ func TestSharedPublishOnAConsumeOnB(t *testing.T) {
 		require.Equal(t, 1, seen[body], body)
 	}
 	for _, q := range []*Queue{a, b} {
-		waitSharedReady(t, q, 0)
+		waitReady(t, q, 0)
 	}
 	require.Empty(t, n.entries(t))
 }
@@ -174,7 +167,7 @@ func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
 				}
 			}
 			for _, q := range []*Queue{a, b} {
-				waitSharedReady(t, q, 0)
+				waitReady(t, q, 0)
 			}
 			for len(acked) > 0 {
 				seen[<-acked]++
@@ -236,11 +229,11 @@ func TestSharedRequeueOnAIsServedOnB(t *testing.T) {
 	require.True(t, got.Redelivered)
 	require.EqualValues(t, 2, got.DeliveryCount)
 	require.NoError(t, b.AckOne(got.Ref))
-	waitSharedReady(t, a, 0)
+	waitReady(t, a, 0)
 	st, err := a.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Stats{}, st)
-	waitSharedReady(t, b, 0)
+	waitReady(t, b, 0)
 	require.Empty(t, n.entries(t))
 }
 
@@ -253,8 +246,8 @@ func TestSharedConcurrentGetsAreDisjoint(t *testing.T) {
 	for i := range total / 2 {
 		require.NoError(t, b.Publish(storage.Record{Body: fmt.Appendf(nil, "b%d", i)}, nil, 0))
 	}
-	waitSharedReady(t, a, total)
-	waitSharedReady(t, b, total)
+	waitReady(t, a, total)
+	waitReady(t, b, total)
 
 	var wg sync.WaitGroup
 	got := make([][]string, 2)
@@ -318,7 +311,7 @@ func TestSharedScannerReturnsADeadBrokersDeliveries(t *testing.T) {
 		orphans = append(orphans, e)
 	}
 	require.Len(t, orphans, 3)
-	waitSharedReady(t, b, 1)
+	waitReady(t, b, 1)
 	require.NoError(t, b.RequeueEntries(orphans))
 	sk := newSink()
 	require.NoError(t, b.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
@@ -331,7 +324,7 @@ func TestSharedScannerReturnsADeadBrokersDeliveries(t *testing.T) {
 	}
 	sk.none(t)
 	require.Len(t, seen, 4)
-	waitSharedReady(t, b, 0)
+	waitReady(t, b, 0)
 	require.Empty(t, n.entries(t))
 }
 
@@ -340,7 +333,7 @@ func TestSharedRestartReturnsOnlyItsOwnDeliveries(t *testing.T) {
 	n := newNodes(t)
 	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
 	publish(t, a, bodies(10)...)
-	waitSharedReady(t, b, 10)
+	waitReady(t, b, 10)
 	heldBy := map[string][]Message{}
 	for _, x := range []struct {
 		name string
@@ -389,7 +382,7 @@ func TestSharedRestartReturnsOnlyItsOwnDeliveries(t *testing.T) {
 	for _, m := range heldBy["b"] {
 		require.NoError(t, b.AckOne(m.Ref))
 	}
-	waitSharedReady(t, b, 0)
+	waitReady(t, b, 0)
 	require.Empty(t, n.entries(t))
 }
 
@@ -454,18 +447,18 @@ func TestSharedPurge(t *testing.T) {
 	n := newNodes(t)
 	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
 	publish(t, a, bodies(5)...)
-	waitSharedReady(t, b, 5)
+	waitReady(t, b, 5)
 	m, _, ok, err := b.Get(ctx, owner, false)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, b.RequeueOne(m.Ref)) // one in the shared pool
-	waitSharedReady(t, a, 5)
+	waitReady(t, a, 5)
 	purged, err := a.Purge(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, purged)
-	waitSharedReady(t, b, 0)
+	waitReady(t, b, 0)
 	publish(t, b, "new")
-	waitSharedReady(t, a, 1)
+	waitReady(t, a, 1)
 	got, _, ok, err := a.Get(ctx, owner, true)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -508,7 +501,7 @@ func TestSharedPriorities(t *testing.T) {
 	}{{"l1", 1}, {"l2", 1}, {"h", 5}} {
 		require.NoError(t, a.Publish(storage.Record{Body: []byte(m.body), Priority: m.prio}, nil, 0))
 	}
-	waitSharedReady(t, b, 3)
+	waitReady(t, b, 3)
 	for _, x := range []struct {
 		q    *Queue
 		want string
@@ -538,12 +531,12 @@ func TestSharedTTLExpiresOnce(t *testing.T) {
 	b := n.startWith(t, "b", args, fake, dlq)
 	const total = 300
 	publish(t, a, bodies(total)...)
-	waitSharedReady(t, a, total)
-	waitSharedReady(t, b, total)
+	waitReady(t, a, total)
+	waitReady(t, b, total)
 	fake.Advance(51 * time.Millisecond)
 	waitReady(t, dlq, total)
-	waitSharedReady(t, a, 0)
-	waitSharedReady(t, b, 0)
+	waitReady(t, a, 0)
+	waitReady(t, b, 0)
 	st, err := dlq.Stats(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, total, st.Ready, "each message dead-lettered once")
@@ -558,11 +551,11 @@ func TestSharedResetReloads(t *testing.T) {
 	n := newNodes(t)
 	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
 	publish(t, a, bodies(3)...)
-	waitSharedReady(t, b, 3)
+	waitReady(t, b, 3)
 	m, _, ok, err := a.Get(ctx, owner, false)
 	require.NoError(t, err)
 	require.True(t, ok)
-	waitSharedReady(t, b, 2)
+	waitReady(t, b, 2)
 
 	// Behind the feed's back: two appends and A's delivery returned.
 	_, err = n.s.Shards.Store.Append(ctx, "/q", []storage.Record{{Body: []byte("x")}, {Body: []byte("y")}})
