@@ -424,7 +424,7 @@ func (b *Broker) AddVHost(ctx context.Context, name string) error {
 	if _, ok := b.vhosts[name]; ok {
 		return fmt.Errorf("broker: vhost %q already exists", name)
 	}
-	return b.openVHostLocked(ctx, name)
+	return b.openVHostLocked(ctx, name, true)
 }
 
 // DeleteVHost deletes a virtual host with everything in it: its open
@@ -437,10 +437,23 @@ func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
 	b.vhostsMu.Lock()
 	vh, ok := b.vhosts[name]
 	delete(b.vhosts, name)
+	if ok {
+		// Until the store has forgotten it, shared mode must not take the
+		// vhost for one another broker created.
+		if b.deleting == nil {
+			b.deleting = make(map[string]bool)
+		}
+		b.deleting[name] = true
+	}
 	b.vhostsMu.Unlock()
 	if !ok {
 		return fmt.Errorf("broker: delete vhost %q: %w", name, meta.ErrNotFound)
 	}
+	defer func() {
+		b.vhostsMu.Lock()
+		delete(b.deleting, name)
+		b.vhostsMu.Unlock()
+	}()
 	b.closeConnectionsOf(func(in session.ConnInfo) bool { return canonicalVHost(in.VHost) == name },
 		fmt.Sprintf("vhost '%s' is deleted", name))
 

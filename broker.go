@@ -64,9 +64,27 @@ type Options struct {
 	// the message store of durable queues, and the persistent unacked
 	// index. The broker does not close stores it was given. Non-durable
 	// queues always keep their messages in memory.
+	//
+	// A Meta that implements meta.ChangeFeed is a store other brokers
+	// write too, such as a cluster's replicated store: the broker then runs
+	// in shared mode (shared.go), serving the durable queues together with
+	// the other brokers. Shards and Unacked must then be the stores those
+	// brokers share as well, and Unacked must implement unacked.Claimer.
 	Meta    meta.Store
 	Shards  storage.ShardStore
 	Unacked unacked.Index
+
+	// Node names this broker in the unacked index entries of its
+	// deliveries. "" means "warren@local". Brokers sharing stores (shared
+	// mode) must have distinct names: each treats entries under its own
+	// name from another run as its own to return.
+	Node string
+	// PeerAlive reports, in shared mode, whether the broker named node
+	// (another one sharing the stores) is alive. The unacked scanner
+	// returns a peer's deliveries to their queues once PeerAlive says it
+	// is dead; nil never says so, and leaves them to their owner. It is
+	// called from the scanner's goroutine and must not block for long.
+	PeerAlive func(node string) bool
 
 	// Product is the product name advertised in connection.start's
 	// server-properties; "" means "Warren". Clients and test suites that
@@ -222,6 +240,9 @@ func (o *Options) ensureDefaults() {
 	if o.ConsumerTimeout == 0 {
 		o.ConsumerTimeout = DefaultConsumerTimeout
 	}
+	if o.Node == "" {
+		o.Node = DefaultNode
+	}
 }
 
 // validate reports every bad field at once.
@@ -267,6 +288,7 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("broker: Options.AuthMechanisms: unknown mechanism %q (supported: EXTERNAL, PLAIN, AMQPLAIN)", mech))
 		}
 	}
+	errs = append(errs, o.validateShared())
 	if o.FrameMax < amqp.FrameMinSize {
 		errs = append(errs, fmt.Errorf("broker: Options.FrameMax %d is below the minimum %d", o.FrameMax, amqp.FrameMinSize))
 	}
@@ -300,16 +322,20 @@ type Broker struct {
 	// false, so no Add can race with the Wait in Close.
 	wg sync.WaitGroup
 
-	stores      *stores
-	vhostsMu    sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
-	vhosts      map[string]*vhost.VHost // by canonical name
+	stores   *stores
+	vhostsMu sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
+	vhosts   map[string]*vhost.VHost // by canonical name
+	// deleting names the vhosts DeleteVHost is deleting (vhostsMu), so
+	// that shared mode does not open them again from the store meanwhile.
+	deleting    map[string]bool
 	nodeID      string
 	incarnation uint64
 
-	acct  accountState // access and connection counts (accounts.go, limits.go)
-	ops   opsState     // counters for Stats, the management API and metrics (introspect.go)
-	scan  scanState    // the unacked scanner's goroutine (scanner.go)
-	alarm alarmState   // memory and disk alarms and their monitor (alarms.go)
+	acct   accountState // access and connection counts (accounts.go, limits.go)
+	ops    opsState     // counters for Stats, the management API and metrics (introspect.go)
+	scan   scanState    // the unacked scanner's goroutine (scanner.go)
+	follow followState  // shared mode: follows the other brokers' changes (shared.go)
+	alarm  alarmState   // memory and disk alarms and their monitor (alarms.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -350,27 +376,34 @@ func New(opts Options) (*Broker, error) {
 		Counters:       &b.ops.session,
 		Alarms:         &b.alarm.gate,
 	}
-	b.nodeID = "warren@local"
+	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
 	st, err := openStores(&o)
 	if err != nil {
 		return nil, err
 	}
 	b.stores = st
+	// In shared mode the feed is watched before anything is read, so no
+	// change made by another broker after that read goes unseen.
+	b.watchChanges()
 	if err := b.openVHosts(context.Background()); err != nil {
+		b.stopFollowing()
 		st.close()
 		return nil, err
 	}
 	if err := b.seedUsers(context.Background()); err != nil {
+		b.stopFollowing()
 		b.closeVHosts()
 		st.close()
 		return nil, err
 	}
 	if err := b.startScanner(); err != nil {
+		b.stopFollowing()
 		b.closeVHosts()
 		st.close()
 		return nil, err
 	}
+	b.startFollowing()
 	b.setupAlarms()
 	b.startAlarms() // last: nothing after it can fail
 	return b, nil
@@ -595,6 +628,7 @@ func (b *Broker) Close() error {
 
 		// The scanner goes first: it calls into connections and queues.
 		b.stopScanner()
+		b.stopFollowing() // it opens vhosts and starts queues
 		b.stopAlarms()
 		for _, l := range listeners {
 			l.Close()

@@ -66,6 +66,26 @@
 // to call from many goroutines at once; every caller returns once shutdown
 // is complete.
 //
+// # Shared mode
+//
+// When Options.Meta implements meta.ChangeFeed (a cluster's replicated
+// store does), several brokers share the stores and any of them serves any
+// durable queue: consumers and basic.get on every broker claim from the
+// queue's shared cursor (through unacked.Claimer, which Options.Unacked
+// must implement; Options.Shards must be the shared message store), a
+// publish on any broker reaches consumers on all of them, and a message
+// requeued on one may be delivered by another. Each broker follows the
+// others' changes on one goroutine (started by New, stopped by Close):
+// topology (exchanges, durable queues, bindings, vhosts) comes from the
+// store, a queue deleted elsewhere cancels its consumers here with
+// basic.cancel, and appends, cursor moves and requeues reach the queues'
+// actors. Non-durable and exclusive queues stay on the broker that
+// declared them. At start nothing another broker may own is deleted as
+// left by an earlier run, and transient messages of durable queues are
+// kept. Give each broker its own Options.Node; Options.PeerAlive tells the
+// unacked scanner (which runs on the meta leader) when another broker is
+// dead, so that its unsettled deliveries go back to their queues.
+//
 // # Concurrency
 //
 // All methods of *Broker and *Channel are safe for concurrent use.

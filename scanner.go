@@ -151,11 +151,20 @@ func (b *Broker) connection(id string) *session.Conn {
 }
 
 // orphaned reports whether nobody will ever settle the delivery e: it was
-// made by another broker or an earlier run of this one, or its connection
-// is gone. A connection that died after the pass's snapshot still counts as
+// made by an earlier run of this broker, or its connection is gone, or
+// another broker made it and that broker is gone. Without shared mode
+// another broker's entry is orphaned (the stores were another broker's
+// before); in shared mode only once Options.PeerAlive says that broker is
+// dead. A connection that died after the pass's snapshot still counts as
 // live; the next pass catches it.
 func (b *Broker) orphaned(e unacked.Entry) bool {
-	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
+	if e.Broker != b.nodeID {
+		if !b.shared() {
+			return true
+		}
+		return b.opts.PeerAlive != nil && !b.opts.PeerAlive(e.Broker)
+	}
+	if e.Incarnation != b.incarnation {
 		return true
 	}
 	return b.connection(e.Connection) == nil
@@ -194,6 +203,11 @@ func (b *Broker) requeueEntries(ctx context.Context, entries []unacked.Entry) {
 // entry is read again first: the scan saw a snapshot, and a delivery
 // settled since must not cost its channel.
 func (b *Broker) deliveryTimedOut(ctx context.Context, x unacked.Index, e unacked.Entry, timeout time.Duration) {
+	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
+		// Another broker's (shared mode): connection ids are unique per
+		// broker only, so the connection named is not one of ours.
+		return
+	}
 	cur, err := x.Get(ctx, e.Key)
 	if err != nil || cur.State != unacked.Delivered || cur.Connection != e.Connection ||
 		cur.Channel != e.Channel || cur.DeliveredAt != e.DeliveredAt {

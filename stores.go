@@ -101,18 +101,22 @@ func (s *stores) close() error {
 func shardName(vh, name string) string { return vh + "\x00" + name }
 
 // startQueue starts the actor of a declared queue on the stores its
-// durability calls for.
+// durability calls for. In shared mode a durable queue is shared with the
+// other brokers, and its transient messages are not dropped at start: a
+// restart of this broker is not a restart of the queue.
 func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.Features) (*queue.Queue, error) {
 	st := b.stores.transient
 	if def.Durable {
 		st = b.stores.durable
 	}
+	shared := b.shared() && def.Durable
 	return queue.Start(ctx, queue.Config{
 		VHost:         def.VHost,
 		Name:          def.Name,
 		Shard:         shardName(def.VHost, def.Name),
 		Stores:        st,
-		DropTransient: def.Durable,
+		Shared:        shared,
+		DropTransient: def.Durable && !shared,
 		Broker:        b.nodeID,
 		Incarnation:   b.incarnation,
 		Clock:         b.opts.Clock,
@@ -143,7 +147,7 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 		if _, ok := b.vhosts[name]; ok {
 			continue
 		}
-		if err := b.openVHostLocked(ctx, name); err != nil {
+		if err := b.openVHostLocked(ctx, name, true); err != nil {
 			b.closeVHostsLocked()
 			return err
 		}
@@ -151,10 +155,14 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 	return nil
 }
 
-// openVHostLocked stores and opens one vhost; b.vhostsMu is held.
-func (b *Broker) openVHostLocked(ctx context.Context, name string) error {
-	if err := b.stores.meta.PutVHost(ctx, meta.VHost{Name: name}); err != nil {
-		return err
+// openVHostLocked stores (when store is set) and opens one vhost;
+// b.vhostsMu is held. Shared mode opens vhosts another broker stored
+// without storing them again: they may be being deleted.
+func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) error {
+	if store {
+		if err := b.stores.meta.PutVHost(ctx, meta.VHost{Name: name}); err != nil {
+			return err
+		}
 	}
 	vh, err := vhost.Open(ctx, vhost.Config{
 		Name:       name,
@@ -162,6 +170,7 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string) error {
 		StartQueue: b.startQueue,
 		MaxQueues:  b.opts.MaxQueuesPerVHost,
 		Logger:     b.log,
+		Shared:     b.shared(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

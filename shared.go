@@ -1,0 +1,330 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// DefaultNode is the broker's name in unacked index entries when
+// Options.Node is "".
+const DefaultNode = "warren@local"
+
+// Shared mode: Options.Meta implements meta.ChangeFeed, so other brokers
+// (a cluster's other nodes) write the same stores, and every one of them
+// serves the durable queues. What this broker does about it:
+//
+//   - New watches the feed before it reads anything, and one goroutine
+//     (started by New, stopped by Close) applies the changes in order:
+//     a topology change of a vhost makes the vhost Sync with the store
+//     (vhost.VHost.Sync: exchanges, durable non-exclusive queues and the
+//     bindings between what is here follow the store; a queue another
+//     broker deleted is stopped here and its consumers get basic.cancel);
+//     a change of the vhost list opens the vhosts created elsewhere and
+//     closes the ones deleted elsewhere (their connections here are
+//     closed with 320, as DeleteVHost does); appends, cursor moves,
+//     requeues and claims go to the queue's actor (queue.Queue.Observe);
+//     a reset (the replica was replaced) syncs every vhost and passes the
+//     reset to every queue.
+//   - Durable queues run with queue.Config.Shared: they claim through
+//     unacked.Claimer and keep transient messages at start (another
+//     broker may be delivering them).
+//   - At start nothing is deleted as "left by an earlier run": non-durable
+//     exchanges, non-durable and exclusive queues and bindings with an
+//     end missing here may belong to a live broker (vhost.Config.Shared).
+//     Non-durable and exclusive queues stay on the broker that declared
+//     them, with their messages in its memory; the others do not see them.
+//   - The unacked scanner (on the meta leader only) returns another
+//     broker's deliveries only once Options.PeerAlive reports that broker
+//     dead; its own, as ever, when their connection or run is gone.
+
+// followState is the shared-mode follower: changes from the feed's
+// callback wait in a list for the one goroutine that applies them.
+type followState struct {
+	feed        meta.ChangeFeed // nil: not shared
+	cancelWatch func()
+	signal      chan struct{} // capacity 1: "the list is not empty"
+	cancel      context.CancelFunc
+	done        chan struct{}
+
+	mu struct {
+		sync.Mutex
+		pending []meta.Change
+		spare   []meta.Change // the last batch's array, for reuse
+	}
+}
+
+// shared reports whether the broker runs in shared mode.
+func (b *Broker) shared() bool { return b.follow.feed != nil }
+
+// validateShared checks that the stores of shared mode come together.
+func (o *Options) validateShared() error {
+	if _, ok := o.Meta.(meta.ChangeFeed); !ok {
+		return nil
+	}
+	var errs []error
+	if o.Shards == nil {
+		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share"))
+	}
+	if o.Unacked == nil {
+		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share"))
+	} else if _, ok := o.Unacked.(unacked.Claimer); !ok {
+		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer"))
+	}
+	return errors.Join(errs...)
+}
+
+// watchChanges subscribes to the feed of a shared store; New calls it
+// before it reads the store.
+func (b *Broker) watchChanges() {
+	feed, ok := b.opts.Meta.(meta.ChangeFeed)
+	if !ok {
+		return
+	}
+	f := &b.follow
+	f.feed = feed
+	f.signal = make(chan struct{}, 1)
+	f.cancelWatch = feed.Watch(f.add)
+}
+
+// add is the feed's callback. It runs on the store's apply goroutine, so
+// it only appends and signals. A run of appends to one shard, or of moves
+// of one cursor, keeps only its last change: both only grow, and the
+// queue keeps the largest it saw.
+func (f *followState) add(c meta.Change) {
+	f.mu.Lock()
+	if n := len(f.mu.pending); n > 0 && supersedes(c, f.mu.pending[n-1]) {
+		f.mu.pending[n-1] = c
+	} else {
+		f.mu.pending = append(f.mu.pending, c)
+	}
+	f.mu.Unlock()
+	select {
+	case f.signal <- struct{}{}:
+	default:
+	}
+}
+
+func supersedes(c, prev meta.Change) bool {
+	if c.Kind != prev.Kind || c.Offset < prev.Offset {
+		return false
+	}
+	switch c.Kind {
+	case meta.ChangeAppended:
+		return c.Shard == prev.Shard
+	case meta.ChangeCursor:
+		return c.VHost == prev.VHost && c.Queue == prev.Queue
+	}
+	return false
+}
+
+// take hands the follower everything pending.
+func (f *followState) take() []meta.Change {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	batch := f.mu.pending
+	f.mu.pending = f.mu.spare[:0]
+	f.mu.spare = nil
+	return batch
+}
+
+// recycle gives a processed batch's array back for the next one.
+func (f *followState) recycle(batch []meta.Change) {
+	clear(batch)
+	f.mu.Lock()
+	f.mu.spare = batch[:0]
+	f.mu.Unlock()
+}
+
+// startFollowing starts the follower goroutine; New calls it once nothing
+// can fail any more.
+func (b *Broker) startFollowing() {
+	f := &b.follow
+	if f.feed == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.done = make(chan struct{})
+	go b.runFollower(ctx)
+}
+
+// stopFollowing stops watching and waits for the follower to exit. Safe
+// when not shared or not started.
+func (b *Broker) stopFollowing() {
+	f := &b.follow
+	if f.cancelWatch != nil {
+		f.cancelWatch()
+		f.cancelWatch = nil
+	}
+	if f.cancel != nil {
+		f.cancel()
+		<-f.done
+		f.cancel = nil
+	}
+}
+
+func (b *Broker) runFollower(ctx context.Context) {
+	f := &b.follow
+	defer close(f.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.signal:
+		}
+		batch := f.take()
+		b.applyChanges(ctx, batch)
+		f.recycle(batch)
+	}
+}
+
+// applyChanges applies a batch in order. A vhost is synced at most once
+// per batch: every change in the batch was applied to the store before
+// the batch was taken, so one Sync sees them all.
+func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) {
+	var synced map[string]bool // by vhost; "" is the vhost list
+	all := false               // a reset synced everything
+	for _, c := range batch {
+		if ctx.Err() != nil {
+			return
+		}
+		switch c.Kind {
+		case meta.ChangeTopology:
+			name := c.VHost
+			if name != "" {
+				name = canonicalVHost(name)
+			}
+			if all || synced[name] {
+				continue
+			}
+			if synced == nil {
+				synced = make(map[string]bool)
+			}
+			synced[name] = true
+			if name == "" {
+				b.syncVHosts(ctx)
+			} else {
+				b.syncVHost(ctx, name)
+			}
+		case meta.ChangeReset:
+			b.syncVHosts(ctx)
+			for _, vh := range b.openVHostList() {
+				b.syncVHost(ctx, vh.Name())
+				for _, q := range vh.Queues() {
+					q.Observe(c)
+				}
+			}
+			all = true
+		case meta.ChangeAppended:
+			vh, name, ok := strings.Cut(c.Shard, "\x00")
+			if ok {
+				b.observe(vh, name, c)
+			}
+		case meta.ChangeCursor, meta.ChangeReturned, meta.ChangeTaken:
+			b.observe(c.VHost, c.Queue, c)
+		}
+	}
+}
+
+// observe hands c to the actor of the shared queue vh/name, if it runs
+// here.
+func (b *Broker) observe(vh, name string, c meta.Change) {
+	v, ok := b.lookupVHost(vh)
+	if !ok {
+		return
+	}
+	if q, ok := v.LookupQueue(name); ok && q.Def.Durable {
+		q.Observe(c)
+	}
+}
+
+func (b *Broker) syncVHost(ctx context.Context, name string) {
+	vh, ok := b.lookupVHost(name)
+	if !ok {
+		return
+	}
+	if err := vh.Sync(ctx); err != nil && ctx.Err() == nil {
+		b.log.Warn("broker: following vhost topology", "vhost", name, "err", err)
+	}
+}
+
+func (b *Broker) openVHostList() []*vhost.VHost {
+	b.vhostsMu.RLock()
+	defer b.vhostsMu.RUnlock()
+	out := make([]*vhost.VHost, 0, len(b.vhosts))
+	for _, vh := range b.vhosts {
+		out = append(out, vh)
+	}
+	return out
+}
+
+// syncVHosts opens the vhosts another broker created and drops the ones
+// another broker deleted.
+func (b *Broker) syncVHosts(ctx context.Context) {
+	stored, err := b.stores.meta.ListVHosts(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("broker: following vhosts", "err", err)
+		}
+		return
+	}
+	names := make(map[string]bool, len(stored))
+	for _, v := range stored {
+		names[canonicalVHost(v.Name)] = true
+	}
+	var gone []*vhost.VHost
+	b.vhostsMu.Lock()
+	for name := range names {
+		if _, open := b.vhosts[name]; open || b.deleting[name] {
+			continue
+		}
+		if err := b.openVHostLocked(ctx, name, false); err != nil {
+			b.log.Warn("broker: opening vhost created elsewhere", "vhost", name, "err", err)
+		}
+	}
+	for name, vh := range b.vhosts {
+		if !names[name] {
+			gone = append(gone, vh)
+			delete(b.vhosts, name)
+		}
+	}
+	b.vhostsMu.Unlock()
+	for _, vh := range gone {
+		b.dropVHost(ctx, vh)
+	}
+}
+
+// dropVHost closes a vhost another broker deleted (with everything of it
+// in the store): its connections here are closed with 320, as DeleteVHost
+// does, the queues that lived here only are deleted with their messages,
+// and the shared ones are stopped.
+func (b *Broker) dropVHost(ctx context.Context, vh *vhost.VHost) {
+	name := vh.Name()
+	b.closeConnectionsOf(func(in session.ConnInfo) bool { return canonicalVHost(in.VHost) == name },
+		fmt.Sprintf("vhost '%s' is deleted", name))
+	for _, q := range vh.Queues() {
+		if q.Def.Durable {
+			continue // the deleting broker deleted its messages
+		}
+		if _, err := vh.DeleteQueue(ctx, q.Def.Owner, q.Def.Name, false, false); err != nil {
+			b.log.Warn("broker: deleting a queue of a deleted vhost", "vhost", name, "queue", q.Def.Name, "err", err)
+		}
+	}
+	vh.Close()
+	b.acct.mu.Lock()
+	for k, a := range b.acct.mu.access {
+		if k.vhost == name {
+			a.Set(nil)
+		}
+	}
+	b.acct.mu.Unlock()
+	b.log.Info("broker: vhost deleted by another broker", "vhost", name)
+}
