@@ -1,0 +1,380 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/sharedtest"
+	"github.com/warrenmq/broker/meta"
+	metamemory "github.com/warrenmq/broker/meta/memory"
+	"github.com/warrenmq/broker/storage/memory"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// sharedPair is two brokers on one sharedtest store, the way two nodes of
+// a cluster share the replicated stores. n1 is not the meta leader (its
+// scanner never runs), n2 is; PeerAlive reports n1 dead once dead is set.
+type sharedPair struct {
+	s      *sharedtest.Stores
+	b1, b2 *Broker
+	dead   atomic.Bool
+}
+
+// notLeader is the shared meta store as a follower node sees it.
+type notLeader struct{ *sharedtest.Meta }
+
+func (notLeader) IsLeader() bool { return false }
+
+func newSharedPair(t *testing.T) *sharedPair {
+	t.Helper()
+	p := &sharedPair{s: sharedtest.New()}
+	p.b1 = startBroker(t, Options{Meta: notLeader{p.s.Meta}, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n1"})
+	p.b2 = startBroker(t, Options{Meta: p.s.Meta, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n2",
+		PeerAlive: func(node string) bool { return node != "n1" || !p.dead.Load() }})
+	return p
+}
+
+// channel dials b and opens a channel; both close on cleanup.
+func sharedChannel(t *testing.T, b *Broker) *amqp091.Channel {
+	t.Helper()
+	conn := dial(t, b.URL(), amqp091.Config{})
+	return openChannel(t, conn)
+}
+
+// waitUntil polls cond: the other broker applies changes on its own
+// goroutine. waitFor only bounds how long a broken test hangs.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitQueue waits until b runs queue name (or, with present false, no
+// longer does).
+func waitQueue(t *testing.T, b *Broker, name string, present bool) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("queue %s present=%v on %s", name, present, b.nodeID), func() bool {
+		vh, ok := b.lookupVHost("/")
+		if !ok {
+			return false
+		}
+		_, ok = vh.LookupQueue(name)
+		return ok == present
+	})
+}
+
+// collect receives n deliveries from msgs, acking each.
+func collect(t *testing.T, msgs <-chan amqp091.Delivery, n int) []amqp091.Delivery {
+	t.Helper()
+	out := make([]amqp091.Delivery, 0, n)
+	for range n {
+		d := next(t, msgs)
+		require.NoError(t, d.Ack(false))
+		out = append(out, d)
+	}
+	return out
+}
+
+// A durable queue and its exchange declared on one broker are served by
+// the other: publish on 1, consume on 2, every message once; deleting it
+// on 2 cancels the consumer on 1.
+func TestSharedQueueAcrossBrokers(t *testing.T) {
+	checkGoroutines(t) // the followers stop with their brokers
+	p := newSharedPair(t)
+	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
+	require.NoError(t, ch1.ExchangeDeclare("jobs.x", "direct", true, false, false, false, nil))
+	declareQueue(t, ch1, "jobs", true)
+	require.NoError(t, ch1.QueueBind("jobs", "k", "jobs.x", false, nil))
+
+	waitQueue(t, p.b2, "jobs", true)
+	_, err := ch2.QueueDeclarePassive("jobs", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch2.ExchangeDeclarePassive("jobs.x", "direct", true, false, false, false, nil))
+
+	const n = 200
+	bodies := numbered("m", n)
+	require.NoError(t, ch1.Confirm(false))
+	confirms := ch1.NotifyPublish(make(chan amqp091.Confirmation, n))
+	for _, body := range bodies {
+		require.NoError(t, ch1.PublishWithContext(context.Background(), "jobs.x", "k", false, false,
+			amqp091.Publishing{Body: []byte(body), DeliveryMode: amqp091.Persistent}))
+	}
+	for range n {
+		require.True(t, (<-confirms).Ack)
+	}
+	msgs, err := ch2.Consume("jobs", "on-2", false, false, false, false, nil)
+	require.NoError(t, err)
+	got := collect(t, msgs, n)
+	for i, d := range got {
+		require.Equal(t, bodies[i], string(d.Body), "in order, once")
+		require.False(t, d.Redelivered)
+	}
+	require.NoError(t, ch2.Cancel("on-2", false))
+	requireEmpty(t, ch1, "jobs")
+	requireEmpty(t, ch2, "jobs")
+
+	cancels := ch1.NotifyCancel(make(chan string, 1))
+	_, err = ch1.Consume("jobs", "on-1", false, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch2.QueueDelete("jobs", false, false, false)
+	require.NoError(t, err)
+	select {
+	case tag := <-cancels:
+		require.Equal(t, "on-1", tag)
+	case <-time.After(waitFor):
+		t.Fatal("no basic.cancel on broker 1")
+	}
+	waitQueue(t, p.b1, "jobs", false)
+	_, err = ch1.QueueDeclarePassive("jobs", true, false, false, false, nil)
+	requireAMQPCode(t, err, 404)
+}
+
+// Consumers on both brokers, messages published on both: each message is
+// delivered exactly once overall.
+func TestSharedConsumersOnBothBrokers(t *testing.T) {
+	p := newSharedPair(t)
+	pub1, pub2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
+	declareQueue(t, pub1, "work", true)
+	waitQueue(t, p.b2, "work", true)
+	con1, con2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
+	msgs1, err := con1.Consume("work", "c1", false, false, false, false, nil)
+	require.NoError(t, err)
+	msgs2, err := con2.Consume("work", "c2", false, false, false, false, nil)
+	require.NoError(t, err)
+
+	const perBroker = 500
+	publishConfirmed(t, pub1, "work", false, numbered("one", perBroker)...)
+	publishConfirmed(t, pub2, "work", true, numbered("two", perBroker)...)
+
+	seen := make(map[string]int, 2*perBroker)
+	byBroker := [2]int{}
+	for total := 0; total < 2*perBroker; total++ {
+		var d amqp091.Delivery
+		select {
+		case d = <-msgs1:
+			byBroker[0]++
+		case d = <-msgs2:
+			byBroker[1]++
+		case <-time.After(waitFor):
+			t.Fatalf("only %d of %d delivered", total, 2*perBroker)
+		}
+		require.NoError(t, d.Ack(false))
+		seen[string(d.Body)]++
+	}
+	for _, body := range append(numbered("one", perBroker), numbered("two", perBroker)...) {
+		require.Equal(t, 1, seen[body], "body %s", body)
+	}
+	t.Logf("delivered by broker 1: %d, by broker 2: %d", byBroker[0], byBroker[1])
+	require.NoError(t, con1.Cancel("c1", false))
+	require.NoError(t, con2.Cancel("c2", false))
+	requireEmpty(t, pub1, "work")
+	requireEmpty(t, pub2, "work")
+}
+
+// A message nacked with requeue on broker 1, which has no consumer, is
+// redelivered by broker 2's consumer.
+func TestSharedRequeueServedElsewhere(t *testing.T) {
+	p := newSharedPair(t)
+	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
+	declareQueue(t, ch1, "retry", true)
+	waitQueue(t, p.b2, "retry", true)
+	publishConfirmed(t, ch1, "retry", true, "once-more")
+	d := get(t, ch1, "retry", false)
+	require.False(t, d.Redelivered)
+
+	msgs, err := ch2.Consume("retry", "", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, d.Nack(false, true))
+	again := next(t, msgs)
+	require.Equal(t, "once-more", string(again.Body))
+	require.True(t, again.Redelivered)
+	require.NoError(t, again.Ack(false))
+}
+
+// A broker that dies holding deliveries: the leader's scanner returns them
+// once PeerAlive says it is dead, and a consumer on the leader gets them,
+// redelivered. (Close would requeue what its connections hold, so the
+// deliveries are held for a connection that does not exist, as after a
+// crash nobody settles them.)
+func TestSharedDeadBrokersDeliveriesReturn(t *testing.T) {
+	p := newSharedPair(t)
+	ctx := context.Background()
+	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
+	declareQueue(t, ch1, "orphans", true)
+	waitQueue(t, p.b2, "orphans", true)
+	publishConfirmed(t, ch1, "orphans", true, "a", "b")
+	vh, _ := p.b1.lookupVHost("/")
+	q, err := vh.Queue("", "orphans")
+	require.NoError(t, err)
+	for _, want := range []string{"a", "b"} {
+		m, _, ok, err := q.Get(ctx, queue.Owner{Connection: "crashed#1", Channel: 1}, false)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, want, string(m.Body))
+	}
+	held := func() []unacked.Entry {
+		var es []unacked.Entry
+		require.NoError(t, p.s.Index.Queue(ctx, "/", "orphans", func(e unacked.Entry) bool {
+			es = append(es, e)
+			return true
+		}))
+		return es
+	}
+	require.NoError(t, p.b2.scanPass(ctx))
+	for _, e := range held() {
+		require.Equal(t, unacked.Delivered, e.State, "a live peer's deliveries are left alone")
+		require.Equal(t, "n1", e.Broker)
+	}
+
+	require.NoError(t, p.b1.Close())
+	p.dead.Store(true)
+	require.NoError(t, p.b2.scanPass(ctx))
+	msgs, err := ch2.Consume("orphans", "", false, false, false, false, nil)
+	require.NoError(t, err)
+	got := collect(t, msgs, 2)
+	for i, want := range []string{"a", "b"} {
+		require.Equal(t, want, string(got[i].Body))
+		require.True(t, got[i].Redelivered)
+	}
+	requireEmpty(t, ch2, "orphans")
+}
+
+// Non-durable queues stay on the broker that declared them.
+func TestSharedNonDurableQueueStaysLocal(t *testing.T) {
+	p := newSharedPair(t)
+	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
+	declareQueue(t, ch1, "local", false)
+	declareQueue(t, ch1, "marker", true) // declared after: once it is on 2, 2 has seen local
+	waitQueue(t, p.b2, "marker", true)
+	_, err := ch2.QueueDeclarePassive("local", false, false, false, false, nil)
+	requireAMQPCode(t, err, 404)
+	publishConfirmed(t, ch1, "local", false, "here")
+	require.Equal(t, "here", string(get(t, ch1, "local", true).Body))
+}
+
+// Vhosts created and deleted on one broker follow on the other; a deleted
+// vhost's connections there are closed with 320.
+func TestSharedVHostsFollow(t *testing.T) {
+	p := newSharedPair(t)
+	ctx := context.Background()
+	require.NoError(t, p.b1.AddVHost(ctx, "team"))
+	waitUntil(t, "vhost team on broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return ok })
+	require.NoError(t, p.b2.SetPermissions(ctx, "guest", "team", ".*", ".*", ".*"))
+	conn := dial(t, p.b2.URL()+"team", amqp091.Config{})
+	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	requireWorks(t, conn)
+
+	require.NoError(t, p.b1.DeleteVHost(ctx, "team"))
+	e := closeErr(t, errs)
+	require.Equal(t, 320, e.Code)
+	waitUntil(t, "vhost team gone from broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return !ok })
+	_, ok := p.b1.lookupVHost("team")
+	require.False(t, ok, "not opened again while being deleted")
+}
+
+func TestSharedOrphanedRule(t *testing.T) {
+	var alive atomic.Bool
+	alive.Store(true)
+	s := sharedtest.New()
+	withPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2",
+		PeerAlive: func(string) bool { return alive.Load() }})
+	noPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n3"})
+	peer := unacked.Entry{Broker: "n1", Incarnation: 1, Connection: "c#1", State: unacked.Delivered}
+	tests := []struct {
+		name  string
+		b     *Broker
+		alive bool
+		want  bool
+	}{
+		{"a live peer's delivery", withPeers, true, false},
+		{"a dead peer's delivery", withPeers, false, true},
+		{"no PeerAlive: never another's", noPeers, false, false},
+		{"an earlier run of this broker", withPeers, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			alive.Store(tc.alive)
+			e := peer
+			if tc.name == "an earlier run of this broker" {
+				e.Broker, e.Incarnation = tc.b.nodeID, tc.b.incarnation-1
+			}
+			tc.b.scan.mu.Lock() // orphaned runs during passes only
+			defer tc.b.scan.mu.Unlock()
+			require.Equal(t, tc.want, tc.b.orphaned(e))
+		})
+	}
+}
+
+func TestSharedOptions(t *testing.T) {
+	s := sharedtest.New()
+	tests := []struct {
+		name string
+		opts Options
+		errs []string
+	}{
+		{"shared stores", Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, nil},
+		{"no shared shards or index", Options{Meta: s.Meta}, []string{
+			"broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share",
+			"broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share",
+		}},
+		{"an index that cannot claim", Options{Meta: s.Meta, Shards: s.Shards, Unacked: unacked.NewMemoryIndex()}, []string{
+			"broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer",
+		}},
+		{"not shared", Options{Meta: metamemory.New(), Shards: memory.New(), Unacked: unacked.NewMemoryIndex()}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := New(tc.opts)
+			if tc.errs == nil {
+				require.NoError(t, err)
+				require.Equal(t, DefaultNode, b.nodeID)
+				_, isFeed := tc.opts.Meta.(meta.ChangeFeed)
+				require.Equal(t, isFeed, b.shared())
+				require.NoError(t, b.Close())
+				return
+			}
+			require.Error(t, err)
+			for _, text := range tc.errs {
+				require.ErrorContains(t, err, text)
+			}
+		})
+	}
+}
+
+// Runs of appends to one shard or moves of one cursor coalesce to their
+// last change while the follower is busy; everything else is kept in
+// order.
+func TestFollowerCoalesces(t *testing.T) {
+	var f followState
+	f.signal = make(chan struct{}, 1)
+	in := []meta.Change{
+		{Kind: meta.ChangeAppended, Shard: "/\x00q", Offset: 1},
+		{Kind: meta.ChangeAppended, Shard: "/\x00q", Offset: 3},
+		{Kind: meta.ChangeAppended, Shard: "/\x00r", Offset: 1},
+		{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 2},
+		{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 3},
+		{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: 0},
+		{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: 1},
+		{Kind: meta.ChangeTopology, VHost: "/"},
+		{Kind: meta.ChangeTopology, VHost: "/"},
+	}
+	for _, c := range in {
+		f.add(c)
+	}
+	want := []meta.Change{in[1], in[2], in[4], in[5], in[6], in[7], in[8]}
+	require.Equal(t, want, f.take())
+	require.Len(t, f.signal, 1)
+	require.Empty(t, f.take())
+}
