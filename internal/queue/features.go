@@ -292,7 +292,9 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		q.returned = q.returned[1:]
 		q.tookReady(&w.rec)
 		owned = append(owned, w.rec)
-		counts = append(counts, w.count)
+		if q.cfg.Shared {
+			counts = append(counts, w.count)
+		}
 		bytes += int64(len(w.rec.Body))
 	}
 	if q.cfg.Shared && len(owned) > 0 && !q.takeReturnedOwned(ctx, owned, counts) {
