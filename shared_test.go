@@ -125,6 +125,21 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 	requireEmpty(t, ch1, "jobs")
 	requireEmpty(t, ch2, "jobs")
 
+	// The binding made on 1 routes on 2.
+	publishTo := func(ch *amqp091.Channel, body string) {
+		require.NoError(t, ch.PublishWithContext(context.Background(), "jobs.x", "k", false, false,
+			amqp091.Publishing{Body: []byte(body)}))
+	}
+	publishTo(ch2, "via-2")
+	waitUntil(t, "the publish on 2 reaches 1", func() bool {
+		d, ok, err := ch1.Get("jobs", true)
+		require.NoError(t, err)
+		if ok {
+			require.Equal(t, "via-2", string(d.Body))
+		}
+		return ok
+	})
+
 	cancels := ch1.NotifyCancel(make(chan string, 1))
 	_, err = ch1.Consume("jobs", "on-1", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -377,4 +392,31 @@ func TestFollowerCoalesces(t *testing.T) {
 	require.Equal(t, want, f.take())
 	require.Len(t, f.signal, 1)
 	require.Empty(t, f.take())
+}
+
+// A reset (the replica was replaced by a snapshot, and the feed reports
+// nothing else) makes the broker reload everything from the store.
+func TestSharedResetReloads(t *testing.T) {
+	p := newSharedPair(t)
+	ctx := context.Background()
+	ch2 := sharedChannel(t, p.b2)
+	// Written under the feed, as a snapshot install does.
+	require.NoError(t, p.s.Meta.Store.PutExchange(ctx, meta.Exchange{VHost: "/", Name: "snap.x", Type: "fanout", Durable: true}))
+	require.NoError(t, p.s.Meta.Store.PutQueue(ctx, meta.Queue{VHost: "/", Name: "snap", Durable: true}))
+	require.NoError(t, p.s.Meta.Store.PutBinding(ctx, meta.Binding{VHost: "/", Source: "snap.x", Destination: "snap",
+		DestinationKind: meta.DestinationQueue, Durable: true}))
+	require.NoError(t, p.s.Meta.Store.PutVHost(ctx, meta.VHost{Name: "snapped"}))
+	_, ok := p.b2.lookupVHost("snapped")
+	require.False(t, ok)
+
+	p.b2.follow.add(meta.Change{Kind: meta.ChangeReset})
+	waitQueue(t, p.b2, "snap", true)
+	_, ok = p.b2.lookupVHost("snapped")
+	require.True(t, ok)
+	require.NoError(t, ch2.PublishWithContext(ctx, "snap.x", "", false, false, amqp091.Publishing{Body: []byte("s")}))
+	waitUntil(t, "routed through the reloaded binding", func() bool {
+		d, ok, err := ch2.Get("snap", true)
+		require.NoError(t, err)
+		return ok && string(d.Body) == "s"
+	})
 }
