@@ -165,6 +165,14 @@ type Options struct {
 	// the unacked scanner (scanner.go), at most half the timeout late.
 	ConsumerTimeout time.Duration
 
+	// ScanInterval is how often the unacked scanner runs a pass (on the
+	// meta leader only): it returns orphaned deliveries, a dead peer's in
+	// shared mode among them, and enforces ConsumerTimeout. Zero means
+	// 5 s, or half the consumer timeout when that is shorter; a shorter
+	// consumer timeout still shortens a longer ScanInterval, so a timeout
+	// is enforced at most half a timeout late. Negative is refused.
+	ScanInterval time.Duration
+
 	// MemoryHighWatermark is the memory alarm's limit in bytes of message
 	// data held in memory: the Properties and Body bytes of every message
 	// in the in-memory stores (non-durable queues' store, and the durable
@@ -287,6 +295,9 @@ func (o *Options) validate() error {
 		default:
 			errs = append(errs, fmt.Errorf("broker: Options.AuthMechanisms: unknown mechanism %q (supported: EXTERNAL, PLAIN, AMQPLAIN)", mech))
 		}
+	}
+	if o.ScanInterval < 0 {
+		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
 	errs = append(errs, o.validateShared())
 	if o.FrameMax < amqp.FrameMinSize {

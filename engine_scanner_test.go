@@ -140,14 +140,17 @@ func TestEngineOrphanedRule(t *testing.T) {
 
 func TestScanInterval(t *testing.T) {
 	tests := []struct {
-		timeout, want time.Duration
+		set, timeout, want time.Duration
 	}{
-		{0, unacked.DefaultScanInterval},
-		{DefaultConsumerTimeout, unacked.DefaultScanInterval},
-		{2 * time.Second, time.Second},
-		{time.Millisecond, 10 * time.Millisecond},
+		{0, 0, unacked.DefaultScanInterval},
+		{0, DefaultConsumerTimeout, unacked.DefaultScanInterval},
+		{0, 2 * time.Second, time.Second},
+		{0, time.Millisecond, 10 * time.Millisecond},
+		{100 * time.Millisecond, DefaultConsumerTimeout, 100 * time.Millisecond},
+		{time.Minute, 2 * time.Second, time.Second},
+		{time.Minute, 0, time.Minute},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.want, scanInterval(tc.timeout), "timeout %v", tc.timeout)
+		require.Equal(t, tc.want, scanInterval(tc.set, tc.timeout), "set %v, timeout %v", tc.set, tc.timeout)
 	}
 }

@@ -37,11 +37,14 @@ type scanState struct {
 	live map[string]*session.Conn
 }
 
-// scanInterval is how often the scanner runs: every 5 s, or twice per
-// consumer timeout when that is shorter, so a timeout is enforced at most
-// half a timeout late.
-func scanInterval(timeout time.Duration) time.Duration {
+// scanInterval is how often the scanner runs: every 5 s (or every
+// Options.ScanInterval, set), or twice per consumer timeout when that is
+// shorter, so a timeout is enforced at most half a timeout late.
+func scanInterval(set, timeout time.Duration) time.Duration {
 	interval := unacked.DefaultScanInterval
+	if set > 0 {
+		interval = set
+	}
 	if timeout > 0 {
 		interval = min(interval, max(timeout/2, 10*time.Millisecond))
 	}
@@ -77,7 +80,7 @@ func (b *Broker) startScanner() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.scan.cancel = cancel
 	b.scan.done = make(chan struct{})
-	go b.runScanner(ctx, scanInterval(timeout))
+	go b.runScanner(ctx, scanInterval(b.opts.ScanInterval, timeout))
 	return nil
 }
 
