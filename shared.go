@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
@@ -171,30 +173,66 @@ func (b *Broker) stopFollowing() {
 	}
 }
 
+// syncRetryAfter is how long the follower waits before it syncs again a
+// vhost whose Sync failed (a store error): the change that asked for it
+// is not repeated by anyone.
+const syncRetryAfter = time.Second
+
 func (b *Broker) runFollower(ctx context.Context) {
 	f := &b.follow
 	defer close(f.done)
+	retry := time.NewTimer(syncRetryAfter)
+	retry.Stop()
+	defer retry.Stop()
+	var failed map[string]bool // vhosts ("" the list) to sync again
 	for {
+		var batch []meta.Change
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.signal:
+			batch = f.take()
+		case <-retry.C:
+			// Queued like any change, so they keep their place in the
+			// order.
+			for name := range failed {
+				f.add(meta.Change{Kind: meta.ChangeTopology, VHost: name})
+			}
+			clear(failed)
+			continue
 		}
-		batch := f.take()
-		b.applyChanges(ctx, batch)
+		more := b.applyChanges(ctx, batch)
 		f.recycle(batch)
+		if len(more) > 0 && ctx.Err() == nil {
+			if len(failed) == 0 {
+				retry.Reset(syncRetryAfter)
+			}
+			if failed == nil {
+				failed = make(map[string]bool)
+			}
+			maps.Copy(failed, more)
+		}
 	}
 }
 
-// applyChanges applies a batch in order. A vhost is synced at most once
-// per batch: every change in the batch was applied to the store before
-// the batch was taken, so one Sync sees them all.
-func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) {
+// applyChanges applies a batch in order and returns the vhosts ("" for
+// the list) whose sync failed. A vhost is synced at most once per batch:
+// every change in the batch was applied to the store before the batch was
+// taken, so one Sync sees them all.
+func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) (failed map[string]bool) {
 	var synced map[string]bool // by vhost; "" is the vhost list
 	all := false               // a reset synced everything
+	fail := func(name string, ok bool) {
+		if !ok {
+			if failed == nil {
+				failed = make(map[string]bool)
+			}
+			failed[name] = true
+		}
+	}
 	for _, c := range batch {
 		if ctx.Err() != nil {
-			return
+			return failed
 		}
 		switch c.Kind {
 		case meta.ChangeTopology:
@@ -210,14 +248,14 @@ func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) {
 			}
 			synced[name] = true
 			if name == "" {
-				b.syncVHosts(ctx)
+				fail("", b.syncVHosts(ctx))
 			} else {
-				b.syncVHost(ctx, name)
+				fail(name, b.syncVHost(ctx, name))
 			}
 		case meta.ChangeReset:
-			b.syncVHosts(ctx)
+			fail("", b.syncVHosts(ctx))
 			for _, vh := range b.openVHostList() {
-				b.syncVHost(ctx, vh.Name())
+				fail(vh.Name(), b.syncVHost(ctx, vh.Name()))
 				for _, q := range vh.Queues() {
 					q.Observe(c)
 				}
@@ -232,6 +270,7 @@ func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) {
 			b.observe(c.VHost, c.Queue, c)
 		}
 	}
+	return failed
 }
 
 // observe hands c to the actor of the shared queue vh/name, if it runs
@@ -246,14 +285,19 @@ func (b *Broker) observe(vh, name string, c meta.Change) {
 	}
 }
 
-func (b *Broker) syncVHost(ctx context.Context, name string) {
+// syncVHost syncs one vhost with the store; false means it failed.
+func (b *Broker) syncVHost(ctx context.Context, name string) bool {
 	vh, ok := b.lookupVHost(name)
 	if !ok {
-		return
+		return true
 	}
-	if err := vh.Sync(ctx); err != nil && ctx.Err() == nil {
-		b.log.Warn("broker: following vhost topology", "vhost", name, "err", err)
+	if err := vh.Sync(ctx); err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("broker: following vhost topology", "vhost", name, "err", err)
+		}
+		return false
 	}
+	return true
 }
 
 func (b *Broker) openVHostList() []*vhost.VHost {
@@ -267,15 +311,16 @@ func (b *Broker) openVHostList() []*vhost.VHost {
 }
 
 // syncVHosts opens the vhosts another broker created and drops the ones
-// another broker deleted.
-func (b *Broker) syncVHosts(ctx context.Context) {
+// another broker deleted; false means something failed.
+func (b *Broker) syncVHosts(ctx context.Context) bool {
 	stored, err := b.stores.meta.ListVHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn("broker: following vhosts", "err", err)
 		}
-		return
+		return false
 	}
+	ok := true
 	names := make(map[string]bool, len(stored))
 	for _, v := range stored {
 		names[canonicalVHost(v.Name)] = true
@@ -288,6 +333,7 @@ func (b *Broker) syncVHosts(ctx context.Context) {
 		}
 		if err := b.openVHostLocked(ctx, name, false); err != nil {
 			b.log.Warn("broker: opening vhost created elsewhere", "vhost", name, "err", err)
+			ok = false
 		}
 	}
 	for name, vh := range b.vhosts {
@@ -300,6 +346,7 @@ func (b *Broker) syncVHosts(ctx context.Context) {
 	for _, vh := range gone {
 		b.dropVHost(ctx, vh)
 	}
+	return ok
 }
 
 // dropVHost closes a vhost another broker deleted (with everything of it

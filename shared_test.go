@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -419,4 +420,34 @@ func TestSharedResetReloads(t *testing.T) {
 		require.NoError(t, err)
 		return ok && string(d.Body) == "s"
 	})
+}
+
+// flakyMeta fails ListQueues once, the first time it would list the
+// queue named failOn.
+type flakyMeta struct {
+	*sharedtest.Meta
+	failOn string
+	failed atomic.Bool
+}
+
+func (m *flakyMeta) ListQueues(ctx context.Context, vhost string) ([]meta.Queue, error) {
+	qs, err := m.Meta.ListQueues(ctx, vhost)
+	for _, q := range qs {
+		if q.Name == m.failOn && m.failed.CompareAndSwap(false, true) {
+			return nil, errors.New("injected store failure")
+		}
+	}
+	return qs, err
+}
+
+// A Sync that fails is tried again later: nobody repeats the change that
+// asked for it.
+func TestSharedSyncRetried(t *testing.T) {
+	s := sharedtest.New()
+	b1 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n1"})
+	flaky := &flakyMeta{Meta: s.Meta, failOn: "late"}
+	b2 := startBroker(t, Options{Meta: flaky, Shards: s.Shards, Unacked: s.Index, Node: "n2"})
+	declareQueue(t, sharedChannel(t, b1), "late", true)
+	waitQueue(t, b2, "late", true)
+	require.True(t, flaky.failed.Load(), "the first sync failed")
 }
