@@ -34,7 +34,11 @@ const DefaultNode = "warren@local"
 //     closed with 320, as DeleteVHost does); appends, cursor moves,
 //     requeues and claims go to the queue's actor (queue.Queue.Observe);
 //     a reset (the replica was replaced) syncs every vhost and passes the
-//     reset to every queue.
+//     reset to every queue. A Sync reads the vhost's whole topology, so
+//     changes are taken in batches and a vhost is synced once per batch:
+//     under a burst of declarations the follower syncs as often as it can,
+//     not once per change. A Sync that fails (a store error) is retried a
+//     second later.
 //   - Durable queues run with queue.Config.Shared: they claim through
 //     unacked.Claimer and keep transient messages at start (another
 //     broker may be delivering them).
