@@ -50,7 +50,9 @@
 //     its actor goes on with the cursor and tail it had seen.
 //   - A declare of a shared queue that another broker stored and Sync has
 //     not caught up with serves that queue (and checks equivalence with
-//     it) rather than overwrite it.
+//     it) rather than overwrite it; a passive declare of a queue or an
+//     exchange looks in the store too before it answers 404. Other
+//     lookups (consume, get, publish routing) see what Sync has applied.
 //   - Per broker, from what this broker sees: auto-delete (the last
 //     consumer here going deletes the queue for every broker), exclusive
 //     consumers, and auto-delete exchanges (bindings to queues living on

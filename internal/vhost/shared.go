@@ -255,6 +255,54 @@ func (v *VHost) adoptLocked(ctx context.Context, name string) (*Queue, error) {
 	return q, nil
 }
 
+// adoptPassive answers a passive queue.declare that found nothing here
+// (err): the queue may be a shared one another broker declared a moment
+// ago, before Sync caught up with it.
+func (v *VHost) adoptPassive(ctx context.Context, connection, name string, err error) (*Queue, error) {
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+		return nil, err
+	}
+	v.topo.Lock()
+	defer v.topo.Unlock()
+	if q, err := v.Queue(connection, name); err == nil {
+		return q, nil // a Sync or a declaration got there first
+	}
+	q, aerr := v.adoptLocked(ctx, name)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if q == nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// adoptExchange answers a passive exchange.declare that found nothing
+// here, as adoptPassive does for queues.
+func (v *VHost) adoptExchange(ctx context.Context, name string) error {
+	v.topo.Lock()
+	defer v.topo.Unlock()
+	if _, ok := v.exchanges[name]; ok {
+		return nil
+	}
+	def, err := v.cfg.Store.GetExchange(ctx, v.cfg.Name, name)
+	if errors.Is(err, meta.ErrNotFound) {
+		return notFound("exchange", name, v.cfg.Name)
+	}
+	if err != nil {
+		return storeError(err)
+	}
+	args, _, err := decodeArgs(def.Arguments)
+	if err == nil {
+		err = v.addExchangeLocked(def, args)
+	}
+	if err != nil {
+		return amqp.NewError(amqp.InternalError, 0, 0, "declare exchange '%s': %v", name, err)
+	}
+	return nil
+}
+
 // consumerSet is a shared queue's consumers on this broker, by owner and
 // tag.
 type consumerSet struct {

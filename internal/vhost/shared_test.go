@@ -319,3 +319,50 @@ func TestSyncConcurrentWithChanges(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, got)
 }
+
+// A passive declare finds what another broker declared before Sync caught
+// up with it, but not that broker's own queues.
+func TestPassiveDeclareAdopts(t *testing.T) {
+	p := newPair(t)
+	ctx := context.Background()
+	declareExchange(t, p.a, amqp.ExchangeDeclare{Exchange: "x", Type: "topic"})
+	declareQueue(t, p.a, "c1", amqp.QueueDeclare{Queue: "shared", Durable: true})
+	declareQueue(t, p.a, "c1", amqp.QueueDeclare{Queue: "local"})
+	tests := []struct {
+		name string
+		call func() error
+		code uint16 // 0: found
+	}{
+		{"shared queue", func() error {
+			_, err := p.b.DeclareQueue(ctx, "c2", &amqp.QueueDeclare{Queue: "shared", Passive: true})
+			return err
+		}, 0},
+		{"exchange", func() error {
+			return p.b.DeclareExchange(ctx, &amqp.ExchangeDeclare{Exchange: "x", Passive: true})
+		}, 0},
+		{"a's own queue", func() error {
+			_, err := p.b.DeclareQueue(ctx, "c2", &amqp.QueueDeclare{Queue: "local", Passive: true})
+			return err
+		}, amqp.NotFound},
+		{"a missing queue", func() error {
+			_, err := p.b.DeclareQueue(ctx, "c2", &amqp.QueueDeclare{Queue: "nope", Passive: true})
+			return err
+		}, amqp.NotFound},
+		{"a missing exchange", func() error {
+			return p.b.DeclareExchange(ctx, &amqp.ExchangeDeclare{Exchange: "nope", Passive: true})
+		}, amqp.NotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if tc.code == 0 {
+				require.NoError(t, err)
+				return
+			}
+			requireCode(t, err, tc.code)
+		})
+	}
+	require.Equal(t, []string{"shared"}, route(t, p.b, "", "shared"))
+	p.sync(t, p.b)
+	require.True(t, p.b.ExchangeExists("x"))
+}

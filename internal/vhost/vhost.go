@@ -333,6 +333,9 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 		v.mu.RLock()
 		_, ok := v.exchanges[name]
 		v.mu.RUnlock()
+		if !ok && v.cfg.Shared {
+			return v.adoptExchange(ctx, name)
+		}
 		if !ok {
 			return notFound("exchange", name, v.cfg.Name)
 		}
@@ -582,6 +585,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	name := m.Queue
 	if m.Passive {
 		q, err := v.Queue(connection, name)
+		if err != nil && v.cfg.Shared {
+			return v.adoptPassive(ctx, connection, name, err)
+		}
 		if err != nil {
 			return nil, err
 		}
