@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -450,4 +451,30 @@ func TestSharedSyncRetried(t *testing.T) {
 	declareQueue(t, sharedChannel(t, b1), "late", true)
 	waitQueue(t, b2, "late", true)
 	require.True(t, flaky.failed.Load(), "the first sync failed")
+}
+
+// Close from many goroutines at once stops the follower once, and leaks
+// nothing, while changes keep coming.
+func TestSharedConcurrentClose(t *testing.T) {
+	checkGoroutines(t)
+	s := sharedtest.New()
+	b1 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n1"})
+	b2, err := New(Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2"})
+	require.NoError(t, err)
+	ch := sharedChannel(t, b1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20 {
+			if _, err := ch.QueueDeclare(fmt.Sprintf("q%d", i), true, false, false, false, nil); err != nil {
+				return
+			}
+		}
+	}()
+	var closers sync.WaitGroup
+	for range 8 {
+		closers.Go(func() { _ = b2.Close() })
+	}
+	closers.Wait()
+	<-done
 }
