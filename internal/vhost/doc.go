@@ -48,11 +48,12 @@
 //     (basic.cancel, as for a deleted queue). A queue deleted and declared
 //     again with the same definition between two Syncs is not noticed:
 //     its actor goes on with the cursor and tail it had seen.
-//   - A declare of a shared queue that another broker stored and Sync has
-//     not caught up with serves that queue (and checks equivalence with
-//     it) rather than overwrite it; a passive declare of a queue or an
-//     exchange looks in the store too before it answers 404. Other
-//     lookups (consume, get, publish routing) see what Sync has applied.
+//   - What another broker stored and Sync has not caught up with yet is
+//     found all the same: a declare of a shared queue serves the stored
+//     queue (and checks equivalence with it) rather than overwrite it, and
+//     Queue (consume, get, purge, passive declare), DeleteQueue, Bind and
+//     a passive exchange.declare look in the store before they answer
+//     404. Publish routing sees only what Sync has applied.
 //   - Per broker, from what this broker sees: auto-delete (the last
 //     consumer here going deletes the queue for every broker), exclusive
 //     consumers, and auto-delete exchanges (bindings to queues living on
@@ -132,7 +133,9 @@
 //   - mu (read-write) guards the maps and the routing table and is held for
 //     memory operations only. Route, Queue, Queues, ExchangeExists and the
 //     read-only calls in inspect.go take it shared, so publishing never
-//     waits for a declaration's fsync, only for a map update.
+//     waits for a declaration's fsync, only for a map update. (In shared
+//     mode, Queue takes topo when the queue is not here, to look in the
+//     store.)
 //
 // Because topo holders wait for queue actors, a queue actor must never call
 // a method that takes topo (DeclareExchange, DeleteExchange, Bind, Unbind,

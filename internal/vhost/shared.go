@@ -255,18 +255,18 @@ func (v *VHost) adoptLocked(ctx context.Context, name string) (*Queue, error) {
 	return q, nil
 }
 
-// adoptPassive answers a passive queue.declare that found nothing here
-// (err): the queue may be a shared one another broker declared a moment
-// ago, before Sync caught up with it.
-func (v *VHost) adoptPassive(ctx context.Context, connection, name string, err error) (*Queue, error) {
+// adoptMissing answers a lookup that found nothing here (err): the queue
+// may be a shared one another broker declared a moment ago, before Sync
+// caught up with it.
+func (v *VHost) adoptMissing(ctx context.Context, connection, name string, err error) (*Queue, error) {
 	var ae *amqp.Error
 	if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
 		return nil, err
 	}
 	v.topo.Lock()
 	defer v.topo.Unlock()
-	if q, err := v.Queue(connection, name); err == nil {
-		return q, nil // a Sync or a declaration got there first
+	if q, lerr := v.lookup(connection, name); lerr == nil || !errors.As(lerr, &ae) || ae.Code != amqp.NotFound {
+		return q, lerr // a Sync or a declaration got there first
 	}
 	q, aerr := v.adoptLocked(ctx, name)
 	if aerr != nil {
@@ -279,10 +279,26 @@ func (v *VHost) adoptPassive(ctx context.Context, connection, name string, err e
 }
 
 // adoptExchange answers a passive exchange.declare that found nothing
-// here, as adoptPassive does for queues.
+// here, as adoptMissing does for queues.
 func (v *VHost) adoptExchange(ctx context.Context, name string) error {
 	v.topo.Lock()
 	defer v.topo.Unlock()
+	return v.adoptExchangeLocked(ctx, name)
+}
+
+// adoptEndsLocked adopts the ends of a binding about to be made that are
+// not here yet but in the store; the binding then finds them (or reports
+// them missing as usual).
+func (v *VHost) adoptEndsLocked(ctx context.Context, b routing.Binding) {
+	_ = v.adoptExchangeLocked(ctx, b.Source)
+	if b.Destination.Exchange {
+		_ = v.adoptExchangeLocked(ctx, b.Destination.Name)
+	} else if _, ok := v.queues[b.Destination.Name]; !ok {
+		_, _ = v.adoptLocked(ctx, b.Destination.Name)
+	}
+}
+
+func (v *VHost) adoptExchangeLocked(ctx context.Context, name string) error {
 	if _, ok := v.exchanges[name]; ok {
 		return nil
 	}

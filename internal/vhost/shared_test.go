@@ -366,3 +366,42 @@ func TestPassiveDeclareAdopts(t *testing.T) {
 	p.sync(t, p.b)
 	require.True(t, p.b.ExchangeExists("x"))
 }
+
+// Lookups, bindings and deletions on one broker find a shared queue or an
+// exchange declared on another before Sync caught up with them.
+func TestLookupsAdopt(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		do   func(t *testing.T, p *pair)
+	}{
+		{"Queue (consume, get, purge)", func(t *testing.T, p *pair) {
+			q, err := p.b.Queue("c2", "q")
+			require.NoError(t, err)
+			require.Equal(t, "q", q.Def.Name)
+		}},
+		{"Bind", func(t *testing.T, p *pair) {
+			require.NoError(t, p.b.Bind(ctx, "c2", routing.Binding{Source: "x", Destination: routing.Destination{Name: "q"}, Key: "k"}))
+			require.Equal(t, []string{"q"}, route(t, p.b, "x", "k"))
+			p.sync(t, p.a)
+			require.Equal(t, []string{"q"}, route(t, p.a, "x", "k"))
+		}},
+		{"DeleteQueue deletes it for everyone", func(t *testing.T, p *pair) {
+			_, err := p.b.DeleteQueue(ctx, "c2", "q", false, false)
+			require.NoError(t, err)
+			_, err = p.store.GetQueue(ctx, "/", "q")
+			require.ErrorIs(t, err, meta.ErrNotFound)
+			p.sync(t, p.a)
+			_, err = p.a.Queue("c1", "q")
+			requireCode(t, err, amqp.NotFound)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			declareExchange(t, p.a, amqp.ExchangeDeclare{Exchange: "x", Type: "direct", Durable: true})
+			declareQueue(t, p.a, "c1", amqp.QueueDeclare{Queue: "q", Durable: true})
+			tc.do(t, p)
+		})
+	}
+}

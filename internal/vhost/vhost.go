@@ -520,6 +520,9 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 	}
 	v.topo.Lock()
 	defer v.topo.Unlock()
+	if add && v.cfg.Shared {
+		v.adoptEndsLocked(ctx, b)
+	}
 	// RabbitMQ reports a missing source before a missing destination, and
 	// removing a binding whose end is missing succeeds (there is nothing to
 	// remove).
@@ -585,9 +588,6 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	name := m.Queue
 	if m.Passive {
 		q, err := v.Queue(connection, name)
-		if err != nil && v.cfg.Shared {
-			return v.adoptPassive(ctx, connection, name, err)
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -782,8 +782,19 @@ func fmtArg(v any, ok bool) string {
 }
 
 // Queue looks a queue up for a connection: 404 when missing, 405 when it is
-// another connection's exclusive queue.
+// another connection's exclusive queue. In shared mode a queue missing
+// here is looked for in the store too (another broker may have declared it
+// a moment ago, before Sync caught up): that miss takes topo.
 func (v *VHost) Queue(connection, name string) (*Queue, error) {
+	q, err := v.lookup(connection, name)
+	if err != nil && v.cfg.Shared {
+		return v.adoptMissing(context.Background(), connection, name, err)
+	}
+	return q, err
+}
+
+// lookup is Queue without the store: what runs here.
+func (v *VHost) lookup(connection, name string) (*Queue, error) {
 	v.mu.RLock()
 	q, ok := v.queues[name]
 	v.mu.RUnlock()
@@ -801,9 +812,16 @@ func (v *VHost) Queue(connection, name string) (*Queue, error) {
 func (v *VHost) DeleteQueue(ctx context.Context, connection, name string, ifUnused, ifEmpty bool) (uint64, error) {
 	v.topo.Lock()
 	defer v.topo.Unlock()
-	q, err := v.Queue(connection, name)
+	q, err := v.lookup(connection, name)
+	var ae *amqp.Error
+	if err != nil && v.cfg.Shared && errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		// Declared elsewhere and not synced here yet: it is deleted for
+		// every broker all the same.
+		if q, err = v.adoptLocked(ctx, name); err == nil && q == nil {
+			return 0, nil
+		}
+	}
 	if err != nil {
-		var ae *amqp.Error
 		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
 			return 0, nil
 		}
