@@ -24,7 +24,7 @@ func BenchmarkPersistentConfirm(b *testing.B) {
 	})
 	b.Run("3-nodes", func(b *testing.B) {
 		c := newTestCluster(b)
-		benchConfirms(b, c.nodes[c.serving()].Broker())
+		benchConfirms(b, c.broker(c.leader()))
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,23 +13,56 @@ import (
 	"github.com/warrenmq/broker/meta/raft"
 )
 
-// DefaultPollInterval is how often a Node checks its raft leadership.
-const DefaultPollInterval = 50 * time.Millisecond
+const (
+	// DefaultPollInterval is how often a Node samples raft leadership and
+	// member liveness.
+	DefaultPollInterval = 50 * time.Millisecond
+	// DefaultDeadAfter is how long the leader must not hear from a member
+	// before the deliveries that member held go back to their queues.
+	DefaultDeadAfter = 10 * time.Second
+)
 
 // Config configures one cluster node.
 type Config struct {
 	// Raft is this member's configuration (ID, Dir, Peers, Transport, ...).
 	Raft raft.Config
-	// Broker is the configuration of the broker the node runs while it
-	// leads. Meta, Shards, Unacked and DataDir must be zero: the raft
-	// group holds the data.
+	// Broker is the configuration of the broker the node runs. Meta,
+	// Shards, Unacked and DataDir must be zero (the raft group holds the
+	// data) and Node and PeerAlive are set by the cluster.
 	Broker broker.Options
-	// Listen is the AMQP address served while leading ("" serves none;
-	// tests reach the broker through Node.Broker).
+	// Listen is the AMQP address this node serves ("" serves none; tests
+	// reach the broker through Node.Broker).
 	Listen string
-	// PollInterval is how often leadership is checked; 0 means
-	// DefaultPollInterval.
+	// PollInterval is how often leadership and liveness are sampled; 0
+	// means DefaultPollInterval.
 	PollInterval time.Duration
+	// DeadAfter is how long the raft leader must not hear from a member
+	// before it returns that member's unacknowledged deliveries to their
+	// queues (redelivered, to consumers on the other nodes); 0 means
+	// DefaultDeadAfter. Shorter fails over sooner; too short returns the
+	// deliveries of a member that was only slow, which are then delivered
+	// twice.
+	DeadAfter time.Duration
+	// PauseAfter is how long the node may know no raft leader before it
+	// closes its broker (its clients get 320 CONNECTION_FORCED and
+	// reconnect elsewhere), as RabbitMQ's pause_minority does; it serves
+	// again once it knows a leader. 0 means three election timeouts, long
+	// enough for an ordinary election.
+	PauseAfter time.Duration
+}
+
+// NodeName is the broker name of raft member id: what unacked index
+// entries, the management API and logs call it.
+func NodeName(id uint64) string { return "warren@" + strconv.FormatUint(id, 10) }
+
+// nodeID parses a NodeName.
+func nodeID(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, "warren@")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	return id, err == nil
 }
 
 // Node is one running cluster member. Its methods are safe for concurrent
@@ -38,14 +73,23 @@ type Node struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	broker *broker.Broker // non-nil while leading and serving
+	broker *broker.Broker // non-nil while serving
+
+	live liveness
 
 	stop chan struct{}
 	done chan struct{}
 }
 
-// Start starts the raft member and the supervisor that serves AMQP while
-// the member leads.
+// liveness is the leader's memory of when it last heard from each member.
+type liveness struct {
+	mu           sync.Mutex
+	leadingSince time.Time // zero while not leading
+	lastSeen     map[uint64]time.Time
+}
+
+// Start starts the raft member and the supervisor that runs the node's
+// broker.
 func Start(cfg Config) (*Node, error) {
 	o := cfg.Broker
 	if o.Meta != nil || o.Shards != nil || o.Unacked != nil || o.DataDir != "" {
@@ -53,6 +97,19 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = DefaultDeadAfter
+	}
+	if cfg.PauseAfter <= 0 {
+		tick, ticks := cfg.Raft.TickInterval, cfg.Raft.ElectionTicks
+		if tick <= 0 {
+			tick = 100 * time.Millisecond // raft.Config's defaults
+		}
+		if ticks <= 0 {
+			ticks = 10
+		}
+		cfg.PauseAfter = 3 * time.Duration(ticks) * tick
 	}
 	rn, err := raft.Start(cfg.Raft)
 	if err != nil {
@@ -63,6 +120,7 @@ func Start(cfg Config) (*Node, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{cfg: cfg, raft: rn, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	n.live.lastSeen = make(map[uint64]time.Time)
 	go n.supervise()
 	return n, nil
 }
@@ -70,26 +128,29 @@ func Start(cfg Config) (*Node, error) {
 // Raft returns the node's raft member.
 func (n *Node) Raft() *raft.Node { return n.raft }
 
-// Broker returns the broker this node serves while it leads, nil while it
-// follows (or its broker is still starting).
+// Name returns the node's broker name (NodeName of its raft id).
+func (n *Node) Name() string { return NodeName(n.raft.ID()) }
+
+// Broker returns the broker this node serves, nil while it does not (it is
+// starting, or paused because it knows no leader).
 func (n *Node) Broker() *broker.Broker {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.broker
 }
 
-// Stop closes the node's broker, if it runs one, then stops the raft
-// member. Closing a broker commits its last acks and requeues, which needs
-// a quorum: when the broker has not closed within two election timeouts
-// (this node is cut off, or the others are gone), Stop stops the raft
-// member anyway, which fails every store call the broker waits on, and
-// what it could not commit is redelivered by the next leader.
+// Stop closes the node's broker, then stops the raft member. Closing a
+// broker commits its last acks and requeues, which needs a quorum: when the
+// broker has not closed within two election timeouts (this node is cut
+// off, or the others are gone), Stop stops the raft member anyway, which
+// fails every store call the broker waits on; the leader's scanner returns
+// what it could not commit once DeadAfter has passed.
 func (n *Node) Stop() error {
 	close(n.stop)
 	r := n.cfg.Raft
 	tick, ticks := r.TickInterval, r.ElectionTicks
 	if tick <= 0 {
-		tick = 100 * time.Millisecond // raft.Config's defaults
+		tick = 100 * time.Millisecond
 	}
 	if ticks <= 0 {
 		ticks = 10
@@ -105,12 +166,14 @@ func (n *Node) Stop() error {
 	return err
 }
 
-// supervise follows leadership: it starts a broker when the member leads
-// and closes it when the member stops leading or the node stops.
+// supervise runs the broker: it starts one once the member knows a leader
+// (broker.New writes to the group), pauses it when the member has known no
+// leader for PauseAfter, and samples liveness while the member leads.
 func (n *Node) supervise() {
 	defer close(n.done)
 	tick := time.NewTicker(n.cfg.PollInterval)
 	defer tick.Stop()
+	var leaderless time.Time // when the member last lost its leader; zero while it has one
 	for {
 		select {
 		case <-n.stop:
@@ -118,27 +181,72 @@ func (n *Node) supervise() {
 			return
 		case <-tick.C:
 		}
-		leading := n.raft.IsLeader()
-		n.mu.Lock()
-		serving := n.broker != nil
-		n.mu.Unlock()
+		now := time.Now()
+		n.sampleLiveness(now)
+		hasLeader := n.raft.Leader() != 0
 		switch {
-		case leading && !serving:
+		case hasLeader:
+			leaderless = time.Time{}
+		case leaderless.IsZero():
+			leaderless = now
+		}
+		serving := n.Broker() != nil
+		switch {
+		case hasLeader && !serving:
 			if err := n.startBroker(); err != nil {
-				// Leadership may have moved while the broker started;
-				// the next tick looks again.
-				n.log.Warn("cluster: broker did not start", "node", n.raft.ID(), "err", err)
+				n.log.Warn("cluster: broker did not start", "node", n.Name(), "err", err)
 			}
-		case !leading && serving:
-			n.log.Info("cluster: no longer the raft leader, closing the broker", "node", n.raft.ID())
+		case !hasLeader && serving && now.Sub(leaderless) >= n.cfg.PauseAfter:
+			n.log.Warn("cluster: no raft leader, pausing: closing the broker", "node", n.Name(), "for", now.Sub(leaderless))
 			n.closeBroker()
 		}
 	}
 }
 
+// sampleLiveness records, on the leader, which members it heard from.
+func (n *Node) sampleLiveness(now time.Time) {
+	ids, leading := n.raft.LiveNodes()
+	l := &n.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !leading {
+		l.leadingSince = time.Time{}
+		clear(l.lastSeen)
+		return
+	}
+	if l.leadingSince.IsZero() {
+		l.leadingSince = now
+	}
+	for _, id := range ids {
+		l.lastSeen[id] = now
+	}
+}
+
+// peerAlive is the broker's Options.PeerAlive: a member is dead when this
+// node leads and has not heard from it for DeadAfter. Off the leader, or
+// before the leader has watched for DeadAfter, every member counts as
+// alive, so nothing is returned on too little evidence.
+func (n *Node) peerAlive(name string) bool {
+	id, ok := nodeID(name)
+	if !ok {
+		return true // not a cluster member's entry: not ours to judge
+	}
+	now := time.Now()
+	l := &n.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leadingSince.IsZero() || now.Sub(l.leadingSince) < n.cfg.DeadAfter {
+		return true
+	}
+	seen, ok := l.lastSeen[id]
+	return ok && now.Sub(seen) < n.cfg.DeadAfter
+}
+
 func (n *Node) startBroker() error {
 	o := n.cfg.Broker
 	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
+	o.Node = n.Name()
+	o.PeerAlive = n.peerAlive
 	b, err := broker.New(o)
 	if err != nil {
 		return err
@@ -149,7 +257,7 @@ func (n *Node) startBroker() error {
 			return err
 		}
 	}
-	n.log.Info("cluster: raft leader, serving AMQP", "node", n.raft.ID(), "addr", n.cfg.Listen)
+	n.log.Info("cluster: serving AMQP", "node", n.Name(), "addr", n.cfg.Listen)
 	n.mu.Lock()
 	n.broker = b
 	n.mu.Unlock()

@@ -1,35 +1,48 @@
 // Package cluster runs Warren on a meta/raft group: every node keeps a
-// full replica of metadata, durable queues and the unacked index, and the
-// raft leader serves AMQP.
+// full replica of metadata, durable queues, cursors and the unacked index,
+// and every node serves AMQP for every durable queue.
 //
-// This is the first, active/standby form of issue 10's cluster. A Node
-// runs one raft member (meta/raft) and a supervisor goroutine that follows
-// its leadership: when the member becomes leader, the supervisor starts a
-// broker.Broker whose Meta, Shards and Unacked stores are the raft group's
-// views and, when Config.Listen is set, serves AMQP there; when the member
-// stops leading, it closes that broker (its clients get 320
-// CONNECTION_FORCED and reconnect to the new leader). A new leader's broker
-// starts the way a restarted broker does: durable topology and messages
-// are read from the replicated state, and every delivery that was
-// unacknowledged on the old leader comes back in place, redelivered.
+// A Node runs one raft member (meta/raft) and a broker.Broker whose Meta,
+// Shards and Unacked stores are the group's views. Because meta/raft
+// implements meta.ChangeFeed and unacked.Claimer, that broker runs in
+// shared mode (see package broker): it follows topology declared on other
+// nodes from the replicated log, publishes append to the replicated shard
+// from any node, and consumers and basic.get on any node claim messages
+// from the shared per-queue cursor with one atomic raft command (index
+// entries and cursor move together, so two nodes never deliver the same
+// message). A requeue on one node is an index entry in state Returned,
+// which every node sees and any node's consumer may take.
 //
 // What it promises:
 //   - a publisher confirm means the message is committed by a quorum and
 //     synced on each of its voters, so a confirmed message survives the
-//     loss of any minority of nodes, the leader included;
-//   - a minority partition has no leader (CheckQuorum, PreVote): the old
-//     leader steps down within an election timeout and its publishes are
-//     not confirmed, so the two sides never diverge;
-//   - delivery is at least once across a failover: a publish whose outcome
-//     a dead leader never reported may be stored, and an ack the old leader
-//     had not committed is redelivered.
+//     loss of any minority of nodes;
+//   - a minority partition commits nothing: publishes there are not
+//     confirmed (or are nacked), consumers there receive nothing new, and
+//     the two sides never diverge. A node that has known no leader for
+//     Config.PauseAfter closes its broker, so its clients get 320
+//     CONNECTION_FORCED and reconnect to another node (RabbitMQ's
+//     pause_minority); it serves again once it knows a leader;
+//   - a node's unacknowledged deliveries outlive it: when the raft leader
+//     has not heard from a member for Config.DeadAfter, the leader's unacked
+//     scanner (broker.Options.PeerAlive) writes that member's deliveries
+//     back as Returned and consumers on the other nodes get them with
+//     redelivered=true; a member that restarts returns its own earlier
+//     deliveries itself;
+//   - delivery is at least once: a publish whose outcome a dying node never
+//     reported may be stored, an ack a node had not committed is
+//     redelivered, and a member declared dead that was only slow may have
+//     its deliveries delivered twice.
 //
-// What it does not do yet: followers serve no AMQP (any node serving any
-// queue from the shared cursor needs requeue to the shared tail instead of
-// the in-process returned set); non-durable queues live on the leader only
-// and are lost with it, as RabbitMQ's classic non-durable queues are with
-// their node; clients must know every node's address to find the leader.
+// What it does not do: non-durable and exclusive queues live on the node
+// that declared them (in memory, as RabbitMQ's classic non-durable queues
+// live on their node), so a client must publish to and consume from them
+// on that node; clients find a node by trying the addresses they know
+// (Peer.AMQPAddr is stored but not announced); single-active-consumer and
+// x-expires are enforced per node.
 //
-// Leadership is polled (Config.PollInterval), so a new leader serves within
-// an election timeout plus one poll.
+// Each Node starts one supervisor goroutine, stopped by Stop. It samples
+// leadership every Config.PollInterval: it starts the broker once the
+// member knows a leader (broker.New writes to the group), pauses it as
+// above, and, on the leader, records which members it hears from.
 package cluster

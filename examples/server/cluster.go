@@ -31,7 +31,8 @@ func parsePeers(s string) ([]raft.Peer, error) {
 }
 
 // runCluster runs this process as member id of a raft cluster: it
-// replicates everything and serves AMQP on addr while it is the leader.
+// replicates everything and serves AMQP on addr, for every durable queue,
+// while it knows a raft leader (see package cluster).
 func runCluster(ctx context.Context, id uint64, peersFlag, addr, dataDir string, opts broker.Options, stdout io.Writer, logger *slog.Logger) error {
 	peers, err := parsePeers(peersFlag)
 	if err != nil {
@@ -50,7 +51,7 @@ func runCluster(ctx context.Context, id uint64, peersFlag, addr, dataDir string,
 		return fmt.Errorf("-peers has no entry for -node-id %d", id)
 	}
 	if addr == "" {
-		return errors.New("a cluster node needs -addr: the leader serves AMQP there")
+		return errors.New("a cluster node needs -addr: it serves AMQP there")
 	}
 	l, err := net.Listen("tcp", self)
 	if err != nil {
@@ -71,7 +72,7 @@ func runCluster(ctx context.Context, id uint64, peersFlag, addr, dataDir string,
 	if err != nil {
 		return err
 	}
-	logger.Info("warren cluster node", "id", id, "raft", l.Addr().String(), "amqp_when_leader", addr, "data", dataDir)
+	logger.Info("warren cluster node", "id", id, "raft", l.Addr().String(), "amqp", addr, "data", dataDir)
 	fmt.Fprintln(stdout, "raft listening on", l.Addr().String())
 	<-ctx.Done()
 	logger.Info("shutting down")

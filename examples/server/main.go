@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	memWatermark := fs.Int64("memory-high-watermark", 0, "block publishers while message bytes held in memory exceed this (0: 40% of RAM or the cgroup limit, negative: off)")
 	diskFreeLimit := fs.Int64("disk-free-limit", 0, "block publishers while the data directory's file system has fewer free bytes (0: 50 MB, negative: off)")
 	mechanisms := fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
-	nodeID := fs.Uint64("node-id", 0, "run as this member of a raft cluster (with -peers); the leader serves AMQP on -addr")
+	nodeID := fs.Uint64("node-id", 0, "run as this member of a raft cluster (with -peers); every member serves AMQP on its -addr")
 	peers := fs.String("peers", "", "cluster members, id=raft-host:port comma-separated, this node included")
 	if err := fs.Parse(args); err != nil {
 		return err
