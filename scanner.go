@@ -59,10 +59,17 @@ func (b *Broker) startScanner() error {
 	}
 	indexes := []unacked.Index{b.stores.durable.Index, b.stores.transient.Index}
 	b.scan.scanners = make([]*unacked.Scanner, 0, len(indexes))
+	leader := b.stores.meta.IsLeader
+	if b.shared() {
+		// Every broker enforces the consumer timeout and returns the
+		// deliveries of its own earlier runs and dead connections; only
+		// the meta leader judges other brokers' (see orphaned).
+		leader = func() bool { return true }
+	}
 	for _, x := range indexes {
 		cfg := unacked.ScannerConfig{
 			Index:    x,
-			Leader:   b.stores.meta.IsLeader,
+			Leader:   leader,
 			Orphaned: b.orphaned,
 			Requeue:  b.requeueEntries,
 			Logger:   b.log,
@@ -157,15 +164,15 @@ func (b *Broker) connection(id string) *session.Conn {
 // made by an earlier run of this broker, or its connection is gone, or
 // another broker made it and that broker is gone. Without shared mode
 // another broker's entry is orphaned (the stores were another broker's
-// before); in shared mode only once Options.PeerAlive says that broker is
-// dead. A connection that died after the pass's snapshot still counts as
+// before); in shared mode only on the meta leader, once Options.PeerAlive
+// says that broker is dead. A connection that died after the pass's snapshot still counts as
 // live; the next pass catches it.
 func (b *Broker) orphaned(e unacked.Entry) bool {
 	if e.Broker != b.nodeID {
 		if !b.shared() {
 			return true
 		}
-		return b.opts.PeerAlive != nil && !b.opts.PeerAlive(e.Broker)
+		return b.stores.meta.IsLeader() && b.opts.PeerAlive != nil && !b.opts.PeerAlive(e.Broker)
 	}
 	if e.Incarnation != b.incarnation {
 		return true

@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/sharedtest"
 	"github.com/warrenmq/broker/meta"
@@ -308,6 +309,8 @@ func TestSharedOrphanedRule(t *testing.T) {
 	withPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2",
 		PeerAlive: func(string) bool { return alive.Load() }})
 	noPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n3"})
+	follower := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n4",
+		PeerAlive: func(string) bool { return alive.Load() }})
 	peer := unacked.Entry{Broker: "n1", Incarnation: 1, Connection: "c#1", State: unacked.Delivered}
 	tests := []struct {
 		name  string
@@ -318,6 +321,7 @@ func TestSharedOrphanedRule(t *testing.T) {
 		{"a live peer's delivery", withPeers, true, false},
 		{"a dead peer's delivery", withPeers, false, true},
 		{"no PeerAlive: never another's", noPeers, false, false},
+		{"a dead peer's delivery, off the meta leader", follower, false, false},
 		{"an earlier run of this broker", withPeers, true, true},
 	}
 	for _, tc := range tests {
@@ -477,4 +481,21 @@ func TestSharedConcurrentClose(t *testing.T) {
 	}
 	closers.Wait()
 	<-done
+}
+
+// The consumer timeout is enforced by every broker for its own deliveries,
+// not only by the meta leader's.
+func TestSharedConsumerTimeoutOffLeader(t *testing.T) {
+	s := sharedtest.New()
+	b := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n1",
+		ConsumerTimeout: 300 * time.Millisecond})
+	ch := sharedChannel(t, b)
+	declareQueue(t, ch, "slow", true)
+	publishConfirmed(t, ch, "slow", true, "a")
+	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	msgs, err := ch.Consume("slow", "sleepy", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(next(t, msgs).Body)) // and never acked
+	e := closeErr(t, errs)
+	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
 }
