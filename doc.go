@@ -82,9 +82,10 @@
 // actors. Non-durable and exclusive queues stay on the broker that
 // declared them. At start nothing another broker may own is deleted as
 // left by an earlier run, and transient messages of durable queues are
-// kept. Give each broker its own Options.Node; Options.PeerAlive tells the
-// unacked scanner (which runs on the meta leader) when another broker is
-// dead, so that its unsettled deliveries go back to their queues.
+// kept. Give each broker its own Options.Node. Every broker's unacked
+// scanner enforces the consumer timeout on its own deliveries; the meta
+// leader's also returns the unsettled deliveries of another broker once
+// Options.PeerAlive reports it dead.
 //
 // # Concurrency
 //

@@ -19,7 +19,8 @@ const DefaultConsumerTimeout = 30 * time.Minute
 // scanState is the broker's unacked scanner: one goroutine, started by New
 // and stopped by Close, that runs a pass of unacked.Scanner over each
 // unacked index (the persistent one of durable queues and the in-memory
-// one of the others) every scan interval, while meta.Store.IsLeader.
+// one of the others) every scan interval, while meta.Store.IsLeader (in
+// shared mode on every broker, see startScanner).
 //
 // A pass requeues the deliveries whose owner is gone (Orphaned: another
 // broker or an earlier run of this one delivered them, or their connection

@@ -47,9 +47,10 @@ const DefaultNode = "warren@local"
 //     end missing here may belong to a live broker (vhost.Config.Shared).
 //     Non-durable and exclusive queues stay on the broker that declared
 //     them, with their messages in its memory; the others do not see them.
-//   - The unacked scanner (on the meta leader only) returns another
-//     broker's deliveries only once Options.PeerAlive reports that broker
-//     dead; its own, as ever, when their connection or run is gone.
+//   - The unacked scanner runs on every broker: each enforces the consumer
+//     timeout on its own deliveries and returns its own whose connection or
+//     run is gone; only the meta leader returns another broker's, and only
+//     once Options.PeerAlive reports that broker dead.
 
 // followState is the shared-mode follower: changes from the feed's
 // callback wait in a list for the one goroutine that applies them.
