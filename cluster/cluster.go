@@ -33,6 +33,9 @@ type Config struct {
 	// Listen is the AMQP address this node serves ("" serves none; tests
 	// reach the broker through Node.Broker).
 	Listen string
+	// ListenTLS is the AMQPS address this node serves with
+	// Broker.TLSConfig ("" serves none).
+	ListenTLS string
 	// PollInterval is how often leadership and liveness are sampled; 0
 	// means DefaultPollInterval.
 	PollInterval time.Duration
@@ -257,7 +260,13 @@ func (n *Node) startBroker() error {
 			return err
 		}
 	}
-	n.log.Info("cluster: serving AMQP", "node", n.Name(), "addr", n.cfg.Listen)
+	if n.cfg.ListenTLS != "" {
+		if _, err := b.ListenTLS(n.cfg.ListenTLS); err != nil {
+			b.Close()
+			return err
+		}
+	}
+	n.log.Info("cluster: serving AMQP", "node", n.Name(), "addr", n.cfg.Listen, "tls_addr", n.cfg.ListenTLS)
 	n.mu.Lock()
 	n.broker = b
 	n.mu.Unlock()

@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/cluster"
@@ -30,34 +36,77 @@ func parsePeers(s string) ([]raft.Peer, error) {
 	return peers, nil
 }
 
-// runCluster runs this process as member id of a raft cluster: it
-// replicates everything and serves AMQP on addr, for every durable queue,
-// while it knows a raft leader (see package cluster).
-func runCluster(ctx context.Context, id uint64, peersFlag, addr, dataDir string, opts broker.Options, stdout io.Writer, logger *slog.Logger) error {
-	peers, err := parsePeers(peersFlag)
+// memberTLS builds the raft transport's mutual TLS from -raft-tls-*: each
+// member presents its certificate as a server and as a client, and accepts
+// only peers whose certificates verify against the CA bundle. All three
+// flags or none.
+func memberTLS(certFile, keyFile, caFile string) (*raft.TCPConfig, error) {
+	if certFile == "" && keyFile == "" && caFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, errors.New("-raft-tls-cert, -raft-tls-key and -raft-tls-ca go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("raft tls: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("raft tls: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("raft tls: no PEM certificate in %s", caFile)
+	}
+	return &raft.TCPConfig{
+		ServerTLS: &tls.Config{
+			Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+		},
+		ClientTLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+	}, nil
+}
+
+// clusterFlags are the flags of a cluster node.
+type clusterFlags struct {
+	id                      uint64
+	peers                   string
+	addr, tlsAddr, httpAddr string
+	dataDir                 string
+	deadAfter               time.Duration
+	raftTLS                 *raft.TCPConfig // nil: plain TCP between members
+}
+
+// runCluster runs this process as member f.id of a raft cluster: it
+// replicates everything and serves AMQP on f.addr (and f.tlsAddr), for
+// every durable queue, while it knows a raft leader (see package cluster).
+func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout io.Writer, logger *slog.Logger) error {
+	peers, err := parsePeers(f.peers)
 	if err != nil {
 		return err
 	}
 	others := map[uint64]string{}
 	self := ""
 	for _, p := range peers {
-		if p.ID == id {
+		if p.ID == f.id {
 			self = p.RaftAddr
 		} else {
 			others[p.ID] = p.RaftAddr
 		}
 	}
 	if self == "" {
-		return fmt.Errorf("-peers has no entry for -node-id %d", id)
-	}
-	if addr == "" {
-		return errors.New("a cluster node needs -addr: it serves AMQP there")
+		return fmt.Errorf("-peers has no entry for -node-id %d", f.id)
 	}
 	l, err := net.Listen("tcp", self)
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
-	transport, err := raft.NewTCPTransport(raft.TCPConfig{ID: id, Listener: l, Peers: others})
+	tcfg := raft.TCPConfig{ID: f.id, Listener: l, Peers: others}
+	if f.raftTLS != nil {
+		tcfg.ServerTLS, tcfg.ClientTLS = f.raftTLS.ServerTLS, f.raftTLS.ClientTLS
+	}
+	transport, err := raft.NewTCPTransport(tcfg)
 	if err != nil {
 		l.Close()
 		return err
@@ -65,16 +114,78 @@ func runCluster(ctx context.Context, id uint64, peersFlag, addr, dataDir string,
 	defer transport.Close()
 	opts.DataDir = ""
 	node, err := cluster.Start(cluster.Config{
-		Raft:   raft.Config{ID: id, Dir: dataDir, Peers: peers, Transport: transport, Logger: logger},
-		Broker: opts,
-		Listen: addr,
+		Raft:      raft.Config{ID: f.id, Dir: f.dataDir, Peers: peers, Transport: transport, Logger: logger},
+		Broker:    opts,
+		Listen:    f.addr,
+		ListenTLS: f.tlsAddr,
+		DeadAfter: f.deadAfter,
 	})
 	if err != nil {
 		return err
 	}
-	logger.Info("warren cluster node", "id", id, "raft", l.Addr().String(), "amqp", addr, "data", dataDir)
+	logger.Info("warren cluster node", "id", f.id, "raft", l.Addr().String(), "raft_tls", f.raftTLS != nil,
+		"amqp", f.addr, "amqps", f.tlsAddr, "data", f.dataDir)
 	fmt.Fprintln(stdout, "raft listening on", l.Addr().String())
+
+	var web *http.Server
+	webDone := make(chan error, 1)
+	if f.httpAddr != "" {
+		hl, err := net.Listen("tcp", f.httpAddr)
+		if err != nil {
+			_ = node.Stop()
+			return fmt.Errorf("http: %w", err)
+		}
+		web = &http.Server{Handler: clusterHTTP(node), ReadHeaderTimeout: 10 * time.Second}
+		go func() { webDone <- web.Serve(hl) }()
+		logger.Info("management API listening", "addr", hl.Addr().String())
+		fmt.Fprintln(stdout, "management on", hl.Addr().String())
+	}
+
 	<-ctx.Done()
 	logger.Info("shutting down")
+	if web != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = web.Shutdown(sctx)
+		cancel()
+		if err := <-webDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("management API", "err", err)
+		}
+	}
 	return node.Stop()
+}
+
+// clusterHTTP serves the management API and metrics of whichever broker
+// the node runs now (it is replaced after a pause), and 503 while it runs
+// none.
+func clusterHTTP(node *cluster.Node) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/", &currentBroker{node: node, handler: (*broker.Broker).ManagementHandler})
+	mux.Handle("/metrics", &currentBroker{node: node, handler: (*broker.Broker).MetricsHandler})
+	return mux
+}
+
+// currentBroker serves a handler of the node's current broker, made once
+// per broker.
+type currentBroker struct {
+	node    *cluster.Node
+	handler func(*broker.Broker) http.Handler
+
+	mu sync.Mutex
+	b  *broker.Broker
+	h  http.Handler
+}
+
+func (c *currentBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b := c.node.Broker()
+	if b == nil {
+		http.Error(w, "this cluster node serves no broker now (starting, or paused without a raft leader)", http.StatusServiceUnavailable)
+		return
+	}
+	c.mu.Lock()
+	if c.b != b {
+		c.b, c.h = b, c.handler(b)
+	}
+	h := c.h
+	c.mu.Unlock()
+	h.ServeHTTP(w, r)
 }

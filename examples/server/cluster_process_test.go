@@ -9,15 +9,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
 
 // TestClusterProcessesSurviveKill9: three server processes form a
-// cluster on loopback; the node a client publishes to (the raft leader or
-// a follower, whichever accepted first) is killed with SIGKILL mid-publish,
-// and every message it confirmed is on the other nodes, exactly once.
+// cluster on loopback; the node a client publishes to and consumes from
+// (the raft leader or a follower, whichever accepted first) is killed with
+// SIGKILL mid-publish. Every message it confirmed is on the other nodes
+// exactly once, and the deliveries it held unacknowledged come back, once
+// the leader's scanner finds it dead (-dead-after), redelivered.
 func TestClusterProcessesSurviveKill9(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -36,7 +39,7 @@ func TestClusterProcessesSurviveKill9(t *testing.T) {
 	procs := make([]*exec.Cmd, 3)
 	for i := range procs {
 		cmd := exec.Command(bin, "-node-id", fmt.Sprint(i+1), "-peers", strings.Join(peers, ","),
-			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1)))
+			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1)), "-dead-after", "1s")
 		require.NoError(t, cmd.Start())
 		procs[i] = cmd
 		t.Cleanup(func() {
@@ -78,6 +81,17 @@ func TestClusterProcessesSurviveKill9(t *testing.T) {
 		}
 	}()
 	<-enough
+	// Five deliveries out on the victim, never acknowledged.
+	cch, err := conn.Channel()
+	require.NoError(t, err)
+	require.NoError(t, cch.Qos(5, 0, false))
+	msgs, err := cch.Consume("jobs", "", false, false, false, false, nil)
+	require.NoError(t, err)
+	held := map[string]bool{}
+	for range 5 {
+		d := <-msgs
+		held[string(d.Body)] = true
+	}
 	for i, a := range amqpAddrs {
 		if a == victim {
 			require.NoError(t, procs[i].Process.Kill()) // SIGKILL, mid-publish
@@ -90,13 +104,37 @@ func TestClusterProcessesSurviveKill9(t *testing.T) {
 	ch2, err := conn2.Channel()
 	require.NoError(t, err)
 	seen := map[string]int{}
-	for {
+	redelivered := map[string]bool{}
+	complete := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for body := range confirmed {
+			if seen[body] == 0 {
+				return false
+			}
+		}
+		for body := range held {
+			if seen[body] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !complete() && time.Now().Before(deadline) {
 		d, ok, err := ch2.Get("jobs", true)
 		require.NoError(t, err)
 		if !ok {
-			break
+			time.Sleep(20 * time.Millisecond) // the scanner has not returned the victim's deliveries yet
+			continue
 		}
 		seen[string(d.Body)]++
+		if d.Redelivered {
+			redelivered[string(d.Body)] = true
+		}
+	}
+	for body := range held {
+		require.True(t, redelivered[body], "%s was out on the killed node: redelivered", body)
 	}
 	mu.Lock()
 	defer mu.Unlock()

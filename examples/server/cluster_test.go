@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/testcert"
 )
 
 // freeAddrs returns n loopback addresses that were free a moment ago.
@@ -47,10 +50,10 @@ func dialAny(t *testing.T, addrs []string, skip string) (*amqp091.Connection, st
 	return nil, ""
 }
 
-// TestClusterFlags runs three servers as a raft cluster over loopback TCP
-// (-node-id, -peers): a confirmed persistent message published to one node
-// is there, on another node, after the first one shuts down.
-func TestClusterFlags(t *testing.T) {
+// startCluster runs three servers as a raft cluster over loopback TCP
+// through run, each with its -node-id, -peers, -addr and -data plus
+// extra(i), and returns their AMQP addresses and a func that stops one.
+func startCluster(t *testing.T, extra func(i int) []string) ([]string, func(i int)) {
 	raftAddrs, amqpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
 	var peers []string
 	for i, a := range raftAddrs {
@@ -64,6 +67,9 @@ func TestClusterFlags(t *testing.T) {
 		stops[i], dones[i] = cancel, make(chan error, 1)
 		args := []string{"-node-id", fmt.Sprint(i + 1), "-peers", strings.Join(peers, ","),
 			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1))}
+		if extra != nil {
+			args = append(args, extra(i)...)
+		}
 		go func() { dones[i] <- run(ctx, args, io.Discard, io.Discard) }()
 	}
 	stopped := make([]bool, 3)
@@ -79,7 +85,14 @@ func TestClusterFlags(t *testing.T) {
 			stop(i)
 		}
 	})
+	return amqpAddrs, stop
+}
 
+// TestClusterFlags runs three servers as a raft cluster over loopback TCP
+// (-node-id, -peers): a confirmed persistent message published to one node
+// is there, on another node, after the first one shuts down.
+func TestClusterFlags(t *testing.T) {
+	amqpAddrs, stop := startCluster(t, nil)
 	conn, first := dialAny(t, amqpAddrs, "")
 	ch, err := conn.Channel()
 	require.NoError(t, err)
@@ -107,6 +120,66 @@ func TestClusterFlags(t *testing.T) {
 	require.Equal(t, "kept", string(d.Body))
 }
 
+// TestClusterTLSAndManagement: members talk mutual TLS (-raft-tls-*) and
+// each serves the management API of its own broker (-http); a message
+// published on one node is read on another.
+func TestClusterTLSAndManagement(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "cluster CA")
+	caFile := writeFile(t, dir, "ca.pem", ca.PEM)
+	httpAddrs := freeAddrs(t, 3)
+	amqpAddrs, _ := startCluster(t, func(i int) []string {
+		leaf := ca.Issue(t, "127.0.0.1", true)
+		return []string{
+			"-raft-tls-cert", writeFile(t, dir, fmt.Sprintf("m%d.pem", i), leaf.CertPEM),
+			"-raft-tls-key", writeFile(t, dir, fmt.Sprintf("m%d.key", i), leaf.KeyPEM),
+			"-raft-tls-ca", caFile,
+			"-http", httpAddrs[i], "-dead-after", "2s",
+		}
+	})
+	conn, first := dialAny(t, amqpAddrs, "")
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	require.NoError(t, ch.PublishWithContext(context.Background(), "", "jobs", false, false,
+		amqp091.Publishing{Body: []byte("over tls"), DeliveryMode: amqp091.Persistent}))
+	require.True(t, (<-confirms).Ack)
+
+	conn2, _ := dialAny(t, amqpAddrs, first)
+	defer conn2.Close()
+	ch2, err := conn2.Channel()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the other node learns the queue from the log
+		d, ok, err := ch2.Get("jobs", true)
+		if err != nil {
+			ch2, err = conn2.Channel() // a 404 closed the channel
+			require.NoError(t, err)
+			return false
+		}
+		return ok && string(d.Body) == "over tls"
+	}, 30*time.Second, 20*time.Millisecond)
+
+	for i, a := range httpAddrs {
+		require.Eventually(t, func() bool {
+			req, err := http.NewRequest(http.MethodGet, "http://"+a+"/api/nodes", nil)
+			require.NoError(t, err)
+			req.SetBasicAuth("guest", "guest")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			return resp.StatusCode == http.StatusOK && strings.Contains(string(body), fmt.Sprintf(`"warren@%d"`, i+1))
+		}, 30*time.Second, 20*time.Millisecond, "node %d's management API names it", i+1)
+	}
+}
+
 func TestClusterFlagErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -115,6 +188,10 @@ func TestClusterFlagErrors(t *testing.T) {
 		{[]string{"-node-id", "1"}, "-node-id and -peers go together"},
 		{[]string{"-peers", "1=127.0.0.1:1"}, "-node-id and -peers go together"},
 		{[]string{"-node-id", "1", "-peers", "1=127.0.0.1:1", "-memory"}, "does not take"},
+		{[]string{"-dead-after", "1s"}, "are for cluster nodes"},
+		{[]string{"-raft-tls-cert", "x.pem"}, "are for cluster nodes"},
+		{[]string{"-node-id", "1", "-peers", "1=127.0.0.1:1", "-raft-tls-cert", "x.pem"}, "go together"},
+		{[]string{"-node-id", "1", "-peers", "1=127.0.0.1:1", "-addr", ""}, "nothing to listen on"},
 		{[]string{"-node-id", "1", "-peers", "x=127.0.0.1:1"}, "is not id=host:port"},
 		{[]string{"-node-id", "4", "-peers", "1=127.0.0.1:1"}, "no entry for -node-id 4"},
 	} {

@@ -78,14 +78,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mechanisms := fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
 	nodeID := fs.Uint64("node-id", 0, "run as this member of a raft cluster (with -peers); every member serves AMQP on its -addr")
 	peers := fs.String("peers", "", "cluster members, id=raft-host:port comma-separated, this node included")
+	deadAfter := fs.Duration("dead-after", 0, "cluster: return a member's unacknowledged deliveries once the raft leader has not heard from it this long (0: 10s)")
+	raftCert := fs.String("raft-tls-cert", "", "cluster: PEM certificate of this member (for server and client auth): members talk mutual TLS")
+	raftKey := fs.String("raft-tls-key", "", "cluster: PEM private key of -raft-tls-cert")
+	raftCA := fs.String("raft-tls-ca", "", "cluster: PEM CA bundle the other members' certificates must verify against")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if (*nodeID == 0) != (*peers == "") {
 		return errors.New("-node-id and -peers go together")
 	}
-	if *nodeID != 0 && (*memory || *tlsAddr != "" || *httpAddr != "" || *defsFile != "") {
-		return errors.New("a cluster node does not take -memory, -tls-listen, -http or -definitions yet")
+	if *nodeID != 0 && (*memory || *defsFile != "") {
+		return errors.New("a cluster node does not take -memory or -definitions: the raft group holds the data")
+	}
+	if *nodeID == 0 && (*deadAfter != 0 || *raftCert != "" || *raftKey != "" || *raftCA != "") {
+		return errors.New("-dead-after and -raft-tls-* are for cluster nodes (-node-id, -peers)")
+	}
+	raftTLS, err := memberTLS(*raftCert, *raftKey, *raftCA)
+	if err != nil {
+		return err
 	}
 	tlsConfig, err := serverTLS(*tlsAddr, *tlsCert, *tlsKey, *tlsCA)
 	if err != nil {
@@ -118,7 +129,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts.DataDir = ""
 	}
 	if *nodeID != 0 {
-		return runCluster(ctx, *nodeID, *peers, *addr, *dataDir, opts, stdout, logger)
+		return runCluster(ctx, clusterFlags{
+			id: *nodeID, peers: *peers, addr: *addr, tlsAddr: *tlsAddr, httpAddr: *httpAddr,
+			dataDir: *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
+		}, opts, stdout, logger)
 	}
 	var defs *broker.Definitions
 	if *defsFile != "" {

@@ -62,7 +62,8 @@ func NewCA(t testing.TB, name string) *CA {
 }
 
 // Issue returns a leaf certificate with common name cn: a server
-// certificate for 127.0.0.1 when server is true, else a client one.
+// certificate for 127.0.0.1 when server is true (usable as a client
+// certificate too, as a cluster member's is), else a client one.
 func (ca *CA) Issue(t testing.TB, cn string, server bool) Leaf {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -78,7 +79,7 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool) Leaf {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
