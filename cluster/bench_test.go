@@ -13,8 +13,9 @@ import (
 // BenchmarkPersistentConfirm publishes persistent 12-byte messages to a
 // durable queue with publisher confirms (a window of 256, as perftest's
 // persistent-confirm scenario), through the broker's in-memory Dial: on a
-// single node with Pebble in DataDir, and on the leader of a three-node
-// cluster, where a confirm waits for a majority to have the message synced.
+// single node with Pebble in DataDir, and on the leader and on a follower
+// of a three-node cluster, where a confirm waits for a majority to have the
+// message synced (a follower forwards its proposals to the leader).
 func BenchmarkPersistentConfirm(b *testing.B) {
 	b.Run("single-node", func(b *testing.B) {
 		br, err := broker.New(broker.Options{DataDir: b.TempDir()})
@@ -22,9 +23,13 @@ func BenchmarkPersistentConfirm(b *testing.B) {
 		defer br.Close()
 		benchConfirms(b, br)
 	})
-	b.Run("3-nodes", func(b *testing.B) {
+	b.Run("3-nodes-leader", func(b *testing.B) {
 		c := newTestCluster(b)
 		benchConfirms(b, c.broker(c.leader()))
+	})
+	b.Run("3-nodes-follower", func(b *testing.B) {
+		c := newTestCluster(b)
+		benchConfirms(b, c.broker((c.leader()+1)%3))
 	})
 }
 

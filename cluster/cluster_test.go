@@ -211,6 +211,26 @@ func consume(t testing.TB, ch *amqp091.Channel, queue string, into *tally) {
 	}()
 }
 
+// hold takes n deliveries of queue on a new channel of conn and never
+// acknowledges them; it returns their bodies.
+func hold(t testing.TB, conn *amqp091.Connection, queue string, n int) map[string]bool {
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	require.NoError(t, ch.Qos(n, 0, false))
+	msgs, err := ch.Consume(queue, "", false, false, false, false, nil)
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for range n {
+		select {
+		case d := <-msgs:
+			out[string(d.Body)] = true
+		case <-time.After(waitFor):
+			t.Fatal("no delivery")
+		}
+	}
+	return out
+}
+
 // TestAnyNodeServes: topology declared on one node reaches the others;
 // messages published on a second node are consumed on all three, each
 // exactly once; a message requeued on one node is redelivered on another.
@@ -291,21 +311,7 @@ func TestKilledNode(t *testing.T) {
 		require.True(t, p.publish("", "jobs", body, waitFor))
 		confirmed = append(confirmed, body)
 	}
-	// Ten deliveries out on the victim, never acknowledged.
-	cch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, cch.Qos(10, 0, false))
-	msgs, err := cch.Consume("jobs", "", false, false, false, false, nil)
-	require.NoError(t, err)
-	out := map[string]bool{}
-	for range 10 {
-		select {
-		case d := <-msgs:
-			out[string(d.Body)] = true
-		case <-time.After(waitFor):
-			t.Fatal("no delivery")
-		}
-	}
+	out := hold(t, conn, "jobs", 10) // on the victim
 
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	c.kill(victim)
@@ -430,20 +436,7 @@ func TestFailover(t *testing.T) {
 	for i := range 50 {
 		require.True(t, publish(fmt.Sprintf("m-%d", i)))
 	}
-	cch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, cch.Qos(10, 0, false))
-	msgs, err := cch.Consume("jobs", "", false, false, false, false, nil)
-	require.NoError(t, err)
-	out := map[string]bool{}
-	for range 10 {
-		select {
-		case d := <-msgs:
-			out[string(d.Body)] = true
-		case <-time.After(waitFor):
-			t.Fatal("no delivery")
-		}
-	}
+	out := hold(t, conn, "jobs", 10)
 
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,13 +49,9 @@ func memberTLS(certFile, keyFile, caFile string) (*raft.TCPConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft tls: %w", err)
 	}
-	pem, err := os.ReadFile(caFile)
+	pool, err := loadCAs(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("raft tls: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("raft tls: no PEM certificate in %s", caFile)
 	}
 	return &raft.TCPConfig{
 		ServerTLS: &tls.Config{

@@ -50,6 +50,22 @@ func dialAny(t *testing.T, addrs []string, skip string) (*amqp091.Connection, st
 	return nil, ""
 }
 
+// publishOne declares durable queue and publishes body to it, persistent,
+// waiting for its confirm.
+func publishOne(t *testing.T, conn *amqp091.Connection, queue, body string) {
+	t.Helper()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDeclare(queue, true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	require.NoError(t, ch.PublishWithContext(context.Background(), "", queue, false, false,
+		amqp091.Publishing{Body: []byte(body), DeliveryMode: amqp091.Persistent}))
+	require.True(t, (<-confirms).Ack)
+}
+
 // startCluster runs three servers as a raft cluster over loopback TCP
 // through run, each with its -node-id, -peers, -addr and -data plus
 // extra(i), and returns their AMQP addresses and a func that stops one.
@@ -94,15 +110,7 @@ func startCluster(t *testing.T, extra func(i int) []string) ([]string, func(i in
 func TestClusterFlags(t *testing.T) {
 	amqpAddrs, stop := startCluster(t, nil)
 	conn, first := dialAny(t, amqpAddrs, "")
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.Confirm(false))
-	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
-	require.NoError(t, ch.PublishWithContext(context.Background(), "", "jobs", false, false,
-		amqp091.Publishing{Body: []byte("kept"), DeliveryMode: amqp091.Persistent}))
-	require.True(t, (<-confirms).Ack)
+	publishOne(t, conn, "jobs", "kept")
 
 	for i, a := range amqpAddrs {
 		if a == first {
@@ -139,15 +147,7 @@ func TestClusterTLSAndManagement(t *testing.T) {
 	})
 	conn, first := dialAny(t, amqpAddrs, "")
 	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	_, err = ch.QueueDeclare("jobs", true, false, false, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.Confirm(false))
-	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
-	require.NoError(t, ch.PublishWithContext(context.Background(), "", "jobs", false, false,
-		amqp091.Publishing{Body: []byte("over tls"), DeliveryMode: amqp091.Persistent}))
-	require.True(t, (<-confirms).Ack)
+	publishOne(t, conn, "jobs", "over tls")
 
 	conn2, _ := dialAny(t, amqpAddrs, first)
 	defer conn2.Close()

@@ -233,13 +233,9 @@ func serverTLS(addr, certFile, keyFile, caFile string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pool, err := loadCAs(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("tls: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: no PEM certificate in %s", caFile)
 		}
 		cfg.ClientCAs = pool
 		// RabbitMQ's verify_peer with fail_if_no_peer_cert=false: a
@@ -247,6 +243,19 @@ func serverTLS(addr, certFile, keyFile, caFile string) (*tls.Config, error) {
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg, nil
+}
+
+// loadCAs reads a PEM bundle of CA certificates.
+func loadCAs(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no PEM certificate in %s", file)
+	}
+	return pool, nil
 }
 
 // splitList splits a comma-separated flag value, dropping blanks.
