@@ -121,30 +121,17 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 		"amqp", f.addr, "amqps", f.tlsAddr, "data", f.dataDir)
 	fmt.Fprintln(stdout, "raft listening on", l.Addr().String())
 
-	var web *http.Server
-	webDone := make(chan error, 1)
+	stopWeb := func() {}
 	if f.httpAddr != "" {
-		hl, err := net.Listen("tcp", f.httpAddr)
-		if err != nil {
+		if stopWeb, err = serveHTTP(f.httpAddr, clusterHTTP(node), stdout, logger); err != nil {
 			_ = node.Stop()
-			return fmt.Errorf("http: %w", err)
+			return err
 		}
-		web = &http.Server{Handler: clusterHTTP(node), ReadHeaderTimeout: 10 * time.Second}
-		go func() { webDone <- web.Serve(hl) }()
-		logger.Info("management API listening", "addr", hl.Addr().String())
-		fmt.Fprintln(stdout, "management on", hl.Addr().String())
 	}
 
 	<-ctx.Done()
 	logger.Info("shutting down")
-	if web != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = web.Shutdown(sctx)
-		cancel()
-		if err := <-webDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("management API", "err", err)
-		}
-	}
+	stopWeb()
 	return node.Stop()
 }
 

@@ -180,33 +180,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "tls listening on", bound.String())
 	}
 
-	var web *http.Server
-	webDone := make(chan error, 1)
+	stopWeb := func() {}
 	if *httpAddr != "" {
-		l, err := net.Listen("tcp", *httpAddr)
-		if err != nil {
-			b.Close()
-			return fmt.Errorf("http: %w", err)
-		}
 		mux := http.NewServeMux()
 		mux.Handle("/api/", b.ManagementHandler())
 		mux.Handle("/metrics", b.MetricsHandler())
-		web = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { webDone <- web.Serve(l) }()
-		logger.Info("management API listening", "addr", l.Addr().String())
-		fmt.Fprintln(stdout, "management on", l.Addr().String())
+		if stopWeb, err = serveHTTP(*httpAddr, mux, stdout, logger); err != nil {
+			b.Close()
+			return err
+		}
 	}
 
 	<-ctx.Done()
 	logger.Info("shutting down")
-	if web != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = web.Shutdown(sctx)
-		cancel()
-		if err := <-webDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("management API", "err", err)
-		}
-	}
+	stopWeb()
 	if err := b.Close(); err != nil && !errors.Is(err, broker.ErrClosed) {
 		return err
 	}
@@ -243,6 +230,28 @@ func serverTLS(addr, certFile, keyFile, caFile string) (*tls.Config, error) {
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg, nil
+}
+
+// serveHTTP serves the management API handler h on addr until stop, which
+// shuts it down (waiting up to 5 s for requests in flight).
+func serveHTTP(addr string, h http.Handler, stdout io.Writer, logger *slog.Logger) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	web := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- web.Serve(l) }()
+	logger.Info("management API listening", "addr", l.Addr().String())
+	fmt.Fprintln(stdout, "management on", l.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = web.Shutdown(ctx)
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("management API", "err", err)
+		}
+	}, nil
 }
 
 // loadCAs reads a PEM bundle of CA certificates.

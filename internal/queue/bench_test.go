@@ -29,6 +29,12 @@ func BenchmarkPublishConsumeAck(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer q.Stop()
+	benchPublishConsumeAck(b, q, q)
+}
+
+// benchPublishConsumeAck publishes b.N 128-byte messages on pub while a
+// consumer with a prefetch of 256 on con acks each delivery.
+func benchPublishConsumeAck(b *testing.B, pub, con *Queue) {
 	s := &ackSink{refs: make(chan Ref, 256)}
 	credit := &Credit{}
 	credit.SetLimit(256)
@@ -36,12 +42,12 @@ func BenchmarkPublishConsumeAck(b *testing.B) {
 	go func() {
 		defer close(done)
 		for range b.N {
-			_ = q.AckOne(<-s.refs)
+			_ = con.AckOne(<-s.refs)
 			credit.Release(1)
-			q.Kick()
+			con.Kick()
 		}
 	}()
-	if err := q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Credit: credit, Receiver: s}); err != nil {
+	if err := con.Consume(context.Background(), &Consumer{Tag: "c", Owner: owner, Credit: credit, Receiver: s}); err != nil {
 		b.Fatal(err)
 	}
 	body := make([]byte, 128)
@@ -49,7 +55,7 @@ func BenchmarkPublishConsumeAck(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := q.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+		if err := pub.Publish(storage.Record{Body: body}, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -99,29 +105,5 @@ func BenchmarkSharedPublishConsumeAck(b *testing.B) {
 	defer qa.Stop()
 	defer qb.Stop()
 	defer s.Watch(func(c meta.Change) { qa.Observe(c); qb.Observe(c) })()
-	sk := &ackSink{refs: make(chan Ref, 256)}
-	credit := &Credit{}
-	credit.SetLimit(256)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range b.N {
-			_ = qb.AckOne(<-sk.refs)
-			credit.Release(1)
-			qb.Kick()
-		}
-	}()
-	if err := qb.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Credit: credit, Receiver: sk}); err != nil {
-		b.Fatal(err)
-	}
-	body := make([]byte, 128)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if err := qa.Publish(storage.Record{Body: body}, nil, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	<-done
+	benchPublishConsumeAck(b, qa, qb)
 }
