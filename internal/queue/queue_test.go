@@ -39,6 +39,17 @@ func (s *sink) Deliver(c *Consumer, m Message) bool {
 
 func (s *sink) Cancelled(c *Consumer) { s.cancelled <- c.Tag }
 
+// close refuses further deliveries and closes msgs, for a goroutine that
+// ranges over it.
+func (s *sink) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.msgs)
+	}
+}
+
 func (s *sink) next(t *testing.T) Message {
 	t.Helper()
 	select {

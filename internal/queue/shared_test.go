@@ -119,7 +119,7 @@ func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
 			acked := make(chan string, 2*total)
 			var settlers sync.WaitGroup
 			perNode := make([]int, 2)
-			var sinks []*settlingSink
+			var sinks []*sink
 			t.Cleanup(func() {
 				for _, sk := range sinks {
 					sk.close()
@@ -127,7 +127,7 @@ func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
 				settlers.Wait()
 			})
 			for i, q := range []*Queue{a, b} {
-				sk := &settlingSink{msgs: make(chan Message, 2*total)}
+				sk := &sink{msgs: make(chan Message, 2*total), cancelled: make(chan string, 1)}
 				sinks = append(sinks, sk)
 				require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
 				settlers.Add(1)
@@ -180,35 +180,6 @@ func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
 		})
 	}
 }
-
-// settlingSink hands deliveries to the test's settling goroutine, as a
-// channel does; Deliver runs on the actor and must not wait on it.
-type settlingSink struct {
-	mu     sync.Mutex
-	closed bool
-	msgs   chan Message
-}
-
-func (s *settlingSink) Deliver(c *Consumer, m Message) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.msgs <- m
-	return true
-}
-
-func (s *settlingSink) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.msgs)
-	}
-}
-
-func (s *settlingSink) Cancelled(*Consumer) {}
 
 func TestSharedRequeueOnAIsServedOnB(t *testing.T) {
 	ctx := context.Background()
