@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -128,20 +129,21 @@ func TestClusterFlags(t *testing.T) {
 	require.Equal(t, "kept", string(d.Body))
 }
 
-// TestClusterTLSAndManagement: members talk mutual TLS (-raft-tls-*) and
-// each serves the management API of its own broker (-http); a message
-// published on one node is read on another.
+// TestClusterTLSAndManagement: members talk mutual TLS (-raft-tls-*), each
+// serves the management API of its own broker (-http) and AMQPS
+// (-tls-listen); a message published on one node is read on another.
 func TestClusterTLSAndManagement(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcert.NewCA(t, "cluster CA")
 	caFile := writeFile(t, dir, "ca.pem", ca.PEM)
-	httpAddrs := freeAddrs(t, 3)
+	httpAddrs, tlsAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
 	amqpAddrs, _ := startCluster(t, func(i int) []string {
 		leaf := ca.Issue(t, "127.0.0.1", true)
+		cert := writeFile(t, dir, fmt.Sprintf("m%d.pem", i), leaf.CertPEM)
+		key := writeFile(t, dir, fmt.Sprintf("m%d.key", i), leaf.KeyPEM)
 		return []string{
-			"-raft-tls-cert", writeFile(t, dir, fmt.Sprintf("m%d.pem", i), leaf.CertPEM),
-			"-raft-tls-key", writeFile(t, dir, fmt.Sprintf("m%d.key", i), leaf.KeyPEM),
-			"-raft-tls-ca", caFile,
+			"-raft-tls-cert", cert, "-raft-tls-key", key, "-raft-tls-ca", caFile,
+			"-tls-listen", tlsAddrs[i], "-tls-cert", cert, "-tls-key", key,
 			"-http", httpAddrs[i], "-dead-after", "2s",
 		}
 	})
@@ -149,7 +151,18 @@ func TestClusterTLSAndManagement(t *testing.T) {
 	defer conn.Close()
 	publishOne(t, conn, "jobs", "over tls")
 
-	conn2, _ := dialAny(t, amqpAddrs, first)
+	// Read it over AMQPS from another node.
+	var conn2 *amqp091.Connection
+	for i, a := range amqpAddrs {
+		if a != first {
+			require.Eventually(t, func() bool { // the node may still be starting its broker
+				var err error
+				conn2, err = amqp091.DialTLS("amqps://guest:guest@"+tlsAddrs[i]+"/", &tls.Config{RootCAs: ca.Pool})
+				return err == nil
+			}, 30*time.Second, 20*time.Millisecond)
+			break
+		}
+	}
 	defer conn2.Close()
 	ch2, err := conn2.Channel()
 	require.NoError(t, err)
