@@ -24,12 +24,13 @@ const waitFor = 60 * time.Second
 type testCluster struct {
 	t       testing.TB
 	net     *raft.Network
+	cfgs    []cluster.Config
 	nodes   []*cluster.Node
 	stopped []bool
 }
 
 func newTestCluster(t testing.TB) *testCluster {
-	c := &testCluster{t: t, net: raft.NewNetwork(), nodes: make([]*cluster.Node, 3), stopped: make([]bool, 3)}
+	c := &testCluster{t: t, net: raft.NewNetwork(), cfgs: make([]cluster.Config, 3), nodes: make([]*cluster.Node, 3), stopped: make([]bool, 3)}
 	t.Cleanup(c.net.Close) // after the nodes stop (cleanups run last first)
 	root := t.TempDir()
 	var peers []raft.Peer
@@ -37,7 +38,7 @@ func newTestCluster(t testing.TB) *testCluster {
 		peers = append(peers, raft.Peer{ID: uint64(i + 1), RaftAddr: fmt.Sprintf("mem-%d", i+1)})
 	}
 	for i := range c.nodes {
-		n, err := cluster.Start(cluster.Config{
+		c.cfgs[i] = cluster.Config{
 			Raft: raft.Config{
 				ID: uint64(i + 1), Dir: filepath.Join(root, fmt.Sprint(i+1)), Peers: peers,
 				Transport: c.net.Transport(uint64(i + 1)),
@@ -49,15 +50,22 @@ func newTestCluster(t testing.TB) *testCluster {
 			Listen:       "127.0.0.1:0",
 			PollInterval: 10 * time.Millisecond,
 			DeadAfter:    time.Second,
-		})
-		require.NoError(t, err)
-		c.nodes[i] = n
+		}
+		c.start(i)
 		t.Cleanup(func() { c.stop(i) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	require.NoError(t, c.nodes[0].Raft().Campaign(ctx))
 	return c
+}
+
+// start starts node i from its configuration (and its data, if it ran
+// before).
+func (c *testCluster) start(i int) {
+	n, err := cluster.Start(c.cfgs[i])
+	require.NoError(c.t, err)
+	c.nodes[i], c.stopped[i] = n, false
 }
 
 // stop stops node i once.
@@ -487,4 +495,41 @@ func TestFailover(t *testing.T) {
 	}
 	t.Logf("confirmed %d, consumed %d (stored but never confirmed: %d)", len(confirmed)+1, len(got.seen), len(got.seen)-len(confirmed)-1)
 	c.net.Heal()
+}
+
+// TestRestartedNode: a node killed while holding deliveries comes back on
+// the same data; the deliveries are back in the queue (returned by its own
+// recovery or by the leader's scanner, whichever is first) and a consumer
+// on the restarted node gets each message exactly once, those redelivered.
+func TestRestartedNode(t *testing.T) {
+	c := newTestCluster(t)
+	lead := c.leader()
+	victim := (lead + 1) % 3
+	conn, ch := c.dial(victim)
+	_, err := ch.QueueDeclare("jobs", true, false, false, false, nil)
+	require.NoError(t, err)
+	p := newConfirmer(t, ch)
+	var bodies []string
+	for i := range 20 {
+		body := fmt.Sprintf("m-%d", i)
+		require.True(t, p.publish("", "jobs", body, waitFor))
+		bodies = append(bodies, body)
+	}
+	out := hold(t, conn, "jobs", 5)
+	c.kill(victim)
+	c.net.Heal()
+	c.start(victim)
+
+	got := newTally()
+	_, rch := c.dial(victim)
+	consume(t, rch, "jobs", got)
+	require.Eventually(t, func() bool { return got.has(bodies) }, waitFor, 10*time.Millisecond)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for _, b := range bodies {
+		require.Equal(t, 1, got.seen[b], "%s delivered once", b)
+	}
+	for b := range out {
+		require.True(t, got.redelivered[b], "%s was out before the restart: redelivered", b)
+	}
 }
