@@ -186,9 +186,7 @@ func TestSharedRequeueOnAIsServedOnB(t *testing.T) {
 	n := newNodes(t)
 	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
 	publish(t, a, "x")
-	m, _, ok, err := a.Get(ctx, owner, false)
-	require.NoError(t, err)
-	require.True(t, ok)
+	m := mustGet(t, a)
 	require.False(t, m.Redelivered)
 
 	sk := newSink()
@@ -268,9 +266,7 @@ func TestSharedScannerReturnsADeadBrokersDeliveries(t *testing.T) {
 	publish(t, a, "m0", "m1", "m2", "m3")
 	var held []Message
 	for range 3 {
-		m, _, ok, err := a.Get(ctx, owner, false)
-		require.NoError(t, err)
-		require.True(t, ok)
+		m := mustGet(t, a)
 		held = append(held, m)
 	}
 	a.Stop() // A "died" holding three deliveries
@@ -310,9 +306,7 @@ func TestSharedRestartReturnsOnlyItsOwnDeliveries(t *testing.T) {
 		name string
 		q    *Queue
 	}{{"a", a}, {"b", b}, {"a", a}, {"b", b}, {"a", a}, {"b", b}} {
-		m, _, ok, err := x.q.Get(ctx, owner, false)
-		require.NoError(t, err)
-		require.True(t, ok)
+		m := mustGet(t, x.q)
 		heldBy[x.name] = append(heldBy[x.name], m)
 	}
 	a.Stop()
@@ -419,9 +413,7 @@ func TestSharedPurge(t *testing.T) {
 	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
 	publish(t, a, bodies(5)...)
 	waitReady(t, b, 5)
-	m, _, ok, err := b.Get(ctx, owner, false)
-	require.NoError(t, err)
-	require.True(t, ok)
+	m := mustGet(t, b)
 	require.NoError(t, b.RequeueOne(m.Ref)) // one in the shared pool
 	waitReady(t, a, 5)
 	purged, err := a.Purge(ctx)
@@ -529,13 +521,11 @@ func TestSharedResetReloads(t *testing.T) {
 	a, b := n.start(t, "a", 1), n.start(t, "b", 1)
 	publish(t, a, bodies(3)...)
 	waitReady(t, b, 3)
-	m, _, ok, err := a.Get(ctx, owner, false)
-	require.NoError(t, err)
-	require.True(t, ok)
+	m := mustGet(t, a)
 	waitReady(t, b, 2)
 
 	// Behind the feed's back: two appends and A's delivery returned.
-	_, err = n.s.Shards.Store.Append(ctx, "/q", []storage.Record{{Body: []byte("x")}, {Body: []byte("y")}})
+	_, err := n.s.Shards.Store.Append(ctx, "/q", []storage.Record{{Body: []byte("x")}, {Body: []byte("y")}})
 	require.NoError(t, err)
 	e, err := n.s.Index.MemoryIndex.Get(ctx, unacked.Key{VHost: "/", Queue: "q", Offset: m.Offset})
 	require.NoError(t, err)
@@ -563,4 +553,14 @@ func TestObserveIgnoredWhenNotShared(t *testing.T) {
 	st, err := q.Stats(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, Stats{}, st)
+}
+
+// mustGet takes one message from q with basic.get (manual ack); the queue
+// must have one.
+func mustGet(t *testing.T, q *Queue) Message {
+	t.Helper()
+	m, _, ok, err := q.Get(context.Background(), owner, false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return m
 }
