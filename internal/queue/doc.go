@@ -15,6 +15,17 @@
 // queue. Credit is shared between the actor (Acquire) and the channel that
 // settles (Release) and is lock-free.
 //
+// One exception to the hop: Get and AckNow run on the caller's goroutine
+// when the actor is idle and no op is queued ahead of them (Queue.inline).
+// The actor's state is guarded by a work mutex the actor holds while it
+// handles a batch; a caller that takes it with TryLock, and finds the
+// mailbox and inbox empty, is the state's one owner until it has run the
+// op and what follows every batch (settles, commit, dispatch). A basic.get
+// round trip then wakes no thread for the queue, which halved its broker
+// CPU on a 2-core machine. Deliver may therefore also run on a Get or
+// AckNow caller's goroutine, so those callers must hold no lock a Deliver
+// could take. Shared mode always uses the mailbox.
+//
 // # What it promises
 //
 //   - Claims follow the design's order of writes: index entries first

@@ -254,6 +254,8 @@ type Queue struct {
 
 	stopOnce sync.Once
 	closing  atomic.Bool  // set by the actor when it stops taking ops
+	work     sync.Mutex   // held while the actor's state is worked on
+	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
 	inflight atomic.Int64 // senders between the closing check and the send
 	// requeuing counts requeue ops sent but not yet handled. A channel
 	// requeues before it frees the prefetch credit the delivery held, so a
@@ -554,8 +556,31 @@ func (q *Queue) send(o op) error {
 	if o.kind == opRequeue || o.kind == opRequeueEntries {
 		q.requeuing.Add(1) // before the send, so before the caller frees credit
 	}
+	q.queued.Add(1)
 	q.ops <- o
 	return nil
+}
+
+// inline runs o on the calling goroutine instead of the actor's, when the
+// actor is idle and nothing is queued ahead of o: a basic.get round trip
+// then costs no thread wake-up for the hop to the actor and back, which on
+// a small machine is most of its price (README, Performance). The work
+// mutex makes the caller the actor's state's one owner for the duration,
+// and an empty mailbox and inbox under it mean every op sent before o has
+// been handled, so o sees what it would have seen in the mailbox. Shared
+// mode keeps the mailbox: its answers wait on observed changes.
+func (q *Queue) inline(o op) (reply, bool) {
+	if q.cfg.Shared || !q.work.TryLock() {
+		return reply{}, false
+	}
+	defer q.work.Unlock()
+	if q.queued.Load() != 0 || q.inboxLen.Load() != 0 || q.closing.Load() || q.deleted {
+		return reply{}, false
+	}
+	ctx := context.Background()
+	r := q.exec(ctx, o)
+	q.afterOps(ctx)
+	return r, true
 }
 
 // call posts o and waits for the actor's reply.
@@ -606,7 +631,11 @@ func (q *Queue) Cancel(ctx context.Context, owner Owner, tag string) (int, error
 // ready message. ready is the count left after the claim (get-ok's
 // message-count). With noAck the message is settled at once.
 func (q *Queue) Get(ctx context.Context, owner Owner, noAck bool) (m Message, ready uint64, ok bool, err error) {
-	r, err := q.call(ctx, op{kind: opGet, owner: owner, noAck: noAck})
+	o := op{kind: opGet, owner: owner, noAck: noAck}
+	if r, done := q.inline(o); done {
+		return r.msg, r.stats.Ready, r.ok, r.err
+	}
+	r, err := q.call(ctx, o)
 	return r.msg, r.stats.Ready, r.ok, err
 }
 
@@ -630,6 +659,17 @@ func (q *Queue) RejectOne(r Ref) error { return q.settleOne(opReject, r) }
 
 // RequeueOne is Requeue of one delivery.
 func (q *Queue) RequeueOne(r Ref) error { return q.settleOne(opRequeue, r) }
+
+// AckNow is AckOne for a caller about to wait on the queue again (the ack
+// of a basic.get before the next get): when the actor is idle it settles
+// on the calling goroutine, which then holds no lock a Deliver could need.
+func (q *Queue) AckNow(r Ref) error {
+	o := op{kind: opAck, ref: [1]Ref{r}, one: true}
+	if _, done := q.inline(o); done {
+		return nil
+	}
+	return q.send(o)
+}
 
 func (q *Queue) settleOne(kind opKind, r Ref) error {
 	return q.send(op{kind: kind, ref: [1]Ref{r}, one: true})
@@ -702,41 +742,55 @@ func (q *Queue) run() {
 	for {
 		select {
 		case o := <-q.ops:
+			q.work.Lock()
 			q.handle(ctx, o)
+			q.queued.Add(-1)
 			// Drain what else is waiting so publishes go to the store in
 			// one batch and deliveries in one claim.
 			for i := 0; i < mailbox && !q.deleted; i++ {
 				select {
 				case o = <-q.ops:
 					q.handle(ctx, o)
+					q.queued.Add(-1)
 					continue
 				default:
 				}
 				break
 			}
 		case <-q.kick:
+			q.work.Lock()
 		case r := <-q.commitDone:
+			q.work.Lock()
 			q.finishCommit(ctx, r)
 		case <-q.retryC:
+			q.work.Lock()
 			q.retryC = nil
 			q.redo(ctx)
 		case <-q.stop:
+			q.work.Lock() // held for good: drain follows
 			return
 		}
 		if q.inboxLen.Load() > 0 && !q.deleted {
 			q.drainInbox(ctx)
 		}
 		if q.deleted {
-			return
+			return // holding work: nothing runs inline any more
 		}
 		if q.cfg.Shared {
 			q.applyObserved(ctx)
 		}
-		q.flushAcks(ctx)
-		q.startCommit(ctx)
-		q.dispatch(ctx)
-		q.afterDispatch(ctx)
+		q.afterOps(ctx)
+		q.work.Unlock()
 	}
+}
+
+// afterOps is what follows every batch of ops, on the actor or inline:
+// gathered acks settled, a commit started, deliveries made.
+func (q *Queue) afterOps(ctx context.Context) {
+	q.flushAcks(ctx)
+	q.startCommit(ctx)
+	q.dispatch(ctx)
+	q.afterDispatch(ctx)
 }
 
 // drain answers every op still on its way once the actor stops: publishes
@@ -784,7 +838,16 @@ func (q *Queue) flushAcks(ctx context.Context) {
 	q.acks = q.acks[:0]
 }
 
+// handle executes o and answers its caller, if one waits.
 func (q *Queue) handle(ctx context.Context, o op) {
+	r := q.exec(ctx, o)
+	if o.reply != nil {
+		o.reply <- r
+	}
+}
+
+// exec executes o and returns its answer.
+func (q *Queue) exec(ctx context.Context, o op) reply {
 	// A single settle's ref moves to a local array: assigned into o it
 	// would go to the heap with o (o.rec is appended to publishes).
 	var one [1]Ref
@@ -806,7 +869,7 @@ func (q *Queue) handle(ctx context.Context, o op) {
 			}
 			q.startCommit(ctx)
 		}
-		return
+		return reply{}
 	}
 	if o.kind == opAck {
 		// Acks are gathered and settled with one record delete and one
@@ -817,7 +880,7 @@ func (q *Queue) handle(ctx context.Context, o op) {
 		if len(q.acks) >= maxBatch {
 			q.flushAcks(ctx)
 		}
-		return
+		return reply{}
 	}
 	// Everything else sees the acks and publishes that came before it: the
 	// first settle of a delivery wins, so an ack must not be overtaken.
@@ -884,9 +947,7 @@ func (q *Queue) handle(ctx context.Context, o op) {
 	case opUnused:
 		r.ok = q.unused()
 	}
-	if o.reply != nil {
-		o.reply <- r
-	}
+	return r
 }
 
 func (q *Queue) stats() Stats {

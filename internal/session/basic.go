@@ -380,8 +380,7 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 		return amqp.NewError(amqp.InternalError, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s': %v", name, ch.conn.vh.Name(), err)
 	}
 	if !ok {
-		ch.send(&amqp.BasicGetEmpty{})
-		ch.conn.flushNow() // the client waits for it: answer without a handoff
+		ch.reply(&amqp.BasicGetEmpty{})
 		return nil
 	}
 	d := &ch.dl
@@ -408,9 +407,11 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 		RoutingKey:   msg.RoutingKey,
 		MessageCount: clamp32(ready),
 	}
-	ch.conn.sendContent(ch.id, &d.getOk, msg.Properties, msg.Body)
+	queued := ch.conn.queueContent(ch.id, &d.getOk, msg.Properties, msg.Body)
 	d.Unlock()
-	ch.conn.flushNow() // the client waits for it: answer without a handoff
+	if queued {
+		ch.conn.flushNow() // the client waits for it: answer without a handoff
+	}
 	return nil
 }
 
@@ -451,12 +452,16 @@ func (ch *Channel) settle(tag uint64, multiple bool, mode settleMode) error {
 
 // applyOne is apply for a single delivery.
 func (ch *Channel) applyOne(p pending, mode settleMode) {
-	switch mode {
-	case settleAck:
-		_ = p.q.AckOne(p.ref) // a deleted queue has nothing left to settle
-	case settleDiscard:
+	switch {
+	case mode == settleAck && p.cons == nil:
+		// A basic.get's ack: the client's next get usually follows, and
+		// settling in place leaves the actor asleep for it (Queue.AckNow).
+		_ = p.q.AckNow(p.ref) // a deleted queue has nothing left to settle
+	case mode == settleAck:
+		_ = p.q.AckOne(p.ref)
+	case mode == settleDiscard:
 		_ = p.q.RejectOne(p.ref)
-	case settleRequeue:
+	case mode == settleRequeue:
 		_ = p.q.RequeueOne(p.ref)
 	}
 	// Credit is freed after the settle is queued, so a queue that sees the

@@ -78,6 +78,18 @@ func (ch *Channel) send(m amqp.Method) {
 	g.Unlock()
 }
 
+// reply is send for an answer the client waits on: the reader writes it
+// itself when it can (flushNow) instead of waking the writer.
+func (ch *Channel) reply(m amqp.Method) {
+	g := &ch.dl.gate
+	g.Lock()
+	queued := !g.closed && ch.conn.queueMethod(ch.id, m)
+	g.Unlock()
+	if queued {
+		ch.conn.flushNow()
+	}
+}
+
 // Active reports the channel.flow state. Safe from any goroutine.
 func (ch *Channel) Active() bool { return ch.active.Load() }
 

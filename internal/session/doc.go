@@ -19,8 +19,10 @@
 // of one content message are appended under one lock, so messages of
 // different channels never interleave. One exception saves a goroutine
 // hand-off per basic.get over TCP: when the writer is idle, the reader
-// writes the get reply itself (flushNow); a flushing flag in the outbox
-// keeps the two from ever writing at once. Timers (handshake timeout, close-ok
+// queues the get reply without poking the writer and writes it itself
+// (queueContent, flushNow); a flushing flag in the outbox keeps the two
+// from ever writing at once. With the queue's own in-place Get and AckNow,
+// a get round trip wakes no goroutine but the reader. Timers (handshake timeout, close-ok
 // timeout, heartbeat) are time.AfterFunc callbacks that take the outbox lock,
 // never block, and are stopped before Serve returns.
 //

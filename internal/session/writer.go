@@ -168,21 +168,27 @@ func (c *Conn) poke() {
 // sendMethod queues a method frame on channel ch (on a direct connection:
 // hands m to the Sink). Safe from any goroutine.
 func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
+	if c.queueMethod(ch, m) {
+		c.poke()
+	}
+}
+
+// queueMethod is sendMethod without waking the writer; it reports whether
+// frames were queued for it.
+func (c *Conn) queueMethod(ch uint16, m amqp.Method) bool {
 	c.out.Lock()
+	defer c.out.Unlock()
 	if !c.out.admitLocked(0) {
-		c.out.Unlock()
-		return
+		return false
 	}
 	if c.sink != nil {
 		// Under the lock, so the sink sees methods in the order the wire
 		// would carry them.
 		c.sink.Method(ch, m)
-		c.out.Unlock()
-		return
+		return false
 	}
 	c.out.buf = amqp.AppendMethodFrame(c.out.buf, ch, m)
-	c.out.Unlock()
-	c.poke()
+	return true
 }
 
 // sendContent queues a content method (basic.deliver, basic.get-ok,
@@ -192,16 +198,23 @@ func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
 // frames of one message are never interleaved with another message's on the
 // same connection (§4.2.6). Safe from any goroutine.
 func (c *Conn) sendContent(ch uint16, m amqp.Method, props, body []byte) {
+	if c.queueContent(ch, m, props, body) {
+		c.poke()
+	}
+}
+
+// queueContent is sendContent without waking the writer; it reports
+// whether frames were queued for it.
+func (c *Conn) queueContent(ch uint16, m amqp.Method, props, body []byte) bool {
 	maxPayload := int(c.frameMax.Load()) - 8 // type, channel, size, end octet
 	c.out.Lock()
+	defer c.out.Unlock()
 	if !c.out.admitLocked(len(body)) {
-		c.out.Unlock()
-		return
+		return false
 	}
 	if c.sink != nil {
 		c.sink.Content(ch, m, props, body)
-		c.out.Unlock()
-		return
+		return false
 	}
 	buf := amqp.AppendMethodFrame(c.out.buf, ch, m)
 	buf = amqp.AppendHeaderFrame(buf, ch, m.ClassID(), uint64(len(body)), props)
@@ -211,8 +224,7 @@ func (c *Conn) sendContent(ch uint16, m amqp.Method, props, body []byte) {
 		body = body[n:]
 	}
 	c.out.buf = buf
-	c.out.Unlock()
-	c.poke()
+	return true
 }
 
 // writeLoop is the writer goroutine. It exits when the read loop has ended
@@ -267,18 +279,22 @@ func (c *Conn) waitFlushed() {
 // flushNow writes what is queued on the calling goroutine instead of waking
 // the writer, saving a goroutine handoff on a request/response round trip
 // (basic.get). The reader calls it after queueing the reply to a method the
-// client waits for, and only on a TCP socket with the writer idle and a
-// small batch: such a write copies into the kernel's buffer and returns.
-// (A net.Pipe write waits for the peer's read, and a client that does not
-// read would hold the reader, so those are left to the writer.)
+// client waits for, queued with queueMethod or queueContent so the writer
+// was not woken for it. It writes only on a TCP socket with the writer idle
+// and a small batch: such a write copies into the kernel's buffer and
+// returns. (A net.Pipe write waits for the peer's read, and a client that
+// does not read would hold the reader, so those are left to the writer,
+// which is poked instead.)
 func (c *Conn) flushNow() {
 	if _, tcp := c.raw.(*net.TCPConn); !tcp {
+		c.poke()
 		return
 	}
 	c.out.Lock()
 	small := !c.out.flushing && c.out.writing == 0 && len(c.out.buf) <= flushNowMax
 	c.out.Unlock()
 	if !small {
+		c.poke()
 		return
 	}
 	if err := c.flush(); err != nil {

@@ -1,0 +1,132 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/storage"
+)
+
+// A get that runs on the caller's goroutine must still see every op sent
+// before it: here the publish is usually still in the mailbox when Get
+// looks, and Get must not answer get-empty past it.
+func TestGetSeesThePublishBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	q := start(t, newStores())
+	for i := range 2000 {
+		body := fmt.Sprint(i)
+		require.NoError(t, q.Publish(storage.Record{Body: []byte(body)}, nil, 0))
+		m, ready, ok, err := q.Get(ctx, owner, false)
+		require.NoError(t, err)
+		require.True(t, ok, "get after publish %d found the queue empty", i)
+		require.Equal(t, body, string(m.Body))
+		require.Zero(t, ready)
+		require.NoError(t, q.AckNow(m.Ref))
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{}, st)
+}
+
+// An ack settled in place is seen by the next op, whichever goroutine runs
+// it: a requeue of the same delivery after AckNow does nothing.
+func TestAckNowWinsOverALaterRequeue(t *testing.T) {
+	ctx := context.Background()
+	q := start(t, newStores())
+	publish(t, q, bodies(100)...)
+	for range 100 {
+		m, _, ok, err := q.Get(ctx, owner, false)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, q.AckNow(m.Ref))
+		require.NoError(t, q.Requeue([]Ref{m.Ref}))
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{}, st)
+}
+
+// Gets and acks on callers' goroutines race with the actor serving a
+// consumer, publishers and requeues: every message is settled exactly once.
+func TestInlineGetsRaceTheActor(t *testing.T) {
+	ctx := context.Background()
+	q := start(t, newStores())
+	const publishers, perPublisher, getters = 3, 1500, 3
+	const total = publishers * perPublisher
+
+	var mu sync.Mutex
+	acked := make(map[string]int)
+	ack := func(body string) {
+		mu.Lock()
+		acked[body]++
+		mu.Unlock()
+	}
+	done := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) == total
+	}
+
+	s := newSink()
+	credit := &Credit{}
+	credit.SetLimit(20)
+	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: Owner{Connection: "c9", Channel: 1}, Credit: credit, Receiver: s}))
+	consumerDone := make(chan struct{})
+	go func() {
+		defer close(consumerDone)
+		n := 0
+		for m := range s.msgs {
+			if n++; n%7 == 0 {
+				// Every seventh delivery goes back once, redelivered later.
+				_ = q.Requeue([]Ref{m.Ref})
+			} else {
+				_ = q.Ack([]Ref{m.Ref})
+				ack(string(m.Body))
+			}
+			credit.Release(1)
+			q.Kick()
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range perPublisher {
+				_ = q.Publish(storage.Record{Body: []byte(fmt.Sprintf("p%d-%d", p, i))}, nil, 0)
+			}
+		})
+	}
+	for g := range getters {
+		wg.Go(func() {
+			o := Owner{Connection: fmt.Sprintf("g%d", g), Channel: 1}
+			for !done() {
+				m, _, ok, err := q.Get(ctx, o, false)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					ack(string(m.Body))
+					if err := q.AckNow(m.Ref); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.close()
+	<-consumerDone
+	for body, n := range acked {
+		require.Equal(t, 1, n, "%s settled %d times", body, n)
+	}
+	require.Len(t, acked, total)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.Ready)
+}
