@@ -629,7 +629,9 @@ func (q *Queue) Cancel(ctx context.Context, owner Owner, tag string) (int, error
 
 // Get claims one message for basic.get. ok is false when the queue has no
 // ready message. ready is the count left after the claim (get-ok's
-// message-count). With noAck the message is settled at once.
+// message-count). With noAck the message is settled at once. When the actor
+// is idle Get runs on the caller's goroutine (inline), deliveries to
+// consumers included, so the caller must hold no lock a Deliver could need.
 func (q *Queue) Get(ctx context.Context, owner Owner, noAck bool) (m Message, ready uint64, ok bool, err error) {
 	o := op{kind: opGet, owner: owner, noAck: noAck}
 	if r, done := q.inline(o); done {
@@ -662,7 +664,8 @@ func (q *Queue) RequeueOne(r Ref) error { return q.settleOne(opRequeue, r) }
 
 // AckNow is AckOne for a caller about to wait on the queue again (the ack
 // of a basic.get before the next get): when the actor is idle it settles
-// on the calling goroutine, which then holds no lock a Deliver could need.
+// on the calling goroutine, so, as for Get, the caller must hold no lock a
+// Deliver could need.
 func (q *Queue) AckNow(r Ref) error {
 	o := op{kind: opAck, ref: [1]Ref{r}, one: true}
 	if _, done := q.inline(o); done {
