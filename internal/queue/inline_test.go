@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -129,4 +130,34 @@ func TestInlineGetsRaceTheActor(t *testing.T) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Zero(t, st.Ready)
+}
+
+// A get while a persistent batch is being synced must wait for that batch
+// on the actor, not on the caller's goroutine: the actor also waits for the
+// commit's outcome, and had it taken it while the caller held the work
+// mutex, neither would ever go on.
+func TestGetDuringCommitWaitsOnTheActor(t *testing.T) {
+	ctx := context.Background()
+	q, shards := startSyncing(t)
+	require.NoError(t, q.Publish(storage.Record{Body: []byte("p"), Persistent: true}, nil, 0))
+	<-shards.entered // the committer is in Append
+
+	got := make(chan Message, 1)
+	go func() {
+		m, _, ok, err := q.Get(ctx, owner, false)
+		if err == nil && ok {
+			got <- m
+		}
+		close(got)
+	}()
+	time.Sleep(20 * time.Millisecond) // the get is waiting for the batch
+	shards.gate <- struct{}{}
+	select {
+	case m, ok := <-got:
+		require.True(t, ok, "get found nothing")
+		require.Equal(t, "p", string(m.Body))
+		require.NoError(t, q.AckNow(m.Ref))
+	case <-time.After(5 * time.Second):
+		t.Fatal("get never returned: the actor and the caller wait on each other")
+	}
 }

@@ -574,7 +574,10 @@ func (q *Queue) inline(o op) (reply, bool) {
 		return reply{}, false
 	}
 	defer q.work.Unlock()
-	if q.queued.Load() != 0 || q.inboxLen.Load() != 0 || q.closing.Load() || q.deleted {
+	// A batch being committed is the actor's to finish: it waits for the
+	// outcome on commitDone too, and had it taken it while we hold work,
+	// neither of us would go on.
+	if q.queued.Load() != 0 || q.inboxLen.Load() != 0 || q.closing.Load() || q.deleted || q.committing {
 		return reply{}, false
 	}
 	ctx := context.Background()
