@@ -226,34 +226,44 @@ func TestFailedRequeueIsRetriedInPlace(t *testing.T) {
 // An ack whose record delete fails is retried; one whose index delete
 // fails leaves no Delivered entry behind once the store recovers.
 func TestFailedAckDeletesAreRetried(t *testing.T) {
-	ctx := context.Background()
-	for _, op := range []faultstore.Op{faultstore.DeleteByOffsets, faultstore.IndexDelete} {
-		t.Run(string(op), func(t *testing.T) {
-			wrapped, inner, in := faulty()
-			q := start(t, wrapped)
-			publish(t, q, "a", "b")
-			a, _, _, err := q.Get(ctx, owner, false)
-			require.NoError(t, err)
-			rule := in.Fail(faultstore.On(op), 1, nil)
-			require.NoError(t, q.Ack([]Ref{a.Ref}))
-			waitFired(t, rule)
-			require.Eventually(t, func() bool {
-				n, err := inner.Shards.Count(ctx, "/q")
-				if err != nil || n != 1 {
-					return false
-				}
-				_, err = inner.Index.Get(ctx, unacked.Key{VHost: "/", Queue: "q", Offset: a.Offset})
-				return err != nil
-			}, 5*time.Second, time.Millisecond)
-			st, err := q.Stats(ctx)
-			require.NoError(t, err)
-			require.Equal(t, Stats{Ready: 1}, st)
-			q.Stop()
-			q2 := start(t, inner)
-			bodies, _ := drainGets(t, q2)
-			require.Equal(t, []string{"b"}, bodies)
-		})
+	acks := map[string]func(q *Queue, r Ref) error{
+		"Ack":    func(q *Queue, r Ref) error { return q.Ack([]Ref{r}) },
+		"AckNow": (*Queue).AckNow, // settled in place: the actor must still retry
 	}
+	for _, op := range []faultstore.Op{faultstore.DeleteByOffsets, faultstore.IndexDelete} {
+		for name, ack := range acks {
+			t.Run(string(op)+"/"+name, func(t *testing.T) {
+				testFailedAckDeleteIsRetried(t, op, ack)
+			})
+		}
+	}
+}
+
+func testFailedAckDeleteIsRetried(t *testing.T, op faultstore.Op, ack func(*Queue, Ref) error) {
+	ctx := context.Background()
+	wrapped, inner, in := faulty()
+	q := start(t, wrapped)
+	publish(t, q, "a", "b")
+	a, _, _, err := q.Get(ctx, owner, false)
+	require.NoError(t, err)
+	rule := in.Fail(faultstore.On(op), 1, nil)
+	require.NoError(t, ack(q, a.Ref))
+	waitFired(t, rule)
+	require.Eventually(t, func() bool {
+		n, err := inner.Shards.Count(ctx, "/q")
+		if err != nil || n != 1 {
+			return false
+		}
+		_, err = inner.Index.Get(ctx, unacked.Key{VHost: "/", Queue: "q", Offset: a.Offset})
+		return err != nil
+	}, 5*time.Second, time.Millisecond)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{Ready: 1}, st)
+	q.Stop()
+	q2 := start(t, inner)
+	bodies, _ := drainGets(t, q2)
+	require.Equal(t, []string{"b"}, bodies)
 }
 
 // A claim whose index write fails delivers nothing; the actor retries and

@@ -581,8 +581,14 @@ func (q *Queue) inline(o op) (reply, bool) {
 		return reply{}, false
 	}
 	ctx := context.Background()
+	retrying := q.retryC != nil
 	r := q.exec(ctx, o)
 	q.afterOps(ctx)
+	if !retrying && q.retryC != nil {
+		// A store error scheduled a retry: the actor, asleep in a select
+		// that predates the timer, must wake to wait on it.
+		q.Kick()
+	}
 	return r, true
 }
 
@@ -745,6 +751,11 @@ func (q *Queue) run() {
 			q.retry.Stop()
 		}
 	}()
+	// The retry timer's channel changes under work (an in-place op may
+	// schedule a retry), so the select waits on a copy taken under it.
+	q.work.Lock()
+	retryC := q.retryC
+	q.work.Unlock()
 	for {
 		select {
 		case o := <-q.ops:
@@ -768,7 +779,7 @@ func (q *Queue) run() {
 		case r := <-q.commitDone:
 			q.work.Lock()
 			q.finishCommit(ctx, r)
-		case <-q.retryC:
+		case <-retryC:
 			q.work.Lock()
 			q.retryC = nil
 			q.redo(ctx)
@@ -786,6 +797,7 @@ func (q *Queue) run() {
 			q.applyObserved(ctx)
 		}
 		q.afterOps(ctx)
+		retryC = q.retryC
 		q.work.Unlock()
 	}
 }
