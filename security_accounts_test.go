@@ -358,17 +358,27 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
 	ch := topoConfirmChannel(t, conn)
 	declareQueue(t, ch, "q", false)
-	// Warm the publish cache on the default exchange.
+	// Warm the publish cache on the default exchange and the get cache on q.
 	publishConfirmed(t, ch, "q", false, "one")
+	_, ok, err := ch.Get("q", true)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// A read grant that no longer covers q refuses the next get on the
+	// same connection: the cache does not outlive the grant it was made under.
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", "^other$"))
+	_, _, err = ch.Get("q", true)
+	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", "nothing", ".*"))
+	ch = topoConfirmChannel(t, conn)
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
 	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.ClearPermissions(ctx, "u", "/"))
 	ch = topoChannel(t, conn)
-	_, _, err := ch.Get("q", true)
+	_, _, err = ch.Get("q", true)
 	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 	_, err = amqp091.Dial(userURL(b, "u", "p"))
 	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")

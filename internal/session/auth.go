@@ -152,30 +152,38 @@ func (a *Access) allows(g *Grant, kind permKind, name string) bool {
 	return re != nil && re.MatchString(name)
 }
 
-// publishCache remembers the last exchange a connection's publish was
-// allowed to write to, and under which grant, so a stream of publishes to
-// one exchange costs a pointer and a string comparison, not a regexp match.
-// Owned by the reader goroutine.
-type publishCache struct {
-	grant    *Grant
-	exchange string
+// accessCache remembers the last name one kind of check allowed, and under
+// which grant, so a stream of publishes to one exchange or of basic.gets
+// from one queue costs a pointer and a string comparison, not a regexp
+// match (RabbitMQ's channels cache their permission checks too). A changed
+// grant is a new pointer, so SetPermissions takes effect on the next check.
+// Owned by the goroutine that handles the connection's methods.
+type accessCache struct {
+	grant *Grant
+	name  string
 }
 
-// checkPublish is (*Access).check for basic.publish with the cache.
-func (c *Conn) checkPublish(m *amqp.BasicPublish) error {
+// checkCached is (*Access).check through cache, for the checks that repeat
+// on every message: basic.publish's write and basic.get's read.
+func (c *Conn) checkCached(cache *accessCache, kind permKind, resource, name string, m amqp.Method) error {
 	a := c.access
 	if a == nil {
 		return nil
 	}
 	g := a.cur.Load()
-	if g != nil && g == c.pubCache.grant && m.Exchange == c.pubCache.exchange {
+	if g != nil && g == cache.grant && name == cache.name {
 		return nil
 	}
-	if err := a.check(permWrite, "exchange", m.Exchange, m); err != nil {
+	if err := a.check(kind, resource, name, m); err != nil {
 		return err
 	}
-	c.pubCache = publishCache{grant: g, exchange: m.Exchange}
+	*cache = accessCache{grant: g, name: name}
 	return nil
+}
+
+// checkPublish is (*Access).check for basic.publish with the cache.
+func (c *Conn) checkPublish(m *amqp.BasicPublish) error {
+	return c.checkCached(&c.pubCache, permWrite, "exchange", m.Exchange, m)
 }
 
 // LoginAttempt is what Config.Login is told about a connection.start-ok.

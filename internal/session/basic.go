@@ -364,7 +364,7 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	if err != nil {
 		return err
 	}
-	if err := ch.conn.access.check(permRead, "queue", name, m); err != nil {
+	if err := ch.conn.checkCached(&ch.conn.getCache, permRead, "queue", name, m); err != nil {
 		return err
 	}
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)

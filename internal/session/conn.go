@@ -77,10 +77,12 @@ type Conn struct {
 	blockedNotify bool
 	released      bool // releaseAll has deleted the exclusive queues
 	// access is the user's permissions on vh (nil: unrestricted), admit
-	// the release func of Config.Open; pubCache speeds up publish checks.
+	// the release func of Config.Open; pubCache and getCache speed up the
+	// permission checks of publishes and gets.
 	access   *Access
 	admit    func()
-	pubCache publishCache
+	pubCache accessCache
+	getCache accessCache
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
