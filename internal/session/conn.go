@@ -121,7 +121,7 @@ type Conn struct {
 // or modified.
 func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
 	raw := rwc
-	rwc = cfg.Counters.track(rwc) // inspection and byte counts (inspect.go)
+	rwc = cfg.Counters.track(wrapSocket(rwc)) // inspection and byte counts (inspect.go)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

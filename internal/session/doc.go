@@ -22,7 +22,12 @@
 // queues the get reply without poking the writer and writes it itself
 // (queueContent, flushNow); a flushing flag in the outbox keeps the two
 // from ever writing at once. With the queue's own in-place Get and AckNow,
-// a get round trip wakes no goroutine but the reader. Timers (handshake
+// a get round trip wakes no goroutine but the reader. On Linux a TCP
+// socket's reads and those in-place writes call the kernel directly
+// (socket_linux.go, through syscall.RawConn), skipping the runtime's
+// syscall entry, which wakes its sleeping sysmon thread on every request of
+// a request/response connection; the writer goroutine's writes keep the
+// ordinary path. Timers (handshake
 // timeout, close-ok timeout, heartbeat) are time.AfterFunc callbacks that
 // take the outbox lock, never block, and are stopped before Serve returns.
 //

@@ -174,9 +174,30 @@ func (t *tracker) Read(p []byte) (int, error) {
 
 func (t *tracker) Write(p []byte) (int, error) {
 	n, err := t.ReadWriteCloser.Write(p)
+	t.wrote(n, p)
+	return n, err
+}
+
+// inPlaceWriter is a stream with a second write path for the reader
+// goroutine's in-place replies (rawSocket).
+type inPlaceWriter interface {
+	WriteInPlace(p []byte) (int, error)
+}
+
+// WriteInPlace is Write through the stream's in-place path, when it has one.
+func (t *tracker) WriteInPlace(p []byte) (int, error) {
+	w, ok := t.ReadWriteCloser.(inPlaceWriter)
+	if !ok {
+		return t.Write(p)
+	}
+	n, err := w.WriteInPlace(p)
+	t.wrote(n, p)
+	return n, err
+}
+
+func (t *tracker) wrote(n int, p []byte) {
 	t.sent.Add(uint64(max(n, 0)))
 	t.unwritten.Add(-int64(len(p)))
-	return n, err
 }
 
 // CloseWrite half-closes when the stream can (shutdownWrite looks for it).

@@ -237,10 +237,10 @@ func (c *Conn) writeLoop() {
 		case <-c.wake:
 		case <-c.readerDone:
 			c.waitFlushed()
-			_ = c.flush()
+			_ = c.flush(false)
 			return
 		}
-		if err := c.flush(); err != nil {
+		if err := c.flush(false); err != nil {
 			c.writeFailed(err)
 			return
 		}
@@ -297,7 +297,7 @@ func (c *Conn) flushNow() {
 		c.poke()
 		return
 	}
-	if err := c.flush(); err != nil {
+	if err := c.flush(true); err != nil {
 		c.writeFailed(err)
 	}
 }
@@ -311,8 +311,10 @@ const maxSpareBuffer = 1 << 20
 
 // flush writes everything queued, one Write per batch, until the queue is
 // empty. When another goroutine is flushing it returns at once: that one
-// writes what was queued before it looks at the queue again.
-func (c *Conn) flush() error {
+// writes what was queued before it looks at the queue again. inPlace is
+// the reader's flushNow: it writes through the stream's in-place path
+// (rawSocket.WriteInPlace) when there is one.
+func (c *Conn) flush(inPlace bool) error {
 	c.out.Lock()
 	if c.out.flushing {
 		c.out.Unlock()
@@ -340,7 +342,7 @@ func (c *Conn) flush() error {
 		c.out.Unlock()
 
 		onlyHeartbeat := len(batch) == heartbeatFrameSize && batch[0] == amqp.FrameHeartbeat
-		_, err := c.rwc.Write(batch)
+		_, err := c.write(batch, inPlace)
 		if cap(batch) > maxSpareBuffer {
 			batch = nil
 		}
@@ -362,6 +364,16 @@ func (c *Conn) flush() error {
 			c.wrote.Store(true)
 		}
 	}
+}
+
+// write writes one batch, in place when asked and the stream can.
+func (c *Conn) write(batch []byte, inPlace bool) (int, error) {
+	if inPlace {
+		if w, ok := c.rwc.(inPlaceWriter); ok {
+			return w.WriteInPlace(batch)
+		}
+	}
+	return c.rwc.Write(batch)
 }
 
 // shutdownWrite sends EOF to the peer while still reading, so the peer sees

@@ -1,0 +1,148 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection, the server's
+// wrapped by wrapSocket.
+func tcpPair(t *testing.T) (*rawSocket, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan *net.TCPConn, 1)
+	go func() {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	require.NoError(t, err)
+	server, ok := <-accepted
+	require.True(t, ok)
+	t.Cleanup(func() {
+		client.Close()
+		server.Close()
+	})
+	s, ok := wrapSocket(server).(*rawSocket)
+	require.True(t, ok, "a TCP connection is wrapped")
+	return s, client
+}
+
+func TestWrapSocketLeavesOtherStreamsAlone(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	require.Same(t, a, wrapSocket(a))
+}
+
+func TestRawSocketReadsWhatArrivesThenEOF(t *testing.T) {
+	s, client := tcpPair(t)
+	buf := make([]byte, 64)
+
+	// A read waits for data (the goroutine parks on EAGAIN).
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		client.Write([]byte("hello"))
+	}()
+	n, err := s.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(buf[:n]))
+
+	n, err = s.Read(buf[:0])
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	_, err = client.Write([]byte("world"))
+	require.NoError(t, err)
+	require.NoError(t, client.CloseWrite())
+	got, err := io.ReadAll(s)
+	require.NoError(t, err, "ReadAll stops at io.EOF")
+	require.Equal(t, "world", string(got))
+}
+
+func TestRawSocketReadErrors(t *testing.T) {
+	cases := []struct {
+		name  string
+		cause func(s *rawSocket, client *net.TCPConn)
+		is    error
+	}{
+		{"closed locally while waiting", func(s *rawSocket, _ *net.TCPConn) {
+			time.Sleep(20 * time.Millisecond)
+			s.Close()
+		}, net.ErrClosed},
+		{"read deadline", func(s *rawSocket, _ *net.TCPConn) {
+			s.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		}, os.ErrDeadlineExceeded},
+		{"reset by the peer", func(_ *rawSocket, client *net.TCPConn) {
+			time.Sleep(20 * time.Millisecond)
+			client.SetLinger(0) // close sends RST
+			client.Close()
+		}, syscall.ECONNRESET},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, client := tcpPair(t)
+			go tc.cause(s, client)
+			_, err := s.Read(make([]byte, 16))
+			require.ErrorIs(t, err, tc.is)
+			var op *net.OpError
+			require.True(t, errors.As(err, &op), "a *net.OpError, as net.Conn returns")
+		})
+	}
+}
+
+// A write larger than the socket buffers parks on EAGAIN and finishes as
+// the peer reads; every byte arrives, in order.
+func TestRawSocketWriteInPlaceWaitsForRoom(t *testing.T) {
+	s, client := tcpPair(t)
+	want := make([]byte, 16<<20)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond) // let the buffers fill first
+		b, _ := io.ReadAll(client)
+		got <- b
+	}()
+	n, err := s.WriteInPlace(want)
+	require.NoError(t, err)
+	require.Equal(t, len(want), n)
+	require.NoError(t, s.CloseWrite())
+	require.True(t, bytes.Equal(want, <-got))
+}
+
+// Writing to a peer that is gone fails with EPIPE or ECONNRESET and raises
+// no SIGPIPE (which would end the test binary).
+func TestRawSocketWriteInPlaceToAGonePeer(t *testing.T) {
+	s, client := tcpPair(t)
+	client.SetLinger(0)
+	client.Close()
+	var err error
+	for range 100 {
+		if _, err = s.WriteInPlace([]byte("anyone there?")); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.Error(t, err)
+	require.True(t, errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET), "got %v", err)
+
+	s.Close()
+	_, err = s.WriteInPlace([]byte("x"))
+	require.ErrorIs(t, err, net.ErrClosed)
+}
