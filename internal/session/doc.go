@@ -27,9 +27,9 @@
 // (socket_linux.go, through syscall.RawConn), skipping the runtime's
 // syscall entry, which wakes its sleeping sysmon thread on every request of
 // a request/response connection; the writer goroutine's writes keep the
-// ordinary path. Timers (handshake
-// timeout, close-ok timeout, heartbeat) are time.AfterFunc callbacks that
-// take the outbox lock, never block, and are stopped before Serve returns.
+// ordinary path. Timers (handshake timeout, close-ok timeout, heartbeat)
+// are time.AfterFunc callbacks that take the outbox lock, never block, and
+// are stopped before Serve returns.
 //
 // # Handshake
 //
