@@ -29,9 +29,24 @@ import (
 // raw writes there made the median 10 % worse, the sysmon wake-up they
 // skip apparently keeping the other CPU out of its idle state for the
 // client's next wake-up (README, Performance).
+//
+// One goroutine reads at a time and one writes in place at a time (the
+// session's reader, and whoever holds the outbox's flushing flag): each
+// direction keeps its call's state in the struct, and its callback is bound
+// once in wrapSocket, so a read or write allocates nothing.
 type rawSocket struct {
 	*net.TCPConn
 	rc syscall.RawConn
+
+	readFn  func(fd uintptr) bool // s.read, bound once
+	readBuf []byte
+	readN   int
+	readErr syscall.Errno
+
+	writeFn  func(fd uintptr) bool // s.write, bound once
+	writeBuf []byte
+	written  int
+	writeErr syscall.Errno
 }
 
 // wrapSocket returns rwc as a rawSocket when it is a TCP connection, and
@@ -45,7 +60,9 @@ func wrapSocket(rwc io.ReadWriteCloser) io.ReadWriteCloser {
 	if err != nil {
 		return rwc
 	}
-	return &rawSocket{TCPConn: tc, rc: rc}
+	s := &rawSocket{TCPConn: tc, rc: rc}
+	s.readFn, s.writeFn = s.read, s.write
+	return s
 }
 
 // Read reads once, as net.Conn's Read does: what is there, up to len(p);
@@ -54,25 +71,10 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := s.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case 0:
-				n = int(r)
-				return true
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // park until readable, then call again
-			default:
-				errno = e
-				return true
-			}
-		}
-	})
+	s.readBuf, s.readN, s.readErr = p, 0, 0
+	err := s.rc.Read(s.readFn)
+	n, errno := s.readN, s.readErr
+	s.readBuf = nil
 	if err != nil {
 		return 0, err
 	}
@@ -85,29 +87,31 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// read is Read's callback: false parks until the socket is readable.
+func (s *rawSocket) read(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.readBuf[0])), uintptr(len(s.readBuf)))
+		switch e {
+		case 0:
+			s.readN = int(r)
+			return true
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			s.readErr = e
+			return true
+		}
+	}
+}
+
 // WriteInPlace writes all of p, parking on EAGAIN until the socket takes
 // more. MSG_NOSIGNAL: a peer that has gone yields EPIPE, not a SIGPIPE.
 func (s *rawSocket) WriteInPlace(p []byte) (int, error) {
-	written := 0
-	var errno syscall.Errno
-	err := s.rc.Write(func(fd uintptr) bool {
-		for written < len(p) {
-			r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd,
-				uintptr(unsafe.Pointer(&p[written])), uintptr(len(p)-written),
-				syscall.MSG_NOSIGNAL, 0, 0)
-			switch e {
-			case 0:
-				written += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // park until writable, then call again
-			default:
-				errno = e
-				return true
-			}
-		}
-		return true
-	})
+	s.writeBuf, s.written, s.writeErr = p, 0, 0
+	err := s.rc.Write(s.writeFn)
+	written, errno := s.written, s.writeErr
+	s.writeBuf = nil
 	if err != nil {
 		return written, err
 	}
@@ -115,6 +119,28 @@ func (s *rawSocket) WriteInPlace(p []byte) (int, error) {
 		return written, s.opError("write", errno)
 	}
 	return written, nil
+}
+
+// write is WriteInPlace's callback: false parks until the socket is
+// writable.
+func (s *rawSocket) write(fd uintptr) bool {
+	for s.written < len(s.writeBuf) {
+		rest := s.writeBuf[s.written:]
+		r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd,
+			uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)),
+			syscall.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			s.written += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			s.writeErr = e
+			return true
+		}
+	}
+	return true
 }
 
 // opError wraps errno as the net package would ("read tcp a->b: read:

@@ -146,3 +146,26 @@ func TestRawSocketWriteInPlaceToAGonePeer(t *testing.T) {
 	_, err = s.WriteInPlace([]byte("x"))
 	require.ErrorIs(t, err, net.ErrClosed)
 }
+
+// The reader's read and in-place write run once per request: neither may
+// allocate.
+func TestRawSocketReadAndWriteInPlaceDoNotAllocate(t *testing.T) {
+	s, client := tcpPair(t)
+	msg := []byte("basic.get")
+	buf := make([]byte, 64)
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := client.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Read(buf); err != nil || n == 0 {
+			t.Fatal(n, err)
+		}
+		if _, err := s.WriteInPlace(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf[:len(msg)]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}
