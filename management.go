@@ -91,8 +91,11 @@ type mgmtCall struct {
 	r      *http.Request
 	user   User
 	params map[string]string
-	// all: the user may see every connection (administrator, monitoring).
+	// all: the user may see every vhost and connection (administrator,
+	// monitoring).
 	all bool
+	// grants caches the user's permissions per vhost (mgmt_access.go).
+	grants map[string]*session.Grant
 }
 
 func (c *mgmtCall) p(name string) string { return c.params[name] }
@@ -304,13 +307,30 @@ func created(w http.ResponseWriter, isNew bool) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// readBody decodes a JSON request body into v; an empty body is {}.
-func readBody(c *mgmtCall, v any) bool {
-	const maxBody = 64 << 20 // definitions of a large broker fit
-	body := http.MaxBytesReader(c.w, c.r.Body, maxBody)
+// Request body bounds. An object's body (a queue's or exchange's
+// arguments, a binding, a get request) is small: its arguments must fit
+// one frame anyway (internal/vhost limits.go), and JSON of a few hundred
+// KiB covers any that do. Definitions of a large broker are bigger.
+const (
+	mgmtMaxBody            = 1 << 20
+	mgmtMaxDefinitionsBody = 64 << 20
+)
+
+// readBody decodes a JSON request body of at most mgmtMaxBody bytes into
+// v; an empty body is {}.
+func readBody(c *mgmtCall, v any) bool { return readBodyMax(c, v, mgmtMaxBody) }
+
+// readBodyMax is readBody with the bound max: a longer body is 413 and is
+// not read further.
+func readBodyMax(c *mgmtCall, v any, max int64) bool {
+	body := http.MaxBytesReader(c.w, c.r.Body, max)
 	err := opsDecodeJSON(body, v)
 	if err == nil || errors.Is(err, io.EOF) {
 		return true // an empty body is {}
+	}
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		writeError(c.w, http.StatusRequestEntityTooLarge, "bad_request", fmt.Sprintf("request body larger than %d bytes", max))
+		return false
 	}
 	writeError(c.w, http.StatusBadRequest, "bad_request", "not_json")
 	return false
@@ -345,20 +365,26 @@ func (f *flexInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// vhostParam returns the vhost a path names, or answers 404.
+// vhostParam returns the vhost a path names, or answers 404 when there is
+// none and 401 when the user may not see it (mgmt_access.go).
 func (m *mgmt) vhostParam(c *mgmtCall) (*vhost.VHost, bool) {
 	vh, ok := m.b.lookupVHost(c.p("vhost"))
 	if !ok || c.p("vhost") == "" {
 		writeError(c.w, http.StatusNotFound, "not_found", "vhost_not_found")
 		return nil, false
 	}
+	if !m.visible(c, vh.Name()) {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
+		return nil, false
+	}
 	return vh, true
 }
 
-// vhostsParam returns every vhost, or the one the path names.
+// vhostsParam returns every vhost the user may see, or the one the path
+// names.
 func (m *mgmt) vhostsParam(c *mgmtCall) ([]*vhost.VHost, bool) {
 	if _, ok := c.params["vhost"]; !ok {
-		return m.b.opsVHosts(), true
+		return m.visibleVHosts(c), true
 	}
 	vh, ok := m.vhostParam(c)
 	if !ok {
@@ -497,7 +523,7 @@ func (m *mgmt) vhostJSON(vh *vhost.VHost) map[string]any {
 
 func (m *mgmt) vhosts(c *mgmtCall) {
 	out := []map[string]any{}
-	for _, vh := range m.b.opsVHosts() {
+	for _, vh := range m.visibleVHosts(c) {
 		out = append(out, m.vhostJSON(vh))
 	}
 	writeJSON(c.w, http.StatusOK, out)
@@ -507,6 +533,10 @@ func (m *mgmt) vhost(c *mgmtCall) {
 	vh, ok := m.b.lookupVHost(c.p("vhost"))
 	if !ok {
 		notFound(c.w)
+		return
+	}
+	if !m.visible(c, vh.Name()) {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
 		return
 	}
 	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
@@ -639,7 +669,8 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		Internal   flexBool       `json:"internal"`
 		Arguments  map[string]any `json:"arguments"`
 	}
-	if !readBody(c, &body) {
+	name := exchangeName(c.p("name"))
+	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) || !readBody(c, &body) {
 		return
 	}
 	if body.Type == "" {
@@ -651,7 +682,6 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	name := exchangeName(c.p("name"))
 	_, existed := vh.LookupExchange(name)
 	err = vh.DeclareExchange(c.r.Context(), &amqp.ExchangeDeclare{
 		Exchange: name, Type: body.Type, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete),
@@ -672,6 +702,9 @@ func (m *mgmt) deleteExchange(c *mgmtCall) {
 	name := exchangeName(c.p("name"))
 	if _, ok := vh.LookupExchange(name); !ok {
 		notFound(c.w)
+		return
+	}
+	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) {
 		return
 	}
 	if err := vh.DeleteExchange(c.r.Context(), name, c.r.URL.Query().Get("if-unused") == "true"); err != nil {
@@ -801,7 +834,8 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 		AutoDelete flexBool       `json:"auto_delete"`
 		Arguments  map[string]any `json:"arguments"`
 	}
-	if !readBody(c, &body) {
+	name := c.p("name")
+	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) || !readBody(c, &body) {
 		return
 	}
 	args, err := opsJSONTable(body.Arguments)
@@ -809,7 +843,6 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	name := c.p("name")
 	_, existed := vh.LookupQueue(name)
 	// The management API declares no exclusive queues; redeclaring one
 	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
@@ -823,11 +856,13 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 
 func (m *mgmt) deleteQueue(c *mgmtCall) {
 	vh, q, ok := m.queueParam(c)
-	if !ok {
+	if !ok || !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", q.Def.Name}) {
 		return
 	}
 	query := c.r.URL.Query()
-	_, err := vh.DeleteQueue(c.r.Context(), q.Def.Owner, q.Def.Name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
+	// As a connection of its own, the API cannot delete another
+	// connection's exclusive queue (405 RESOURCE_LOCKED).
+	_, err := vh.DeleteQueue(c.r.Context(), "", q.Def.Name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -836,8 +871,13 @@ func (m *mgmt) deleteQueue(c *mgmtCall) {
 }
 
 func (m *mgmt) purge(c *mgmtCall) {
-	_, q, ok := m.queueParam(c)
-	if !ok {
+	vh, q, ok := m.queueParam(c)
+	if !ok || !m.permit(c, vh, mgmtCheck{mgmtRead, "queue", q.Def.Name}) {
+		return
+	}
+	q, err := vh.Queue("", q.Def.Name) // another connection's exclusive queue is 405
+	if err != nil {
+		writeAMQPError(c.w, err)
 		return
 	}
 	if _, err := q.Purge(c.r.Context()); err != nil {
@@ -1198,7 +1238,7 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 			RoutingKey string         `json:"routing_key"`
 			Arguments  map[string]any `json:"arguments"`
 		}
-		if !readBody(c, &body) {
+		if !m.permit(c, vh, bindChecks(b)...) || !readBody(c, &body) {
 			return
 		}
 		args, err := opsJSONTable(body.Arguments)
@@ -1207,11 +1247,9 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 			return
 		}
 		b.Key, b.Args = body.RoutingKey, args
-		owner := ""
-		if q, ok := vh.LookupQueue(b.Destination.Name); ok && !b.Destination.Exchange {
-			owner = q.Def.Owner // operators may bind any queue
-		}
-		if err := vh.Bind(c.r.Context(), owner, b); err != nil {
+		// As a connection of its own: another connection's exclusive
+		// queue is 405 RESOURCE_LOCKED, as over AMQP.
+		if err := vh.Bind(c.r.Context(), "", b); err != nil {
 			writeAMQPError(c.w, err)
 			return
 		}
@@ -1219,6 +1257,16 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 		c.w.Header().Set("Location", url.PathEscape(c.p("dest"))+"/"+propertiesKey(b.Key, b.Args))
 		c.w.WriteHeader(http.StatusCreated)
 	}
+}
+
+// bindChecks are the permissions a bind or unbind needs, as AMQP's
+// binding_action checks them: write on the destination, read on the source.
+func bindChecks(b routing.Binding) []mgmtCheck {
+	kind := "queue"
+	if b.Destination.Exchange {
+		kind = "exchange"
+	}
+	return []mgmtCheck{{mgmtWrite, kind, b.Destination.Name}, {mgmtRead, "exchange", b.Source}}
 }
 
 // findBinding returns the binding a props path segment names.
@@ -1253,14 +1301,10 @@ func (m *mgmt) binding(kind string) func(*mgmtCall) {
 func (m *mgmt) deleteBinding(kind string) func(*mgmtCall) {
 	return func(c *mgmtCall) {
 		vh, bd, ok := m.findBinding(c, kind)
-		if !ok {
+		if !ok || !m.permit(c, vh, bindChecks(bd)...) {
 			return
 		}
-		owner := ""
-		if q, ok := vh.LookupQueue(bd.Destination.Name); ok && !bd.Destination.Exchange {
-			owner = q.Def.Owner
-		}
-		if err := vh.Unbind(c.r.Context(), owner, bd); err != nil {
+		if err := vh.Unbind(c.r.Context(), "", bd); err != nil {
 			writeAMQPError(c.w, err)
 			return
 		}
@@ -1370,6 +1414,12 @@ func (m *mgmt) connection(c *mgmtCall) {
 func (m *mgmt) deleteConnection(c *mgmtCall) {
 	v, ok := m.findConn(c)
 	if !ok {
+		return
+	}
+	// Seeing a connection is not closing it: monitoring sees every
+	// connection but closes only its own (RabbitMQ's is_authorized_user).
+	if v.info.User != c.user.Name && !hasTag(c.user, "administrator") {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 		return
 	}
 	reason := c.r.Header.Get("X-Reason")
@@ -1493,7 +1543,7 @@ func (m *mgmt) definitions(c *mgmtCall) {
 
 func (m *mgmt) postDefinitions(c *mgmtCall) {
 	var d Definitions
-	if !readBody(c, &d) {
+	if !readBodyMax(c, &d, mgmtMaxDefinitionsBody) {
 		return
 	}
 	if err := m.b.ImportDefinitions(c.r.Context(), &d); err != nil {
