@@ -39,8 +39,13 @@ import (
 // RabbitMQ, a user needs one of the tags administrator, monitoring,
 // management or policymaker; users, permissions and definitions need
 // administrator; management and policymaker users see only their own
-// connections, channels and consumers. Vhost names in paths are
-// URL-encoded ("%2F" for "/"); the default exchange is "amq.default".
+// connections, channels and consumers, and only the vhosts they have
+// permissions on. Writes to exchanges, queues and bindings, purge and get
+// need the user's AMQP permissions on the vhost, whatever its tags (the
+// rules are listed in mgmt_access.go). Names and arguments meet the limits
+// AMQP's do, and request bodies are bounded (1 MiB; definitions 64 MiB).
+// Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
+// ("%2F" for "/"); the default exchange is "amq.default".
 //
 // Served: /api/overview, /api/nodes (the one node and its resource
 // alarms), /api/whoami, /api/vhosts[/v], /api/users[/u]
@@ -58,8 +63,9 @@ import (
 // reject_requeue_true and reject_requeue_false reject every message got
 // (requeued, or dead-lettered/dropped); ack_requeue_true leaves them
 // unacked and closing the channel requeues them. Requeued messages come
-// back marked redelivered. PeekQueue is the Go API's look without
-// delivering.
+// back marked redelivered. The answer is streamed, one message at a time,
+// and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
+// look without delivering.
 func (b *Broker) ManagementHandler() http.Handler {
 	m := &mgmt{b: b}
 	m.register()
