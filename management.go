@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -38,8 +39,13 @@ import (
 // RabbitMQ, a user needs one of the tags administrator, monitoring,
 // management or policymaker; users, permissions and definitions need
 // administrator; management and policymaker users see only their own
-// connections, channels and consumers. Vhost names in paths are
-// URL-encoded ("%2F" for "/"); the default exchange is "amq.default".
+// connections, channels and consumers, and only the vhosts they have
+// permissions on. Writes to exchanges, queues and bindings, purge and get
+// need the user's AMQP permissions on the vhost, whatever its tags (the
+// rules are listed in mgmt_access.go). Names and arguments meet the limits
+// AMQP's do, and request bodies are bounded (1 MiB; definitions 64 MiB).
+// Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
+// ("%2F" for "/"); the default exchange is "amq.default".
 //
 // Served: /api/overview, /api/nodes (the one node and its resource
 // alarms), /api/whoami, /api/vhosts[/v], /api/users[/u]
@@ -57,8 +63,9 @@ import (
 // reject_requeue_true and reject_requeue_false reject every message got
 // (requeued, or dead-lettered/dropped); ack_requeue_true leaves them
 // unacked and closing the channel requeues them. Requeued messages come
-// back marked redelivered. PeekQueue is the Go API's look without
-// delivering.
+// back marked redelivered. The answer is streamed, one message at a time,
+// and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
+// look without delivering.
 func (b *Broker) ManagementHandler() http.Handler {
 	m := &mgmt{b: b}
 	m.register()
@@ -91,8 +98,11 @@ type mgmtCall struct {
 	r      *http.Request
 	user   User
 	params map[string]string
-	// all: the user may see every connection (administrator, monitoring).
+	// all: the user may see every vhost and connection (administrator,
+	// monitoring).
 	all bool
+	// grants caches the user's permissions per vhost (mgmt_access.go).
+	grants map[string]*session.Grant
 }
 
 func (c *mgmtCall) p(name string) string { return c.params[name] }
@@ -304,13 +314,30 @@ func created(w http.ResponseWriter, isNew bool) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// readBody decodes a JSON request body into v; an empty body is {}.
-func readBody(c *mgmtCall, v any) bool {
-	const maxBody = 64 << 20 // definitions of a large broker fit
-	body := http.MaxBytesReader(c.w, c.r.Body, maxBody)
+// Request body bounds. An object's body (a queue's or exchange's
+// arguments, a binding, a get request) is small: its arguments must fit
+// one frame anyway (internal/vhost limits.go), and JSON of a few hundred
+// KiB covers any that do. Definitions of a large broker are bigger.
+const (
+	mgmtMaxBody            = 1 << 20
+	mgmtMaxDefinitionsBody = 64 << 20
+)
+
+// readBody decodes a JSON request body of at most mgmtMaxBody bytes into
+// v; an empty body is {}.
+func readBody(c *mgmtCall, v any) bool { return readBodyMax(c, v, mgmtMaxBody) }
+
+// readBodyMax is readBody with the bound max: a longer body is 413 and is
+// not read further.
+func readBodyMax(c *mgmtCall, v any, max int64) bool {
+	body := http.MaxBytesReader(c.w, c.r.Body, max)
 	err := opsDecodeJSON(body, v)
 	if err == nil || errors.Is(err, io.EOF) {
 		return true // an empty body is {}
+	}
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		writeError(c.w, http.StatusRequestEntityTooLarge, "bad_request", fmt.Sprintf("request body larger than %d bytes", max))
+		return false
 	}
 	writeError(c.w, http.StatusBadRequest, "bad_request", "not_json")
 	return false
@@ -345,20 +372,26 @@ func (f *flexInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// vhostParam returns the vhost a path names, or answers 404.
+// vhostParam returns the vhost a path names, or answers 404 when there is
+// none and 401 when the user may not see it (mgmt_access.go).
 func (m *mgmt) vhostParam(c *mgmtCall) (*vhost.VHost, bool) {
 	vh, ok := m.b.lookupVHost(c.p("vhost"))
 	if !ok || c.p("vhost") == "" {
 		writeError(c.w, http.StatusNotFound, "not_found", "vhost_not_found")
 		return nil, false
 	}
+	if !m.visible(c, vh.Name()) {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
+		return nil, false
+	}
 	return vh, true
 }
 
-// vhostsParam returns every vhost, or the one the path names.
+// vhostsParam returns every vhost the user may see, or the one the path
+// names.
 func (m *mgmt) vhostsParam(c *mgmtCall) ([]*vhost.VHost, bool) {
 	if _, ok := c.params["vhost"]; !ok {
-		return m.b.opsVHosts(), true
+		return m.visibleVHosts(c), true
 	}
 	vh, ok := m.vhostParam(c)
 	if !ok {
@@ -497,7 +530,7 @@ func (m *mgmt) vhostJSON(vh *vhost.VHost) map[string]any {
 
 func (m *mgmt) vhosts(c *mgmtCall) {
 	out := []map[string]any{}
-	for _, vh := range m.b.opsVHosts() {
+	for _, vh := range m.visibleVHosts(c) {
 		out = append(out, m.vhostJSON(vh))
 	}
 	writeJSON(c.w, http.StatusOK, out)
@@ -507,6 +540,10 @@ func (m *mgmt) vhost(c *mgmtCall) {
 	vh, ok := m.b.lookupVHost(c.p("vhost"))
 	if !ok {
 		notFound(c.w)
+		return
+	}
+	if !m.visible(c, vh.Name()) {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
 		return
 	}
 	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
@@ -639,7 +676,8 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		Internal   flexBool       `json:"internal"`
 		Arguments  map[string]any `json:"arguments"`
 	}
-	if !readBody(c, &body) {
+	name := exchangeName(c.p("name"))
+	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) || !readBody(c, &body) {
 		return
 	}
 	if body.Type == "" {
@@ -651,7 +689,6 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	name := exchangeName(c.p("name"))
 	_, existed := vh.LookupExchange(name)
 	err = vh.DeclareExchange(c.r.Context(), &amqp.ExchangeDeclare{
 		Exchange: name, Type: body.Type, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete),
@@ -672,6 +709,9 @@ func (m *mgmt) deleteExchange(c *mgmtCall) {
 	name := exchangeName(c.p("name"))
 	if _, ok := vh.LookupExchange(name); !ok {
 		notFound(c.w)
+		return
+	}
+	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) {
 		return
 	}
 	if err := vh.DeleteExchange(c.r.Context(), name, c.r.URL.Query().Get("if-unused") == "true"); err != nil {
@@ -801,7 +841,8 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 		AutoDelete flexBool       `json:"auto_delete"`
 		Arguments  map[string]any `json:"arguments"`
 	}
-	if !readBody(c, &body) {
+	name := c.p("name")
+	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) || !readBody(c, &body) {
 		return
 	}
 	args, err := opsJSONTable(body.Arguments)
@@ -809,7 +850,6 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	name := c.p("name")
 	_, existed := vh.LookupQueue(name)
 	// The management API declares no exclusive queues; redeclaring one
 	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
@@ -823,11 +863,13 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 
 func (m *mgmt) deleteQueue(c *mgmtCall) {
 	vh, q, ok := m.queueParam(c)
-	if !ok {
+	if !ok || !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", q.Def.Name}) {
 		return
 	}
 	query := c.r.URL.Query()
-	_, err := vh.DeleteQueue(c.r.Context(), q.Def.Owner, q.Def.Name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
+	// As a connection of its own, the API cannot delete another
+	// connection's exclusive queue (405 RESOURCE_LOCKED).
+	_, err := vh.DeleteQueue(c.r.Context(), "", q.Def.Name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -836,8 +878,13 @@ func (m *mgmt) deleteQueue(c *mgmtCall) {
 }
 
 func (m *mgmt) purge(c *mgmtCall) {
-	_, q, ok := m.queueParam(c)
-	if !ok {
+	vh, q, ok := m.queueParam(c)
+	if !ok || !m.permit(c, vh, mgmtCheck{mgmtRead, "queue", q.Def.Name}) {
+		return
+	}
+	q, err := vh.Queue("", q.Def.Name) // another connection's exclusive queue is 405
+	if err != nil {
+		writeAMQPError(c.w, err)
 		return
 	}
 	if _, err := q.Purge(c.r.Context()); err != nil {
@@ -847,15 +894,15 @@ func (m *mgmt) purge(c *mgmtCall) {
 	c.w.WriteHeader(http.StatusNoContent)
 }
 
+// getResult is one message of a get's answer without its payload, which
+// writeGetResult streams after these fields.
 type getResult struct {
-	PayloadBytes    int            `json:"payload_bytes"`
-	Redelivered     bool           `json:"redelivered"`
-	Exchange        string         `json:"exchange"`
-	RoutingKey      string         `json:"routing_key"`
-	MessageCount    uint64         `json:"message_count"`
-	Properties      map[string]any `json:"properties"`
-	Payload         string         `json:"payload"`
-	PayloadEncoding string         `json:"payload_encoding"`
+	PayloadBytes int            `json:"payload_bytes"`
+	Redelivered  bool           `json:"redelivered"`
+	Exchange     string         `json:"exchange"`
+	RoutingKey   string         `json:"routing_key"`
+	MessageCount uint64         `json:"message_count"`
+	Properties   map[string]any `json:"properties"`
 }
 
 // getAckModes maps RabbitMQ's ackmode to basic.get's no-ack and what is
@@ -874,6 +921,16 @@ const getMax = 10000
 // channel of the requesting user, the rejects the ackmode asks for once
 // all are got (rejecting each at once would get the same message again),
 // then the channel is closed, which requeues what is still unacked.
+//
+// Unlike RabbitMQ, which builds the whole answer first, each message is
+// encoded and written as it is got, so a request holds one message at a
+// time however many it asks for and however large they are. truncate
+// (RabbitMQ's: payload cut to that many bytes before encoding,
+// payload_bytes still the full size) shrinks what goes out. Once the first
+// message is out the status is sent: a failure after that aborts the
+// response (the client sees a broken body, never a short list that looks
+// whole), and closing the channel requeues whatever was got with an ack
+// pending.
 func (m *mgmt) get(c *mgmtCall) {
 	vh, q, ok := m.queueParam(c)
 	if !ok {
@@ -922,49 +979,131 @@ func (m *mgmt) get(c *mgmtCall) {
 	}
 	defer ch.Close()
 	n := min(max(int(*body.Count), 0), getMax)
-	out := make([]getResult, 0, min(n, 64))
+	var out *bufio.Writer // set once the first message is out
+	fail := func(err error) {
+		if out == nil {
+			writeAMQPError(c.w, fromAMQP091Error(err))
+			return
+		}
+		_ = ch.Close() // requeues what is unacked before the client hears
+		panic(http.ErrAbortHandler)
+	}
 	var tags []uint64
 	for range n {
 		d, ok, err := ch.Get(q.Def.Name, mode.noAck)
 		if err != nil {
-			writeAMQPError(c.w, fromAMQP091Error(err))
+			fail(err)
 			return
 		}
 		if !ok {
 			break
 		}
 		tags = append(tags, d.DeliveryTag)
+		if out == nil {
+			c.w.Header().Set("Content-Type", "application/json")
+			c.w.WriteHeader(http.StatusOK)
+			out = bufio.NewWriterSize(c.w, 32<<10)
+			out.WriteByte('[')
+		} else {
+			out.WriteByte(',')
+		}
 		payload := d.Body
 		if tr := body.Truncate; tr != nil && *tr >= 0 && len(payload) > int(*tr) {
 			payload = payload[:*tr]
 		}
-		res := getResult{
+		writeGetResult(out, getResult{
 			PayloadBytes: len(d.Body), Redelivered: d.Redelivered,
 			Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: uint64(d.MessageCount),
 			Properties: propertiesJSON(QueuedMessage{Publishing: deliveryPublishing(d)}),
-		}
-		if body.Encoding == "auto" && utf8.Valid(payload) {
-			res.Payload, res.PayloadEncoding = string(payload), "string"
-		} else {
-			res.Payload, res.PayloadEncoding = base64.StdEncoding.EncodeToString(payload), "base64"
-		}
-		out = append(out, res)
+		}, payload, body.Encoding == "auto" && utf8.Valid(payload))
 	}
 	if mode.reject {
 		for _, tag := range tags {
 			if err := ch.Reject(tag, mode.requeue); err != nil {
-				writeAMQPError(c.w, fromAMQP091Error(err))
+				fail(err)
 				return
 			}
 		}
 	}
 	// Closing requeues what ack_requeue_true left unacked, before the
-	// response goes out: a client that reacts to it finds them back.
+	// response is complete: a client that reacts to it finds them back.
 	if err := ch.Close(); err != nil {
-		writeAMQPError(c.w, fromAMQP091Error(err))
+		fail(err)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	if out == nil {
+		writeJSON(c.w, http.StatusOK, []getResult{})
+		return
+	}
+	out.WriteByte(']')
+	_ = out.Flush()
+}
+
+// writeGetResult writes one message of a get's answer: r's fields, then
+// the payload as a JSON string (asString: it is valid UTF-8 and encoding
+// is auto) or in base64, encoded straight into w so that no second copy of
+// a large payload is made. Write errors are the client's going away; the
+// get finishes and its channel's close settles the messages.
+func writeGetResult(w *bufio.Writer, r getResult, payload []byte, asString bool) {
+	head, _ := json.Marshal(r) // plain fields and a properties map: cannot fail
+	w.Write(head[:len(head)-1])
+	w.WriteString(`,"payload":"`)
+	if asString {
+		writeJSONStringBody(w, payload)
+		w.WriteString(`","payload_encoding":"string"}`)
+		return
+	}
+	enc := base64.NewEncoder(base64.StdEncoding, w)
+	enc.Write(payload)
+	enc.Close()
+	w.WriteString(`","payload_encoding":"base64"}`)
+}
+
+// writeJSONStringBody writes valid UTF-8 s as the inside of a JSON string:
+// quote, backslash and control characters escaped, and U+2028 and U+2029
+// too, as encoding/json does, for readers that are JavaScript.
+func writeJSONStringBody(w *bufio.Writer, s []byte) {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if b >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			if r != '\u2028' && r != '\u2029' {
+				i += size
+				continue
+			}
+			w.Write(s[start:i])
+			w.WriteString(`\u202`)
+			w.WriteByte(hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		w.Write(s[start:i])
+		switch b {
+		case '"', '\\':
+			w.WriteByte('\\')
+			w.WriteByte(b)
+		case '\n':
+			w.WriteString(`\n`)
+		case '\r':
+			w.WriteString(`\r`)
+		case '\t':
+			w.WriteString(`\t`)
+		default:
+			w.WriteString(`\u00`)
+			w.WriteByte(hex[b>>4])
+			w.WriteByte(hex[b&0xf])
+		}
+		i++
+		start = i
+	}
+	w.Write(s[start:])
 }
 
 // userAccess is the requesting user's Access on vh, for the internal
@@ -1198,7 +1337,7 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 			RoutingKey string         `json:"routing_key"`
 			Arguments  map[string]any `json:"arguments"`
 		}
-		if !readBody(c, &body) {
+		if !m.permit(c, vh, bindChecks(b)...) || !readBody(c, &body) {
 			return
 		}
 		args, err := opsJSONTable(body.Arguments)
@@ -1207,11 +1346,9 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 			return
 		}
 		b.Key, b.Args = body.RoutingKey, args
-		owner := ""
-		if q, ok := vh.LookupQueue(b.Destination.Name); ok && !b.Destination.Exchange {
-			owner = q.Def.Owner // operators may bind any queue
-		}
-		if err := vh.Bind(c.r.Context(), owner, b); err != nil {
+		// As a connection of its own: another connection's exclusive
+		// queue is 405 RESOURCE_LOCKED, as over AMQP.
+		if err := vh.Bind(c.r.Context(), "", b); err != nil {
 			writeAMQPError(c.w, err)
 			return
 		}
@@ -1219,6 +1356,16 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 		c.w.Header().Set("Location", url.PathEscape(c.p("dest"))+"/"+propertiesKey(b.Key, b.Args))
 		c.w.WriteHeader(http.StatusCreated)
 	}
+}
+
+// bindChecks are the permissions a bind or unbind needs, as AMQP's
+// binding_action checks them: write on the destination, read on the source.
+func bindChecks(b routing.Binding) []mgmtCheck {
+	kind := "queue"
+	if b.Destination.Exchange {
+		kind = "exchange"
+	}
+	return []mgmtCheck{{mgmtWrite, kind, b.Destination.Name}, {mgmtRead, "exchange", b.Source}}
 }
 
 // findBinding returns the binding a props path segment names.
@@ -1253,14 +1400,10 @@ func (m *mgmt) binding(kind string) func(*mgmtCall) {
 func (m *mgmt) deleteBinding(kind string) func(*mgmtCall) {
 	return func(c *mgmtCall) {
 		vh, bd, ok := m.findBinding(c, kind)
-		if !ok {
+		if !ok || !m.permit(c, vh, bindChecks(bd)...) {
 			return
 		}
-		owner := ""
-		if q, ok := vh.LookupQueue(bd.Destination.Name); ok && !bd.Destination.Exchange {
-			owner = q.Def.Owner
-		}
-		if err := vh.Unbind(c.r.Context(), owner, bd); err != nil {
+		if err := vh.Unbind(c.r.Context(), "", bd); err != nil {
 			writeAMQPError(c.w, err)
 			return
 		}
@@ -1370,6 +1513,12 @@ func (m *mgmt) connection(c *mgmtCall) {
 func (m *mgmt) deleteConnection(c *mgmtCall) {
 	v, ok := m.findConn(c)
 	if !ok {
+		return
+	}
+	// Seeing a connection is not closing it: monitoring sees every
+	// connection but closes only its own (RabbitMQ's is_authorized_user).
+	if v.info.User != c.user.Name && !hasTag(c.user, "administrator") {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 		return
 	}
 	reason := c.r.Header.Get("X-Reason")
@@ -1493,7 +1642,7 @@ func (m *mgmt) definitions(c *mgmtCall) {
 
 func (m *mgmt) postDefinitions(c *mgmtCall) {
 	var d Definitions
-	if !readBody(c, &d) {
+	if !readBodyMax(c, &d, mgmtMaxDefinitionsBody) {
 		return
 	}
 	if err := m.b.ImportDefinitions(c.r.Context(), &d); err != nil {

@@ -21,7 +21,8 @@ import (
 // where it has one:
 //
 //   - gauges: rabbitmq_connections, rabbitmq_channels, rabbitmq_consumers,
-//     rabbitmq_queues, and per queue (labels vhost, queue)
+//     rabbitmq_queues, and summed over every queue (per queue, labelled
+//     vhost and queue, with MetricsOptions.PerObject)
 //     rabbitmq_queue_messages_ready, rabbitmq_queue_messages_unacked,
 //     rabbitmq_queue_consumers, rabbitmq_queue_process_memory_bytes;
 //   - counters since start: rabbitmq_global_messages_received_total
@@ -32,7 +33,7 @@ import (
 //     _redelivered_total, _acknowledged_total,
 //     _dead_lettered_{expired,rejected,maxlen,delivery_limit}_total
 //     (labels queue_type, dead_letter_strategy: at_most_once with a
-//     dead-letter exchange, disabled without); per queue
+//     dead-letter exchange, disabled without); summed (or per queue)
 //     rabbitmq_queue_messages_published_total, _delivered_total,
 //     _redelivered_total, _acknowledged_total;
 //     rabbitmq_connections_opened_total, _closed_total,
@@ -48,15 +49,54 @@ import (
 //
 // A scrape asks every queue actor for its counts, so it costs one round
 // trip per queue; it takes no lock that publishing or delivery waits on.
-func (b *Broker) MetricsHandler() http.Handler {
+//
+// MetricsHandler names no vhost, queue, user or connection: like
+// rabbitmq_prometheus's /metrics (return_per_object_metrics = false, its
+// default), it serves the queue metrics aggregated, so it may be left
+// open to whoever scrapes. MetricsHandlerWith serves the per-object view
+// and can require authentication.
+func (b *Broker) MetricsHandler() http.Handler { return b.MetricsHandlerWith(MetricsOptions{}) }
+
+// MetricsOptions choose what MetricsHandlerWith serves.
+type MetricsOptions struct {
+	// PerObject writes the queue metrics once per queue, labelled with
+	// the vhost and queue names, as rabbitmq_prometheus's
+	// /metrics/per-object does, instead of summed over every queue.
+	// Whoever can scrape then learns every vhost and queue name: set
+	// Authenticate too unless the port is reachable by operators only.
+	PerObject bool
+	// Authenticate requires HTTP basic auth with a user tagged
+	// administrator or monitoring (the users the management API shows
+	// every vhost to); others get 401. Users are Options.Users and those
+	// added since, as for the management API.
+	Authenticate bool
+}
+
+// MetricsHandlerWith is MetricsHandler with the choices of o. RabbitMQ's
+// layout is /metrics aggregated and open, /metrics/per-object detailed:
+//
+//	mux.Handle("/metrics", b.MetricsHandler())
+//	mux.Handle("/metrics/per-object", b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true, Authenticate: true}))
+func (b *Broker) MetricsHandlerWith(o MetricsOptions) http.Handler {
+	m := &mgmt{b: b}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		if o.Authenticate {
+			user, ok := m.authenticate(w, r)
+			if !ok {
+				return
+			}
+			if !hasTag(user, "administrator", "monitoring") {
+				writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitoring user")
+				return
+			}
+		}
 		var buf bytes.Buffer
-		b.writeMetrics(&buf)
+		b.writeMetrics(&buf, o.PerObject)
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_, _ = w.Write(buf.Bytes())
 	})
@@ -128,7 +168,9 @@ func formatValue(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-func (b *Broker) writeMetrics(buf *bytes.Buffer) {
+// writeMetrics writes every family; the queue families per queue when
+// perObject, else one unlabelled sum each.
+func (b *Broker) writeMetrics(buf *bytes.Buffer, perObject bool) {
 	p := promWriter{buf}
 	s := b.Stats()
 	gauge, counter := "gauge", "counter"
@@ -186,6 +228,14 @@ func (b *Broker) writeMetrics(buf *bytes.Buffer) {
 	}
 	for _, m := range perQueue {
 		p.family(m.name, m.typ, m.help)
+		if !perObject {
+			var sum float64
+			for i := range s.QueueDetails {
+				sum += m.v(&s.QueueDetails[i])
+			}
+			p.sample(m.name, sum)
+			continue
+		}
 		for i := range s.QueueDetails {
 			q := &s.QueueDetails[i]
 			p.sample(m.name, m.v(q), "vhost", q.VHost, "queue", q.Name)

@@ -497,11 +497,11 @@ func TestManagementGetAckModes(t *testing.T) {
 	}
 	mgmtIdle(t, b)
 
-	get := func(mode string, count int) []getResult {
+	get := func(mode string, count int) []getAnswer {
 		t.Helper()
 		status, _, body := h.do("POST", "/api/queues/%2F/g.q/get", "guest", map[string]any{"count": count, "ackmode": mode, "encoding": "auto"})
 		require.Equal(t, http.StatusOK, status, "%s", body)
-		var got []getResult
+		var got []getAnswer
 		require.NoError(t, json.Unmarshal(body, &got))
 		return got
 	}
@@ -516,7 +516,7 @@ func TestManagementGetAckModes(t *testing.T) {
 		require.FailNow(t, "no queue "+name)
 		return 0
 	}
-	payloads := func(rs []getResult) (out []string) {
+	payloads := func(rs []getAnswer) (out []string) {
 		for _, r := range rs {
 			out = append(out, r.Payload)
 		}

@@ -62,7 +62,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				buf.Reset()
-				br.writeMetrics(&buf)
+				br.writeMetrics(&buf, true)
 			}
 			b.SetBytes(int64(buf.Len()))
 		})

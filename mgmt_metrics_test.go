@@ -281,7 +281,7 @@ func TestMetricsScrape(t *testing.T) {
 	require.NoError(t, err)
 	mgmtIdle(t, b)
 
-	fams := scrape(t, b.MetricsHandler())
+	fams := scrape(t, b.MetricsHandlerWith(MetricsOptions{PerObject: true}))
 	value := func(name, labels string) float64 {
 		t.Helper()
 		f, ok := fams[name]
@@ -423,7 +423,7 @@ func TestMetricsDeadLettered(t *testing.T) {
 	require.NoError(t, getOne("plain.rej").Reject(false))
 	mgmtIdle(t, b)
 
-	fams := scrape(t, b.MetricsHandler())
+	fams := scrape(t, b.MetricsHandlerWith(MetricsOptions{PerObject: true}))
 	labels := func(strategy string) string {
 		return `dead_letter_strategy="` + strategy + `",queue_type="rabbit_classic_queue"`
 	}
@@ -442,4 +442,58 @@ func TestMetricsDeadLettered(t *testing.T) {
 		require.Equal(t, map[string]float64{labels("at_most_once"): c.dlx, labels("disabled"): c.off}, f.samples, c.reason)
 	}
 	require.Equal(t, float64(6), fams["rabbitmq_queue_messages_ready"].samples[`queue="dl.dst",vhost="/"`], "every at_most_once death was routed")
+}
+
+// TestMetricsDefaultNamesNothing: the default handler, meant to be open,
+// sums the queue metrics and names no vhost or queue; the per-object view
+// names them, and with Authenticate only administrator and monitoring
+// users get it.
+func TestMetricsDefaultNamesNothing(t *testing.T) {
+	ctx := context.Background()
+	b, err := New(Options{VHosts: []string{"/", "hidden-vhost"}, Users: []User{
+		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
+		{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
+		{Name: "mgr", Password: "mgr", Tags: []string{"management"}},
+		{Name: "app", Password: "app"},
+	}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/hidden-vhost", amqp091.Config{Dial: b.Dial})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	ch := mgmtChannel(t, conn)
+	for _, q := range []string{"secret-queue-a", "secret-queue-b"} {
+		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
+		require.NoError(t, err)
+		require.NoError(t, ch.PublishWithContext(ctx, "", q, false, false, amqp91Body("x")))
+	}
+	mgmtIdle(t, b)
+
+	srv := httptest.NewServer(b.MetricsHandler())
+	defer srv.Close()
+	status, _, body := (&mgmtHTTP{t: t, srv: srv}).do("GET", "/metrics", "", nil)
+	require.Equal(t, http.StatusOK, status)
+	for _, name := range []string{"hidden-vhost", "secret-queue", "guest"} {
+		require.NotContains(t, string(body), name)
+	}
+	fams, err := parseProm(string(body))
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{"": 2}, fams["rabbitmq_queue_messages_ready"].samples, "summed over the queues")
+	require.Equal(t, map[string]float64{"": 2}, fams["rabbitmq_queue_messages_published_total"].samples)
+
+	per := httptest.NewServer(b.MetricsHandlerWith(MetricsOptions{PerObject: true, Authenticate: true}))
+	defer per.Close()
+	h := &mgmtHTTP{t: t, srv: per}
+	for _, tc := range []struct {
+		user   string
+		status int
+	}{{"", 401}, {"nobody", 401}, {"app", 401}, {"mgr", 401}, {"mon", 200}, {"guest", 200}} {
+		status, _, body := h.do("GET", "/metrics/per-object", tc.user, nil)
+		require.Equal(t, tc.status, status, "user %q: %s", tc.user, body)
+		if status == 200 {
+			require.Contains(t, string(body), `rabbitmq_queue_messages_ready{vhost="hidden-vhost",queue="secret-queue-a"} 1`)
+		} else {
+			require.NotContains(t, string(body), "secret-queue")
+		}
+	}
 }

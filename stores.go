@@ -165,12 +165,13 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) e
 		}
 	}
 	vh, err := vhost.Open(ctx, vhost.Config{
-		Name:       name,
-		Store:      b.stores.meta,
-		StartQueue: b.startQueue,
-		MaxQueues:  b.opts.MaxQueuesPerVHost,
-		Logger:     b.log,
-		Shared:     b.shared(),
+		Name:             name,
+		Store:            b.stores.meta,
+		StartQueue:       b.startQueue,
+		MaxQueues:        b.opts.MaxQueuesPerVHost,
+		MaxArgumentsSize: vhost.ArgumentsSizeFor(b.opts.FrameMax),
+		Logger:           b.log,
+		Shared:           b.shared(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

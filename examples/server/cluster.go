@@ -67,6 +67,7 @@ type clusterFlags struct {
 	id                      uint64
 	peers                   string
 	addr, tlsAddr, httpAddr string
+	httpLimits              broker.HTTPLimits
 	dataDir                 string
 	deadAfter               time.Duration
 	raftTLS                 *raft.TCPConfig // nil: plain TCP between members
@@ -123,7 +124,7 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 
 	stopWeb := func() {}
 	if f.httpAddr != "" {
-		if stopWeb, err = serveHTTP(f.httpAddr, clusterHTTP(node), stdout, logger); err != nil {
+		if stopWeb, err = serveHTTP(f.httpAddr, clusterHTTP(node), f.httpLimits, stdout, logger); err != nil {
 			_ = node.Stop()
 			return err
 		}
@@ -142,6 +143,9 @@ func clusterHTTP(node *cluster.Node) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/api/", &currentBroker{node: node, handler: (*broker.Broker).ManagementHandler})
 	mux.Handle("/metrics", &currentBroker{node: node, handler: (*broker.Broker).MetricsHandler})
+	mux.Handle("/metrics/per-object", &currentBroker{node: node, handler: func(b *broker.Broker) http.Handler {
+		return b.MetricsHandlerWith(perObjectMetrics)
+	}})
 	return mux
 }
 

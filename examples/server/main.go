@@ -8,7 +8,11 @@
 //	    -tls-ca clients-ca.pem -auth-mechanisms PLAIN,AMQPLAIN,EXTERNAL
 //
 // -http serves RabbitMQ's management HTTP API under /api/ and Prometheus
-// metrics at /metrics; -definitions imports a RabbitMQ definitions file at
+// metrics at /metrics (summed over queues, naming none, open) and
+// /metrics/per-object (per queue, for administrator and monitoring users),
+// with at most -http-max-connections connections and the timeouts of
+// broker.HTTPLimits, so that an HTTP flood cannot take the file
+// descriptors AMQP needs; -definitions imports a RabbitMQ definitions file at
 // start (its vhosts, users with their password hashes, permissions and
 // topology, as RabbitMQ's import does).
 //
@@ -64,7 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	user := fs.String("user", "guest", "user name clients log in with")
 	password := fs.String("password", "guest", "password for -user")
 	verbose := fs.Bool("v", false, "log connection events at debug level")
-	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics) on this address")
+	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics, /metrics/per-object) on this address")
+	httpMaxConns := fs.Int("http-max-connections", 0, "HTTP connections open at once on -http; more are closed at once (0: 256)")
 	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
 	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
 	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
@@ -131,7 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *nodeID != 0 {
 		return runCluster(ctx, clusterFlags{
 			id: *nodeID, peers: *peers, addr: *addr, tlsAddr: *tlsAddr, httpAddr: *httpAddr,
-			dataDir: *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
+			httpLimits: broker.HTTPLimits{MaxConnections: *httpMaxConns},
+			dataDir:    *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
 		}, opts, stdout, logger)
 	}
 	var defs *broker.Definitions
@@ -185,7 +191,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/api/", b.ManagementHandler())
 		mux.Handle("/metrics", b.MetricsHandler())
-		if stopWeb, err = serveHTTP(*httpAddr, mux, stdout, logger); err != nil {
+		mux.Handle("/metrics/per-object", b.MetricsHandlerWith(perObjectMetrics))
+		lim := broker.HTTPLimits{MaxConnections: *httpMaxConns}
+		if stopWeb, err = serveHTTP(*httpAddr, mux, lim, stdout, logger); err != nil {
 			b.Close()
 			return err
 		}
@@ -232,16 +240,21 @@ func serverTLS(addr, certFile, keyFile, caFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// serveHTTP serves the management API handler h on addr until stop, which
-// shuts it down (waiting up to 5 s for requests in flight).
-func serveHTTP(addr string, h http.Handler, stdout io.Writer, logger *slog.Logger) (stop func(), err error) {
+// perObjectMetrics is RabbitMQ's /metrics/per-object, which names every
+// vhost and queue: only for administrator and monitoring users.
+var perObjectMetrics = broker.MetricsOptions{PerObject: true, Authenticate: true}
+
+// serveHTTP serves the management API handler h on addr, within lim's
+// connection limit and timeouts, until stop, which shuts it down (waiting
+// up to 5 s for requests in flight).
+func serveHTTP(addr string, h http.Handler, lim broker.HTTPLimits, stdout io.Writer, logger *slog.Logger) (stop func(), err error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
-	web := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	web := lim.Server(h)
 	done := make(chan error, 1)
-	go func() { done <- web.Serve(l) }()
+	go func() { done <- web.Serve(lim.Listener(l)) }()
 	logger.Info("management API listening", "addr", l.Addr().String())
 	fmt.Fprintln(stdout, "management on", l.Addr().String())
 	return func() {

@@ -75,12 +75,31 @@ func TestHTTPAndDefinitionsFlags(t *testing.T) {
 	getJSON(t, "http://"+web+"/api/bindings/shop/e/orders/q/new-orders", &bindings)
 	require.Len(t, bindings, 1)
 
-	resp, err := http.Get("http://" + web + "/metrics")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Contains(t, string(body), `rabbitmq_queue_messages_ready{vhost="shop",queue="new-orders"} 0`)
+	// /metrics is open and names no vhost or queue; /metrics/per-object
+	// does, for administrator and monitoring users only.
+	scrape := func(path, user string) (int, string) {
+		req, err := http.NewRequest("GET", "http://"+web+path, nil)
+		require.NoError(t, err)
+		if user != "" {
+			req.SetBasicAuth(user, user)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	status, body := scrape("/metrics", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "\nrabbitmq_queue_messages_ready 0\n")
+	require.NotContains(t, body, "new-orders")
+	status, body = scrape("/metrics/per-object", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.NotContains(t, body, "new-orders")
+	status, body = scrape("/metrics/per-object", "guest")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, `rabbitmq_queue_messages_ready{vhost="shop",queue="new-orders"} 0`)
 }
 
 func TestDefinitionsFlagRefusesWhatItCannotHonour(t *testing.T) {

@@ -19,6 +19,13 @@
 // the entity is already gone from the running vhost; a durable queue may
 // then come back, empty, at the next start.
 //
+// Every door (AMQP, the direct Go channel, the management API,
+// definitions) creates entities through this package, so it holds the
+// limits they share (limits.go): a new exchange or queue name, or a
+// binding key, is at most 255 bytes of valid UTF-8, and an argument table
+// is no larger than Config.MaxArgumentsSize encoded; beyond either it is
+// 406 PRECONDITION_FAILED and nothing is stored.
+//
 // Open rebuilds the vhost from the store: durable exchanges, durable queues
 // (their actors started) and durable bindings come back; non-durable
 // entities, exclusive queues and bindings that lost an end are deleted

@@ -38,6 +38,10 @@ type Config struct {
 	// MaxQueues bounds the vhost's queues (RabbitMQ's max-queues vhost
 	// limit): declaring a new one beyond it is 406. Zero means no limit.
 	MaxQueues int
+	// MaxArgumentsSize bounds the encoded argument table of a declared
+	// exchange or queue, or of a binding (limits.go); 0 means
+	// DefaultMaxArgumentsSize. The broker sets what its frame_max allows.
+	MaxArgumentsSize int
 	// Shared says that other brokers write to Store too (shared mode, see
 	// the package documentation and shared.go): Open deletes nothing, and
 	// Sync follows what the others declare and delete.
@@ -356,12 +360,18 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	if routing.IsReserved(name) {
 		return amqp.NewError(amqp.AccessRefused, 0, 0, "exchange name '%s' contains reserved prefix 'amq.*'", name)
 	}
+	if err := v.checkName("exchange", name); err != nil {
+		return err
+	}
 	if err := v.checkExchangeName(m.Arguments, "alternate-exchange", "exchange", name); err != nil {
 		return err
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
 		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for exchange '%s': %v", name, err)
+	}
+	if err := v.checkArgsSize(raw, "exchange", name); err != nil {
+		return err
 	}
 	def := meta.Exchange{
 		VHost: v.cfg.Name, Name: name, Type: kind.String(),
@@ -518,6 +528,11 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 	if b.Source == "" || (b.Destination.Exchange && b.Destination.Name == "") {
 		return defaultExchangeError()
 	}
+	if add {
+		if err := v.checkBinding(b); err != nil {
+			return err
+		}
+	}
 	v.topo.Lock()
 	defer v.topo.Unlock()
 	if add && v.cfg.Shared {
@@ -597,6 +612,8 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		name = GenerateName("amq.gen-")
 	} else if routing.IsReserved(name) {
 		return nil, amqp.NewError(amqp.AccessRefused, 0, 0, "queue name '%s' contains reserved prefix 'amq.*'", name)
+	} else if err := v.checkName("queue", name); err != nil {
+		return nil, err
 	}
 	def := meta.Queue{
 		VHost:      v.cfg.Name,
@@ -649,6 +666,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
 		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
+	}
+	if err := v.checkArgsSize(raw, "queue", name); err != nil {
+		return nil, err
 	}
 	def.Arguments = raw
 	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {

@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+)
+
+// The management API's authorization, copied from RabbitMQ 4.x's
+// rabbit_mgmt_util and its direct-connection requests:
+//
+//   - Who gets in: a user tagged administrator, monitoring, management or
+//     policymaker; users, permissions and definitions need administrator.
+//   - Which vhosts a user sees (list_visible_vhosts): administrator and
+//     monitoring every vhost; the others only those they have permissions
+//     on. A path naming a vhost the user cannot see is 401 "User not
+//     authorised to access virtual host"; listings leave such vhosts out.
+//   - Writes to objects are AMQP operations on the user's behalf (RabbitMQ
+//     runs them on a direct connection as that user), so they need the
+//     same permissions as over AMQP, whatever the user's tags: declare and
+//     delete need configure on the exchange or queue, purge and get need
+//     read on the queue, binding and unbinding need write on the
+//     destination and read on the source. No permissions on the vhost at
+//     all is 401 "Access refused."; a refused permission is 401 with
+//     AMQP's reply text. Another connection's exclusive queue cannot be
+//     deleted, purged or bound (405 RESOURCE_LOCKED, answered 400).
+//   - Connections: administrator and monitoring see all of them, the
+//     others their own; only administrator closes another user's
+//     connection (is_authorized_user: DELETE needs is_admin), so
+//     monitoring's wider view is read-only.
+
+// mgmtPerm is one of RabbitMQ's permission kinds.
+type mgmtPerm uint8
+
+const (
+	mgmtConfigure mgmtPerm = iota
+	mgmtWrite
+	mgmtRead
+)
+
+// grantOf returns the user's permissions on the vhost named vh, nil when
+// the user has none there; the answer is kept for the rest of the call.
+func (m *mgmt) grantOf(c *mgmtCall, vh string) (*session.Grant, error) {
+	if g, ok := c.grants[vh]; ok {
+		return g, nil
+	}
+	var g *session.Grant
+	p, err := m.b.stores.meta.GetPermission(c.r.Context(), c.user.Name, vh)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		if g, err = compileGrant(p); err != nil {
+			return nil, err
+		}
+	}
+	if c.grants == nil {
+		c.grants = make(map[string]*session.Grant, 1)
+	}
+	c.grants[vh] = g
+	return g, nil
+}
+
+// visible reports whether the user may see the objects of the vhost named
+// vh: administrator and monitoring see every vhost, the others those they
+// have permissions on.
+func (m *mgmt) visible(c *mgmtCall, vh string) bool {
+	if c.all {
+		return true
+	}
+	g, err := m.grantOf(c, vh)
+	return err == nil && g != nil
+}
+
+// visibleVHosts lists the vhosts the user may see.
+func (m *mgmt) visibleVHosts(c *mgmtCall) []*vhost.VHost {
+	var out []*vhost.VHost
+	for _, vh := range m.b.opsVHosts() {
+		if m.visible(c, vh.Name()) {
+			out = append(out, vh)
+		}
+	}
+	return out
+}
+
+// mgmtCheck is one permission an operation needs: kind on the exchange or
+// queue (resource) called name.
+type mgmtCheck struct {
+	kind     mgmtPerm
+	resource string
+	name     string
+}
+
+// permit reports whether the user holds every permission checks names on
+// vh, as AMQP checks them for the same operation; otherwise it answers 401
+// and returns false.
+func (m *mgmt) permit(c *mgmtCall, vh *vhost.VHost, checks ...mgmtCheck) bool {
+	g, err := m.grantOf(c, vh.Name())
+	if err != nil {
+		writeAMQPError(c.w, err)
+		return false
+	}
+	if g == nil {
+		writeError(c.w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+		return false
+	}
+	for _, ck := range checks {
+		re := g.Configure
+		switch ck.kind {
+		case mgmtWrite:
+			re = g.Write
+		case mgmtRead:
+			re = g.Read
+		}
+		name := ck.name
+		if ck.resource == "exchange" && name == "" {
+			name = "amq.default" // as rabbit_access_control checks it
+		}
+		if re == nil || !re.MatchString(name) {
+			writeError(c.w, http.StatusUnauthorized, "not_authorised",
+				"access to "+ck.resource+" '"+name+"' in vhost '"+vh.Name()+"' refused for user '"+c.user.Name+"'")
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,154 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/vhost"
+)
+
+// fuzzMethods and fuzzUsers are what a fuzz input's first two bytes pick
+// from; "nobody" does not exist.
+var (
+	fuzzMethods = []string{"GET", "PUT", "POST", "DELETE", "HEAD", "PATCH"}
+	fuzzUsers   = []string{"guest", "mon", "mgr", "nobody", ""}
+)
+
+// fuzzBroker is the management fuzzer's broker: vhosts "/" and "secret"
+// with the users of mgmtAuthzBroker's rules (mon and mgr have no
+// permissions on secret), a queue q holding a message and an exchange x
+// bound to it in both vhosts.
+func fuzzBroker(tb testing.TB) (*Broker, http.Handler) {
+	tb.Helper()
+	ctx := context.Background()
+	b, err := New(Options{VHosts: []string{"/", "secret"}, MaxQueuesPerVHost: 64, Users: []User{
+		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
+		{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
+		{Name: "mgr", Password: "mgr", Tags: []string{"management"}},
+	}})
+	require.NoError(tb, err)
+	for _, u := range []string{"mon", "mgr"} {
+		require.NoError(tb, b.ClearPermissions(ctx, u, "secret"))
+	}
+	for _, v := range []string{"/", "secret"} {
+		conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/"+url.PathEscape(v), amqp091.Config{Dial: b.Dial})
+		require.NoError(tb, err)
+		ch, err := conn.Channel()
+		require.NoError(tb, err)
+		_, err = ch.QueueDeclare("q", true, false, false, false, nil)
+		require.NoError(tb, err)
+		require.NoError(tb, ch.ExchangeDeclare("x", "topic", true, false, false, false, nil))
+		require.NoError(tb, ch.QueueBind("q", "k.#", "x", false, nil))
+		require.NoError(tb, ch.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("m")}))
+		require.NoError(tb, conn.Close())
+	}
+	return b, b.ManagementHandler()
+}
+
+// FuzzManagementAPI drives the management handler with a fuzzed method,
+// user, path and body and checks what must hold whatever the input: no
+// panic, no 500, a known status, JSON where JSON is announced; no write
+// and no view of vhost secret by the users without permissions there; and
+// no queue or exchange name an AMQP client could not address. A broker
+// serves 256 inputs, then a fresh one takes over, so what inputs create
+// stays bounded.
+func FuzzManagementAPI(f *testing.F) {
+	for _, s := range []struct {
+		method, user byte
+		path, body   string
+	}{
+		{0, 0, "overview", ""},
+		{0, 2, "queues", ""},
+		{0, 2, "queues/secret/q", ""},
+		{1, 0, "queues/%2F/new", `{"durable":true,"arguments":{"x-max-length":10}}`},
+		{1, 1, "queues/secret/new", `{}`},
+		{1, 0, "exchanges/%2F/ex", `{"type":"fanout","arguments":{"alternate-exchange":"x"}}`},
+		{2, 0, "queues/%2F/q/get", `{"count":5,"ackmode":"reject_requeue_true","encoding":"auto","truncate":1}`},
+		{2, 1, "queues/secret/q/get", `{"count":1,"ackmode":"ack_requeue_false","encoding":"base64"}`},
+		{2, 0, "bindings/%2F/e/x/q/q", `{"routing_key":"a.b","arguments":{"x-match":"all"}}`},
+		{3, 0, "bindings/%2F/e/x/q/q/k.%23", ""},
+		{3, 1, "queues/secret/q/contents", ""},
+		{3, 2, "exchanges/secret/x", ""},
+		{2, 0, "definitions", `{"queues":[{"name":"d","vhost":"/","durable":true,"arguments":{}}]}`},
+		{1, 0, "queues/%2F/" + strings.Repeat("n", 256), `{}`},
+		{1, 0, "queues/%2F/bad%FF", `{}`},
+		{0, 0, "connections", ""},
+		{3, 1, "connections/x", ""},
+	} {
+		f.Add(s.method, s.user, s.path, []byte(s.body))
+	}
+	var b *Broker
+	var h http.Handler
+	served := 0
+	f.Cleanup(func() {
+		if b != nil {
+			_ = b.Close()
+		}
+	})
+	f.Fuzz(func(t *testing.T, method, user byte, path string, body []byte) {
+		if b == nil || served == 256 {
+			if b != nil {
+				require.NoError(t, b.Close())
+			}
+			b, h = fuzzBroker(t)
+			served = 0
+		}
+		served++
+		u, err := url.Parse("/api/" + path)
+		if err != nil || len(body) > 1<<16 {
+			return
+		}
+		m := fuzzMethods[int(method)%len(fuzzMethods)]
+		who := fuzzUsers[int(user)%len(fuzzUsers)]
+		req := httptest.NewRequest("GET", "/", bytes.NewReader(body))
+		req.Method, req.URL, req.RequestURI = m, u, ""
+		if who != "" {
+			req.SetBasicAuth(who, who)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+
+		status := rec.Code
+		require.Contains(t, []int{200, 201, 204, 400, 401, 404, 405, 413}, status, "%s %s as %q: %s", m, path, who, rec.Body.Bytes())
+		if ct := rec.Header().Get("Content-Type"); ct == "application/json" && rec.Body.Len() > 0 {
+			require.True(t, json.Valid(rec.Body.Bytes()), "%s %s: %s", m, path, rec.Body.Bytes())
+		}
+		// Which vhost the path named, as the handler decodes it.
+		segs := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+		named := ""
+		if len(segs) > 2 {
+			named, _ = url.PathUnescape(segs[2])
+		}
+		if named == "secret" && status < 300 && segs[1] != "definitions" {
+			require.NotEqual(t, "mgr", who, "management user without permissions reached secret: %s %s", m, path)
+			if m != "GET" && m != "HEAD" {
+				require.NotEqual(t, "mon", who, "monitoring user without permissions wrote to secret: %s %s", m, path)
+			}
+		}
+		for _, vh := range b.opsVHosts() {
+			for _, q := range vh.Queues() {
+				requireAddressable(t, "queue", q.Def.Name)
+			}
+			for _, x := range vh.Exchanges() {
+				requireAddressable(t, "exchange", x.Def.Name)
+			}
+		}
+	})
+}
+
+// requireAddressable fails unless name is one AMQP could carry.
+func requireAddressable(t *testing.T, kind, name string) {
+	t.Helper()
+	require.LessOrEqual(t, len(name), vhost.MaxNameLen, "%s name of %d bytes", kind, len(name))
+	require.True(t, utf8.ValidString(name), "%s name %q is not UTF-8", kind, name)
+}
