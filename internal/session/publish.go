@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -179,7 +180,24 @@ var _ queue.Confirmer = (*confirms)(nil)
 func newConfirms(ch *Channel) *confirms { return &confirms{ch: ch} }
 
 // Confirm is queue.Confirmer: the queues stored seqs (or failed to).
+//
+// A nack promises the message was not stored, so that a publisher may
+// publish it again without making a duplicate. When the store cannot tell
+// (an error matching storage.ErrOutcomeUnknown: the raft leader changed
+// while the append was in flight), seqs are left unanswered, which also
+// holds back every later confirm of the channel, and the connection is
+// closed with 541 INTERNAL_ERROR: the publisher learns that what it has
+// not seen confirmed may or may not be stored, as after a lost connection.
+// RabbitMQ 4.x quorum queues never nack for a leader change either: their
+// client resends to the new leader, deduplicated by sequence number, and
+// raises internal_error (a connection exception) when a queue operation
+// cannot complete.
 func (c *confirms) Confirm(seqs []uint64, err error) {
+	if errors.Is(err, storage.ErrOutcomeUnknown) {
+		c.ch.conn.closeWith(amqp.NewError(amqp.InternalError, 0, 0,
+			"publish outcome unknown: messages not yet confirmed on this connection may or may not be stored (%v)", err))
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range seqs {
