@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -218,13 +219,28 @@ func matchSegs(pattern, segs []string) (map[string]string, bool) {
 // metadata store (salted hashes, compared in constant time), the same
 // accounts AMQP logins use: a user added, changed or deleted through the Go
 // API is so at once here too.
+//
+// The guards of AMQP logins apply (loginguard.go): the source's throttle
+// delay first, and a user store that does not answer in time is 503, not
+// 401.
 func (m *mgmt) authenticate(w http.ResponseWriter, r *http.Request) (User, bool) {
 	name, password, ok := r.BasicAuth()
 	if ok {
-		u, err := m.b.stores.meta.GetUser(r.Context(), name)
+		src := throttleKey(remoteAddr(r))
+		if !m.b.throttleWait(r.Context(), m.b.acct.throttle.admit(src)) {
+			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")
+			return User{}, false
+		}
+		u, err := m.b.lookupUser(r.Context(), name)
+		if unavailable(err) {
+			m.b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
+			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
+			return User{}, false
+		}
 		if err == nil && checkPassword(u.PasswordHash, password) {
 			return User{Name: u.Name, Tags: u.Tags}, true
 		}
+		m.b.acct.throttle.failed(src)
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 	writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
@@ -1501,4 +1517,13 @@ func (m *mgmt) postDefinitions(c *mgmtCall) {
 		return
 	}
 	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// remoteAddr is the request's peer as a net.Addr for the login throttle.
+func remoteAddr(r *http.Request) net.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(ap)
 }
