@@ -42,8 +42,8 @@ import (
 // connections, channels and consumers. Vhost names in paths are
 // URL-encoded ("%2F" for "/"); the default exchange is "amq.default".
 //
-// Served: /api/overview, /api/nodes (the one node and its resource
-// alarms), /api/whoami, /api/vhosts[/v], /api/users[/u]
+// Served: /api/overview, /api/nodes (the one node, its resource alarms
+// and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
 // (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
 // /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
 // DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
@@ -489,7 +489,25 @@ func (m *mgmt) nodes(c *mgmtCall) {
 	if a.DiskFree >= 0 {
 		node["disk_free"] = a.DiskFree
 	}
+	if r, ok := m.b.stores.meta.(meta.Replicated); ok {
+		node["raft"] = raftJSON(r.ReplicationStatus())
+	}
 	writeJSON(c.w, http.StatusOK, []map[string]any{node})
+}
+
+// raftJSON is the "raft" object of /api/nodes for a replicated meta store
+// (a Warren extension: RabbitMQ shows its quorum queues' raft state per
+// queue, rabbitmq-diagnostics quorum_status): this member's role, term,
+// leader, commit and applied indexes and, on the leader, each member's
+// replication progress.
+func raftJSON(s meta.ReplicationStatus) map[string]any {
+	peers := make([]map[string]any, 0, len(s.Peers))
+	for _, p := range s.Peers {
+		peers = append(peers, map[string]any{"id": p.ID, "match_index": p.Match, "next_index": p.Next,
+			"state": p.State, "recent_active": p.RecentActive})
+	}
+	return map[string]any{"id": s.ID, "role": s.Role, "leader": s.Leader, "term": s.Term,
+		"commit_index": s.Commit, "applied_index": s.Applied, "peers": peers}
 }
 
 func (m *mgmt) whoami(c *mgmtCall) {
