@@ -67,8 +67,9 @@ func unavailable(err error) bool { return err != nil && !errors.Is(err, meta.Err
 // and the source's logins are answered one delay apart, however many it
 // makes at once. Answering right passwords late too keeps the delay from
 // telling an attacker which guess was right. At the defaults a source
-// guesses at most about one password per throttleMax, instead of
-// thousands per second.
+// sustains about one guess per throttleForgive (the delay settles where
+// failures are forgiven as fast as they come), instead of thousands per
+// second.
 const (
 	throttleFree    = 10
 	throttleForgive = 2 * time.Second
