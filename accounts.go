@@ -173,7 +173,8 @@ func compileGrant(p meta.Permission) (*session.Grant, error) {
 // Access of every (user, vhost) a connection opened, and connection counts
 // for the limits (limits.go).
 type accountState struct {
-	mu struct {
+	throttle *loginThrottle // failed logins per source (loginguard.go)
+	mu       struct {
 		sync.Mutex
 		access  map[accessKey]*session.Access
 		conns   int
@@ -206,26 +207,40 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 	return nil
 }
 
-// login is session.Config.Login: password (or certificate) check, then
-// RabbitMQ's loopback_users rule for guest.
-func (b *Broker) login(at *session.LoginAttempt) (bool, string) {
-	u, err := b.stores.meta.GetUser(context.Background(), at.User)
+// login is session.Config.Login: the source's throttle delay, then the
+// password (or certificate) check, then RabbitMQ's loopback_users rule for
+// guest (loginguard.go explains the delay and the error).
+func (b *Broker) login(at *session.LoginAttempt) (bool, string, error) {
+	src := throttleKey(at.Peer)
+	if !b.throttleWait(context.Background(), b.acct.throttle.admit(src)) {
+		return false, "", amqp.NewError(amqp.ConnectionForced, amqp.ClassConnection, amqp.MethodConnectionStartOk, "broker shutdown")
+	}
+	ok, reason, err := b.checkLogin(at)
+	if !ok && err == nil {
+		b.acct.throttle.failed(src)
+	}
+	return ok, reason, err
+}
+
+func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
+	u, err := b.lookupUser(context.Background(), at.User)
+	if unavailable(err) {
+		b.log.Warn("broker: cannot read user", "user", session.LogName(at.User), "err", err)
+		return false, "", errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionStartOk)
+	}
 	if err != nil {
-		if !errors.Is(err, meta.ErrNotFound) {
-			b.log.Error("broker: reading user", "user", at.User, "err", err)
-		}
 		if at.Mechanism == "EXTERNAL" {
-			return false, fmt.Sprintf("user '%s' - no such user", at.User)
+			return false, fmt.Sprintf("user '%s' - no such user", at.User), nil
 		}
-		return false, ""
+		return false, "", nil
 	}
 	if at.Mechanism != "EXTERNAL" && !checkPassword(u.PasswordHash, at.Password) {
-		return false, ""
+		return false, "", nil
 	}
 	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {
-		return false, fmt.Sprintf("user '%s' can only connect via localhost", at.User)
+		return false, fmt.Sprintf("user '%s' can only connect via localhost", at.User), nil
 	}
-	return true, ""
+	return true, "", nil
 }
 
 // isLoopback reports whether a peer address is local: a loopback IP, a unix
@@ -259,11 +274,13 @@ func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), er
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := b.stores.meta.GetPermission(context.Background(), user, vh)
+	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
+	p, err := b.stores.meta.GetPermission(ctx, user, vh)
+	cancel()
 	if err != nil {
 		release()
-		if !errors.Is(err, meta.ErrNotFound) {
-			return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "reading permissions: %v", err)
+		if unavailable(err) {
+			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
 		}
 		return nil, nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh, user)
 	}

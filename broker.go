@@ -140,6 +140,14 @@ type Options struct {
 	// certificate's subject CN and must exist.
 	AuthMechanisms []string
 
+	// LoginTimeout bounds how long a login (AMQP or the management API's
+	// basic auth) waits for the metadata store to read the user and its
+	// permissions; a cluster member without a raft leader, or catching up,
+	// cannot answer at once. Past it the login is answered 320
+	// CONNECTION_FORCED (HTTP 503), not 403: the credentials were not
+	// checked (loginguard.go). Zero means DefaultLoginTimeout (5 s).
+	LoginTimeout time.Duration
+
 	// Logger receives connection events. nil discards them.
 	Logger *slog.Logger
 
@@ -250,6 +258,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Node == "" {
 		o.Node = DefaultNode
+	}
+	if o.LoginTimeout <= 0 {
+		o.LoginTimeout = DefaultLoginTimeout
 	}
 }
 
@@ -363,6 +374,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
+	b.acct.throttle = newLoginThrottle(clock.Real)
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
 

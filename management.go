@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -47,8 +48,8 @@ import (
 // Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
 // ("%2F" for "/"); the default exchange is "amq.default".
 //
-// Served: /api/overview, /api/nodes (the one node and its resource
-// alarms), /api/whoami, /api/vhosts[/v], /api/users[/u]
+// Served: /api/overview, /api/nodes (the one node, its resource alarms
+// and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
 // (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
 // /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
 // DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
@@ -228,13 +229,28 @@ func matchSegs(pattern, segs []string) (map[string]string, bool) {
 // metadata store (salted hashes, compared in constant time), the same
 // accounts AMQP logins use: a user added, changed or deleted through the Go
 // API is so at once here too.
+//
+// The guards of AMQP logins apply (loginguard.go): the source's throttle
+// delay first, and a user store that does not answer in time is 503, not
+// 401.
 func (m *mgmt) authenticate(w http.ResponseWriter, r *http.Request) (User, bool) {
 	name, password, ok := r.BasicAuth()
 	if ok {
-		u, err := m.b.stores.meta.GetUser(r.Context(), name)
+		src := throttleKey(remoteAddr(r))
+		if !m.b.throttleWait(r.Context(), m.b.acct.throttle.admit(src)) {
+			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")
+			return User{}, false
+		}
+		u, err := m.b.lookupUser(r.Context(), name)
+		if unavailable(err) {
+			m.b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
+			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
+			return User{}, false
+		}
 		if err == nil && checkPassword(u.PasswordHash, password) {
 			return User{Name: u.Name, Tags: u.Tags}, true
 		}
+		m.b.acct.throttle.failed(src)
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 	writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
@@ -506,7 +522,25 @@ func (m *mgmt) nodes(c *mgmtCall) {
 	if a.DiskFree >= 0 {
 		node["disk_free"] = a.DiskFree
 	}
+	if r, ok := m.b.stores.meta.(meta.Replicated); ok {
+		node["raft"] = raftJSON(r.ReplicationStatus())
+	}
 	writeJSON(c.w, http.StatusOK, []map[string]any{node})
+}
+
+// raftJSON is the "raft" object of /api/nodes for a replicated meta store
+// (a Warren extension: RabbitMQ shows its quorum queues' raft state per
+// queue, rabbitmq-diagnostics quorum_status): this member's role, term,
+// leader, commit and applied indexes and, on the leader, each member's
+// replication progress.
+func raftJSON(s meta.ReplicationStatus) map[string]any {
+	peers := make([]map[string]any, 0, len(s.Peers))
+	for _, p := range s.Peers {
+		peers = append(peers, map[string]any{"id": p.ID, "match_index": p.Match, "next_index": p.Next,
+			"state": p.State, "recent_active": p.RecentActive})
+	}
+	return map[string]any{"id": s.ID, "role": s.Role, "leader": s.Leader, "term": s.Term,
+		"commit_index": s.Commit, "applied_index": s.Applied, "peers": peers}
 }
 
 func (m *mgmt) whoami(c *mgmtCall) {
@@ -1650,4 +1684,13 @@ func (m *mgmt) postDefinitions(c *mgmtCall) {
 		return
 	}
 	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// remoteAddr is the request's peer as a net.Addr for the login throttle.
+func remoteAddr(r *http.Request) net.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(ap)
 }

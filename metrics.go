@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/meta"
 )
 
 // MetricsHandler returns an http.Handler that serves the broker's metrics
@@ -43,6 +44,15 @@ import (
 //     alarm is in effect, else 0 (alarms.go);
 //   - warren_store_disk_bytes: the Pebble database's size on disk (only
 //     with a DataDir);
+//   - with a replicated meta store (a cluster member, meta.Replicated):
+//     warren_raft_state (label state: leader, follower, candidate,
+//     pre-candidate; 1 for this member's), warren_raft_leader_id,
+//     warren_raft_term, warren_raft_commit_index, warren_raft_applied_index
+//     (RabbitMQ's rabbitmq_raft_* describe quorum queues, a different
+//     thing), and on the leader, per member (label peer, the raft id)
+//     warren_raft_peer_match_index, warren_raft_peer_next_index,
+//     warren_raft_peer_recent_active and warren_raft_peer_state (label
+//     state: probe, replicate, snapshot);
 //   - Go runtime basics: go_goroutines, go_threads, go_info,
 //     go_memstats_*_bytes, go_gc_cycles_total, go_gc_pause_seconds_total,
 //     process_start_time_seconds.
@@ -248,6 +258,10 @@ func (b *Broker) writeMetrics(buf *bytes.Buffer, perObject bool) {
 		p.one("warren_store_disk_bytes", gauge, "Bytes of the files under the data directory.", float64(dirSize(dir)))
 	}
 
+	if r, ok := b.stores.meta.(meta.Replicated); ok {
+		writeRaft(p, r.ReplicationStatus())
+	}
+
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	p.one("go_goroutines", gauge, "Goroutines that currently exist.", float64(runtime.NumGoroutine()))
@@ -307,4 +321,37 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// writeRaft writes the raft gauges of a cluster member (see MetricsHandler).
+func writeRaft(p promWriter, s meta.ReplicationStatus) {
+	gauge := "gauge"
+	p.family("warren_raft_state", gauge, "1 for this member's raft role.")
+	for _, r := range []string{"leader", "follower", "candidate", "pre-candidate"} {
+		p.sample("warren_raft_state", boolGauge(s.Role == r), "state", r)
+	}
+	p.one("warren_raft_leader_id", gauge, "Raft id of the leader this member knows, 0 when none.", float64(s.Leader))
+	p.one("warren_raft_term", gauge, "Current raft term.", float64(s.Term))
+	p.one("warren_raft_commit_index", gauge, "Highest raft log index this member knows committed.", float64(s.Commit))
+	p.one("warren_raft_applied_index", gauge, "Highest raft log index this member applied.", float64(s.Applied))
+	peers := []struct {
+		name, help string
+		v          func(meta.PeerStatus) float64
+	}{
+		{"warren_raft_peer_match_index", "Leader only: highest log index known replicated on the member.", func(ps meta.PeerStatus) float64 { return float64(ps.Match) }},
+		{"warren_raft_peer_next_index", "Leader only: next log index the leader sends the member.", func(ps meta.PeerStatus) float64 { return float64(ps.Next) }},
+		{"warren_raft_peer_recent_active", "Leader only: 1 if the leader heard from the member within an election timeout.", func(ps meta.PeerStatus) float64 { return boolGauge(ps.RecentActive) }},
+	}
+	for _, m := range peers {
+		p.family(m.name, gauge, m.help)
+		for _, ps := range s.Peers {
+			p.sample(m.name, m.v(ps), "peer", strconv.FormatUint(ps.ID, 10))
+		}
+	}
+	p.family("warren_raft_peer_state", gauge, "Leader only: 1 for the member's replication state.")
+	for _, ps := range s.Peers {
+		for _, st := range []string{"probe", "replicate", "snapshot"} {
+			p.sample("warren_raft_peer_state", boolGauge(ps.State == st), "peer", strconv.FormatUint(ps.ID, 10), "state", st)
+		}
+	}
 }

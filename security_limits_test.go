@@ -97,10 +97,12 @@ func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
 	b, err := New(Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	ok, reason := b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
+	ok, reason, err := b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
+	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, "user 'guest' can only connect via localhost", reason)
-	ok, _ = b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
+	ok, _, err = b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
+	require.NoError(t, err)
 	require.True(t, ok, "no peer address means in-process (Dial)")
 }
 

@@ -384,7 +384,9 @@ func TestMinorityPartition(t *testing.T) {
 	select {
 	case e := <-closed:
 		if e != nil {
-			require.Equal(t, amqp091.ConnectionForced, e.Code)
+			// 320 when the node pauses; 541 first when the node lost its
+			// leader while "cut-off" was in flight (its outcome unknown).
+			require.Contains(t, []int{amqp091.ConnectionForced, amqp091.InternalError}, e.Code, "%v", e)
 		}
 	case <-time.After(waitFor):
 		t.Fatal("the minority node does not pause")

@@ -18,7 +18,7 @@
 //     synced on each of its voters, so a confirmed message survives the
 //     loss of any minority of nodes;
 //   - a minority partition commits nothing: publishes there are not
-//     confirmed (or are nacked), consumers there receive nothing new, and
+//     confirmed, consumers there receive nothing new, and
 //     the two sides never diverge. A node that has known no leader for
 //     Config.PauseAfter closes its broker, so its clients get 320
 //     CONNECTION_FORCED and reconnect to another node (RabbitMQ's
@@ -29,6 +29,17 @@
 //     back as Returned and consumers on the other nodes get them with
 //     redelivered=true; a member that restarts returns its own earlier
 //     deliveries itself;
+//   - a nack means not stored: a publish whose outcome became unknown
+//     (the leader changed while it was in flight) is never nacked; its
+//     connection is closed with 541 INTERNAL_ERROR and the publisher
+//     republishes what it had not seen confirmed;
+//   - a login waits at most broker.Options.LoginTimeout for the consistent
+//     read of its user, then is answered 320 CONNECTION_FORCED (not 403):
+//     a member without a leader or still catching up turns clients away
+//     quickly, and they retry or try another member;
+//   - each member's management API (/api/nodes, "raft") and metrics
+//     (warren_raft_*) show its raft role, term, commit and applied indexes
+//     and, on the leader, every member's replication progress;
 //   - delivery is at least once: a publish whose outcome a dying node never
 //     reported may be stored, an ack a node had not committed is
 //     redelivered, and a member declared dead that was only slow may have

@@ -9,6 +9,11 @@
 //     unacked stores, under keys that start with 'm'.
 //   - meta/metatest: the conformance suite every implementation passes.
 //
+// Optional interfaces, found by type assertion: ChangeFeed (a store other
+// brokers write too) and Replicated (a store replicated by a consensus
+// group reports its member's role, term, indexes and peers' progress, for
+// the management API and metrics); meta/raft implements both.
+//
 // # What every Store promises
 //
 //   - Safe for concurrent use by many goroutines.

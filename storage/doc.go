@@ -42,7 +42,9 @@
 //   - An Append that returned an error may or may not have stored its
 //     records (Pebble applies a batch before it learns that its WAL write
 //     failed); either way no offset is ever given to two records, though a
-//     failed Append may leave a gap.
+//     failed Append may leave a gap. A store that knows a failed write may
+//     have happened says so with an error matching ErrOutcomeUnknown; the
+//     broker nacks a publish only after an error that does not.
 //
 // # Concurrency
 //

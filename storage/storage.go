@@ -2,7 +2,16 @@ package storage
 
 import (
 	"context"
+	"errors"
 )
+
+// ErrOutcomeUnknown is matched (errors.Is) by a write error after which the
+// store cannot tell whether the write happened: a replicated store whose
+// leader changed while the write was in flight, for instance. The broker
+// never answers such a publish with basic.nack, which promises the message
+// was not stored; it withholds the confirm and closes the connection (see
+// internal/session). A store that can tell returns a plain error instead.
+var ErrOutcomeUnknown = errors.New("storage: outcome unknown")
 
 // Record is one message in a queue shard. The queue runtime writes it once and
 // never rewrites it: requeue happens in place (see unacked), so delivery state

@@ -1160,9 +1160,11 @@ func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []co
 		err = fmt.Errorf("queue: store %s: %w", q.cfg.Name, err)
 		q.cfg.Logger.Error("append failed", "queue", q.cfg.Name, "err", err)
 		// The records may be stored all the same (storage: a failed Append
-		// may or may not have stored them); the publishers hear nack, and
-		// the ready count is taken from the shard again.
-		q.countReady(ctx)
+		// may or may not have stored them); the publishers hear nack (or,
+		// when the store says it cannot tell, nothing: see
+		// storage.ErrOutcomeUnknown), and the ready count is taken from
+		// the shard again, after they heard: recounting reads the store,
+		// which may wait as long as the failure lasts.
 	}
 	// One Confirm call per run of publishes from the same confirmer.
 	for i := 0; i < len(confirms); {
@@ -1179,6 +1181,9 @@ func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []co
 			c.conf.Confirm(q.seqs, err)
 		}
 		i = j
+	}
+	if err != nil {
+		q.countReady(ctx)
 	}
 	if err == nil && q.feat.limited {
 		q.dropOverflow(ctx)

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/warrenmq/broker/amqp"
 )
@@ -260,7 +262,7 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 		at.User, at.Password = user, password
 	}
 	refused := func(reason string) error {
-		c.log.Warn("session: login refused", "user", at.User, "mechanism", m.Mechanism, "reason", reason)
+		c.log.Warn("session: login refused", "user", LogName(at.User), "mechanism", m.Mechanism, "reason", reason)
 		// Closing with 403 instead of dropping the socket is what the
 		// authentication_failure_close capability promises; a client that
 		// asked for it gets RabbitMQ's safe text (auth_fail), which does not
@@ -274,7 +276,11 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 	}
 	switch {
 	case c.cfg.Login != nil:
-		if ok, reason := c.cfg.Login(&at); !ok {
+		ok, reason, err := c.cfg.Login(&at)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
 			return "", refused(reason)
 		}
 	case c.cfg.Authenticate != nil && m.Mechanism != "EXTERNAL":
@@ -285,4 +291,23 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 		return "", refused("no authentication backend")
 	}
 	return at.User, nil
+}
+
+// maxLoggedName is how much of a user name a log line carries: a name
+// longer than any real one (AMQP short strings stop at 255 bytes, and so
+// do Warren's user names) is an attack on the log, not a user.
+const maxLoggedName = 255
+
+// LogName returns name as log lines carry it: at most maxLoggedName bytes
+// (cut at a UTF-8 boundary), followed by a marker giving the full length
+// when it was cut.
+func LogName(name string) string {
+	if len(name) <= maxLoggedName {
+		return name
+	}
+	cut := maxLoggedName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "...(truncated, " + strconv.Itoa(len(name)) + " bytes)"
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,4 +67,22 @@ func FuzzCredentials(f *testing.F) {
 			t.Fatalf("error without a code: %v", err)
 		}
 	})
+}
+
+// TestLogName: names up to 255 bytes are logged as they are; longer ones
+// are cut at a UTF-8 boundary and marked with their full length.
+func TestLogName(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"short", "guest", "guest"},
+		{"255 bytes", strings.Repeat("a", 255), strings.Repeat("a", 255)},
+		{"256 bytes", strings.Repeat("a", 256), strings.Repeat("a", 255) + "...(truncated, 256 bytes)"},
+		{"cut before a split rune", strings.Repeat("a", 254) + "é" + "bb", strings.Repeat("a", 254) + "...(truncated, 258 bytes)"},
+		{"120 KB", strings.Repeat("x", 120<<10), strings.Repeat("x", 255) + "...(truncated, 122880 bytes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, LogName(tc.in))
+		})
+	}
 }

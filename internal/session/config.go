@@ -37,8 +37,11 @@ type Config struct {
 	// Login, when set, replaces Authenticate: it decides a login knowing
 	// the peer's address and TLS state, and returns a reason for a refusal
 	// that goes into the 403 text ("" for RabbitMQ's generic text that does
-	// not say whether the user exists). See auth.go.
-	Login func(*LoginAttempt) (ok bool, reason string)
+	// not say whether the user exists). A non-nil err means it could not
+	// decide (the user store did not answer): the connection is closed
+	// with err (an *amqp.Error, else 541) instead of 403, so clients do
+	// not take a passing failure for bad credentials. See auth.go.
+	Login func(*LoginAttempt) (ok bool, reason string, err error)
 	// External offers the EXTERNAL mechanism to TLS clients that presented
 	// a certificate; the user is the certificate's subject CN.
 	External bool

@@ -2,11 +2,13 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/storage"
 )
 
 // The confirm window answers finished publishes in order: consecutive acks
@@ -24,6 +26,11 @@ func TestConfirmsAnswerInOrder(t *testing.T) {
 		return &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}
 	}
 	nack := func(tag uint64) amqp.Method { return &amqp.BasicNack{DeliveryTag: tag} }
+	// A replicated store's append interrupted by a leader change: it may
+	// have been stored, so it must not be nacked.
+	unknown := fmt.Errorf("queue: store q: %w", fmt.Errorf("raft: leader changed: %w", storage.ErrOutcomeUnknown))
+	closed := &amqp.ConnectionClose{ReplyCode: amqp.InternalError,
+		ReplyText: "INTERNAL_ERROR - publish outcome unknown: messages not yet confirmed on this connection may or may not be stored (" + unknown.Error() + ")"}
 	tests := []struct {
 		name  string
 		steps []step
@@ -56,6 +63,19 @@ func TestConfirmsAnswerInOrder(t *testing.T) {
 		{"unroutable answered at once", []step{
 			{publish: 0},
 			{stored: []uint64{1}, want: []amqp.Method{ack(1, false)}},
+		}},
+		{"unknown outcome: no nack, the connection closes", []step{
+			{publish: 1}, {publish: 1}, {publish: 1},
+			{stored: []uint64{1}, want: []amqp.Method{ack(1, false)}},
+			{stored: []uint64{2}, err: unknown, want: []amqp.Method{closed}},
+			// Nothing after it is answered either: the publisher must
+			// treat everything unconfirmed alike.
+			{stored: []uint64{3}},
+		}},
+		{"unknown outcome on one queue of two", []step{
+			{publish: 2},
+			{stored: []uint64{1}},
+			{stored: []uint64{1}, err: unknown, want: []amqp.Method{closed}},
 		}},
 		{"unknown seqs are ignored", []step{
 			{publish: 1},

@@ -42,7 +42,9 @@
 // simpler Config.Authenticate; connection.open with Config.Open (vhost
 // permissions and per-vhost limits). A refusal is connection.close
 // 403 ACCESS_REFUSED (authentication_failure_close), a malformed response 502,
-// an unknown mechanism 503. tune proposes Config's channel-max, frame-max and
+// an unknown mechanism 503; a Login that cannot decide (its user store did
+// not answer) closes with the error it returns (the broker's: 320), and
+// user names are logged cut to 255 bytes (LogName). tune proposes Config's channel-max, frame-max and
 // heartbeat (RabbitMQ's 2047, 131072, 60 s by default). tune-ok is checked as
 // RabbitMQ does: a frame-max below 4096, or a frame-max or channel-max above
 // the server's (or 0, "unlimited", while the server has a limit) is 530
@@ -122,7 +124,9 @@
 // and confirms pass a gate lock so a channel's close is always its last
 // frame. No lock is held while waiting on a queue actor. Confirms are
 // answered in publish order, consecutive acks coalesced into one basic.ack
-// with multiple=true.
+// with multiple=true. A nack means the message was not stored: when a store
+// cannot tell (storage.ErrOutcomeUnknown), the confirm is withheld and the
+// connection closed with 541 INTERNAL_ERROR.
 //
 // # Direct connections
 //

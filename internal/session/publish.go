@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -179,7 +180,24 @@ var _ queue.Confirmer = (*confirms)(nil)
 func newConfirms(ch *Channel) *confirms { return &confirms{ch: ch} }
 
 // Confirm is queue.Confirmer: the queues stored seqs (or failed to).
+//
+// A nack promises the message was not stored, so that a publisher may
+// publish it again without making a duplicate. When the store cannot tell
+// (an error matching storage.ErrOutcomeUnknown: the raft leader changed
+// while the append was in flight), seqs are left unanswered, which also
+// holds back every later confirm of the channel, and the connection is
+// closed with 541 INTERNAL_ERROR: the publisher learns that what it has
+// not seen confirmed may or may not be stored, as after a lost connection.
+// RabbitMQ 4.x quorum queues never nack for a leader change either: their
+// client resends to the new leader, deduplicated by sequence number, and
+// raises internal_error (a connection exception) when a queue operation
+// cannot complete.
 func (c *confirms) Confirm(seqs []uint64, err error) {
+	if errors.Is(err, storage.ErrOutcomeUnknown) {
+		c.ch.conn.closeWith(amqp.NewError(amqp.InternalError, 0, 0,
+			"publish outcome unknown: messages not yet confirmed on this connection may or may not be stored (%v)", err))
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range seqs {
@@ -329,16 +347,23 @@ func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode settleMode
 	return nil
 }
 
-// txWait counts the stores a commit waits for.
+// txWait counts the stores a commit waits for, and keeps the first store
+// error. A queue that refused the message (full, reject-publish) or was
+// deleted meanwhile drops it, which a transaction does not report (as in
+// RabbitMQ); a store that failed may or may not have stored it.
 type txWait struct {
 	mu      sync.Mutex
 	left    int
 	allDone chan struct{}
+	err     error
 }
 
 func (w *txWait) Confirm(seqs []uint64, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err != nil && w.err == nil && !errors.Is(err, queue.ErrRejected) && !errors.Is(err, queue.ErrDeleted) {
+		w.err = err
+	}
 	w.left -= len(seqs)
 	if w.left == 0 {
 		close(w.allDone)
@@ -385,11 +410,20 @@ func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
 			}
 		}
 		// commit-ok promises the messages are stored (synced when
-		// persistent), so wait for the queues.
+		// persistent), so wait for the queues; when a store failed it
+		// cannot be sent, and the messages may be stored all the same, so
+		// the connection is closed as for a publish of unknown outcome.
 		select {
 		case <-w.allDone:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		w.mu.Lock()
+		err := w.err
+		w.mu.Unlock()
+		if err != nil {
+			return amqp.NewError(amqp.InternalError, m.ClassID(), m.MethodID(),
+				"tx.commit failed: the transaction's messages may or may not be stored (%v)", err)
 		}
 		ch.send(&amqp.TxCommitOk{})
 	case *amqp.TxRollback:

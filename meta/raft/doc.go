@@ -43,6 +43,8 @@
 //   - A write that returns an error (context done, ErrLeaderChanged,
 //     ErrStateReplaced, ErrStopped) has an unknown outcome: it may still be
 //     committed. Callers retry as after a lost confirm (at-least-once).
+//     Shards.Append marks such errors with storage.ErrOutcomeUnknown, so
+//     the broker withholds the publisher confirm instead of nacking.
 //
 // # Shared mode: Watch and Claim
 //

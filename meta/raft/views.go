@@ -44,13 +44,15 @@ var (
 // Append assigns offsets when the command is applied, from a per-shard
 // counter in the replicated state, and returns once the records are
 // committed by a quorum (each voter synced its log) and applied here.
-// Persistent or not, every record is synced on a quorum.
+// Persistent or not, every record is synced on a quorum. An error after
+// which the records may still be stored matches storage.ErrOutcomeUnknown.
 func (s *Shards) Append(ctx context.Context, shard string, recs []storage.Record) (uint64, error) {
 	var c cmd
 	c.append(shard, recs)
+	ctxErr := ctx.Err()
 	r, err := s.n.submit(ctx, &c)
 	if err != nil {
-		return 0, err
+		return 0, markOutcome(err, ctxErr)
 	}
 	for i := range recs {
 		recs[i].Offset = r.val + uint64(i)

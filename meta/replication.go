@@ -1,0 +1,41 @@
+package meta
+
+// Replicated is implemented by a Store that replicates through a
+// consensus group (meta/raft). ReplicationStatus reports this member's view
+// of the group, for the management API and metrics; it must not block for
+// long. Optional: found by type assertion.
+type Replicated interface {
+	ReplicationStatus() ReplicationStatus
+}
+
+// ReplicationStatus is one member's view of its consensus group.
+type ReplicationStatus struct {
+	// ID is this member's id.
+	ID uint64
+	// Role is "leader", "follower", "candidate" or "pre-candidate".
+	Role string
+	// Leader is the id of the leader this member knows, 0 when none.
+	Leader uint64
+	// Term is the current election term.
+	Term uint64
+	// Commit is the highest log index this member knows to be committed;
+	// Applied the highest it applied to its state.
+	Commit, Applied uint64
+	// Peers is the leader's record of every member's replication
+	// progress, itself included, by ascending id; empty on other members.
+	Peers []PeerStatus
+}
+
+// PeerStatus is the leader's record of one member's replication.
+type PeerStatus struct {
+	ID uint64
+	// Match is the highest log index known to be replicated on the member;
+	// Next the index of the next entry the leader sends it.
+	Match, Next uint64
+	// State is "probe" (finding where the member's log ends), "replicate"
+	// (streaming entries) or "snapshot" (sending it a snapshot).
+	State string
+	// RecentActive reports whether the leader heard from the member within
+	// the last election timeout.
+	RecentActive bool
+}
