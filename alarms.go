@@ -216,9 +216,11 @@ func (b *Broker) monitorAlarms() {
 	}
 }
 
-// memoryUsed adds up the message bytes of every memory source.
+// memoryUsed adds up the message bytes of every memory source, and those
+// the connections hold before a queue has them (session.Alarms.Buffered:
+// bodies still arriving, uncommitted transactions).
 func (a *alarmState) memoryUsed() int64 {
-	var n int64
+	n := a.gate.Buffered()
 	for _, s := range a.sources {
 		n += s.MemoryBytes()
 	}

@@ -132,6 +132,6 @@ func (ch *Channel) closeBegun() bool {
 func (ch *Channel) syncServerClose() {
 	if !ch.closing && ch.dl.serverClosed.Load() {
 		ch.closing = true
-		ch.asm = assembly{}
+		ch.dropAssembly()
 	}
 }

@@ -27,6 +27,11 @@ type Channel struct {
 	active atomic.Bool
 
 	asm assembly
+	// propsScratch holds a content's properties from its header until its
+	// first body frame (keepProps); held is what the channel counts in
+	// Alarms' buffered bytes (its assembly's and its transaction's).
+	propsScratch []byte
+	held         int64
 
 	// The broker side. Owned by the reader goroutine unless noted.
 	lastQueue   string       // for "" in queue methods (RabbitMQ's shortcut)
@@ -55,8 +60,38 @@ type assembly struct {
 	state  assemblyState
 	method amqp.Method // the content method (basic.publish)
 	props  []byte      // raw property flags and list, copied out of the frame
-	body   []byte      // len grows to size
+	body   []byte      // what arrived; len grows to size, cap with len (growBody)
 	size   uint64      // body-size from the header
+	// counted is what this assembly adds to Alarms' buffered bytes: its
+	// allocations while it waits for more body frames.
+	counted int64
+}
+
+// propsScratchMax is the largest properties copy a channel keeps for the
+// next message (keepProps): properties are tens of bytes in practice, and
+// a channel never keeps more than this between messages.
+const propsScratchMax = 4 << 10
+
+// account adds n (negative: releases) to the message bytes the channel
+// holds before any queue has them, and to the connections' total
+// (Alarms.Buffered), which the memory alarm counts.
+func (ch *Channel) account(n int64) {
+	if n != 0 {
+		ch.held += n
+		ch.conn.alarms.addBuffered(n)
+	}
+}
+
+// countAssembly makes the assembly count total bytes.
+func (ch *Channel) countAssembly(total int64) {
+	ch.account(total - ch.asm.counted)
+	ch.asm.counted = total
+}
+
+// dropAssembly forgets the content being assembled and what it counted.
+func (ch *Channel) dropAssembly() {
+	ch.account(-ch.asm.counted)
+	ch.asm = assembly{}
 }
 
 func newChannel(c *Conn, id uint16) *Channel {
@@ -98,7 +133,11 @@ func (ch *Channel) Active() bool { return ch.active.Load() }
 // engine lands: cancel them and requeue.)
 func (ch *Channel) release() {
 	ch.conn.untrackChannel(ch)
-	ch.asm = assembly{}
+	ch.dropAssembly()
+	ch.propsScratch = nil
+	if ch.tx != nil {
+		ch.tx.discard(ch)
+	}
 	if ch.conn.vh != nil {
 		ch.closeDeliveries(context.Background())
 	}
@@ -179,20 +218,53 @@ func (ch *Channel) handleHeader(f amqp.Frame) error {
 		return err
 	}
 	// Properties alias the frame buffer, which the next read overwrites; the
-	// message keeps its own copy (it is stored exactly as published). One
-	// allocation holds both the copy and the body: they live and die
-	// together in the stored record.
-	n := len(h.Properties)
-	buf := make([]byte, n, uint64(n)+h.BodySize)
-	copy(buf, h.Properties)
-	ch.asm.props = buf[:n:n]
+	// message keeps its own copy (it is stored exactly as published).
 	if h.BodySize == 0 {
+		ch.asm.props = append([]byte(nil), h.Properties...)
 		return ch.complete()
 	}
+	// Nothing is reserved for the body yet: the announced size is only a
+	// claim, and a header announcing 128 MiB that no body follows must cost
+	// nothing. The properties wait in the channel's scratch until the
+	// first body frame brings the message its own allocation (growBody).
+	ch.asm.props = ch.keepProps(h.Properties)
 	ch.asm.state = expectBody
 	ch.asm.size = h.BodySize
-	ch.asm.body = buf[n:n]
 	return nil
+}
+
+// keepProps copies a content's properties for the time until its first
+// body frame: into the channel's scratch, reused from message to message,
+// or, for the rare properties above propsScratchMax, into a copy of their
+// own that counts as buffered while it waits.
+func (ch *Channel) keepProps(p []byte) []byte {
+	if len(p) > propsScratchMax {
+		cp := append([]byte(nil), p...)
+		ch.countAssembly(int64(len(cp)))
+		return cp
+	}
+	if cap(ch.propsScratch) < len(p) {
+		ch.propsScratch = make([]byte, 0, max(len(p), 256))
+	}
+	ch.propsScratch = append(ch.propsScratch[:0], p...)
+	return ch.propsScratch
+}
+
+// growBody makes room for need bytes of body. The properties and the body
+// share one allocation, as they live and die together in the stored
+// record. It grows with what arrived, to twice that but never beyond the
+// announced size: a body that comes in one frame (most do) gets exactly
+// its size at once, a header that announces much and sends little costs
+// what it sent, and a long body is copied a bounded number of times in
+// all (each growth doubles), never once per frame.
+func (ch *Channel) growBody(need uint64) {
+	a := &ch.asm
+	n, have := len(a.props), len(a.body)
+	buf := make([]byte, n+have, uint64(n)+min(a.size, 2*need))
+	copy(buf, a.props)
+	copy(buf[n:], a.body)
+	a.props = buf[:n:n]
+	a.body = buf[n:]
 }
 
 // checkBodySize is the sanity check on a header's body-size, done before the
@@ -224,10 +296,18 @@ func (ch *Channel) handleBody(f amqp.Frame) error {
 		// header declared is a malformed frame, 501.
 		return amqp.NewError(amqp.FrameError, m.ClassID(), m.MethodID(), "content body frame of %d bytes exceeds the %d bytes remaining of %s", len(f.Payload), remaining, m.Name())
 	}
+	if need := uint64(len(ch.asm.body) + len(f.Payload)); need > uint64(cap(ch.asm.body)) {
+		ch.growBody(need)
+	}
 	ch.asm.body = append(ch.asm.body, f.Payload...)
 	if uint64(len(ch.asm.body)) == ch.asm.size {
 		return ch.complete()
 	}
+	// More frames to wait for: what the content holds meanwhile counts
+	// towards the memory alarm. (A body complete in its first frame is
+	// routed at once and never counted, which keeps the common publish
+	// free of the shared counter.)
+	ch.countAssembly(int64(len(ch.asm.props) + cap(ch.asm.body)))
 	return nil
 }
 
@@ -235,7 +315,9 @@ func (ch *Channel) handleBody(f amqp.Frame) error {
 // assembly.
 func (ch *Channel) complete() error {
 	m, props, body := ch.asm.method, ch.asm.props, ch.asm.body
-	ch.asm = assembly{}
+	// From here the queues (or the transaction) hold the message and
+	// count it.
+	ch.dropAssembly()
 	if p, ok := m.(*amqp.BasicPublish); ok {
 		return ch.handlePublish(p, props, body)
 	}

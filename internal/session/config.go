@@ -117,8 +117,27 @@ const (
 // per method frame while no alarm is raised.
 type Alarms struct {
 	active atomic.Uint32 // bit set of raised alarms
-	mu     sync.Mutex
-	change chan struct{} // closed and replaced when active changes; nil until watched
+	// buffered is the message bytes connections hold before a queue has
+	// them (see Buffered).
+	buffered atomic.Int64
+	mu       sync.Mutex
+	change   chan struct{} // closed and replaced when active changes; nil until watched
+}
+
+// Buffered returns the message bytes the connections sharing a hold in
+// memory before any queue has them: bodies still arriving (a content whose
+// body frames are not all in) and the publishes of uncommitted
+// transactions. The broker's memory alarm counts them with the bytes its
+// queues hold, as RabbitMQ's watermark counts all of the VM's memory. Safe
+// from any goroutine.
+func (a *Alarms) Buffered() int64 { return a.buffered.Load() }
+
+// addBuffered adds n (negative: releases) to Buffered; a nil *Alarms
+// counts nothing.
+func (a *Alarms) addBuffered(n int64) {
+	if a != nil && n != 0 {
+		a.buffered.Add(n)
+	}
 }
 
 // Set replaces the raised alarms with active (a bit set of AlarmMemory and

@@ -266,13 +266,32 @@ func isPublish(payload []byte) bool {
 	return err == nil && cls == amqp.ClassBasic && mth == amqp.MethodBasicPublish
 }
 
+// publishing reports whether an alarm holds a reader that read f: a
+// basic.publish, or a content header or body frame. Holding content frames
+// too, as RabbitMQ 4.x's reader does (it blocks after a header or body
+// frame), stops a publisher in the middle of a long body, whose bytes
+// count towards the memory alarm, instead of letting it finish.
+func publishing(f amqp.Frame) bool {
+	switch f.Type {
+	case amqp.FrameHeader, amqp.FrameBody:
+		return true
+	case amqp.FrameMethod:
+		return isPublish(f.Payload)
+	}
+	return false
+}
+
+// errHungUpWhileBlocked ends a connection whose peer closed its socket while
+// an alarm held the reader.
+var errHungUpWhileBlocked = errors.New("session: peer closed the connection while blocked by a resource alarm")
+
 // Blocked reports whether an alarm holds the connection's publishes now:
 // its reader stopped reading (or, on a direct connection, a publish waits).
 // Safe from any goroutine.
 func (c *Conn) Blocked() bool { return c.blocked.Load() > 0 }
 
-// holdWhileBlocked is called by the reader with a basic.publish frame in
-// hand while an alarm is raised. Like RabbitMQ's reader it tells a client
+// holdWhileBlocked is called by the reader with a publishing frame in hand
+// while an alarm is raised. Like RabbitMQ's reader it tells a client
 // that announced the capability (connection.blocked with the reason),
 // pauses the heartbeat monitor (the client's heartbeats are not read
 // meanwhile) and stops reading until every alarm cleared, then sends
@@ -280,10 +299,19 @@ func (c *Conn) Blocked() bool { return c.blocked.Load() > 0 }
 // connection still get deliveries, and the client still gets our
 // heartbeats. It returns early when the connection closes (signalStop):
 // Shutdown and the close handshake never wait for an alarm.
-func (c *Conn) holdWhileBlocked() {
+//
+// It also watches the socket without reading it (watchHangup): a peer that
+// hangs up or resets while held has its socket closed at once, and
+// holdWhileBlocked reports false, so the connection and its descriptor are
+// freed while the alarm lasts. RabbitMQ 4.x notices only when a heartbeat
+// it sends fails; a fleet of publishers that gave up would otherwise keep
+// their descriptors for the alarm's duration. Frames the peer sent behind
+// the held one are dropped with it: it hung up without waiting for them to
+// be confirmed.
+func (c *Conn) holdWhileBlocked() bool {
 	active, changed := c.alarms.watch()
 	if active == 0 {
-		return // cleared since the reader looked
+		return true // cleared since the reader looked
 	}
 	c.blocked.Add(1)
 	defer c.blocked.Add(-1)
@@ -292,17 +320,24 @@ func (c *Conn) holdWhileBlocked() {
 	}
 	c.pauseHeartbeatMonitor()
 	defer c.resumeHeartbeatMonitor()
+	hungUp, stopWatch := watchHangup(c.raw)
+	defer stopWatch()
 	for active != 0 {
 		select {
 		case <-changed:
 		case <-c.stop:
-			return
+			return true
+		case <-hungUp:
+			c.log.Info("session: publisher hung up while blocked", "user", c.user, "reason", BlockedReason(active))
+			c.closeRWC()
+			return false
 		}
 		active, changed = c.alarms.watch()
 	}
 	if c.blockedNotify {
 		c.sendMethod(0, &amqp.ConnectionUnblocked{})
 	}
+	return true
 }
 
 // pauseHeartbeatMonitor stops the missed-heartbeat check while the reader
@@ -372,9 +407,11 @@ func (c *Conn) serveFrame() (done bool, err error) {
 	if c.closing.Load() {
 		return c.handleWhileClosing(f), nil
 	}
-	// While no alarm is raised this costs one atomic load per method frame.
-	if f.Type == amqp.FrameMethod && c.alarms != nil && c.alarms.active.Load() != 0 && isPublish(f.Payload) {
-		c.holdWhileBlocked()
+	// While no alarm is raised this costs one atomic load per frame.
+	if c.alarms != nil && c.alarms.active.Load() != 0 && publishing(f) {
+		if !c.holdWhileBlocked() {
+			return true, errHungUpWhileBlocked
+		}
 		if c.closing.Load() {
 			// Closed while held: the publish is dropped like every frame
 			// after connection.close.

@@ -65,15 +65,58 @@
 // # Flow control
 //
 // Config.Alarms is the broker's alarm state (memory, disk). While an alarm
-// is on, the reader that reads a basic.publish method frame holds it, sends
-// connection.blocked with RabbitMQ's reason when the client announced the
-// connection.blocked capability, pauses the heartbeat monitor and reads
-// nothing more until every alarm cleared; then it sends
+// is on, the reader that reads a basic.publish method frame, or a content
+// header or body frame (RabbitMQ 4.x's reader blocks after those too),
+// holds it, sends connection.blocked with RabbitMQ's reason when the client
+// announced the connection.blocked capability, pauses the heartbeat monitor
+// and reads nothing more until every alarm cleared; then it sends
 // connection.unblocked and handles the frame it held. Connections that only
 // consume are never held, so consumers keep draining. A direct connection's
 // publish waits the same way (WaitUnblocked, honouring its context). The
-// check costs one atomic load per method frame while no alarm is on, and a
-// held reader still wakes for Shutdown and the close handshake.
+// check costs one atomic load per frame while no alarm is on, and a held
+// reader still wakes for Shutdown and the close handshake.
+//
+// A held reader also watches its TCP socket (bare or under TLS) without
+// reading it (watchHangup, Linux): a peer that closed (FIN) or reset its
+// end has its socket closed and its connection released at once, so
+// publishers that gave up do not keep their connections and descriptors
+// for the alarm's duration; the frames they sent behind the held one are
+// dropped with them, unconfirmed. RabbitMQ 4.x notices such a peer only
+// when a heartbeat it sends fails. Two cases still wait: a peer whose FIN
+// sits behind data the full socket buffers cannot take (the kernel sends
+// it only once the data drains; a reset is seen at once), and streams that
+// are not TCP sockets (Broker.Dial's pipes, other systems).
+//
+// # Memory the connections hold
+//
+// The memory alarm compares the message bytes the queues hold in memory
+// with the watermark, plus Alarms.Buffered: the bytes connections hold
+// before any queue has them. Those are:
+//
+//   - Bodies still arriving. A content header reserves nothing for its
+//     announced body-size, which is only a claim: its properties wait in a
+//     per-channel scratch (kept between messages up to 4 KiB) and the body
+//     gets an allocation, shared with the properties, at its first body
+//     frame. The allocation grows with what arrived, doubling, but never
+//     past twice that nor past the announced size, so a body in one frame
+//     is sized exactly at once, a long body is copied a bounded number of
+//     times, and a header announcing 128 MiB that sends 64 KB costs about
+//     128 KB. A content counts while it waits for more frames; one whose
+//     body completes in the frame at hand is routed at once and never
+//     touches the shared counter.
+//   - The publishes of an uncommitted transaction, until tx.commit hands
+//     them to the queues, or tx.rollback, the channel's close or the
+//     connection's end drops them. There is no size limit of a
+//     transaction's own, as in RabbitMQ 4.x (whose uncommitted publishes
+//     are channel memory under its watermark): a transaction that fills
+//     memory raises the alarm and its publisher is held at its next
+//     publish; it may then wait until it hangs up, when the bytes are
+//     released.
+//
+// Every path that ends a content or a transaction (completion, commit,
+// rollback, a channel's close, the server closing a channel, the
+// connection's end) gives back what it counted; the session fuzzer checks
+// that nothing stays counted once a connection ended.
 //
 // # Errors
 //

@@ -24,6 +24,14 @@ import (
 // garbage. Decoding is total: every byte string is a valid program, so the
 // fuzzer spends its time on the session and not on the format.
 //
+// The mode byte's bits: 1 runs the handshake; 2 lifts the message size
+// limit, so headers may announce anything up to (and beyond) 512 MiB with
+// partial bodies after them; 4 raises the memory alarm over and over while
+// the program runs, clearing it each time it holds the reader (and the
+// handshake announces connection.blocked). Whatever the program, the bytes
+// the connection counted as buffered (partial bodies, uncommitted
+// transactions) must all be given back once it ended.
+//
 // Run it with: go test -run '^$' -fuzz FuzzSession ./internal/session
 func FuzzSession(f *testing.F) {
 	for _, seed := range fuzzSeeds() {
@@ -42,15 +50,18 @@ func fuzzSeeds() [][]byte {
 	method := func(ch, idx byte, fields ...byte) []byte { return append([]byte{0, ch, idx}, fields...) }
 	header := func(ch, size byte) []byte { return []byte{3, 0, 0, 0, 0, ch, size} }
 	body := func(ch byte, b string) []byte { return append([]byte{4, ch, byte(len(b))}, b...) }
-	prog := func(handshake bool, parts ...[]byte) []byte {
-		out := []byte{0}
-		if handshake {
-			out[0] = 1
-		}
+	mode := func(m byte, parts ...[]byte) []byte {
+		out := []byte{m}
 		for _, p := range parts {
 			out = append(out, p...)
 		}
 		return out
+	}
+	prog := func(handshake bool, parts ...[]byte) []byte {
+		if handshake {
+			return mode(1, parts...)
+		}
+		return mode(0, parts...)
 	}
 	return [][]byte{
 		{},
@@ -81,6 +92,27 @@ func fuzzSeeds() [][]byte {
 		// server-named exclusive queue, consume, channel.flow, recover, channel.close
 		prog(true, method(ch1, 0), method(ch1, 8, 0, 0, 0, 1, 0, 0, 0), method(ch1, 15, 0, 0, 0, 0, 0, 0, 0),
 			method(ch1, 3, 0), method(ch1, 28, 1), method(ch1, 1)),
+		// no size limit: headers announcing 128 MiB and 512 MiB + 1 with a
+		// few body bytes each, then the connection ends mid-content
+		mode(3, method(ch1, 0), method(ch1, 17, 0, 1, 0, 0), header(ch1, 0xfa), body(ch1, "part"),
+			method(ch2, 0), method(ch2, 17, 0, 1, 0, 0), header(ch2, 0xfc), body(ch2, "x")),
+		// a transaction never committed: select, declare, publish two, a
+		// third whose body stops short, then the end
+		mode(3, method(ch1, 0), method(ch1, 8, 1, 0, 0, 0, 0, 0, 0), method(ch1, 25),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 3), body(ch1, "one"),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 3), body(ch1, "two"),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 0xf9), body(ch1, "thr")),
+		// a transaction rolled back, then one committed, then one left open
+		// on a closed channel
+		mode(3, method(ch1, 0), method(ch1, 8, 1, 0, 0, 0, 0, 0, 0), method(ch1, 25),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 1), body(ch1, "a"), method(ch1, 27),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 1), body(ch1, "b"), method(ch1, 26),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 1), body(ch1, "c"), method(ch1, 1)),
+		// the memory alarm toggling while a body streams in and a
+		// transaction fills
+		mode(7, method(ch1, 0), method(ch1, 8, 1, 0, 0, 0, 0, 0, 0), method(ch1, 25),
+			method(ch1, 17, 0, 1, 0, 0), header(ch1, 0xf8), body(ch1, "0123456789"), body(ch1, "0123456789"),
+			method(ch2, 0), method(ch2, 17, 0, 1, 0, 0), header(ch2, 5), body(ch2, "ab"), body(ch2, "cde")),
 	}
 }
 
@@ -93,8 +125,19 @@ var fuzzGrant = &Grant{
 	Read:      regexp.MustCompile(`(?s)^(q.*|x.*)$`),
 }
 
+// Mode bits of a fuzz program's first byte.
+const (
+	fuzzHandshake = 1 << iota
+	fuzzNoSizeLimit
+	fuzzAlarm
+)
+
 func runFuzzSession(t *testing.T, data []byte) {
 	before := runtime.NumGoroutine()
+	var mode byte
+	if len(data) > 0 {
+		mode = data[0]
+	}
 	vh := testVHost(t)
 	cfg := testConfig()
 	cfg.VHost = func(name string) (*vhost.VHost, bool) { return vh, name == "/" }
@@ -104,11 +147,22 @@ func runFuzzSession(t *testing.T, data []byte) {
 	cfg.CloseTimeout = 100 * time.Millisecond
 	cfg.HandshakeTimeout = 5 * time.Second
 	cfg.MaxMessageSize = 64
+	if mode&fuzzNoSizeLimit != 0 {
+		cfg.MaxMessageSize = 0
+	}
+	alarms := &Alarms{}
+	cfg.Alarms = alarms
 
 	server, client := net.Pipe()
 	c := NewConn(server, "fuzz#1", cfg)
 	served := make(chan error, 1)
 	go func() { served <- c.Serve() }()
+	toggled := make(chan struct{})
+	if mode&fuzzAlarm != 0 {
+		go toggleAlarm(c, alarms, served, toggled)
+	} else {
+		close(toggled)
+	}
 
 	// The reader checks every close the server sends.
 	bad := make(chan string, 1)
@@ -173,14 +227,19 @@ func runFuzzSession(t *testing.T, data []byte) {
 	}
 	client.Close()
 	select {
-	case <-served:
+	case err := <-served:
+		served <- err // for toggleAlarm
 	case <-time.After(10 * time.Second):
 		t.Fatalf("Serve did not return after the client hung up\n%s", stacks())
 	}
+	<-toggled
 	select {
 	case msg := <-bad:
 		t.Fatal(msg)
 	default:
+	}
+	if n := alarms.Buffered(); n != 0 {
+		t.Fatalf("%d bytes still counted as buffered after the connection ended", n)
 	}
 	vh.Close()
 	// Queue actors and timers wind down asynchronously after Close.
@@ -190,6 +249,39 @@ func runFuzzSession(t *testing.T, data []byte) {
 			t.Fatalf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), stacks())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// toggleAlarm raises the memory alarm, clears it once it holds the
+// reader, raises it again once the reader goes on, and so on until Serve
+// returned (served gets a value); then it clears the alarm and closes done.
+func toggleAlarm(c *Conn, alarms *Alarms, served chan error, done chan struct{}) {
+	defer close(done)
+	defer alarms.Set(0)
+	over := func() bool {
+		select {
+		case err := <-served:
+			served <- err
+			return true
+		default:
+			return false
+		}
+	}
+	for {
+		alarms.Set(AlarmMemory)
+		for !c.Blocked() {
+			if over() {
+				return
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+		alarms.Set(0)
+		for c.Blocked() {
+			if over() {
+				return
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
 	}
 }
 
@@ -357,12 +449,30 @@ func (p *fuzzProgram) method() amqp.Method {
 	}
 }
 
+// hugeBodySizes are what a content header's size byte 0xf8 and above
+// announces: big bodies, the 512 MiB limit and beyond it.
+var hugeBodySizes = [8]uint64{64 << 10, 1 << 20, 128 << 20, 256 << 20, maxBodySize, maxBodySize + 1, 1 << 40, 1<<64 - 1}
+
+// bodySize is a content header's body-size: small mostly, huge for the
+// size bytes 0xf8 and above.
+func (p *fuzzProgram) bodySize() uint64 {
+	b := p.byte()
+	if b >= 0xf8 {
+		return hugeBodySizes[b-0xf8]
+	}
+	return uint64(b)
+}
+
 // bytes runs the program: an optional valid handshake (mode bit 0), then
 // opcodes until the input ends.
 func (p *fuzzProgram) bytes() []byte {
 	p.out = append(p.out, "AMQP\x00\x00\x09\x01"...)
-	if p.byte()&1 == 1 {
-		p.out = amqp.AppendMethodFrame(p.out, 0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	if m := p.byte(); m&fuzzHandshake != 0 {
+		var props amqp.Table
+		if m&fuzzAlarm != 0 {
+			props = amqp.Table{"capabilities": amqp.Table{"connection.blocked": true}}
+		}
+		p.out = amqp.AppendMethodFrame(p.out, 0, &amqp.ConnectionStartOk{ClientProperties: props, Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
 		p.out = amqp.AppendMethodFrame(p.out, 0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192})
 		p.out = amqp.AppendMethodFrame(p.out, 0, &amqp.ConnectionOpen{VirtualHost: "/"})
 	}
@@ -378,7 +488,7 @@ func (p *fuzzProgram) bytes() []byte {
 				cls = amqp.ClassQueue
 			}
 			props := (&amqp.Properties{ContentType: p.name(), DeliveryMode: p.byte() % 3, Headers: p.table()}).Append(nil)
-			p.out = amqp.AppendHeaderFrame(p.out, p.channel(), cls, uint64(p.byte()), props)
+			p.out = amqp.AppendHeaderFrame(p.out, p.channel(), cls, p.bodySize(), props)
 		case 4:
 			p.out = amqp.AppendFrame(p.out, amqp.FrameBody, p.channel(), p.take(int(p.byte()%80)))
 		case 5:

@@ -49,7 +49,7 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	ch.conn.cfg.Counters.published(len(qs), m.Mandatory)
 	rec := record(m, props, body, sum)
 	if ch.tx != nil {
-		ch.tx.publish(m, rec, ttl, qs)
+		ch.tx.publish(ch, m, rec, ttl, qs)
 		return nil
 	}
 	var seq uint64
@@ -288,10 +288,18 @@ func (ch *Channel) handleConfirm(m amqp.Method) error {
 
 // txState holds a transaction's work until tx.commit (§1.9: publishes and
 // acks are applied only when the transaction commits).
+//
+// The publishes' bytes count towards the memory alarm (Channel.account)
+// until commit hands them to the queues, or rollback or the channel's close
+// drops them: a publisher filling an uncommitted transaction is blocked
+// like any other once the alarm is raised. RabbitMQ 4.x has no limit of its
+// own on a transaction's size either; its uncommitted publishes are channel
+// memory, which its watermark counts.
 type txState struct {
 	publishes []txPublish
 	settles   []txSettle
 	held      map[uint64]bool // delivery tags settles of this transaction name
+	bytes     int64           // message bytes of publishes, counted by the channel
 }
 
 type txPublish struct {
@@ -307,8 +315,20 @@ type txSettle struct {
 	mode     settleMode
 }
 
-func (t *txState) publish(m *amqp.BasicPublish, rec storage.Record, ttl messageTTL, qs []*vhost.Queue) {
+func (t *txState) publish(ch *Channel, m *amqp.BasicPublish, rec storage.Record, ttl messageTTL, qs []*vhost.Queue) {
 	t.publishes = append(t.publishes, txPublish{m: *m, rec: rec, ttl: ttl, queues: append([]*vhost.Queue(nil), qs...)})
+	n := int64(len(rec.Properties) + len(rec.Body))
+	t.bytes += n
+	ch.account(n)
+}
+
+// discard gives back what the transaction's publishes counted and drops
+// its work (rollback, the channel's close); commit calls it once the queues
+// have the messages.
+func (t *txState) discard(ch *Channel) {
+	ch.account(-t.bytes)
+	t.bytes = 0
+	t.publishes, t.settles, t.held = nil, nil, nil
 }
 
 // settle checks the tag now, so a bad one fails at once as in RabbitMQ, and
@@ -409,6 +429,7 @@ func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
 				}
 			}
 		}
+		t.discard(ch) // the queues have the messages now
 		// commit-ok promises the messages are stored (synced when
 		// persistent), so wait for the queues; when a store failed it
 		// cannot be sent, and the messages may be stored all the same, so
@@ -430,6 +451,7 @@ func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
 		if ch.tx == nil {
 			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "channel is not transactional")
 		}
+		ch.tx.discard(ch)
 		ch.tx = &txState{}
 		ch.send(&amqp.TxRollbackOk{})
 	default:

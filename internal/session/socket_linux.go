@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -147,4 +148,92 @@ func (s *rawSocket) write(fd uintptr) bool {
 // connection reset by peer"), so errors.Is(err, syscall.ECONNRESET) holds.
 func (s *rawSocket) opError(op string, errno syscall.Errno) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+}
+
+// watchHangup watches the TCP socket under rwc (a *net.TCPConn, or a TLS
+// connection over one) for its peer hanging up, without reading a byte of
+// it: the reader is held by an alarm and what the peer sent must stay in
+// the socket. hungUp is closed once the peer closed its side (FIN) or reset
+// the connection; stop ends the watch and returns once its goroutine has
+// exited, leaving the socket as it found it. For any other stream hungUp is
+// nil and never fires.
+//
+// The goroutine parks in the runtime's poller (syscall.RawConn.Read), which
+// wakes it on each new readiness of the socket: more data, FIN or RST. Each
+// time it asks the kernel with ppoll, not recv, because a FIN queued behind
+// unread data shows only as POLLRDHUP. A peer that keeps sending wakes it
+// only until the socket's receive buffer is full. stop wakes the parked
+// goroutine with a read deadline in the past, then clears the deadline, so
+// only the reader's own reads see the socket afterwards.
+func watchHangup(rwc io.ReadWriteCloser) (hungUp <-chan struct{}, stop func()) {
+	tc := tcpUnder(rwc)
+	if tc == nil {
+		return nil, func() {}
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil, func() {}
+	}
+	gone, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		hup := false
+		err := rc.Read(func(fd uintptr) bool {
+			hup = peerHungUp(fd)
+			return hup
+		})
+		if err == nil && hup {
+			close(gone)
+		}
+	}()
+	return gone, func() {
+		_ = tc.SetReadDeadline(time.Unix(1, 0))
+		<-exited
+		_ = tc.SetReadDeadline(time.Time{})
+	}
+}
+
+// tcpUnder returns the TCP connection rwc is, or wraps (TLS: NetConn), or
+// nil.
+func tcpUnder(rwc io.ReadWriteCloser) *net.TCPConn {
+	for range 4 { // TLS over TCP is one level; never loop on a strange wrapper
+		switch c := rwc.(type) {
+		case *net.TCPConn:
+			return c
+		case interface{ NetConn() net.Conn }:
+			rwc = c.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// The poll(2) event bits watchHangup looks for; the values are Linux's on
+// every architecture Go supports.
+const (
+	pollErr   = 0x8
+	pollHup   = 0x10
+	pollRDHup = 0x2000
+)
+
+// peerHungUp asks the kernel, without waiting and without reading, whether
+// fd's peer has shut its side (POLLRDHUP), or the connection is reset or
+// gone (POLLERR, POLLHUP).
+func peerHungUp(fd uintptr) bool {
+	pfd := struct {
+		fd              int32
+		events, revents int16
+	}{fd: int32(fd), events: pollRDHup}
+	var zero syscall.Timespec // do not wait
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e != 0 || n == 0:
+			return false
+		}
+		return pfd.revents&(pollErr|pollHup|pollRDHup) != 0
+	}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -168,4 +169,72 @@ func TestRawSocketReadAndWriteInPlaceDoNotAllocate(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
+}
+
+// watchHangup sees the peer hang up, by FIN or RST, with or without data
+// still unread in the socket, and reads none of it: after stop the socket
+// reads as before, every byte there.
+func TestWatchHangup(t *testing.T) {
+	cases := []struct {
+		name    string
+		pending string // written by the peer before it hangs up
+		hangUp  func(client *net.TCPConn)
+	}{
+		{"FIN", "", func(c *net.TCPConn) { c.Close() }},
+		{"FIN behind unread data", "basic.publish", func(c *net.TCPConn) { c.Close() }},
+		{"half close", "basic.publish", func(c *net.TCPConn) { c.CloseWrite() }},
+		{"RST", "basic.publish", func(c *net.TCPConn) {
+			c.SetLinger(0)
+			c.Close()
+		}},
+		{"no hangup", "basic.publish", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, client := tcpPair(t)
+			hungUp, stop := watchHangup(s.TCPConn)
+			require.NotNil(t, hungUp)
+			if tc.pending != "" {
+				_, err := client.Write([]byte(tc.pending))
+				require.NoError(t, err)
+			}
+			if tc.hangUp == nil {
+				stop()
+				select {
+				case <-hungUp:
+					t.Fatal("hangup reported for a peer that only wrote")
+				default:
+				}
+				got := make([]byte, len(tc.pending))
+				_, err := io.ReadFull(s, got)
+				require.NoError(t, err, "the deadline stop used is cleared")
+				require.Equal(t, tc.pending, string(got), "the watch read nothing")
+				return
+			}
+			tc.hangUp(client)
+			select {
+			case <-hungUp:
+			case <-time.After(10 * time.Second):
+				t.Fatal("hangup not noticed")
+			}
+			stop()
+			if tc.name != "RST" {
+				got, err := io.ReadAll(s)
+				require.NoError(t, err)
+				require.Equal(t, tc.pending, string(got), "the watch read nothing")
+			}
+		})
+	}
+}
+
+// Only TCP sockets, bare or under TLS, are watched.
+func TestWatchHangupStreams(t *testing.T) {
+	s, _ := tcpPair(t)
+	require.Same(t, s.TCPConn, tcpUnder(tls.Server(s.TCPConn, &tls.Config{})))
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	hungUp, stop := watchHangup(a)
+	require.Nil(t, hungUp)
+	stop()
 }
