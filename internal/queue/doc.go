@@ -62,8 +62,18 @@
 //     an ack, an index delete or a requeue that failed stays with the
 //     actor and is redone every retryAfter until it succeeds.
 //   - Stop stops the actor without touching the stores, after applying the
-//     publishes, acks and requeues already in its mailbox. Delete removes
-//     the queue's records, index entries and shard.
+//     publishes, acks, rejects and requeues already in its mailbox.
+//     StopAll stops a vhost's queues together (broker shutdown): all
+//     mailboxes are drained first, then the queues keep serving their
+//     inboxes until every dead-lettering in flight among them (their
+//     Group) has stored its copy and deleted its source, and only then do
+//     they stop. A copy posted to a queue that stopped (not deleted) is
+//     refused and the source keeps the message; a source stopped before
+//     its target's answer keeps record and entry. So a graceful stop
+//     leaves each dead-lettered message in exactly one queue, and the
+//     write order holds even where stopGrace cuts it short (a duplicate,
+//     the source's copy redelivered, never a loss). Delete removes the
+//     queue's records, index entries and shard.
 //   - Start returns what an earlier run left in place: every index entry
 //     below the cursor becomes Returned (redelivered=true), entries at or
 //     beyond it never committed and are dropped, records below the cursor

@@ -18,6 +18,10 @@ import (
 // channel answers basic.nack.
 var ErrRejected = errors.New("queue: rejected: queue is full")
 
+// errStopped is the answer for a dead-lettered copy posted to a queue that
+// stopped for shutdown: the source keeps the message.
+var errStopped = errors.New("queue: stopped")
+
 // DeadLetterRouter finds the queues a dead-lettered copy published to
 // exchange with routing key key and raw properties props reaches. It runs
 // on the source queue's actor, so it must not wait on any queue; a missing
@@ -33,6 +37,9 @@ type Features struct {
 	// the queue may have been unused for Args.Expires. The callee confirms
 	// with Unused and deletes the queue.
 	Expired func()
+	// Group is the set of queues dead-lettering connects (the vhost's),
+	// stopped together by StopAll; nil gives the queue a group of its own.
+	Group *Group
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that
@@ -112,28 +119,46 @@ func (q *Queue) becameReady(r *storage.Record) {
 	}
 }
 
+// postResult is what became of a post.
+type postResult uint8
+
+const (
+	posted      postResult = iota
+	postDeleted            // the queue was deleted: nothing will take o
+	postStopped            // the queue stopped (shutdown): its data stays
+)
+
 // post hands o to the actor without ever blocking: the path other actors
-// and timers use, so an actor never waits on another actor. It reports
-// false when the queue has stopped.
-func (q *Queue) post(o op) bool {
+// and timers use, so an actor never waits on another actor. Each op
+// posted counts in the queue's Group until the step that handles it ends
+// (endStep). It reports whether the queue took o, or why not.
+func (q *Queue) post(o op) postResult {
 	q.inbox.Lock()
 	if q.inbox.closed {
+		r := postStopped
+		if q.inbox.deleted {
+			r = postDeleted
+		}
 		q.inbox.Unlock()
-		return false
+		return r
 	}
+	q.group.add(1)
 	q.inbox.ops = append(q.inbox.ops, o)
 	q.inboxLen.Add(1)
 	q.inbox.Unlock()
 	q.Kick()
-	return true
+	return posted
 }
 
+// takeInbox takes the ops posted so far; the step that handles them gives
+// their count back to the group when it ends.
 func (q *Queue) takeInbox() []op {
 	q.inbox.Lock()
 	ops := q.inbox.ops
 	q.inbox.ops = nil
 	q.inboxLen.Store(0)
 	q.inbox.Unlock()
+	q.stepOps += len(ops)
 	return ops
 }
 
@@ -153,10 +178,9 @@ func (q *Queue) drainInbox(ctx context.Context) {
 func (q *Queue) closeInbox(ctx context.Context) {
 	q.inbox.Lock()
 	q.inbox.closed = true
-	ops := q.inbox.ops
-	q.inbox.ops = nil
+	q.inbox.deleted = q.deleted
 	q.inbox.Unlock()
-	for _, o := range ops {
+	for _, o := range q.takeInbox() {
 		if o.kind != opPublish {
 			continue
 		}
@@ -366,15 +390,17 @@ func (q *Queue) deadLetter(ctx context.Context, recs []storage.Record, reason st
 			drop = append(drop, r.Offset)
 			continue
 		}
-		if q.feat.leaving == nil {
-			q.feat.leaving = make(map[uint64]storage.Record)
-		}
-		q.feat.leaving[r.Offset] = r
+		q.setLeaving(r.Offset, r)
 		dl := &deadLettering{src: q, offset: r.Offset}
 		dl.left.Store(int32(len(targets)))
 		for _, t := range targets {
-			if !t.post(op{kind: opPublish, rec: copyRec, conf: dl, seq: 1}) {
+			switch t.post(op{kind: opPublish, rec: copyRec, conf: dl, seq: 1}) {
+			case postDeleted:
 				dl.Confirm([]uint64{1}, nil) // deleted meanwhile: RabbitMQ drops
+			case postStopped:
+				// Stopped for shutdown, its data intact: the copy was not
+				// stored, so the message must stay here.
+				dl.Confirm([]uint64{1}, errStopped)
 			}
 		}
 	}
@@ -440,11 +466,10 @@ func (q *Queue) deleteOwned(ctx context.Context, offsets []uint64) {
 
 // deadLettered runs when every target answered for the copy of offset.
 func (q *Queue) deadLettered(ctx context.Context, offset uint64, failed bool) {
-	r, ok := q.feat.leaving[offset]
+	r, ok := q.unsetLeaving(offset)
 	if !ok {
 		return
 	}
-	delete(q.feat.leaving, offset)
 	if failed && q.cfg.Shared {
 		q.returnOwned(ctx, []storage.Record{r})
 		return

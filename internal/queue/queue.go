@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -253,6 +252,17 @@ type Queue struct {
 	done chan struct{}
 
 	stopOnce sync.Once
+	// quiet is closed when the stopping actor has drained its mailbox,
+	// finish when its stopper lets it close its inbox and exit (StopAll).
+	quiet      chan struct{}
+	quietOnce  sync.Once
+	finish     chan struct{}
+	finishOnce sync.Once
+	// group counts the dead-lettering in flight among the queues of this
+	// one's vhost (Group); leavingN counts this queue's leaving messages.
+	group    *Group
+	leavingN *Group
+	stepOps  int          // inbox ops taken in this step, given back by endStep
 	closing  atomic.Bool  // set by the actor when it stops taking ops
 	work     sync.Mutex   // held while the actor's state is worked on
 	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
@@ -323,8 +333,9 @@ type Queue struct {
 	// copies from other actors, their confirms and timer firings.
 	inbox struct {
 		sync.Mutex
-		ops    []op
-		closed bool
+		ops     []op
+		closed  bool
+		deleted bool // closed because the queue was deleted
 	}
 	inboxLen atomic.Int32
 	shared   sharedState  // shared mode only (shared.go)
@@ -378,16 +389,23 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{
-		cfg:     cfg,
-		key:     meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
-		ops:     make(chan op, mailbox),
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		waiting: make(map[uint64]waiting),
-		out:     make(map[uint64]*delivery),
+		cfg:      cfg,
+		key:      meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
+		ops:      make(chan op, mailbox),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		quiet:    make(chan struct{}),
+		finish:   make(chan struct{}),
+		group:    cfg.Features.Group,
+		leavingN: NewGroup(),
+		waiting:  make(map[uint64]waiting),
+		out:      make(map[uint64]*delivery),
 
 		commitDone: make(chan commitResult, 1),
+	}
+	if q.group == nil {
+		q.group = NewGroup()
 	}
 	if cfg.Shared {
 		c, ok := cfg.Stores.Index.(unacked.Claimer)
@@ -723,13 +741,6 @@ func (q *Queue) Delete(ctx context.Context) (uint64, error) {
 	return r.n, err
 }
 
-// Stop stops the actor without touching the stores (broker shutdown), and
-// waits for it. It is safe to call more than once and after Delete.
-func (q *Queue) Stop() {
-	q.stopOnce.Do(func() { close(q.stop) })
-	<-q.done
-}
-
 // Kick wakes the actor to retry delivery, for example after a channel
 // settled messages and so freed prefetch credit. It never blocks.
 func (q *Queue) Kick() {
@@ -784,7 +795,8 @@ func (q *Queue) run() {
 			q.retryC = nil
 			q.redo(ctx)
 		case <-q.stop:
-			q.work.Lock() // held for good: drain follows
+			q.work.Lock() // held for good: quiesce and drain follow
+			q.quiesce(ctx)
 			return
 		}
 		if q.inboxLen.Load() > 0 && !q.deleted {
@@ -797,6 +809,7 @@ func (q *Queue) run() {
 			q.applyObserved(ctx)
 		}
 		q.afterOps(ctx)
+		q.endStep()
 		retryC = q.retryC
 		q.work.Unlock()
 	}
@@ -811,40 +824,18 @@ func (q *Queue) afterOps(ctx context.Context) {
 	q.afterDispatch(ctx)
 }
 
-// drain answers every op still on its way once the actor stops: publishes
-// are stored (or, after a delete, confirmed as dropped, as RabbitMQ does
-// for a queue deleted under a publisher), calls get ErrDeleted.
+// drain is the actor's last step: the mailbox is drained (if quiesce did
+// not already), the inbox closed (publishes in it are stored, or dropped
+// after a delete) and the last publishes stored. Leaving messages still
+// waiting for a target's answer stay in the store as they are.
 func (q *Queue) drain(ctx context.Context) {
-	q.closing.Store(true)
-	q.stopFeatures()
-	for {
-		select {
-		case o := <-q.ops:
-			switch {
-			case o.kind == opPublish && !q.deleted:
-				q.handle(ctx, o)
-			case q.settles(o.kind) && !q.deleted:
-				// An ack that reached the queue before shutdown is kept:
-				// otherwise its message would come back after a restart.
-				q.handle(ctx, o)
-			case o.kind == opPublish:
-				if o.conf != nil {
-					o.conf.Confirm([]uint64{o.seq}, nil)
-				}
-			case o.reply != nil:
-				o.reply <- reply{err: ErrDeleted}
-			}
-			continue
-		default:
-		}
-		if q.inflight.Load() == 0 && len(q.ops) == 0 {
-			break
-		}
-		runtime.Gosched()
-	}
+	q.drainMailbox(ctx)
+	q.quietOnce.Do(func() { close(q.quiet) })
 	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
+	q.endStep()
+	q.dropLeaving()
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
@@ -1829,7 +1820,7 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	}
 	q.deleted = true
 	q.pending, q.pendingArr, q.returned, q.out = nil, nil, nil, nil
-	q.feat.leaving = nil
+	q.dropLeaving()
 	clear(q.waiting)
 	return ready, nil
 }
