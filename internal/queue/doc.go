@@ -94,7 +94,11 @@
 //     queues, only the head is checked: when a message is taken for
 //     delivery or basic.get, and by a Clock timer armed for the head's
 //     expiry. Expiry is strict, so a TTL of 0 reaches a consumer that can
-//     take it in the same actor step and expires otherwise.
+//     take it in the same actor step and expires otherwise. x-message-ttl,
+//     x-expires and the expiration property are at most MaxExpiry
+//     (2^32-1 ms, RabbitMQ's limit): larger ones are refused with 406 at
+//     queue.declare or basic.publish, never clamped, so no deadline
+//     overflows.
 //   - x-expires: a timer armed while the queue has no consumer and
 //     re-armed by consume, cancel, basic.get and redeclaration (Touch);
 //     when it fires the vhost asks Unused and deletes the queue.
