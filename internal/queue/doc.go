@@ -8,8 +8,13 @@
 //
 // Start recovers a queue and starts its actor. Every exported method of
 // Queue is safe from any goroutine: it posts an op to the actor's mailbox
-// (a full mailbox blocks the caller: that is the publishers'
-// back-pressure) and, for calls with a result, waits for the reply. The
+// (a full mailbox, maxMailbox ops, blocks the caller: that is the
+// publishers' back-pressure) and, for calls with a result, waits for the
+// reply. The mailbox (mailbox.go) is a list of 32-op chunks from a pool
+// all queues share, taken whole by the actor at each step, so an idle
+// queue holds no mailbox memory; a stopped actor lets go of everything
+// it cached (a channel holding an unacked delivery of a deleted queue
+// keeps only the Queue struct reachable). The
 // actor calls back into Receiver.Deliver, Receiver.Cancelled and
 // Confirmer.Confirm on its own goroutine; those must not wait on the
 // queue. Credit is shared between the actor (Acquire) and the channel that

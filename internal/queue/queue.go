@@ -50,6 +50,13 @@ type Config struct {
 	Features
 	// Totals, when set, counts every queue's messages too (inspect.go).
 	Totals *Counters
+	// OwnCursor says that nobody else deletes the queue's cursor from
+	// Stores.Cursors: a non-durable queue's in-memory stores hold no
+	// topology. Delete then removes it (through DeleteQueue, when
+	// Cursors has one), or every queue ever deleted would leave its cursor
+	// behind. A durable queue's cursor goes with its metadata, which the
+	// caller deletes.
+	OwnCursor bool
 	// Shared runs the queue in shared mode (shared.go, doc.go): other
 	// brokers' actors serve the same queue from the same stores, every
 	// claim is an unacked.Claimer claim, and the caller feeds the store's
@@ -246,7 +253,7 @@ type waiting struct {
 type Queue struct {
 	cfg  Config
 	key  meta.QueueKey
-	ops  chan op
+	mbox mailbox // calls to the actor (mailbox.go)
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -261,12 +268,11 @@ type Queue struct {
 	// group counts the dead-lettering in flight among the queues of this
 	// one's vhost (Group); leavingN counts this queue's leaving messages.
 	group    *Group
-	leavingN *Group
+	leavingN Group
 	stepOps  int          // inbox ops taken in this step, given back by endStep
 	closing  atomic.Bool  // set by the actor when it stops taking ops
 	work     sync.Mutex   // held while the actor's state is worked on
 	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
-	inflight atomic.Int64 // senders between the closing check and the send
 	// requeuing counts requeue ops sent but not yet handled. A channel
 	// requeues before it frees the prefetch credit the delivery held, so a
 	// dispatch that finds credit and a requeue on its way stops and lets the
@@ -361,9 +367,9 @@ const (
 	maxPending = 4096
 	// maxBatch bounds the messages claimed with one CAS.
 	maxBatch = 256
-	// mailbox is the capacity of the actor's mailbox; a full mailbox
-	// blocks publishers, which is the broker's back-pressure.
-	mailbox = 1024
+	// maxMailbox bounds the ops waiting in the actor's mailbox; a full
+	// mailbox blocks publishers, which is the broker's back-pressure.
+	maxMailbox = 1024
 	// maxBacklog bounds the publishes gathered while a commit is in
 	// flight: beyond it the actor waits for the commit, so the mailbox
 	// fills and publishers are held back again.
@@ -389,18 +395,16 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{
-		cfg:      cfg,
-		key:      meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
-		ops:      make(chan op, mailbox),
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		quiet:    make(chan struct{}),
-		finish:   make(chan struct{}),
-		group:    cfg.Features.Group,
-		leavingN: NewGroup(),
-		waiting:  make(map[uint64]waiting),
-		out:      make(map[uint64]*delivery),
+		cfg:     cfg,
+		key:     meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		quiet:   make(chan struct{}),
+		finish:  make(chan struct{}),
+		group:   cfg.Features.Group,
+		waiting: make(map[uint64]waiting),
+		out:     make(map[uint64]*delivery),
 
 		commitDone: make(chan commitResult, 1),
 	}
@@ -562,20 +566,29 @@ func (q *Queue) eachRecord(ctx context.Context, from, to uint64, fn func([]stora
 	return nil
 }
 
-// send posts o to the actor, or fails when the actor is stopping. The
-// in-flight count lets the stopping actor drain every op that got past the
-// closing check, so no publish is left without its confirm.
+// send posts o to the actor, or fails when the actor is stopping: every
+// op the mailbox took is handled or answered (drainMailbox), so no
+// publish is left without its confirm.
 func (q *Queue) send(o op) error {
-	q.inflight.Add(1)
-	defer q.inflight.Add(-1)
 	if q.closing.Load() {
 		return ErrDeleted
 	}
-	if o.kind == opRequeue || o.kind == opRequeueEntries {
+	requeue := o.kind == opRequeue || o.kind == opRequeueEntries
+	if requeue {
 		q.requeuing.Add(1) // before the send, so before the caller frees credit
 	}
 	q.queued.Add(1)
-	q.ops <- o
+	first, ok := q.mbox.put(&o)
+	if !ok {
+		q.queued.Add(-1)
+		if requeue {
+			q.requeuing.Add(-1)
+		}
+		return ErrDeleted
+	}
+	if first {
+		q.Kick()
+	}
 	return nil
 }
 
@@ -769,24 +782,13 @@ func (q *Queue) run() {
 	q.work.Unlock()
 	for {
 		select {
-		case o := <-q.ops:
-			q.work.Lock()
-			q.handle(ctx, o)
-			q.queued.Add(-1)
-			// Drain what else is waiting so publishes go to the store in
-			// one batch and deliveries in one claim.
-			for i := 0; i < mailbox && !q.deleted; i++ {
-				select {
-				case o = <-q.ops:
-					q.handle(ctx, o)
-					q.queued.Add(-1)
-					continue
-				default:
-				}
-				break
-			}
 		case <-q.kick:
+			// A send into an empty mailbox kicks, and so does a channel
+			// that freed credit: either way everything waiting is taken,
+			// so publishes go to the store in one batch and deliveries in
+			// one claim.
 			q.work.Lock()
+			q.handleMailbox(ctx)
 		case r := <-q.commitDone:
 			q.work.Lock()
 			q.finishCommit(ctx, r)
@@ -815,6 +817,23 @@ func (q *Queue) run() {
 	}
 }
 
+// handleMailbox handles every op waiting in the mailbox. After a delete
+// the rest are answered as drainMailbox answers them.
+func (q *Queue) handleMailbox(ctx context.Context) {
+	chunks := q.mbox.take(false)
+	for c := chunks; c != nil; c = c.next {
+		for i := range c.n {
+			if q.deleted {
+				q.refuse(ctx, &c.ops[i])
+			} else {
+				q.handle(ctx, c.ops[i])
+			}
+			q.queued.Add(-1)
+		}
+	}
+	freeChunks(chunks)
+}
+
 // afterOps is what follows every batch of ops, on the actor or inline:
 // gathered acks settled, a commit started, deliveries made.
 func (q *Queue) afterOps(ctx context.Context) {
@@ -836,6 +855,22 @@ func (q *Queue) drain(ctx context.Context) {
 	q.flushPublishes(ctx)
 	q.endStep()
 	q.dropLeaving()
+	q.release()
+}
+
+// release lets go of everything the stopped actor held in memory. A
+// stopped queue may stay reachable for a while (a channel keeps the Queue
+// of its unacked deliveries until they are settled or the channel
+// closes), and should cost no more than its struct meanwhile.
+func (q *Queue) release() {
+	q.pending, q.pendingArr, q.returned = nil, nil, nil
+	q.waiting, q.out = nil, nil
+	q.publishes, q.confirms, q.acks, q.seqs = nil, nil, nil, nil
+	q.spare.recs, q.spare.confirms = nil, nil
+	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
+	q.deliverySlab, q.freeDeliveries = nil, nil
+	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
+	q.consumers = nil
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
@@ -1072,7 +1107,9 @@ func (q *Queue) appendPending(recs []storage.Record) {
 	if need := len(q.pending) + len(recs); need > cap(q.pending) {
 		arr := q.pendingArr
 		if cap(arr) < need {
-			arr = make([]storage.Record, max(2*need, 16))
+			// Small at first: an idle queue holding a message or two
+			// keeps this array.
+			arr = make([]storage.Record, max(2*need, 4))
 		}
 		k := copy(arr, q.pending) // memmove: q.pending may be within arr
 		clear(arr[k:])            // consumed and moved-from records: let the bodies go
@@ -1507,6 +1544,11 @@ func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, taken []una
 	return nil
 }
 
+// cursorDeleter is the part of meta.Topology that deletes a queue's cursor.
+type cursorDeleter interface {
+	DeleteQueue(ctx context.Context, vhost, name string) error
+}
+
 func (q *Queue) indexKey(offset uint64) unacked.Key {
 	return unacked.Key{VHost: q.cfg.VHost, Queue: q.cfg.Name, Offset: offset}
 }
@@ -1817,6 +1859,13 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	}
 	if err := s.Shards.DeleteShard(ctx, q.cfg.Shard); err != nil {
 		return 0, err
+	}
+	if q.cfg.OwnCursor {
+		if d, ok := s.Cursors.(cursorDeleter); ok {
+			if err := d.DeleteQueue(ctx, q.cfg.VHost, q.cfg.Name); err != nil {
+				return 0, err
+			}
+		}
 	}
 	q.deleted = true
 	q.pending, q.pendingArr, q.returned, q.out = nil, nil, nil, nil

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 // own.
 type Group struct {
 	n    atomic.Int64
-	zero chan struct{} // signalled when n reaches zero
+	zero chan struct{} // signalled when n reaches zero; nil: waiters poll
 }
 
 // NewGroup returns an empty Group.
@@ -136,39 +135,39 @@ func (q *Queue) quiesce(ctx context.Context) {
 	}
 }
 
-// drainMailbox closes the mailbox and answers every op still on its way:
-// publishes are stored (or, after a delete, confirmed as dropped, as
-// RabbitMQ does for a queue deleted under a publisher), settles are
-// applied, calls get ErrDeleted. The in-flight count lets it wait for
-// every sender that got past the closing check, so no publish is left
+// drainMailbox closes the mailbox and answers every op it took: publishes
+// are stored (or, after a delete, confirmed as dropped, as RabbitMQ does
+// for a queue deleted under a publisher), settles are applied, calls get
+// ErrDeleted. A send after it fails with ErrDeleted, so no publish is left
 // without its confirm.
 func (q *Queue) drainMailbox(ctx context.Context) {
 	q.closing.Store(true)
 	q.stopFeatures()
-	for {
-		select {
-		case o := <-q.ops:
-			switch {
-			case o.kind == opPublish && !q.deleted:
-				q.handle(ctx, o)
-			case q.settles(o.kind) && !q.deleted:
-				// An ack that reached the queue before shutdown is kept:
-				// otherwise its message would come back after a restart.
-				q.handle(ctx, o)
-			case o.kind == opPublish:
-				if o.conf != nil {
-					o.conf.Confirm([]uint64{o.seq}, nil)
-				}
-			case o.reply != nil:
-				o.reply <- reply{err: ErrDeleted}
-			}
-			continue
-		default:
+	chunks := q.mbox.take(true)
+	for c := chunks; c != nil; c = c.next {
+		for i := range c.n {
+			q.refuse(ctx, &c.ops[i])
+			q.queued.Add(-1)
 		}
-		if q.inflight.Load() == 0 && len(q.ops) == 0 {
-			return
+	}
+	freeChunks(chunks)
+}
+
+// refuse answers an op that reached a stopping or deleted queue.
+func (q *Queue) refuse(ctx context.Context, o *op) {
+	switch {
+	case o.kind == opPublish && !q.deleted:
+		q.handle(ctx, *o)
+	case q.settles(o.kind) && !q.deleted:
+		// An ack that reached the queue before shutdown is kept:
+		// otherwise its message would come back after a restart.
+		q.handle(ctx, *o)
+	case o.kind == opPublish:
+		if o.conf != nil {
+			o.conf.Confirm([]uint64{o.seq}, nil)
 		}
-		runtime.Gosched()
+	case o.reply != nil:
+		o.reply <- reply{err: ErrDeleted}
 	}
 }
 
