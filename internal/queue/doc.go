@@ -138,7 +138,10 @@
 //     with reason delivery_limit, or dropped without a DLX.
 //   - Consumers: x-priority on basic.consume (the highest priority with
 //     credit is served, round-robin within a level); x-single-active-consumer
-//     serves only the first registered consumer until it goes.
+//     serves only the first registered consumer until it goes. They are
+//     kept in a ring per priority plus a map by owner and tag
+//     (consumers.go), so basic.consume and basic.cancel cost the same with
+//     fifty thousand consumers as with one.
 //   - Message priorities (x-max-priority, priority.go): the queue claims
 //     each published record at once into the returned set (an index entry
 //     in state Returned, never delivered) and serves that set by priority,

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -635,7 +634,7 @@ func (q *Queue) used() {
 		q.feat.expiresTimer.Stop()
 		q.feat.expiresTimer = nil
 	}
-	if len(q.consumers) > 0 || q.cfg.Features.Expired == nil {
+	if q.consumers.len() > 0 || q.cfg.Features.Expired == nil {
 		return
 	}
 	q.feat.expiresTimer = q.cfg.Clock.AfterFunc(exp, q.cfg.Features.Expired)
@@ -643,7 +642,7 @@ func (q *Queue) used() {
 
 func (q *Queue) unused() bool {
 	exp := q.cfg.Features.Args.Expires
-	return exp > 0 && len(q.consumers) == 0 && !q.cfg.Clock.Now().Before(q.feat.lastUsed.Add(exp))
+	return exp > 0 && q.consumers.len() == 0 && !q.cfg.Clock.Now().Before(q.feat.lastUsed.Add(exp))
 }
 
 // Touch tells the queue it was used (a redeclaration), for x-expires.
@@ -664,14 +663,7 @@ func (q *Queue) addConsumerSorted(c *Consumer) {
 	if c.Priority != 0 {
 		q.feat.prioritized = true
 	}
-	i := len(q.consumers)
-	for i > 0 && q.consumers[i-1].Priority < c.Priority {
-		i--
-	}
-	q.consumers = slices.Insert(q.consumers, i, c)
-	if q.next > i {
-		q.next++
-	}
+	q.consumers.add(c)
 }
 
 // acquireConsumer returns the next consumer that has credit, with one unit
@@ -680,35 +672,14 @@ func (q *Queue) addConsumerSorted(c *Consumer) {
 // consumers take turns (the one served moves behind its peers). With
 // single active consumer only the first registered consumer is served.
 func (q *Queue) acquireConsumer() *Consumer {
-	n := len(q.consumers)
 	if q.cfg.Features.Args.SingleActive {
-		if c := q.consumers[0]; c.acquire() {
+		if c := q.consumers.first(); c != nil && c.acquire() {
 			return c
 		}
 		return nil
 	}
 	if !q.feat.prioritized {
-		for range n {
-			c := q.consumers[q.next]
-			q.next = (q.next + 1) % n
-			if c.acquire() {
-				return c
-			}
-		}
-		return nil
+		return q.consumers.roundRobin((*Consumer).acquire)
 	}
-	for i := 0; i < n; i++ {
-		c := q.consumers[i]
-		if !c.acquire() {
-			continue
-		}
-		j := i + 1
-		for j < n && q.consumers[j].Priority == c.Priority {
-			j++
-		}
-		copy(q.consumers[i:j-1], q.consumers[i+1:j])
-		q.consumers[j-1] = c
-		return c
-	}
-	return nil
+	return q.consumers.byPriority((*Consumer).acquire)
 }

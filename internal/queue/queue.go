@@ -116,7 +116,8 @@ type Consumer struct {
 	ChannelCredit *Credit
 	Receiver      Receiver
 
-	room Roomer // Receiver's Roomer, if it is one; set when registered
+	room  Roomer        // Receiver's Roomer, if it is one; set when registered
+	links consumerLinks // its place among the queue's consumers (consumers.go)
 }
 
 // Roomer is implemented by Receivers whose connection has a bounded write
@@ -287,8 +288,7 @@ type Queue struct {
 	returned   []uint64         // requeued offsets, ascending
 	waiting    map[uint64]waiting
 	out        map[uint64]*delivery // from newDelivery: no allocation per delivery
-	consumers  []*Consumer
-	next       int // round-robin position in consumers
+	consumers  consumerSet
 	claims     uint64
 	publishes  []storage.Record
 	// pendingArr is the array pending was last moved into (appendPending),
@@ -870,7 +870,7 @@ func (q *Queue) release() {
 	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
 	q.deliverySlab, q.freeDeliveries = nil, nil
 	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
-	q.consumers = nil
+	q.consumers.reset()
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
@@ -941,7 +941,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		q.used()
 	case opCancel:
 		q.removeConsumer(o.owner, o.tag)
-		r.stats.Consumers = len(q.consumers)
+		r.stats.Consumers = q.consumers.len()
 		q.used()
 	case opGet:
 		q.used()
@@ -998,19 +998,17 @@ func (q *Queue) stats() Stats {
 	return Stats{
 		Ready:     q.fromCursor + uint64(len(q.returned)),
 		Unacked:   uint64(len(q.out)),
-		Consumers: len(q.consumers),
+		Consumers: q.consumers.len(),
 	}
 }
 
 func (q *Queue) ready() uint64 { return q.fromCursor + uint64(len(q.returned)) }
 
 func (q *Queue) addConsumer(c *Consumer) error {
-	for _, o := range q.consumers {
-		if o.Exclusive {
-			return ErrExclusiveConsumer
-		}
+	if q.consumers.exclusive > 0 {
+		return ErrExclusiveConsumer
 	}
-	if c.Exclusive && len(q.consumers) > 0 {
+	if c.Exclusive && q.consumers.len() > 0 {
 		return ErrConsumersExist
 	}
 	q.addConsumerSorted(c)
@@ -1018,12 +1016,7 @@ func (q *Queue) addConsumer(c *Consumer) error {
 }
 
 func (q *Queue) removeConsumer(owner Owner, tag string) {
-	q.consumers = slices.DeleteFunc(q.consumers, func(c *Consumer) bool {
-		return c.Owner == owner && c.Tag == tag
-	})
-	if q.next >= len(q.consumers) {
-		q.next = 0
-	}
+	q.consumers.remove(owner, tag)
 }
 
 // flushPublishes stores the gathered publishes and confirms them before it
@@ -1290,7 +1283,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()
 	lost := 0 // claims lost to other brokers (shared mode)
-	for q.ready() > 0 && len(q.consumers) > 0 && q.requeuing.Load() == 0 {
+	for q.ready() > 0 && q.consumers.len() > 0 && q.requeuing.Load() == 0 {
 		if q.feat.ttl {
 			q.expireHead(ctx)
 			if q.ready() == 0 {
@@ -1834,10 +1827,8 @@ func (q *Queue) purge(ctx context.Context) (uint64, error) {
 func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	s := q.cfg.Stores
 	ready := q.ready()
-	for _, c := range q.consumers {
-		c.Receiver.Cancelled(c)
-	}
-	q.consumers = nil
+	q.consumers.each(func(c *Consumer) { c.Receiver.Cancelled(c) })
+	q.consumers.reset()
 	// The cursor goes back to 0 first: a queue declared again under this
 	// name starts its shard at offset 0, and a crash half-way through must
 	// leave old records to deliver again, never a cursor past new ones.
