@@ -214,15 +214,46 @@ func TestTTLZeroExpiresUnlessDeliveredAtOnce(t *testing.T) {
 
 // TestInvalidExpiration: a bad expiration property closes the channel
 // with 406, as RabbitMQ does.
+// Past queue.MaxExpiry (2^32-1 ms) RabbitMQ refuses the value too; Warren
+// used to confirm such a message and expire it at once (its deadline past
+// year 2262 overflowed).
 func TestInvalidExpiration(t *testing.T) {
-	_, _, ch := featureBroker(t)
-	declareQueue(t, ch, "q", false)
-	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
-	require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
-		amqp091.Publishing{Body: []byte("x"), Expiration: "-5"}))
-	e := closeErr(t, errs)
-	require.Equal(t, 406, e.Code)
-	require.Contains(t, e.Reason, "invalid expiration")
+	b, fake, _ := featureBroker(t)
+	for _, tc := range []struct {
+		expiration string
+		text       string
+	}{
+		{"-5", "value negative"},
+		{"4294967296", "above the maximum 4294967295"},
+		{"7428000000000", "above the maximum 4294967295"},
+		{"99999999999999999999", "above the maximum 4294967295"},
+	} {
+		t.Run(tc.expiration, func(t *testing.T) {
+			ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+			declareQueue(t, ch, "q", false)
+			errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+			require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
+				amqp091.Publishing{Body: []byte("x"), Expiration: tc.expiration}))
+			e := closeErr(t, errs)
+			require.Equal(t, 406, e.Code)
+			require.Contains(t, e.Reason, "invalid expiration '"+tc.expiration+"'")
+			require.Contains(t, e.Reason, tc.text)
+			require.EqualValues(t, 0, queueStats(t, b, "q").Ready, "nothing was enqueued")
+		})
+	}
+	t.Run("the largest is kept until it expires", func(t *testing.T) {
+		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		declareQueue(t, ch, "max", false)
+		publishWith := amqp091.Publishing{Body: []byte("x"), Expiration: "4294967295"}
+		require.NoError(t, ch.Confirm(false))
+		confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+		require.NoError(t, ch.PublishWithContext(context.Background(), "", "max", false, false, publishWith))
+		require.True(t, (<-confirms).Ack)
+		fake.Advance(4294967295 * time.Millisecond)
+		require.EqualValues(t, 1, queueStats(t, b, "max").Ready)
+		fake.Advance(time.Millisecond)
+		waitStats(t, b, "max", func(s queue.Stats) bool { return s.Ready == 0 })
+	})
 }
 
 // TestQueueArgumentValidation: wrong types and ranges are refused with a
@@ -242,6 +273,10 @@ func TestQueueArgumentValidation(t *testing.T) {
 		{"priority too high", amqp091.Table{"x-max-priority": int32(256)}, 406, "x-max-priority"},
 		{"stream", amqp091.Table{"x-queue-type": "stream"}, 540, "x-queue-type"},
 		{"negative max length", amqp091.Table{"x-max-length": int64(-3)}, 406, "x-max-length"},
+		{"ttl above the maximum", amqp091.Table{"x-message-ttl": int64(4294967296)}, 406, "invalid arg 'x-message-ttl' for queue 'v' in vhost '/': value 4294967296 is above the maximum 4294967295"},
+		{"ttl past year 2262", amqp091.Table{"x-message-ttl": int64(7_428_000_000_000)}, 406, "'x-message-ttl' for queue 'v' in vhost '/': value 7428000000000 is above the maximum"},
+		{"expires above the maximum", amqp091.Table{"x-expires": int64(4294967296)}, 406, "invalid arg 'x-expires' for queue 'v' in vhost '/': value 4294967296 is above the maximum 4294967295"},
+		{"expires that wraps", amqp091.Table{"x-expires": int64(18_446_744_073_710)}, 406, "'x-expires' for queue 'v' in vhost '/': value 18446744073710 is above the maximum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// 540 closes the connection, so each case gets its own.

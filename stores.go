@@ -117,6 +117,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		Stores:        st,
 		Shared:        shared,
 		DropTransient: def.Durable && !shared,
+		OwnCursor:     !def.Durable,
 		Broker:        b.nodeID,
 		Incarnation:   b.incarnation,
 		Clock:         b.opts.Clock,

@@ -1,8 +1,8 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -79,14 +79,14 @@ func ParseArgs(t amqp.Table) (Args, error) {
 		}
 	}
 	if v, ok := t["x-message-ttl"]; ok {
-		n, err := nonNegative("x-message-ttl", v)
+		n, err := expiry("x-message-ttl", v)
 		if err != nil {
 			return a, err
 		}
 		a.MessageTTL, a.HasMessageTTL = time.Duration(n)*time.Millisecond, true
 	}
 	if v, ok := t["x-expires"]; ok {
-		n, err := nonNegative("x-expires", v)
+		n, err := expiry("x-expires", v)
 		if err != nil {
 			return a, err
 		}
@@ -178,6 +178,27 @@ func nonNegative(arg string, v any) (int64, error) {
 	return n, nil
 }
 
+// MaxExpiry is the largest TTL or queue expiry RabbitMQ accepts, in
+// milliseconds, for x-message-ttl, x-expires and the expiration property
+// alike (rabbit_misc:check_expiry, RabbitMQ 3.x and 4.x: Erlang's timer
+// limit, 2^32-1 ms, about 49.7 days). Larger values are refused with 406
+// rather than clamped, as RabbitMQ does; below it no deadline computed
+// from a real clock can overflow.
+const MaxExpiry = 1<<32 - 1
+
+// expiry reads a TTL or expiry argument in milliseconds: a non-negative
+// integer no larger than MaxExpiry.
+func expiry(arg string, v any) (int64, error) {
+	n, err := nonNegative(arg, v)
+	if err != nil {
+		return 0, err
+	}
+	if n > MaxExpiry {
+		return 0, argErr(arg, "value %d is above the maximum %d", n, MaxExpiry)
+	}
+	return n, nil
+}
+
 func typeName(v any) string {
 	switch v.(type) {
 	case string:
@@ -197,14 +218,23 @@ func typeName(v any) string {
 }
 
 // ParseExpiration reads the expiration property: a non-negative integer of
-// milliseconds, as RabbitMQ requires. "" means none.
+// milliseconds no larger than MaxExpiry, as RabbitMQ requires
+// (rabbit_basic:parse_expiration; the channel closes with 406 otherwise).
+// "" means none.
 func ParseExpiration(s string) (time.Duration, bool, error) {
 	if s == "" {
 		return 0, false, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
-		return 0, false, fmt.Errorf("invalid expiration '%s'", s)
+	switch {
+	case err != nil && errors.Is(err, strconv.ErrRange) && s[0] != '-':
+		return 0, false, fmt.Errorf("invalid expiration '%s': value above the maximum %d", s, MaxExpiry)
+	case err != nil:
+		return 0, false, fmt.Errorf("invalid expiration '%s': not an integer", s)
+	case n < 0:
+		return 0, false, fmt.Errorf("invalid expiration '%s': value negative", s)
+	case n > MaxExpiry:
+		return 0, false, fmt.Errorf("invalid expiration '%s': value above the maximum %d", s, MaxExpiry)
 	}
 	return time.Duration(n) * time.Millisecond, true, nil
 }

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -25,6 +26,12 @@ func TestParseArgs(t *testing.T) {
 			Args{Quorum: true, DeliveryLimit: 2, SingleActive: true, MaxLength: -1, MaxLengthBytes: -1}},
 		{"priority", amqp.Table{"x-max-priority": int32(10), "x-unknown": "kept"}, Args{MaxPriority: 10, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
 		{"expires", amqp.Table{"x-expires": int32(1000)}, Args{Expires: time.Second, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
+		{"largest ttl", amqp.Table{"x-message-ttl": int64(MaxExpiry)},
+			Args{MessageTTL: MaxExpiry * time.Millisecond, HasMessageTTL: true, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
+		{"largest ttl as uint32", amqp.Table{"x-message-ttl": uint32(MaxExpiry)},
+			Args{MessageTTL: MaxExpiry * time.Millisecond, HasMessageTTL: true, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
+		{"largest expires", amqp.Table{"x-expires": int64(MaxExpiry)},
+			Args{Expires: MaxExpiry * time.Millisecond, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
 	}
 	for _, tc := range good {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +57,13 @@ func TestParseArgs(t *testing.T) {
 		{"unknown type", amqp.Table{"x-queue-type": "fancy"}, "x-queue-type", amqp.PreconditionFailed},
 		{"sac type", amqp.Table{"x-single-active-consumer": "yes"}, "x-single-active-consumer", amqp.PreconditionFailed},
 		{"negative limit", amqp.Table{"x-delivery-limit": int64(-5)}, "x-delivery-limit", amqp.PreconditionFailed},
+		// Past MaxExpiry RabbitMQ refuses; a Duration of the value would
+		// also overflow (past year 2262) or wrap from here on.
+		{"ttl above the maximum", amqp.Table{"x-message-ttl": int64(MaxExpiry + 1)}, "x-message-ttl", amqp.PreconditionFailed},
+		{"ttl past 2262", amqp.Table{"x-message-ttl": int64(7_428_000_000_000)}, "x-message-ttl", amqp.PreconditionFailed},
+		{"ttl at int64 max", amqp.Table{"x-message-ttl": int64(math.MaxInt64)}, "x-message-ttl", amqp.PreconditionFailed},
+		{"expires above the maximum", amqp.Table{"x-expires": int64(MaxExpiry + 1)}, "x-expires", amqp.PreconditionFailed},
+		{"expires that wraps", amqp.Table{"x-expires": int64(18_446_744_073_710)}, "x-expires", amqp.PreconditionFailed},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,16 +78,36 @@ func TestParseArgs(t *testing.T) {
 }
 
 func TestParseExpiration(t *testing.T) {
-	d, ok, err := ParseExpiration("1500")
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, 1500*time.Millisecond, d)
-	_, ok, err = ParseExpiration("")
-	require.NoError(t, err)
-	require.False(t, ok)
-	for _, bad := range []string{"-1", "1.5", "abc", "99999999999999999999"} {
-		_, _, err := ParseExpiration(bad)
-		require.Error(t, err, bad)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+		err  string
+	}{
+		{in: ""},
+		{in: "0", want: 0, ok: true},
+		{in: "1500", want: 1500 * time.Millisecond, ok: true},
+		{in: "4294967295", want: MaxExpiry * time.Millisecond, ok: true},
+		{in: "4294967296", err: "above the maximum 4294967295"},
+		{in: "7428000000000", err: "above the maximum"}, // past year 2262 as a deadline
+		{in: "9223372036854775807", err: "above the maximum"},
+		{in: "99999999999999999999", err: "above the maximum"},
+		{in: "-1", err: "negative"},
+		{in: "-99999999999999999999", err: "not an integer"},
+		{in: "1.5", err: "not an integer"},
+		{in: "abc", err: "not an integer"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			d, ok, err := ParseExpiration(tc.in)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.ErrorContains(t, err, "invalid expiration '"+tc.in+"'")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, d)
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/warrenmq/broker/internal/sharedtest"
@@ -106,4 +107,44 @@ func BenchmarkSharedPublishConsumeAck(b *testing.B) {
 	defer qb.Stop()
 	defer s.Watch(func(c meta.Change) { qa.Observe(c); qb.Observe(c) })()
 	benchPublishConsumeAck(b, qa, qb)
+}
+
+// BenchmarkConsumerRegisterCancel measures one basic.consume and one
+// basic.cancel on a queue that already has n consumers: the cost must not
+// grow with n (it used to be linear, so registering or cancelling n
+// consumers was quadratic). cpu-ns/op is the process's CPU time per op,
+// which a busy machine disturbs less than wall time.
+func BenchmarkConsumerRegisterCancel(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 50_000} {
+		b.Run(fmt.Sprintf("consumers=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			q, err := Start(ctx, Config{VHost: "/", Name: "q", Shard: "/q", Stores: newStores(), Broker: "n1", Incarnation: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Stop()
+			s := &ackSink{}
+			for i := range n {
+				owner := Owner{Connection: "c", Channel: uint16(i % 100)}
+				if err := q.Consume(ctx, &Consumer{Tag: fmt.Sprint("t", i), Owner: owner, Receiver: s}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cs := make([]*Consumer, b.N)
+			for i := range cs {
+				cs[i] = &Consumer{Tag: fmt.Sprint("b", i), Owner: Owner{Connection: "b"}, Receiver: s}
+			}
+			b.ResetTimer()
+			cpu := processCPU()
+			for i := range b.N {
+				if err := q.Consume(ctx, cs[i]); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := q.Cancel(ctx, cs[i].Owner, cs[i].Tag); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

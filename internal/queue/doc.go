@@ -8,8 +8,13 @@
 //
 // Start recovers a queue and starts its actor. Every exported method of
 // Queue is safe from any goroutine: it posts an op to the actor's mailbox
-// (a full mailbox blocks the caller: that is the publishers'
-// back-pressure) and, for calls with a result, waits for the reply. The
+// (a full mailbox, maxMailbox ops, blocks the caller: that is the
+// publishers' back-pressure) and, for calls with a result, waits for the
+// reply. The mailbox (mailbox.go) is a list of 32-op chunks from a pool
+// all queues share, taken whole by the actor at each step, so an idle
+// queue holds no mailbox memory; a stopped actor lets go of everything
+// it cached (a channel holding an unacked delivery of a deleted queue
+// keeps only the Queue struct reachable). The
 // actor calls back into Receiver.Deliver, Receiver.Cancelled and
 // Confirmer.Confirm on its own goroutine; those must not wait on the
 // queue. Credit is shared between the actor (Acquire) and the channel that
@@ -62,8 +67,18 @@
 //     an ack, an index delete or a requeue that failed stays with the
 //     actor and is redone every retryAfter until it succeeds.
 //   - Stop stops the actor without touching the stores, after applying the
-//     publishes, acks and requeues already in its mailbox. Delete removes
-//     the queue's records, index entries and shard.
+//     publishes, acks, rejects and requeues already in its mailbox.
+//     StopAll stops a vhost's queues together (broker shutdown): all
+//     mailboxes are drained first, then the queues keep serving their
+//     inboxes until every dead-lettering in flight among them (their
+//     Group) has stored its copy and deleted its source, and only then do
+//     they stop. A copy posted to a queue that stopped (not deleted) is
+//     refused and the source keeps the message; a source stopped before
+//     its target's answer keeps record and entry. So a graceful stop
+//     leaves each dead-lettered message in exactly one queue, and the
+//     write order holds even where stopGrace cuts it short (a duplicate,
+//     the source's copy redelivered, never a loss). Delete removes the
+//     queue's records, index entries and shard.
 //   - Start returns what an earlier run left in place: every index entry
 //     below the cursor becomes Returned (redelivered=true), entries at or
 //     beyond it never committed and are dropped, records below the cursor
@@ -84,7 +99,11 @@
 //     queues, only the head is checked: when a message is taken for
 //     delivery or basic.get, and by a Clock timer armed for the head's
 //     expiry. Expiry is strict, so a TTL of 0 reaches a consumer that can
-//     take it in the same actor step and expires otherwise.
+//     take it in the same actor step and expires otherwise. x-message-ttl,
+//     x-expires and the expiration property are at most MaxExpiry
+//     (2^32-1 ms, RabbitMQ's limit): larger ones are refused with 406 at
+//     queue.declare or basic.publish, never clamped, so no deadline
+//     overflows.
 //   - x-expires: a timer armed while the queue has no consumer and
 //     re-armed by consume, cancel, basic.get and redeclaration (Touch);
 //     when it fires the vhost asks Unused and deletes the queue.
@@ -119,7 +138,10 @@
 //     with reason delivery_limit, or dropped without a DLX.
 //   - Consumers: x-priority on basic.consume (the highest priority with
 //     credit is served, round-robin within a level); x-single-active-consumer
-//     serves only the first registered consumer until it goes.
+//     serves only the first registered consumer until it goes. They are
+//     kept in a ring per priority plus a map by owner and tag
+//     (consumers.go), so basic.consume and basic.cancel cost the same with
+//     fifty thousand consumers as with one.
 //   - Message priorities (x-max-priority, priority.go): the queue claims
 //     each published record at once into the returned set (an index entry
 //     in state Returned, never delivered) and serves that set by priority,

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +16,10 @@ import (
 // queue refused (x-overflow reject-publish or reject-publish-dlx): the
 // channel answers basic.nack.
 var ErrRejected = errors.New("queue: rejected: queue is full")
+
+// errStopped is the answer for a dead-lettered copy posted to a queue that
+// stopped for shutdown: the source keeps the message.
+var errStopped = errors.New("queue: stopped")
 
 // DeadLetterRouter finds the queues a dead-lettered copy published to
 // exchange with routing key key and raw properties props reaches. It runs
@@ -33,6 +36,9 @@ type Features struct {
 	// the queue may have been unused for Args.Expires. The callee confirms
 	// with Unused and deletes the queue.
 	Expired func()
+	// Group is the set of queues dead-lettering connects (the vhost's),
+	// stopped together by StopAll; nil gives the queue a group of its own.
+	Group *Group
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that
@@ -112,28 +118,46 @@ func (q *Queue) becameReady(r *storage.Record) {
 	}
 }
 
+// postResult is what became of a post.
+type postResult uint8
+
+const (
+	posted      postResult = iota
+	postDeleted            // the queue was deleted: nothing will take o
+	postStopped            // the queue stopped (shutdown): its data stays
+)
+
 // post hands o to the actor without ever blocking: the path other actors
-// and timers use, so an actor never waits on another actor. It reports
-// false when the queue has stopped.
-func (q *Queue) post(o op) bool {
+// and timers use, so an actor never waits on another actor. Each op
+// posted counts in the queue's Group until the step that handles it ends
+// (endStep). It reports whether the queue took o, or why not.
+func (q *Queue) post(o op) postResult {
 	q.inbox.Lock()
 	if q.inbox.closed {
+		r := postStopped
+		if q.inbox.deleted {
+			r = postDeleted
+		}
 		q.inbox.Unlock()
-		return false
+		return r
 	}
+	q.group.add(1)
 	q.inbox.ops = append(q.inbox.ops, o)
 	q.inboxLen.Add(1)
 	q.inbox.Unlock()
 	q.Kick()
-	return true
+	return posted
 }
 
+// takeInbox takes the ops posted so far; the step that handles them gives
+// their count back to the group when it ends.
 func (q *Queue) takeInbox() []op {
 	q.inbox.Lock()
 	ops := q.inbox.ops
 	q.inbox.ops = nil
 	q.inboxLen.Store(0)
 	q.inbox.Unlock()
+	q.stepOps += len(ops)
 	return ops
 }
 
@@ -153,10 +177,9 @@ func (q *Queue) drainInbox(ctx context.Context) {
 func (q *Queue) closeInbox(ctx context.Context) {
 	q.inbox.Lock()
 	q.inbox.closed = true
-	ops := q.inbox.ops
-	q.inbox.ops = nil
+	q.inbox.deleted = q.deleted
 	q.inbox.Unlock()
-	for _, o := range ops {
+	for _, o := range q.takeInbox() {
 		if o.kind != opPublish {
 			continue
 		}
@@ -366,15 +389,17 @@ func (q *Queue) deadLetter(ctx context.Context, recs []storage.Record, reason st
 			drop = append(drop, r.Offset)
 			continue
 		}
-		if q.feat.leaving == nil {
-			q.feat.leaving = make(map[uint64]storage.Record)
-		}
-		q.feat.leaving[r.Offset] = r
+		q.setLeaving(r.Offset, r)
 		dl := &deadLettering{src: q, offset: r.Offset}
 		dl.left.Store(int32(len(targets)))
 		for _, t := range targets {
-			if !t.post(op{kind: opPublish, rec: copyRec, conf: dl, seq: 1}) {
+			switch t.post(op{kind: opPublish, rec: copyRec, conf: dl, seq: 1}) {
+			case postDeleted:
 				dl.Confirm([]uint64{1}, nil) // deleted meanwhile: RabbitMQ drops
+			case postStopped:
+				// Stopped for shutdown, its data intact: the copy was not
+				// stored, so the message must stay here.
+				dl.Confirm([]uint64{1}, errStopped)
 			}
 		}
 	}
@@ -440,11 +465,10 @@ func (q *Queue) deleteOwned(ctx context.Context, offsets []uint64) {
 
 // deadLettered runs when every target answered for the copy of offset.
 func (q *Queue) deadLettered(ctx context.Context, offset uint64, failed bool) {
-	r, ok := q.feat.leaving[offset]
+	r, ok := q.unsetLeaving(offset)
 	if !ok {
 		return
 	}
-	delete(q.feat.leaving, offset)
 	if failed && q.cfg.Shared {
 		q.returnOwned(ctx, []storage.Record{r})
 		return
@@ -610,7 +634,7 @@ func (q *Queue) used() {
 		q.feat.expiresTimer.Stop()
 		q.feat.expiresTimer = nil
 	}
-	if len(q.consumers) > 0 || q.cfg.Features.Expired == nil {
+	if q.consumers.len() > 0 || q.cfg.Features.Expired == nil {
 		return
 	}
 	q.feat.expiresTimer = q.cfg.Clock.AfterFunc(exp, q.cfg.Features.Expired)
@@ -618,7 +642,7 @@ func (q *Queue) used() {
 
 func (q *Queue) unused() bool {
 	exp := q.cfg.Features.Args.Expires
-	return exp > 0 && len(q.consumers) == 0 && !q.cfg.Clock.Now().Before(q.feat.lastUsed.Add(exp))
+	return exp > 0 && q.consumers.len() == 0 && !q.cfg.Clock.Now().Before(q.feat.lastUsed.Add(exp))
 }
 
 // Touch tells the queue it was used (a redeclaration), for x-expires.
@@ -639,14 +663,7 @@ func (q *Queue) addConsumerSorted(c *Consumer) {
 	if c.Priority != 0 {
 		q.feat.prioritized = true
 	}
-	i := len(q.consumers)
-	for i > 0 && q.consumers[i-1].Priority < c.Priority {
-		i--
-	}
-	q.consumers = slices.Insert(q.consumers, i, c)
-	if q.next > i {
-		q.next++
-	}
+	q.consumers.add(c)
 }
 
 // acquireConsumer returns the next consumer that has credit, with one unit
@@ -655,35 +672,14 @@ func (q *Queue) addConsumerSorted(c *Consumer) {
 // consumers take turns (the one served moves behind its peers). With
 // single active consumer only the first registered consumer is served.
 func (q *Queue) acquireConsumer() *Consumer {
-	n := len(q.consumers)
 	if q.cfg.Features.Args.SingleActive {
-		if c := q.consumers[0]; c.acquire() {
+		if c := q.consumers.first(); c != nil && c.acquire() {
 			return c
 		}
 		return nil
 	}
 	if !q.feat.prioritized {
-		for range n {
-			c := q.consumers[q.next]
-			q.next = (q.next + 1) % n
-			if c.acquire() {
-				return c
-			}
-		}
-		return nil
+		return q.consumers.roundRobin((*Consumer).acquire)
 	}
-	for i := 0; i < n; i++ {
-		c := q.consumers[i]
-		if !c.acquire() {
-			continue
-		}
-		j := i + 1
-		for j < n && q.consumers[j].Priority == c.Priority {
-			j++
-		}
-		copy(q.consumers[i:j-1], q.consumers[i+1:j])
-		q.consumers[j-1] = c
-		return c
-	}
-	return nil
+	return q.consumers.byPriority((*Consumer).acquire)
 }

@@ -105,3 +105,66 @@ func TestExpiredMessagesNeverDelivered(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "short", string(d.Body))
 }
+
+// TestLargestTTLsHoldTillTheirDeadline: at the largest TTL and expiry
+// RabbitMQ accepts (MaxExpiry ms), through x-message-ttl, the expiration
+// property and x-expires, the deadline neither overflows nor wraps: the
+// message and the queue last exactly that long on the fake clock.
+func TestLargestTTLsHoldTillTheirDeadline(t *testing.T) {
+	const max = MaxExpiry * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		args    amqp.Table
+		propTTL time.Duration // the expiration property, when > 0
+	}{
+		{name: "x-message-ttl", args: amqp.Table{"x-message-ttl": int64(MaxExpiry)}},
+		{name: "expiration", propTTL: max},
+		{name: "both", args: amqp.Table{"x-message-ttl": int64(MaxExpiry)}, propTTL: max},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Late in the clock's range: a deadline past year 2262 would
+			// overflow int64 nanoseconds.
+			fake := clock.NewFake(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC).Add(-2 * max))
+			dlq := startNamed(t, "dlq")
+			args := amqp.Table{"x-dead-letter-exchange": ""}
+			for k, v := range tc.args {
+				args[k] = v
+			}
+			q := startDLX(t, newStores(), args, fake, func() *Queue { return dlq })
+			rec := storage.Record{Body: []byte("m"), Persistent: true}
+			if tc.propTTL > 0 {
+				require.NoError(t, q.PublishTTL(rec, tc.propTTL, nil, 0))
+			} else {
+				require.NoError(t, q.Publish(rec, nil, 0))
+			}
+			waitReady(t, q, 1)
+			fake.Advance(max)
+			waitReady(t, q, 1) // expiry is strict: still there at the deadline
+			fake.Advance(time.Millisecond)
+			waitReady(t, q, 0)
+			waitReady(t, dlq, 1)
+		})
+	}
+	t.Run("x-expires", func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(100, 0))
+		a, err := ParseArgs(amqp.Table{"x-expires": int64(MaxExpiry)})
+		require.NoError(t, err)
+		expired := make(chan struct{}, 1)
+		q, err := Start(context.Background(), Config{
+			VHost: "/", Name: "x", Shard: "/x", Stores: newStores(), Broker: "n1", Incarnation: 1, Clock: fake,
+			Features: Features{Args: a, Expired: func() { expired <- struct{}{} }},
+		})
+		require.NoError(t, err)
+		t.Cleanup(q.Stop)
+		fake.Advance(max - time.Millisecond)
+		require.False(t, q.Unused(context.Background()))
+		select {
+		case <-expired:
+			t.Fatal("x-expires fired early")
+		default:
+		}
+		fake.Advance(time.Millisecond)
+		<-expired
+		require.True(t, q.Unused(context.Background()))
+	})
+}

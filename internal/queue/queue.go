@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,6 +50,13 @@ type Config struct {
 	Features
 	// Totals, when set, counts every queue's messages too (inspect.go).
 	Totals *Counters
+	// OwnCursor says that nobody else deletes the queue's cursor from
+	// Stores.Cursors: a non-durable queue's in-memory stores hold no
+	// topology. Delete then removes it (through DeleteQueue, when
+	// Cursors has one), or every queue ever deleted would leave its cursor
+	// behind. A durable queue's cursor goes with its metadata, which the
+	// caller deletes.
+	OwnCursor bool
 	// Shared runs the queue in shared mode (shared.go, doc.go): other
 	// brokers' actors serve the same queue from the same stores, every
 	// claim is an unacked.Claimer claim, and the caller feeds the store's
@@ -110,7 +116,8 @@ type Consumer struct {
 	ChannelCredit *Credit
 	Receiver      Receiver
 
-	room Roomer // Receiver's Roomer, if it is one; set when registered
+	room  Roomer        // Receiver's Roomer, if it is one; set when registered
+	links consumerLinks // its place among the queue's consumers (consumers.go)
 }
 
 // Roomer is implemented by Receivers whose connection has a bounded write
@@ -247,16 +254,26 @@ type waiting struct {
 type Queue struct {
 	cfg  Config
 	key  meta.QueueKey
-	ops  chan op
+	mbox mailbox // calls to the actor (mailbox.go)
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 
 	stopOnce sync.Once
+	// quiet is closed when the stopping actor has drained its mailbox,
+	// finish when its stopper lets it close its inbox and exit (StopAll).
+	quiet      chan struct{}
+	quietOnce  sync.Once
+	finish     chan struct{}
+	finishOnce sync.Once
+	// group counts the dead-lettering in flight among the queues of this
+	// one's vhost (Group); leavingN counts this queue's leaving messages.
+	group    *Group
+	leavingN Group
+	stepOps  int          // inbox ops taken in this step, given back by endStep
 	closing  atomic.Bool  // set by the actor when it stops taking ops
 	work     sync.Mutex   // held while the actor's state is worked on
 	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
-	inflight atomic.Int64 // senders between the closing check and the send
 	// requeuing counts requeue ops sent but not yet handled. A channel
 	// requeues before it frees the prefetch credit the delivery held, so a
 	// dispatch that finds credit and a requeue on its way stops and lets the
@@ -271,8 +288,7 @@ type Queue struct {
 	returned   []uint64         // requeued offsets, ascending
 	waiting    map[uint64]waiting
 	out        map[uint64]*delivery // from newDelivery: no allocation per delivery
-	consumers  []*Consumer
-	next       int // round-robin position in consumers
+	consumers  consumerSet
 	claims     uint64
 	publishes  []storage.Record
 	// pendingArr is the array pending was last moved into (appendPending),
@@ -323,8 +339,9 @@ type Queue struct {
 	// copies from other actors, their confirms and timer firings.
 	inbox struct {
 		sync.Mutex
-		ops    []op
-		closed bool
+		ops     []op
+		closed  bool
+		deleted bool // closed because the queue was deleted
 	}
 	inboxLen atomic.Int32
 	shared   sharedState  // shared mode only (shared.go)
@@ -350,9 +367,9 @@ const (
 	maxPending = 4096
 	// maxBatch bounds the messages claimed with one CAS.
 	maxBatch = 256
-	// mailbox is the capacity of the actor's mailbox; a full mailbox
-	// blocks publishers, which is the broker's back-pressure.
-	mailbox = 1024
+	// maxMailbox bounds the ops waiting in the actor's mailbox; a full
+	// mailbox blocks publishers, which is the broker's back-pressure.
+	maxMailbox = 1024
 	// maxBacklog bounds the publishes gathered while a commit is in
 	// flight: beyond it the actor waits for the commit, so the mailbox
 	// fills and publishers are held back again.
@@ -380,14 +397,19 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	q := &Queue{
 		cfg:     cfg,
 		key:     meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
-		ops:     make(chan op, mailbox),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		quiet:   make(chan struct{}),
+		finish:  make(chan struct{}),
+		group:   cfg.Features.Group,
 		waiting: make(map[uint64]waiting),
 		out:     make(map[uint64]*delivery),
 
 		commitDone: make(chan commitResult, 1),
+	}
+	if q.group == nil {
+		q.group = NewGroup()
 	}
 	if cfg.Shared {
 		c, ok := cfg.Stores.Index.(unacked.Claimer)
@@ -544,20 +566,29 @@ func (q *Queue) eachRecord(ctx context.Context, from, to uint64, fn func([]stora
 	return nil
 }
 
-// send posts o to the actor, or fails when the actor is stopping. The
-// in-flight count lets the stopping actor drain every op that got past the
-// closing check, so no publish is left without its confirm.
+// send posts o to the actor, or fails when the actor is stopping: every
+// op the mailbox took is handled or answered (drainMailbox), so no
+// publish is left without its confirm.
 func (q *Queue) send(o op) error {
-	q.inflight.Add(1)
-	defer q.inflight.Add(-1)
 	if q.closing.Load() {
 		return ErrDeleted
 	}
-	if o.kind == opRequeue || o.kind == opRequeueEntries {
+	requeue := o.kind == opRequeue || o.kind == opRequeueEntries
+	if requeue {
 		q.requeuing.Add(1) // before the send, so before the caller frees credit
 	}
 	q.queued.Add(1)
-	q.ops <- o
+	first, ok := q.mbox.put(&o)
+	if !ok {
+		q.queued.Add(-1)
+		if requeue {
+			q.requeuing.Add(-1)
+		}
+		return ErrDeleted
+	}
+	if first {
+		q.Kick()
+	}
 	return nil
 }
 
@@ -723,13 +754,6 @@ func (q *Queue) Delete(ctx context.Context) (uint64, error) {
 	return r.n, err
 }
 
-// Stop stops the actor without touching the stores (broker shutdown), and
-// waits for it. It is safe to call more than once and after Delete.
-func (q *Queue) Stop() {
-	q.stopOnce.Do(func() { close(q.stop) })
-	<-q.done
-}
-
 // Kick wakes the actor to retry delivery, for example after a channel
 // settled messages and so freed prefetch credit. It never blocks.
 func (q *Queue) Kick() {
@@ -758,24 +782,13 @@ func (q *Queue) run() {
 	q.work.Unlock()
 	for {
 		select {
-		case o := <-q.ops:
-			q.work.Lock()
-			q.handle(ctx, o)
-			q.queued.Add(-1)
-			// Drain what else is waiting so publishes go to the store in
-			// one batch and deliveries in one claim.
-			for i := 0; i < mailbox && !q.deleted; i++ {
-				select {
-				case o = <-q.ops:
-					q.handle(ctx, o)
-					q.queued.Add(-1)
-					continue
-				default:
-				}
-				break
-			}
 		case <-q.kick:
+			// A send into an empty mailbox kicks, and so does a channel
+			// that freed credit: either way everything waiting is taken,
+			// so publishes go to the store in one batch and deliveries in
+			// one claim.
 			q.work.Lock()
+			q.handleMailbox(ctx)
 		case r := <-q.commitDone:
 			q.work.Lock()
 			q.finishCommit(ctx, r)
@@ -784,7 +797,8 @@ func (q *Queue) run() {
 			q.retryC = nil
 			q.redo(ctx)
 		case <-q.stop:
-			q.work.Lock() // held for good: drain follows
+			q.work.Lock() // held for good: quiesce and drain follow
+			q.quiesce(ctx)
 			return
 		}
 		if q.inboxLen.Load() > 0 && !q.deleted {
@@ -797,9 +811,27 @@ func (q *Queue) run() {
 			q.applyObserved(ctx)
 		}
 		q.afterOps(ctx)
+		q.endStep()
 		retryC = q.retryC
 		q.work.Unlock()
 	}
+}
+
+// handleMailbox handles every op waiting in the mailbox. After a delete
+// the rest are answered as drainMailbox answers them.
+func (q *Queue) handleMailbox(ctx context.Context) {
+	chunks := q.mbox.take(false)
+	for c := chunks; c != nil; c = c.next {
+		for i := range c.n {
+			if q.deleted {
+				q.refuse(ctx, &c.ops[i])
+			} else {
+				q.handle(ctx, c.ops[i])
+			}
+			q.queued.Add(-1)
+		}
+	}
+	freeChunks(chunks)
 }
 
 // afterOps is what follows every batch of ops, on the actor or inline:
@@ -811,40 +843,34 @@ func (q *Queue) afterOps(ctx context.Context) {
 	q.afterDispatch(ctx)
 }
 
-// drain answers every op still on its way once the actor stops: publishes
-// are stored (or, after a delete, confirmed as dropped, as RabbitMQ does
-// for a queue deleted under a publisher), calls get ErrDeleted.
+// drain is the actor's last step: the mailbox is drained (if quiesce did
+// not already), the inbox closed (publishes in it are stored, or dropped
+// after a delete) and the last publishes stored. Leaving messages still
+// waiting for a target's answer stay in the store as they are.
 func (q *Queue) drain(ctx context.Context) {
-	q.closing.Store(true)
-	q.stopFeatures()
-	for {
-		select {
-		case o := <-q.ops:
-			switch {
-			case o.kind == opPublish && !q.deleted:
-				q.handle(ctx, o)
-			case q.settles(o.kind) && !q.deleted:
-				// An ack that reached the queue before shutdown is kept:
-				// otherwise its message would come back after a restart.
-				q.handle(ctx, o)
-			case o.kind == opPublish:
-				if o.conf != nil {
-					o.conf.Confirm([]uint64{o.seq}, nil)
-				}
-			case o.reply != nil:
-				o.reply <- reply{err: ErrDeleted}
-			}
-			continue
-		default:
-		}
-		if q.inflight.Load() == 0 && len(q.ops) == 0 {
-			break
-		}
-		runtime.Gosched()
-	}
+	q.drainMailbox(ctx)
+	q.quietOnce.Do(func() { close(q.quiet) })
 	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
+	q.endStep()
+	q.dropLeaving()
+	q.release()
+}
+
+// release lets go of everything the stopped actor held in memory. A
+// stopped queue may stay reachable for a while (a channel keeps the Queue
+// of its unacked deliveries until they are settled or the channel
+// closes), and should cost no more than its struct meanwhile.
+func (q *Queue) release() {
+	q.pending, q.pendingArr, q.returned = nil, nil, nil
+	q.waiting, q.out = nil, nil
+	q.publishes, q.confirms, q.acks, q.seqs = nil, nil, nil, nil
+	q.spare.recs, q.spare.confirms = nil, nil
+	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
+	q.deliverySlab, q.freeDeliveries = nil, nil
+	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
+	q.consumers.reset()
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
@@ -915,7 +941,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		q.used()
 	case opCancel:
 		q.removeConsumer(o.owner, o.tag)
-		r.stats.Consumers = len(q.consumers)
+		r.stats.Consumers = q.consumers.len()
 		q.used()
 	case opGet:
 		q.used()
@@ -972,19 +998,17 @@ func (q *Queue) stats() Stats {
 	return Stats{
 		Ready:     q.fromCursor + uint64(len(q.returned)),
 		Unacked:   uint64(len(q.out)),
-		Consumers: len(q.consumers),
+		Consumers: q.consumers.len(),
 	}
 }
 
 func (q *Queue) ready() uint64 { return q.fromCursor + uint64(len(q.returned)) }
 
 func (q *Queue) addConsumer(c *Consumer) error {
-	for _, o := range q.consumers {
-		if o.Exclusive {
-			return ErrExclusiveConsumer
-		}
+	if q.consumers.exclusive > 0 {
+		return ErrExclusiveConsumer
 	}
-	if c.Exclusive && len(q.consumers) > 0 {
+	if c.Exclusive && q.consumers.len() > 0 {
 		return ErrConsumersExist
 	}
 	q.addConsumerSorted(c)
@@ -992,12 +1016,7 @@ func (q *Queue) addConsumer(c *Consumer) error {
 }
 
 func (q *Queue) removeConsumer(owner Owner, tag string) {
-	q.consumers = slices.DeleteFunc(q.consumers, func(c *Consumer) bool {
-		return c.Owner == owner && c.Tag == tag
-	})
-	if q.next >= len(q.consumers) {
-		q.next = 0
-	}
+	q.consumers.remove(owner, tag)
 }
 
 // flushPublishes stores the gathered publishes and confirms them before it
@@ -1081,7 +1100,9 @@ func (q *Queue) appendPending(recs []storage.Record) {
 	if need := len(q.pending) + len(recs); need > cap(q.pending) {
 		arr := q.pendingArr
 		if cap(arr) < need {
-			arr = make([]storage.Record, max(2*need, 16))
+			// Small at first: an idle queue holding a message or two
+			// keeps this array.
+			arr = make([]storage.Record, max(2*need, 4))
 		}
 		k := copy(arr, q.pending) // memmove: q.pending may be within arr
 		clear(arr[k:])            // consumed and moved-from records: let the bodies go
@@ -1267,7 +1288,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()
 	lost := 0 // claims lost to other brokers (shared mode)
-	for q.ready() > 0 && len(q.consumers) > 0 && q.requeuing.Load() == 0 {
+	for q.ready() > 0 && q.consumers.len() > 0 && q.requeuing.Load() == 0 {
 		if q.feat.ttl {
 			q.expireHead(ctx)
 			if q.ready() == 0 {
@@ -1519,6 +1540,11 @@ func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, taken []una
 	}
 	q.cursor = newCursor
 	return nil
+}
+
+// cursorDeleter is the part of meta.Topology that deletes a queue's cursor.
+type cursorDeleter interface {
+	DeleteQueue(ctx context.Context, vhost, name string) error
 }
 
 func (q *Queue) indexKey(offset uint64) unacked.Key {
@@ -1806,10 +1832,8 @@ func (q *Queue) purge(ctx context.Context) (uint64, error) {
 func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	s := q.cfg.Stores
 	ready := q.ready()
-	for _, c := range q.consumers {
-		c.Receiver.Cancelled(c)
-	}
-	q.consumers = nil
+	q.consumers.each(func(c *Consumer) { c.Receiver.Cancelled(c) })
+	q.consumers.reset()
 	// The cursor goes back to 0 first: a queue declared again under this
 	// name starts its shard at offset 0, and a crash half-way through must
 	// leave old records to deliver again, never a cursor past new ones.
@@ -1832,9 +1856,16 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	if err := s.Shards.DeleteShard(ctx, q.cfg.Shard); err != nil {
 		return 0, err
 	}
+	if q.cfg.OwnCursor {
+		if d, ok := s.Cursors.(cursorDeleter); ok {
+			if err := d.DeleteQueue(ctx, q.cfg.VHost, q.cfg.Name); err != nil {
+				return 0, err
+			}
+		}
+	}
 	q.deleted = true
 	q.pending, q.pendingArr, q.returned, q.out = nil, nil, nil, nil
-	q.feat.leaving = nil
+	q.dropLeaving()
 	clear(q.waiting)
 	return ready, nil
 }

@@ -9,7 +9,7 @@ import (
 // features returns the hooks a queue's actor needs into its vhost: the
 // dead-letter router and the x-expires deletion.
 func (v *VHost) features(name string, args queue.Args) queue.Features {
-	f := queue.Features{Args: args}
+	f := queue.Features{Args: args, Group: v.group}
 	if args.HasDLX {
 		f.DeadLetter = v.routeDeadLetter
 	}

@@ -92,6 +92,10 @@ type VHost struct {
 	// message's headers only while one of them has bindings (the
 	// predeclared amq.headers and amq.match alone cost nothing).
 	headersX map[string]struct{}
+
+	// group holds every queue of the vhost: dead-lettering connects them,
+	// and Close stops them together (queue.StopAll).
+	group *queue.Group
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -107,6 +111,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		exchanges: make(map[string]*exchange),
 		headersX:  make(map[string]struct{}),
 		queues:    make(map[string]*Queue),
+		group:     queue.NewGroup(),
 	}
 	// Nobody else can see v yet; topo is taken for the Locked helpers'
 	// contract.
@@ -230,17 +235,18 @@ func (v *VHost) newQueue(actor *queue.Queue, def meta.Queue, args amqp.Table) *Q
 // Name returns the vhost's name.
 func (v *VHost) Name() string { return v.cfg.Name }
 
-// Close stops every queue actor without deleting anything.
+// Close stops every queue actor without deleting anything. The queues stop
+// together (queue.StopAll): a message being dead-lettered from one queue
+// to another when Close begins is stored in the target and deleted from
+// the source before either stops.
 func (v *VHost) Close() {
 	v.mu.Lock()
-	qs := make([]*Queue, 0, len(v.queues))
+	qs := make([]*queue.Queue, 0, len(v.queues))
 	for _, q := range v.queues {
-		qs = append(qs, q)
+		qs = append(qs, q.Queue)
 	}
 	v.mu.Unlock()
-	for _, q := range qs {
-		q.Stop()
-	}
+	queue.StopAll(qs)
 }
 
 func decodeArgs(raw []byte) (amqp.Table, []byte, error) {

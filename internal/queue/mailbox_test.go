@@ -1,0 +1,99 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/storage"
+)
+
+// mailboxState reads the mailbox's counts under its lock.
+func mailboxState(q *Queue) (ops, waiters int, empty bool) {
+	q.mbox.mu.Lock()
+	defer q.mbox.mu.Unlock()
+	return q.mbox.n, q.mbox.waiters, q.mbox.head == nil
+}
+
+// waitFor polls cond; the deadline only turns a hang into a failure.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		require.False(t, time.Now().After(deadline), "waiting for %s", what)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// blockedQueue returns a queue whose actor is stuck in a transient
+// Append until the returned function lets it go.
+func blockedQueue(t *testing.T) (*Queue, func()) {
+	t.Helper()
+	q, shards := startSyncing(t)
+	require.NoError(t, q.Publish(storage.Record{Body: []byte("first")}, nil, 0))
+	<-shards.entered
+	return q, shards.openGate
+}
+
+// A full mailbox holds senders back (the publishers' back-pressure) and
+// lets them in, in order, as soon as the actor takes what waits.
+func TestMailboxHoldsSendersWhileFull(t *testing.T) {
+	q, release := blockedQueue(t)
+	var log confirmLog
+	sent := make(chan error, 1)
+	go func() {
+		for i := uint64(1); i <= maxMailbox+1; i++ {
+			if err := q.Publish(storage.Record{Body: []byte("x")}, &log, i); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	waitFor(t, "a full mailbox and a waiting sender", func() bool {
+		n, waiters, _ := mailboxState(q)
+		return n == maxMailbox && waiters == 1
+	})
+	release()
+	require.NoError(t, <-sent)
+	st, err := q.Stats(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, maxMailbox+2, st.Ready)
+	seqs := log.got()
+	require.Len(t, seqs, maxMailbox+1)
+	for i, s := range seqs {
+		require.EqualValues(t, i+1, s)
+	}
+	_, _, empty := mailboxState(q)
+	require.True(t, empty, "the handled ops' chunks went back to the pool")
+}
+
+// A sender waiting for room when the queue stops is refused, not left
+// hanging, and every op the mailbox took is still handled.
+func TestMailboxRefusesWaitingSendersAtStop(t *testing.T) {
+	q, release := blockedQueue(t)
+	var log confirmLog
+	accepted := make(chan int, 1)
+	go func() {
+		for i := uint64(1); ; i++ {
+			if err := q.Publish(storage.Record{Body: []byte("x")}, &log, i); err != nil {
+				require.ErrorIs(t, err, ErrDeleted)
+				accepted <- int(i - 1)
+				return
+			}
+		}
+	}()
+	waitFor(t, "a waiting sender", func() bool {
+		_, waiters, _ := mailboxState(q)
+		return waiters == 1
+	})
+	stopped := make(chan struct{})
+	go func() { q.Stop(); close(stopped) }()
+	release()
+	n := <-accepted
+	<-stopped
+	require.GreaterOrEqual(t, n, maxMailbox)
+	require.Len(t, log.got(), n, "every publish the mailbox took was stored and confirmed")
+}
