@@ -3,22 +3,13 @@ package broker
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"runtime/metrics"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
-)
 
-// liveHeap returns the bytes of live heap objects after a full collection.
-func liveHeap() int64 {
-	runtime.GC()
-	runtime.GC() // the first one may leave finalized objects for the second
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64())
-}
+	"github.com/warrenmq/broker/internal/heaptest"
+)
 
 // declareHolding declares n queues named prefix0.. and publishes one
 // message to each.
@@ -55,9 +46,9 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 			b := newDirectBroker(t, Options{DataDir: t.TempDir()})
 			ch := openDirect(t, b)
 			declareHolding(t, ch, "warm", 10, tc.durable) // first-use allocations
-			base := liveHeap()
+			base := heaptest.Live()
 			declareHolding(t, ch, "q", n, tc.durable)
-			per := (liveHeap() - base) / n
+			per := (heaptest.Live() - base) / n
 			t.Logf("%s: %d bytes of heap per idle queue holding one message", tc.name, per)
 			require.Less(t, per, tc.perQueue)
 		})
@@ -87,15 +78,15 @@ func TestEngineDeletedQueuesReturnTheirHeap(t *testing.T) {
 	round(warm, 10) // first-use allocations: lazy package state, map buckets
 	require.NoError(t, warm.Close())
 	ch := openDirect(t, b)
-	base := liveHeap()
+	base := heaptest.Live()
 	for r := range 3 {
 		round(ch, n)
-		per := (liveHeap() - base) / int64((r+1)*n)
+		per := (heaptest.Live() - base) / int64((r+1)*n)
 		t.Logf("round %d: %d bytes of heap per deleted queue with an unacked delivery", r, per)
 		require.Less(t, per, int64(4<<10), "round %d", r)
 	}
 	require.NoError(t, ch.Close())
-	per := (liveHeap() - base) / (3 * n)
+	per := (heaptest.Live() - base) / (3 * n)
 	t.Logf("channel closed: %d bytes of heap per deleted queue", per)
 	require.Less(t, per, int64(512))
 }

@@ -7,23 +7,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
-)
 
-// liveHeap is the heap's live objects after a collection, from
-// runtime/metrics.
-func liveHeap() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
+	"github.com/warrenmq/broker/internal/heaptest"
+)
 
 // TestManagementGetHeapBounded: a get of many large messages holds about
 // one of them at a time, not the whole answer (it once kept 3.7 GB for
@@ -46,7 +37,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 	}
 	mgmtIdle(t, b)
 	body = nil
-	base := liveHeap()
+	base := heaptest.Live()
 
 	req, err := http.NewRequest("POST", h.srv.URL+"/api/queues/%2F/big/get",
 		strings.NewReader(`{"count":16,"ackmode":"ack_requeue_true","encoding":"auto"}`))
@@ -56,7 +47,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var peak uint64
+	var peak int64
 	var got bytes.Buffer // the answer, shrunk: payloads replaced by their length
 	buf := make([]byte, 1<<20)
 	read := 0
@@ -65,7 +56,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 		read += k
 		if read >= 4<<20 {
 			read = 0
-			peak = max(peak, liveHeap()-min(base, liveHeap()))
+			peak = max(peak, heaptest.Live()-min(base, heaptest.Live()))
 		}
 		got.Write(bytes.ReplaceAll(buf[:k], []byte("////"), nil))
 		if err == io.EOF {
@@ -74,7 +65,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 		require.NoError(t, err)
 	}
 	t.Logf("live heap above the start while the answer streamed: at most %d MiB", peak>>20)
-	require.Less(t, peak, uint64(24<<20), "one message at a time, not %d MiB", n*size>>20)
+	require.Less(t, peak, int64(24<<20), "one message at a time, not %d MiB", n*size>>20)
 
 	var results []struct {
 		PayloadBytes    int    `json:"payload_bytes"`

@@ -1,24 +1,15 @@
 package session
 
 import (
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/heaptest"
 	"github.com/warrenmq/broker/internal/vhost"
 )
-
-// heapObjectBytes is the heap held by live objects after a collection.
-func heapObjectBytes() int64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64())
-}
 
 // TestBodyBufferGrowsWithWhatArrives: a header reserves nothing for its
 // body; the buffer grows with the body frames, never past twice what
@@ -108,7 +99,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 		require.True(t, ok)
 	}
 	roundTrip()
-	before := heapObjectBytes()
+	before := heaptest.Live()
 
 	props := (&amqp.Properties{}).Append(nil)
 	var out []byte
@@ -122,7 +113,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	}
 	p.write(out)
 	roundTrip()
-	grown := heapObjectBytes() - before
+	grown := heaptest.Live() - before
 	t.Logf("heap grew %d bytes for 2 headers announcing 128 MiB each and 64,000 body bytes", grown)
 	require.Less(t, grown, int64(4<<20), "the heap grows by what arrived, not by what was announced")
 	require.GreaterOrEqual(t, alarms.Buffered(), int64(64000))
@@ -131,7 +122,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	p.nc.Close()
 	require.Error(t, p.serveResult())
 	require.Zero(t, alarms.Buffered(), "the partial body is released with the connection")
-	require.Less(t, heapObjectBytes()-before, int64(4<<20), "nothing stays after the connection ends")
+	require.Less(t, heaptest.Live()-before, int64(4<<20), "nothing stays after the connection ends")
 }
 
 // TestTransactionBodiesCountAsBuffered: the publishes of an uncommitted
