@@ -219,7 +219,7 @@ func benchAMQPChannel(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
 	return ch
 }
 
-// BenchmarkDirectPublishConsume is issue 7's in-process target: one
+// BenchmarkDirectPublishConsume measures the direct API in process: one
 // publisher and one consumer on broker.Channel, one message per op, 12-byte
 // bodies, a non-durable queue, measured as messages per second from the
 // first publish to the last delivery received. auto-ack is the

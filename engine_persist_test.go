@@ -120,7 +120,7 @@ func TestEngineFailedAppendNacks(t *testing.T) {
 	requireEmpty(t, ch, "nacked")
 }
 
-// The crash points of issue 4 at broker level: a broker whose stores die
+// The engine's crash points at broker level: a broker whose stores die
 // at a chosen call is closed, and a new broker on the same stores finds
 // every message that was not acked, in order; those out at the crash come
 // back flagged redelivered (the duplicate delivery the design allows).

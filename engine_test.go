@@ -17,7 +17,8 @@ import (
 )
 
 // The tests in this file drive the queue engine through amqp091-go over TCP
-// and check issue 4's "Done when" list, one behaviour per test.
+// and check the engine's promises (internal/queue/doc.go), one behaviour
+// per test.
 
 func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 	b := startBroker(t, Options{})

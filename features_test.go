@@ -53,7 +53,7 @@ func rejectedCount(h amqp091.Table, queueName string) int64 {
 	return 0
 }
 
-// TestRetryPattern is issue 6's done-when: a work queue dead-letters
+// TestRetryPattern is the retry-with-backoff pattern: a work queue dead-letters
 // rejected messages to a retry queue whose TTL dead-letters them back;
 // the consumer counts attempts from x-death and parks the message after 3.
 func TestRetryPattern(t *testing.T) {
@@ -107,7 +107,8 @@ func TestRetryPattern(t *testing.T) {
 	requireEmpty(t, ch, "work.retry")
 }
 
-// TestQuorumDeliveryLimit is issue 6's second done-when.
+// TestQuorumDeliveryLimit: x-delivery-limit dead-letters a message once it
+// has been delivered more often than the limit allows.
 func TestQuorumDeliveryLimit(t *testing.T) {
 	b, _, ch := featureBroker(t)
 	declareQueue(t, ch, "poison", false)

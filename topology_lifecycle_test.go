@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The lifecycle rules of issue 3 through amqp091-go: exclusive and
+// The topology's lifecycle rules through amqp091-go: exclusive and
 // auto-delete queues, auto-delete exchanges, server-named queues and the ""
 // shortcut, declare-ok and purge-ok counts, nowait, exchange-to-exchange
 // bindings, alternate and internal exchanges, and what redeclaring or

@@ -13,7 +13,7 @@ import (
 )
 
 // metric is one row of the comparison table: how to read it from a result,
-// which way is better, and the goal issue 7 sets for the ratio.
+// which way is better, and the goal set for the ratio (docs/performance.md).
 type metric struct {
 	name   string
 	unit   string
@@ -52,7 +52,7 @@ var (
 
 func with(m metric, goal float64) metric { m.goal = goal; return m }
 
-// rowsFor lists what the table shows for a scenario, goals as in issue 7.
+// rowsFor lists what the table shows for a scenario, with its goals.
 func rowsFor(scenario string) []metric {
 	switch scenario {
 	case "idle":

@@ -86,7 +86,7 @@
 //     deleted, and DropTransient removes non-persistent records (RabbitMQ's
 //     durable queues drop transient messages at restart).
 //
-// # Features (issue 6; RabbitMQ 3.13 semantics)
+// # Features (RabbitMQ 3.13 semantics)
 //
 // Config.Features carries the queue's parsed x-arguments (ParseArgs: wrong
 // types and ranges are ArgErrors, 406, stream 540) and two hooks into the
@@ -153,7 +153,7 @@
 //
 // With Config.Shared several brokers (one per cluster node) run an actor
 // for the same queue on one replicated set of stores, and any of them
-// serves it (issue 10). Stores.Index must implement unacked.Claimer (Start
+// serves it (a cluster). Stores.Index must implement unacked.Claimer (Start
 // fails otherwise), and the broker passes every meta.Change its store's
 // meta.ChangeFeed applies to Observe. Non-durable and exclusive queues are
 // never shared; the single-node path is untouched and pays one branch.

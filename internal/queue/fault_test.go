@@ -15,7 +15,8 @@ import (
 	"github.com/warrenmq/broker/unacked"
 )
 
-// The tests in this file break the stores at the points issue 4 names —
+// The tests in this file break the stores at the points the write order
+// must survive —
 // after the index write but before the cursor CAS, during a requeue,
 // between the two deletes of an ack — and check, after "reopening" (a new
 // actor on the same stores, as after a crash), that nothing was lost. A

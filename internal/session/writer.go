@@ -80,7 +80,7 @@ func (o *outbox) admitLocked(n int) bool {
 
 const (
 	// maxPending bounds the bytes a connection holds for a client that
-	// reads slower than the broker produces (issue 8): one stuck client
+	// reads slower than the broker produces: one stuck client
 	// costs about this much, not everything its queues hold. It is half
 	// of maxSpareBuffer so that a buffer grown to the bound (append grows
 	// by a quarter past it) is still kept for reuse: with a bound at
