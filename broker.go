@@ -389,7 +389,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
-	st, err := openStores(&o)
+	st, err := openStores(&o, b.diskFull)
 	if err != nil {
 		return nil, err
 	}
