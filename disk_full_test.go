@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -90,9 +91,12 @@ func TestDiskFull(t *testing.T) {
 	_, _ = crand.Read(body)    // incompressible, or Pebble's compression hides the size
 	acked := map[uint64]bool{} // delivery tag = message number + 1
 	published, outstanding := 0, 0
+	// Until blocked by an alarm that stays: a batch refused for want of
+	// space raises it too, and it clears at the next sample when the disk
+	// still has room by the alarm's measure.
 	isBlocked := false
-	for !isBlocked {
-		for outstanding < window {
+	for !isBlocked || !slices.Contains(b.Alarms(), AlarmDisk) {
+		for !isBlocked && outstanding < window {
 			copy(body, fmt.Sprintf("%08d", published))
 			require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
 				amqp091.Publishing{Body: body, DeliveryMode: amqp091.Persistent}))
@@ -106,13 +110,14 @@ func TestDiskFull(t *testing.T) {
 				acked[c.DeliveryTag] = true
 			}
 		case bl := <-blocked:
-			require.Equal(t, amqp091.Blocking{Active: true, Reason: "low on disk"}, bl)
-			isBlocked = true
+			if bl.Active {
+				require.Equal(t, "low on disk", bl.Reason)
+			}
+			isBlocked = bl.Active
 		case <-time.After(waitFor):
 			t.Fatalf("neither blocked nor confirmed after %d publishes", published)
 		}
 	}
-	require.Contains(t, b.Alarms(), AlarmDisk)
 	// What was read before the block is confirmed (or nacked) still.
 	deadline := time.After(time.Second)
 drain:

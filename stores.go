@@ -25,6 +25,9 @@ type stores struct {
 	// reserve is db's disk reserve (pebblestore.DiskReserve): released
 	// when the disk fills, restored by the disk monitor (alarms.go).
 	reserve *pebblestore.DiskReserve
+	// reclaimedAt is the WAL's BytesIn at the last reclaim's flush (the
+	// disk monitor's goroutine only).
+	reclaimedAt uint64
 
 	meta      meta.Store
 	durable   queue.Stores
@@ -94,15 +97,19 @@ func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*st
 // memtable, and the records they delete stay in sstables until a flush
 // and a compaction bring the two together, which Pebble by itself may not
 // schedule for a long time on a small database. It flushes the memtable
-// and, when sstables hold tombstones, compacts the whole key space
+// (when anything was written since its last flush: a flush rotates the
+// WAL) and, when sstables hold tombstones, compacts the whole key space
 // (deleted records vanish; what is left is rewritten, which may fail for
 // want of space, harmlessly: Pebble drops the output and nothing changes).
 func (s *stores) reclaim(ctx context.Context) error {
 	if s.db == nil {
 		return nil
 	}
-	if err := s.db.Flush(); err != nil {
-		return err
+	if in := s.db.Metrics().WAL.BytesIn; in != s.reclaimedAt {
+		if err := s.db.Flush(); err != nil {
+			return err
+		}
+		s.reclaimedAt = s.db.Metrics().WAL.BytesIn
 	}
 	m := s.db.Metrics()
 	if m.Keys.TombstoneCount == 0 && m.Table.Garbage.PointDeletionsBytesEstimate == 0 {
