@@ -358,6 +358,12 @@ func (b *Broker) checkMemory() {
 // missing reserve is restored once it fits with the headroom besides.
 func (b *Broker) checkDisk() {
 	a := &b.alarm
+	// The debt first, without a.disk: Metrics takes Pebble's mutex, and a
+	// Pebble write refused for want of space waits in diskFull for a.disk.
+	var debt int64
+	if a.debt != nil {
+		debt = a.debt()
+	}
 	a.disk.Lock()
 	defer a.disk.Unlock()
 	free, err := a.poll.statfs(a.dir)
@@ -370,10 +376,7 @@ func (b *Broker) checkDisk() {
 	}
 	a.diskFree.Store(free)
 	missing := a.reserveMissing()
-	left := free - missing - a.diskHeadroom
-	if a.debt != nil {
-		left -= a.debt()
-	}
+	left := free - missing - a.diskHeadroom - debt
 	a.nextDiskPollLocked(free, left-max(a.diskLimit, 0))
 	on := (a.diskLimit > 0 && left < a.diskLimit) || (a.disk.full && left < max(a.diskLimit, 0))
 	a.disk.full = a.disk.full && on
