@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/storage/memory"
+	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
 // Flow control (issue 8): RabbitMQ's memory and disk alarms.
@@ -29,10 +31,24 @@ import (
 // One monitor goroutine, started by New and stopped by Close, owns the
 // monitored alarms: every memoryPoll it adds up the message bytes held in
 // memory and compares them with Options.MemoryHighWatermark; every diskPoll
-// it reads the free space of Options.DataDir's file system and compares it
-// with Options.DiskFreeLimit. An alarm clears as soon as its measure is back
-// under the limit (RabbitMQ has no hysteresis either). RaiseAlarm and
-// ClearAlarm set a manual alarm of each kind, OR-ed with the monitored one.
+// (every diskPollNear when free space is within twice the threshold of
+// running out, as RabbitMQ 4.x polls up to ten times a second near its
+// limit) it reads the free space of Options.DataDir's file system and
+// compares it with Options.DiskFreeLimit plus the headroom Pebble may claim
+// at once (a preallocated WAL and a memtable flush, DiskReserve.Headroom).
+// New takes the first samples itself, so a broker started on a full disk
+// serves no publish before its alarm is up. An alarm clears as soon as its
+// measure is back under the limit (RabbitMQ has no hysteresis either).
+// RaiseAlarm and ClearAlarm set a manual alarm of each kind, OR-ed with the
+// monitored one.
+//
+// A full disk is an alarm, never a crash: Pebble cannot survive a refused
+// WAL or MANIFEST write, so the data directory holds a reserve file
+// (storage/pebble.DiskReserve) that is deleted the moment a write fails
+// with ENOSPC. That write is retried in the space it frees, the disk alarm
+// is raised at once (diskFull), and consumers drain on the reserve's space.
+// Free space is measured without the missing reserve, so deleting it does
+// not clear the alarm; once the alarm clears, the monitor recreates it.
 
 // Alarm is a kind of resource alarm.
 type Alarm uint8
@@ -90,6 +106,14 @@ type alarmPolling struct {
 const (
 	defaultMemoryPoll = 100 * time.Millisecond
 	defaultDiskPoll   = time.Second
+	diskPollNear      = 100 * time.Millisecond
+	minDiskPoll       = 5 * time.Millisecond
+	// fastDisk is the write rate, in bytes per second, the disk monitor
+	// assumes a burst may reach (a fast SSD): it samples often enough to
+	// see the space left before the alarm run out at that rate.
+	fastDisk = 1 << 30
+	// reclaimEvery spaces the reclaim passes during a disk alarm.
+	reclaimEvery = time.Second
 )
 
 // memorySource is a store whose in-memory message bytes count against the
@@ -111,14 +135,42 @@ type alarmState struct {
 
 	memLimit, diskLimit int64 // <= 0: not monitored
 	dir                 string
-	sources             []memorySource
-	poll                alarmPolling
+	// reserve is the DB's disk reserve; nil without DataDir (or with all
+	// three stores given in Options). diskHeadroom is its Headroom.
+	reserve      *pebblestore.DiskReserve
+	diskHeadroom int64
+	// debt is the bytes Pebble's pending compactions will rewrite (nil
+	// without a DB): a compaction writes its output before it deletes its
+	// input, so that much space must stay free too.
+	debt func() int64
+	// reclaim makes Pebble give back the space of deleted data
+	// (stores.reclaim); the monitor calls it every reclaimEvery while the
+	// disk alarm is up, so a drained queue clears the alarm. lastReclaim
+	// is the monitor's own.
+	reclaim     func(context.Context) error
+	lastReclaim time.Time
+	sources     []memorySource
+	poll        alarmPolling
 
 	memUsed, diskFree atomic.Int64 // last samples, for the management API and metrics
 
 	mu struct {
 		sync.Mutex
 		manual, monitored Alarm
+	}
+	// disk serializes checkDisk and diskFull, so that a sample taken
+	// before a write failed cannot clear the alarm diskFull raised.
+	disk struct {
+		sync.Mutex
+		// full is set when a write failed with ENOSPC and cleared when
+		// the monitor sees room again: it raises the disk alarm even when
+		// DiskFreeLimit turned the free-space check off.
+		full bool
+		// The last sample and when it was taken, and the wait before the
+		// next (nextDiskPollLocked).
+		lastFree int64
+		lastAt   time.Time
+		next     time.Duration
 	}
 	stop chan struct{} // closed by stopAlarms
 	done chan struct{} // closed when the monitor exited; nil when none runs
@@ -152,6 +204,13 @@ func (b *Broker) setupAlarms() {
 			a.diskLimit = DefaultDiskFreeLimit
 		}
 		a.dir = b.opts.DataDir
+		if r := b.stores.reserve; r != nil {
+			a.reserve = r
+			a.diskHeadroom = r.Headroom()
+			db := b.stores.db
+			a.debt = func() int64 { return int64(db.Metrics().Compact.EstimatedDebt) }
+			a.reclaim = b.stores.reclaim
+		}
 	}
 	seen := map[storage.ShardStore]bool{}
 	for _, st := range []storage.ShardStore{b.stores.transient.Shards, b.stores.durable.Shards} {
@@ -169,11 +228,23 @@ func (b *Broker) setupAlarms() {
 	a.stop = make(chan struct{})
 }
 
-// startAlarms starts the monitor goroutine when anything is monitored.
+// watchDisk reports whether the monitor samples the disk: for the
+// free-space alarm, or to clear a disk-full alarm and restore the reserve.
+func (a *alarmState) watchDisk() bool { return a.diskLimit > 0 || a.reserve != nil }
+
+// startAlarms takes the first samples, so that no publish is served before
+// an alarm that is due is up, and starts the monitor goroutine when
+// anything is monitored.
 func (b *Broker) startAlarms() {
 	a := &b.alarm
-	if a.memLimit <= 0 && a.diskLimit <= 0 {
+	if a.memLimit <= 0 && !a.watchDisk() {
 		return
+	}
+	if a.memLimit > 0 {
+		b.checkMemory()
+	}
+	if a.watchDisk() {
+		b.checkDisk()
 	}
 	a.done = make(chan struct{})
 	go b.monitorAlarms()
@@ -187,22 +258,23 @@ func (b *Broker) stopAlarms() {
 	}
 }
 
-// monitorAlarms samples memory and disk until stopAlarms.
+// monitorAlarms samples memory and disk until stopAlarms; startAlarms took
+// the first samples.
 func (b *Broker) monitorAlarms() {
 	a := &b.alarm
 	defer close(a.done)
-	var memTick, diskTick <-chan time.Time
+	var memTick <-chan time.Time
 	if a.memLimit > 0 {
 		t := time.NewTicker(a.poll.memory)
 		defer t.Stop()
 		memTick = t.C
-		b.checkMemory()
 	}
-	if a.diskLimit > 0 {
-		t := time.NewTicker(a.poll.disk)
-		defer t.Stop()
-		diskTick = t.C
-		b.checkDisk()
+	var diskTimer *time.Timer
+	var diskTick <-chan time.Time
+	if a.watchDisk() {
+		diskTimer = time.NewTimer(a.diskInterval())
+		defer diskTimer.Stop()
+		diskTick = diskTimer.C
 	}
 	for {
 		select {
@@ -210,10 +282,58 @@ func (b *Broker) monitorAlarms() {
 			b.checkMemory()
 		case <-diskTick:
 			b.checkDisk()
+			b.reclaimDisk()
+			diskTimer.Reset(a.diskInterval())
 		case <-a.stop:
 			return
 		}
 	}
+}
+
+// diskInterval is the wait before the next disk sample, as checkDisk set
+// it.
+func (a *alarmState) diskInterval() time.Duration {
+	a.disk.Lock()
+	defer a.disk.Unlock()
+	if a.disk.next <= 0 {
+		return a.poll.disk
+	}
+	return a.disk.next
+}
+
+// nextDiskPollLocked sets the wait before the next disk sample from the
+// space left before the alarm: a quarter of the time that space lasts at
+// the rate it shrank at since the last sample, or at fastDisk (at least
+// minDiskPoll); diskPollNear once less than one threshold is left; the
+// configured poll when that is shorter still. RabbitMQ 4.x polls up to ten times a second
+// near its limit; a publisher writing 100 MB/s would eat a fixed poll's
+// worth of space first. a.disk is held.
+func (a *alarmState) nextDiskPollLocked(free, left int64) {
+	now := time.Now()
+	next := a.poll.disk
+	if left < max(a.diskLimit, 0)+a.diskHeadroom {
+		next = min(next, diskPollNear)
+	}
+	if left > 0 {
+		// However fast the disk was so far, it may take the next burst
+		// at fastDisk.
+		next = min(next, max(time.Duration(float64(left)/fastDisk*float64(time.Second))/4, minDiskPoll))
+	}
+	if !a.disk.lastAt.IsZero() && free < a.disk.lastFree && left > 0 {
+		dt := now.Sub(a.disk.lastAt)
+		rate := float64(a.disk.lastFree-free) / dt.Seconds() // bytes per second
+		lasts := time.Duration(float64(left) / rate * float64(time.Second))
+		next = min(next, max(lasts/4, minDiskPoll))
+	}
+	a.disk.lastFree, a.disk.lastAt, a.disk.next = free, now, next
+}
+
+// reserveMissing is the disk reserve's Missing, 0 without a reserve.
+func (a *alarmState) reserveMissing() int64 {
+	if a.reserve == nil {
+		return 0
+	}
+	return a.reserve.Missing()
 }
 
 // memoryUsed adds up the message bytes of every memory source, and those
@@ -234,8 +354,20 @@ func (b *Broker) checkMemory() {
 	b.setMonitored(AlarmMemory, used > a.memLimit)
 }
 
+// checkDisk samples free space and sets the disk alarm: raised while the
+// space left, not counting what the missing reserve will take back, is
+// below DiskFreeLimit plus the headroom and Pebble's compaction debt. A
+// missing reserve is restored once it fits with the headroom besides.
 func (b *Broker) checkDisk() {
 	a := &b.alarm
+	// The debt first, without a.disk: Metrics takes Pebble's mutex, and a
+	// Pebble write refused for want of space waits in diskFull for a.disk.
+	var debt int64
+	if a.debt != nil {
+		debt = a.debt()
+	}
+	a.disk.Lock()
+	defer a.disk.Unlock()
 	free, err := a.poll.statfs(a.dir)
 	if err != nil {
 		// Keep the last verdict; say so once per failing streak.
@@ -245,7 +377,80 @@ func (b *Broker) checkDisk() {
 		return
 	}
 	a.diskFree.Store(free)
-	b.setMonitored(AlarmDisk, free < a.diskLimit)
+	missing := a.reserveMissing()
+	left := free - missing - a.diskHeadroom - debt
+	a.nextDiskPollLocked(free, left-max(a.diskLimit, 0))
+	on := (a.diskLimit > 0 && left < a.diskLimit) || (a.disk.full && left < max(a.diskLimit, 0))
+	a.disk.full = a.disk.full && on
+	b.setMonitored(AlarmDisk, on)
+	// The reserve comes back as soon as it fits with room for a WAL
+	// rotation and a flush besides, alarm or not: what Pebble cannot
+	// survive is a refused WAL write, and it protects exactly those.
+	if missing > 0 && free >= missing+a.diskHeadroom {
+		if err := a.reserve.Restore(); err != nil {
+			b.log.Warn("broker: cannot restore the disk reserve", "dir", a.dir, "err", err)
+			return
+		}
+		b.log.Info("broker: disk reserve restored", "dir", a.dir, "bytes", missing)
+	}
+}
+
+// reclaimDisk asks the store to give back the space of deleted messages,
+// every reclaimEvery while the disk alarm is up (and not by hand). The
+// monitor calls it without a.disk held: it writes to the DB, and a write
+// refused for want of space calls diskFull.
+func (b *Broker) reclaimDisk() {
+	a := &b.alarm
+	if a.reclaim == nil || a.gate.Active()&uint32(AlarmDisk) == 0 || time.Since(a.lastReclaim) < reclaimEvery {
+		return
+	}
+	a.mu.Lock()
+	monitored := a.mu.monitored&AlarmDisk != 0
+	a.mu.Unlock()
+	if !monitored {
+		return
+	}
+	// A flush rotates the WAL, and a WAL write refused with no reserve
+	// left is fatal to Pebble: only with the reserve in place, or room
+	// for a rotation and a flush.
+	if free := a.diskFree.Load(); a.reserveMissing() > 0 && free < a.diskHeadroom {
+		return
+	}
+	a.lastReclaim = time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := a.reclaim(ctx); err != nil && ctx.Err() == nil {
+		b.log.Debug("broker: reclaiming disk space failed, will retry", "err", err.Error())
+	}
+}
+
+// diskFull is the disk reserve's OnFull: a write failed with ENOSPC. The
+// disk alarm goes up at once, before any monitor sample, and stays until
+// checkDisk sees room again. Pebble's writes may wait while it runs: it
+// only logs and sets the alarm.
+func (b *Broker) diskFull(released int64, critical bool) {
+	a := &b.alarm
+	a.disk.Lock()
+	defer a.disk.Unlock()
+	switch {
+	case released > 0:
+		b.log.Warn("broker: disk full: released the disk reserve, publishers are blocked until space is freed",
+			"dir", b.opts.DataDir, "reserve", released)
+	case critical:
+		b.log.Error("broker: disk full and the disk reserve is used up: the store may fail; free disk space",
+			"dir", b.opts.DataDir)
+	case !a.disk.full:
+		b.log.Warn("broker: disk full: publishers are blocked until space is freed", "dir", b.opts.DataDir)
+	}
+	a.disk.full = true
+	b.setMonitored(AlarmDisk, true)
 }
 
 // setMonitored records the monitor's verdict on kind.

@@ -310,8 +310,9 @@ func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 }
 
 // TestDiskAlarm: the disk monitor raises the alarm when the (faked) free
-// space of DataDir's file system drops below DiskFreeLimit and clears it
-// when it is back at the limit or above; a statfs error changes nothing.
+// space of DataDir's file system drops below DiskFreeLimit plus Pebble's
+// headroom and clears it when it is back at that or above; a statfs error
+// changes nothing.
 func TestDiskAlarm(t *testing.T) {
 	var free atomic.Int64
 	var fail atomic.Bool
@@ -337,6 +338,9 @@ func TestDiskAlarm(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint(want) }, waitFor, time.Millisecond)
 	}
+	// The alarm keeps Pebble's headroom free besides the limit.
+	h := b.alarm.diskHeadroom
+	require.Positive(t, h)
 	for i, step := range []struct {
 		free int64
 		fail bool
@@ -350,7 +354,7 @@ func TestDiskAlarm(t *testing.T) {
 		{free: 0, want: []Alarm{AlarmDisk}},
 		{free: 5000},
 	} {
-		free.Store(step.free)
+		free.Store(step.free + h)
 		fail.Store(step.fail)
 		// Two samples taken after the change, so the monitor has seen it.
 		seen := calls.Load()
@@ -362,7 +366,7 @@ func TestDiskAlarm(t *testing.T) {
 	}
 
 	// And the connections obey it.
-	free.Store(1)
+	free.Store(h + 1)
 	waitAlarms(AlarmDisk)
 	publishBodies(t, ch, "q", false, "x")
 	expectBlocking(t, blocked, true, "low on disk")
@@ -384,7 +388,10 @@ func TestAlarmLimits(t *testing.T) {
 		{name: "defaults with DataDir", opts: Options{DataDir: dir}, memDefault: true, wantDisk: DefaultDiskFreeLimit, monitor: true},
 		{name: "explicit", opts: Options{DataDir: dir, MemoryHighWatermark: 1 << 20, DiskFreeLimit: 1 << 30}, wantMem: 1 << 20, wantDisk: 1 << 30, monitor: true},
 		{name: "disk limit without DataDir is moot", opts: Options{MemoryHighWatermark: -1, DiskFreeLimit: 1 << 30}},
-		{name: "both off", opts: Options{DataDir: dir, MemoryHighWatermark: -1, DiskFreeLimit: -1}},
+		// The monitor still watches the disk to clear a disk-full alarm
+		// (a write refused with ENOSPC) and restore the disk reserve.
+		{name: "both off", opts: Options{DataDir: dir, MemoryHighWatermark: -1, DiskFreeLimit: -1}, monitor: true},
+		{name: "both off without DataDir", opts: Options{MemoryHighWatermark: -1, DiskFreeLimit: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := New(tc.opts)

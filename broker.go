@@ -21,7 +21,9 @@ import (
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
+	metamemory "github.com/warrenmq/broker/meta/memory"
 	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/storage/memory"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -52,7 +54,12 @@ type User struct {
 
 // Options configures a Broker. The zero value works; each field documents its
 // default. New copies Options, so the caller may reuse or change the struct
-// afterwards.
+// afterwards, and refuses (every problem at once) settings that could never
+// work or would silently lose data.
+//
+// Limits follow one rule: zero means the default (RabbitMQ's where it has
+// one, else no limit, as each field says), and a negative value, by
+// convention -1, means no limit or turns the check off.
 type Options struct {
 	// DataDir is where persistent state lives: one Pebble database holding
 	// metadata, durable queues' messages and the unacked index. "" keeps
@@ -63,7 +70,10 @@ type Options struct {
 	// DataDir, else memory): the metadata store with the queues' cursors,
 	// the message store of durable queues, and the persistent unacked
 	// index. The broker does not close stores it was given. Non-durable
-	// queues always keep their messages in memory.
+	// queues always keep their messages in memory. With DataDir set, New
+	// refuses the in-memory stores (storage/memory, meta/memory,
+	// unacked.MemoryIndex): they would lose at restart what DataDir is
+	// there to keep, confirmed persistent messages included.
 	//
 	// A Meta that implements meta.ChangeFeed is a store other brokers
 	// write too, such as a cluster's replicated store: the broker then runs
@@ -105,7 +115,9 @@ type Options struct {
 	// RabbitMQ ships; guest may log in only from loopback unless
 	// AllowRemoteGuest. An empty non-nil slice seeds nobody. Manage users
 	// afterwards with AddUser, DeleteUser, SetPermissions and
-	// ClearPermissions.
+	// ClearPermissions. A user needs a password (New refuses an empty
+	// one: PLAIN and AMQPLAIN never accept it) unless AuthMechanisms
+	// offers EXTERNAL, for users who log in by certificate.
 	Users []User
 
 	// VHosts are the virtual hosts clients may open. nil means ["/"].
@@ -119,16 +131,19 @@ type Options struct {
 
 	// MaxConnections bounds the open connections of the whole broker
 	// (RabbitMQ's connection_max); connection.open beyond it is refused
-	// with 530 NOT_ALLOWED. Zero means no limit.
+	// with 530 NOT_ALLOWED. Zero or negative means no limit.
 	MaxConnections int
 	// VHostMaxConnections bounds the open connections per vhost
 	// (RabbitMQ's max-connections vhost limit; 0 refuses every
 	// connection), 530 NOT_ALLOWED beyond it. A vhost not listed, or a
-	// negative value, has no limit.
+	// negative value (-1), has no limit. Every vhost named must exist
+	// (Options.VHosts, or one AddVHost stored in DataDir): New refuses a
+	// limit that would never apply.
 	VHostMaxConnections map[string]int
 	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
 	// max-queues vhost limit): declaring a new queue beyond it closes the
-	// channel with 406 PRECONDITION_FAILED. Zero means no limit.
+	// channel with 406 PRECONDITION_FAILED. Zero or negative means no
+	// limit.
 	MaxQueuesPerVHost int
 
 	// TLSConfig serves TLS in ListenTLS and ListenAndServeTLS (tls.go). To
@@ -193,9 +208,14 @@ type Options struct {
 	MemoryHighWatermark int64
 	// DiskFreeLimit is the disk alarm's limit: when the file system holding
 	// DataDir has fewer free bytes, publishing connections are blocked.
+	// The alarm keeps more free besides, for what Pebble may write at once
+	// (a preallocated WAL and a memtable flush, about twice the memtable,
+	// which Open sizes to the file system) and its pending compactions; a
+	// reserve file in DataDir (storage/pebble.DiskReserve) is spent, and
+	// the alarm raised at once, if the disk fills up anyway (alarms.go).
 	// Zero means 50 MB, RabbitMQ's disk_free_limit; negative turns the
-	// alarm off. Without DataDir nothing is written to disk and the disk is
-	// not watched.
+	// free-space check off (a full disk still raises the alarm). Without
+	// DataDir nothing is written to disk and the disk is not watched.
 	DiskFreeLimit int64
 
 	// alarmPolling lets tests sample faster and fake statfs (alarms.go).
@@ -279,6 +299,12 @@ func (o *Options) validate() error {
 		if len(u.Name) > 255 {
 			errs = append(errs, fmt.Errorf("broker: Options.Users[%d]: name longer than 255 bytes", i))
 		}
+		// PLAIN and AMQPLAIN never accept an empty password; with
+		// EXTERNAL a user without one logs in by certificate, as
+		// RabbitMQ's passwordless users do.
+		if u.Password == "" && !slices.Contains(o.AuthMechanisms, "EXTERNAL") {
+			errs = append(errs, fmt.Errorf("broker: Options.Users[%d] (%q): empty password: the user could never log in (give a password, or offer EXTERNAL in AuthMechanisms for certificate logins)", i, u.Name))
+		}
 	}
 	seenVHost := make(map[string]bool, len(o.VHosts))
 	for i, v := range o.VHosts {
@@ -310,9 +336,46 @@ func (o *Options) validate() error {
 	if o.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
-	errs = append(errs, o.validateShared())
+	errs = append(errs, o.validateShared(), o.validateStores())
 	if o.FrameMax < amqp.FrameMinSize {
 		errs = append(errs, fmt.Errorf("broker: Options.FrameMax %d is below the minimum %d", o.FrameMax, amqp.FrameMinSize))
+	}
+	return errors.Join(errs...)
+}
+
+// validateStores refuses in-memory stores given together with DataDir:
+// they would silently lose what DataDir promises to keep (a confirmed
+// persistent message in a durable queue, the topology) at the next start.
+// Without DataDir they are just the defaults.
+func (o *Options) validateStores() error {
+	if o.DataDir == "" {
+		return nil
+	}
+	var errs []error
+	lost := func(field, what string) {
+		errs = append(errs, fmt.Errorf("broker: Options.%s is an in-memory store but DataDir is set: %s would be lost at restart (leave %s nil to keep them in DataDir, or leave DataDir empty for a broker that keeps nothing)", field, what, field))
+	}
+	if _, ok := o.Shards.(*memory.Store); ok {
+		lost("Shards", "durable queues' messages, confirmed persistent ones included,")
+	}
+	if _, ok := o.Meta.(*metamemory.Store); ok {
+		lost("Meta", "queues, exchanges, bindings, users and cursors")
+	}
+	if _, ok := o.Unacked.(*unacked.MemoryIndex); ok {
+		lost("Unacked", "unacknowledged deliveries (redelivered=true after a restart)")
+	}
+	return errors.Join(errs...)
+}
+
+// checkVHostLimits refuses a VHostMaxConnections entry for a vhost that
+// neither Options.VHosts nor the meta store has: it would never apply.
+// It runs in New once the vhosts are open.
+func (b *Broker) checkVHostLimits() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(b.opts.VHostMaxConnections)) {
+		if _, ok := b.lookupVHost(name); !ok {
+			errs = append(errs, fmt.Errorf("broker: Options.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -401,7 +464,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
-	st, err := openStores(&o)
+	st, err := openStores(&o, b.diskFull)
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +474,12 @@ func New(opts Options) (*Broker, error) {
 	b.watchChanges()
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
+		st.close()
+		return nil, err
+	}
+	if err := b.checkVHostLimits(); err != nil {
+		b.stopFollowing()
+		b.closeVHosts()
 		st.close()
 		return nil, err
 	}

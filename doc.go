@@ -8,7 +8,11 @@
 // state; Options.Meta, Shards and Unacked plug in other stores (see the
 // storagetest and metatest conformance suites, and examples/countingstore).
 // New copies the Options, so the caller's struct is never changed and may be
-// reused.
+// reused, and refuses Options that could never work or would lose data
+// (in-memory stores beside DataDir, a user without a password, a connection
+// limit on an unknown vhost); in limits, 0 is the default and -1 means no
+// limit. A full disk under DataDir is a disk alarm, never a crash: see
+// alarms.go and storage/pebble's DiskReserve.
 //
 // # Three doors, one broker
 //

@@ -22,6 +22,12 @@ import (
 // vanish at restart as in RabbitMQ and so never pay for a disk write.
 type stores struct {
 	db *pebble.DB // opened by the broker when Options.DataDir is set; nil otherwise
+	// reserve is db's disk reserve (pebblestore.DiskReserve): released
+	// when the disk fills, restored by the disk monitor (alarms.go).
+	reserve *pebblestore.DiskReserve
+	// reclaimedAt is the WAL's BytesIn at the last reclaim's flush (the
+	// disk monitor's goroutine only).
+	reclaimedAt uint64
 
 	meta      meta.Store
 	durable   queue.Stores
@@ -31,8 +37,9 @@ type stores struct {
 // openStores picks each store: the one given in Options, else Pebble under
 // DataDir, else memory. One Pebble DB holds all three persistent stores
 // under their own key prefixes, so its single WAL orders their writes
-// (index entry before cursor) without an fsync each.
-func openStores(o *Options) (*stores, error) {
+// (index entry before cursor) without an fsync each. onDiskFull is the
+// DB's disk reserve's OnFull: it may run before openStores returns.
+func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*stores, error) {
 	s := &stores{
 		transient: queue.Stores{
 			Shards:  memory.New(),
@@ -43,11 +50,12 @@ func openStores(o *Options) (*stores, error) {
 	needDB := o.DataDir != "" && (o.Meta == nil || o.Shards == nil || o.Unacked == nil)
 	if needDB {
 		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("broker: data dir: %w", err)
+			return nil, fmt.Errorf("broker: Options.DataDir %s cannot be created: %w", o.DataDir, err)
 		}
-		db, err := pebblestore.Open(o.DataDir, pebblestore.WithLogger(o.Logger))
+		s.reserve = &pebblestore.DiskReserve{OnFull: onDiskFull}
+		db, err := pebblestore.Open(o.DataDir, pebblestore.WithLogger(o.Logger), pebblestore.WithDiskReserve(s.reserve))
 		if err != nil {
-			return nil, fmt.Errorf("broker: open %s: %w", o.DataDir, err)
+			return nil, fmt.Errorf("broker: Options.DataDir: %w", err)
 		}
 		s.db = db
 	}
@@ -68,7 +76,7 @@ func openStores(o *Options) (*stores, error) {
 	s.durable.Shards = o.Shards
 	if s.durable.Shards == nil {
 		if s.db != nil {
-			s.durable.Shards = pebblestore.New(s.db)
+			s.durable.Shards = pebblestore.New(s.db, pebblestore.GuardedBy(s.reserve))
 		} else {
 			s.durable.Shards = memory.New()
 		}
@@ -82,6 +90,32 @@ func openStores(o *Options) (*stores, error) {
 		}
 	}
 	return s, nil
+}
+
+// reclaim makes Pebble give back the space of deleted messages while the
+// disk is short of it: the acks of a drained queue are tombstones in the
+// memtable, and the records they delete stay in sstables until a flush
+// and a compaction bring the two together, which Pebble by itself may not
+// schedule for a long time on a small database. It flushes the memtable
+// (when anything was written since its last flush: a flush rotates the
+// WAL) and, when sstables hold tombstones, compacts the whole key space
+// (deleted records vanish; what is left is rewritten, which may fail for
+// want of space, harmlessly: Pebble drops the output and nothing changes).
+func (s *stores) reclaim(ctx context.Context) error {
+	if s.db == nil {
+		return nil
+	}
+	if in := s.db.Metrics().WAL.BytesIn; in != s.reclaimedAt {
+		if err := s.db.Flush(); err != nil {
+			return err
+		}
+		s.reclaimedAt = s.db.Metrics().WAL.BytesIn
+	}
+	m := s.db.Metrics()
+	if m.Keys.TombstoneCount == 0 && m.Table.Garbage.PointDeletionsBytesEstimate == 0 {
+		return nil
+	}
+	return s.db.Compact(ctx, []byte{0}, []byte{0xff, 0xff}, false)
 }
 
 // close closes what openStores opened; stores passed in Options belong to

@@ -20,7 +20,10 @@
 // a message may be delivered twice, never lost. PebbleIndex writes with
 // pebble.NoSync: on the node's shared Pebble DB its entries go into the same
 // WAL as the cursor write that follows, and a crash replays a prefix of the
-// WAL, so the cursor is never recovered without the entries before it.
+// WAL, so the cursor is never recovered without the entries before it. It
+// commits through storage/pebble's Commit, so a commit Pebble fails for
+// good (a refused WAL write) is an error wrapping storage/pebble.ErrFailed,
+// not a panic.
 //
 // Settling deletes the index entry (and the shard record); a missing entry is
 // ignored, so settling twice is harmless.

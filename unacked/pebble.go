@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
 // PebbleIndex is an Index in the node's shared Pebble DB, under keys that
@@ -39,7 +41,6 @@ func (x *PebbleIndex) Put(ctx context.Context, entries []Entry) error {
 		return nil
 	}
 	b := x.db.NewBatch()
-	defer b.Close()
 	// One scratch buffer for every key and value: Set copies into the batch.
 	var buf []byte
 	for i := range entries {
@@ -47,10 +48,11 @@ func (x *PebbleIndex) Put(ctx context.Context, entries []Entry) error {
 		k := len(buf)
 		buf = appendValue(buf, &entries[i])
 		if err := b.Set(buf[:k], buf[k:], nil); err != nil {
+			b.Close()
 			return fmt.Errorf("unacked: put: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := commit(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("unacked: put %d entries: %w", len(entries), err)
 	}
 	return nil
@@ -85,15 +87,15 @@ func (x *PebbleIndex) Delete(ctx context.Context, keys []Key) error {
 		return nil
 	}
 	b := x.db.NewBatch()
-	defer b.Close()
 	var buf []byte
 	for _, k := range keys {
 		buf = appendKey(buf[:0], k)
 		if err := b.Delete(buf, nil); err != nil {
+			b.Close()
 			return fmt.Errorf("unacked: delete: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := commit(b, pebble.NoSync); err != nil {
 		return fmt.Errorf("unacked: delete %d entries: %w", len(keys), err)
 	}
 	return nil
@@ -211,4 +213,15 @@ func successor(p []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// commit commits b through storage/pebble's Commit, which turns Pebble's
+// fatal commit error (a failed WAL write, a full disk) into an error
+// instead of a panic, and closes b unless the commit failed: Pebble may
+// still refer to a batch whose commit failed.
+func commit(b *pebble.Batch, opts *pebble.WriteOptions) error {
+	if err := pebblestore.Commit(b, opts); err != nil {
+		return err
+	}
+	return b.Close()
 }

@@ -41,7 +41,7 @@ func (c *Conn) CloseChannel(id uint16, code uint16, text string) bool {
 	if ch == nil || !ch.markClosed() {
 		return false
 	}
-	c.log.Info("session: closing channel", "channel", id, "code", e.Code, "text", e.Text)
+	c.log.Warn("session: closing channel", "channel", id, "code", e.Code, "text", e.Text)
 	// The reader keeps handling the client's other channels meanwhile, so
 	// the requeue is queued before channel.close goes out: a client that
 	// reacts to the close (a basic.get on another channel, say) reaches the

@@ -262,7 +262,13 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 		at.User, at.Password = user, password
 	}
 	refused := func(reason string) error {
-		c.log.Warn("session: login refused", "user", LogName(at.User), "mechanism", m.Mechanism, "reason", reason)
+		logged := reason
+		if logged == "" {
+			// The client is not told why (see below); the log is.
+			// RabbitMQ's text for a wrong password or unknown user.
+			logged = "invalid credentials"
+		}
+		c.log.Warn("session: login refused", "user", LogName(at.User), "mechanism", m.Mechanism, "reason", logged)
 		// Closing with 403 instead of dropping the socket is what the
 		// authentication_failure_close capability promises; a client that
 		// asked for it gets RabbitMQ's safe text (auth_fail), which does not

@@ -149,7 +149,7 @@ func (ch *Channel) release() {
 func (ch *Channel) fail(e *amqp.Error) {
 	// beginClose sends nothing when CloseChannel got there first.
 	if ch.beginClose(e) {
-		ch.conn.log.Info("session: closing channel", "channel", ch.id, "code", e.Code, "text", e.Text)
+		ch.conn.log.Warn("session: closing channel", "channel", ch.id, "code", e.Code, "text", e.Text)
 	}
 	ch.closing = true
 	ch.release()

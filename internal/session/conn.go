@@ -669,7 +669,13 @@ func (c *Conn) handleConnectionMethod(m amqp.Method) error {
 	}
 	if cl, ok := m.(*amqp.ConnectionClose); ok {
 		// Valid in every state: a client may give up mid-handshake.
-		c.log.Info("session: client closed connection", "code", cl.ReplyCode, "text", cl.ReplyText, "user", c.user)
+		// A direct connection (the Go API's channels, the management
+		// API's get and publish) logs its open and close at DEBUG.
+		level := slog.LevelInfo
+		if c.sink != nil {
+			level = slog.LevelDebug
+		}
+		c.log.Log(context.Background(), level, "session: client closed connection", "code", cl.ReplyCode, "text", cl.ReplyText, "user", c.user)
 		c.releaseAll()
 		c.sendMethod(0, &amqp.ConnectionCloseOk{})
 		return errClosedByPeer

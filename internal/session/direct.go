@@ -95,6 +95,7 @@ func NewDirect(cfg *Config, id string, vh *vhost.VHost, user string, sink Sink) 
 	c.channelMax = c.set.channelMax
 	c.frameMax.Store(c.set.frameMax)
 	c.state.Store(int32(stateOpen))
+	c.log.Debug("session: direct connection open", "user", user, "vhost", c.vhost)
 	return c
 }
 

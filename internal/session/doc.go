@@ -43,8 +43,10 @@
 // permissions and per-vhost limits). A refusal is connection.close
 // 403 ACCESS_REFUSED (authentication_failure_close), a malformed response 502,
 // an unknown mechanism 503; a Login that cannot decide (its user store did
-// not answer) closes with the error it returns (the broker's: 320), and
-// user names are logged cut to 255 bytes (LogName). tune proposes Config's channel-max, frame-max and
+// not answer) closes with the error it returns (the broker's: 320). A
+// refused login is logged at WARN with its reason ("invalid credentials"
+// when the client is told nothing more) and the user name cut to 255 bytes
+// (LogName). tune proposes Config's channel-max, frame-max and
 // heartbeat (RabbitMQ's 2047, 131072, 60 s by default). tune-ok is checked as
 // RabbitMQ does: a frame-max below 4096, or a frame-max or channel-max above
 // the server's (or 0, "unlimited", while the server has a limit) is 530
@@ -177,4 +179,11 @@
 // feeds it method structs (the path a decoded frame takes), and replies go
 // to a Sink as method structs instead of frames. The root package's direct
 // Channel is built on it, so the wire and the Go API share every rule.
+//
+// # Logging
+//
+// INFO is kept for what an operator acts on: a network connection's open
+// and close. A channel closed by an error (channel.close with its reply
+// code) is WARN. A direct connection's open and close are DEBUG: they are
+// the Go API's channels and the management API's get and publish.
 package session

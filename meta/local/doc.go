@@ -46,4 +46,9 @@
 // JSON is fine for topology: it changes rarely and is read once at start.
 // Lists come back in key order, which is by name for vhosts, users,
 // exchanges and queues.
+//
+// Every write commits through storage/pebble's Commit: when Pebble fails
+// a commit for good (a refused WAL write; its Logger.Fatalf panics in a
+// DB from storage/pebble.Open) the write returns an error wrapping
+// storage/pebble.ErrFailed instead of panicking the process.
 package local

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
+	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
 var _ meta.Store = (*Store)(nil)
@@ -53,7 +54,7 @@ func New(db *pebble.DB) (*Store, error) {
 	v, closer, err := db.Get(key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		if err := db.Set(key, binary.AppendUvarint(nil, formatVersion), pebble.Sync); err != nil {
+		if err := set(db, key, binary.AppendUvarint(nil, formatVersion), pebble.Sync); err != nil {
 			return nil, fmt.Errorf("local: record format version: %w", err)
 		}
 	case err != nil:
@@ -100,7 +101,7 @@ func (s *Store) CompareAndSwapOffset(ctx context.Context, q meta.QueueKey, old, 
 	}
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], new)
-	if err := s.db.Set(c.key, buf[:], pebble.NoSync); err != nil {
+	if err := set(s.db, c.key, buf[:], pebble.NoSync); err != nil {
 		return false, fmt.Errorf("local: write cursor of queue %q in vhost %q: %w", q.Name, q.VHost, err)
 	}
 	c.value = new
@@ -210,14 +211,15 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 		return err
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
 	if err := b.Delete(key, nil); err != nil {
+		b.Close()
 		return fmt.Errorf("local: delete queue: %w", err)
 	}
 	if err := b.Delete(c.key, nil); err != nil {
+		b.Close()
 		return fmt.Errorf("local: delete cursor: %w", err)
 	}
-	if err := b.Commit(writeOptions(q.Durable)); err != nil {
+	if err := commit(b, writeOptions(q.Durable)); err != nil {
 		return fmt.Errorf("local: delete queue %q in vhost %q: %w", name, vhost, err)
 	}
 	c.dropped = true
@@ -386,7 +388,7 @@ func (s *Store) put(ctx context.Context, key []byte, v any, durable bool) error 
 	if err != nil {
 		return fmt.Errorf("local: encode %T: %w", v, err)
 	}
-	if err := s.db.Set(key, val, writeOptions(durable)); err != nil {
+	if err := set(s.db, key, val, writeOptions(durable)); err != nil {
 		return fmt.Errorf("local: write %T: %w", v, err)
 	}
 	return nil
@@ -413,7 +415,12 @@ func (s *Store) get(ctx context.Context, key []byte, v any) error {
 }
 
 func (s *Store) delete(key []byte, durable bool) error {
-	if err := s.db.Delete(key, writeOptions(durable)); err != nil {
+	b := s.db.NewBatch()
+	if err := b.Delete(key, nil); err != nil {
+		b.Close()
+		return fmt.Errorf("local: delete %q: %w", key, err)
+	}
+	if err := commit(b, writeOptions(durable)); err != nil {
 		return fmt.Errorf("local: delete %q: %w", key, err)
 	}
 	return nil
@@ -459,4 +466,25 @@ func list[T any](ctx context.Context, s *Store, prefix []byte) (_ []T, err error
 		out = []T{}
 	}
 	return out, nil
+}
+
+// set writes one key through commit.
+func set(db *pebble.DB, key, val []byte, opts *pebble.WriteOptions) error {
+	b := db.NewBatch()
+	if err := b.Set(key, val, nil); err != nil {
+		b.Close()
+		return err
+	}
+	return commit(b, opts)
+}
+
+// commit commits b through storage/pebble's Commit, which turns Pebble's
+// fatal commit error (a failed WAL write, a full disk) into an error
+// instead of a panic, and closes b unless the commit failed: Pebble may
+// still refer to a batch whose commit failed.
+func commit(b *pebble.Batch, opts *pebble.WriteOptions) error {
+	if err := pebblestore.Commit(b, opts); err != nil {
+		return err
+	}
+	return b.Close()
 }

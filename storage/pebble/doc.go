@@ -69,6 +69,43 @@
 // queue. The cache assumes this Store is the only writer of the
 // 's' keys in its DB.
 //
+// # A full disk
+//
+// Pebble treats a refused write-ahead-log or MANIFEST write as fatal: a
+// failed WAL rotation panics with Pebble's locks in a state no recover can
+// repair, and a failed commit or MANIFEST write calls Logger.Fatalf. So a
+// full disk must never refuse Pebble such a write. Open with
+// WithDiskReserve keeps a reserve file (ReserveFile, twice the memtable
+// size by default) in the directory and wraps the file system: the first
+// WAL, MANIFEST, OPTIONS or marker write refused with ENOSPC deletes the
+// reserve, calls DiskReserve.OnFull and is retried in the space that frees
+// (Pebble's vfs.OnDiskFull, made for CockroachDB's ballast). A failed
+// sstable write (a flush or compaction) spends no reserve: Pebble drops
+// the output and retries. A Store made with GuardedBy refuses, with
+// ErrDiskFull, an Append whose batch would not fit twice (WAL and flush)
+// beside DiskReserve.Headroom, so a large batch of publishes is nacked
+// rather than fatal. The broker raises its disk alarm from OnFull and
+// restores the reserve when space is back (see the broker's alarms.go).
+//
+// Commit (used by this package, meta/local and the unacked index) turns
+// the panic of Logger.Fatalf on the commit path back into an error
+// wrapping ErrFailed; after it the DB accepts no synced write and must be
+// reopened.
+//
+// Open sizes the memtable to the file system: DefaultMemTableSize, halved
+// down to 1 MiB until it is at most 1/16 of it, since each WAL is
+// preallocated at 110% of the memtable and a flush needs as much again.
+//
+// # Opening and logging
+//
+// Open locks the directory first. A directory that cannot be created or
+// written, and one another process (or another Open in this process) has
+// open, fail with errors that say so; the latter wrap ErrLocked. Pebble's
+// messages go to WithLogger's logger with component=pebble: its routine
+// chatter at DEBUG, its errors at ERROR, a flush or compaction refused for
+// want of space at WARN (at most once a minute), write stalls and a slow
+// disk at WARN.
+//
 // # Errors
 //
 // Errors from Pebble are wrapped with %w, so errors.Is and errors.As see

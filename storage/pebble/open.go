@@ -4,6 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -17,8 +22,13 @@ const (
 	// DefaultMemTableSize is larger than Pebble's 4 MiB default: a message
 	// published and acked within one memtable's life never reaches an
 	// sstable (the flush drops the record and keeps only its tombstone),
-	// and fewer flushes mean fewer L0 files to compact.
+	// and fewer flushes mean fewer L0 files to compact. On a small file
+	// system Open halves it until it is at most 1/16 of the file system
+	// (and no less than minMemTableSize): a WAL is preallocated at 110% of
+	// it, and a 64 MiB memtable cannot be flushed on a 64 MiB disk.
 	DefaultMemTableSize = 64 << 20
+
+	minMemTableSize = 1 << 20
 )
 
 // Option configures Open.
@@ -29,6 +39,7 @@ type config struct {
 	cacheSize    int64
 	memTableSize uint64
 	logger       *slog.Logger
+	reserve      *DiskReserve
 	tweak        []func(*pebble.Options)
 }
 
@@ -45,7 +56,10 @@ func WithCacheSize(bytes int64) Option { return func(c *config) { c.cacheSize = 
 func WithMemTableSize(bytes uint64) Option { return func(c *config) { c.memTableSize = bytes } }
 
 // WithLogger sends Pebble's log messages to l (slog.Default() when nil),
-// tagged component=pebble.
+// tagged component=pebble: its informational chatter (WAL replay, flushes)
+// at DEBUG, its errors at ERROR, background errors at WARN when the disk
+// is full (they are retried) and ERROR otherwise, and write stalls at
+// WARN.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithPebbleOptions lets f adjust the pebble.Options Open built, after every
@@ -73,24 +87,49 @@ func Open(dir string, opts ...Option) (*pebble.DB, error) {
 	if c.cacheSize <= 0 {
 		c.cacheSize = DefaultCacheSize
 	}
+	ownFS := c.fs == nil
+	if ownFS {
+		c.fs = vfs.Default
+	}
 	if c.memTableSize == 0 {
-		c.memTableSize = DefaultMemTableSize
+		c.memTableSize = memTableSizeFor(c.fs, dir)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	log := c.logger.With("component", "pebble")
 	po := &pebble.Options{
 		FS:                 c.fs,
 		CacheSize:          c.cacheSize,
 		MemTableSize:       c.memTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             slogLogger{c.logger.With("component", "pebble")},
+		Logger:             slogLogger{log},
+		EventListener:      eventListener(log, c.reserve),
 	}
 	for _, f := range c.tweak {
 		f(po)
 	}
 	if po.DisableWAL {
 		return nil, fmt.Errorf("storage/pebble: open %s: the WAL must stay on", dir)
+	}
+	// Lock the directory before anything touches it (the reserve), and
+	// say plainly why when that fails.
+	lock, err := lockDir(po.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	// Open takes its own reference; this one goes now, so closing the DB
+	// releases the lock (Lock is reference-counted).
+	defer lock.Close()
+	po.Lock = lock
+	if r := c.reserve; r != nil {
+		if err := r.bind(po.FS, dir, po.MemTableSize); err != nil {
+			return nil, fmt.Errorf("storage/pebble: open %s: disk reserve: %w", dir, err)
+		}
+		po.FS = guardFS{FS: po.FS, critical: vfs.OnDiskFull(po.FS, r.release)}
+	}
+	if ownFS {
+		po.WithFSDefaults() // Pebble's disk-health checks, as without an FS
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
@@ -99,10 +138,96 @@ func Open(dir string, opts ...Option) (*pebble.DB, error) {
 	return db, nil
 }
 
-// slogLogger adapts slog to pebble.Logger.
+// ErrLocked is wrapped by Open's error when another process (or another
+// Open in this one) has the database open.
+var ErrLocked = errors.New("storage/pebble: data directory in use")
+
+// lockDir creates dir if needed and takes its LOCK file. Its errors name
+// the problem: a directory that cannot be created or written (Pebble's
+// own text would be "open /proc/LOCK: no such file or directory"), or one
+// another process holds (fcntl's "resource temporarily unavailable").
+func lockDir(fs vfs.FS, dir string) (*pebble.Lock, error) {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("storage/pebble: open %s: the data directory cannot be created: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err == nil {
+		return lock, nil
+	}
+	var pathErr *os.PathError
+	switch {
+	case errors.As(err, &pathErr):
+		return nil, fmt.Errorf("storage/pebble: open %s: the data directory cannot be written (is it a writable directory?): %w", dir, err)
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EACCES):
+		return nil, fmt.Errorf("storage/pebble: open %s: locked by another process; only one may use a data directory at a time (%w: %w)", dir, ErrLocked, err)
+	case strings.Contains(err.Error(), "held by current process"):
+		return nil, fmt.Errorf("storage/pebble: open %s: already open in this process; only one may use a data directory at a time (%w)", dir, ErrLocked)
+	}
+	return nil, fmt.Errorf("storage/pebble: open %s: cannot lock the data directory: %w", dir, err)
+}
+
+// memTableSizeFor returns DefaultMemTableSize, halved until it is at most
+// 1/16 of the file system holding dir (or its nearest existing parent), but
+// not below minMemTableSize. When the size of the file system is unknown
+// (an in-memory one) it is DefaultMemTableSize.
+func memTableSizeFor(fs vfs.FS, dir string) uint64 {
+	size := uint64(DefaultMemTableSize)
+	for d := dir; ; {
+		du, err := fs.GetDiskUsage(d)
+		if err == nil {
+			for size > minMemTableSize && size*16 > du.TotalBytes {
+				size /= 2
+			}
+			return size
+		}
+		parent := fs.PathDir(d)
+		if parent == d || !errors.Is(err, os.ErrNotExist) {
+			return size
+		}
+		d = parent
+	}
+}
+
+// eventListener logs Pebble's events that an operator may act on: a
+// background error (a failed flush or compaction, retried; at WARN when
+// the disk is full, since the disk alarm reports that), write stalls and a
+// slow disk.
+func eventListener(l *slog.Logger, r *DiskReserve) *pebble.EventListener {
+	var lastFull atomic.Int64 // unix nanos of the last ENOSPC warning
+	return &pebble.EventListener{
+		BackgroundError: func(err error) {
+			// err.Error(), not err: slog formats with %+v, which prints
+			// the stack cockroachdb/errors attached.
+			if isENOSPC(err) {
+				// Pebble retries at once, again and again while the disk
+				// is full: warn once a minute.
+				now := time.Now().UnixNano()
+				if last := lastFull.Load(); now-last >= int64(time.Minute) && lastFull.CompareAndSwap(last, now) {
+					l.Warn("pebble: flush or compaction failed, disk full; retrying", "err", err.Error())
+				}
+				if r != nil {
+					r.bulkFull()
+				}
+				return
+			}
+			l.Error("pebble: background error", "err", err.Error())
+		},
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			l.Warn("pebble: write stall", "reason", info.Reason)
+		},
+		WriteStallEnd: func() { l.Info("pebble: write stall ended") },
+		DiskSlow: func(info pebble.DiskSlowInfo) {
+			l.Warn("pebble: disk slow", "op", info.OpType.String(), "path", info.Path, "duration", info.Duration)
+		},
+	}
+}
+
+// slogLogger adapts slog to pebble.Logger: Pebble's Infof is its routine
+// chatter (WAL replay, table stats), logged at DEBUG so that INFO keeps to
+// what an operator acts on.
 type slogLogger struct{ l *slog.Logger }
 
-func (s slogLogger) Infof(format string, args ...any) { s.l.Info(fmt.Sprintf(format, args...)) }
+func (s slogLogger) Infof(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
 
 func (s slogLogger) Errorf(format string, args ...any) { s.l.Error(fmt.Sprintf(format, args...)) }
 
@@ -165,8 +290,15 @@ func (b *batch) release() {
 	}
 }
 
-// commit commits b, turning the panic of a fatal commit error back into an
-// error, so a failed disk fails the write instead of the broker.
+// Commit commits b as b.Commit does, but turns the panic of a fatal commit
+// error (DB.Apply calls Logger.Fatalf, which panics with a value wrapping
+// ErrFailed when the DB was opened by Open) back into an error, so a failed
+// disk fails the write instead of the process. Every user of a DB from Open
+// commits through it. After such an error the batch must not be closed:
+// Pebble may still refer to it.
+func Commit(b *pebble.Batch, opts *pebble.WriteOptions) error { return commit(b, opts) }
+
+// commit is Commit.
 func commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

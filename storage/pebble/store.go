@@ -17,8 +17,9 @@ import (
 // Store is the Pebble storage.ShardStore. It does not own its DB: whoever
 // opened the DB closes it, after every store using it is done.
 type Store struct {
-	db     *pebble.DB
-	shards sync.Map // shard name -> *shard
+	db      *pebble.DB
+	shards  sync.Map     // shard name -> *shard
+	reserve *DiskReserve // nil: Append checks no free space
 }
 
 var (
@@ -28,9 +29,24 @@ var (
 
 // New returns a Store keeping its shards in db, under keys starting with
 // 's'. It reads nothing until a shard is first used.
-func New(db *pebble.DB) *Store {
-	return &Store{db: db}
+func New(db *pebble.DB, opts ...StoreOption) *Store {
+	s := &Store{db: db}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
+
+// StoreOption configures New.
+type StoreOption func(*Store)
+
+// GuardedBy makes Append refuse, with an error wrapping ErrDiskFull, a
+// batch the file system has no room for: one that would leave less free
+// space (not counting the missing part of r) than r's headroom after it
+// was written twice (once in the WAL, once flushed). The refused batch
+// never reaches Pebble, whose failed WAL writes are fatal; its publishes
+// are nacked instead. r is the reserve the DB was opened with.
+func GuardedBy(r *DiskReserve) StoreOption { return func(s *Store) { s.reserve = r } }
 
 // Close does nothing: Store holds no resource of its own. The DB is closed
 // by whoever opened it.
@@ -237,6 +253,9 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 	}
 	sh.mu.scratch = appendState(sh.mu.scratch[:0], first+n)
 	if err := b.Set(sh.state, sh.mu.scratch, nil); err != nil {
+		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+	}
+	if err := s.reserve.admit(int64(b.Len())); err != nil {
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	opts := pebble.NoSync
