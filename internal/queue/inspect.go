@@ -112,22 +112,38 @@ func (q *Queue) addCount(add func(*Counters)) {
 // change what consumers see.
 //
 // inspect honours ctx: an already ended ctx returns its error without
-// sending anything, and the wait for the actor's answer ends with ctx. The
-// send itself waits, as every op does, while the mailbox is full (at most
-// until the actor's next step takes it). When the caller has given up by
-// the time the actor reaches the op, fn is skipped. After an error the
-// caller must not read what fn writes: the actor may still be running it.
+// sending anything, and ctx ends the wait for room in a full mailbox and
+// for the actor's answer. When the caller has given up by the time the
+// actor reaches the op, fn is skipped. After an error the caller must not
+// read what fn writes: the actor may still be running it.
 func (q *Queue) inspect(ctx context.Context, fn func(ctx context.Context)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := q.call(ctx, op{kind: opInspect, inspect: func(actor context.Context) {
+	o := op{kind: opInspect, inspect: func(actor context.Context) {
 		if ctx.Err() != nil {
 			return // nobody waits for the answer any more
 		}
 		fn(actor)
-	}})
-	return err
+	}}
+	if q.queued.Load() < maxMailbox {
+		_, err := q.call(ctx, o)
+		return err
+	}
+	// The mailbox is full (publishers are being held back) and its wait
+	// for room knows no context: wait from a goroutine, which goes once
+	// the actor's next step makes room or the queue stops.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := q.call(ctx, o)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ReadyMessage is a ready message as Peek shows it.

@@ -5,8 +5,11 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/storage"
 )
 
 // TestInspectHonoursContext: an ended context returns its error without
@@ -51,4 +54,45 @@ func TestInspectHonoursContext(t *testing.T) {
 	// one has been reached.
 	require.NoError(t, q.inspect(context.Background(), func(context.Context) {}))
 	require.False(t, ran.Load(), "the actor ran an inspection nobody waited for")
+}
+
+// TestInspectGivesUpWaitingForRoom: with the actor busy and its mailbox
+// full, an inspection whose context ends returns instead of waiting for
+// room like a held-back publisher.
+func TestInspectGivesUpWaitingForRoom(t *testing.T) {
+	q := start(t, newStores())
+	entered, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = q.inspect(context.Background(), func(context.Context) {
+			close(entered)
+			<-release
+		})
+	}()
+	<-entered
+	for range maxMailbox {
+		require.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, nil, 0))
+	}
+	ctx, giveUp := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := q.Peek(ctx, 1); errc <- err }()
+	waiting := func() bool { // the peek waits for room in the mailbox
+		q.mbox.mu.Lock()
+		defer q.mbox.mu.Unlock()
+		return q.mbox.waiters > 0
+	}
+	for !waiting() {
+		runtime.Gosched()
+	}
+	giveUp()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second): // a guard, not a measurement
+		close(release)
+		t.Fatal("Peek waited for room after its context ended")
+	}
+	close(release)
+	st, err := q.Stats(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, uint64(maxMailbox), st.Ready, "the publishes behind the busy actor all arrived")
 }
