@@ -47,6 +47,7 @@ type MessageCounters struct {
 	Delivered, DeliveredNoAck, Got, GotNoAck, Redelivered, Acked uint64
 }
 
+// opsQueueCounters converts a queue's counters to the public type.
 func opsQueueCounters(c queue.CounterValues) MessageCounters {
 	return MessageCounters{
 		Enqueued: c.Publish, Delivered: c.Deliver, DeliveredNoAck: c.DeliverNoAck,
@@ -126,7 +127,7 @@ func (b *Broker) Stats() Stats {
 	return s
 }
 
-// totals reads the broker-wide counters.
+// opsTotals reads the broker-wide counters.
 func (b *Broker) opsTotals() MessageCounters {
 	t := opsQueueCounters(b.ops.queues.Load())
 	sc := &b.ops.session
@@ -137,7 +138,7 @@ func (b *Broker) opsTotals() MessageCounters {
 	return t
 }
 
-// queueStats asks q's actor for its counts; false when q is gone.
+// opsQueueStats asks q's actor for its counts; false when q is gone.
 func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 	u, err := q.Usage(ctx)
 	if err != nil {
@@ -154,7 +155,7 @@ func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 	}, true
 }
 
-// connections returns the open connections, sorted by id.
+// opsConnections returns the open connections, sorted by id.
 func (b *Broker) opsConnections() []*session.Conn {
 	b.mu.Lock()
 	cs := make([]*session.Conn, 0, len(b.mu.conns))
@@ -166,6 +167,7 @@ func (b *Broker) opsConnections() []*session.Conn {
 	return cs
 }
 
+// opsVHosts returns the vhosts, sorted by name.
 func (b *Broker) opsVHosts() []*vhost.VHost {
 	b.vhostsMu.RLock()
 	vs := make([]*vhost.VHost, 0, len(b.vhosts))
@@ -177,7 +179,7 @@ func (b *Broker) opsVHosts() []*vhost.VHost {
 	return vs
 }
 
-// queueNamed finds a queue for the operator calls: any owner's.
+// opsQueueNamed finds a queue for the operator calls: any owner's.
 func (b *Broker) opsQueueNamed(vhostName, name string) (*vhost.VHost, *vhost.Queue, error) {
 	vh, ok := b.lookupVHost(vhostName)
 	if !ok {
@@ -207,12 +209,19 @@ type QueuedMessage struct {
 // will be delivered, without consuming them: nothing is delivered,
 // counted, or marked redelivered. Messages out for delivery (unacked) are
 // not ready and are not shown; see Unacked. vhost "" is the default vhost.
-func (b *Broker) PeekQueue(vhostName, name string, n int) ([]QueuedMessage, error) {
+//
+// PeekQueue honours ctx like WaitIdle: an ended ctx returns its error
+// (wrapped; check it with errors.Is) instead of waiting on a busy queue,
+// and it bounds the queue's reads from its store.
+func (b *Broker) PeekQueue(ctx context.Context, vhostName, name string, n int) ([]QueuedMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("broker: peek %q: %w", name, err)
+	}
 	_, q, err := b.opsQueueNamed(vhostName, name)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := q.Peek(context.Background(), n)
+	msgs, err := q.Peek(ctx, n)
 	if err != nil {
 		return nil, fmt.Errorf("broker: peek %q: %w", name, err)
 	}
@@ -232,8 +241,9 @@ func (b *Broker) PeekQueue(vhostName, name string, n int) ([]QueuedMessage, erro
 	return out, nil
 }
 
-// publishingOf converts decoded properties and a body to amqp091's type.
-// The body is copied: the store may share its bytes.
+// opsPublishing converts decoded properties and a body to amqp091's type,
+// for PeekQueue and Unacked. The body is copied: the store may share its
+// bytes.
 func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
 	return amqp091.Publishing{
 		Headers:         fromTable(p.Headers),
@@ -254,7 +264,7 @@ func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
 }
 
 // UnackedDelivery is one delivery a client holds without having settled
-// it.
+// it, and the message it holds.
 type UnackedDelivery struct {
 	// Connection is the holder's connection id (as in Connections and
 	// CloseConnection), Channel its channel number, DeliveryTag the tag the
@@ -264,22 +274,56 @@ type UnackedDelivery struct {
 	DeliveryTag uint64
 	ConsumerTag string
 	// DeliveryCount counts deliveries of the message, this one included
-	// (1 on a first delivery).
-	DeliveryCount        uint32
+	// (1 on a first delivery). Redelivered is the flag this delivery
+	// carried: the message was delivered before (requeued by a nack, a
+	// reject, a recover or its holder's close).
+	DeliveryCount uint32
+	Redelivered   bool
+	// DeliveredAt is when the queue handed this delivery out (the broker's
+	// Options.Clock); time.Since(DeliveredAt) is how long it has been
+	// held. It is zero when the queue's unacked index has no entry for it.
+	DeliveredAt          time.Time
 	Exchange, RoutingKey string
-	BodySize             int
+	// MessageID is the message's message-id property ("" when the
+	// publisher set none), the same as Publishing.MessageId.
+	MessageID string
+	// Publishing holds the message's properties as published, decoded as
+	// PeekQueue's are. Its Body is filled only by UnackedWithBodies; for
+	// Unacked it is nil and BodySize tells its length.
+	Publishing amqp091.Publishing
+	BodySize   int
 }
 
 // Unacked lists a queue's deliveries that wait for an ack, nack or
-// reject, sorted by connection, channel and delivery tag. A delivery
-// being handed out while Unacked runs may be missing: call WaitIdle
-// first for an exact list.
-func (b *Broker) Unacked(vhostName, queueName string) ([]UnackedDelivery, error) {
+// reject, sorted by connection, channel and delivery tag, with each
+// message's id and properties but not its body (see UnackedWithBodies).
+// A delivery being handed out while Unacked runs may be missing: call
+// WaitIdle first for an exact list. vhost "" is the default vhost.
+//
+// Unacked honours ctx like WaitIdle: an ended ctx returns its error
+// (wrapped; check it with errors.Is) instead of waiting on a busy queue.
+func (b *Broker) Unacked(ctx context.Context, vhostName, queueName string) ([]UnackedDelivery, error) {
+	return b.opsUnacked(ctx, vhostName, queueName, false)
+}
+
+// UnackedWithBodies is Unacked with each message's body in
+// Publishing.Body (a copy the caller owns). Bodies can be large: Unacked
+// is the cheaper call when the properties say enough.
+func (b *Broker) UnackedWithBodies(ctx context.Context, vhostName, queueName string) ([]UnackedDelivery, error) {
+	return b.opsUnacked(ctx, vhostName, queueName, true)
+}
+
+// opsUnacked is Unacked and UnackedWithBodies: the queue's actor lists its
+// outstanding deliveries, the connections their delivery tags.
+func (b *Broker) opsUnacked(ctx context.Context, vhostName, queueName string, bodies bool) ([]UnackedDelivery, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("broker: unacked %q: %w", queueName, err)
+	}
 	_, q, err := b.opsQueueNamed(vhostName, queueName)
 	if err != nil {
 		return nil, err
 	}
-	outs, err := q.Outstanding(context.Background())
+	outs, err := q.Outstanding(ctx, bodies)
 	if err != nil {
 		return nil, fmt.Errorf("broker: unacked %q: %w", queueName, err)
 	}
@@ -291,8 +335,9 @@ func (b *Broker) Unacked(vhostName, queueName string) ([]UnackedDelivery, error)
 		offset  uint64
 		claim   uint64
 	}
-	byRef := make(map[key]queue.Outstanding, len(outs))
-	for _, o := range outs {
+	byRef := make(map[key]*queue.Outstanding, len(outs))
+	for i := range outs {
+		o := &outs[i]
 		byRef[key{o.Owner.Connection, o.Owner.Channel, o.Offset, o.Claim}] = o
 	}
 	var res []UnackedDelivery
@@ -305,10 +350,19 @@ func (b *Broker) Unacked(vhostName, queueName string) ([]UnackedDelivery, error)
 			if !ok {
 				continue // settled between the two reads
 			}
+			p, err := amqp.DecodeProperties(o.Properties)
+			if err != nil {
+				// Stored exactly as published, and publishing checked them.
+				return nil, fmt.Errorf("broker: unacked %q: message %d: %w", queueName, o.Offset, err)
+			}
+			pub := opsPublishing(&p, nil)
+			pub.Body = o.Body // already the caller's copy
 			res = append(res, UnackedDelivery{
 				Connection: c.ID(), Channel: u.Channel, DeliveryTag: u.DeliveryTag,
 				ConsumerTag: u.ConsumerTag, DeliveryCount: o.DeliveryCount,
-				Exchange: o.Exchange, RoutingKey: o.RoutingKey, BodySize: o.BodySize,
+				Redelivered: o.Redelivered, DeliveredAt: o.DeliveredAt,
+				Exchange: o.Exchange, RoutingKey: o.RoutingKey,
+				MessageID: p.MessageID, Publishing: pub, BodySize: o.BodySize,
 			})
 		}
 	}
@@ -372,7 +426,7 @@ func (b *Broker) CloseConnection(id string, code uint16, text string) error {
 	return fmt.Errorf("%w: connection %q", ErrNotFound, id)
 }
 
-// connectionCode reports whether code closes a connection (AMQP 0-9-1's
+// opsConnectionCode reports whether code closes a connection (AMQP 0-9-1's
 // hard errors, plus 320 CONNECTION_FORCED).
 func opsConnectionCode(code uint16) bool {
 	switch code {
@@ -433,7 +487,7 @@ func (b *Broker) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// idlePass checks every connection, then every queue, then every
+// opsIdlePass checks every connection, then every queue, then every
 // connection again; it reports true when all were idle and no byte moved
 // on any connection meanwhile.
 func (b *Broker) opsIdlePass(ctx context.Context) bool {
@@ -456,7 +510,7 @@ func (b *Broker) opsIdlePass(ctx context.Context) bool {
 	return ok && slices.Equal(before, after)
 }
 
-// connectionsIdle reports whether every connection is idle, with a
+// opsConnectionsIdle reports whether every connection is idle, with a
 // fingerprint of their activity (which connections, how many bytes).
 func (b *Broker) opsConnectionsIdle() ([]opsConnActivity, bool) {
 	cs := b.opsConnections()
@@ -471,6 +525,8 @@ func (b *Broker) opsConnectionsIdle() ([]opsConnActivity, bool) {
 	return fp, true
 }
 
+// opsConnActivity is one connection's part of opsConnectionsIdle's
+// fingerprint.
 type opsConnActivity struct {
 	conn  *session.Conn
 	bytes uint64

@@ -144,7 +144,7 @@ func TestManagementAuthorization(t *testing.T) {
 	}
 
 	// Nothing a refused request aimed at changed.
-	msgs, err := b.PeekQueue("secret", "victim", 10)
+	msgs, err := b.PeekQueue(t.Context(), "secret", "victim", 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the confirmed message is still there")
 	for _, q := range []string{"victim", "excl"} {

@@ -9,6 +9,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/clock"
 )
 
 func mgmtQueueStats(t *testing.T, s Stats, name string) QueueStats {
@@ -48,7 +50,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	_, err = cons.Consume("jobs", "worker", false, false, false, false, nil)
 	require.NoError(t, err)
 	mgmtIdle(t, b)
-	un, err := b.Unacked("/", "jobs")
+	un, err := b.Unacked(t.Context(), "/", "jobs")
 	require.NoError(t, err)
 	require.Len(t, un, 10)
 	for i, u := range un {
@@ -62,7 +64,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	// place and goes out again at once, as tag 11, delivered twice.
 	require.NoError(t, cons.Nack(1, false, true))
 	mgmtIdle(t, b)
-	un, err = b.Unacked("", "jobs")
+	un, err = b.Unacked(t.Context(), "", "jobs")
 	require.NoError(t, err)
 	require.Len(t, un, 10)
 	require.Equal(t, uint64(2), un[0].DeliveryTag)
@@ -107,7 +109,7 @@ func TestPeekQueueDoesNotConsume(t *testing.T) {
 	}
 
 	for range 2 { // peeking twice sees the same
-		msgs, err := b.PeekQueue("/", "q", 10)
+		msgs, err := b.PeekQueue(t.Context(), "/", "q", 10)
 		require.NoError(t, err)
 		require.Len(t, msgs, 2)
 		require.Equal(t, "first", string(msgs[0].Publishing.Body))
@@ -124,7 +126,7 @@ func TestPeekQueueDoesNotConsume(t *testing.T) {
 		require.Equal(t, int32(7), p.Headers["n"])
 		require.Equal(t, amqp091.Table{"s": "x"}, p.Headers["nested"])
 	}
-	one, err := b.PeekQueue("/", "q", 1)
+	one, err := b.PeekQueue(t.Context(), "/", "q", 1)
 	require.NoError(t, err)
 	require.Len(t, one, 1)
 
@@ -136,23 +138,23 @@ func TestPeekQueueDoesNotConsume(t *testing.T) {
 	require.False(t, d.Redelivered)
 	// The delivered message is not ready: peek shows the second only,
 	// until it is requeued in its place.
-	msgs, err := b.PeekQueue("/", "q", 10)
+	msgs, err := b.PeekQueue(t.Context(), "/", "q", 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.NoError(t, d.Nack(false, true))
 	mgmtIdle(t, b)
-	msgs, err = b.PeekQueue("/", "q", 10)
+	msgs, err = b.PeekQueue(t.Context(), "/", "q", 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
 	require.Equal(t, "first", string(msgs[0].Publishing.Body))
 	require.True(t, msgs[0].Redelivered)
 	require.Equal(t, uint32(1), msgs[0].DeliveryCount)
 
-	_, err = b.PeekQueue("/", "missing", 1)
+	_, err = b.PeekQueue(t.Context(), "/", "missing", 1)
 	require.ErrorIs(t, err, ErrNotFound)
-	_, err = b.PeekQueue("nope", "q", 1)
+	_, err = b.PeekQueue(t.Context(), "nope", "q", 1)
 	require.ErrorIs(t, err, ErrNotFound)
-	msgs, err = b.PeekQueue("/", "q", 0)
+	msgs, err = b.PeekQueue(t.Context(), "/", "q", 0)
 	require.NoError(t, err)
 	require.Empty(t, msgs)
 }
@@ -175,7 +177,7 @@ func TestPeekQueueReadsPastTheCache(t *testing.T) {
 			amqp091.Publishing{Body: []byte(fmt.Sprint(i))}))
 	}
 	mgmtIdle(t, b)
-	msgs, err := b.PeekQueue("/", "deep", n+10)
+	msgs, err := b.PeekQueue(t.Context(), "/", "deep", n+10)
 	require.NoError(t, err)
 	require.Len(t, msgs, n)
 	for i, m := range msgs {
@@ -301,8 +303,98 @@ func TestWaitIdleCoversTCP(t *testing.T) {
 
 func TestUnackedErrors(t *testing.T) {
 	b := mgmtBroker(t)
-	_, err := b.Unacked("/", "none")
+	_, err := b.Unacked(t.Context(), "/", "none")
 	require.True(t, errors.Is(err, ErrNotFound))
-	_, err = b.Unacked("none", "none")
+	_, err = b.Unacked(t.Context(), "none", "none")
 	require.True(t, errors.Is(err, ErrNotFound))
+}
+
+// TestUnackedSaysWhichMessage: a consumer holds a delivery; Unacked names
+// the message (id, properties, redelivered, count, when it was delivered)
+// and UnackedWithBodies adds the body. After a requeue the redelivery says
+// redelivered, counts two and carries the later time.
+func TestUnackedSaysWhichMessage(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	clk := clock.NewFake(t0)
+	b, err := New(Options{Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "worker"))
+	_, err = ch.QueueDeclare("orders", false, false, false, false, nil)
+	require.NoError(t, err)
+	ts := time.Unix(1_700_000_000, 0).UTC()
+	pub := amqp091.Publishing{
+		Headers: amqp091.Table{"tenant": "acme"}, ContentType: "application/json",
+		DeliveryMode: 2, CorrelationId: "corr-1", MessageId: "order-42", Timestamp: ts,
+		Body: []byte(`{"id":42}`),
+	}
+	require.NoError(t, ch.PublishWithContext(t.Context(), "", "orders", false, false, pub))
+	ds, err := ch.Consume("orders", "worker", false, false, false, false, nil)
+	require.NoError(t, err)
+	first := <-ds
+	mgmtIdle(t, b)
+
+	check := func(wantTag uint64, wantCount uint32, wantRedelivered bool, wantAt time.Time) {
+		t.Helper()
+		for _, tc := range []struct {
+			name     string
+			call     func(context.Context, string, string) ([]UnackedDelivery, error)
+			wantBody []byte
+		}{
+			{"Unacked", b.Unacked, nil},
+			{"UnackedWithBodies", b.UnackedWithBodies, pub.Body},
+		} {
+			un, err := tc.call(t.Context(), "/", "orders")
+			require.NoError(t, err, tc.name)
+			require.Len(t, un, 1, tc.name)
+			u := un[0]
+			require.Equal(t, wantTag, u.DeliveryTag, tc.name)
+			require.Equal(t, "worker", u.ConsumerTag, tc.name)
+			require.Equal(t, wantCount, u.DeliveryCount, tc.name)
+			require.Equal(t, wantRedelivered, u.Redelivered, tc.name)
+			require.True(t, wantAt.Equal(u.DeliveredAt), "%s: delivered at %v", tc.name, u.DeliveredAt)
+			require.Equal(t, "order-42", u.MessageID, tc.name)
+			require.Equal(t, len(pub.Body), u.BodySize, tc.name)
+			p := u.Publishing
+			require.Equal(t, "order-42", p.MessageId, tc.name)
+			require.Equal(t, "application/json", p.ContentType, tc.name)
+			require.Equal(t, uint8(2), p.DeliveryMode, tc.name)
+			require.Equal(t, "corr-1", p.CorrelationId, tc.name)
+			require.Equal(t, ts, p.Timestamp, tc.name)
+			require.Equal(t, amqp091.Table{"tenant": "acme"}, p.Headers, tc.name)
+			require.Equal(t, tc.wantBody, p.Body, tc.name)
+		}
+	}
+	check(first.DeliveryTag, 1, false, t0)
+	require.False(t, first.Redelivered)
+
+	// A nack with requeue hands the message straight back to the consumer.
+	clk.Advance(5 * time.Second)
+	require.NoError(t, first.Nack(false, true))
+	second := <-ds
+	require.True(t, second.Redelivered)
+	mgmtIdle(t, b)
+	check(second.DeliveryTag, 2, true, t0.Add(5*time.Second))
+}
+
+// TestIntrospectionHonoursCancelledContext: a context cancelled before
+// the call returns context.Canceled (wrapped) without asking the queue.
+func TestIntrospectionHonoursCancelledContext(t *testing.T) {
+	b := mgmtBroker(t)
+	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "c"))
+	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"PeekQueue", func(ctx context.Context) error { _, err := b.PeekQueue(ctx, "/", "q", 10); return err }},
+		{"PeekQueue none", func(ctx context.Context) error { _, err := b.PeekQueue(ctx, "/", "q", 0); return err }},
+		{"Unacked", func(ctx context.Context) error { _, err := b.Unacked(ctx, "/", "q"); return err }},
+		{"UnackedWithBodies", func(ctx context.Context) error { _, err := b.UnackedWithBodies(ctx, "/", "q"); return err }},
+	} {
+		require.ErrorIs(t, tc.call(ctx), context.Canceled, tc.name)
+	}
 }

@@ -10,7 +10,8 @@
 // Queue is safe from any goroutine: it posts an op to the actor's mailbox
 // (a full mailbox, maxMailbox ops, blocks the caller: that is the
 // publishers' back-pressure) and, for calls with a result, waits for the
-// reply. The mailbox (mailbox.go) is a list of 32-op chunks from a pool
+// reply. The read-only inspections (inspect.go: Peek, Outstanding, Usage,
+// Idle) give up on either wait when their context ends. The mailbox (mailbox.go) is a list of 32-op chunks from a pool
 // all queues share, taken whole by the actor at each step, so an idle
 // queue holds no mailbox memory; a stopped actor lets go of everything
 // it cached (a channel holding an unacked delivery of a deleted queue

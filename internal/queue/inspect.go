@@ -5,14 +5,17 @@ import (
 	"context"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
 )
 
 // This file is the queue's read-only side for operators and tests: message
 // counters (lock-free, readable from any goroutine) and a few questions the
-// actor answers about the state it owns (Peek, Outstanding, Idle). None of
-// them changes what a consumer sees.
+// actor answers about the state it owns (Peek, Outstanding, Usage, Idle).
+// None of them changes what a consumer sees, and each honours its caller's
+// context (inspect).
 
 // Counters count a queue's message events since it started, the numbers
 // RabbitMQ reports as a queue's message_stats. They only grow. Each field is
@@ -107,9 +110,40 @@ func (q *Queue) addCount(add func(*Counters)) {
 // inspect runs fn on the actor goroutine, after every op sent before it,
 // and waits for it. fn may read everything the actor owns; it must not
 // change what consumers see.
+//
+// inspect honours ctx: an already ended ctx returns its error without
+// sending anything, and ctx ends the wait for room in a full mailbox and
+// for the actor's answer. When the caller has given up by the time the
+// actor reaches the op, fn is skipped. After an error the caller must not
+// read what fn writes: the actor may still be running it.
 func (q *Queue) inspect(ctx context.Context, fn func(ctx context.Context)) error {
-	_, err := q.call(ctx, op{kind: opInspect, inspect: fn})
-	return err
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := op{kind: opInspect, inspect: func(actor context.Context) {
+		if ctx.Err() != nil {
+			return // nobody waits for the answer any more
+		}
+		fn(actor)
+	}}
+	if q.queued.Load() < maxMailbox {
+		_, err := q.call(ctx, o)
+		return err
+	}
+	// The mailbox is full (publishers are being held back) and its wait
+	// for room knows no context: wait from a goroutine, which goes once
+	// the actor's next step makes room or the queue stops.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := q.call(ctx, o)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ReadyMessage is a ready message as Peek shows it.
@@ -133,7 +167,9 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]ReadyMessage, error) {
 	}
 	var out []ReadyMessage
 	var rerr error
-	err := q.inspect(ctx, func(ctx context.Context) {
+	err := q.inspect(ctx, func(context.Context) {
+		// The reads are the caller's: its ctx bounds them, and peek
+		// leaves the actor's state as it was when they stop early.
 		out, rerr = q.peek(ctx, n)
 	})
 	if err != nil {
@@ -202,32 +238,84 @@ type Outstanding struct {
 	Owner Owner
 	// ConsumerTag is "" for a basic.get.
 	ConsumerTag string
-	// DeliveryCount counts deliveries of the message, this one included.
+	// DeliveryCount counts deliveries of the message, this one included;
+	// Redelivered is the flag this delivery carried (the message was
+	// delivered before).
 	DeliveryCount uint32
-	Exchange      string
-	RoutingKey    string
-	BodySize      int
+	Redelivered   bool
+	// DeliveredAt is when this delivery claimed the message, as the
+	// unacked index recorded it (the queue's clock). It is zero when the
+	// index holds no entry for this very delivery.
+	DeliveredAt time.Time
+	Exchange    string
+	RoutingKey  string
+	// Properties are the message's encoded properties as published, and
+	// Body its body when Outstanding was asked for bodies (nil otherwise).
+	// Both are copies the caller owns.
+	Properties []byte
+	Body       []byte
+	BodySize   int
 }
 
 // Outstanding lists the deliveries that wait for a settle (no-ack
-// deliveries are settled at once and never listed), in offset order.
-func (q *Queue) Outstanding(ctx context.Context) ([]Outstanding, error) {
+// deliveries are settled at once and never listed), in offset order, with
+// their bodies when bodies is set. The records come from the actor's own
+// deliveries; the delivery times from the unacked index, read with ctx.
+func (q *Queue) Outstanding(ctx context.Context, bodies bool) ([]Outstanding, error) {
 	var out []Outstanding
+	var rerr error
 	err := q.inspect(ctx, func(context.Context) {
 		out = make([]Outstanding, 0, len(q.out))
 		for off, d := range q.out {
 			o := Outstanding{
-				Offset: off, Claim: d.claim, Owner: d.owner, DeliveryCount: d.count,
-				Exchange: d.rec.Exchange, RoutingKey: d.rec.RoutingKey, BodySize: len(d.rec.Body),
+				Offset: off, Claim: d.claim, Owner: d.owner,
+				DeliveryCount: d.count, Redelivered: d.count > 1,
+				Exchange: d.rec.Exchange, RoutingKey: d.rec.RoutingKey,
+				// Copied here: the record is shared with the store, and
+				// the caller reads it after the actor has moved on.
+				Properties: slices.Clone(d.rec.Properties),
+				BodySize:   len(d.rec.Body),
+			}
+			if bodies {
+				o.Body = slices.Clone(d.rec.Body)
 			}
 			if d.consumer != nil {
 				o.ConsumerTag = d.consumer.Tag
 			}
 			out = append(out, o)
 		}
+		slices.SortFunc(out, func(a, b Outstanding) int { return cmp.Compare(a.Offset, b.Offset) })
+		rerr = q.deliveredAt(ctx, out)
 	})
-	slices.SortFunc(out, func(a, b Outstanding) int { return cmp.Compare(a.Offset, b.Offset) })
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, rerr
+}
+
+// deliveredAt fills in DeliveredAt from the unacked index: one scan of the
+// queue's entries, both in offset order. An entry counts only if it is
+// this delivery's (delivered, same holder, same count): a requeued
+// message's entry, or another broker's, says nothing about this one.
+func (q *Queue) deliveredAt(ctx context.Context, out []Outstanding) error {
+	if len(out) == 0 {
+		return nil
+	}
+	i := 0
+	return q.cfg.Stores.Index.Queue(ctx, q.cfg.VHost, q.cfg.Name, func(e unacked.Entry) bool {
+		for i < len(out) && out[i].Offset < e.Offset {
+			i++
+		}
+		if i == len(out) {
+			return false
+		}
+		o := &out[i]
+		if o.Offset == e.Offset && e.State == unacked.Delivered && e.DeliveryCount == o.DeliveryCount &&
+			e.Connection == o.Owner.Connection && e.Channel == o.Owner.Channel {
+			o.DeliveredAt = time.Unix(0, e.DeliveredAt)
+		}
+		return true
+	})
 }
 
 // Usage is what the actor holds in memory for a queue, an estimate of the
@@ -260,7 +348,10 @@ func (q *Queue) Usage(ctx context.Context) (Usage, error) {
 			u.Memory += size(&d.rec)
 		}
 	})
-	return u, err
+	if err != nil {
+		return Usage{}, err // the actor may still be writing u
+	}
+	return u, nil
 }
 
 // Idle waits until the actor has handled every op sent before the call,
@@ -275,5 +366,8 @@ func (q *Queue) Idle(ctx context.Context) (bool, error) {
 		q.dispatch(ctx)
 		idle = q.retryC == nil
 	})
-	return idle, err
+	if err != nil {
+		return false, err // the actor may still be writing idle
+	}
+	return idle, nil
 }
