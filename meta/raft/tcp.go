@@ -126,28 +126,34 @@ func (t *TCPTransport) SetPeer(id uint64, addr string) {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return
 	}
-	if old := t.peers[id]; old != nil {
-		if old.addr == addr {
-			return
-		}
-		old.close()
+	old := t.peers[id]
+	if old != nil && old.addr == addr {
+		t.mu.Unlock()
+		return
 	}
 	p := &tcpPeer{t: t, addr: addr}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	t.peers[id] = p
+	t.mu.Unlock()
+	if old != nil {
+		// Not under t.mu: closing a TLS connection may wait on a
+		// write in progress.
+		old.close()
+	}
 }
 
 // RemovePeer forgets peer id and closes its connection.
 func (t *TCPTransport) RemovePeer(id uint64) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p := t.peers[id]; p != nil {
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
 		p.close()
-		delete(t.peers, id)
 	}
 }
 
