@@ -535,3 +535,54 @@ func TestRestartedNode(t *testing.T) {
 		require.True(t, got.redelivered[b], "%s was out before the restart: redelivered", b)
 	}
 }
+
+// TestResumedLeaderRejoins pauses the leader's raft traffic (as SIGSTOP
+// does) while clients publish through every node, long enough for it to
+// step down and pause its broker: the writes the followers forwarded to it
+// reach it after the resume, when it knows no leader. It must rejoin and
+// serve again.
+func TestResumedLeaderRejoins(t *testing.T) {
+	c := newTestCluster(t)
+	lead := c.leader()
+	_, ch := c.dial(lead)
+	_, err := ch.QueueDeclare("jobs", true, false, false, false, nil)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := range c.nodes {
+		c.declared(i, "jobs")
+		_, ch := c.dial(i)
+		p := newConfirmer(t, ch)
+		require.True(t, p.publish("", "jobs", fmt.Sprint("first-", i), waitFor))
+		wg.Go(func() {
+			// Until its node pauses or nacks (the leader changed).
+			for j := 0; p.publish("", "jobs", fmt.Sprint("late-", i, "-", j), 5*time.Second); j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+
+	id := uint64(lead + 1)
+	c.net.Pause(id)
+	require.Eventually(t, func() bool { return c.nodes[lead].Broker() == nil }, waitFor, 10*time.Millisecond,
+		"the cut-off leader pauses its broker")
+	c.leader(lead)
+	c.net.Resume(id)
+	resumed := time.Now()
+	b := c.broker(lead)
+	t.Logf("serving again %v after the resume", time.Since(resumed).Round(time.Millisecond))
+	conn, err := amqp091.Dial(b.URL())
+	require.NoError(t, err)
+	defer conn.Close()
+	ch2, err := conn.Channel()
+	require.NoError(t, err)
+	require.True(t, newConfirmer(t, ch2).publish("", "jobs", "after", waitFor))
+}

@@ -125,3 +125,26 @@ func (c *cluster) follower(ctx context.Context) int {
 	c.tb.Fatal("raft test: no follower")
 	return -1
 }
+
+// waitLeaderAmong waits until one of nodes leads and every one of them
+// knows it, and returns its index in c.nodes.
+func (c *cluster) waitLeaderAmong(ctx context.Context, nodes []*raft.Node) int {
+	c.tb.Helper()
+	for {
+		lead := nodes[0].Leader()
+		agree := lead != 0
+		for _, n := range nodes {
+			agree = agree && n.Leader() == lead
+		}
+		for _, n := range nodes {
+			if agree && n.ID() == lead && n.IsLeader() {
+				return int(lead - 1)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			require.NoError(c.tb, ctx.Err(), "no leader among the nodes")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

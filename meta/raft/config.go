@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Peer is one member of the cluster.
@@ -53,8 +55,24 @@ type Config struct {
 	// MaxBatchBytes bounds the commands the proposer packs into one entry.
 	// Default 1 MiB; a single larger command still goes alone.
 	MaxBatchBytes int
+	// ProposalTimeout is how long a write may wait to be applied once it
+	// was handed to raft before it fails with ErrProposalLost (outcome
+	// unknown): raft does not report a proposal lost on its way to the
+	// leader. Default five election timeouts.
+	ProposalTimeout time.Duration
 	// Logger receives raft's warnings and errors. Default: discarded.
 	Logger *slog.Logger
+
+	// faults is for this package's crash tests.
+	faults faults
+}
+
+// faults lets the crash tests put a node's DBs on file systems that can
+// lose unsynced writes and stop it at chosen points of its Ready loop.
+type faults struct {
+	logFS, stateFS vfs.FS // nil: the OS file system
+	// at, when set, is called by the Ready loop at each named point.
+	at func(n *Node, point string)
 }
 
 func (c *Config) withDefaults() {
@@ -69,6 +87,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 10000
+	}
+	if c.ProposalTimeout <= 0 {
+		c.ProposalTimeout = 5 * time.Duration(c.ElectionTicks) * c.TickInterval
 	}
 	if c.MaxBatchBytes <= 0 {
 		c.MaxBatchBytes = 1 << 20

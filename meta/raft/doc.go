@@ -92,23 +92,53 @@
 // drops older entries (keeping a short tail); a follower that falls behind
 // the compacted log receives the snapshot. A restarted node rebuilds its
 // state from its directory (falling back to the snapshot when the state DB
-// lost writes past it) and catches up from the leader.
+// lost writes past it) and catches up from the leader. A crash can also
+// keep the state DB's applied index and lose the log DB's unsynced commit
+// index behind it; the node then raises the commit index to the applied
+// index at start (those entries were committed), so it restarts after a
+// crash at any instant.
+//
+// # Flow control
+//
+// Each peer has its own bounded outgoing queue and goroutine: the Ready
+// loop only queues, and the transport encodes and writes on the peer's
+// goroutine, so one slow or paused peer never stalls the loop or the
+// other peers. Raft sends a follower at most 64 unacknowledged append
+// messages of at most 256 KiB and 4 MiB in all; a queue holds at most
+// 1024 messages and 8 MiB of entries, past which appends are dropped and
+// raft is told the peer is unreachable (it then probes the peer with one
+// append per heartbeat until it answers), and only one snapshot at a time.
+// A Ready applies at most 4 MiB of committed entries, so a member catching
+// up keeps ticking between batches. A member that fell behind the
+// compacted log gets the latest snapshot.
+//
+// Raft does not report a proposal lost on its way to the leader. A write
+// whose proposal this node could not forward fails with ErrNotProposed
+// (not stored); one not applied within Config.ProposalTimeout fails with
+// ErrProposalLost (outcome unknown), so no write waits forever. Proposals
+// forwarded by other members are stepped on a goroutine of their own: raft
+// takes one only once it knows a leader, and must keep hearing the other
+// messages meanwhile.
 //
 // # Concurrency
 //
-// A Node is safe for concurrent use. Four goroutines run per node: the
-// Ready loop (the only writer of both DBs, ticks raft, persists, sends,
-// applies, snapshots), a proposer that packs whatever writes are waiting
-// into one entry (many concurrent Appends cost one proposal and one fsync
-// per node), a read loop serving ReadIndex, and a receiver that steps
-// incoming messages into raft. Writes wait for their result by request id.
+// A Node is safe for concurrent use. Five goroutines run per node, plus
+// one per peer: the Ready loop (the only writer of both DBs, ticks raft,
+// persists, queues messages, applies, snapshots), a proposer that packs
+// whatever writes are waiting into one entry (many concurrent Appends cost
+// one proposal and one fsync per node), a read loop serving ReadIndex, a
+// receiver that steps incoming messages into raft, one that steps the
+// proposals other members forward, and a sender per peer. Writes wait for
+// their result by request id.
 //
 // # Transports
 //
-// Transport is the package's interface to the network. NewTCPTransport
-// sends length-prefixed protobuf messages over one connection per peer,
+// Transport is the package's interface to the network; the Node calls its
+// Send from each peer's sender goroutine. NewTCPTransport sends
+// length-prefixed protobuf messages over one connection per peer,
 // reconnecting as needed, optionally with TLS. Network connects nodes in
-// one process for tests and can drop, delay and partition messages.
+// one process for tests and can drop, delay and partition messages, and
+// pause a node's traffic as a stopped process's.
 //
 // # Who uses it
 //

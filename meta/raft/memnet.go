@@ -1,6 +1,9 @@
 package raft
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -11,12 +14,15 @@ import (
 // Network connects Nodes in one process, for tests. Messages are copied
 // through their wire encoding, as TCP would, and can be dropped or delayed
 // per direction between chosen nodes, which is how tests partition a
-// cluster. A Network is safe for concurrent use; Close stops its delivery
+// cluster, and a node's traffic can be paused (Pause, Resume) as a
+// SIGSTOPped process's. A Network is safe for concurrent use; Close stops its delivery
 // goroutines.
 type Network struct {
 	mu    sync.Mutex
 	ends  map[uint64]*MemTransport
 	links map[[2]uint64]Link // from, to
+	// paused holds the nodes under Pause.
+	paused map[uint64]*pauseState
 	// closed is set by Close; later sends are dropped.
 	closed bool
 	wg     sync.WaitGroup
@@ -31,7 +37,7 @@ type Link struct {
 
 // NewNetwork returns an empty network.
 func NewNetwork() *Network {
-	return &Network{ends: map[uint64]*MemTransport{}, links: map[[2]uint64]Link{}}
+	return &Network{ends: map[uint64]*MemTransport{}, links: map[[2]uint64]Link{}, paused: map[uint64]*pauseState{}}
 }
 
 // Transport returns the transport of node id, replacing (and closing) an
@@ -101,6 +107,10 @@ func (n *Network) Heal() {
 func (n *Network) Close() {
 	n.mu.Lock()
 	n.closed = true
+	for id, p := range n.paused {
+		close(p.resumed)
+		delete(n.paused, id)
+	}
 	ends := make([]*MemTransport, 0, len(n.ends))
 	for _, t := range n.ends {
 		ends = append(ends, t)
@@ -136,33 +146,135 @@ var _ Transport = (*MemTransport)(nil)
 func (t *MemTransport) Receive() <-chan *raftpb.Message { return t.inbox }
 
 // Send copies each message to its destination's inbox, dropping it when
-// the destination is unknown, its link drops, or its inbox is full.
-func (t *MemTransport) Send(msgs []*raftpb.Message) {
+// its link drops or the destination's inbox is full. A paused sender
+// waits until it is resumed; a message to a paused destination is held
+// for it, and once pauseBuffer bytes are held for it the sender waits, as
+// a write to a process that does not read waits once the socket buffers
+// are full. It returns an error for an unknown destination and when ctx
+// ends while it waits.
+func (t *MemTransport) Send(ctx context.Context, msgs []*raftpb.Message) error {
 	for _, m := range msgs {
-		t.net.mu.Lock()
-		dst := t.net.ends[m.GetTo()]
-		link := t.net.links[[2]uint64{t.id, m.GetTo()}]
-		if t.net.closed {
-			dst = nil
+		if err := t.send(ctx, m); err != nil {
+			return err
 		}
-		t.net.mu.Unlock()
-		if dst == nil || link.Drop {
-			continue
-		}
-		b, err := proto.Marshal(m)
-		if err != nil {
-			continue
-		}
-		c := &raftpb.Message{}
-		if err := proto.Unmarshal(b, c); err != nil {
-			continue
-		}
-		if link.Delay > 0 {
-			dst.enqueueDelayed(time.Now().Add(link.Delay), c)
-			continue
-		}
-		dst.deliver(c)
 	}
+	return nil
+}
+
+func (t *MemTransport) send(ctx context.Context, m *raftpb.Message) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	c := &raftpb.Message{}
+	if err := proto.Unmarshal(b, c); err != nil {
+		return err
+	}
+	n := t.net
+	n.mu.Lock()
+	for {
+		if n.closed {
+			n.mu.Unlock()
+			return errNetworkClosed
+		}
+		dst := n.ends[m.GetTo()]
+		if dst == nil {
+			n.mu.Unlock()
+			return fmt.Errorf("raft: memory network: no node %d", m.GetTo())
+		}
+		// The sender is stopped, or the destination's buffer is full:
+		// wait for a resume.
+		p := n.paused[t.id]
+		if p == nil {
+			if p = n.paused[m.GetTo()]; p != nil && p.bytes+len(b) <= pauseBuffer {
+				p.held = append(p.held, heldMsg{dst: dst, m: c})
+				p.bytes += len(b)
+				n.mu.Unlock()
+				return nil
+			}
+		}
+		if p != nil {
+			resumed := p.resumed
+			n.mu.Unlock()
+			select {
+			case <-resumed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			n.mu.Lock()
+			continue
+		}
+		link := n.links[[2]uint64{t.id, m.GetTo()}]
+		n.mu.Unlock()
+		switch {
+		case link.Drop:
+		case link.Delay > 0:
+			dst.enqueueDelayed(time.Now().Add(link.Delay), c)
+		default:
+			dst.deliver(c)
+		}
+		return nil
+	}
+}
+
+var errNetworkClosed = errors.New("raft: memory network closed")
+
+// pauseBuffer is how many bytes of messages a paused node's peers can send
+// it before their sends block: about what the socket buffers of a TCP
+// connection hold.
+const pauseBuffer = 2 << 20
+
+type pauseState struct {
+	resumed chan struct{} // closed by Resume
+	held    []heldMsg
+	bytes   int
+}
+
+type heldMsg struct {
+	dst *MemTransport
+	m   *raftpb.Message
+}
+
+// Pause stops node id's traffic as a stopped process's (SIGSTOP): what it
+// sends waits until Resume, and what is sent to it is held, up to
+// pauseBuffer bytes, after which its senders wait too. Its goroutines keep
+// running (a test that needs a frozen node stops it instead).
+func (n *Network) Pause(id uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.paused[id] == nil {
+		n.paused[id] = &pauseState{resumed: make(chan struct{})}
+	}
+}
+
+// Resume ends Pause: node id gets what was held for it, in order, and
+// every sender waiting on it carries on.
+func (n *Network) Resume(id uint64) {
+	n.mu.Lock()
+	p := n.paused[id]
+	delete(n.paused, id)
+	closed := n.closed
+	if p != nil && !closed {
+		n.wg.Add(1)
+	}
+	n.mu.Unlock()
+	if p == nil {
+		return
+	}
+	close(p.resumed)
+	if closed {
+		return
+	}
+	go func() {
+		defer n.wg.Done()
+		for _, h := range p.held {
+			// A resumed process reads its whole socket backlog.
+			select {
+			case h.dst.inbox <- h.m:
+			case <-h.dst.stop:
+			}
+		}
+	}()
 }
 
 func (t *MemTransport) deliver(m *raftpb.Message) {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	etcdraft "go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +37,34 @@ var (
 	// node replaced its state with a snapshot from the leader; the outcome
 	// is unknown.
 	ErrStateReplaced = errors.New("raft: state replaced by a snapshot, outcome unknown")
+	// ErrNotProposed is returned by a write that this node could not
+	// forward to the leader (its queue to the leader was full): it was
+	// not stored, and may be retried.
+	ErrNotProposed = errors.New("raft: write not forwarded to the leader, not stored")
+	// ErrProposalLost is returned by a write that was forwarded to the
+	// leader but may have been lost on the way (the connection failed) or
+	// dropped by the leader, or that was not applied within
+	// Config.ProposalTimeout: raft does not report such losses, so without
+	// this the write would wait forever. The outcome is unknown.
+	ErrProposalLost = errors.New("raft: write lost or not applied in time, outcome unknown")
+)
+
+// Raft's flow control, per follower. A message of appends carries at most
+// maxSizePerMsg of entries (one larger entry goes alone); at most
+// maxInflightMsgs such messages, and maxInflightBytes, are unacknowledged
+// at a time, so a follower that comes back from a pause is sent its
+// backlog a window at a time, at the pace it acknowledges, instead of
+// everything at once. A Ready hands the Ready loop at most
+// maxCommittedPerReady of committed entries to apply, so a node catching
+// up keeps ticking and answering heartbeats between batches. The leader
+// refuses proposals past maxUncommittedBytes of uncommitted entries
+// (ErrProposalDropped): only a leader that lost its quorum gets there.
+const (
+	maxSizePerMsg        = 256 << 10
+	maxInflightMsgs      = 64
+	maxInflightBytes     = 4 << 20
+	maxCommittedPerReady = 4 << 20
+	maxUncommittedBytes  = 64 << 20
 )
 
 // Node is one member of the raft group. It implements meta.Store; Shards
@@ -69,7 +97,10 @@ type Node struct {
 	reqBase uint64
 	reqSeq  atomic.Uint64
 	propc   chan *proposal
-	waits   struct {
+	// forwarded holds proposals forwarded by other members for
+	// stepProposals.
+	forwarded chan *raftpb.Message
+	waits     struct {
 		sync.Mutex
 		m map[uint64]*proposal
 	}
@@ -93,6 +124,12 @@ type Node struct {
 		ch    chan struct{} // closed and replaced when index grows
 	}
 
+	// queues holds each peer's outgoing queue (sender.go).
+	queues struct {
+		sync.Mutex
+		m map[uint64]*peerQueue
+	}
+
 	// Owned by the Ready loop (and by Start before it runs).
 	appliedIndex uint64
 	snapIndex    uint64
@@ -108,6 +145,8 @@ type proposal struct {
 	// resolved flips once, when the result is delivered or the caller gave
 	// up; the proposer skips a proposal that is already resolved.
 	resolved atomic.Bool
+	// proposedAt is when it was handed to raft (UnixNano), 0 before.
+	proposedAt atomic.Int64
 }
 
 type readReq struct {
@@ -124,9 +163,12 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"log", "state"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("raft: create data dir: %w", err)
+	for d, fs := range map[string]vfs.FS{"log": cfg.faults.logFS, "state": cfg.faults.stateFS} {
+		if fs == nil {
+			fs = vfs.Default
+		}
+		if err := makeDir(fs, filepath.Join(cfg.Dir, d)); err != nil {
+			return nil, err
 		}
 	}
 	n := &Node{
@@ -135,33 +177,59 @@ func Start(cfg Config) (*Node, error) {
 		leadCh:     make(chan struct{}),
 		reqBase:    rand.Uint64() &^ (1<<32 - 1),
 		propc:      make(chan *proposal, 1024),
+		forwarded:  make(chan *raftpb.Message, 1024),
 		readc:      make(chan struct{}, 1),
 		readStates: make(chan etcdraft.ReadState, 64),
 		confState:  &raftpb.ConfState{},
 	}
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
 	n.waits.m = map[uint64]*proposal{}
+	n.queues.m = map[uint64]*peerQueue{}
 	n.applied.ch = make(chan struct{})
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go func() { defer n.wg.Done(); n.run() }()
 	go func() { defer n.wg.Done(); n.propose() }()
 	go func() { defer n.wg.Done(); n.readLoop() }()
 	go func() { defer n.wg.Done(); n.receive() }()
+	go func() { defer n.wg.Done(); n.stepProposals() }()
 	return n, nil
+}
+
+// makeDir creates dir and syncs the directories above it (Dir and its
+// parent), so that a crash right after a first start cannot lose the
+// directory entries of the DBs, whose own files Pebble syncs.
+func makeDir(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("raft: create data dir: %w", err)
+	}
+	for i, d := 0, filepath.Dir(dir); i < 2; i, d = i+1, filepath.Dir(d) {
+		f, err := fs.OpenDir(d)
+		if err != nil {
+			return fmt.Errorf("raft: sync data dir: %w", err)
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("raft: sync data dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // open loads the raft log and the state machine and creates the raft node.
 func (n *Node) open() error {
 	var err error
-	n.log, err = openLogStore(filepath.Join(n.cfg.Dir, "log"), pebbleOptions())
+	n.log, err = openLogStore(filepath.Join(n.cfg.Dir, "log"), pebbleOptions(n.cfg.faults.logFS))
 	if err != nil {
 		return err
 	}
-	n.state, err = pebble.Open(filepath.Join(n.cfg.Dir, "state"), pebbleOptions())
+	n.state, err = pebble.Open(filepath.Join(n.cfg.Dir, "state"), pebbleOptions(n.cfg.faults.stateFS))
 	if err != nil {
 		return fmt.Errorf("raft: open state: %w", err)
 	}
@@ -182,6 +250,9 @@ func (n *Node) open() error {
 	}
 	if snap != nil {
 		n.snapIndex = snap.GetMetadata().GetIndex()
+	}
+	if hs, err = n.recoverCommit(hs, ents); err != nil {
+		return err
 	}
 	n.mem = etcdraft.NewMemoryStorage()
 	if snap != nil {
@@ -211,13 +282,16 @@ func (n *Node) open() error {
 		}
 	}
 	rc := &etcdraft.Config{
-		ID:              n.cfg.ID,
-		ElectionTick:    n.cfg.ElectionTicks,
-		HeartbeatTick:   n.cfg.HeartbeatTicks,
-		Storage:         initialConf{n.mem, n.confState},
-		Applied:         n.appliedIndex,
-		MaxSizePerMsg:   1 << 20,
-		MaxInflightMsgs: 256,
+		ID:                        n.cfg.ID,
+		ElectionTick:              n.cfg.ElectionTicks,
+		HeartbeatTick:             n.cfg.HeartbeatTicks,
+		Storage:                   initialConf{n.mem, n.confState},
+		Applied:                   n.appliedIndex,
+		MaxSizePerMsg:             maxSizePerMsg,
+		MaxInflightMsgs:           maxInflightMsgs,
+		MaxInflightBytes:          maxInflightBytes,
+		MaxCommittedSizePerReady:  maxCommittedPerReady,
+		MaxUncommittedEntriesSize: maxUncommittedBytes,
 		// CheckQuorum makes a leader cut off from a majority step down, so
 		// a minority partition stops accepting writes; PreVote keeps a
 		// rejoining node from deposing a healthy leader.
@@ -242,6 +316,57 @@ func (n *Node) open() error {
 		n.raft = etcdraft.RestartNode(rc)
 	}
 	return nil
+}
+
+// recoverCommit returns hs with its commit index raised to the applied
+// index when a crash left it behind.
+//
+// A HardState that only moved the commit index is written to the log DB
+// without sync, and so is the applied index to the state DB; a crash can
+// keep the second and lose the first. etcd raft requires applied <=
+// committed <= last index at restart (RestartNode panics with "applied(x)
+// is out of range [prevApplied(y), committed(z)]" otherwise). Raising
+// Commit to the applied index restores what the lost write said, and is
+// true: raft hands out an entry in CommittedEntries only once a quorum
+// stored it, it never overwrites a committed entry (it panics instead),
+// and this node synced every entry to the log DB before applying it, so
+// the log holds exactly those committed entries up to the applied index.
+// (Clamping Config.Applied down to Commit would also keep raft's
+// invariant, raft would then hand the entries out again and apply would
+// skip them, but it would tell raft less than this node knows.)
+//
+// An applied index past the end of the log cannot come from a crash (the
+// log is synced before anything is applied): that is a corrupt or foreign
+// directory, which it would be unsafe to serve from.
+func (n *Node) recoverCommit(hs *raftpb.HardState, ents []*raftpb.Entry) (*raftpb.HardState, error) {
+	last := n.snapIndex
+	if k := len(ents); k > 0 {
+		last = ents[k-1].GetIndex()
+	}
+	if n.appliedIndex > last {
+		return nil, fmt.Errorf("raft: the state machine applied index %d but the log ends at %d: data directory %s is corrupt", n.appliedIndex, last, n.cfg.Dir)
+	}
+	commit := max(n.appliedIndex, n.snapIndex)
+	if hs.GetCommit() >= commit {
+		return hs, nil
+	}
+	if n.cfg.Logger != nil {
+		n.cfg.Logger.Warn("raft: commit index lost in a crash, recovered from the applied index",
+			"id", n.cfg.ID, "commit", hs.GetCommit(), "applied", n.appliedIndex)
+	}
+	raised := &raftpb.HardState{}
+	if hs != nil {
+		raised = proto.Clone(hs).(*raftpb.HardState)
+	}
+	raised.Commit = proto.Uint64(commit)
+	return raised, nil
+}
+
+// crashPoint calls the crash tests' hook, if any.
+func (n *Node) crashPoint(point string) {
+	if n.cfg.faults.at != nil {
+		n.cfg.faults.at(n, point)
+	}
 }
 
 // initialConf hands raft the membership as of the applied index: raft
@@ -403,6 +528,7 @@ func (n *Node) confChange(ctx context.Context, typ raftpb.ConfChangeType, id uin
 	p := n.newProposal()
 	cc := &raftpb.ConfChange{Type: typ.Enum(), NodeId: proto.Uint64(id), Context: pc, Id: proto.Uint64(p.id)}
 	n.register(p)
+	p.proposedAt.Store(time.Now().UnixNano())
 	if err := n.raft.ProposeConfChange(ctx, cc); err != nil {
 		n.forget(p)
 		if ctx.Err() != nil {
@@ -478,6 +604,7 @@ func (n *Node) failPending(err error) {
 	n.waits.Lock()
 	ps := n.waits.m
 	n.waits.m = map[uint64]*proposal{}
+	n.queues.m = map[uint64]*peerQueue{}
 	n.waits.Unlock()
 	for _, p := range ps {
 		if p.resolved.CompareAndSwap(false, true) {
@@ -563,6 +690,10 @@ func (n *Node) propose() {
 		}
 		if live == 0 {
 			continue
+		}
+		now := time.Now().UnixNano()
+		for _, p := range batch {
+			p.proposedAt.Store(now)
 		}
 		data := make([]byte, 0, size+1+binary.MaxVarintLen64)
 		data = append(data, entryVersion)
@@ -694,13 +825,41 @@ func (n *Node) publishApplied(idx uint64) {
 
 // --- the Ready loop ---------------------------------------------------
 
+// receive steps incoming messages into raft. Proposals forwarded by other
+// members go to stepProposals instead: raft takes a proposal only once it
+// knows a leader, so stepping one here, while this node knows none (say a
+// leader resumed after a pause, deposed, with its old followers' writes in
+// its inbox), would wait for a leader whose messages are queued behind it,
+// forever.
 func (n *Node) receive() {
 	in := n.cfg.Transport.Receive()
 	for {
 		select {
 		case m := <-in:
+			if m.GetType() == raftpb.MsgProp {
+				select {
+				case n.forwarded <- m:
+				default:
+					// Dropped: the proposing member fails its writes
+					// after Config.ProposalTimeout.
+				}
+				continue
+			}
 			// Errors mean the node stopped or the message was for
 			// someone else; raft recovers from lost messages either way.
+			_ = n.raft.Step(n.stopCtx, m)
+		case <-n.stopc:
+			return
+		}
+	}
+}
+
+// stepProposals steps the proposals other members forwarded to this node,
+// waiting while it knows no leader; raft forwards them on to the leader.
+func (n *Node) stepProposals() {
+	for {
+		select {
+		case m := <-n.forwarded:
 			_ = n.raft.Step(n.stopCtx, m)
 		case <-n.stopc:
 			return
@@ -711,10 +870,14 @@ func (n *Node) receive() {
 func (n *Node) run() {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
+	ticks := 0
 	for {
 		select {
-		case <-ticker.C:
+		case now := <-ticker.C:
 			n.raft.Tick()
+			if ticks++; ticks%n.cfg.ElectionTicks == 0 {
+				n.expireProposals(now)
+			}
 		case rd := <-n.raft.Ready():
 			if err := n.handleReady(rd); err != nil {
 				n.fatal.Store(&err)
@@ -728,6 +891,33 @@ func (n *Node) run() {
 		case <-n.stopc:
 			return
 		}
+	}
+}
+
+// expireProposals fails with ErrProposalLost the writes handed to raft
+// more than Config.ProposalTimeout ago and still not applied. Raft gives
+// no word of a proposal it forwarded to the leader and that was lost on the
+// way or dropped there; the leader change that fails every other lost
+// write (setLead) may never come, and a caller without a deadline would
+// wait forever.
+func (n *Node) expireProposals(now time.Time) {
+	limit := now.Add(-n.cfg.ProposalTimeout).UnixNano()
+	var expired []*proposal
+	n.waits.Lock()
+	for id, p := range n.waits.m {
+		if at := p.proposedAt.Load(); at != 0 && at < limit {
+			expired = append(expired, p)
+			delete(n.waits.m, id)
+		}
+	}
+	n.waits.Unlock()
+	for _, p := range expired {
+		if p.resolved.CompareAndSwap(false, true) {
+			p.done <- result{err: ErrProposalLost}
+		}
+	}
+	if len(expired) > 0 && n.cfg.Logger != nil {
+		n.cfg.Logger.Warn("raft: writes not applied in time, outcome unknown", "id", n.cfg.ID, "writes", len(expired), "timeout", n.cfg.ProposalTimeout)
 	}
 }
 
@@ -750,6 +940,7 @@ func (n *Node) handleReady(rd etcdraft.Ready) error {
 	if err := n.log.save(hs, rd.Entries, snap, sync); err != nil {
 		return err
 	}
+	n.crashPoint("persisted")
 	if hs != nil {
 		n.prevHS = hs
 	}
@@ -766,15 +957,7 @@ func (n *Node) handleReady(rd etcdraft.Ready) error {
 	if err := n.mem.Append(rd.Entries); err != nil {
 		return fmt.Errorf("raft: append to log: %w", err)
 	}
-	n.cfg.Transport.Send(rd.Messages)
-	for _, m := range rd.Messages {
-		if m.GetType() == raftpb.MsgSnap {
-			// The transport does not say whether the snapshot arrived;
-			// report it sent. If it was lost, the follower rejects the
-			// next append and the leader sends a snapshot again.
-			n.raft.ReportSnapshot(m.GetTo(), etcdraft.SnapshotFinish)
-		}
-	}
+	n.send(rd.Messages)
 	if snap != nil && snap.GetMetadata().GetIndex() > n.appliedIndex {
 		n.watch.Lock()
 		ws := n.watch.list
@@ -783,6 +966,7 @@ func (n *Node) handleReady(rd etcdraft.Ready) error {
 		if err != nil {
 			return err
 		}
+		n.crashPoint("restored")
 		deliver(ws, []meta.Change{{Kind: meta.ChangeReset}})
 		n.failPending(ErrStateReplaced)
 		n.publishApplied(n.appliedIndex)
@@ -794,6 +978,7 @@ func (n *Node) handleReady(rd etcdraft.Ready) error {
 	if err != nil {
 		return err
 	}
+	n.crashPoint("applied")
 	for _, rs := range rd.ReadStates {
 		select {
 		case n.readStates <- rs:
@@ -846,6 +1031,11 @@ func (n *Node) apply(ents []*raftpb.Entry) (confChanged bool, err error) {
 	}
 	deliver(ws, cs.changes())
 	n.publishApplied(n.appliedIndex)
+	for _, c := range a.peerChanges {
+		if c.remove && c.p.ID != n.cfg.ID {
+			n.removeQueue(c.p.ID)
+		}
+	}
 	if ps, ok := n.cfg.Transport.(PeerSetter); ok {
 		for _, c := range a.peerChanges {
 			switch {
@@ -1027,6 +1217,7 @@ func (n *Node) maybeSnapshot(force bool) error {
 	if err := n.log.saveSnapshot(snap, compactTo); err != nil {
 		return err
 	}
+	n.crashPoint("snapshotted")
 	if compactTo > 0 {
 		if err := n.mem.Compact(compactTo); err != nil && !errors.Is(err, etcdraft.ErrCompacted) {
 			return fmt.Errorf("raft: compact log: %w", err)
@@ -1136,9 +1327,9 @@ func (r raftLogger) Panicf(f string, v ...any) {
 }
 
 // pebbleOptions are the options of both DBs: Pebble's informational
-// logging off.
-func pebbleOptions() *pebble.Options {
-	return &pebble.Options{Logger: quietPebble{}}
+// logging off, on fs (nil for the OS file system).
+func pebbleOptions(fs vfs.FS) *pebble.Options {
+	return &pebble.Options{Logger: quietPebble{}, FS: fs}
 }
 
 type quietPebble struct{}

@@ -35,16 +35,19 @@ type TCPConfig struct {
 	// MaxMessageBytes bounds an incoming message (snapshots included);
 	// a larger frame closes the connection. Default 1 GiB.
 	MaxMessageBytes int
-	// QueueLen is how many messages wait per peer before new ones are
-	// dropped. Default 4096.
-	QueueLen int
+	// WriteTimeout bounds one Send's writes to a peer that does not read
+	// (stopped, or on a dead link); the connection is then closed and
+	// redialed at the next Send. Default 5s.
+	WriteTimeout time.Duration
 }
 
 // TCPTransport sends raft messages to each peer over one TCP connection
 // (dialed on demand, redialed after an error), framed as a 4-byte
-// big-endian length and the protobuf-encoded raftpb.Message. It is safe
-// for concurrent use; Close stops its goroutines and closes its listener
-// and connections.
+// big-endian length and the protobuf-encoded raftpb.Message. Send encodes
+// and writes on the caller's goroutine (the Node's sender for that peer),
+// so a peer that does not read blocks only its own sender, for at most
+// WriteTimeout. It is safe for concurrent use; Close stops its goroutines
+// and closes its listener and connections.
 type TCPTransport struct {
 	cfg   TCPConfig
 	inbox chan *raftpb.Message
@@ -76,8 +79,8 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 1 << 30
 	}
-	if cfg.QueueLen <= 0 {
-		cfg.QueueLen = 4096
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 5 * time.Second
 	}
 	t := &TCPTransport{
 		cfg:   cfg,
@@ -100,25 +103,21 @@ func (t *TCPTransport) Addr() net.Addr { return t.cfg.Listener.Addr() }
 // Receive returns the channel of incoming messages.
 func (t *TCPTransport) Receive() <-chan *raftpb.Message { return t.inbox }
 
-// Send queues each message for its peer; messages to unknown peers, or to
-// peers whose queue is full, are dropped (raft resends).
-func (t *TCPTransport) Send(msgs []*raftpb.Message) {
-	for _, m := range msgs {
-		t.mu.Lock()
-		p := t.peers[m.GetTo()]
-		t.mu.Unlock()
-		if p == nil {
-			continue
-		}
-		b, err := proto.Marshal(m)
-		if err != nil || len(b) > t.cfg.MaxMessageBytes || len(b) > 1<<32-1 {
-			continue
-		}
-		select {
-		case p.q <- b:
-		default:
-		}
+// Send writes msgs, all to one peer, to its connection, dialing it first
+// when there is none. While a dial to the peer failed in the last 100ms it
+// fails at once rather than dial per call. It returns the first error;
+// the connection is then closed and the rest of msgs not sent.
+func (t *TCPTransport) Send(ctx context.Context, msgs []*raftpb.Message) error {
+	if len(msgs) == 0 {
+		return nil
 	}
+	t.mu.Lock()
+	p := t.peers[msgs[0].GetTo()]
+	t.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("raft: no address for peer %d", msgs[0].GetTo())
+	}
+	return p.send(ctx, msgs)
 }
 
 // SetPeer sets (or changes) the address of peer id.
@@ -127,30 +126,34 @@ func (t *TCPTransport) SetPeer(id uint64, addr string) {
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return
 	}
-	if old := t.peers[id]; old != nil {
-		if old.addr == addr {
-			return
-		}
-		old.cancel()
+	old := t.peers[id]
+	if old != nil && old.addr == addr {
+		t.mu.Unlock()
+		return
 	}
-	p := &tcpPeer{t: t, addr: addr, q: make(chan []byte, t.cfg.QueueLen)}
+	p := &tcpPeer{t: t, addr: addr}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	t.peers[id] = p
-	t.wg.Add(1)
-	go func() { defer t.wg.Done(); p.run() }()
+	t.mu.Unlock()
+	if old != nil {
+		// Not under t.mu: closing a TLS connection may wait on a
+		// write in progress.
+		old.close()
+	}
 }
 
 // RemovePeer forgets peer id and closes its connection.
 func (t *TCPTransport) RemovePeer(id uint64) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p := t.peers[id]; p != nil {
-		p.cancel()
-		delete(t.peers, id)
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.close()
 	}
 }
 
@@ -165,7 +168,7 @@ func (t *TCPTransport) Close() error {
 	t.closed = true
 	close(t.stop)
 	for id, p := range t.peers {
-		p.cancel()
+		p.cancel() // its connection is closed with the others below
 		delete(t.peers, id)
 	}
 	for c := range t.conns {
@@ -198,19 +201,25 @@ func (t *TCPTransport) untrack(c net.Conn) {
 }
 
 func (t *TCPTransport) accept() {
+	var backoff time.Duration
 	for {
 		c, err := t.cfg.Listener.Accept()
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Anything else (out of file descriptors, say) passes:
+			// a member that stopped accepting would never hear its
+			// peers again. Back off as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			select {
 			case <-t.stop:
 				return
-			default:
+			case <-time.After(backoff):
 			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			return
+			continue
 		}
+		backoff = 0
 		if t.cfg.ServerTLS != nil {
 			c = tls.Server(c, t.cfg.ServerTLS)
 		}
@@ -259,68 +268,91 @@ func (t *TCPTransport) read(c net.Conn) {
 type tcpPeer struct {
 	t    *TCPTransport
 	addr string
-	q    chan []byte
 	// ctx ends when the peer is removed or the transport closes.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// mu is held by send, which owns the fields below.
+	mu      sync.Mutex
+	w       *bufio.Writer
+	buf     []byte // encoding buffer, reused
+	retryAt time.Time
+	// conn is also read by close, under connMu.
+	connMu sync.Mutex
+	conn   net.Conn
 }
 
-func (p *tcpPeer) run() {
-	var conn net.Conn
-	var w *bufio.Writer
-	var retryAt time.Time
-	defer func() {
-		if conn != nil {
-			p.t.untrack(conn)
-		}
-	}()
-	for {
-		var b []byte
-		select {
-		case b = <-p.q:
-		case <-p.ctx.Done():
-			return
-		}
-		if conn == nil {
-			if time.Now().Before(retryAt) {
-				continue // peer down: drop rather than dial per message
-			}
-			c, err := p.dial()
-			if err != nil {
-				retryAt = time.Now().Add(100 * time.Millisecond)
-				continue
-			}
-			if !p.t.track(c) {
-				c.Close()
-				return
-			}
-			conn, w = c, bufio.NewWriterSize(c, 64<<10)
-		}
-		err := p.write(conn, w, b)
-		// Write what else is queued before flushing: one syscall per
-		// burst, not per message.
-	drain:
-		for err == nil {
-			select {
-			case b = <-p.q:
-				err = p.write(conn, w, b)
-			default:
-				break drain
-			}
-		}
-		if err == nil {
-			err = w.Flush()
-		}
-		if err != nil {
-			p.t.untrack(conn)
-			conn, w = nil, nil
-		}
+// close ends the peer: a send in progress fails at once.
+func (p *tcpPeer) close() {
+	p.cancel()
+	p.connMu.Lock()
+	c := p.conn
+	p.connMu.Unlock()
+	if c != nil {
+		c.Close()
 	}
 }
 
-func (p *tcpPeer) dial() (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.t.cfg.DialTimeout)
+func (p *tcpPeer) setConn(c net.Conn) {
+	p.connMu.Lock()
+	p.conn = c
+	p.connMu.Unlock()
+}
+
+func (p *tcpPeer) send(ctx context.Context, msgs []*raftpb.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.ctx.Err(); err != nil {
+		return fmt.Errorf("raft: peer %s removed: %w", p.addr, err)
+	}
+	if p.conn == nil {
+		if time.Now().Before(p.retryAt) {
+			return fmt.Errorf("raft: peer %s unreachable", p.addr)
+		}
+		c, err := p.dial(ctx)
+		if err != nil {
+			p.retryAt = time.Now().Add(100 * time.Millisecond)
+			return fmt.Errorf("raft: dial peer %s: %w", p.addr, err)
+		}
+		if !p.t.track(c) {
+			c.Close()
+			return errors.New("raft: transport closed")
+		}
+		p.setConn(c)
+		p.w = bufio.NewWriterSize(c, 64<<10)
+	}
+	conn := p.conn
+	err := conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
+	// The caller stopping cuts a write short (removing the peer closes
+	// the connection).
+	stop := context.AfterFunc(ctx, func() { conn.SetWriteDeadline(time.Now()) })
+	defer stop()
+	for _, m := range msgs {
+		if err != nil {
+			break
+		}
+		err = p.write(m)
+	}
+	if err == nil {
+		err = p.w.Flush()
+	}
+	if cap(p.buf) > 1<<20 {
+		p.buf = nil // a snapshot's buffer is not kept
+	}
+	if err != nil {
+		p.setConn(nil)
+		p.w = nil
+		p.t.untrack(conn)
+		return fmt.Errorf("raft: send to peer %s: %w", p.addr, err)
+	}
+	return nil
+}
+
+func (p *tcpPeer) dial(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.t.cfg.DialTimeout)
 	defer cancel()
+	stop := context.AfterFunc(p.ctx, cancel)
+	defer stop()
 	if p.t.cfg.ClientTLS != nil {
 		d := tls.Dialer{Config: p.t.cfg.ClientTLS}
 		return d.DialContext(ctx, "tcp", p.addr)
@@ -329,15 +361,21 @@ func (p *tcpPeer) dial() (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", p.addr)
 }
 
-func (p *tcpPeer) write(c net.Conn, w *bufio.Writer, b []byte) error {
-	if err := c.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		return err
+// write encodes m and writes it as one frame.
+func (p *tcpPeer) write(m *raftpb.Message) error {
+	b, err := proto.MarshalOptions{}.MarshalAppend(p.buf[:0], m)
+	if err != nil {
+		return fmt.Errorf("raft: encode message: %w", err)
+	}
+	p.buf = b
+	if len(b) > p.t.cfg.MaxMessageBytes || len(b) > 1<<32-1 {
+		return nil // the peer would refuse it: drop it, raft recovers
 	}
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
-	if _, err := w.Write(hdr[:]); err != nil {
+	if _, err := p.w.Write(hdr[:]); err != nil {
 		return err
 	}
-	_, err := w.Write(b)
+	_, err = p.w.Write(b)
 	return err
 }

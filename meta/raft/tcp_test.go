@@ -147,3 +147,68 @@ func TestTCPTransportDropsOversizedFrame(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	require.Error(t, err, "the transport must close the connection")
 }
+
+// TestTCPPeerThatDoesNotRead runs two nodes over TCP with a third member
+// whose process accepts connections and never reads them, as a stopped
+// (SIGSTOP) process does: writes go on between the two, the leader's queue
+// to the silent member stays within its bound, and the nodes stop while
+// their senders to it are blocked in a write.
+func TestTCPPeerThatDoesNotRead(t *testing.T) {
+	ctx := testCtx(t)
+	root := t.TempDir()
+	var lns [3]net.Listener
+	peers := make([]raft.Peer, 3)
+	for i := range lns {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns[i] = l
+		peers[i] = raft.Peer{ID: uint64(i + 1), RaftAddr: l.Addr().String()}
+	}
+	// The stopped member: its kernel accepts, nobody reads.
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := lns[2].Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	defer func() {
+		lns[2].Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	nodes := make([]*raft.Node, 2)
+	for i := range nodes {
+		tr, err := raft.NewTCPTransport(raft.TCPConfig{ID: uint64(i + 1), Listener: lns[i]})
+		require.NoError(t, err)
+		defer tr.Close()
+		n, err := raft.Start(raft.Config{
+			ID: uint64(i + 1), Dir: filepath.Join(root, fmt.Sprint(i+1)), Peers: peers, Transport: tr,
+			TickInterval: 25 * time.Millisecond, ElectionTicks: 40, HeartbeatTicks: 2,
+		})
+		require.NoError(t, err)
+		nodes[i] = n
+		defer func() { require.NoError(t, n.Stop()) }()
+	}
+	require.NoError(t, nodes[0].Campaign(ctx))
+	body := make([]byte, 16<<10)
+	for i := range 1000 {
+		_, err := nodes[i%2].Shards().Append(ctx, "q", []storage.Record{{Body: body}})
+		require.NoError(t, err)
+	}
+	lead := nodes[0]
+	if nodes[1].IsLeader() {
+		lead = nodes[1]
+	}
+	high, drops := lead.QueueStats(3)
+	t.Logf("16 MiB written past a member that does not read: leader's queue to it high %d bytes, %d dropped", high, drops)
+	require.LessOrEqual(t, high, raft.MaxQueueBytes+1024*64)
+	require.Positive(t, high)
+}

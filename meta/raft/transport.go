@@ -1,20 +1,29 @@
 package raft
 
-import "go.etcd.io/raft/v3/raftpb"
+import (
+	"context"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
 
 // Transport carries raft messages between the members of one group. A Node
-// calls Send from its Ready loop only, and reads Receive from one goroutine;
-// it never closes the transport: whoever created it closes it after
-// Node.Stop.
+// calls Send from one goroutine per peer, never from its Ready loop, with
+// messages to that peer only, in the order raft produced them; it reads
+// Receive from one goroutine. It never closes the transport: whoever
+// created it closes it after Node.Stop.
 //
 // Raft tolerates lost, duplicated and reordered messages, so a transport is
-// best effort: Send must not block on the network (queue, or drop when a
-// peer is slow or gone) and may drop messages to unknown peers.
+// best effort. Because each peer has its own sending goroutine, Send may
+// block on that peer's connection (a full socket, a dial): that delays only
+// the messages to that peer, and the Node's bounded queue in front of it
+// drops what no longer fits and tells raft the peer is unreachable. Send
+// must return once ctx is done (the Node is stopping).
 type Transport interface {
-	// Send hands msgs to the network. The transport must not keep or
-	// modify them after Send returns unless it copied them (raft owns
-	// them).
-	Send(msgs []*raftpb.Message)
+	// Send hands msgs, all addressed to the same peer, to the network. It
+	// returns an error when some of them were not handed over (the peer
+	// is unknown or its connection failed). The transport may read msgs
+	// only until Send returns and must not modify them (raft owns them).
+	Send(ctx context.Context, msgs []*raftpb.Message) error
 	// Receive is where messages addressed to this node arrive.
 	Receive() <-chan *raftpb.Message
 }
