@@ -27,7 +27,9 @@ func TestMarkOutcome(t *testing.T) {
 		{"stopped while waiting", fmt.Errorf("%w: disk", ErrStopped), nil, true},
 		{"context ended in flight", context.DeadlineExceeded, nil, true},
 		{"context done before the call", context.Canceled, context.Canceled, false},
+		{"forwarded proposal lost", ErrProposalLost, nil, true},
 		{"proposal dropped", fmt.Errorf("raft: propose: %w", raft.ErrProposalDropped), nil, false},
+		{"not forwarded", ErrNotProposed, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
