@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/broker/internal/measure"
 )
 
 // BenchmarkConsumers measures, through the direct channel, one
@@ -33,7 +35,7 @@ func BenchmarkConsumers(b *testing.B) {
 				}
 			}
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := measure.ProcessCPU()
 			for i := range b.N {
 				tag := fmt.Sprint("b", i)
 				if _, err := ch.Consume("q", tag, false, false, false, false, nil); err != nil {
@@ -43,7 +45,7 @@ func BenchmarkConsumers(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(measure.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 		b.Run(fmt.Sprintf("close/consumers=%d", n), func(b *testing.B) {
 			br := benchBroker(b, Options{})
@@ -67,11 +69,11 @@ func BenchmarkConsumers(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				start := processCPU()
+				start := measure.ProcessCPU()
 				if err := ch.Close(); err != nil {
 					b.Fatal(err)
 				}
-				cpu += processCPU() - start
+				cpu += measure.ProcessCPU() - start
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/consumer")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*n), "cpu-ns/consumer")

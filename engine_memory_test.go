@@ -8,7 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/internal/heaptest"
+	"github.com/warrenmq/broker/internal/measure"
 )
 
 // declareHolding declares n queues named prefix0.. and publishes one
@@ -46,9 +46,9 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 			b := newDirectBroker(t, Options{DataDir: t.TempDir()})
 			ch := openDirect(t, b)
 			declareHolding(t, ch, "warm", 10, tc.durable) // first-use allocations
-			base := heaptest.Live()
+			base := measure.LiveHeap()
 			declareHolding(t, ch, "q", n, tc.durable)
-			per := (heaptest.Live() - base) / n
+			per := (measure.LiveHeap() - base) / n
 			t.Logf("%s: %d bytes of heap per idle queue holding one message", tc.name, per)
 			require.Less(t, per, tc.perQueue)
 		})
@@ -78,15 +78,15 @@ func TestEngineDeletedQueuesReturnTheirHeap(t *testing.T) {
 	round(warm, 10) // first-use allocations: lazy package state, map buckets
 	require.NoError(t, warm.Close())
 	ch := openDirect(t, b)
-	base := heaptest.Live()
+	base := measure.LiveHeap()
 	for r := range 3 {
 		round(ch, n)
-		per := (heaptest.Live() - base) / int64((r+1)*n)
+		per := (measure.LiveHeap() - base) / int64((r+1)*n)
 		t.Logf("round %d: %d bytes of heap per deleted queue with an unacked delivery", r, per)
 		require.Less(t, per, int64(4<<10), "round %d", r)
 	}
 	require.NoError(t, ch.Close())
-	per := (heaptest.Live() - base) / (3 * n)
+	per := (measure.LiveHeap() - base) / (3 * n)
 	t.Logf("channel closed: %d bytes of heap per deleted queue", per)
 	require.Less(t, per, int64(512))
 }

@@ -13,7 +13,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/internal/heaptest"
+	"github.com/warrenmq/broker/internal/measure"
 )
 
 // TestManagementGetHeapBounded: a get of many large messages holds about
@@ -37,7 +37,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 	}
 	mgmtIdle(t, b)
 	body = nil
-	base := heaptest.Live()
+	base := measure.LiveHeap()
 
 	req, err := http.NewRequest("POST", h.srv.URL+"/api/queues/%2F/big/get",
 		strings.NewReader(`{"count":16,"ackmode":"ack_requeue_true","encoding":"auto"}`))
@@ -56,7 +56,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 		read += k
 		if read >= 4<<20 {
 			read = 0
-			peak = max(peak, heaptest.Live()-min(base, heaptest.Live()))
+			peak = max(peak, measure.LiveHeap()-min(base, measure.LiveHeap()))
 		}
 		got.Write(bytes.ReplaceAll(buf[:k], []byte("////"), nil))
 		if err == io.EOF {

@@ -22,31 +22,7 @@ import (
 // exactly once, and the deliveries it held unacknowledged come back, once
 // the leader's scanner finds it dead (-dead-after), redelivered.
 func TestClusterProcessesSurviveKill9(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "warren-server")
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
-	raftAddrs, amqpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
-	var peers []string
-	for i, a := range raftAddrs {
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, a))
-	}
-	procs := make([]*exec.Cmd, 3)
-	for i := range procs {
-		cmd := exec.Command(bin, "-node-id", fmt.Sprint(i+1), "-peers", strings.Join(peers, ","),
-			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1)), "-dead-after", "1s")
-		require.NoError(t, cmd.Start())
-		procs[i] = cmd
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
+	procs, amqpAddrs := startClusterProcesses(t, "-dead-after", "1s")
 
 	conn, victim := dialAny(t, amqpAddrs, "")
 	ch, err := conn.Channel()
@@ -145,4 +121,39 @@ func TestClusterProcessesSurviveKill9(t *testing.T) {
 		require.Equal(t, 1, n, "%s once", body)
 	}
 	t.Logf("confirmed %d before the kill, found %d on another node", len(confirmed), len(seen))
+}
+
+// startClusterProcesses builds the server and starts three of it as a
+// cluster on loopback, each with its own data directory and extra flags,
+// killed at cleanup.
+// It returns the processes and their AMQP addresses.
+func startClusterProcesses(t *testing.T, extra ...string) ([]*exec.Cmd, []string) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "warren-server")
+	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	raftAddrs, amqpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
+	var peers []string
+	for i, a := range raftAddrs {
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, a))
+	}
+	procs := make([]*exec.Cmd, 3)
+	for i := range procs {
+		args := append([]string{"-node-id", fmt.Sprint(i + 1), "-peers", strings.Join(peers, ","),
+			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1))}, extra...)
+		cmd := exec.Command(bin, args...)
+		require.NoError(t, cmd.Start())
+		procs[i] = cmd
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	return procs, amqpAddrs
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/warrenmq/broker/internal/measure"
 	"github.com/warrenmq/broker/internal/sharedtest"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
@@ -135,7 +136,7 @@ func BenchmarkConsumerRegisterCancel(b *testing.B) {
 				cs[i] = &Consumer{Tag: fmt.Sprint("b", i), Owner: Owner{Connection: "b"}, Receiver: s}
 			}
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := measure.ProcessCPU()
 			for i := range b.N {
 				if err := q.Consume(ctx, cs[i]); err != nil {
 					b.Fatal(err)
@@ -144,7 +145,7 @@ func BenchmarkConsumerRegisterCancel(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(measure.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
-	"github.com/warrenmq/broker/internal/heaptest"
+	"github.com/warrenmq/broker/internal/measure"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -99,7 +99,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 		require.True(t, ok)
 	}
 	roundTrip()
-	before := heaptest.Live()
+	before := measure.LiveHeap()
 
 	props := (&amqp.Properties{}).Append(nil)
 	var out []byte
@@ -113,7 +113,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	}
 	p.write(out)
 	roundTrip()
-	grown := heaptest.Live() - before
+	grown := measure.LiveHeap() - before
 	t.Logf("heap grew %d bytes for 2 headers announcing 128 MiB each and 64,000 body bytes", grown)
 	require.Less(t, grown, int64(4<<20), "the heap grows by what arrived, not by what was announced")
 	require.GreaterOrEqual(t, alarms.Buffered(), int64(64000))
@@ -122,7 +122,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	p.nc.Close()
 	require.Error(t, p.serveResult())
 	require.Zero(t, alarms.Buffered(), "the partial body is released with the connection")
-	require.Less(t, heaptest.Live()-before, int64(4<<20), "nothing stays after the connection ends")
+	require.Less(t, measure.LiveHeap()-before, int64(4<<20), "nothing stays after the connection ends")
 }
 
 // TestTransactionBodiesCountAsBuffered: the publishes of an uncommitted

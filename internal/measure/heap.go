@@ -1,14 +1,14 @@
-package heaptest
+package measure
 
 import (
 	"runtime"
 	"runtime/metrics"
 )
 
-// Live returns the bytes held by live heap objects after two full
+// LiveHeap returns the bytes held by live heap objects after two full
 // collections (the first may leave finalized objects for the second), as
 // runtime/metrics reports them.
-func Live() int64 {
+func LiveHeap() int64 {
 	runtime.GC()
 	runtime.GC()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
