@@ -80,6 +80,10 @@ type Options struct {
 	// in shared mode (shared.go), serving the durable queues together with
 	// the other brokers. Shards and Unacked must then be the stores those
 	// brokers share as well, and Unacked must implement unacked.Claimer.
+	//
+	// A Shards store that keeps messages in memory should implement
+	// storage.MemoryReporter, so that its message bytes count against
+	// MemoryHighWatermark.
 	Meta    meta.Store
 	Shards  storage.ShardStore
 	Unacked unacked.Index
@@ -200,7 +204,7 @@ type Options struct {
 	// data held in memory: the Properties and Body bytes of every message
 	// in the in-memory stores (non-durable queues' store, and the durable
 	// one without DataDir), plus what a store given as Shards reports when
-	// it implements interface{ MemoryBytes() int64 }. Above it, publishing
+	// it implements storage.MemoryReporter. Above it, publishing
 	// connections are blocked (alarms.go). Zero means 40% of the machine's
 	// memory or of the cgroup's limit, RabbitMQ's default
 	// vm_memory_high_watermark of 0.4; negative turns the alarm off
