@@ -191,8 +191,10 @@ func OnVHost(name string) ChannelOption {
 // connection.open, when the vhost does not exist (530 NOT_ALLOWED "vhost
 // ... not found") and, with AsUser, when the user does not exist (403
 // ACCESS_REFUSED) or has no permissions on the vhost (530 NOT_ALLOWED
-// "access to vhost '...' refused for user '...'"), as RabbitMQ 4.x answers
-// a direct connection. It returns ErrClosed once Close has been called.
+// "access to vhost '...' refused for user '...'"): the codes an AMQP
+// client gets for the same user and vhost, here as in RabbitMQ 4.x, whose
+// direct connections (rabbit_direct:connect) run the same user and vhost
+// checks. It returns ErrClosed once Close has been called.
 func (b *Broker) Channel(ctx context.Context, opts ...ChannelOption) (*Channel, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
