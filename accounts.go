@@ -385,7 +385,7 @@ func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text stri
 // Permission is one user's permissions on one virtual host: RabbitMQ's
 // configure, write and read regular expressions. Each is matched
 // unanchored against an exchange or queue name, as RabbitMQ does, so ".*"
-// allows every name, "" none and "^q\\." every name starting "q."; anchor
+// allows every name, "" none and "^q\." every name starting "q."; anchor
 // with ^ and $ to mean a whole name. Go's RE2 syntax applies (PCRE's minus
 // backreferences and lookaround). SetPermissions takes it and Permissions
 // returns it.
@@ -396,7 +396,8 @@ type Permission struct {
 	// Write: publish to an exchange, bind a queue or exchange as the
 	// destination.
 	Write string
-	// Read: consume from and get, purge a queue; be the source of a binding.
+	// Read: consume, get and purge from a queue; be the source of a
+	// binding.
 	Read string
 }
 

@@ -17,7 +17,7 @@ import (
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
-// Flow control (issue 8): RabbitMQ's memory and disk alarms.
+// Flow control: RabbitMQ's memory and disk alarms.
 //
 // While an alarm is raised, every connection that publishes is blocked: on
 // reading a basic.publish its reader sends connection.blocked (to clients
