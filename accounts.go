@@ -198,7 +198,7 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 		for _, v := range b.opts.VHosts {
-			p := meta.Permission{User: u.Name, VHost: canonicalVHost(v), Configure: ".*", Write: ".*", Read: ".*"}
+			p := fullPermission.metaPermission(u.Name, canonicalVHost(v))
 			if err := b.stores.meta.PutPermission(ctx, p); err != nil {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
@@ -382,15 +382,47 @@ func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text stri
 	}
 }
 
-// SetPermissions grants user the configure, write and read regular
-// expressions on vhost (RabbitMQ's set_permissions; each is matched
-// unanchored as RabbitMQ does, so ".*" is everything, "" nothing and
-// "^q\." every name starting "q."). The user and the vhost
-// must exist. Open connections of the user on the vhost use the new
-// permissions from their next check.
-func (b *Broker) SetPermissions(ctx context.Context, user, vhostName, configure, write, read string) error {
+// Permission is one user's permissions on one virtual host: RabbitMQ's
+// configure, write and read regular expressions. Each is matched
+// unanchored against an exchange or queue name, as RabbitMQ does, so ".*"
+// allows every name, "" none and "^q\." every name starting "q."; anchor
+// with ^ and $ to mean a whole name. Go's RE2 syntax applies (PCRE's minus
+// backreferences and lookaround). SetPermissions takes it and Permissions
+// returns it.
+type Permission struct {
+	// Configure: declare and delete exchanges and queues (RabbitMQ's
+	// configure).
+	Configure string
+	// Write: publish to an exchange, bind a queue or exchange as the
+	// destination.
+	Write string
+	// Read: consume, get and purge from a queue; be the source of a
+	// binding.
+	Read string
+}
+
+// fullPermission grants everything: what Options.Users get on every
+// configured vhost.
+var fullPermission = Permission{Configure: ".*", Write: ".*", Read: ".*"}
+
+// metaPermission is p as the meta store keeps it, for user on vhost.
+func (p Permission) metaPermission(user, vhost string) meta.Permission {
+	return meta.Permission{User: user, VHost: vhost, Configure: p.Configure, Write: p.Write, Read: p.Read}
+}
+
+// permissionOf is a stored permission without its user and vhost.
+func permissionOf(p meta.Permission) Permission {
+	return Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}
+}
+
+// SetPermissions grants user perm on vhost (RabbitMQ's set_permissions),
+// replacing what the user had there. The user and the vhost must exist
+// (else an error wrapping meta.ErrNotFound), and each expression must
+// compile. Open connections of the user on the vhost, direct Channels
+// included, use the new permissions from their next check.
+func (b *Broker) SetPermissions(ctx context.Context, user, vhostName string, perm Permission) error {
 	vh := canonicalVHost(vhostName)
-	p := meta.Permission{User: user, VHost: vh, Configure: configure, Write: write, Read: read}
+	p := perm.metaPermission(user, vh)
 	g, err := compileGrant(p)
 	if err != nil {
 		return err
@@ -419,14 +451,14 @@ func (b *Broker) ClearPermissions(ctx context.Context, user, vhostName string) e
 	return nil
 }
 
-// Permissions returns user's stored permissions on vhost, meta.ErrNotFound
-// (wrapped) when there are none.
-func (b *Broker) Permissions(ctx context.Context, user, vhostName string) (meta.Permission, error) {
+// Permissions returns user's permissions on vhost, as SetPermissions
+// stored them; an error wrapping meta.ErrNotFound when there are none.
+func (b *Broker) Permissions(ctx context.Context, user, vhostName string) (Permission, error) {
 	p, err := b.stores.meta.GetPermission(ctx, user, canonicalVHost(vhostName))
 	if err != nil {
-		return meta.Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
+		return Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
 	}
-	return p, nil
+	return permissionOf(p), nil
 }
 
 // AddVHost creates and opens a virtual host (stored, so it is reopened at

@@ -14,11 +14,10 @@ import (
 
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage"
-	"github.com/warrenmq/broker/storage/memory"
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
-// Flow control (issue 8): RabbitMQ's memory and disk alarms.
+// Flow control: RabbitMQ's memory and disk alarms.
 //
 // While an alarm is raised, every connection that publishes is blocked: on
 // reading a basic.publish its reader sends connection.blocked (to clients
@@ -50,20 +49,57 @@ import (
 // Free space is measured without the missing reserve, so deleting it does
 // not clear the alarm; once the alarm clears, the monitor recreates it.
 
-// Alarm is a kind of resource alarm.
+// Alarm is a kind of resource alarm. The kinds are bits, so RaiseAlarm and
+// ClearAlarm accept several OR-ed together (AlarmMemory|AlarmDisk).
 type Alarm uint8
 
-// The alarm kinds RabbitMQ has.
+// The alarm kinds RabbitMQ has. Their values are the root's own: the
+// connections' gate (session.Alarms) numbers its bits separately, and
+// sessionAlarms / alarmsOfSession are the only places that translate.
 const (
 	// AlarmMemory: message bytes held in memory are above
 	// Options.MemoryHighWatermark.
-	AlarmMemory = Alarm(session.AlarmMemory)
+	AlarmMemory Alarm = 1 << iota
 	// AlarmDisk: free space on DataDir's file system is below
 	// Options.DiskFreeLimit.
-	AlarmDisk = Alarm(session.AlarmDisk)
+	AlarmDisk
 
 	allAlarms = AlarmMemory | AlarmDisk
 )
+
+// alarmBits pairs each Alarm with the session.Alarms bit that blocks
+// connections for it.
+var alarmBits = [...]struct {
+	kind Alarm
+	bit  uint32
+}{
+	{AlarmMemory, session.AlarmMemory},
+	{AlarmDisk, session.AlarmDisk},
+}
+
+// sessionAlarms returns the session.Alarms bit set that raises the alarms
+// in a; unknown bits are dropped.
+func sessionAlarms(a Alarm) uint32 {
+	var bits uint32
+	for _, m := range alarmBits {
+		if a&m.kind != 0 {
+			bits |= m.bit
+		}
+	}
+	return bits
+}
+
+// alarmsOfSession is sessionAlarms's inverse: the Alarms raised in a
+// session.Alarms bit set.
+func alarmsOfSession(bits uint32) Alarm {
+	var a Alarm
+	for _, m := range alarmBits {
+		if bits&m.bit != 0 {
+			a |= m.kind
+		}
+	}
+	return a
+}
 
 // String returns "memory" or "disk", the names RabbitMQ gives its resource
 // alarms.
@@ -116,18 +152,6 @@ const (
 	reclaimEvery = time.Second
 )
 
-// memorySource is a store whose in-memory message bytes count against the
-// watermark: *memory.Store (Bytes), or any storage.ShardStore given in
-// Options.Shards that implements it.
-type memorySource interface {
-	MemoryBytes() int64
-}
-
-// memoryStoreBytes adapts *memory.Store, whose counter is named Bytes.
-type memoryStoreBytes struct{ s *memory.Store }
-
-func (m memoryStoreBytes) MemoryBytes() int64 { return m.s.Bytes() }
-
 // alarmState is the broker's alarms: the gate every connection obeys, and
 // what the monitor measured.
 type alarmState struct {
@@ -149,7 +173,7 @@ type alarmState struct {
 	// is the monitor's own.
 	reclaim     func(context.Context) error
 	lastReclaim time.Time
-	sources     []memorySource
+	sources     []storage.MemoryReporter
 	poll        alarmPolling
 
 	memUsed, diskFree atomic.Int64 // last samples, for the management API and metrics
@@ -218,10 +242,9 @@ func (b *Broker) setupAlarms() {
 			continue
 		}
 		seen[st] = true
-		switch s := st.(type) {
-		case *memory.Store:
-			a.sources = append(a.sources, memoryStoreBytes{s})
-		case memorySource:
+		// The in-memory stores (*memory.Store) and any Options.Shards
+		// store that reports its memory.
+		if s, ok := st.(storage.MemoryReporter); ok {
 			a.sources = append(a.sources, s)
 		}
 	}
@@ -493,7 +516,7 @@ func (b *Broker) ClearAlarm(kind Alarm) {
 // Alarms returns the alarms in effect (raised by hand or by the monitor),
 // memory before disk; none is an empty slice.
 func (b *Broker) Alarms() []Alarm {
-	active := Alarm(b.alarm.gate.Active())
+	active := alarmsOfSession(b.alarm.gate.Active())
 	out := []Alarm{}
 	for _, k := range []Alarm{AlarmMemory, AlarmDisk} {
 		if active&k != 0 {
@@ -509,8 +532,8 @@ func (b *Broker) Alarms() []Alarm {
 func (b *Broker) applyAlarmsLocked(by string) {
 	a := &b.alarm
 	active := a.mu.manual | a.mu.monitored
-	before := Alarm(a.gate.Active())
-	a.gate.Set(uint32(active))
+	before := alarmsOfSession(a.gate.Active())
+	a.gate.Set(sessionAlarms(active))
 	a.mu.Unlock()
 	for _, k := range []Alarm{AlarmMemory, AlarmDisk} {
 		was, is := before&k != 0, active&k != 0
@@ -543,7 +566,7 @@ type alarmStatus struct {
 
 func (b *Broker) alarmStatus() alarmStatus {
 	a := &b.alarm
-	active := Alarm(a.gate.Active())
+	active := alarmsOfSession(a.gate.Active())
 	s := alarmStatus{
 		MemAlarm:      active&AlarmMemory != 0,
 		DiskFreeAlarm: active&AlarmDisk != 0,

@@ -18,6 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/storage/memory"
 )
 
 // fastAlarms samples memory and disk every few milliseconds, so the
@@ -50,6 +53,55 @@ func TestAlarmString(t *testing.T) {
 	for a, want := range map[Alarm]string{AlarmMemory: "memory", AlarmDisk: "disk", Alarm(8): "Alarm(8)"} {
 		require.Equal(t, want, a.String())
 	}
+}
+
+// TestAlarmSessionMapping: each public Alarm, and their union, maps to the
+// session.Alarms bit that blocks connections for it and back unchanged, and
+// a bit neither side knows is dropped rather than raising some other alarm.
+func TestAlarmSessionMapping(t *testing.T) {
+	for _, tc := range []struct {
+		kind Alarm
+		bits uint32
+	}{
+		{0, 0},
+		{AlarmMemory, session.AlarmMemory},
+		{AlarmDisk, session.AlarmDisk},
+		{AlarmMemory | AlarmDisk, session.AlarmMemory | session.AlarmDisk},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			require.Equal(t, tc.bits, sessionAlarms(tc.kind))
+			require.Equal(t, tc.kind, alarmsOfSession(tc.bits))
+			require.Equal(t, tc.kind, alarmsOfSession(sessionAlarms(tc.kind)))
+		})
+	}
+	require.Equal(t, uint32(0), sessionAlarms(Alarm(1<<7)))
+	require.Equal(t, Alarm(0), alarmsOfSession(1<<31))
+	require.Equal(t, allAlarms, alarmsOfSession(^uint32(0)))
+}
+
+// reportingShards is an Options.Shards store that reports a chosen memory
+// figure (storage.MemoryReporter); embedding the interface hides the
+// wrapped store's own MemoryBytes.
+type reportingShards struct {
+	storage.ShardStore
+	bytes atomic.Int64
+}
+
+func (s *reportingShards) MemoryBytes() int64 { return s.bytes.Load() }
+
+// TestAlarmShardsMemoryReporter: a store given as Options.Shards that
+// implements storage.MemoryReporter counts against the memory watermark:
+// what it reports raises the memory alarm and clears it again.
+func TestAlarmShardsMemoryReporter(t *testing.T) {
+	shards := &reportingShards{ShardStore: memory.New()}
+	b := newDirectBroker(t, Options{Shards: shards, MemoryHighWatermark: 1 << 20, alarmPolling: fastAlarms})
+	require.Empty(t, b.Alarms())
+	shards.bytes.Store(2 << 20)
+	require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, waitFor, time.Millisecond)
+	require.Equal(t, []Alarm{AlarmMemory}, b.Alarms())
+	require.GreaterOrEqual(t, b.alarmStatus().MemUsed, int64(2<<20))
+	shards.bytes.Store(0)
+	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, waitFor, time.Millisecond)
 }
 
 // TestAlarmManual: RaiseAlarm blocks a publishing connection (it is told

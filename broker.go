@@ -30,12 +30,29 @@ import (
 // Version is the broker version advertised in connection.start.
 const Version = "0.1.0-dev"
 
-// RabbitMQ's defaults, used for zero Options fields.
+// RabbitMQ's defaults (4.x), used for zero Options fields.
+//
+// The connection-tuning values are defined once, in internal/session: the
+// session applies them to every zero session.Config field (its own tests
+// and the direct connections run on them) and cannot import this package,
+// so this package names them instead of repeating the numbers. The rest
+// concern only the root and are defined here or beside their feature
+// (DefaultConsumerTimeout, DefaultLoginTimeout, DefaultNode, the alarm
+// defaults).
 const (
+	// DefaultChannelMax is the highest channel number a client may open
+	// when Options.ChannelMax is zero: 2047, RabbitMQ's channel_max.
+	DefaultChannelMax = session.DefaultChannelMax
+	// DefaultFrameMax is the largest frame accepted and proposed when
+	// Options.FrameMax is zero: 131072 bytes, RabbitMQ's frame_max.
+	DefaultFrameMax = session.DefaultFrameMax
+	// DefaultHeartbeat is the heartbeat proposed when Options.Heartbeat is
+	// zero: 60 s, RabbitMQ's heartbeat.
+	DefaultHeartbeat = session.DefaultHeartbeat
+	// DefaultMaxMessageSize is the largest message body accepted when
+	// Options.MaxMessageSize is zero: 128 MiB, RabbitMQ's
+	// max_message_size.
 	DefaultMaxMessageSize = 128 << 20
-	DefaultChannelMax     = 2047
-	DefaultFrameMax       = 131072
-	DefaultHeartbeat      = 60 * time.Second
 )
 
 // ErrClosed is returned by Serve, Listen, ListenAndServe and Dial once Close
@@ -80,6 +97,10 @@ type Options struct {
 	// in shared mode (shared.go), serving the durable queues together with
 	// the other brokers. Shards and Unacked must then be the stores those
 	// brokers share as well, and Unacked must implement unacked.Claimer.
+	//
+	// A Shards store that keeps messages in memory should implement
+	// storage.MemoryReporter, so that its message bytes count against
+	// MemoryHighWatermark.
 	Meta    meta.Store
 	Shards  storage.ShardStore
 	Unacked unacked.Index
@@ -103,8 +124,8 @@ type Options struct {
 	Product string
 
 	// MaxMessageSize is the largest message body accepted; a larger publish
-	// closes its channel with 406 PRECONDITION_FAILED. Zero means 128 MiB,
-	// RabbitMQ's default; negative means no limit but the 512 MiB frame
+	// closes its channel with 406 PRECONDITION_FAILED. Zero means
+	// DefaultMaxMessageSize (128 MiB, RabbitMQ's default); negative means no limit but the 512 MiB frame
 	// sanity check.
 	MaxMessageSize int
 
@@ -167,24 +188,25 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Heartbeat is the interval the server proposes in connection.tune; the
-	// client's tune-ok has the last word (AMQP 0-9-1 §4.2.7). Zero means 60 s.
-	// Negative proposes no heartbeat. It is sent in whole seconds, so it must
-	// be a whole number of seconds no larger than 65535 s.
+	// client's tune-ok has the last word (AMQP 0-9-1 §4.2.7). Zero means
+	// DefaultHeartbeat (60 s); negative proposes no heartbeat. It is sent
+	// in whole seconds, so it must be a whole number of seconds no larger
+	// than 65535 s.
 	Heartbeat time.Duration
 
 	// FrameMax is the largest frame (header and end octet included) the
-	// server accepts and proposes. Zero means 131072; values below 4096
-	// (the spec's frame-min-size) are rejected.
+	// server accepts and proposes. Zero means DefaultFrameMax (131072);
+	// values below 4096 (the spec's frame-min-size) are rejected.
 	FrameMax uint32
 
 	// ChannelMax is the highest channel number a client may open. Zero means
-	// 2047.
+	// DefaultChannelMax (2047).
 	ChannelMax uint16
 
 	// ConsumerTimeout is how long a delivery may stay unacknowledged before
 	// the broker closes its channel with 406 PRECONDITION_FAILED (which
-	// requeues it), RabbitMQ's consumer_timeout. Zero means 30 minutes,
-	// RabbitMQ's default; negative disables the check. It is enforced by
+	// requeues it), RabbitMQ's consumer_timeout. Zero means
+	// DefaultConsumerTimeout (30 minutes, RabbitMQ's default); negative disables the check. It is enforced by
 	// the unacked scanner (scanner.go), at most half the timeout late.
 	ConsumerTimeout time.Duration
 
@@ -200,7 +222,7 @@ type Options struct {
 	// data held in memory: the Properties and Body bytes of every message
 	// in the in-memory stores (non-durable queues' store, and the durable
 	// one without DataDir), plus what a store given as Shards reports when
-	// it implements interface{ MemoryBytes() int64 }. Above it, publishing
+	// it implements storage.MemoryReporter. Above it, publishing
 	// connections are blocked (alarms.go). Zero means 40% of the machine's
 	// memory or of the cgroup's limit, RabbitMQ's default
 	// vm_memory_high_watermark of 0.4; negative turns the alarm off

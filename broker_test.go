@@ -373,6 +373,21 @@ func TestOptions(t *testing.T) {
 		require.NotNil(t, b.opts.Logger)
 		require.Equal(t, "amqp://guest:guest@127.0.0.1:5672/", b.URL())
 	})
+	t.Run("zero value tunes to RabbitMQ's defaults", func(t *testing.T) {
+		// The exported defaults name internal/session's, which is what a
+		// connection proposes; both must be RabbitMQ 4.x's values.
+		require.Equal(t, []any{2047, 131072, 60 * time.Second, 128 << 20},
+			[]any{DefaultChannelMax, DefaultFrameMax, DefaultHeartbeat, DefaultMaxMessageSize})
+		b := startBroker(t, Options{})
+		c := dialRaw(t, b)
+		c.send([]byte("AMQP\x00\x00\x09\x01"))
+		c.expectMethod(0)
+		c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+		tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
+		require.True(t, ok)
+		require.Equal(t, amqp.ConnectionTune{ChannelMax: DefaultChannelMax, FrameMax: DefaultFrameMax, Heartbeat: uint16(DefaultHeartbeat / time.Second)}, *tune)
+		require.Equal(t, DefaultMaxMessageSize, b.opts.MaxMessageSize)
+	})
 	t.Run("caller's struct is not modified or aliased", func(t *testing.T) {
 		opts := Options{Users: []User{{Name: "a", Password: "b", Tags: []string{"x"}}}, VHosts: []string{"v"}}
 		b, err := New(opts)

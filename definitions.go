@@ -290,7 +290,7 @@ func (b *Broker) ImportDefinitions(ctx context.Context, d *Definitions) error {
 		}
 	}
 	for _, p := range d.Permissions {
-		if err := b.SetPermissions(ctx, p.User, p.VHost, p.Configure, p.Write, p.Read); err != nil {
+		if err := b.SetPermissions(ctx, p.User, p.VHost, Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}); err != nil {
 			fail(fmt.Sprintf("permission of user %q on vhost %q", p.User, p.VHost), err)
 		}
 	}

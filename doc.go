@@ -56,6 +56,12 @@
 // report it later (publish, ack); NotifyClose hears it in both. See Channel
 // for the details.
 //
+// b.Channel(ctx) is the program's own channel: the default vhost, no
+// permission checks. To act for one of the broker's users, name the user
+// and the vhost; that user's permissions are then enforced as over AMQP:
+//
+//	ch, err := b.Channel(ctx, broker.AsUser("alice"), broker.OnVHost("orders"))
+//
 // For tests, package brokertest gives each test its own broker (listening
 // on 127.0.0.1:0 and closed by t.Cleanup), amqp091-go dialled through Dial,
 // and direct channels; a broker starts in microseconds and idles in a few

@@ -112,6 +112,42 @@ func ExampleBroker_Channel() {
 	// Output: hi false
 }
 
+// A Channel opened AsUser acts for that user on the vhost OnVHost names,
+// with the user's permissions: here alice may configure only names
+// starting "alice-".
+func ExampleAsUser() {
+	b, err := broker.New(broker.Options{VHosts: []string{"/", "orders"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.AddUser(ctx, "alice", "secret"); err != nil {
+		log.Fatal(err)
+	}
+	perm := broker.Permission{Configure: "^alice-", Write: ".*", Read: ".*"}
+	if err := b.SetPermissions(ctx, "alice", "orders", perm); err != nil {
+		log.Fatal(err)
+	}
+
+	ch, err := b.Channel(ctx, broker.AsUser("alice"), broker.OnVHost("orders"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ch.Close()
+	_, err = ch.QueueDeclare("alice-jobs", false, false, false, false, nil)
+	fmt.Println(err)
+	_, err = ch.QueueDeclare("jobs", false, false, false, false, nil)
+	fmt.Println(err)
+
+	_, err = b.Channel(ctx, broker.AsUser("alice")) // no permissions on "/"
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// Exception (403) Reason: "ACCESS_REFUSED - access to queue 'jobs' in vhost 'orders' refused for user 'alice'"
+	// Exception (530) Reason: "NOT_ALLOWED - access to vhost '/' refused for user 'alice'"
+}
+
 // Errors are *amqp091.Error with the code a RabbitMQ client would get, and
 // close the channel as they do on the wire.
 func ExampleChannel_errors() {

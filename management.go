@@ -1002,13 +1002,11 @@ func (m *mgmt) get(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", "Unsupported encoding. Please use auto or base64.")
 		return
 	}
-	access, ok := m.userAccess(c, vh)
-	if !ok {
-		return
-	}
-	ch, err := m.b.openChannel(c.r.Context(), vh, c.user.Name, access)
+	// As RabbitMQ's with_channel: a direct connection as the requesting
+	// user, with that user's permissions.
+	ch, err := m.b.Channel(c.r.Context(), AsUser(c.user.Name), OnVHost(vh.Name()))
 	if err != nil {
-		writeAMQPError(c.w, err)
+		writeChannelError(c.w, err)
 		return
 	}
 	defer ch.Close()
@@ -1140,25 +1138,20 @@ func writeJSONStringBody(w *bufio.Writer, s []byte) {
 	w.Write(s[start:])
 }
 
-// userAccess is the requesting user's Access on vh, for the internal
-// channel; without permissions on vh it answers 401, as RabbitMQ's
-// with_channel does when the direct connection is refused.
-func (m *mgmt) userAccess(c *mgmtCall, vh *vhost.VHost) (*session.Access, bool) {
-	p, err := m.b.stores.meta.GetPermission(c.r.Context(), c.user.Name, vh.Name())
-	if err != nil {
-		if errors.Is(err, meta.ErrNotFound) {
-			writeError(c.w, http.StatusUnauthorized, "not_authorised", "Access refused.")
-		} else {
-			writeAMQPError(c.w, err)
-		}
-		return nil, false
+// writeChannelError answers a direct Channel that could not be opened as
+// RabbitMQ's with_channel answers a refused direct connection: no
+// permissions on the vhost is 401 "Access refused.", a user store that
+// did not answer 503 (as a login then is), anything else as its AMQP code.
+func writeChannelError(w http.ResponseWriter, err error) {
+	var e *amqp091.Error
+	switch {
+	case errors.As(err, &e) && e.Code == amqp091.NotAllowed:
+		writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+	case errors.As(err, &e) && e.Code == amqp091.ConnectionForced:
+		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
+	default:
+		writeAMQPError(w, fromAMQP091Error(err))
 	}
-	g, err := compileGrant(p)
-	if err != nil {
-		writeAMQPError(c.w, err)
-		return nil, false
-	}
-	return m.b.sharedAccess(c.user.Name, vh.Name(), g), true
 }
 
 // fromAMQP091Error turns a direct Channel's error back into the

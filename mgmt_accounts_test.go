@@ -21,7 +21,7 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, status, "not a user yet")
 
 	require.NoError(t, b.AddUser(ctx, "ops", "ops", "administrator"))
-	require.NoError(t, b.SetPermissions(ctx, "ops", "/", "^ops-.*", ".*", ""))
+	require.NoError(t, b.SetPermissions(ctx, "ops", "/", Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
 	status, _, body := h.do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var users []DefinitionUser

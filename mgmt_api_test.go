@@ -578,7 +578,7 @@ func TestManagementGetPermissions(t *testing.T) {
 	require.NoError(t, ch.Publish("", "perm.q", false, false, amqp091.Publishing{Body: []byte("x")}))
 	req := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
 
-	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", ".*", ".*", "^other$"))
+	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
 	status, _, body := h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 	_, reason := errorBody(t, body)
@@ -588,7 +588,7 @@ func TestManagementGetPermissions(t *testing.T) {
 	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 
-	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", "", "", "^perm\\..*"))
+	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", Permission{Configure: "", Write: "", Read: "^perm\\..*"}))
 	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 }

@@ -33,7 +33,7 @@ func mgmtAuthzBroker(t *testing.T) (*Broker, string) {
 		require.NoError(t, b.ClearPermissions(ctx, u, "secret"))
 	}
 	require.NoError(t, b.ClearPermissions(ctx, "lim", "/"))
-	require.NoError(t, b.SetPermissions(ctx, "lim", "secret", "^mine", "^mine", "^mine"))
+	require.NoError(t, b.SetPermissions(ctx, "lim", "secret", Permission{Configure: "^mine", Write: "^mine", Read: "^mine"}))
 
 	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/secret", amqp091.Config{Dial: b.Dial})
 	require.NoError(t, err)

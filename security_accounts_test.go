@@ -58,12 +58,12 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	require.Equal(t, []string{"administrator"}, u.Tags)
 	p, err := b.Permissions(ctx, "alice", "/")
 	require.NoError(t, err)
-	require.Equal(t, meta.Permission{User: "alice", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}, p)
+	require.Equal(t, fullPermission, p)
 
 	// Changes through the Go API win over Options at the next start.
 	require.NoError(t, b.AddUser(ctx, "alice", "pw2"))
 	require.NoError(t, b.AddUser(ctx, "bob", "bobpw", "monitoring"))
-	require.NoError(t, b.SetPermissions(ctx, "bob", "/", "", "^amq\\.default$", "q.*"))
+	require.NoError(t, b.SetPermissions(ctx, "bob", "/", Permission{Configure: "", Write: "^amq\\.default$", Read: "q.*"}))
 	require.NoError(t, b.Close())
 
 	b, err = New(opts)
@@ -79,15 +79,35 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	require.Equal(t, "q.*", p.Read)
 }
 
+// TestPermissionsRoundTrip: Permissions returns exactly the Permission
+// SetPermissions stored, "" (nothing) included, and a second
+// SetPermissions replaces the first.
+func TestPermissionsRoundTrip(t *testing.T) {
+	b := newDirectBroker(t, Options{})
+	ctx := context.Background()
+	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	for _, perm := range []Permission{
+		fullPermission,
+		{Configure: "", Write: "^amq\\.default$", Read: "q.*"},
+		{},
+		{Configure: "^(a|b)$", Write: "", Read: ".*"},
+	} {
+		require.NoError(t, b.SetPermissions(ctx, "u", "/", perm))
+		got, err := b.Permissions(ctx, "u", "")
+		require.NoError(t, err)
+		require.Equal(t, perm, got)
+	}
+}
+
 func TestAccountsAPIErrors(t *testing.T) {
 	checkGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	require.Error(t, b.AddUser(ctx, "", "x"))
-	require.ErrorIs(t, b.SetPermissions(ctx, "nobody", "/", ".*", ".*", ".*"), meta.ErrNotFound)
+	require.ErrorIs(t, b.SetPermissions(ctx, "nobody", "/", fullPermission), meta.ErrNotFound)
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.ErrorIs(t, b.SetPermissions(ctx, "u", "/nope", ".*", ".*", ".*"), meta.ErrNotFound)
-	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", "(", ".*", ".*"), "configure permission")
+	require.ErrorIs(t, b.SetPermissions(ctx, "u", "/nope", fullPermission), meta.ErrNotFound)
+	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
 	require.ErrorIs(t, b.DeleteUser(ctx, "nobody"), meta.ErrNotFound)
 	_, err := b.Permissions(ctx, "u", "/")
 	require.ErrorIs(t, err, meta.ErrNotFound)
@@ -112,7 +132,7 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	requireAMQPCode(t, err, amqp091.AccessRefused)
 	// A blank password is refused even when it is the user's.
 	require.NoError(t, b.AddUser(ctx, "blank", ""))
-	require.NoError(t, b.SetPermissions(ctx, "blank", "/", ".*", ".*", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "blank", "/", fullPermission))
 	_, err = amqp091.Dial(userURL(b, "blank", ""))
 	requireAMQPCode(t, err, amqp091.AccessRefused)
 
@@ -120,7 +140,7 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	_, err = amqp091.Dial(userURL(b, "u", "p"))
 	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
 	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
 	requireWorks(t, conn)
 
@@ -146,7 +166,7 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 	h := mgmtServer(t, b)
 	for _, u := range []string{"alice", "bob"} {
 		require.NoError(t, b.AddUser(ctx, u, u))
-		require.NoError(t, b.SetPermissions(ctx, u, "/", ".*", ".*", ".*"))
+		require.NoError(t, b.SetPermissions(ctx, u, "/", fullPermission))
 	}
 	alice := dial(t, userURL(b, "alice", "alice"), amqp091.Config{})
 	aliceErrs := alice.NotifyClose(make(chan *amqp091.Error, 1))
@@ -290,7 +310,7 @@ func TestPermissionsRefuse(t *testing.T) {
 		}, "queue 'q.src'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", tc.configure, tc.write, tc.read))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
 			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
 			ch := topoChannel(t, conn)
 			err := tc.op(ch)
@@ -298,7 +318,7 @@ func TestPermissionsRefuse(t *testing.T) {
 			topoRequireCode(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
 
 			// The same operation with every permission passes the check.
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", all, all, all))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: all, Write: all, Read: all}))
 			ch = topoChannel(t, conn)
 			err = tc.op(ch)
 			var ae *amqp091.Error
@@ -336,7 +356,7 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 		{"", false},
 	} {
 		t.Run(tc.read, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", "", "", tc.read))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: tc.read}))
 			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
 			uch := topoChannel(t, conn)
 			_, _, err := uch.Get("orders.eu", false)
@@ -354,7 +374,7 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
 	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
 	ch := topoConfirmChannel(t, conn)
 	declareQueue(t, ch, "q", false)
@@ -366,11 +386,11 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 
 	// A read grant that no longer covers q refuses the next get on the
 	// same connection: the cache does not outlive the grant it was made under.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", "^other$"))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
 	_, _, err = ch.Get("q", true)
 	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", "nothing", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
 	ch = topoConfirmChannel(t, conn)
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
@@ -384,7 +404,7 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
 	// Passive declares are not permission checks in RabbitMQ.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", "", "", ""))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: ""}))
 	ch = topoChannel(t, conn)
 	_, err = ch.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -411,7 +431,7 @@ func BenchmarkPublishPermissions(b *testing.B) {
 			defer br.Close()
 			ctx := context.Background()
 			require.NoError(b, br.AddUser(ctx, "u", "p"))
-			require.NoError(b, br.SetPermissions(ctx, "u", "/", ".*", bc.write, ".*"))
+			require.NoError(b, br.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
 			conn, err := amqp091.DialConfig(userURL(br, "u", "p"), amqp091.Config{Dial: br.Dial})
 			require.NoError(b, err)
 			defer conn.Close()
@@ -445,7 +465,7 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	// No permissions on a new vhost until granted.
 	_, err := amqp091.Dial(v2URL)
 	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
-	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", ".*", ".*", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
 	conn := dial(t, v2URL, amqp091.Config{})
 	ch := topoConfirmChannel(t, conn)
 	declareQueue(t, ch, "kept", true)
@@ -472,7 +492,7 @@ func TestAddAndDeleteVHost(t *testing.T) {
 
 	// Re-adding it starts empty.
 	require.NoError(t, b.AddVHost(ctx, "v2"))
-	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", ".*", ".*", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
 	conn = dial(t, v2URL, amqp091.Config{})
 	require.False(t, topoQueueExists(t, conn, "kept"))
 	require.False(t, topoExchangeExists(t, conn, "x2"))

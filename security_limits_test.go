@@ -75,7 +75,7 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 			b, url := serveAs(t, Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
 			if tc.user != "guest" {
 				require.NoError(t, b.AddUser(context.Background(), tc.user, "pw"))
-				require.NoError(t, b.SetPermissions(context.Background(), tc.user, "/", ".*", ".*", ".*"))
+				require.NoError(t, b.SetPermissions(context.Background(), tc.user, "/", fullPermission))
 				url = strings.Replace(url, "guest:guest", tc.user+":pw", 1)
 			}
 			conn, err := amqp091.Dial(url)

@@ -125,7 +125,7 @@ func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 	b := startBroker(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", ".*", ".*", ".*"))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
 	from := func(ip string) amqp091.Config {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 30 * time.Second}
 		return amqp091.Config{Dial: func(network, addr string) (net.Conn, error) { return d.Dial(network, addr) }}

@@ -62,7 +62,7 @@ func TestTLS(t *testing.T) {
 			b, url := startTLSBroker(t, ca, Options{AuthMechanisms: tc.mechs})
 			ctx := context.Background()
 			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
-			require.NoError(t, b.SetPermissions(ctx, "alice", "/", ".*", ".*", ".*"))
+			require.NoError(t, b.SetPermissions(ctx, "alice", "/", fullPermission))
 
 			cfg := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 			if tc.cert != nil {

@@ -289,7 +289,7 @@ func TestSharedVHostsFollow(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, p.b1.AddVHost(ctx, "team"))
 	waitUntil(t, "vhost team on broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return ok })
-	require.NoError(t, p.b2.SetPermissions(ctx, "guest", "team", ".*", ".*", ".*"))
+	require.NoError(t, p.b2.SetPermissions(ctx, "guest", "team", fullPermission))
 	conn := dial(t, p.b2.URL()+"team", amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	requireWorks(t, conn)

@@ -58,10 +58,11 @@ func Dial(t testing.TB, b *broker.Broker) *amqp091.Connection {
 	return conn
 }
 
-// Channel opens a direct channel on b, closed by t.Cleanup.
-func Channel(t testing.TB, b *broker.Broker) *broker.Channel {
+// Channel opens a direct channel on b, closed by t.Cleanup; opts are
+// Broker.Channel's (broker.AsUser, broker.OnVHost).
+func Channel(t testing.TB, b *broker.Broker, opts ...broker.ChannelOption) *broker.Channel {
 	t.Helper()
-	ch, err := b.Channel(t.Context())
+	ch, err := b.Channel(t.Context(), opts...)
 	if err != nil {
 		t.Fatalf("brokertest: channel: %v", err)
 	}

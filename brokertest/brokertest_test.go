@@ -86,3 +86,17 @@ func TestCleanupOrder(t *testing.T) {
 	_, err := b.Dial("", "")
 	require.ErrorIs(t, err, broker.ErrClosed)
 }
+
+// TestChannelOptions: Channel passes its options on, so a test can act as
+// one of the broker's users on one of its vhosts, with that user's
+// permissions.
+func TestChannelOptions(t *testing.T) {
+	b := brokertest.NewUnstarted(t, broker.Options{VHosts: []string{"/", "orders"}})
+	require.NoError(t, b.AddUser(t.Context(), "reader", "pw"))
+	require.NoError(t, b.SetPermissions(t.Context(), "reader", "orders", broker.Permission{Read: ".*"}))
+	ch := brokertest.Channel(t, b, broker.AsUser("reader"), broker.OnVHost("orders"))
+	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
+	var ae *amqp091.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, amqp091.AccessRefused, ae.Code)
+}

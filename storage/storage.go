@@ -65,6 +65,18 @@ type ShardStore interface {
 	DeleteShard(ctx context.Context, shard string) error
 }
 
+// MemoryReporter is implemented by stores that hold message data in the Go
+// heap. MemoryBytes returns the Properties and Body bytes of every live
+// record the store keeps in memory right now (not its index, its free
+// capacity or what it keeps on disk); the broker adds it up, for every
+// store that implements it, against its memory alarm's watermark
+// (broker.Options.MemoryHighWatermark). It is polled often, from its own
+// goroutine, so it must be cheap and safe for concurrent use. It is
+// optional: found by type assertion.
+type MemoryReporter interface {
+	MemoryBytes() int64
+}
+
 // Syncer is implemented by stores that can make every earlier write durable
 // on demand. It is optional: found by type assertion.
 type Syncer interface {

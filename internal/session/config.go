@@ -11,7 +11,10 @@ import (
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
-// RabbitMQ's defaults, used for zero Config fields.
+// RabbitMQ's defaults (4.x), used for zero Config fields. These are the
+// only definitions: the broker package exports the first three as
+// broker.DefaultChannelMax, DefaultFrameMax and DefaultHeartbeat, since
+// this package, which applies them, cannot import it.
 const (
 	DefaultChannelMax       = 2047
 	DefaultFrameMax         = 131072

@@ -18,7 +18,10 @@ type Store struct {
 	bytes atomic.Int64
 }
 
-var _ storage.ShardStore = (*Store)(nil)
+var (
+	_ storage.ShardStore     = (*Store)(nil)
+	_ storage.MemoryReporter = (*Store)(nil)
+)
 
 // New returns an empty Store.
 func New() *Store {
@@ -75,13 +78,13 @@ func (sh *shard) slotLocked(i int) *slot {
 	return &sh.mu.chunks[i/chunkSize][i%chunkSize]
 }
 
-// Bytes returns the Properties and Body bytes of every live record in the
-// store: the message data it keeps in memory. It is exact and cheap (one
-// atomic load), so the broker's memory alarm polls it. Safe from any
-// goroutine.
-func (s *Store) Bytes() int64 { return s.bytes.Load() }
+// MemoryBytes returns the Properties and Body bytes of every live record in
+// the store: the message data it keeps in memory (storage.MemoryReporter).
+// It is exact and cheap (one atomic load), so the broker's memory alarm
+// polls it. Safe from any goroutine.
+func (s *Store) MemoryBytes() int64 { return s.bytes.Load() }
 
-// recordBytes is what one record counts in Bytes.
+// recordBytes is what one record counts in MemoryBytes.
 func recordBytes(rec *storage.Record) int64 {
 	return int64(len(rec.Properties) + len(rec.Body))
 }

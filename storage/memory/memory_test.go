@@ -79,6 +79,6 @@ func TestBytes(t *testing.T) {
 	}
 	for _, st := range steps {
 		require.NoError(t, st.do(), st.name)
-		require.Equal(t, st.want, s.Bytes(), st.name)
+		require.Equal(t, st.want, s.MemoryBytes(), st.name)
 	}
 }
