@@ -172,8 +172,7 @@ func TestShutdownLetsConsumersFinish(t *testing.T) {
 			for d := range msgs {
 				t.Fatalf("delivered %q while draining", d.Body)
 			}
-			e := <-closed
-			require.NotNil(t, e)
+			e := closeErr(t, closed)
 			require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)
 
 			// Shutdown again and Close are safe and return at once.
@@ -214,7 +213,7 @@ func TestShutdownRefusesPublishes(t *testing.T) {
 			if err == nil {
 				// amqp091-go publishes asynchronously: the refusal is the
 				// connection's close.
-				err = <-closed
+				err = closeErr(t, closed)
 			}
 			requireAMQPCode(t, err, amqp091.ConnectionForced)
 
@@ -248,8 +247,7 @@ func TestShutdownDeadline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			require.ErrorIs(t, b.Shutdown(ctx), context.DeadlineExceeded)
-			e := <-closed
-			require.NotNil(t, e)
+			e := closeErr(t, closed)
 			require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)
 			require.NoError(t, b.Close())
 
