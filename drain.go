@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/warrenmq/broker/internal/session"
@@ -39,6 +41,11 @@ import (
 // backing off to 100 ms. Calling Shutdown again, or Close during or after
 // it, is safe; each call returns once the broker is closed.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	select {
+	case <-b.closeDone:
+		return nil // closed already: nothing to drain
+	default:
+	}
 	b.mu.Lock()
 	// closed refuses new connections (serveConn, openChannel, Listen)
 	// and makes the accept loops end with ErrClosed.
@@ -54,12 +61,31 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.drain.Start()
 	b.log.Info("broker: shutting down, waiting for consumers to settle their deliveries")
 
+	b.dispatchBarrier(ctx)
 	err := b.waitSettled(ctx)
 	if err != nil {
 		b.log.Warn("broker: shutdown deadline passed before every delivery was settled; unsettled ones go back to their queues", "err", err, "outstanding", b.outstanding())
 	}
 	b.Close()
 	return err
+}
+
+// dispatchBarrier returns once every queue's actor has finished what it
+// was doing when the drain started: a delivery that passed its consumer's
+// HasRoom just before is then counted by outstanding and settled, not cut
+// off by Close. Queues dispatch only on their actor, and Stats runs there
+// after every earlier step.
+func (b *Broker) dispatchBarrier(ctx context.Context) {
+	b.vhostsMu.RLock()
+	vhs := slices.Collect(maps.Values(b.vhosts))
+	b.vhostsMu.RUnlock()
+	for _, vh := range vhs {
+		for _, q := range vh.Queues() {
+			// A deleted queue has nothing to deliver; ctx's end is
+			// waitSettled's to report.
+			_, _ = q.Stats(ctx)
+		}
+	}
 }
 
 // waitSettled polls until no connection has anything outstanding, or ctx
