@@ -55,8 +55,8 @@ const (
 	DefaultMaxMessageSize = 128 << 20
 )
 
-// ErrClosed is returned by Serve, Listen, ListenAndServe and Dial once Close
-// has been called. Check it with errors.Is.
+// ErrClosed is returned by Serve, Listen, ListenAndServe, Dial and Channel
+// once Close or Shutdown has been called. Check it with errors.Is.
 var ErrClosed = errors.New("broker: closed")
 
 // User is an account clients authenticate as (PLAIN or AMQPLAIN).
@@ -447,6 +447,8 @@ type Broker struct {
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
 	closeDone chan struct{} // closed when Close has finished
+
+	drain session.Drain // Shutdown's draining state (drain.go)
 }
 
 // New returns a broker configured by opts, or every problem with opts joined
@@ -483,6 +485,7 @@ func New(opts Options) (*Broker, error) {
 		Version:        Version,
 		Counters:       &b.ops.session,
 		Alarms:         &b.alarm.gate,
+		Drain:          &b.drain,
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
@@ -724,7 +727,10 @@ func (b *Broker) URL() string {
 // Close stops every listener, closes every connection with connection.close
 // 320 CONNECTION_FORCED (waiting briefly for close-ok), and returns after
 // every goroutine the broker started has exited. Safe to call many times from
-// many goroutines; each call returns once shutdown is complete.
+// many goroutines, and during or after Shutdown; each call returns once
+// shutdown is complete. Unacked deliveries go back to their queues (a
+// durable queue's come back redelivered after a restart). Shutdown closes
+// gracefully.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.mu.Lock()

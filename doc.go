@@ -76,6 +76,11 @@
 // to call from many goroutines at once; every caller returns once shutdown
 // is complete.
 //
+// Shutdown(ctx) is the graceful way, as net/http's Server.Shutdown: it
+// refuses new connections and publishes (a publishing connection is closed
+// with 320), delivers nothing new, waits until consumers settled what they
+// hold (or ctx ends), then calls Close (drain.go).
+//
 // # Shared mode
 //
 // When Options.Meta implements meta.ChangeFeed (a cluster's replicated

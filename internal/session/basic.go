@@ -81,6 +81,9 @@ type consumer struct {
 // reading costs the broker a bounded buffer, not every message of the
 // queue. Runs on the queue's goroutine.
 func (c *consumer) HasRoom(*queue.Consumer) bool {
+	if c.ch.conn.cfg.Drain.On() {
+		return false // no new deliveries while draining (drain.go)
+	}
 	if c.waitingRoom.Load() {
 		return c.ch.conn.hasRoom(nil) // the writer already holds roomNotify
 	}
@@ -370,6 +373,11 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)
 	if err != nil {
 		return err
+	}
+	if ch.conn.cfg.Drain.On() {
+		// Nothing new leaves a queue while draining (drain.go).
+		ch.reply(&amqp.BasicGetEmpty{})
+		return nil
 	}
 	msg, ready, ok, err := q.Get(ctx, ch.owner(), m.NoAck)
 	if err != nil {

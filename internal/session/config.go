@@ -98,6 +98,10 @@ type Config struct {
 	// Alarms, when set, blocks publishing connections while a resource
 	// alarm is raised (see Alarms). nil never blocks.
 	Alarms *Alarms
+
+	// Drain, when set and started, refuses publishes and stops new
+	// deliveries for a graceful shutdown (drain.go). nil never drains.
+	Drain *Drain
 }
 
 // Alarm bits of Alarms: the resources RabbitMQ raises alarms for.

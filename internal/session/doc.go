@@ -89,6 +89,14 @@
 // it only once the data drains; a reset is seen at once), and streams that
 // are not TCP sockets (Broker.Dial's pipes, other systems).
 //
+// # Draining
+//
+// Config.Drain, once started (the broker's Shutdown), refuses every publish
+// with connection.close 320 CONNECTION_FORCED, stops new deliveries (a
+// consumer's HasRoom says no; basic.get answers get-empty) and lets acks,
+// nacks and rejects through; Conn.Outstanding counts what a connection
+// still has to settle (drain.go).
+//
 // # Memory the connections hold
 //
 // The memory alarm compares the message bytes the queues hold in memory

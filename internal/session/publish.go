@@ -21,6 +21,9 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if ch.conn.vh == nil {
 		return notImplemented(m)
 	}
+	if ch.conn.cfg.Drain.On() {
+		return amqp.NewError(amqp.ConnectionForced, m.ClassID(), m.MethodID(), drainText)
+	}
 	if m.Immediate {
 		// RabbitMQ dropped immediate in 3.0 and closes the connection.
 		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "immediate=true")
