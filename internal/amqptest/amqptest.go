@@ -2,6 +2,7 @@ package amqptest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -32,19 +33,28 @@ type Code interface {
 // RequireCode requires err to carry the AMQP reply code code: err must wrap
 // an *amqp091.Error (what the client library returns) or an *amqp.Error
 // (what the broker's own packages return); any other error fails.
-func RequireCode[C Code](tb testing.TB, err error, code C) {
+// msgAndArgs, as in testify, says what was being checked.
+func RequireCode[C Code](tb testing.TB, err error, code C, msgAndArgs ...any) {
 	tb.Helper()
+	context := ""
+	switch {
+	case len(msgAndArgs) == 1:
+		context = fmt.Sprint(msgAndArgs[0]) + ": "
+	case len(msgAndArgs) > 1:
+		format, _ := msgAndArgs[0].(string)
+		context = fmt.Sprintf(format, msgAndArgs[1:]...) + ": "
+	}
 	var ce *amqp091.Error
 	if errors.As(err, &ce) {
-		require.Equal(tb, int(code), ce.Code, "reason: %s", ce.Reason)
+		require.Equal(tb, int(code), ce.Code, "%sreason: %s", context, ce.Reason)
 		return
 	}
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
-		require.Equal(tb, int(code), int(ae.Code), "text: %s", ae.Text)
+		require.Equal(tb, int(code), int(ae.Code), "%stext: %s", context, ae.Text)
 		return
 	}
-	require.Failf(tb, "not an AMQP error", "want reply code %d, got %v", int(code), err)
+	require.Failf(tb, "not an AMQP error", "%swant reply code %d, got %v", context, int(code), err)
 }
 
 // RawClient speaks AMQP frame by frame over Conn (NATS's send/expect style):

@@ -55,6 +55,8 @@ func TestRequireCode(t *testing.T) {
 		{"amqp error, other code", func(tb testing.TB) { RequireCode(tb, &amqp.Error{Code: 404}, amqp.PreconditionFailed) }, true},
 		{"plain error", func(tb testing.TB) { RequireCode(tb, fmt.Errorf("404"), 404) }, true},
 		{"nil", func(tb testing.TB) { RequireCode(tb, nil, 404) }, true},
+		{"with a message, same code", func(tb testing.TB) { RequireCode(tb, &amqp.Error{Code: 404}, 404, "step %d", 1) }, false},
+		{"with a message, other code", func(tb testing.TB) { RequireCode(tb, &amqp.Error{Code: 404}, 406, "step %d", 1) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.fail, fails(t, tc.run))
@@ -131,4 +133,14 @@ func TestRawClientExpectCloseWrongCode(t *testing.T) {
 		_, _ = server.Write(amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionClose{ReplyCode: amqp.ConnectionForced}))
 	}()
 	require.True(t, fails(t, func(tb testing.TB) { NewRawClient(tb, client).ExpectClose(amqp.FrameError) }))
+}
+
+func TestRequireCodeSaysWhatWasChecked(t *testing.T) {
+	r := &recorder{TB: t}
+	func() {
+		defer func() { _, _ = recover().(failed) }()
+		RequireCode(r, &amqp.Error{Code: 404, Text: "NOT_FOUND - no queue"}, 406, "declare %s", "q1")
+	}()
+	require.Len(t, r.msgs, 1)
+	require.Contains(t, r.msgs[0], "declare q1: text: NOT_FOUND - no queue")
 }
