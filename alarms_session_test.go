@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // blockedConns counts the connections an alarm holds now.
@@ -51,17 +52,17 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := startBroker(t, Options{MemoryHighWatermark: watermark, alarmPolling: fastAlarms})
-			c := dialRaw(t, b)
-			c.handshake()
-			c.openChannel(1)
-			c.sendMethod(1, &amqp.QueueDeclare{Queue: "q"})
-			_, ok := c.expectMethod(1).(*amqp.QueueDeclareOk)
+			c := amqptest.DialRaw(t, b.Addr().String())
+			c.Handshake()
+			c.OpenChannel(1)
+			c.SendMethod(1, &amqp.QueueDeclare{Queue: "q"})
+			_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
 			require.True(t, ok)
 			frameMax := DefaultFrameMax
 			var out []byte
 			if tc.tx {
-				c.sendMethod(1, &amqp.TxSelect{})
-				_, ok := c.expectMethod(1).(*amqp.TxSelectOk)
+				c.SendMethod(1, &amqp.TxSelect{})
+				_, ok := c.ExpectMethod(1).(*amqp.TxSelectOk)
 				require.True(t, ok)
 				for range 64 {
 					out = append(out, publishFrames(1, "q", 512<<10, 512<<10, frameMax)...)
@@ -73,7 +74,7 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 			// buffers are full: write from the side.
 			wrote := make(chan error, 1)
 			go func() {
-				_, err := c.nc.Write(out)
+				_, err := c.Conn.Write(out)
 				wrote <- err
 			}()
 			require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, waitFor, time.Millisecond,
@@ -85,8 +86,8 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 
 			// A reset: a FIN would wait behind the megabytes the held
 			// reader leaves in the socket buffers, and stay unsent.
-			c.nc.(*net.TCPConn).SetLinger(0)
-			c.nc.Close()
+			c.Conn.(*net.TCPConn).SetLinger(0)
+			c.Conn.Close()
 			<-wrote
 			require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, waitFor, time.Millisecond)
 			require.Zero(t, b.alarm.gate.Buffered(), "the hung-up publisher's bytes are released")
@@ -111,12 +112,12 @@ func TestBlockedPublisherHangupFreesConnection(t *testing.T) {
 		},
 	}
 	const n = 30
-	clients := make([]*rawClient, n)
+	clients := make([]*amqptest.RawClient, n)
 	for i := range clients {
-		c := dialRaw(t, b)
-		c.handshake()
-		c.openChannel(1)
-		c.send(publishFrames(1, "q", 1, 1, 4096))
+		c := amqptest.DialRaw(t, b.Addr().String())
+		c.Handshake()
+		c.OpenChannel(1)
+		c.Send(publishFrames(1, "q", 1, 1, 4096))
 		clients[i] = c
 	}
 	require.Eventually(t, func() bool { return blockedConns(b) == n }, waitFor, time.Millisecond)
@@ -124,9 +125,9 @@ func TestBlockedPublisherHangupFreesConnection(t *testing.T) {
 	for i, c := range clients {
 		if i%2 == 0 {
 			// More frames behind the held one, unread when it hangs up.
-			c.send(publishFrames(1, "q", 100, 100, 4096))
+			c.Send(publishFrames(1, "q", 100, 100, 4096))
 		}
-		hangUps[i%len(hangUps)](c.nc.(*net.TCPConn))
+		hangUps[i%len(hangUps)](c.Conn.(*net.TCPConn))
 	}
 	require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, waitFor, time.Millisecond,
 		"hung-up publishers are freed while the alarm lasts")

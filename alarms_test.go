@@ -17,6 +17,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage"
@@ -119,7 +120,7 @@ func TestAlarmManual(t *testing.T) {
 		t.Run(tc.kind.String(), func(t *testing.T) {
 			b := startBroker(t, Options{MemoryHighWatermark: -1})
 			pub, blocked := dialPublisher(t, b)
-			pch := openChannel(t, pub)
+			pch := amqptest.Channel(t, pub)
 			declareQueue(t, pch, "q", false)
 			publishConfirmed(t, pch, "q", false, numbered("before", 10)...)
 
@@ -132,7 +133,7 @@ func TestAlarmManual(t *testing.T) {
 
 			// A consumer-only connection is never blocked.
 			cons := dial(t, b.URL(), amqp091.Config{})
-			cch := openChannel(t, cons)
+			cch := amqptest.Channel(t, cons)
 			msgs, err := cch.Consume("q", "", true, false, false, false, nil)
 			require.NoError(t, err)
 			got := map[string]int{}
@@ -179,7 +180,7 @@ func TestAlarmManualAndMonitoredAreORed(t *testing.T) {
 	b := startBroker(t, Options{DataDir: t.TempDir(), DiskFreeLimit: 1000, MemoryHighWatermark: -1,
 		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
 	pub, blocked := dialPublisher(t, b)
-	ch := openChannel(t, pub)
+	ch := amqptest.Channel(t, pub)
 	declareQueue(t, ch, "q", false)
 
 	b.RaiseAlarm(AlarmDisk)
@@ -206,7 +207,7 @@ func TestMemoryWatermark(t *testing.T) {
 	const watermark = 256 << 10
 	b := startBroker(t, Options{MemoryHighWatermark: watermark, alarmPolling: fastAlarms})
 	pub, blocked := dialPublisher(t, b)
-	ch := openChannel(t, pub)
+	ch := amqptest.Channel(t, pub)
 	declareQueue(t, ch, "q", false)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1<<16))
@@ -233,7 +234,7 @@ func TestMemoryWatermark(t *testing.T) {
 	publish() // one more while blocked: it waits in the socket
 
 	cons := dial(t, b.URL(), amqp091.Config{})
-	cch := openChannel(t, cons)
+	cch := amqptest.Channel(t, cons)
 	require.NoError(t, cch.Qos(100, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -301,7 +302,7 @@ func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 	require.NoError(t, err)
 
 	pub, blocked := dialPublisher(t, b)
-	pch := openChannel(t, pub)
+	pch := amqptest.Channel(t, pub)
 	declareQueue(t, pch, "q", false)
 
 	// The publisher stops at stop, or when Close below ends its connection
@@ -325,7 +326,7 @@ func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 	}()
 
 	cons := dial(t, b.URL(), amqp091.Config{})
-	cch := openChannel(t, cons)
+	cch := amqptest.Channel(t, cons)
 	require.NoError(t, cch.Qos(1, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -380,7 +381,7 @@ func TestDiskAlarm(t *testing.T) {
 	b := startBroker(t, Options{DataDir: t.TempDir(), DiskFreeLimit: 1000, MemoryHighWatermark: -1,
 		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
 	pub, blocked := dialPublisher(t, b)
-	ch := openChannel(t, pub)
+	ch := amqptest.Channel(t, pub)
 	declareQueue(t, ch, "q", false)
 
 	waitAlarms := func(want ...Alarm) {
@@ -487,7 +488,7 @@ func TestAlarmCloseWhileBlocked(t *testing.T) {
 
 	pub, blocked := dialPublisher(t, b)
 	closed := pub.NotifyClose(make(chan *amqp091.Error, 1))
-	ch := openChannel(t, pub)
+	ch := amqptest.Channel(t, pub)
 	declareQueue(t, ch, "q", false)
 	direct, err := b.Channel(context.Background())
 	require.NoError(t, err)

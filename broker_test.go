@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func TestAMQP091OpensAndClosesChannels(t *testing.T) {
@@ -73,7 +74,7 @@ func TestAMQP091WrongPasswordGets403(t *testing.T) {
 		&amqp091.PlainAuth{Username: "nobody", Password: "guest"},
 	} {
 		_, err := amqp091.DialConfig(b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
-		requireAMQPCode(t, err, amqp091.AccessRefused)
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	}
 	// The right password works, with either mechanism.
 	for _, auth := range []amqp091.Authentication{
@@ -90,7 +91,7 @@ func TestAMQP091UnknownVHostGets530(t *testing.T) {
 	checkGoroutines(t)
 	b := startBroker(t, Options{VHosts: []string{"/", "prod"}})
 	_, err := amqp091.Dial(strings.TrimSuffix(b.URL(), "/") + "/staging")
-	requireAMQPCode(t, err, amqp091.NotAllowed)
+	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
 	conn := dial(t, strings.TrimSuffix(b.URL(), "/")+"/prod", amqp091.Config{})
 	requireWorks(t, conn)
@@ -127,7 +128,7 @@ func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
 	require.NoError(t, err)
 	// basic.recover with requeue=false is refused with 540, as in RabbitMQ.
 	err = ch.Recover(false)
-	requireAMQPCode(t, err, amqp091.NotImplemented)
+	amqptest.RequireCode(t, err, amqp091.NotImplemented)
 	// 540 is a hard error: the connection is gone, the broker is fine.
 	conn2 := dial(t, b.URL(), amqp091.Config{})
 	requireWorks(t, conn2)
@@ -159,65 +160,65 @@ func TestRawProtocolErrors(t *testing.T) {
 	publish := amqp.AppendMethod(nil, &amqp.BasicPublish{RoutingKey: "k"})
 	cases := []struct {
 		name string
-		run  func(c *rawClient)
+		run  func(c *amqptest.RawClient)
 	}{
-		{"garbage instead of the protocol header", func(c *rawClient) {
-			c.send([]byte("GARBAGE!"))
+		{"garbage instead of the protocol header", func(c *amqptest.RawClient) {
+			c.Send([]byte("GARBAGE!"))
 			got := make([]byte, 8)
-			_, err := c.nc.Read(got)
+			_, err := c.Conn.Read(got)
 			require.NoError(t, err)
 			require.Equal(t, "AMQP\x00\x00\x09\x01", string(got))
-			c.expectEOF()
+			c.ExpectEOF()
 		}},
-		{"bad frame end octet", func(c *rawClient) {
-			c.handshake()
+		{"bad frame end octet", func(c *amqptest.RawClient) {
+			c.Handshake()
 			f := amqp.AppendMethodFrame(nil, 1, &amqp.ChannelOpen{})
 			f[len(f)-1] = 0xAB
-			c.send(f)
-			c.expectClose(amqp.FrameError)
+			c.Send(f)
+			c.ExpectClose(amqp.FrameError)
 		}},
-		{"frame larger than frame-max", func(c *rawClient) {
-			c.handshake()
+		{"frame larger than frame-max", func(c *amqptest.RawClient) {
+			c.Handshake()
 			h := []byte{amqp.FrameBody, 0, 1, 0, 0, 0, 0}
 			binary.BigEndian.PutUint32(h[3:], DefaultFrameMax) // + 8 octets of overhead
-			c.send(h)
-			c.send(make([]byte, 1000)) // part of the oversized payload
-			c.expectClose(amqp.FrameError)
+			c.Send(h)
+			c.Send(make([]byte, 1000)) // part of the oversized payload
+			c.ExpectClose(amqp.FrameError)
 		}},
-		{"method on an unopened channel", func(c *rawClient) {
-			c.handshake()
-			c.sendMethod(9, &amqp.BasicQos{PrefetchCount: 1})
-			c.expectClose(amqp.ChannelError)
+		{"method on an unopened channel", func(c *amqptest.RawClient) {
+			c.Handshake()
+			c.SendMethod(9, &amqp.BasicQos{PrefetchCount: 1})
+			c.ExpectClose(amqp.ChannelError)
 		}},
-		{"body frame without a header", func(c *rawClient) {
-			c.handshake()
-			c.openChannel(1)
-			c.send(amqp.AppendFrame(nil, amqp.FrameBody, 1, []byte("hello")))
-			c.expectClose(amqp.UnexpectedFrame)
+		{"body frame without a header", func(c *amqptest.RawClient) {
+			c.Handshake()
+			c.OpenChannel(1)
+			c.Send(amqp.AppendFrame(nil, amqp.FrameBody, 1, []byte("hello")))
+			c.ExpectClose(amqp.UnexpectedFrame)
 		}},
-		{"header frame without a content method", func(c *rawClient) {
-			c.handshake()
-			c.openChannel(1)
-			c.send(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 5, (&amqp.Properties{}).Append(nil)))
-			c.expectClose(amqp.UnexpectedFrame)
+		{"header frame without a content method", func(c *amqptest.RawClient) {
+			c.Handshake()
+			c.OpenChannel(1)
+			c.Send(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 5, (&amqp.Properties{}).Append(nil)))
+			c.ExpectClose(amqp.UnexpectedFrame)
 		}},
-		{"method frame while body expected", func(c *rawClient) {
-			c.handshake()
-			c.openChannel(1)
-			c.send(amqp.AppendFrame(nil, amqp.FrameMethod, 1, publish))
-			c.send(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 5, (&amqp.Properties{}).Append(nil)))
-			c.sendMethod(1, &amqp.ChannelClose{})
-			c.expectClose(amqp.UnexpectedFrame)
+		{"method frame while body expected", func(c *amqptest.RawClient) {
+			c.Handshake()
+			c.OpenChannel(1)
+			c.Send(amqp.AppendFrame(nil, amqp.FrameMethod, 1, publish))
+			c.Send(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 5, (&amqp.Properties{}).Append(nil)))
+			c.SendMethod(1, &amqp.ChannelClose{})
+			c.ExpectClose(amqp.UnexpectedFrame)
 		}},
-		{"peer vanishes mid-handshake", func(c *rawClient) {
-			c.send([]byte("AMQP\x00\x00\x09\x01"))
-			c.expectMethod(0)
-			c.nc.Close()
+		{"peer vanishes mid-handshake", func(c *amqptest.RawClient) {
+			c.Send([]byte("AMQP\x00\x00\x09\x01"))
+			c.ExpectMethod(0)
+			c.Conn.Close()
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.run(dialRaw(t, b))
+			tc.run(amqptest.DialRaw(t, b.Addr().String()))
 			requireWorks(t, good)
 		})
 	}
@@ -227,22 +228,22 @@ func TestRawProtocolErrors(t *testing.T) {
 func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
 	checkGoroutines(t)
 	b := startBroker(t, Options{Heartbeat: time.Second})
-	c := dialRaw(t, b)
-	c.send([]byte("AMQP\x00\x00\x09\x01"))
-	c.expectMethod(0)
-	c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
-	tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
+	c := amqptest.DialRaw(t, b.Addr().String())
+	c.Send([]byte("AMQP\x00\x00\x09\x01"))
+	c.ExpectMethod(0)
+	c.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+	tune, ok := c.ExpectMethod(0).(*amqp.ConnectionTune)
 	require.True(t, ok)
 	require.Equal(t, uint16(1), tune.Heartbeat)
-	c.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: 1})
-	c.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = c.expectMethod(0).(*amqp.ConnectionOpenOk)
+	c.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: 1})
+	c.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	_, ok = c.ExpectMethod(0).(*amqp.ConnectionOpenOk)
 	require.True(t, ok)
 
 	// We never send anything again: the broker heartbeats, then hangs up.
 	heartbeats := 0
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.Frames.ReadFrame()
 		if err != nil {
 			break
 		}
@@ -265,8 +266,8 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 		conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
 	}
 	// A raw client that never answers close-ok: Close still returns.
-	raw := dialRaw(t, b)
-	raw.handshake()
+	raw := amqptest.DialRaw(t, b.Addr().String())
+	raw.Handshake()
 
 	var wg sync.WaitGroup
 	for range 16 {
@@ -379,11 +380,11 @@ func TestOptions(t *testing.T) {
 		require.Equal(t, []any{2047, 131072, 60 * time.Second, 128 << 20},
 			[]any{DefaultChannelMax, DefaultFrameMax, DefaultHeartbeat, DefaultMaxMessageSize})
 		b := startBroker(t, Options{})
-		c := dialRaw(t, b)
-		c.send([]byte("AMQP\x00\x00\x09\x01"))
-		c.expectMethod(0)
-		c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
-		tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
+		c := amqptest.DialRaw(t, b.Addr().String())
+		c.Send([]byte("AMQP\x00\x00\x09\x01"))
+		c.ExpectMethod(0)
+		c.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+		tune, ok := c.ExpectMethod(0).(*amqp.ConnectionTune)
 		require.True(t, ok)
 		require.Equal(t, amqp.ConnectionTune{ChannelMax: DefaultChannelMax, FrameMax: DefaultFrameMax, Heartbeat: uint16(DefaultHeartbeat / time.Second)}, *tune)
 		require.Equal(t, DefaultMaxMessageSize, b.opts.MaxMessageSize)
@@ -429,11 +430,11 @@ func TestOptions(t *testing.T) {
 	}
 	t.Run("negative heartbeat disables it", func(t *testing.T) {
 		b := startBroker(t, Options{Heartbeat: -1})
-		c := dialRaw(t, b)
-		c.send([]byte("AMQP\x00\x00\x09\x01"))
-		c.expectMethod(0)
-		c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
-		tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
+		c := amqptest.DialRaw(t, b.Addr().String())
+		c.Send([]byte("AMQP\x00\x00\x09\x01"))
+		c.ExpectMethod(0)
+		c.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+		tune, ok := c.ExpectMethod(0).(*amqp.ConnectionTune)
 		require.True(t, ok)
 		require.Zero(t, tune.Heartbeat)
 	})
@@ -451,7 +452,7 @@ func TestOptions(t *testing.T) {
 		require.Equal(t, 5*time.Second, conn.Config.Heartbeat)
 		requireWorks(t, conn)
 		_, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
-		requireAMQPCode(t, err, amqp091.AccessRefused)
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // asUserBroker is a listening broker with vhosts "/" and "orders" and users
@@ -93,7 +95,7 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.open != 0 {
 				_, err := b.Channel(ctx, tc.opts...)
-				requireAMQPCode(t, err, tc.open)
+				amqptest.RequireCode(t, err, tc.open)
 				if tc.user != "" {
 					u, perr := url.Parse(b.URL())
 					require.NoError(t, perr)
@@ -103,7 +105,7 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 					if derr == nil {
 						conn.Close()
 					}
-					requireAMQPCode(t, derr, tc.open)
+					amqptest.RequireCode(t, derr, tc.open)
 				}
 				return
 			}
@@ -114,7 +116,7 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 				if tc.want[i] == ok {
 					require.NoError(t, err, op.name)
 				} else {
-					requireAMQPCode(t, err, tc.want[i])
+					amqptest.RequireCode(t, err, tc.want[i])
 				}
 				_ = ch.Close()
 			}
@@ -135,7 +137,7 @@ func TestChannelAsUserFollowsAccountChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.SetPermissions(ctx, "alice", "orders", Permission{Configure: ".*", Write: ".*"}))
 	_, _, err = ch.Get("orders-q", true)
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	ch, err = b.Channel(ctx, AsUser("alice"), OnVHost("orders"))
 	require.NoError(t, err)
@@ -145,5 +147,5 @@ func TestChannelAsUserFollowsAccountChanges(t *testing.T) {
 	require.NotNil(t, e)
 	require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)
 	_, err = b.Channel(ctx, AsUser("alice"), OnVHost("orders"))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 }

@@ -15,6 +15,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on a new directory and unmounts
@@ -79,7 +81,7 @@ func TestDiskFull(t *testing.T) {
 
 	b := startBroker(t, opts)
 	conn, blocked := dialPublisher(t, b)
-	ch := openChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	declareQueue(t, ch, "q", true)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1024))
@@ -151,7 +153,7 @@ drain:
 		waitFor, time.Millisecond, "the disk alarm on a full disk")
 
 	consumer := dial(t, b.URL(), amqp091.Config{})
-	cch := openChannel(t, consumer)
+	cch := amqptest.Channel(t, consumer)
 	require.NoError(t, cch.Qos(100, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)

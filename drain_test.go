@@ -8,6 +8,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // drainChannel is what the Shutdown tests do on a channel: amqp091-go's
@@ -46,7 +48,7 @@ var drainDoors = []drainDoor{
 }
 
 func amqp091Door(t *testing.T, conn *amqp091.Connection) (drainChannel, chan *amqp091.Error) {
-	return openChannel(t, conn), conn.NotifyClose(make(chan *amqp091.Error, 1))
+	return amqptest.Channel(t, conn), conn.NotifyClose(make(chan *amqp091.Error, 1))
 }
 
 // newDrainBroker starts a broker on dir listening on loopback.
@@ -215,7 +217,7 @@ func TestShutdownRefusesPublishes(t *testing.T) {
 				// connection's close.
 				err = closeErr(t, closed)
 			}
-			requireAMQPCode(t, err, amqp091.ConnectionForced)
+			amqptest.RequireCode(t, err, amqp091.ConnectionForced)
 
 			require.NoError(t, d.Ack(false))
 			require.NoError(t, shutdownResult(t, done))

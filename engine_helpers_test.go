@@ -17,14 +17,6 @@ import (
 // passes.
 const waitFor = 10 * time.Second
 
-// openChannel opens a channel on conn.
-func openChannel(t *testing.T, conn *amqp091.Connection) *amqp091.Channel {
-	t.Helper()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	return ch
-}
-
 // declareQueue declares a queue that is neither exclusive nor auto-delete.
 func declareQueue(t *testing.T, ch *amqp091.Channel, name string, durable bool) {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/storage/memory"
@@ -22,7 +23,7 @@ func TestEngineUnknownAppendOutcomeIsNotNacked(t *testing.T) {
 	in := faultstore.New()
 	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
 	conn := dial(t, b.URL(), amqp091.Config{})
-	ch := openChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	declareQueue(t, ch, "q", true)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4))
@@ -44,7 +45,7 @@ func TestEngineUnknownAppendOutcomeIsNotNacked(t *testing.T) {
 		t.Fatalf("confirm %+v for a publish of unknown outcome", c)
 	}
 
-	ch2 := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch2 := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	require.NoError(t, ch2.Confirm(false))
 	confirms2 := ch2.NotifyPublish(make(chan amqp091.Confirmation, 1))
 	require.NoError(t, ch2.PublishWithContext(context.Background(), "", "q", false, false,
@@ -65,13 +66,13 @@ func TestEngineFailedAppendFailsTxCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := faultstore.New()
 			b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-			ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+			ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 			declareQueue(t, ch, "q", true)
 			require.NoError(t, ch.Tx())
 			require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
 				amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
 			in.Fail(faultstore.On(faultstore.Append), 1, tc.err)
-			requireAMQPCode(t, ch.TxCommit(), amqp091.InternalError)
+			amqptest.RequireCode(t, ch.TxCommit(), amqp091.InternalError)
 		})
 	}
 }

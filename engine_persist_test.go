@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
 	"github.com/warrenmq/broker/internal/queue"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -26,7 +27,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	_, err = b1.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	conn := dial(t, b1.URL(), amqp091.Config{})
-	ch := openChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	declareQueue(t, ch, "durable", true)
 	declareQueue(t, ch, "fleeting", false)
 	require.NoError(t, ch.Confirm(false))
@@ -61,7 +62,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	require.NoError(t, b1.Close())
 
 	b2 := startBroker(t, Options{DataDir: dir})
-	ch2 := openChannel(t, dial(t, b2.URL(), amqp091.Config{}))
+	ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
 	q, err := ch2.QueueDeclarePassive("durable", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, q.Messages, "p1 (returned), p2, p3; no transient message")
@@ -80,12 +81,12 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	requireEmpty(t, ch2, "durable")
 
 	_, err = ch2.QueueDeclarePassive("fleeting", false, false, false, false, nil)
-	requireAMQPCode(t, err, amqp091.NotFound)
+	amqptest.RequireCode(t, err, amqp091.NotFound)
 
 	// Acks are durable too: nothing comes back after another restart.
 	require.NoError(t, b2.Close())
 	b3 := startBroker(t, Options{DataDir: dir})
-	ch3 := openChannel(t, dial(t, b3.URL(), amqp091.Config{}))
+	ch3 := amqptest.Channel(t, dial(t, b3.URL(), amqp091.Config{}))
 	q, err = ch3.QueueDeclarePassive("durable", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.Zero(t, q.Messages)
@@ -96,7 +97,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 func TestEngineFailedAppendNacks(t *testing.T) {
 	in := faultstore.New()
 	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "nacked", true)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4))
@@ -175,7 +176,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			_, err = b1.Listen("127.0.0.1:0")
 			require.NoError(t, err)
 			conn := dial(t, b1.URL(), amqp091.Config{})
-			ch := openChannel(t, conn)
+			ch := amqptest.Channel(t, conn)
 			declareQueue(t, ch, "jobs", true)
 			all := numbered("m", 8)
 			publishConfirmed(t, ch, "jobs", true, all...)
@@ -194,7 +195,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			require.NoError(t, b1.Close())
 
 			b2 := startBroker(t, Options{Shards: shards, Meta: mstore, Unacked: index})
-			ch2 := openChannel(t, dial(t, b2.URL(), amqp091.Config{}))
+			ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
 			var bodies, flagged []string
 			for {
 				d, ok, err := ch2.Get("jobs", true)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/unacked"
 )
@@ -21,7 +22,7 @@ func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	b := startBroker(t, Options{ConsumerTimeout: timeout})
 	conn := dial(t, b.URL(), amqp091.Config{})
-	ch := openChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	declareQueue(t, ch, "slow", false)
 	publishConfirmed(t, ch, "slow", false, "a", "b")
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -34,7 +35,7 @@ func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
 	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
 	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms.", e.Reason)
 
-	other := openChannel(t, conn) // same connection: only the channel closed
+	other := amqptest.Channel(t, conn) // same connection: only the channel closed
 	d := get(t, other, "slow", true)
 	require.Equal(t, "a", string(d.Body))
 	require.True(t, d.Redelivered)
@@ -46,7 +47,7 @@ func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
 func TestEngineConsumerTimeoutSparesSettledDeliveries(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	b := startBroker(t, Options{ConsumerTimeout: timeout})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "quick", false)
 	publishConfirmed(t, ch, "quick", false, "a")
 	d := get(t, ch, "quick", false)
@@ -80,7 +81,7 @@ func TestEngineConsumerTimeoutDirectChannel(t *testing.T) {
 // a connection that does not exist.
 func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "orphans", true)
 	publishConfirmed(t, ch, "orphans", true, "a", "b")
 	q, err := b.vhosts["/"].Queue("", "orphans")

@@ -7,6 +7,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // A message rejected to a dead-letter exchange just before a graceful
@@ -58,7 +60,7 @@ func TestEngineRejectToDLXThenCloseOverTCP(t *testing.T) {
 		require.NoError(t, err)
 		conn, err := amqp091.Dial(b.URL())
 		require.NoError(t, err)
-		ch := openChannel(t, conn)
+		ch := amqptest.Channel(t, conn)
 		declareQueue(t, ch, "dlq", true)
 		_, err = ch.QueueDeclare("work", true, false, false, false, amqp091.Table{
 			"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",

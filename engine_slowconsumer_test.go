@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // A consumer whose client stops reading must not make the broker buffer the
@@ -21,14 +22,14 @@ func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
 
 	// The stuck client: no-ack consumer (no prefetch bound at all), and it
 	// never reads after consume-ok.
-	raw := dialRaw(t, b)
-	raw.handshake()
-	raw.openChannel(1)
-	raw.sendMethod(1, &amqp.QueueDeclare{Queue: "slow"})
-	_, ok := raw.expectMethod(1).(*amqp.QueueDeclareOk)
+	raw := amqptest.DialRaw(t, b.Addr().String())
+	raw.Handshake()
+	raw.OpenChannel(1)
+	raw.SendMethod(1, &amqp.QueueDeclare{Queue: "slow"})
+	_, ok := raw.ExpectMethod(1).(*amqp.QueueDeclareOk)
 	require.True(t, ok)
-	raw.sendMethod(1, &amqp.BasicConsume{Queue: "slow", ConsumerTag: "stuck", NoAck: true})
-	_, ok = raw.expectMethod(1).(*amqp.BasicConsumeOk)
+	raw.SendMethod(1, &amqp.BasicConsume{Queue: "slow", ConsumerTag: "stuck", NoAck: true})
+	_, ok = raw.ExpectMethod(1).(*amqp.BasicConsumeOk)
 	require.True(t, ok)
 
 	conn := dial(t, b.URL(), amqp091.Config{})

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/storage/memory"
@@ -22,7 +23,7 @@ import (
 
 func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 	b := startBroker(t, Options{})
-	pub := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	pub := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, pub, "work", false)
 
 	const n = 2000
@@ -32,7 +33,7 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 	}
 	results := make(chan got, n)
 	for i := range 3 {
-		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		require.NoError(t, ch.Qos(10, 0, false))
 		msgs, err := ch.Consume("work", "", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -76,12 +77,12 @@ func TestEngineGetAndConsumeShareOneCursor(t *testing.T) {
 func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 	b := startBroker(t, opts)
 	conn := dial(t, b.URL(), amqp091.Config{})
-	pub := openChannel(t, conn)
+	pub := amqptest.Channel(t, conn)
 	declareQueue(t, pub, "mixed", durable)
 
 	const n = 3000
 	seen := make(chan string, 2*n)
-	cons := openChannel(t, conn)
+	cons := amqptest.Channel(t, conn)
 	require.NoError(t, cons.Qos(5, 0, false))
 	msgs, err := cons.Consume("mixed", "c", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -92,7 +93,7 @@ func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 		}
 	}()
 
-	getter := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	getter := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	stop := make(chan struct{})
 	getErr := make(chan error, 1)
 	var gets int
@@ -147,7 +148,7 @@ func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 	t.Run("per consumer", func(t *testing.T) {
 		b := startBroker(t, Options{})
-		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		declareQueue(t, ch, "pf", false)
 		publishConfirmed(t, ch, "pf", false, numbered("m", 10)...)
 		require.NoError(t, ch.Qos(3, 0, false))
@@ -170,12 +171,12 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 	})
 	t.Run("global per channel", func(t *testing.T) {
 		b := startBroker(t, Options{})
-		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		declareQueue(t, ch, "g1", false)
 		declareQueue(t, ch, "g2", false)
 		publishConfirmed(t, ch, "g1", false, numbered("a", 5)...)
 		publishConfirmed(t, ch, "g2", false, numbered("b", 5)...) // stored before the counts below are read
-		cons := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		cons := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		require.NoError(t, cons.Qos(4, 0, true))
 		m1, err := cons.Consume("g1", "", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -219,7 +220,7 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 // of the messages never delivered.
 func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 	b := startBroker(t, Options{})
-	pub := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	pub := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, pub, "drop", true)
 	publishConfirmed(t, pub, "drop", true, numbered("m", 8)...)
 
@@ -229,7 +230,7 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 		sock = c
 		return c, err
 	}})
-	vch := openChannel(t, victim)
+	vch := amqptest.Channel(t, victim)
 	require.NoError(t, vch.Qos(5, 0, false))
 	msgs, err := vch.Consume("drop", "", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -240,7 +241,7 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 	// The broker notices and requeues; then the messages are all ready.
 	waitStats(t, b, "drop", func(st queue.Stats) bool { return st == queue.Stats{Ready: 8} })
 
-	other := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	other := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	msgs2, err := other.Consume("drop", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	for i, want := range numbered("m", 8) {
@@ -253,7 +254,7 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 
 func TestEngineMultipleAckAndNack(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "multi", false)
 	publishConfirmed(t, ch, "multi", false, numbered("m", 10)...)
 	msgs, err := ch.Consume("multi", "", false, false, false, false, nil)
@@ -282,7 +283,7 @@ func TestEngineMultipleAckAndNack(t *testing.T) {
 // everything behind it, and it comes back redelivered.
 func TestEngineRequeueKeepsOriginalPosition(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "pos", false)
 	publishConfirmed(t, ch, "pos", false, "a", "b", "c", "d", "e")
 
@@ -317,7 +318,7 @@ func TestEngineRequeueKeepsOriginalPosition(t *testing.T) {
 
 func TestEngineRecoverRequeues(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "rec", false)
 	publishConfirmed(t, ch, "rec", false, "x", "y", "z")
 	msgs, err := ch.Consume("rec", "", false, false, false, false, nil)
@@ -338,18 +339,18 @@ func TestEngineRecoverRequeues(t *testing.T) {
 	// in RabbitMQ: 540, which closes the connection.
 	conn := dial(t, b.URL(), amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
-	ch2 := openChannel(t, conn)
+	ch2 := amqptest.Channel(t, conn)
 	_ = ch2.Recover(false)
 	require.Equal(t, amqp.NotImplemented, uint16(closeErr(t, errs).Code))
 }
 
 func TestEngineChannelErrors(t *testing.T) {
 	b := startBroker(t, Options{})
-	setup := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	setup := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, setup, "errs", false)
 
 	t.Run("unknown delivery tag is 406", func(t *testing.T) {
-		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		require.NoError(t, ch.Ack(42, false))
 		e := closeErr(t, errs)
@@ -357,39 +358,39 @@ func TestEngineChannelErrors(t *testing.T) {
 		require.Contains(t, e.Reason, "unknown delivery tag 42")
 	})
 	t.Run("multiple ack of an unknown tag is 406", func(t *testing.T) {
-		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		require.NoError(t, ch.Nack(7, true, true))
 		require.Equal(t, amqp.PreconditionFailed, uint16(closeErr(t, errs).Code))
 	})
 	t.Run("duplicate consumer tag is 530", func(t *testing.T) {
 		conn := dial(t, b.URL(), amqp091.Config{})
-		ch := openChannel(t, conn)
+		ch := amqptest.Channel(t, conn)
 		_, err := ch.Consume("errs", "dup", false, false, false, false, nil)
 		require.NoError(t, err)
 		_, err = ch.Consume("errs", "dup", false, false, false, false, nil)
-		requireAMQPCode(t, err, amqp091.NotAllowed)
+		amqptest.RequireCode(t, err, amqp091.NotAllowed)
 	})
 	t.Run("exclusive consumer locks out others with 403", func(t *testing.T) {
 		declareQueue(t, setup, "excl", false)
-		owner := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		owner := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		_, err := owner.Consume("excl", "owner", false, true, false, false, nil)
 		require.NoError(t, err)
-		other := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		other := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		_, err = other.Consume("excl", "", false, false, false, false, nil)
-		requireAMQPCode(t, err, amqp091.AccessRefused)
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 		// And an exclusive consume on a queue with consumers.
 		declareQueue(t, setup, "busy", false)
 		_, err = owner.Consume("busy", "plain", false, false, false, false, nil)
 		require.NoError(t, err)
-		third := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		third := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		_, err = third.Consume("busy", "", false, true, false, false, nil)
-		requireAMQPCode(t, err, amqp091.AccessRefused)
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	})
 	t.Run("immediate is 540", func(t *testing.T) {
 		conn := dial(t, b.URL(), amqp091.Config{})
 		errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
-		ch := openChannel(t, conn)
+		ch := amqptest.Channel(t, conn)
 		_ = ch.PublishWithContext(context.Background(), "", "errs", false, true, amqp091.Publishing{Body: []byte("x")})
 		e := closeErr(t, errs)
 		require.Equal(t, amqp.NotImplemented, uint16(e.Code))
@@ -402,16 +403,16 @@ func TestEngineChannelErrors(t *testing.T) {
 // frames.
 func TestEngineServerGeneratedConsumerTag(t *testing.T) {
 	b := startBroker(t, Options{})
-	c := dialRaw(t, b)
-	c.handshake()
-	c.openChannel(1)
-	c.sendMethod(1, &amqp.QueueDeclare{Queue: "tags"})
-	_, ok := c.expectMethod(1).(*amqp.QueueDeclareOk)
+	c := amqptest.DialRaw(t, b.Addr().String())
+	c.Handshake()
+	c.OpenChannel(1)
+	c.SendMethod(1, &amqp.QueueDeclare{Queue: "tags"})
+	_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
 	require.True(t, ok)
 	tags := map[string]bool{}
 	for range 2 {
-		c.sendMethod(1, &amqp.BasicConsume{Queue: "tags"})
-		ok, isOk := c.expectMethod(1).(*amqp.BasicConsumeOk)
+		c.SendMethod(1, &amqp.BasicConsume{Queue: "tags"})
+		ok, isOk := c.ExpectMethod(1).(*amqp.BasicConsumeOk)
 		require.True(t, isOk)
 		require.Regexp(t, `^amq\.ctag-[A-Za-z0-9_-]{22}$`, ok.ConsumerTag)
 		tags[ok.ConsumerTag] = true
@@ -421,13 +422,13 @@ func TestEngineServerGeneratedConsumerTag(t *testing.T) {
 
 func TestEngineQueueDeleteCancelsConsumers(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "doomed", false)
 	cancels := ch.NotifyCancel(make(chan string, 1))
 	msgs, err := ch.Consume("doomed", "watcher", false, false, false, false, nil)
 	require.NoError(t, err)
 
-	admin := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	admin := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	_, err = admin.QueueDelete("doomed", false, false, false)
 	require.NoError(t, err)
 	select {
@@ -451,7 +452,7 @@ func TestEngineQueueDeleteCancelsConsumers(t *testing.T) {
 // NO_ROUTE, and the return reaches the client before the publish's ack.
 func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	require.NoError(t, ch.Confirm(false))
 	// amqp091-go hands frames to these channels on its reader goroutine in
 	// the order they arrived, so buffered channels preserve frame order.
@@ -487,7 +488,7 @@ func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
 
 func TestEnginePublisherConfirmsInOrder(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	declareQueue(t, ch, "confirms", true)
 	require.NoError(t, ch.Confirm(false))
 	const n = 2000
@@ -519,13 +520,13 @@ func TestEnginePublisherConfirmsInOrder(t *testing.T) {
 // noWait, so this speaks raw frames.)
 func TestEngineConfirmSelectNowait(t *testing.T) {
 	b := startBroker(t, Options{})
-	c := dialRaw(t, b)
-	c.handshake()
-	c.openChannel(1)
-	c.sendMethod(1, &amqp.QueueDeclare{Queue: "nw"})
-	_, ok := c.expectMethod(1).(*amqp.QueueDeclareOk)
+	c := amqptest.DialRaw(t, b.Addr().String())
+	c.Handshake()
+	c.OpenChannel(1)
+	c.SendMethod(1, &amqp.QueueDeclare{Queue: "nw"})
+	_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
 	require.True(t, ok)
-	c.sendMethod(1, &amqp.ConfirmSelect{Nowait: true})
+	c.SendMethod(1, &amqp.ConfirmSelect{Nowait: true})
 	noProps := (&amqp.Properties{}).Append(nil)
 	var buf []byte
 	for range 2 {
@@ -533,10 +534,10 @@ func TestEngineConfirmSelectNowait(t *testing.T) {
 		buf = amqp.AppendHeaderFrame(buf, 1, amqp.ClassBasic, 1, noProps)
 		buf = amqp.AppendFrame(buf, amqp.FrameBody, 1, []byte("x"))
 	}
-	c.send(buf)
+	c.Send(buf)
 	var last uint64
 	for last < 2 {
-		m := c.expectMethod(1)
+		m := c.ExpectMethod(1)
 		ack, ok := m.(*amqp.BasicAck)
 		require.True(t, ok, "want basic.ack, got %s", m.Name())
 		last = ack.DeliveryTag
@@ -552,14 +553,14 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 	in := faultstore.New()
 	in.SetTracing(false)
 	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-	c := dialRaw(t, b)
-	c.handshake()
-	c.openChannel(1)
-	c.sendMethod(1, &amqp.QueueDeclare{Queue: "co", Durable: true})
-	_, ok := c.expectMethod(1).(*amqp.QueueDeclareOk)
+	c := amqptest.DialRaw(t, b.Addr().String())
+	c.Handshake()
+	c.OpenChannel(1)
+	c.SendMethod(1, &amqp.QueueDeclare{Queue: "co", Durable: true})
+	_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
 	require.True(t, ok)
-	c.sendMethod(1, &amqp.ConfirmSelect{})
-	_, ok = c.expectMethod(1).(*amqp.ConfirmSelectOk)
+	c.SendMethod(1, &amqp.ConfirmSelect{})
+	_, ok = c.ExpectMethod(1).(*amqp.ConfirmSelectOk)
 	require.True(t, ok)
 	gate := in.Block(faultstore.On(faultstore.Append))
 
@@ -571,7 +572,7 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 		buf = amqp.AppendHeaderFrame(buf, 1, amqp.ClassBasic, 1, noProps)
 		buf = amqp.AppendFrame(buf, amqp.FrameBody, 1, []byte("x"))
 	}
-	c.send(buf)
+	c.Send(buf)
 	select {
 	case <-gate.Fired():
 	case <-time.After(waitFor):
@@ -585,7 +586,7 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 	var last uint64
 	frames := 0
 	for last < n {
-		ack, ok := c.expectMethod(1).(*amqp.BasicAck)
+		ack, ok := c.ExpectMethod(1).(*amqp.BasicAck)
 		require.True(t, ok)
 		require.Greater(t, ack.DeliveryTag, last)
 		require.Equal(t, ack.DeliveryTag > last+1, ack.Multiple, "multiple exactly when it covers more than one")
@@ -599,9 +600,9 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 func TestEngineTransactions(t *testing.T) {
 	b := startBroker(t, Options{})
 	conn := dial(t, b.URL(), amqp091.Config{})
-	ch := openChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	declareQueue(t, ch, "tx", false)
-	peek := openChannel(t, conn)
+	peek := amqptest.Channel(t, conn)
 	ready := func() int {
 		q, err := peek.QueueDeclarePassive("tx", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -651,7 +652,7 @@ func TestEngineTransactions(t *testing.T) {
 		func(d amqp091.Delivery) error { return d.Ack(false) },
 		func(d amqp091.Delivery) error { return d.Nack(true, true) },
 	} {
-		ch2 := openChannel(t, conn)
+		ch2 := amqptest.Channel(t, conn)
 		publishBodies(t, peek, "tx", false, "x")
 		require.NoError(t, ch2.Tx())
 		d := get(t, ch2, "tx", false)
@@ -671,7 +672,7 @@ func TestEngineTransactions(t *testing.T) {
 
 func TestEngineMessageCounts(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	q, err := ch.QueueDeclare("counts", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Zero(t, q.Messages)
@@ -730,33 +731,33 @@ func TestEngineAllPropertiesPassThrough(t *testing.T) {
 	raw := props.Append(nil)
 	body := []byte("payload")
 
-	c := dialRaw(t, b)
-	c.handshake()
-	c.openChannel(1)
-	c.sendMethod(1, &amqp.QueueDeclare{Queue: "props"})
-	_, ok := c.expectMethod(1).(*amqp.QueueDeclareOk)
+	c := amqptest.DialRaw(t, b.Addr().String())
+	c.Handshake()
+	c.OpenChannel(1)
+	c.SendMethod(1, &amqp.QueueDeclare{Queue: "props"})
+	_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
 	require.True(t, ok)
 	var buf []byte
 	buf = amqp.AppendMethodFrame(buf, 1, &amqp.BasicPublish{RoutingKey: "props"})
 	buf = amqp.AppendHeaderFrame(buf, 1, amqp.ClassBasic, uint64(len(body)), raw)
 	buf = amqp.AppendFrame(buf, amqp.FrameBody, 1, body)
-	c.send(buf)
-	c.sendMethod(1, &amqp.BasicGet{Queue: "props", NoAck: true})
-	_, ok = c.expectMethod(1).(*amqp.BasicGetOk)
+	c.Send(buf)
+	c.SendMethod(1, &amqp.BasicGet{Queue: "props", NoAck: true})
+	_, ok = c.ExpectMethod(1).(*amqp.BasicGetOk)
 	require.True(t, ok)
-	f, err := c.fr.ReadFrame()
+	f, err := c.Frames.ReadFrame()
 	require.NoError(t, err)
 	require.Equal(t, amqp.FrameHeader, f.Type)
 	h, err := amqp.ParseContentHeader(f.Payload)
 	require.NoError(t, err)
 	require.Equal(t, raw, h.Properties, "properties byte for byte")
 	require.EqualValues(t, len(body), h.BodySize)
-	f, err = c.fr.ReadFrame()
+	f, err = c.Frames.ReadFrame()
 	require.NoError(t, err)
 	require.Equal(t, body, f.Payload)
 
 	// And through amqp091-go's view of the same fields.
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	pub := amqp091.Publishing{
 		ContentType: "text/plain", ContentEncoding: "utf-8",
 		Headers:      amqp091.Table{"k": "v", "n": int32(3), "t": amqp091.Table{"x": true}},
@@ -787,7 +788,7 @@ func TestEngineAllPropertiesPassThrough(t *testing.T) {
 func TestEngineChurnLosesNothing(t *testing.T) {
 	b := startBroker(t, Options{})
 	conn := dial(t, b.URL(), amqp091.Config{})
-	pub := openChannel(t, conn)
+	pub := amqptest.Channel(t, conn)
 	declareQueue(t, pub, "churn", false)
 	const n = 1500
 	publishConfirmed(t, pub, "churn", false, numbered("m", n)...)

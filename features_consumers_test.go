@@ -6,6 +6,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 )
 
@@ -15,14 +16,14 @@ import (
 func TestConsumerPriority(t *testing.T) {
 	b, _, ch := featureBroker(t)
 	conn := dial(t, b.URL(), amqp091.Config{})
-	high := openChannel(t, conn)
+	high := amqptest.Channel(t, conn)
 	require.NoError(t, high.Qos(2, 0, false))
 	declareQueue(t, ch, "p", false)
 	low, err := ch.Consume("p", "low", false, false, false, false, amqp091.Table{"x-priority": int32(1)})
 	require.NoError(t, err)
 	hi, err := high.Consume("p", "high", false, false, false, false, amqp091.Table{"x-priority": int32(10)})
 	require.NoError(t, err)
-	publishConfirmed(t, openChannel(t, conn), "p", false, numbered("m", 5)...)
+	publishConfirmed(t, amqptest.Channel(t, conn), "p", false, numbered("m", 5)...)
 	require.Equal(t, "m-0", string(next(t, hi).Body))
 	require.Equal(t, "m-1", string(next(t, hi).Body))
 	for i := 2; i < 5; i++ {
@@ -36,7 +37,7 @@ func TestConsumerPriorityInvalid(t *testing.T) {
 	_, _, ch := featureBroker(t)
 	declareQueue(t, ch, "p", false)
 	_, err := ch.Consume("p", "", false, false, false, false, amqp091.Table{"x-priority": "high"})
-	requireAMQPCode(t, err, 406)
+	amqptest.RequireCode(t, err, 406)
 }
 
 // TestSingleActiveConsumer: only the first consumer gets messages; when it
@@ -45,12 +46,12 @@ func TestSingleActiveConsumer(t *testing.T) {
 	b, _, ch := featureBroker(t)
 	conn := dial(t, b.URL(), amqp091.Config{})
 	declareWith(t, ch, "sac", amqp091.Table{"x-single-active-consumer": true})
-	ch2 := openChannel(t, conn)
+	ch2 := amqptest.Channel(t, conn)
 	first, err := ch.Consume("sac", "first", true, false, false, false, nil)
 	require.NoError(t, err)
 	second, err := ch2.Consume("sac", "second", true, false, false, false, nil)
 	require.NoError(t, err)
-	pub := openChannel(t, conn)
+	pub := amqptest.Channel(t, conn)
 	publishConfirmed(t, pub, "sac", false, "a", "b", "c")
 	for _, want := range []string{"a", "b", "c"} {
 		require.Equal(t, want, string(next(t, first).Body))

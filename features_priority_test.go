@@ -7,6 +7,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // publishPriorities publishes one persistent message per priority, bodies
@@ -45,7 +47,7 @@ func getBodies(t *testing.T, ch *amqp091.Channel, queue string, n int) []string 
 // priority, with priorities above the maximum capped at it (RabbitMQ).
 func TestMessagePriorities(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 	_, err := ch.QueueDeclare("prio", false, false, false, false, amqp091.Table{"x-max-priority": int32(10)})
 	require.NoError(t, err)
 	publishPriorities(t, ch, "prio", 1, 5, 3, 10, 0, 7, 15, 5)
@@ -92,6 +94,6 @@ func TestMessagePrioritiesAfterRestart(t *testing.T) {
 	require.NoError(t, b.Close())
 
 	b2 := startBroker(t, Options{DataDir: dir})
-	ch2 := openChannel(t, dial(t, b2.URL(), amqp091.Config{}))
+	ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
 	require.Equal(t, []string{"1/p4", "3/p4", "2/p2", "4/p1", "0/p0"}, getBodies(t, ch2, "prio", 5))
 }

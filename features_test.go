@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 )
 
@@ -18,7 +19,7 @@ func featureBroker(t *testing.T) (*Broker, *clock.Fake, *amqp091.Channel) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := startBroker(t, Options{Clock: fake})
 	conn := dial(t, b.URL(), amqp091.Config{})
-	return b, fake, openChannel(t, conn)
+	return b, fake, amqptest.Channel(t, conn)
 }
 
 func declareWith(t *testing.T, ch *amqp091.Channel, name string, args amqp091.Table) {
@@ -230,7 +231,7 @@ func TestInvalidExpiration(t *testing.T) {
 		{"99999999999999999999", "above the maximum 4294967295"},
 	} {
 		t.Run(tc.expiration, func(t *testing.T) {
-			ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+			ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 			declareQueue(t, ch, "q", false)
 			errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
@@ -243,7 +244,7 @@ func TestInvalidExpiration(t *testing.T) {
 		})
 	}
 	t.Run("the largest is kept until it expires", func(t *testing.T) {
-		ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 		declareQueue(t, ch, "max", false)
 		publishWith := amqp091.Publishing{Body: []byte("x"), Expiration: "4294967295"}
 		require.NoError(t, ch.Confirm(false))
@@ -281,9 +282,9 @@ func TestQueueArgumentValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// 540 closes the connection, so each case gets its own.
-			ch := openChannel(t, dial(t, b.URL(), amqp091.Config{}))
+			ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
 			_, err := ch.QueueDeclare("v", false, false, false, false, tc.args)
-			requireAMQPCode(t, err, tc.code)
+			amqptest.RequireCode(t, err, tc.code)
 			require.Contains(t, err.Error(), tc.text)
 		})
 	}

@@ -1,18 +1,12 @@
 package broker
 
 import (
-	"errors"
-	"io"
-	"net"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
-
-	"github.com/warrenmq/broker/amqp"
 )
 
 // checkGoroutines fails the test if goroutines started during it are still
@@ -67,99 +61,4 @@ func requireWorks(t *testing.T, conn *amqp091.Connection) {
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	require.NoError(t, ch.Close())
-}
-
-// requireAMQPCode requires err to be an amqp091 error with code.
-func requireAMQPCode(t *testing.T, err error, code int) {
-	t.Helper()
-	var ae *amqp091.Error
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, code, ae.Code, "reason: %s", ae.Reason)
-}
-
-// rawClient speaks AMQP frame by frame over TCP (NATS's send/expect style).
-type rawClient struct {
-	t  *testing.T
-	nc net.Conn
-	fr *amqp.FrameReader
-}
-
-func dialRaw(t *testing.T, b *Broker) *rawClient {
-	t.Helper()
-	nc, err := net.Dial("tcp", b.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { nc.Close() })
-	return &rawClient{t: t, nc: nc, fr: amqp.NewFrameReader(nc)}
-}
-
-func (c *rawClient) send(b []byte) {
-	c.t.Helper()
-	_, err := c.nc.Write(b)
-	require.NoError(c.t, err)
-}
-
-func (c *rawClient) sendMethod(ch uint16, m amqp.Method) {
-	c.t.Helper()
-	c.send(amqp.AppendMethodFrame(nil, ch, m))
-}
-
-// expectMethod reads the next non-heartbeat frame: a method on channel ch.
-func (c *rawClient) expectMethod(ch uint16) amqp.Method {
-	c.t.Helper()
-	for {
-		f, err := c.fr.ReadFrame()
-		require.NoError(c.t, err)
-		if f.Type == amqp.FrameHeartbeat {
-			continue
-		}
-		require.Equal(c.t, amqp.FrameMethod, f.Type)
-		require.Equal(c.t, ch, f.Channel)
-		m, err := amqp.DecodeMethod(f.Payload)
-		require.NoError(c.t, err)
-		return m
-	}
-}
-
-// expectEOF requires the broker to close the connection.
-func (c *rawClient) expectEOF() {
-	c.t.Helper()
-	_, err := io.Copy(io.Discard, c.nc)
-	if err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "connection reset") {
-		require.NoError(c.t, err)
-	}
-}
-
-// expectClose requires connection.close with code, answers close-ok and
-// requires the socket to close.
-func (c *rawClient) expectClose(code uint16) {
-	c.t.Helper()
-	m := c.expectMethod(0)
-	cl, ok := m.(*amqp.ConnectionClose)
-	require.True(c.t, ok, "want connection.close, got %s", m.Name())
-	require.Equal(c.t, code, cl.ReplyCode, "reply text %q", cl.ReplyText)
-	// The broker may already have hung up (after a malformed frame).
-	_, _ = c.nc.Write(amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionCloseOk{}))
-	c.expectEOF()
-}
-
-// handshake runs the client side up to open-ok as guest on "/".
-func (c *rawClient) handshake() {
-	c.t.Helper()
-	c.send([]byte("AMQP\x00\x00\x09\x01"))
-	_, ok := c.expectMethod(0).(*amqp.ConnectionStart)
-	require.True(c.t, ok)
-	c.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
-	tune, ok := c.expectMethod(0).(*amqp.ConnectionTune)
-	require.True(c.t, ok)
-	c.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-	c.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = c.expectMethod(0).(*amqp.ConnectionOpenOk)
-	require.True(c.t, ok)
-}
-
-func (c *rawClient) openChannel(ch uint16) {
-	c.t.Helper()
-	c.sendMethod(ch, &amqp.ChannelOpen{})
-	_, ok := c.expectMethod(ch).(*amqp.ChannelOpenOk)
-	require.True(c.t, ok)
 }

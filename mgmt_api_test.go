@@ -16,6 +16,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // rabbitShapes are responses of a RabbitMQ 3.10.8 management plugin,
@@ -104,7 +106,7 @@ func loadShape(t *testing.T, name string) any {
 func mgmtShapeSetup(t *testing.T, b *Broker) *amqp091.Connection {
 	t.Helper()
 	conn := mgmtDial(t, b, "guest", "shape-client")
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("shape.x", "topic", true, false, false, false, amqp091.Table{"alternate-exchange": "amq.fanout"}))
 	_, err := ch.QueueDeclare("shape.q", true, false, false, false, amqp091.Table{"x-max-length": int32(10)})
 	require.NoError(t, err)
@@ -119,7 +121,7 @@ func mgmtShapeSetup(t *testing.T, b *Broker) *amqp091.Connection {
 	for range 3 {
 		require.True(t, (<-confirms).Ack)
 	}
-	c2 := mgmtChannel(t, conn)
+	c2 := amqptest.Channel(t, conn)
 	require.NoError(t, c2.Qos(1, 0, false))
 	msgs, err := c2.Consume("shape.q", "shape-ctag", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -333,7 +335,7 @@ func TestManagementTopology(t *testing.T) {
 	}
 
 	// The declarations are real: AMQP sees them.
-	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "check"))
+	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "check"))
 	_, err := ch.QueueDeclarePassive("work", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.PublishWithContext(context.Background(), "ex", "k", false, false, amqp091.Publishing{Body: []byte("via binding")}))
@@ -486,7 +488,7 @@ func TestManagementGetAckModes(t *testing.T) {
 	b := mgmtBroker(t)
 	h := mgmtServer(t, b)
 	conn := mgmtDial(t, b, "guest", "getter")
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	ctx := context.Background()
 	_, err := ch.QueueDeclare("g.dlq", false, false, false, false, nil)
 	require.NoError(t, err)

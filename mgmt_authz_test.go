@@ -10,6 +10,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // mgmtAuthzBroker is a broker with vhosts "/" and "secret": guest
@@ -38,7 +40,7 @@ func mgmtAuthzBroker(t *testing.T) (*Broker, string) {
 	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/secret", amqp091.Config{Dial: b.Dial})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclare("victim", true, false, false, false, nil)
 	require.NoError(t, err)
 	_, err = ch.QueueDeclare("excl", false, false, true, false, nil)

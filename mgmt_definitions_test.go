@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -55,7 +56,7 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 	conn, err := amqp091.DialConfig(src.URL(), amqp091.Config{Dial: src.Dial})
 	require.NoError(t, err)
 	defer conn.Close()
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("events", "topic", true, false, false, false, amqp091.Table{"alternate-exchange": "lost"}))
 	require.NoError(t, ch.ExchangeDeclare("lost", "fanout", true, false, true, false, nil))
 	require.NoError(t, ch.ExchangeDeclare("hdr", "headers", false, true, false, false, nil))
@@ -98,7 +99,7 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 	conn2, err := amqp091.DialConfig(dst.URL(), amqp091.Config{Dial: dst.Dial})
 	require.NoError(t, err)
 	defer conn2.Close()
-	ch2 := mgmtChannel(t, conn2)
+	ch2 := amqptest.Channel(t, conn2)
 	require.NoError(t, ch2.PublishWithContext(context.Background(), "events", "a.b", false, false, amqp091.Publishing{Body: []byte("x")}))
 	require.NoError(t, ch2.PublishWithContext(context.Background(), "events", "zzz", false, false, amqp091.Publishing{
 		Headers: amqp091.Table{"k": "v", "n": int32(3)}, Body: []byte("h"),
@@ -155,7 +156,7 @@ func TestDefinitionsImportRabbitMQFile(t *testing.T) {
 	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1/orders", amqp091.Config{Dial: b.Dial, Vhost: "orders"})
 	require.NoError(t, err)
 	defer conn.Close()
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	ctx := context.Background()
 	require.NoError(t, ch.PublishWithContext(ctx, "orders", "order.created.eu", false, false, amqp091.Publishing{Body: []byte("1")}))
 	require.NoError(t, ch.PublishWithContext(ctx, "orders", "order.cancelled", false, false, amqp091.Publishing{Headers: amqp091.Table{"audit": true}, Body: []byte("2")}))
@@ -344,17 +345,17 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 			conn := dial(t, userURL(b, tc.user, tc.password)+tc.vhost, amqp091.Config{})
 			requireWorks(t, conn)
 			_, err := amqp091.Dial(userURL(b, tc.user, tc.password+"x") + tc.vhost)
-			requireAMQPCode(t, err, amqp091.AccessRefused)
+			amqptest.RequireCode(t, err, amqp091.AccessRefused)
 		})
 	}
 	// The imported permissions hold: bob may only read.
 	conn := dial(t, userURL(b, "bob", "bob-pw"), amqp091.Config{})
-	ch := topoChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclare("bobs", false, false, false, false, nil)
 	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'bobs' in vhost '/' refused for user 'bob'")
 	// alice has nothing on "/".
 	_, err = amqp091.Dial(userURL(b, "alice", "alice-pw"))
-	requireAMQPCode(t, err, amqp091.NotAllowed)
+	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
 	out, err := b.ExportDefinitions(context.Background())
 	require.NoError(t, err)

@@ -46,13 +46,6 @@ func mgmtDial(t *testing.T, b *Broker, user, name string) *amqp091.Connection {
 	return conn
 }
 
-func mgmtChannel(t *testing.T, conn *amqp091.Connection) *amqp091.Channel {
-	t.Helper()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	return ch
-}
-
 func mgmtIdle(t *testing.T, b *Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func mgmtQueueStats(t *testing.T, s Stats, name string) QueueStats {
@@ -31,7 +32,7 @@ func mgmtQueueStats(t *testing.T, s Stats, name string) QueueStats {
 func TestWaitIdleReplacesSleep(t *testing.T) {
 	b := mgmtBroker(t)
 	conn := mgmtDial(t, b, "guest", "producer")
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	_, err := ch.QueueDeclare("jobs", false, false, false, false, nil)
 	require.NoError(t, err)
 	for i := range 100 {
@@ -45,7 +46,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	require.Equal(t, uint64(100), q.Ready)
 	require.Equal(t, uint64(100), q.Counters.Enqueued)
 
-	cons := mgmtChannel(t, mgmtDial(t, b, "guest", "consumer"))
+	cons := amqptest.Channel(t, mgmtDial(t, b, "guest", "consumer"))
 	require.NoError(t, cons.Qos(10, 0, false))
 	_, err = cons.Consume("jobs", "worker", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -92,7 +93,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 
 func TestPeekQueueDoesNotConsume(t *testing.T) {
 	b := mgmtBroker(t)
-	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "c"))
+	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "c"))
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -168,7 +169,7 @@ func TestPeekQueueReadsPastTheCache(t *testing.T) {
 	conn, err := amqp091.DialConfig(b.URL(), amqp091.Config{Dial: b.Dial})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclare("deep", true, false, false, false, nil)
 	require.NoError(t, err)
 	const n = 5000
@@ -209,7 +210,7 @@ func TestCloseConnection(t *testing.T) {
 func TestStatsCountsMessages(t *testing.T) {
 	b := mgmtBroker(t)
 	conn := mgmtDial(t, b, "guest", "c")
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	_, err := ch.QueueDeclare("a", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.ExchangeDeclare("fan", "fanout", false, false, false, false, nil))
@@ -288,7 +289,7 @@ func TestWaitIdleCoversTCP(t *testing.T) {
 	conn, err := amqp091.Dial(b.URL())
 	require.NoError(t, err)
 	defer conn.Close()
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclare("tcp", false, false, false, false, nil)
 	require.NoError(t, err)
 	for range 10 {
@@ -319,7 +320,7 @@ func TestUnackedSaysWhichMessage(t *testing.T) {
 	b, err := New(Options{Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "worker"))
+	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "worker"))
 	_, err = ch.QueueDeclare("orders", false, false, false, false, nil)
 	require.NoError(t, err)
 	ts := time.Unix(1_700_000_000, 0).UTC()
@@ -381,7 +382,7 @@ func TestUnackedSaysWhichMessage(t *testing.T) {
 // the call returns context.Canceled (wrapped) without asking the queue.
 func TestIntrospectionHonoursCancelledContext(t *testing.T) {
 	b := mgmtBroker(t)
-	ch := mgmtChannel(t, mgmtDial(t, b, "guest", "c"))
+	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "c"))
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // promFamily is one parsed metric family.
@@ -259,7 +261,7 @@ func scrape(t *testing.T, h http.Handler) map[string]*promFamily {
 func TestMetricsScrape(t *testing.T) {
 	b := mgmtBroker(t)
 	conn := mgmtDial(t, b, "guest", "m")
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	// A queue name that needs every escape the format has.
 	odd := "odd \"q\"\\\nname"
 	for _, q := range []string{"plain", odd} {
@@ -275,7 +277,7 @@ func TestMetricsScrape(t *testing.T) {
 	for range 4 {
 		require.True(t, (<-confirms).Ack)
 	}
-	c2 := mgmtChannel(t, conn)
+	c2 := amqptest.Channel(t, conn)
 	require.NoError(t, c2.Qos(2, 0, false))
 	_, err := c2.Consume("plain", "", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -373,7 +375,7 @@ func TestParsePromRejects(t *testing.T) {
 func TestMetricsDeadLettered(t *testing.T) {
 	b := mgmtBroker(t)
 	conn := mgmtDial(t, b, "guest", "dl")
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	ctx := context.Background()
 	dlx := amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dl.dst"}
 	with := func(base amqp091.Table, kv ...any) amqp091.Table {
@@ -461,7 +463,7 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/hidden-vhost", amqp091.Config{Dial: b.Dial})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	ch := mgmtChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"secret-queue-a", "secret-queue-b"} {
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 		require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	metamemory "github.com/warrenmq/broker/meta/memory"
 	"github.com/warrenmq/broker/storage/memory"
 	"github.com/warrenmq/broker/unacked"
@@ -159,10 +160,10 @@ func TestLogLevels(t *testing.T) {
 
 	// A channel error.
 	conn := dial(t, b.URL(), amqp091.Config{})
-	ch := openChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	declareQueue(t, ch, "q", true)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
-	requireAMQPCode(t, err, amqp091.PreconditionFailed)
+	amqptest.RequireCode(t, err, amqp091.PreconditionFailed)
 	closing := rec.find("session: closing channel")
 	require.Len(t, closing, 1)
 	require.Equal(t, slog.LevelWarn, closing[0].level)

@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -127,14 +128,14 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 
 	_, err := amqp091.Dial(userURL(b, "u", "wrong"))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	_, err = amqp091.Dial(userURL(b, "nobody", "p"))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	// A blank password is refused even when it is the user's.
 	require.NoError(t, b.AddUser(ctx, "blank", ""))
 	require.NoError(t, b.SetPermissions(ctx, "blank", "/", fullPermission))
 	_, err = amqp091.Dial(userURL(b, "blank", ""))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	// Logged in, but no permissions on "/": RabbitMQ's 530 at connection.open.
 	_, err = amqp091.Dial(userURL(b, "u", "p"))
@@ -150,7 +151,7 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	require.NoError(t, b.DeleteUser(ctx, "u"))
 	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
 	_, err = amqp091.Dial(userURL(b, "u", "p"))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 }
 
 // TestDeleteUserClosesItsConnections deletes users through the Go API and
@@ -204,7 +205,7 @@ func TestPermissionsRefuse(t *testing.T) {
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	admin := dial(t, b.URL(), amqp091.Config{})
-	ach := topoChannel(t, admin)
+	ach := amqptest.Channel(t, admin)
 	for _, x := range []string{"x.src", "x.dst", "x.del"} {
 		require.NoError(t, ach.ExchangeDeclare(x, "direct", false, false, false, false, nil))
 	}
@@ -312,14 +313,14 @@ func TestPermissionsRefuse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
 			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
-			ch := topoChannel(t, conn)
+			ch := amqptest.Channel(t, conn)
 			err := tc.op(ch)
 			topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - access to "+tc.refused)
 			topoRequireCode(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
 
 			// The same operation with every permission passes the check.
 			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: all, Write: all, Read: all}))
-			ch = topoChannel(t, conn)
+			ch = amqptest.Channel(t, conn)
 			err = tc.op(ch)
 			var ae *amqp091.Error
 			if err != nil {
@@ -358,7 +359,7 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 		t.Run(tc.read, func(t *testing.T) {
 			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: tc.read}))
 			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
-			uch := topoChannel(t, conn)
+			uch := amqptest.Channel(t, conn)
 			_, _, err := uch.Get("orders.eu", false)
 			if tc.allowed {
 				require.NoError(t, err)
@@ -397,7 +398,7 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.ClearPermissions(ctx, "u", "/"))
-	ch = topoChannel(t, conn)
+	ch = amqptest.Channel(t, conn)
 	_, _, err = ch.Get("q", true)
 	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 	_, err = amqp091.Dial(userURL(b, "u", "p"))
@@ -405,7 +406,7 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 
 	// Passive declares are not permission checks in RabbitMQ.
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: ""}))
-	ch = topoChannel(t, conn)
+	ch = amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.ExchangeDeclarePassive("amq.direct", "direct", true, false, false, false, nil))
@@ -479,13 +480,13 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	v2URL = b.URL() + "v2"
 	conn = dial(t, v2URL, amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
-	ch = topoChannel(t, conn)
+	ch = amqptest.Channel(t, conn)
 	require.Equal(t, "m1", string(get(t, ch, "kept", true).Body))
 
 	require.NoError(t, b.DeleteVHost(ctx, "v2"))
 	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
 	_, err = amqp091.Dial(v2URL)
-	requireAMQPCode(t, err, amqp091.NotAllowed)
+	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 	require.ErrorIs(t, b.DeleteVHost(ctx, "v2"), meta.ErrNotFound)
 	_, err = b.Permissions(ctx, "guest", "v2")
 	require.ErrorIs(t, err, meta.ErrNotFound)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/session"
 )
 
@@ -150,7 +151,7 @@ func TestMaxQueuesPerVHost(t *testing.T) {
 	checkGoroutines(t)
 	b := startBroker(t, Options{MaxQueuesPerVHost: 2})
 	conn := dial(t, b.URL(), amqp091.Config{})
-	ch := topoChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2", "q1"} { // redeclaring is not a new queue
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 		require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestMaxQueuesPerVHost(t *testing.T) {
 	topoRequireCode(t, err, amqp091.PreconditionFailed, "cannot declare queue 'q3': queue limit in vhost '/' (2) is reached")
 
 	// Deleting one makes room.
-	ch = topoChannel(t, conn)
+	ch = amqptest.Channel(t, conn)
 	_, err = ch.QueueDelete("q2", false, false, false)
 	require.NoError(t, err)
 	_, err = ch.QueueDeclare("q3", false, false, false, false, nil)
@@ -184,15 +185,15 @@ func TestLoginRefusalTextFollowsCapability(t *testing.T) {
 			nc, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/"))
 			require.NoError(t, err)
 			t.Cleanup(func() { nc.Close() })
-			c := &rawClient{t: t, nc: nc, fr: amqp.NewFrameReader(nc)}
-			c.send([]byte("AMQP\x00\x00\x09\x01"))
-			_, ok := c.expectMethod(0).(*amqp.ConnectionStart)
+			c := amqptest.NewRawClient(t, nc)
+			c.Send([]byte("AMQP\x00\x00\x09\x01"))
+			_, ok := c.ExpectMethod(0).(*amqp.ConnectionStart)
 			require.True(t, ok)
-			c.sendMethod(0, &amqp.ConnectionStartOk{
+			c.SendMethod(0, &amqp.ConnectionStartOk{
 				ClientProperties: amqp.Table{"capabilities": amqp.Table{"authentication_failure_close": tc.safe}},
 				Mechanism:        "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
 			})
-			cl, ok := c.expectMethod(0).(*amqp.ConnectionClose)
+			cl, ok := c.ExpectMethod(0).(*amqp.ConnectionClose)
 			require.True(t, ok)
 			require.Equal(t, amqp.AccessRefused, cl.ReplyCode)
 			require.Equal(t, tc.want, cl.ReplyText)

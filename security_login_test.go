@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/memory"
 )
@@ -132,17 +133,17 @@ func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 	}
 
 	_, err := amqp091.DialConfig(userURL(b, strings.Repeat("x", 120<<10), "p"), from("127.0.0.1"))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	for range throttleFree - 2 {
 		_, err := amqp091.DialConfig(userURL(b, "u", "wrong"), from("127.0.0.1"))
-		requireAMQPCode(t, err, amqp091.AccessRefused)
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	}
 	h := mgmtServer(t, b)
 	status, _, _ := h.do("GET", "/api/overview", "u", nil) // password "u": wrong
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Zero(t, b.acct.throttle.admit("127.0.0.1"), "throttleFree failures are free")
 	_, err = amqp091.DialConfig(userURL(b, "u", "wrong"), from("127.0.0.1"))
-	requireAMQPCode(t, err, amqp091.AccessRefused)
+	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	require.Positive(t, b.acct.throttle.admit("127.0.0.1"), "the failing source is slowed")
 	require.Zero(t, b.acct.throttle.admit("127.0.0.2"), "another source is not")
@@ -188,7 +189,7 @@ func TestLoginStoreUnavailable(t *testing.T) {
 	m.stalled.Store(true)
 
 	_, err := amqp091.Dial(b.URL())
-	requireAMQPCode(t, err, amqp091.ConnectionForced)
+	amqptest.RequireCode(t, err, amqp091.ConnectionForced)
 	var ae *amqp091.Error
 	require.ErrorAs(t, err, &ae)
 	require.Contains(t, ae.Reason, "cannot authenticate now")

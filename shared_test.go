@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/sharedtest"
 	"github.com/warrenmq/broker/meta"
@@ -48,7 +49,7 @@ func newSharedPair(t *testing.T) *sharedPair {
 func sharedChannel(t *testing.T, b *Broker) *amqp091.Channel {
 	t.Helper()
 	conn := dial(t, b.URL(), amqp091.Config{})
-	return openChannel(t, conn)
+	return amqptest.Channel(t, conn)
 }
 
 // waitUntil polls cond: the other broker applies changes on its own
@@ -156,7 +157,7 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 	}
 	waitQueue(t, p.b1, "jobs", false)
 	_, err = ch1.QueueDeclarePassive("jobs", true, false, false, false, nil)
-	requireAMQPCode(t, err, 404)
+	amqptest.RequireCode(t, err, 404)
 }
 
 // Consumers on both brokers, messages published on both: each message is
@@ -277,7 +278,7 @@ func TestSharedNonDurableQueueStaysLocal(t *testing.T) {
 	declareQueue(t, ch1, "marker", true) // declared after: once it is on 2, 2 has seen local
 	waitQueue(t, p.b2, "marker", true)
 	_, err := ch2.QueueDeclarePassive("local", false, false, false, false, nil)
-	requireAMQPCode(t, err, 404)
+	amqptest.RequireCode(t, err, 404)
 	publishConfirmed(t, ch1, "local", false, "here")
 	require.Equal(t, "here", string(get(t, ch1, "local", true).Body))
 }

@@ -6,6 +6,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // BenchmarkTopologyDeclareBind measures declaration throughput over TCP
@@ -42,7 +44,7 @@ func BenchmarkTopologyDeclareBind(b *testing.B) {
 			conn, err := amqp091.Dial(br.URL())
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = conn.Close() })
-			ch := topoChannel(b, conn)
+			ch := amqptest.Channel(b, conn)
 			require.NoError(b, ch.ExchangeDeclare("bench", "topic", bc.durable, false, false, false, nil))
 
 			const batch = 1000

@@ -5,6 +5,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // TestTopologyChannelErrors drives every topology rule whose violation
@@ -255,7 +257,7 @@ func TestTopologyChannelErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ch := topoChannel(t, conn)
+			ch := amqptest.Channel(t, conn)
 			closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			err := tc.op(ch)
 			if err == nil {
@@ -284,14 +286,14 @@ func TestTopologyChannelErrors(t *testing.T) {
 // to an existing exchange's name too.
 func TestTopologyUnknownExchangeTypeClosesConnection(t *testing.T) {
 	b, conn := topoSetup(t)
-	ch := topoChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("exists", "direct", false, false, false, false, nil))
 
 	for _, name := range []string{"new", "exists"} {
 		t.Run(name, func(t *testing.T) {
 			conn := dial(t, b.URL(), amqp091.Config{})
 			closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
-			ch := topoChannel(t, conn)
+			ch := amqptest.Channel(t, conn)
 			err := ch.ExchangeDeclare(name, "x-no-such-type", false, false, false, false, nil)
 			topoRequireCode(t, err, 503, "COMMAND_INVALID - unknown exchange type 'x-no-such-type'")
 			e := topoAwaitClose(t, closed)

@@ -7,6 +7,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // Helpers of the topology tests (topology_*_test.go). They take testing.TB
@@ -25,20 +27,10 @@ func topoSetup(t *testing.T) (*Broker, *amqp091.Connection) {
 	return b, dial(t, b.URL(), amqp091.Config{})
 }
 
-// topoChannel opens a channel that is closed on cleanup (the error of
-// closing a channel the server already closed is ignored).
-func topoChannel(tb testing.TB, conn *amqp091.Connection) *amqp091.Channel {
-	tb.Helper()
-	ch, err := conn.Channel()
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = ch.Close() })
-	return ch
-}
-
 // topoConfirmChannel opens a channel in confirm mode.
 func topoConfirmChannel(tb testing.TB, conn *amqp091.Connection) *amqp091.Channel {
 	tb.Helper()
-	ch := topoChannel(tb, conn)
+	ch := amqptest.Channel(tb, conn)
 	require.NoError(tb, ch.Confirm(false))
 	return ch
 }

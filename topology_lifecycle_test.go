@@ -6,6 +6,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // The topology's lifecycle rules through amqp091-go: exclusive and
@@ -49,7 +51,7 @@ func TestTopologyExclusiveQueue(t *testing.T) {
 	require.Equal(t, []string{"mine"}, topoGetAll(t, ch2, "excl"))
 	// RabbitMQ's strict check: even the owner may not redeclare it as
 	// non-exclusive.
-	_, err = topoChannel(t, owner).QueueDeclare("excl", true, false, false, false, nil)
+	_, err = amqptest.Channel(t, owner).QueueDeclare("excl", true, false, false, false, nil)
 	topoRequireCode(t, err, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'excl' in vhost '/'")
 
 	// Every other connection gets 405 RESOURCE_LOCKED, whatever it tries.
@@ -90,7 +92,7 @@ func TestTopologyExclusiveQueue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.op(topoChannel(t, other))
+			err := tc.op(amqptest.Channel(t, other))
 			topoRequireCode(t, err, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'excl' in vhost '/'")
 			topoRequireServes(t, other)
 		})
@@ -113,8 +115,8 @@ func TestTopologyExclusiveQueue(t *testing.T) {
 
 func TestTopologyAutoDeleteQueue(t *testing.T) {
 	b, conn := topoSetup(t)
-	ch1 := topoChannel(t, conn)
-	ch2 := topoChannel(t, conn)
+	ch1 := amqptest.Channel(t, conn)
+	ch2 := amqptest.Channel(t, conn)
 
 	_, err := ch1.QueueDeclare("ad", false, true, false, false, nil)
 	require.NoError(t, err)
@@ -126,7 +128,7 @@ func TestTopologyAutoDeleteQueue(t *testing.T) {
 	_, err = ch2.Consume("ad", "c2", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch1.Cancel("c1", false))
-	q, err := topoChannel(t, conn).QueueDeclarePassive("ad", false, true, false, false, nil)
+	q, err := amqptest.Channel(t, conn).QueueDeclarePassive("ad", false, true, false, false, nil)
 	require.NoError(t, err, "deleted while a consumer was left")
 	require.Equal(t, 1, q.Consumers)
 
@@ -136,7 +138,7 @@ func TestTopologyAutoDeleteQueue(t *testing.T) {
 
 	// A consumer also goes when its channel or its connection closes.
 	t.Run("channel closes", func(t *testing.T) {
-		ch := topoChannel(t, conn)
+		ch := amqptest.Channel(t, conn)
 		_, err := ch.QueueDeclare("ad.channel", false, true, false, false, nil)
 		require.NoError(t, err)
 		_, err = ch.Consume("ad.channel", "", false, false, false, false, nil)
@@ -146,7 +148,7 @@ func TestTopologyAutoDeleteQueue(t *testing.T) {
 	})
 	t.Run("connection closes", func(t *testing.T) {
 		other := topoDial(t, b)
-		ch := topoChannel(t, other)
+		ch := amqptest.Channel(t, other)
 		_, err := ch.QueueDeclare("ad.conn", false, true, false, false, nil)
 		require.NoError(t, err)
 		_, err = ch.Consume("ad.conn", "", false, false, false, false, nil)
@@ -159,7 +161,7 @@ func TestTopologyAutoDeleteQueue(t *testing.T) {
 
 func TestTopologyAutoDeleteExchange(t *testing.T) {
 	_, conn := topoSetup(t)
-	ch := topoChannel(t, conn)
+	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2"} {
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 		require.NoError(t, err)
@@ -281,7 +283,7 @@ func TestTopologyServerNamedQueues(t *testing.T) {
 	require.False(t, topoQueueExists(t, conn, q1.Name))
 
 	// The last queue is the channel's own: another channel has none.
-	_, err = topoChannel(t, conn).QueuePurge("", false)
+	_, err = amqptest.Channel(t, conn).QueuePurge("", false)
 	topoRequireCode(t, err, 404, "no previously declared queue")
 	topoRequireServes(t, conn)
 }
@@ -306,7 +308,7 @@ func TestTopologyDeclareOkCounts(t *testing.T) {
 
 	// Counts are of ready messages: a delivery held by a consumer is not one.
 	consume := func(tag string) amqp091.Delivery {
-		c := topoChannel(t, conn)
+		c := amqptest.Channel(t, conn)
 		require.NoError(t, c.Qos(1, 0, false))
 		msgs, err := c.Consume("counts", tag, false, false, false, false, nil)
 		require.NoError(t, err)
@@ -549,7 +551,7 @@ func TestTopologyInternalExchange(t *testing.T) {
 	require.Equal(t, []string{"through"}, topoGetAll(t, ch, "behind"))
 
 	// Published to directly: 403, and the message goes nowhere.
-	pub := topoChannel(t, conn)
+	pub := amqptest.Channel(t, conn)
 	closed := pub.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, pub.Publish("inside", "", false, false, amqp091.Publishing{Body: []byte("direct")}))
 	e := topoAwaitClose(t, closed)

@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -105,14 +106,14 @@ func TestTopologySurvivesRestartOnPebble(t *testing.T) {
 			// a different one does not.
 			require.NoError(t, ch.ExchangeDeclare(x.name, x.kind, x.durable, x.autoDelete, x.intern, false, x.args), x.name)
 		}
-		err := topoChannel(t, conn).ExchangeDeclare("d.ae", "direct", true, false, false, false, nil)
+		err := amqptest.Channel(t, conn).ExchangeDeclare("d.ae", "direct", true, false, false, false, nil)
 		topoRequireCode(t, err, 406, "inequivalent arg 'alternate-exchange'")
 		for _, q := range []string{"d.q", "d.q2"} {
 			require.True(t, topoQueueExists(t, conn, q), "restart %d: queue %s", restart, q)
 		}
 		_, err = ch.QueueDeclare("d.q", true, false, false, false, dqArgs)
 		require.NoError(t, err)
-		_, err = topoChannel(t, conn).QueueDeclare("d.q", true, false, false, false, amqp091.Table{"x-max-length": int32(200)})
+		_, err = amqptest.Channel(t, conn).QueueDeclare("d.q", true, false, false, false, amqp091.Table{"x-max-length": int32(200)})
 		topoRequireCode(t, err, 406, "inequivalent arg 'x-max-length'")
 
 		require.False(t, topoExchangeExists(t, conn, "t.direct"), "non-durable exchange")

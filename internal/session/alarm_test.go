@@ -72,17 +72,17 @@ func alarmPeer(t *testing.T, caps amqp.Table) (*peer, *Alarms) {
 	cfg := testConfig()
 	cfg.Alarms = alarms
 	p := startPeer(t, cfg)
-	p.write([]byte("AMQP\x00\x00\x09\x01"))
-	start, ok := p.expectMethod(0).(*amqp.ConnectionStart)
+	p.Send([]byte("AMQP\x00\x00\x09\x01"))
+	start, ok := p.ExpectMethod(0).(*amqp.ConnectionStart)
 	require.True(t, ok)
 	require.Equal(t, true, start.ServerProperties["capabilities"].(amqp.Table)["connection.blocked"], "the server announces connection.blocked")
-	p.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
+	p.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US",
 		ClientProperties: amqp.Table{"capabilities": caps}})
-	tune, ok := p.expectMethod(0).(*amqp.ConnectionTune)
+	tune, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
 	require.True(t, ok)
-	p.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-	p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = p.expectMethod(0).(*amqp.ConnectionOpenOk)
+	p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+	p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	_, ok = p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
 	require.True(t, ok)
 	return p, alarms
 }
@@ -116,15 +116,15 @@ func TestAlarmHoldsPublisher(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, alarms := alarmPeer(t, tc.caps)
-			p.openChannel(1)
+			p.OpenChannel(1)
 			alarms.Set(tc.raise[0])
-			p.openChannel(2) // not a publish: never held
+			p.OpenChannel(2) // not a publish: never held
 			// Method and empty content in one write: the reader has both
 			// buffered when it holds the method.
 			props := (&amqp.Properties{}).Append(nil)
-			p.write(amqp.AppendHeaderFrame(amqp.AppendMethodFrame(nil, 1, &amqp.BasicPublish{RoutingKey: "q"}), 1, amqp.ClassBasic, 0, props))
+			p.Send(amqp.AppendHeaderFrame(amqp.AppendMethodFrame(nil, 1, &amqp.BasicPublish{RoutingKey: "q"}), 1, amqp.ClassBasic, 0, props))
 			if tc.notify {
-				b, ok := p.expectMethod(0).(*amqp.ConnectionBlocked)
+				b, ok := p.ExpectMethod(0).(*amqp.ConnectionBlocked)
 				require.True(t, ok)
 				require.Equal(t, BlockedReason(tc.raise[0]), b.Reason)
 			}
@@ -134,10 +134,10 @@ func TestAlarmHoldsPublisher(t *testing.T) {
 			}
 			alarms.Set(0)
 			if tc.notify {
-				_, ok := p.expectMethod(0).(*amqp.ConnectionUnblocked)
+				_, ok := p.ExpectMethod(0).(*amqp.ConnectionUnblocked)
 				require.True(t, ok)
 			}
-			p.expectConnectionClose(amqp.NotImplemented)
+			p.ExpectClose(amqp.NotImplemented)
 			require.False(t, p.conn.Blocked())
 		})
 	}
@@ -147,13 +147,13 @@ func TestAlarmHoldsPublisher(t *testing.T) {
 // is held: connection.close goes out, the close-ok is read, Serve returns.
 func TestAlarmShutdownWhileBlocked(t *testing.T) {
 	p, alarms := alarmPeer(t, amqp.Table{"connection.blocked": true})
-	p.openChannel(1)
+	p.OpenChannel(1)
 	alarms.Set(AlarmDisk)
-	p.sendMethod(1, &amqp.BasicPublish{RoutingKey: "q"})
-	_, ok := p.expectMethod(0).(*amqp.ConnectionBlocked)
+	p.SendMethod(1, &amqp.BasicPublish{RoutingKey: "q"})
+	_, ok := p.ExpectMethod(0).(*amqp.ConnectionBlocked)
 	require.True(t, ok)
 	p.conn.Shutdown(amqp.ConnectionForced, "broker shutdown")
-	p.expectConnectionClose(amqp.ConnectionForced)
+	p.ExpectClose(amqp.ConnectionForced)
 	require.NoError(t, p.serveResult())
 	require.Equal(t, AlarmDisk, alarms.Active(), "the alarm is still raised")
 }

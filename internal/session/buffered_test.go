@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/measure"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -54,7 +55,7 @@ func TestBodyBufferGrowsWithWhatArrives(t *testing.T) {
 				arrived += len(b)
 				if tc.complete && i == tc.frames-1 {
 					// Connection-only mode answers the publish with 540.
-					require.True(t, isAMQPError(err, amqp.NotImplemented), "%v", err)
+					amqptest.RequireCode(t, err, amqp.NotImplemented, "%v", err)
 					break
 				}
 				require.NoError(t, err)
@@ -88,14 +89,14 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Alarms = alarms
 	p := startPeer(t, cfg)
-	p.handshake()
+	p.Handshake()
 	for ch := uint16(1); ch <= 3; ch++ {
-		p.openChannel(ch)
+		p.OpenChannel(ch)
 	}
 	// roundTrip returns once everything sent before it was handled.
 	roundTrip := func() {
-		p.sendMethod(3, &amqp.ChannelFlow{Active: true})
-		_, ok := p.expectMethod(3).(*amqp.ChannelFlowOk)
+		p.SendMethod(3, &amqp.ChannelFlow{Active: true})
+		_, ok := p.ExpectMethod(3).(*amqp.ChannelFlowOk)
 		require.True(t, ok)
 	}
 	roundTrip()
@@ -111,7 +112,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	for range 8 {
 		out = amqp.AppendFrame(out, amqp.FrameBody, 2, body)
 	}
-	p.write(out)
+	p.Send(out)
 	roundTrip()
 	grown := measure.LiveHeap() - before
 	t.Logf("heap grew %d bytes for 2 headers announcing 128 MiB each and 64,000 body bytes", grown)
@@ -119,7 +120,7 @@ func TestAnnouncedBodySizeCostsNothing(t *testing.T) {
 	require.GreaterOrEqual(t, alarms.Buffered(), int64(64000))
 	require.LessOrEqual(t, alarms.Buffered(), int64(2*64000+len(props)))
 
-	p.nc.Close()
+	p.Conn.Close()
 	require.Error(t, p.serveResult())
 	require.Zero(t, alarms.Buffered(), "the partial body is released with the connection")
 	require.Less(t, measure.LiveHeap()-before, int64(4<<20), "nothing stays after the connection ends")
@@ -135,7 +136,7 @@ func TestTransactionBodiesCountAsBuffered(t *testing.T) {
 	vh := testVHost(t)
 	cfg.VHost = func(name string) (*vhost.VHost, bool) { return vh, name == "/" }
 	p := startPeer(t, cfg)
-	p.handshake()
+	p.Handshake()
 	props := (&amqp.Properties{ContentType: "text/plain"}).Append(nil)
 	body := make([]byte, 1000)
 	publish := func(ch uint16, n int) {
@@ -145,24 +146,24 @@ func TestTransactionBodiesCountAsBuffered(t *testing.T) {
 			out = amqp.AppendHeaderFrame(out, ch, amqp.ClassBasic, uint64(len(body)), props)
 			out = amqp.AppendFrame(out, amqp.FrameBody, ch, body)
 		}
-		p.write(out)
+		p.Send(out)
 	}
 	queued := func(ch uint16) uint32 {
-		p.sendMethod(ch, &amqp.QueueDeclare{Queue: "q", Passive: true})
-		ok, isOk := p.expectMethod(ch).(*amqp.QueueDeclareOk)
+		p.SendMethod(ch, &amqp.QueueDeclare{Queue: "q", Passive: true})
+		ok, isOk := p.ExpectMethod(ch).(*amqp.QueueDeclareOk)
 		require.True(t, isOk)
 		return ok.MessageCount
 	}
 	txMethod := func(ch uint16, m, want amqp.Method) {
-		p.sendMethod(ch, m)
-		got := p.expectMethod(ch)
+		p.SendMethod(ch, m)
+		got := p.ExpectMethod(ch)
 		require.IsType(t, want, got)
 	}
 	per := int64(len(props) + len(body))
 
-	p.openChannel(1)
-	p.sendMethod(1, &amqp.QueueDeclare{Queue: "q"})
-	_, ok := p.expectMethod(1).(*amqp.QueueDeclareOk)
+	p.OpenChannel(1)
+	p.SendMethod(1, &amqp.QueueDeclare{Queue: "q"})
+	_, ok := p.ExpectMethod(1).(*amqp.QueueDeclareOk)
 	require.True(t, ok)
 	txMethod(1, &amqp.TxSelect{}, &amqp.TxSelectOk{})
 
@@ -180,17 +181,17 @@ func TestTransactionBodiesCountAsBuffered(t *testing.T) {
 	publish(1, 2)
 	require.Equal(t, uint32(2), queued(1))
 	require.Equal(t, 2*per, alarms.Buffered())
-	p.sendMethod(1, &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess})
-	_, ok = p.expectMethod(1).(*amqp.ChannelCloseOk)
+	p.SendMethod(1, &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess})
+	_, ok = p.ExpectMethod(1).(*amqp.ChannelCloseOk)
 	require.True(t, ok)
 	require.Zero(t, alarms.Buffered(), "the channel's close drops them")
 
-	p.openChannel(2)
+	p.OpenChannel(2)
 	txMethod(2, &amqp.TxSelect{}, &amqp.TxSelectOk{})
 	publish(2, 2)
 	require.Equal(t, uint32(2), queued(2))
 	require.Equal(t, 2*per, alarms.Buffered())
-	p.nc.Close()
+	p.Conn.Close()
 	require.Error(t, p.serveResult())
 	require.Zero(t, alarms.Buffered(), "the connection's end drops them")
 }

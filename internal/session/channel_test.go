@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // newOpenConn returns a Conn in the open state that is never served: tests
@@ -160,7 +161,7 @@ func TestContentAssembly(t *testing.T) {
 				hdr.Payload[i] = 0xff
 			}
 			if size == 0 {
-				require.True(t, isAMQPError(err, amqp.NotImplemented), "complete at the header: %v", err)
+				amqptest.RequireCode(t, err, amqp.NotImplemented, "complete at the header: %v", err)
 				require.Equal(t, expectMethod, ch.asm.state)
 				return
 			}
@@ -179,7 +180,7 @@ func TestContentAssembly(t *testing.T) {
 					continue
 				}
 				// handlePublish answers 540 until the queue engine lands.
-				require.True(t, isAMQPError(err, amqp.NotImplemented), "complete after the last body frame: %v", err)
+				amqptest.RequireCode(t, err, amqp.NotImplemented, "complete after the last body frame: %v", err)
 				var ae *amqp.Error
 				require.ErrorAs(t, err, &ae)
 				require.Equal(t, amqp.ClassBasic, ae.ClassID)

@@ -13,9 +13,9 @@ import (
 
 func TestHandshakeAndClientClose(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.write([]byte("AMQP\x00\x00\x09\x01"))
+	p.Send([]byte("AMQP\x00\x00\x09\x01"))
 
-	start, ok := p.expectMethod(0).(*amqp.ConnectionStart)
+	start, ok := p.ExpectMethod(0).(*amqp.ConnectionStart)
 	require.True(t, ok)
 	require.Equal(t, uint8(0), start.VersionMajor)
 	require.Equal(t, uint8(9), start.VersionMinor)
@@ -35,29 +35,29 @@ func TestHandshakeAndClientClose(t *testing.T) {
 		"publisher_confirms":           true,
 	}, caps)
 
-	p.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "AMQPLAIN", Response: amqplain(t, "guest", "guest"), Locale: "en_US"})
-	tune, ok := p.expectMethod(0).(*amqp.ConnectionTune)
+	p.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "AMQPLAIN", Response: amqplain(t, "guest", "guest"), Locale: "en_US"})
+	tune, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
 	require.True(t, ok)
 	require.Equal(t, &amqp.ConnectionTune{ChannelMax: 16, FrameMax: 8192, Heartbeat: 0}, tune)
-	p.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192})
-	p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = p.expectMethod(0).(*amqp.ConnectionOpenOk)
+	p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192})
+	p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	_, ok = p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
 	require.True(t, ok)
 
-	p.sendMethod(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess, ReplyText: "bye"})
-	_, ok = p.expectMethod(0).(*amqp.ConnectionCloseOk)
+	p.SendMethod(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess, ReplyText: "bye"})
+	_, ok = p.ExpectMethod(0).(*amqp.ConnectionCloseOk)
 	require.True(t, ok)
-	p.expectEOF()
+	p.ExpectEOF()
 	require.NoError(t, p.serveResult())
 }
 
 func TestServerDefaults(t *testing.T) {
 	cfg := &Config{Authenticate: func(string, string) bool { return true }}
 	p := startPeer(t, cfg)
-	p.write([]byte("AMQP\x00\x00\x09\x01"))
-	p.expectMethod(0)
-	p.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00u\x00p"})
-	tune, ok := p.expectMethod(0).(*amqp.ConnectionTune)
+	p.Send([]byte("AMQP\x00\x00\x09\x01"))
+	p.ExpectMethod(0)
+	p.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00u\x00p"})
+	tune, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
 	require.True(t, ok)
 	// RabbitMQ's defaults.
 	require.Equal(t, &amqp.ConnectionTune{ChannelMax: 2047, FrameMax: 131072, Heartbeat: 60}, tune)
@@ -67,12 +67,12 @@ func TestWrongProtocolHeader(t *testing.T) {
 	for _, header := range []string{"GARBAGE!", "AMQP\x01\x01\x00\x09", "AMQP\x00\x00\x09\x02", "GET / HT"} {
 		t.Run(header, func(t *testing.T) {
 			p := startPeer(t, testConfig())
-			p.write([]byte(header))
+			p.Send([]byte(header))
 			got := make([]byte, 8)
-			_, err := io.ReadFull(p.nc, got)
+			_, err := io.ReadFull(p.Conn, got)
 			require.NoError(t, err)
 			require.Equal(t, "AMQP\x00\x00\x09\x01", string(got))
-			p.expectEOF()
+			p.ExpectEOF()
 			require.Error(t, p.serveResult())
 		})
 	}
@@ -80,8 +80,8 @@ func TestWrongProtocolHeader(t *testing.T) {
 
 func TestPeerHangsUpDuringHeader(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.write([]byte("AMQ"))
-	p.nc.Close()
+	p.Send([]byte("AMQ"))
+	p.Conn.Close()
 	require.ErrorIs(t, p.serveResult(), io.ErrUnexpectedEOF)
 }
 
@@ -115,18 +115,18 @@ func TestHandshakeErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startPeer(t, testConfig())
-			p.write([]byte("AMQP\x00\x00\x09\x01"))
-			p.expectMethod(0)
-			p.sendMethod(0, tc.startOk)
+			p.Send([]byte("AMQP\x00\x00\x09\x01"))
+			p.ExpectMethod(0)
+			p.SendMethod(0, tc.startOk)
 			if tc.tuneOk != nil {
-				_, ok := p.expectMethod(0).(*amqp.ConnectionTune)
+				_, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
 				require.True(t, ok)
-				p.sendMethod(0, tc.tuneOk)
+				p.SendMethod(0, tc.tuneOk)
 			}
 			if tc.vhost != nil {
-				p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: *tc.vhost})
+				p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: *tc.vhost})
 			}
-			cl := p.expectConnectionClose(tc.wantCode)
+			cl := p.ExpectClose(tc.wantCode)
 			require.Equal(t, amqp.ClassConnection, cl.ClassId)
 			require.NoError(t, p.serveResult())
 		})
@@ -141,31 +141,31 @@ func TestHandshakeOutOfOrder(t *testing.T) {
 		send func(p *peer)
 		code uint16
 	}{
-		{"open before start-ok", func(p *peer) { p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"}) }, amqp.CommandInvalid},
-		{"tune-ok before start-ok", func(p *peer) { p.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 1, FrameMax: 8192}) }, amqp.CommandInvalid},
-		{"secure-ok never asked for", func(p *peer) { p.sendMethod(0, &amqp.ConnectionSecureOk{}) }, amqp.CommandInvalid},
-		{"channel frame before open", func(p *peer) { p.sendMethod(1, &amqp.ChannelOpen{}) }, amqp.UnexpectedFrame},
-		{"channel.open on channel 0", func(p *peer) { p.sendMethod(0, &amqp.ChannelOpen{}) }, amqp.ChannelError},
+		{"open before start-ok", func(p *peer) { p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"}) }, amqp.CommandInvalid},
+		{"tune-ok before start-ok", func(p *peer) { p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 1, FrameMax: 8192}) }, amqp.CommandInvalid},
+		{"secure-ok never asked for", func(p *peer) { p.SendMethod(0, &amqp.ConnectionSecureOk{}) }, amqp.CommandInvalid},
+		{"channel frame before open", func(p *peer) { p.SendMethod(1, &amqp.ChannelOpen{}) }, amqp.UnexpectedFrame},
+		{"channel.open on channel 0", func(p *peer) { p.SendMethod(0, &amqp.ChannelOpen{}) }, amqp.ChannelError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startPeer(t, testConfig())
-			p.write([]byte("AMQP\x00\x00\x09\x01"))
-			p.expectMethod(0)
+			p.Send([]byte("AMQP\x00\x00\x09\x01"))
+			p.ExpectMethod(0)
 			tc.send(p)
-			p.expectConnectionClose(tc.code)
+			p.ExpectClose(tc.code)
 		})
 	}
 }
 
 func TestClientClosesDuringHandshake(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.write([]byte("AMQP\x00\x00\x09\x01"))
-	p.expectMethod(0)
-	p.sendMethod(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess})
-	_, ok := p.expectMethod(0).(*amqp.ConnectionCloseOk)
+	p.Send([]byte("AMQP\x00\x00\x09\x01"))
+	p.ExpectMethod(0)
+	p.SendMethod(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess})
+	_, ok := p.ExpectMethod(0).(*amqp.ConnectionCloseOk)
 	require.True(t, ok)
-	p.expectEOF()
+	p.ExpectEOF()
 	require.NoError(t, p.serveResult())
 }
 
@@ -173,10 +173,10 @@ func TestHandshakeTimeout(t *testing.T) {
 	cfg := testConfig()
 	cfg.HandshakeTimeout = 20 * time.Millisecond
 	p := startPeer(t, cfg)
-	p.write([]byte("AMQP\x00\x00\x09\x01"))
-	p.expectMethod(0)
+	p.Send([]byte("AMQP\x00\x00\x09\x01"))
+	p.ExpectMethod(0)
 	// The client never answers connection.start: the server hangs up.
-	p.expectEOF()
+	p.ExpectEOF()
 	require.Error(t, p.serveResult())
 }
 
@@ -200,87 +200,87 @@ func TestProtocolErrors(t *testing.T) {
 		{"bad frame end octet", func(p *peer) {
 			b := frame(amqp.FrameMethod, 1, methodPayload(&amqp.ChannelOpen{}))
 			b[len(b)-1] = 0x00
-			p.write(b)
+			p.Send(b)
 		}, amqp.FrameError},
 		{"frame larger than frame-max", func(p *peer) {
 			// Only the header: the size alone must be refused.
 			h := []byte{amqp.FrameBody, 0, 1, 0, 0, 0, 0}
 			binary.BigEndian.PutUint32(h[3:], 8192)
-			p.write(h)
+			p.Send(h)
 		}, amqp.FrameError},
-		{"unknown frame type", func(p *peer) { p.sendFrame(7, 1, nil) }, amqp.FrameError},
-		{"heartbeat on channel 1", func(p *peer) { p.sendFrame(amqp.FrameHeartbeat, 1, nil) }, amqp.FrameError},
-		{"method on unopened channel", func(p *peer) { p.sendMethod(3, &amqp.BasicQos{}) }, amqp.ChannelError},
-		{"body on unopened channel", func(p *peer) { p.sendFrame(amqp.FrameBody, 3, []byte("x")) }, amqp.ChannelError},
-		{"second channel.open", func(p *peer) { p.openChannel(1); p.sendMethod(1, &amqp.ChannelOpen{}) }, amqp.ChannelError},
-		{"channel above channel-max", func(p *peer) { p.sendMethod(17, &amqp.ChannelOpen{}) }, amqp.NotAllowed},
-		{"body without header", func(p *peer) { p.openChannel(1); p.sendFrame(amqp.FrameBody, 1, []byte("x")) }, amqp.UnexpectedFrame},
-		{"header without content method", func(p *peer) { p.openChannel(1); p.sendHeader(1, amqp.ClassBasic, 1) }, amqp.UnexpectedFrame},
+		{"unknown frame type", func(p *peer) { p.SendFrame(7, 1, nil) }, amqp.FrameError},
+		{"heartbeat on channel 1", func(p *peer) { p.SendFrame(amqp.FrameHeartbeat, 1, nil) }, amqp.FrameError},
+		{"method on unopened channel", func(p *peer) { p.SendMethod(3, &amqp.BasicQos{}) }, amqp.ChannelError},
+		{"body on unopened channel", func(p *peer) { p.SendFrame(amqp.FrameBody, 3, []byte("x")) }, amqp.ChannelError},
+		{"second channel.open", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ChannelOpen{}) }, amqp.ChannelError},
+		{"channel above channel-max", func(p *peer) { p.SendMethod(17, &amqp.ChannelOpen{}) }, amqp.NotAllowed},
+		{"body without header", func(p *peer) { p.OpenChannel(1); p.SendFrame(amqp.FrameBody, 1, []byte("x")) }, amqp.UnexpectedFrame},
+		{"header without content method", func(p *peer) { p.OpenChannel(1); p.SendHeader(1, amqp.ClassBasic, 1) }, amqp.UnexpectedFrame},
 		{"method while header expected", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendMethod(1, &amqp.ChannelFlow{Active: true})
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendMethod(1, &amqp.ChannelFlow{Active: true})
 		}, amqp.UnexpectedFrame},
 		{"method while body expected", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendHeader(1, amqp.ClassBasic, 10)
-			p.sendFrame(amqp.FrameBody, 1, []byte("12345"))
-			p.sendMethod(1, &amqp.ChannelFlow{Active: true})
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendHeader(1, amqp.ClassBasic, 10)
+			p.SendFrame(amqp.FrameBody, 1, []byte("12345"))
+			p.SendMethod(1, &amqp.ChannelFlow{Active: true})
 		}, amqp.UnexpectedFrame},
 		{"header for another class", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendHeader(1, amqp.ClassQueue, 1)
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendHeader(1, amqp.ClassQueue, 1)
 		}, amqp.UnexpectedFrame},
 		{"body larger than declared", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendHeader(1, amqp.ClassBasic, 3)
-			p.sendFrame(amqp.FrameBody, 1, []byte("1234"))
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendHeader(1, amqp.ClassBasic, 3)
+			p.SendFrame(amqp.FrameBody, 1, []byte("1234"))
 		}, amqp.FrameError},
 		{"body-size above the sanity limit", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendHeader(1, amqp.ClassBasic, maxBodySize+1)
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendHeader(1, amqp.ClassBasic, maxBodySize+1)
 		}, amqp.FrameError},
 		{"malformed content header", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendFrame(amqp.FrameHeader, 1, []byte{0, 60, 0})
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendFrame(amqp.FrameHeader, 1, []byte{0, 60, 0})
 		}, amqp.SyntaxError},
-		{"content header on channel 0", func(p *peer) { p.sendHeader(0, amqp.ClassBasic, 0) }, amqp.UnexpectedFrame},
-		{"unknown method ids", func(p *peer) { p.openChannel(1); p.sendFrame(amqp.FrameMethod, 1, []byte{0, 99, 0, 1}) }, amqp.CommandInvalid},
+		{"content header on channel 0", func(p *peer) { p.SendHeader(0, amqp.ClassBasic, 0) }, amqp.UnexpectedFrame},
+		{"unknown method ids", func(p *peer) { p.OpenChannel(1); p.SendFrame(amqp.FrameMethod, 1, []byte{0, 99, 0, 1}) }, amqp.CommandInvalid},
 		{"truncated arguments", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, []byte{0, byte(amqp.ClassChannel), 0, byte(amqp.MethodChannelFlowOk)})
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, []byte{0, byte(amqp.ClassChannel), 0, byte(amqp.MethodChannelFlowOk)})
 		}, amqp.SyntaxError},
-		{"connection method on a channel", func(p *peer) { p.openChannel(1); p.sendMethod(1, &amqp.ConnectionBlocked{}) }, amqp.CommandInvalid},
-		{"server-only connection method", func(p *peer) { p.sendMethod(0, &amqp.ConnectionUnblocked{}) }, amqp.CommandInvalid},
-		{"second connection.open", func(p *peer) { p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"}) }, amqp.CommandInvalid},
-		{"update-secret", func(p *peer) { p.sendMethod(0, &amqp.ConnectionUpdateSecret{NewSecret: "s"}) }, amqp.NotImplemented},
-		{"stray channel.close-ok", func(p *peer) { p.openChannel(1); p.sendMethod(1, &amqp.ChannelCloseOk{}) }, amqp.CommandInvalid},
-		{"server-only channel method", func(p *peer) { p.openChannel(1); p.sendMethod(1, &amqp.ChannelOpenOk{}) }, amqp.CommandInvalid},
-		{"queue.declare not implemented", func(p *peer) { p.openChannel(1); p.sendMethod(1, &amqp.QueueDeclare{Queue: "q"}) }, amqp.NotImplemented},
+		{"connection method on a channel", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ConnectionBlocked{}) }, amqp.CommandInvalid},
+		{"server-only connection method", func(p *peer) { p.SendMethod(0, &amqp.ConnectionUnblocked{}) }, amqp.CommandInvalid},
+		{"second connection.open", func(p *peer) { p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"}) }, amqp.CommandInvalid},
+		{"update-secret", func(p *peer) { p.SendMethod(0, &amqp.ConnectionUpdateSecret{NewSecret: "s"}) }, amqp.NotImplemented},
+		{"stray channel.close-ok", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ChannelCloseOk{}) }, amqp.CommandInvalid},
+		{"server-only channel method", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ChannelOpenOk{}) }, amqp.CommandInvalid},
+		{"queue.declare not implemented", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.QueueDeclare{Queue: "q"}) }, amqp.NotImplemented},
 		{"basic.publish not implemented", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, basicPublish)
-			p.sendHeader(1, amqp.ClassBasic, 6)
-			p.sendFrame(amqp.FrameBody, 1, []byte("hel"))
-			p.sendFrame(amqp.FrameBody, 1, []byte("lo!"))
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, basicPublish)
+			p.SendHeader(1, amqp.ClassBasic, 6)
+			p.SendFrame(amqp.FrameBody, 1, []byte("hel"))
+			p.SendFrame(amqp.FrameBody, 1, []byte("lo!"))
 		}, amqp.NotImplemented},
 		{"server-only content method", func(p *peer) {
-			p.openChannel(1)
-			p.sendFrame(amqp.FrameMethod, 1, methodPayload(&amqp.BasicDeliver{ConsumerTag: "c"}))
-			p.sendHeader(1, amqp.ClassBasic, 0)
+			p.OpenChannel(1)
+			p.SendFrame(amqp.FrameMethod, 1, methodPayload(&amqp.BasicDeliver{ConsumerTag: "c"}))
+			p.SendHeader(1, amqp.ClassBasic, 0)
 		}, amqp.CommandInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startPeer(t, testConfig())
-			p.handshake()
+			p.Handshake()
 			tc.send(p)
-			p.expectConnectionClose(tc.code)
+			p.ExpectClose(tc.code)
 		})
 	}
 }
@@ -289,9 +289,9 @@ func TestProtocolErrors(t *testing.T) {
 // everything but close and close-ok.
 func TestClosingIgnoresOtherFrames(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.handshake()
-	p.sendMethod(5, &amqp.BasicQos{}) // 504: channel 5 not open
-	m := p.expectMethod(0)
+	p.Handshake()
+	p.SendMethod(5, &amqp.BasicQos{}) // 504: channel 5 not open
+	m := p.ExpectMethod(0)
 	cl, ok := m.(*amqp.ConnectionClose)
 	require.True(t, ok)
 	require.Equal(t, amqp.ChannelError, cl.ReplyCode)
@@ -299,15 +299,15 @@ func TestClosingIgnoresOtherFrames(t *testing.T) {
 	require.Equal(t, amqp.MethodBasicQos, cl.MethodId)
 
 	// None of these get an answer.
-	p.sendMethod(1, &amqp.ChannelOpen{})
-	p.sendFrame(amqp.FrameBody, 1, []byte("ignored"))
-	p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	p.write(amqp.AppendHeartbeatFrame(nil))
+	p.SendMethod(1, &amqp.ChannelOpen{})
+	p.SendFrame(amqp.FrameBody, 1, []byte("ignored"))
+	p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	p.Send(amqp.AppendHeartbeatFrame(nil))
 	// A crossing connection.close is answered and ends the connection.
-	p.sendMethod(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess})
-	_, ok = p.expectMethod(0).(*amqp.ConnectionCloseOk)
+	p.SendMethod(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess})
+	_, ok = p.ExpectMethod(0).(*amqp.ConnectionCloseOk)
 	require.True(t, ok)
-	p.expectEOF()
+	p.ExpectEOF()
 	require.NoError(t, p.serveResult())
 }
 
@@ -315,81 +315,81 @@ func TestCloseTimeoutWithoutCloseOk(t *testing.T) {
 	cfg := testConfig()
 	cfg.CloseTimeout = 20 * time.Millisecond
 	p := startPeer(t, cfg)
-	p.handshake()
-	p.sendMethod(2, &amqp.BasicQos{})
-	_, ok := p.expectMethod(0).(*amqp.ConnectionClose)
+	p.Handshake()
+	p.SendMethod(2, &amqp.BasicQos{})
+	_, ok := p.ExpectMethod(0).(*amqp.ConnectionClose)
 	require.True(t, ok)
 	// No close-ok: the server drops the connection after CloseTimeout.
-	p.expectEOF()
+	p.ExpectEOF()
 	require.NoError(t, p.serveResult())
 }
 
 func TestShutdown(t *testing.T) {
 	t.Run("open connection gets 320", func(t *testing.T) {
 		p := startPeer(t, testConfig())
-		p.handshake()
+		p.Handshake()
 		p.conn.Shutdown(amqp.ConnectionForced, "broker shutdown")
 		p.conn.Shutdown(amqp.ConnectionForced, "again") // no second close
-		cl := p.expectConnectionClose(amqp.ConnectionForced)
+		cl := p.ExpectClose(amqp.ConnectionForced)
 		require.Equal(t, "CONNECTION_FORCED - broker shutdown", cl.ReplyText)
 		require.NoError(t, p.serveResult())
 	})
 	t.Run("before the protocol header the stream just closes", func(t *testing.T) {
 		p := startPeer(t, testConfig())
 		p.conn.Shutdown(amqp.ConnectionForced, "broker shutdown")
-		p.expectEOF()
+		p.ExpectEOF()
 		require.Error(t, p.serveResult())
 	})
 }
 
 func TestChannelLifecycle(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.handshake()
+	p.Handshake()
 	for ch := uint16(1); ch <= 16; ch++ {
-		p.openChannel(ch)
+		p.OpenChannel(ch)
 	}
-	p.sendMethod(3, &amqp.ChannelFlow{Active: false})
-	flowOk, ok := p.expectMethod(3).(*amqp.ChannelFlowOk)
+	p.SendMethod(3, &amqp.ChannelFlow{Active: false})
+	flowOk, ok := p.ExpectMethod(3).(*amqp.ChannelFlowOk)
 	require.True(t, ok)
 	require.False(t, flowOk.Active)
-	p.sendMethod(3, &amqp.ChannelFlow{Active: true})
-	flowOk, ok = p.expectMethod(3).(*amqp.ChannelFlowOk)
+	p.SendMethod(3, &amqp.ChannelFlow{Active: true})
+	flowOk, ok = p.ExpectMethod(3).(*amqp.ChannelFlowOk)
 	require.True(t, ok)
 	require.True(t, flowOk.Active)
 
 	for ch := uint16(1); ch <= 16; ch++ {
-		p.sendMethod(ch, &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess})
-		_, ok := p.expectMethod(ch).(*amqp.ChannelCloseOk)
+		p.SendMethod(ch, &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess})
+		_, ok := p.ExpectMethod(ch).(*amqp.ChannelCloseOk)
 		require.True(t, ok)
 	}
 	// Numbers are free again.
-	p.openChannel(16)
-	p.sendMethod(0, &amqp.ConnectionClose{})
-	_, ok = p.expectMethod(0).(*amqp.ConnectionCloseOk)
+	p.OpenChannel(16)
+	p.SendMethod(0, &amqp.ConnectionClose{})
+	_, ok = p.ExpectMethod(0).(*amqp.ConnectionCloseOk)
 	require.True(t, ok)
-	p.expectEOF()
+	p.ExpectEOF()
 }
 
 func TestHeartbeats(t *testing.T) {
 	cfg := testConfig()
 	cfg.Heartbeat = time.Second
 	p := startPeer(t, cfg)
-	p.write([]byte("AMQP\x00\x00\x09\x01"))
-	p.expectMethod(0)
-	p.sendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
-	tune, ok := p.expectMethod(0).(*amqp.ConnectionTune)
+	p.Send([]byte("AMQP\x00\x00\x09\x01"))
+	p.ExpectMethod(0)
+	p.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
+	tune, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
 	require.True(t, ok)
 	require.Equal(t, uint16(1), tune.Heartbeat)
-	p.sendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192, Heartbeat: 1})
-	p.sendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = p.expectMethod(0).(*amqp.ConnectionOpenOk)
+	p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192, Heartbeat: 1})
+	p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	_, ok = p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
 	require.True(t, ok)
 
 	// Idle: the server sends heartbeats. We stay silent, so after two
 	// intervals it drops us.
 	heartbeats := 0
 	for {
-		f, err := p.fr.ReadFrame()
+		f, err := p.Frames.ReadFrame()
 		if err != nil {
 			require.ErrorIs(t, err, io.EOF)
 			break

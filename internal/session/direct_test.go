@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
@@ -174,7 +175,7 @@ func TestDirectErrors(t *testing.T) {
 				props = (&amqp.Properties{}).Append(nil)
 			}
 			err := c.Handle(tt.channel, tt.method, props, tt.body)
-			require.True(t, isAMQPError(err, tt.code), "err %v", err)
+			amqptest.RequireCode(t, err, tt.code, "err %v", err)
 			closed, cerr := sink.closeState()
 			if tt.hard {
 				require.True(t, closed)
@@ -213,7 +214,7 @@ func TestDirectShutdown(t *testing.T) {
 	c.Shutdown(amqp.ConnectionForced, "again") // idempotent: Closed is called once
 	// The exclusive queue went with the connection.
 	_, qerr := c.vh.Queue("other", "excl")
-	require.True(t, isAMQPError(qerr, amqp.NotFound), "err %v", qerr)
+	amqptest.RequireCode(t, qerr, amqp.NotFound, "err %v", qerr)
 }
 
 // TestDirectShutdownDuringHandle closes the connection from other

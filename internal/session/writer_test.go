@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func TestSendContentSplitsByFrameMax(t *testing.T) {
@@ -67,7 +68,7 @@ func TestSendContentSplitsByFrameMax(t *testing.T) {
 // the wire each message's frames are contiguous.
 func TestConcurrentSendersNeverInterleaveMessages(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.handshake() // frame-max 8192
+	p.Handshake() // frame-max 8192
 
 	const senders, perSender = 8, 50
 	body := bytes.Repeat([]byte("0123456789"), 2000) // 20000 bytes: 3 body frames
@@ -102,7 +103,7 @@ func expectMessages(t *testing.T, p *peer, n int, body []byte, tag func(amqp.Met
 	t.Helper()
 	next := make(map[uint16]uint64) // last delivery tag per channel
 	for range n {
-		f := p.readFrame()
+		f := p.ReadFrame()
 		require.Equal(t, amqp.FrameMethod, f.Type)
 		m, err := amqp.DecodeMethod(f.Payload)
 		require.NoError(t, err)
@@ -111,12 +112,12 @@ func expectMessages(t *testing.T, p *peer, n int, body []byte, tag func(amqp.Met
 		require.Equal(t, next[f.Channel]+1, dt, "per-channel order")
 		next[f.Channel] = dt
 
-		hf := p.readFrame()
+		hf := p.ReadFrame()
 		require.Equal(t, amqp.FrameHeader, hf.Type)
 		require.Equal(t, f.Channel, hf.Channel)
 		var got []byte
 		for len(got) < len(body) {
-			bf := p.readFrame()
+			bf := p.ReadFrame()
 			require.Equal(t, amqp.FrameBody, bf.Type)
 			require.Equal(t, f.Channel, bf.Channel, "frames of one message are contiguous")
 			got = append(got, bf.Payload...)
@@ -129,8 +130,8 @@ func expectMessages(t *testing.T, p *peer, n int, body []byte, tag func(amqp.Met
 // block or grow the outbox, and Serve returns.
 func TestWriterStopsAfterWriteError(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.handshake()
-	p.nc.Close()
+	p.Handshake()
+	p.Conn.Close()
 	require.Error(t, p.serveResult())
 	p.conn.sendMethod(1, &amqp.ChannelOpenOk{})
 	p.conn.out.Lock()
@@ -267,8 +268,8 @@ func fillOutbox(t *testing.T, c *Conn, notify func()) int {
 // callbacks run, the reader resumes, and every queued frame arrives.
 func TestOutboxBound(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.handshake()
-	p.openChannel(1)
+	p.Handshake()
+	p.OpenChannel(1)
 
 	kicked := make(chan struct{})
 	n := fillOutbox(t, p.conn, func() { close(kicked) })
@@ -293,11 +294,11 @@ func TestOutboxBound(t *testing.T) {
 
 	// The client reads again: every delivery arrives, in order.
 	for i := range n {
-		m := p.expectMethod(1)
+		m := p.ExpectMethod(1)
 		require.Equal(t, uint64(i+1), m.(*amqp.BasicDeliver).DeliveryTag)
-		require.Equal(t, amqp.FrameHeader, p.readFrame().Type)
+		require.Equal(t, amqp.FrameHeader, p.ReadFrame().Type)
 		for got := 0; got < 64<<10; {
-			f := p.readFrame()
+			f := p.ReadFrame()
 			require.Equal(t, amqp.FrameBody, f.Type)
 			got += len(f.Payload)
 		}
@@ -307,7 +308,7 @@ func TestOutboxBound(t *testing.T) {
 	require.True(t, p.conn.hasRoom(nil))
 
 	// The reader was never stuck for good: the connection still answers.
-	p.openChannel(2)
+	p.OpenChannel(2)
 }
 
 // TestOutboxBoundReleasedOnStop: a client that never reads again and
@@ -315,8 +316,8 @@ func TestOutboxBound(t *testing.T) {
 // waiting to deliver learn the connection is gone.
 func TestOutboxBoundReleasedOnStop(t *testing.T) {
 	p := startPeer(t, testConfig())
-	p.handshake()
-	p.openChannel(1)
+	p.Handshake()
+	p.OpenChannel(1)
 
 	kicked := make(chan struct{})
 	fillOutbox(t, p.conn, func() { close(kicked) })
@@ -325,7 +326,7 @@ func TestOutboxBoundReleasedOnStop(t *testing.T) {
 		p.conn.waitForRoom()
 		close(waited)
 	}()
-	p.nc.Close()
+	p.Conn.Close()
 	<-kicked
 	<-waited
 	require.Error(t, p.serveResult())
@@ -374,7 +375,7 @@ func startTCPPeer(t *testing.T, cfg *Config) *peer {
 	require.NoError(t, err)
 	server, err := ln.Accept()
 	require.NoError(t, err)
-	p := &peer{t: t, nc: client, fr: amqp.NewFrameReader(client), conn: NewConn(server, "test#1", cfg), done: make(chan error, 1)}
+	p := &peer{RawClient: amqptest.NewRawClient(t, client), conn: NewConn(server, "test#1", cfg), done: make(chan error, 1)}
 	go func() { p.done <- p.conn.Serve() }()
 	t.Cleanup(func() {
 		client.Close()
@@ -388,7 +389,7 @@ func startTCPPeer(t *testing.T, cfg *Config) *peer {
 // socket; every message arrives whole and in per-channel order.
 func TestFlushNowNeverInterleaves(t *testing.T) {
 	p := startTCPPeer(t, testConfig())
-	p.handshake() // frame-max 8192
+	p.Handshake() // frame-max 8192
 
 	const senders, perSender = 8, 100
 	body := bytes.Repeat([]byte("0123456789"), 1000) // 10000 bytes: 2 body frames
@@ -422,8 +423,8 @@ func TestFlushNowNeverInterleaves(t *testing.T) {
 // the writer's would, and Serve returns.
 func TestFlushNowAfterWriteError(t *testing.T) {
 	p := startTCPPeer(t, testConfig())
-	p.handshake()
-	p.nc.Close()
+	p.Handshake()
+	p.Conn.Close()
 	require.Error(t, p.serveResult())
 	p.conn.sendMethod(1, &amqp.BasicGetEmpty{})
 	p.conn.flushNow()

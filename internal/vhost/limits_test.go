@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -74,7 +75,7 @@ func TestNameAndArgumentLimits(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			requireCode(t, err, amqp.PreconditionFailed)
+			amqptest.RequireCode(t, err, amqp.PreconditionFailed)
 			require.Len(t, f.v.Queues(), before)
 			require.Len(t, f.v.Bindings(), binds)
 			qs, err := f.store.ListQueues(ctx, "/")

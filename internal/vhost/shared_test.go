@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -108,11 +109,11 @@ func TestSyncFollowsSharedTopology(t *testing.T) {
 		}},
 		{"not the non-durable queue", func(t *testing.T) {
 			_, err := p.b.Queue("c2", "local")
-			requireCode(t, err, amqp.NotFound)
+			amqptest.RequireCode(t, err, amqp.NotFound)
 		}},
 		{"not the exclusive queue", func(t *testing.T) {
 			_, err := p.b.Queue("c1", "mine")
-			requireCode(t, err, amqp.NotFound)
+			amqptest.RequireCode(t, err, amqp.NotFound)
 		}},
 		{"bindings whose ends are here", func(t *testing.T) {
 			require.Equal(t, []string{"shared"}, route(t, p.b, "d.x", "k.a.b"))
@@ -159,7 +160,7 @@ func TestSyncFollowsDeletions(t *testing.T) {
 	require.NoError(t, err)
 	p.sync(t, p.b)
 	_, err = p.b.Queue("c2", "q")
-	requireCode(t, err, amqp.NotFound)
+	amqptest.RequireCode(t, err, amqp.NotFound)
 	require.Equal(t, []string{"ctag"}, rec.tags(), "the consumer on b is cancelled, the cancelled one is not told again")
 	<-q.Done()
 
@@ -222,7 +223,7 @@ func TestOpenSharedDeletesNothing(t *testing.T) {
 	v := p.open(t, "a")
 	require.True(t, v.ExchangeExists("t.x"), "exchanges are cluster-wide")
 	_, err := v.Queue("c1", "t.q")
-	requireCode(t, err, amqp.NotFound)
+	amqptest.RequireCode(t, err, amqp.NotFound)
 
 	gotX, err := st.ListExchanges(ctx, "/")
 	require.NoError(t, err)
@@ -244,7 +245,7 @@ func TestDeclareAdoptsStoredSharedQueue(t *testing.T) {
 	declareQueue(t, p.a, "c1", amqp.QueueDeclare{Queue: "q", Durable: true, Arguments: args})
 
 	_, err := p.b.DeclareQueue(ctx, "c2", &amqp.QueueDeclare{Queue: "q", Durable: true, Arguments: amqp.Table{"x-message-ttl": int32(5)}})
-	requireCode(t, err, amqp.PreconditionFailed)
+	amqptest.RequireCode(t, err, amqp.PreconditionFailed)
 	_, err = p.b.DeclareQueue(ctx, "c2", &amqp.QueueDeclare{Queue: "q", Durable: true, Arguments: amqp.Table{"x-message-ttl": int64(1000)}})
 	require.NoError(t, err)
 	stored, err := p.store.GetQueue(ctx, "/", "q")
@@ -262,7 +263,7 @@ func TestSyncNotShared(t *testing.T) {
 	require.NoError(t, f.store.PutQueue(ctx, meta.Queue{VHost: "/", Name: "elsewhere", Durable: true}))
 	require.NoError(t, f.v.Sync(ctx))
 	_, err := f.v.Queue("c", "elsewhere")
-	requireCode(t, err, amqp.NotFound)
+	amqptest.RequireCode(t, err, amqp.NotFound)
 }
 
 func mustTable(t *testing.T, tb amqp.Table) []byte {
@@ -359,7 +360,7 @@ func TestPassiveDeclareAdopts(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			requireCode(t, err, tc.code)
+			amqptest.RequireCode(t, err, tc.code)
 		})
 	}
 	require.Equal(t, []string{"shared"}, route(t, p.b, "", "shared"))
@@ -393,7 +394,7 @@ func TestLookupsAdopt(t *testing.T) {
 			require.ErrorIs(t, err, meta.ErrNotFound)
 			p.sync(t, p.a)
 			_, err = p.a.Queue("c1", "q")
-			requireCode(t, err, amqp.NotFound)
+			amqptest.RequireCode(t, err, amqp.NotFound)
 		}},
 	}
 	for _, tc := range tests {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -89,13 +90,6 @@ func (s *faultyTopology) PutBinding(ctx context.Context, b meta.Binding) error {
 	return s.Store.PutBinding(ctx, b)
 }
 
-func requireCode(t *testing.T, err error, code uint16) {
-	t.Helper()
-	var ae *amqp.Error
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, code, ae.Code, "text: %s", ae.Text)
-}
-
 func declareQueue(t *testing.T, v *VHost, conn string, m amqp.QueueDeclare) *Queue {
 	t.Helper()
 	q, err := v.DeclareQueue(context.Background(), conn, &m)
@@ -166,13 +160,13 @@ func TestRedeclareWithUncomparableArguments(t *testing.T) {
 	require.NoError(t, f.v.DeclareExchange(ctx, &amqp.ExchangeDeclare{Exchange: "x", Type: "direct", Durable: true, Arguments: args}))
 	err = f.v.DeclareExchange(ctx, &amqp.ExchangeDeclare{Exchange: "x", Type: "direct", Durable: true,
 		Arguments: amqp.Table{"alternate-exchange": []byte("other")}})
-	requireCode(t, err, amqp.PreconditionFailed)
+	amqptest.RequireCode(t, err, amqp.PreconditionFailed)
 
 	// ParseArgs refuses such arguments at declare (406); a store written
 	// before it may still hold them, and redeclaring must not panic.
 	qargs := amqp.Table{"x-dead-letter-routing-key": []byte("k"), "x-queue-type": amqp.Table{"nested": []any{int32(1)}}}
 	_, err = f.v.DeclareQueue(ctx, "c", &amqp.QueueDeclare{Queue: "q", Arguments: qargs})
-	requireCode(t, err, amqp.PreconditionFailed)
+	amqptest.RequireCode(t, err, amqp.PreconditionFailed)
 	raw, err = amqp.AppendTable(nil, qargs)
 	require.NoError(t, err)
 	require.NoError(t, f.store.PutQueue(ctx, meta.Queue{VHost: "/", Name: "q", Durable: true, Arguments: raw}))
@@ -181,7 +175,7 @@ func TestRedeclareWithUncomparableArguments(t *testing.T) {
 	declareQueue(t, f.v, "c", amqp.QueueDeclare{Queue: "q", Durable: true, Arguments: qargs})
 	_, err = f.v.DeclareQueue(ctx, "c", &amqp.QueueDeclare{Queue: "q", Durable: true,
 		Arguments: amqp.Table{"x-dead-letter-routing-key": []byte("k"), "x-queue-type": amqp.Table{"nested": []any{int32(2)}}}})
-	requireCode(t, err, amqp.PreconditionFailed)
+	amqptest.RequireCode(t, err, amqp.PreconditionFailed)
 }
 
 // TestOpenKeepsOnlyDurableTopology writes what a previous run may have left
@@ -232,7 +226,7 @@ func TestOpenKeepsOnlyDurableTopology(t *testing.T) {
 	require.True(t, f.v.ExchangeExists("d.x"))
 	require.False(t, f.v.ExchangeExists("t.x"))
 	_, err = f.v.Queue("c", "x.q")
-	requireCode(t, err, amqp.NotFound)
+	amqptest.RequireCode(t, err, amqp.NotFound)
 }
 
 func TestBindingDurability(t *testing.T) {
@@ -280,16 +274,16 @@ func TestStoreFailureChangesNothing(t *testing.T) {
 	f.store.fail.Store(true)
 
 	err := f.v.DeclareExchange(ctx, &amqp.ExchangeDeclare{Exchange: "x", Type: "direct"})
-	requireCode(t, err, amqp.InternalError)
+	amqptest.RequireCode(t, err, amqp.InternalError)
 	require.False(t, f.v.ExchangeExists("x"))
 
 	_, err = f.v.DeclareQueue(ctx, "c", &amqp.QueueDeclare{Queue: "q2"})
-	requireCode(t, err, amqp.InternalError)
+	amqptest.RequireCode(t, err, amqp.InternalError)
 	_, err = f.v.Queue("c", "q2")
-	requireCode(t, err, amqp.NotFound)
+	amqptest.RequireCode(t, err, amqp.NotFound)
 
 	err = f.v.Bind(ctx, "c", routing.Binding{Source: "amq.direct", Destination: routing.Destination{Name: "q"}, Key: "k"})
-	requireCode(t, err, amqp.InternalError)
+	amqptest.RequireCode(t, err, amqp.InternalError)
 	require.Empty(t, route(t, f.v, "amq.direct", "k"))
 
 	f.store.fail.Store(false)
@@ -307,7 +301,7 @@ func TestConnectionClosedDeletesOnlyItsExclusiveQueues(t *testing.T) {
 
 	f.v.ConnectionClosed(ctx, "a")
 	_, err := f.v.Queue("a", "a.excl")
-	requireCode(t, err, amqp.NotFound)
+	amqptest.RequireCode(t, err, amqp.NotFound)
 	_, err = f.v.Queue("a", "a.shared")
 	require.NoError(t, err)
 	_, err = f.v.Queue("b", "b.excl")
