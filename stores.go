@@ -84,7 +84,7 @@ func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*st
 	s.durable.Index = o.Unacked
 	if s.durable.Index == nil {
 		if s.db != nil {
-			s.durable.Index = unacked.NewPebbleIndex(s.db)
+			s.durable.Index = pebblestore.NewIndex(s.db)
 		} else {
 			s.durable.Index = unacked.NewMemoryIndex()
 		}

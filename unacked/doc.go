@@ -1,7 +1,8 @@
 // Package unacked keeps track of claimed messages that are not settled yet:
 // the in-memory Table of one channel, the persistent Index (the design
-// card's UnackIndex) with MemoryIndex and PebbleIndex, and the crash-recovery
-// Scanner.
+// card's UnackIndex) with MemoryIndex, and the crash-recovery Scanner. The
+// durable Index is storage/pebble's Index, beside the other Pebble backends
+// on the node's shared DB.
 //
 // # Two records of one delivery
 //
@@ -9,7 +10,7 @@
 // it answers basic.ack/nack/reject. The Index maps (vhost, queue, offset) to
 // an Entry (connection, channel, tag, broker, incarnation, time, delivery
 // count, state): it survives the channel, the connection and, with
-// PebbleIndex, the process.
+// storage/pebble's Index, the process.
 //
 // # Order of writes
 //
@@ -17,7 +18,7 @@
 // Delivered entries to the Index first and only then moving its cursor with
 // meta.Cursors.CompareAndSwapOffset. A crash in between leaves entries for
 // offsets the cursor does not cover yet, which recovery treats as returned:
-// a message may be delivered twice, never lost. PebbleIndex writes with
+// a message may be delivered twice, never lost. storage/pebble's Index writes with
 // pebble.NoSync: on the node's shared Pebble DB its entries go into the same
 // WAL as the cursor write that follows, and a crash replays a prefix of the
 // WAL, so the cursor is never recovered without the entries before it. It
@@ -44,7 +45,7 @@
 //     concurrent use: the channel goroutine owns it. Add, Take and TakeUpTo
 //     are O(1) amortized per entry (Take is O(log n) only when tags have
 //     gaps), and memory stays proportional to the live entries.
-//   - MemoryIndex and PebbleIndex: Index implementations, safe for
+//   - MemoryIndex and storage/pebble's Index: Index implementations, safe for
 //     concurrent use. Put is all or none and rejects an Entry whose State is
 //     neither Delivered nor Returned. Queue visits a queue in offset order;
 //     Scan visits every queue in no promised order. Both iterate over a

@@ -10,12 +10,12 @@ import (
 
 var (
 	_ Index = (*MemoryIndex)(nil)
-	_ Index = (*PebbleIndex)(nil)
 )
 
-// checkEntries rejects a batch holding an entry no reader could interpret,
-// before anything is written, so Put stays all or none.
-func checkEntries(entries []Entry) error {
+// CheckEntries rejects a batch holding an entry no reader could interpret.
+// An Index's Put calls it before writing anything, so Put stays all or
+// none (MemoryIndex and storage/pebble's Index do).
+func CheckEntries(entries []Entry) error {
 	for i := range entries {
 		if s := entries[i].State; s != Delivered && s != Returned {
 			return fmt.Errorf("unacked: entry %d (queue %q offset %d) has invalid state %d",
@@ -50,7 +50,7 @@ func (x *MemoryIndex) Put(ctx context.Context, entries []Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkEntries(entries); err != nil {
+	if err := CheckEntries(entries); err != nil {
 		return err
 	}
 	x.mu.Lock()

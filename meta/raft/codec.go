@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
 )
@@ -44,19 +44,6 @@ func (d *decoder) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.fail(what)
 		return 0
@@ -128,96 +115,27 @@ func (d *decoder) done(what string) error {
 	return d.err
 }
 
-// cloneBytes copies b; nil and empty both become nil.
-func cloneBytes(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
-}
+// Record and unacked-entry values are internal/codec's versioned
+// encodings, the bytes storage/pebble writes on a single node: a cluster
+// member stores a message and an entry exactly as a single node does. The
+// command framing around them (command.go) stays this package's own.
 
-// Record values (the offset lives in the key):
-//
-//	lp(exchange) lp(routing key) lp(properties) lp(body) flags priority
-//	varint(enqueued at) varint(expires at)
-const recPersistent = 1
-
-func appendRecord(dst []byte, r *storage.Record) []byte {
-	dst = appendLPString(dst, r.Exchange)
-	dst = appendLPString(dst, r.RoutingKey)
-	dst = appendLP(dst, r.Properties)
-	dst = appendLP(dst, r.Body)
-	var flags byte
-	if r.Persistent {
-		flags |= recPersistent
-	}
-	dst = append(dst, flags, r.Priority)
-	dst = binary.AppendVarint(dst, r.EnqueuedAt)
-	return binary.AppendVarint(dst, r.ExpiresAt)
-}
-
-// decodeRecordFrom reads one record; the result copies nothing, so callers
-// that keep it must copy (readRecord does).
-func decodeRecordFrom(d *decoder) storage.Record {
-	var r storage.Record
-	r.Exchange = string(d.lp("record exchange"))
-	r.RoutingKey = string(d.lp("record routing key"))
-	r.Properties = d.lp("record properties")
-	r.Body = d.lp("record body")
-	flags := d.byte1("record flags")
-	r.Persistent = flags&recPersistent != 0
-	r.Priority = d.byte1("record priority")
-	r.EnqueuedAt = d.varint("record enqueued-at")
-	r.ExpiresAt = d.varint("record expires-at")
-	return r
-}
-
-// readRecord decodes a stored record value into a record that owns its
-// bytes.
+// readRecord decodes a stored record value into a record at offset that
+// owns its bytes.
 func readRecord(offset uint64, v []byte) (storage.Record, error) {
-	d := decoder{b: v}
-	r := decodeRecordFrom(&d)
-	if err := d.done("record"); err != nil {
-		return storage.Record{}, err
+	r, err := codec.DecodeRecord(v)
+	if err != nil {
+		return storage.Record{}, fmt.Errorf("%w: record at offset %d: %w", errCorrupt, offset, err)
 	}
 	r.Offset = offset
-	r.Properties = cloneBytes(r.Properties)
-	r.Body = cloneBytes(r.Body)
 	return r, nil
 }
 
-// Unacked entry values (the key names vhost, queue and offset):
-//
-//	lp(connection) uvarint(channel) uvarint(tag) lp(broker) uvarint(incarnation)
-//	varint(delivered at) uvarint(delivery count) state
-func appendEntry(dst []byte, e *unacked.Entry) []byte {
-	dst = appendLPString(dst, e.Connection)
-	dst = binary.AppendUvarint(dst, uint64(e.Channel))
-	dst = binary.AppendUvarint(dst, e.DeliveryTag)
-	dst = appendLPString(dst, e.Broker)
-	dst = binary.AppendUvarint(dst, e.Incarnation)
-	dst = binary.AppendVarint(dst, e.DeliveredAt)
-	dst = binary.AppendUvarint(dst, uint64(e.DeliveryCount))
-	return append(dst, byte(e.State))
-}
-
+// readEntry decodes a stored unacked entry value under key k.
 func readEntry(k unacked.Key, v []byte) (unacked.Entry, error) {
-	d := decoder{b: v}
 	e := unacked.Entry{Key: k}
-	e.Connection = string(d.lp("entry connection"))
-	ch := d.uvarint("entry channel")
-	e.DeliveryTag = d.uvarint("entry delivery tag")
-	e.Broker = string(d.lp("entry broker"))
-	e.Incarnation = d.uvarint("entry incarnation")
-	e.DeliveredAt = d.varint("entry delivered-at")
-	count := d.uvarint("entry delivery count")
-	e.State = unacked.State(d.byte1("entry state"))
-	if err := d.done("unacked entry"); err != nil {
-		return unacked.Entry{}, err
+	if err := codec.DecodeEntry(v, &e); err != nil {
+		return unacked.Entry{}, fmt.Errorf("%w: unacked entry %s/%s/%d: %w", errCorrupt, k.VHost, k.Queue, k.Offset, err)
 	}
-	if ch > math.MaxUint16 || count > math.MaxUint32 {
-		return unacked.Entry{}, fmt.Errorf("%w: unacked entry channel %d or count %d out of range", errCorrupt, ch, count)
-	}
-	e.Channel, e.DeliveryCount = uint16(ch), uint32(count)
 	return e, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
@@ -78,7 +79,7 @@ func (c *cmd) append(shard string, recs []storage.Record) {
 	c.ops = binary.AppendUvarint(c.ops, uint64(len(recs)))
 	var scratch []byte
 	for i := range recs {
-		scratch = appendRecord(scratch[:0], &recs[i])
+		scratch = codec.AppendRecord(scratch[:0], &recs[i])
 		c.ops = appendLP(c.ops, scratch)
 	}
 	c.n++
@@ -117,7 +118,7 @@ func (c *cmd) claim(cl *unacked.Claim) {
 	c.ops = binary.AppendUvarint(c.ops, uint64(len(cl.Entries)))
 	var scratch []byte
 	for i := range cl.Entries {
-		scratch = appendEntry(scratch[:0], &cl.Entries[i])
+		scratch = codec.AppendEntry(scratch[:0], &cl.Entries[i])
 		c.ops = appendLP(appendLP(c.ops, unackedKey(cl.Entries[i].Key)), scratch)
 	}
 	c.n++
@@ -384,7 +385,7 @@ func runClaim(b *pebble.Batch, d *decoder, cs *changeSet) (bool, error) {
 
 // isReturned reports whether the unacked entry under k exists, reading
 // through the batch, and is in state Returned. It looks only at the state,
-// the value's last byte (see appendEntry), so checking a claim or telling a
+// the value's last byte (see codec.EntryState), so checking a claim or telling a
 // watcher costs no decoding; every node stores the same bytes, so every
 // node decides alike.
 func isReturned(r pebble.Reader, k []byte) (bool, error) {
@@ -396,15 +397,7 @@ func isReturned(r pebble.Reader, k []byte) (bool, error) {
 		return false, fmt.Errorf("raft: read state: %w", err)
 	}
 	defer closer.Close()
-	return entryState(v) == unacked.Returned, nil
-}
-
-// entryState is the state of an encoded unacked entry, 0 for an empty one.
-func entryState(v []byte) unacked.State {
-	if len(v) == 0 {
-		return 0
-	}
-	return unacked.State(v[len(v)-1])
+	return codec.EntryState(v) == unacked.Returned, nil
 }
 
 func stageErr(err error) error { return fmt.Errorf("raft: stage state write: %w", err) }

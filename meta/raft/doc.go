@@ -17,7 +17,10 @@
 // a Pebble DB; a committed raft entry carries a batch of low-level
 // commands (set, delete, compare-and-swap a cursor, append records, delete
 // offsets) that every node applies in log order, so applying depends only
-// on the log.
+// on the log. Records and unacked entries, in the commands and in the state
+// machine, are internal/codec's versioned encodings under the same keys a
+// single node's storage/pebble uses; the command framing is this
+// package's.
 //
 // # Guarantees
 //
@@ -97,6 +100,12 @@
 // index behind it; the node then raises the commit index to the applied
 // index at start (those entries were committed), so it restarts after a
 // crash at any instant.
+//
+// The log DB holds the directory's data format (dataFormat), written when
+// the directory is new. Start refuses, with ErrDataFormat and without
+// changing anything, a directory of another format: one written before the
+// marker existed (format 1, records and entries in encodings of their own)
+// or by a later version.
 //
 // # Flow control
 //

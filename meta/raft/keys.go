@@ -2,7 +2,9 @@ package raft
 
 import (
 	"encoding/binary"
+	"fmt"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -24,8 +26,8 @@ import (
 //	                                     binding    (JSON meta.Binding)
 //	s lp(shard) n                        next offset of the shard (8 bytes)
 //	s lp(shard) c                        live record count (8 bytes)
-//	s lp(shard) r offset(8)              record (see appendRecord)
-//	u lp(vhost) lp(queue) offset(8)      unacked entry (see appendEntry)
+//	s lp(shard) r offset(8)              record (internal/codec)
+//	u lp(vhost) lp(queue) offset(8)      unacked entry (internal/codec)
 //
 // Big-endian offsets keep records and entries in offset order.
 var (
@@ -50,23 +52,19 @@ func recordKey(recPrefix []byte, offset uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), recPrefix...), offset)
 }
 
+// unackedQueuePrefix, unackedKey and parseUnackedKey are internal/codec's
+// entry keys, the ones storage/pebble's Index uses on a single node.
 func unackedQueuePrefix(vhost, queue string) []byte {
-	return appendLPString(appendLPString([]byte{'u'}, vhost), queue)
+	return codec.AppendQueuePrefix(nil, vhost, queue)
 }
 
-func unackedKey(k unacked.Key) []byte {
-	return binary.BigEndian.AppendUint64(unackedQueuePrefix(k.VHost, k.Queue), k.Offset)
-}
+func unackedKey(k unacked.Key) []byte { return codec.AppendEntryKey(nil, k) }
 
 // parseUnackedKey is unackedKey's inverse.
 func parseUnackedKey(key []byte) (unacked.Key, error) {
-	if len(key) == 0 || key[0] != 'u' {
-		return unacked.Key{}, errCorrupt
+	k, err := codec.DecodeEntryKey(key)
+	if err != nil {
+		return unacked.Key{}, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	d := decoder{b: key[1:]}
-	var k unacked.Key
-	k.VHost = string(d.lp("unacked key vhost"))
-	k.Queue = string(d.lp("unacked key queue"))
-	k.Offset = d.u64("unacked key offset")
-	return k, d.done("unacked key")
+	return k, nil
 }

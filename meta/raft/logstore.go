@@ -17,6 +17,7 @@ import (
 // synced. A MemoryStorage in front of it serves raft's reads; logStore is
 // only written by the Ready loop and read once at start.
 //
+//	f             data format (one byte, dataFormat)
 //	h             HardState (protobuf)
 //	s             latest snapshot (protobuf, data included)
 //	e index(8)    entry (protobuf)
@@ -28,7 +29,17 @@ type logStore struct {
 	last uint64
 }
 
+// dataFormat is the on-disk format of a member's data directory, written
+// under 'f' in the log store when the directory is new. Format 1 had no
+// marker and kept records and unacked entries in encodings of this
+// package's own; format 2 keeps them in internal/codec's versioned
+// encodings, the single-node layout, in the state and in the commands of
+// the log and snapshots alike. A log store with data and no marker is
+// format 1.
+const dataFormat = 2
+
 var (
+	logKeyFormat    = []byte("f")
 	logKeyHardState = []byte("h")
 	logKeySnapshot  = []byte("s")
 	logPrefixEntry  = []byte("e")
@@ -41,7 +52,42 @@ func openLogStore(dir string, opts *pebble.Options) (*logStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft: open log store: %w", err)
 	}
+	if err := checkFormat(db); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
 	return &logStore{db: db}, nil
+}
+
+// checkFormat refuses, with ErrDataFormat, a log store written in another
+// data format, and marks a new (empty) one with dataFormat. It writes
+// nothing to a store it refuses.
+func checkFormat(db *pebble.DB) error {
+	v, closer, err := db.Get(logKeyFormat)
+	if err == nil {
+		defer closer.Close()
+		if len(v) == 1 && v[0] == dataFormat {
+			return nil
+		}
+		return fmt.Errorf("%w: found format %x, this version reads format %d", ErrDataFormat, v, dataFormat)
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("raft: read data format: %w", err)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("raft: read data format: %w", err)
+	}
+	used := it.First()
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("raft: read data format: %w", err)
+	}
+	if used {
+		return fmt.Errorf("%w: found format 1 (unversioned records, written before this version), this version reads format %d", ErrDataFormat, dataFormat)
+	}
+	if err := db.Set(logKeyFormat, []byte{dataFormat}, pebble.Sync); err != nil {
+		return fmt.Errorf("raft: write data format: %w", err)
+	}
+	return nil
 }
 
 func (l *logStore) close() error { return l.db.Close() }

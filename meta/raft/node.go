@@ -47,6 +47,13 @@ var (
 	// Config.ProposalTimeout: raft does not report such losses, so without
 	// this the write would wait forever. The outcome is unknown.
 	ErrProposalLost = errors.New("raft: write lost or not applied in time, outcome unknown")
+	// ErrDataFormat is returned by Start for a data directory written in an
+	// on-disk format this version does not read: one written before records
+	// and unacked entries took internal/codec's versioned encodings (the
+	// single-node layout), or by a later version. Nothing in it is changed;
+	// start the member on an empty directory and let it catch up from the
+	// cluster, or start a new cluster.
+	ErrDataFormat = errors.New("raft: data directory in an on-disk format this version does not read")
 )
 
 // Raft's flow control, per follower. A message of appends carries at most

@@ -10,6 +10,7 @@ import (
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
@@ -194,7 +195,7 @@ func (x *Index) Put(ctx context.Context, entries []unacked.Entry) error {
 	var c cmd
 	var scratch []byte
 	for i := range entries {
-		scratch = appendEntry(scratch[:0], &entries[i])
+		scratch = codec.AppendEntry(scratch[:0], &entries[i])
 		c.set(unackedKey(entries[i].Key), scratch)
 	}
 	_, err := x.n.submit(ctx, &c)

@@ -10,6 +10,7 @@ import (
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/unacked"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
@@ -160,7 +161,7 @@ func (cs *changeSet) keyWritten(b pebble.Reader, k, v []byte, del bool) error {
 			}
 		}
 	case 'u':
-		if !del && entryState(v) == unacked.Returned {
+		if !del && codec.EntryState(v) == unacked.Returned {
 			key, kerr := parseUnackedKey(k)
 			e, verr := readEntry(key, v)
 			if kerr == nil && verr == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
@@ -17,7 +18,7 @@ func uk(offset uint64) unacked.Key { return unacked.Key{VHost: "/", Queue: "q", 
 
 // setEntry stages an index Put of one entry, as Index.Put encodes it.
 func setEntry(c *cmd, offset uint64, state unacked.State, count uint32) {
-	c.set(unackedKey(uk(offset)), appendEntry(nil, &unacked.Entry{Key: uk(offset), State: state, DeliveryCount: count}))
+	c.set(unackedKey(uk(offset)), codec.AppendEntry(nil, &unacked.Entry{Key: uk(offset), State: state, DeliveryCount: count}))
 }
 
 // TestApplyChanges applies entries of one or more commands with a change

@@ -1,11 +1,12 @@
-// Package pebble is the durable storage.ShardStore, kept in a Pebble
-// database: the store of durable queues, and the broker's default when it
-// has a data directory.
+// Package pebble is the durable storage.ShardStore and the durable
+// unacked.Index, kept in one Pebble database: the stores of durable queues,
+// and the broker's default when it has a data directory.
 //
-//	db, err := pebble.Open(dir)        // shared with meta/local and the unacked index
+//	db, err := pebble.Open(dir)        // shared with meta/local
 //	if err != nil { ... }
 //	defer db.Close()
 //	shards := pebble.New(db)
+//	index := pebble.NewIndex(db)
 //
 // # Durability
 //
@@ -30,14 +31,16 @@
 //
 // # Key layout and values
 //
-// Every key starts with 's' (meta/local and the unacked index use other
+// Store's keys start with 's', Index's with 'u' (meta/local uses other
 // first bytes of the same DB):
 //
 //	's' uvarint(len(shard)) shard 'r' offset(8, big-endian)  -> record
 //	's' uvarint(len(shard)) shard 'm'                         -> shard state
+//	'u' uvarint(len(vhost)) vhost uvarint(len(queue)) queue offset(8) -> unacked entry
 //
-// A record value is a compact binary encoding with a version byte first (see
-// codec.go); the shard state holds the next offset, rewritten in the same
+// Record and unacked-entry values are internal/codec's versioned encodings,
+// the same bytes a cluster member (meta/raft) stores under the same keys;
+// the shard state holds the next offset, rewritten in the same
 // batch as every Append, so offsets survive deleting every record and
 // reopening. DeleteShard is one range deletion, state included, so offsets
 // restart at 0.
@@ -87,7 +90,7 @@
 // rather than fatal. The broker raises its disk alarm from OnFull and
 // restores the reserve when space is back (see the broker's alarms.go).
 //
-// Commit (used by this package, meta/local and the unacked index) turns
+// Commit (used by this package's Store and Index and by meta/local) turns
 // the panic of Logger.Fatalf on the commit path back into an error
 // wrapping ErrFailed; after it the DB accepts no synced write and must be
 // reopened.

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/storage"
 )
 
@@ -130,7 +131,7 @@ func TestStatePersisted(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, uint64(2), first)
 		// Put offset 0 back for the next round, as a raw write.
-		rec := appendRecord(nil, &storage.Record{})
+		rec := codec.AppendRecord(nil, &storage.Record{})
 		require.NoError(t, s.db.Set(appendRecordKey(nil, newShard("q").prefix, 0), rec, nil))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/storage"
 )
 
@@ -242,10 +243,10 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 	keyLen := recordKeyLen(sh.prefix)
 	for i := range recs {
 		r := &recs[i]
-		op := b.SetDeferred(keyLen, encodedLen(r))
+		op := b.SetDeferred(keyLen, codec.RecordLen(r))
 		// Encoding straight into the batch saves a copy of every body.
 		appendRecordKey(op.Key[:0], sh.prefix, first+uint64(i))
-		appendRecord(op.Value[:0], r)
+		codec.AppendRecord(op.Value[:0], r)
 		if err := op.Finish(); err != nil {
 			return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 		}
@@ -356,7 +357,7 @@ func (s *Store) readIter(ctx context.Context, sh *shard, it *pebble.Iterator, ma
 		if err != nil {
 			return nil, fmt.Errorf("storage/pebble: read shard %q offset %d: %w", sh.name, off, err)
 		}
-		r, err := decodeRecord(val)
+		r, err := codec.DecodeRecord(val)
 		if err != nil {
 			return nil, fmt.Errorf("storage/pebble: shard %q offset %d: %w", sh.name, off, err)
 		}

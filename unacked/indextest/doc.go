@@ -1,5 +1,5 @@
 // Package indextest is the conformance suite every unacked.Index passes:
-// unacked.MemoryIndex, unacked.PebbleIndex and any index a program plugs in
+// unacked.MemoryIndex, storage/pebble's Index and any index a program plugs in
 // through broker.Options.
 //
 //	func TestIndex(t *testing.T) {

@@ -1,0 +1,122 @@
+package codec
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/warrenmq/broker/unacked"
+)
+
+// Unacked entry key layout:
+//
+//	'u' uvarint(len vhost) vhost uvarint(len queue) queue offset(8 bytes, big-endian)
+//
+// Length prefixes keep one queue's keys contiguous and apart from every
+// other queue's (vhost "a" queue "bq" and vhost "ab" queue "q" differ), so
+// a queue is one ordered prefix scan, and the big-endian offset sorts that
+// scan by offset. A cluster member's state machine uses the same keys.
+const EntryKeyPrefix = 'u'
+
+// Unacked entry value layout, version 1:
+//
+//	1 uvarint(len conn) conn uvarint(channel) uvarint(tag)
+//	  uvarint(len broker) broker uvarint(incarnation) varint(deliveredAt)
+//	  uvarint(deliveryCount) state
+//
+// The state is the last byte, so EntryState reads it without decoding.
+const EntryVersion = 1
+
+// AppendQueuePrefix appends the prefix shared by every entry key of one
+// queue.
+func AppendQueuePrefix(dst []byte, vhost, queue string) []byte {
+	dst = append(dst, EntryKeyPrefix)
+	dst = appendLP(dst, vhost)
+	return appendLP(dst, queue)
+}
+
+// AppendEntryKey appends the key of the entry k.
+func AppendEntryKey(dst []byte, k unacked.Key) []byte {
+	dst = AppendQueuePrefix(dst, k.VHost, k.Queue)
+	return binary.BigEndian.AppendUint64(dst, k.Offset)
+}
+
+// DecodeEntryKey decodes a key written by AppendEntryKey.
+func DecodeEntryKey(b []byte) (unacked.Key, error) {
+	if len(b) == 0 || b[0] != EntryKeyPrefix {
+		return unacked.Key{}, fmt.Errorf("%w: key %q lacks the %q prefix", ErrCorrupt, b, EntryKeyPrefix)
+	}
+	vhost, rest, err := readLP(b[1:])
+	if err != nil {
+		return unacked.Key{}, fmt.Errorf("%w: key %q", err, b)
+	}
+	queue, rest, err := readLP(rest)
+	if err != nil || len(rest) != 8 {
+		return unacked.Key{}, fmt.Errorf("%w: key %q", ErrCorrupt, b)
+	}
+	return unacked.Key{VHost: vhost, Queue: queue, Offset: binary.BigEndian.Uint64(rest)}, nil
+}
+
+// AppendEntry appends the value of e (everything but its Key) to dst.
+func AppendEntry(dst []byte, e *unacked.Entry) []byte {
+	dst = append(dst, EntryVersion)
+	dst = appendLP(dst, e.Connection)
+	dst = binary.AppendUvarint(dst, uint64(e.Channel))
+	dst = binary.AppendUvarint(dst, e.DeliveryTag)
+	dst = appendLP(dst, e.Broker)
+	dst = binary.AppendUvarint(dst, e.Incarnation)
+	dst = binary.AppendVarint(dst, e.DeliveredAt)
+	dst = binary.AppendUvarint(dst, uint64(e.DeliveryCount))
+	return append(dst, byte(e.State))
+}
+
+// DecodeEntry fills everything in e but its Key from a value written by
+// AppendEntry.
+func DecodeEntry(b []byte, e *unacked.Entry) error {
+	if len(b) == 0 || b[0] != EntryVersion {
+		return fmt.Errorf("%w: unknown unacked entry version", ErrCorrupt)
+	}
+	b = b[1:]
+	var err error
+	if e.Connection, b, err = readLP(b); err != nil {
+		return err
+	}
+	ch, b, err := readUvarint(b, math.MaxUint16)
+	if err != nil {
+		return err
+	}
+	e.Channel = uint16(ch)
+	if e.DeliveryTag, b, err = readUvarint(b, math.MaxUint64); err != nil {
+		return err
+	}
+	if e.Broker, b, err = readLP(b); err != nil {
+		return err
+	}
+	if e.Incarnation, b, err = readUvarint(b, math.MaxUint64); err != nil {
+		return err
+	}
+	at, w := binary.Varint(b)
+	if w <= 0 || w != varintLen(at) {
+		return ErrCorrupt
+	}
+	e.DeliveredAt, b = at, b[w:]
+	count, b, err := readUvarint(b, math.MaxUint32)
+	if err != nil {
+		return err
+	}
+	e.DeliveryCount = uint32(count)
+	if len(b) != 1 || (unacked.State(b[0]) != unacked.Delivered && unacked.State(b[0]) != unacked.Returned) {
+		return fmt.Errorf("%w: bad unacked entry state or trailing bytes", ErrCorrupt)
+	}
+	e.State = unacked.State(b[0])
+	return nil
+}
+
+// EntryState is the state of an encoded entry, its last byte, read without
+// decoding the rest; 0 for an empty value.
+func EntryState(v []byte) unacked.State {
+	if len(v) == 0 {
+		return 0
+	}
+	return unacked.State(v[len(v)-1])
+}
