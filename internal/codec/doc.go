@@ -16,5 +16,6 @@
 // Every decoder checks each length against what is left before slicing or
 // allocating, never panics on arbitrary input (see the fuzz targets), and
 // refuses overlong varints, so every value has exactly one encoding. Every
-// decoding error wraps ErrCorrupt.
+// decoding error wraps ErrCorrupt. Successor bounds the prefix scans of
+// every Pebble-backed store (metadata, shards, the unacked index).
 package codec

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
@@ -438,7 +439,7 @@ func list[T any](ctx context.Context, s *Store, prefix []byte) (_ []T, err error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
 	if err != nil {
 		return nil, fmt.Errorf("local: list: %w", err)
 	}

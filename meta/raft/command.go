@@ -304,7 +304,7 @@ func runOps(b *pebble.Batch, d *decoder, nops int, cs *changeSet) (result, error
 		case opDelShard:
 			p := shardPrefix(string(d.lp("shard")))
 			if b != nil {
-				if err := b.DeleteRange(p, metakey.Successor(p), nil); err != nil {
+				if err := b.DeleteRange(p, codec.Successor(p), nil); err != nil {
 					return r, stageErr(err)
 				}
 			}

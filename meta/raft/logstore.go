@@ -9,7 +9,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/warrenmq/broker/meta/internal/metakey"
+	"github.com/warrenmq/broker/internal/codec"
 )
 
 // logStore keeps what raft must find after a restart — HardState, the log
@@ -121,7 +121,7 @@ func (l *logStore) load() (*raftpb.Snapshot, *raftpb.HardState, []*raftpb.Entry,
 	if snap != nil {
 		after = snap.GetMetadata().GetIndex()
 	}
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(after + 1), UpperBound: metakey.Successor(logPrefixEntry)})
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: entryKey(after + 1), UpperBound: codec.Successor(logPrefixEntry)})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("raft: read log: %w", err)
 	}
@@ -186,7 +186,7 @@ func (l *logStore) save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb
 			// Raft overwrote the log from ents[0] on: entries after the
 			// last new one belong to a deposed leader and must not come
 			// back at restart.
-			if err := b.DeleteRange(entryKey(newLast+1), metakey.Successor(logPrefixEntry), nil); err != nil {
+			if err := b.DeleteRange(entryKey(newLast+1), codec.Successor(logPrefixEntry), nil); err != nil {
 				return fmt.Errorf("raft: stage log truncation: %w", err)
 			}
 		}
@@ -247,7 +247,7 @@ func (l *logStore) stageSnapshot(b *pebble.Batch, snap *raftpb.Snapshot) error {
 	if err := b.Set(logKeySnapshot, v, nil); err != nil {
 		return fmt.Errorf("raft: stage snapshot: %w", err)
 	}
-	if err := b.DeleteRange(entryKey(0), metakey.Successor(logPrefixEntry), nil); err != nil {
+	if err := b.DeleteRange(entryKey(0), codec.Successor(logPrefixEntry), nil); err != nil {
 		return fmt.Errorf("raft: stage compaction: %w", err)
 	}
 	return nil

@@ -21,8 +21,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta"
-	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
 var (
@@ -559,7 +559,7 @@ func (n *Node) Peers(ctx context.Context) ([]Peer, error) {
 }
 
 func (n *Node) storedPeers(r pebble.Reader) ([]Peer, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixPeer, UpperBound: metakey.Successor(prefixPeer)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefixPeer, UpperBound: codec.Successor(prefixPeer)})
 	if err != nil {
 		return nil, fmt.Errorf("raft: list peers: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
@@ -251,7 +252,7 @@ func (n *Node) get(ctx context.Context, key []byte, v any) error {
 func list[T any](ctx context.Context, n *Node, prefix []byte) ([]T, error) {
 	out := []T{}
 	err := n.read(ctx, func(db *pebble.DB) (err error) {
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: list: %w", err)
 		}

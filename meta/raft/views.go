@@ -11,7 +11,6 @@ import (
 	"github.com/warrenmq/broker/unacked"
 
 	"github.com/warrenmq/broker/internal/codec"
-	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
 // read runs fn against the state DB after a linearizable barrier, unless
@@ -69,7 +68,7 @@ func (s *Shards) Read(ctx context.Context, shard string, from uint64, max int) (
 			return nil
 		}
 		prefix := shardRecPrefix(shard)
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: recordKey(prefix, from), UpperBound: metakey.Successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: recordKey(prefix, from), UpperBound: codec.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: read shard %q: %w", shard, err)
 		}
@@ -119,7 +118,7 @@ func (s *Shards) FirstOffset(ctx context.Context, shard string) (uint64, error) 
 	var first uint64
 	err := s.n.read(ctx, func(db *pebble.DB) error {
 		prefix := shardRecPrefix(shard)
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: read shard %q: %w", shard, err)
 		}
@@ -277,7 +276,7 @@ func (x *Index) Scan(ctx context.Context, fn func(unacked.Entry) bool) error {
 
 func (x *Index) scan(ctx context.Context, prefix []byte, fn func(unacked.Entry) bool) error {
 	return x.n.read(ctx, func(db *pebble.DB) error {
-		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: metakey.Successor(prefix)})
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
 		if err != nil {
 			return fmt.Errorf("raft: scan unacked: %w", err)
 		}
@@ -307,7 +306,7 @@ func (x *Index) scan(ctx context.Context, prefix []byte, fn func(unacked.Entry) 
 func (x *Index) DeleteQueue(ctx context.Context, vhost, queue string) error {
 	var c cmd
 	p := unackedQueuePrefix(vhost, queue)
-	c.delRange(p, metakey.Successor(p))
+	c.delRange(p, codec.Successor(p))
 	_, err := x.n.submit(ctx, &c)
 	return err
 }

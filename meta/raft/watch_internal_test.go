@@ -92,7 +92,7 @@ func TestApplyChanges(t *testing.T) {
 		{"deleting a queue tells only topology", []func(c *cmd){
 			func(c *cmd) {
 				p := unackedQueuePrefix("/", "q")
-				c.delRange(p, metakey.Successor(p))
+				c.delRange(p, codec.Successor(p))
 			},
 			func(c *cmd) {
 				c.del(metakey.Name(metakey.KindQueue, "/", "q"))

@@ -151,7 +151,7 @@ func (x *Index) DeleteQueue(ctx context.Context, vhost, queue string) error {
 		return err
 	}
 	prefix := codec.AppendQueuePrefix(nil, vhost, queue)
-	if err := x.db.DeleteRange(prefix, successor(prefix), pebble.NoSync); err != nil {
+	if err := x.db.DeleteRange(prefix, codec.Successor(prefix), pebble.NoSync); err != nil {
 		return fmt.Errorf("storage/pebble: index delete queue %q in vhost %q: %w", queue, vhost, err)
 	}
 	return nil
@@ -166,7 +166,7 @@ func (x *Index) check(ctx context.Context) error {
 
 // iterate visits every key starting with prefix, decoding keys with key.
 func (x *Index) iterate(ctx context.Context, prefix []byte, key func([]byte) (unacked.Key, error), fn func(unacked.Entry) bool) (err error) {
-	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: successor(prefix)})
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
 	if err != nil {
 		return fmt.Errorf("storage/pebble: index iterate: %w", err)
 	}
@@ -207,19 +207,6 @@ func (x *Index) iterate(ctx context.Context, prefix []byte, key func([]byte) (un
 // indexCtxCheckEvery is how many entries an Index iteration visits between
 // looks at its context.
 const indexCtxCheckEvery = 1024
-
-// successor returns the exclusive upper bound of a prefix scan. Prefixes
-// here start with 'u', so one byte can always be incremented.
-func successor(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
 
 // commitClose commits b through Commit, which turns Pebble's fatal commit
 // error (a failed WAL write, a full disk) into an error instead of a panic,

@@ -78,17 +78,3 @@ func Binding(b meta.Binding) []byte {
 	k = AppendLP(k, b.RoutingKey)
 	return append(k, b.Arguments...)
 }
-
-// Successor returns the smallest key greater than every key starting with
-// p, the exclusive upper bound of a prefix scan; nil when there is none
-// (p all 0xff).
-func Successor(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
