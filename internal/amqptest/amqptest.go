@@ -165,16 +165,25 @@ func (c *RawClient) ExpectEOF() {
 // heartbeats off.
 func (c *RawClient) Handshake() {
 	c.TB.Helper()
+	tune := c.StartToTune()
+	c.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+	c.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	_, ok := c.ExpectMethod(0).(*amqp.ConnectionOpenOk)
+	require.True(c.TB, ok)
+}
+
+// StartToTune sends the protocol header, logs in as guest/guest with
+// PLAIN and returns the server's connection.tune, for tests that check
+// or answer the tune themselves; Handshake goes on from there.
+func (c *RawClient) StartToTune() *amqp.ConnectionTune {
+	c.TB.Helper()
 	c.Send([]byte("AMQP\x00\x00\x09\x01"))
 	_, ok := c.ExpectMethod(0).(*amqp.ConnectionStart)
 	require.True(c.TB, ok)
 	c.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
 	tune, ok := c.ExpectMethod(0).(*amqp.ConnectionTune)
 	require.True(c.TB, ok)
-	c.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-	c.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = c.ExpectMethod(0).(*amqp.ConnectionOpenOk)
-	require.True(c.TB, ok)
+	return tune
 }
 
 // OpenChannel opens channel ch.

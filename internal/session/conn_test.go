@@ -374,15 +374,11 @@ func TestHeartbeats(t *testing.T) {
 	cfg := testConfig()
 	cfg.Heartbeat = time.Second
 	p := startPeer(t, cfg)
-	p.Send([]byte("AMQP\x00\x00\x09\x01"))
-	p.ExpectMethod(0)
-	p.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest"})
-	tune, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
-	require.True(t, ok)
+	tune := p.StartToTune()
 	require.Equal(t, uint16(1), tune.Heartbeat)
 	p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192, Heartbeat: 1})
 	p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	_, ok = p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
+	_, ok := p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
 	require.True(t, ok)
 
 	// Idle: the server sends heartbeats. We stay silent, so after two
