@@ -178,7 +178,7 @@
 // frame. No lock is held while waiting on a queue actor. Confirms are
 // answered in publish order, consecutive acks coalesced into one basic.ack
 // with multiple=true. A nack means the message was not stored: when a store
-// cannot tell (storage.ErrOutcomeUnknown), the confirm is withheld and the
+// cannot tell (queue.ErrOutcomeUnknown), the confirm is withheld and the
 // connection closed with 541 INTERNAL_ERROR.
 //
 // # Direct connections
