@@ -242,3 +242,12 @@ func TestProtocolOverInMemoryTransport(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, queue.Stats{}, st, "the ack settled the delivery; the consumer went with the channel")
 }
+
+// TestInPlaceWritesOnlyOnTCP: NewConn wires the reader's in-place replies
+// (flushNow) to a TCP socket's transport and to nothing else, where a
+// write could wait for the peer.
+func TestInPlaceWritesOnlyOnTCP(t *testing.T) {
+	require.NotNil(t, startTCPPeer(t, testConfig()).conn.inPlace)
+	require.Nil(t, startPeer(t, testConfig()).conn.inPlace)
+	require.Nil(t, NewConnOn(newMemTransport(), "mem#1", testConfig()).inPlace)
+}

@@ -140,3 +140,30 @@ func TestPipeCaughtUp(t *testing.T) {
 	_, err = c.ReadFrame()
 	require.ErrorIs(t, err, io.ErrClosedPipe)
 }
+
+// The session's reader reads a frame and writes a reply in place once per
+// basic.get: through Conn, as through the raw socket, neither allocates.
+func TestConnReadFrameAndWriteInPlaceDoNotAllocate(t *testing.T) {
+	s, client := tcpPair(t)
+	c := New(s.TCPConn)
+	w := c.(InPlaceWriter)
+	get := amqp.AppendMethodFrame(nil, 1, &amqp.BasicGet{Queue: "q"})
+	reply := amqp.AppendMethodFrame(nil, 1, &amqp.BasicGetEmpty{})
+	buf := make([]byte, len(reply))
+	read := func() {
+		if _, err := client.Write(get); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteInPlace(reply); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read() // the frame reader's buffer
+	require.Zero(t, testing.AllocsPerRun(200, read))
+}
