@@ -108,9 +108,6 @@ func (c *Conn) tracker() *tracker { return c.trk }
 // trackChannel registers a new channel (newChannel's hook).
 func (c *Conn) trackChannel(ch *Channel) {
 	t := c.tracker()
-	if t == nil {
-		return
-	}
 	t.mu.Lock()
 	t.channels[ch.id] = &channelState{ch: ch}
 	t.mu.Unlock()
@@ -123,9 +120,6 @@ func (c *Conn) trackChannel(ch *Channel) {
 // run twice for one channel, the count is taken once).
 func (c *Conn) untrackChannel(ch *Channel) {
 	t := c.tracker()
-	if t == nil {
-		return
-	}
 	t.mu.Lock()
 	s, ok := t.channels[ch.id]
 	if ok && s.ch == ch {
@@ -148,9 +142,6 @@ func (ch *Channel) noteState(m amqp.Method) {
 		return
 	}
 	t := ch.conn.tracker()
-	if t == nil {
-		return
-	}
 	t.mu.Lock()
 	s := t.channels[ch.id]
 	t.mu.Unlock()
@@ -260,9 +251,6 @@ type ChannelInfo struct {
 // goroutine.
 func (c *Conn) Channels() []ChannelInfo {
 	t := c.tracker()
-	if t == nil {
-		return nil
-	}
 	t.mu.Lock()
 	states := make([]*channelState, 0, len(t.channels))
 	for _, s := range t.channels {
@@ -327,9 +315,6 @@ type UnackedInfo struct {
 // channel and tag. Safe from any goroutine.
 func (c *Conn) Unacked() []UnackedInfo {
 	t := c.tracker()
-	if t == nil {
-		return nil
-	}
 	t.mu.Lock()
 	chans := make([]*Channel, 0, len(t.channels))
 	for _, s := range t.channels {
