@@ -34,10 +34,10 @@
 //
 // On Linux, a TCP socket's reads and in-place writes call the kernel
 // directly through syscall.RawConn (socket_linux.go), skipping the
-// runtime's syscall entry, whose wake-up of the sleeping sysmon thread cost
-// a request/response connection (basic.get) about a fifth of its broker
-// CPU; the poller still parks a goroutine on EAGAIN, and Close and
-// deadlines behave as with net.Conn. Neither direction allocates per call.
+// runtime's syscall entry, whose wake-up of the sleeping sysmon thread was
+// a large share of a request/response connection's (basic.get) broker CPU
+// (docs/performance.md); the poller still parks a goroutine on EAGAIN, and
+// Close and deadlines behave as with net.Conn. Neither direction allocates per call.
 // The writer goroutine's writes keep the ordinary path, which measured
 // better for latency (docs/performance.md). Other systems read and write
 // through net.Conn (socket_other.go).
