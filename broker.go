@@ -19,6 +19,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -631,7 +632,7 @@ func (b *Broker) ListenAndServe(addr string) error {
 // URL needs no listener for this: without one it names 127.0.0.1:5672, which
 // Dial never contacts.
 func (b *Broker) Dial(network, addr string) (net.Conn, error) {
-	server, client := session.TrackPipe(net.Pipe()) // lets WaitIdle see what the client wrote
+	server, client := transport.Pipe() // lets WaitIdle see what the client wrote
 	id := fmt.Sprintf("pipe#%d", b.nextID.Add(1))
 	if !b.serveConn(server, id) {
 		client.Close()

@@ -57,9 +57,6 @@ func (c *Conn) CloseChannel(id uint16, code uint16, text string) bool {
 // which other goroutines may read.
 func (c *Conn) openChannelByID(id uint16) *Channel {
 	t := c.tracker()
-	if t == nil {
-		return nil
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.channels[id]; s != nil {

@@ -3,7 +3,6 @@ package session
 import (
 	"crypto/tls"
 	"encoding/binary"
-	"io"
 	"net"
 	"regexp"
 	"strconv"
@@ -215,26 +214,12 @@ func externalUser(st *tls.ConnectionState) (string, bool) {
 	return cn, cn != ""
 }
 
-// tlsState returns the TLS state of rwc when it is a TLS connection whose
-// handshake finished.
-func tlsState(rwc io.ReadWriteCloser) *tls.ConnectionState {
-	tc, ok := rwc.(*tls.Conn)
-	if !ok {
-		return nil
-	}
-	st := tc.ConnectionState()
-	if !st.HandshakeComplete {
-		return nil
-	}
-	return &st
-}
-
 // offeredMechanisms is connection.start's mechanisms field for this
 // connection: EXTERNAL first when configured and the client presented a
 // certificate, as RabbitMQ lists it once rabbitmq_auth_mechanism_ssl is on.
 func (c *Conn) offeredMechanisms() string {
 	if c.cfg.External {
-		if _, ok := externalUser(tlsState(c.raw)); ok {
+		if _, ok := externalUser(c.tr.Peer().TLS); ok {
 			return "EXTERNAL " + mechanisms
 		}
 	}
@@ -244,10 +229,8 @@ func (c *Conn) offeredMechanisms() string {
 // login authenticates a start-ok and returns the user, or the 403 (or 502,
 // 503) to close the connection with.
 func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
-	at := LoginAttempt{Mechanism: m.Mechanism, TLS: tlsState(c.raw)}
-	if nc, ok := c.raw.(net.Conn); ok {
-		at.Peer = nc.RemoteAddr()
-	}
+	peer := c.tr.Peer()
+	at := LoginAttempt{Mechanism: m.Mechanism, TLS: peer.TLS, Peer: peer.Remote}
 	if m.Mechanism == "EXTERNAL" && c.cfg.External {
 		user, ok := externalUser(at.TLS)
 		if !ok {

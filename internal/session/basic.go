@@ -9,7 +9,6 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/vhost"
-	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -626,8 +625,8 @@ func (ch *Channel) owner() queue.Owner {
 }
 
 // record builds the stored form of a published message.
-func record(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) storage.Record {
-	return storage.Record{
+func record(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) queue.Record {
+	return queue.Record{
 		Exchange:   m.Exchange,
 		RoutingKey: m.RoutingKey,
 		Properties: props,

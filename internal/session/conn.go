@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -55,12 +56,15 @@ var errClosedByPeer = errors.New("session: closed by peer")
 // run it with Serve; Shutdown may be called from any goroutine.
 type Conn struct {
 	id  string
-	rwc io.ReadWriteCloser
-	raw io.ReadWriteCloser // rwc as given to NewConn: its peer address and TLS state (auth.go)
 	cfg *Config
 	set settings
 	log *slog.Logger
-	fr  *amqp.FrameReader
+	// tr is the stream (nil on a direct connection); inPlace is tr when
+	// the reader may write its replies itself (flushNow).
+	tr      transport.Conn
+	inPlace transport.InPlaceWriter
+	// trk is the registry of open channels inspection reads (inspect.go).
+	trk *tracker
 
 	// Owned by the reader goroutine (Serve).
 	user             string
@@ -116,24 +120,28 @@ type Conn struct {
 }
 
 // NewConn returns a connection that will speak AMQP over rwc (a net.Conn, a
-// net.Pipe end, anything). id names it in logs and must be unique within the
-// broker: the unacked index keys deliveries on it. cfg is shared, not copied
-// or modified.
+// net.Pipe end, anything), through transport.New. id names it in logs and
+// must be unique within the broker: the unacked index keys deliveries on
+// it. cfg is shared, not copied or modified.
 func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
-	raw := rwc
-	rwc = cfg.Counters.track(wrapSocket(rwc)) // inspection and byte counts (inspect.go)
+	return NewConnOn(transport.New(rwc), id, cfg)
+}
+
+// NewConnOn is NewConn over a transport of the caller's: frames come from
+// tr and batches of encoded frames go to it, so the protocol runs without
+// a socket.
+func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Conn{
 		id:         id,
-		rwc:        rwc,
-		raw:        raw,
+		tr:         tr,
+		trk:        cfg.Counters.track(),
 		cfg:        cfg,
 		set:        cfg.settings(),
 		log:        logger.With("conn", id),
-		fr:         amqp.NewFrameReader(rwc),
 		channels:   make(map[uint16]*Channel),
 		wake:       make(chan struct{}, 1),
 		readerDone: make(chan struct{}),
@@ -145,7 +153,8 @@ func NewConn(rwc io.ReadWriteCloser, id string, cfg *Config) *Conn {
 	// (connection.tune, frame-max). Accepting up to the server's own limit instead is allowed and
 	// lets start-ok carry big tokens as passwords; it is also the limit sends
 	// are split by until negotiation lowers it.
-	c.fr.SetMaxFrameSize(c.set.frameMax)
+	c.inPlace, _ = tr.(transport.InPlaceWriter)
+	c.tr.SetMaxFrameSize(c.set.frameMax)
 	c.frameMax.Store(c.set.frameMax)
 	return c
 }
@@ -155,7 +164,7 @@ func (c *Conn) ID() string { return c.id }
 
 // Serve runs the connection: it starts the writer goroutine, reads and
 // handles frames on the calling goroutine until the connection ends, and
-// returns only after both have stopped and rwc is closed. It returns nil
+// returns only after both have stopped and the stream is closed. It returns nil
 // when the connection was closed with the close handshake (by either side),
 // otherwise why it ended. Call it once.
 func (c *Conn) Serve() error {
@@ -250,7 +259,11 @@ func (c *Conn) lingerAfterCloseOk() {
 }
 
 func (c *Conn) closeRWC() {
-	c.closeRWCOnce.Do(func() { c.rwc.Close() })
+	c.closeRWCOnce.Do(func() {
+		if c.tr != nil { // a direct connection has no stream
+			c.tr.Close()
+		}
+	})
 	c.signalStop()
 }
 
@@ -300,8 +313,8 @@ func (c *Conn) Blocked() bool { return c.blocked.Load() > 0 }
 // heartbeats. It returns early when the connection closes (signalStop):
 // Shutdown and the close handshake never wait for an alarm.
 //
-// It also watches the socket without reading it (watchHangup): a peer that
-// hangs up or resets while held has its socket closed at once, and
+// It also watches the socket without reading it (transport.HangupWatcher):
+// a peer that hangs up or resets while held has its socket closed at once, and
 // holdWhileBlocked reports false, so the connection and its descriptor are
 // freed while the alarm lasts. RabbitMQ 4.x notices only when a heartbeat
 // it sends fails; a fleet of publishers that gave up would otherwise keep
@@ -320,8 +333,12 @@ func (c *Conn) holdWhileBlocked() bool {
 	}
 	c.pauseHeartbeatMonitor()
 	defer c.resumeHeartbeatMonitor()
-	hungUp, stopWatch := watchHangup(c.raw)
-	defer stopWatch()
+	var hungUp <-chan struct{}
+	if w, ok := c.tr.(transport.HangupWatcher); ok {
+		var stopWatch func()
+		hungUp, stopWatch = w.WatchHangup()
+		defer stopWatch()
+	}
 	for active != 0 {
 		select {
 		case <-changed:
@@ -369,7 +386,7 @@ func (c *Conn) handshakeTimedOut() {
 
 // readLoop reads frames until the connection ends.
 func (c *Conn) readLoop() error {
-	hdr, err := c.fr.ReadProtocolHeader()
+	hdr, err := c.tr.ReadProtocolHeader()
 	if err != nil {
 		return fmt.Errorf("session: reading protocol header: %w", err)
 	}
@@ -399,7 +416,7 @@ func (c *Conn) serveFrame() (done bool, err error) {
 	// Read nothing more while the client has a full outbox to take:
 	// what we read would only add replies to it.
 	c.waitForRoom()
-	f, err := c.fr.ReadFrame()
+	f, err := c.tr.ReadFrame()
 	if err != nil {
 		return true, c.readFailed(err)
 	}
@@ -454,7 +471,7 @@ func (c *Conn) readFailed(err error) error {
 // drain discards input until the peer hangs up or the close timer closes the
 // socket.
 func (c *Conn) drain() {
-	_, _ = io.Copy(io.Discard, c.rwc)
+	c.tr.Discard()
 }
 
 // shutdownAfterFlush makes the writer shut the write side (see
@@ -739,7 +756,7 @@ func (c *Conn) handleTuneOk(m *amqp.ConnectionTuneOk) error {
 	}
 	c.channelMax = m.ChannelMax
 	c.frameMax.Store(m.FrameMax)
-	c.fr.SetMaxFrameSize(m.FrameMax)
+	c.tr.SetMaxFrameSize(m.FrameMax)
 	if m.Heartbeat > 0 {
 		c.startHeartbeat(time.Duration(m.Heartbeat) * time.Second)
 	}

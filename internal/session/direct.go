@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -77,10 +76,10 @@ func NewDirect(cfg *Config, id string, vh *vhost.VHost, user string, sink Sink) 
 	c := &Conn{
 		id:  id,
 		cfg: cfg,
-		// A stream that carries nothing, tracked like a socket so that
-		// the connection and its channels are counted and listed
-		// (inspect.go) as RabbitMQ lists its direct connections.
-		rwc:          cfg.Counters.track(directStream{}),
+		// Tracked like a network connection so that the connection and
+		// its channels are counted and listed (inspect.go) as RabbitMQ
+		// lists its direct connections.
+		trk:          cfg.Counters.track(),
 		set:          cfg.settings(),
 		log:          logger.With("conn", id),
 		channels:     make(map[uint16]*Channel),
@@ -292,12 +291,3 @@ func (c *Conn) finishDirectLocked() {
 	}
 	c.sink.Closed(e)
 }
-
-// directStream is the stream of a direct connection: nothing reads or
-// writes it (Handle and the Sink carry everything); it exists for the
-// tracker.
-type directStream struct{}
-
-func (directStream) Read([]byte) (int, error)  { return 0, io.EOF }
-func (directStream) Write([]byte) (int, error) { return 0, ErrClosed }
-func (directStream) Close() error              { return nil }

@@ -1,11 +1,16 @@
 // Package session is the server side of AMQP 0-9-1 connections and
-// channels: frames in, broker operations and replies out.
+// channels: frames in, broker operations and replies out. It is the
+// protocol's state machine; the stream under it is internal/transport's.
 //
-// A Conn serves one connection over any io.ReadWriteCloser (a TCP socket, a
-// net.Pipe end for Broker.Dial). NewConn builds it from a Config shared by
-// all connections; Serve runs it on the caller's goroutine plus one writer
-// goroutine, and returns only after both stopped and the stream is closed.
-// Shutdown (any goroutine) closes it from the server side.
+// A Conn serves one connection over a transport.Conn, which reads frames
+// and writes batches of encoded frames: NewConn takes any
+// io.ReadWriteCloser (a TCP socket, a net.Pipe end for Broker.Dial) and
+// wraps it with transport.New; NewConnOn takes a transport of the caller's,
+// so a test drives the protocol with frames in memory and no socket.
+// Both build it from a Config shared by all connections; Serve runs it on
+// the caller's goroutine plus one writer goroutine, and returns only after
+// both stopped and the stream is closed. Shutdown (any goroutine) closes it
+// from the server side.
 //
 // # Goroutines and ownership
 //
@@ -17,19 +22,19 @@
 // which swaps the buffer and writes the whole batch with one Write: frames
 // batch under load and are flushed as soon as the queue drains. All frames
 // of one content message are appended under one lock, so messages of
-// different channels never interleave. One exception saves a goroutine
-// hand-off per basic.get over TCP: when the writer is idle, the reader
-// queues the get reply without poking the writer and writes it itself
-// (queueContent, flushNow); a flushing flag in the outbox keeps the two
-// from ever writing at once. With the queue's own in-place Get and AckNow,
-// a get round trip wakes no goroutine but the reader. On Linux a TCP
-// socket's reads and those in-place writes call the kernel directly
-// (socket_linux.go, through syscall.RawConn), skipping the runtime's
-// syscall entry, which wakes its sleeping sysmon thread on every request of
-// a request/response connection; the writer goroutine's writes keep the
-// ordinary path. Timers (handshake timeout, close-ok timeout, heartbeat)
-// are time.AfterFunc callbacks that take the outbox lock, never block, and
-// are stopped before Serve returns.
+// different channels never interleave. The outbox is the session's, not
+// the transport's, because what it holds is protocol: its bound is the
+// back-pressure queues and the reader obey (hasRoom, waitForRoom), its
+// heartbeats depend on what was written, and a direct connection's Sink
+// takes its place. One exception saves a goroutine hand-off per basic.get
+// over TCP: when the writer is idle, the reader queues the get reply
+// without poking the writer and writes it itself (queueContent, flushNow)
+// when the transport allows it (transport.InPlaceWriter); a flushing flag
+// in the outbox keeps the two from ever writing at once. With the queue's
+// own in-place Get and AckNow, a get round trip wakes no goroutine but the
+// reader. Timers (handshake timeout, close-ok timeout, heartbeat) are
+// time.AfterFunc callbacks that take the outbox lock, never block, and are
+// stopped before Serve returns.
 //
 // # Handshake
 //
@@ -79,7 +84,7 @@
 // reader still wakes for Shutdown and the close handshake.
 //
 // A held reader also watches its TCP socket (bare or under TLS) without
-// reading it (watchHangup, Linux): a peer that closed (FIN) or reset its
+// reading it (transport.HangupWatcher, Linux): a peer that closed (FIN) or reset its
 // end has its socket closed and its connection released at once, so
 // publishers that gave up do not keep their connections and descriptors
 // for the alarm's duration; the frames they sent behind the held one are
@@ -178,7 +183,7 @@
 // frame. No lock is held while waiting on a queue actor. Confirms are
 // answered in publish order, consecutive acks coalesced into one basic.ack
 // with multiple=true. A nack means the message was not stored: when a store
-// cannot tell (storage.ErrOutcomeUnknown), the confirm is withheld and the
+// cannot tell (queue.ErrOutcomeUnknown), the confirm is withheld and the
 // connection closed with 541 INTERNAL_ERROR.
 //
 // # Direct connections

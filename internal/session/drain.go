@@ -64,9 +64,6 @@ const drainText = "broker shutting down: publishes are refused"
 // from any goroutine.
 func (c *Conn) Outstanding() int {
 	t := c.tracker()
-	if t == nil {
-		return 0
-	}
 	t.mu.Lock()
 	states := make([]*channelState, 0, len(t.channels))
 	for _, s := range t.channels {

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -25,11 +23,11 @@ import (
 //     they are written before that store and never again;
 //   - atomics and state under its own lock (the outbox, a channel's
 //     deliveries, its confirms);
-//   - what the tracker below records: the stream wrapped by NewConn counts
-//     bytes and knows when the reader waits in Read, and a registry of open
-//     channels that newChannel and release keep (one-line hooks), with the
-//     few reader-owned channel settings copied out after each method that
-//     changes them.
+//   - what the stream counts (transport.Stats: bytes, whether the reader
+//     waits in a read);
+//   - the tracker below: a registry of open channels that newChannel and
+//     release keep (one-line hooks), with the few reader-owned channel
+//     settings copied out after each method that changes them.
 //
 // Lock order: the tracker's mutex is taken alone or before a channel's
 // deliveries lock, never after it and never around a call into a queue.
@@ -76,21 +74,11 @@ func (c *confirms) countAnswered(ch *Channel, from uint64) {
 	}
 }
 
-// tracker wraps a connection's stream (NewConn installs it). It counts
-// bytes, records whether the reader goroutine waits in Read and how many
-// bytes the writer took from the outbox and has not written yet, and keeps
-// the registry of open channels.
+// tracker is a connection's registry of open channels, which inspection
+// reads from other goroutines, and when the connection began.
 type tracker struct {
-	io.ReadWriteCloser
 	counters    *Counters
 	connectedAt time.Time
-
-	recv, sent atomic.Uint64
-	reading    atomic.Bool  // the reader is inside Read
-	unwritten  atomic.Int64 // bytes taken from the outbox, not yet written
-	// peer counts what the other end of an in-memory pipe (Broker.Dial)
-	// has written; nil for sockets, where bytes in flight are invisible.
-	peer *atomic.Uint64
 
 	mu       sync.Mutex
 	channels map[uint16]*channelState
@@ -105,136 +93,21 @@ type channelState struct {
 	confirm  atomic.Pointer[confirms]
 }
 
-// track wraps rwc for inspection and counts the connection as opened. A
-// stream already wrapped by TrackPipe keeps its tracker.
-func (n *Counters) track(rwc io.ReadWriteCloser) io.ReadWriteCloser {
-	var t *tracker
-	switch w := rwc.(type) {
-	case *tracker:
-		t = w
-	case *trackedConn:
-		t = w.tracker
-	default:
-		t = &tracker{ReadWriteCloser: rwc}
-		rwc = t
-	}
-	t.counters = n
-	t.connectedAt = time.Now()
-	t.channels = make(map[uint16]*channelState)
+// track starts a connection's registry and counts the connection as
+// opened.
+func (n *Counters) track() *tracker {
 	if n != nil {
 		n.ConnectionsOpened.Add(1)
 	}
-	return rwc
+	return &tracker{counters: n, connectedAt: time.Now(), channels: make(map[uint16]*channelState)}
 }
 
-// TrackPipe wraps the two ends of an in-memory pipe so that WaitIdle can
-// tell exactly when the server has read everything the client wrote: the
-// client end counts its writes, and the server end (pass it to NewConn)
-// compares its reads with that count. A net.Pipe write returns only once
-// the reader took the bytes, so a client call that returned is covered.
-func TrackPipe(server, client net.Conn) (net.Conn, net.Conn) {
-	c := &countingConn{Conn: client}
-	return &trackedConn{tracker: &tracker{ReadWriteCloser: server, peer: &c.written}}, c
-}
-
-// countingConn counts the bytes its writes delivered.
-type countingConn struct {
-	net.Conn
-	written atomic.Uint64
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.written.Add(uint64(n))
-	return n, err
-}
-
-// trackedConn is a tracker that stays a net.Conn (addresses, deadlines).
-type trackedConn struct{ *tracker }
-
-func (t *trackedConn) conn() net.Conn { return t.ReadWriteCloser.(net.Conn) }
-
-// LocalAddr, RemoteAddr and the deadlines keep the net.Conn interface.
-func (t *trackedConn) LocalAddr() net.Addr                { return t.conn().LocalAddr() }
-func (t *trackedConn) RemoteAddr() net.Addr               { return t.conn().RemoteAddr() }
-func (t *trackedConn) SetDeadline(d time.Time) error      { return t.conn().SetDeadline(d) }
-func (t *trackedConn) SetReadDeadline(d time.Time) error  { return t.conn().SetReadDeadline(d) }
-func (t *trackedConn) SetWriteDeadline(d time.Time) error { return t.conn().SetWriteDeadline(d) }
-
-// Read counts what it read before it says it left Read, so an observer
-// that sees the byte count of a read also sees the reader out of Read or
-// back in a later one (see (*Conn).Idle).
-func (t *tracker) Read(p []byte) (int, error) {
-	t.reading.Store(true)
-	n, err := t.ReadWriteCloser.Read(p)
-	t.recv.Add(uint64(max(n, 0)))
-	t.reading.Store(false)
-	return n, err
-}
-
-func (t *tracker) Write(p []byte) (int, error) {
-	n, err := t.ReadWriteCloser.Write(p)
-	t.wrote(n, p)
-	return n, err
-}
-
-// inPlaceWriter is a stream with a second write path for the reader
-// goroutine's in-place replies (rawSocket).
-type inPlaceWriter interface {
-	WriteInPlace(p []byte) (int, error)
-}
-
-// WriteInPlace is Write through the stream's in-place path, when it has one.
-func (t *tracker) WriteInPlace(p []byte) (int, error) {
-	w, ok := t.ReadWriteCloser.(inPlaceWriter)
-	if !ok {
-		return t.Write(p)
-	}
-	n, err := w.WriteInPlace(p)
-	t.wrote(n, p)
-	return n, err
-}
-
-func (t *tracker) wrote(n int, p []byte) {
-	t.sent.Add(uint64(max(n, 0)))
-	t.unwritten.Add(-int64(len(p)))
-}
-
-// CloseWrite half-closes when the stream can (shutdownWrite looks for it).
-func (t *tracker) CloseWrite() error {
-	if cw, ok := t.ReadWriteCloser.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.New("session: stream cannot half-close")
-}
-
-// tracker returns the connection's tracker, or nil for a connection built
-// without NewConn's hook.
-func (c *Conn) tracker() *tracker {
-	switch t := c.rwc.(type) {
-	case *tracker:
-		return t
-	case *trackedConn:
-		return t.tracker
-	}
-	return nil
-}
-
-// takenForWrite is the writer's hook: n bytes left the outbox for a Write.
-// It runs under the outbox lock, so Idle sees them either in the outbox or
-// here.
-func (c *Conn) takenForWrite(n int) {
-	if t := c.tracker(); t != nil {
-		t.unwritten.Add(int64(n))
-	}
-}
+// tracker returns the connection's registry.
+func (c *Conn) tracker() *tracker { return c.trk }
 
 // trackChannel registers a new channel (newChannel's hook).
 func (c *Conn) trackChannel(ch *Channel) {
 	t := c.tracker()
-	if t == nil {
-		return
-	}
 	t.mu.Lock()
 	t.channels[ch.id] = &channelState{ch: ch}
 	t.mu.Unlock()
@@ -247,9 +120,6 @@ func (c *Conn) trackChannel(ch *Channel) {
 // run twice for one channel, the count is taken once).
 func (c *Conn) untrackChannel(ch *Channel) {
 	t := c.tracker()
-	if t == nil {
-		return
-	}
 	t.mu.Lock()
 	s, ok := t.channels[ch.id]
 	if ok && s.ch == ch {
@@ -272,9 +142,6 @@ func (ch *Channel) noteState(m amqp.Method) {
 		return
 	}
 	t := ch.conn.tracker()
-	if t == nil {
-		return
-	}
 	t.mu.Lock()
 	s := t.channels[ch.id]
 	t.mu.Unlock()
@@ -344,15 +211,16 @@ func (c *Conn) Info() ConnInfo {
 	c.out.Lock()
 	in.Heartbeat = 2 * c.out.heartbeatHalf
 	c.out.Unlock()
-	if t := c.tracker(); t != nil {
-		in.ConnectedAt = t.connectedAt
-		in.RecvOct, in.SendOct = t.recv.Load(), t.sent.Load()
-		t.mu.Lock()
-		in.Channels = len(t.channels)
-		t.mu.Unlock()
-		if nc, ok := t.ReadWriteCloser.(net.Conn); ok {
-			in.Peer, in.Local = nc.RemoteAddr(), nc.LocalAddr()
-		}
+	t := c.tracker()
+	in.ConnectedAt = t.connectedAt
+	t.mu.Lock()
+	in.Channels = len(t.channels)
+	t.mu.Unlock()
+	if c.tr != nil {
+		st := c.tr.Stats()
+		in.RecvOct, in.SendOct = st.Recv, st.Sent
+		p := c.tr.Peer()
+		in.Peer, in.Local = p.Remote, p.Local
 	}
 	return in
 }
@@ -383,9 +251,6 @@ type ChannelInfo struct {
 // goroutine.
 func (c *Conn) Channels() []ChannelInfo {
 	t := c.tracker()
-	if t == nil {
-		return nil
-	}
 	t.mu.Lock()
 	states := make([]*channelState, 0, len(t.channels))
 	for _, s := range t.channels {
@@ -450,9 +315,6 @@ type UnackedInfo struct {
 // channel and tag. Safe from any goroutine.
 func (c *Conn) Unacked() []UnackedInfo {
 	t := c.tracker()
-	if t == nil {
-		return nil
-	}
 	t.mu.Lock()
 	chans := make([]*Channel, 0, len(t.channels))
 	for _, s := range t.channels {
@@ -477,30 +339,29 @@ func (c *Conn) Unacked() []UnackedInfo {
 }
 
 // Idle reports whether the connection has no work in hand: its reader
-// waits in Read having handled every complete frame it read (and, on a
-// TrackPipe stream, everything the client wrote), and its writer has
+// waits in a read having handled every complete frame it read (and, on a
+// transport.Pipe stream, everything the client wrote), and its writer has
 // written everything queued. A connection whose writer is gone counts as
 // idle. activity changes whenever bytes move, so a caller that sees the
 // same activity before and after other checks knows nothing moved between.
 // Safe from any goroutine.
 func (c *Conn) Idle() (idle bool, activity uint64) {
-	t := c.tracker()
-	if t == nil || c.sink != nil {
+	if c.sink != nil {
 		// A direct connection has no reader or writer: Handle returns
 		// when the method was handled.
 		return true, 0
 	}
-	// recv before reading: Read adds to recv before it clears reading, so
-	// seeing recv include a read and reading set means a later Read.
-	recv := t.recv.Load()
-	inRead := t.reading.Load()
-	caughtUp := t.peer == nil || t.peer.Load() == recv
+	// Stats loads Recv before Reading, so a Recv that includes a read and
+	// Reading set mean a later read.
+	st := c.tr.Stats()
 	c.out.Lock()
-	flushed := c.out.stopped || (len(c.out.buf) == 0 && t.unwritten.Load() <= 0)
+	// writing covers a batch from the moment it leaves buf until its
+	// write returned.
+	flushed := c.out.stopped || (len(c.out.buf) == 0 && c.out.writing == 0)
 	stopped := c.out.stopped
 	c.out.Unlock()
-	activity = recv + t.sent.Load()
-	return (inRead && caughtUp || stopped) && flushed, activity
+	activity = st.Recv + st.Sent
+	return (st.Reading && st.CaughtUp || stopped) && flushed, activity
 }
 
 // logEnded logs the end of a connection with who it was (Serve's hook;
@@ -510,10 +371,9 @@ func (c *Conn) logEnded(err error) {
 		n.ConnectionsClosed.Add(1)
 	}
 	attrs := []any{"user", c.user, "vhost", c.vhost, clientAttr(c.clientProperties)}
-	if t := c.tracker(); t != nil {
-		attrs = append(attrs, "duration", time.Since(t.connectedAt).Round(time.Millisecond),
-			"recv_oct", t.recv.Load(), "send_oct", t.sent.Load())
-	}
+	st := c.tr.Stats()
+	attrs = append(attrs, "duration", time.Since(c.tracker().connectedAt).Round(time.Millisecond),
+		"recv_oct", st.Recv, "send_oct", st.Sent)
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}

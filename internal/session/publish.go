@@ -9,7 +9,6 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/vhost"
-	"github.com/warrenmq/broker/storage"
 )
 
 // handlePublish receives a complete published message: the method, its raw
@@ -89,7 +88,7 @@ type messageTTL struct {
 	ok bool
 }
 
-func (t messageTTL) publish(q *vhost.Queue, rec storage.Record, conf queue.Confirmer, seq uint64) error {
+func (t messageTTL) publish(q *vhost.Queue, rec queue.Record, conf queue.Confirmer, seq uint64) error {
 	if t.ok {
 		return q.PublishTTL(rec, t.d, conf, seq)
 	}
@@ -137,7 +136,7 @@ func (ch *Channel) decodeMethod(payload []byte) (amqp.Method, error) {
 
 // returnMessage sends basic.return 312 NO_ROUTE; it precedes the publish's
 // confirm because both go out on this goroutine in order.
-func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec storage.Record) {
+func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec queue.Record) {
 	ch.dl.Lock()
 	defer ch.dl.Unlock()
 	if ch.dl.closed {
@@ -186,7 +185,7 @@ func newConfirms(ch *Channel) *confirms { return &confirms{ch: ch} }
 //
 // A nack promises the message was not stored, so that a publisher may
 // publish it again without making a duplicate. When the store cannot tell
-// (an error matching storage.ErrOutcomeUnknown: the raft leader changed
+// (an error matching queue.ErrOutcomeUnknown: the raft leader changed
 // while the append was in flight), seqs are left unanswered, which also
 // holds back every later confirm of the channel, and the connection is
 // closed with 541 INTERNAL_ERROR: the publisher learns that what it has
@@ -196,7 +195,7 @@ func newConfirms(ch *Channel) *confirms { return &confirms{ch: ch} }
 // raises internal_error (a connection exception) when a queue operation
 // cannot complete.
 func (c *confirms) Confirm(seqs []uint64, err error) {
-	if errors.Is(err, storage.ErrOutcomeUnknown) {
+	if errors.Is(err, queue.ErrOutcomeUnknown) {
 		c.ch.conn.closeWith(amqp.NewError(amqp.InternalError, 0, 0,
 			"publish outcome unknown: messages not yet confirmed on this connection may or may not be stored (%v)", err))
 		return
@@ -307,7 +306,7 @@ type txState struct {
 
 type txPublish struct {
 	m      amqp.BasicPublish
-	rec    storage.Record
+	rec    queue.Record
 	ttl    messageTTL
 	queues []*vhost.Queue
 }
@@ -318,7 +317,7 @@ type txSettle struct {
 	mode     settleMode
 }
 
-func (t *txState) publish(ch *Channel, m *amqp.BasicPublish, rec storage.Record, ttl messageTTL, qs []*vhost.Queue) {
+func (t *txState) publish(ch *Channel, m *amqp.BasicPublish, rec queue.Record, ttl messageTTL, qs []*vhost.Queue) {
 	t.publishes = append(t.publishes, txPublish{m: *m, rec: rec, ttl: ttl, queues: append([]*vhost.Queue(nil), qs...)})
 	n := int64(len(rec.Properties) + len(rec.Body))
 	t.bytes += n

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -280,13 +279,14 @@ func (c *Conn) waitFlushed() {
 // the writer, saving a goroutine handoff on a request/response round trip
 // (basic.get). The reader calls it after queueing the reply to a method the
 // client waits for, queued with queueMethod or queueContent so the writer
-// was not woken for it. It writes only on a TCP socket with the writer idle
-// and a small batch: such a write copies into the kernel's buffer and
+// was not woken for it. It writes only on a stream whose writes return
+// without the peer (transport.InPlaceWriter: a TCP socket) with the writer
+// idle and a small batch: such a write copies into the kernel's buffer and
 // returns. (A net.Pipe write waits for the peer's read, and a client that
 // does not read would hold the reader, so those are left to the writer,
 // which is poked instead.)
 func (c *Conn) flushNow() {
-	if _, tcp := c.raw.(*net.TCPConn); !tcp {
+	if c.inPlace == nil {
 		c.poke()
 		return
 	}
@@ -313,7 +313,7 @@ const maxSpareBuffer = 1 << 20
 // empty. When another goroutine is flushing it returns at once: that one
 // writes what was queued before it looks at the queue again. inPlace is
 // the reader's flushNow: it writes through the stream's in-place path
-// (rawSocket.WriteInPlace) when there is one.
+// (transport.InPlaceWriter).
 func (c *Conn) flush(inPlace bool) error {
 	c.out.Lock()
 	if c.out.flushing {
@@ -338,11 +338,10 @@ func (c *Conn) flush(inPlace bool) error {
 		c.out.buf = c.out.spare[:0]
 		c.out.spare = nil
 		c.out.writing = len(batch)
-		c.takenForWrite(len(batch))
 		c.out.Unlock()
 
 		onlyHeartbeat := len(batch) == heartbeatFrameSize && batch[0] == amqp.FrameHeartbeat
-		_, err := c.write(batch, inPlace)
+		err := c.write(batch, inPlace)
 		if cap(batch) > maxSpareBuffer {
 			batch = nil
 		}
@@ -367,25 +366,20 @@ func (c *Conn) flush(inPlace bool) error {
 }
 
 // write writes one batch, in place when asked and the stream can.
-func (c *Conn) write(batch []byte, inPlace bool) (int, error) {
-	if inPlace {
-		if w, ok := c.rwc.(inPlaceWriter); ok {
-			return w.WriteInPlace(batch)
-		}
+func (c *Conn) write(batch []byte, inPlace bool) error {
+	if inPlace && c.inPlace != nil {
+		return c.inPlace.WriteInPlace(batch)
 	}
-	return c.rwc.Write(batch)
+	return c.tr.Write(batch)
 }
 
 // shutdownWrite sends EOF to the peer while still reading, so the peer sees
 // everything we wrote before the connection goes (a TCP socket closed with
-// unread input is reset). Sockets that cannot half-close are closed.
+// unread input is reset). Streams that cannot half-close are closed.
 func (c *Conn) shutdownWrite() {
-	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
-		if cw.CloseWrite() == nil {
-			return
-		}
+	if c.tr.CloseWrite() != nil {
+		c.closeRWC()
 	}
-	c.closeRWC()
 }
 
 // heartbeatFrameSize is the size of an encoded heartbeat frame.

@@ -1,4 +1,4 @@
-package session
+package transport
 
 import (
 	"io"
@@ -9,9 +9,9 @@ import (
 	"unsafe"
 )
 
-// rawSocket is a TCP connection whose reads, and the writes the reader makes
-// in place (flushNow), call the kernel directly instead of through the
-// runtime's syscall entry.
+// rawSocket is a TCP connection whose reads, and the writes the session's
+// reader makes in place (InPlaceWriter), call the kernel directly instead
+// of through the runtime's syscall entry.
 //
 // Why: the runtime's entersyscall wakes its sysmon thread whenever that
 // thread sleeps, and it sleeps as soon as every P is idle, which on a
@@ -29,12 +29,12 @@ import (
 // from the TCPConn): measured with the latency scenario at 1,000 msg/s,
 // raw writes there made the median 10 % worse, the sysmon wake-up they
 // skip apparently keeping the other CPU out of its idle state for the
-// client's next wake-up (README, Performance).
+// client's next wake-up (docs/performance.md).
 //
 // One goroutine reads at a time and one writes in place at a time (the
-// session's reader, and whoever holds the outbox's flushing flag): each
-// direction keeps its call's state in the struct, and its callback is bound
-// once in wrapSocket, so a read or write allocates nothing.
+// Conn's contract): each direction keeps its call's state in the struct,
+// and its callback is bound once in wrapSocket, so a read or write
+// allocates nothing.
 type rawSocket struct {
 	*net.TCPConn
 	rc syscall.RawConn

@@ -1,0 +1,260 @@
+package transport
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// FrameReader is the read side of a Conn. Only the connection's reader
+// goroutine calls it.
+type FrameReader interface {
+	// ReadProtocolHeader reads the 8 octets that open a connection,
+	// unchecked: the session decides how to answer a wrong one.
+	ReadProtocolHeader() ([8]byte, error)
+	// ReadFrame reads the next frame, as amqp.FrameReader.ReadFrame does:
+	// a malformed frame is an *amqp.Error with code FrameError, checked
+	// before its payload is read; the end of the stream is io.EOF between
+	// frames and io.ErrUnexpectedEOF inside one. The payload is valid
+	// until the next call.
+	ReadFrame() (amqp.Frame, error)
+	// SetMaxFrameSize sets the largest frame ReadFrame accepts, counting
+	// its 8 octets of header and end, as frame-max does.
+	SetMaxFrameSize(n uint32)
+	// Discard reads and drops input until the stream ends or is closed:
+	// what a closing connection does while its last frames reach the
+	// peer (closing a socket with unread input resets it).
+	Discard()
+}
+
+// FrameWriter is the write side of a Conn. One goroutine at a time writes
+// (the session's writer, or its reader writing in place while the writer
+// is idle); the session makes sure of that.
+type FrameWriter interface {
+	// Write writes all of p, a batch of encoded frames, or returns why it
+	// could not.
+	Write(p []byte) error
+	// CloseWrite tells the peer that nothing more will be written (a TCP
+	// FIN) while reading goes on, or returns an error when the stream
+	// cannot half-close.
+	CloseWrite() error
+}
+
+// Conn is one connection's stream as the session sees it: frames in,
+// batches of encoded frames out. Close and Stats are safe from any
+// goroutine; Close makes a read or write in progress return.
+type Conn interface {
+	FrameReader
+	FrameWriter
+	Close() error
+	// Peer describes the other end.
+	Peer() Peer
+	// Stats counts the bytes moved so far.
+	Stats() Stats
+}
+
+// InPlaceWriter is implemented by a Conn whose writes copy into a kernel
+// buffer and return without waiting for the peer to read (a TCP socket).
+// Only then may the session's reader goroutine write a small reply itself
+// instead of waking the writer: on a pipe, a write waits for the peer, and
+// a peer that does not read would hold the reader.
+type InPlaceWriter interface {
+	// WriteInPlace is Write, on the path for the reader goroutine's
+	// replies (Linux: a raw syscall).
+	WriteInPlace(p []byte) error
+}
+
+// HangupWatcher is implemented by a Conn that can tell when its peer hung
+// up without reading a byte of what the peer sent.
+type HangupWatcher interface {
+	// WatchHangup watches until stop is called: hungUp is closed once the
+	// peer closed its side or reset the connection. hungUp is nil, never
+	// firing, when the stream cannot be watched. stop returns once the
+	// watch has ended and leaves the stream as it found it.
+	WatchHangup() (hungUp <-chan struct{}, stop func())
+}
+
+// Peer describes the other end of a Conn.
+type Peer struct {
+	// Local and Remote are the stream's addresses; nil when it has none.
+	Local, Remote net.Addr
+	// TLS is the connection's TLS state once its handshake completed
+	// (which the first read does); nil without TLS.
+	TLS *tls.ConnectionState
+}
+
+// Stats are a Conn's byte counts.
+type Stats struct {
+	// Recv and Sent count the bytes read and written.
+	Recv, Sent uint64
+	// Reading: the reader is inside a read of the stream (waiting for
+	// bytes, unless they are arriving). Loaded after Recv, so a Recv that
+	// includes a read and Reading set mean a later read.
+	Reading bool
+	// CaughtUp: the reader has read every byte the peer wrote. Only a
+	// Pipe knows; any other stream reports true.
+	CaughtUp bool
+}
+
+// ErrNoHalfClose is CloseWrite's error on a stream that cannot half-close.
+var ErrNoHalfClose = errors.New("transport: stream cannot half-close")
+
+// New returns the Conn that speaks over rwc. A *net.TCPConn becomes an
+// InPlaceWriter (on Linux its reads and in-place writes call the kernel
+// directly, socket_linux.go); a TCP socket, bare or under TLS, is a
+// HangupWatcher that watches (Linux); the server end of a Pipe reports
+// CaughtUp; any other stream (TLS, net.Pipe, an io.ReadWriteCloser of a
+// test) is read and written as it is.
+func New(rwc io.ReadWriteCloser) Conn {
+	s := &stream{rwc: rwc}
+	if p, ok := rwc.(*pipeEnd); ok {
+		s.rwc, s.peer = p.Conn, &p.peer.written
+	}
+	s.src = wrapSocket(s.rwc)
+	s.fr = amqp.NewFrameReader(s)
+	if tc, ok := s.rwc.(*net.TCPConn); ok {
+		t := &tcpStream{stream: s, tc: tc}
+		t.raw, _ = s.src.(rawInPlaceWriter)
+		return t
+	}
+	return s
+}
+
+// rawInPlaceWriter is the raw socket's in-place write (socket_linux.go).
+type rawInPlaceWriter interface {
+	WriteInPlace(p []byte) (int, error)
+}
+
+// stream is the Conn over an io.ReadWriteCloser.
+type stream struct {
+	rwc io.ReadWriteCloser // as given, or the pipe under a Pipe's server end
+	src io.Reader          // where reads come from: rwc, or its raw socket
+	fr  *amqp.FrameReader  // reads through stream.Read, which counts
+
+	recv, sent atomic.Uint64
+	reading    atomic.Bool
+	// peer counts what the client end of a Pipe wrote; nil otherwise.
+	peer *atomic.Uint64
+}
+
+var (
+	_ Conn          = (*stream)(nil)
+	_ HangupWatcher = (*stream)(nil)
+	_ InPlaceWriter = (*tcpStream)(nil)
+)
+
+func (s *stream) ReadProtocolHeader() ([8]byte, error) { return s.fr.ReadProtocolHeader() }
+func (s *stream) ReadFrame() (amqp.Frame, error)       { return s.fr.ReadFrame() }
+func (s *stream) SetMaxFrameSize(n uint32)             { s.fr.SetMaxFrameSize(n) }
+
+// Read is the FrameReader's and Discard's source. It counts what it read
+// before it says it left the read, so Stats' promise about Recv and
+// Reading holds.
+func (s *stream) Read(p []byte) (int, error) {
+	s.reading.Store(true)
+	n, err := s.src.Read(p)
+	s.recv.Add(uint64(max(n, 0)))
+	s.reading.Store(false)
+	return n, err
+}
+
+// Discard implements FrameReader.
+func (s *stream) Discard() { _, _ = io.Copy(io.Discard, s) }
+
+// Write implements FrameWriter: the writer goroutine's writes take the
+// stream's ordinary path, also on a raw socket (socket_linux.go says why).
+func (s *stream) Write(p []byte) error {
+	n, err := s.rwc.Write(p)
+	s.sent.Add(uint64(max(n, 0)))
+	return err
+}
+
+// CloseWrite implements FrameWriter.
+func (s *stream) CloseWrite() error {
+	if cw, ok := s.rwc.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return ErrNoHalfClose
+}
+
+func (s *stream) Close() error { return s.rwc.Close() }
+
+// Peer implements Conn.
+func (s *stream) Peer() Peer {
+	var p Peer
+	if nc, ok := s.rwc.(net.Conn); ok {
+		p.Local, p.Remote = nc.LocalAddr(), nc.RemoteAddr()
+	}
+	if tc, ok := s.rwc.(*tls.Conn); ok {
+		if st := tc.ConnectionState(); st.HandshakeComplete {
+			p.TLS = &st
+		}
+	}
+	return p
+}
+
+// Stats implements Conn.
+func (s *stream) Stats() Stats {
+	st := Stats{Recv: s.recv.Load()}
+	st.Reading = s.reading.Load()
+	st.CaughtUp = s.peer == nil || s.peer.Load() == st.Recv
+	st.Sent = s.sent.Load()
+	return st
+}
+
+// WatchHangup implements HangupWatcher.
+func (s *stream) WatchHangup() (<-chan struct{}, func()) { return watchHangup(s.rwc) }
+
+// tcpStream is the Conn over a TCP socket.
+type tcpStream struct {
+	*stream
+	tc  *net.TCPConn
+	raw rawInPlaceWriter // nil where there is no raw socket: tc.Write
+}
+
+// WriteInPlace implements InPlaceWriter.
+func (t *tcpStream) WriteInPlace(p []byte) error {
+	var n int
+	var err error
+	if t.raw != nil {
+		n, err = t.raw.WriteInPlace(p)
+	} else {
+		n, err = t.tc.Write(p)
+	}
+	t.sent.Add(uint64(max(n, 0)))
+	return err
+}
+
+// Pipe returns the two ends of an in-memory connection (net.Pipe), the
+// server's to be passed to New: its Conn's Stats then say exactly when the
+// server has read everything the client wrote (CaughtUp), which no socket
+// can. A net.Pipe write returns only once the reader took the bytes, so a
+// client call that returned is covered.
+func Pipe() (server, client net.Conn) {
+	s, c := net.Pipe()
+	cc := &countingConn{Conn: c}
+	return &pipeEnd{Conn: s, peer: cc}, cc
+}
+
+// pipeEnd is the server end of a Pipe: New unwraps it.
+type pipeEnd struct {
+	net.Conn
+	peer *countingConn
+}
+
+// countingConn is the client end of a Pipe: it counts the bytes its
+// writes delivered.
+type countingConn struct {
+	net.Conn
+	written atomic.Uint64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(uint64(n))
+	return n, err
+}
