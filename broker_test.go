@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/binary"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -355,93 +354,6 @@ func TestURL(t *testing.T) {
 	require.Equal(t, "p:w/d", uri.Password)
 	require.Equal(t, "/", uri.Vhost)
 	require.NoError(t, b.Close())
-}
-
-func TestOptions(t *testing.T) {
-	t.Run("zero value gets defaults", func(t *testing.T) {
-		b, err := New(Options{})
-		require.NoError(t, err)
-		defer b.Close()
-		require.Equal(t, []User{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}}, b.opts.Users)
-		require.Equal(t, []string{"/"}, b.opts.VHosts)
-		require.Equal(t, uint16(DefaultChannelMax), b.opts.ChannelMax)
-		require.Equal(t, uint32(DefaultFrameMax), b.opts.FrameMax)
-		require.Equal(t, DefaultHeartbeat, b.opts.Heartbeat)
-		require.NotNil(t, b.opts.Logger)
-		require.Equal(t, "amqp://guest:guest@127.0.0.1:5672/", b.URL())
-	})
-	t.Run("zero value tunes to RabbitMQ's defaults", func(t *testing.T) {
-		// The exported defaults name internal/session's, which is what a
-		// connection proposes; both must be RabbitMQ 4.x's values.
-		require.Equal(t, []any{2047, 131072, 60 * time.Second, 128 << 20},
-			[]any{DefaultChannelMax, DefaultFrameMax, DefaultHeartbeat, DefaultMaxMessageSize})
-		b := startBroker(t, Options{})
-		c := amqptest.DialRaw(t, b.Addr().String())
-		tune := c.StartToTune()
-		require.Equal(t, amqp.ConnectionTune{ChannelMax: DefaultChannelMax, FrameMax: DefaultFrameMax, Heartbeat: uint16(DefaultHeartbeat / time.Second)}, *tune)
-		require.Equal(t, DefaultMaxMessageSize, b.opts.MaxMessageSize)
-	})
-	t.Run("caller's struct is not modified or aliased", func(t *testing.T) {
-		opts := Options{Users: []User{{Name: "a", Password: "b", Tags: []string{"x"}}}, VHosts: []string{"v"}}
-		b, err := New(opts)
-		require.NoError(t, err)
-		defer b.Close()
-		require.Zero(t, opts.Heartbeat)
-		opts.Users[0].Tags[0] = "changed"
-		opts.VHosts[0] = "changed"
-		require.Equal(t, "x", b.opts.Users[0].Tags[0])
-		require.Equal(t, "v", b.opts.VHosts[0])
-	})
-	cases := []struct {
-		name    string
-		opts    Options
-		wantErr []string // every one must appear
-	}{
-		{"empty user name", Options{Users: []User{{Password: "x"}}}, []string{"Users[0]: empty name"}},
-		{"duplicate user", Options{Users: []User{{Name: "a"}, {Name: "a"}}}, []string{`Users[1]: duplicate user "a"`}},
-		{"duplicate vhost", Options{VHosts: []string{"/", ""}}, []string{`VHosts[1]: duplicate vhost ""`}},
-		{"fractional heartbeat", Options{Heartbeat: 1500 * time.Millisecond}, []string{"not a whole number of seconds"}},
-		{"huge heartbeat", Options{Heartbeat: 70000 * time.Second}, []string{"exceeds 65535s"}},
-		{"frame-max too small", Options{FrameMax: 4095}, []string{"FrameMax 4095 is below the minimum 4096"}},
-		{"every problem at once", Options{
-			Users:     []User{{Name: ""}},
-			VHosts:    []string{"a", "a"},
-			Heartbeat: time.Millisecond,
-			FrameMax:  1,
-		}, []string{"Users[0]", "VHosts[1]", "Heartbeat", "FrameMax"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.opts)
-			require.Error(t, err)
-			for _, want := range tc.wantErr {
-				require.Contains(t, err.Error(), want)
-			}
-			require.True(t, strings.HasPrefix(err.Error(), "broker: "))
-		})
-	}
-	t.Run("negative heartbeat disables it", func(t *testing.T) {
-		b := startBroker(t, Options{Heartbeat: -1})
-		c := amqptest.DialRaw(t, b.Addr().String())
-		tune := c.StartToTune()
-		require.Zero(t, tune.Heartbeat)
-	})
-	t.Run("configured users and limits reach the wire", func(t *testing.T) {
-		b := startBroker(t, Options{
-			Users:      []User{{Name: "app", Password: "s3cret"}},
-			ChannelMax: 10,
-			FrameMax:   8192,
-			Heartbeat:  5 * time.Second,
-			Logger:     slog.New(slog.DiscardHandler),
-		})
-		conn := dial(t, b.URL(), amqp091.Config{})
-		require.Equal(t, uint16(10), conn.Config.ChannelMax)
-		require.Equal(t, 8192, conn.Config.FrameSize)
-		require.Equal(t, 5*time.Second, conn.Config.Heartbeat)
-		requireWorks(t, conn)
-		_, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
-		amqptest.RequireCode(t, err, amqp091.AccessRefused)
-	})
 }
 
 // flakyListener fails its first Accept with a temporary error, then behaves

@@ -12,9 +12,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/internal/faultstore"
 	"github.com/warrenmq/broker/internal/queue"
-	"github.com/warrenmq/broker/storage/memory"
 )
 
 // The tests in this file drive the queue engine through amqp091-go over TCP
@@ -543,58 +541,6 @@ func TestEngineConfirmSelectNowait(t *testing.T) {
 		last = ack.DeliveryTag
 	}
 	require.EqualValues(t, 2, last)
-}
-
-// Under load one basic.ack multiple=true confirms many publishes. The
-// queue's first store write is held until every publish reached the queue,
-// so they are stored, and confirmed, in batches; a raw client counts the
-// ack frames.
-func TestEngineConfirmsCoalesce(t *testing.T) {
-	in := faultstore.New()
-	in.SetTracing(false)
-	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-	c := amqptest.DialRaw(t, b.Addr().String())
-	c.Handshake()
-	c.OpenChannel(1)
-	c.SendMethod(1, &amqp.QueueDeclare{Queue: "co", Durable: true})
-	_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
-	require.True(t, ok)
-	c.SendMethod(1, &amqp.ConfirmSelect{})
-	_, ok = c.ExpectMethod(1).(*amqp.ConfirmSelectOk)
-	require.True(t, ok)
-	gate := in.Block(faultstore.On(faultstore.Append))
-
-	const n = 500
-	noProps := (&amqp.Properties{}).Append(nil)
-	var buf []byte
-	for range n {
-		buf = amqp.AppendMethodFrame(buf, 1, &amqp.BasicPublish{RoutingKey: "co"})
-		buf = amqp.AppendHeaderFrame(buf, 1, amqp.ClassBasic, 1, noProps)
-		buf = amqp.AppendFrame(buf, amqp.FrameBody, 1, []byte("x"))
-	}
-	c.Send(buf)
-	select {
-	case <-gate.Fired():
-	case <-time.After(waitFor):
-		t.Fatal("no store write")
-	}
-	for b.ops.session.Publish.Load() < n {
-		time.Sleep(time.Millisecond) // the reader hands the rest to the queue
-	}
-	gate.Release()
-
-	var last uint64
-	frames := 0
-	for last < n {
-		ack, ok := c.ExpectMethod(1).(*amqp.BasicAck)
-		require.True(t, ok)
-		require.Greater(t, ack.DeliveryTag, last)
-		require.Equal(t, ack.DeliveryTag > last+1, ack.Multiple, "multiple exactly when it covers more than one")
-		last = ack.DeliveryTag
-		frames++
-	}
-	require.EqualValues(t, n, last)
-	require.Less(t, frames, 10, "a burst is confirmed with a few frames")
 }
 
 func TestEngineTransactions(t *testing.T) {

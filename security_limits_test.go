@@ -13,7 +13,6 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/internal/session"
 )
 
 // remoteListener makes every accepted connection look as if it came from
@@ -91,20 +90,6 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 			require.NoError(t, conn.Close())
 		})
 	}
-}
-
-func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	ok, reason, err := b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Equal(t, "user 'guest' can only connect via localhost", reason)
-	ok, _, err = b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
-	require.NoError(t, err)
-	require.True(t, ok, "no peer address means in-process (Dial)")
 }
 
 func TestMaxConnections(t *testing.T) {

@@ -104,11 +104,3 @@ func TestTLS(t *testing.T) {
 		})
 	}
 }
-
-func TestListenTLSNeedsConfig(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
-	_, err := b.ListenTLS("127.0.0.1:0")
-	require.ErrorIs(t, err, errNoTLSConfig)
-	require.ErrorIs(t, b.ListenAndServeTLS("127.0.0.1:0"), errNoTLSConfig)
-}
