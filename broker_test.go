@@ -16,9 +16,9 @@ import (
 )
 
 func TestAMQP091OpensAndClosesChannels(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 
 	require.Equal(t, "Warren", conn.Properties["product"])
 	caps, ok := conn.Properties["capabilities"].(amqp091.Table)
@@ -46,9 +46,9 @@ func TestAMQP091OpensAndClosesChannels(t *testing.T) {
 }
 
 func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{Heartbeat: time.Second})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{Heartbeat: time.Second})
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 
 	// Idle for three heartbeat intervals: both sides must keep the
@@ -60,12 +60,12 @@ func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
 		t.Fatalf("connection closed while idle: %v", err)
 	default:
 	}
-	requireWorks(t, conn)
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 }
 
 func TestAMQP091WrongPasswordGets403(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	for _, auth := range []amqp091.Authentication{
 		&amqp091.PlainAuth{Username: "guest", Password: "wrong"},
@@ -80,31 +80,31 @@ func TestAMQP091WrongPasswordGets403(t *testing.T) {
 		&amqp091.PlainAuth{Username: "guest", Password: "guest"},
 		&amqp091.AMQPlainAuth{Username: "guest", Password: "guest"},
 	} {
-		conn := dial(t, b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
-		requireWorks(t, conn)
+		conn := amqptest.Dial(t, b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
+		amqptest.RequireWorks(t, conn)
 		require.NoError(t, conn.Close())
 	}
 }
 
 func TestAMQP091UnknownVHostGets530(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{VHosts: []string{"/", "prod"}})
 	_, err := amqp091.Dial(strings.TrimSuffix(b.URL(), "/") + "/staging")
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
-	conn := dial(t, strings.TrimSuffix(b.URL(), "/")+"/prod", amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, strings.TrimSuffix(b.URL(), "/")+"/prod", amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 }
 
 func TestCloseSendsConnectionForced(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
@@ -120,29 +120,29 @@ func TestCloseSendsConnectionForced(t *testing.T) {
 }
 
 func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	// basic.recover with requeue=false is refused with 540, as in RabbitMQ.
 	err = ch.Recover(false)
 	amqptest.RequireCode(t, err, amqp091.NotImplemented)
 	// 540 is a hard error: the connection is gone, the broker is fine.
-	conn2 := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, conn2)
+	conn2 := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, conn2)
 }
 
 func TestDialInMemory(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 
 	// No listener at all: the URL only carries credentials and vhost.
-	conn := dial(t, b.URL(), amqp091.Config{Dial: b.Dial})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{Dial: b.Dial})
 	for range 10 {
-		requireWorks(t, conn)
+		amqptest.RequireWorks(t, conn)
 	}
 	require.NoError(t, conn.Close())
 }
@@ -151,10 +151,10 @@ func TestDialInMemory(t *testing.T) {
 // spec's answer and the broker keeps serving a well-behaved client, checked
 // before and after every case.
 func TestRawProtocolErrors(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
-	good := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, good)
+	good := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, good)
 
 	publish := amqp.AppendMethod(nil, &amqp.BasicPublish{RoutingKey: "k"})
 	cases := []struct {
@@ -218,14 +218,14 @@ func TestRawProtocolErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(amqptest.DialRaw(t, b.Addr().String()))
-			requireWorks(t, good)
+			amqptest.RequireWorks(t, good)
 		})
 	}
 	require.NoError(t, good.Close())
 }
 
 func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{Heartbeat: time.Second})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	tune := c.StartToTune()
@@ -249,7 +249,7 @@ func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
 }
 
 func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
@@ -258,7 +258,7 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	var conns []*amqp091.Connection
 	for range 5 {
-		conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
+		conns = append(conns, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	}
 	// A raw client that never answers close-ok: Close still returns.
 	raw := amqptest.DialRaw(t, b.Addr().String())
@@ -289,7 +289,7 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 }
 
 func TestServeReturnsErrClosed(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -299,8 +299,8 @@ func TestServeReturnsErrClosed(t *testing.T) {
 
 	// Serve registers the listener asynchronously; a client connecting is
 	// proof it is serving.
-	conn := dial(t, "amqp://guest:guest@"+l.Addr().String()+"/", amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, "amqp://guest:guest@"+l.Addr().String()+"/", amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	require.Equal(t, l.Addr().String(), b.Addr().String())
 
 	require.NoError(t, b.Close())
@@ -308,7 +308,7 @@ func TestServeReturnsErrClosed(t *testing.T) {
 }
 
 func TestListenAndServe(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	// Find a free port, release it, serve on it.
@@ -332,7 +332,7 @@ func TestListenAndServe(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	requireWorks(t, conn)
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
 	require.ErrorIs(t, <-served, ErrClosed)
@@ -382,7 +382,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 }
 
 func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
@@ -391,8 +391,8 @@ func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- b.Serve(l) }()
 
-	conn := dial(t, "amqp://guest:guest@"+inner.Addr().String()+"/", amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, "amqp://guest:guest@"+inner.Addr().String()+"/", amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
 	require.ErrorIs(t, <-served, ErrClosed)

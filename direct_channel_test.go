@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -28,28 +29,8 @@ func openDirect(t *testing.T, b *Broker) *Channel {
 	return ch
 }
 
-// directReceive waits for a value; the timeout only turns a hang into a failure.
-func directReceive[T any](t *testing.T, c <-chan T) (T, bool) {
-	t.Helper()
-	select {
-	case v, ok := <-c:
-		return v, ok
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nothing received in 10s")
-		var zero T
-		return zero, false
-	}
-}
-
-func requireDirectCode(t *testing.T, err error, code int) {
-	t.Helper()
-	var ae *amqp091.Error
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, code, ae.Code, "reason: %s", ae.Reason)
-}
-
 func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := newDirectBroker(t, Options{})
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
@@ -74,9 +55,9 @@ func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 	for range msgs {
 	}
 	require.NoError(t, ch.Close(), "Close is idempotent")
-	requireDirectCode(t, ch.Qos(1, 0, false), amqp091.ChannelError)
-	requireDirectCode(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{}), amqp091.ChannelError)
-	requireDirectCode(t, ch.Ack(1, false), amqp091.ChannelError)
+	amqptest.RequireCode(t, ch.Qos(1, 0, false), amqp091.ChannelError)
+	amqptest.RequireCode(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{}), amqp091.ChannelError)
+	amqptest.RequireCode(t, ch.Ack(1, false), amqp091.ChannelError)
 	_, ok = <-ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.False(t, ok, "a listener registered after close is closed at once")
 	_, ok = <-ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
@@ -90,7 +71,7 @@ func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 }
 
 func TestDirectBrokerCloseEndsChannels(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	ch, err := b.Channel(context.Background())
@@ -103,15 +84,15 @@ func TestDirectBrokerCloseEndsChannels(t *testing.T) {
 	}
 	msgs, err := ch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	_, _ = directReceive(t, msgs) // the pump now blocks on the next one
+	_, _ = amqptest.Receive(t, msgs) // the pump now blocks on the next one
 
 	require.NoError(t, b.Close())
-	e, _ := directReceive(t, closes)
+	e, _ := amqptest.Receive(t, closes)
 	require.NotNil(t, e)
 	require.Equal(t, amqp091.ConnectionForced, e.Code)
 	require.True(t, ch.IsClosed())
 	_, err = ch.QueueDeclare("r", false, false, false, false, nil)
-	requireDirectCode(t, err, amqp091.ChannelError)
+	amqptest.RequireCode(t, err, amqp091.ChannelError)
 	require.NoError(t, ch.Close())
 	_, err = b.Channel(context.Background())
 	require.ErrorIs(t, err, ErrClosed)
@@ -153,15 +134,15 @@ func TestDirectErrorsCloseTheChannel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkGoroutines(t)
+			amqptest.CheckGoroutines(t)
 			b := newDirectBroker(t, Options{MaxMessageSize: 1024})
 			ch := openDirect(t, b)
 			_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 			require.NoError(t, err)
 			closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			err = tt.run(ch)
-			requireDirectCode(t, err, tt.code)
-			e, _ := directReceive(t, closes)
+			amqptest.RequireCode(t, err, tt.code)
+			e, _ := amqptest.Receive(t, closes)
 			require.NotNil(t, e)
 			require.Equal(t, tt.code, e.Code)
 			require.Equal(t, e.Code < 500, e.Recover, "soft errors are recoverable")
@@ -179,11 +160,11 @@ func TestDirectExclusiveQueueBelongsToTheChannel(t *testing.T) {
 	require.NoError(t, err)
 	other := openDirect(t, b)
 	_, err = other.QueueDeclare("excl", false, false, false, false, nil)
-	requireDirectCode(t, err, amqp091.ResourceLocked)
+	amqptest.RequireCode(t, err, amqp091.ResourceLocked)
 	require.NoError(t, owner.Close())
 	third := openDirect(t, b)
 	_, err = third.QueueDeclarePassive("excl", false, false, false, false, nil)
-	requireDirectCode(t, err, amqp091.NotFound)
+	amqptest.RequireCode(t, err, amqp091.NotFound)
 }
 
 func TestDirectCopiesBodies(t *testing.T) {
@@ -223,18 +204,18 @@ func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: fmt.Appendf(nil, "%d", i)}))
 	}
 	for i := range n {
-		d, ok := directReceive(t, msgs)
+		d, ok := amqptest.Receive(t, msgs)
 		require.True(t, ok)
 		require.Equal(t, fmt.Sprint(i), string(d.Body))
 		require.Equal(t, uint64(i+1), d.DeliveryTag)
 	}
 	require.NoError(t, ch.Cancel("c", false))
-	_, ok := directReceive(t, msgs)
+	_, ok := amqptest.Receive(t, msgs)
 	require.False(t, ok)
 }
 
 func TestDirectConsumeWithContext(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := newDirectBroker(t, Options{})
 	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
@@ -243,9 +224,9 @@ func TestDirectConsumeWithContext(t *testing.T) {
 	msgs, err := ch.ConsumeWithContext(ctx, "q", "c", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: []byte("a")}))
-	d, _ := directReceive(t, msgs)
+	d, _ := amqptest.Receive(t, msgs)
 	cancel()
-	_, ok := directReceive(t, msgs)
+	_, ok := amqptest.Receive(t, msgs)
 	require.False(t, ok, "cancelling the context cancels the consumer")
 	require.NoError(t, d.Ack(false), "its deliveries can still be acked")
 
@@ -301,7 +282,7 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 		wantConfirms = append(wantConfirms, uint64(i+1))
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", key, true, false, amqp091.Publishing{Body: fmt.Appendf(nil, "%d", i)}))
 	}
-	got, _ := directReceive(t, done)
+	got, _ := amqptest.Receive(t, done)
 	require.Equal(t, wantConfirms, got.confirms)
 	require.Len(t, got.returnAt, n/10)
 	for i := 0; i < n; i += 10 {
@@ -314,7 +295,7 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 // TestDirectConcurrentUse publishes, consumes and acks from several
 // goroutines on one channel.
 func TestDirectConcurrentUse(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := newDirectBroker(t, Options{})
 	ch := openDirect(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
@@ -337,7 +318,7 @@ func TestDirectConcurrentUse(t *testing.T) {
 	}
 	seen := make(map[string]bool)
 	for range publishers * each {
-		d, ok := directReceive(t, msgs)
+		d, ok := amqptest.Receive(t, msgs)
 		require.True(t, ok)
 		require.False(t, seen[string(d.Body)], "duplicate %s", d.Body)
 		seen[string(d.Body)] = true
@@ -394,7 +375,7 @@ func TestDirectVHostAndArguments(t *testing.T) {
 // publish, consume and ack from their own goroutines: everything stops,
 // every call after the close reports it, and nothing leaks.
 func TestDirectBrokerCloseUnderLoad(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := newDirectBroker(t, Options{})
 	ctx := context.Background()
 	type pair struct {
@@ -440,7 +421,7 @@ func TestDirectBrokerCloseUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	_, _ = directReceive(t, received) // traffic flows: now close
+	_, _ = amqptest.Receive(t, received) // traffic flows: now close
 	require.NoError(t, b.Close())
 	wg.Wait()
 	close(errs)

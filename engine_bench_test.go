@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 
+	"github.com/warrenmq/broker/internal/amqptest"
+
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
@@ -37,10 +39,10 @@ func BenchmarkEngine(b *testing.B) {
 		dial func(b *testing.B, br *Broker) *amqp091.Connection
 	}{
 		{"tcp", func(b *testing.B, br *Broker) *amqp091.Connection {
-			return benchDial(b, br.URL(), amqp091.Config{})
+			return amqptest.Dial(b, br.URL(), amqp091.Config{})
 		}},
 		{"pipe", func(b *testing.B, br *Broker) *amqp091.Connection {
-			return benchDial(b, br.URL(), amqp091.Config{Dial: br.Dial})
+			return amqptest.Dial(b, br.URL(), amqp091.Config{Dial: br.Dial})
 		}},
 	}
 	for _, door := range doors {
@@ -50,9 +52,9 @@ func BenchmarkEngine(b *testing.B) {
 				if mode.persistent {
 					opts.DataDir = b.TempDir()
 				}
-				br := benchBroker(b, opts)
+				br := startBroker(b, opts)
 				pubConn, subConn := door.dial(b, br), door.dial(b, br)
-				pub, sub := benchChannel(b, pubConn), benchChannel(b, subConn)
+				pub, sub := amqptest.Channel(b, pubConn), amqptest.Channel(b, subConn)
 				if _, err := pub.QueueDeclare("bench", mode.persistent, false, false, false, nil); err != nil {
 					b.Fatal(err)
 				}
@@ -135,7 +137,7 @@ func BenchmarkEngineRaw(b *testing.B) {
 		noAck bool
 	}{{"autoack", true}, {"ack", false}} {
 		b.Run(mode.name, func(b *testing.B) {
-			br := benchBroker(b, Options{})
+			br := startBroker(b, Options{})
 			pub := benchRawClient(b, br)
 			sub := benchRawClient(b, br)
 			pub.call(&amqp.QueueDeclare{Queue: "raw"})
@@ -172,38 +174,6 @@ func BenchmarkEngineRaw(b *testing.B) {
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
-}
-
-func benchBroker(b *testing.B, opts Options) *Broker {
-	b.Helper()
-	br, err := New(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := br.Listen("127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = br.Close() })
-	return br
-}
-
-func benchDial(b *testing.B, url string, cfg amqp091.Config) *amqp091.Connection {
-	b.Helper()
-	conn, err := amqp091.DialConfig(url, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
-
-func benchChannel(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
-	b.Helper()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ch
 }
 
 // benchRawClient is a handshaken connection with channel 1 open.

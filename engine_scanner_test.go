@@ -18,45 +18,45 @@ import (
 // in RabbitMQ's words; the message goes back in place, redelivered, and the
 // connection stays usable.
 func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
-	checkGoroutines(t) // Close stops the scanner goroutine too
+	amqptest.CheckGoroutines(t) // Close stops the scanner goroutine too
 	const timeout = 300 * time.Millisecond
 	b := startBroker(t, Options{ConsumerTimeout: timeout})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "slow", false)
-	publishConfirmed(t, ch, "slow", false, "a", "b")
+	amqptest.DeclareQueue(t, ch, "slow", false)
+	amqptest.PublishConfirmed(t, ch, "slow", false, "a", "b")
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.Qos(1, 0, false))
 	msgs, err := ch.Consume("slow", "sleepy", false, false, false, false, nil)
 	require.NoError(t, err)
-	require.Equal(t, "a", string(next(t, msgs).Body)) // and never acked
+	require.Equal(t, "a", string(amqptest.Next(t, msgs).Body)) // and never acked
 
-	e := closeErr(t, errs) // the scanner runs every timeout/2
+	e := amqptest.AwaitClose(t, errs) // the scanner runs every timeout/2
 	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
 	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms.", e.Reason)
 
 	other := amqptest.Channel(t, conn) // same connection: only the channel closed
-	d := get(t, other, "slow", true)
+	d := amqptest.Get(t, other, "slow", true)
 	require.Equal(t, "a", string(d.Body))
 	require.True(t, d.Redelivered)
-	require.Equal(t, "b", string(get(t, other, "slow", true).Body))
-	waitStats(t, b, "slow", func(st queue.Stats) bool { return st == queue.Stats{} })
+	require.Equal(t, "b", string(amqptest.Get(t, other, "slow", true).Body))
+	waitStats(t, b, "slow", func(st queueCounts) bool { return st == queueCounts{} })
 }
 
 // A delivery acked in time never costs its channel, however late the pass.
 func TestEngineConsumerTimeoutSparesSettledDeliveries(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	b := startBroker(t, Options{ConsumerTimeout: timeout})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "quick", false)
-	publishConfirmed(t, ch, "quick", false, "a")
-	d := get(t, ch, "quick", false)
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "quick", false)
+	amqptest.PublishConfirmed(t, ch, "quick", false, "a")
+	d := amqptest.Get(t, ch, "quick", false)
 	require.NoError(t, d.Ack(false))
-	waitStats(t, b, "quick", func(st queue.Stats) bool { return st.Unacked == 0 })
+	waitStats(t, b, "quick", func(st queueCounts) bool { return st.Unacked == 0 })
 	time.Sleep(2 * timeout) // older than the timeout, had it stayed unacked
 	require.NoError(t, b.scanPass(context.Background()))
 	require.False(t, ch.IsClosed())
-	declareQueue(t, ch, "still-open", false)
+	amqptest.DeclareQueue(t, ch, "still-open", false)
 }
 
 // The consumer timeout reaches channels of the direct API too. (The direct
@@ -72,8 +72,8 @@ func TestEngineConsumerTimeoutDirectChannel(t *testing.T) {
 	require.NoError(t, ch.PublishWithContext(context.Background(), "", "direct-slow", false, false, amqp091.Publishing{Body: []byte("x")}))
 	msgs, err := ch.Consume("direct-slow", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	next(t, msgs)
-	waitStats(t, b, "direct-slow", func(st queue.Stats) bool { return st == queue.Stats{Ready: 1} })
+	amqptest.Next(t, msgs)
+	waitStats(t, b, "direct-slow", func(st queueCounts) bool { return st == queueCounts{Ready: 1} })
 	require.True(t, ch.IsClosed())
 }
 
@@ -81,9 +81,9 @@ func TestEngineConsumerTimeoutDirectChannel(t *testing.T) {
 // a connection that does not exist.
 func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "orphans", true)
-	publishConfirmed(t, ch, "orphans", true, "a", "b")
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "orphans", true)
+	amqptest.PublishConfirmed(t, ch, "orphans", true, "a", "b")
 	q, err := b.vhosts["/"].Queue("", "orphans")
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -91,26 +91,26 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "a", string(m.Body))
-	require.Equal(t, queue.Stats{Ready: 1, Unacked: 1}, queueStats(t, b, "orphans"))
+	require.Equal(t, queueCounts{Ready: 1, Unacked: 1}, queueStats(t, b, "orphans"))
 
 	require.NoError(t, b.scanPass(ctx))
-	st := waitStats(t, b, "orphans", func(st queue.Stats) bool { return st.Unacked == 0 })
-	require.Equal(t, queue.Stats{Ready: 2}, st)
-	d := get(t, ch, "orphans", true)
+	st := waitStats(t, b, "orphans", func(st queueCounts) bool { return st.Unacked == 0 })
+	require.Equal(t, queueCounts{Ready: 2}, st)
+	d := amqptest.Get(t, ch, "orphans", true)
 	require.Equal(t, "a", string(d.Body), "back in its original position")
 	require.True(t, d.Redelivered)
 
 	// A live owner's delivery is left alone.
-	held := get(t, ch, "orphans", false)
+	held := amqptest.Get(t, ch, "orphans", false)
 	require.NoError(t, b.scanPass(ctx))
-	require.Equal(t, queue.Stats{Unacked: 1}, queueStats(t, b, "orphans"))
+	require.Equal(t, queueCounts{Unacked: 1}, queueStats(t, b, "orphans"))
 	require.NoError(t, held.Ack(false))
 }
 
 func TestEngineOrphanedRule(t *testing.T) {
 	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	live := b.liveConnections()
 	require.Len(t, live, 1)
 	var liveID string

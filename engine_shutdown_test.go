@@ -33,7 +33,7 @@ func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 		confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "work", false, false,
 			amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
-		c, _ := directReceive(t, confirms)
+		c, _ := amqptest.Receive(t, confirms)
 		require.True(t, c.Ack)
 		d, ok, err := ch.Get("work", false)
 		require.NoError(t, err)
@@ -61,13 +61,13 @@ func TestEngineRejectToDLXThenCloseOverTCP(t *testing.T) {
 		conn, err := amqp091.Dial(b.URL())
 		require.NoError(t, err)
 		ch := amqptest.Channel(t, conn)
-		declareQueue(t, ch, "dlq", true)
+		amqptest.DeclareQueue(t, ch, "dlq", true)
 		_, err = ch.QueueDeclare("work", true, false, false, false, amqp091.Table{
 			"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
 		})
 		require.NoError(t, err)
-		publishConfirmed(t, ch, "work", true, "m")
-		d := get(t, ch, "work", false)
+		amqptest.PublishConfirmed(t, ch, "work", true, "m")
+		d := amqptest.Get(t, ch, "work", false)
 		require.NoError(t, d.Reject(false))
 		time.Sleep(50 * time.Microsecond)
 		require.NoError(t, b.Close())

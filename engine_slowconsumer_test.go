@@ -16,7 +16,7 @@ import (
 // whole queue for it: deliveries stop at the connection's outbox bound, the
 // rest stays ready in the queue, and other clients are unaffected.
 func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 
@@ -32,7 +32,7 @@ func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
 	_, ok = raw.ExpectMethod(1).(*amqp.BasicConsumeOk)
 	require.True(t, ok)
 
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -57,6 +57,6 @@ func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
 	require.Greater(t, q.Messages, n/2, "the queue kept what the stuck client could not take")
 
 	// Others are unaffected.
-	other := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, other)
+	other := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, other)
 }

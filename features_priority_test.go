@@ -47,7 +47,7 @@ func getBodies(t *testing.T, ch *amqp091.Channel, queue string, n int) []string 
 // priority, with priorities above the maximum capped at it (RabbitMQ).
 func TestMessagePriorities(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	_, err := ch.QueueDeclare("prio", false, false, false, false, amqp091.Table{"x-max-priority": int32(10)})
 	require.NoError(t, err)
 	publishPriorities(t, ch, "prio", 1, 5, 3, 10, 0, 7, 15, 5)
@@ -63,16 +63,16 @@ func TestMessagePriorities(t *testing.T) {
 	require.NoError(t, ch.Qos(2, 0, false))
 	msgs, err := ch.Consume("prio", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	first := next(t, msgs)
+	first := amqptest.Next(t, msgs)
 	require.Equal(t, "1/p9", string(first.Body))
-	second := next(t, msgs)
+	second := amqptest.Next(t, msgs)
 	require.Equal(t, "0/p2", string(second.Body))
 	require.NoError(t, first.Nack(false, true))
-	again := next(t, msgs)
+	again := amqptest.Next(t, msgs)
 	require.Equal(t, "1/p9", string(again.Body))
 	require.True(t, again.Redelivered)
 	require.NoError(t, again.Ack(false))
-	require.Equal(t, "2/p2", string(next(t, msgs).Body))
+	require.Equal(t, "2/p2", string(amqptest.Next(t, msgs).Body))
 }
 
 // Priorities survive a restart: the claimed-but-undelivered messages come
@@ -94,6 +94,6 @@ func TestMessagePrioritiesAfterRestart(t *testing.T) {
 	require.NoError(t, b.Close())
 
 	b2 := startBroker(t, Options{DataDir: dir})
-	ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
+	ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 	require.Equal(t, []string{"1/p4", "3/p4", "2/p2", "4/p1", "0/p0"}, getBodies(t, ch2, "prio", 5))
 }

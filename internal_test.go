@@ -101,11 +101,11 @@ func TestOptions(t *testing.T) {
 			Heartbeat:  5 * time.Second,
 			Logger:     slog.New(slog.DiscardHandler),
 		})
-		conn := dial(t, b.URL(), amqp091.Config{})
+		conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 		require.Equal(t, uint16(10), conn.Config.ChannelMax)
 		require.Equal(t, 8192, conn.Config.FrameSize)
 		require.Equal(t, 5*time.Second, conn.Config.Heartbeat)
-		requireWorks(t, conn)
+		amqptest.RequireWorks(t, conn)
 		_, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	})
@@ -179,7 +179,7 @@ func TestPasswordHashIsRabbitSHA256(t *testing.T) {
 }
 
 func TestUsersAreSeededOnceAndPersist(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	dir := t.TempDir()
 	ctx := context.Background()
 	opts := Options{DataDir: dir, Users: []User{{Name: "alice", Password: "pw1", Tags: []string{"administrator"}}}}
@@ -215,7 +215,7 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 }
 
 func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
@@ -229,7 +229,7 @@ func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
 }
 
 func TestListenTLSNeedsConfig(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	_, err := b.ListenTLS("127.0.0.1:0")
 	require.ErrorIs(t, err, errNoTLSConfig)
@@ -266,7 +266,7 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 	c.Send(buf)
 	select {
 	case <-gate.Fired():
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("no store write")
 	}
 	for b.ops.session.Publish.Load() < n {

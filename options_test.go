@@ -159,9 +159,9 @@ func TestLogLevels(t *testing.T) {
 	require.Positive(t, pebbleLines, "Pebble logs with component=pebble")
 
 	// A channel error.
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "q", true)
+	amqptest.DeclareQueue(t, ch, "q", true)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	amqptest.RequireCode(t, err, amqp091.PreconditionFailed)
 	closing := rec.find("session: closing channel")

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -34,7 +33,7 @@ func TestPermissionsRoundTrip(t *testing.T) {
 }
 
 func TestAccountsAPIErrors(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	require.Error(t, b.AddUser(ctx, "", "x"))
@@ -47,43 +46,36 @@ func TestAccountsAPIErrors(t *testing.T) {
 	require.ErrorIs(t, err, meta.ErrNotFound)
 }
 
-// userURL is the broker's URL with other credentials.
-func userURL(b *Broker, user, password string) string {
-	u, _ := url.Parse(b.URL())
-	u.User = url.UserPassword(user, password)
-	return u.String()
-}
-
 func TestLoginAndVHostAccess(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 
-	_, err := amqp091.Dial(userURL(b, "u", "wrong"))
+	_, err := amqp091.Dial(amqptest.UserURL(b.URL(), "u", "wrong"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
-	_, err = amqp091.Dial(userURL(b, "nobody", "p"))
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "nobody", "p"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	// A blank password is refused even when it is the user's.
 	require.NoError(t, b.AddUser(ctx, "blank", ""))
 	require.NoError(t, b.SetPermissions(ctx, "blank", "/", fullPermission))
-	_, err = amqp091.Dial(userURL(b, "blank", ""))
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "blank", ""))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	// Logged in, but no permissions on "/": RabbitMQ's 530 at connection.open.
-	_, err = amqp091.Dial(userURL(b, "u", "p"))
-	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
+	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
-	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 
 	// Deleting the user closes its open connection (320, as RabbitMQ's
 	// connection tracking does) and refuses any new login.
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, b.DeleteUser(ctx, "u"))
-	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
-	_, err = amqp091.Dial(userURL(b, "u", "p"))
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 }
 
@@ -91,7 +83,7 @@ func TestLoginAndVHostAccess(t *testing.T) {
 // through DELETE /api/users/{name}: each closes exactly that user's
 // connections, network and direct, with 320 CONNECTION_FORCED.
 func TestDeleteUserClosesItsConnections(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	ctx := context.Background()
 	b := startBroker(t, Options{Users: []User{
 		{Name: "direct-user", Password: "d", Tags: []string{"administrator"}},
@@ -102,31 +94,31 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 		require.NoError(t, b.AddUser(ctx, u, u))
 		require.NoError(t, b.SetPermissions(ctx, u, "/", fullPermission))
 	}
-	alice := dial(t, userURL(b, "alice", "alice"), amqp091.Config{})
+	alice := amqptest.Dial(t, amqptest.UserURL(b.URL(), "alice", "alice"), amqp091.Config{})
 	aliceErrs := alice.NotifyClose(make(chan *amqp091.Error, 1))
-	bob := dial(t, userURL(b, "bob", "bob"), amqp091.Config{})
+	bob := amqptest.Dial(t, amqptest.UserURL(b.URL(), "bob", "bob"), amqp091.Config{})
 	bobErrs := bob.NotifyClose(make(chan *amqp091.Error, 1))
-	guest := dial(t, userURL(b, "guest", "guest"), amqp091.Config{})
+	guest := amqptest.Dial(t, amqptest.UserURL(b.URL(), "guest", "guest"), amqp091.Config{})
 
 	// Through the HTTP API: 204, then 404 for a user that is gone.
 	status, _, body := h.do("DELETE", "/api/users/alice", "guest", nil)
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
-	topoRequireCode(t, topoAwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
 	status, _, _ = h.do("DELETE", "/api/users/alice", "guest", nil)
 	require.Equal(t, http.StatusNotFound, status)
 	require.False(t, bob.IsClosed())
-	requireWorks(t, bob)
+	amqptest.RequireWorks(t, bob)
 
 	// Through the Go API; a direct Channel is its user's connection too.
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
 	chErrs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, b.DeleteUser(ctx, "bob"))
-	topoRequireCode(t, topoAwaitClose(t, bobErrs), amqp091.ConnectionForced, "user 'bob' is deleted")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, bobErrs), amqp091.ConnectionForced, "user 'bob' is deleted")
 	require.False(t, ch.IsClosed())
 	require.NoError(t, b.DeleteUser(ctx, "direct-user"))
-	topoRequireCode(t, topoAwaitClose(t, chErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'direct-user' is deleted")
-	requireWorks(t, guest)
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, chErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'direct-user' is deleted")
+	amqptest.RequireWorks(t, guest)
 	require.ErrorIs(t, b.DeleteUser(ctx, "bob"), meta.ErrNotFound)
 }
 
@@ -134,10 +126,10 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 // (rabbit_channel): each row grants everything but one kind and expects the
 // operation to be refused with 403 naming the resource.
 func TestPermissionsRefuse(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
-	admin := dial(t, b.URL(), amqp091.Config{})
+	admin := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ach := amqptest.Channel(t, admin)
 	for _, x := range []string{"x.src", "x.dst", "x.del"} {
 		require.NoError(t, ach.ExchangeDeclare(x, "direct", false, false, false, false, nil))
@@ -245,11 +237,11 @@ func TestPermissionsRefuse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
-			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			ch := amqptest.Channel(t, conn)
 			err := tc.op(ch)
-			topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - access to "+tc.refused)
-			topoRequireCode(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
+			amqptest.RequireReply(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - access to "+tc.refused)
+			amqptest.RequireReply(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
 
 			// The same operation with every permission passes the check.
 			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: all, Write: all, Read: all}))
@@ -268,7 +260,7 @@ func TestPermissionsRefuse(t *testing.T) {
 // with re:run, unanchored (rabbit_auth_backend_internal:
 // check_resource_access), and reads "" as "^$".
 func TestPermissionsAreUnanchored(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	ch, err := b.Channel(ctx)
@@ -291,29 +283,29 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 	} {
 		t.Run(tc.read, func(t *testing.T) {
 			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: tc.read}))
-			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			uch := amqptest.Channel(t, conn)
 			_, _, err := uch.Get("orders.eu", false)
 			if tc.allowed {
 				require.NoError(t, err)
 				return
 			}
-			topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'orders.eu' in vhost '/' refused for user 'u'")
+			amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'orders.eu' in vhost '/' refused for user 'u'")
 		})
 	}
 }
 
 func TestPermissionChangesReachOpenConnections(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
-	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
-	ch := topoConfirmChannel(t, conn)
-	declareQueue(t, ch, "q", false)
+	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.DeclareQueue(t, ch, "q", false)
 	// Warm the publish cache on the default exchange and the get cache on q.
-	publishConfirmed(t, ch, "q", false, "one")
+	amqptest.PublishConfirmed(t, ch, "q", false, "one")
 	_, ok, err := ch.Get("q", true)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -322,20 +314,20 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	// same connection: the cache does not outlive the grant it was made under.
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
 	_, _, err = ch.Get("q", true)
-	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
+	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
-	ch = topoConfirmChannel(t, conn)
+	ch = amqptest.ConfirmChannel(t, conn)
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
-	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.ClearPermissions(ctx, "u", "/"))
 	ch = amqptest.Channel(t, conn)
 	_, _, err = ch.Get("q", true)
-	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
-	_, err = amqp091.Dial(userURL(b, "u", "p"))
-	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
+	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
+	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
 	// Passive declares are not permission checks in RabbitMQ.
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: ""}))
@@ -366,7 +358,7 @@ func BenchmarkPublishPermissions(b *testing.B) {
 			ctx := context.Background()
 			require.NoError(b, br.AddUser(ctx, "u", "p"))
 			require.NoError(b, br.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
-			conn, err := amqp091.DialConfig(userURL(br, "u", "p"), amqp091.Config{Dial: br.Dial})
+			conn, err := amqp091.DialConfig(amqptest.UserURL(br.URL(), "u", "p"), amqp091.Config{Dial: br.Dial})
 			require.NoError(b, err)
 			defer conn.Close()
 			ch, err := conn.Channel()
@@ -388,7 +380,7 @@ func BenchmarkPublishPermissions(b *testing.B) {
 }
 
 func TestAddAndDeleteVHost(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	dir := t.TempDir()
 	ctx := context.Background()
 	b := startBroker(t, Options{DataDir: dir})
@@ -398,12 +390,12 @@ func TestAddAndDeleteVHost(t *testing.T) {
 
 	// No permissions on a new vhost until granted.
 	_, err := amqp091.Dial(v2URL)
-	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
+	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
 	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
-	conn := dial(t, v2URL, amqp091.Config{})
-	ch := topoConfirmChannel(t, conn)
-	declareQueue(t, ch, "kept", true)
-	publishConfirmed(t, ch, "kept", true, "m1")
+	conn := amqptest.Dial(t, v2URL, amqp091.Config{})
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.DeclareQueue(t, ch, "kept", true)
+	amqptest.PublishConfirmed(t, ch, "kept", true, "m1")
 	require.NoError(t, ch.ExchangeDeclare("x2", "fanout", true, false, false, false, nil))
 	require.NoError(t, ch.QueueBind("kept", "", "x2", false, nil))
 
@@ -411,13 +403,13 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	require.NoError(t, b.Close())
 	b = startBroker(t, Options{DataDir: dir})
 	v2URL = b.URL() + "v2"
-	conn = dial(t, v2URL, amqp091.Config{})
+	conn = amqptest.Dial(t, v2URL, amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	ch = amqptest.Channel(t, conn)
-	require.Equal(t, "m1", string(get(t, ch, "kept", true).Body))
+	require.Equal(t, "m1", string(amqptest.Get(t, ch, "kept", true).Body))
 
 	require.NoError(t, b.DeleteVHost(ctx, "v2"))
-	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
 	_, err = amqp091.Dial(v2URL)
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 	require.ErrorIs(t, b.DeleteVHost(ctx, "v2"), meta.ErrNotFound)
@@ -427,7 +419,7 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	// Re-adding it starts empty.
 	require.NoError(t, b.AddVHost(ctx, "v2"))
 	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
-	conn = dial(t, v2URL, amqp091.Config{})
-	require.False(t, topoQueueExists(t, conn, "kept"))
-	require.False(t, topoExchangeExists(t, conn, "x2"))
+	conn = amqptest.Dial(t, v2URL, amqp091.Config{})
+	require.False(t, amqptest.QueueExists(t, conn, "kept"))
+	require.False(t, amqptest.ExchangeExists(t, conn, "x2"))
 }

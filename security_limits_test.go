@@ -71,7 +71,7 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 		{"other user from remote", remote, false, "alice", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			amqptest.CheckGoroutines(t)
 			b, url := serveAs(t, Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
 			if tc.user != "guest" {
 				require.NoError(t, b.AddUser(context.Background(), tc.user, "pw"))
@@ -82,11 +82,11 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 			if tc.wantRefused {
 				// amqp091-go does not ask for authentication_failure_close,
 				// so the text carries the reason (RabbitMQ's auth_fail).
-				topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost")
+				amqptest.RequireReply(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost")
 				return
 			}
 			require.NoError(t, err)
-			requireWorks(t, conn)
+			amqptest.RequireWorks(t, conn)
 			require.NoError(t, conn.Close())
 		})
 	}
@@ -105,23 +105,23 @@ func TestMaxConnections(t *testing.T) {
 		{"other vhost limited", Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			amqptest.CheckGoroutines(t)
 			b := startBroker(t, tc.opts)
 			var conns []*amqp091.Connection
 			for range tc.limit {
-				conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
+				conns = append(conns, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 			}
 			if tc.text == "" {
 				return
 			}
 			_, err := amqp091.Dial(b.URL())
-			topoRequireCode(t, err, amqp091.NotAllowed, tc.text)
+			amqptest.RequireReply(t, err, amqp091.NotAllowed, tc.text)
 			if tc.limit == 0 {
 				return
 			}
 			// A closed connection gives its slot back before close-ok.
 			require.NoError(t, conns[0].Close())
-			requireWorks(t, dial(t, b.URL(), amqp091.Config{}))
+			amqptest.RequireWorks(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		})
 	}
 }
@@ -133,16 +133,16 @@ func TestLimitOptionsValidate(t *testing.T) {
 }
 
 func TestMaxQueuesPerVHost(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{MaxQueuesPerVHost: 2})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2", "q1"} { // redeclaring is not a new queue
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 		require.NoError(t, err)
 	}
 	_, err := ch.QueueDeclare("q3", false, false, false, false, nil)
-	topoRequireCode(t, err, amqp091.PreconditionFailed, "cannot declare queue 'q3': queue limit in vhost '/' (2) is reached")
+	amqptest.RequireReply(t, err, amqp091.PreconditionFailed, "cannot declare queue 'q3': queue limit in vhost '/' (2) is reached")
 
 	// Deleting one makes room.
 	ch = amqptest.Channel(t, conn)
@@ -165,7 +165,7 @@ func TestLoginRefusalTextFollowsCapability(t *testing.T) {
 		{"detailed", false, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			amqptest.CheckGoroutines(t)
 			_, url := serveAs(t, Options{}, remote)
 			nc, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/"))
 			require.NoError(t, err)

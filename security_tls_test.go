@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/warrenmq/broker/internal/amqptest"
+
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +60,7 @@ func TestTLS(t *testing.T) {
 		{name: "certificate from another CA", cert: &forged, mechs: []string{"EXTERNAL"}, external: true, handshake: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			amqptest.CheckGoroutines(t)
 			b, url := startTLSBroker(t, ca, Options{AuthMechanisms: tc.mechs})
 			ctx := context.Background()
 			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
@@ -88,7 +90,7 @@ func TestTLS(t *testing.T) {
 				require.ErrorIs(t, err, tc.wantErr)
 				return
 			case tc.wantCode != 0:
-				topoRequireCode(t, err, tc.wantCode, tc.wantText)
+				amqptest.RequireReply(t, err, tc.wantCode, tc.wantText)
 				return
 			}
 			require.NoError(t, err)
@@ -98,7 +100,7 @@ func TestTLS(t *testing.T) {
 			q, err := ch.QueueDeclare("", false, true, true, false, nil)
 			require.NoError(t, err)
 			require.NoError(t, ch.PublishWithContext(ctx, "", q.Name, false, false, amqp091.Publishing{Body: []byte("over tls")}))
-			d := get(t, ch, q.Name, true)
+			d := amqptest.Get(t, ch, q.Name, true)
 			require.Equal(t, "over tls", string(d.Body))
 			require.NoError(t, conn.Close())
 		})

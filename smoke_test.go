@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenmq/broker/internal/amqptest"
+
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
 
 func TestSmoke(t *testing.T) {
 	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	q, err := ch.QueueDeclare("jobs", false, false, false, false, nil)

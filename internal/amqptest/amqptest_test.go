@@ -157,7 +157,9 @@ func TestRequireReply(t *testing.T) {
 		{"a text missing", func(tb testing.TB) { RequireReply(tb, refused, 403, "queue 'r'") }, true},
 		{"the label is not the text", func(tb testing.TB) { RequireReply(tb, refused, 403, "reason") }, true},
 		{"other code", func(tb testing.TB) { RequireReply(tb, refused, 404, "ACCESS_REFUSED") }, true},
-		{"amqp error", func(tb testing.TB) { RequireReply(tb, &amqp.Error{Code: 404, Text: "NOT_FOUND - no queue"}, 404, "no queue") }, false},
+		{"amqp error", func(tb testing.TB) {
+			RequireReply(tb, &amqp.Error{Code: 404, Text: "NOT_FOUND - no queue"}, 404, "no queue")
+		}, false},
 		{"nil", func(tb testing.TB) { RequireReply(tb, nil, 404) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
