@@ -89,7 +89,6 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 		{Name: "direct-user", Password: "d", Tags: []string{"administrator"}},
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 	}})
-	h := mgmtServer(t, b)
 	for _, u := range []string{"alice", "bob"} {
 		require.NoError(t, b.AddUser(ctx, u, u))
 		require.NoError(t, b.SetPermissions(ctx, u, "/", fullPermission))
@@ -101,10 +100,10 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 	guest := amqptest.Dial(t, amqptest.UserURL(b.URL(), "guest", "guest"), amqp091.Config{})
 
 	// Through the HTTP API: 204, then 404 for a user that is gone.
-	status, _, body := h.do("DELETE", "/api/users/alice", "guest", nil)
+	status, body := apiRequest(t, b, "DELETE", "/api/users/alice", "guest", "")
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
-	status, _, _ = h.do("DELETE", "/api/users/alice", "guest", nil)
+	status, _ = apiRequest(t, b, "DELETE", "/api/users/alice", "guest", "")
 	require.Equal(t, http.StatusNotFound, status)
 	require.False(t, bob.IsClosed())
 	amqptest.RequireWorks(t, bob)
