@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/storage/memory"
@@ -195,7 +196,7 @@ func TestAlarmManualAndMonitoredAreORed(t *testing.T) {
 	b.ClearAlarm(AlarmMemory)
 	free.Store(1 << 40)
 	expectBlocking(t, blocked, false, "")
-	waitStats(t, b, "q", func(st queueCounts) bool { return st.Ready == 1 })
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
 }
 
 // TestMemoryWatermark: with a small watermark, a publisher of 1 KiB
@@ -278,7 +279,7 @@ func TestMemoryWatermark(t *testing.T) {
 	for i := range published {
 		require.True(t, seen[strconv.Itoa(i)], "message %d lost", i)
 	}
-	waitStats(t, b, "q", func(st queueCounts) bool { return st.Ready == 0 && st.Unacked == 0 })
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 0 && st.Unacked == 0 })
 	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, amqptest.Timeout, time.Millisecond,
 		"the alarm clears once the queue is empty")
 }
@@ -424,7 +425,7 @@ func TestDiskAlarm(t *testing.T) {
 	expectBlocking(t, blocked, true, "low on disk")
 	free.Store(1 << 30)
 	expectBlocking(t, blocked, false, "")
-	waitStats(t, b, "q", func(st queueCounts) bool { return st.Ready == 1 })
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
 }
 
 // TestAlarmLimits: what each Options setting resolves to.
@@ -529,7 +530,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 	require.Zero(t, queueStats(t, b, "q").Ready, "nothing published while blocked")
 	b.ClearAlarm(AlarmMemory)
 	require.NoError(t, <-done)
-	waitStats(t, b, "q", func(st queueCounts) bool { return st.Ready == 1 })
+	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
 
 	b.RaiseAlarm(AlarmDisk)
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()

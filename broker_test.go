@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"encoding/binary"
@@ -11,13 +11,14 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func TestAMQP091OpensAndClosesChannels(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 
 	require.Equal(t, "Warren", conn.Properties["product"])
@@ -47,7 +48,7 @@ func TestAMQP091OpensAndClosesChannels(t *testing.T) {
 
 func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{Heartbeat: time.Second})
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 
@@ -66,7 +67,7 @@ func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
 
 func TestAMQP091WrongPasswordGets403(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	for _, auth := range []amqp091.Authentication{
 		&amqp091.PlainAuth{Username: "guest", Password: "wrong"},
 		&amqp091.AMQPlainAuth{Username: "guest", Password: "wrong"},
@@ -88,7 +89,7 @@ func TestAMQP091WrongPasswordGets403(t *testing.T) {
 
 func TestAMQP091UnknownVHostGets530(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{VHosts: []string{"/", "prod"}})
+	b := startBroker(t, broker.Options{VHosts: []string{"/", "prod"}})
 	_, err := amqp091.Dial(strings.TrimSuffix(b.URL(), "/") + "/staging")
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
@@ -99,7 +100,7 @@ func TestAMQP091UnknownVHostGets530(t *testing.T) {
 
 func TestCloseSendsConnectionForced(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
@@ -121,7 +122,7 @@ func TestCloseSendsConnectionForced(t *testing.T) {
 
 func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
@@ -135,7 +136,7 @@ func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
 
 func TestDialInMemory(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 
@@ -152,7 +153,7 @@ func TestDialInMemory(t *testing.T) {
 // before and after every case.
 func TestRawProtocolErrors(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	good := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	amqptest.RequireWorks(t, good)
 
@@ -179,7 +180,7 @@ func TestRawProtocolErrors(t *testing.T) {
 		{"frame larger than frame-max", func(c *amqptest.RawClient) {
 			c.Handshake()
 			h := []byte{amqp.FrameBody, 0, 1, 0, 0, 0, 0}
-			binary.BigEndian.PutUint32(h[3:], DefaultFrameMax) // + 8 octets of overhead
+			binary.BigEndian.PutUint32(h[3:], broker.DefaultFrameMax) // + 8 octets of overhead
 			c.Send(h)
 			c.Send(make([]byte, 1000)) // part of the oversized payload
 			c.ExpectClose(amqp.FrameError)
@@ -226,7 +227,7 @@ func TestRawProtocolErrors(t *testing.T) {
 
 func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{Heartbeat: time.Second})
+	b := startBroker(t, broker.Options{Heartbeat: time.Second})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	tune := c.StartToTune()
 	require.Equal(t, uint16(1), tune.Heartbeat)
@@ -250,7 +251,7 @@ func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
 
 func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
@@ -280,17 +281,17 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	}
 
 	_, err = b.Listen("127.0.0.1:0")
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, broker.ErrClosed)
 	_, err = b.Dial("tcp", "ignored")
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, broker.ErrClosed)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	require.ErrorIs(t, b.Serve(l), ErrClosed)
+	require.ErrorIs(t, b.Serve(l), broker.ErrClosed)
 }
 
 func TestServeReturnsErrClosed(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -304,12 +305,12 @@ func TestServeReturnsErrClosed(t *testing.T) {
 	require.Equal(t, l.Addr().String(), b.Addr().String())
 
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, <-served, ErrClosed)
+	require.ErrorIs(t, <-served, broker.ErrClosed)
 }
 
 func TestListenAndServe(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	// Find a free port, release it, serve on it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -335,11 +336,11 @@ func TestListenAndServe(t *testing.T) {
 	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, <-served, ErrClosed)
+	require.ErrorIs(t, <-served, broker.ErrClosed)
 }
 
 func TestURL(t *testing.T) {
-	b, err := New(Options{Users: []User{{Name: "ad@min", Password: "p:w/d"}}})
+	b, err := broker.New(broker.Options{Users: []broker.User{{Name: "ad@min", Password: "p:w/d"}}})
 	require.NoError(t, err)
 	require.Nil(t, b.Addr())
 	require.Equal(t, "amqp://ad%40min:p%3Aw%2Fd@127.0.0.1:5672/", b.URL())
@@ -383,7 +384,7 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 
 func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -395,5 +396,5 @@ func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
 	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, <-served, ErrClosed)
+	require.ErrorIs(t, <-served, broker.ErrClosed)
 }

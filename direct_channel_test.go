@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -6,32 +6,17 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
-
-// newDirectBroker returns an unstarted in-memory broker closed on cleanup.
-func newDirectBroker(t *testing.T, opts Options) *Broker {
-	t.Helper()
-	b, err := New(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	return b
-}
-
-func openDirect(t *testing.T, b *Broker) *Channel {
-	t.Helper()
-	ch, err := b.Channel(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ch.Close() })
-	return ch
-}
 
 func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := newDirectBroker(t, Options{})
+	b := brokertest.NewUnstarted(t, broker.Options{})
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -64,7 +49,7 @@ func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 	require.False(t, ok)
 
 	// The unacked deliveries went back to the queue.
-	ch2 := openDirect(t, b)
+	ch2 := brokertest.Channel(t, b)
 	q, err := ch2.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, q.Messages)
@@ -72,7 +57,7 @@ func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 
 func TestDirectBrokerCloseEndsChannels(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b, err := New(Options{})
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
@@ -95,48 +80,48 @@ func TestDirectBrokerCloseEndsChannels(t *testing.T) {
 	amqptest.RequireCode(t, err, amqp091.ChannelError)
 	require.NoError(t, ch.Close())
 	_, err = b.Channel(context.Background())
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, broker.ErrClosed)
 }
 
 func TestDirectErrorsCloseTheChannel(t *testing.T) {
 	tests := []struct {
 		name string
-		run  func(ch *Channel) error
+		run  func(ch *broker.Channel) error
 		code int
 	}{
-		{"404 passive declare", func(ch *Channel) error {
+		{"404 passive declare", func(ch *broker.Channel) error {
 			_, err := ch.QueueDeclarePassive("missing", false, false, false, false, nil)
 			return err
 		}, amqp091.NotFound},
-		{"404 publish to a missing exchange", func(ch *Channel) error {
+		{"404 publish to a missing exchange", func(ch *broker.Channel) error {
 			return ch.PublishWithContext(context.Background(), "missing", "k", false, false, amqp091.Publishing{})
 		}, amqp091.NotFound},
-		{"406 unknown delivery tag", func(ch *Channel) error { return ch.Ack(5, false) }, amqp091.PreconditionFailed},
-		{"406 nack of unknown tag", func(ch *Channel) error { return ch.Nack(5, false, true) }, amqp091.PreconditionFailed},
-		{"406 oversized message", func(ch *Channel) error {
+		{"406 unknown delivery tag", func(ch *broker.Channel) error { return ch.Ack(5, false) }, amqp091.PreconditionFailed},
+		{"406 nack of unknown tag", func(ch *broker.Channel) error { return ch.Nack(5, false, true) }, amqp091.PreconditionFailed},
+		{"406 oversized message", func(ch *broker.Channel) error {
 			return ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: make([]byte, 2048)})
 		}, amqp091.PreconditionFailed},
-		{"530 reused consumer tag", func(ch *Channel) error {
+		{"530 reused consumer tag", func(ch *broker.Channel) error {
 			if _, err := ch.Consume("q", "tag", false, false, false, false, nil); err != nil {
 				return err
 			}
 			_, err := ch.Consume("q", "tag", false, false, false, false, nil)
 			return err
 		}, amqp091.NotAllowed},
-		{"540 recover without requeue closes the connection", func(ch *Channel) error { return ch.Recover(false) }, amqp091.NotImplemented},
-		{"406 tx and confirm", func(ch *Channel) error {
+		{"540 recover without requeue closes the connection", func(ch *broker.Channel) error { return ch.Recover(false) }, amqp091.NotImplemented},
+		{"406 tx and confirm", func(ch *broker.Channel) error {
 			if err := ch.Tx(); err != nil {
 				return err
 			}
 			return ch.Confirm(false)
 		}, amqp091.PreconditionFailed},
-		{"406 commit outside tx", func(ch *Channel) error { return ch.TxCommit() }, amqp091.PreconditionFailed},
+		{"406 commit outside tx", func(ch *broker.Channel) error { return ch.TxCommit() }, amqp091.PreconditionFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			amqptest.CheckGoroutines(t)
-			b := newDirectBroker(t, Options{MaxMessageSize: 1024})
-			ch := openDirect(t, b)
+			b := brokertest.NewUnstarted(t, broker.Options{MaxMessageSize: 1024})
+			ch := brokertest.Channel(t, b)
 			_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 			require.NoError(t, err)
 			closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -154,22 +139,22 @@ func TestDirectErrorsCloseTheChannel(t *testing.T) {
 }
 
 func TestDirectExclusiveQueueBelongsToTheChannel(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	owner := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	owner := brokertest.Channel(t, b)
 	_, err := owner.QueueDeclare("excl", false, false, true, false, nil)
 	require.NoError(t, err)
-	other := openDirect(t, b)
+	other := brokertest.Channel(t, b)
 	_, err = other.QueueDeclare("excl", false, false, false, false, nil)
 	amqptest.RequireCode(t, err, amqp091.ResourceLocked)
 	require.NoError(t, owner.Close())
-	third := openDirect(t, b)
+	third := brokertest.Channel(t, b)
 	_, err = third.QueueDeclarePassive("excl", false, false, false, false, nil)
 	amqptest.RequireCode(t, err, amqp091.NotFound)
 }
 
 func TestDirectCopiesBodies(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	body := []byte("original")
@@ -193,8 +178,8 @@ func TestDirectCopiesBodies(t *testing.T) {
 // channel buffer before reading: the queue never waits for the reader and
 // order is kept.
 func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	msgs, err := ch.Consume("q", "c", true, false, false, false, nil)
@@ -216,8 +201,8 @@ func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
 
 func TestDirectConsumeWithContext(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,8 +231,8 @@ func TestDirectConsumeWithContext(t *testing.T) {
 // confirm (returns of unroutable publishes may overtake the confirms of
 // earlier ones, which wait for their queue, as on the wire).
 func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -296,8 +281,8 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 // goroutines on one channel.
 func TestDirectConcurrentUse(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Qos(50, 0, false))
@@ -339,12 +324,12 @@ func TestDirectConcurrentUse(t *testing.T) {
 }
 
 func TestDirectVHostAndArguments(t *testing.T) {
-	b := newDirectBroker(t, Options{VHosts: []string{"tenant"}})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{VHosts: []string{"tenant"}})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err, "opens the first vhost when / is not served")
 
-	empty := newDirectBroker(t, Options{VHosts: []string{}})
+	empty := brokertest.NewUnstarted(t, broker.Options{VHosts: []string{}})
 	_, err = empty.Channel(context.Background())
 	require.Error(t, err)
 
@@ -376,10 +361,10 @@ func TestDirectVHostAndArguments(t *testing.T) {
 // every call after the close reports it, and nothing leaks.
 func TestDirectBrokerCloseUnderLoad(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := newDirectBroker(t, Options{})
+	b := brokertest.NewUnstarted(t, broker.Options{})
 	ctx := context.Background()
 	type pair struct {
-		ch   *Channel
+		ch   *broker.Channel
 		name string
 		msgs <-chan amqp091.Delivery
 	}

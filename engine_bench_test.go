@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bufio"
@@ -8,11 +8,11 @@ import (
 	"net"
 	"testing"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // BenchmarkEngine measures publish+consume throughput through amqp091-go:
@@ -36,19 +36,19 @@ func BenchmarkEngine(b *testing.B) {
 	}
 	doors := []struct {
 		name string
-		dial func(b *testing.B, br *Broker) *amqp091.Connection
+		dial func(b *testing.B, br *broker.Broker) *amqp091.Connection
 	}{
-		{"tcp", func(b *testing.B, br *Broker) *amqp091.Connection {
+		{"tcp", func(b *testing.B, br *broker.Broker) *amqp091.Connection {
 			return amqptest.Dial(b, br.URL(), amqp091.Config{})
 		}},
-		{"pipe", func(b *testing.B, br *Broker) *amqp091.Connection {
+		{"pipe", func(b *testing.B, br *broker.Broker) *amqp091.Connection {
 			return amqptest.Dial(b, br.URL(), amqp091.Config{Dial: br.Dial})
 		}},
 	}
 	for _, door := range doors {
 		for _, mode := range modes {
 			b.Run(door.name+"/"+mode.name, func(b *testing.B) {
-				opts := Options{}
+				opts := broker.Options{}
 				if mode.persistent {
 					opts.DataDir = b.TempDir()
 				}
@@ -137,7 +137,7 @@ func BenchmarkEngineRaw(b *testing.B) {
 		noAck bool
 	}{{"autoack", true}, {"ack", false}} {
 		b.Run(mode.name, func(b *testing.B) {
-			br := startBroker(b, Options{})
+			br := startBroker(b, broker.Options{})
 			pub := benchRawClient(b, br)
 			sub := benchRawClient(b, br)
 			pub.call(&amqp.QueueDeclare{Queue: "raw"})
@@ -184,7 +184,7 @@ type benchRawClientT struct {
 	fr *amqp.FrameReader
 }
 
-func benchRawClient(b *testing.B, br *Broker) *benchRawClientT {
+func benchRawClient(b *testing.B, br *broker.Broker) *benchRawClientT {
 	b.Helper()
 	nc, err := net.Dial("tcp", br.Addr().String())
 	if err != nil {

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bufio"
@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // serverProcess is examples/server running as a child process.

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/measure"
 )
 
 // declareHolding declares n queues named prefix0.. and publishes one
 // message to each.
-func declareHolding(t *testing.T, b *Broker, ch *Channel, prefix string, n int, durable bool) {
+func declareHolding(t *testing.T, b *broker.Broker, ch *broker.Channel, prefix string, n int, durable bool) {
 	t.Helper()
 	for i := range n {
 		name := fmt.Sprintf("%s%d", prefix, i)
@@ -49,8 +51,8 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 		{"transient", false, 24 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newDirectBroker(t, Options{DataDir: t.TempDir()})
-			ch := openDirect(t, b)
+			b := brokertest.NewUnstarted(t, broker.Options{DataDir: t.TempDir()})
+			ch := brokertest.Channel(t, b)
 			declareHolding(t, b, ch, "warm", 10, tc.durable) // first-use allocations
 			base := measure.LiveHeap()
 			declareHolding(t, b, ch, "q", n, tc.durable)
@@ -67,8 +69,8 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 // the whole queue each time.
 func TestEngineDeletedQueuesReturnTheirHeap(t *testing.T) {
 	const n = 500
-	b := newDirectBroker(t, Options{})
-	round := func(ch *Channel, n int) {
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	round := func(ch *broker.Channel, n int) {
 		declareHolding(t, b, ch, "q", n, false)
 		for i := range n {
 			_, ok, err := ch.Get(fmt.Sprintf("q%d", i), false) // left unacked
@@ -80,10 +82,10 @@ func TestEngineDeletedQueuesReturnTheirHeap(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	warm := openDirect(t, b)
+	warm := brokertest.Channel(t, b)
 	round(warm, 10) // first-use allocations: lazy package state, map buckets
 	require.NoError(t, warm.Close())
-	ch := openDirect(t, b)
+	ch := brokertest.Channel(t, b)
 	base := measure.LiveHeap()
 	for r := range 3 {
 		round(ch, n)

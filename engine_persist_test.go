@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -21,7 +22,7 @@ import (
 // do not, and what was unacked at shutdown comes back redelivered.
 func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	b1, err := New(Options{DataDir: dir})
+	b1, err := broker.New(broker.Options{DataDir: dir})
 	require.NoError(t, err)
 	_, err = b1.Listen("127.0.0.1:0")
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	waitStats(t, b1, "durable", func(st queueCounts) bool { return st.Unacked == 1 })
 	require.NoError(t, b1.Close())
 
-	b2 := startBroker(t, Options{DataDir: dir})
+	b2 := startBroker(t, broker.Options{DataDir: dir})
 	ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 	q, err := ch2.QueueDeclarePassive("durable", true, false, false, false, nil)
 	require.NoError(t, err)
@@ -84,7 +85,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 
 	// Acks are durable too: nothing comes back after another restart.
 	require.NoError(t, b2.Close())
-	b3 := startBroker(t, Options{DataDir: dir})
+	b3 := startBroker(t, broker.Options{DataDir: dir})
 	ch3 := amqptest.Channel(t, amqptest.Dial(t, b3.URL(), amqp091.Config{}))
 	q, err = ch3.QueueDeclarePassive("durable", true, false, false, false, nil)
 	require.NoError(t, err)
@@ -95,7 +96,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 // channel and queue go on working.
 func TestEngineFailedAppendNacks(t *testing.T) {
 	in := faultstore.New()
-	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "nacked", true)
 	require.NoError(t, ch.Confirm(false))
@@ -166,7 +167,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			shards, mstore, index := memory.New(), metamemory.New(), unacked.NewMemoryIndex()
 			in := faultstore.New()
 			in.SetTracing(false)
-			b1, err := New(Options{
+			b1, err := broker.New(broker.Options{
 				Shards:  faultstore.WrapShards(shards, in),
 				Meta:    faultstore.WrapMeta(mstore, in),
 				Unacked: faultstore.WrapIndex(index, in),
@@ -193,7 +194,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			}
 			require.NoError(t, b1.Close())
 
-			b2 := startBroker(t, Options{Shards: shards, Meta: mstore, Unacked: index})
+			b2 := startBroker(t, broker.Options{Shards: shards, Meta: mstore, Unacked: index})
 			ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 			var bodies, flagged []string
 			for {

@@ -40,7 +40,7 @@ func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
 	require.Equal(t, "a", string(d.Body))
 	require.True(t, d.Redelivered)
 	require.Equal(t, "b", string(amqptest.Get(t, other, "slow", true).Body))
-	waitStats(t, b, "slow", func(st queueCounts) bool { return st == queueCounts{} })
+	waitStats(t, b, "slow", func(st queue.Stats) bool { return st == queue.Stats{} })
 }
 
 // A delivery acked in time never costs its channel, however late the pass.
@@ -52,7 +52,7 @@ func TestEngineConsumerTimeoutSparesSettledDeliveries(t *testing.T) {
 	amqptest.PublishConfirmed(t, ch, "quick", false, "a")
 	d := amqptest.Get(t, ch, "quick", false)
 	require.NoError(t, d.Ack(false))
-	waitStats(t, b, "quick", func(st queueCounts) bool { return st.Unacked == 0 })
+	waitStats(t, b, "quick", func(st queue.Stats) bool { return st.Unacked == 0 })
 	time.Sleep(2 * timeout) // older than the timeout, had it stayed unacked
 	require.NoError(t, b.scanPass(context.Background()))
 	require.False(t, ch.IsClosed())
@@ -73,7 +73,7 @@ func TestEngineConsumerTimeoutDirectChannel(t *testing.T) {
 	msgs, err := ch.Consume("direct-slow", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	amqptest.Next(t, msgs)
-	waitStats(t, b, "direct-slow", func(st queueCounts) bool { return st == queueCounts{Ready: 1} })
+	waitStats(t, b, "direct-slow", func(st queue.Stats) bool { return st == queue.Stats{Ready: 1} })
 	require.True(t, ch.IsClosed())
 }
 
@@ -91,11 +91,11 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "a", string(m.Body))
-	require.Equal(t, queueCounts{Ready: 1, Unacked: 1}, queueStats(t, b, "orphans"))
+	require.Equal(t, queue.Stats{Ready: 1, Unacked: 1}, queueStats(t, b, "orphans"))
 
 	require.NoError(t, b.scanPass(ctx))
-	st := waitStats(t, b, "orphans", func(st queueCounts) bool { return st.Unacked == 0 })
-	require.Equal(t, queueCounts{Ready: 2}, st)
+	st := waitStats(t, b, "orphans", func(st queue.Stats) bool { return st.Unacked == 0 })
+	require.Equal(t, queue.Stats{Ready: 2}, st)
 	d := amqptest.Get(t, ch, "orphans", true)
 	require.Equal(t, "a", string(d.Body), "back in its original position")
 	require.True(t, d.Redelivered)
@@ -103,7 +103,7 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	// A live owner's delivery is left alone.
 	held := amqptest.Get(t, ch, "orphans", false)
 	require.NoError(t, b.scanPass(ctx))
-	require.Equal(t, queueCounts{Unacked: 1}, queueStats(t, b, "orphans"))
+	require.Equal(t, queue.Stats{Unacked: 1}, queueStats(t, b, "orphans"))
 	require.NoError(t, held.Ack(false))
 }
 

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 	for round := range 40 {
 		dir := t.TempDir()
-		b, err := New(Options{DataDir: dir})
+		b, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		ch, err := b.Channel(context.Background())
 		require.NoError(t, err)
@@ -41,7 +42,7 @@ func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 		require.NoError(t, ch.Reject(d.DeliveryTag, false))
 		require.NoError(t, b.Close())
 
-		b2, err := New(Options{DataDir: dir})
+		b2, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		work, dlq := queueStats(t, b2, "work"), queueStats(t, b2, "dlq")
 		require.NoError(t, b2.Close())
@@ -54,7 +55,7 @@ func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 func TestEngineRejectToDLXThenCloseOverTCP(t *testing.T) {
 	for round := range 30 {
 		dir := t.TempDir()
-		b, err := New(Options{DataDir: dir})
+		b, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		_, err = b.Listen("127.0.0.1:0")
 		require.NoError(t, err)
@@ -73,7 +74,7 @@ func TestEngineRejectToDLXThenCloseOverTCP(t *testing.T) {
 		require.NoError(t, b.Close())
 		_ = conn.Close()
 
-		b2, err := New(Options{DataDir: dir})
+		b2, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		work, dlq := queueStats(t, b2, "work"), queueStats(t, b2, "dlq")
 		require.NoError(t, b2.Close())

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
@@ -17,7 +18,7 @@ import (
 // rest stays ready in the queue, and other clients are unaffected.
 func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 
 	// The stuck client: no-ack consumer (no prefetch bound at all), and it

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
@@ -19,7 +20,7 @@ import (
 // per test.
 
 func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	pub := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, pub, "work", false)
 
@@ -67,11 +68,11 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 // publishes are persistent, so gets also meet batches still being synced
 // (a get runs in place only when none is).
 func TestEngineGetAndConsumeShareOneCursor(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, Options{}, false) })
-	t.Run("pebble", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, Options{DataDir: t.TempDir()}, true) })
+	t.Run("memory", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, broker.Options{}, false) })
+	t.Run("pebble", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, broker.Options{DataDir: t.TempDir()}, true) })
 }
 
-func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
+func testGetAndConsumeShareOneCursor(t *testing.T, opts broker.Options, durable bool) {
 	b := startBroker(t, opts)
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	pub := amqptest.Channel(t, conn)
@@ -144,7 +145,7 @@ func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 
 func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 	t.Run("per consumer", func(t *testing.T) {
-		b := startBroker(t, Options{})
+		b := startBroker(t, broker.Options{})
 		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		amqptest.DeclareQueue(t, ch, "pf", false)
 		amqptest.PublishConfirmed(t, ch, "pf", false, amqptest.Numbered("m", 10)...)
@@ -167,7 +168,7 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 		require.Equal(t, queueCounts{Ready: 3, Unacked: 6, Consumers: 2}, queueStats(t, b, "pf"))
 	})
 	t.Run("global per channel", func(t *testing.T) {
-		b := startBroker(t, Options{})
+		b := startBroker(t, broker.Options{})
 		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		amqptest.DeclareQueue(t, ch, "g1", false)
 		amqptest.DeclareQueue(t, ch, "g2", false)
@@ -216,7 +217,7 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 // they go to another consumer, redelivered, in their original order ahead
 // of the messages never delivered.
 func TestEngineDroppedConnectionRedelivers(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	pub := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, pub, "drop", true)
 	amqptest.PublishConfirmed(t, pub, "drop", true, amqptest.Numbered("m", 8)...)
@@ -250,7 +251,7 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 }
 
 func TestEngineMultipleAckAndNack(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "multi", false)
 	amqptest.PublishConfirmed(t, ch, "multi", false, amqptest.Numbered("m", 10)...)
@@ -279,7 +280,7 @@ func TestEngineMultipleAckAndNack(t *testing.T) {
 // nack/reject with requeue put a message back where it was, ahead of
 // everything behind it, and it comes back redelivered.
 func TestEngineRequeueKeepsOriginalPosition(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "pos", false)
 	amqptest.PublishConfirmed(t, ch, "pos", false, "a", "b", "c", "d", "e")
@@ -314,7 +315,7 @@ func TestEngineRequeueKeepsOriginalPosition(t *testing.T) {
 }
 
 func TestEngineRecoverRequeues(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "rec", false)
 	amqptest.PublishConfirmed(t, ch, "rec", false, "x", "y", "z")
@@ -342,7 +343,7 @@ func TestEngineRecoverRequeues(t *testing.T) {
 }
 
 func TestEngineChannelErrors(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	setup := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, setup, "errs", false)
 
@@ -399,7 +400,7 @@ func TestEngineChannelErrors(t *testing.T) {
 // empty. amqp091-go always sends a tag of its own, so this speaks raw
 // frames.
 func TestEngineServerGeneratedConsumerTag(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	c.Handshake()
 	c.OpenChannel(1)
@@ -418,7 +419,7 @@ func TestEngineServerGeneratedConsumerTag(t *testing.T) {
 }
 
 func TestEngineQueueDeleteCancelsConsumers(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "doomed", false)
 	cancels := ch.NotifyCancel(make(chan string, 1))
@@ -448,7 +449,7 @@ func TestEngineQueueDeleteCancelsConsumers(t *testing.T) {
 // A mandatory publish nobody can route comes back with basic.return 312
 // NO_ROUTE, and the return reaches the client before the publish's ack.
 func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	require.NoError(t, ch.Confirm(false))
 	// amqp091-go hands frames to these channels on its reader goroutine in
@@ -484,7 +485,7 @@ func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
 }
 
 func TestEnginePublisherConfirmsInOrder(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "confirms", true)
 	require.NoError(t, ch.Confirm(false))
@@ -516,7 +517,7 @@ func TestEnginePublisherConfirmsInOrder(t *testing.T) {
 // confirmed all the same. (amqp091-go waits for a select-ok even with
 // noWait, so this speaks raw frames.)
 func TestEngineConfirmSelectNowait(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	c.Handshake()
 	c.OpenChannel(1)
@@ -543,7 +544,7 @@ func TestEngineConfirmSelectNowait(t *testing.T) {
 }
 
 func TestEngineTransactions(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	amqptest.DeclareQueue(t, ch, "tx", false)
@@ -616,7 +617,7 @@ func TestEngineTransactions(t *testing.T) {
 }
 
 func TestEngineMessageCounts(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	q, err := ch.QueueDeclare("counts", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -651,7 +652,7 @@ func TestEngineMessageCounts(t *testing.T) {
 // field type pass through the broker byte for byte: publish with raw
 // frames, basic.get, compare the content header.
 func TestEngineAllPropertiesPassThrough(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	props := amqp.Properties{
 		ContentType:     "application/json",
 		ContentEncoding: "gzip",
@@ -731,7 +732,7 @@ func TestEngineAllPropertiesPassThrough(t *testing.T) {
 // Many goroutines consuming, acking, nacking and closing channels at once
 // must neither lose nor duplicate a message beyond redelivery.
 func TestEngineChurnLosesNothing(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	pub := amqptest.Channel(t, conn)
 	amqptest.DeclareQueue(t, pub, "churn", false)

@@ -1,14 +1,14 @@
-package broker
+package broker_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // publishAll publishes bodies to queue in confirm mode and returns the

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -46,7 +47,7 @@ func getBodies(t *testing.T, ch *amqp091.Channel, queue string, n int) []string 
 // An x-max-priority queue serves higher priorities first, FIFO within a
 // priority, with priorities above the maximum capped at it (RabbitMQ).
 func TestMessagePriorities(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	_, err := ch.QueueDeclare("prio", false, false, false, false, amqp091.Table{"x-max-priority": int32(10)})
 	require.NoError(t, err)
@@ -79,7 +80,7 @@ func TestMessagePriorities(t *testing.T) {
 // back from the unacked index in the same order, not redelivered.
 func TestMessagePrioritiesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	b, err := New(Options{DataDir: dir})
+	b, err := broker.New(broker.Options{DataDir: dir})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
@@ -93,7 +94,7 @@ func TestMessagePrioritiesAfterRestart(t *testing.T) {
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
 
-	b2 := startBroker(t, Options{DataDir: dir})
+	b2 := startBroker(t, broker.Options{DataDir: dir})
 	ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 	require.Equal(t, []string{"1/p4", "3/p4", "2/p2", "4/p1", "0/p0"}, getBodies(t, ch2, "prio", 5))
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,15 +8,16 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // featureBroker starts a broker on a fake clock and returns a channel.
-func featureBroker(t *testing.T) (*Broker, *clock.Fake, *amqp091.Channel) {
+func featureBroker(t *testing.T) (*broker.Broker, *clock.Fake, *amqp091.Channel) {
 	t.Helper()
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	b := startBroker(t, Options{Clock: fake})
+	b := startBroker(t, broker.Options{Clock: fake})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	return b, fake, amqptest.Channel(t, conn)
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"io"
@@ -10,30 +10,34 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-// The broker-bound helpers of the root's tests; the ones that need only
-// amqp091-go are in internal/amqptest.
+// The broker-bound helpers of the root's tests in package broker_test; they
+// reach the broker through its public API only. The amqp091 helpers are
+// internal/amqptest's; helpers_internal_test.go has the few the tests that
+// need unexported names use.
 
 // startBroker serves a new broker built from opts on 127.0.0.1:0 and closes
 // it on cleanup.
-func startBroker(tb testing.TB, opts Options) *Broker {
+func startBroker(tb testing.TB, opts broker.Options) *broker.Broker {
 	tb.Helper()
-	b, err := New(opts)
-	require.NoError(tb, err)
-	_, err = b.Listen("127.0.0.1:0")
-	require.NoError(tb, err)
-	tb.Cleanup(func() { require.NoError(tb, b.Close()) })
+	b := brokertest.NewUnstarted(tb, opts)
+	brokertest.Start(tb, b)
 	return b
 }
 
+// fullPermission grants everything, as Options.Users get on every vhost.
+var fullPermission = broker.Permission{Configure: ".*", Write: ".*", Read: ".*"}
+
 // setup starts an in-memory broker on TCP and connects one client; it
 // checks first that the test leaves no goroutine behind.
-func setup(t *testing.T) (*Broker, *amqp091.Connection) {
+func setup(t *testing.T) (*broker.Broker, *amqp091.Connection) {
 	t.Helper()
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	return b, amqptest.Dial(t, b.URL(), amqp091.Config{})
 }
 
@@ -46,7 +50,7 @@ type queueCounts struct {
 // queueStats returns the counts of queue name on vhost "/" from
 // Broker.Stats, which asks the queue's actor, so it sees every call the
 // broker has already handed the queue. The queue must exist.
-func queueStats(tb testing.TB, b *Broker, name string) queueCounts {
+func queueStats(tb testing.TB, b *broker.Broker, name string) queueCounts {
 	tb.Helper()
 	for _, q := range b.Stats().QueueDetails {
 		if q.VHost == "/" && q.Name == name {
@@ -60,7 +64,7 @@ func queueStats(tb testing.TB, b *Broker, name string) queueCounts {
 // queueExists reports whether vhost "/" has queue name, from Broker.Stats:
 // unlike a passive declare, asking does not count as using the queue
 // (x-expires).
-func queueExists(b *Broker, name string) bool {
+func queueExists(b *broker.Broker, name string) bool {
 	for _, q := range b.Stats().QueueDetails {
 		if q.VHost == "/" && q.Name == name {
 			return true
@@ -72,7 +76,7 @@ func queueExists(b *Broker, name string) bool {
 // waitStats polls the queue's counts until cond holds. Settles reach the
 // actor asynchronously (basic.ack has no reply), so a test that must see
 // one applied waits for its effect rather than sleeping.
-func waitStats(tb testing.TB, b *Broker, name string, cond func(queueCounts) bool) queueCounts {
+func waitStats(tb testing.TB, b *broker.Broker, name string, cond func(queueCounts) bool) queueCounts {
 	tb.Helper()
 	var st queueCounts
 	amqptest.Poll(tb, func() bool {
@@ -107,7 +111,7 @@ func awaitQueueGone(tb testing.TB, conn *amqp091.Connection, name string) {
 // apiRequest sends a request to b's management API as user (whose
 // password is the user name too), with body as JSON unless it is empty,
 // and returns the status and the response body.
-func apiRequest(tb testing.TB, b *Broker, method, path, user, body string) (int, []byte) {
+func apiRequest(tb testing.TB, b *broker.Broker, method, path, user, body string) (int, []byte) {
 	tb.Helper()
 	srv := httptest.NewServer(b.ManagementHandler())
 	defer srv.Close()

@@ -6,10 +6,10 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // TestDirectConnectionsAreListed: a direct Channel is a connection like

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/meta"
 )
@@ -16,10 +18,10 @@ import (
 // SetPermissions stored, "" (nothing) included, and a second
 // SetPermissions replaces the first.
 func TestPermissionsRoundTrip(t *testing.T) {
-	b := newDirectBroker(t, Options{})
+	b := brokertest.NewUnstarted(t, broker.Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	for _, perm := range []Permission{
+	for _, perm := range []broker.Permission{
 		fullPermission,
 		{Configure: "", Write: "^amq\\.default$", Read: "q.*"},
 		{},
@@ -34,13 +36,13 @@ func TestPermissionsRoundTrip(t *testing.T) {
 
 func TestAccountsAPIErrors(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	require.Error(t, b.AddUser(ctx, "", "x"))
 	require.ErrorIs(t, b.SetPermissions(ctx, "nobody", "/", fullPermission), meta.ErrNotFound)
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 	require.ErrorIs(t, b.SetPermissions(ctx, "u", "/nope", fullPermission), meta.ErrNotFound)
-	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
+	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
 	require.ErrorIs(t, b.DeleteUser(ctx, "nobody"), meta.ErrNotFound)
 	_, err := b.Permissions(ctx, "u", "/")
 	require.ErrorIs(t, err, meta.ErrNotFound)
@@ -48,7 +50,7 @@ func TestAccountsAPIErrors(t *testing.T) {
 
 func TestLoginAndVHostAccess(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 
@@ -85,7 +87,7 @@ func TestLoginAndVHostAccess(t *testing.T) {
 func TestDeleteUserClosesItsConnections(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	ctx := context.Background()
-	b := startBroker(t, Options{Users: []User{
+	b := startBroker(t, broker.Options{Users: []broker.User{
 		{Name: "direct-user", Password: "d", Tags: []string{"administrator"}},
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 	}})
@@ -126,7 +128,7 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 // operation to be refused with 403 naming the resource.
 func TestPermissionsRefuse(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	admin := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ach := amqptest.Channel(t, admin)
@@ -235,7 +237,7 @@ func TestPermissionsRefuse(t *testing.T) {
 		}, "queue 'q.src'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
 			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			ch := amqptest.Channel(t, conn)
 			err := tc.op(ch)
@@ -243,7 +245,7 @@ func TestPermissionsRefuse(t *testing.T) {
 			amqptest.RequireReply(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
 
 			// The same operation with every permission passes the check.
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: all, Write: all, Read: all}))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: all, Write: all, Read: all}))
 			ch = amqptest.Channel(t, conn)
 			err = tc.op(ch)
 			var ae *amqp091.Error
@@ -260,7 +262,7 @@ func TestPermissionsRefuse(t *testing.T) {
 // check_resource_access), and reads "" as "^$".
 func TestPermissionsAreUnanchored(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
@@ -281,7 +283,7 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 		{"", false},
 	} {
 		t.Run(tc.read, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: tc.read}))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "", Write: "", Read: tc.read}))
 			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			uch := amqptest.Channel(t, conn)
 			_, _, err := uch.Get("orders.eu", false)
@@ -296,7 +298,7 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 
 func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
@@ -311,11 +313,11 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 
 	// A read grant that no longer covers q refuses the next get on the
 	// same connection: the cache does not outlive the grant it was made under.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
 	_, _, err = ch.Get("q", true)
 	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
 	ch = amqptest.ConfirmChannel(t, conn)
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
@@ -329,7 +331,7 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
 	// Passive declares are not permission checks in RabbitMQ.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: ""}))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "", Write: "", Read: ""}))
 	ch = amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -351,12 +353,12 @@ func BenchmarkPublishPermissions(b *testing.B) {
 		{"regexp alternating", `amq\.default|amq\.(direct|topic)|x\..*`, []string{"", "amq.direct"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			br, err := New(Options{})
+			br, err := broker.New(broker.Options{})
 			require.NoError(b, err)
 			defer br.Close()
 			ctx := context.Background()
 			require.NoError(b, br.AddUser(ctx, "u", "p"))
-			require.NoError(b, br.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
+			require.NoError(b, br.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
 			conn, err := amqp091.DialConfig(amqptest.UserURL(br.URL(), "u", "p"), amqp091.Config{Dial: br.Dial})
 			require.NoError(b, err)
 			defer conn.Close()
@@ -382,7 +384,7 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	dir := t.TempDir()
 	ctx := context.Background()
-	b := startBroker(t, Options{DataDir: dir})
+	b := startBroker(t, broker.Options{DataDir: dir})
 	require.ErrorContains(t, b.AddVHost(ctx, "/"), "already exists")
 	require.NoError(t, b.AddVHost(ctx, "v2"))
 	v2URL := b.URL() + "v2"
@@ -400,7 +402,7 @@ func TestAddAndDeleteVHost(t *testing.T) {
 
 	// A stored vhost is reopened at the next start, with its topology.
 	require.NoError(t, b.Close())
-	b = startBroker(t, Options{DataDir: dir})
+	b = startBroker(t, broker.Options{DataDir: dir})
 	v2URL = b.URL() + "v2"
 	conn = amqptest.Dial(t, v2URL, amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))

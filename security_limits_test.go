@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
@@ -39,9 +40,9 @@ func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
 
 // serveAs starts a broker serving a listener whose peers appear to come
 // from remote, and returns it with the URL to dial (guest's credentials).
-func serveAs(t *testing.T, opts Options, remote net.Addr) (*Broker, string) {
+func serveAs(t *testing.T, opts broker.Options, remote net.Addr) (*broker.Broker, string) {
 	t.Helper()
-	b, err := New(opts)
+	b, err := broker.New(opts)
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -49,7 +50,7 @@ func serveAs(t *testing.T, opts Options, remote net.Addr) (*Broker, string) {
 	go func() { done <- b.Serve(remoteListener{Listener: l, addr: remote}) }()
 	t.Cleanup(func() {
 		require.NoError(t, b.Close())
-		require.ErrorIs(t, <-done, ErrClosed)
+		require.ErrorIs(t, <-done, broker.ErrClosed)
 	})
 	return b, fmt.Sprintf("amqp://guest:guest@%s/", l.Addr())
 }
@@ -72,7 +73,7 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			amqptest.CheckGoroutines(t)
-			b, url := serveAs(t, Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
+			b, url := serveAs(t, broker.Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
 			if tc.user != "guest" {
 				require.NoError(t, b.AddUser(context.Background(), tc.user, "pw"))
 				require.NoError(t, b.SetPermissions(context.Background(), tc.user, "/", fullPermission))
@@ -95,14 +96,14 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 func TestMaxConnections(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		opts  Options
+		opts  broker.Options
 		limit int
 		text  string
 	}{
-		{"broker", Options{MaxConnections: 2}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
-		{"vhost", Options{VHostMaxConnections: map[string]int{"/": 1}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
-		{"vhost zero", Options{VHostMaxConnections: map[string]int{"": 0}}, 0, "connection limit (0) is reached"},
-		{"other vhost limited", Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
+		{"broker", broker.Options{MaxConnections: 2}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
+		{"vhost", broker.Options{VHostMaxConnections: map[string]int{"/": 1}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
+		{"vhost zero", broker.Options{VHostMaxConnections: map[string]int{"": 0}}, 0, "connection limit (0) is reached"},
+		{"other vhost limited", broker.Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			amqptest.CheckGoroutines(t)
@@ -127,14 +128,14 @@ func TestMaxConnections(t *testing.T) {
 }
 
 func TestLimitOptionsValidate(t *testing.T) {
-	_, err := New(Options{AuthMechanisms: []string{"EXTERNAL", "CRAM-MD5"}})
+	_, err := broker.New(broker.Options{AuthMechanisms: []string{"EXTERNAL", "CRAM-MD5"}})
 	require.ErrorContains(t, err, `unknown mechanism "CRAM-MD5"`)
-	require.False(t, errors.Is(err, ErrClosed))
+	require.False(t, errors.Is(err, broker.ErrClosed))
 }
 
 func TestMaxQueuesPerVHost(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{MaxQueuesPerVHost: 2})
+	b := startBroker(t, broker.Options{MaxQueuesPerVHost: 2})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2", "q1"} { // redeclaring is not a new queue
@@ -166,7 +167,7 @@ func TestLoginRefusalTextFollowsCapability(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			amqptest.CheckGoroutines(t)
-			_, url := serveAs(t, Options{}, remote)
+			_, url := serveAs(t, broker.Options{}, remote)
 			nc, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/"))
 			require.NoError(t, err)
 			t.Cleanup(func() { nc.Close() })

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/testcert"
 )
 
 // startTLSBroker serves AMQPS on 127.0.0.1:0 with a server certificate from
 // ca, accepting client certificates from clientCA when given.
-func startTLSBroker(t *testing.T, ca *testcert.CA, opts Options) (*Broker, string) {
+func startTLSBroker(t *testing.T, ca *testcert.CA, opts broker.Options) (*broker.Broker, string) {
 	t.Helper()
 	opts.TLSConfig = &tls.Config{
 		Certificates: []tls.Certificate{ca.Issue(t, "127.0.0.1", true).TLS},
@@ -25,7 +25,7 @@ func startTLSBroker(t *testing.T, ca *testcert.CA, opts Options) (*Broker, strin
 		ClientCAs:    ca.Pool,
 		MinVersion:   tls.VersionTLS12,
 	}
-	b, err := New(opts)
+	b, err := broker.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	addr, err := b.ListenTLS("127.0.0.1:0")
@@ -61,7 +61,7 @@ func TestTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			amqptest.CheckGoroutines(t)
-			b, url := startTLSBroker(t, ca, Options{AuthMechanisms: tc.mechs})
+			b, url := startTLSBroker(t, ca, broker.Options{AuthMechanisms: tc.mechs})
 			ctx := context.Background()
 			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
 			require.NoError(t, b.SetPermissions(ctx, "alice", "/", fullPermission))

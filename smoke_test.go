@@ -1,18 +1,19 @@
-package broker
+package broker_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/warrenmq/broker/internal/amqptest"
-
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func TestSmoke(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
