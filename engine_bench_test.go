@@ -176,7 +176,9 @@ func BenchmarkEngineRaw(b *testing.B) {
 	}
 }
 
-// benchRawClient is a handshaken connection with channel 1 open.
+// benchRawClientT is a handshaken connection with channel 1 open, lean on
+// purpose (one bufio reader, no assertion per frame) so the benchmarks
+// measure the broker; amqptest.RawClient is the checked one for tests.
 type benchRawClientT struct {
 	b  *testing.B
 	nc net.Conn
@@ -184,6 +186,7 @@ type benchRawClientT struct {
 	fr *amqp.FrameReader
 }
 
+// benchRawClient dials br, runs the handshake as guest and opens channel 1.
 func benchRawClient(b *testing.B, br *broker.Broker) *benchRawClientT {
 	b.Helper()
 	nc, err := net.Dial("tcp", br.Addr().String())

@@ -45,38 +45,25 @@ func newSharedPair(t *testing.T) *sharedPair {
 	return p
 }
 
-// channel dials b and opens a channel; both close on cleanup.
+// sharedChannel dials b and opens a channel; both close on cleanup.
 func sharedChannel(t *testing.T, b *Broker) *amqp091.Channel {
 	t.Helper()
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	return amqptest.Channel(t, conn)
 }
 
-// waitUntil polls cond: the other broker applies changes on its own
-// goroutine. waitFor only bounds how long a broken test hangs.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(amqptest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // waitQueue waits until b runs queue name (or, with present false, no
 // longer does).
 func waitQueue(t *testing.T, b *Broker, name string, present bool) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("queue %s present=%v on %s", name, present, b.nodeID), func() bool {
+	amqptest.Poll(t, func() bool {
 		vh, ok := b.lookupVHost("/")
 		if !ok {
 			return false
 		}
 		_, ok = vh.LookupQueue(name)
 		return ok == present
-	})
+	}, "queue %s present=%v on %s", name, present, b.nodeID)
 }
 
 // collect receives n deliveries from msgs, acking each.
@@ -135,14 +122,14 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 			amqp091.Publishing{Body: []byte(body)}))
 	}
 	publishTo(ch2, "via-2")
-	waitUntil(t, "the publish on 2 reaches 1", func() bool {
+	amqptest.Poll(t, func() bool {
 		d, ok, err := ch1.Get("jobs", true)
 		require.NoError(t, err)
 		if ok {
 			require.Equal(t, "via-2", string(d.Body))
 		}
 		return ok
-	})
+	}, "the publish on 2 reaches 1")
 
 	cancels := ch1.NotifyCancel(make(chan string, 1))
 	_, err = ch1.Consume("jobs", "on-1", false, false, false, false, nil)
@@ -289,7 +276,7 @@ func TestSharedVHostsFollow(t *testing.T) {
 	p := newSharedPair(t)
 	ctx := context.Background()
 	require.NoError(t, p.b1.AddVHost(ctx, "team"))
-	waitUntil(t, "vhost team on broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return ok })
+	amqptest.Poll(t, func() bool { _, ok := p.b2.lookupVHost("team"); return ok }, "vhost team on broker 2")
 	require.NoError(t, p.b2.SetPermissions(ctx, "guest", "team", fullPermission))
 	conn := amqptest.Dial(t, p.b2.URL()+"team", amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
@@ -298,7 +285,7 @@ func TestSharedVHostsFollow(t *testing.T) {
 	require.NoError(t, p.b1.DeleteVHost(ctx, "team"))
 	e := amqptest.AwaitClose(t, errs)
 	require.Equal(t, 320, e.Code)
-	waitUntil(t, "vhost team gone from broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return !ok })
+	amqptest.Poll(t, func() bool { _, ok := p.b2.lookupVHost("team"); return !ok }, "vhost team gone from broker 2")
 	_, ok := p.b1.lookupVHost("team")
 	require.False(t, ok, "not opened again while being deleted")
 }
@@ -421,11 +408,11 @@ func TestSharedResetReloads(t *testing.T) {
 	_, ok = p.b2.lookupVHost("snapped")
 	require.True(t, ok)
 	require.NoError(t, ch2.PublishWithContext(ctx, "snap.x", "", false, false, amqp091.Publishing{Body: []byte("s")}))
-	waitUntil(t, "routed through the reloaded binding", func() bool {
+	amqptest.Poll(t, func() bool {
 		d, ok, err := ch2.Get("snap", true)
 		require.NoError(t, err)
 		return ok && string(d.Body) == "s"
-	})
+	}, "routed through the reloaded binding")
 }
 
 // flakyMeta fails ListQueues once, the first time it would list the
