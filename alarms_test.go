@@ -478,7 +478,7 @@ func TestParseMemTotal(t *testing.T) {
 
 // TestAlarmCloseWhileBlocked: Close returns while a TCP publisher is held
 // and a direct publish waits; both end with an error and nothing leaks
-// (checkGoroutines here, goleak after the package).
+// (amqptest.CheckGoroutines here, goleak after the package).
 func TestAlarmCloseWhileBlocked(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	b, err := New(Options{MemoryHighWatermark: -1})
