@@ -20,9 +20,17 @@ import (
 	"github.com/warrenmq/broker/storage/memory"
 )
 
-// The tests of the root package that need its unexported names; every
-// other root test is in package broker_test and uses only what an embedder
-// can.
+// Tests whose neighbours are in package broker_test but which need the
+// root's unexported names: TestOptions reads the defaults New filled in
+// (b.opts), TestDirectTableConversion calls toTable and fromTable, the
+// password tests hashPassword, checkPassword and the stored user,
+// TestGuestRefusedTextWithoutSafeCapability calls b.login with a peer
+// address no test socket has, TestListenTLSNeedsConfig matches
+// errNoTLSConfig, and TestEngineConfirmsCoalesce watches the session's
+// publish counter while the store is blocked (Broker.Stats would ask the
+// blocked queue). The files that need internals throughout (alarms, the
+// scanner, shared mode, drain, the meta store after restarts, the login
+// throttle, the management API) stay in package broker as a whole.
 
 func TestOptions(t *testing.T) {
 	t.Run("zero value gets defaults", func(t *testing.T) {
