@@ -77,11 +77,11 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 				_, err := c.Conn.Write(out)
 				wrote <- err
 			}()
-			require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, waitFor, time.Millisecond,
+			require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, amqptest.Timeout, time.Millisecond,
 				"buffered bodies raise the memory alarm")
 			require.Equal(t, []Alarm{AlarmMemory}, b.Alarms())
 			require.GreaterOrEqual(t, b.alarmStatus().MemUsed, int64(watermark))
-			require.Eventually(t, func() bool { return blockedConns(b) == 1 }, waitFor, time.Millisecond,
+			require.Eventually(t, func() bool { return blockedConns(b) == 1 }, amqptest.Timeout, time.Millisecond,
 				"the publisher is held")
 
 			// A reset: a FIN would wait behind the megabytes the held
@@ -89,9 +89,9 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 			c.Conn.(*net.TCPConn).SetLinger(0)
 			c.Conn.Close()
 			<-wrote
-			require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, waitFor, time.Millisecond)
+			require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, amqptest.Timeout, time.Millisecond)
 			require.Zero(t, b.alarm.gate.Buffered(), "the hung-up publisher's bytes are released")
-			require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, waitFor, time.Millisecond,
+			require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, amqptest.Timeout, time.Millisecond,
 				"and the alarm clears")
 		})
 	}
@@ -120,7 +120,7 @@ func TestBlockedPublisherHangupFreesConnection(t *testing.T) {
 		c.Send(publishFrames(1, "q", 1, 1, 4096))
 		clients[i] = c
 	}
-	require.Eventually(t, func() bool { return blockedConns(b) == n }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return blockedConns(b) == n }, amqptest.Timeout, time.Millisecond)
 	require.Len(t, b.Connections(), n)
 	for i, c := range clients {
 		if i%2 == 0 {
@@ -129,7 +129,7 @@ func TestBlockedPublisherHangupFreesConnection(t *testing.T) {
 		}
 		hangUps[i%len(hangUps)](c.Conn.(*net.TCPConn))
 	}
-	require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, waitFor, time.Millisecond,
+	require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, amqptest.Timeout, time.Millisecond,
 		"hung-up publishers are freed while the alarm lasts")
 	require.Equal(t, []Alarm{AlarmMemory}, b.Alarms())
 }

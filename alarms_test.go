@@ -34,7 +34,7 @@ func expectBlocking(t *testing.T, blocked <-chan amqp091.Blocking, active bool, 
 	select {
 	case b := <-blocked:
 		require.Equal(t, amqp091.Blocking{Active: active, Reason: reason}, b)
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatalf("no connection.blocked (active=%v)", active)
 	}
 }
@@ -45,7 +45,7 @@ func expectBlocking(t *testing.T, blocked <-chan amqp091.Blocking, active bool, 
 // instead of hanging).
 func dialPublisher(t *testing.T, b *Broker) (*amqp091.Connection, <-chan amqp091.Blocking) {
 	t.Helper()
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	t.Cleanup(func() { _ = b.Close() })
 	return conn, conn.NotifyBlocked(make(chan amqp091.Blocking, 16))
 }
@@ -98,11 +98,11 @@ func TestAlarmShardsMemoryReporter(t *testing.T) {
 	b := newDirectBroker(t, Options{Shards: shards, MemoryHighWatermark: 1 << 20, alarmPolling: fastAlarms})
 	require.Empty(t, b.Alarms())
 	shards.bytes.Store(2 << 20)
-	require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, amqptest.Timeout, time.Millisecond)
 	require.Equal(t, []Alarm{AlarmMemory}, b.Alarms())
 	require.GreaterOrEqual(t, b.alarmStatus().MemUsed, int64(2<<20))
 	shards.bytes.Store(0)
-	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, amqptest.Timeout, time.Millisecond)
 }
 
 // TestAlarmManual: RaiseAlarm blocks a publishing connection (it is told
@@ -121,24 +121,24 @@ func TestAlarmManual(t *testing.T) {
 			b := startBroker(t, Options{MemoryHighWatermark: -1})
 			pub, blocked := dialPublisher(t, b)
 			pch := amqptest.Channel(t, pub)
-			declareQueue(t, pch, "q", false)
-			publishConfirmed(t, pch, "q", false, numbered("before", 10)...)
+			amqptest.DeclareQueue(t, pch, "q", false)
+			amqptest.PublishConfirmed(t, pch, "q", false, amqptest.Numbered("before", 10)...)
 
 			b.RaiseAlarm(tc.kind)
 			b.RaiseAlarm(tc.kind) // idempotent
 			require.Equal(t, []Alarm{tc.kind}, b.Alarms())
-			publishBodies(t, pch, "q", false, numbered("held", 5)...)
+			amqptest.PublishBodies(t, pch, "q", false, amqptest.Numbered("held", 5)...)
 			expectBlocking(t, blocked, true, tc.reason)
 			require.Equal(t, uint64(10), queueStats(t, b, "q").Ready, "held publishes are not routed")
 
 			// A consumer-only connection is never blocked.
-			cons := dial(t, b.URL(), amqp091.Config{})
+			cons := amqptest.Dial(t, b.URL(), amqp091.Config{})
 			cch := amqptest.Channel(t, cons)
 			msgs, err := cch.Consume("q", "", true, false, false, false, nil)
 			require.NoError(t, err)
 			got := map[string]int{}
 			for range 10 {
-				got[string(next(t, msgs).Body)]++
+				got[string(amqptest.Next(t, msgs).Body)]++
 			}
 			require.Equal(t, uint64(10), b.Stats().Totals.Published, "nothing more was routed meanwhile")
 			require.ElementsMatch(t, []string{"blocked", "blocking"}, connectionStates(b),
@@ -148,12 +148,12 @@ func TestAlarmManual(t *testing.T) {
 			expectBlocking(t, blocked, false, "")
 			require.Empty(t, b.Alarms())
 			for range 5 {
-				got[string(next(t, msgs).Body)]++
+				got[string(amqptest.Next(t, msgs).Body)]++
 			}
-			for _, body := range append(numbered("before", 10), numbered("held", 5)...) {
+			for _, body := range append(amqptest.Numbered("before", 10), amqptest.Numbered("held", 5)...) {
 				require.Equal(t, 1, got[body], body)
 			}
-			requireWorks(t, pub) // the publisher goes on as before
+			amqptest.RequireWorks(t, pub) // the publisher goes on as before
 			require.Equal(t, []string{"running", "running"}, connectionStates(b))
 		})
 	}
@@ -181,13 +181,13 @@ func TestAlarmManualAndMonitoredAreORed(t *testing.T) {
 		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
 	pub, blocked := dialPublisher(t, b)
 	ch := amqptest.Channel(t, pub)
-	declareQueue(t, ch, "q", false)
+	amqptest.DeclareQueue(t, ch, "q", false)
 
 	b.RaiseAlarm(AlarmDisk)
 	free.Store(10)
 	seen := calls.Load() // two samples later the monitor has seen it
-	require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, waitFor, time.Millisecond)
-	publishBodies(t, ch, "q", false, "x")
+	require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, amqptest.Timeout, time.Millisecond)
+	amqptest.PublishBodies(t, ch, "q", false, "x")
 	expectBlocking(t, blocked, true, "low on disk")
 	b.ClearAlarm(AlarmDisk)
 	require.Equal(t, []Alarm{AlarmDisk}, b.Alarms(), "the monitored alarm holds")
@@ -208,7 +208,7 @@ func TestMemoryWatermark(t *testing.T) {
 	b := startBroker(t, Options{MemoryHighWatermark: watermark, alarmPolling: fastAlarms})
 	pub, blocked := dialPublisher(t, b)
 	ch := amqptest.Channel(t, pub)
-	declareQueue(t, ch, "q", false)
+	amqptest.DeclareQueue(t, ch, "q", false)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1<<16))
 
@@ -233,7 +233,7 @@ func TestMemoryWatermark(t *testing.T) {
 	require.Greater(t, b.alarmStatus().MemUsed, int64(watermark))
 	publish() // one more while blocked: it waits in the socket
 
-	cons := dial(t, b.URL(), amqp091.Config{})
+	cons := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	cch := amqptest.Channel(t, cons)
 	require.NoError(t, cch.Qos(100, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
@@ -251,7 +251,7 @@ func TestMemoryWatermark(t *testing.T) {
 			unblocked = true
 		case d := <-msgs:
 			consumed(d)
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatal("never unblocked")
 		}
 	}
@@ -268,7 +268,7 @@ func TestMemoryWatermark(t *testing.T) {
 			case d := <-msgs:
 				consumed(d)
 			case <-blocked:
-			case <-time.After(waitFor):
+			case <-time.After(amqptest.Timeout):
 				t.Fatalf("stuck: %d of %d confirmed, %d consumed", confirmed, published, len(seen))
 			}
 		}
@@ -280,7 +280,7 @@ func TestMemoryWatermark(t *testing.T) {
 		require.True(t, seen[strconv.Itoa(i)], "message %d lost", i)
 	}
 	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 0 && st.Unacked == 0 })
-	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, waitFor, time.Millisecond,
+	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, amqptest.Timeout, time.Millisecond,
 		"the alarm clears once the queue is empty")
 }
 
@@ -303,7 +303,7 @@ func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 
 	pub, blocked := dialPublisher(t, b)
 	pch := amqptest.Channel(t, pub)
-	declareQueue(t, pch, "q", false)
+	amqptest.DeclareQueue(t, pch, "q", false)
 
 	// The publisher stops at stop, or when Close below ends its connection
 	// (its last Publish may be stuck in a socket nobody reads until then).
@@ -325,7 +325,7 @@ func TestMemoryWatermarkBoundsHeap(t *testing.T) {
 		}
 	}()
 
-	cons := dial(t, b.URL(), amqp091.Config{})
+	cons := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	cch := amqptest.Channel(t, cons)
 	require.NoError(t, cch.Qos(1, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
@@ -382,14 +382,14 @@ func TestDiskAlarm(t *testing.T) {
 		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
 	pub, blocked := dialPublisher(t, b)
 	ch := amqptest.Channel(t, pub)
-	declareQueue(t, ch, "q", false)
+	amqptest.DeclareQueue(t, ch, "q", false)
 
 	waitAlarms := func(want ...Alarm) {
 		t.Helper()
 		if want == nil {
 			want = []Alarm{}
 		}
-		require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint(want) }, waitFor, time.Millisecond)
+		require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint(want) }, amqptest.Timeout, time.Millisecond)
 	}
 	// The alarm keeps Pebble's headroom free besides the limit.
 	h := b.alarm.diskHeadroom
@@ -411,7 +411,7 @@ func TestDiskAlarm(t *testing.T) {
 		fail.Store(step.fail)
 		// Two samples taken after the change, so the monitor has seen it.
 		seen := calls.Load()
-		require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, waitFor, time.Millisecond)
+		require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, amqptest.Timeout, time.Millisecond)
 		waitAlarms(step.want...)
 		st := b.alarmStatus()
 		require.Equal(t, int64(1000), st.DiskFreeLimit, "step %d", i)
@@ -421,7 +421,7 @@ func TestDiskAlarm(t *testing.T) {
 	// And the connections obey it.
 	free.Store(h + 1)
 	waitAlarms(AlarmDisk)
-	publishBodies(t, ch, "q", false, "x")
+	amqptest.PublishBodies(t, ch, "q", false, "x")
 	expectBlocking(t, blocked, true, "low on disk")
 	free.Store(1 << 30)
 	expectBlocking(t, blocked, false, "")
@@ -478,9 +478,9 @@ func TestParseMemTotal(t *testing.T) {
 
 // TestAlarmCloseWhileBlocked: Close returns while a TCP publisher is held
 // and a direct publish waits; both end with an error and nothing leaks
-// (checkGoroutines here, goleak after the package).
+// (amqptest.CheckGoroutines here, goleak after the package).
 func TestAlarmCloseWhileBlocked(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b, err := New(Options{MemoryHighWatermark: -1})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
@@ -489,22 +489,22 @@ func TestAlarmCloseWhileBlocked(t *testing.T) {
 	pub, blocked := dialPublisher(t, b)
 	closed := pub.NotifyClose(make(chan *amqp091.Error, 1))
 	ch := amqptest.Channel(t, pub)
-	declareQueue(t, ch, "q", false)
+	amqptest.DeclareQueue(t, ch, "q", false)
 	direct, err := b.Channel(context.Background())
 	require.NoError(t, err)
 
 	b.RaiseAlarm(AlarmMemory)
-	publishBodies(t, ch, "q", false, "held")
+	amqptest.PublishBodies(t, ch, "q", false, "held")
 	expectBlocking(t, blocked, true, "low on memory")
 	directDone := make(chan error, 1)
 	go func() {
 		directDone <- direct.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("waits")})
 	}()
-	require.Eventually(t, func() bool { return direct.conn.Blocked() }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return direct.conn.Blocked() }, amqptest.Timeout, time.Millisecond)
 
 	require.NoError(t, b.Close())
 	require.Error(t, <-directDone)
-	e := closeErr(t, closed)
+	e := amqptest.AwaitClose(t, closed)
 	require.Equal(t, amqp091.ConnectionForced, e.Code)
 }
 
@@ -526,7 +526,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()
-	require.Eventually(t, ch.conn.Blocked, waitFor, time.Millisecond)
+	require.Eventually(t, ch.conn.Blocked, amqptest.Timeout, time.Millisecond)
 	require.Zero(t, queueStats(t, b, "q").Ready, "nothing published while blocked")
 	b.ClearAlarm(AlarmMemory)
 	require.NoError(t, <-done)
@@ -534,7 +534,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 
 	b.RaiseAlarm(AlarmDisk)
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()
-	require.Eventually(t, ch.conn.Blocked, waitFor, time.Millisecond)
+	require.Eventually(t, ch.conn.Blocked, amqptest.Timeout, time.Millisecond)
 	require.NoError(t, ch.Close())
 	require.Error(t, <-done)
 	b.ClearAlarm(AlarmDisk)
@@ -556,7 +556,7 @@ func TestAlarmOperatorSurfaces(t *testing.T) {
 		return rec.Body.String()
 	}
 	// The monitor's first disk sample.
-	require.Eventually(t, func() bool { return b.alarmStatus().DiskFree == 1<<30 }, waitFor, time.Millisecond)
+	require.Eventually(t, func() bool { return b.alarmStatus().DiskFree == 1<<30 }, amqptest.Timeout, time.Millisecond)
 	for _, raised := range []bool{false, true, false} {
 		if raised {
 			b.RaiseAlarm(AlarmMemory)

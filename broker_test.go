@@ -1,8 +1,7 @@
-package broker
+package broker_test
 
 import (
 	"encoding/binary"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -12,14 +11,15 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func TestAMQP091OpensAndClosesChannels(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 
 	require.Equal(t, "Warren", conn.Properties["product"])
 	caps, ok := conn.Properties["capabilities"].(amqp091.Table)
@@ -47,9 +47,9 @@ func TestAMQP091OpensAndClosesChannels(t *testing.T) {
 }
 
 func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{Heartbeat: time.Second})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{Heartbeat: time.Second})
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 
 	// Idle for three heartbeat intervals: both sides must keep the
@@ -61,13 +61,13 @@ func TestAMQP091HeartbeatsKeepIdleConnectionAlive(t *testing.T) {
 		t.Fatalf("connection closed while idle: %v", err)
 	default:
 	}
-	requireWorks(t, conn)
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 }
 
 func TestAMQP091WrongPasswordGets403(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	for _, auth := range []amqp091.Authentication{
 		&amqp091.PlainAuth{Username: "guest", Password: "wrong"},
 		&amqp091.AMQPlainAuth{Username: "guest", Password: "wrong"},
@@ -81,31 +81,31 @@ func TestAMQP091WrongPasswordGets403(t *testing.T) {
 		&amqp091.PlainAuth{Username: "guest", Password: "guest"},
 		&amqp091.AMQPlainAuth{Username: "guest", Password: "guest"},
 	} {
-		conn := dial(t, b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
-		requireWorks(t, conn)
+		conn := amqptest.Dial(t, b.URL(), amqp091.Config{SASL: []amqp091.Authentication{auth}})
+		amqptest.RequireWorks(t, conn)
 		require.NoError(t, conn.Close())
 	}
 }
 
 func TestAMQP091UnknownVHostGets530(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{VHosts: []string{"/", "prod"}})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{VHosts: []string{"/", "prod"}})
 	_, err := amqp091.Dial(strings.TrimSuffix(b.URL(), "/") + "/staging")
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
-	conn := dial(t, strings.TrimSuffix(b.URL(), "/")+"/prod", amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, strings.TrimSuffix(b.URL(), "/")+"/prod", amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 }
 
 func TestCloseSendsConnectionForced(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
@@ -121,29 +121,29 @@ func TestCloseSendsConnectionForced(t *testing.T) {
 }
 
 func TestAMQP091UnimplementedMethodsAnswer540(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	// basic.recover with requeue=false is refused with 540, as in RabbitMQ.
 	err = ch.Recover(false)
 	amqptest.RequireCode(t, err, amqp091.NotImplemented)
 	// 540 is a hard error: the connection is gone, the broker is fine.
-	conn2 := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, conn2)
+	conn2 := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, conn2)
 }
 
 func TestDialInMemory(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 
 	// No listener at all: the URL only carries credentials and vhost.
-	conn := dial(t, b.URL(), amqp091.Config{Dial: b.Dial})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{Dial: b.Dial})
 	for range 10 {
-		requireWorks(t, conn)
+		amqptest.RequireWorks(t, conn)
 	}
 	require.NoError(t, conn.Close())
 }
@@ -152,10 +152,10 @@ func TestDialInMemory(t *testing.T) {
 // spec's answer and the broker keeps serving a well-behaved client, checked
 // before and after every case.
 func TestRawProtocolErrors(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
-	good := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, good)
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
+	good := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, good)
 
 	publish := amqp.AppendMethod(nil, &amqp.BasicPublish{RoutingKey: "k"})
 	cases := []struct {
@@ -180,7 +180,7 @@ func TestRawProtocolErrors(t *testing.T) {
 		{"frame larger than frame-max", func(c *amqptest.RawClient) {
 			c.Handshake()
 			h := []byte{amqp.FrameBody, 0, 1, 0, 0, 0, 0}
-			binary.BigEndian.PutUint32(h[3:], DefaultFrameMax) // + 8 octets of overhead
+			binary.BigEndian.PutUint32(h[3:], broker.DefaultFrameMax) // + 8 octets of overhead
 			c.Send(h)
 			c.Send(make([]byte, 1000)) // part of the oversized payload
 			c.ExpectClose(amqp.FrameError)
@@ -219,15 +219,15 @@ func TestRawProtocolErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(amqptest.DialRaw(t, b.Addr().String()))
-			requireWorks(t, good)
+			amqptest.RequireWorks(t, good)
 		})
 	}
 	require.NoError(t, good.Close())
 }
 
 func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{Heartbeat: time.Second})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{Heartbeat: time.Second})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	tune := c.StartToTune()
 	require.Equal(t, uint16(1), tune.Heartbeat)
@@ -250,8 +250,8 @@ func TestRawHeartbeatSilentPeerDropped(t *testing.T) {
 }
 
 func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
@@ -259,7 +259,7 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	var conns []*amqp091.Connection
 	for range 5 {
-		conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
+		conns = append(conns, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	}
 	// A raw client that never answers close-ok: Close still returns.
 	raw := amqptest.DialRaw(t, b.Addr().String())
@@ -281,17 +281,17 @@ func TestCloseIsIdempotentAndConcurrent(t *testing.T) {
 	}
 
 	_, err = b.Listen("127.0.0.1:0")
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, broker.ErrClosed)
 	_, err = b.Dial("tcp", "ignored")
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, broker.ErrClosed)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	require.ErrorIs(t, b.Serve(l), ErrClosed)
+	require.ErrorIs(t, b.Serve(l), broker.ErrClosed)
 }
 
 func TestServeReturnsErrClosed(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -300,17 +300,17 @@ func TestServeReturnsErrClosed(t *testing.T) {
 
 	// Serve registers the listener asynchronously; a client connecting is
 	// proof it is serving.
-	conn := dial(t, "amqp://guest:guest@"+l.Addr().String()+"/", amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, "amqp://guest:guest@"+l.Addr().String()+"/", amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	require.Equal(t, l.Addr().String(), b.Addr().String())
 
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, <-served, ErrClosed)
+	require.ErrorIs(t, <-served, broker.ErrClosed)
 }
 
 func TestListenAndServe(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	// Find a free port, release it, serve on it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -333,14 +333,14 @@ func TestListenAndServe(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	requireWorks(t, conn)
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, <-served, ErrClosed)
+	require.ErrorIs(t, <-served, broker.ErrClosed)
 }
 
 func TestURL(t *testing.T) {
-	b, err := New(Options{Users: []User{{Name: "ad@min", Password: "p:w/d"}}})
+	b, err := broker.New(broker.Options{Users: []broker.User{{Name: "ad@min", Password: "p:w/d"}}})
 	require.NoError(t, err)
 	require.Nil(t, b.Addr())
 	require.Equal(t, "amqp://ad%40min:p%3Aw%2Fd@127.0.0.1:5672/", b.URL())
@@ -355,93 +355,6 @@ func TestURL(t *testing.T) {
 	require.Equal(t, "p:w/d", uri.Password)
 	require.Equal(t, "/", uri.Vhost)
 	require.NoError(t, b.Close())
-}
-
-func TestOptions(t *testing.T) {
-	t.Run("zero value gets defaults", func(t *testing.T) {
-		b, err := New(Options{})
-		require.NoError(t, err)
-		defer b.Close()
-		require.Equal(t, []User{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}}, b.opts.Users)
-		require.Equal(t, []string{"/"}, b.opts.VHosts)
-		require.Equal(t, uint16(DefaultChannelMax), b.opts.ChannelMax)
-		require.Equal(t, uint32(DefaultFrameMax), b.opts.FrameMax)
-		require.Equal(t, DefaultHeartbeat, b.opts.Heartbeat)
-		require.NotNil(t, b.opts.Logger)
-		require.Equal(t, "amqp://guest:guest@127.0.0.1:5672/", b.URL())
-	})
-	t.Run("zero value tunes to RabbitMQ's defaults", func(t *testing.T) {
-		// The exported defaults name internal/session's, which is what a
-		// connection proposes; both must be RabbitMQ 4.x's values.
-		require.Equal(t, []any{2047, 131072, 60 * time.Second, 128 << 20},
-			[]any{DefaultChannelMax, DefaultFrameMax, DefaultHeartbeat, DefaultMaxMessageSize})
-		b := startBroker(t, Options{})
-		c := amqptest.DialRaw(t, b.Addr().String())
-		tune := c.StartToTune()
-		require.Equal(t, amqp.ConnectionTune{ChannelMax: DefaultChannelMax, FrameMax: DefaultFrameMax, Heartbeat: uint16(DefaultHeartbeat / time.Second)}, *tune)
-		require.Equal(t, DefaultMaxMessageSize, b.opts.MaxMessageSize)
-	})
-	t.Run("caller's struct is not modified or aliased", func(t *testing.T) {
-		opts := Options{Users: []User{{Name: "a", Password: "b", Tags: []string{"x"}}}, VHosts: []string{"v"}}
-		b, err := New(opts)
-		require.NoError(t, err)
-		defer b.Close()
-		require.Zero(t, opts.Heartbeat)
-		opts.Users[0].Tags[0] = "changed"
-		opts.VHosts[0] = "changed"
-		require.Equal(t, "x", b.opts.Users[0].Tags[0])
-		require.Equal(t, "v", b.opts.VHosts[0])
-	})
-	cases := []struct {
-		name    string
-		opts    Options
-		wantErr []string // every one must appear
-	}{
-		{"empty user name", Options{Users: []User{{Password: "x"}}}, []string{"Users[0]: empty name"}},
-		{"duplicate user", Options{Users: []User{{Name: "a"}, {Name: "a"}}}, []string{`Users[1]: duplicate user "a"`}},
-		{"duplicate vhost", Options{VHosts: []string{"/", ""}}, []string{`VHosts[1]: duplicate vhost ""`}},
-		{"fractional heartbeat", Options{Heartbeat: 1500 * time.Millisecond}, []string{"not a whole number of seconds"}},
-		{"huge heartbeat", Options{Heartbeat: 70000 * time.Second}, []string{"exceeds 65535s"}},
-		{"frame-max too small", Options{FrameMax: 4095}, []string{"FrameMax 4095 is below the minimum 4096"}},
-		{"every problem at once", Options{
-			Users:     []User{{Name: ""}},
-			VHosts:    []string{"a", "a"},
-			Heartbeat: time.Millisecond,
-			FrameMax:  1,
-		}, []string{"Users[0]", "VHosts[1]", "Heartbeat", "FrameMax"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.opts)
-			require.Error(t, err)
-			for _, want := range tc.wantErr {
-				require.Contains(t, err.Error(), want)
-			}
-			require.True(t, strings.HasPrefix(err.Error(), "broker: "))
-		})
-	}
-	t.Run("negative heartbeat disables it", func(t *testing.T) {
-		b := startBroker(t, Options{Heartbeat: -1})
-		c := amqptest.DialRaw(t, b.Addr().String())
-		tune := c.StartToTune()
-		require.Zero(t, tune.Heartbeat)
-	})
-	t.Run("configured users and limits reach the wire", func(t *testing.T) {
-		b := startBroker(t, Options{
-			Users:      []User{{Name: "app", Password: "s3cret"}},
-			ChannelMax: 10,
-			FrameMax:   8192,
-			Heartbeat:  5 * time.Second,
-			Logger:     slog.New(slog.DiscardHandler),
-		})
-		conn := dial(t, b.URL(), amqp091.Config{})
-		require.Equal(t, uint16(10), conn.Config.ChannelMax)
-		require.Equal(t, 8192, conn.Config.FrameSize)
-		require.Equal(t, 5*time.Second, conn.Config.Heartbeat)
-		requireWorks(t, conn)
-		_, err := amqp091.Dial("amqp://guest:guest@" + b.Addr().String() + "/")
-		amqptest.RequireCode(t, err, amqp091.AccessRefused)
-	})
 }
 
 // flakyListener fails its first Accept with a temporary error, then behaves
@@ -470,8 +383,8 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 }
 
 func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -479,9 +392,9 @@ func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- b.Serve(l) }()
 
-	conn := dial(t, "amqp://guest:guest@"+inner.Addr().String()+"/", amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, "amqp://guest:guest@"+inner.Addr().String()+"/", amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, <-served, ErrClosed)
+	require.ErrorIs(t, <-served, broker.ErrClosed)
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/measure"
 )
 
@@ -20,7 +21,7 @@ import (
 func BenchmarkConsumers(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 50_000} {
 		b.Run(fmt.Sprintf("consume-cancel/consumers=%d", n), func(b *testing.B) {
-			br := benchBroker(b, Options{})
+			br := startBroker(b, broker.Options{})
 			ch, err := br.Channel(context.Background())
 			if err != nil {
 				b.Fatal(err)
@@ -48,7 +49,7 @@ func BenchmarkConsumers(b *testing.B) {
 			b.ReportMetric(float64(measure.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 		b.Run(fmt.Sprintf("close/consumers=%d", n), func(b *testing.B) {
-			br := benchBroker(b, Options{})
+			br := startBroker(b, broker.Options{})
 			setup, err := br.Channel(context.Background())
 			if err != nil {
 				b.Fatal(err)

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -16,11 +17,11 @@ import (
 // everything, bob configure on bob-* names only, reader read on everything
 // only, carol nothing on "orders" but everything on "/". The queues
 // "orders-q" and "bob-q" exist on "orders".
-func asUserBroker(t *testing.T) *Broker {
+func asUserBroker(t *testing.T) *broker.Broker {
 	t.Helper()
-	b := startBroker(t, Options{VHosts: []string{"/", "orders"}})
+	b := startBroker(t, broker.Options{VHosts: []string{"/", "orders"}})
 	ctx := context.Background()
-	for user, perm := range map[string]Permission{
+	for user, perm := range map[string]broker.Permission{
 		"alice":  fullPermission,
 		"bob":    {Configure: "^bob-"},
 		"reader": {Read: ".*"},
@@ -30,7 +31,7 @@ func asUserBroker(t *testing.T) *Broker {
 	}
 	require.NoError(t, b.AddUser(ctx, "carol", "pw"))
 	require.NoError(t, b.SetPermissions(ctx, "carol", "/", fullPermission))
-	admin, err := b.Channel(ctx, OnVHost("orders"))
+	admin, err := b.Channel(ctx, broker.OnVHost("orders"))
 	require.NoError(t, err)
 	defer admin.Close()
 	for _, q := range []string{"orders-q", "bob-q"} {
@@ -52,20 +53,20 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 	ctx := context.Background()
 	ops := []struct {
 		name string
-		run  func(ch *Channel, q string) error
+		run  func(ch *broker.Channel, q string) error
 	}{
-		{"declare", func(ch *Channel, q string) error {
+		{"declare", func(ch *broker.Channel, q string) error {
 			_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 			return err
 		}},
-		{"publish", func(ch *Channel, q string) error {
+		{"publish", func(ch *broker.Channel, q string) error {
 			return ch.PublishWithContext(ctx, "", q, false, false, amqp091.Publishing{Body: []byte("m")})
 		}},
-		{"consume", func(ch *Channel, q string) error {
+		{"consume", func(ch *broker.Channel, q string) error {
 			_, err := ch.Consume(q, "", true, false, false, false, nil)
 			return err
 		}},
-		{"get", func(ch *Channel, q string) error {
+		{"get", func(ch *broker.Channel, q string) error {
 			_, _, err := ch.Get(q, false)
 			return err
 		}},
@@ -73,7 +74,7 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 	const ok, refused = 0, amqp091.AccessRefused
 	for _, tc := range []struct {
 		name  string
-		opts  []ChannelOption
+		opts  []broker.ChannelOption
 		user  string // for the AMQP comparison; "" when not AsUser
 		vhost string
 		queue string
@@ -81,16 +82,16 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 		want  [4]int // per op: ok or refused
 	}{
 		{name: "no options", vhost: "/", queue: "default-q", want: [4]int{ok, ok, ok, ok}},
-		{name: "OnVHost only is unrestricted", opts: []ChannelOption{OnVHost("orders")}, vhost: "orders", queue: "orders-q", want: [4]int{ok, ok, ok, ok}},
-		{name: "full permissions", opts: []ChannelOption{AsUser("alice"), OnVHost("orders")}, user: "alice", vhost: "orders", queue: "orders-q", want: [4]int{ok, ok, ok, ok}},
-		{name: "configure on bob-*: own queue", opts: []ChannelOption{AsUser("bob"), OnVHost("orders")}, user: "bob", vhost: "orders", queue: "bob-q", want: [4]int{ok, refused, refused, refused}},
-		{name: "configure on bob-*: other queue", opts: []ChannelOption{AsUser("bob"), OnVHost("orders")}, user: "bob", vhost: "orders", queue: "orders-q", want: [4]int{refused, refused, refused, refused}},
-		{name: "read only", opts: []ChannelOption{AsUser("reader"), OnVHost("orders")}, user: "reader", vhost: "orders", queue: "orders-q", want: [4]int{refused, refused, ok, ok}},
-		{name: "no permissions on the vhost", opts: []ChannelOption{AsUser("carol"), OnVHost("orders")}, user: "carol", vhost: "orders", open: amqp091.NotAllowed},
-		{name: "AsUser on the default vhost without permissions there", opts: []ChannelOption{AsUser("alice")}, user: "alice", vhost: "/", open: amqp091.NotAllowed},
-		{name: "unknown user", opts: []ChannelOption{AsUser("nobody"), OnVHost("orders")}, user: "nobody", vhost: "orders", open: amqp091.AccessRefused},
-		{name: "unknown vhost", opts: []ChannelOption{AsUser("alice"), OnVHost("nope")}, user: "alice", vhost: "nope", open: amqp091.NotAllowed},
-		{name: "unknown vhost unrestricted", opts: []ChannelOption{OnVHost("nope")}, vhost: "nope", open: amqp091.NotAllowed},
+		{name: "OnVHost only is unrestricted", opts: []broker.ChannelOption{broker.OnVHost("orders")}, vhost: "orders", queue: "orders-q", want: [4]int{ok, ok, ok, ok}},
+		{name: "full permissions", opts: []broker.ChannelOption{broker.AsUser("alice"), broker.OnVHost("orders")}, user: "alice", vhost: "orders", queue: "orders-q", want: [4]int{ok, ok, ok, ok}},
+		{name: "configure on bob-*: own queue", opts: []broker.ChannelOption{broker.AsUser("bob"), broker.OnVHost("orders")}, user: "bob", vhost: "orders", queue: "bob-q", want: [4]int{ok, refused, refused, refused}},
+		{name: "configure on bob-*: other queue", opts: []broker.ChannelOption{broker.AsUser("bob"), broker.OnVHost("orders")}, user: "bob", vhost: "orders", queue: "orders-q", want: [4]int{refused, refused, refused, refused}},
+		{name: "read only", opts: []broker.ChannelOption{broker.AsUser("reader"), broker.OnVHost("orders")}, user: "reader", vhost: "orders", queue: "orders-q", want: [4]int{refused, refused, ok, ok}},
+		{name: "no permissions on the vhost", opts: []broker.ChannelOption{broker.AsUser("carol"), broker.OnVHost("orders")}, user: "carol", vhost: "orders", open: amqp091.NotAllowed},
+		{name: "AsUser on the default vhost without permissions there", opts: []broker.ChannelOption{broker.AsUser("alice")}, user: "alice", vhost: "/", open: amqp091.NotAllowed},
+		{name: "unknown user", opts: []broker.ChannelOption{broker.AsUser("nobody"), broker.OnVHost("orders")}, user: "nobody", vhost: "orders", open: amqp091.AccessRefused},
+		{name: "unknown vhost", opts: []broker.ChannelOption{broker.AsUser("alice"), broker.OnVHost("nope")}, user: "alice", vhost: "nope", open: amqp091.NotAllowed},
+		{name: "unknown vhost unrestricted", opts: []broker.ChannelOption{broker.OnVHost("nope")}, vhost: "nope", open: amqp091.NotAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.open != 0 {
@@ -131,21 +132,21 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 func TestChannelAsUserFollowsAccountChanges(t *testing.T) {
 	b := asUserBroker(t)
 	ctx := context.Background()
-	ch, err := b.Channel(ctx, AsUser("alice"), OnVHost("orders"))
+	ch, err := b.Channel(ctx, broker.AsUser("alice"), broker.OnVHost("orders"))
 	require.NoError(t, err)
 	_, _, err = ch.Get("orders-q", true)
 	require.NoError(t, err)
-	require.NoError(t, b.SetPermissions(ctx, "alice", "orders", Permission{Configure: ".*", Write: ".*"}))
+	require.NoError(t, b.SetPermissions(ctx, "alice", "orders", broker.Permission{Configure: ".*", Write: ".*"}))
 	_, _, err = ch.Get("orders-q", true)
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
-	ch, err = b.Channel(ctx, AsUser("alice"), OnVHost("orders"))
+	ch, err = b.Channel(ctx, broker.AsUser("alice"), broker.OnVHost("orders"))
 	require.NoError(t, err)
 	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, b.DeleteUser(ctx, "alice"))
 	e := <-closed
 	require.NotNil(t, e)
 	require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)
-	_, err = b.Channel(ctx, AsUser("alice"), OnVHost("orders"))
+	_, err = b.Channel(ctx, broker.AsUser("alice"), broker.OnVHost("orders"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 }

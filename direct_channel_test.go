@@ -1,58 +1,22 @@
-package broker
+package broker_test
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-// newDirectBroker returns an unstarted in-memory broker closed on cleanup.
-func newDirectBroker(t *testing.T, opts Options) *Broker {
-	t.Helper()
-	b, err := New(opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	return b
-}
-
-func openDirect(t *testing.T, b *Broker) *Channel {
-	t.Helper()
-	ch, err := b.Channel(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ch.Close() })
-	return ch
-}
-
-// directReceive waits for a value; the timeout only turns a hang into a failure.
-func directReceive[T any](t *testing.T, c <-chan T) (T, bool) {
-	t.Helper()
-	select {
-	case v, ok := <-c:
-		return v, ok
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nothing received in 10s")
-		var zero T
-		return zero, false
-	}
-}
-
-func requireDirectCode(t *testing.T, err error, code int) {
-	t.Helper()
-	var ae *amqp091.Error
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, code, ae.Code, "reason: %s", ae.Reason)
-}
-
 func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
-	checkGoroutines(t)
-	b := newDirectBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := brokertest.NewUnstarted(t, broker.Options{})
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -76,24 +40,24 @@ func TestDirectCloseIsGracefulAndFinal(t *testing.T) {
 	for range msgs {
 	}
 	require.NoError(t, ch.Close(), "Close is idempotent")
-	requireDirectCode(t, ch.Qos(1, 0, false), amqp091.ChannelError)
-	requireDirectCode(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{}), amqp091.ChannelError)
-	requireDirectCode(t, ch.Ack(1, false), amqp091.ChannelError)
+	amqptest.RequireCode(t, ch.Qos(1, 0, false), amqp091.ChannelError)
+	amqptest.RequireCode(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{}), amqp091.ChannelError)
+	amqptest.RequireCode(t, ch.Ack(1, false), amqp091.ChannelError)
 	_, ok = <-ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.False(t, ok, "a listener registered after close is closed at once")
 	_, ok = <-ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
 	require.False(t, ok)
 
 	// The unacked deliveries went back to the queue.
-	ch2 := openDirect(t, b)
+	ch2 := brokertest.Channel(t, b)
 	q, err := ch2.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, q.Messages)
 }
 
 func TestDirectBrokerCloseEndsChannels(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
+	amqptest.CheckGoroutines(t)
+	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
@@ -105,65 +69,65 @@ func TestDirectBrokerCloseEndsChannels(t *testing.T) {
 	}
 	msgs, err := ch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	_, _ = directReceive(t, msgs) // the pump now blocks on the next one
+	_, _ = amqptest.Receive(t, msgs) // the pump now blocks on the next one
 
 	require.NoError(t, b.Close())
-	e, _ := directReceive(t, closes)
+	e, _ := amqptest.Receive(t, closes)
 	require.NotNil(t, e)
 	require.Equal(t, amqp091.ConnectionForced, e.Code)
 	require.True(t, ch.IsClosed())
 	_, err = ch.QueueDeclare("r", false, false, false, false, nil)
-	requireDirectCode(t, err, amqp091.ChannelError)
+	amqptest.RequireCode(t, err, amqp091.ChannelError)
 	require.NoError(t, ch.Close())
 	_, err = b.Channel(context.Background())
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, broker.ErrClosed)
 }
 
 func TestDirectErrorsCloseTheChannel(t *testing.T) {
 	tests := []struct {
 		name string
-		run  func(ch *Channel) error
+		run  func(ch *broker.Channel) error
 		code int
 	}{
-		{"404 passive declare", func(ch *Channel) error {
+		{"404 passive declare", func(ch *broker.Channel) error {
 			_, err := ch.QueueDeclarePassive("missing", false, false, false, false, nil)
 			return err
 		}, amqp091.NotFound},
-		{"404 publish to a missing exchange", func(ch *Channel) error {
+		{"404 publish to a missing exchange", func(ch *broker.Channel) error {
 			return ch.PublishWithContext(context.Background(), "missing", "k", false, false, amqp091.Publishing{})
 		}, amqp091.NotFound},
-		{"406 unknown delivery tag", func(ch *Channel) error { return ch.Ack(5, false) }, amqp091.PreconditionFailed},
-		{"406 nack of unknown tag", func(ch *Channel) error { return ch.Nack(5, false, true) }, amqp091.PreconditionFailed},
-		{"406 oversized message", func(ch *Channel) error {
+		{"406 unknown delivery tag", func(ch *broker.Channel) error { return ch.Ack(5, false) }, amqp091.PreconditionFailed},
+		{"406 nack of unknown tag", func(ch *broker.Channel) error { return ch.Nack(5, false, true) }, amqp091.PreconditionFailed},
+		{"406 oversized message", func(ch *broker.Channel) error {
 			return ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: make([]byte, 2048)})
 		}, amqp091.PreconditionFailed},
-		{"530 reused consumer tag", func(ch *Channel) error {
+		{"530 reused consumer tag", func(ch *broker.Channel) error {
 			if _, err := ch.Consume("q", "tag", false, false, false, false, nil); err != nil {
 				return err
 			}
 			_, err := ch.Consume("q", "tag", false, false, false, false, nil)
 			return err
 		}, amqp091.NotAllowed},
-		{"540 recover without requeue closes the connection", func(ch *Channel) error { return ch.Recover(false) }, amqp091.NotImplemented},
-		{"406 tx and confirm", func(ch *Channel) error {
+		{"540 recover without requeue closes the connection", func(ch *broker.Channel) error { return ch.Recover(false) }, amqp091.NotImplemented},
+		{"406 tx and confirm", func(ch *broker.Channel) error {
 			if err := ch.Tx(); err != nil {
 				return err
 			}
 			return ch.Confirm(false)
 		}, amqp091.PreconditionFailed},
-		{"406 commit outside tx", func(ch *Channel) error { return ch.TxCommit() }, amqp091.PreconditionFailed},
+		{"406 commit outside tx", func(ch *broker.Channel) error { return ch.TxCommit() }, amqp091.PreconditionFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkGoroutines(t)
-			b := newDirectBroker(t, Options{MaxMessageSize: 1024})
-			ch := openDirect(t, b)
+			amqptest.CheckGoroutines(t)
+			b := brokertest.NewUnstarted(t, broker.Options{MaxMessageSize: 1024})
+			ch := brokertest.Channel(t, b)
 			_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 			require.NoError(t, err)
 			closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			err = tt.run(ch)
-			requireDirectCode(t, err, tt.code)
-			e, _ := directReceive(t, closes)
+			amqptest.RequireCode(t, err, tt.code)
+			e, _ := amqptest.Receive(t, closes)
 			require.NotNil(t, e)
 			require.Equal(t, tt.code, e.Code)
 			require.Equal(t, e.Code < 500, e.Recover, "soft errors are recoverable")
@@ -175,22 +139,22 @@ func TestDirectErrorsCloseTheChannel(t *testing.T) {
 }
 
 func TestDirectExclusiveQueueBelongsToTheChannel(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	owner := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	owner := brokertest.Channel(t, b)
 	_, err := owner.QueueDeclare("excl", false, false, true, false, nil)
 	require.NoError(t, err)
-	other := openDirect(t, b)
+	other := brokertest.Channel(t, b)
 	_, err = other.QueueDeclare("excl", false, false, false, false, nil)
-	requireDirectCode(t, err, amqp091.ResourceLocked)
+	amqptest.RequireCode(t, err, amqp091.ResourceLocked)
 	require.NoError(t, owner.Close())
-	third := openDirect(t, b)
+	third := brokertest.Channel(t, b)
 	_, err = third.QueueDeclarePassive("excl", false, false, false, false, nil)
-	requireDirectCode(t, err, amqp091.NotFound)
+	amqptest.RequireCode(t, err, amqp091.NotFound)
 }
 
 func TestDirectCopiesBodies(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	body := []byte("original")
@@ -214,8 +178,8 @@ func TestDirectCopiesBodies(t *testing.T) {
 // channel buffer before reading: the queue never waits for the reader and
 // order is kept.
 func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	msgs, err := ch.Consume("q", "c", true, false, false, false, nil)
@@ -225,29 +189,29 @@ func TestDirectConsumerBufferIsUnbounded(t *testing.T) {
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: fmt.Appendf(nil, "%d", i)}))
 	}
 	for i := range n {
-		d, ok := directReceive(t, msgs)
+		d, ok := amqptest.Receive(t, msgs)
 		require.True(t, ok)
 		require.Equal(t, fmt.Sprint(i), string(d.Body))
 		require.Equal(t, uint64(i+1), d.DeliveryTag)
 	}
 	require.NoError(t, ch.Cancel("c", false))
-	_, ok := directReceive(t, msgs)
+	_, ok := amqptest.Receive(t, msgs)
 	require.False(t, ok)
 }
 
 func TestDirectConsumeWithContext(t *testing.T) {
-	checkGoroutines(t)
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	amqptest.CheckGoroutines(t)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	msgs, err := ch.ConsumeWithContext(ctx, "q", "c", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false, amqp091.Publishing{Body: []byte("a")}))
-	d, _ := directReceive(t, msgs)
+	d, _ := amqptest.Receive(t, msgs)
 	cancel()
-	_, ok := directReceive(t, msgs)
+	_, ok := amqptest.Receive(t, msgs)
 	require.False(t, ok, "cancelling the context cancels the consumer")
 	require.NoError(t, d.Ack(false), "its deliveries can still be acked")
 
@@ -267,8 +231,8 @@ func TestDirectConsumeWithContext(t *testing.T) {
 // confirm (returns of unroutable publishes may overtake the confirms of
 // earlier ones, which wait for their queue, as on the wire).
 func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -303,7 +267,7 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 		wantConfirms = append(wantConfirms, uint64(i+1))
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", key, true, false, amqp091.Publishing{Body: fmt.Appendf(nil, "%d", i)}))
 	}
-	got, _ := directReceive(t, done)
+	got, _ := amqptest.Receive(t, done)
 	require.Equal(t, wantConfirms, got.confirms)
 	require.Len(t, got.returnAt, n/10)
 	for i := 0; i < n; i += 10 {
@@ -316,9 +280,9 @@ func TestDirectConfirmsAndReturnsInOrder(t *testing.T) {
 // TestDirectConcurrentUse publishes, consumes and acks from several
 // goroutines on one channel.
 func TestDirectConcurrentUse(t *testing.T) {
-	checkGoroutines(t)
-	b := newDirectBroker(t, Options{})
-	ch := openDirect(t, b)
+	amqptest.CheckGoroutines(t)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Qos(50, 0, false))
@@ -339,7 +303,7 @@ func TestDirectConcurrentUse(t *testing.T) {
 	}
 	seen := make(map[string]bool)
 	for range publishers * each {
-		d, ok := directReceive(t, msgs)
+		d, ok := amqptest.Receive(t, msgs)
 		require.True(t, ok)
 		require.False(t, seen[string(d.Body)], "duplicate %s", d.Body)
 		seen[string(d.Body)] = true
@@ -360,12 +324,12 @@ func TestDirectConcurrentUse(t *testing.T) {
 }
 
 func TestDirectVHostAndArguments(t *testing.T) {
-	b := newDirectBroker(t, Options{VHosts: []string{"tenant"}})
-	ch := openDirect(t, b)
+	b := brokertest.NewUnstarted(t, broker.Options{VHosts: []string{"tenant"}})
+	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err, "opens the first vhost when / is not served")
 
-	empty := newDirectBroker(t, Options{VHosts: []string{}})
+	empty := brokertest.NewUnstarted(t, broker.Options{VHosts: []string{}})
 	_, err = empty.Channel(context.Background())
 	require.Error(t, err)
 
@@ -392,53 +356,15 @@ func TestDirectVHostAndArguments(t *testing.T) {
 	require.Equal(t, "nowait", q.Name)
 }
 
-func TestDirectTableConversion(t *testing.T) {
-	ts := time.Unix(1700000000, 0)
-	tests := []struct {
-		name string
-		in   amqp091.Table
-	}{
-		{"nil", nil},
-		{"empty", amqp091.Table{}},
-		{"scalars", amqp091.Table{
-			"bool": true, "int8": int8(-1), "byte": byte(2), "int16": int16(-3), "uint16": uint16(4),
-			"int32": int32(-5), "uint32": uint32(6), "int64": int64(-7), "float32": float32(1.5),
-			"float64": 2.25, "string": "s", "bytes": []byte{1}, "time": ts, "void": nil,
-			"decimal": amqp091.Decimal{Scale: 2, Value: 314},
-		}},
-		{"nested", amqp091.Table{
-			"table": amqp091.Table{"inner": amqp091.Table{"deep": "x"}},
-			"array": []any{int32(1), amqp091.Table{"k": "v"}, []any{"nested", amqp091.Decimal{Value: 1}}},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.NoError(t, tt.in.Validate())
-			converted := toTable(tt.in)
-			require.NoError(t, converted.Validate(), "the broker can encode it")
-			// Through the wire encoding and back, as a delivery's headers.
-			p := amqp.Properties{Headers: converted}
-			decoded, err := amqp.DecodeProperties(p.Append(nil))
-			require.NoError(t, err)
-			got := fromTable(decoded.Headers)
-			if len(tt.in) == 0 {
-				require.Nil(t, got, "empty headers are not sent")
-				return
-			}
-			require.Equal(t, tt.in, got)
-		})
-	}
-}
-
 // TestDirectBrokerCloseUnderLoad closes the broker while direct channels
 // publish, consume and ack from their own goroutines: everything stops,
 // every call after the close reports it, and nothing leaks.
 func TestDirectBrokerCloseUnderLoad(t *testing.T) {
-	checkGoroutines(t)
-	b := newDirectBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := brokertest.NewUnstarted(t, broker.Options{})
 	ctx := context.Background()
 	type pair struct {
-		ch   *Channel
+		ch   *broker.Channel
 		name string
 		msgs <-chan amqp091.Delivery
 	}
@@ -480,7 +406,7 @@ func TestDirectBrokerCloseUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	_, _ = directReceive(t, received) // traffic flows: now close
+	_, _ = amqptest.Receive(t, received) // traffic flows: now close
 	require.NoError(t, b.Close())
 	wg.Wait()
 	close(errs)

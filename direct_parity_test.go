@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // parityChannel is what an application would declare to run against either
@@ -104,19 +105,6 @@ func (tr *parityTranscript) delivery(what string, d amqp091.Delivery) {
 	tr.add("%s: %+v", what, d)
 }
 
-// parityRecv waits for a value; the timeout only turns a hang into a failure.
-func parityRecv[T any](t *testing.T, c <-chan T) (T, bool) {
-	t.Helper()
-	select {
-	case v, ok := <-c:
-		return v, ok
-	case <-time.After(10 * time.Second):
-		t.Fatalf("nothing received in 10s")
-		var zero T
-		return zero, false
-	}
-}
-
 func parityPublishing(i int) amqp091.Publishing {
 	return amqp091.Publishing{
 		Headers: amqp091.Table{
@@ -162,10 +150,10 @@ func parityScenario(t *testing.T, open func() parityChannel) []string {
 		tr.err("publish", ch.PublishWithContext(ctx, "orders", "new", false, false, parityPublishing(i)))
 	}
 	tr.err("publish mandatory", ch.PublishWithContext(ctx, "orders", "nowhere", true, false, parityPublishing(99)))
-	ret, _ := parityRecv(t, returns)
+	ret, _ := amqptest.Receive(t, returns)
 	tr.add("return: %+v", ret)
 	for range 6 {
-		c, _ := parityRecv(t, confirms)
+		c, _ := amqptest.Receive(t, confirms)
 		tr.add("confirm: %+v", c)
 	}
 	q, err = ch.QueueDeclarePassive("work", false, false, false, false, nil)
@@ -193,22 +181,22 @@ func parityScenario(t *testing.T, open func() parityChannel) []string {
 	tr.err("basic.qos", ch.Qos(3, 0, false))
 	msgs, err := ch.Consume("work", "c1", false, false, false, false, nil)
 	tr.err("basic.consume", err)
-	d2, _ := parityRecv(t, msgs)
-	d3, _ := parityRecv(t, msgs)
-	d4, _ := parityRecv(t, msgs)
+	d2, _ := amqptest.Receive(t, msgs)
+	d3, _ := amqptest.Receive(t, msgs)
+	d4, _ := amqptest.Receive(t, msgs)
 	tr.delivery("deliver", d2)
 	tr.delivery("deliver", d3)
 	tr.delivery("deliver", d4)
 	tr.err("nack requeue", d2.Nack(false, true))
-	d2again, _ := parityRecv(t, msgs)
+	d2again, _ := amqptest.Receive(t, msgs)
 	tr.delivery("redeliver", d2again)
 	tr.err("ack", d3.Ack(false))
 	tr.err("reject", d4.Reject(false)) // discarded: no dead-letter exchange
 	tr.err("recover", ch.Recover(true))
-	d2third, _ := parityRecv(t, msgs)
+	d2third, _ := amqptest.Receive(t, msgs)
 	tr.delivery("redeliver after recover", d2third)
 	tr.err("basic.cancel", ch.Cancel("c1", false))
-	_, open1 := parityRecv(t, msgs)
+	_, open1 := amqptest.Receive(t, msgs)
 	tr.add("deliveries open after cancel: %t", open1)
 
 	// basic.get on what the cancelled consumer left unacked.
@@ -254,9 +242,9 @@ func parityScenario(t *testing.T, open func() parityChannel) []string {
 	n, err = other.QueueDelete("doomed", false, false, false)
 	tr.err("queue.delete", err)
 	tr.add("deleted with %d messages", n)
-	tag, _ := parityRecv(t, cancels)
+	tag, _ := amqptest.Receive(t, cancels)
 	tr.add("cancelled by the broker: %s", tag)
-	_, open2 := parityRecv(t, ctxMsgs)
+	_, open2 := amqptest.Receive(t, ctxMsgs)
 	tr.add("deliveries open after broker cancel: %t", open2)
 	tr.err("close", other.Close())
 
@@ -264,7 +252,7 @@ func parityScenario(t *testing.T, open func() parityChannel) []string {
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	_, err = ch.QueueDeclare("work", true, false, false, false, nil)
 	tr.err("inequivalent queue.declare", err)
-	e, _ := parityRecv(t, closes)
+	e, _ := amqptest.Receive(t, closes)
 	tr.err("notify close", e)
 	tr.err("declare on the closed channel", ch.ExchangeDeclare("late", "direct", false, false, false, false, nil))
 	tr.err("close after error", ch.Close())
@@ -281,7 +269,7 @@ func parityScenario(t *testing.T, open func() parityChannel) []string {
 		require.ErrorAs(t, err, &ae)
 		require.Equal(t, amqp091.PreconditionFailed, ae.Code, "the direct channel may report it at once")
 	}
-	e, _ = parityRecv(t, closes)
+	e, _ = amqptest.Receive(t, closes)
 	tr.err("notify close after unknown tag", e)
 	return tr.lines
 }

@@ -82,7 +82,7 @@ func TestDiskFull(t *testing.T) {
 	b := startBroker(t, opts)
 	conn, blocked := dialPublisher(t, b)
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "q", true)
+	amqptest.DeclareQueue(t, ch, "q", true)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1024))
 
@@ -116,7 +116,7 @@ func TestDiskFull(t *testing.T) {
 				require.Equal(t, "low on disk", bl.Reason)
 			}
 			isBlocked = bl.Active
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatalf("neither blocked nor confirmed after %d publishes", published)
 		}
 	}
@@ -150,9 +150,9 @@ drain:
 	require.NoError(t, err)
 	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.reserve.Size-b.alarm.diskHeadroom))
 	require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint([]Alarm{AlarmDisk}) },
-		waitFor, time.Millisecond, "the disk alarm on a full disk")
+		amqptest.Timeout, time.Millisecond, "the disk alarm on a full disk")
 
-	consumer := dial(t, b.URL(), amqp091.Config{})
+	consumer := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	cch := amqptest.Channel(t, consumer)
 	require.NoError(t, cch.Qos(100, 0, false))
 	msgs, err := cch.Consume("q", "", false, false, false, false, nil)
@@ -161,7 +161,7 @@ drain:
 	for {
 		var d amqp091.Delivery
 		if len(got) < len(acked) {
-			d = next(t, msgs)
+			d = amqptest.Next(t, msgs)
 		} else {
 			// Messages nacked at the publisher may have been stored too.
 			select {
@@ -181,7 +181,7 @@ drain:
 	for tag := range acked {
 		require.True(t, got[tag], "confirmed message %d lost", tag-1)
 	}
-	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, 2*waitFor, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, 2*amqptest.Timeout, 10*time.Millisecond,
 		"the disk alarm clears once the queue is drained")
 }
 

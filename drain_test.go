@@ -34,10 +34,10 @@ type drainDoor struct {
 
 var drainDoors = []drainDoor{
 	{"tcp", func(t *testing.T, b *Broker) (drainChannel, chan *amqp091.Error) {
-		return amqp091Door(t, dial(t, b.URL(), amqp091.Config{}))
+		return amqp091Door(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	}},
 	{"dial", func(t *testing.T, b *Broker) (drainChannel, chan *amqp091.Error) {
-		return amqp091Door(t, dial(t, b.URL(), amqp091.Config{Dial: b.Dial}))
+		return amqp091Door(t, amqptest.Dial(t, b.URL(), amqp091.Config{Dial: b.Dial}))
 	}},
 	{"direct", func(t *testing.T, b *Broker) (drainChannel, chan *amqp091.Error) {
 		ch, err := b.Channel(context.Background())
@@ -69,7 +69,7 @@ func shutdownAsync(t *testing.T, b *Broker, ctx context.Context) <-chan error {
 	go func() { done <- b.Shutdown(ctx) }()
 	select {
 	case <-b.drain.Started():
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("Shutdown did not start draining")
 	}
 	return done
@@ -81,7 +81,7 @@ func shutdownResult(t *testing.T, done <-chan error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("Shutdown did not return")
 		return nil
 	}
@@ -101,7 +101,7 @@ func publishDurable(t *testing.T, ch drainChannel, queue string, bodies ...strin
 		select {
 		case c := <-confirms:
 			require.True(t, c.Ack)
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatal("no publisher confirm")
 		}
 	}
@@ -160,7 +160,7 @@ func TestShutdownLetsConsumersFinish(t *testing.T) {
 			require.NoError(t, ch.Qos(3, 0, false))
 			msgs, err := ch.Consume("work", "worker", false, false, false, false, nil)
 			require.NoError(t, err)
-			held := []amqp091.Delivery{next(t, msgs), next(t, msgs), next(t, msgs)}
+			held := []amqp091.Delivery{amqptest.Next(t, msgs), amqptest.Next(t, msgs), amqptest.Next(t, msgs)}
 
 			done := shutdownAsync(t, b, context.Background())
 			requireRefusesConnections(t, b, addr)
@@ -174,7 +174,7 @@ func TestShutdownLetsConsumersFinish(t *testing.T) {
 			for d := range msgs {
 				t.Fatalf("delivered %q while draining", d.Body)
 			}
-			e := closeErr(t, closed)
+			e := amqptest.AwaitClose(t, closed)
 			require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)
 
 			// Shutdown again and Close are safe and return at once.
@@ -206,7 +206,7 @@ func TestShutdownRefusesPublishes(t *testing.T) {
 			require.NoError(t, holder.Qos(1, 0, false))
 			msgs, err := holder.Consume("jobs", "", false, false, false, false, nil)
 			require.NoError(t, err)
-			d := next(t, msgs)
+			d := amqptest.Next(t, msgs)
 			require.Equal(t, "j0", string(d.Body))
 
 			done := shutdownAsync(t, b, context.Background())
@@ -215,7 +215,7 @@ func TestShutdownRefusesPublishes(t *testing.T) {
 			if err == nil {
 				// amqp091-go publishes asynchronously: the refusal is the
 				// connection's close.
-				err = closeErr(t, closed)
+				err = amqptest.AwaitClose(t, closed)
 			}
 			amqptest.RequireCode(t, err, amqp091.ConnectionForced)
 
@@ -243,13 +243,13 @@ func TestShutdownDeadline(t *testing.T) {
 			require.NoError(t, ch.Qos(2, 0, false))
 			msgs, err := ch.Consume("stuck", "", false, false, false, false, nil)
 			require.NoError(t, err)
-			next(t, msgs)
-			next(t, msgs)
+			amqptest.Next(t, msgs)
+			amqptest.Next(t, msgs)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			require.ErrorIs(t, b.Shutdown(ctx), context.DeadlineExceeded)
-			e := closeErr(t, closed)
+			e := amqptest.AwaitClose(t, closed)
 			require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)
 			require.NoError(t, b.Close())
 

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bufio"
@@ -10,7 +10,9 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // BenchmarkEngine measures publish+consume throughput through amqp091-go:
@@ -34,25 +36,25 @@ func BenchmarkEngine(b *testing.B) {
 	}
 	doors := []struct {
 		name string
-		dial func(b *testing.B, br *Broker) *amqp091.Connection
+		dial func(b *testing.B, br *broker.Broker) *amqp091.Connection
 	}{
-		{"tcp", func(b *testing.B, br *Broker) *amqp091.Connection {
-			return benchDial(b, br.URL(), amqp091.Config{})
+		{"tcp", func(b *testing.B, br *broker.Broker) *amqp091.Connection {
+			return amqptest.Dial(b, br.URL(), amqp091.Config{})
 		}},
-		{"pipe", func(b *testing.B, br *Broker) *amqp091.Connection {
-			return benchDial(b, br.URL(), amqp091.Config{Dial: br.Dial})
+		{"pipe", func(b *testing.B, br *broker.Broker) *amqp091.Connection {
+			return amqptest.Dial(b, br.URL(), amqp091.Config{Dial: br.Dial})
 		}},
 	}
 	for _, door := range doors {
 		for _, mode := range modes {
 			b.Run(door.name+"/"+mode.name, func(b *testing.B) {
-				opts := Options{}
+				opts := broker.Options{}
 				if mode.persistent {
 					opts.DataDir = b.TempDir()
 				}
-				br := benchBroker(b, opts)
+				br := startBroker(b, opts)
 				pubConn, subConn := door.dial(b, br), door.dial(b, br)
-				pub, sub := benchChannel(b, pubConn), benchChannel(b, subConn)
+				pub, sub := amqptest.Channel(b, pubConn), amqptest.Channel(b, subConn)
 				if _, err := pub.QueueDeclare("bench", mode.persistent, false, false, false, nil); err != nil {
 					b.Fatal(err)
 				}
@@ -135,7 +137,7 @@ func BenchmarkEngineRaw(b *testing.B) {
 		noAck bool
 	}{{"autoack", true}, {"ack", false}} {
 		b.Run(mode.name, func(b *testing.B) {
-			br := benchBroker(b, Options{})
+			br := startBroker(b, broker.Options{})
 			pub := benchRawClient(b, br)
 			sub := benchRawClient(b, br)
 			pub.call(&amqp.QueueDeclare{Queue: "raw"})
@@ -174,39 +176,9 @@ func BenchmarkEngineRaw(b *testing.B) {
 	}
 }
 
-func benchBroker(b *testing.B, opts Options) *Broker {
-	b.Helper()
-	br, err := New(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := br.Listen("127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = br.Close() })
-	return br
-}
-
-func benchDial(b *testing.B, url string, cfg amqp091.Config) *amqp091.Connection {
-	b.Helper()
-	conn, err := amqp091.DialConfig(url, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
-
-func benchChannel(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
-	b.Helper()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ch
-}
-
-// benchRawClient is a handshaken connection with channel 1 open.
+// benchRawClientT is a handshaken connection with channel 1 open, lean on
+// purpose (one bufio reader, no assertion per frame) so the benchmarks
+// measure the broker; amqptest.RawClient is the checked one for tests.
 type benchRawClientT struct {
 	b  *testing.B
 	nc net.Conn
@@ -214,7 +186,8 @@ type benchRawClientT struct {
 	fr *amqp.FrameReader
 }
 
-func benchRawClient(b *testing.B, br *Broker) *benchRawClientT {
+// benchRawClient dials br, runs the handshake as guest and opens channel 1.
+func benchRawClient(b *testing.B, br *broker.Broker) *benchRawClientT {
 	b.Helper()
 	nc, err := net.Dial("tcp", br.Addr().String())
 	if err != nil {

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // serverProcess is examples/server running as a child process.
@@ -66,7 +68,7 @@ func startServer(t *testing.T, bin, dataDir string) *serverProcess {
 	case p.addr = <-lines:
 	case <-p.done:
 		t.Fatal("server exited before listening")
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("server did not start listening")
 	}
 	return p
@@ -80,7 +82,7 @@ func (p *serverProcess) kill(t *testing.T) {
 	_ = p.cmd.Process.Kill()
 	select {
 	case <-p.done:
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Error("server did not exit after SIGKILL")
 	}
 }
@@ -156,7 +158,7 @@ func TestEngineKill9KeepsConfirmedMessages(t *testing.T) {
 	require.NoError(t, err)
 	seen := make(map[string]bool, q.Messages)
 	for range q.Messages {
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		require.False(t, seen[string(d.Body)], "%s stored twice", d.Body)
 		require.False(t, d.Redelivered, "nothing was ever delivered")
 		seen[string(d.Body)] = true

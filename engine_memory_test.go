@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/measure"
 )
 
 // declareHolding declares n queues named prefix0.. and publishes one
 // message to each.
-func declareHolding(t *testing.T, ch *Channel, prefix string, n int, durable bool) {
+func declareHolding(t *testing.T, b *broker.Broker, ch *broker.Channel, prefix string, n int, durable bool) {
 	t.Helper()
 	for i := range n {
 		name := fmt.Sprintf("%s%d", prefix, i)
@@ -22,9 +24,15 @@ func declareHolding(t *testing.T, ch *Channel, prefix string, n int, durable boo
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", name, false, false,
 			amqp091.Publishing{Body: []byte("x"), DeliveryMode: amqp091.Persistent}))
 	}
+	// The publishes reached every actor: each queue holds its message.
+	// One Stats call asks every actor, so the check stays linear in n.
+	ready := map[string]uint64{}
+	for _, q := range b.Stats().QueueDetails {
+		ready[q.Name] = q.Ready
+	}
 	for i := range n {
-		// The publishes reached every actor: each queue holds its message.
-		require.EqualValues(t, 1, queueStats(t, ch.b, fmt.Sprintf("%s%d", prefix, i)).Ready)
+		name := fmt.Sprintf("%s%d", prefix, i)
+		require.EqualValues(t, 1, ready[name], name)
 	}
 }
 
@@ -43,11 +51,11 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 		{"transient", false, 24 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newDirectBroker(t, Options{DataDir: t.TempDir()})
-			ch := openDirect(t, b)
-			declareHolding(t, ch, "warm", 10, tc.durable) // first-use allocations
+			b := brokertest.NewUnstarted(t, broker.Options{DataDir: t.TempDir()})
+			ch := brokertest.Channel(t, b)
+			declareHolding(t, b, ch, "warm", 10, tc.durable) // first-use allocations
 			base := measure.LiveHeap()
-			declareHolding(t, ch, "q", n, tc.durable)
+			declareHolding(t, b, ch, "q", n, tc.durable)
 			per := (measure.LiveHeap() - base) / n
 			t.Logf("%s: %d bytes of heap per idle queue holding one message", tc.name, per)
 			require.Less(t, per, tc.perQueue)
@@ -61,9 +69,9 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 // the whole queue each time.
 func TestEngineDeletedQueuesReturnTheirHeap(t *testing.T) {
 	const n = 500
-	b := newDirectBroker(t, Options{})
-	round := func(ch *Channel, n int) {
-		declareHolding(t, ch, "q", n, false)
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	round := func(ch *broker.Channel, n int) {
+		declareHolding(t, b, ch, "q", n, false)
 		for i := range n {
 			_, ok, err := ch.Get(fmt.Sprintf("q%d", i), false) // left unacked
 			require.NoError(t, err)
@@ -74,10 +82,10 @@ func TestEngineDeletedQueuesReturnTheirHeap(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	warm := openDirect(t, b)
+	warm := brokertest.Channel(t, b)
 	round(warm, 10) // first-use allocations: lazy package state, map buckets
 	require.NoError(t, warm.Close())
-	ch := openDirect(t, b)
+	ch := brokertest.Channel(t, b)
 	base := measure.LiveHeap()
 	for r := range 3 {
 		round(ch, n)

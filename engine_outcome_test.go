@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
 	"github.com/warrenmq/broker/storage"
@@ -21,10 +22,10 @@ import (
 // the publisher reconnects and carries on.
 func TestEngineUnknownAppendOutcomeIsNotNacked(t *testing.T) {
 	in := faultstore.New()
-	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "q", true)
+	amqptest.DeclareQueue(t, ch, "q", true)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4))
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
@@ -38,14 +39,14 @@ func TestEngineUnknownAppendOutcomeIsNotNacked(t *testing.T) {
 		require.Contains(t, e.Reason, "may or may not be stored")
 	case c := <-confirms:
 		t.Fatalf("confirm %+v for a publish of unknown outcome", c)
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("the connection is not closed")
 	}
 	for c := range confirms {
 		t.Fatalf("confirm %+v for a publish of unknown outcome", c)
 	}
 
-	ch2 := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch2 := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	require.NoError(t, ch2.Confirm(false))
 	confirms2 := ch2.NotifyPublish(make(chan amqp091.Confirmation, 1))
 	require.NoError(t, ch2.PublishWithContext(context.Background(), "", "q", false, false,
@@ -65,9 +66,9 @@ func TestEngineFailedAppendFailsTxCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := faultstore.New()
-			b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-			ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-			declareQueue(t, ch, "q", true)
+			b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
+			ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+			amqptest.DeclareQueue(t, ch, "q", true)
 			require.NoError(t, ch.Tx())
 			require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
 				amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
-	"github.com/warrenmq/broker/internal/queue"
 	metamemory "github.com/warrenmq/broker/meta/memory"
 	"github.com/warrenmq/broker/storage/memory"
 	"github.com/warrenmq/broker/unacked"
@@ -22,14 +22,14 @@ import (
 // do not, and what was unacked at shutdown comes back redelivered.
 func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	b1, err := New(Options{DataDir: dir})
+	b1, err := broker.New(broker.Options{DataDir: dir})
 	require.NoError(t, err)
 	_, err = b1.Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	conn := dial(t, b1.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b1.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "durable", true)
-	declareQueue(t, ch, "fleeting", false)
+	amqptest.DeclareQueue(t, ch, "durable", true)
+	amqptest.DeclareQueue(t, ch, "fleeting", false)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 16))
 	pub := func(queue, body string, persistent bool) {
@@ -42,7 +42,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 		select {
 		case c := <-confirms:
 			require.True(t, c.Ack)
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatal("no confirm")
 		}
 	}
@@ -53,23 +53,23 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	pub("durable", "p3", true)
 	pub("fleeting", "f1", true)
 	// p1 is out, unacked, when the broker stops; p2 was acked.
-	d1 := get(t, ch, "durable", false)
+	d1 := amqptest.Get(t, ch, "durable", false)
 	require.Equal(t, "p1", string(d1.Body))
-	d2 := get(t, ch, "durable", false)
+	d2 := amqptest.Get(t, ch, "durable", false)
 	require.Equal(t, "t1", string(d2.Body))
 	require.NoError(t, d2.Ack(false))
-	waitStats(t, b1, "durable", func(st queue.Stats) bool { return st.Unacked == 1 })
+	waitStats(t, b1, "durable", func(st queueCounts) bool { return st.Unacked == 1 })
 	require.NoError(t, b1.Close())
 
-	b2 := startBroker(t, Options{DataDir: dir})
-	ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
+	b2 := startBroker(t, broker.Options{DataDir: dir})
+	ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 	q, err := ch2.QueueDeclarePassive("durable", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, q.Messages, "p1 (returned), p2, p3; no transient message")
 	var bodies []string
 	var redelivered []bool
 	for range 3 {
-		d := get(t, ch2, "durable", false)
+		d := amqptest.Get(t, ch2, "durable", false)
 		bodies = append(bodies, string(d.Body))
 		redelivered = append(redelivered, d.Redelivered)
 		require.Equal(t, uint8(amqp091.Persistent), d.DeliveryMode, "properties survive")
@@ -78,15 +78,15 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 	}
 	require.Equal(t, []string{"p1", "p2", "p3"}, bodies)
 	require.Equal(t, []bool{true, false, false}, redelivered)
-	requireEmpty(t, ch2, "durable")
+	amqptest.RequireEmpty(t, ch2, "durable")
 
 	_, err = ch2.QueueDeclarePassive("fleeting", false, false, false, false, nil)
 	amqptest.RequireCode(t, err, amqp091.NotFound)
 
 	// Acks are durable too: nothing comes back after another restart.
 	require.NoError(t, b2.Close())
-	b3 := startBroker(t, Options{DataDir: dir})
-	ch3 := amqptest.Channel(t, dial(t, b3.URL(), amqp091.Config{}))
+	b3 := startBroker(t, broker.Options{DataDir: dir})
+	ch3 := amqptest.Channel(t, amqptest.Dial(t, b3.URL(), amqp091.Config{}))
 	q, err = ch3.QueueDeclarePassive("durable", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.Zero(t, q.Messages)
@@ -96,9 +96,9 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 // channel and queue go on working.
 func TestEngineFailedAppendNacks(t *testing.T) {
 	in := faultstore.New()
-	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "nacked", true)
+	b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "nacked", true)
 	require.NoError(t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4))
 	in.Fail(faultstore.On(faultstore.Append), 1, nil)
@@ -111,14 +111,14 @@ func TestEngineFailedAppendNacks(t *testing.T) {
 		select {
 		case c := <-confirms:
 			acks = append(acks, c.Ack)
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatal("no confirm")
 		}
 	}
 	require.Equal(t, []bool{false, true}, acks)
-	d := get(t, ch, "nacked", true)
+	d := amqptest.Get(t, ch, "nacked", true)
 	require.Equal(t, "kept", string(d.Body))
-	requireEmpty(t, ch, "nacked")
+	amqptest.RequireEmpty(t, ch, "nacked")
 }
 
 // The engine's crash points at broker level: a broker whose stores die
@@ -167,7 +167,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			shards, mstore, index := memory.New(), metamemory.New(), unacked.NewMemoryIndex()
 			in := faultstore.New()
 			in.SetTracing(false)
-			b1, err := New(Options{
+			b1, err := broker.New(broker.Options{
 				Shards:  faultstore.WrapShards(shards, in),
 				Meta:    faultstore.WrapMeta(mstore, in),
 				Unacked: faultstore.WrapIndex(index, in),
@@ -175,27 +175,27 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			require.NoError(t, err)
 			_, err = b1.Listen("127.0.0.1:0")
 			require.NoError(t, err)
-			conn := dial(t, b1.URL(), amqp091.Config{})
+			conn := amqptest.Dial(t, b1.URL(), amqp091.Config{})
 			ch := amqptest.Channel(t, conn)
-			declareQueue(t, ch, "jobs", true)
-			all := numbered("m", 8)
-			publishConfirmed(t, ch, "jobs", true, all...)
+			amqptest.DeclareQueue(t, ch, "jobs", true)
+			all := amqptest.Numbered("m", 8)
+			amqptest.PublishConfirmed(t, ch, "jobs", true, all...)
 
 			require.NoError(t, ch.Qos(2, 0, false))
 			msgs, err := ch.Consume("jobs", "", false, false, false, false, nil)
 			require.NoError(t, err)
-			m0, m1 := next(t, msgs), next(t, msgs)
+			m0, m1 := amqptest.Next(t, msgs), amqptest.Next(t, msgs)
 			crash := in.CrashAt(tc.crash)
 			require.NoError(t, tc.drive(m0, m1))
 			select {
 			case <-crash.Fired():
-			case <-time.After(waitFor):
+			case <-time.After(amqptest.Timeout):
 				t.Fatal("the crash point was never reached")
 			}
 			require.NoError(t, b1.Close())
 
-			b2 := startBroker(t, Options{Shards: shards, Meta: mstore, Unacked: index})
-			ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
+			b2 := startBroker(t, broker.Options{Shards: shards, Meta: mstore, Unacked: index})
+			ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 			var bodies, flagged []string
 			for {
 				d, ok, err := ch2.Get("jobs", true)

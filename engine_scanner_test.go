@@ -8,82 +8,34 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/unacked"
 )
 
-// A delivery held past Options.ConsumerTimeout closes its channel with 406
-// in RabbitMQ's words; the message goes back in place, redelivered, and the
-// connection stays usable.
-func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
-	checkGoroutines(t) // Close stops the scanner goroutine too
-	const timeout = 300 * time.Millisecond
-	b := startBroker(t, Options{ConsumerTimeout: timeout})
-	conn := dial(t, b.URL(), amqp091.Config{})
-	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "slow", false)
-	publishConfirmed(t, ch, "slow", false, "a", "b")
-	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
-	require.NoError(t, ch.Qos(1, 0, false))
-	msgs, err := ch.Consume("slow", "sleepy", false, false, false, false, nil)
-	require.NoError(t, err)
-	require.Equal(t, "a", string(next(t, msgs).Body)) // and never acked
-
-	e := closeErr(t, errs) // the scanner runs every timeout/2
-	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
-	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms.", e.Reason)
-
-	other := amqptest.Channel(t, conn) // same connection: only the channel closed
-	d := get(t, other, "slow", true)
-	require.Equal(t, "a", string(d.Body))
-	require.True(t, d.Redelivered)
-	require.Equal(t, "b", string(get(t, other, "slow", true).Body))
-	waitStats(t, b, "slow", func(st queue.Stats) bool { return st == queue.Stats{} })
-}
-
 // A delivery acked in time never costs its channel, however late the pass.
 func TestEngineConsumerTimeoutSparesSettledDeliveries(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	b := startBroker(t, Options{ConsumerTimeout: timeout})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "quick", false)
-	publishConfirmed(t, ch, "quick", false, "a")
-	d := get(t, ch, "quick", false)
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "quick", false)
+	amqptest.PublishConfirmed(t, ch, "quick", false, "a")
+	d := amqptest.Get(t, ch, "quick", false)
 	require.NoError(t, d.Ack(false))
 	waitStats(t, b, "quick", func(st queue.Stats) bool { return st.Unacked == 0 })
 	time.Sleep(2 * timeout) // older than the timeout, had it stayed unacked
 	require.NoError(t, b.scanPass(context.Background()))
 	require.False(t, ch.IsClosed())
-	declareQueue(t, ch, "still-open", false)
-}
-
-// The consumer timeout reaches channels of the direct API too. (The direct
-// Channel tells its NotifyClose listeners only once its connection ends, so
-// this watches IsClosed and the queue.)
-func TestEngineConsumerTimeoutDirectChannel(t *testing.T) {
-	b := startBroker(t, Options{ConsumerTimeout: 200 * time.Millisecond})
-	ch, err := b.Channel(context.Background())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ch.Close() })
-	_, err = ch.QueueDeclare("direct-slow", false, false, false, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.PublishWithContext(context.Background(), "", "direct-slow", false, false, amqp091.Publishing{Body: []byte("x")}))
-	msgs, err := ch.Consume("direct-slow", "", false, false, false, false, nil)
-	require.NoError(t, err)
-	next(t, msgs)
-	waitStats(t, b, "direct-slow", func(st queue.Stats) bool { return st == queue.Stats{Ready: 1} })
-	require.True(t, ch.IsClosed())
+	amqptest.DeclareQueue(t, ch, "still-open", false)
 }
 
 // The scanner requeues deliveries nobody will settle: here one claimed for
 // a connection that does not exist.
 func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "orphans", true)
-	publishConfirmed(t, ch, "orphans", true, "a", "b")
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "orphans", true)
+	amqptest.PublishConfirmed(t, ch, "orphans", true, "a", "b")
 	q, err := b.vhosts["/"].Queue("", "orphans")
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -96,12 +48,12 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	require.NoError(t, b.scanPass(ctx))
 	st := waitStats(t, b, "orphans", func(st queue.Stats) bool { return st.Unacked == 0 })
 	require.Equal(t, queue.Stats{Ready: 2}, st)
-	d := get(t, ch, "orphans", true)
+	d := amqptest.Get(t, ch, "orphans", true)
 	require.Equal(t, "a", string(d.Body), "back in its original position")
 	require.True(t, d.Redelivered)
 
 	// A live owner's delivery is left alone.
-	held := get(t, ch, "orphans", false)
+	held := amqptest.Get(t, ch, "orphans", false)
 	require.NoError(t, b.scanPass(ctx))
 	require.Equal(t, queue.Stats{Unacked: 1}, queueStats(t, b, "orphans"))
 	require.NoError(t, held.Ack(false))
@@ -109,8 +61,8 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 
 func TestEngineOrphanedRule(t *testing.T) {
 	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 	live := b.liveConnections()
 	require.Len(t, live, 1)
 	var liveID string

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 	for round := range 40 {
 		dir := t.TempDir()
-		b, err := New(Options{DataDir: dir})
+		b, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		ch, err := b.Channel(context.Background())
 		require.NoError(t, err)
@@ -33,7 +34,7 @@ func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 		confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "work", false, false,
 			amqp091.Publishing{Body: []byte("m"), DeliveryMode: amqp091.Persistent}))
-		c, _ := directReceive(t, confirms)
+		c, _ := amqptest.Receive(t, confirms)
 		require.True(t, c.Ack)
 		d, ok, err := ch.Get("work", false)
 		require.NoError(t, err)
@@ -41,7 +42,7 @@ func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 		require.NoError(t, ch.Reject(d.DeliveryTag, false))
 		require.NoError(t, b.Close())
 
-		b2, err := New(Options{DataDir: dir})
+		b2, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		work, dlq := queueStats(t, b2, "work"), queueStats(t, b2, "dlq")
 		require.NoError(t, b2.Close())
@@ -54,26 +55,26 @@ func TestEngineRejectToDLXThenCloseKeepsTheMessage(t *testing.T) {
 func TestEngineRejectToDLXThenCloseOverTCP(t *testing.T) {
 	for round := range 30 {
 		dir := t.TempDir()
-		b, err := New(Options{DataDir: dir})
+		b, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		_, err = b.Listen("127.0.0.1:0")
 		require.NoError(t, err)
 		conn, err := amqp091.Dial(b.URL())
 		require.NoError(t, err)
 		ch := amqptest.Channel(t, conn)
-		declareQueue(t, ch, "dlq", true)
+		amqptest.DeclareQueue(t, ch, "dlq", true)
 		_, err = ch.QueueDeclare("work", true, false, false, false, amqp091.Table{
 			"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
 		})
 		require.NoError(t, err)
-		publishConfirmed(t, ch, "work", true, "m")
-		d := get(t, ch, "work", false)
+		amqptest.PublishConfirmed(t, ch, "work", true, "m")
+		d := amqptest.Get(t, ch, "work", false)
 		require.NoError(t, d.Reject(false))
 		time.Sleep(50 * time.Microsecond)
 		require.NoError(t, b.Close())
 		_ = conn.Close()
 
-		b2, err := New(Options{DataDir: dir})
+		b2, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		work, dlq := queueStats(t, b2, "work"), queueStats(t, b2, "dlq")
 		require.NoError(t, b2.Close())

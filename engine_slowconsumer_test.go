@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
@@ -16,8 +17,8 @@ import (
 // whole queue for it: deliveries stop at the connection's outbox bound, the
 // rest stays ready in the queue, and other clients are unaffected.
 func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 
 	// The stuck client: no-ack consumer (no prefetch bound at all), and it
@@ -32,7 +33,7 @@ func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
 	_, ok = raw.ExpectMethod(1).(*amqp.BasicConsumeOk)
 	require.True(t, ok)
 
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -57,6 +58,6 @@ func TestSlowConsumerHoldsBoundedBuffer(t *testing.T) {
 	require.Greater(t, q.Messages, n/2, "the queue kept what the stuck client could not take")
 
 	// Others are unaffected.
-	other := dial(t, b.URL(), amqp091.Config{})
-	requireWorks(t, other)
+	other := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	amqptest.RequireWorks(t, other)
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -10,11 +10,9 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/internal/faultstore"
-	"github.com/warrenmq/broker/internal/queue"
-	"github.com/warrenmq/broker/storage/memory"
 )
 
 // The tests in this file drive the queue engine through amqp091-go over TCP
@@ -22,9 +20,9 @@ import (
 // per test.
 
 func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
-	b := startBroker(t, Options{})
-	pub := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, pub, "work", false)
+	b := startBroker(t, broker.Options{})
+	pub := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, pub, "work", false)
 
 	const n = 2000
 	type got struct {
@@ -33,7 +31,7 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 	}
 	results := make(chan got, n)
 	for i := range 3 {
-		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		require.NoError(t, ch.Qos(10, 0, false))
 		msgs, err := ch.Consume("work", "", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -44,7 +42,7 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 			}
 		}()
 	}
-	publishBodies(t, pub, "work", false, numbered("m", n)...)
+	amqptest.PublishBodies(t, pub, "work", false, amqptest.Numbered("m", n)...)
 
 	seen := make(map[string]int, n)
 	per := make(map[int]int)
@@ -53,7 +51,7 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 		case g := <-results:
 			seen[g.body]++
 			per[g.consumer]++
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatalf("only %d of %d messages consumed", len(seen), n)
 		}
 	}
@@ -62,7 +60,7 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 		require.Equal(t, 1, c, "%s delivered %d times", body, c)
 	}
 	require.Len(t, per, 3, "every consumer got a share: %v", per)
-	waitStats(t, b, "work", func(st queue.Stats) bool { return st == queue.Stats{Consumers: 3} })
+	waitStats(t, b, "work", func(st queueCounts) bool { return st == queueCounts{Consumers: 3} })
 }
 
 // basic.get and basic.consume claim from one cursor: under load, with
@@ -70,15 +68,15 @@ func TestEngineCompetingConsumersGetDistinctMessages(t *testing.T) {
 // publishes are persistent, so gets also meet batches still being synced
 // (a get runs in place only when none is).
 func TestEngineGetAndConsumeShareOneCursor(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, Options{}, false) })
-	t.Run("pebble", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, Options{DataDir: t.TempDir()}, true) })
+	t.Run("memory", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, broker.Options{}, false) })
+	t.Run("pebble", func(t *testing.T) { testGetAndConsumeShareOneCursor(t, broker.Options{DataDir: t.TempDir()}, true) })
 }
 
-func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
+func testGetAndConsumeShareOneCursor(t *testing.T, opts broker.Options, durable bool) {
 	b := startBroker(t, opts)
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	pub := amqptest.Channel(t, conn)
-	declareQueue(t, pub, "mixed", durable)
+	amqptest.DeclareQueue(t, pub, "mixed", durable)
 
 	const n = 3000
 	seen := make(chan string, 2*n)
@@ -93,7 +91,7 @@ func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 		}
 	}()
 
-	getter := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	getter := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	stop := make(chan struct{})
 	getErr := make(chan error, 1)
 	var gets int
@@ -120,21 +118,21 @@ func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 			}
 		}
 	}()
-	publishBodies(t, pub, "mixed", durable, numbered("m", n)...)
+	amqptest.PublishBodies(t, pub, "mixed", durable, amqptest.Numbered("m", n)...)
 
 	count := make(map[string]int, n)
 	for len(count) < n {
 		select {
 		case body := <-seen:
 			count[body]++
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatalf("only %d of %d messages seen", len(count), n)
 		}
 	}
 	close(stop)
 	require.NoError(t, <-getErr)
 	// Anything still in flight would be a duplicate.
-	waitStats(t, b, "mixed", func(st queue.Stats) bool { return st.Ready == 0 && st.Unacked == 0 })
+	waitStats(t, b, "mixed", func(st queueCounts) bool { return st.Ready == 0 && st.Unacked == 0 })
 	for len(seen) > 0 {
 		count[<-seen]++
 	}
@@ -147,10 +145,10 @@ func testGetAndConsumeShareOneCursor(t *testing.T, opts Options, durable bool) {
 
 func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 	t.Run("per consumer", func(t *testing.T) {
-		b := startBroker(t, Options{})
-		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-		declareQueue(t, ch, "pf", false)
-		publishConfirmed(t, ch, "pf", false, numbered("m", 10)...)
+		b := startBroker(t, broker.Options{})
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+		amqptest.DeclareQueue(t, ch, "pf", false)
+		amqptest.PublishConfirmed(t, ch, "pf", false, amqptest.Numbered("m", 10)...)
 		require.NoError(t, ch.Qos(3, 0, false))
 		msgs, err := ch.Consume("pf", "", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -159,24 +157,24 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 		require.NoError(t, err)
 		var first []amqp091.Delivery
 		for range 3 {
-			first = append(first, next(t, msgs))
-			next(t, msgs2)
+			first = append(first, amqptest.Next(t, msgs))
+			amqptest.Next(t, msgs2)
 		}
-		require.Equal(t, queue.Stats{Ready: 4, Unacked: 6, Consumers: 2}, queueStats(t, b, "pf"))
+		require.Equal(t, queueCounts{Ready: 4, Unacked: 6, Consumers: 2}, queueStats(t, b, "pf"))
 		// Each ack frees one slot for its consumer only.
 		require.NoError(t, first[0].Ack(false))
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		require.False(t, d.Redelivered)
-		require.Equal(t, queue.Stats{Ready: 3, Unacked: 6, Consumers: 2}, queueStats(t, b, "pf"))
+		require.Equal(t, queueCounts{Ready: 3, Unacked: 6, Consumers: 2}, queueStats(t, b, "pf"))
 	})
 	t.Run("global per channel", func(t *testing.T) {
-		b := startBroker(t, Options{})
-		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-		declareQueue(t, ch, "g1", false)
-		declareQueue(t, ch, "g2", false)
-		publishConfirmed(t, ch, "g1", false, numbered("a", 5)...)
-		publishConfirmed(t, ch, "g2", false, numbered("b", 5)...) // stored before the counts below are read
-		cons := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		b := startBroker(t, broker.Options{})
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+		amqptest.DeclareQueue(t, ch, "g1", false)
+		amqptest.DeclareQueue(t, ch, "g2", false)
+		amqptest.PublishConfirmed(t, ch, "g1", false, amqptest.Numbered("a", 5)...)
+		amqptest.PublishConfirmed(t, ch, "g2", false, amqptest.Numbered("b", 5)...) // stored before the counts below are read
+		cons := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		require.NoError(t, cons.Qos(4, 0, true))
 		m1, err := cons.Consume("g1", "", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -189,7 +187,7 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 				out = append(out, d)
 			case d := <-m2:
 				out = append(out, d)
-			case <-time.After(waitFor):
+			case <-time.After(amqptest.Timeout):
 				t.Fatalf("only %d deliveries", len(out))
 			}
 		}
@@ -205,7 +203,7 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 				got++
 			case <-m2:
 				got++
-			case <-time.After(waitFor):
+			case <-time.After(amqptest.Timeout):
 				t.Fatalf("only %d deliveries after the ack", got)
 			}
 		}
@@ -219,13 +217,13 @@ func TestEnginePrefetchBoundsUnacked(t *testing.T) {
 // they go to another consumer, redelivered, in their original order ahead
 // of the messages never delivered.
 func TestEngineDroppedConnectionRedelivers(t *testing.T) {
-	b := startBroker(t, Options{})
-	pub := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, pub, "drop", true)
-	publishConfirmed(t, pub, "drop", true, numbered("m", 8)...)
+	b := startBroker(t, broker.Options{})
+	pub := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, pub, "drop", true)
+	amqptest.PublishConfirmed(t, pub, "drop", true, amqptest.Numbered("m", 8)...)
 
 	var sock net.Conn
-	victim := dial(t, b.URL(), amqp091.Config{Dial: func(network, addr string) (net.Conn, error) {
+	victim := amqptest.Dial(t, b.URL(), amqp091.Config{Dial: func(network, addr string) (net.Conn, error) {
 		c, err := net.Dial(network, addr)
 		sock = c
 		return c, err
@@ -235,17 +233,17 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 	msgs, err := vch.Consume("drop", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	for i := range 5 {
-		require.Equal(t, numbered("m", 8)[i], string(next(t, msgs).Body))
+		require.Equal(t, amqptest.Numbered("m", 8)[i], string(amqptest.Next(t, msgs).Body))
 	}
 	require.NoError(t, sock.Close()) // no connection.close: the socket just goes
 	// The broker notices and requeues; then the messages are all ready.
-	waitStats(t, b, "drop", func(st queue.Stats) bool { return st == queue.Stats{Ready: 8} })
+	waitStats(t, b, "drop", func(st queueCounts) bool { return st == queueCounts{Ready: 8} })
 
-	other := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	other := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	msgs2, err := other.Consume("drop", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	for i, want := range numbered("m", 8) {
-		d := next(t, msgs2)
+	for i, want := range amqptest.Numbered("m", 8) {
+		d := amqptest.Next(t, msgs2)
 		require.Equal(t, want, string(d.Body))
 		require.Equal(t, i < 5, d.Redelivered, "message %s", want)
 		require.NoError(t, d.Ack(false))
@@ -253,118 +251,118 @@ func TestEngineDroppedConnectionRedelivers(t *testing.T) {
 }
 
 func TestEngineMultipleAckAndNack(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "multi", false)
-	publishConfirmed(t, ch, "multi", false, numbered("m", 10)...)
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "multi", false)
+	amqptest.PublishConfirmed(t, ch, "multi", false, amqptest.Numbered("m", 10)...)
 	msgs, err := ch.Consume("multi", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	var ds []amqp091.Delivery
 	for range 10 {
-		ds = append(ds, next(t, msgs))
+		ds = append(ds, amqptest.Next(t, msgs))
 	}
 	require.NoError(t, ds[3].Ack(true)) // tags 1..4
-	waitStats(t, b, "multi", func(st queue.Stats) bool { return st.Unacked == 6 })
+	waitStats(t, b, "multi", func(st queueCounts) bool { return st.Unacked == 6 })
 	require.NoError(t, ds[6].Nack(true, false)) // tags 5..7 discarded
-	waitStats(t, b, "multi", func(st queue.Stats) bool { return st.Unacked == 3 && st.Ready == 0 })
+	waitStats(t, b, "multi", func(st queueCounts) bool { return st.Unacked == 3 && st.Ready == 0 })
 	require.NoError(t, ds[9].Nack(true, true)) // tags 8..10 requeued
 	for _, want := range []string{"m-7", "m-8", "m-9"} {
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		require.Equal(t, want, string(d.Body))
 		require.True(t, d.Redelivered)
 	}
 	// Every earlier tag is settled: multiple=true with the last tag acks
 	// exactly the three redeliveries.
 	require.NoError(t, ch.Ack(13, true))
-	waitStats(t, b, "multi", func(st queue.Stats) bool { return st == queue.Stats{Consumers: 1} })
+	waitStats(t, b, "multi", func(st queueCounts) bool { return st == queueCounts{Consumers: 1} })
 }
 
 // nack/reject with requeue put a message back where it was, ahead of
 // everything behind it, and it comes back redelivered.
 func TestEngineRequeueKeepsOriginalPosition(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "pos", false)
-	publishConfirmed(t, ch, "pos", false, "a", "b", "c", "d", "e")
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "pos", false)
+	amqptest.PublishConfirmed(t, ch, "pos", false, "a", "b", "c", "d", "e")
 
-	a, bb, c := get(t, ch, "pos", false), get(t, ch, "pos", false), get(t, ch, "pos", false)
+	a, bb, c := amqptest.Get(t, ch, "pos", false), amqptest.Get(t, ch, "pos", false), amqptest.Get(t, ch, "pos", false)
 	require.NoError(t, c.Reject(true))
 	require.NoError(t, a.Nack(false, true))
 	var order []string
 	var redelivered []bool
 	for range 4 {
-		d := get(t, ch, "pos", true)
+		d := amqptest.Get(t, ch, "pos", true)
 		order = append(order, string(d.Body))
 		redelivered = append(redelivered, d.Redelivered)
 	}
 	require.Equal(t, []string{"a", "c", "d", "e"}, order)
 	require.Equal(t, []bool{true, true, false, false}, redelivered)
-	requireEmpty(t, ch, "pos")
+	amqptest.RequireEmpty(t, ch, "pos")
 	require.NoError(t, bb.Ack(false))
 
 	// The same through a consumer.
-	publishConfirmed(t, ch, "pos", false, "1", "2", "3")
+	amqptest.PublishConfirmed(t, ch, "pos", false, "1", "2", "3")
 	msgs, err := ch.Consume("pos", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	d1, d2, d3 := next(t, msgs), next(t, msgs), next(t, msgs)
+	d1, d2, d3 := amqptest.Next(t, msgs), amqptest.Next(t, msgs), amqptest.Next(t, msgs)
 	require.NoError(t, d2.Nack(false, true))
-	again := next(t, msgs)
+	again := amqptest.Next(t, msgs)
 	require.Equal(t, "2", string(again.Body))
 	require.True(t, again.Redelivered)
 	require.NoError(t, ch.Ack(again.DeliveryTag, true))
 	_, _ = d1, d3
-	waitStats(t, b, "pos", func(st queue.Stats) bool { return st == queue.Stats{Consumers: 1} })
+	waitStats(t, b, "pos", func(st queueCounts) bool { return st == queueCounts{Consumers: 1} })
 }
 
 func TestEngineRecoverRequeues(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "rec", false)
-	publishConfirmed(t, ch, "rec", false, "x", "y", "z")
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "rec", false)
+	amqptest.PublishConfirmed(t, ch, "rec", false, "x", "y", "z")
 	msgs, err := ch.Consume("rec", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	for _, want := range []string{"x", "y", "z"} {
-		require.Equal(t, want, string(next(t, msgs).Body))
+		require.Equal(t, want, string(amqptest.Next(t, msgs).Body))
 	}
 	require.NoError(t, ch.Recover(true))
 	for _, want := range []string{"x", "y", "z"} {
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		require.Equal(t, want, string(d.Body))
 		require.True(t, d.Redelivered)
 		require.NoError(t, d.Ack(false))
 	}
-	waitStats(t, b, "rec", func(st queue.Stats) bool { return st == queue.Stats{Consumers: 1} })
+	waitStats(t, b, "rec", func(st queueCounts) bool { return st == queueCounts{Consumers: 1} })
 
 	// requeue=false (redeliver to the same consumer) is not implemented, as
 	// in RabbitMQ: 540, which closes the connection.
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	ch2 := amqptest.Channel(t, conn)
 	_ = ch2.Recover(false)
-	require.Equal(t, amqp.NotImplemented, uint16(closeErr(t, errs).Code))
+	require.Equal(t, amqp.NotImplemented, uint16(amqptest.AwaitClose(t, errs).Code))
 }
 
 func TestEngineChannelErrors(t *testing.T) {
-	b := startBroker(t, Options{})
-	setup := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, setup, "errs", false)
+	b := startBroker(t, broker.Options{})
+	setup := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, setup, "errs", false)
 
 	t.Run("unknown delivery tag is 406", func(t *testing.T) {
-		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		require.NoError(t, ch.Ack(42, false))
-		e := closeErr(t, errs)
+		e := amqptest.AwaitClose(t, errs)
 		require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
 		require.Contains(t, e.Reason, "unknown delivery tag 42")
 	})
 	t.Run("multiple ack of an unknown tag is 406", func(t *testing.T) {
-		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		require.NoError(t, ch.Nack(7, true, true))
-		require.Equal(t, amqp.PreconditionFailed, uint16(closeErr(t, errs).Code))
+		require.Equal(t, amqp.PreconditionFailed, uint16(amqptest.AwaitClose(t, errs).Code))
 	})
 	t.Run("duplicate consumer tag is 530", func(t *testing.T) {
-		conn := dial(t, b.URL(), amqp091.Config{})
+		conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 		ch := amqptest.Channel(t, conn)
 		_, err := ch.Consume("errs", "dup", false, false, false, false, nil)
 		require.NoError(t, err)
@@ -372,27 +370,27 @@ func TestEngineChannelErrors(t *testing.T) {
 		amqptest.RequireCode(t, err, amqp091.NotAllowed)
 	})
 	t.Run("exclusive consumer locks out others with 403", func(t *testing.T) {
-		declareQueue(t, setup, "excl", false)
-		owner := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		amqptest.DeclareQueue(t, setup, "excl", false)
+		owner := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		_, err := owner.Consume("excl", "owner", false, true, false, false, nil)
 		require.NoError(t, err)
-		other := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		other := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		_, err = other.Consume("excl", "", false, false, false, false, nil)
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 		// And an exclusive consume on a queue with consumers.
-		declareQueue(t, setup, "busy", false)
+		amqptest.DeclareQueue(t, setup, "busy", false)
 		_, err = owner.Consume("busy", "plain", false, false, false, false, nil)
 		require.NoError(t, err)
-		third := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+		third := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		_, err = third.Consume("busy", "", false, true, false, false, nil)
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	})
 	t.Run("immediate is 540", func(t *testing.T) {
-		conn := dial(t, b.URL(), amqp091.Config{})
+		conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 		errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 		ch := amqptest.Channel(t, conn)
 		_ = ch.PublishWithContext(context.Background(), "", "errs", false, true, amqp091.Publishing{Body: []byte("x")})
-		e := closeErr(t, errs)
+		e := amqptest.AwaitClose(t, errs)
 		require.Equal(t, amqp.NotImplemented, uint16(e.Code))
 		require.Contains(t, e.Reason, "immediate")
 	})
@@ -402,7 +400,7 @@ func TestEngineChannelErrors(t *testing.T) {
 // empty. amqp091-go always sends a tag of its own, so this speaks raw
 // frames.
 func TestEngineServerGeneratedConsumerTag(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	c.Handshake()
 	c.OpenChannel(1)
@@ -421,38 +419,38 @@ func TestEngineServerGeneratedConsumerTag(t *testing.T) {
 }
 
 func TestEngineQueueDeleteCancelsConsumers(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "doomed", false)
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "doomed", false)
 	cancels := ch.NotifyCancel(make(chan string, 1))
 	msgs, err := ch.Consume("doomed", "watcher", false, false, false, false, nil)
 	require.NoError(t, err)
 
-	admin := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	admin := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	_, err = admin.QueueDelete("doomed", false, false, false)
 	require.NoError(t, err)
 	select {
 	case tag := <-cancels:
 		require.Equal(t, "watcher", tag)
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("no basic.cancel from the server")
 	}
 	// amqp091-go closes the consumer's delivery channel on basic.cancel.
 	select {
 	case _, open := <-msgs:
 		require.False(t, open)
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("delivery channel not closed")
 	}
 	// The channel stays usable.
-	declareQueue(t, ch, "after", false)
+	amqptest.DeclareQueue(t, ch, "after", false)
 }
 
 // A mandatory publish nobody can route comes back with basic.return 312
 // NO_ROUTE, and the return reaches the client before the publish's ack.
 func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	require.NoError(t, ch.Confirm(false))
 	// amqp091-go hands frames to these channels on its reader goroutine in
 	// the order they arrived, so buffered channels preserve frame order.
@@ -464,7 +462,7 @@ func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
 		var c amqp091.Confirmation
 		select {
 		case c = <-confirms:
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatal("no confirm")
 		}
 		require.True(t, c.Ack, "an unroutable publish is acked")
@@ -487,13 +485,13 @@ func TestEngineMandatoryReturnPrecedesConfirm(t *testing.T) {
 }
 
 func TestEnginePublisherConfirmsInOrder(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-	declareQueue(t, ch, "confirms", true)
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+	amqptest.DeclareQueue(t, ch, "confirms", true)
 	require.NoError(t, ch.Confirm(false))
 	const n = 2000
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, n))
-	for i, body := range numbered("m", n) {
+	for i, body := range amqptest.Numbered("m", n) {
 		// Mix persistent and transient publishes: the persistent ones wait
 		// for a sync, the confirms still come in publish order.
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "confirms", false, false,
@@ -506,7 +504,7 @@ func TestEnginePublisherConfirmsInOrder(t *testing.T) {
 		case c := <-confirms:
 			require.Equal(t, uint64(i), c.DeliveryTag)
 			require.True(t, c.Ack)
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatalf("confirm %d missing", i)
 		}
 	}
@@ -519,7 +517,7 @@ func TestEnginePublisherConfirmsInOrder(t *testing.T) {
 // confirmed all the same. (amqp091-go waits for a select-ok even with
 // noWait, so this speaks raw frames.)
 func TestEngineConfirmSelectNowait(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	c.Handshake()
 	c.OpenChannel(1)
@@ -545,63 +543,11 @@ func TestEngineConfirmSelectNowait(t *testing.T) {
 	require.EqualValues(t, 2, last)
 }
 
-// Under load one basic.ack multiple=true confirms many publishes. The
-// queue's first store write is held until every publish reached the queue,
-// so they are stored, and confirmed, in batches; a raw client counts the
-// ack frames.
-func TestEngineConfirmsCoalesce(t *testing.T) {
-	in := faultstore.New()
-	in.SetTracing(false)
-	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
-	c := amqptest.DialRaw(t, b.Addr().String())
-	c.Handshake()
-	c.OpenChannel(1)
-	c.SendMethod(1, &amqp.QueueDeclare{Queue: "co", Durable: true})
-	_, ok := c.ExpectMethod(1).(*amqp.QueueDeclareOk)
-	require.True(t, ok)
-	c.SendMethod(1, &amqp.ConfirmSelect{})
-	_, ok = c.ExpectMethod(1).(*amqp.ConfirmSelectOk)
-	require.True(t, ok)
-	gate := in.Block(faultstore.On(faultstore.Append))
-
-	const n = 500
-	noProps := (&amqp.Properties{}).Append(nil)
-	var buf []byte
-	for range n {
-		buf = amqp.AppendMethodFrame(buf, 1, &amqp.BasicPublish{RoutingKey: "co"})
-		buf = amqp.AppendHeaderFrame(buf, 1, amqp.ClassBasic, 1, noProps)
-		buf = amqp.AppendFrame(buf, amqp.FrameBody, 1, []byte("x"))
-	}
-	c.Send(buf)
-	select {
-	case <-gate.Fired():
-	case <-time.After(waitFor):
-		t.Fatal("no store write")
-	}
-	for b.ops.session.Publish.Load() < n {
-		time.Sleep(time.Millisecond) // the reader hands the rest to the queue
-	}
-	gate.Release()
-
-	var last uint64
-	frames := 0
-	for last < n {
-		ack, ok := c.ExpectMethod(1).(*amqp.BasicAck)
-		require.True(t, ok)
-		require.Greater(t, ack.DeliveryTag, last)
-		require.Equal(t, ack.DeliveryTag > last+1, ack.Multiple, "multiple exactly when it covers more than one")
-		last = ack.DeliveryTag
-		frames++
-	}
-	require.EqualValues(t, n, last)
-	require.Less(t, frames, 10, "a burst is confirmed with a few frames")
-}
-
 func TestEngineTransactions(t *testing.T) {
-	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	b := startBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "tx", false)
+	amqptest.DeclareQueue(t, ch, "tx", false)
 	peek := amqptest.Channel(t, conn)
 	ready := func() int {
 		q, err := peek.QueueDeclarePassive("tx", false, false, false, false, nil)
@@ -610,39 +556,39 @@ func TestEngineTransactions(t *testing.T) {
 	}
 
 	require.NoError(t, ch.Tx())
-	publishBodies(t, ch, "tx", false, "r1", "r2")
+	amqptest.PublishBodies(t, ch, "tx", false, "r1", "r2")
 	require.Equal(t, 0, ready(), "publishes wait for commit")
 	require.NoError(t, ch.TxRollback())
 	require.Equal(t, 0, ready(), "rolled back")
-	publishBodies(t, ch, "tx", false, "c1", "c2", "c3")
+	amqptest.PublishBodies(t, ch, "tx", false, "c1", "c2", "c3")
 	require.NoError(t, ch.TxCommit())
 	require.Equal(t, 3, ready(), "committed")
 
 	// Acks are held too; a rolled-back ack leaves the message unacked, and
 	// it can be acked again.
-	d := get(t, ch, "tx", false)
+	d := amqptest.Get(t, ch, "tx", false)
 	require.Equal(t, "c1", string(d.Body))
 	require.NoError(t, d.Ack(false))
-	require.Equal(t, queue.Stats{Ready: 2, Unacked: 1}, queueStats(t, b, "tx"))
+	require.Equal(t, queueCounts{Ready: 2, Unacked: 1}, queueStats(t, b, "tx"))
 	require.NoError(t, ch.TxRollback())
-	require.Equal(t, queue.Stats{Ready: 2, Unacked: 1}, queueStats(t, b, "tx"))
+	require.Equal(t, queueCounts{Ready: 2, Unacked: 1}, queueStats(t, b, "tx"))
 	require.NoError(t, d.Ack(false))
 	require.NoError(t, ch.TxCommit())
-	require.Equal(t, queue.Stats{Ready: 2}, queueStats(t, b, "tx"))
+	require.Equal(t, queueCounts{Ready: 2}, queueStats(t, b, "tx"))
 
 	// A requeue inside a transaction happens at commit, in place.
-	d2 := get(t, ch, "tx", false)
+	d2 := amqptest.Get(t, ch, "tx", false)
 	require.NoError(t, d2.Reject(true))
-	require.Equal(t, queue.Stats{Ready: 1, Unacked: 1}, queueStats(t, b, "tx"))
+	require.Equal(t, queueCounts{Ready: 1, Unacked: 1}, queueStats(t, b, "tx"))
 	require.NoError(t, ch.TxCommit())
-	d3 := get(t, ch, "tx", true)
+	d3 := amqptest.Get(t, ch, "tx", true)
 	require.Equal(t, "c2", string(d3.Body))
 	require.True(t, d3.Redelivered)
 
 	// tx and confirm modes exclude each other (406).
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	_ = ch.Confirm(false)
-	require.Equal(t, amqp.PreconditionFailed, uint16(closeErr(t, errs).Code))
+	require.Equal(t, amqp.PreconditionFailed, uint16(amqptest.AwaitClose(t, errs).Code))
 
 	// A delivery settled earlier in the transaction is gone: settling it
 	// again is 406, as in RabbitMQ, even before the commit.
@@ -653,48 +599,48 @@ func TestEngineTransactions(t *testing.T) {
 		func(d amqp091.Delivery) error { return d.Nack(true, true) },
 	} {
 		ch2 := amqptest.Channel(t, conn)
-		publishBodies(t, peek, "tx", false, "x")
+		amqptest.PublishBodies(t, peek, "tx", false, "x")
 		require.NoError(t, ch2.Tx())
-		d := get(t, ch2, "tx", false)
+		d := amqptest.Get(t, ch2, "tx", false)
 		require.NoError(t, d.Ack(false))
 		errs2 := ch2.NotifyClose(make(chan *amqp091.Error, 1))
 		require.NoError(t, second(d))
-		e := closeErr(t, errs2)
+		e := amqptest.AwaitClose(t, errs2)
 		require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
 		require.Contains(t, e.Reason, "unknown delivery tag")
 		// The channel closed before the commit: the ack never happened,
 		// and the close requeued the message.
-		d = get(t, peek, "tx", true)
+		d = amqptest.Get(t, peek, "tx", true)
 		require.Equal(t, "x", string(d.Body))
 		require.True(t, d.Redelivered)
 	}
 }
 
 func TestEngineMessageCounts(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	q, err := ch.QueueDeclare("counts", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Zero(t, q.Messages)
-	publishConfirmed(t, ch, "counts", false, numbered("m", 5)...)
+	amqptest.PublishConfirmed(t, ch, "counts", false, amqptest.Numbered("m", 5)...)
 
 	q, err = ch.QueueDeclare("counts", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 5, q.Messages)
-	d := get(t, ch, "counts", false)
+	d := amqptest.Get(t, ch, "counts", false)
 	require.EqualValues(t, 4, d.MessageCount, "get-ok counts the messages left")
 	q, err = ch.QueueDeclarePassive("counts", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 4, q.Messages, "unacked messages are not ready")
 	require.NoError(t, d.Nack(false, true))
-	d = get(t, ch, "counts", true)
+	d = amqptest.Get(t, ch, "counts", true)
 	require.EqualValues(t, 4, d.MessageCount)
 	require.True(t, d.Redelivered)
 
 	msgs, err := ch.Consume("counts", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	for range 4 {
-		next(t, msgs)
+		amqptest.Next(t, msgs)
 	}
 	q, err = ch.QueueDeclarePassive("counts", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -706,7 +652,7 @@ func TestEngineMessageCounts(t *testing.T) {
 // field type pass through the broker byte for byte: publish with raw
 // frames, basic.get, compare the content header.
 func TestEngineAllPropertiesPassThrough(t *testing.T) {
-	b := startBroker(t, Options{})
+	b := startBroker(t, broker.Options{})
 	props := amqp.Properties{
 		ContentType:     "application/json",
 		ContentEncoding: "gzip",
@@ -757,7 +703,7 @@ func TestEngineAllPropertiesPassThrough(t *testing.T) {
 	require.Equal(t, body, f.Payload)
 
 	// And through amqp091-go's view of the same fields.
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	pub := amqp091.Publishing{
 		ContentType: "text/plain", ContentEncoding: "utf-8",
 		Headers:      amqp091.Table{"k": "v", "n": int32(3), "t": amqp091.Table{"x": true}},
@@ -766,7 +712,7 @@ func TestEngineAllPropertiesPassThrough(t *testing.T) {
 		Body: []byte("b"),
 	}
 	require.NoError(t, ch.PublishWithContext(context.Background(), "", "props", false, false, pub))
-	d := get(t, ch, "props", true)
+	d := amqptest.Get(t, ch, "props", true)
 	require.Equal(t, pub.ContentType, d.ContentType)
 	require.Equal(t, pub.ContentEncoding, d.ContentEncoding)
 	require.Equal(t, pub.Headers, d.Headers)
@@ -786,12 +732,12 @@ func TestEngineAllPropertiesPassThrough(t *testing.T) {
 // Many goroutines consuming, acking, nacking and closing channels at once
 // must neither lose nor duplicate a message beyond redelivery.
 func TestEngineChurnLosesNothing(t *testing.T) {
-	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	b := startBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	pub := amqptest.Channel(t, conn)
-	declareQueue(t, pub, "churn", false)
+	amqptest.DeclareQueue(t, pub, "churn", false)
 	const n = 1500
-	publishConfirmed(t, pub, "churn", false, numbered("m", n)...)
+	amqptest.PublishConfirmed(t, pub, "churn", false, amqptest.Numbered("m", n)...)
 
 	acked := make(chan string, n)
 	done := make(chan struct{}) // closed once n acks were counted
@@ -849,7 +795,7 @@ func TestEngineChurnLosesNothing(t *testing.T) {
 		case body := <-acked:
 			count[body]++
 			require.Equal(t, 1, count[body], "%s acked twice", body)
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			select {
 			case err := <-errs:
 				t.Fatalf("only %d of %d messages acked: %v", len(count), n, err)
@@ -865,5 +811,5 @@ func TestEngineChurnLosesNothing(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Empty(t, acked, "a message was acked twice")
-	waitStats(t, b, "churn", func(st queue.Stats) bool { return st == queue.Stats{} })
+	waitStats(t, b, "churn", func(st queueCounts) bool { return st == queueCounts{} })
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // publishAll publishes bodies to queue in confirm mode and returns the
@@ -16,7 +16,7 @@ import (
 func publishAll(t *testing.T, ch *amqp091.Channel, q string, bodies ...string) []bool {
 	t.Helper()
 	require.NoError(t, ch.Confirm(false))
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), amqptest.Timeout)
 	defer cancel()
 	var dcs []*amqp091.DeferredConfirmation
 	for _, body := range bodies {
@@ -81,14 +81,14 @@ func TestMaxLength(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _, ch := featureBroker(t)
-			declareQueue(t, ch, "dlq", false)
+			amqptest.DeclareQueue(t, ch, "dlq", false)
 			declareWith(t, ch, "lim", tc.args)
 			require.Equal(t, tc.acks, publishAll(t, ch, "lim", "m0", "m1", "m2", "m3"))
 			require.EqualValues(t, len(tc.kept), queueStats(t, b, "lim").Ready)
-			waitStats(t, b, "dlq", func(s queue.Stats) bool { return s.Ready == uint64(tc.deadWhen) })
+			waitStats(t, b, "dlq", func(s queueCounts) bool { return s.Ready == uint64(tc.deadWhen) })
 			var dead []string
 			for range tc.dead {
-				d := get(t, ch, "dlq", true)
+				d := amqptest.Get(t, ch, "dlq", true)
 				dead = append(dead, string(d.Body))
 				require.EqualValues(t, 1, deathOf(t, d.Headers, "lim", tc.deadWhy)["count"])
 			}
@@ -104,10 +104,10 @@ func TestMaxLengthCountsReadyOnly(t *testing.T) {
 	b, _, ch := featureBroker(t)
 	declareWith(t, ch, "lim", amqp091.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
 	require.Equal(t, []bool{true}, publishAll(t, ch, "lim", "a"))
-	d := get(t, ch, "lim", false)
+	d := amqptest.Get(t, ch, "lim", false)
 	require.Equal(t, []bool{true, false}, publishAll(t, ch, "lim", "b", "c")[:2])
 	require.NoError(t, d.Ack(false))
-	waitStats(t, b, "lim", func(s queue.Stats) bool { return s.Unacked == 0 })
+	waitStats(t, b, "lim", func(s queueCounts) bool { return s.Unacked == 0 })
 	require.Equal(t, []string{"b"}, bodiesOf(t, ch, "lim"))
 }
 
@@ -121,14 +121,14 @@ func TestDeadLetterCycleDropped(t *testing.T) {
 	})
 	require.Equal(t, []bool{true}, publishAll(t, ch, "self", "loop"))
 	fake.Advance(time.Second)
-	waitStats(t, b, "self", func(s queue.Stats) bool { return s.Ready == 0 })
-	requireEmpty(t, ch, "self")
+	waitStats(t, b, "self", func(s queueCounts) bool { return s.Ready == 0 })
+	amqptest.RequireEmpty(t, ch, "self")
 
 	require.Equal(t, []bool{true}, publishAll(t, ch, "self", "rejected")[:1])
-	d := get(t, ch, "self", false)
+	d := amqptest.Get(t, ch, "self", false)
 	require.NoError(t, d.Reject(false))
-	waitStats(t, b, "self", func(s queue.Stats) bool { return s.Ready == 1 })
-	back := get(t, ch, "self", true)
+	waitStats(t, b, "self", func(s queueCounts) bool { return s.Ready == 1 })
+	back := amqptest.Get(t, ch, "self", true)
 	require.Equal(t, "rejected", string(back.Body))
 	require.EqualValues(t, 1, deathOf(t, back.Headers, "self", "rejected")["count"])
 }
@@ -139,9 +139,9 @@ func TestMissingDeadLetterExchangeDrops(t *testing.T) {
 	b, _, ch := featureBroker(t)
 	declareWith(t, ch, "q", amqp091.Table{"x-dead-letter-exchange": "nowhere"})
 	require.Equal(t, []bool{true}, publishAll(t, ch, "q", "m"))
-	d := get(t, ch, "q", false)
+	d := amqptest.Get(t, ch, "q", false)
 	require.NoError(t, d.Nack(false, false))
-	waitStats(t, b, "q", func(s queue.Stats) bool { return s.Unacked == 0 && s.Ready == 0 })
+	waitStats(t, b, "q", func(s queueCounts) bool { return s.Unacked == 0 && s.Ready == 0 })
 }
 
 // TestAlternateExchange: an unroutable publish to an exchange with an
@@ -151,8 +151,8 @@ func TestAlternateExchange(t *testing.T) {
 	require.NoError(t, ch.ExchangeDeclare("ae", "fanout", false, false, false, false, nil))
 	require.NoError(t, ch.ExchangeDeclare("main", "direct", false, false, false, false,
 		amqp091.Table{"alternate-exchange": "ae"}))
-	declareQueue(t, ch, "unrouted", false)
-	declareQueue(t, ch, "routed", false)
+	amqptest.DeclareQueue(t, ch, "unrouted", false)
+	amqptest.DeclareQueue(t, ch, "routed", false)
 	require.NoError(t, ch.QueueBind("unrouted", "", "ae", false, nil))
 	require.NoError(t, ch.QueueBind("routed", "k", "main", false, nil))
 	require.NoError(t, ch.Confirm(false))

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -46,8 +47,8 @@ func getBodies(t *testing.T, ch *amqp091.Channel, queue string, n int) []string 
 // An x-max-priority queue serves higher priorities first, FIFO within a
 // priority, with priorities above the maximum capped at it (RabbitMQ).
 func TestMessagePriorities(t *testing.T) {
-	b := startBroker(t, Options{})
-	ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+	b := startBroker(t, broker.Options{})
+	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	_, err := ch.QueueDeclare("prio", false, false, false, false, amqp091.Table{"x-max-priority": int32(10)})
 	require.NoError(t, err)
 	publishPriorities(t, ch, "prio", 1, 5, 3, 10, 0, 7, 15, 5)
@@ -63,23 +64,23 @@ func TestMessagePriorities(t *testing.T) {
 	require.NoError(t, ch.Qos(2, 0, false))
 	msgs, err := ch.Consume("prio", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	first := next(t, msgs)
+	first := amqptest.Next(t, msgs)
 	require.Equal(t, "1/p9", string(first.Body))
-	second := next(t, msgs)
+	second := amqptest.Next(t, msgs)
 	require.Equal(t, "0/p2", string(second.Body))
 	require.NoError(t, first.Nack(false, true))
-	again := next(t, msgs)
+	again := amqptest.Next(t, msgs)
 	require.Equal(t, "1/p9", string(again.Body))
 	require.True(t, again.Redelivered)
 	require.NoError(t, again.Ack(false))
-	require.Equal(t, "2/p2", string(next(t, msgs).Body))
+	require.Equal(t, "2/p2", string(amqptest.Next(t, msgs).Body))
 }
 
 // Priorities survive a restart: the claimed-but-undelivered messages come
 // back from the unacked index in the same order, not redelivered.
 func TestMessagePrioritiesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	b, err := New(Options{DataDir: dir})
+	b, err := broker.New(broker.Options{DataDir: dir})
 	require.NoError(t, err)
 	_, err = b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
@@ -93,7 +94,7 @@ func TestMessagePrioritiesAfterRestart(t *testing.T) {
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
 
-	b2 := startBroker(t, Options{DataDir: dir})
-	ch2 := amqptest.Channel(t, dial(t, b2.URL(), amqp091.Config{}))
+	b2 := startBroker(t, broker.Options{DataDir: dir})
+	ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 	require.Equal(t, []string{"1/p4", "3/p4", "2/p2", "4/p1", "0/p0"}, getBodies(t, ch2, "prio", 5))
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -8,17 +8,17 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/internal/queue"
 )
 
 // featureBroker starts a broker on a fake clock and returns a channel.
-func featureBroker(t *testing.T) (*Broker, *clock.Fake, *amqp091.Channel) {
+func featureBroker(t *testing.T) (*broker.Broker, *clock.Fake, *amqp091.Channel) {
 	t.Helper()
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
-	b := startBroker(t, Options{Clock: fake})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	b := startBroker(t, broker.Options{Clock: fake})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	return b, fake, amqptest.Channel(t, conn)
 }
 
@@ -67,14 +67,14 @@ func TestRetryPattern(t *testing.T) {
 		"x-message-ttl": int32(5000), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work",
 	})
 	require.NoError(t, ch.QueueBind("work.retry", "retry", "retry.dlx", false, nil))
-	declareQueue(t, ch, "work.parked", false)
+	amqptest.DeclareQueue(t, ch, "work.parked", false)
 
-	publishConfirmed(t, ch, "work", true, "job-1")
+	amqptest.PublishConfirmed(t, ch, "work", true, "job-1")
 	msgs, err := ch.Consume("work", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	const maxAttempts = 3
 	for attempt := 1; ; attempt++ {
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		require.Equal(t, "job-1", string(d.Body))
 		seen := rejectedCount(d.Headers, "work") + 1
 		require.EqualValues(t, attempt, seen, "attempt read from x-death")
@@ -85,12 +85,12 @@ func TestRetryPattern(t *testing.T) {
 			break
 		}
 		require.NoError(t, d.Nack(false, false))
-		waitStats(t, b, "work.retry", func(s queue.Stats) bool { return s.Ready == 1 })
+		waitStats(t, b, "work.retry", func(s queueCounts) bool { return s.Ready == 1 })
 		fake.Advance(4 * time.Second)
 		require.EqualValues(t, 1, queueStats(t, b, "work.retry").Ready, "not expired before its TTL")
 		fake.Advance(time.Second + time.Millisecond)
 	}
-	parked := get(t, ch, "work.parked", true)
+	parked := amqptest.Get(t, ch, "work.parked", true)
 	h := parked.Headers
 	require.EqualValues(t, 2, deathOf(t, h, "work", "rejected")["count"])
 	require.EqualValues(t, 2, deathOf(t, h, "work.retry", "expired")["count"])
@@ -104,25 +104,25 @@ func TestRetryPattern(t *testing.T) {
 	require.Equal(t, "", h["x-first-death-exchange"])
 	require.Equal(t, "work.retry", h["x-last-death-queue"])
 	require.Equal(t, "expired", h["x-last-death-reason"])
-	requireEmpty(t, ch, "work")
-	requireEmpty(t, ch, "work.retry")
+	amqptest.RequireEmpty(t, ch, "work")
+	amqptest.RequireEmpty(t, ch, "work.retry")
 }
 
 // TestQuorumDeliveryLimit: x-delivery-limit dead-letters a message once it
 // has been delivered more often than the limit allows.
 func TestQuorumDeliveryLimit(t *testing.T) {
 	b, _, ch := featureBroker(t)
-	declareQueue(t, ch, "poison", false)
+	amqptest.DeclareQueue(t, ch, "poison", false)
 	_, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{
 		"x-queue-type": "quorum", "x-delivery-limit": int32(2),
 		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "poison",
 	})
 	require.NoError(t, err)
-	publishConfirmed(t, ch, "qq", true, "bad")
+	amqptest.PublishConfirmed(t, ch, "qq", true, "bad")
 	msgs, err := ch.Consume("qq", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	for i := range 3 {
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		if i == 0 {
 			_, has := d.Headers["x-delivery-count"]
 			require.False(t, has, "first delivery carries no x-delivery-count")
@@ -132,12 +132,12 @@ func TestQuorumDeliveryLimit(t *testing.T) {
 		}
 		require.NoError(t, d.Nack(false, true))
 	}
-	waitStats(t, b, "poison", func(s queue.Stats) bool { return s.Ready == 1 })
-	dead := get(t, ch, "poison", true)
+	waitStats(t, b, "poison", func(s queueCounts) bool { return s.Ready == 1 })
+	dead := amqptest.Get(t, ch, "poison", true)
 	require.Equal(t, "bad", string(dead.Body))
 	require.EqualValues(t, 1, deathOf(t, dead.Headers, "qq", "delivery_limit")["count"])
 	require.Equal(t, "delivery_limit", dead.Headers["x-first-death-reason"])
-	requireEmpty(t, ch, "qq")
+	amqptest.RequireEmpty(t, ch, "qq")
 }
 
 // TestDeliveryLimitWithoutDLXDrops: past the limit and without a DLX the
@@ -145,11 +145,11 @@ func TestQuorumDeliveryLimit(t *testing.T) {
 func TestDeliveryLimitWithoutDLXDrops(t *testing.T) {
 	b, _, ch := featureBroker(t)
 	declareWith(t, ch, "q", amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(0)})
-	publishConfirmed(t, ch, "q", false, "m")
-	d := get(t, ch, "q", false)
+	amqptest.PublishConfirmed(t, ch, "q", false, "m")
+	d := amqptest.Get(t, ch, "q", false)
 	require.NoError(t, d.Nack(false, true))
-	waitStats(t, b, "q", func(s queue.Stats) bool { return s.Ready == 0 && s.Unacked == 0 })
-	requireEmpty(t, ch, "q")
+	waitStats(t, b, "q", func(s queueCounts) bool { return s.Ready == 0 && s.Unacked == 0 })
+	amqptest.RequireEmpty(t, ch, "q")
 }
 
 // TestMessageTTL covers x-message-ttl and the expiration property: the
@@ -157,7 +157,7 @@ func TestDeliveryLimitWithoutDLXDrops(t *testing.T) {
 // with reason expired and original-expiration.
 func TestMessageTTL(t *testing.T) {
 	b, fake, ch := featureBroker(t)
-	declareQueue(t, ch, "dlq", false)
+	amqptest.DeclareQueue(t, ch, "dlq", false)
 	declareWith(t, ch, "ttl", amqp091.Table{
 		"x-message-ttl": int64(10_000), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
 	})
@@ -176,8 +176,8 @@ func TestMessageTTL(t *testing.T) {
 	fake.Advance(999 * time.Millisecond)
 	require.EqualValues(t, 3, queueStats(t, b, "ttl").Ready)
 	fake.Advance(2 * time.Millisecond)
-	waitStats(t, b, "dlq", func(s queue.Stats) bool { return s.Ready == 1 })
-	d := get(t, ch, "dlq", true)
+	waitStats(t, b, "dlq", func(s queueCounts) bool { return s.Ready == 1 })
+	d := amqptest.Get(t, ch, "dlq", true)
 	require.Equal(t, "short", string(d.Body))
 	require.Equal(t, "", d.Expiration, "the copy does not expire again")
 	e := deathOf(t, d.Headers, "ttl", "expired")
@@ -185,17 +185,17 @@ func TestMessageTTL(t *testing.T) {
 	require.EqualValues(t, 1, e["count"])
 
 	fake.Advance(9 * time.Second)
-	waitStats(t, b, "dlq", func(s queue.Stats) bool { return s.Ready == 2 })
-	require.Equal(t, "queue-ttl", string(get(t, ch, "dlq", true).Body))
-	require.Equal(t, "long", string(get(t, ch, "dlq", true).Body))
-	requireEmpty(t, ch, "ttl")
+	waitStats(t, b, "dlq", func(s queueCounts) bool { return s.Ready == 2 })
+	require.Equal(t, "queue-ttl", string(amqptest.Get(t, ch, "dlq", true).Body))
+	require.Equal(t, "long", string(amqptest.Get(t, ch, "dlq", true).Body))
+	amqptest.RequireEmpty(t, ch, "ttl")
 }
 
 // TestTTLZeroExpiresUnlessDeliveredAtOnce: expiration "0" reaches a
 // waiting consumer, and is dropped when nobody can take it.
 func TestTTLZeroExpiresUnlessDeliveredAtOnce(t *testing.T) {
 	b, fake, ch := featureBroker(t)
-	declareQueue(t, ch, "z", false)
+	amqptest.DeclareQueue(t, ch, "z", false)
 	publishTTL := func(body string) {
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "z", false, false,
 			amqp091.Publishing{Body: []byte(body), Expiration: "0"}))
@@ -205,13 +205,13 @@ func TestTTLZeroExpiresUnlessDeliveredAtOnce(t *testing.T) {
 	publishTTL("nobody")
 	require.True(t, (<-confirms).Ack)
 	fake.Advance(time.Millisecond)
-	waitStats(t, b, "z", func(s queue.Stats) bool { return s.Ready == 0 })
-	requireEmpty(t, ch, "z")
+	waitStats(t, b, "z", func(s queueCounts) bool { return s.Ready == 0 })
+	amqptest.RequireEmpty(t, ch, "z")
 
 	msgs, err := ch.Consume("z", "", true, false, false, false, nil)
 	require.NoError(t, err)
 	publishTTL("at-once")
-	require.Equal(t, "at-once", string(next(t, msgs).Body))
+	require.Equal(t, "at-once", string(amqptest.Next(t, msgs).Body))
 }
 
 // TestInvalidExpiration: a bad expiration property closes the channel
@@ -231,12 +231,12 @@ func TestInvalidExpiration(t *testing.T) {
 		{"99999999999999999999", "above the maximum 4294967295"},
 	} {
 		t.Run(tc.expiration, func(t *testing.T) {
-			ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-			declareQueue(t, ch, "q", false)
+			ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+			amqptest.DeclareQueue(t, ch, "q", false)
 			errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			require.NoError(t, ch.PublishWithContext(context.Background(), "", "q", false, false,
 				amqp091.Publishing{Body: []byte("x"), Expiration: tc.expiration}))
-			e := closeErr(t, errs)
+			e := amqptest.AwaitClose(t, errs)
 			require.Equal(t, 406, e.Code)
 			require.Contains(t, e.Reason, "invalid expiration '"+tc.expiration+"'")
 			require.Contains(t, e.Reason, tc.text)
@@ -244,8 +244,8 @@ func TestInvalidExpiration(t *testing.T) {
 		})
 	}
 	t.Run("the largest is kept until it expires", func(t *testing.T) {
-		ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
-		declareQueue(t, ch, "max", false)
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+		amqptest.DeclareQueue(t, ch, "max", false)
 		publishWith := amqp091.Publishing{Body: []byte("x"), Expiration: "4294967295"}
 		require.NoError(t, ch.Confirm(false))
 		confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
@@ -254,7 +254,7 @@ func TestInvalidExpiration(t *testing.T) {
 		fake.Advance(4294967295 * time.Millisecond)
 		require.EqualValues(t, 1, queueStats(t, b, "max").Ready)
 		fake.Advance(time.Millisecond)
-		waitStats(t, b, "max", func(s queue.Stats) bool { return s.Ready == 0 })
+		waitStats(t, b, "max", func(s queueCounts) bool { return s.Ready == 0 })
 	})
 }
 
@@ -282,7 +282,7 @@ func TestQueueArgumentValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// 540 closes the connection, so each case gets its own.
-			ch := amqptest.Channel(t, dial(t, b.URL(), amqp091.Config{}))
+			ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 			_, err := ch.QueueDeclare("v", false, false, false, false, tc.args)
 			amqptest.RequireCode(t, err, tc.code)
 			require.Contains(t, err.Error(), tc.text)
@@ -302,13 +302,10 @@ func TestQueueExpires(t *testing.T) {
 	_, err = ch.QueueDeclarePassive("gone", false, false, false, false, nil)
 	require.NoError(t, err)
 	fake.Advance(time.Millisecond)
-	_, err = b.vhosts["/"].Queue("", "gone")
-	require.Error(t, err, "expired queue still there")
-	_, err = b.vhosts["/"].Queue("", "kept")
-	require.NoError(t, err)
+	require.False(t, queueExists(b, "gone"), "expired queue still there")
+	require.True(t, queueExists(b, "kept"))
 
 	require.NoError(t, ch.Cancel("c", false))
 	fake.Advance(1000 * time.Millisecond)
-	_, err = b.vhosts["/"].Queue("", "kept")
-	require.Error(t, err)
+	require.False(t, queueExists(b, "kept"))
 }

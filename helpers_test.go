@@ -1,64 +1,130 @@
-package broker
+package broker_test
 
 import (
-	"runtime"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-// checkGoroutines fails the test if goroutines started during it are still
-// running after its other cleanups (so call it first). Goroutines wind down
-// asynchronously after Close (amqp091-go's, the runtime's timer callbacks),
-// hence the short wait loop; a leak shows up as a count that never returns.
-// This is goleak's idea without the dependency.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
-}
+// The broker-bound helpers of the root's tests in package broker_test; they
+// reach the broker through its public API only. The amqp091 helpers are
+// internal/amqptest's; helpers_internal_test.go has the few the tests that
+// need unexported names use.
 
-// startBroker serves a new broker on 127.0.0.1:0 and closes it on cleanup.
-func startBroker(t *testing.T, opts Options) *Broker {
-	t.Helper()
-	b, err := New(opts)
-	require.NoError(t, err)
-	_, err = b.Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
+// startBroker serves a new broker built from opts on 127.0.0.1:0 and closes
+// it on cleanup.
+func startBroker(tb testing.TB, opts broker.Options) *broker.Broker {
+	tb.Helper()
+	b := brokertest.NewUnstarted(tb, opts)
+	brokertest.Start(tb, b)
 	return b
 }
 
-// dial connects amqp091-go and closes it on cleanup.
-func dial(t *testing.T, url string, cfg amqp091.Config) *amqp091.Connection {
+// fullPermission grants everything, as Options.Users get on every vhost.
+var fullPermission = broker.Permission{Configure: ".*", Write: ".*", Read: ".*"}
+
+// setup starts an in-memory broker on TCP and connects one client; it
+// checks first that the test leaves no goroutine behind.
+func setup(t *testing.T) (*broker.Broker, *amqp091.Connection) {
 	t.Helper()
-	conn, err := amqp091.DialConfig(url, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
+	return b, amqptest.Dial(t, b.URL(), amqp091.Config{})
 }
 
-// requireWorks opens and closes a channel on conn.
-func requireWorks(t *testing.T, conn *amqp091.Connection) {
-	t.Helper()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.Close())
+// queueCounts are the counts of a queue's QueueStats the tests compare.
+type queueCounts struct {
+	Ready, Unacked uint64
+	Consumers      int
+}
+
+// queueStats returns the counts of queue name on vhost "/" from
+// Broker.Stats, which asks the queue's actor, so it sees every call the
+// broker has already handed the queue. The queue must exist.
+func queueStats(tb testing.TB, b *broker.Broker, name string) queueCounts {
+	tb.Helper()
+	for _, q := range b.Stats().QueueDetails {
+		if q.VHost == "/" && q.Name == name {
+			return queueCounts{Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}
+		}
+	}
+	require.FailNow(tb, "no such queue", "queue %q on vhost /", name)
+	return queueCounts{}
+}
+
+// queueExists reports whether vhost "/" has queue name, from Broker.Stats:
+// unlike a passive declare, asking does not count as using the queue
+// (x-expires).
+func queueExists(b *broker.Broker, name string) bool {
+	for _, q := range b.Stats().QueueDetails {
+		if q.VHost == "/" && q.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// waitStats polls the queue's counts until cond holds. Settles reach the
+// actor asynchronously (basic.ack has no reply), so a test that must see
+// one applied waits for its effect rather than sleeping.
+func waitStats(tb testing.TB, b *broker.Broker, name string, cond func(queueCounts) bool) queueCounts {
+	tb.Helper()
+	var st queueCounts
+	amqptest.Poll(tb, func() bool {
+		st = queueStats(tb, b, name)
+		return cond(st)
+	}, "queue %s never reached the expected state; last %+v", name, &st)
+	return st
+}
+
+// requireServes shows the broker still serves conn: a new channel
+// declares a server-named queue, routes a message to it and reads it back.
+func requireServes(tb testing.TB, conn *amqp091.Connection) {
+	tb.Helper()
+	ch := amqptest.ConfirmChannel(tb, conn)
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	require.NoError(tb, err)
+	amqptest.Publish(tb, ch, "", q.Name, "still serving")
+	require.Equal(tb, []string{"still serving"}, amqptest.GetAll(tb, ch, q.Name))
+	_, err = ch.QueueDelete(q.Name, false, false, false)
+	require.NoError(tb, err)
+	require.NoError(tb, ch.Close())
+}
+
+// awaitQueueGone polls until the queue is gone: for deletions the broker
+// finishes after its reply to the client (a connection's exclusive queues
+// go once it has closed).
+func awaitQueueGone(tb testing.TB, conn *amqp091.Connection, name string) {
+	tb.Helper()
+	amqptest.Poll(tb, func() bool { return !amqptest.QueueExists(tb, conn, name) }, "queue %q still exists", name)
+}
+
+// apiRequest sends a request to b's management API as user (whose
+// password is the user name too), with body as JSON unless it is empty,
+// and returns the status and the response body.
+func apiRequest(tb testing.TB, b *broker.Broker, method, path, user, body string) (int, []byte) {
+	tb.Helper()
+	srv := httptest.NewServer(b.ManagementHandler())
+	defer srv.Close()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	require.NoError(tb, err)
+	req.SetBasicAuth(user, user)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(tb, err)
+	return resp.StatusCode, out
 }

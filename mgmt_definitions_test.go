@@ -303,7 +303,7 @@ func TestStoredHashes(t *testing.T) {
 // password and are refused with a wrong one, and an export carries each
 // hash and algorithm as imported.
 func TestDefinitionsImportUsersLogIn(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	b := startBroker(t, Options{})
 	salt := []byte{0xde, 0xad, 0xbe, 0xef}
 	file := map[string]any{
@@ -342,19 +342,19 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 		{"dave", "dave-pw", ""},
 	} {
 		t.Run(tc.user, func(t *testing.T) {
-			conn := dial(t, userURL(b, tc.user, tc.password)+tc.vhost, amqp091.Config{})
-			requireWorks(t, conn)
-			_, err := amqp091.Dial(userURL(b, tc.user, tc.password+"x") + tc.vhost)
+			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), tc.user, tc.password)+tc.vhost, amqp091.Config{})
+			amqptest.RequireWorks(t, conn)
+			_, err := amqp091.Dial(amqptest.UserURL(b.URL(), tc.user, tc.password+"x") + tc.vhost)
 			amqptest.RequireCode(t, err, amqp091.AccessRefused)
 		})
 	}
 	// The imported permissions hold: bob may only read.
-	conn := dial(t, userURL(b, "bob", "bob-pw"), amqp091.Config{})
+	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "bob", "bob-pw"), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclare("bobs", false, false, false, false, nil)
-	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'bobs' in vhost '/' refused for user 'bob'")
+	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'bobs' in vhost '/' refused for user 'bob'")
 	// alice has nothing on "/".
-	_, err = amqp091.Dial(userURL(b, "alice", "alice-pw"))
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "alice", "alice-pw"))
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
 	out, err := b.ExportDefinitions(context.Background())
@@ -371,8 +371,8 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 	// The export imports into a fresh broker, where the users log in.
 	b2 := startBroker(t, Options{Users: []User{{Name: "admin", Password: "admin"}}})
 	require.NoError(t, b2.ImportDefinitions(context.Background(), out))
-	requireWorks(t, dial(t, userURL(b2, "alice", "alice-pw")+"imported", amqp091.Config{}))
-	requireWorks(t, dial(t, userURL(b2, "bob", "bob-pw"), amqp091.Config{}))
+	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b2.URL(), "alice", "alice-pw")+"imported", amqp091.Config{}))
+	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b2.URL(), "bob", "bob-pw"), amqp091.Config{}))
 	require.Equal(t, topology(t, b), topology(t, b2))
 }
 

@@ -8,6 +8,8 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // TestDirectConnectionsAreListed: a direct Channel is a connection like
@@ -78,7 +80,7 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 
 	status, _, body := h.do("DELETE", "/api/connections/"+url.PathEscape(name), "guest", nil)
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
-	e := topoAwaitClose(t, closed)
+	e := amqptest.AwaitClose(t, closed)
 	require.Equal(t, amqp091.ConnectionForced, e.Code)
 	require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
 	require.True(t, ch.IsClosed())

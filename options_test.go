@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 	metamemory "github.com/warrenmq/broker/meta/memory"
 	"github.com/warrenmq/broker/storage/memory"
@@ -25,25 +26,25 @@ func TestOptionsThatCouldNeverWork(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name    string
-		opts    Options
+		opts    broker.Options
 		wantErr string // "" accepted
 	}{
-		{"in-memory Shards with DataDir", Options{DataDir: dir, Shards: memory.New()},
+		{"in-memory Shards with DataDir", broker.Options{DataDir: dir, Shards: memory.New()},
 			"Options.Shards is an in-memory store but DataDir is set"},
-		{"in-memory Meta with DataDir", Options{DataDir: dir, Meta: metamemory.New()},
+		{"in-memory Meta with DataDir", broker.Options{DataDir: dir, Meta: metamemory.New()},
 			"Options.Meta is an in-memory store but DataDir is set"},
-		{"in-memory Unacked with DataDir", Options{DataDir: dir, Unacked: unacked.NewMemoryIndex()},
+		{"in-memory Unacked with DataDir", broker.Options{DataDir: dir, Unacked: unacked.NewMemoryIndex()},
 			"Options.Unacked is an in-memory store but DataDir is set"},
-		{"in-memory stores without DataDir", Options{Shards: memory.New(), Meta: metamemory.New(), Unacked: unacked.NewMemoryIndex()}, ""},
-		{"empty password", Options{Users: []User{{Name: "app"}}}, `Options.Users[0] ("app"): empty password`},
-		{"empty password with EXTERNAL", Options{Users: []User{{Name: "app"}}, AuthMechanisms: []string{"EXTERNAL"}}, ""},
-		{"limit on a vhost that does not exist", Options{VHostMaxConnections: map[string]int{"nope": 5}},
+		{"in-memory stores without DataDir", broker.Options{Shards: memory.New(), Meta: metamemory.New(), Unacked: unacked.NewMemoryIndex()}, ""},
+		{"empty password", broker.Options{Users: []broker.User{{Name: "app"}}}, `Options.Users[0] ("app"): empty password`},
+		{"empty password with EXTERNAL", broker.Options{Users: []broker.User{{Name: "app"}}, AuthMechanisms: []string{"EXTERNAL"}}, ""},
+		{"limit on a vhost that does not exist", broker.Options{VHostMaxConnections: map[string]int{"nope": 5}},
 			`Options.VHostMaxConnections["nope"]: no such vhost`},
-		{"limit on the default vhost by either name", Options{VHostMaxConnections: map[string]int{"": 5}}, ""},
-		{"-1 means no limit", Options{MaxConnections: -1, MaxQueuesPerVHost: -1, VHostMaxConnections: map[string]int{"/": -1}}, ""},
+		{"limit on the default vhost by either name", broker.Options{VHostMaxConnections: map[string]int{"": 5}}, ""},
+		{"-1 means no limit", broker.Options{MaxConnections: -1, MaxQueuesPerVHost: -1, VHostMaxConnections: map[string]int{"/": -1}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := New(tc.opts)
+			b, err := broker.New(tc.opts)
 			if tc.wantErr == "" {
 				require.NoError(t, err)
 				require.NoError(t, b.Close())
@@ -56,11 +57,11 @@ func TestOptionsThatCouldNeverWork(t *testing.T) {
 
 	t.Run("limit on a vhost stored in DataDir", func(t *testing.T) {
 		dir := t.TempDir()
-		b, err := New(Options{DataDir: dir})
+		b, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
 		require.NoError(t, b.AddVHost(context.Background(), "stored"))
 		require.NoError(t, b.Close())
-		b, err = New(Options{DataDir: dir, VHostMaxConnections: map[string]int{"stored": 1}})
+		b, err = broker.New(broker.Options{DataDir: dir, VHostMaxConnections: map[string]int{"stored": 1}})
 		require.NoError(t, err)
 		require.NoError(t, b.Close())
 	})
@@ -74,7 +75,7 @@ func TestDataDirErrors(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	inUse := t.TempDir()
-	b := startBroker(t, Options{DataDir: inUse})
+	b := startBroker(t, broker.Options{DataDir: inUse})
 	_ = b
 	for _, tc := range []struct {
 		dir, want string
@@ -83,7 +84,7 @@ func TestDataDirErrors(t *testing.T) {
 		{file, "cannot be created"},
 		{inUse, "already open in this process; only one may use a data directory at a time"},
 	} {
-		_, err := New(Options{DataDir: tc.dir})
+		_, err := broker.New(broker.Options{DataDir: tc.dir})
 		require.ErrorContains(t, err, tc.want, tc.dir)
 	}
 }
@@ -148,7 +149,7 @@ type logLine struct {
 // INFO); a refused login's log line says why (it said reason="").
 func TestLogLevels(t *testing.T) {
 	rec := newLogRecorder()
-	b := startBroker(t, Options{DataDir: t.TempDir(), Logger: slog.New(rec)})
+	b := startBroker(t, broker.Options{DataDir: t.TempDir(), Logger: slog.New(rec)})
 	pebbleLines := 0
 	for _, l := range rec.find("") {
 		if l.attrs["component"] == "pebble" {
@@ -159,18 +160,23 @@ func TestLogLevels(t *testing.T) {
 	require.Positive(t, pebbleLines, "Pebble logs with component=pebble")
 
 	// A channel error.
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
-	declareQueue(t, ch, "q", true)
+	amqptest.DeclareQueue(t, ch, "q", true)
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	amqptest.RequireCode(t, err, amqp091.PreconditionFailed)
-	closing := rec.find("session: closing channel")
+	// The session logs the close after sending it, so the client may see
+	// the error first.
+	var closing []logLine
+	amqptest.Poll(t, func() bool {
+		closing = rec.find("session: closing channel")
+		return len(closing) > 0
+	}, "no log line for the channel error")
 	require.Len(t, closing, 1)
 	require.Equal(t, slog.LevelWarn, closing[0].level)
 
 	// The management API's get.
-	h := mgmtServer(t, b)
-	status, _, _ := h.do("POST", "/api/queues/%2F/q/get", "guest", map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"})
+	status, _ := apiRequest(t, b, "POST", "/api/queues/%2F/q/get", "guest", `{"count":1,"ackmode":"ack_requeue_false","encoding":"auto"}`)
 	require.Equal(t, 200, status)
 	var opened, closed int
 	for _, l := range rec.find("") {

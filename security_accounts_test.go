@@ -1,93 +1,27 @@
-package broker
+package broker_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"net/http"
-	"net/url"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/meta"
 )
-
-func TestPasswordHashIsRabbitSHA256(t *testing.T) {
-	h := hashPassword("s3cret")
-	raw, err := base64.StdEncoding.DecodeString(string(h))
-	require.NoError(t, err)
-	require.Len(t, raw, passwordSaltLen+sha256.Size)
-	sum := sha256.Sum256(append(append([]byte(nil), raw[:passwordSaltLen]...), "s3cret"...))
-	require.Equal(t, sum[:], raw[passwordSaltLen:], "hash = salt ++ sha256(salt ++ password)")
-	require.NotContains(t, string(h), "s3cret")
-	require.NotEqual(t, h, hashPassword("s3cret"), "each hash has its own salt")
-
-	for _, tc := range []struct {
-		name     string
-		hash     []byte
-		password string
-		want     bool
-	}{
-		{"right", h, "s3cret", true},
-		{"wrong", h, "s3cret ", false},
-		{"blank password, as RabbitMQ refuses it", hashPassword(""), "", false},
-		{"not base64", []byte("!!!"), "s3cret", false},
-		{"short", []byte("AAAA"), "", false},
-		{"nil", nil, "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, checkPassword(tc.hash, tc.password))
-		})
-	}
-}
-
-func TestUsersAreSeededOnceAndPersist(t *testing.T) {
-	checkGoroutines(t)
-	dir := t.TempDir()
-	ctx := context.Background()
-	opts := Options{DataDir: dir, Users: []User{{Name: "alice", Password: "pw1", Tags: []string{"administrator"}}}}
-
-	b, err := New(opts)
-	require.NoError(t, err)
-	u, err := b.stores.meta.GetUser(ctx, "alice")
-	require.NoError(t, err)
-	require.True(t, checkPassword(u.PasswordHash, "pw1"))
-	require.NotContains(t, string(u.PasswordHash), "pw1")
-	require.Equal(t, []string{"administrator"}, u.Tags)
-	p, err := b.Permissions(ctx, "alice", "/")
-	require.NoError(t, err)
-	require.Equal(t, fullPermission, p)
-
-	// Changes through the Go API win over Options at the next start.
-	require.NoError(t, b.AddUser(ctx, "alice", "pw2"))
-	require.NoError(t, b.AddUser(ctx, "bob", "bobpw", "monitoring"))
-	require.NoError(t, b.SetPermissions(ctx, "bob", "/", Permission{Configure: "", Write: "^amq\\.default$", Read: "q.*"}))
-	require.NoError(t, b.Close())
-
-	b, err = New(opts)
-	require.NoError(t, err)
-	defer b.Close()
-	u, err = b.stores.meta.GetUser(ctx, "alice")
-	require.NoError(t, err)
-	require.True(t, checkPassword(u.PasswordHash, "pw2"), "a stored user keeps its password")
-	_, err = b.stores.meta.GetUser(ctx, "bob")
-	require.NoError(t, err)
-	p, err = b.Permissions(ctx, "bob", "")
-	require.NoError(t, err)
-	require.Equal(t, "q.*", p.Read)
-}
 
 // TestPermissionsRoundTrip: Permissions returns exactly the Permission
 // SetPermissions stored, "" (nothing) included, and a second
 // SetPermissions replaces the first.
 func TestPermissionsRoundTrip(t *testing.T) {
-	b := newDirectBroker(t, Options{})
+	b := brokertest.NewUnstarted(t, broker.Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	for _, perm := range []Permission{
+	for _, perm := range []broker.Permission{
 		fullPermission,
 		{Configure: "", Write: "^amq\\.default$", Read: "q.*"},
 		{},
@@ -101,56 +35,49 @@ func TestPermissionsRoundTrip(t *testing.T) {
 }
 
 func TestAccountsAPIErrors(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	require.Error(t, b.AddUser(ctx, "", "x"))
 	require.ErrorIs(t, b.SetPermissions(ctx, "nobody", "/", fullPermission), meta.ErrNotFound)
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 	require.ErrorIs(t, b.SetPermissions(ctx, "u", "/nope", fullPermission), meta.ErrNotFound)
-	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
+	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
 	require.ErrorIs(t, b.DeleteUser(ctx, "nobody"), meta.ErrNotFound)
 	_, err := b.Permissions(ctx, "u", "/")
 	require.ErrorIs(t, err, meta.ErrNotFound)
 }
 
-// userURL is the broker's URL with other credentials.
-func userURL(b *Broker, user, password string) string {
-	u, _ := url.Parse(b.URL())
-	u.User = url.UserPassword(user, password)
-	return u.String()
-}
-
 func TestLoginAndVHostAccess(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 
-	_, err := amqp091.Dial(userURL(b, "u", "wrong"))
+	_, err := amqp091.Dial(amqptest.UserURL(b.URL(), "u", "wrong"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
-	_, err = amqp091.Dial(userURL(b, "nobody", "p"))
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "nobody", "p"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	// A blank password is refused even when it is the user's.
 	require.NoError(t, b.AddUser(ctx, "blank", ""))
 	require.NoError(t, b.SetPermissions(ctx, "blank", "/", fullPermission))
-	_, err = amqp091.Dial(userURL(b, "blank", ""))
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "blank", ""))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	// Logged in, but no permissions on "/": RabbitMQ's 530 at connection.open.
-	_, err = amqp091.Dial(userURL(b, "u", "p"))
-	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
+	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
-	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
-	requireWorks(t, conn)
+	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
+	amqptest.RequireWorks(t, conn)
 
 	// Deleting the user closes its open connection (320, as RabbitMQ's
 	// connection tracking does) and refuses any new login.
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, b.DeleteUser(ctx, "u"))
-	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
-	_, err = amqp091.Dial(userURL(b, "u", "p"))
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 }
 
@@ -158,42 +85,41 @@ func TestLoginAndVHostAccess(t *testing.T) {
 // through DELETE /api/users/{name}: each closes exactly that user's
 // connections, network and direct, with 320 CONNECTION_FORCED.
 func TestDeleteUserClosesItsConnections(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	ctx := context.Background()
-	b := startBroker(t, Options{Users: []User{
+	b := startBroker(t, broker.Options{Users: []broker.User{
 		{Name: "direct-user", Password: "d", Tags: []string{"administrator"}},
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 	}})
-	h := mgmtServer(t, b)
 	for _, u := range []string{"alice", "bob"} {
 		require.NoError(t, b.AddUser(ctx, u, u))
 		require.NoError(t, b.SetPermissions(ctx, u, "/", fullPermission))
 	}
-	alice := dial(t, userURL(b, "alice", "alice"), amqp091.Config{})
+	alice := amqptest.Dial(t, amqptest.UserURL(b.URL(), "alice", "alice"), amqp091.Config{})
 	aliceErrs := alice.NotifyClose(make(chan *amqp091.Error, 1))
-	bob := dial(t, userURL(b, "bob", "bob"), amqp091.Config{})
+	bob := amqptest.Dial(t, amqptest.UserURL(b.URL(), "bob", "bob"), amqp091.Config{})
 	bobErrs := bob.NotifyClose(make(chan *amqp091.Error, 1))
-	guest := dial(t, userURL(b, "guest", "guest"), amqp091.Config{})
+	guest := amqptest.Dial(t, amqptest.UserURL(b.URL(), "guest", "guest"), amqp091.Config{})
 
 	// Through the HTTP API: 204, then 404 for a user that is gone.
-	status, _, body := h.do("DELETE", "/api/users/alice", "guest", nil)
+	status, body := apiRequest(t, b, "DELETE", "/api/users/alice", "guest", "")
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
-	topoRequireCode(t, topoAwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
-	status, _, _ = h.do("DELETE", "/api/users/alice", "guest", nil)
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
+	status, _ = apiRequest(t, b, "DELETE", "/api/users/alice", "guest", "")
 	require.Equal(t, http.StatusNotFound, status)
 	require.False(t, bob.IsClosed())
-	requireWorks(t, bob)
+	amqptest.RequireWorks(t, bob)
 
 	// Through the Go API; a direct Channel is its user's connection too.
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
 	chErrs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, b.DeleteUser(ctx, "bob"))
-	topoRequireCode(t, topoAwaitClose(t, bobErrs), amqp091.ConnectionForced, "user 'bob' is deleted")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, bobErrs), amqp091.ConnectionForced, "user 'bob' is deleted")
 	require.False(t, ch.IsClosed())
 	require.NoError(t, b.DeleteUser(ctx, "direct-user"))
-	topoRequireCode(t, topoAwaitClose(t, chErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'direct-user' is deleted")
-	requireWorks(t, guest)
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, chErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'direct-user' is deleted")
+	amqptest.RequireWorks(t, guest)
 	require.ErrorIs(t, b.DeleteUser(ctx, "bob"), meta.ErrNotFound)
 }
 
@@ -201,10 +127,10 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 // (rabbit_channel): each row grants everything but one kind and expects the
 // operation to be refused with 403 naming the resource.
 func TestPermissionsRefuse(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
-	admin := dial(t, b.URL(), amqp091.Config{})
+	admin := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ach := amqptest.Channel(t, admin)
 	for _, x := range []string{"x.src", "x.dst", "x.del"} {
 		require.NoError(t, ach.ExchangeDeclare(x, "direct", false, false, false, false, nil))
@@ -311,15 +237,15 @@ func TestPermissionsRefuse(t *testing.T) {
 		}, "queue 'q.src'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
-			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
+			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			ch := amqptest.Channel(t, conn)
 			err := tc.op(ch)
-			topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - access to "+tc.refused)
-			topoRequireCode(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
+			amqptest.RequireReply(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - access to "+tc.refused)
+			amqptest.RequireReply(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
 
 			// The same operation with every permission passes the check.
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: all, Write: all, Read: all}))
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: all, Write: all, Read: all}))
 			ch = amqptest.Channel(t, conn)
 			err = tc.op(ch)
 			var ae *amqp091.Error
@@ -335,8 +261,8 @@ func TestPermissionsRefuse(t *testing.T) {
 // with re:run, unanchored (rabbit_auth_backend_internal:
 // check_resource_access), and reads "" as "^$".
 func TestPermissionsAreUnanchored(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
@@ -357,55 +283,55 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 		{"", false},
 	} {
 		t.Run(tc.read, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: tc.read}))
-			conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
+			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "", Write: "", Read: tc.read}))
+			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			uch := amqptest.Channel(t, conn)
 			_, _, err := uch.Get("orders.eu", false)
 			if tc.allowed {
 				require.NoError(t, err)
 				return
 			}
-			topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'orders.eu' in vhost '/' refused for user 'u'")
+			amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'orders.eu' in vhost '/' refused for user 'u'")
 		})
 	}
 }
 
 func TestPermissionChangesReachOpenConnections(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))
 	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
-	conn := dial(t, userURL(b, "u", "p"), amqp091.Config{})
-	ch := topoConfirmChannel(t, conn)
-	declareQueue(t, ch, "q", false)
+	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.DeclareQueue(t, ch, "q", false)
 	// Warm the publish cache on the default exchange and the get cache on q.
-	publishConfirmed(t, ch, "q", false, "one")
+	amqptest.PublishConfirmed(t, ch, "q", false, "one")
 	_, ok, err := ch.Get("q", true)
 	require.NoError(t, err)
 	require.True(t, ok)
 
 	// A read grant that no longer covers q refuses the next get on the
 	// same connection: the cache does not outlive the grant it was made under.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
 	_, _, err = ch.Get("q", true)
-	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
+	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
-	ch = topoConfirmChannel(t, conn)
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
+	ch = amqptest.ConfirmChannel(t, conn)
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
-	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
 
 	require.NoError(t, b.ClearPermissions(ctx, "u", "/"))
 	ch = amqptest.Channel(t, conn)
 	_, _, err = ch.Get("q", true)
-	topoRequireCode(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
-	_, err = amqp091.Dial(userURL(b, "u", "p"))
-	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
+	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
+	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
+	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
 	// Passive declares are not permission checks in RabbitMQ.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", Permission{Configure: "", Write: "", Read: ""}))
+	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "", Write: "", Read: ""}))
 	ch = amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -427,13 +353,13 @@ func BenchmarkPublishPermissions(b *testing.B) {
 		{"regexp alternating", `amq\.default|amq\.(direct|topic)|x\..*`, []string{"", "amq.direct"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			br, err := New(Options{})
+			br, err := broker.New(broker.Options{})
 			require.NoError(b, err)
 			defer br.Close()
 			ctx := context.Background()
 			require.NoError(b, br.AddUser(ctx, "u", "p"))
-			require.NoError(b, br.SetPermissions(ctx, "u", "/", Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
-			conn, err := amqp091.DialConfig(userURL(br, "u", "p"), amqp091.Config{Dial: br.Dial})
+			require.NoError(b, br.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
+			conn, err := amqp091.DialConfig(amqptest.UserURL(br.URL(), "u", "p"), amqp091.Config{Dial: br.Dial})
 			require.NoError(b, err)
 			defer conn.Close()
 			ch, err := conn.Channel()
@@ -455,36 +381,36 @@ func BenchmarkPublishPermissions(b *testing.B) {
 }
 
 func TestAddAndDeleteVHost(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	dir := t.TempDir()
 	ctx := context.Background()
-	b := startBroker(t, Options{DataDir: dir})
+	b := startBroker(t, broker.Options{DataDir: dir})
 	require.ErrorContains(t, b.AddVHost(ctx, "/"), "already exists")
 	require.NoError(t, b.AddVHost(ctx, "v2"))
 	v2URL := b.URL() + "v2"
 
 	// No permissions on a new vhost until granted.
 	_, err := amqp091.Dial(v2URL)
-	topoRequireCode(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
+	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
 	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
-	conn := dial(t, v2URL, amqp091.Config{})
-	ch := topoConfirmChannel(t, conn)
-	declareQueue(t, ch, "kept", true)
-	publishConfirmed(t, ch, "kept", true, "m1")
+	conn := amqptest.Dial(t, v2URL, amqp091.Config{})
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.DeclareQueue(t, ch, "kept", true)
+	amqptest.PublishConfirmed(t, ch, "kept", true, "m1")
 	require.NoError(t, ch.ExchangeDeclare("x2", "fanout", true, false, false, false, nil))
 	require.NoError(t, ch.QueueBind("kept", "", "x2", false, nil))
 
 	// A stored vhost is reopened at the next start, with its topology.
 	require.NoError(t, b.Close())
-	b = startBroker(t, Options{DataDir: dir})
+	b = startBroker(t, broker.Options{DataDir: dir})
 	v2URL = b.URL() + "v2"
-	conn = dial(t, v2URL, amqp091.Config{})
+	conn = amqptest.Dial(t, v2URL, amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	ch = amqptest.Channel(t, conn)
-	require.Equal(t, "m1", string(get(t, ch, "kept", true).Body))
+	require.Equal(t, "m1", string(amqptest.Get(t, ch, "kept", true).Body))
 
 	require.NoError(t, b.DeleteVHost(ctx, "v2"))
-	topoRequireCode(t, topoAwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
+	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
 	_, err = amqp091.Dial(v2URL)
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 	require.ErrorIs(t, b.DeleteVHost(ctx, "v2"), meta.ErrNotFound)
@@ -494,7 +420,7 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	// Re-adding it starts empty.
 	require.NoError(t, b.AddVHost(ctx, "v2"))
 	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
-	conn = dial(t, v2URL, amqp091.Config{})
-	require.False(t, topoQueueExists(t, conn, "kept"))
-	require.False(t, topoExchangeExists(t, conn, "x2"))
+	conn = amqptest.Dial(t, v2URL, amqp091.Config{})
+	require.False(t, amqptest.QueueExists(t, conn, "kept"))
+	require.False(t, amqptest.ExchangeExists(t, conn, "x2"))
 }

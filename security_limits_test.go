@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/internal/session"
 )
 
 // remoteListener makes every accepted connection look as if it came from
@@ -40,9 +40,9 @@ func (c remoteConn) RemoteAddr() net.Addr { return c.remote }
 
 // serveAs starts a broker serving a listener whose peers appear to come
 // from remote, and returns it with the URL to dial (guest's credentials).
-func serveAs(t *testing.T, opts Options, remote net.Addr) (*Broker, string) {
+func serveAs(t *testing.T, opts broker.Options, remote net.Addr) (*broker.Broker, string) {
 	t.Helper()
-	b, err := New(opts)
+	b, err := broker.New(opts)
 	require.NoError(t, err)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func serveAs(t *testing.T, opts Options, remote net.Addr) (*Broker, string) {
 	go func() { done <- b.Serve(remoteListener{Listener: l, addr: remote}) }()
 	t.Cleanup(func() {
 		require.NoError(t, b.Close())
-		require.ErrorIs(t, <-done, ErrClosed)
+		require.ErrorIs(t, <-done, broker.ErrClosed)
 	})
 	return b, fmt.Sprintf("amqp://guest:guest@%s/", l.Addr())
 }
@@ -72,8 +72,8 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 		{"other user from remote", remote, false, "alice", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
-			b, url := serveAs(t, Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
+			amqptest.CheckGoroutines(t)
+			b, url := serveAs(t, broker.Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
 			if tc.user != "guest" {
 				require.NoError(t, b.AddUser(context.Background(), tc.user, "pw"))
 				require.NoError(t, b.SetPermissions(context.Background(), tc.user, "/", fullPermission))
@@ -83,81 +83,67 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 			if tc.wantRefused {
 				// amqp091-go does not ask for authentication_failure_close,
 				// so the text carries the reason (RabbitMQ's auth_fail).
-				topoRequireCode(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost")
+				amqptest.RequireReply(t, err, amqp091.AccessRefused, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost")
 				return
 			}
 			require.NoError(t, err)
-			requireWorks(t, conn)
+			amqptest.RequireWorks(t, conn)
 			require.NoError(t, conn.Close())
 		})
 	}
 }
 
-func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
-	checkGoroutines(t)
-	b, err := New(Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	ok, reason, err := b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Equal(t, "user 'guest' can only connect via localhost", reason)
-	ok, _, err = b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
-	require.NoError(t, err)
-	require.True(t, ok, "no peer address means in-process (Dial)")
-}
-
 func TestMaxConnections(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		opts  Options
+		opts  broker.Options
 		limit int
 		text  string
 	}{
-		{"broker", Options{MaxConnections: 2}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
-		{"vhost", Options{VHostMaxConnections: map[string]int{"/": 1}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
-		{"vhost zero", Options{VHostMaxConnections: map[string]int{"": 0}}, 0, "connection limit (0) is reached"},
-		{"other vhost limited", Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
+		{"broker", broker.Options{MaxConnections: 2}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
+		{"vhost", broker.Options{VHostMaxConnections: map[string]int{"/": 1}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
+		{"vhost zero", broker.Options{VHostMaxConnections: map[string]int{"": 0}}, 0, "connection limit (0) is reached"},
+		{"other vhost limited", broker.Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			amqptest.CheckGoroutines(t)
 			b := startBroker(t, tc.opts)
 			var conns []*amqp091.Connection
 			for range tc.limit {
-				conns = append(conns, dial(t, b.URL(), amqp091.Config{}))
+				conns = append(conns, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 			}
 			if tc.text == "" {
 				return
 			}
 			_, err := amqp091.Dial(b.URL())
-			topoRequireCode(t, err, amqp091.NotAllowed, tc.text)
+			amqptest.RequireReply(t, err, amqp091.NotAllowed, tc.text)
 			if tc.limit == 0 {
 				return
 			}
 			// A closed connection gives its slot back before close-ok.
 			require.NoError(t, conns[0].Close())
-			requireWorks(t, dial(t, b.URL(), amqp091.Config{}))
+			amqptest.RequireWorks(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		})
 	}
 }
 
 func TestLimitOptionsValidate(t *testing.T) {
-	_, err := New(Options{AuthMechanisms: []string{"EXTERNAL", "CRAM-MD5"}})
+	_, err := broker.New(broker.Options{AuthMechanisms: []string{"EXTERNAL", "CRAM-MD5"}})
 	require.ErrorContains(t, err, `unknown mechanism "CRAM-MD5"`)
-	require.False(t, errors.Is(err, ErrClosed))
+	require.False(t, errors.Is(err, broker.ErrClosed))
 }
 
 func TestMaxQueuesPerVHost(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{MaxQueuesPerVHost: 2})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	amqptest.CheckGoroutines(t)
+	b := startBroker(t, broker.Options{MaxQueuesPerVHost: 2})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2", "q1"} { // redeclaring is not a new queue
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
 		require.NoError(t, err)
 	}
 	_, err := ch.QueueDeclare("q3", false, false, false, false, nil)
-	topoRequireCode(t, err, amqp091.PreconditionFailed, "cannot declare queue 'q3': queue limit in vhost '/' (2) is reached")
+	amqptest.RequireReply(t, err, amqp091.PreconditionFailed, "cannot declare queue 'q3': queue limit in vhost '/' (2) is reached")
 
 	// Deleting one makes room.
 	ch = amqptest.Channel(t, conn)
@@ -180,8 +166,8 @@ func TestLoginRefusalTextFollowsCapability(t *testing.T) {
 		{"detailed", false, "ACCESS_REFUSED - PLAIN login refused: user 'guest' can only connect via localhost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
-			_, url := serveAs(t, Options{}, remote)
+			amqptest.CheckGoroutines(t)
+			_, url := serveAs(t, broker.Options{}, remote)
 			nc, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "amqp://guest:guest@"), "/"))
 			require.NoError(t, err)
 			t.Cleanup(func() { nc.Close() })

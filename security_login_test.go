@@ -121,7 +121,7 @@ func (s *syncBuffer) String() string {
 // logs in from both: the source is slowed, the user is never locked out.
 // A 120 KB user name is logged cut to 255 bytes with a marker.
 func TestLoginFailuresThrottleTheirSource(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	var logs syncBuffer
 	b := startBroker(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
@@ -132,23 +132,23 @@ func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 		return amqp091.Config{Dial: func(network, addr string) (net.Conn, error) { return d.Dial(network, addr) }}
 	}
 
-	_, err := amqp091.DialConfig(userURL(b, strings.Repeat("x", 120<<10), "p"), from("127.0.0.1"))
+	_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), strings.Repeat("x", 120<<10), "p"), from("127.0.0.1"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	for range throttleFree - 2 {
-		_, err := amqp091.DialConfig(userURL(b, "u", "wrong"), from("127.0.0.1"))
+		_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), "u", "wrong"), from("127.0.0.1"))
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	}
 	h := mgmtServer(t, b)
 	status, _, _ := h.do("GET", "/api/overview", "u", nil) // password "u": wrong
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Zero(t, b.acct.throttle.admit("127.0.0.1"), "throttleFree failures are free")
-	_, err = amqp091.DialConfig(userURL(b, "u", "wrong"), from("127.0.0.1"))
+	_, err = amqp091.DialConfig(amqptest.UserURL(b.URL(), "u", "wrong"), from("127.0.0.1"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	require.Positive(t, b.acct.throttle.admit("127.0.0.1"), "the failing source is slowed")
 	require.Zero(t, b.acct.throttle.admit("127.0.0.2"), "another source is not")
-	requireWorks(t, dial(t, userURL(b, "u", "p"), from("127.0.0.2")))
-	requireWorks(t, dial(t, userURL(b, "u", "p"), from("127.0.0.1")))
+	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), from("127.0.0.2")))
+	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), from("127.0.0.1")))
 
 	out := logs.String()
 	require.Contains(t, out, "...(truncated, 122880 bytes)")
@@ -183,7 +183,7 @@ func (s *stalledMeta) GetUser(ctx context.Context, name string) (meta.User, erro
 // (management API), not 403 / 401, and counts as no failure; once the
 // store answers, the same login succeeds.
 func TestLoginStoreUnavailable(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	m := &stalledMeta{Store: memory.New()}
 	b := startBroker(t, Options{Meta: m, LoginTimeout: 50 * time.Millisecond})
 	m.stalled.Store(true)
@@ -199,7 +199,7 @@ func TestLoginStoreUnavailable(t *testing.T) {
 	require.Zero(t, b.acct.throttle.admit("127.0.0.1"), "an unanswered login is no failure")
 
 	m.stalled.Store(false)
-	requireWorks(t, dial(t, b.URL(), amqp091.Config{}))
+	amqptest.RequireWorks(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	status, _, _ = h.do("GET", "/api/overview", "guest", nil)
 	require.Equal(t, http.StatusOK, status)
 }

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/testcert"
 )
 
 // startTLSBroker serves AMQPS on 127.0.0.1:0 with a server certificate from
 // ca, accepting client certificates from clientCA when given.
-func startTLSBroker(t *testing.T, ca *testcert.CA, opts Options) (*Broker, string) {
+func startTLSBroker(t *testing.T, ca *testcert.CA, opts broker.Options) (*broker.Broker, string) {
 	t.Helper()
 	opts.TLSConfig = &tls.Config{
 		Certificates: []tls.Certificate{ca.Issue(t, "127.0.0.1", true).TLS},
@@ -23,7 +25,7 @@ func startTLSBroker(t *testing.T, ca *testcert.CA, opts Options) (*Broker, strin
 		ClientCAs:    ca.Pool,
 		MinVersion:   tls.VersionTLS12,
 	}
-	b, err := New(opts)
+	b, err := broker.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	addr, err := b.ListenTLS("127.0.0.1:0")
@@ -58,8 +60,8 @@ func TestTLS(t *testing.T) {
 		{name: "certificate from another CA", cert: &forged, mechs: []string{"EXTERNAL"}, external: true, handshake: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
-			b, url := startTLSBroker(t, ca, Options{AuthMechanisms: tc.mechs})
+			amqptest.CheckGoroutines(t)
+			b, url := startTLSBroker(t, ca, broker.Options{AuthMechanisms: tc.mechs})
 			ctx := context.Background()
 			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
 			require.NoError(t, b.SetPermissions(ctx, "alice", "/", fullPermission))
@@ -88,7 +90,7 @@ func TestTLS(t *testing.T) {
 				require.ErrorIs(t, err, tc.wantErr)
 				return
 			case tc.wantCode != 0:
-				topoRequireCode(t, err, tc.wantCode, tc.wantText)
+				amqptest.RequireReply(t, err, tc.wantCode, tc.wantText)
 				return
 			}
 			require.NoError(t, err)
@@ -98,17 +100,9 @@ func TestTLS(t *testing.T) {
 			q, err := ch.QueueDeclare("", false, true, true, false, nil)
 			require.NoError(t, err)
 			require.NoError(t, ch.PublishWithContext(ctx, "", q.Name, false, false, amqp091.Publishing{Body: []byte("over tls")}))
-			d := get(t, ch, q.Name, true)
+			d := amqptest.Get(t, ch, q.Name, true)
 			require.Equal(t, "over tls", string(d.Body))
 			require.NoError(t, conn.Close())
 		})
 	}
-}
-
-func TestListenTLSNeedsConfig(t *testing.T) {
-	checkGoroutines(t)
-	b := startBroker(t, Options{})
-	_, err := b.ListenTLS("127.0.0.1:0")
-	require.ErrorIs(t, err, errNoTLSConfig)
-	require.ErrorIs(t, b.ListenAndServeTLS("127.0.0.1:0"), errNoTLSConfig)
 }

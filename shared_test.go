@@ -45,38 +45,25 @@ func newSharedPair(t *testing.T) *sharedPair {
 	return p
 }
 
-// channel dials b and opens a channel; both close on cleanup.
+// sharedChannel dials b and opens a channel; both close on cleanup.
 func sharedChannel(t *testing.T, b *Broker) *amqp091.Channel {
 	t.Helper()
-	conn := dial(t, b.URL(), amqp091.Config{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	return amqptest.Channel(t, conn)
-}
-
-// waitUntil polls cond: the other broker applies changes on its own
-// goroutine. waitFor only bounds how long a broken test hangs.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // waitQueue waits until b runs queue name (or, with present false, no
 // longer does).
 func waitQueue(t *testing.T, b *Broker, name string, present bool) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("queue %s present=%v on %s", name, present, b.nodeID), func() bool {
+	amqptest.Poll(t, func() bool {
 		vh, ok := b.lookupVHost("/")
 		if !ok {
 			return false
 		}
 		_, ok = vh.LookupQueue(name)
 		return ok == present
-	})
+	}, "queue %s present=%v on %s", name, present, b.nodeID)
 }
 
 // collect receives n deliveries from msgs, acking each.
@@ -84,7 +71,7 @@ func collect(t *testing.T, msgs <-chan amqp091.Delivery, n int) []amqp091.Delive
 	t.Helper()
 	out := make([]amqp091.Delivery, 0, n)
 	for range n {
-		d := next(t, msgs)
+		d := amqptest.Next(t, msgs)
 		require.NoError(t, d.Ack(false))
 		out = append(out, d)
 	}
@@ -95,11 +82,11 @@ func collect(t *testing.T, msgs <-chan amqp091.Delivery, n int) []amqp091.Delive
 // the other: publish on 1, consume on 2, every message once; deleting it
 // on 2 cancels the consumer on 1.
 func TestSharedQueueAcrossBrokers(t *testing.T) {
-	checkGoroutines(t) // the followers stop with their brokers
+	amqptest.CheckGoroutines(t) // the followers stop with their brokers
 	p := newSharedPair(t)
 	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
 	require.NoError(t, ch1.ExchangeDeclare("jobs.x", "direct", true, false, false, false, nil))
-	declareQueue(t, ch1, "jobs", true)
+	amqptest.DeclareQueue(t, ch1, "jobs", true)
 	require.NoError(t, ch1.QueueBind("jobs", "k", "jobs.x", false, nil))
 
 	waitQueue(t, p.b2, "jobs", true)
@@ -108,7 +95,7 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 	require.NoError(t, ch2.ExchangeDeclarePassive("jobs.x", "direct", true, false, false, false, nil))
 
 	const n = 200
-	bodies := numbered("m", n)
+	bodies := amqptest.Numbered("m", n)
 	require.NoError(t, ch1.Confirm(false))
 	confirms := ch1.NotifyPublish(make(chan amqp091.Confirmation, n))
 	for _, body := range bodies {
@@ -126,8 +113,8 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 		require.False(t, d.Redelivered)
 	}
 	require.NoError(t, ch2.Cancel("on-2", false))
-	requireEmpty(t, ch1, "jobs")
-	requireEmpty(t, ch2, "jobs")
+	amqptest.RequireEmpty(t, ch1, "jobs")
+	amqptest.RequireEmpty(t, ch2, "jobs")
 
 	// The binding made on 1 routes on 2.
 	publishTo := func(ch *amqp091.Channel, body string) {
@@ -135,14 +122,14 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 			amqp091.Publishing{Body: []byte(body)}))
 	}
 	publishTo(ch2, "via-2")
-	waitUntil(t, "the publish on 2 reaches 1", func() bool {
+	amqptest.Poll(t, func() bool {
 		d, ok, err := ch1.Get("jobs", true)
 		require.NoError(t, err)
 		if ok {
 			require.Equal(t, "via-2", string(d.Body))
 		}
 		return ok
-	})
+	}, "the publish on 2 reaches 1")
 
 	cancels := ch1.NotifyCancel(make(chan string, 1))
 	_, err = ch1.Consume("jobs", "on-1", false, false, false, false, nil)
@@ -152,7 +139,7 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 	select {
 	case tag := <-cancels:
 		require.Equal(t, "on-1", tag)
-	case <-time.After(waitFor):
+	case <-time.After(amqptest.Timeout):
 		t.Fatal("no basic.cancel on broker 1")
 	}
 	waitQueue(t, p.b1, "jobs", false)
@@ -165,7 +152,7 @@ func TestSharedQueueAcrossBrokers(t *testing.T) {
 func TestSharedConsumersOnBothBrokers(t *testing.T) {
 	p := newSharedPair(t)
 	pub1, pub2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
-	declareQueue(t, pub1, "work", true)
+	amqptest.DeclareQueue(t, pub1, "work", true)
 	waitQueue(t, p.b2, "work", true)
 	con1, con2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
 	msgs1, err := con1.Consume("work", "c1", false, false, false, false, nil)
@@ -174,8 +161,8 @@ func TestSharedConsumersOnBothBrokers(t *testing.T) {
 	require.NoError(t, err)
 
 	const perBroker = 500
-	publishConfirmed(t, pub1, "work", false, numbered("one", perBroker)...)
-	publishConfirmed(t, pub2, "work", true, numbered("two", perBroker)...)
+	amqptest.PublishConfirmed(t, pub1, "work", false, amqptest.Numbered("one", perBroker)...)
+	amqptest.PublishConfirmed(t, pub2, "work", true, amqptest.Numbered("two", perBroker)...)
 
 	seen := make(map[string]int, 2*perBroker)
 	byBroker := [2]int{}
@@ -186,20 +173,20 @@ func TestSharedConsumersOnBothBrokers(t *testing.T) {
 			byBroker[0]++
 		case d = <-msgs2:
 			byBroker[1]++
-		case <-time.After(waitFor):
+		case <-time.After(amqptest.Timeout):
 			t.Fatalf("only %d of %d delivered", total, 2*perBroker)
 		}
 		require.NoError(t, d.Ack(false))
 		seen[string(d.Body)]++
 	}
-	for _, body := range append(numbered("one", perBroker), numbered("two", perBroker)...) {
+	for _, body := range append(amqptest.Numbered("one", perBroker), amqptest.Numbered("two", perBroker)...) {
 		require.Equal(t, 1, seen[body], "body %s", body)
 	}
 	t.Logf("delivered by broker 1: %d, by broker 2: %d", byBroker[0], byBroker[1])
 	require.NoError(t, con1.Cancel("c1", false))
 	require.NoError(t, con2.Cancel("c2", false))
-	requireEmpty(t, pub1, "work")
-	requireEmpty(t, pub2, "work")
+	amqptest.RequireEmpty(t, pub1, "work")
+	amqptest.RequireEmpty(t, pub2, "work")
 }
 
 // A message nacked with requeue on broker 1, which has no consumer, is
@@ -207,16 +194,16 @@ func TestSharedConsumersOnBothBrokers(t *testing.T) {
 func TestSharedRequeueServedElsewhere(t *testing.T) {
 	p := newSharedPair(t)
 	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
-	declareQueue(t, ch1, "retry", true)
+	amqptest.DeclareQueue(t, ch1, "retry", true)
 	waitQueue(t, p.b2, "retry", true)
-	publishConfirmed(t, ch1, "retry", true, "once-more")
-	d := get(t, ch1, "retry", false)
+	amqptest.PublishConfirmed(t, ch1, "retry", true, "once-more")
+	d := amqptest.Get(t, ch1, "retry", false)
 	require.False(t, d.Redelivered)
 
 	msgs, err := ch2.Consume("retry", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, d.Nack(false, true))
-	again := next(t, msgs)
+	again := amqptest.Next(t, msgs)
 	require.Equal(t, "once-more", string(again.Body))
 	require.True(t, again.Redelivered)
 	require.NoError(t, again.Ack(false))
@@ -231,9 +218,9 @@ func TestSharedDeadBrokersDeliveriesReturn(t *testing.T) {
 	p := newSharedPair(t)
 	ctx := context.Background()
 	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
-	declareQueue(t, ch1, "orphans", true)
+	amqptest.DeclareQueue(t, ch1, "orphans", true)
 	waitQueue(t, p.b2, "orphans", true)
-	publishConfirmed(t, ch1, "orphans", true, "a", "b")
+	amqptest.PublishConfirmed(t, ch1, "orphans", true, "a", "b")
 	vh, _ := p.b1.lookupVHost("/")
 	q, err := vh.Queue("", "orphans")
 	require.NoError(t, err)
@@ -267,20 +254,20 @@ func TestSharedDeadBrokersDeliveriesReturn(t *testing.T) {
 		require.Equal(t, want, string(got[i].Body))
 		require.True(t, got[i].Redelivered)
 	}
-	requireEmpty(t, ch2, "orphans")
+	amqptest.RequireEmpty(t, ch2, "orphans")
 }
 
 // Non-durable queues stay on the broker that declared them.
 func TestSharedNonDurableQueueStaysLocal(t *testing.T) {
 	p := newSharedPair(t)
 	ch1, ch2 := sharedChannel(t, p.b1), sharedChannel(t, p.b2)
-	declareQueue(t, ch1, "local", false)
-	declareQueue(t, ch1, "marker", true) // declared after: once it is on 2, 2 has seen local
+	amqptest.DeclareQueue(t, ch1, "local", false)
+	amqptest.DeclareQueue(t, ch1, "marker", true) // declared after: once it is on 2, 2 has seen local
 	waitQueue(t, p.b2, "marker", true)
 	_, err := ch2.QueueDeclarePassive("local", false, false, false, false, nil)
 	amqptest.RequireCode(t, err, 404)
-	publishConfirmed(t, ch1, "local", false, "here")
-	require.Equal(t, "here", string(get(t, ch1, "local", true).Body))
+	amqptest.PublishConfirmed(t, ch1, "local", false, "here")
+	require.Equal(t, "here", string(amqptest.Get(t, ch1, "local", true).Body))
 }
 
 // Vhosts created and deleted on one broker follow on the other; a deleted
@@ -289,16 +276,16 @@ func TestSharedVHostsFollow(t *testing.T) {
 	p := newSharedPair(t)
 	ctx := context.Background()
 	require.NoError(t, p.b1.AddVHost(ctx, "team"))
-	waitUntil(t, "vhost team on broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return ok })
+	amqptest.Poll(t, func() bool { _, ok := p.b2.lookupVHost("team"); return ok }, "vhost team on broker 2")
 	require.NoError(t, p.b2.SetPermissions(ctx, "guest", "team", fullPermission))
-	conn := dial(t, p.b2.URL()+"team", amqp091.Config{})
+	conn := amqptest.Dial(t, p.b2.URL()+"team", amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
-	requireWorks(t, conn)
+	amqptest.RequireWorks(t, conn)
 
 	require.NoError(t, p.b1.DeleteVHost(ctx, "team"))
-	e := closeErr(t, errs)
+	e := amqptest.AwaitClose(t, errs)
 	require.Equal(t, 320, e.Code)
-	waitUntil(t, "vhost team gone from broker 2", func() bool { _, ok := p.b2.lookupVHost("team"); return !ok })
+	amqptest.Poll(t, func() bool { _, ok := p.b2.lookupVHost("team"); return !ok }, "vhost team gone from broker 2")
 	_, ok := p.b1.lookupVHost("team")
 	require.False(t, ok, "not opened again while being deleted")
 }
@@ -421,11 +408,11 @@ func TestSharedResetReloads(t *testing.T) {
 	_, ok = p.b2.lookupVHost("snapped")
 	require.True(t, ok)
 	require.NoError(t, ch2.PublishWithContext(ctx, "snap.x", "", false, false, amqp091.Publishing{Body: []byte("s")}))
-	waitUntil(t, "routed through the reloaded binding", func() bool {
+	amqptest.Poll(t, func() bool {
 		d, ok, err := ch2.Get("snap", true)
 		require.NoError(t, err)
 		return ok && string(d.Body) == "s"
-	})
+	}, "routed through the reloaded binding")
 }
 
 // flakyMeta fails ListQueues once, the first time it would list the
@@ -453,7 +440,7 @@ func TestSharedSyncRetried(t *testing.T) {
 	b1 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n1"})
 	flaky := &flakyMeta{Meta: s.Meta, failOn: "late"}
 	b2 := startBroker(t, Options{Meta: flaky, Shards: s.Shards, Unacked: s.Index, Node: "n2"})
-	declareQueue(t, sharedChannel(t, b1), "late", true)
+	amqptest.DeclareQueue(t, sharedChannel(t, b1), "late", true)
 	waitQueue(t, b2, "late", true)
 	require.True(t, flaky.failed.Load(), "the first sync failed")
 }
@@ -461,7 +448,7 @@ func TestSharedSyncRetried(t *testing.T) {
 // Close from many goroutines at once stops the follower once, and leaks
 // nothing, while changes keep coming.
 func TestSharedConcurrentClose(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	s := sharedtest.New()
 	b1 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n1"})
 	b2, err := New(Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2"})
@@ -491,12 +478,12 @@ func TestSharedConsumerTimeoutOffLeader(t *testing.T) {
 	b := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n1",
 		ConsumerTimeout: 300 * time.Millisecond})
 	ch := sharedChannel(t, b)
-	declareQueue(t, ch, "slow", true)
-	publishConfirmed(t, ch, "slow", true, "a")
+	amqptest.DeclareQueue(t, ch, "slow", true)
+	amqptest.PublishConfirmed(t, ch, "slow", true, "a")
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	msgs, err := ch.Consume("slow", "sleepy", false, false, false, false, nil)
 	require.NoError(t, err)
-	require.Equal(t, "a", string(next(t, msgs).Body)) // and never acked
-	e := closeErr(t, errs)
+	require.Equal(t, "a", string(amqptest.Next(t, msgs).Body)) // and never acked
+	e := amqptest.AwaitClose(t, errs)
 	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
 }

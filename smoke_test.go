@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 func TestSmoke(t *testing.T) {
-	b := startBroker(t, Options{})
-	conn := dial(t, b.URL(), amqp091.Config{})
+	b := startBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	q, err := ch.QueueDeclare("jobs", false, false, false, false, nil)

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"strconv"
@@ -7,6 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -32,11 +33,11 @@ func BenchmarkTopologyDeclareBind(b *testing.B) {
 		{name: "pebble/durable", pebble: true, durable: true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			var opts Options
+			var opts broker.Options
 			if bc.pebble {
 				opts.DataDir = b.TempDir()
 			}
-			br, err := New(opts)
+			br, err := broker.New(opts)
 			require.NoError(b, err)
 			b.Cleanup(func() { require.NoError(b, br.Close()) })
 			_, err = br.Listen("127.0.0.1:0")

@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"testing"
@@ -16,10 +16,10 @@ import (
 // Errors of asynchronous methods (basic.publish, nowait) arrive as a
 // server-sent channel.close.
 func TestTopologyChannelErrors(t *testing.T) {
-	_, conn := topoSetup(t)
+	_, conn := setup(t)
 
 	// Fixtures the cases run against; no case changes them.
-	set := topoConfirmChannel(t, conn)
+	set := amqptest.ConfirmChannel(t, conn)
 	for _, x := range []struct {
 		name, kind                  string
 		durable, autoDelete, intern bool
@@ -50,8 +50,8 @@ func TestTopologyChannelErrors(t *testing.T) {
 	require.NoError(t, set.QueueBind("q.plain", "k", "x.bound", false, nil))
 	_, err := set.Consume("q.busy", "busy", false, false, false, false, nil)
 	require.NoError(t, err)
-	topoPublish(t, set, "", "q.full", "one")
-	topoPublish(t, set, "", "q.full", "two")
+	amqptest.Publish(t, set, "", "q.full", "one")
+	amqptest.Publish(t, set, "", "q.full", "two")
 
 	type op = func(ch *amqp091.Channel) error
 	cases := []struct {
@@ -261,11 +261,11 @@ func TestTopologyChannelErrors(t *testing.T) {
 			closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 			err := tc.op(ch)
 			if err == nil {
-				err = topoAwaitClose(t, closed)
+				err = amqptest.AwaitClose(t, closed)
 			}
-			topoRequireCode(t, err, tc.code, tc.texts...)
+			amqptest.RequireReply(t, err, tc.code, tc.texts...)
 			require.False(t, conn.IsClosed(), "a channel error closed the connection")
-			topoRequireServes(t, conn)
+			requireServes(t, conn)
 		})
 	}
 
@@ -276,40 +276,34 @@ func TestTopologyChannelErrors(t *testing.T) {
 	q, err = set.QueueDeclarePassive("q.busy", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, q.Consumers)
-	require.True(t, topoExchangeExists(t, conn, "amq.direct"))
-	require.True(t, topoExchangeExists(t, conn, "x.bound"))
-	require.False(t, topoExchangeExists(t, conn, "amq.custom"))
+	require.True(t, amqptest.ExchangeExists(t, conn, "amq.direct"))
+	require.True(t, amqptest.ExchangeExists(t, conn, "x.bound"))
+	require.False(t, amqptest.ExchangeExists(t, conn, "amq.custom"))
 }
 
 // TestTopologyUnknownExchangeTypeClosesConnection: 503 COMMAND_INVALID is a
 // connection error. The type is checked before anything else, so it applies
 // to an existing exchange's name too.
 func TestTopologyUnknownExchangeTypeClosesConnection(t *testing.T) {
-	b, conn := topoSetup(t)
+	b, conn := setup(t)
 	ch := amqptest.Channel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("exists", "direct", false, false, false, false, nil))
 
 	for _, name := range []string{"new", "exists"} {
 		t.Run(name, func(t *testing.T) {
-			conn := dial(t, b.URL(), amqp091.Config{})
+			conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 			closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 			ch := amqptest.Channel(t, conn)
 			err := ch.ExchangeDeclare(name, "x-no-such-type", false, false, false, false, nil)
-			topoRequireCode(t, err, 503, "COMMAND_INVALID - unknown exchange type 'x-no-such-type'")
-			e := topoAwaitClose(t, closed)
+			amqptest.RequireReply(t, err, 503, "COMMAND_INVALID - unknown exchange type 'x-no-such-type'")
+			e := amqptest.AwaitClose(t, closed)
 			require.Equal(t, 503, e.Code)
 			require.True(t, conn.IsClosed())
 
 			// Other connections are unaffected; the name was not taken.
-			topoRequireServes(t, topoDial(t, b))
+			requireServes(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		})
 	}
-	require.False(t, topoExchangeExists(t, conn, "new"))
-	require.True(t, topoExchangeExists(t, conn, "exists"))
-}
-
-// topoDial connects another amqp091-go client to b.
-func topoDial(t *testing.T, b *Broker) *amqp091.Connection {
-	t.Helper()
-	return dial(t, b.URL(), amqp091.Config{})
+	require.False(t, amqptest.ExchangeExists(t, conn, "new"))
+	require.True(t, amqptest.ExchangeExists(t, conn, "exists"))
 }

@@ -1,8 +1,7 @@
-package broker
+package broker_test
 
 import (
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -16,26 +15,11 @@ import (
 // bindings, alternate and internal exchanges, and what redeclaring or
 // deleting leaves alone.
 
-// topoReceive waits for one delivery on msgs.
-func topoReceive(tb testing.TB, msgs <-chan amqp091.Delivery) amqp091.Delivery {
-	tb.Helper()
-	t := time.NewTimer(topoLiveness)
-	defer t.Stop()
-	select {
-	case d, ok := <-msgs:
-		require.True(tb, ok, "consumer channel closed")
-		return d
-	case <-t.C:
-		require.FailNow(tb, "no delivery within the liveness bound")
-		return amqp091.Delivery{}
-	}
-}
-
 func TestTopologyExclusiveQueue(t *testing.T) {
-	b, owner := topoSetup(t)
-	other := topoDial(t, b)
+	b, owner := setup(t)
+	other := amqptest.Dial(t, b.URL(), amqp091.Config{})
 
-	ch := topoConfirmChannel(t, owner)
+	ch := amqptest.ConfirmChannel(t, owner)
 	// durable is accepted and ignored: an exclusive queue never outlives its
 	// connection (RabbitMQ's Durable = durable andalso not exclusive).
 	q, err := ch.QueueDeclare("excl", true, false, true, false, nil)
@@ -44,15 +28,15 @@ func TestTopologyExclusiveQueue(t *testing.T) {
 	require.NoError(t, ch.QueueBind("excl", "k", "amq.direct", false, nil))
 
 	// Any channel of the owner's connection may use it.
-	ch2 := topoConfirmChannel(t, owner)
+	ch2 := amqptest.ConfirmChannel(t, owner)
 	_, err = ch2.QueueDeclare("excl", true, false, true, false, nil)
 	require.NoError(t, err)
-	topoPublish(t, ch2, "amq.direct", "k", "mine")
-	require.Equal(t, []string{"mine"}, topoGetAll(t, ch2, "excl"))
+	amqptest.Publish(t, ch2, "amq.direct", "k", "mine")
+	require.Equal(t, []string{"mine"}, amqptest.GetAll(t, ch2, "excl"))
 	// RabbitMQ's strict check: even the owner may not redeclare it as
 	// non-exclusive.
 	_, err = amqptest.Channel(t, owner).QueueDeclare("excl", true, false, false, false, nil)
-	topoRequireCode(t, err, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'excl' in vhost '/'")
+	amqptest.RequireReply(t, err, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'excl' in vhost '/'")
 
 	// Every other connection gets 405 RESOURCE_LOCKED, whatever it tries.
 	cases := []struct {
@@ -93,35 +77,35 @@ func TestTopologyExclusiveQueue(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.op(amqptest.Channel(t, other))
-			topoRequireCode(t, err, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'excl' in vhost '/'")
-			topoRequireServes(t, other)
+			amqptest.RequireReply(t, err, 405, "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'excl' in vhost '/'")
+			requireServes(t, other)
 		})
 	}
 	// The queue and its binding are untouched.
-	topoPublish(t, ch2, "amq.direct", "k", "still mine")
-	require.Equal(t, []string{"still mine"}, topoGetAll(t, ch2, "excl"))
+	amqptest.Publish(t, ch2, "amq.direct", "k", "still mine")
+	require.Equal(t, []string{"still mine"}, amqptest.GetAll(t, ch2, "excl"))
 
 	// It goes with the owner's connection; then the name is free.
 	require.NoError(t, owner.Close())
-	topoAwaitQueueGone(t, other, "excl")
-	och := topoConfirmChannel(t, other)
+	awaitQueueGone(t, other, "excl")
+	och := amqptest.ConfirmChannel(t, other)
 	q, err = och.QueueDeclare("excl", false, false, true, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 0, q.Messages)
 	// Its bindings went with it.
-	topoPublish(t, och, "amq.direct", "k", "unbound")
-	require.Empty(t, topoGetAll(t, och, "excl"))
+	amqptest.Publish(t, och, "amq.direct", "k", "unbound")
+	require.Empty(t, amqptest.GetAll(t, och, "excl"))
 }
 
 func TestTopologyAutoDeleteQueue(t *testing.T) {
-	b, conn := topoSetup(t)
+	b, conn := setup(t)
 	ch1 := amqptest.Channel(t, conn)
 	ch2 := amqptest.Channel(t, conn)
 
 	_, err := ch1.QueueDeclare("ad", false, true, false, false, nil)
 	require.NoError(t, err)
 	// A queue that never had a consumer stays.
-	require.True(t, topoQueueExists(t, conn, "ad"))
+	require.True(t, amqptest.QueueExists(t, conn, "ad"))
 
 	_, err = ch1.Consume("ad", "c1", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -134,7 +118,7 @@ func TestTopologyAutoDeleteQueue(t *testing.T) {
 
 	// basic.cancel-ok follows the deletion.
 	require.NoError(t, ch2.Cancel("c2", false))
-	require.False(t, topoQueueExists(t, conn, "ad"))
+	require.False(t, amqptest.QueueExists(t, conn, "ad"))
 
 	// A consumer also goes when its channel or its connection closes.
 	t.Run("channel closes", func(t *testing.T) {
@@ -144,23 +128,23 @@ func TestTopologyAutoDeleteQueue(t *testing.T) {
 		_, err = ch.Consume("ad.channel", "", false, false, false, false, nil)
 		require.NoError(t, err)
 		require.NoError(t, ch.Close())
-		topoAwaitQueueGone(t, conn, "ad.channel")
+		awaitQueueGone(t, conn, "ad.channel")
 	})
 	t.Run("connection closes", func(t *testing.T) {
-		other := topoDial(t, b)
+		other := amqptest.Dial(t, b.URL(), amqp091.Config{})
 		ch := amqptest.Channel(t, other)
 		_, err := ch.QueueDeclare("ad.conn", false, true, false, false, nil)
 		require.NoError(t, err)
 		_, err = ch.Consume("ad.conn", "", false, false, false, false, nil)
 		require.NoError(t, err)
 		require.NoError(t, other.Close())
-		topoAwaitQueueGone(t, conn, "ad.conn")
+		awaitQueueGone(t, conn, "ad.conn")
 	})
-	topoRequireServes(t, conn)
+	requireServes(t, conn)
 }
 
 func TestTopologyAutoDeleteExchange(t *testing.T) {
-	_, conn := topoSetup(t)
+	_, conn := setup(t)
 	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2"} {
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
@@ -174,13 +158,13 @@ func TestTopologyAutoDeleteExchange(t *testing.T) {
 	t.Run("last queue.unbind", func(t *testing.T) {
 		declare("ad.unbind")
 		// An exchange that never had a binding stays.
-		require.True(t, topoExchangeExists(t, conn, "ad.unbind"))
+		require.True(t, amqptest.ExchangeExists(t, conn, "ad.unbind"))
 		require.NoError(t, ch.QueueBind("q1", "k", "ad.unbind", false, nil))
 		require.NoError(t, ch.QueueBind("q2", "k", "ad.unbind", false, nil))
 		require.NoError(t, ch.QueueUnbind("q1", "k", "ad.unbind", nil))
-		require.True(t, topoExchangeExists(t, conn, "ad.unbind"))
+		require.True(t, amqptest.ExchangeExists(t, conn, "ad.unbind"))
 		require.NoError(t, ch.QueueUnbind("q2", "k", "ad.unbind", nil))
-		require.False(t, topoExchangeExists(t, conn, "ad.unbind"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.unbind"))
 	})
 	t.Run("queue.delete of the last bound queue", func(t *testing.T) {
 		declare("ad.qdel")
@@ -189,20 +173,20 @@ func TestTopologyAutoDeleteExchange(t *testing.T) {
 		require.NoError(t, ch.QueueBind("ad.victim", "k", "ad.qdel", false, nil))
 		_, err = ch.QueueDelete("ad.victim", false, false, false)
 		require.NoError(t, err)
-		require.False(t, topoExchangeExists(t, conn, "ad.qdel"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.qdel"))
 	})
 	t.Run("exchange.unbind", func(t *testing.T) {
 		declare("ad.e2e")
 		require.NoError(t, ch.ExchangeBind("amq.fanout", "k", "ad.e2e", false, nil))
 		require.NoError(t, ch.ExchangeUnbind("amq.fanout", "k", "ad.e2e", false, nil))
-		require.False(t, topoExchangeExists(t, conn, "ad.e2e"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.e2e"))
 	})
 	t.Run("exchange.delete of the destination", func(t *testing.T) {
 		declare("ad.src")
 		require.NoError(t, ch.ExchangeDeclare("dst", "fanout", false, false, false, false, nil))
 		require.NoError(t, ch.ExchangeBind("dst", "k", "ad.src", false, nil))
 		require.NoError(t, ch.ExchangeDelete("dst", false, false))
-		require.False(t, topoExchangeExists(t, conn, "ad.src"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.src"))
 	})
 	t.Run("a chain goes link by link", func(t *testing.T) {
 		declare("ad.head")
@@ -213,8 +197,8 @@ func TestTopologyAutoDeleteExchange(t *testing.T) {
 		require.NoError(t, ch.QueueBind("ad.end", "k", "ad.tail", false, nil))
 		_, err = ch.QueueDelete("ad.end", false, false, false)
 		require.NoError(t, err)
-		require.False(t, topoExchangeExists(t, conn, "ad.tail"))
-		require.False(t, topoExchangeExists(t, conn, "ad.head"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.tail"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.head"))
 	})
 	t.Run("binding to it as destination does not keep it", func(t *testing.T) {
 		// Only bindings with the exchange as source count (RabbitMQ's
@@ -223,14 +207,14 @@ func TestTopologyAutoDeleteExchange(t *testing.T) {
 		require.NoError(t, ch.ExchangeBind("ad.dest", "k", "amq.direct", false, nil))
 		require.NoError(t, ch.QueueBind("q1", "k", "ad.dest", false, nil))
 		require.NoError(t, ch.QueueUnbind("q1", "k", "ad.dest", nil))
-		require.False(t, topoExchangeExists(t, conn, "ad.dest"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "ad.dest"))
 	})
-	topoRequireServes(t, conn)
+	requireServes(t, conn)
 }
 
 func TestTopologyServerNamedQueues(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 
 	q1, err := ch.QueueDeclare("", false, false, true, false, nil)
 	require.NoError(t, err)
@@ -243,7 +227,7 @@ func TestTopologyServerNamedQueues(t *testing.T) {
 	// From here "" is q2, the channel's last declared queue. queue.bind with
 	// "" for both queue and key binds it by its own name.
 	require.NoError(t, ch.QueueBind("", "", "amq.direct", false, nil))
-	topoPublish(t, ch, "amq.direct", q2.Name, "via the shortcut")
+	amqptest.Publish(t, ch, "amq.direct", q2.Name, "via the shortcut")
 	p, err := ch.QueueDeclarePassive("", false, false, true, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, q2.Name, p.Name)
@@ -253,7 +237,7 @@ func TestTopologyServerNamedQueues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	topoPublish(t, ch, "", q2.Name, "got")
+	amqptest.Publish(t, ch, "", q2.Name, "got")
 	d, ok, err := ch.Get("", true)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -261,43 +245,43 @@ func TestTopologyServerNamedQueues(t *testing.T) {
 
 	msgs, err := ch.Consume("", "c", true, false, false, false, nil)
 	require.NoError(t, err)
-	topoPublish(t, ch, "", q2.Name, "consumed")
-	require.Equal(t, "consumed", string(topoReceive(t, msgs).Body))
+	amqptest.Publish(t, ch, "", q2.Name, "consumed")
+	require.Equal(t, "consumed", string(amqptest.Next(t, msgs).Body))
 	require.NoError(t, ch.Cancel("c", false))
 
 	require.NoError(t, ch.QueueUnbind("", "", "amq.direct", nil))
-	topoPublish(t, ch, "amq.direct", q2.Name, "unbound")
-	require.Empty(t, topoGetAll(t, ch, q2.Name))
+	amqptest.Publish(t, ch, "amq.direct", q2.Name, "unbound")
+	require.Empty(t, amqptest.GetAll(t, ch, q2.Name))
 
 	n, err = ch.QueueDelete("", false, false, false)
 	require.NoError(t, err)
 	require.Equal(t, 0, n)
-	require.False(t, topoQueueExists(t, conn, q2.Name))
-	require.True(t, topoQueueExists(t, conn, q1.Name))
+	require.False(t, amqptest.QueueExists(t, conn, q2.Name))
+	require.True(t, amqptest.QueueExists(t, conn, q1.Name))
 
 	// A passive declare makes its queue the last one too.
 	_, err = ch.QueueDeclarePassive(q1.Name, false, false, true, false, nil)
 	require.NoError(t, err)
 	_, err = ch.QueueDelete("", false, false, false)
 	require.NoError(t, err)
-	require.False(t, topoQueueExists(t, conn, q1.Name))
+	require.False(t, amqptest.QueueExists(t, conn, q1.Name))
 
 	// The last queue is the channel's own: another channel has none.
 	_, err = amqptest.Channel(t, conn).QueuePurge("", false)
-	topoRequireCode(t, err, 404, "no previously declared queue")
-	topoRequireServes(t, conn)
+	amqptest.RequireReply(t, err, 404, "no previously declared queue")
+	requireServes(t, conn)
 }
 
 func TestTopologyDeclareOkCounts(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 
 	q, err := ch.QueueDeclare("counts", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, amqp091.Queue{Name: "counts"}, q, "a new queue has no messages and no consumers")
 
 	for _, body := range []string{"1", "2", "3"} {
-		topoPublish(t, ch, "", "counts", body)
+		amqptest.Publish(t, ch, "", "counts", body)
 	}
 	q, err = ch.QueueDeclare("counts", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -312,7 +296,7 @@ func TestTopologyDeclareOkCounts(t *testing.T) {
 		require.NoError(t, c.Qos(1, 0, false))
 		msgs, err := c.Consume("counts", tag, false, false, false, false, nil)
 		require.NoError(t, err)
-		return topoReceive(t, msgs)
+		return amqptest.Next(t, msgs)
 	}
 	require.Equal(t, "1", string(consume("c1").Body))
 	q, err = ch.QueueDeclarePassive("counts", false, false, false, false, nil)
@@ -325,8 +309,8 @@ func TestTopologyDeclareOkCounts(t *testing.T) {
 }
 
 func TestTopologyPurgeCount(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 	_, err := ch.QueueDeclare("purge", false, false, false, false, nil)
 	require.NoError(t, err)
 
@@ -335,17 +319,17 @@ func TestTopologyPurgeCount(t *testing.T) {
 	require.Equal(t, 0, n, "empty queue")
 
 	for range 5 {
-		topoPublish(t, ch, "", "purge", "m")
+		amqptest.Publish(t, ch, "", "purge", "m")
 	}
 	n, err = ch.QueuePurge("purge", false)
 	require.NoError(t, err)
 	require.Equal(t, 5, n)
-	require.Empty(t, topoGetAll(t, ch, "purge"))
+	require.Empty(t, amqptest.GetAll(t, ch, "purge"))
 
 	// Purge takes ready messages only; an unacknowledged one stays with its
 	// holder and comes back when requeued.
 	for _, body := range []string{"held", "a", "b"} {
-		topoPublish(t, ch, "", "purge", body)
+		amqptest.Publish(t, ch, "", "purge", body)
 	}
 	held, ok, err := ch.Get("purge", false)
 	require.NoError(t, err)
@@ -354,19 +338,19 @@ func TestTopologyPurgeCount(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.NoError(t, held.Nack(false, true))
-	require.Equal(t, []string{"held"}, topoGetAll(t, ch, "purge"))
+	require.Equal(t, []string{"held"}, amqptest.GetAll(t, ch, "purge"))
 
 	// queue.delete-ok counts what the deletion dropped.
-	topoPublish(t, ch, "", "purge", "x")
-	topoPublish(t, ch, "", "purge", "y")
+	amqptest.Publish(t, ch, "", "purge", "x")
+	amqptest.Publish(t, ch, "", "purge", "y")
 	n, err = ch.QueueDelete("purge", false, false, false)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 }
 
 func TestTopologyNoWait(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 
 	// Each nowait method takes effect in order with the methods after it,
@@ -378,7 +362,7 @@ func TestTopologyNoWait(t *testing.T) {
 	require.Equal(t, "nw.q", q.Name)
 	require.NoError(t, ch.QueueBind("nw.q", "a.#", "nw.topic", true, nil))
 	require.NoError(t, ch.ExchangeBind("nw.topic", "", "nw.src", true, nil))
-	topoPublish(t, ch, "nw.src", "a.b", "routed")
+	amqptest.Publish(t, ch, "nw.src", "a.b", "routed")
 	q, err = ch.QueueDeclarePassive("nw.q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, q.Messages)
@@ -390,16 +374,16 @@ func TestTopologyNoWait(t *testing.T) {
 	require.Equal(t, 0, q.Messages)
 
 	require.NoError(t, ch.ExchangeUnbind("nw.topic", "", "nw.src", true, nil))
-	topoPublish(t, ch, "nw.src", "a.b", "unrouted")
-	require.Empty(t, topoGetAll(t, ch, "nw.q"))
+	amqptest.Publish(t, ch, "nw.src", "a.b", "unrouted")
+	require.Empty(t, amqptest.GetAll(t, ch, "nw.q"))
 
 	require.NoError(t, ch.ExchangeDelete("nw.src", false, true))
 	_, err = ch.QueueDelete("nw.q", false, false, true)
 	require.NoError(t, err)
 	require.NoError(t, ch.ExchangeDelete("nw.topic", false, true))
-	require.False(t, topoExchangeExists(t, conn, "nw.src"))
-	require.False(t, topoExchangeExists(t, conn, "nw.topic"))
-	require.False(t, topoQueueExists(t, conn, "nw.q"))
+	require.False(t, amqptest.ExchangeExists(t, conn, "nw.src"))
+	require.False(t, amqptest.ExchangeExists(t, conn, "nw.topic"))
+	require.False(t, amqptest.QueueExists(t, conn, "nw.q"))
 
 	select {
 	case e := <-closed:
@@ -409,8 +393,8 @@ func TestTopologyNoWait(t *testing.T) {
 }
 
 func TestTopologyExchangeToExchange(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 	for _, x := range []struct{ name, kind string }{{"e.a", "topic"}, {"e.b", "direct"}, {"e.c", "fanout"}} {
 		require.NoError(t, ch.ExchangeDeclare(x.name, x.kind, false, false, false, false, nil))
 	}
@@ -439,35 +423,35 @@ func TestTopologyExchangeToExchange(t *testing.T) {
 		{"into the middle", "e.b", []string{"m"}, []string{"m"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			topoPublish(t, ch, tc.exchange, "k", "m")
-			require.Equal(t, tc.q, topoGetAll(t, ch, "e.q"), "each queue gets one copy")
-			require.Equal(t, tc.q2, topoGetAll(t, ch, "e.q2"))
+			amqptest.Publish(t, ch, tc.exchange, "k", "m")
+			require.Equal(t, tc.q, amqptest.GetAll(t, ch, "e.q"), "each queue gets one copy")
+			require.Equal(t, tc.q2, amqptest.GetAll(t, ch, "e.q2"))
 		})
 	}
 
 	// Removing paths one by one: the message arrives while one is left.
 	require.NoError(t, ch.QueueUnbind("e.q", "k", "e.a", nil))
 	require.NoError(t, ch.ExchangeUnbind("e.c", "k", "e.a", false, nil))
-	topoPublish(t, ch, "e.a", "k", "via b")
-	require.Equal(t, []string{"via b"}, topoGetAll(t, ch, "e.q"))
-	require.Equal(t, []string{"via b"}, topoGetAll(t, ch, "e.q2"))
+	amqptest.Publish(t, ch, "e.a", "k", "via b")
+	require.Equal(t, []string{"via b"}, amqptest.GetAll(t, ch, "e.q"))
+	require.Equal(t, []string{"via b"}, amqptest.GetAll(t, ch, "e.q2"))
 	require.NoError(t, ch.ExchangeUnbind("e.b", "#", "e.a", false, nil))
-	topoPublish(t, ch, "e.a", "k", "nowhere")
-	require.Empty(t, topoGetAll(t, ch, "e.q"))
-	require.Empty(t, topoGetAll(t, ch, "e.q2"))
+	amqptest.Publish(t, ch, "e.a", "k", "nowhere")
+	require.Empty(t, amqptest.GetAll(t, ch, "e.q"))
+	require.Empty(t, amqptest.GetAll(t, ch, "e.q2"))
 
 	// Deleting an exchange removes the bindings to it as well as from it.
 	require.NoError(t, ch.ExchangeBind("e.b", "k", "e.a", false, nil))
 	require.NoError(t, ch.ExchangeDelete("e.b", false, false))
 	require.NoError(t, ch.ExchangeDeclare("e.b", "direct", false, false, false, false, nil))
 	require.NoError(t, ch.QueueBind("e.q", "k", "e.b", false, nil))
-	topoPublish(t, ch, "e.a", "k", "old binding")
-	require.Empty(t, topoGetAll(t, ch, "e.q"))
+	amqptest.Publish(t, ch, "e.a", "k", "old binding")
+	require.Empty(t, amqptest.GetAll(t, ch, "e.q"))
 }
 
 func TestTopologyAlternateExchange(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 	returns := ch.NotifyReturn(make(chan amqp091.Return, 10))
 	for _, q := range []string{"routed", "unrouted"} {
 		_, err := ch.QueueDeclare(q, false, false, false, false, nil)
@@ -503,18 +487,18 @@ func TestTopologyAlternateExchange(t *testing.T) {
 	}
 
 	publish("main", "k", "matched")
-	require.Equal(t, []string{"matched"}, topoGetAll(t, ch, "routed"))
-	require.Empty(t, topoGetAll(t, ch, "unrouted"))
+	require.Equal(t, []string{"matched"}, amqptest.GetAll(t, ch, "routed"))
+	require.Empty(t, amqptest.GetAll(t, ch, "unrouted"))
 	noReturn()
 
 	// Unmatched: the alternate takes it, so mandatory returns nothing.
 	publish("main", "other", "alternate")
-	require.Empty(t, topoGetAll(t, ch, "routed"))
-	require.Equal(t, []string{"alternate"}, topoGetAll(t, ch, "unrouted"))
+	require.Empty(t, amqptest.GetAll(t, ch, "routed"))
+	require.Equal(t, []string{"alternate"}, amqptest.GetAll(t, ch, "unrouted"))
 	noReturn()
 
 	publish("main2", "other", "internal alternate")
-	require.Equal(t, []string{"internal alternate"}, topoGetAll(t, ch, "unrouted"))
+	require.Equal(t, []string{"internal alternate"}, amqptest.GetAll(t, ch, "unrouted"))
 	noReturn()
 
 	// A missing alternate is ignored: the message is unroutable. basic.return
@@ -532,13 +516,13 @@ func TestTopologyAlternateExchange(t *testing.T) {
 	require.NoError(t, ch.ExchangeDeclare("missing", "fanout", false, false, false, false, nil))
 	require.NoError(t, ch.QueueBind("unrouted", "", "missing", false, nil))
 	publish("dangling", "other", "found")
-	require.Equal(t, []string{"found"}, topoGetAll(t, ch, "unrouted"))
+	require.Equal(t, []string{"found"}, amqptest.GetAll(t, ch, "unrouted"))
 	noReturn()
 }
 
 func TestTopologyInternalExchange(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 	_, err := ch.QueueDeclare("behind", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.ExchangeDeclare("inside", "fanout", false, false, true, false, nil))
@@ -547,22 +531,22 @@ func TestTopologyInternalExchange(t *testing.T) {
 	require.NoError(t, ch.ExchangeBind("inside", "k", "front", false, nil))
 
 	// Reached through another exchange it routes like any other.
-	topoPublish(t, ch, "front", "k", "through")
-	require.Equal(t, []string{"through"}, topoGetAll(t, ch, "behind"))
+	amqptest.Publish(t, ch, "front", "k", "through")
+	require.Equal(t, []string{"through"}, amqptest.GetAll(t, ch, "behind"))
 
 	// Published to directly: 403, and the message goes nowhere.
 	pub := amqptest.Channel(t, conn)
 	closed := pub.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, pub.Publish("inside", "", false, false, amqp091.Publishing{Body: []byte("direct")}))
-	e := topoAwaitClose(t, closed)
-	topoRequireCode(t, e, 403, "cannot publish to internal exchange 'inside' in vhost '/'")
-	require.Empty(t, topoGetAll(t, ch, "behind"))
-	topoRequireServes(t, conn)
+	e := amqptest.AwaitClose(t, closed)
+	amqptest.RequireReply(t, e, 403, "cannot publish to internal exchange 'inside' in vhost '/'")
+	require.Empty(t, amqptest.GetAll(t, ch, "behind"))
+	requireServes(t, conn)
 }
 
 func TestTopologyRedeclareAndDeleteLeaveThingsAlone(t *testing.T) {
-	_, conn := topoSetup(t)
-	ch := topoConfirmChannel(t, conn)
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
 
 	t.Run("equivalent redeclares", func(t *testing.T) {
 		// Integer widths do not matter; unknown arguments are not compared.
@@ -605,7 +589,7 @@ func TestTopologyRedeclareAndDeleteLeaveThingsAlone(t *testing.T) {
 		// A binding to it as destination does not make it used.
 		require.NoError(t, ch.ExchangeBind("unused", "k", "amq.direct", false, nil))
 		require.NoError(t, ch.ExchangeDelete("unused", true, false))
-		require.False(t, topoExchangeExists(t, conn, "unused"))
+		require.False(t, amqptest.ExchangeExists(t, conn, "unused"))
 	})
 	t.Run("a deleted queue's bindings go with it", func(t *testing.T) {
 		_, err := ch.QueueDeclare("reborn", false, false, false, false, nil)
@@ -615,10 +599,10 @@ func TestTopologyRedeclareAndDeleteLeaveThingsAlone(t *testing.T) {
 		require.NoError(t, err)
 		_, err = ch.QueueDeclare("reborn", false, false, false, false, nil)
 		require.NoError(t, err)
-		topoPublish(t, ch, "amq.topic", "k", "m")
-		require.Empty(t, topoGetAll(t, ch, "reborn"))
+		amqptest.Publish(t, ch, "amq.topic", "k", "m")
+		require.Empty(t, amqptest.GetAll(t, ch, "reborn"))
 		// The default exchange's implicit binding comes back with it.
-		topoPublish(t, ch, "", "reborn", "m")
-		require.Equal(t, []string{"m"}, topoGetAll(t, ch, "reborn"))
+		amqptest.Publish(t, ch, "", "reborn", "m")
+		require.Equal(t, []string{"m"}, amqptest.GetAll(t, ch, "reborn"))
 	})
 }

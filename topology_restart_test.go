@@ -19,12 +19,12 @@ import (
 // through their restored bindings; the non-durable and exclusive ones are
 // gone, bindings included. A second restart changes nothing.
 func TestTopologySurvivesRestartOnPebble(t *testing.T) {
-	checkGoroutines(t)
+	amqptest.CheckGoroutines(t)
 	dir := t.TempDir()
 
 	b1 := startBroker(t, Options{DataDir: dir})
-	conn := dial(t, b1.URL(), amqp091.Config{})
-	ch := topoConfirmChannel(t, conn)
+	conn := amqptest.Dial(t, b1.URL(), amqp091.Config{})
+	ch := amqptest.ConfirmChannel(t, conn)
 
 	type exchange struct {
 		name, kind                  string
@@ -89,39 +89,39 @@ func TestTopologySurvivesRestartOnPebble(t *testing.T) {
 	}
 	// A persistent message in a durable queue survives too (a transient
 	// one does not: RabbitMQ drops it at restart).
-	topoPublishMsg(t, ch, "", "d.q", amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte("persisted")})
-	topoPublishMsg(t, ch, "", "d.q", amqp091.Publishing{DeliveryMode: amqp091.Transient, Body: []byte("transient")})
+	amqptest.PublishMsg(t, ch, "", "d.q", amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte("persisted")})
+	amqptest.PublishMsg(t, ch, "", "d.q", amqp091.Publishing{DeliveryMode: amqp091.Transient, Body: []byte("transient")})
 
 	require.NoError(t, conn.Close())
 	require.NoError(t, b1.Close())
 
 	for restart := 1; restart <= 2; restart++ {
 		b := startBroker(t, Options{DataDir: dir})
-		conn := dial(t, b.URL(), amqp091.Config{})
-		ch := topoConfirmChannel(t, conn)
+		conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+		ch := amqptest.ConfirmChannel(t, conn)
 
 		for _, x := range durableExchanges {
-			require.True(t, topoExchangeExists(t, conn, x.name), "restart %d: exchange %s", restart, x.name)
+			require.True(t, amqptest.ExchangeExists(t, conn, x.name), "restart %d: exchange %s", restart, x.name)
 			// Back with the same properties: an identical redeclare passes,
 			// a different one does not.
 			require.NoError(t, ch.ExchangeDeclare(x.name, x.kind, x.durable, x.autoDelete, x.intern, false, x.args), x.name)
 		}
 		err := amqptest.Channel(t, conn).ExchangeDeclare("d.ae", "direct", true, false, false, false, nil)
-		topoRequireCode(t, err, 406, "inequivalent arg 'alternate-exchange'")
+		amqptest.RequireReply(t, err, 406, "inequivalent arg 'alternate-exchange'")
 		for _, q := range []string{"d.q", "d.q2"} {
-			require.True(t, topoQueueExists(t, conn, q), "restart %d: queue %s", restart, q)
+			require.True(t, amqptest.QueueExists(t, conn, q), "restart %d: queue %s", restart, q)
 		}
 		_, err = ch.QueueDeclare("d.q", true, false, false, false, dqArgs)
 		require.NoError(t, err)
 		_, err = amqptest.Channel(t, conn).QueueDeclare("d.q", true, false, false, false, amqp091.Table{"x-max-length": int32(200)})
-		topoRequireCode(t, err, 406, "inequivalent arg 'x-max-length'")
+		amqptest.RequireReply(t, err, 406, "inequivalent arg 'x-max-length'")
 
-		require.False(t, topoExchangeExists(t, conn, "t.direct"), "non-durable exchange")
-		require.False(t, topoQueueExists(t, conn, "t.q"), "non-durable queue")
-		require.False(t, topoQueueExists(t, conn, "x.q"), "exclusive queue")
+		require.False(t, amqptest.ExchangeExists(t, conn, "t.direct"), "non-durable exchange")
+		require.False(t, amqptest.QueueExists(t, conn, "t.q"), "non-durable queue")
+		require.False(t, amqptest.QueueExists(t, conn, "x.q"), "exclusive queue")
 
 		if restart == 1 {
-			require.Equal(t, []string{"persisted"}, topoGetAll(t, ch, "d.q"))
+			require.Equal(t, []string{"persisted"}, amqptest.GetAll(t, ch, "d.q"))
 		}
 
 		// Routing works through the restored bindings, e2e and alternate
@@ -139,17 +139,17 @@ func TestTopologySurvivesRestartOnPebble(t *testing.T) {
 			{"exchange binding to an internal exchange", "d.ae", "i", nil, "d.q2"},
 			{"alternate exchange", "d.ae", "a.unmatched", nil, "d.q"},
 		} {
-			topoPublishMsg(t, ch, tc.exchange, tc.key, amqp091.Publishing{Headers: tc.headers, Body: []byte(tc.name)})
-			require.Equal(t, []string{tc.name}, topoGetAll(t, ch, tc.queue), "restart %d: %s", restart, tc.name)
+			amqptest.PublishMsg(t, ch, tc.exchange, tc.key, amqp091.Publishing{Headers: tc.headers, Body: []byte(tc.name)})
+			require.Equal(t, []string{tc.name}, amqptest.GetAll(t, ch, tc.queue), "restart %d: %s", restart, tc.name)
 		}
 
 		// The non-durable bindings are gone even where both ends exist
 		// again.
 		_, err = ch.QueueDeclare("t.q", false, false, false, false, nil)
 		require.NoError(t, err)
-		topoPublish(t, ch, "d.topic", "a.z", "only durable")
-		require.Equal(t, []string{"only durable"}, topoGetAll(t, ch, "d.q"))
-		require.Empty(t, topoGetAll(t, ch, "t.q"))
+		amqptest.Publish(t, ch, "d.topic", "a.z", "only durable")
+		require.Equal(t, []string{"only durable"}, amqptest.GetAll(t, ch, "d.q"))
+		require.Empty(t, amqptest.GetAll(t, ch, "t.q"))
 		_, err = ch.QueueDelete("t.q", false, false, false)
 		require.NoError(t, err)
 

@@ -254,7 +254,8 @@ func syntaxErrorf(format string, args ...any) *Error {
 	return NewError(SyntaxError, 0, 0, format, args...)
 }
 
-// Errors are built fresh on every failure: callers may set ClassID and MethodID on them.
+// errTruncatedTable and errTableDepth build a fresh error on every failure:
+// callers may set ClassID and MethodID on it.
 func errTruncatedTable() error { return syntaxErrorf("truncated field table") }
 func errTableDepth() error     { return syntaxErrorf("field table nested deeper than 64 levels") }
 

@@ -7,6 +7,8 @@
 //   - meta/memory: in memory, the default when broker.Options has no Meta.
 //   - meta/local: on the node's Pebble DB, shared with the storage and
 //     unacked stores, under keys that start with 'm'.
+//   - meta/raft: replicated by a Raft group, every member holding all of
+//     it (a Node is the Store); package cluster runs a broker on it.
 //   - meta/metatest: the conformance suite every implementation passes.
 //
 // Optional interfaces, found by type assertion: ChangeFeed (a store other

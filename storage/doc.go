@@ -21,6 +21,11 @@
 //   - storage/storagetest is the conformance suite every backend passes,
 //     including third-party ones.
 //
+// Optional interfaces, found by type assertion: Syncer (make every earlier
+// write durable on demand; storage/pebble) and MemoryReporter (the message
+// bytes a store holds in the Go heap, which count against the broker's
+// memory alarm; storage/memory).
+//
 // # Contract details the interface comments leave open
 //
 // Both backends here, and the conformance suite, settle these points:

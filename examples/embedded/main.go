@@ -1,9 +1,3 @@
-// Command embedded runs Warren inside the program and uses it through the
-// direct API: no socket and no frames, the broker's own session code
-// called in-process. It declares a queue, publishes with publisher
-// confirms, consumes and acknowledges, then shuts down.
-//
-//	go run ./examples/embedded
 package main
 
 import (

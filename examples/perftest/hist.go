@@ -21,8 +21,8 @@ type histogram struct {
 const (
 	histSubBits = 6                // 64 sub-buckets per octave
 	histExact   = 2 << histSubBits // 0..127 ns are their own buckets
-	// A non-negative int64 has at most 63 bits; values of 8..63 bits use
-	// shifts 1..56 below.
+	// histBuckets counts every bucket: a non-negative int64 has at most 63
+	// bits, and values of 8..63 bits use shifts 1..56 below.
 	histBuckets = histExact + (63-histSubBits-1)<<histSubBits
 )
 

@@ -5,10 +5,11 @@ import (
 	"math/bits"
 )
 
-// A message body starts with the publisher's sequence number (4 bytes) and
-// the send time in nanoseconds since the run's start on the monotonic clock
-// (8 bytes), as RabbitMQ's PerfTest does; the rest is padding. Publisher and
-// consumers live in this process, so latency needs no clock sync.
+// headerSize is the length of what every message body starts with: the
+// publisher's sequence number (4 bytes) and the send time in nanoseconds
+// since the run's start on the monotonic clock (8 bytes), as RabbitMQ's
+// PerfTest does; the rest is padding. Publisher and consumers live in this
+// process, so latency needs no clock sync.
 const headerSize = 12
 
 func putHeader(body []byte, seq uint32, sentNanos int64) {

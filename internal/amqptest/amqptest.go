@@ -44,17 +44,25 @@ func RequireCode[C Code](tb testing.TB, err error, code C, msgAndArgs ...any) {
 		format, _ := msgAndArgs[0].(string)
 		context = fmt.Sprintf(format, msgAndArgs[1:]...) + ": "
 	}
+	got, text, ok := reply(err)
+	if !ok {
+		require.Failf(tb, "not an AMQP error", "%swant reply code %d, got %v", context, int(code), err)
+	}
+	require.Equal(tb, int(code), got, "%s%s", context, text)
+}
+
+// reply returns the reply code err carries, if it wraps an *amqp091.Error
+// or an *amqp.Error, and its reply text labelled as that type names it.
+func reply(err error) (code int, labelled string, ok bool) {
 	var ce *amqp091.Error
 	if errors.As(err, &ce) {
-		require.Equal(tb, int(code), ce.Code, "%sreason: %s", context, ce.Reason)
-		return
+		return ce.Code, "reason: " + ce.Reason, true
 	}
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
-		require.Equal(tb, int(code), int(ae.Code), "%stext: %s", context, ae.Text)
-		return
+		return int(ae.Code), "text: " + ae.Text, true
 	}
-	require.Failf(tb, "not an AMQP error", "%swant reply code %d, got %v", context, int(code), err)
+	return 0, "", false
 }
 
 // RawClient speaks AMQP frame by frame over Conn (NATS's send/expect style):

@@ -144,3 +144,55 @@ func TestRequireCodeSaysWhatWasChecked(t *testing.T) {
 	require.Len(t, r.msgs, 1)
 	require.Contains(t, r.msgs[0], "declare q1: text: NOT_FOUND - no queue")
 }
+
+func TestRequireReply(t *testing.T) {
+	refused := &amqp091.Error{Code: 403, Reason: "ACCESS_REFUSED - access to queue 'q' refused"}
+	for _, tc := range []struct {
+		name string
+		run  func(tb testing.TB)
+		fail bool
+	}{
+		{"code only", func(tb testing.TB) { RequireReply(tb, refused, 403) }, false},
+		{"code and texts", func(tb testing.TB) { RequireReply(tb, refused, 403, "ACCESS_REFUSED", "queue 'q'") }, false},
+		{"a text missing", func(tb testing.TB) { RequireReply(tb, refused, 403, "queue 'r'") }, true},
+		{"the label is not the text", func(tb testing.TB) { RequireReply(tb, refused, 403, "reason") }, true},
+		{"other code", func(tb testing.TB) { RequireReply(tb, refused, 404, "ACCESS_REFUSED") }, true},
+		{"amqp error", func(tb testing.TB) {
+			RequireReply(tb, &amqp.Error{Code: 404, Text: "NOT_FOUND - no queue"}, 404, "no queue")
+		}, false},
+		{"nil", func(tb testing.TB) { RequireReply(tb, nil, 404) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.fail, fails(t, tc.run))
+		})
+	}
+}
+
+func TestReceive(t *testing.T) {
+	c := make(chan int, 1)
+	c <- 7
+	v, ok := Receive(t, c)
+	require.True(t, ok)
+	require.Equal(t, 7, v)
+	close(c)
+	_, ok = Receive(t, c)
+	require.False(t, ok, "a closed channel is reported, not waited on")
+
+	msgs := make(chan amqp091.Delivery)
+	close(msgs)
+	require.True(t, fails(t, func(tb testing.TB) { Next(tb, msgs) }), "Next needs a delivery")
+	errs := make(chan *amqp091.Error)
+	close(errs)
+	require.True(t, fails(t, func(tb testing.TB) { AwaitClose(tb, errs) }), "a close without an error")
+}
+
+func TestPoll(t *testing.T) {
+	n := 0
+	Poll(t, func() bool { n++; return n == 3 }, "never")
+	require.Equal(t, 3, n, "polls until cond holds, then stops")
+}
+
+func TestUserURL(t *testing.T) {
+	require.Equal(t, "amqp://ad%40min:p%3Aw@127.0.0.1:5672/", UserURL("amqp://guest:guest@127.0.0.1:5672/", "ad@min", "p:w"))
+	require.Equal(t, []string{"m-0", "m-1"}, Numbered("m", 2))
+}

@@ -1,10 +1,27 @@
-// Package amqptest holds the test helpers every package's tests share: Channel
-// opens an amqp091-go channel, RequireCode asserts an AMQP reply code on
-// either client's error type, and RawClient speaks AMQP frame by frame over
-// any net.Conn (a TCP socket to a broker or one end of a net.Pipe served by
-// a session) to test what a well-behaved client never sends.
+// Package amqptest holds the test helpers every package's tests share, so
+// there is one of each:
+//
+//   - amqp091-go clients: Dial, UserURL, Channel, ConfirmChannel and
+//     RequireWorks (the connection still answers);
+//   - messages: DeclareQueue, Publish and PublishMsg (one message, waiting
+//     for its confirm), PublishBodies and PublishConfirmed (many bodies to
+//     a queue), Numbered, Get, GetAll, RequireEmpty, Next, QueueExists and
+//     ExchangeExists;
+//   - errors: RequireCode asserts an AMQP reply code on either client's
+//     error type (amqp091-go's or the amqp package's), RequireReply also
+//     its text, and AwaitClose waits for a server-sent close;
+//   - waiting: every wait is bounded by Timeout, which only turns a hang
+//     into a failure; Receive reads a channel, Poll waits for an effect the
+//     broker applies asynchronously, and CheckGoroutines fails a test that
+//     leaves goroutines behind;
+//   - RawClient speaks AMQP frame by frame over any net.Conn (a TCP socket
+//     to a broker or one end of a net.Pipe served by a session) to test
+//     what a well-behaved client never sends.
 //
 // It imports amqp, amqp091-go and testify but not the root package, so the
-// tests of internal packages can use it too. The amqp package's own internal
-// tests cannot (amqptest imports amqp); they keep their local helper.
+// tests of internal packages and both the internal and the external tests
+// of the root can use it. Helpers that need a *broker.Broker live beside
+// the root's tests (helpers_test.go) or in brokertest. The amqp package's
+// own internal tests cannot use it (amqptest imports amqp); they keep
+// their local helper.
 package amqptest

@@ -8,7 +8,8 @@ import (
 	"github.com/warrenmq/broker/unacked"
 )
 
-// Unacked entry key layout:
+// EntryKeyPrefix is the first byte of every unacked entry key. The key
+// layout:
 //
 //	'u' uvarint(len vhost) vhost uvarint(len queue) queue offset(8 bytes, big-endian)
 //
@@ -18,7 +19,8 @@ import (
 // scan by offset. A cluster member's state machine uses the same keys.
 const EntryKeyPrefix = 'u'
 
-// Unacked entry value layout, version 1:
+// EntryVersion is the first byte of an unacked entry value, in layout
+// version 1:
 //
 //	1 uvarint(len conn) conn uvarint(channel) uvarint(tag)
 //	  uvarint(len broker) broker uvarint(incarnation) varint(deliveredAt)

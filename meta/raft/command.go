@@ -15,7 +15,8 @@ import (
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
 
-// A raft entry's data is a batch of commands gathered by the proposer:
+// entryVersion is the first byte of a raft entry's data, which is a batch
+// of commands gathered by the proposer:
 //
 //	version(1) uvarint(count) command...
 //

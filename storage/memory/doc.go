@@ -42,7 +42,7 @@
 // and DeleteByOffsets are O(1) per record and copy no more than the Record
 // structs.
 //
-// Bytes reports the Properties and Body bytes of the live records, kept in
-// an atomic counter as records come and go: the broker's memory alarm reads
-// it as "message data held in memory".
+// MemoryBytes (storage.MemoryReporter) reports the Properties and Body
+// bytes of the live records, kept in an atomic counter as records come and
+// go: the broker's memory alarm reads it as "message data held in memory".
 package memory

@@ -1,0 +1,29 @@
+// Command server runs Warren as a standalone AMQP 0-9-1 broker.
+//
+//	go run ./examples/server                      # 127.0.0.1:5672, data in ./warren-data
+//	go run ./examples/server -memory -addr :5673  # nothing on disk
+//	go run ./examples/server -http 127.0.0.1:15672 -definitions defs.json
+//
+//	go run ./examples/server -tls-listen 127.0.0.1:5671 -tls-cert server.pem -tls-key server.key \
+//	    -tls-ca clients-ca.pem -auth-mechanisms PLAIN,AMQPLAIN,EXTERNAL
+//
+// -http serves RabbitMQ's management HTTP API under /api/ and Prometheus
+// metrics at /metrics (summed over queues, naming none, open) and
+// /metrics/per-object (per queue, for administrator and monitoring users),
+// with at most -http-max-connections connections and the timeouts of
+// broker.HTTPLimits, so that an HTTP flood cannot take the file
+// descriptors AMQP needs; -definitions imports a RabbitMQ definitions file at
+// start (its vhosts, users with their password hashes, permissions and
+// topology, as RabbitMQ's import does).
+//
+// -tls-listen adds an AMQPS listener with the PEM certificate and key of
+// -tls-cert and -tls-key. With -tls-ca, clients are asked for a
+// certificate, which must then verify against that CA bundle (RabbitMQ's
+// verify_peer without fail_if_no_peer_cert); with EXTERNAL among
+// -auth-mechanisms such a client logs in as the user its certificate's CN
+// names. -addr "" turns the plain listener off when -tls-listen is set.
+//
+// It logs with slog to stderr, prints the address it listens on to stdout,
+// and shuts down gracefully on SIGINT or SIGTERM: connected clients get
+// connection.close 320 CONNECTION_FORCED.
+package main

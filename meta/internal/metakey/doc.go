@@ -1,0 +1,19 @@
+// Package metakey is the key layout of meta.Store entities in an ordered
+// key-value store, shared by meta/local (Pebble on one node) and meta/raft
+// (Pebble under a raft state machine) so both lay metadata out alike.
+//
+// Every key starts with 'm' and a kind byte. Strings inside a key are
+// length-prefixed (uvarint) where another field follows, so one name is
+// never a prefix of another and every listing is one prefix scan:
+//
+//	m v name                          vhost
+//	m u name                          user
+//	m p lp(user) vhost                permission
+//	m e lp(vhost) name                exchange
+//	m q lp(vhost) name                queue
+//	m c lp(vhost) name                cursor
+//	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
+//	                                  binding
+//
+// The layout is on disk: changing it breaks existing data directories.
+package metakey
