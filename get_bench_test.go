@@ -1,7 +1,8 @@
-package broker
+package broker_test
 
 import (
 	"encoding/binary"
+	"github.com/warrenmq/broker"
 	"testing"
 
 	"github.com/warrenmq/broker/amqp"
@@ -21,7 +22,7 @@ func BenchmarkGetRoundTrip(b *testing.B) {
 			name = "message"
 		}
 		b.Run(name, func(b *testing.B) {
-			br := benchBroker(b, Options{})
+			br := startBroker(b, broker.Options{})
 			c := benchRawClient(b, br)
 			c.call(&amqp.QueueDeclare{Queue: "get"})
 			if withMessage {
