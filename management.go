@@ -22,6 +22,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
@@ -347,7 +348,7 @@ func readBody(c *mgmtCall, v any) bool { return readBodyMax(c, v, mgmtMaxBody) }
 // not read further.
 func readBodyMax(c *mgmtCall, v any, max int64) bool {
 	body := http.MaxBytesReader(c.w, c.r.Body, max)
-	err := opsDecodeJSON(body, v)
+	err := definitions.DecodeJSON(body, v)
 	if err == nil || errors.Is(err, io.EOF) {
 		return true // an empty body is {}
 	}
@@ -486,8 +487,8 @@ func (m *mgmt) overview(c *mgmtCall) {
 		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
 	}
 	writeJSON(c.w, http.StatusOK, map[string]any{
-		"management_version": opsCompatVersion,
-		"rabbitmq_version":   opsCompatVersion,
+		"management_version": definitions.CompatVersion,
+		"rabbitmq_version":   definitions.CompatVersion,
 		"product_name":       "Warren",
 		"product_version":    Version,
 		"cluster_name":       m.node(),
@@ -544,7 +545,7 @@ func raftJSON(s meta.ReplicationStatus) map[string]any {
 }
 
 func (m *mgmt) whoami(c *mgmtCall) {
-	writeJSON(c.w, http.StatusOK, map[string]any{"name": c.user.Name, "tags": UserTags(c.user.Tags)})
+	writeJSON(c.w, http.StatusOK, map[string]any{"name": c.user.Name, "tags": definitions.UserTags(c.user.Tags)})
 }
 
 func (m *mgmt) vhostJSON(vh *vhost.VHost) map[string]any {
@@ -583,22 +584,15 @@ func (m *mgmt) vhost(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
 }
 
-// userJSON is RabbitMQ's user object, with the stored salted hash and its
-// algorithm.
-func userJSON(u meta.User) DefinitionUser {
-	h, b64 := splitStoredHash(u.PasswordHash)
-	return DefinitionUser{Name: u.Name, PasswordHash: string(b64), HashingAlgorithm: h.name, Tags: UserTags(u.Tags), Limits: map[string]any{}}
-}
-
 func (m *mgmt) users(c *mgmtCall) {
 	us, err := m.b.stores.meta.ListUsers(c.r.Context())
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
 	}
-	out := []DefinitionUser{}
+	out := []definitions.User{}
 	for _, u := range us {
-		out = append(out, userJSON(u))
+		out = append(out, userDefinition(u))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -609,7 +603,7 @@ func (m *mgmt) user(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, userJSON(u))
+	writeJSON(c.w, http.StatusOK, userDefinition(u))
 }
 
 // deleteUser is DELETE /api/users/{user}: the user, its permissions and
@@ -626,10 +620,6 @@ func (m *mgmt) deleteUser(c *mgmtCall) {
 	}
 }
 
-func permissionJSON(p meta.Permission) DefinitionPermission {
-	return DefinitionPermission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
-}
-
 // permissions lists the stored permissions, as the AMQP side enforces them.
 func (m *mgmt) permissions(c *mgmtCall) {
 	ps, err := m.b.stores.meta.ListPermissions(c.r.Context())
@@ -637,9 +627,9 @@ func (m *mgmt) permissions(c *mgmtCall) {
 		writeAMQPError(c.w, err)
 		return
 	}
-	out := []DefinitionPermission{}
+	out := []definitions.Permission{}
 	for _, p := range ps {
-		out = append(out, permissionJSON(p))
+		out = append(out, permissionDefinition(p))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -655,19 +645,19 @@ func (m *mgmt) permission(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, permissionJSON(p))
+	writeJSON(c.w, http.StatusOK, permissionDefinition(p))
 }
 
 // Exchanges.
 
 // exchangeJSON is RabbitMQ's exchange object: the fields Warren has are
 // those of a definitions file's exchange.
-type exchangeJSON = DefinitionExchange
+type exchangeJSON = definitions.Exchange
 
 func exchangeOf(x vhost.ExchangeInfo) exchangeJSON {
 	return exchangeJSON{
 		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
-		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: opsTableJSON(x.Args),
+		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: definitions.TableJSON(x.Args),
 	}
 }
 
@@ -718,7 +708,7 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		writeError(c.w, http.StatusBadRequest, "bad_request", "[{key_missing,type}]")
 		return
 	}
-	args, err := opsJSONTable(body.Arguments)
+	args, err := definitions.JSONTable(body.Arguments)
 	if err != nil {
 		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
@@ -782,7 +772,7 @@ func (m *mgmt) queueOf(q *vhost.Queue, st QueueStats) queueJSON {
 	c := st.Counters
 	return queueJSON{
 		Name: q.Def.Name, VHost: q.Def.VHost, Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete,
-		Exclusive: q.Def.Exclusive, Arguments: opsTableJSON(q.Args), Node: m.node(), State: "running",
+		Exclusive: q.Def.Exclusive, Arguments: definitions.TableJSON(q.Args), Node: m.node(), State: "running",
 		Type: "classic", Messages: st.Ready + st.Unacked, MessagesReady: st.Ready, MessagesUnacknowledged: st.Unacked,
 		Consumers: st.Consumers, Memory: st.Memory,
 		MessageStats: queueMsgStats{
@@ -879,7 +869,7 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) || !readBody(c, &body) {
 		return
 	}
-	args, err := opsJSONTable(body.Arguments)
+	args, err := definitions.JSONTable(body.Arguments)
 	if err != nil {
 		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
@@ -1208,7 +1198,7 @@ func propertiesJSON(msg QueuedMessage) map[string]any {
 		for k, v := range p.Headers {
 			h[k] = v
 		}
-		out["headers"] = opsTableJSON(h)
+		out["headers"] = definitions.TableJSON(h)
 	}
 	return out
 }
@@ -1241,8 +1231,8 @@ func allBindings(vh *vhost.VHost) []bindingJSON {
 func bindingOf(vhostName string, bd routing.Binding) bindingJSON {
 	return bindingJSON{
 		Source: bd.Source, VHost: vhostName, Destination: bd.Destination.Name,
-		DestinationType: opsDestinationType(bd.Destination), RoutingKey: bd.Key,
-		Arguments: opsTableJSON(bd.Args), PropertiesKey: propertiesKey(bd.Key, bd.Args),
+		DestinationType: destinationType(bd.Destination), RoutingKey: bd.Key,
+		Arguments: definitions.TableJSON(bd.Args), PropertiesKey: propertiesKey(bd.Key, bd.Args),
 	}
 }
 
@@ -1259,7 +1249,7 @@ func propertiesKey(key string, args amqp.Table) string {
 		}
 		return k
 	}
-	enc, _ := json.Marshal(opsTableJSON(args)) // maps marshal with sorted keys
+	enc, _ := json.Marshal(definitions.TableJSON(args)) // maps marshal with sorted keys
 	h := fnv.New32a()
 	h.Write(enc)
 	return k + "~" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
@@ -1337,7 +1327,7 @@ func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (*vhost.VHost, routing.Bind
 func between(vh *vhost.VHost, b routing.Binding) []bindingJSON {
 	out := []bindingJSON{}
 	for _, bd := range allBindings(vh) {
-		if bd.Source == b.Source && bd.Destination == b.Destination.Name && bd.DestinationType == opsDestinationType(b.Destination) {
+		if bd.Source == b.Source && bd.Destination == b.Destination.Name && bd.DestinationType == destinationType(b.Destination) {
 			out = append(out, bd)
 		}
 	}
@@ -1367,7 +1357,7 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 		if !m.permit(c, vh, bindChecks(b)...) || !readBody(c, &body) {
 			return
 		}
-		args, err := opsJSONTable(body.Arguments)
+		args, err := definitions.JSONTable(body.Arguments)
 		if err != nil {
 			writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 			return
@@ -1483,7 +1473,7 @@ func (m *mgmt) connectionJSON(v connView) map[string]any {
 	in := v.info
 	out := map[string]any{
 		"name": in.ID, "node": m.node(), "vhost": in.VHost, "user": in.User, "state": in.State,
-		"channels": in.Channels, "client_properties": opsTableJSON(in.ClientProperties),
+		"channels": in.Channels, "client_properties": definitions.TableJSON(in.ClientProperties),
 	}
 	if !in.ConnectedAt.IsZero() {
 		out["connected_at"] = in.ConnectedAt.UnixMilli()
@@ -1668,7 +1658,7 @@ func (m *mgmt) definitions(c *mgmtCall) {
 }
 
 func (m *mgmt) postDefinitions(c *mgmtCall) {
-	var d Definitions
+	var d definitions.File
 	if !readBodyMax(c, &d, mgmtMaxDefinitionsBody) {
 		return
 	}

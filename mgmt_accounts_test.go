@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/definitions"
 )
 
 // The management API authenticates against the same stored accounts as
@@ -24,7 +26,7 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	require.NoError(t, b.SetPermissions(ctx, "ops", "/", Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
 	status, _, body := h.do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
-	var users []DefinitionUser
+	var users []definitions.User
 	require.NoError(t, json.Unmarshal(body, &users))
 	var names []string
 	for _, u := range users {
@@ -36,9 +38,9 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 
 	status, _, body = h.do("GET", "/api/permissions/%2F/ops", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
-	var p DefinitionPermission
+	var p definitions.Permission
 	require.NoError(t, json.Unmarshal(body, &p))
-	require.Equal(t, DefinitionPermission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
+	require.Equal(t, definitions.Permission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
 
 	require.NoError(t, b.DeleteUser(ctx, "ops"))
 	status, _, _ = h.do("GET", "/api/users", "ops", nil)

@@ -677,3 +677,44 @@ func TestRabbitmqadmin(t *testing.T) {
 		t.Fatal("no connection.close")
 	}
 }
+
+// topology lists a broker's exchanges, queues and bindings as comparable
+// strings, via the definitions export.
+func topology(t *testing.T, b *Broker) []string {
+	t.Helper()
+	d, err := b.ExportDefinitions(context.Background())
+	require.NoError(t, err)
+	var out []string
+	for _, x := range d.Exchanges {
+		enc, _ := json.Marshal(x)
+		out = append(out, "x "+string(enc))
+	}
+	for _, q := range d.Queues {
+		enc, _ := json.Marshal(q)
+		out = append(out, "q "+string(enc))
+	}
+	for _, bd := range d.Bindings {
+		enc, _ := json.Marshal(bd)
+		out = append(out, "b "+string(enc))
+	}
+	return out
+}
+
+func TestDefinitionsHTTP(t *testing.T) {
+	b := mgmtBroker(t)
+	mgmtShapeSetup(t, b)
+	h := mgmtServer(t, b)
+	status, _, body := h.do("GET", "/api/definitions", "guest", nil)
+	require.Equal(t, http.StatusOK, status)
+
+	b2 := mgmtBroker(t)
+	h2 := mgmtServer(t, b2)
+	status, _, out := h2.do("POST", "/api/definitions", "guest", string(body))
+	require.Equal(t, http.StatusNoContent, status, "%s", out)
+	require.Equal(t, topology(t, b), topology(t, b2))
+
+	status, _, out = h2.do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	_, reason := errorBody(t, out)
+	require.Contains(t, reason, `vhost "nope" neither exists nor is in the file`)
+}

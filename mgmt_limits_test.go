@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -51,7 +52,7 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 	})
 
 	t.Run("definitions", func(t *testing.T) {
-		err := b.ImportDefinitions(ctx, &Definitions{Queues: []DefinitionQueue{{Name: strings.Repeat("d", 300), VHost: "/", Durable: true}}})
+		err := b.ImportDefinitions(ctx, &definitions.File{Queues: []definitions.Queue{{Name: strings.Repeat("d", 300), VHost: "/", Durable: true}}})
 		require.Error(t, err)
 	})
 
