@@ -2,202 +2,395 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
+	"net"
+	"net/http"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/mgmt"
+	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
-// definitionsView is the broker as package definitions reads and changes
-// it.
-type definitionsView struct{ b *Broker }
+// ManagementHandler returns an http.Handler serving the commonly used part
+// of RabbitMQ's management HTTP API under /api/, with the JSON shapes
+// RabbitMQ 3.10 returns (fields Warren has no value for, such as rates,
+// Erlang process details and policies, are left out rather than invented).
+// Mount it where the host program likes:
+//
+//	http.Handle("/api/", b.ManagementHandler())
+//
+// Requests authenticate with HTTP basic auth against the stored users
+// (Options.Users and those added since), as AMQP logins do. As in
+// RabbitMQ, a user needs one of the tags administrator, monitoring,
+// management or policymaker; users, permissions and definitions need
+// administrator; management and policymaker users see only their own
+// connections, channels and consumers, and only the vhosts they have
+// permissions on. Writes to exchanges, queues and bindings, purge and get
+// need the user's AMQP permissions on the vhost, whatever its tags (the
+// rules are listed in internal/mgmt/access.go). Names and arguments meet
+// the limits AMQP's do, and request bodies are bounded (1 MiB;
+// definitions 64 MiB). Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
+// ("%2F" for "/"); the default exchange is "amq.default".
+//
+// Served: /api/overview, /api/nodes (the one node, its resource alarms
+// and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
+// (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
+// /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
+// DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
+// /api/bindings[/v], /api/bindings/v/e/x/q/q and /e/x/e/y (GET, POST),
+// with /props (GET, DELETE), /api/connections[/name] (DELETE closes with
+// 320 CONNECTION_FORCED), /api/connections/name/channels,
+// /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST).
+//
+// POST /api/queues/v/q/get delivers, as RabbitMQ's does: basic.get on an
+// internal direct channel as the requesting user (so with that user's read
+// permission), then per ackmode: ack_requeue_false gets with no-ack;
+// reject_requeue_true and reject_requeue_false reject every message got
+// (requeued, or dead-lettered/dropped); ack_requeue_true leaves them
+// unacked and closing the channel requeues them. Requeued messages come
+// back marked redelivered. The answer is streamed, one message at a time,
+// and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
+// look without delivering.
+func (b *Broker) ManagementHandler() http.Handler { return mgmt.New(opsView{b}) }
 
-var _ definitions.Broker = definitionsView{}
+// opsView is the broker as the management API (internal/mgmt) reads and
+// changes it.
+type opsView struct{ b *Broker }
 
-func (v definitionsView) VHosts() []string {
-	vhs := v.b.opsVHosts()
-	out := make([]string, len(vhs))
-	for i, vh := range vhs {
-		out[i] = vh.Name()
+var _ mgmt.Broker = opsView{}
+
+func (v opsView) NodeName() string { return v.b.nodeID }
+
+func (v opsView) Overview() mgmt.Overview {
+	s := v.b.Stats()
+	o := mgmt.Overview{
+		ProductVersion: Version,
+		Connections:    s.Connections, Channels: s.Channels, Consumers: s.Consumers,
+		Exchanges: s.Exchanges, Queues: s.Queues, Ready: s.Ready, Unacked: s.Unacked,
+		Totals:            mgmt.Counters(s.Totals),
+		ConnectionsOpened: s.ConnectionsOpened, ConnectionsClosed: s.ConnectionsClosed,
+		ChannelsOpened: s.ChannelsOpened, ChannelsClosed: s.ChannelsClosed,
+	}
+	v.b.mu.Lock()
+	for l := range v.b.mu.listeners {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			o.Listeners = append(o.Listeners, a)
+		}
+	}
+	v.b.mu.Unlock()
+	return o
+}
+
+func (v opsView) Node() mgmt.Node {
+	a := v.b.alarmStatus()
+	n := mgmt.Node{
+		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: a.MemUsed, MemLimit: a.MemLimit,
+		DiskFree: a.DiskFree, DiskFreeLimit: a.DiskFreeLimit,
+	}
+	if r, ok := v.b.stores.meta.(meta.Replicated); ok {
+		s := r.ReplicationStatus()
+		n.Raft = &s
+	}
+	return n
+}
+
+func (v opsView) VHosts() []string { return definitionsView(v).VHosts() }
+
+func (v opsView) VHost(name string) (string, bool) {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return "", false
+	}
+	return vh.Name(), true
+}
+
+func (v opsView) Exchanges(name string) []definitions.Exchange {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil
+	}
+	xs := vh.Exchanges()
+	out := make([]definitions.Exchange, len(xs))
+	for i, x := range xs {
+		out[i] = exchangeDefinition(x)
 	}
 	return out
 }
 
-func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
+func (v opsView) Exchange(vhostName, name string) (definitions.Exchange, bool) {
+	vh, ok := v.b.lookupVHost(vhostName)
+	if !ok {
+		return definitions.Exchange{}, false
+	}
+	x, ok := vh.LookupExchange(name)
+	if !ok {
+		return definitions.Exchange{}, false
+	}
+	return exchangeDefinition(x), true
+}
+
+func (v opsView) QueueNames(name string) []string {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
-		return definitions.Contents{}, false
+		return nil
 	}
-	c := definitions.Contents{Exclusive: make(map[string]bool)}
-	for _, x := range vh.Exchanges() {
-		c.Exchanges = append(c.Exchanges, exchangeDefinition(x))
+	qs := vh.SortedQueues()
+	out := make([]string, len(qs))
+	for i, q := range qs {
+		out[i] = q.Def.Name
 	}
+	return out
+}
+
+func (v opsView) HasQueue(vhostName, name string) bool {
+	_, ok := v.lookupQueue(vhostName, name)
+	return ok
+}
+
+func (v opsView) lookupQueue(vhostName, name string) (*vhost.Queue, bool) {
+	vh, ok := v.b.lookupVHost(vhostName)
+	if !ok {
+		return nil, false
+	}
+	return vh.LookupQueue(name)
+}
+
+func (v opsView) Queues(ctx context.Context, name string) []mgmt.Queue {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil
+	}
+	var out []mgmt.Queue
 	for _, q := range vh.SortedQueues() {
-		c.Queues = append(c.Queues, definitions.Queue{
-			Name: q.Def.Name, VHost: vh.Name(), Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete,
-			Arguments: definitions.TableJSON(q.Args),
-		})
-		if q.Def.Exclusive {
-			c.Exclusive[q.Def.Name] = true
+		if mq, ok := queueView(ctx, q); ok {
+			out = append(out, mq)
 		}
 	}
-	for _, bd := range vh.Bindings() {
-		c.Bindings = append(c.Bindings, definitions.Binding{
-			Source: bd.Source, VHost: vh.Name(), Destination: bd.Destination.Name,
-			DestinationType: destinationType(bd.Destination), RoutingKey: bd.Key, Arguments: definitions.TableJSON(bd.Args),
-		})
-	}
-	return c, true
+	return out
 }
 
-// exchangeDefinition is an exchange in the definitions format.
-func exchangeDefinition(x vhost.ExchangeInfo) definitions.Exchange {
-	return definitions.Exchange{
-		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
-		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: definitions.TableJSON(x.Args),
+func (v opsView) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue, bool) {
+	q, ok := v.lookupQueue(vhostName, name)
+	if !ok {
+		return mgmt.Queue{}, false
 	}
+	return queueView(ctx, q)
 }
 
-// destinationType is a binding destination's kind as the definitions
-// format and the management API name it.
-func destinationType(d routing.Destination) string {
-	if d.Exchange {
-		return "exchange"
-	}
-	return "queue"
-}
-
-func (v definitionsView) Users(ctx context.Context) ([]definitions.User, error) {
-	users, err := v.b.stores.meta.ListUsers(ctx)
+// queueView asks q's actor for its counts; false when q is gone.
+func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
+	u, err := q.Usage(ctx)
 	if err != nil {
-		return nil, err
+		return mgmt.Queue{}, false
 	}
-	out := make([]definitions.User, 0, len(users))
-	for _, u := range users {
-		out = append(out, userDefinition(u))
-	}
-	return out, nil
+	return mgmt.Queue{
+		VHost: q.Def.VHost, Name: q.Def.Name,
+		Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete, Exclusive: q.Def.Exclusive,
+		Args:  q.Args,
+		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
+		Counters: mgmt.Counters(opsQueueCounters(q.Counters())),
+	}, true
 }
 
-// userDefinition is a stored user in the definitions format: its salted
-// hash and the hash's algorithm (accounts.go).
-func userDefinition(u meta.User) definitions.User {
-	h, b64 := splitStoredHash(u.PasswordHash)
-	return definitions.User{Name: u.Name, PasswordHash: string(b64), HashingAlgorithm: h.name, Tags: definitions.UserTags(u.Tags), Limits: map[string]any{}}
-}
-
-// storedUser is a definitions user as the meta store keeps it.
-func storedUser(u definitions.User) (meta.User, error) {
-	var stored []byte
-	if u.PasswordHash == "" && u.Password != "" {
-		stored = hashPassword(u.Password)
-	} else {
-		var err error
-		if stored, err = storedHash(u.HashingAlgorithm, u.PasswordHash); err != nil {
-			return meta.User{}, err
-		}
-	}
-	return meta.User{Name: u.Name, PasswordHash: stored, Tags: slices.Clone([]string(u.Tags))}, nil
-}
-
-func (v definitionsView) UserExists(ctx context.Context, name string) bool {
-	_, err := v.b.stores.meta.GetUser(ctx, name)
-	return err == nil
-}
-
-func (v definitionsView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
-	ps, err := v.b.stores.meta.ListPermissions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]definitions.Permission, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, permissionDefinition(p))
-	}
-	return out, nil
-}
-
-func permissionDefinition(p meta.Permission) definitions.Permission {
-	return definitions.Permission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
-}
-
-func (v definitionsView) CheckUser(u definitions.User) error {
-	_, err := storedUser(u)
-	return err
-}
-
-func (v definitionsView) CheckPermission(p definitions.Permission) error {
-	_, err := compileGrant(meta.Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
-	return err
-}
-
-func (v definitionsView) AddVHost(ctx context.Context, name string) error {
-	return v.b.AddVHost(ctx, name)
-}
-
-func (v definitionsView) PutUser(ctx context.Context, u definitions.User) error {
-	mu, err := storedUser(u)
-	if err != nil {
-		return err
-	}
-	return v.b.stores.meta.PutUser(ctx, mu)
-}
-
-func (v definitionsView) SetPermission(ctx context.Context, p definitions.Permission) error {
-	return v.b.SetPermissions(ctx, p.User, p.VHost, Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
-}
-
-// vhost finds the vhost an operator call names.
-func (v definitionsView) vhost(name string) (*vhost.VHost, error) {
+func (v opsView) Bindings(name string) []routing.Binding {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: vhost %q", ErrNotFound, name)
+		return nil
+	}
+	return vh.Bindings()
+}
+
+func (v opsView) Connections() []mgmt.Connection {
+	conns := v.b.opsConnections()
+	out := make([]mgmt.Connection, 0, len(conns))
+	for _, c := range conns {
+		in := c.Info()
+		mc := mgmt.Connection{
+			ID: in.ID, State: in.State, User: in.User, VHost: in.VHost, ClientProperties: in.ClientProperties,
+			ChannelMax: in.ChannelMax, FrameMax: in.FrameMax, Heartbeat: in.Heartbeat, ConnectedAt: in.ConnectedAt,
+			RecvOct: in.RecvOct, SendOct: in.SendOct, ChannelCount: in.Channels,
+			Peer: in.Peer, Local: in.Local, Direct: in.Direct,
+		}
+		for _, ch := range c.Channels() {
+			mch := mgmt.Channel{
+				Number: ch.Number, Unacked: ch.Unacked, Prefetch: ch.Prefetch, GlobalPrefetch: ch.GlobalPrefetch,
+				Confirm: ch.Confirm, Unconfirmed: ch.Unconfirmed, Transactional: ch.Transactional, Closing: ch.Closing,
+			}
+			for _, cons := range ch.Consumers {
+				mch.Consumers = append(mch.Consumers, mgmt.Consumer{
+					Tag: cons.Tag, VHost: cons.Queue.Def.VHost, Queue: cons.Queue.Def.Name,
+					NoAck: cons.NoAck, Exclusive: cons.Exclusive, Prefetch: cons.Prefetch,
+				})
+			}
+			mc.Channels = append(mc.Channels, mch)
+		}
+		out = append(out, mc)
+	}
+	return out
+}
+
+// Authenticate checks a login with the guards of AMQP logins
+// (loginguard.go): the source's throttle delay first, and a user store
+// that does not answer in time is ErrUnavailable, not a failed login.
+func (v opsView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
+	b := v.b
+	src := throttleKey(from)
+	if !b.throttleWait(ctx, b.acct.throttle.admit(src)) {
+		return mgmt.User{}, mgmt.ErrShuttingDown
+	}
+	u, err := b.lookupUser(ctx, name)
+	if unavailable(err) {
+		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
+		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
+	}
+	if err == nil && checkPassword(u.PasswordHash, password) {
+		return mgmt.User{Name: u.Name, Tags: u.Tags}, nil
+	}
+	b.acct.throttle.failed(src)
+	return mgmt.User{}, mgmt.ErrLoginFailed
+}
+
+func (v opsView) Users(ctx context.Context) ([]definitions.User, error) {
+	return definitionsView(v).Users(ctx)
+}
+
+func (v opsView) User(ctx context.Context, name string) (definitions.User, error) {
+	u, err := v.b.stores.meta.GetUser(ctx, name)
+	if err != nil {
+		return definitions.User{}, err
+	}
+	return userDefinition(u), nil
+}
+
+func (v opsView) DeleteUser(ctx context.Context, name string) error { return v.b.DeleteUser(ctx, name) }
+
+func (v opsView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
+	return definitionsView(v).Permissions(ctx)
+}
+
+func (v opsView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
+	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	if err != nil {
+		return definitions.Permission{}, err
+	}
+	return permissionDefinition(p), nil
+}
+
+func (v opsView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
+	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	g, err := compileGrant(p)
+	if err != nil {
+		return nil, err
+	}
+	return &mgmt.Grant{Configure: g.Configure, Write: g.Write, Read: g.Read}, nil
+}
+
+// vhost finds the vhost a management write names.
+func (v opsView) vhost(name string) (*vhost.VHost, error) {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: vhost %q", mgmt.ErrNotFound, name)
 	}
 	return vh, nil
 }
 
-func (v definitionsView) DeclareExchange(ctx context.Context, x definitions.Exchange, args amqp.Table) error {
-	vh, err := v.vhost(x.VHost)
+func (v opsView) DeclareExchange(ctx context.Context, vhostName string, m *amqp.ExchangeDeclare) error {
+	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
 	}
-	return vh.DeclareExchange(ctx, &amqp.ExchangeDeclare{
-		Exchange: x.Name, Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete,
-		Internal: x.Internal, Arguments: args,
-	})
+	return vh.DeclareExchange(ctx, m)
 }
 
-func (v definitionsView) DeclareQueue(ctx context.Context, q definitions.Queue, args amqp.Table) error {
-	vh, err := v.vhost(q.VHost)
+func (v opsView) DeleteExchange(ctx context.Context, vhostName, name string, ifUnused bool) error {
+	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
 	}
-	_, err = vh.DeclareQueue(ctx, "", &amqp.QueueDeclare{
-		Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: args,
-	})
+	return vh.DeleteExchange(ctx, name, ifUnused)
+}
+
+func (v opsView) DeclareQueue(ctx context.Context, vhostName string, m *amqp.QueueDeclare) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	_, err = vh.DeclareQueue(ctx, "", m)
 	return err
 }
 
-// Bind binds as an operator: as the owner of an exclusive destination
-// queue (operators may bind to any queue), else as nobody.
-func (v definitionsView) Bind(ctx context.Context, bd definitions.Binding, args amqp.Table) error {
-	vh, err := v.vhost(bd.VHost)
+func (v opsView) DeleteQueue(ctx context.Context, vhostName, name string, ifUnused, ifEmpty bool) error {
+	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
 	}
-	owner := ""
-	if bd.DestinationType == "queue" {
-		if q, ok := vh.LookupQueue(bd.Destination); ok {
-			owner = q.Def.Owner
+	_, err = vh.DeleteQueue(ctx, "", name, ifUnused, ifEmpty)
+	return err
+}
+
+func (v opsView) Purge(ctx context.Context, vhostName, name string) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	q, err := vh.Queue("", name) // another connection's exclusive queue is 405
+	if err != nil {
+		return err
+	}
+	if _, err := q.Purge(ctx); err != nil {
+		return fmt.Errorf("%w: queue %q: %v", mgmt.ErrNotFound, name, err) // the queue went away meanwhile: 404
+	}
+	return nil
+}
+
+func (v opsView) Bind(ctx context.Context, vhostName string, bd routing.Binding) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	return vh.Bind(ctx, "", bd)
+}
+
+func (v opsView) Unbind(ctx context.Context, vhostName string, bd routing.Binding) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	return vh.Unbind(ctx, "", bd)
+}
+
+func (v opsView) CloseConnection(id string, code uint16, reason string) {
+	for _, c := range v.b.opsConnections() {
+		if c.ID() == id {
+			c.Shutdown(code, reason)
+			return
 		}
 	}
-	return vh.Bind(ctx, owner, routing.Binding{
-		Source:      bd.Source,
-		Destination: routing.Destination{Name: bd.Destination, Exchange: bd.DestinationType == "exchange"},
-		Key:         bd.RoutingKey, Args: args,
-	})
+}
+
+func (v opsView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt.DirectChannel, error) {
+	ch, err := v.b.Channel(ctx, AsUser(user), OnVHost(vhostName))
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return ch, nil
+}
+
+func (v opsView) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
+	return v.b.ExportDefinitions(ctx)
+}
+
+func (v opsView) ImportDefinitions(ctx context.Context, d *definitions.File) error {
+	return v.b.ImportDefinitions(ctx, d)
 }

@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/definitions"
 )
 
@@ -23,7 +24,7 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, status, "not a user yet")
 
 	require.NoError(t, b.AddUser(ctx, "ops", "ops", "administrator"))
-	require.NoError(t, b.SetPermissions(ctx, "ops", "/", Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
+	require.NoError(t, b.SetPermissions(ctx, "ops", "/", broker.Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
 	status, _, body := h.do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var users []definitions.User
