@@ -165,8 +165,9 @@ func (v opsView) Queues(ctx context.Context, name string) []mgmt.Queue {
 	if !ok {
 		return nil
 	}
-	var out []mgmt.Queue
-	for _, q := range vh.SortedQueues() {
+	qs := vh.SortedQueues()
+	out := make([]mgmt.Queue, 0, len(qs))
+	for _, q := range qs {
 		if mq, ok := queueView(ctx, q); ok {
 			out = append(out, mq)
 		}

@@ -728,7 +728,9 @@ func (m *mgmt) queues(c *mgmtCall) {
 	}
 	out := []queueJSON{}
 	for _, vh := range vhs {
-		for _, q := range m.b.Queues(c.r.Context(), vh) {
+		qs := m.b.Queues(c.r.Context(), vh)
+		out = slices.Grow(out, len(qs))
+		for _, q := range qs {
 			out = append(out, m.queueOf(q))
 		}
 	}
