@@ -64,7 +64,7 @@ func mgmtAuthzBroker(t *testing.T) (*broker.Broker, string) {
 }
 
 // TestManagementAuthorization runs users × endpoints × expected status
-// over RabbitMQ's rules (mgmt_access.go): no write without the AMQP
+// over RabbitMQ's rules (access.go): no write without the AMQP
 // permission it needs, no view of a vhost the user may not see, monitoring
 // sees but does not act, and nobody touches another connection's
 // exclusive queue. Refused requests change nothing.
