@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
 )
@@ -59,16 +60,16 @@ type passwordHashing struct {
 }
 
 var passwordHashings = []passwordHashing{
-	{opsHashSHA256, "", sha256.New},
-	{opsHashSHA512, "sha512:", sha512.New},
-	{opsHashMD5, "md5:", md5.New},
+	{definitions.HashingSHA256, "", sha256.New},
+	{definitions.HashingSHA512, "sha512:", sha512.New},
+	{definitions.HashingMD5, "md5:", md5.New},
 }
 
 // hashingNamed finds an algorithm by RabbitMQ's name; "" is SHA-256,
 // RabbitMQ's default since 3.6 and what files without the key mean.
 func hashingNamed(name string) (passwordHashing, bool) {
 	if name == "" {
-		name = opsHashSHA256
+		name = definitions.HashingSHA256
 	}
 	for _, h := range passwordHashings {
 		if h.name == name {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 )
@@ -88,7 +89,6 @@ type MetricsOptions struct {
 //	mux.Handle("/metrics", b.MetricsHandler())
 //	mux.Handle("/metrics/per-object", b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true, Authenticate: true}))
 func (b *Broker) MetricsHandlerWith(o MetricsOptions) http.Handler {
-	m := &mgmt{b: b}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -96,12 +96,12 @@ func (b *Broker) MetricsHandlerWith(o MetricsOptions) http.Handler {
 			return
 		}
 		if o.Authenticate {
-			user, ok := m.authenticate(w, r)
+			user, ok := mgmt.Authenticate(opsView{b}, w, r)
 			if !ok {
 				return
 			}
-			if !hasTag(user, "administrator", "monitoring") {
-				writeError(w, http.StatusUnauthorized, "not_authorised", "Not monitoring user")
+			if !mgmt.HasTag(user, "administrator", "monitoring") {
+				mgmt.WriteError(w, http.StatusUnauthorized, "not_authorised", "Not monitoring user")
 				return
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -66,21 +65,6 @@ func BenchmarkMetricsScrape(b *testing.B) {
 			}
 			b.SetBytes(int64(buf.Len()))
 		})
-	}
-}
-
-func BenchmarkManagementQueues(b *testing.B) {
-	br := opsBenchBroker(b, 100, 1)
-	h := br.ManagementHandler()
-	b.ReportAllocs()
-	for b.Loop() {
-		req := httptest.NewRequest("GET", "/api/queues", nil)
-		req.SetBasicAuth("guest", "guest")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != 200 {
-			b.Fatal(w.Code)
-		}
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Helpers of the operations tests (mgmt_*_test.go), prefixed so they
-// never collide with other test files of the package.
+// Helpers of the root tests that use the management API or metrics
+// (mgmt_*_test.go, options, security), prefixed so they never collide with
+// other test files of the package. The management API's own tests live in
+// internal/mgmt, with their own copy.
 
 // mgmtBroker is a new in-memory broker, closed on cleanup, with the users
 // the access tests need.
@@ -106,12 +108,4 @@ func (h *mgmtHTTP) get(path string) any {
 	var v any
 	require.NoError(h.t, json.Unmarshal(body, &v), "GET %s: %s", path, body)
 	return v
-}
-
-// errorBody decodes RabbitMQ's {"error":..,"reason":..}.
-func errorBody(t *testing.T, body []byte) (string, string) {
-	t.Helper()
-	var e struct{ Error, Reason string }
-	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
-	return e.Error, e.Reason
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/definitions"
 )
 
 func main() {
@@ -112,7 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			dataDir:    *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
 		}, opts, stdout, logger)
 	}
-	var defs *broker.Definitions
+	var defs *definitions.File
 	if *defsFile != "" {
 		var err error
 		// Imported after New: the import creates the file's vhosts,
@@ -263,11 +264,11 @@ func splitList(s string) []string {
 	return out
 }
 
-func readDefinitions(path string) (*broker.Definitions, error) {
+func readDefinitions(path string) (*definitions.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return broker.ReadDefinitions(f)
+	return definitions.Read(f)
 }

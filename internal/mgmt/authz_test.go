@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -20,10 +21,10 @@ import (
 // starting with "mine". secret holds queue victim with one confirmed
 // message, exchange vx bound to it, and queue excl, exclusive to an AMQP
 // connection of guest. It returns that connection's id.
-func mgmtAuthzBroker(t *testing.T) (*Broker, string) {
+func mgmtAuthzBroker(t *testing.T) (*broker.Broker, string) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := New(Options{VHosts: []string{"/", "secret"}, Users: []User{
+	b, err := broker.New(broker.Options{VHosts: []string{"/", "secret"}, Users: []broker.User{
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 		{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
 		{Name: "mgr", Password: "mgr", Tags: []string{"management"}},
@@ -35,7 +36,7 @@ func mgmtAuthzBroker(t *testing.T) (*Broker, string) {
 		require.NoError(t, b.ClearPermissions(ctx, u, "secret"))
 	}
 	require.NoError(t, b.ClearPermissions(ctx, "lim", "/"))
-	require.NoError(t, b.SetPermissions(ctx, "lim", "secret", Permission{Configure: "^mine", Write: "^mine", Read: "^mine"}))
+	require.NoError(t, b.SetPermissions(ctx, "lim", "secret", broker.Permission{Configure: "^mine", Write: "^mine", Read: "^mine"}))
 
 	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/secret", amqp091.Config{Dial: b.Dial})
 	require.NoError(t, err)
@@ -63,7 +64,7 @@ func mgmtAuthzBroker(t *testing.T) (*Broker, string) {
 }
 
 // TestManagementAuthorization runs users × endpoints × expected status
-// over RabbitMQ's rules (mgmt_access.go): no write without the AMQP
+// over RabbitMQ's rules (access.go): no write without the AMQP
 // permission it needs, no view of a vhost the user may not see, monitoring
 // sees but does not act, and nobody touches another connection's
 // exclusive queue. Refused requests change nothing.

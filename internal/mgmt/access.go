@@ -1,12 +1,7 @@
-package broker
+package mgmt
 
 import (
-	"errors"
 	"net/http"
-
-	"github.com/warrenmq/broker/internal/session"
-	"github.com/warrenmq/broker/internal/vhost"
-	"github.com/warrenmq/broker/meta"
 )
 
 // The management API's authorization, copied from RabbitMQ 4.x's
@@ -43,23 +38,16 @@ const (
 
 // grantOf returns the user's permissions on the vhost named vh, nil when
 // the user has none there; the answer is kept for the rest of the call.
-func (m *mgmt) grantOf(c *mgmtCall, vh string) (*session.Grant, error) {
+func (m *mgmt) grantOf(c *mgmtCall, vh string) (*Grant, error) {
 	if g, ok := c.grants[vh]; ok {
 		return g, nil
 	}
-	var g *session.Grant
-	p, err := m.b.stores.meta.GetPermission(c.r.Context(), c.user.Name, vh)
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
-	case err != nil:
+	g, err := m.b.Grant(c.r.Context(), c.user.Name, vh)
+	if err != nil {
 		return nil, err
-	default:
-		if g, err = compileGrant(p); err != nil {
-			return nil, err
-		}
 	}
 	if c.grants == nil {
-		c.grants = make(map[string]*session.Grant, 1)
+		c.grants = make(map[string]*Grant, 1)
 	}
 	c.grants[vh] = g
 	return g, nil
@@ -77,10 +65,10 @@ func (m *mgmt) visible(c *mgmtCall, vh string) bool {
 }
 
 // visibleVHosts lists the vhosts the user may see.
-func (m *mgmt) visibleVHosts(c *mgmtCall) []*vhost.VHost {
-	var out []*vhost.VHost
-	for _, vh := range m.b.opsVHosts() {
-		if m.visible(c, vh.Name()) {
+func (m *mgmt) visibleVHosts(c *mgmtCall) []string {
+	var out []string
+	for _, vh := range m.b.VHosts() {
+		if m.visible(c, vh) {
 			out = append(out, vh)
 		}
 	}
@@ -98,14 +86,14 @@ type mgmtCheck struct {
 // permit reports whether the user holds every permission checks names on
 // vh, as AMQP checks them for the same operation; otherwise it answers 401
 // and returns false.
-func (m *mgmt) permit(c *mgmtCall, vh *vhost.VHost, checks ...mgmtCheck) bool {
-	g, err := m.grantOf(c, vh.Name())
+func (m *mgmt) permit(c *mgmtCall, vh string, checks ...mgmtCheck) bool {
+	g, err := m.grantOf(c, vh)
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return false
 	}
 	if g == nil {
-		writeError(c.w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+		WriteError(c.w, http.StatusUnauthorized, "not_authorised", "Access refused.")
 		return false
 	}
 	for _, ck := range checks {
@@ -121,8 +109,8 @@ func (m *mgmt) permit(c *mgmtCall, vh *vhost.VHost, checks ...mgmtCheck) bool {
 			name = "amq.default" // as rabbit_access_control checks it
 		}
 		if re == nil || !re.MatchString(name) {
-			writeError(c.w, http.StatusUnauthorized, "not_authorised",
-				"access to "+ck.resource+" '"+name+"' in vhost '"+vh.Name()+"' refused for user '"+c.user.Name+"'")
+			WriteError(c.w, http.StatusUnauthorized, "not_authorised",
+				"access to "+ck.resource+" '"+name+"' in vhost '"+vh+"' refused for user '"+c.user.Name+"'")
 			return false
 		}
 	}

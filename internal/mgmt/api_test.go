@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -103,7 +104,7 @@ func loadShape(t *testing.T, name string) any {
 // with an alternate exchange, a durable queue with x-max-length bound to it
 // with arguments, three persistent messages published with confirms, and a
 // consumer with prefetch 1 on a second channel holding one of them.
-func mgmtShapeSetup(t *testing.T, b *Broker) *amqp091.Connection {
+func mgmtShapeSetup(t *testing.T, b *broker.Broker) *amqp091.Connection {
 	t.Helper()
 	conn := mgmtDial(t, b, "guest", "shape-client")
 	ch := amqptest.Channel(t, conn)
@@ -580,7 +581,7 @@ func TestManagementGetPermissions(t *testing.T) {
 	require.NoError(t, ch.Publish("", "perm.q", false, false, amqp091.Publishing{Body: []byte("x")}))
 	req := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
 
-	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
+	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", broker.Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
 	status, _, body := h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 	_, reason := errorBody(t, body)
@@ -590,7 +591,7 @@ func TestManagementGetPermissions(t *testing.T) {
 	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 
-	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", Permission{Configure: "", Write: "", Read: "^perm\\..*"}))
+	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", broker.Permission{Configure: "", Write: "", Read: "^perm\\..*"}))
 	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 }
@@ -676,4 +677,45 @@ func TestRabbitmqadmin(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no connection.close")
 	}
+}
+
+// topology lists a broker's exchanges, queues and bindings as comparable
+// strings, via the definitions export.
+func topology(t *testing.T, b *broker.Broker) []string {
+	t.Helper()
+	d, err := b.ExportDefinitions(context.Background())
+	require.NoError(t, err)
+	var out []string
+	for _, x := range d.Exchanges {
+		enc, _ := json.Marshal(x)
+		out = append(out, "x "+string(enc))
+	}
+	for _, q := range d.Queues {
+		enc, _ := json.Marshal(q)
+		out = append(out, "q "+string(enc))
+	}
+	for _, bd := range d.Bindings {
+		enc, _ := json.Marshal(bd)
+		out = append(out, "b "+string(enc))
+	}
+	return out
+}
+
+func TestDefinitionsHTTP(t *testing.T) {
+	b := mgmtBroker(t)
+	mgmtShapeSetup(t, b)
+	h := mgmtServer(t, b)
+	status, _, body := h.do("GET", "/api/definitions", "guest", nil)
+	require.Equal(t, http.StatusOK, status)
+
+	b2 := mgmtBroker(t)
+	h2 := mgmtServer(t, b2)
+	status, _, out := h2.do("POST", "/api/definitions", "guest", string(body))
+	require.Equal(t, http.StatusNoContent, status, "%s", out)
+	require.Equal(t, topology(t, b), topology(t, b2))
+
+	status, _, out = h2.do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	_, reason := errorBody(t, out)
+	require.Contains(t, reason, `vhost "nope" neither exists nor is in the file`)
 }

@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/definitions"
 )
 
 // The management API authenticates against the same stored accounts as
@@ -21,10 +24,10 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, status, "not a user yet")
 
 	require.NoError(t, b.AddUser(ctx, "ops", "ops", "administrator"))
-	require.NoError(t, b.SetPermissions(ctx, "ops", "/", Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
+	require.NoError(t, b.SetPermissions(ctx, "ops", "/", broker.Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
 	status, _, body := h.do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
-	var users []DefinitionUser
+	var users []definitions.User
 	require.NoError(t, json.Unmarshal(body, &users))
 	var names []string
 	for _, u := range users {
@@ -36,9 +39,9 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 
 	status, _, body = h.do("GET", "/api/permissions/%2F/ops", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
-	var p DefinitionPermission
+	var p definitions.Permission
 	require.NoError(t, json.Unmarshal(body, &p))
-	require.Equal(t, DefinitionPermission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
+	require.Equal(t, definitions.Permission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
 
 	require.NoError(t, b.DeleteUser(ctx, "ops"))
 	status, _, _ = h.do("GET", "/api/users", "ops", nil)

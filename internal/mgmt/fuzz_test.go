@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -28,10 +29,10 @@ var (
 // with the users of mgmtAuthzBroker's rules (mon and mgr have no
 // permissions on secret), a queue q holding a message and an exchange x
 // bound to it in both vhosts.
-func fuzzBroker(tb testing.TB) (*Broker, http.Handler) {
+func fuzzBroker(tb testing.TB) (*broker.Broker, http.Handler) {
 	tb.Helper()
 	ctx := context.Background()
-	b, err := New(Options{VHosts: []string{"/", "secret"}, MaxQueuesPerVHost: 64, Users: []User{
+	b, err := broker.New(broker.Options{VHosts: []string{"/", "secret"}, MaxQueuesPerVHost: 64, Users: []broker.User{
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 		{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
 		{Name: "mgr", Password: "mgr", Tags: []string{"management"}},
@@ -87,7 +88,7 @@ func FuzzManagementAPI(f *testing.F) {
 	} {
 		f.Add(s.method, s.user, s.path, []byte(s.body))
 	}
-	var b *Broker
+	var b *broker.Broker
 	var h http.Handler
 	served := 0
 	f.Cleanup(func() {
@@ -135,13 +136,15 @@ func FuzzManagementAPI(f *testing.F) {
 				require.NotEqual(t, "mon", who, "monitoring user without permissions wrote to secret: %s %s", m, path)
 			}
 		}
-		for _, vh := range b.opsVHosts() {
-			for _, q := range vh.Queues() {
-				requireAddressable(t, "queue", q.Def.Name)
-			}
-			for _, x := range vh.Exchanges() {
-				requireAddressable(t, "exchange", x.Def.Name)
-			}
+		for _, q := range b.Stats().QueueDetails {
+			requireAddressable(t, "queue", q.Name)
+		}
+		// Every exchange the API could have declared is in an export:
+		// the default and amq.* ones, left out, cannot be declared.
+		defs, err := b.ExportDefinitions(context.Background())
+		require.NoError(t, err)
+		for _, x := range defs.Exchanges {
+			requireAddressable(t, "exchange", x.Name)
 		}
 	})
 }

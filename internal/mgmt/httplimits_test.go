@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"bufio"
@@ -12,11 +12,13 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
 )
 
 // serveLimited serves the management API and metrics of b on loopback
 // with lim, stopped on cleanup; it returns the address.
-func serveLimited(t *testing.T, b *Broker, lim HTTPLimits) string {
+func serveLimited(t *testing.T, b *broker.Broker, lim broker.HTTPLimits) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/api/", b.ManagementHandler())
@@ -64,7 +66,7 @@ func rawGet(t *testing.T, c net.Conn, path string) int {
 // timeouts they stayed open for ever.
 func TestHTTPTimeoutsCloseStalledConnections(t *testing.T) {
 	b := mgmtBroker(t)
-	addr := serveLimited(t, b, HTTPLimits{
+	addr := serveLimited(t, b, broker.HTTPLimits{
 		ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: 300 * time.Millisecond,
 		WriteTimeout: time.Second, IdleTimeout: 300 * time.Millisecond,
 	})
@@ -102,7 +104,7 @@ func TestHTTPConnectionLimit(t *testing.T) {
 	require.NoError(t, err)
 	// Timeouts far longer than waitClosed waits: only the limit closes
 	// the flood.
-	addr := serveLimited(t, b, HTTPLimits{MaxConnections: limit, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
+	addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: limit, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
 
 	var held []net.Conn
 	for range limit {

@@ -1,4 +1,4 @@
-package broker
+package definitions_test
 
 import (
 	"bytes"
@@ -8,27 +8,32 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
-	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/meta"
 )
 
 // rabbitDefinitions is a definitions file in RabbitMQ 3.10's format,
 // written by hand (it also imports into RabbitMQ 3.10.8, and its sha512
 // user logs in there with the password ops-secret).
-const rabbitDefinitions = "testdata/definitions/rabbitmq-3.10.json"
+const rabbitDefinitions = "testdata/rabbitmq-3.10.json"
+
+// TestMain fails the run if a goroutine outlives the tests (brokers,
+// connections): whoever starts one stops it.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // topology lists a broker's exchanges, queues and bindings as comparable
 // strings, via the management API's own shapes.
-func topology(t *testing.T, b *Broker) []string {
+func topology(t *testing.T, b *broker.Broker) []string {
 	t.Helper()
 	d, err := b.ExportDefinitions(context.Background())
 	require.NoError(t, err)
@@ -49,8 +54,8 @@ func topology(t *testing.T, b *Broker) []string {
 }
 
 func TestDefinitionsRoundTrip(t *testing.T) {
-	opts := Options{VHosts: []string{"/", "other"}}
-	src, err := New(opts)
+	opts := broker.Options{VHosts: []string{"/", "other"}}
+	src, err := broker.New(opts)
 	require.NoError(t, err)
 	defer src.Close()
 	conn, err := amqp091.DialConfig(src.URL(), amqp091.Config{Dial: src.Dial})
@@ -82,10 +87,10 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 
 	var file bytes.Buffer
 	require.NoError(t, json.NewEncoder(&file).Encode(d))
-	back, err := ReadDefinitions(&file)
+	back, err := definitions.Read(&file)
 	require.NoError(t, err)
 
-	dst, err := New(opts)
+	dst, err := broker.New(opts)
 	require.NoError(t, err)
 	defer dst.Close()
 	require.NoError(t, dst.ImportDefinitions(context.Background(), back))
@@ -117,36 +122,35 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 }
 
 func TestDefinitionsImportRabbitMQFile(t *testing.T) {
-	b, err := New(Options{
-		VHosts: []string{"/", "orders"},
-		Users: []User{
-			{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
-			{Name: "ops", Password: "ops-secret", Tags: []string{"monitoring"}},
-		},
-	})
+	b, err := broker.New(goodOptions())
 	require.NoError(t, err)
 	defer b.Close()
 	f, err := os.Open(rabbitDefinitions)
 	require.NoError(t, err)
 	defer f.Close()
-	d, err := ReadDefinitions(f)
+	d, err := definitions.Read(f)
 	require.NoError(t, err)
 	require.NoError(t, b.ImportDefinitions(context.Background(), d))
 
-	vh, ok := b.lookupVHost("orders")
+	out, err := b.ExportDefinitions(context.Background())
+	require.NoError(t, err)
+	x, ok := exchangeIn(out, "orders", "orders")
 	require.True(t, ok)
-	x, ok := vh.LookupExchange("orders")
+	require.Equal(t, "topic", x.Type)
+	require.Equal(t, "orders.unrouted", x.Arguments["alternate-exchange"])
+	un, _ := exchangeIn(out, "orders", "orders.unrouted")
+	require.True(t, un.Internal)
+	q, ok := queueIn(b, "orders", "orders.created")
 	require.True(t, ok)
-	require.Equal(t, "topic", x.Def.Type)
-	require.Equal(t, "orders.unrouted", x.Args["alternate-exchange"])
-	un, _ := vh.LookupExchange("orders.unrouted")
-	require.True(t, un.Def.Internal)
-	q, ok := vh.LookupQueue("orders.created")
-	require.True(t, ok)
-	require.Equal(t, int64(10000), q.Args["x-max-length"])
-	require.Len(t, vh.Bindings(), 4)
-	root, _ := b.lookupVHost("/")
-	_, ok = root.LookupQueue("scratch")
+	require.Equal(t, int64(10000), q.Arguments["x-max-length"])
+	var bindings int
+	for _, bd := range out.Bindings {
+		if bd.VHost == "orders" {
+			bindings++
+		}
+	}
+	require.Equal(t, 4, bindings)
+	_, ok = queueIn(b, "/", "scratch")
 	require.True(t, ok)
 
 	// Routing through what was imported: topic, and e2e to headers. The
@@ -170,45 +174,38 @@ func TestDefinitionsImportRabbitMQFile(t *testing.T) {
 }
 
 func TestDefinitionsImportRefuses(t *testing.T) {
-	load := func(t *testing.T) *Definitions {
+	load := func(t *testing.T) *definitions.File {
 		raw, err := os.ReadFile(rabbitDefinitions)
 		require.NoError(t, err)
-		d, err := ReadDefinitions(bytes.NewReader(raw))
+		d, err := definitions.Read(bytes.NewReader(raw))
 		require.NoError(t, err)
 		return d
 	}
-	good := Options{
-		VHosts: []string{"/", "orders"},
-		Users: []User{
-			{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
-			{Name: "ops", Password: "ops-secret", Tags: []string{"monitoring"}},
-		},
-	}
 	for _, tc := range []struct {
 		name   string
-		opts   func(*Options)
-		edit   func(*Definitions)
+		opts   func(*broker.Options)
+		edit   func(*definitions.File)
 		errMsg string
 	}{
-		{"unknown vhost", func(o *Options) { o.VHosts = []string{"/"} }, func(d *Definitions) { d.VHosts = d.VHosts[:1] }, `vhost "orders" neither exists nor is in the file`},
-		{"bad hash", nil, func(d *Definitions) { d.Users[0].PasswordHash = "!!" }, "not base64"},
-		{"hash of another algorithm", nil, func(d *Definitions) { d.Users[1].HashingAlgorithm = "rabbit_password_hashing_sha256" }, "sha256 digest"},
-		{"unknown algorithm", nil, func(d *Definitions) { d.Users[0].HashingAlgorithm = "rabbit_password_hashing_rot13" }, "unknown hashing_algorithm"},
-		{"empty user name", nil, func(d *Definitions) { d.Users[0].Name = "" }, "1 to 255 bytes"},
-		{"unknown user", nil, func(d *Definitions) { d.Permissions[0].User = "nobody" }, `permission of user "nobody": the user neither exists nor is in the file`},
-		{"bad regexp", nil, func(d *Definitions) { d.Permissions[0].Read = "(" }, "read permission"},
-		{"policies", nil, func(d *Definitions) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} }, "policies"},
-		{"exchange type", nil, func(d *Definitions) { d.Exchanges[0].Type = "x-delayed-message" }, "unknown type"},
-		{"reserved queue", nil, func(d *Definitions) { d.Queues[0].Name = "amq.gen-1" }, "reserved"},
-		{"dangling binding", nil, func(d *Definitions) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},
-		{"destination type", nil, func(d *Definitions) { d.Bindings[0].DestinationType = "topic" }, "destination_type"},
+		{"unknown vhost", func(o *broker.Options) { o.VHosts = []string{"/"} }, func(d *definitions.File) { d.VHosts = d.VHosts[:1] }, `vhost "orders" neither exists nor is in the file`},
+		{"bad hash", nil, func(d *definitions.File) { d.Users[0].PasswordHash = "!!" }, "not base64"},
+		{"hash of another algorithm", nil, func(d *definitions.File) { d.Users[1].HashingAlgorithm = "rabbit_password_hashing_sha256" }, "sha256 digest"},
+		{"unknown algorithm", nil, func(d *definitions.File) { d.Users[0].HashingAlgorithm = "rabbit_password_hashing_rot13" }, "unknown hashing_algorithm"},
+		{"empty user name", nil, func(d *definitions.File) { d.Users[0].Name = "" }, "1 to 255 bytes"},
+		{"unknown user", nil, func(d *definitions.File) { d.Permissions[0].User = "nobody" }, `permission of user "nobody": the user neither exists nor is in the file`},
+		{"bad regexp", nil, func(d *definitions.File) { d.Permissions[0].Read = "(" }, "read permission"},
+		{"policies", nil, func(d *definitions.File) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} }, "policies"},
+		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-delayed-message" }, "unknown type"},
+		{"reserved queue", nil, func(d *definitions.File) { d.Queues[0].Name = "amq.gen-1" }, "reserved"},
+		{"dangling binding", nil, func(d *definitions.File) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},
+		{"destination type", nil, func(d *definitions.File) { d.Bindings[0].DestinationType = "topic" }, "destination_type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := good.clone()
+			o := goodOptions()
 			if tc.opts != nil {
 				tc.opts(&o)
 			}
-			b, err := New(o)
+			b, err := broker.New(o)
 			require.NoError(t, err)
 			defer b.Close()
 			d := load(t)
@@ -223,16 +220,51 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 		})
 	}
 	// A conflicting redeclare is reported, the rest still applied.
-	b, err := New(good)
+	b, err := broker.New(goodOptions())
 	require.NoError(t, err)
 	defer b.Close()
-	vh, _ := b.lookupVHost("orders")
-	_, err = vh.DeclareQueue(context.Background(), "", &amqp.QueueDeclare{Queue: "orders.dead", Durable: false})
+	ch, err := b.Channel(context.Background(), broker.OnVHost("orders"))
 	require.NoError(t, err)
+	_, err = ch.QueueDeclare("orders.dead", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.Close())
 	err = b.ImportDefinitions(context.Background(), load(t))
 	require.ErrorContains(t, err, "inequivalent arg 'durable'")
-	_, ok := vh.LookupQueue("orders.created")
+	_, ok := queueIn(b, "orders", "orders.created")
 	require.True(t, ok)
+}
+
+// goodOptions are the options the RabbitMQ file imports into: its vhosts
+// and the users its permissions name.
+func goodOptions() broker.Options {
+	return broker.Options{
+		VHosts: []string{"/", "orders"},
+		Users: []broker.User{
+			{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
+			{Name: "ops", Password: "ops-secret", Tags: []string{"monitoring"}},
+		},
+	}
+}
+
+// exchangeIn finds an exchange in an export.
+func exchangeIn(d *definitions.File, vhost, name string) (definitions.Exchange, bool) {
+	for _, x := range d.Exchanges {
+		if x.VHost == vhost && x.Name == name {
+			return x, true
+		}
+	}
+	return definitions.Exchange{}, false
+}
+
+// queueIn finds a queue among b's, exclusive ones included, with its
+// arguments as declared.
+func queueIn(b *broker.Broker, vhost, name string) (broker.QueueStats, bool) {
+	for _, q := range b.Stats().QueueDetails {
+		if q.VHost == vhost && q.Name == name {
+			return q, true
+		}
+	}
+	return broker.QueueStats{}, false
 }
 
 // rabbitHash is RabbitMQ's password_hash, computed here independently of
@@ -246,65 +278,13 @@ func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 func sha512Sum(b []byte) []byte { s := sha512.Sum512(b); return s[:] }
 func md5Sum(b []byte) []byte    { s := md5.Sum(b); return s[:] }
 
-func TestStoredHashes(t *testing.T) {
-	salt := []byte{1, 2, 3, 4}
-	for _, tc := range []struct {
-		alg, stored string // stored: the algorithm's name as exported
-		hash        string
-	}{
-		{"rabbit_password_hashing_sha256", "rabbit_password_hashing_sha256", rabbitHash(sha256Sum, salt, "pw")},
-		{"", "rabbit_password_hashing_sha256", rabbitHash(sha256Sum, salt, "pw")},
-		{"rabbit_password_hashing_sha512", "rabbit_password_hashing_sha512", rabbitHash(sha512Sum, salt, "pw")},
-		{"rabbit_password_hashing_md5", "rabbit_password_hashing_md5", rabbitHash(md5Sum, salt, "pw")},
-	} {
-		t.Run(tc.stored+tc.alg, func(t *testing.T) {
-			stored, err := storedHash(tc.alg, tc.hash)
-			require.NoError(t, err)
-			require.True(t, checkPassword(stored, "pw"))
-			require.False(t, checkPassword(stored, "pw2"))
-			h, b64 := splitStoredHash(stored)
-			require.Equal(t, tc.stored, h.name)
-			require.Equal(t, tc.hash, string(b64), "exported as imported")
-			u := userJSON(meta.User{Name: "u", PasswordHash: stored})
-			require.Equal(t, tc.stored, u.HashingAlgorithm)
-			require.Equal(t, tc.hash, u.PasswordHash)
-		})
-	}
-	// SHA-256 hashes are stored unmarked, as before the markers existed:
-	// what older versions stored still verifies, and the reverse.
-	stored, err := storedHash("rabbit_password_hashing_sha256", rabbitHash(sha256Sum, salt, "pw"))
-	require.NoError(t, err)
-	require.Equal(t, rabbitHash(sha256Sum, salt, "pw"), string(stored))
-	require.True(t, checkPassword(hashPassword("pw"), "pw"))
-
-	// An empty hash is a user without a password.
-	stored, err = storedHash("rabbit_password_hashing_sha512", "")
-	require.NoError(t, err)
-	require.False(t, checkPassword(stored, ""))
-
-	for _, bad := range []struct{ alg, hash, err string }{
-		{"rabbit_password_hashing_rot13", rabbitHash(sha256Sum, salt, "pw"), "unknown hashing_algorithm"},
-		{"rabbit_password_hashing_sha512", rabbitHash(sha256Sum, salt, "pw"), "sha512 digest"},
-		{"rabbit_password_hashing_md5", "!!", "not base64"},
-	} {
-		_, err := storedHash(bad.alg, bad.hash)
-		require.ErrorContains(t, err, bad.err)
-	}
-	for _, junk := range []string{"sha512:", "md5:!!", "sha512:" + rabbitHash(sha256Sum, salt, "pw"), "sha1:" + rabbitHash(sha256Sum, salt, "pw")} {
-		require.False(t, checkPassword([]byte(junk), "pw"), junk)
-	}
-	// RabbitMQ's documented example: salt 908D C60A, password test12.
-	require.Equal(t, "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR", string(encodeHash(sha256.New(), []byte{0x90, 0x8d, 0xc6, 0x0a}, "test12")))
-}
-
 // TestDefinitionsImportUsersLogIn imports a RabbitMQ 3.10-style file whose
 // users have sha512, md5 and sha256 hashes (and one a plain password):
 // they are stored with their algorithm, log in over AMQP with the right
 // password and are refused with a wrong one, and an export carries each
 // hash and algorithm as imported.
 func TestDefinitionsImportUsersLogIn(t *testing.T) {
-	amqptest.CheckGoroutines(t)
-	b := startBroker(t, Options{})
+	b := brokertest.New(t)
 	salt := []byte{0xde, 0xad, 0xbe, 0xef}
 	file := map[string]any{
 		"rabbit_version": "3.10.8", "rabbitmq_version": "3.10.8", "product_name": "RabbitMQ", "product_version": "3.10.8",
@@ -329,7 +309,7 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 	}
 	raw, err := json.Marshal(file)
 	require.NoError(t, err)
-	d, err := ReadDefinitions(bytes.NewReader(raw))
+	d, err := definitions.Read(bytes.NewReader(raw))
 	require.NoError(t, err)
 	require.NoError(t, b.ImportDefinitions(context.Background(), d))
 
@@ -359,17 +339,18 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 
 	out, err := b.ExportDefinitions(context.Background())
 	require.NoError(t, err)
-	users := map[string]DefinitionUser{}
+	users := map[string]definitions.User{}
 	for _, u := range out.Users {
 		users[u.Name] = u
 	}
-	require.Equal(t, DefinitionUser{Name: "alice", PasswordHash: rabbitHash(sha512Sum, salt, "alice-pw"), HashingAlgorithm: "rabbit_password_hashing_sha512", Tags: UserTags{"management"}, Limits: map[string]any{}}, users["alice"])
+	require.Equal(t, definitions.User{Name: "alice", PasswordHash: rabbitHash(sha512Sum, salt, "alice-pw"), HashingAlgorithm: "rabbit_password_hashing_sha512", Tags: definitions.UserTags{"management"}, Limits: map[string]any{}}, users["alice"])
 	require.Equal(t, "rabbit_password_hashing_md5", users["bob"].HashingAlgorithm)
-	require.Equal(t, UserTags{"monitoring", "management"}, users["bob"].Tags)
+	require.Equal(t, definitions.UserTags{"monitoring", "management"}, users["bob"].Tags)
 	require.Equal(t, "rabbit_password_hashing_sha256", users["dave"].HashingAlgorithm)
 
 	// The export imports into a fresh broker, where the users log in.
-	b2 := startBroker(t, Options{Users: []User{{Name: "admin", Password: "admin"}}})
+	b2 := brokertest.NewUnstarted(t, broker.Options{Users: []broker.User{{Name: "admin", Password: "admin"}}})
+	brokertest.Start(t, b2)
 	require.NoError(t, b2.ImportDefinitions(context.Background(), out))
 	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b2.URL(), "alice", "alice-pw")+"imported", amqp091.Config{}))
 	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b2.URL(), "bob", "bob-pw"), amqp091.Config{}))
@@ -377,47 +358,28 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 }
 
 func TestUserTagsForms(t *testing.T) {
-	for in, want := range map[string]UserTags{
+	for in, want := range map[string]definitions.UserTags{
 		`["administrator","monitoring"]`: {"administrator", "monitoring"},
 		`"administrator,monitoring"`:     {"administrator", "monitoring"},
 		`"administrator, management"`:    {"administrator", "management"},
 		`""`:                             nil,
 		`[]`:                             {},
 	} {
-		var tags UserTags
+		var tags definitions.UserTags
 		require.NoError(t, json.Unmarshal([]byte(in), &tags), in)
 		require.Equal(t, want, tags, in)
 	}
-	var tags UserTags
+	var tags definitions.UserTags
 	require.Error(t, json.Unmarshal([]byte(`3`), &tags))
-	enc, err := json.Marshal(UserTags(nil))
+	enc, err := json.Marshal(definitions.UserTags(nil))
 	require.NoError(t, err)
 	require.Equal(t, "[]", string(enc))
 }
 
 func TestReadDefinitionsErrors(t *testing.T) {
 	for _, in := range []string{"", "{", "[]", `{"users": 3}`, `{} {}`} {
-		_, err := ReadDefinitions(strings.NewReader(in))
+		_, err := definitions.Read(strings.NewReader(in))
 		require.Error(t, err, in)
 		require.Contains(t, err.Error(), "broker: definitions:")
 	}
-}
-
-func TestDefinitionsHTTP(t *testing.T) {
-	b := mgmtBroker(t)
-	mgmtShapeSetup(t, b)
-	h := mgmtServer(t, b)
-	status, _, body := h.do("GET", "/api/definitions", "guest", nil)
-	require.Equal(t, http.StatusOK, status)
-
-	b2 := mgmtBroker(t)
-	h2 := mgmtServer(t, b2)
-	status, _, out := h2.do("POST", "/api/definitions", "guest", string(body))
-	require.Equal(t, http.StatusNoContent, status, "%s", out)
-	require.Equal(t, topology(t, b), topology(t, b2))
-
-	status, _, out = h2.do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
-	require.Equal(t, http.StatusBadRequest, status)
-	_, reason := errorBody(t, out)
-	require.Contains(t, reason, `vhost "nope" neither exists nor is in the file`)
 }

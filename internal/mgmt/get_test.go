@@ -1,7 +1,6 @@
-package broker
+package mgmt_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/measure"
+	"github.com/warrenmq/broker/internal/mgmt"
 )
 
 // TestManagementGetHeapBounded: a get of many large messages holds about
@@ -112,27 +112,9 @@ func TestManagementGetTruncate(t *testing.T) {
 	}
 }
 
-// TestWriteJSONStringBody: the streaming string encoder reads back as
-// what encoding/json would have written.
-func TestWriteJSONStringBody(t *testing.T) {
-	for _, s := range []string{"", "plain", "quote \" back \\ slash", "\x00\x01\x1f\t\r\n", "é ☃ 🐇", "\u2028\u2029x", "<&>"} {
-		var buf bytes.Buffer
-		w := bufio.NewWriter(&buf)
-		w.WriteByte('"')
-		writeJSONStringBody(w, []byte(s))
-		w.WriteByte('"')
-		require.NoError(t, w.Flush())
-		var back string
-		require.NoError(t, json.Unmarshal(buf.Bytes(), &back), "%q", buf.String())
-		require.Equal(t, s, back)
-		want, _ := json.Marshal(s)
-		require.Equal(t, strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(string(want)), buf.String())
-	}
-}
-
 // getAnswer is one message of a get's answer as a client decodes it.
 type getAnswer struct {
-	getResult
+	mgmt.GetResult
 	Payload         string `json:"payload"`
 	PayloadEncoding string `json:"payload_encoding"`
 }

@@ -1,4 +1,4 @@
-package broker
+package mgmt
 
 import (
 	"bufio"
@@ -22,59 +22,21 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
-	"github.com/warrenmq/broker/internal/session"
-	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
-// ManagementHandler returns an http.Handler serving the commonly used part
-// of RabbitMQ's management HTTP API under /api/, with the JSON shapes
-// RabbitMQ 3.10 returns (fields Warren has no value for, such as rates,
-// Erlang process details and policies, are left out rather than invented).
-// Mount it where the host program likes:
-//
-//	http.Handle("/api/", b.ManagementHandler())
-//
-// Requests authenticate with HTTP basic auth against Options.Users. As in
-// RabbitMQ, a user needs one of the tags administrator, monitoring,
-// management or policymaker; users, permissions and definitions need
-// administrator; management and policymaker users see only their own
-// connections, channels and consumers, and only the vhosts they have
-// permissions on. Writes to exchanges, queues and bindings, purge and get
-// need the user's AMQP permissions on the vhost, whatever its tags (the
-// rules are listed in mgmt_access.go). Names and arguments meet the limits
-// AMQP's do, and request bodies are bounded (1 MiB; definitions 64 MiB).
-// Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
-// ("%2F" for "/"); the default exchange is "amq.default".
-//
-// Served: /api/overview, /api/nodes (the one node, its resource alarms
-// and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
-// (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
-// /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
-// DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
-// /api/bindings[/v], /api/bindings/v/e/x/q/q and /e/x/e/y (GET, POST),
-// with /props (GET, DELETE), /api/connections[/name] (DELETE closes with
-// 320 CONNECTION_FORCED), /api/connections/name/channels,
-// /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST).
-//
-// POST /api/queues/v/q/get delivers, as RabbitMQ's does: basic.get on an
-// internal direct channel as the requesting user (so with that user's read
-// permission), then per ackmode: ack_requeue_false gets with no-ack;
-// reject_requeue_true and reject_requeue_false reject every message got
-// (requeued, or dead-lettered/dropped); ack_requeue_true leaves them
-// unacked and closing the channel requeues them. Requeued messages come
-// back marked redelivered. The answer is streamed, one message at a time,
-// and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
-// look without delivering.
-func (b *Broker) ManagementHandler() http.Handler {
+// New returns the management API's handler, serving b (see the package
+// doc for what it serves and who may do what).
+func New(b Broker) http.Handler {
 	m := &mgmt{b: b}
 	m.register()
 	return m
 }
 
 type mgmt struct {
-	b      *Broker
+	b      Broker
 	routes []mgmtRoute
 }
 
@@ -102,8 +64,8 @@ type mgmtCall struct {
 	// all: the user may see every vhost and connection (administrator,
 	// monitoring).
 	all bool
-	// grants caches the user's permissions per vhost (mgmt_access.go).
-	grants map[string]*session.Grant
+	// grants caches the user's permissions per vhost (access.go).
+	grants map[string]*Grant
 }
 
 func (c *mgmtCall) p(name string) string { return c.params[name] }
@@ -167,7 +129,7 @@ func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i, s := range raw {
 		u, err := url.PathUnescape(s)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", "malformed path")
+			WriteError(w, http.StatusBadRequest, "bad_request", "malformed path")
 			return
 		}
 		segs[i] = u
@@ -182,24 +144,24 @@ func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			allowed = append(allowed, rt.method)
 			continue
 		}
-		user, ok := m.authenticate(w, r)
+		user, ok := Authenticate(m.b, w, r)
 		if !ok {
 			return
 		}
-		if !hasTag(user, "administrator", "monitoring", "management", "policymaker") {
-			writeError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
+		if !HasTag(user, "administrator", "monitoring", "management", "policymaker") {
+			WriteError(w, http.StatusUnauthorized, "not_authorised", "Not management user")
 			return
 		}
-		if rt.need == administrator && !hasTag(user, "administrator") {
-			writeError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
+		if rt.need == administrator && !HasTag(user, "administrator") {
+			WriteError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
 			return
 		}
-		rt.h(&mgmtCall{w: w, r: r, user: user, params: params, all: hasTag(user, "administrator", "monitoring")})
+		rt.h(&mgmtCall{w: w, r: r, user: user, params: params, all: HasTag(user, "administrator", "monitoring")})
 		return
 	}
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(slices.Compact(allowed), ", "))
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "Method Not Allowed")
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "Method Not Allowed")
 		return
 	}
 	notFound(w)
@@ -225,39 +187,39 @@ func matchSegs(pattern, segs []string) (map[string]string, bool) {
 	return params, true
 }
 
-// authenticate checks HTTP basic credentials against the users in the
-// metadata store (salted hashes, compared in constant time), the same
-// accounts AMQP logins use: a user added, changed or deleted through the Go
-// API is so at once here too.
+// Authenticate checks r's HTTP basic credentials against a: the users in
+// the metadata store (salted hashes, compared in constant time), the same
+// accounts AMQP logins use, so a user added, changed or deleted through
+// the Go API is so at once here too. When they fail it has answered the
+// request (401 with RabbitMQ's realm, or 503) and returns false.
 //
-// The guards of AMQP logins apply (loginguard.go): the source's throttle
-// delay first, and a user store that does not answer in time is 503, not
-// 401.
-func (m *mgmt) authenticate(w http.ResponseWriter, r *http.Request) (User, bool) {
+// The guards of AMQP logins apply (Accounts.Authenticate): the source's
+// throttle delay first, and a user store that does not answer in time is
+// 503, not 401.
+//
+// The metrics handler authenticates its scrapes with it too.
+func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, bool) {
 	name, password, ok := r.BasicAuth()
 	if ok {
-		src := throttleKey(remoteAddr(r))
-		if !m.b.throttleWait(r.Context(), m.b.acct.throttle.admit(src)) {
-			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")
+		u, err := a.Authenticate(r.Context(), name, password, remoteAddr(r))
+		switch {
+		case err == nil:
+			return u, true
+		case errors.Is(err, ErrShuttingDown):
+			WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")
+			return User{}, false
+		case errors.Is(err, ErrUnavailable):
+			WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
 			return User{}, false
 		}
-		u, err := m.b.lookupUser(r.Context(), name)
-		if unavailable(err) {
-			m.b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
-			writeError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
-			return User{}, false
-		}
-		if err == nil && checkPassword(u.PasswordHash, password) {
-			return User{Name: u.Name, Tags: u.Tags}, true
-		}
-		m.b.acct.throttle.failed(src)
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
-	writeError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
+	WriteError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 	return User{}, false
 }
 
-func hasTag(u User, tags ...string) bool {
+// HasTag reports whether u has one of tags.
+func HasTag(u User, tags ...string) bool {
 	for _, t := range u.Tags {
 		if slices.Contains(tags, t) {
 			return true
@@ -271,7 +233,7 @@ func hasTag(u User, tags ...string) bool {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		WriteError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -279,7 +241,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(body)
 }
 
-func writeError(w http.ResponseWriter, status int, code, reason string) {
+// WriteError answers with RabbitMQ's error object,
+// {"error": code, "reason": reason}.
+func WriteError(w http.ResponseWriter, status int, code, reason string) {
 	body, _ := json.Marshal(map[string]string{"error": code, "reason": reason})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -287,7 +251,7 @@ func writeError(w http.ResponseWriter, status int, code, reason string) {
 }
 
 func notFound(w http.ResponseWriter) {
-	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+	WriteError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 }
 
 // writeAMQPError answers a failed AMQP-level operation the way RabbitMQ's
@@ -301,7 +265,7 @@ func writeAMQPError(w http.ResponseWriter, err error) {
 			notFound(w)
 			return
 		}
-		writeError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
+		WriteError(w, http.StatusInternalServerError, "internal_server_error", err.Error())
 		return
 	}
 	reason := ae.Text
@@ -310,13 +274,13 @@ func writeAMQPError(w http.ResponseWriter, err error) {
 	}
 	switch ae.Code {
 	case amqp.NotFound:
-		writeError(w, http.StatusNotFound, "not_found", reason)
+		WriteError(w, http.StatusNotFound, "not_found", reason)
 	case amqp.AccessRefused:
-		writeError(w, http.StatusUnauthorized, "not_authorised", reason)
+		WriteError(w, http.StatusUnauthorized, "not_authorised", reason)
 	case amqp.InternalError:
-		writeError(w, http.StatusInternalServerError, "internal_server_error", reason)
+		WriteError(w, http.StatusInternalServerError, "internal_server_error", reason)
 	default:
-		writeError(w, http.StatusBadRequest, "bad_request", reason)
+		WriteError(w, http.StatusBadRequest, "bad_request", reason)
 	}
 }
 
@@ -347,15 +311,15 @@ func readBody(c *mgmtCall, v any) bool { return readBodyMax(c, v, mgmtMaxBody) }
 // not read further.
 func readBodyMax(c *mgmtCall, v any, max int64) bool {
 	body := http.MaxBytesReader(c.w, c.r.Body, max)
-	err := opsDecodeJSON(body, v)
+	err := definitions.DecodeJSON(body, v)
 	if err == nil || errors.Is(err, io.EOF) {
 		return true // an empty body is {}
 	}
 	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-		writeError(c.w, http.StatusRequestEntityTooLarge, "bad_request", fmt.Sprintf("request body larger than %d bytes", max))
+		WriteError(c.w, http.StatusRequestEntityTooLarge, "bad_request", fmt.Sprintf("request body larger than %d bytes", max))
 		return false
 	}
-	writeError(c.w, http.StatusBadRequest, "bad_request", "not_json")
+	WriteError(c.w, http.StatusBadRequest, "bad_request", "not_json")
 	return false
 }
 
@@ -370,7 +334,7 @@ func (f *flexBool) UnmarshalJSON(b []byte) error {
 	case "false", `"false"`, "null":
 		*f = false
 	default:
-		return fmt.Errorf("broker: %s is not a boolean", b)
+		return fmt.Errorf("mgmt: %s is not a boolean", b)
 	}
 	return nil
 }
@@ -382,30 +346,30 @@ type flexInt int
 func (f *flexInt) UnmarshalJSON(b []byte) error {
 	n, err := strconv.Atoi(strings.Trim(string(b), `"`))
 	if err != nil {
-		return fmt.Errorf("broker: %s is not an integer", b)
+		return fmt.Errorf("mgmt: %s is not an integer", b)
 	}
 	*f = flexInt(n)
 	return nil
 }
 
 // vhostParam returns the vhost a path names, or answers 404 when there is
-// none and 401 when the user may not see it (mgmt_access.go).
-func (m *mgmt) vhostParam(c *mgmtCall) (*vhost.VHost, bool) {
-	vh, ok := m.b.lookupVHost(c.p("vhost"))
+// none and 401 when the user may not see it (access.go).
+func (m *mgmt) vhostParam(c *mgmtCall) (string, bool) {
+	vh, ok := m.b.VHost(c.p("vhost"))
 	if !ok || c.p("vhost") == "" {
-		writeError(c.w, http.StatusNotFound, "not_found", "vhost_not_found")
-		return nil, false
+		WriteError(c.w, http.StatusNotFound, "not_found", "vhost_not_found")
+		return "", false
 	}
-	if !m.visible(c, vh.Name()) {
-		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
-		return nil, false
+	if !m.visible(c, vh) {
+		WriteError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
+		return "", false
 	}
 	return vh, true
 }
 
 // vhostsParam returns every vhost the user may see, or the one the path
 // names.
-func (m *mgmt) vhostsParam(c *mgmtCall) ([]*vhost.VHost, bool) {
+func (m *mgmt) vhostsParam(c *mgmtCall) ([]string, bool) {
 	if _, ok := c.params["vhost"]; !ok {
 		return m.visibleVHosts(c), true
 	}
@@ -413,7 +377,7 @@ func (m *mgmt) vhostsParam(c *mgmtCall) ([]*vhost.VHost, bool) {
 	if !ok {
 		return nil, false
 	}
-	return []*vhost.VHost{vh}, true
+	return []string{vh}, true
 }
 
 // exchangeName maps RabbitMQ's URL name of the default exchange.
@@ -424,7 +388,7 @@ func exchangeName(s string) string {
 	return s
 }
 
-func (m *mgmt) node() string { return m.b.nodeID }
+func (m *mgmt) node() string { return m.b.NodeName() }
 
 // Overview and accounts.
 
@@ -442,7 +406,7 @@ type msgStats struct {
 	Ack              uint64 `json:"ack"`
 }
 
-func msgStatsOf(c MessageCounters) msgStats {
+func msgStatsOf(c Counters) msgStats {
 	return msgStats{
 		Publish: c.Published, Confirm: c.Confirmed,
 		ReturnUnroutable: c.ReturnedUnroutable, DropUnroutable: c.DroppedUnroutable,
@@ -466,30 +430,23 @@ type queueMsgStats struct {
 }
 
 func (m *mgmt) overview(c *mgmtCall) {
-	s := m.b.Stats()
-	var listeners []map[string]any
-	m.b.mu.Lock()
-	for l := range m.b.mu.listeners {
-		if a, ok := l.Addr().(*net.TCPAddr); ok {
-			listeners = append(listeners, map[string]any{
-				"node": m.node(), "protocol": "amqp", "ip_address": a.IP.String(), "port": a.Port,
-			})
-		}
+	s := m.b.Overview()
+	listeners := []map[string]any{}
+	for _, a := range s.Listeners {
+		listeners = append(listeners, map[string]any{
+			"node": m.node(), "protocol": "amqp", "ip_address": a.IP.String(), "port": a.Port,
+		})
 	}
-	m.b.mu.Unlock()
 	slices.SortFunc(listeners, func(a, b map[string]any) int { return a["port"].(int) - b["port"].(int) })
-	if listeners == nil {
-		listeners = []map[string]any{}
-	}
 	types := []map[string]any{}
 	for _, k := range []string{"direct", "fanout", "headers", "topic"} {
 		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
 	}
 	writeJSON(c.w, http.StatusOK, map[string]any{
-		"management_version": opsCompatVersion,
-		"rabbitmq_version":   opsCompatVersion,
+		"management_version": definitions.CompatVersion,
+		"rabbitmq_version":   definitions.CompatVersion,
 		"product_name":       "Warren",
-		"product_version":    Version,
+		"product_version":    s.ProductVersion,
 		"cluster_name":       m.node(),
 		"node":               m.node(),
 		"rates_mode":         "none",
@@ -511,19 +468,19 @@ func (m *mgmt) overview(c *mgmtCall) {
 	})
 }
 
-// nodes lists the one node with RabbitMQ's alarm fields (alarms.go).
+// nodes lists the one node with RabbitMQ's alarm fields.
 // mem_used is the message bytes the memory alarm watches, not the whole
 // process; disk_free is left out while the disk is not watched.
 func (m *mgmt) nodes(c *mgmtCall) {
-	a := m.b.alarmStatus()
+	a := m.b.Node()
 	node := map[string]any{"name": m.node(), "type": "disc", "running": true,
 		"mem_alarm": a.MemAlarm, "mem_used": a.MemUsed, "mem_limit": a.MemLimit,
 		"disk_free_alarm": a.DiskFreeAlarm, "disk_free_limit": a.DiskFreeLimit}
 	if a.DiskFree >= 0 {
 		node["disk_free"] = a.DiskFree
 	}
-	if r, ok := m.b.stores.meta.(meta.Replicated); ok {
-		node["raft"] = raftJSON(r.ReplicationStatus())
+	if a.Raft != nil {
+		node["raft"] = raftJSON(*a.Raft)
 	}
 	writeJSON(c.w, http.StatusOK, []map[string]any{node})
 }
@@ -544,19 +501,17 @@ func raftJSON(s meta.ReplicationStatus) map[string]any {
 }
 
 func (m *mgmt) whoami(c *mgmtCall) {
-	writeJSON(c.w, http.StatusOK, map[string]any{"name": c.user.Name, "tags": UserTags(c.user.Tags)})
+	writeJSON(c.w, http.StatusOK, map[string]any{"name": c.user.Name, "tags": definitions.UserTags(c.user.Tags)})
 }
 
-func (m *mgmt) vhostJSON(vh *vhost.VHost) map[string]any {
+func (m *mgmt) vhostJSON(ctx context.Context, vh string) map[string]any {
 	var ready, unacked uint64
-	for _, q := range vh.Queues() {
-		if st, ok := opsQueueStats(context.Background(), q); ok {
-			ready += st.Ready
-			unacked += st.Unacked
-		}
+	for _, q := range m.b.Queues(ctx, vh) {
+		ready += q.Ready
+		unacked += q.Unacked
 	}
 	return map[string]any{
-		"name": vh.Name(), "description": "", "tags": []string{}, "tracing": false,
+		"name": vh, "description": "", "tags": []string{}, "tracing": false,
 		"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
 		"cluster_state": map[string]string{m.node(): "running"},
 	}
@@ -565,51 +520,43 @@ func (m *mgmt) vhostJSON(vh *vhost.VHost) map[string]any {
 func (m *mgmt) vhosts(c *mgmtCall) {
 	out := []map[string]any{}
 	for _, vh := range m.visibleVHosts(c) {
-		out = append(out, m.vhostJSON(vh))
+		out = append(out, m.vhostJSON(c.r.Context(), vh))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
 
 func (m *mgmt) vhost(c *mgmtCall) {
-	vh, ok := m.b.lookupVHost(c.p("vhost"))
+	vh, ok := m.b.VHost(c.p("vhost"))
 	if !ok {
 		notFound(c.w)
 		return
 	}
-	if !m.visible(c, vh.Name()) {
-		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
+	if !m.visible(c, vh) {
+		WriteError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
 		return
 	}
-	writeJSON(c.w, http.StatusOK, m.vhostJSON(vh))
-}
-
-// userJSON is RabbitMQ's user object, with the stored salted hash and its
-// algorithm.
-func userJSON(u meta.User) DefinitionUser {
-	h, b64 := splitStoredHash(u.PasswordHash)
-	return DefinitionUser{Name: u.Name, PasswordHash: string(b64), HashingAlgorithm: h.name, Tags: UserTags(u.Tags), Limits: map[string]any{}}
+	writeJSON(c.w, http.StatusOK, m.vhostJSON(c.r.Context(), vh))
 }
 
 func (m *mgmt) users(c *mgmtCall) {
-	us, err := m.b.stores.meta.ListUsers(c.r.Context())
+	us, err := m.b.Users(c.r.Context())
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
 	}
-	out := []DefinitionUser{}
-	for _, u := range us {
-		out = append(out, userJSON(u))
+	if us == nil {
+		us = []definitions.User{}
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	writeJSON(c.w, http.StatusOK, us)
 }
 
 func (m *mgmt) user(c *mgmtCall) {
-	u, err := m.b.stores.meta.GetUser(c.r.Context(), c.p("user"))
+	u, err := m.b.User(c.r.Context(), c.p("user"))
 	if err != nil {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, userJSON(u))
+	writeJSON(c.w, http.StatusOK, u)
 }
 
 // deleteUser is DELETE /api/users/{user}: the user, its permissions and
@@ -626,61 +573,43 @@ func (m *mgmt) deleteUser(c *mgmtCall) {
 	}
 }
 
-func permissionJSON(p meta.Permission) DefinitionPermission {
-	return DefinitionPermission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
-}
-
 // permissions lists the stored permissions, as the AMQP side enforces them.
 func (m *mgmt) permissions(c *mgmtCall) {
-	ps, err := m.b.stores.meta.ListPermissions(c.r.Context())
+	ps, err := m.b.Permissions(c.r.Context())
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
 	}
-	out := []DefinitionPermission{}
-	for _, p := range ps {
-		out = append(out, permissionJSON(p))
+	if ps == nil {
+		ps = []definitions.Permission{}
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	writeJSON(c.w, http.StatusOK, ps)
 }
 
 func (m *mgmt) permission(c *mgmtCall) {
-	vh, ok := m.b.lookupVHost(c.p("vhost"))
+	vh, ok := m.b.VHost(c.p("vhost"))
 	if !ok {
 		notFound(c.w)
 		return
 	}
-	p, err := m.b.stores.meta.GetPermission(c.r.Context(), c.p("user"), vh.Name())
+	p, err := m.b.Permission(c.r.Context(), c.p("user"), vh)
 	if err != nil {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, permissionJSON(p))
+	writeJSON(c.w, http.StatusOK, p)
 }
 
 // Exchanges.
-
-// exchangeJSON is RabbitMQ's exchange object: the fields Warren has are
-// those of a definitions file's exchange.
-type exchangeJSON = DefinitionExchange
-
-func exchangeOf(x vhost.ExchangeInfo) exchangeJSON {
-	return exchangeJSON{
-		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
-		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: opsTableJSON(x.Args),
-	}
-}
 
 func (m *mgmt) exchanges(c *mgmtCall) {
 	vhs, ok := m.vhostsParam(c)
 	if !ok {
 		return
 	}
-	out := []exchangeJSON{}
+	out := []definitions.Exchange{}
 	for _, vh := range vhs {
-		for _, x := range vh.Exchanges() {
-			out = append(out, exchangeOf(x))
-		}
+		out = append(out, m.b.Exchanges(vh)...)
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -690,12 +619,12 @@ func (m *mgmt) exchange(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	x, ok := vh.LookupExchange(exchangeName(c.p("name")))
+	x, ok := m.b.Exchange(vh, exchangeName(c.p("name")))
 	if !ok {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, exchangeOf(x))
+	writeJSON(c.w, http.StatusOK, x)
 }
 
 func (m *mgmt) putExchange(c *mgmtCall) {
@@ -715,16 +644,16 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		return
 	}
 	if body.Type == "" {
-		writeError(c.w, http.StatusBadRequest, "bad_request", "[{key_missing,type}]")
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "[{key_missing,type}]")
 		return
 	}
-	args, err := opsJSONTable(body.Arguments)
+	args, err := definitions.JSONTable(body.Arguments)
 	if err != nil {
-		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	_, existed := vh.LookupExchange(name)
-	err = vh.DeclareExchange(c.r.Context(), &amqp.ExchangeDeclare{
+	_, existed := m.b.Exchange(vh, name)
+	err = m.b.DeclareExchange(c.r.Context(), vh, &amqp.ExchangeDeclare{
 		Exchange: name, Type: body.Type, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete),
 		Internal: bool(body.Internal), Arguments: args,
 	})
@@ -741,14 +670,14 @@ func (m *mgmt) deleteExchange(c *mgmtCall) {
 		return
 	}
 	name := exchangeName(c.p("name"))
-	if _, ok := vh.LookupExchange(name); !ok {
+	if _, ok := m.b.Exchange(vh, name); !ok {
 		notFound(c.w)
 		return
 	}
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) {
 		return
 	}
-	if err := vh.DeleteExchange(c.r.Context(), name, c.r.URL.Query().Get("if-unused") == "true"); err != nil {
+	if err := m.b.DeleteExchange(c.r.Context(), vh, name, c.r.URL.Query().Get("if-unused") == "true"); err != nil {
 		writeAMQPError(c.w, err)
 		return
 	}
@@ -778,13 +707,13 @@ type queueJSON struct {
 	ConsumerDetails []consumerJSON `json:"consumer_details,omitempty"`
 }
 
-func (m *mgmt) queueOf(q *vhost.Queue, st QueueStats) queueJSON {
-	c := st.Counters
+func (m *mgmt) queueOf(q Queue) queueJSON {
+	c := q.Counters
 	return queueJSON{
-		Name: q.Def.Name, VHost: q.Def.VHost, Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete,
-		Exclusive: q.Def.Exclusive, Arguments: opsTableJSON(q.Args), Node: m.node(), State: "running",
-		Type: "classic", Messages: st.Ready + st.Unacked, MessagesReady: st.Ready, MessagesUnacknowledged: st.Unacked,
-		Consumers: st.Consumers, Memory: st.Memory,
+		Name: q.Name, VHost: q.VHost, Durable: q.Durable, AutoDelete: q.AutoDelete,
+		Exclusive: q.Exclusive, Arguments: definitions.TableJSON(q.Args), Node: m.node(), State: "running",
+		Type: "classic", Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
+		Consumers: q.Consumers, Memory: q.Memory,
 		MessageStats: queueMsgStats{
 			Publish: c.Enqueued, Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
 			DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck, Redeliver: c.Redelivered, Ack: c.Acked,
@@ -799,10 +728,10 @@ func (m *mgmt) queues(c *mgmtCall) {
 	}
 	out := []queueJSON{}
 	for _, vh := range vhs {
-		for _, q := range vh.SortedQueues() {
-			if st, ok := opsQueueStats(c.r.Context(), q); ok {
-				out = append(out, m.queueOf(q, st))
-			}
+		qs := m.b.Queues(c.r.Context(), vh)
+		out = slices.Grow(out, len(qs))
+		for _, q := range qs {
+			out = append(out, m.queueOf(q))
 		}
 	}
 	// The exclusive consumer's tag comes from the channels.
@@ -817,11 +746,11 @@ func (m *mgmt) queues(c *mgmtCall) {
 
 func (m *mgmt) exclusiveConsumers() map[[2]string]string {
 	out := make(map[[2]string]string)
-	for _, conn := range m.b.opsConnections() {
-		for _, ch := range conn.Channels() {
+	for _, conn := range m.b.Connections() {
+		for _, ch := range conn.Channels {
 			for _, cons := range ch.Consumers {
 				if cons.Exclusive {
-					out[[2]string{cons.Queue.Def.VHost, cons.Queue.Def.Name}] = cons.Tag
+					out[[2]string{cons.VHost, cons.Queue}] = cons.Tag
 				}
 			}
 		}
@@ -829,33 +758,32 @@ func (m *mgmt) exclusiveConsumers() map[[2]string]string {
 	return out
 }
 
-// queueParam returns the queue a path names, or answers 404.
-func (m *mgmt) queueParam(c *mgmtCall) (*vhost.VHost, *vhost.Queue, bool) {
+// queueParam returns the vhost and queue a path names, or answers 404.
+func (m *mgmt) queueParam(c *mgmtCall) (string, string, bool) {
 	vh, ok := m.vhostParam(c)
 	if !ok {
-		return nil, nil, false
+		return "", "", false
 	}
-	q, ok := vh.LookupQueue(c.p("name"))
-	if !ok {
+	if !m.b.HasQueue(vh, c.p("name")) {
 		notFound(c.w)
-		return nil, nil, false
+		return "", "", false
 	}
-	return vh, q, true
+	return vh, c.p("name"), true
 }
 
 func (m *mgmt) queue(c *mgmtCall) {
-	_, q, ok := m.queueParam(c)
+	vh, name, ok := m.queueParam(c)
 	if !ok {
 		return
 	}
-	st, ok := opsQueueStats(c.r.Context(), q)
+	q, ok := m.b.Queue(c.r.Context(), vh, name)
 	if !ok {
 		notFound(c.w)
 		return
 	}
-	out := m.queueOf(q, st)
+	out := m.queueOf(q)
 	out.ConsumerDetails = []consumerJSON{}
-	for _, cons := range m.consumerList(c, func(ci session.ConsumerInfo) bool { return ci.Queue == q }) {
+	for _, cons := range m.consumerList(c, func(ci Consumer) bool { return ci.VHost == q.VHost && ci.Queue == q.Name }) {
 		out.ConsumerDetails = append(out.ConsumerDetails, cons)
 		if cons.Exclusive {
 			tag := cons.ConsumerTag
@@ -879,15 +807,15 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) || !readBody(c, &body) {
 		return
 	}
-	args, err := opsJSONTable(body.Arguments)
+	args, err := definitions.JSONTable(body.Arguments)
 	if err != nil {
-		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	_, existed := vh.LookupQueue(name)
+	existed := m.b.HasQueue(vh, name)
 	// The management API declares no exclusive queues; redeclaring one
 	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
-	_, err = vh.DeclareQueue(c.r.Context(), "", &amqp.QueueDeclare{Queue: name, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete), Arguments: args})
+	err = m.b.DeclareQueue(c.r.Context(), vh, &amqp.QueueDeclare{Queue: name, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete), Arguments: args})
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -896,14 +824,14 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 }
 
 func (m *mgmt) deleteQueue(c *mgmtCall) {
-	vh, q, ok := m.queueParam(c)
-	if !ok || !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", q.Def.Name}) {
+	vh, name, ok := m.queueParam(c)
+	if !ok || !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) {
 		return
 	}
 	query := c.r.URL.Query()
 	// As a connection of its own, the API cannot delete another
 	// connection's exclusive queue (405 RESOURCE_LOCKED).
-	_, err := vh.DeleteQueue(c.r.Context(), "", q.Def.Name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
+	err := m.b.DeleteQueue(c.r.Context(), vh, name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -912,17 +840,14 @@ func (m *mgmt) deleteQueue(c *mgmtCall) {
 }
 
 func (m *mgmt) purge(c *mgmtCall) {
-	vh, q, ok := m.queueParam(c)
-	if !ok || !m.permit(c, vh, mgmtCheck{mgmtRead, "queue", q.Def.Name}) {
+	vh, name, ok := m.queueParam(c)
+	if !ok || !m.permit(c, vh, mgmtCheck{mgmtRead, "queue", name}) {
 		return
 	}
-	q, err := vh.Queue("", q.Def.Name) // another connection's exclusive queue is 405
-	if err != nil {
+	// Another connection's exclusive queue is 405; a queue gone since is
+	// 404.
+	if err := m.b.Purge(c.r.Context(), vh, name); err != nil {
 		writeAMQPError(c.w, err)
-		return
-	}
-	if _, err := q.Purge(c.r.Context()); err != nil {
-		notFound(c.w)
 		return
 	}
 	c.w.WriteHeader(http.StatusNoContent)
@@ -966,7 +891,7 @@ const getMax = 10000
 // whole), and closing the channel requeues whatever was got with an ack
 // pending.
 func (m *mgmt) get(c *mgmtCall) {
-	vh, q, ok := m.queueParam(c)
+	vh, queueName, ok := m.queueParam(c)
 	if !ok {
 		return
 	}
@@ -990,21 +915,21 @@ func (m *mgmt) get(c *mgmtCall) {
 		missing = append(missing, "{key_missing,encoding}")
 	}
 	if len(missing) > 0 {
-		writeError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
 		return
 	}
 	mode, ok := getAckModes[body.AckMode]
 	if !ok {
-		writeError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown ackmode %q", body.AckMode))
+		WriteError(c.w, http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown ackmode %q", body.AckMode))
 		return
 	}
 	if body.Encoding != "auto" && body.Encoding != "base64" {
-		writeError(c.w, http.StatusBadRequest, "bad_request", "Unsupported encoding. Please use auto or base64.")
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "Unsupported encoding. Please use auto or base64.")
 		return
 	}
 	// As RabbitMQ's with_channel: a direct connection as the requesting
 	// user, with that user's permissions.
-	ch, err := m.b.Channel(c.r.Context(), AsUser(c.user.Name), OnVHost(vh.Name()))
+	ch, err := m.b.OpenChannel(c.r.Context(), c.user.Name, vh)
 	if err != nil {
 		writeChannelError(c.w, err)
 		return
@@ -1022,7 +947,7 @@ func (m *mgmt) get(c *mgmtCall) {
 	}
 	var tags []uint64
 	for range n {
-		d, ok, err := ch.Get(q.Def.Name, mode.noAck)
+		d, ok, err := ch.Get(queueName, mode.noAck)
 		if err != nil {
 			fail(err)
 			return
@@ -1046,7 +971,7 @@ func (m *mgmt) get(c *mgmtCall) {
 		writeGetResult(out, getResult{
 			PayloadBytes: len(d.Body), Redelivered: d.Redelivered,
 			Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: uint64(d.MessageCount),
-			Properties: propertiesJSON(QueuedMessage{Publishing: deliveryPublishing(d)}),
+			Properties: propertiesJSON(deliveryPublishing(d)),
 		}, payload, body.Encoding == "auto" && utf8.Valid(payload))
 	}
 	if mode.reject {
@@ -1146,9 +1071,9 @@ func writeChannelError(w http.ResponseWriter, err error) {
 	var e *amqp091.Error
 	switch {
 	case errors.As(err, &e) && e.Code == amqp091.NotAllowed:
-		writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+		WriteError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
 	case errors.As(err, &e) && e.Code == amqp091.ConnectionForced:
-		writeError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
+		WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
 	default:
 		writeAMQPError(w, fromAMQP091Error(err))
 	}
@@ -1177,8 +1102,7 @@ func deliveryPublishing(d amqp091.Delivery) amqp091.Publishing {
 
 // propertiesJSON lists the properties a publisher set, with RabbitMQ's
 // names.
-func propertiesJSON(msg QueuedMessage) map[string]any {
-	p := msg.Publishing
+func propertiesJSON(p amqp091.Publishing) map[string]any {
 	out := map[string]any{}
 	set := func(k string, v string) {
 		if v != "" {
@@ -1208,12 +1132,20 @@ func propertiesJSON(msg QueuedMessage) map[string]any {
 		for k, v := range p.Headers {
 			h[k] = v
 		}
-		out["headers"] = opsTableJSON(h)
+		out["headers"] = definitions.TableJSON(h)
 	}
 	return out
 }
 
 // Bindings.
+
+// destinationType is a binding destination's kind as RabbitMQ names it.
+func destinationType(d routing.Destination) string {
+	if d.Exchange {
+		return "exchange"
+	}
+	return "queue"
+}
 
 type bindingJSON struct {
 	Source          string         `json:"source"`
@@ -1227,13 +1159,13 @@ type bindingJSON struct {
 
 // allBindings lists a vhost's bindings as RabbitMQ does: the default
 // exchange's implicit binding of every queue first, then the declared ones.
-func allBindings(vh *vhost.VHost) []bindingJSON {
+func (m *mgmt) allBindings(vh string) []bindingJSON {
 	var out []bindingJSON
-	for _, q := range vh.SortedQueues() {
-		out = append(out, bindingOf(vh.Name(), routing.Binding{Destination: routing.Destination{Name: q.Def.Name}, Key: q.Def.Name}))
+	for _, q := range m.b.QueueNames(vh) {
+		out = append(out, bindingOf(vh, routing.Binding{Destination: routing.Destination{Name: q}, Key: q}))
 	}
-	for _, bd := range vh.Bindings() {
-		out = append(out, bindingOf(vh.Name(), bd))
+	for _, bd := range m.b.Bindings(vh) {
+		out = append(out, bindingOf(vh, bd))
 	}
 	return out
 }
@@ -1241,8 +1173,8 @@ func allBindings(vh *vhost.VHost) []bindingJSON {
 func bindingOf(vhostName string, bd routing.Binding) bindingJSON {
 	return bindingJSON{
 		Source: bd.Source, VHost: vhostName, Destination: bd.Destination.Name,
-		DestinationType: opsDestinationType(bd.Destination), RoutingKey: bd.Key,
-		Arguments: opsTableJSON(bd.Args), PropertiesKey: propertiesKey(bd.Key, bd.Args),
+		DestinationType: destinationType(bd.Destination), RoutingKey: bd.Key,
+		Arguments: definitions.TableJSON(bd.Args), PropertiesKey: propertiesKey(bd.Key, bd.Args),
 	}
 }
 
@@ -1259,7 +1191,7 @@ func propertiesKey(key string, args amqp.Table) string {
 		}
 		return k
 	}
-	enc, _ := json.Marshal(opsTableJSON(args)) // maps marshal with sorted keys
+	enc, _ := json.Marshal(definitions.TableJSON(args)) // maps marshal with sorted keys
 	h := fnv.New32a()
 	h.Write(enc)
 	return k + "~" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
@@ -1289,19 +1221,19 @@ func (m *mgmt) bindings(c *mgmtCall) {
 	}
 	out := []bindingJSON{}
 	for _, vh := range vhs {
-		out = append(out, allBindings(vh)...)
+		out = append(out, m.allBindings(vh)...)
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
 
 func (m *mgmt) queueBindings(c *mgmtCall) {
-	vh, q, ok := m.queueParam(c)
+	vh, name, ok := m.queueParam(c)
 	if !ok {
 		return
 	}
 	out := []bindingJSON{}
-	for _, bd := range allBindings(vh) {
-		if bd.DestinationType == "queue" && bd.Destination == q.Def.Name {
+	for _, bd := range m.allBindings(vh) {
+		if bd.DestinationType == "queue" && bd.Destination == name {
 			out = append(out, bd)
 		}
 	}
@@ -1310,34 +1242,34 @@ func (m *mgmt) queueBindings(c *mgmtCall) {
 
 // bindingEnds resolves the source and destination a binding path names,
 // answering 404 when either is missing.
-func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (*vhost.VHost, routing.Binding, bool) {
+func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (string, routing.Binding, bool) {
 	vh, ok := m.vhostParam(c)
 	if !ok {
-		return nil, routing.Binding{}, false
+		return "", routing.Binding{}, false
 	}
 	src := exchangeName(c.p("source"))
 	dst := routing.Destination{Name: c.p("dest"), Exchange: kind == "e"}
 	if dst.Exchange {
 		dst.Name = exchangeName(dst.Name)
 	}
-	_, srcOK := vh.LookupExchange(src)
+	_, srcOK := m.b.Exchange(vh, src)
 	dstOK := false
 	if dst.Exchange {
-		_, dstOK = vh.LookupExchange(dst.Name)
+		_, dstOK = m.b.Exchange(vh, dst.Name)
 	} else {
-		_, dstOK = vh.LookupQueue(dst.Name)
+		dstOK = m.b.HasQueue(vh, dst.Name)
 	}
 	if !srcOK || !dstOK {
 		notFound(c.w)
-		return nil, routing.Binding{}, false
+		return "", routing.Binding{}, false
 	}
 	return vh, routing.Binding{Source: src, Destination: dst}, true
 }
 
-func between(vh *vhost.VHost, b routing.Binding) []bindingJSON {
+func (m *mgmt) between(vh string, b routing.Binding) []bindingJSON {
 	out := []bindingJSON{}
-	for _, bd := range allBindings(vh) {
-		if bd.Source == b.Source && bd.Destination == b.Destination.Name && bd.DestinationType == opsDestinationType(b.Destination) {
+	for _, bd := range m.allBindings(vh) {
+		if bd.Source == b.Source && bd.Destination == b.Destination.Name && bd.DestinationType == destinationType(b.Destination) {
 			out = append(out, bd)
 		}
 	}
@@ -1350,7 +1282,7 @@ func (m *mgmt) bindingsBetween(kind string) func(*mgmtCall) {
 		if !ok {
 			return
 		}
-		writeJSON(c.w, http.StatusOK, between(vh, b))
+		writeJSON(c.w, http.StatusOK, m.between(vh, b))
 	}
 }
 
@@ -1367,15 +1299,15 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 		if !m.permit(c, vh, bindChecks(b)...) || !readBody(c, &body) {
 			return
 		}
-		args, err := opsJSONTable(body.Arguments)
+		args, err := definitions.JSONTable(body.Arguments)
 		if err != nil {
-			writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+			WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 			return
 		}
 		b.Key, b.Args = body.RoutingKey, args
 		// As a connection of its own: another connection's exclusive
 		// queue is 405 RESOURCE_LOCKED, as over AMQP.
-		if err := vh.Bind(c.r.Context(), "", b); err != nil {
+		if err := m.b.Bind(c.r.Context(), vh, b); err != nil {
 			writeAMQPError(c.w, err)
 			return
 		}
@@ -1396,13 +1328,13 @@ func bindChecks(b routing.Binding) []mgmtCheck {
 }
 
 // findBinding returns the binding a props path segment names.
-func (m *mgmt) findBinding(c *mgmtCall, kind string) (*vhost.VHost, routing.Binding, bool) {
+func (m *mgmt) findBinding(c *mgmtCall, kind string) (string, routing.Binding, bool) {
 	vh, b, ok := m.bindingEnds(c, kind)
 	if !ok {
-		return nil, routing.Binding{}, false
+		return "", routing.Binding{}, false
 	}
 	props := c.p("props")
-	for _, bd := range vh.Bindings() {
+	for _, bd := range m.b.Bindings(vh) {
 		if bd.Source == b.Source && bd.Destination == b.Destination && propertiesKey(bd.Key, bd.Args) == props {
 			return vh, bd, true
 		}
@@ -1411,7 +1343,7 @@ func (m *mgmt) findBinding(c *mgmtCall, kind string) (*vhost.VHost, routing.Bind
 		return vh, routing.Binding{Destination: b.Destination, Key: b.Destination.Name}, true
 	}
 	notFound(c.w)
-	return nil, routing.Binding{}, false
+	return "", routing.Binding{}, false
 }
 
 func (m *mgmt) binding(kind string) func(*mgmtCall) {
@@ -1420,7 +1352,7 @@ func (m *mgmt) binding(kind string) func(*mgmtCall) {
 		if !ok {
 			return
 		}
-		writeJSON(c.w, http.StatusOK, bindingOf(vh.Name(), bd))
+		writeJSON(c.w, http.StatusOK, bindingOf(vh, bd))
 	}
 }
 
@@ -1430,7 +1362,7 @@ func (m *mgmt) deleteBinding(kind string) func(*mgmtCall) {
 		if !ok || !m.permit(c, vh, bindChecks(bd)...) {
 			return
 		}
-		if err := vh.Unbind(c.r.Context(), "", bd); err != nil {
+		if err := m.b.Unbind(c.r.Context(), vh, bd); err != nil {
 			writeAMQPError(c.w, err)
 			return
 		}
@@ -1440,19 +1372,13 @@ func (m *mgmt) deleteBinding(kind string) func(*mgmtCall) {
 
 // Connections, channels, consumers.
 
-type connView struct {
-	conn *session.Conn
-	info session.ConnInfo
-}
-
 // visibleConns lists the connections the user may see: all of them for
 // administrator and monitoring, else the user's own.
-func (m *mgmt) visibleConns(c *mgmtCall) []connView {
-	var out []connView
-	for _, conn := range m.b.opsConnections() {
-		in := conn.Info()
-		if c.all || in.User == c.user.Name {
-			out = append(out, connView{conn, in})
+func (m *mgmt) visibleConns(c *mgmtCall) []Connection {
+	var out []Connection
+	for _, conn := range m.b.Connections() {
+		if c.all || conn.User == c.user.Name {
+			out = append(out, conn)
 		}
 	}
 	return out
@@ -1472,18 +1398,17 @@ func hostPort(a net.Addr) (string, int) {
 
 // peerOf is the peer_host and peer_port of channel and consumer details:
 // "unknown" for a direct connection, as in RabbitMQ.
-func peerOf(in session.ConnInfo) (any, any) {
+func peerOf(in Connection) (any, any) {
 	if in.Direct {
 		return "unknown", "unknown"
 	}
 	return hostPort(in.Peer)
 }
 
-func (m *mgmt) connectionJSON(v connView) map[string]any {
-	in := v.info
+func (m *mgmt) connectionJSON(in Connection) map[string]any {
 	out := map[string]any{
 		"name": in.ID, "node": m.node(), "vhost": in.VHost, "user": in.User, "state": in.State,
-		"channels": in.Channels, "client_properties": opsTableJSON(in.ClientProperties),
+		"channels": in.ChannelCount, "client_properties": definitions.TableJSON(in.ClientProperties),
 	}
 	if !in.ConnectedAt.IsZero() {
 		out["connected_at"] = in.ConnectedAt.UnixMilli()
@@ -1519,14 +1444,14 @@ func (m *mgmt) connections(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, out)
 }
 
-func (m *mgmt) findConn(c *mgmtCall) (connView, bool) {
+func (m *mgmt) findConn(c *mgmtCall) (Connection, bool) {
 	for _, v := range m.visibleConns(c) {
-		if v.info.ID == c.p("name") {
+		if v.ID == c.p("name") {
 			return v, true
 		}
 	}
 	notFound(c.w)
-	return connView{}, false
+	return Connection{}, false
 }
 
 func (m *mgmt) connection(c *mgmtCall) {
@@ -1544,43 +1469,43 @@ func (m *mgmt) deleteConnection(c *mgmtCall) {
 	}
 	// Seeing a connection is not closing it: monitoring sees every
 	// connection but closes only its own (RabbitMQ's is_authorized_user).
-	if v.info.User != c.user.Name && !hasTag(c.user, "administrator") {
-		writeError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
+	if v.User != c.user.Name && !HasTag(c.user, "administrator") {
+		WriteError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 		return
 	}
 	reason := c.r.Header.Get("X-Reason")
 	if reason == "" {
 		reason = "Closed via management plugin"
 	}
-	v.conn.Shutdown(amqp.ConnectionForced, reason)
+	m.b.CloseConnection(v.ID, amqp.ConnectionForced, reason)
 	c.w.WriteHeader(http.StatusNoContent)
 }
 
 func channelName(connID string, n uint16) string { return fmt.Sprintf("%s (%d)", connID, n) }
 
-func (m *mgmt) channelJSON(v connView, ch session.ChannelInfo) map[string]any {
-	peerHost, peerPort := peerOf(v.info)
+func (m *mgmt) channelJSON(v Connection, ch Channel) map[string]any {
+	peerHost, peerPort := peerOf(v)
 	state := "running"
 	if ch.Closing {
 		state = "closing"
 	}
 	return map[string]any{
-		"name": channelName(v.info.ID, ch.Number), "number": ch.Number, "node": m.node(),
-		"vhost": v.info.VHost, "user": v.info.User, "state": state,
-		"connection_details": map[string]any{"name": v.info.ID, "peer_host": peerHost, "peer_port": peerPort},
+		"name": channelName(v.ID, ch.Number), "number": ch.Number, "node": m.node(),
+		"vhost": v.VHost, "user": v.User, "state": state,
+		"connection_details": map[string]any{"name": v.ID, "peer_host": peerHost, "peer_port": peerPort},
 		"consumer_count":     len(ch.Consumers), "messages_unacknowledged": ch.Unacked,
 		"messages_unconfirmed": ch.Unconfirmed, "prefetch_count": ch.Prefetch,
 		"global_prefetch_count": ch.GlobalPrefetch, "confirm": ch.Confirm, "transactional": ch.Transactional,
 	}
 }
 
-func (m *mgmt) allChannels(c *mgmtCall, only func(connView) bool) []map[string]any {
+func (m *mgmt) allChannels(c *mgmtCall, only func(Connection) bool) []map[string]any {
 	out := []map[string]any{}
 	for _, v := range m.visibleConns(c) {
 		if only != nil && !only(v) {
 			continue
 		}
-		for _, ch := range v.conn.Channels() {
+		for _, ch := range v.Channels {
 			out = append(out, m.channelJSON(v, ch))
 		}
 	}
@@ -1595,7 +1520,7 @@ func (m *mgmt) connectionChannels(c *mgmtCall) {
 	if _, ok := m.findConn(c); !ok {
 		return
 	}
-	writeJSON(c.w, http.StatusOK, m.allChannels(c, func(v connView) bool { return v.info.ID == c.p("name") }))
+	writeJSON(c.w, http.StatusOK, m.allChannels(c, func(v Connection) bool { return v.ID == c.p("name") }))
 }
 
 func (m *mgmt) channel(c *mgmtCall) {
@@ -1620,11 +1545,11 @@ type consumerJSON struct {
 	Queue          map[string]any `json:"queue"`
 }
 
-func (m *mgmt) consumerList(c *mgmtCall, only func(session.ConsumerInfo) bool) []consumerJSON {
+func (m *mgmt) consumerList(c *mgmtCall, only func(Consumer) bool) []consumerJSON {
 	out := []consumerJSON{}
 	for _, v := range m.visibleConns(c) {
-		peerHost, peerPort := peerOf(v.info)
-		for _, ch := range v.conn.Channels() {
+		peerHost, peerPort := peerOf(v)
+		for _, ch := range v.Channels {
 			for _, cons := range ch.Consumers {
 				if only != nil && !only(cons) {
 					continue
@@ -1632,11 +1557,11 @@ func (m *mgmt) consumerList(c *mgmtCall, only func(session.ConsumerInfo) bool) [
 				out = append(out, consumerJSON{
 					Arguments: map[string]any{}, AckRequired: !cons.NoAck, Active: true, ActivityStatus: "up",
 					ChannelDetails: map[string]any{
-						"connection_name": v.info.ID, "name": channelName(v.info.ID, ch.Number), "node": m.node(),
-						"number": ch.Number, "peer_host": peerHost, "peer_port": peerPort, "user": v.info.User,
+						"connection_name": v.ID, "name": channelName(v.ID, ch.Number), "node": m.node(),
+						"number": ch.Number, "peer_host": peerHost, "peer_port": peerPort, "user": v.User,
 					},
 					ConsumerTag: cons.Tag, Exclusive: cons.Exclusive, PrefetchCount: cons.Prefetch,
-					Queue: map[string]any{"name": cons.Queue.Def.Name, "vhost": cons.Queue.Def.VHost},
+					Queue: map[string]any{"name": cons.Queue, "vhost": cons.VHost},
 				})
 			}
 		}
@@ -1645,13 +1570,13 @@ func (m *mgmt) consumerList(c *mgmtCall, only func(session.ConsumerInfo) bool) [
 }
 
 func (m *mgmt) consumers(c *mgmtCall) {
-	var only func(session.ConsumerInfo) bool
+	var only func(Consumer) bool
 	if _, ok := c.params["vhost"]; ok {
 		vh, ok := m.vhostParam(c)
 		if !ok {
 			return
 		}
-		only = func(ci session.ConsumerInfo) bool { return ci.Queue.Def.VHost == vh.Name() }
+		only = func(ci Consumer) bool { return ci.VHost == vh }
 	}
 	writeJSON(c.w, http.StatusOK, m.consumerList(c, only))
 }
@@ -1668,12 +1593,12 @@ func (m *mgmt) definitions(c *mgmtCall) {
 }
 
 func (m *mgmt) postDefinitions(c *mgmtCall) {
-	var d Definitions
+	var d definitions.File
 	if !readBodyMax(c, &d, mgmtMaxDefinitionsBody) {
 		return
 	}
 	if err := m.b.ImportDefinitions(c.r.Context(), &d); err != nil {
-		writeError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	c.w.WriteHeader(http.StatusNoContent)

@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -51,7 +53,7 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 	})
 
 	t.Run("definitions", func(t *testing.T) {
-		err := b.ImportDefinitions(ctx, &Definitions{Queues: []DefinitionQueue{{Name: strings.Repeat("d", 300), VHost: "/", Durable: true}}})
+		err := b.ImportDefinitions(ctx, &definitions.File{Queues: []definitions.Queue{{Name: strings.Repeat("d", 300), VHost: "/", Durable: true}}})
 		require.Error(t, err)
 	})
 
@@ -79,14 +81,14 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 func TestManagementBodyBound(t *testing.T) {
 	b := mgmtBroker(t)
 	h := mgmtServer(t, b)
-	big := `{"routing_key":"` + strings.Repeat("k", mgmtMaxBody) + `"}`
+	big := `{"routing_key":"` + strings.Repeat("k", mgmt.MaxBody) + `"}`
 	status, _, _ := h.do("POST", "/api/bindings/%2F/e/amq.direct/q/x", "guest", big)
 	require.Equal(t, http.StatusNotFound, status, "the path is checked first")
 	status, _, _ = h.do("PUT", "/api/queues/%2F/x", "guest", map[string]any{})
 	require.Equal(t, http.StatusCreated, status)
 	status, _, body := h.do("POST", "/api/bindings/%2F/e/amq.direct/q/x", "guest", big)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "%s", body)
-	defs := `{"queues":[` + strings.Repeat(`{"name":"q","vhost":"/","durable":true},`, mgmtMaxBody/40) + `{"name":"q","vhost":"/"}]}`
+	defs := `{"queues":[` + strings.Repeat(`{"name":"q","vhost":"/","durable":true},`, mgmt.MaxBody/40) + `{"name":"q","vhost":"/"}]}`
 	status, _, body = h.do("POST", "/api/definitions", "guest", defs)
 	require.Equal(t, http.StatusBadRequest, status, "read whole, refused for its content: %s", body)
 }

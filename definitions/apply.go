@@ -1,0 +1,385 @@
+package definitions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/routing"
+)
+
+// Broker is what Export and Import need from a broker. Vhost names are
+// canonical: "" and "/" both name the default vhost.
+type Broker interface {
+	// VHosts lists the vhosts' names, sorted.
+	VHosts() []string
+	// Contents returns what the vhost named name holds, false when there
+	// is no such vhost.
+	Contents(vhost string) (Contents, bool)
+	// Users lists the stored users with their password hashes and hashing
+	// algorithms as a file carries them.
+	Users(ctx context.Context) ([]User, error)
+	// UserExists reports whether a user of that name is stored.
+	UserExists(ctx context.Context, name string) bool
+	// Permissions lists the stored permissions.
+	Permissions(ctx context.Context) ([]Permission, error)
+
+	// CheckUser reports why u could not be stored (its password hash or
+	// hashing algorithm), nil when it can.
+	CheckUser(u User) error
+	// CheckPermission reports why p's regular expressions could not be
+	// used, nil when they can.
+	CheckPermission(p Permission) error
+
+	// AddVHost creates a vhost.
+	AddVHost(ctx context.Context, name string) error
+	// PutUser stores u (its hash with its algorithm, or a hash of its
+	// plain Password), replacing a user of that name.
+	PutUser(ctx context.Context, u User) error
+	// SetPermission stores p, replacing the user's permissions on the vhost.
+	SetPermission(ctx context.Context, p Permission) error
+	// DeclareExchange, DeclareQueue and Bind declare as the AMQP methods
+	// would, with the arguments already converted: an existing entity
+	// declared with other properties is an error, an identical one is left
+	// alone.
+	DeclareExchange(ctx context.Context, x Exchange, args amqp.Table) error
+	DeclareQueue(ctx context.Context, q Queue, args amqp.Table) error
+	Bind(ctx context.Context, b Binding, args amqp.Table) error
+}
+
+// Contents is what one vhost holds, as Export writes it and Import checks
+// a file against it.
+type Contents struct {
+	// Exchanges lists every exchange, the default ("") and the predeclared
+	// (amq.*) ones included.
+	Exchanges []Exchange
+	// Queues lists every queue, sorted by name; Exclusive names the
+	// exclusive ones among them.
+	Queues    []Queue
+	Exclusive map[string]bool
+	// Bindings lists the declared bindings, not the default exchange's
+	// implicit binding of every queue.
+	Bindings []Binding
+}
+
+// Export returns b's definitions: the stored users with their salted
+// password hashes and each hash's hashing_algorithm, the vhosts, the
+// stored permissions, and the exchanges, queues and bindings declared in
+// every vhost. Exclusive queues, server-named ones (amq.*), the default
+// and the predeclared exchanges are left out, as RabbitMQ leaves them out,
+// and so are the bindings that name a queue left out. The version fields
+// are CompatVersion; the product fields are left to the caller.
+func Export(ctx context.Context, b Broker) (*File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d := &File{
+		RabbitVersion: CompatVersion, RabbitMQVersion: CompatVersion,
+		Users: []User{}, VHosts: []VHost{}, Permissions: []Permission{},
+		TopicPermissions: []json.RawMessage{}, Parameters: []json.RawMessage{},
+		GlobalParameters: []json.RawMessage{}, Policies: []json.RawMessage{},
+		Queues: []Queue{}, Exchanges: []Exchange{}, Bindings: []Binding{},
+	}
+	users, err := b.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.Users = append(d.Users, users...)
+	vhosts := b.VHosts()
+	for _, name := range vhosts {
+		d.VHosts = append(d.VHosts, VHost{Name: name})
+	}
+	perms, err := b.Permissions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.Permissions = append(d.Permissions, perms...)
+	for _, name := range vhosts {
+		c, ok := b.Contents(name)
+		if !ok {
+			continue // deleted meanwhile
+		}
+		skipped := make(map[string]bool) // queues left out
+		for _, q := range c.Queues {
+			if c.Exclusive[q.Name] || routing.IsReserved(q.Name) {
+				skipped[q.Name] = true
+				continue
+			}
+			d.Queues = append(d.Queues, q)
+		}
+		for _, x := range c.Exchanges {
+			if x.Name == "" || routing.IsReserved(x.Name) {
+				continue
+			}
+			d.Exchanges = append(d.Exchanges, x)
+		}
+		for _, bd := range c.Bindings {
+			if bd.DestinationType == "queue" && skipped[bd.Destination] {
+				continue
+			}
+			d.Bindings = append(d.Bindings, bd)
+		}
+	}
+	return d, nil
+}
+
+// Import applies d to b, as RabbitMQ's import does: it creates the vhosts
+// that do not exist yet, stores the users (their password hashes as given,
+// with their algorithm, and their tags; a user that exists is replaced),
+// sets the permissions, then declares the exchanges, the queues and the
+// bindings the way the AMQP methods would (so RabbitMQ's equivalence rules
+// hold: an existing entity declared with other properties is an error, an
+// identical one is left alone). What already exists and is not in d is
+// untouched.
+//
+// Password hashes are base64(salt ++ H(salt ++ password)) with a 4-byte
+// salt and H named by hashing_algorithm: HashingSHA256 (the default when
+// the key is missing), HashingSHA512 or the legacy HashingMD5; a plain
+// "password" is hashed with SHA-256; an empty password_hash is a user that
+// cannot log in with a password. Topic permissions, parameters and
+// policies must be empty; global parameters (cluster name, cluster id) are
+// ignored.
+//
+// Everything is checked before anything is applied: a file that fails the
+// checks changes nothing, and the error lists every problem. The checks
+// read b once; a change made by someone else between the checks and the
+// apply is not seen. Errors while applying (an inequivalent redeclare, a
+// store that fails) leave the earlier changes in place, as RabbitMQ's
+// import does, and are all returned joined.
+func Import(ctx context.Context, b Broker, d *File) error {
+	if d == nil {
+		return errors.New("broker: definitions: nil")
+	}
+	if err := check(ctx, b, d); err != nil {
+		return err
+	}
+	var errs []error
+	fail := func(what string, err error) {
+		errs = append(errs, fmt.Errorf("broker: definitions: %s: %w", what, err))
+	}
+	have := b.VHosts()
+	for _, v := range d.VHosts {
+		if slices.Contains(have, canonicalVHost(v.Name)) {
+			continue
+		}
+		if err := b.AddVHost(ctx, v.Name); err != nil {
+			fail(fmt.Sprintf("vhost %q", v.Name), err)
+		}
+	}
+	for _, u := range d.Users {
+		if err := b.PutUser(ctx, u); err != nil {
+			fail(fmt.Sprintf("user %q", u.Name), err)
+		}
+	}
+	for _, p := range d.Permissions {
+		if err := b.SetPermission(ctx, p); err != nil {
+			fail(fmt.Sprintf("permission of user %q on vhost %q", p.User, p.VHost), err)
+		}
+	}
+	for _, x := range d.Exchanges {
+		if routing.IsReserved(x.Name) {
+			continue // predeclared; check compared it
+		}
+		args, err := JSONTable(x.Arguments)
+		if err == nil {
+			err = b.DeclareExchange(ctx, x, args)
+		}
+		if err != nil {
+			fail(fmt.Sprintf("exchange %q in vhost %q", x.Name, x.VHost), err)
+		}
+	}
+	for _, q := range d.Queues {
+		args, err := JSONTable(q.Arguments)
+		if err == nil {
+			err = b.DeclareQueue(ctx, q, args)
+		}
+		if err != nil {
+			fail(fmt.Sprintf("queue %q in vhost %q", q.Name, q.VHost), err)
+		}
+	}
+	for _, bd := range d.Bindings {
+		args, err := JSONTable(bd.Arguments)
+		if err == nil {
+			err = b.Bind(ctx, bd, args)
+		}
+		if err != nil {
+			fail(fmt.Sprintf("binding %q -> %s %q in vhost %q", bd.Source, bd.DestinationType, bd.Destination, bd.VHost), err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// canonicalVHost maps "" to "/": both name the default vhost, as the
+// broker names them.
+func canonicalVHost(v string) string {
+	if v == "" {
+		return "/"
+	}
+	return v
+}
+
+// check reports every part of d that b cannot honour.
+func check(ctx context.Context, b Broker, d *File) error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("broker: definitions: "+format, args...))
+	}
+	// What the broker's vhosts hold, read once.
+	existing := make(map[string]*Contents)
+	lookup := func(name string) (*Contents, bool) {
+		name = canonicalVHost(name)
+		if c, ok := existing[name]; ok {
+			return c, c != nil
+		}
+		c, ok := b.Contents(name)
+		if !ok {
+			existing[name] = nil
+			return nil, false
+		}
+		existing[name] = &c
+		return &c, true
+	}
+	newVHosts := make(map[string]bool)
+	for _, v := range d.VHosts {
+		name := canonicalVHost(v.Name)
+		if len(name) > 255 {
+			bad("vhost %q: the name is longer than 255 bytes", v.Name)
+			continue
+		}
+		if _, ok := lookup(name); !ok {
+			newVHosts[name] = true
+		}
+	}
+	vhostOK := func(what, name string) bool {
+		if _, ok := lookup(name); !ok && !newVHosts[canonicalVHost(name)] {
+			bad("%s: vhost %q neither exists nor is in the file", what, name)
+			return false
+		}
+		return true
+	}
+	fileUsers := make(map[string]bool, len(d.Users))
+	for _, du := range d.Users {
+		if du.Name == "" || len(du.Name) > 255 {
+			bad("user %q: the name must be 1 to 255 bytes", du.Name)
+			continue
+		}
+		fileUsers[du.Name] = true
+		if err := b.CheckUser(du); err != nil {
+			bad("user %q: %v", du.Name, err)
+		}
+	}
+	for _, p := range d.Permissions {
+		if !fileUsers[p.User] && !b.UserExists(ctx, p.User) {
+			bad("permission of user %q: the user neither exists nor is in the file", p.User)
+		}
+		vhostOK(fmt.Sprintf("permission of user %q", p.User), p.VHost)
+		if err := b.CheckPermission(p); err != nil {
+			bad("permission of user %q on vhost %q: %v", p.User, p.VHost, err)
+		}
+	}
+	for _, s := range []struct {
+		name  string
+		items []json.RawMessage
+	}{{"topic_permissions", d.TopicPermissions}, {"parameters", d.Parameters}, {"policies", d.Policies}} {
+		if len(s.items) > 0 {
+			bad("%s: %d entries, but Warren has none of these yet", s.name, len(s.items))
+		}
+	}
+	// Exchanges and queues the bindings may name: the file's and the
+	// broker's.
+	exchanges := make(map[[2]string]bool)
+	queues := make(map[[2]string]bool)
+	for _, x := range d.Exchanges {
+		what := fmt.Sprintf("exchange %q", x.Name)
+		if !vhostOK(what, x.VHost) {
+			continue
+		}
+		exchanges[[2]string{canonicalVHost(x.VHost), x.Name}] = true
+		if _, err := routing.ParseKind(x.Type); err != nil {
+			bad("%s: unknown type %q", what, x.Type)
+		}
+		if _, err := JSONTable(x.Arguments); err != nil {
+			bad("%s: %v", what, err)
+		}
+		if x.Name == "" {
+			bad("exchange \"\": the default exchange cannot be declared")
+		} else if routing.IsReserved(x.Name) {
+			// Only as the predeclared exchange is (Import skips it).
+			same := false
+			if c, ok := lookup(x.VHost); ok {
+				i := slices.IndexFunc(c.Exchanges, func(e Exchange) bool { return e.Name == x.Name })
+				same = i >= 0 && sameDeclaration(c.Exchanges[i], x)
+			} else {
+				// A vhost the file creates will have RabbitMQ's durable
+				// predeclared exchanges.
+				kind, err := routing.ParseKind(x.Type)
+				for _, p := range routing.Predeclared() {
+					same = same || err == nil && p.Name == x.Name && p.Kind == kind && x.Durable && !x.AutoDelete && !x.Internal
+				}
+			}
+			if !same {
+				bad("%s: amq.* names are reserved for the predeclared exchanges", what)
+			}
+		}
+	}
+	for _, q := range d.Queues {
+		what := fmt.Sprintf("queue %q", q.Name)
+		if !vhostOK(what, q.VHost) {
+			continue
+		}
+		queues[[2]string{canonicalVHost(q.VHost), q.Name}] = true
+		if q.Name == "" || routing.IsReserved(q.Name) {
+			bad("%s: the name is empty or reserved (amq.*)", what)
+		}
+		if _, err := JSONTable(q.Arguments); err != nil {
+			bad("%s: %v", what, err)
+		}
+	}
+	for _, bd := range d.Bindings {
+		what := fmt.Sprintf("binding %q -> %q", bd.Source, bd.Destination)
+		if !vhostOK(what, bd.VHost) {
+			continue
+		}
+		vhName := canonicalVHost(bd.VHost)
+		c, existingVHost := lookup(vhName)
+		hasExchange := func(name string) bool {
+			if existingVHost {
+				return slices.ContainsFunc(c.Exchanges, func(x Exchange) bool { return x.Name == name })
+			}
+			// A new vhost: the default and predeclared exchanges.
+			return name == "" || slices.ContainsFunc(routing.Predeclared(), func(x routing.Exchange) bool { return x.Name == name })
+		}
+		hasQueue := func(name string) bool {
+			return existingVHost && slices.ContainsFunc(c.Queues, func(q Queue) bool { return q.Name == name })
+		}
+		key := func(name string) [2]string { return [2]string{vhName, name} }
+		if !hasExchange(bd.Source) && !exchanges[key(bd.Source)] {
+			bad("%s: no exchange %q", what, bd.Source)
+		}
+		switch bd.DestinationType {
+		case "queue":
+			if !hasQueue(bd.Destination) && !queues[key(bd.Destination)] {
+				bad("%s: no queue %q", what, bd.Destination)
+			}
+		case "exchange":
+			if !hasExchange(bd.Destination) && !exchanges[key(bd.Destination)] {
+				bad("%s: no exchange %q", what, bd.Destination)
+			}
+		default:
+			bad("%s: destination_type %q is neither \"queue\" nor \"exchange\"", what, bd.DestinationType)
+		}
+		if _, err := JSONTable(bd.Arguments); err != nil {
+			bad("%s: %v", what, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sameDeclaration reports whether x declares what cur is (arguments aside,
+// as a predeclared exchange has none to compare).
+func sameDeclaration(cur, x Exchange) bool {
+	return cur.Type == x.Type && cur.Durable == x.Durable && cur.AutoDelete == x.AutoDelete && cur.Internal == x.Internal
+}

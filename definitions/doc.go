@@ -1,0 +1,37 @@
+// Package definitions reads, writes, exports and imports RabbitMQ's
+// definitions file (definitions.json, the format of RabbitMQ 3.10's
+// rabbitmqctl export_definitions and GET /api/definitions): vhosts, users
+// with salted password hashes, permissions, exchanges, queues and
+// bindings. Messages are not part of it.
+//
+// File and its parts are the JSON format; Read parses a file strictly (one
+// JSON value, whole numbers kept as int64). Export and Import move a File
+// out of and into a broker through the small Broker interface, which the
+// root package's Broker implements (its ExportDefinitions and
+// ImportDefinitions methods call them), so the rules live here once:
+//
+//   - Export leaves out what RabbitMQ leaves out: exclusive and
+//     server-named (amq.*) queues, the default and predeclared exchanges,
+//     and bindings to a queue left out.
+//   - Import checks the whole file against the broker first and changes
+//     nothing when a check fails; the error lists every problem. The
+//     checks cover names, vhosts, users and their hashes, permission
+//     regexps, exchange types, argument tables, the sections Warren has
+//     nothing for (topic permissions, parameters, policies must be empty)
+//     and whether every binding's ends exist. They read the broker once,
+//     so a concurrent change can still make the apply fail.
+//   - The apply is not atomic: it declares the way the AMQP methods do,
+//     in order (vhosts, users, permissions, exchanges, queues, bindings),
+//     and an error there (an existing queue declared with other
+//     properties, a store that fails) leaves what was applied before it in
+//     place and carries on; all such errors are returned joined. This is
+//     what RabbitMQ's import does.
+//
+// TableJSON and JSONTable convert argument tables to and from the JSON the
+// file and the management API use; DecodeJSON is Read's strict decoder.
+//
+// Errors start with "broker: definitions:", as they did when this code was
+// part of the root package, so callers matching the text keep working.
+// Nothing here holds state: calls are safe concurrently as far as the
+// Broker passed in is.
+package definitions

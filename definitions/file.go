@@ -1,0 +1,154 @@
+package definitions
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// File is RabbitMQ's definitions file (definitions.json, as rabbitmqctl
+// export_definitions and GET /api/definitions write it in RabbitMQ 3.10):
+// vhosts, users, permissions, exchanges, queues and bindings. Messages are
+// not part of it.
+//
+// Export fills every section; the ones Warren has nothing for (topic
+// permissions, parameters, policies) are empty. Import applies what Warren
+// can honour and refuses, before changing anything, a file that asks for
+// something it cannot (see Import).
+type File struct {
+	// The version fields say who wrote the file; Import ignores them.
+	// Export writes CompatVersion as rabbit(mq)_version; the broker adds
+	// its own name and version as product.
+	RabbitVersion   string `json:"rabbit_version,omitempty"`
+	RabbitMQVersion string `json:"rabbitmq_version,omitempty"`
+	ProductName     string `json:"product_name,omitempty"`
+	ProductVersion  string `json:"product_version,omitempty"`
+
+	Users            []User            `json:"users"`
+	VHosts           []VHost           `json:"vhosts"`
+	Permissions      []Permission      `json:"permissions"`
+	TopicPermissions []json.RawMessage `json:"topic_permissions"`
+	Parameters       []json.RawMessage `json:"parameters"`
+	GlobalParameters []json.RawMessage `json:"global_parameters"`
+	Policies         []json.RawMessage `json:"policies"`
+	Queues           []Queue           `json:"queues"`
+	Exchanges        []Exchange        `json:"exchanges"`
+	Bindings         []Binding         `json:"bindings"`
+}
+
+// User is a user with a salted password hash. PasswordHash is
+// base64(salt ++ H(salt ++ password)) with a 4-byte salt, H named by
+// HashingAlgorithm (HashingSHA256, HashingSHA512 or HashingMD5; empty
+// means SHA-256). Password is the plain-text form some hand-written files
+// use instead.
+type User struct {
+	Name             string         `json:"name"`
+	PasswordHash     string         `json:"password_hash,omitempty"`
+	Password         string         `json:"password,omitempty"`
+	HashingAlgorithm string         `json:"hashing_algorithm,omitempty"`
+	Tags             UserTags       `json:"tags"`
+	Limits           map[string]any `json:"limits"`
+}
+
+// UserTags are a user's tags. They are written as a JSON list (RabbitMQ
+// 3.9 and later) and read from a list or from the comma-separated string
+// older releases wrote.
+type UserTags []string
+
+// MarshalJSON writes the tags as a list, [] when there are none.
+func (t UserTags) MarshalJSON() ([]byte, error) {
+	if t == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]string(t))
+}
+
+// UnmarshalJSON reads a list or a comma-separated string.
+func (t *UserTags) UnmarshalJSON(b []byte) error {
+	var list []string
+	if err := json.Unmarshal(b, &list); err == nil {
+		*t = list
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("broker: user tags are neither a list nor a string")
+	}
+	*t = nil
+	for _, tag := range strings.Split(s, ",") {
+		if tag = strings.TrimSpace(tag); tag != "" {
+			*t = append(*t, tag)
+		}
+	}
+	return nil
+}
+
+// VHost is a virtual host.
+type VHost struct {
+	Name string `json:"name"`
+}
+
+// Permission grants a user configure, write and read regular expressions
+// on a vhost.
+type Permission struct {
+	User      string `json:"user"`
+	VHost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
+}
+
+// Queue is a queue declaration.
+type Queue struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+// Exchange is an exchange declaration.
+type Exchange struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost"`
+	Type       string         `json:"type"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Internal   bool           `json:"internal"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+// Binding binds Source to a queue or exchange (DestinationType "queue" or
+// "exchange").
+type Binding struct {
+	Source          string         `json:"source"`
+	VHost           string         `json:"vhost"`
+	Destination     string         `json:"destination"`
+	DestinationType string         `json:"destination_type"`
+	RoutingKey      string         `json:"routing_key"`
+	Arguments       map[string]any `json:"arguments"`
+}
+
+// CompatVersion is the RabbitMQ release whose definitions format (and
+// management API) Warren follows.
+const CompatVersion = "3.10.0"
+
+// Hashing algorithm names as RabbitMQ writes them in hashing_algorithm.
+const (
+	HashingSHA256 = "rabbit_password_hashing_sha256"
+	HashingSHA512 = "rabbit_password_hashing_sha512"
+	HashingMD5    = "rabbit_password_hashing_md5"
+)
+
+// Read parses a definitions file. Numbers in arguments keep their integer
+// type (int64) when they are whole; a second JSON value after the first is
+// an error.
+func Read(r io.Reader) (*File, error) {
+	var d File
+	if err := DecodeJSON(r, &d); err != nil {
+		return nil, fmt.Errorf("broker: definitions: %w", err)
+	}
+	return &d, nil
+}

@@ -1,0 +1,153 @@
+package definitions_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/definitions"
+)
+
+// recorder is a definitions.Broker with one vhost "/" holding the default
+// exchange and amq.direct; it records every write and fails the ones
+// named in fail.
+type recorder struct {
+	writes []string
+	fail   map[string]bool
+}
+
+func (r *recorder) VHosts() []string { return []string{"/"} }
+
+func (r *recorder) Contents(vhost string) (definitions.Contents, bool) {
+	if vhost != "/" && vhost != "" {
+		return definitions.Contents{}, false
+	}
+	return definitions.Contents{Exchanges: []definitions.Exchange{
+		{Name: "", VHost: "/", Type: "direct", Durable: true},
+		{Name: "amq.direct", VHost: "/", Type: "direct", Durable: true},
+	}}, true
+}
+
+func (r *recorder) Users(context.Context) ([]definitions.User, error) { return nil, nil }
+func (r *recorder) UserExists(_ context.Context, name string) bool    { return name == "guest" }
+func (r *recorder) Permissions(context.Context) ([]definitions.Permission, error) {
+	return nil, nil
+}
+
+func (r *recorder) CheckUser(u definitions.User) error {
+	if u.HashingAlgorithm == "bad" {
+		return errors.New("unknown hashing_algorithm")
+	}
+	return nil
+}
+
+func (r *recorder) CheckPermission(p definitions.Permission) error {
+	if p.Read == "(" {
+		return errors.New("read permission: missing )")
+	}
+	return nil
+}
+
+func (r *recorder) write(what string) error {
+	r.writes = append(r.writes, what)
+	if r.fail[what] {
+		return errors.New("refused")
+	}
+	return nil
+}
+
+func (r *recorder) AddVHost(_ context.Context, name string) error { return r.write("vhost " + name) }
+func (r *recorder) PutUser(_ context.Context, u definitions.User) error {
+	return r.write("user " + u.Name)
+}
+func (r *recorder) SetPermission(_ context.Context, p definitions.Permission) error {
+	return r.write("permission " + p.User + "@" + p.VHost)
+}
+func (r *recorder) DeclareExchange(_ context.Context, x definitions.Exchange, _ amqp.Table) error {
+	return r.write("exchange " + x.VHost + "/" + x.Name)
+}
+func (r *recorder) DeclareQueue(_ context.Context, q definitions.Queue, args amqp.Table) error {
+	return r.write(fmt.Sprintf("queue %s/%s %v", q.VHost, q.Name, args))
+}
+func (r *recorder) Bind(_ context.Context, b definitions.Binding, _ amqp.Table) error {
+	return r.write("bind " + b.VHost + "/" + b.Source + "->" + b.Destination)
+}
+
+// importFile is a file touching every section, the new vhost "v"
+// included.
+func importFile(t *testing.T) *definitions.File {
+	t.Helper()
+	raw := `{
+		"vhosts": [{"name": "/"}, {"name": "v"}],
+		"users": [{"name": "alice", "password": "pw", "tags": "management"}],
+		"permissions": [{"user": "alice", "vhost": "v", "configure": ".*", "write": ".*", "read": ".*"},
+			{"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
+		"exchanges": [{"name": "x", "vhost": "v", "type": "topic", "durable": true},
+			{"name": "amq.direct", "vhost": "/", "type": "direct", "durable": true}],
+		"queues": [{"name": "q", "vhost": "v", "durable": true, "arguments": {"x-max-length": 5}},
+			{"name": "r", "vhost": "/", "durable": true}],
+		"bindings": [{"source": "x", "vhost": "v", "destination": "q", "destination_type": "queue", "routing_key": "#"},
+			{"source": "amq.direct", "vhost": "/", "destination": "r", "destination_type": "queue", "routing_key": "r"}]
+	}`
+	var d definitions.File
+	require.NoError(t, json.Unmarshal([]byte(raw), &d))
+	return &d
+}
+
+// TestImportOrderAndAllOrNothing pins what package definitions promises:
+// a file that fails a check writes nothing at all (whatever else in it is
+// fine), a good one is applied in order (vhosts, users, permissions,
+// exchanges, queues, bindings; predeclared exchanges skipped), and an
+// error while applying leaves the rest applied and is returned.
+func TestImportOrderAndAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	applied := []string{
+		"vhost v", "user alice", "permission alice@v", "permission guest@/",
+		"exchange v/x", "queue v/q map[x-max-length:5]", "queue //r map[]",
+		"bind v/x->q", "bind //amq.direct->r",
+	}
+	t.Run("good file", func(t *testing.T) {
+		r := &recorder{}
+		require.NoError(t, definitions.Import(ctx, r, importFile(t)))
+		require.Equal(t, applied, r.writes)
+	})
+	for name, edit := range map[string]func(*definitions.File){
+		"bad hash":          func(d *definitions.File) { d.Users[0].HashingAlgorithm = "bad" },
+		"bad regexp":        func(d *definitions.File) { d.Permissions[1].Read = "(" },
+		"unknown vhost":     func(d *definitions.File) { d.Queues[1].VHost = "nope" },
+		"dangling binding":  func(d *definitions.File) { d.Bindings[1].Destination = "nowhere" },
+		"policies":          func(d *definitions.File) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} },
+		"unknown user":      func(d *definitions.File) { d.Permissions[1].User = "bob" },
+		"amq.* redeclared":  func(d *definitions.File) { d.Exchanges[1].Type = "fanout" },
+		"argument too deep": func(d *definitions.File) { d.Queues[0].Arguments = map[string]any{"x": nested(100)} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &recorder{}
+			d := importFile(t)
+			edit(d)
+			err := definitions.Import(ctx, r, d)
+			require.Error(t, err)
+			require.Empty(t, r.writes, "a file that fails a check writes nothing")
+		})
+	}
+	t.Run("apply error", func(t *testing.T) {
+		r := &recorder{fail: map[string]bool{"queue v/q map[x-max-length:5]": true}}
+		err := definitions.Import(ctx, r, importFile(t))
+		require.ErrorContains(t, err, `broker: definitions: queue "q" in vhost "v": refused`)
+		require.Equal(t, applied, r.writes, "the writes after the failed one are still made")
+	})
+}
+
+// nested is a JSON object nested n deep.
+func nested(n int) map[string]any {
+	m := map[string]any{}
+	for range n {
+		m = map[string]any{"n": m}
+	}
+	return m
+}

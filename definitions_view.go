@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/routing"
+)
+
+// ExportDefinitions returns the broker's definitions in RabbitMQ's format
+// (definitions.Export): the stored users with their salted password
+// hashes and each hash's hashing_algorithm (what Warren hashes itself is
+// rabbit_password_hashing_sha256; imported sha512 and md5 hashes keep
+// theirs), the vhosts, the stored permissions, and the exchanges, queues
+// and bindings declared in every vhost, except what RabbitMQ leaves out
+// too (exclusive and server-named queues, predeclared exchanges). The
+// product fields name Warren and its Version.
+func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
+	d, err := definitions.Export(ctx, definitionsView{b})
+	if err != nil {
+		return nil, err
+	}
+	d.ProductName, d.ProductVersion = "Warren", Version
+	return d, nil
+}
+
+// ImportDefinitions applies d to the broker as RabbitMQ's import does
+// (definitions.Import): every part is checked first and a file that fails
+// a check changes nothing; then vhosts, users, permissions, exchanges,
+// queues and bindings are created or declared, and an error while doing so
+// (an inequivalent redeclare) leaves the earlier changes in place. What
+// exists and is not in d is untouched.
+func (b *Broker) ImportDefinitions(ctx context.Context, d *definitions.File) error {
+	return definitions.Import(ctx, definitionsView{b}, d)
+}
+
+// definitionsView is the broker as package definitions reads and changes
+// it.
+type definitionsView struct{ b *Broker }
+
+var _ definitions.Broker = definitionsView{}
+
+func (v definitionsView) VHosts() []string {
+	vhs := v.b.opsVHosts()
+	out := make([]string, len(vhs))
+	for i, vh := range vhs {
+		out[i] = vh.Name()
+	}
+	return out
+}
+
+func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return definitions.Contents{}, false
+	}
+	c := definitions.Contents{Exclusive: make(map[string]bool)}
+	for _, x := range vh.Exchanges() {
+		c.Exchanges = append(c.Exchanges, exchangeDefinition(x))
+	}
+	for _, q := range vh.SortedQueues() {
+		c.Queues = append(c.Queues, definitions.Queue{
+			Name: q.Def.Name, VHost: vh.Name(), Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete,
+			Arguments: definitions.TableJSON(q.Args),
+		})
+		if q.Def.Exclusive {
+			c.Exclusive[q.Def.Name] = true
+		}
+	}
+	for _, bd := range vh.Bindings() {
+		c.Bindings = append(c.Bindings, definitions.Binding{
+			Source: bd.Source, VHost: vh.Name(), Destination: bd.Destination.Name,
+			DestinationType: destinationType(bd.Destination), RoutingKey: bd.Key, Arguments: definitions.TableJSON(bd.Args),
+		})
+	}
+	return c, true
+}
+
+// exchangeDefinition is an exchange in the definitions format.
+func exchangeDefinition(x vhost.ExchangeInfo) definitions.Exchange {
+	return definitions.Exchange{
+		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
+		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: definitions.TableJSON(x.Args),
+	}
+}
+
+// destinationType is a binding destination's kind as the definitions
+// format and the management API name it.
+func destinationType(d routing.Destination) string {
+	if d.Exchange {
+		return "exchange"
+	}
+	return "queue"
+}
+
+func (v definitionsView) Users(ctx context.Context) ([]definitions.User, error) {
+	users, err := v.b.stores.meta.ListUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]definitions.User, 0, len(users))
+	for _, u := range users {
+		out = append(out, userDefinition(u))
+	}
+	return out, nil
+}
+
+// userDefinition is a stored user in the definitions format: its salted
+// hash and the hash's algorithm (accounts.go).
+func userDefinition(u meta.User) definitions.User {
+	h, b64 := splitStoredHash(u.PasswordHash)
+	return definitions.User{Name: u.Name, PasswordHash: string(b64), HashingAlgorithm: h.name, Tags: definitions.UserTags(u.Tags), Limits: map[string]any{}}
+}
+
+// storedUser is a definitions user as the meta store keeps it.
+func storedUser(u definitions.User) (meta.User, error) {
+	var stored []byte
+	if u.PasswordHash == "" && u.Password != "" {
+		stored = hashPassword(u.Password)
+	} else {
+		var err error
+		if stored, err = storedHash(u.HashingAlgorithm, u.PasswordHash); err != nil {
+			return meta.User{}, err
+		}
+	}
+	return meta.User{Name: u.Name, PasswordHash: stored, Tags: slices.Clone([]string(u.Tags))}, nil
+}
+
+func (v definitionsView) UserExists(ctx context.Context, name string) bool {
+	_, err := v.b.stores.meta.GetUser(ctx, name)
+	return err == nil
+}
+
+func (v definitionsView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
+	ps, err := v.b.stores.meta.ListPermissions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]definitions.Permission, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, permissionDefinition(p))
+	}
+	return out, nil
+}
+
+func permissionDefinition(p meta.Permission) definitions.Permission {
+	return definitions.Permission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
+}
+
+func (v definitionsView) CheckUser(u definitions.User) error {
+	_, err := storedUser(u)
+	return err
+}
+
+func (v definitionsView) CheckPermission(p definitions.Permission) error {
+	_, err := compileGrant(meta.Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
+	return err
+}
+
+func (v definitionsView) AddVHost(ctx context.Context, name string) error {
+	return v.b.AddVHost(ctx, name)
+}
+
+func (v definitionsView) PutUser(ctx context.Context, u definitions.User) error {
+	mu, err := storedUser(u)
+	if err != nil {
+		return err
+	}
+	return v.b.stores.meta.PutUser(ctx, mu)
+}
+
+func (v definitionsView) SetPermission(ctx context.Context, p definitions.Permission) error {
+	return v.b.SetPermissions(ctx, p.User, p.VHost, Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
+}
+
+// vhost finds the vhost an operator call names.
+func (v definitionsView) vhost(name string) (*vhost.VHost, error) {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: vhost %q", ErrNotFound, name)
+	}
+	return vh, nil
+}
+
+func (v definitionsView) DeclareExchange(ctx context.Context, x definitions.Exchange, args amqp.Table) error {
+	vh, err := v.vhost(x.VHost)
+	if err != nil {
+		return err
+	}
+	return vh.DeclareExchange(ctx, &amqp.ExchangeDeclare{
+		Exchange: x.Name, Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete,
+		Internal: x.Internal, Arguments: args,
+	})
+}
+
+func (v definitionsView) DeclareQueue(ctx context.Context, q definitions.Queue, args amqp.Table) error {
+	vh, err := v.vhost(q.VHost)
+	if err != nil {
+		return err
+	}
+	_, err = vh.DeclareQueue(ctx, "", &amqp.QueueDeclare{
+		Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: args,
+	})
+	return err
+}
+
+// Bind binds as an operator: as the owner of an exclusive destination
+// queue (operators may bind to any queue), else as nobody.
+func (v definitionsView) Bind(ctx context.Context, bd definitions.Binding, args amqp.Table) error {
+	vh, err := v.vhost(bd.VHost)
+	if err != nil {
+		return err
+	}
+	owner := ""
+	if bd.DestinationType == "queue" {
+		if q, ok := vh.LookupQueue(bd.Destination); ok {
+			owner = q.Def.Owner
+		}
+	}
+	return vh.Bind(ctx, owner, routing.Binding{
+		Source:      bd.Source,
+		Destination: routing.Destination{Name: bd.Destination, Exchange: bd.DestinationType == "exchange"},
+		Key:         bd.RoutingKey, Args: args,
+	})
+}

@@ -1,0 +1,39 @@
+// Package mgmt is Warren's management HTTP API: the commonly used part of
+// RabbitMQ's management plugin under /api/, with the JSON shapes RabbitMQ
+// 3.10 returns (fields Warren has no value for, such as rates, Erlang
+// process details and policies, are left out rather than invented), plus
+// the HTTP server and listener limits (HTTPLimits) that the management and
+// metrics handlers are served with.
+//
+// New builds the handler from a Broker, the small read/write model this
+// package owns: snapshots of vhosts, exchanges, queues with their counts,
+// bindings, connections with their channels and consumers, users and
+// permissions; logins; declarations and deletions acting as a connection of
+// their own; a direct channel opened as a given user on a given vhost (for
+// POST /api/queues/v/q/get); closing a connection; node status; and the
+// definitions export and import (package definitions). The root package
+// implements Broker with an adapter over its own Broker
+// (Broker.ManagementHandler returns New's handler), so nothing here
+// reaches into the broker's fields, and a test can feed the handler any
+// model.
+//
+// What the handler promises:
+//
+//   - Who may do what is RabbitMQ 4.x's rabbit_mgmt_util (access.go lists
+//     the rules): a user needs a management tag, administrators see and
+//     change everything, management users see their own vhosts and
+//     connections, and every write runs with the requesting user's AMQP
+//     permissions.
+//   - Logins go through Accounts.Authenticate, which applies the AMQP
+//     login throttle; a user store that does not answer is 503, not 401.
+//   - Request bodies are bounded (1 MiB; definitions 64 MiB, 413 beyond),
+//     names and arguments meet the limits AMQP's do, a get holds one
+//     message at a time however many it returns, and no input makes the
+//     handler panic or answer 500 (FuzzManagementAPI).
+//   - Errors are RabbitMQ's {"error": ..., "reason": ...} objects with the
+//     status RabbitMQ's plugin uses for the AMQP reply code.
+//
+// The handler keeps no state between requests; it is safe for concurrent
+// use as far as the Broker it is given is, and every Broker method is
+// called concurrently.
+package mgmt

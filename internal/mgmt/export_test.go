@@ -1,0 +1,9 @@
+package mgmt
+
+// Names the external tests (package mgmt_test) need from inside.
+
+// MaxBody is the bound of an object's request body.
+const MaxBody = mgmtMaxBody
+
+// GetResult is one message of a get's answer without its payload.
+type GetResult = getResult

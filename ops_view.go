@@ -1,0 +1,397 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/mgmt"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/routing"
+)
+
+// ManagementHandler returns an http.Handler serving the commonly used part
+// of RabbitMQ's management HTTP API under /api/, with the JSON shapes
+// RabbitMQ 3.10 returns (fields Warren has no value for, such as rates,
+// Erlang process details and policies, are left out rather than invented).
+// Mount it where the host program likes:
+//
+//	http.Handle("/api/", b.ManagementHandler())
+//
+// Requests authenticate with HTTP basic auth against the stored users
+// (Options.Users and those added since), as AMQP logins do. As in
+// RabbitMQ, a user needs one of the tags administrator, monitoring,
+// management or policymaker; users, permissions and definitions need
+// administrator; management and policymaker users see only their own
+// connections, channels and consumers, and only the vhosts they have
+// permissions on. Writes to exchanges, queues and bindings, purge and get
+// need the user's AMQP permissions on the vhost, whatever its tags (the
+// rules are listed in internal/mgmt/access.go). Names and arguments meet
+// the limits AMQP's do, and request bodies are bounded (1 MiB;
+// definitions 64 MiB). Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
+// ("%2F" for "/"); the default exchange is "amq.default".
+//
+// Served: /api/overview, /api/nodes (the one node, its resource alarms
+// and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
+// (DELETE closes the user's connections), /api/permissions[/v/u], /api/exchanges[/v[/x]] (PUT, DELETE),
+// /api/queues[/v[/q]] (PUT, DELETE), /api/queues/v/q/bindings,
+// DELETE /api/queues/v/q/contents (purge), POST /api/queues/v/q/get,
+// /api/bindings[/v], /api/bindings/v/e/x/q/q and /e/x/e/y (GET, POST),
+// with /props (GET, DELETE), /api/connections[/name] (DELETE closes with
+// 320 CONNECTION_FORCED), /api/connections/name/channels,
+// /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST).
+//
+// POST /api/queues/v/q/get delivers, as RabbitMQ's does: basic.get on an
+// internal direct channel as the requesting user (so with that user's read
+// permission), then per ackmode: ack_requeue_false gets with no-ack;
+// reject_requeue_true and reject_requeue_false reject every message got
+// (requeued, or dead-lettered/dropped); ack_requeue_true leaves them
+// unacked and closing the channel requeues them. Requeued messages come
+// back marked redelivered. The answer is streamed, one message at a time,
+// and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
+// look without delivering.
+func (b *Broker) ManagementHandler() http.Handler { return mgmt.New(opsView{b}) }
+
+// opsView is the broker as the management API (internal/mgmt) reads and
+// changes it.
+type opsView struct{ b *Broker }
+
+var _ mgmt.Broker = opsView{}
+
+func (v opsView) NodeName() string { return v.b.nodeID }
+
+func (v opsView) Overview() mgmt.Overview {
+	s := v.b.Stats()
+	o := mgmt.Overview{
+		ProductVersion: Version,
+		Connections:    s.Connections, Channels: s.Channels, Consumers: s.Consumers,
+		Exchanges: s.Exchanges, Queues: s.Queues, Ready: s.Ready, Unacked: s.Unacked,
+		Totals:            mgmt.Counters(s.Totals),
+		ConnectionsOpened: s.ConnectionsOpened, ConnectionsClosed: s.ConnectionsClosed,
+		ChannelsOpened: s.ChannelsOpened, ChannelsClosed: s.ChannelsClosed,
+	}
+	v.b.mu.Lock()
+	for l := range v.b.mu.listeners {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			o.Listeners = append(o.Listeners, a)
+		}
+	}
+	v.b.mu.Unlock()
+	return o
+}
+
+func (v opsView) Node() mgmt.Node {
+	a := v.b.alarmStatus()
+	n := mgmt.Node{
+		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: a.MemUsed, MemLimit: a.MemLimit,
+		DiskFree: a.DiskFree, DiskFreeLimit: a.DiskFreeLimit,
+	}
+	if r, ok := v.b.stores.meta.(meta.Replicated); ok {
+		s := r.ReplicationStatus()
+		n.Raft = &s
+	}
+	return n
+}
+
+func (v opsView) VHosts() []string { return definitionsView(v).VHosts() }
+
+func (v opsView) VHost(name string) (string, bool) {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return "", false
+	}
+	return vh.Name(), true
+}
+
+func (v opsView) Exchanges(name string) []definitions.Exchange {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil
+	}
+	xs := vh.Exchanges()
+	out := make([]definitions.Exchange, len(xs))
+	for i, x := range xs {
+		out[i] = exchangeDefinition(x)
+	}
+	return out
+}
+
+func (v opsView) Exchange(vhostName, name string) (definitions.Exchange, bool) {
+	vh, ok := v.b.lookupVHost(vhostName)
+	if !ok {
+		return definitions.Exchange{}, false
+	}
+	x, ok := vh.LookupExchange(name)
+	if !ok {
+		return definitions.Exchange{}, false
+	}
+	return exchangeDefinition(x), true
+}
+
+func (v opsView) QueueNames(name string) []string {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil
+	}
+	qs := vh.SortedQueues()
+	out := make([]string, len(qs))
+	for i, q := range qs {
+		out[i] = q.Def.Name
+	}
+	return out
+}
+
+func (v opsView) HasQueue(vhostName, name string) bool {
+	_, ok := v.lookupQueue(vhostName, name)
+	return ok
+}
+
+func (v opsView) lookupQueue(vhostName, name string) (*vhost.Queue, bool) {
+	vh, ok := v.b.lookupVHost(vhostName)
+	if !ok {
+		return nil, false
+	}
+	return vh.LookupQueue(name)
+}
+
+func (v opsView) Queues(ctx context.Context, name string) []mgmt.Queue {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil
+	}
+	qs := vh.SortedQueues()
+	out := make([]mgmt.Queue, 0, len(qs))
+	for _, q := range qs {
+		if mq, ok := queueView(ctx, q); ok {
+			out = append(out, mq)
+		}
+	}
+	return out
+}
+
+func (v opsView) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue, bool) {
+	q, ok := v.lookupQueue(vhostName, name)
+	if !ok {
+		return mgmt.Queue{}, false
+	}
+	return queueView(ctx, q)
+}
+
+// queueView asks q's actor for its counts; false when q is gone.
+func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
+	u, err := q.Usage(ctx)
+	if err != nil {
+		return mgmt.Queue{}, false
+	}
+	return mgmt.Queue{
+		VHost: q.Def.VHost, Name: q.Def.Name,
+		Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete, Exclusive: q.Def.Exclusive,
+		Args:  q.Args,
+		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
+		Counters: mgmt.Counters(opsQueueCounters(q.Counters())),
+	}, true
+}
+
+func (v opsView) Bindings(name string) []routing.Binding {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil
+	}
+	return vh.Bindings()
+}
+
+func (v opsView) Connections() []mgmt.Connection {
+	conns := v.b.opsConnections()
+	out := make([]mgmt.Connection, 0, len(conns))
+	for _, c := range conns {
+		in := c.Info()
+		mc := mgmt.Connection{
+			ID: in.ID, State: in.State, User: in.User, VHost: in.VHost, ClientProperties: in.ClientProperties,
+			ChannelMax: in.ChannelMax, FrameMax: in.FrameMax, Heartbeat: in.Heartbeat, ConnectedAt: in.ConnectedAt,
+			RecvOct: in.RecvOct, SendOct: in.SendOct, ChannelCount: in.Channels,
+			Peer: in.Peer, Local: in.Local, Direct: in.Direct,
+		}
+		for _, ch := range c.Channels() {
+			mch := mgmt.Channel{
+				Number: ch.Number, Unacked: ch.Unacked, Prefetch: ch.Prefetch, GlobalPrefetch: ch.GlobalPrefetch,
+				Confirm: ch.Confirm, Unconfirmed: ch.Unconfirmed, Transactional: ch.Transactional, Closing: ch.Closing,
+			}
+			for _, cons := range ch.Consumers {
+				mch.Consumers = append(mch.Consumers, mgmt.Consumer{
+					Tag: cons.Tag, VHost: cons.Queue.Def.VHost, Queue: cons.Queue.Def.Name,
+					NoAck: cons.NoAck, Exclusive: cons.Exclusive, Prefetch: cons.Prefetch,
+				})
+			}
+			mc.Channels = append(mc.Channels, mch)
+		}
+		out = append(out, mc)
+	}
+	return out
+}
+
+// Authenticate checks a login with the guards of AMQP logins
+// (loginguard.go): the source's throttle delay first, and a user store
+// that does not answer in time is ErrUnavailable, not a failed login.
+func (v opsView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
+	b := v.b
+	src := throttleKey(from)
+	if !b.throttleWait(ctx, b.acct.throttle.admit(src)) {
+		return mgmt.User{}, mgmt.ErrShuttingDown
+	}
+	u, err := b.lookupUser(ctx, name)
+	if unavailable(err) {
+		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
+		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
+	}
+	if err == nil && checkPassword(u.PasswordHash, password) {
+		return mgmt.User{Name: u.Name, Tags: u.Tags}, nil
+	}
+	b.acct.throttle.failed(src)
+	return mgmt.User{}, mgmt.ErrLoginFailed
+}
+
+func (v opsView) Users(ctx context.Context) ([]definitions.User, error) {
+	return definitionsView(v).Users(ctx)
+}
+
+func (v opsView) User(ctx context.Context, name string) (definitions.User, error) {
+	u, err := v.b.stores.meta.GetUser(ctx, name)
+	if err != nil {
+		return definitions.User{}, err
+	}
+	return userDefinition(u), nil
+}
+
+func (v opsView) DeleteUser(ctx context.Context, name string) error { return v.b.DeleteUser(ctx, name) }
+
+func (v opsView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
+	return definitionsView(v).Permissions(ctx)
+}
+
+func (v opsView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
+	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	if err != nil {
+		return definitions.Permission{}, err
+	}
+	return permissionDefinition(p), nil
+}
+
+func (v opsView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
+	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	g, err := compileGrant(p)
+	if err != nil {
+		return nil, err
+	}
+	return &mgmt.Grant{Configure: g.Configure, Write: g.Write, Read: g.Read}, nil
+}
+
+// vhost finds the vhost a management write names.
+func (v opsView) vhost(name string) (*vhost.VHost, error) {
+	vh, ok := v.b.lookupVHost(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: vhost %q", mgmt.ErrNotFound, name)
+	}
+	return vh, nil
+}
+
+func (v opsView) DeclareExchange(ctx context.Context, vhostName string, m *amqp.ExchangeDeclare) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	return vh.DeclareExchange(ctx, m)
+}
+
+func (v opsView) DeleteExchange(ctx context.Context, vhostName, name string, ifUnused bool) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	return vh.DeleteExchange(ctx, name, ifUnused)
+}
+
+func (v opsView) DeclareQueue(ctx context.Context, vhostName string, m *amqp.QueueDeclare) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	_, err = vh.DeclareQueue(ctx, "", m)
+	return err
+}
+
+func (v opsView) DeleteQueue(ctx context.Context, vhostName, name string, ifUnused, ifEmpty bool) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	_, err = vh.DeleteQueue(ctx, "", name, ifUnused, ifEmpty)
+	return err
+}
+
+func (v opsView) Purge(ctx context.Context, vhostName, name string) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	q, err := vh.Queue("", name) // another connection's exclusive queue is 405
+	if err != nil {
+		return err
+	}
+	if _, err := q.Purge(ctx); err != nil {
+		return fmt.Errorf("%w: queue %q: %v", mgmt.ErrNotFound, name, err) // the queue went away meanwhile: 404
+	}
+	return nil
+}
+
+func (v opsView) Bind(ctx context.Context, vhostName string, bd routing.Binding) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	return vh.Bind(ctx, "", bd)
+}
+
+func (v opsView) Unbind(ctx context.Context, vhostName string, bd routing.Binding) error {
+	vh, err := v.vhost(vhostName)
+	if err != nil {
+		return err
+	}
+	return vh.Unbind(ctx, "", bd)
+}
+
+func (v opsView) CloseConnection(id string, code uint16, reason string) {
+	for _, c := range v.b.opsConnections() {
+		if c.ID() == id {
+			c.Shutdown(code, reason)
+			return
+		}
+	}
+}
+
+func (v opsView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt.DirectChannel, error) {
+	ch, err := v.b.Channel(ctx, AsUser(user), OnVHost(vhostName))
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return ch, nil
+}
+
+func (v opsView) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
+	return v.b.ExportDefinitions(ctx)
+}
+
+func (v opsView) ImportDefinitions(ctx context.Context, d *definitions.File) error {
+	return v.b.ImportDefinitions(ctx, d)
+}
