@@ -18,6 +18,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
@@ -37,8 +38,7 @@ const Version = "0.1.0-dev"
 // and the direct connections run on them) and cannot import this package,
 // so this package names them instead of repeating the numbers. The rest
 // concern only the root and are defined here or beside their feature
-// (DefaultConsumerTimeout, DefaultLoginTimeout, DefaultNode, the alarm
-// defaults).
+// (DefaultConsumerTimeout, DefaultNode, the alarm defaults).
 const (
 	// DefaultChannelMax is the highest channel number a client may open
 	// when Options.ChannelMax is zero: 2047, RabbitMQ's channel_max.
@@ -53,6 +53,11 @@ const (
 	// Options.MaxMessageSize is zero: 128 MiB, RabbitMQ's
 	// max_message_size.
 	DefaultMaxMessageSize = 128 << 20
+	// DefaultLoginTimeout is how long a login waits for the user store
+	// when Options.LoginTimeout is zero: 5 s. RabbitMQ has no such
+	// setting; it is Warren's bound for a cluster member without a
+	// leader (internal/login).
+	DefaultLoginTimeout = 5 * time.Second
 )
 
 // ErrClosed is returned by Serve, Listen, ListenAndServe, Dial and Channel
@@ -181,7 +186,7 @@ type Options struct {
 	// permissions; a cluster member without a raft leader, or catching up,
 	// cannot answer at once. Past it the login is answered 320
 	// CONNECTION_FORCED (HTTP 503), not 403: the credentials were not
-	// checked (loginguard.go). Zero means DefaultLoginTimeout (5 s).
+	// checked (internal/login). Zero means DefaultLoginTimeout (5 s).
 	LoginTimeout time.Duration
 
 	// Logger receives connection events. nil discards them.
@@ -461,7 +466,8 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
-	b.acct.throttle = newLoginThrottle(clock.Real)
+	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
+	b.acct.throttle = oldThrottle{b.acct.logins.Throttle}
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
 
@@ -494,6 +500,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	b.acct.logins.Users = st.meta
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
 	b.watchChanges()

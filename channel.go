@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -245,9 +246,9 @@ func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Ac
 		}
 		return toError(errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
 	}
-	_, err := b.lookupUser(ctx, user)
+	_, err := b.acct.logins.Lookup(ctx, user)
 	switch {
-	case unavailable(err):
+	case login.Unavailable(err):
 		return nil, failed(err)
 	case err != nil:
 		return nil, refused(amqp.AccessRefused, "user '%s' - no such user", user)
@@ -256,7 +257,7 @@ func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Ac
 	p, err := b.stores.meta.GetPermission(lctx, user, vh)
 	cancel()
 	switch {
-	case unavailable(err):
+	case login.Unavailable(err):
 		return nil, failed(err)
 	case err != nil:
 		return nil, refused(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", vh, user)
