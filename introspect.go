@@ -97,8 +97,11 @@ type Stats struct {
 // counts, message counters and every queue's state. Each queue's numbers
 // are exact at the moment its actor answered; the snapshot as a whole is
 // not one instant while clients are active (call WaitIdle first for that).
-func (b *Broker) Stats() Stats {
-	ctx := context.Background()
+func (b *Broker) Stats() Stats { return b.stats(context.Background()) }
+
+// stats is Stats, asking the queue actors within ctx: a queue that does
+// not answer before ctx ends is left out, as a deleted one is.
+func (b *Broker) stats(ctx context.Context) Stats {
 	var s Stats
 	for _, c := range b.opsConnections() {
 		s.Connections++

@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"hash"
 	"net"
 	"time"
 
 	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/metrics"
 	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/meta"
 )
@@ -19,6 +21,8 @@ import (
 //
 //	password hashes  internal/passwd: Hash, Check, Import, Export, Encode
 //	login guard      Broker.passwordLogin (HTTP basic auth), internal/login
+//	metrics          internal/metrics (BenchmarkMetricsScrape's writeMetrics
+//	                 is internal/metrics' BenchmarkScrape)
 
 // oldNames is embedded in accountState for management.go's
 // b.acct.throttle.
@@ -65,4 +69,9 @@ type oldHashing struct{ name string }
 func splitStoredHash(stored []byte) (oldHashing, []byte) {
 	alg, b64 := passwd.Export(stored)
 	return oldHashing{alg}, []byte(b64)
+}
+
+func (b *Broker) writeMetrics(buf *bytes.Buffer, perObject bool) {
+	s := metricsSource{b}.Snapshot(context.Background())
+	metrics.Write(buf, &s, perObject)
 }
