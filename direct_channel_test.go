@@ -9,8 +9,6 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
-
-	"github.com/warrenmq/broker/amqp"
 )
 
 // newDirectBroker returns an unstarted in-memory broker closed on cleanup.
@@ -390,44 +388,6 @@ func TestDirectVHostAndArguments(t *testing.T) {
 	q, err = ch.QueueDeclarePassive("nowait", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, "nowait", q.Name)
-}
-
-func TestDirectTableConversion(t *testing.T) {
-	ts := time.Unix(1700000000, 0)
-	tests := []struct {
-		name string
-		in   amqp091.Table
-	}{
-		{"nil", nil},
-		{"empty", amqp091.Table{}},
-		{"scalars", amqp091.Table{
-			"bool": true, "int8": int8(-1), "byte": byte(2), "int16": int16(-3), "uint16": uint16(4),
-			"int32": int32(-5), "uint32": uint32(6), "int64": int64(-7), "float32": float32(1.5),
-			"float64": 2.25, "string": "s", "bytes": []byte{1}, "time": ts, "void": nil,
-			"decimal": amqp091.Decimal{Scale: 2, Value: 314},
-		}},
-		{"nested", amqp091.Table{
-			"table": amqp091.Table{"inner": amqp091.Table{"deep": "x"}},
-			"array": []any{int32(1), amqp091.Table{"k": "v"}, []any{"nested", amqp091.Decimal{Value: 1}}},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.NoError(t, tt.in.Validate())
-			converted := toTable(tt.in)
-			require.NoError(t, converted.Validate(), "the broker can encode it")
-			// Through the wire encoding and back, as a delivery's headers.
-			p := amqp.Properties{Headers: converted}
-			decoded, err := amqp.DecodeProperties(p.Append(nil))
-			require.NoError(t, err)
-			got := fromTable(decoded.Headers)
-			if len(tt.in) == 0 {
-				require.Nil(t, got, "empty headers are not sent")
-				return
-			}
-			require.Equal(t, tt.in, got)
-		})
-	}
 }
 
 // TestDirectBrokerCloseUnderLoad closes the broker while direct channels

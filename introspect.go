@@ -11,6 +11,7 @@ import (
 	"github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqpconv"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
@@ -151,7 +152,7 @@ func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 		VHost: q.Def.VHost, Name: q.Def.Name,
 		Durable: q.Def.Durable, Exclusive: q.Def.Exclusive, AutoDelete: q.Def.AutoDelete,
 		Owner:     q.Def.Owner,
-		Arguments: fromTable(q.Args),
+		Arguments: amqpconv.FromTable(q.Args),
 		Ready:     u.Ready, Unacked: u.Unacked, Consumers: u.Consumers,
 		Memory:   u.Memory,
 		Counters: opsQueueCounters(q.Counters()),
@@ -238,32 +239,19 @@ func (b *Broker) PeekQueue(ctx context.Context, vhostName, name string, n int) (
 		out[i] = QueuedMessage{
 			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 			Redelivered: m.Redelivered, DeliveryCount: m.Deliveries,
-			Publishing: opsPublishing(&p, m.Body),
+			Publishing: publishingOf(&p, m.Body),
 		}
 	}
 	return out, nil
 }
 
-// opsPublishing converts decoded properties and a body to amqp091's type,
-// for PeekQueue and Unacked. The body is copied: the store may share its
-// bytes.
-func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
-	return amqp091.Publishing{
-		Headers:         fromTable(p.Headers),
-		ContentType:     p.ContentType,
-		ContentEncoding: p.ContentEncoding,
-		DeliveryMode:    p.DeliveryMode,
-		Priority:        p.Priority,
-		CorrelationId:   p.CorrelationID,
-		ReplyTo:         p.ReplyTo,
-		Expiration:      p.Expiration,
-		MessageId:       p.MessageID,
-		Timestamp:       p.Timestamp,
-		Type:            p.Type,
-		UserId:          p.UserID,
-		AppId:           p.AppID,
-		Body:            slices.Clone(body),
-	}
+// publishingOf is a stored message's decoded properties and a copy of its
+// body (the store may share its bytes), as PeekQueue and Unacked show
+// them.
+func publishingOf(p *amqp.Properties, body []byte) amqp091.Publishing {
+	pub := amqpconv.Publishing(p)
+	pub.Body = slices.Clone(body)
+	return pub
 }
 
 // UnackedDelivery is one delivery a client holds without having settled
@@ -358,7 +346,7 @@ func (b *Broker) opsUnacked(ctx context.Context, vhostName, queueName string, bo
 				// Stored exactly as published, and publishing checked them.
 				return nil, fmt.Errorf("broker: unacked %q: message %d: %w", queueName, o.Offset, err)
 			}
-			pub := opsPublishing(&p, nil)
+			pub := publishingOf(&p, nil)
 			pub.Body = o.Body // already the caller's copy
 			res = append(res, UnackedDelivery{
 				Connection: c.ID(), Channel: u.Channel, DeliveryTag: u.DeliveryTag,
@@ -402,7 +390,7 @@ func (b *Broker) Connections() []ConnectionInfo {
 		in := c.Info()
 		out[i] = ConnectionInfo{
 			ID: in.ID, Direct: in.Direct, State: in.State, User: in.User, VHost: in.VHost,
-			ClientProperties: fromTable(in.ClientProperties),
+			ClientProperties: amqpconv.FromTable(in.ClientProperties),
 			Channels:         in.Channels, ConnectedAt: in.ConnectedAt,
 			RecvOct: in.RecvOct, SendOct: in.SendOct,
 		}
