@@ -578,7 +578,7 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("no store write")
 	}
-	for b.ops.session.Publish.Load() < n {
+	for b.counters.session.Publish.Load() < n {
 		time.Sleep(time.Millisecond) // the reader hands the rest to the queue
 	}
 	gate.Release()

@@ -83,7 +83,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 			Consumers: q.Consumers, Memory: q.Memory, Counters: metricsCounters(q.Counters),
 		}
 	}
-	for _, c := range b.ops.queues.DeadLettered.Load() {
+	for _, c := range b.counters.queues.DeadLettered.Load() {
 		s.DeadLettered = append(s.DeadLettered, metrics.DeadLettered{Reason: c.Reason, DLX: c.DLX, N: c.N})
 	}
 	if r, ok := b.stores.meta.(meta.Replicated); ok {

@@ -10,6 +10,8 @@ import (
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/metrics"
 	"github.com/warrenmq/broker/internal/passwd"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -21,6 +23,7 @@ import (
 //
 //	password hashes  internal/passwd: Hash, Check, Import, Export, Encode
 //	login guard      Broker.passwordLogin (HTTP basic auth), internal/login
+//	introspection    sortedConns, sortedVHosts, queueStatsOf (introspect.go)
 //	metrics          internal/metrics (BenchmarkMetricsScrape's writeMetrics
 //	                 is internal/metrics' BenchmarkScrape)
 
@@ -74,4 +77,10 @@ func splitStoredHash(stored []byte) (oldHashing, []byte) {
 func (b *Broker) writeMetrics(buf *bytes.Buffer, perObject bool) {
 	s := metricsSource{b}.Snapshot(context.Background())
 	metrics.Write(buf, &s, perObject)
+}
+
+func (b *Broker) opsConnections() []*session.Conn { return b.sortedConns() }
+func (b *Broker) opsVHosts() []*vhost.VHost       { return b.sortedVHosts() }
+func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
+	return queueStatsOf(ctx, q)
 }

@@ -157,7 +157,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		Clock:         b.opts.Clock,
 		Features:      features,
 		Logger:        b.log,
-		Totals:        &b.ops.queues,
+		Totals:        &b.counters.queues,
 	})
 }
 
