@@ -29,6 +29,9 @@ import (
 // shared *session.Access per (user, vhost) that SetPermissions,
 // ClearPermissions and DeleteUser update in place: open connections see a
 // change at their next check.
+//
+// Password hashes are RabbitMQ's password_hash, made and checked by
+// internal/passwd; every login goes through internal/login's Guard.
 
 // compileGrant compiles a permission's regexps the way RabbitMQ uses them
 // (rabbit_auth_backend_internal:check_resource_access): unanchored, so a

@@ -28,6 +28,10 @@ type channelSink Channel
 
 var _ session.Sink = (*channelSink)(nil)
 
+// Method is session.Sink's: a method the broker sent the direct
+// connection. Confirms, a server-side basic.cancel and channel.close are
+// handled here; any other method is the reply a synchronous call waits
+// for.
 func (s *channelSink) Method(channel uint16, m amqp.Method) {
 	ch := (*Channel)(s)
 	if channel != directChannel {
@@ -61,6 +65,9 @@ func (s *channelSink) Method(channel uint16, m amqp.Method) {
 	}
 }
 
+// Content is session.Sink's: a message the broker sent (basic.deliver,
+// basic.get-ok or basic.return) with its encoded properties and body,
+// copied out of the session's buffers before Content returns.
 func (s *channelSink) Content(channel uint16, m amqp.Method, props, body []byte) {
 	ch := (*Channel)(s)
 	switch m := m.(type) {

@@ -206,7 +206,7 @@ func benchChannel(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
 	return ch
 }
 
-// benchRawClient is a handshaken connection with channel 1 open.
+// benchRawClientT is a handshaken connection with channel 1 open.
 type benchRawClientT struct {
 	b  *testing.B
 	nc net.Conn

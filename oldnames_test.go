@@ -7,7 +7,7 @@ import (
 	"github.com/warrenmq/broker/internal/metrics/promtest"
 )
 
-// scrape and promFamily are the names mgmt_direct_test.go still calls;
+// promFamily and scrape are the names mgmt_direct_test.go still calls;
 // the parser is internal/metrics/promtest's. Delete this file with
 // oldnames.go when the management tests move.
 type promFamily struct{ samples map[string]float64 }

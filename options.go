@@ -48,13 +48,17 @@ const (
 	DefaultLoginTimeout = 5 * time.Second
 )
 
-// User is an account clients authenticate as (PLAIN or AMQPLAIN).
+// User is an account clients authenticate as: with its Password (PLAIN,
+// AMQPLAIN, HTTP basic auth), or by certificate (EXTERNAL, when
+// Options.AuthMechanisms offers it).
 type User struct {
 	Name     string
 	Password string
-	// Tags are RabbitMQ's user tags ("administrator", "monitoring", ...).
-	// They are stored for the management surface; no access rule reads them
-	// yet.
+	// Tags are RabbitMQ's user tags ("administrator", "monitoring",
+	// "management", ...). As in RabbitMQ, they decide what a user may do
+	// through the management API and whether MetricsHandlerWith's
+	// Authenticate lets the user scrape; AMQP and the direct Channel
+	// ignore them (permissions decide there).
 	Tags []string
 }
 

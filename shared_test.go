@@ -45,7 +45,7 @@ func newSharedPair(t *testing.T) *sharedPair {
 	return p
 }
 
-// channel dials b and opens a channel; both close on cleanup.
+// sharedChannel dials b and opens a channel; both close on cleanup.
 func sharedChannel(t *testing.T, b *Broker) *amqp091.Channel {
 	t.Helper()
 	conn := dial(t, b.URL(), amqp091.Config{})

@@ -52,6 +52,9 @@ func request(t *testing.T, method, url, user string) (int, []byte) {
 	return resp.StatusCode, body
 }
 
+// TestMetricsScrape scrapes a broker with traffic through a real client:
+// every family parses strictly, the counts match what the test did, a
+// queue name needing every escape comes out escaped, and POST is 405.
 func TestMetricsScrape(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{Users: users})
 	conn := brokertest.Dial(t, b)
@@ -129,6 +132,8 @@ func TestMetricsScrape(t *testing.T) {
 
 func amqp91Body(s string) amqp091.Publishing { return amqp091.Publishing{Body: []byte(s)} }
 
+// TestMetricsStoreSize: a broker with a DataDir reports the size of its
+// files.
 func TestMetricsStoreSize(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{DataDir: t.TempDir()})
 	fams := promtest.Scrape(t, b.MetricsHandler())

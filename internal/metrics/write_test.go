@@ -25,8 +25,10 @@ type fakeSource struct {
 	tags   map[string][]string // user -> tags
 }
 
+// Snapshot is metrics.Source's: the fixed snapshot.
 func (f *fakeSource) Snapshot(context.Context) metrics.Snapshot { return f.snap }
 
+// Login is metrics.Source's: the table's error for user, else its tags.
 func (f *fakeSource) Login(_ context.Context, _ net.Addr, user, _ string) ([]string, error) {
 	if err, ok := f.logins[user]; ok {
 		return nil, err

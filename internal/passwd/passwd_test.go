@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestHashIsRabbitSHA256: Hash writes RabbitMQ's
+// rabbit_password_hashing_sha256 form with a fresh salt each time, and
+// Check accepts the password and nothing else.
 func TestHashIsRabbitSHA256(t *testing.T) {
 	h := Hash("s3cret")
 	raw, err := base64.StdEncoding.DecodeString(string(h))
