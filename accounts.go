@@ -59,17 +59,15 @@ func compileGrant(p meta.Permission) (*session.Grant, error) {
 	return &g, nil
 }
 
-// accountState is the broker's in-memory side of accounts: the shared
-// Access of every (user, vhost) a connection opened, and connection counts
-// for the limits (limits.go).
+// accountState is the broker's in-memory side of accounts: the login
+// guard, and the shared Access of every (user, vhost) a connection
+// opened.
 type accountState struct {
 	logins   login.Guard // every login's throttle and user read (internal/login)
 	oldNames             // the throttle as management.go calls it (oldnames.go)
 	mu       struct {
 		sync.Mutex
-		access  map[accessKey]*session.Access
-		conns   int
-		byVHost map[string]int
+		access map[accessKey]*session.Access
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -28,12 +29,12 @@ const Version = "0.1.0-dev"
 // once Close or Shutdown has been called. Check it with errors.Is.
 var ErrClosed = errors.New("broker: closed")
 
-// canonicalVHost maps "" to "/": both name the default vhost (DESIGN.md).
-func canonicalVHost(v string) string {
-	if v == "" {
-		return "/"
-	}
-	return v
+// counterState holds the counters the connections and queue actors add
+// to, which Stats (and so the metrics and the management API) reads. Its
+// zero value is ready.
+type counterState struct {
+	session session.Counters
+	queues  queue.Counters
 }
 
 // Broker is an AMQP 0-9-1 server. Create it with New.
@@ -64,7 +65,8 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	acct     accountState // access and connection counts (accounts.go, limits.go)
+	acct     accountState // logins and access (accounts.go)
+	limits   connCounts   // open connections, for the limits (limits.go)
 	counters counterState // what Stats and the metrics count (introspect.go)
 	scan     scanState    // the unacked scanner's goroutine (scanner.go)
 	follow   followState  // shared mode: follows the other brokers' changes (shared.go)

@@ -108,6 +108,62 @@ type reply struct {
 	err              *amqp091.Error
 }
 
+// rawMessage is a message the broker sent, copied out of the session's
+// buffers with its properties still encoded: decoding is left to the
+// goroutine that hands it to the application, off the queue's goroutine.
+type rawMessage struct {
+	raw         []byte // properties, then body: one allocation
+	propsLen    int
+	consumerTag string
+	deliveryTag uint64
+	redelivered bool
+	exchange    string
+	routingKey  string
+	count       uint32 // basic.get-ok message-count
+	replyCode   uint16 // basic.return
+	replyText   string
+}
+
+func newRawMessage(props, body []byte) rawMessage {
+	raw := make([]byte, len(props)+len(body))
+	copy(raw, props)
+	copy(raw[len(props):], body)
+	return rawMessage{raw: raw, propsLen: len(props)}
+}
+
+// consumerBuf is one consumer's delivery buffer: the sink appends on the
+// queue's goroutine without ever waiting, the consumer's pump goroutine
+// hands deliveries to the application.
+type consumerBuf struct {
+	tag  string
+	out  chan amqp091.Delivery
+	wake chan struct{} // 1-buffered
+	// stop cancels the ConsumeWithContext watcher; nil without one. Read
+	// and cleared under Channel.mu.
+	stop func() bool
+
+	mu     sync.Mutex
+	queue  []rawMessage
+	ended  bool // cancelled: close out once queue is drained
+	closed bool // the pump exited: drop pushes
+}
+
+// event is one notification for the notifier goroutine.
+type event struct {
+	kind    eventKind
+	confirm amqp091.Confirmation
+	ret     rawMessage
+	tag     string
+}
+
+type eventKind uint8
+
+const (
+	eventConfirm eventKind = iota
+	eventReturn
+	eventCancel
+)
+
 // call runs a synchronous method: it hands m to the session and, when wait
 // is set, returns the reply, which must be one of the methods want (of m's
 // class). Without wait it returns only the error m caused.

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -11,29 +10,6 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqpconv"
 )
-
-// rawMessage is a message the broker sent, copied out of the session's
-// buffers with its properties still encoded: decoding is left to the
-// goroutine that hands it to the application, off the queue's goroutine.
-type rawMessage struct {
-	raw         []byte // properties, then body: one allocation
-	propsLen    int
-	consumerTag string
-	deliveryTag uint64
-	redelivered bool
-	exchange    string
-	routingKey  string
-	count       uint32 // basic.get-ok message-count
-	replyCode   uint16 // basic.return
-	replyText   string
-}
-
-func newRawMessage(props, body []byte) rawMessage {
-	raw := make([]byte, len(props)+len(body))
-	copy(raw, props)
-	copy(raw[len(props):], body)
-	return rawMessage{raw: raw, propsLen: len(props)}
-}
 
 // Get takes one message from queue; ok is false when it is empty.
 func (ch *Channel) Get(queue string, autoAck bool) (msg amqp091.Delivery, ok bool, err error) {
@@ -131,23 +107,6 @@ func (ch *Channel) Cancel(consumer string, noWait bool) error {
 		ch.endConsumer(c)
 	}
 	return nil
-}
-
-// consumerBuf is one consumer's delivery buffer: the sink appends on the
-// queue's goroutine without ever waiting, the consumer's pump goroutine
-// hands deliveries to the application.
-type consumerBuf struct {
-	tag  string
-	out  chan amqp091.Delivery
-	wake chan struct{} // 1-buffered
-	// stop cancels the ConsumeWithContext watcher; nil without one. Read
-	// and cleared under Channel.mu.
-	stop func() bool
-
-	mu     sync.Mutex
-	queue  []rawMessage
-	ended  bool // cancelled: close out once queue is drained
-	closed bool // the pump exited: drop pushes
 }
 
 func (c *consumerBuf) push(r rawMessage) {

@@ -7,22 +7,6 @@ import (
 	"github.com/warrenmq/broker/internal/session"
 )
 
-// event is one notification for the notifier goroutine.
-type event struct {
-	kind    eventKind
-	confirm amqp091.Confirmation
-	ret     rawMessage
-	tag     string
-}
-
-type eventKind uint8
-
-const (
-	eventConfirm eventKind = iota
-	eventReturn
-	eventCancel
-)
-
 // channelSink is the Channel seen by its direct connection.
 type channelSink Channel
 

@@ -17,14 +17,6 @@ import (
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
-// counterState holds the counters the connections and queue actors add
-// to, which Stats (and so the metrics and the management API) reads. Its
-// zero value is ready.
-type counterState struct {
-	session session.Counters
-	queues  queue.Counters
-}
-
 // ErrNotFound is returned (wrapped) by the introspection calls when the
 // named vhost, queue or connection does not exist. Check it with errors.Is.
 var ErrNotFound = errors.New("broker: not found")

@@ -19,14 +19,14 @@ import (
 	"github.com/warrenmq/broker/unacked"
 )
 
-// RabbitMQ's defaults (4.x), used for zero Options fields.
+// The defaults of zero Options fields: RabbitMQ's (4.x) where RabbitMQ
+// has the setting, each field says.
 //
 // The connection-tuning values are defined once, in internal/session: the
 // session applies them to every zero session.Config field (its own tests
 // and the direct connections run on them) and cannot import this package,
-// so this package names them instead of repeating the numbers. The rest
-// concern only the root and are defined here or beside their feature
-// (DefaultConsumerTimeout, DefaultNode, the alarm defaults).
+// so this package names them instead of repeating the numbers. Every other
+// default of Options is defined here too, each beside the others.
 const (
 	// DefaultChannelMax is the highest channel number a client may open
 	// when Options.ChannelMax is zero: 2047, RabbitMQ's channel_max.
@@ -46,6 +46,25 @@ const (
 	// setting; it is Warren's bound for a cluster member without a
 	// leader (internal/login).
 	DefaultLoginTimeout = 5 * time.Second
+)
+
+// DefaultConsumerTimeout is how long a delivery may stay unacknowledged
+// before its channel is closed: RabbitMQ's consumer_timeout default.
+const DefaultConsumerTimeout = 30 * time.Minute
+
+// DefaultNode is the broker's name in unacked index entries when
+// Options.Node is "".
+const DefaultNode = "warren@local"
+
+// RabbitMQ's flow-control defaults, used for zero Options fields.
+const (
+	// DefaultMemoryHighWatermarkRatio is the share of the machine's memory
+	// (or of the cgroup's limit, when lower) that message data may take
+	// before the memory alarm is raised: RabbitMQ's
+	// vm_memory_high_watermark.relative.
+	DefaultMemoryHighWatermarkRatio = 0.4
+	// DefaultDiskFreeLimit is RabbitMQ's disk_free_limit: 50 MB.
+	DefaultDiskFreeLimit = 50_000_000
 )
 
 // User is an account clients authenticate as: with its Password (PLAIN,
@@ -244,6 +263,14 @@ type Options struct {
 	Clock clock.Clock
 }
 
+// alarmPolling is how often the monitor samples; tests shorten it and fake
+// the disk (Options.alarmPolling).
+type alarmPolling struct {
+	memory, disk time.Duration
+	// statfs returns the free bytes of the file system holding path.
+	statfs func(path string) (int64, error)
+}
+
 // clone returns a deep copy so New never aliases the caller's slices.
 func (o Options) clone() Options {
 	o.Users = slices.Clone(o.Users)
@@ -382,15 +409,27 @@ func (o *Options) validateStores() error {
 	return errors.Join(errs...)
 }
 
-// checkVHostLimits refuses a VHostMaxConnections entry for a vhost that
-// neither Options.VHosts nor the meta store has: it would never apply.
-// It runs in New once the vhosts are open.
-func (b *Broker) checkVHostLimits() error {
+// validateShared checks that the stores of shared mode come together.
+func (o *Options) validateShared() error {
+	if _, ok := o.Meta.(meta.ChangeFeed); !ok {
+		return nil
+	}
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(b.opts.VHostMaxConnections)) {
-		if _, ok := b.lookupVHost(name); !ok {
-			errs = append(errs, fmt.Errorf("broker: Options.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
-		}
+	if o.Shards == nil {
+		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share"))
+	}
+	if o.Unacked == nil {
+		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share"))
+	} else if _, ok := o.Unacked.(unacked.Claimer); !ok {
+		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer"))
 	}
 	return errors.Join(errs...)
+}
+
+// canonicalVHost maps "" to "/": both name the default vhost (DESIGN.md).
+func canonicalVHost(v string) string {
+	if v == "" {
+		return "/"
+	}
+	return v
 }
