@@ -20,7 +20,7 @@ import (
 )
 
 // The defaults of zero Options fields: RabbitMQ's (4.x) where RabbitMQ
-// has the setting, each field says.
+// has the setting (each constant says whose it is).
 //
 // The connection-tuning values are defined once, in internal/session: the
 // session applies them to every zero session.Config field (its own tests
