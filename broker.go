@@ -90,7 +90,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
-	b.acct.throttle = oldThrottle{b.acct.logins.Throttle}
+	b.acct.throttle = oldThrottle{b.acct.logins.Throttle} // goes with oldnames.go
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
 

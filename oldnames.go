@@ -19,7 +19,9 @@ import (
 // mgmt_access.go (and their tests) still call while those files are in the
 // root. They forward to where the code now lives; delete this file when
 // those files move to internal/mgmt and the definitions package and call
-// the new homes directly:
+// the new homes directly, with the oldNames line in accountState
+// (accounts.go), the b.acct.throttle line in New (broker.go) and
+// oldnames_test.go:
 //
 //	password hashes  internal/passwd: Hash, Check, Import, Export, Encode
 //	login guard      Broker.passwordLogin (HTTP basic auth), internal/login
