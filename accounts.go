@@ -1,24 +1,17 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash"
 	"net"
 	"regexp"
 	"slices"
 	"sync"
 
 	"github.com/warrenmq/broker/amqp"
-	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
 )
@@ -36,113 +29,9 @@ import (
 // shared *session.Access per (user, vhost) that SetPermissions,
 // ClearPermissions and DeleteUser update in place: open connections see a
 // change at their next check.
-
-// Stored password hashes (meta.User.PasswordHash) are RabbitMQ's
-// password_hash: base64(salt ++ H(salt ++ password)) with a 4-byte salt.
-// H is SHA-256 (rabbit_password_hashing_sha256, what Warren itself writes)
-// unless the hash starts with an algorithm marker: "sha512:" for
-// rabbit_password_hashing_sha512, "md5:" for the legacy
-// rabbit_password_hashing_md5 (both only come from imported definitions).
-// ':' is not a base64 character, so an unmarked hash is always SHA-256:
-// hashes stored before the markers existed read as they always did, and
-// SHA-256 hashes stay readable by those older versions. An empty hash is a
-// user without a password (RabbitMQ's password_hash ""): no password
-// matches it; EXTERNAL logins still work.
-
-// passwordSaltLen is the salt length of RabbitMQ's password hashes.
-const passwordSaltLen = 4
-
-// passwordHashing is one of RabbitMQ's hashing algorithms.
-type passwordHashing struct {
-	name   string // RabbitMQ's module name, as definitions carry it
-	marker string // the stored hash's prefix; "" for SHA-256
-	new    func() hash.Hash
-}
-
-var passwordHashings = []passwordHashing{
-	{definitions.HashingSHA256, "", sha256.New},
-	{definitions.HashingSHA512, "sha512:", sha512.New},
-	{definitions.HashingMD5, "md5:", md5.New},
-}
-
-// hashingNamed finds an algorithm by RabbitMQ's name; "" is SHA-256,
-// RabbitMQ's default since 3.6 and what files without the key mean.
-func hashingNamed(name string) (passwordHashing, bool) {
-	if name == "" {
-		name = definitions.HashingSHA256
-	}
-	for _, h := range passwordHashings {
-		if h.name == name {
-			return h, true
-		}
-	}
-	return passwordHashing{}, false
-}
-
-// splitStoredHash returns a stored hash's algorithm and its base64 part.
-func splitStoredHash(stored []byte) (passwordHashing, []byte) {
-	for _, h := range passwordHashings[1:] {
-		if rest, ok := bytes.CutPrefix(stored, []byte(h.marker)); ok {
-			return h, rest
-		}
-	}
-	return passwordHashings[0], stored
-}
-
-// storedHash validates RabbitMQ's password_hash made with the algorithm
-// named alg and returns the form to store ("" stays "": no password).
-func storedHash(alg, passwordHash string) ([]byte, error) {
-	h, ok := hashingNamed(alg)
-	if !ok {
-		return nil, fmt.Errorf("unknown hashing_algorithm %q", alg)
-	}
-	if passwordHash == "" {
-		return []byte{}, nil
-	}
-	raw, err := base64.StdEncoding.DecodeString(passwordHash)
-	if err != nil || len(raw) != passwordSaltLen+h.new().Size() {
-		return nil, fmt.Errorf("password_hash is not base64 of a %d-byte salt and a %s digest", passwordSaltLen, h.name)
-	}
-	return []byte(h.marker + passwordHash), nil
-}
-
-// hashPassword returns RabbitMQ's rabbit_password_hashing_sha256 form of
-// password: base64(salt ++ SHA-256(salt ++ password)) with a random 4-byte
-// salt, the password_hash RabbitMQ's definitions carry.
-func hashPassword(password string) []byte {
-	var salt [passwordSaltLen]byte
-	_, _ = rand.Read(salt[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return encodeHash(sha256.New(), salt[:], password)
-}
-
-func encodeHash(h hash.Hash, salt []byte, password string) []byte {
-	h.Write(salt)
-	h.Write([]byte(password))
-	raw := h.Sum(slices.Clip(salt))
-	out := make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
-	base64.StdEncoding.Encode(out, raw)
-	return out
-}
-
-// checkPassword reports whether password matches a stored hash (any of
-// the algorithms above), in constant time for a given hash. A blank
-// password never matches: RabbitMQ's internal backend refuses blank
-// passwords (rabbit_auth_backend_internal:user_login_authentication),
-// whatever was hashed.
-func checkPassword(stored []byte, password string) bool {
-	if password == "" {
-		return false
-	}
-	h, b64 := splitStoredHash(stored)
-	hh := h.new()
-	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-	n, err := base64.StdEncoding.Decode(raw, b64)
-	if err != nil || n != passwordSaltLen+hh.Size() {
-		return false
-	}
-	want := encodeHash(hh, slices.Clone(raw[:passwordSaltLen]), password)
-	return subtle.ConstantTimeCompare(want, b64) == 1
-}
+//
+// Password hashes are RabbitMQ's password_hash, made and checked by
+// internal/passwd; every login goes through internal/login's Guard.
 
 // compileGrant compiles a permission's regexps the way RabbitMQ uses them
 // (rabbit_auth_backend_internal:check_resource_access): unanchored, so a
@@ -170,16 +59,14 @@ func compileGrant(p meta.Permission) (*session.Grant, error) {
 	return &g, nil
 }
 
-// accountState is the broker's in-memory side of accounts: the shared
-// Access of every (user, vhost) a connection opened, and connection counts
-// for the limits (limits.go).
+// accountState is the broker's in-memory side of accounts: the login
+// guard, and the shared Access of every (user, vhost) a connection
+// opened.
 type accountState struct {
-	throttle *loginThrottle // failed logins per source (loginguard.go)
-	mu       struct {
+	logins login.Guard // every login's throttle and user read (internal/login)
+	mu     struct {
 		sync.Mutex
-		access  map[accessKey]*session.Access
-		conns   int
-		byVHost map[string]int
+		access map[accessKey]*session.Access
 	}
 }
 
@@ -195,7 +82,7 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 		if !errors.Is(err, meta.ErrNotFound) {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
-		if err := b.stores.meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: hashPassword(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
+		if err := b.stores.meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 		for _, v := range b.opts.VHosts {
@@ -208,24 +95,37 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 	return nil
 }
 
+// errLoginUnavailable is what an AMQP login (and a direct Channel opened
+// AsUser) answers when the user store did not answer within
+// Options.LoginTimeout: 320 CONNECTION_FORCED, "the client may retry",
+// never 403 (internal/login explains why).
+func errLoginUnavailable(err error, cls, mth uint16) *amqp.Error {
+	return amqp.NewError(amqp.ConnectionForced, cls, mth,
+		"cannot authenticate now: the user store did not answer (%v); try again, or another cluster member", err)
+}
+
 // login is session.Config.Login: the source's throttle delay, then the
 // password (or certificate) check, then RabbitMQ's loopback_users rule for
-// guest (loginguard.go explains the delay and the error).
+// guest. A refusal counts against the source; an unavailable store does
+// not.
 func (b *Broker) login(at *session.LoginAttempt) (bool, string, error) {
-	src := throttleKey(at.Peer)
-	if !b.throttleWait(context.Background(), b.acct.throttle.admit(src)) {
+	src := login.SourceKey(at.Peer)
+	if !b.acct.logins.Wait(context.Background(), src) {
 		return false, "", amqp.NewError(amqp.ConnectionForced, amqp.ClassConnection, amqp.MethodConnectionStartOk, "broker shutdown")
 	}
 	ok, reason, err := b.checkLogin(at)
 	if !ok && err == nil {
-		b.acct.throttle.failed(src)
+		b.acct.logins.Throttle.Failed(src)
 	}
 	return ok, reason, err
 }
 
+// checkLogin is login's check once the throttle let it through: whether
+// at's credentials are good, the reason given to the client when they are
+// not, or the error that closes the connection instead.
 func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
-	u, err := b.lookupUser(context.Background(), at.User)
-	if unavailable(err) {
+	u, err := b.acct.logins.Lookup(context.Background(), at.User)
+	if login.Unavailable(err) {
 		b.log.Warn("broker: cannot read user", "user", session.LogName(at.User), "err", err)
 		return false, "", errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionStartOk)
 	}
@@ -235,13 +135,28 @@ func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
 		}
 		return false, "", nil
 	}
-	if at.Mechanism != "EXTERNAL" && !checkPassword(u.PasswordHash, at.Password) {
+	if at.Mechanism != "EXTERNAL" && !passwd.Check(u.PasswordHash, at.Password) {
 		return false, "", nil
 	}
 	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {
 		return false, fmt.Sprintf("user '%s' can only connect via localhost", at.User), nil
 	}
 	return true, "", nil
+}
+
+// passwordLogin is the HTTP basic-auth login of the management API and
+// the authenticated metrics handler: internal/login's Guard.Password, with
+// the log line an unavailable store deserves. Errors wrap
+// login.ErrRefused, login.ErrUnavailable or login.ErrClosed.
+func (b *Broker) passwordLogin(ctx context.Context, peer net.Addr, name, password string) (User, error) {
+	u, err := b.acct.logins.Password(ctx, peer, name, password)
+	if errors.Is(err, login.ErrUnavailable) {
+		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
+	}
+	if err != nil {
+		return User{}, err
+	}
+	return User{Name: u.Name, Tags: u.Tags}, nil
 }
 
 // isLoopback reports whether a peer address is local: a loopback IP, a unix
@@ -280,7 +195,7 @@ func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), er
 	cancel()
 	if err != nil {
 		release()
-		if unavailable(err) {
+		if login.Unavailable(err) {
 			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
 		}
 		return nil, nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh, user)
@@ -333,7 +248,7 @@ func (b *Broker) AddUser(ctx context.Context, name, password string, tags ...str
 	if name == "" || len(name) > 255 {
 		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(name))
 	}
-	return b.stores.meta.PutUser(ctx, meta.User{Name: name, PasswordHash: hashPassword(password), Tags: slices.Clone(tags)})
+	return b.stores.meta.PutUser(ctx, meta.User{Name: name, PasswordHash: passwd.Hash(password), Tags: slices.Clone(tags)})
 }
 
 // DeleteUser deletes a user and all its permissions, then closes the

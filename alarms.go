@@ -113,28 +113,9 @@ func (a Alarm) String() string {
 	return fmt.Sprintf("Alarm(%d)", uint8(a))
 }
 
-// RabbitMQ's flow-control defaults, used for zero Options fields.
-const (
-	// DefaultMemoryHighWatermarkRatio is the share of the machine's memory
-	// (or of the cgroup's limit, when lower) that message data may take
-	// before the memory alarm is raised: RabbitMQ's
-	// vm_memory_high_watermark.relative.
-	DefaultMemoryHighWatermarkRatio = 0.4
-	// DefaultDiskFreeLimit is RabbitMQ's disk_free_limit: 50 MB.
-	DefaultDiskFreeLimit = 50_000_000
-)
-
 // assumedTotalMemory is what the default watermark is a share of when the
 // machine's memory cannot be read (not Linux): RabbitMQ assumes 1 GiB too.
 const assumedTotalMemory = 1 << 30
-
-// alarmPolling is how often the monitor samples; tests shorten it and fake
-// the disk (Options.alarmPolling).
-type alarmPolling struct {
-	memory, disk time.Duration
-	// statfs returns the free bytes of the file system holding path.
-	statfs func(path string) (int64, error)
-}
 
 // RabbitMQ checks memory every 500 ms and disk every 10 s at most; the
 // message-byte count here costs one atomic load per store, so it is

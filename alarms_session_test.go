@@ -14,7 +14,7 @@ import (
 // blockedConns counts the connections an alarm holds now.
 func blockedConns(b *Broker) int {
 	n := 0
-	for _, c := range b.opsConnections() {
+	for _, c := range b.sortedConns() {
 		if c.Blocked() {
 			n++
 		}

@@ -285,7 +285,7 @@ func TestMemoryWatermark(t *testing.T) {
 }
 
 // TestMemoryWatermarkBoundsHeap: a publisher pushing as fast as it can
-// into a queue whose consumer takes one message a second (issue 8's slow
+// into a queue whose consumer takes one message a second (a slow
 // consumer) is blocked at the watermark, so the process heap (broker and
 // both clients) stays within the watermark and a fixed slack, however long
 // it pushes.

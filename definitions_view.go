@@ -7,6 +7,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -46,7 +47,7 @@ type definitionsView struct{ b *Broker }
 var _ definitions.Broker = definitionsView{}
 
 func (v definitionsView) VHosts() []string {
-	vhs := v.b.opsVHosts()
+	vhs := v.b.sortedVHosts()
 	out := make([]string, len(vhs))
 	for i, vh := range vhs {
 		out[i] = vh.Name()
@@ -113,18 +114,18 @@ func (v definitionsView) Users(ctx context.Context) ([]definitions.User, error) 
 // userDefinition is a stored user in the definitions format: its salted
 // hash and the hash's algorithm (accounts.go).
 func userDefinition(u meta.User) definitions.User {
-	h, b64 := splitStoredHash(u.PasswordHash)
-	return definitions.User{Name: u.Name, PasswordHash: string(b64), HashingAlgorithm: h.name, Tags: definitions.UserTags(u.Tags), Limits: map[string]any{}}
+	alg, b64 := passwd.Export(u.PasswordHash)
+	return definitions.User{Name: u.Name, PasswordHash: b64, HashingAlgorithm: alg, Tags: definitions.UserTags(u.Tags), Limits: map[string]any{}}
 }
 
 // storedUser is a definitions user as the meta store keeps it.
 func storedUser(u definitions.User) (meta.User, error) {
 	var stored []byte
 	if u.PasswordHash == "" && u.Password != "" {
-		stored = hashPassword(u.Password)
+		stored = passwd.Hash(u.Password)
 	} else {
 		var err error
-		if stored, err = storedHash(u.HashingAlgorithm, u.PasswordHash); err != nil {
+		if stored, err = passwd.Import(u.HashingAlgorithm, u.PasswordHash); err != nil {
 			return meta.User{}, err
 		}
 	}

@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"log/slog"
 	"net"
 	"strings"
@@ -16,14 +14,14 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/faultstore"
+	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage/memory"
 )
 
 // Tests whose neighbours are in package broker_test but which need the
 // root's unexported names: TestOptions reads the defaults New filled in
-// (b.opts), TestDirectTableConversion calls toTable and fromTable, the
-// password tests hashPassword, checkPassword and the stored user,
+// (b.opts), TestUsersAreSeededOnceAndPersist reads the stored user,
 // TestGuestRefusedTextWithoutSafeCapability calls b.login with a peer
 // address no test socket has, TestListenTLSNeedsConfig matches
 // errNoTLSConfig, and TestEngineConfirmsCoalesce watches the session's
@@ -119,73 +117,6 @@ func TestOptions(t *testing.T) {
 	})
 }
 
-func TestDirectTableConversion(t *testing.T) {
-	ts := time.Unix(1700000000, 0)
-	tests := []struct {
-		name string
-		in   amqp091.Table
-	}{
-		{"nil", nil},
-		{"empty", amqp091.Table{}},
-		{"scalars", amqp091.Table{
-			"bool": true, "int8": int8(-1), "byte": byte(2), "int16": int16(-3), "uint16": uint16(4),
-			"int32": int32(-5), "uint32": uint32(6), "int64": int64(-7), "float32": float32(1.5),
-			"float64": 2.25, "string": "s", "bytes": []byte{1}, "time": ts, "void": nil,
-			"decimal": amqp091.Decimal{Scale: 2, Value: 314},
-		}},
-		{"nested", amqp091.Table{
-			"table": amqp091.Table{"inner": amqp091.Table{"deep": "x"}},
-			"array": []any{int32(1), amqp091.Table{"k": "v"}, []any{"nested", amqp091.Decimal{Value: 1}}},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.NoError(t, tt.in.Validate())
-			converted := toTable(tt.in)
-			require.NoError(t, converted.Validate(), "the broker can encode it")
-			// Through the wire encoding and back, as a delivery's headers.
-			p := amqp.Properties{Headers: converted}
-			decoded, err := amqp.DecodeProperties(p.Append(nil))
-			require.NoError(t, err)
-			got := fromTable(decoded.Headers)
-			if len(tt.in) == 0 {
-				require.Nil(t, got, "empty headers are not sent")
-				return
-			}
-			require.Equal(t, tt.in, got)
-		})
-	}
-}
-
-func TestPasswordHashIsRabbitSHA256(t *testing.T) {
-	h := hashPassword("s3cret")
-	raw, err := base64.StdEncoding.DecodeString(string(h))
-	require.NoError(t, err)
-	require.Len(t, raw, passwordSaltLen+sha256.Size)
-	sum := sha256.Sum256(append(append([]byte(nil), raw[:passwordSaltLen]...), "s3cret"...))
-	require.Equal(t, sum[:], raw[passwordSaltLen:], "hash = salt ++ sha256(salt ++ password)")
-	require.NotContains(t, string(h), "s3cret")
-	require.NotEqual(t, h, hashPassword("s3cret"), "each hash has its own salt")
-
-	for _, tc := range []struct {
-		name     string
-		hash     []byte
-		password string
-		want     bool
-	}{
-		{"right", h, "s3cret", true},
-		{"wrong", h, "s3cret ", false},
-		{"blank password, as RabbitMQ refuses it", hashPassword(""), "", false},
-		{"not base64", []byte("!!!"), "s3cret", false},
-		{"short", []byte("AAAA"), "", false},
-		{"nil", nil, "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, checkPassword(tc.hash, tc.password))
-		})
-	}
-}
-
 func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	dir := t.TempDir()
@@ -196,7 +127,7 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	require.NoError(t, err)
 	u, err := b.stores.meta.GetUser(ctx, "alice")
 	require.NoError(t, err)
-	require.True(t, checkPassword(u.PasswordHash, "pw1"))
+	require.True(t, passwd.Check(u.PasswordHash, "pw1"))
 	require.NotContains(t, string(u.PasswordHash), "pw1")
 	require.Equal(t, []string{"administrator"}, u.Tags)
 	p, err := b.Permissions(ctx, "alice", "/")
@@ -214,7 +145,7 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	defer b.Close()
 	u, err = b.stores.meta.GetUser(ctx, "alice")
 	require.NoError(t, err)
-	require.True(t, checkPassword(u.PasswordHash, "pw2"), "a stored user keeps its password")
+	require.True(t, passwd.Check(u.PasswordHash, "pw2"), "a stored user keeps its password")
 	_, err = b.stores.meta.GetUser(ctx, "bob")
 	require.NoError(t, err)
 	p, err = b.Permissions(ctx, "bob", "")
@@ -277,7 +208,7 @@ func TestEngineConfirmsCoalesce(t *testing.T) {
 	case <-time.After(amqptest.Timeout):
 		t.Fatal("no store write")
 	}
-	for b.ops.session.Publish.Load() < n {
+	for b.counters.session.Publish.Load() < n {
 		time.Sleep(time.Millisecond) // the reader hands the rest to the queue
 	}
 	gate.Release()

@@ -11,18 +11,11 @@ import (
 	"github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqpconv"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 )
-
-// opsState is what the operations surface (introspection, management API,
-// metrics) keeps in the Broker: counters the connections and queue actors
-// add to. Its zero value is ready.
-type opsState struct {
-	session session.Counters
-	queues  queue.Counters
-}
 
 // ErrNotFound is returned (wrapped) by the introspection calls when the
 // named vhost, queue or connection does not exist. Check it with errors.Is.
@@ -47,8 +40,8 @@ type MessageCounters struct {
 	Delivered, DeliveredNoAck, Got, GotNoAck, Redelivered, Acked uint64
 }
 
-// opsQueueCounters converts a queue's counters to the public type.
-func opsQueueCounters(c queue.CounterValues) MessageCounters {
+// messageCountersOf converts a queue's counters to the public type.
+func messageCountersOf(c queue.CounterValues) MessageCounters {
 	return MessageCounters{
 		Enqueued: c.Publish, Delivered: c.Deliver, DeliveredNoAck: c.DeliverNoAck,
 		Got: c.Get, GotNoAck: c.GetNoAck, Redelivered: c.Redeliver, Acked: c.Ack,
@@ -97,20 +90,23 @@ type Stats struct {
 // counts, message counters and every queue's state. Each queue's numbers
 // are exact at the moment its actor answered; the snapshot as a whole is
 // not one instant while clients are active (call WaitIdle first for that).
-func (b *Broker) Stats() Stats {
-	ctx := context.Background()
+func (b *Broker) Stats() Stats { return b.stats(context.Background()) }
+
+// stats is Stats, asking the queue actors within ctx: a queue that does
+// not answer before ctx ends is left out, as a deleted one is.
+func (b *Broker) stats(ctx context.Context) Stats {
 	var s Stats
-	for _, c := range b.opsConnections() {
+	for _, c := range b.sortedConns() {
 		s.Connections++
 		for _, ch := range c.Channels() {
 			s.Channels++
 			s.Consumers += len(ch.Consumers)
 		}
 	}
-	for _, vh := range b.opsVHosts() {
+	for _, vh := range b.sortedVHosts() {
 		s.Exchanges += len(vh.Exchanges())
 		for _, q := range vh.SortedQueues() {
-			qs, ok := opsQueueStats(ctx, q)
+			qs, ok := queueStatsOf(ctx, q)
 			if !ok {
 				continue // deleted meanwhile
 			}
@@ -120,17 +116,17 @@ func (b *Broker) Stats() Stats {
 			s.QueueDetails = append(s.QueueDetails, qs)
 		}
 	}
-	s.Totals = b.opsTotals()
-	sc := &b.ops.session
+	s.Totals = b.totals()
+	sc := &b.counters.session
 	s.ConnectionsOpened, s.ConnectionsClosed = sc.ConnectionsOpened.Load(), sc.ConnectionsClosed.Load()
 	s.ChannelsOpened, s.ChannelsClosed = sc.ChannelsOpened.Load(), sc.ChannelsClosed.Load()
 	return s
 }
 
-// opsTotals reads the broker-wide counters.
-func (b *Broker) opsTotals() MessageCounters {
-	t := opsQueueCounters(b.ops.queues.Load())
-	sc := &b.ops.session
+// totals reads the broker-wide counters.
+func (b *Broker) totals() MessageCounters {
+	t := messageCountersOf(b.counters.queues.Load())
+	sc := &b.counters.session
 	t.Published = sc.Publish.Load()
 	t.ReturnedUnroutable = sc.ReturnUnroutable.Load()
 	t.DroppedUnroutable = sc.DropUnroutable.Load()
@@ -138,8 +134,8 @@ func (b *Broker) opsTotals() MessageCounters {
 	return t
 }
 
-// opsQueueStats asks q's actor for its counts; false when q is gone.
-func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
+// queueStatsOf asks q's actor for its counts; false when q is gone.
+func queueStatsOf(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 	u, err := q.Usage(ctx)
 	if err != nil {
 		return QueueStats{}, false
@@ -148,15 +144,15 @@ func opsQueueStats(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 		VHost: q.Def.VHost, Name: q.Def.Name,
 		Durable: q.Def.Durable, Exclusive: q.Def.Exclusive, AutoDelete: q.Def.AutoDelete,
 		Owner:     q.Def.Owner,
-		Arguments: fromTable(q.Args),
+		Arguments: amqpconv.FromTable(q.Args),
 		Ready:     u.Ready, Unacked: u.Unacked, Consumers: u.Consumers,
 		Memory:   u.Memory,
-		Counters: opsQueueCounters(q.Counters()),
+		Counters: messageCountersOf(q.Counters()),
 	}, true
 }
 
-// opsConnections returns the open connections, sorted by id.
-func (b *Broker) opsConnections() []*session.Conn {
+// sortedConns returns the open connections, sorted by id.
+func (b *Broker) sortedConns() []*session.Conn {
 	b.mu.Lock()
 	cs := make([]*session.Conn, 0, len(b.mu.conns))
 	for c := range b.mu.conns {
@@ -167,8 +163,8 @@ func (b *Broker) opsConnections() []*session.Conn {
 	return cs
 }
 
-// opsVHosts returns the vhosts, sorted by name.
-func (b *Broker) opsVHosts() []*vhost.VHost {
+// sortedVHosts returns the vhosts, sorted by name.
+func (b *Broker) sortedVHosts() []*vhost.VHost {
 	b.vhostsMu.RLock()
 	vs := make([]*vhost.VHost, 0, len(b.vhosts))
 	for _, v := range b.vhosts {
@@ -179,8 +175,8 @@ func (b *Broker) opsVHosts() []*vhost.VHost {
 	return vs
 }
 
-// opsQueueNamed finds a queue for the operator calls: any owner's.
-func (b *Broker) opsQueueNamed(vhostName, name string) (*vhost.VHost, *vhost.Queue, error) {
+// findQueue finds a queue for PeekQueue and Unacked, whoever owns it.
+func (b *Broker) findQueue(vhostName, name string) (*vhost.VHost, *vhost.Queue, error) {
 	vh, ok := b.lookupVHost(vhostName)
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: vhost %q", ErrNotFound, vhostName)
@@ -217,7 +213,7 @@ func (b *Broker) PeekQueue(ctx context.Context, vhostName, name string, n int) (
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("broker: peek %q: %w", name, err)
 	}
-	_, q, err := b.opsQueueNamed(vhostName, name)
+	_, q, err := b.findQueue(vhostName, name)
 	if err != nil {
 		return nil, err
 	}
@@ -235,32 +231,19 @@ func (b *Broker) PeekQueue(ctx context.Context, vhostName, name string, n int) (
 		out[i] = QueuedMessage{
 			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 			Redelivered: m.Redelivered, DeliveryCount: m.Deliveries,
-			Publishing: opsPublishing(&p, m.Body),
+			Publishing: publishingOf(&p, m.Body),
 		}
 	}
 	return out, nil
 }
 
-// opsPublishing converts decoded properties and a body to amqp091's type,
-// for PeekQueue and Unacked. The body is copied: the store may share its
-// bytes.
-func opsPublishing(p *amqp.Properties, body []byte) amqp091.Publishing {
-	return amqp091.Publishing{
-		Headers:         fromTable(p.Headers),
-		ContentType:     p.ContentType,
-		ContentEncoding: p.ContentEncoding,
-		DeliveryMode:    p.DeliveryMode,
-		Priority:        p.Priority,
-		CorrelationId:   p.CorrelationID,
-		ReplyTo:         p.ReplyTo,
-		Expiration:      p.Expiration,
-		MessageId:       p.MessageID,
-		Timestamp:       p.Timestamp,
-		Type:            p.Type,
-		UserId:          p.UserID,
-		AppId:           p.AppID,
-		Body:            slices.Clone(body),
-	}
+// publishingOf is a stored message's decoded properties and a copy of its
+// body (the store may share its bytes), as PeekQueue and Unacked show
+// them.
+func publishingOf(p *amqp.Properties, body []byte) amqp091.Publishing {
+	pub := amqpconv.Publishing(p)
+	pub.Body = slices.Clone(body)
+	return pub
 }
 
 // UnackedDelivery is one delivery a client holds without having settled
@@ -303,23 +286,23 @@ type UnackedDelivery struct {
 // Unacked honours ctx like WaitIdle: an ended ctx returns its error
 // (wrapped; check it with errors.Is) instead of waiting on a busy queue.
 func (b *Broker) Unacked(ctx context.Context, vhostName, queueName string) ([]UnackedDelivery, error) {
-	return b.opsUnacked(ctx, vhostName, queueName, false)
+	return b.listUnacked(ctx, vhostName, queueName, false)
 }
 
 // UnackedWithBodies is Unacked with each message's body in
 // Publishing.Body (a copy the caller owns). Bodies can be large: Unacked
 // is the cheaper call when the properties say enough.
 func (b *Broker) UnackedWithBodies(ctx context.Context, vhostName, queueName string) ([]UnackedDelivery, error) {
-	return b.opsUnacked(ctx, vhostName, queueName, true)
+	return b.listUnacked(ctx, vhostName, queueName, true)
 }
 
-// opsUnacked is Unacked and UnackedWithBodies: the queue's actor lists its
+// listUnacked is Unacked and UnackedWithBodies: the queue's actor lists its
 // outstanding deliveries, the connections their delivery tags.
-func (b *Broker) opsUnacked(ctx context.Context, vhostName, queueName string, bodies bool) ([]UnackedDelivery, error) {
+func (b *Broker) listUnacked(ctx context.Context, vhostName, queueName string, bodies bool) ([]UnackedDelivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("broker: unacked %q: %w", queueName, err)
 	}
-	_, q, err := b.opsQueueNamed(vhostName, queueName)
+	_, q, err := b.findQueue(vhostName, queueName)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +324,7 @@ func (b *Broker) opsUnacked(ctx context.Context, vhostName, queueName string, bo
 		byRef[key{o.Owner.Connection, o.Owner.Channel, o.Offset, o.Claim}] = o
 	}
 	var res []UnackedDelivery
-	for _, c := range b.opsConnections() {
+	for _, c := range b.sortedConns() {
 		for _, u := range c.Unacked() {
 			if u.Queue != q {
 				continue
@@ -355,7 +338,7 @@ func (b *Broker) opsUnacked(ctx context.Context, vhostName, queueName string, bo
 				// Stored exactly as published, and publishing checked them.
 				return nil, fmt.Errorf("broker: unacked %q: message %d: %w", queueName, o.Offset, err)
 			}
-			pub := opsPublishing(&p, nil)
+			pub := publishingOf(&p, nil)
 			pub.Body = o.Body // already the caller's copy
 			res = append(res, UnackedDelivery{
 				Connection: c.ID(), Channel: u.Channel, DeliveryTag: u.DeliveryTag,
@@ -393,13 +376,13 @@ type ConnectionInfo struct {
 
 // Connections lists the open connections, sorted by id.
 func (b *Broker) Connections() []ConnectionInfo {
-	cs := b.opsConnections()
+	cs := b.sortedConns()
 	out := make([]ConnectionInfo, len(cs))
 	for i, c := range cs {
 		in := c.Info()
 		out[i] = ConnectionInfo{
 			ID: in.ID, Direct: in.Direct, State: in.State, User: in.User, VHost: in.VHost,
-			ClientProperties: fromTable(in.ClientProperties),
+			ClientProperties: amqpconv.FromTable(in.ClientProperties),
 			Channels:         in.Channels, ConnectedAt: in.ConnectedAt,
 			RecvOct: in.RecvOct, SendOct: in.SendOct,
 		}
@@ -414,10 +397,10 @@ func (b *Broker) Connections() []ConnectionInfo {
 // client sees the close asynchronously. code must be one of the
 // connection-level reply codes (320, 402, 501-506, 530, 540, 541).
 func (b *Broker) CloseConnection(id string, code uint16, text string) error {
-	if !opsConnectionCode(code) {
+	if !isConnectionCode(code) {
 		return fmt.Errorf("broker: close connection: %d is not a connection-level reply code", code)
 	}
-	for _, c := range b.opsConnections() {
+	for _, c := range b.sortedConns() {
 		if c.ID() == id {
 			c.Shutdown(code, text)
 			return nil
@@ -426,9 +409,9 @@ func (b *Broker) CloseConnection(id string, code uint16, text string) error {
 	return fmt.Errorf("%w: connection %q", ErrNotFound, id)
 }
 
-// opsConnectionCode reports whether code closes a connection (AMQP 0-9-1's
+// isConnectionCode reports whether code closes a connection (AMQP 0-9-1's
 // hard errors, plus 320 CONNECTION_FORCED).
-func opsConnectionCode(code uint16) bool {
+func isConnectionCode(code uint16) bool {
 	switch code {
 	case amqp.ConnectionForced, amqp.InvalidPath, amqp.FrameError, amqp.SyntaxError,
 		amqp.CommandInvalid, amqp.ChannelError, amqp.UnexpectedFrame, amqp.ResourceError,
@@ -469,7 +452,7 @@ func (b *Broker) WaitIdle(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if b.opsIdlePass(ctx) {
+		if b.idlePass(ctx) {
 			stable++
 			if stable == 2 {
 				return nil
@@ -487,15 +470,15 @@ func (b *Broker) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// opsIdlePass checks every connection, then every queue, then every
+// idlePass checks every connection, then every queue, then every
 // connection again; it reports true when all were idle and no byte moved
 // on any connection meanwhile.
-func (b *Broker) opsIdlePass(ctx context.Context) bool {
-	before, ok := b.opsConnectionsIdle()
+func (b *Broker) idlePass(ctx context.Context) bool {
+	before, ok := b.connsIdle()
 	if !ok {
 		return false
 	}
-	for _, vh := range b.opsVHosts() {
+	for _, vh := range b.sortedVHosts() {
 		for _, q := range vh.Queues() {
 			idle, err := q.Idle(ctx)
 			if err != nil && !errors.Is(err, queue.ErrDeleted) {
@@ -506,28 +489,28 @@ func (b *Broker) opsIdlePass(ctx context.Context) bool {
 			}
 		}
 	}
-	after, ok := b.opsConnectionsIdle()
+	after, ok := b.connsIdle()
 	return ok && slices.Equal(before, after)
 }
 
-// opsConnectionsIdle reports whether every connection is idle, with a
+// connsIdle reports whether every connection is idle, with a
 // fingerprint of their activity (which connections, how many bytes).
-func (b *Broker) opsConnectionsIdle() ([]opsConnActivity, bool) {
-	cs := b.opsConnections()
-	fp := make([]opsConnActivity, 0, len(cs))
+func (b *Broker) connsIdle() ([]connActivity, bool) {
+	cs := b.sortedConns()
+	fp := make([]connActivity, 0, len(cs))
 	for _, c := range cs {
 		idle, activity := c.Idle()
 		if !idle {
 			return nil, false
 		}
-		fp = append(fp, opsConnActivity{c, activity})
+		fp = append(fp, connActivity{c, activity})
 	}
 	return fp, true
 }
 
-// opsConnActivity is one connection's part of opsConnectionsIdle's
+// connActivity is one connection's part of connsIdle's
 // fingerprint.
-type opsConnActivity struct {
+type connActivity struct {
 	conn  *session.Conn
 	bytes uint64
 }

@@ -1,8 +1,20 @@
 package broker
 
 import (
+	"sync"
+
 	"github.com/warrenmq/broker/amqp"
 )
+
+// connCounts counts the open connections for the connection limits: of the
+// whole broker and per vhost.
+type connCounts struct {
+	mu struct {
+		sync.Mutex
+		n       int
+		byVHost map[string]int
+	}
+}
 
 // admitConnection counts a connection.open against Options.MaxConnections
 // (the whole broker, RabbitMQ's connection_max) and
@@ -12,27 +24,27 @@ import (
 // counted from connection.open-ok, as RabbitMQ's limits count them: a
 // client still in the handshake holds no slot.
 func (b *Broker) admitConnection(user, vh string) (func(), error) {
-	b.acct.mu.Lock()
-	defer b.acct.mu.Unlock()
-	if limit := b.opts.MaxConnections; limit > 0 && b.acct.mu.conns >= limit {
+	b.limits.mu.Lock()
+	defer b.limits.mu.Unlock()
+	if limit := b.opts.MaxConnections; limit > 0 && b.limits.mu.n >= limit {
 		return nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen,
 			"access to vhost '%s' refused for user '%s': node connection limit (%d) is reached", vh, user, limit)
 	}
-	if limit, ok := b.opts.VHostMaxConnections[vh]; ok && limit >= 0 && b.acct.mu.byVHost[vh] >= limit {
+	if limit, ok := b.opts.VHostMaxConnections[vh]; ok && limit >= 0 && b.limits.mu.byVHost[vh] >= limit {
 		return nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen,
 			"access to vhost '%s' refused for user '%s': connection limit (%d) is reached", vh, user, limit)
 	}
-	if b.acct.mu.byVHost == nil {
-		b.acct.mu.byVHost = make(map[string]int)
+	if b.limits.mu.byVHost == nil {
+		b.limits.mu.byVHost = make(map[string]int)
 	}
-	b.acct.mu.conns++
-	b.acct.mu.byVHost[vh]++
+	b.limits.mu.n++
+	b.limits.mu.byVHost[vh]++
 	return func() {
-		b.acct.mu.Lock()
-		defer b.acct.mu.Unlock()
-		b.acct.mu.conns--
-		if b.acct.mu.byVHost[vh]--; b.acct.mu.byVHost[vh] == 0 {
-			delete(b.acct.mu.byVHost, vh)
+		b.limits.mu.Lock()
+		defer b.limits.mu.Unlock()
+		b.limits.mu.n--
+		if b.limits.mu.byVHost[vh]--; b.limits.mu.byVHost[vh] == 0 {
+			delete(b.limits.mu.byVHost, vh)
 		}
 	}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+	"github.com/warrenmq/broker/internal/metrics"
 )
 
 // opsBenchBroker has queues queues of 10 messages each and conns idle
@@ -61,7 +62,8 @@ func BenchmarkMetricsScrape(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				buf.Reset()
-				br.writeMetrics(&buf, true)
+				s := metricsSource{br}.Snapshot(context.Background())
+				metrics.Write(&buf, &s, true)
 			}
 			b.SetBytes(int64(buf.Len()))
 		})

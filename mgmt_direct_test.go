@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/metrics/promtest"
 )
 
 // TestDirectConnectionsAreListed: a direct Channel is a connection like
@@ -70,12 +71,12 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	require.Equal(t, 1, s.Consumers)
 	require.EqualValues(t, 1, s.ConnectionsOpened)
 	require.EqualValues(t, 1, s.ChannelsOpened)
-	fams := scrape(t, b.MetricsHandler())
+	fams := promtest.Scrape(t, b.MetricsHandler())
 	for name, want := range map[string]float64{
 		"rabbitmq_connections": 1, "rabbitmq_channels": 1, "rabbitmq_consumers": 1,
 		"rabbitmq_connections_opened_total": 1, "rabbitmq_channels_opened_total": 1,
 	} {
-		require.Equal(t, want, fams[name].samples[""], name)
+		require.Equal(t, want, fams[name].Samples[""], name)
 	}
 
 	status, _, body := h.do("DELETE", "/api/connections/"+url.PathEscape(name), "guest", nil)

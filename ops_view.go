@@ -9,8 +9,8 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
-	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -194,7 +194,7 @@ func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
 		Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete, Exclusive: q.Def.Exclusive,
 		Args:  q.Args,
 		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
-		Counters: mgmt.Counters(opsQueueCounters(q.Counters())),
+		Counters: mgmt.Counters(messageCountersOf(q.Counters())),
 	}, true
 }
 
@@ -207,7 +207,7 @@ func (v opsView) Bindings(name string) []routing.Binding {
 }
 
 func (v opsView) Connections() []mgmt.Connection {
-	conns := v.b.opsConnections()
+	conns := v.b.sortedConns()
 	out := make([]mgmt.Connection, 0, len(conns))
 	for _, c := range conns {
 		in := c.Info()
@@ -236,24 +236,21 @@ func (v opsView) Connections() []mgmt.Connection {
 }
 
 // Authenticate checks a login with the guards of AMQP logins
-// (loginguard.go): the source's throttle delay first, and a user store
-// that does not answer in time is ErrUnavailable, not a failed login.
+// (passwordLogin, internal/login): the source's throttle delay first, and a
+// user store that does not answer in time is mgmt.ErrUnavailable, not a
+// failed login.
 func (v opsView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
-	b := v.b
-	src := throttleKey(from)
-	if !b.throttleWait(ctx, b.acct.throttle.admit(src)) {
-		return mgmt.User{}, mgmt.ErrShuttingDown
-	}
-	u, err := b.lookupUser(ctx, name)
-	if unavailable(err) {
-		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
-		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
-	}
-	if err == nil && checkPassword(u.PasswordHash, password) {
+	u, err := v.b.passwordLogin(ctx, from, name, password)
+	switch {
+	case err == nil:
 		return mgmt.User{Name: u.Name, Tags: u.Tags}, nil
+	case errors.Is(err, login.ErrUnavailable):
+		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
+	case errors.Is(err, login.ErrClosed):
+		return mgmt.User{}, mgmt.ErrShuttingDown
+	default:
+		return mgmt.User{}, mgmt.ErrLoginFailed
 	}
-	b.acct.throttle.failed(src)
-	return mgmt.User{}, mgmt.ErrLoginFailed
 }
 
 func (v opsView) Users(ctx context.Context) ([]definitions.User, error) {
@@ -372,7 +369,7 @@ func (v opsView) Unbind(ctx context.Context, vhostName string, bd routing.Bindin
 }
 
 func (v opsView) CloseConnection(id string, code uint16, reason string) {
-	for _, c := range v.b.opsConnections() {
+	for _, c := range v.b.sortedConns() {
 		if c.ID() == id {
 			c.Shutdown(code, reason)
 			return

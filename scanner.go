@@ -12,10 +12,6 @@ import (
 	"github.com/warrenmq/broker/unacked"
 )
 
-// DefaultConsumerTimeout is how long a delivery may stay unacknowledged
-// before its channel is closed: RabbitMQ's consumer_timeout default.
-const DefaultConsumerTimeout = 30 * time.Minute
-
 // scanState is the broker's unacked scanner: one goroutine, started by New
 // and stopped by Close, that runs a pass of unacked.Scanner over each
 // unacked index (the persistent one of durable queues and the in-memory

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,85 +15,11 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/memory"
 )
-
-// TestLoginThrottleDecisions drives the throttle on a fake clock: a source
-// may fail throttleFree times at full speed; after that each of its logins
-// waits, longer with each failure and one delay after the previous login,
-// up to throttleMax; time forgives failures; other sources are never
-// slowed, and in-process peers are not throttled.
-func TestLoginThrottleDecisions(t *testing.T) {
-	c := clock.NewFake(time.Unix(1_000_000, 0))
-	th := newLoginThrottle(c)
-	const a, b = "10.0.0.1", "10.0.0.2"
-
-	for range throttleFree {
-		require.Zero(t, th.admit(a))
-		th.failed(a)
-	}
-	require.Zero(t, th.admit(a), "throttleFree failures are free")
-	th.failed(a)
-	require.Equal(t, throttleBase, th.admit(a), "the first failure beyond them costs throttleBase")
-	require.Equal(t, 2*throttleBase, th.admit(a), "a second login at once is answered one delay after the first")
-	th.failed(a)
-	require.Equal(t, 4*throttleBase, th.admit(a), "the delay doubles, counted from the last reserved answer")
-	for range 20 {
-		th.failed(a)
-	}
-	require.Equal(t, throttleMax, th.admit(a), "capped")
-	require.Equal(t, throttleMax, th.admit(a), "capped however many logins wait")
-
-	require.Zero(t, th.admit(b), "another source is not slowed")
-	require.Zero(t, th.admit(""), "in-process peers are not throttled")
-	th.failed("")
-	require.Empty(t, th.srcs[""])
-
-	// Time forgives: after all failures were forgiven, a is free again.
-	c.Advance(time.Duration(throttleFree+30) * throttleForgive)
-	require.Zero(t, th.admit(a))
-}
-
-// TestLoginThrottleSources: the throttle keys IPv4 addresses, IPv4-mapped
-// IPv6 as IPv4, IPv6 by /64, and treats pipes and no address as in-process.
-func TestLoginThrottleSources(t *testing.T) {
-	for _, tc := range []struct {
-		addr net.Addr
-		want string
-	}{
-		{&net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 5}, "192.0.2.7"},
-		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7")}, "192.0.2.7"},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6")}, "2001:db8:1:2::/64"},
-		{nil, ""},
-		{pipeAddr{}, ""},
-	} {
-		require.Equal(t, tc.want, throttleKey(tc.addr), "%v", tc.addr)
-	}
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
-
-// TestLoginThrottleTableIsBounded: an attacker rotating addresses fills
-// the table only up to throttleSources; past that its sources share one
-// bucket, which is throttled like a single source.
-func TestLoginThrottleTableIsBounded(t *testing.T) {
-	c := clock.NewFake(time.Unix(1_000_000, 0))
-	th := newLoginThrottle(c)
-	for i := range throttleSources + throttleFree + 2 {
-		th.failed(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String())
-	}
-	require.LessOrEqual(t, len(th.srcs), throttleSources+1)
-	require.Positive(t, th.admit("192.0.2.1"), "an unknown source in a full table shares the throttled bucket")
-	c.Advance(time.Duration(throttleFree+10) * throttleForgive)
-	th.failed("192.0.2.1")
-	require.Less(t, len(th.srcs), 10, "forgiven sources are pruned when the table is full")
-}
 
 // syncBuffer is a bytes.Buffer for a slog handler written from many
 // goroutines.
@@ -134,19 +59,19 @@ func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 
 	_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), strings.Repeat("x", 120<<10), "p"), from("127.0.0.1"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
-	for range throttleFree - 2 {
+	for range login.FreeFailures - 2 {
 		_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), "u", "wrong"), from("127.0.0.1"))
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	}
 	h := mgmtServer(t, b)
 	status, _, _ := h.do("GET", "/api/overview", "u", nil) // password "u": wrong
 	require.Equal(t, http.StatusUnauthorized, status)
-	require.Zero(t, b.acct.throttle.admit("127.0.0.1"), "throttleFree failures are free")
+	require.Zero(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "login.FreeFailures failures are free")
 	_, err = amqp091.DialConfig(amqptest.UserURL(b.URL(), "u", "wrong"), from("127.0.0.1"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
-	require.Positive(t, b.acct.throttle.admit("127.0.0.1"), "the failing source is slowed")
-	require.Zero(t, b.acct.throttle.admit("127.0.0.2"), "another source is not")
+	require.Positive(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "the failing source is slowed")
+	require.Zero(t, b.acct.logins.Throttle.Admit("127.0.0.2"), "another source is not")
 	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), from("127.0.0.2")))
 	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), from("127.0.0.1")))
 
@@ -196,7 +121,7 @@ func TestLoginStoreUnavailable(t *testing.T) {
 	h := mgmtServer(t, b)
 	status, _, body := h.do("GET", "/api/overview", "guest", nil)
 	require.Equal(t, http.StatusServiceUnavailable, status, "%s", body)
-	require.Zero(t, b.acct.throttle.admit("127.0.0.1"), "an unanswered login is no failure")
+	require.Zero(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "an unanswered login is no failure")
 
 	m.stalled.Store(false)
 	amqptest.RequireWorks(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -12,12 +11,7 @@ import (
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
-	"github.com/warrenmq/broker/unacked"
 )
-
-// DefaultNode is the broker's name in unacked index entries when
-// Options.Node is "".
-const DefaultNode = "warren@local"
 
 // Shared mode: Options.Meta implements meta.ChangeFeed, so other brokers
 // (a cluster's other nodes) write the same stores, and every one of them
@@ -66,26 +60,6 @@ type followState struct {
 		pending []meta.Change
 		spare   []meta.Change // the last batch's array, for reuse
 	}
-}
-
-// shared reports whether the broker runs in shared mode.
-func (b *Broker) shared() bool { return b.follow.feed != nil }
-
-// validateShared checks that the stores of shared mode come together.
-func (o *Options) validateShared() error {
-	if _, ok := o.Meta.(meta.ChangeFeed); !ok {
-		return nil
-	}
-	var errs []error
-	if o.Shards == nil {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share"))
-	}
-	if o.Unacked == nil {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share"))
-	} else if _, ok := o.Unacked.(unacked.Claimer); !ok {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer"))
-	}
-	return errors.Join(errs...)
 }
 
 // watchChanges subscribes to the feed of a shared store; New calls it

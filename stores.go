@@ -2,8 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -32,6 +35,9 @@ type stores struct {
 	meta      meta.Store
 	durable   queue.Stores
 	transient queue.Stores
+	// shared: Options.Meta is a store other brokers write too
+	// (meta.ChangeFeed), so durable queues are served in shared mode.
+	shared bool
 }
 
 // openStores picks each store: the one given in Options, else Pebble under
@@ -40,7 +46,9 @@ type stores struct {
 // (index entry before cursor) without an fsync each. onDiskFull is the
 // DB's disk reserve's OnFull: it may run before openStores returns.
 func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*stores, error) {
+	_, shared := o.Meta.(meta.ChangeFeed)
 	s := &stores{
+		shared: shared,
 		transient: queue.Stores{
 			Shards:  memory.New(),
 			Cursors: metamemory.New(),
@@ -157,7 +165,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		Clock:         b.opts.Clock,
 		Features:      features,
 		Logger:        b.log,
-		Totals:        &b.ops.queues,
+		Totals:        &b.counters.queues,
 	})
 }
 
@@ -188,6 +196,19 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkVHostLimits refuses a VHostMaxConnections entry for a vhost that
+// neither Options.VHosts nor the meta store has: it would never apply.
+// It runs in New once the vhosts are open.
+func (b *Broker) checkVHostLimits() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(b.opts.VHostMaxConnections)) {
+		if _, ok := b.lookupVHost(name); !ok {
+			errs = append(errs, fmt.Errorf("broker: Options.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // openVHostLocked stores (when store is set) and opens one vhost;
@@ -234,3 +255,6 @@ func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
 	vh, ok := b.vhosts[canonicalVHost(name)]
 	return vh, ok
 }
+
+// shared reports whether the broker runs in shared mode (shared.go).
+func (b *Broker) shared() bool { return b.stores.shared }

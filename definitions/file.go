@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/warrenmq/broker/internal/passwd"
 )
 
 // File is RabbitMQ's definitions file (definitions.json, as rabbitmqctl
@@ -137,9 +139,9 @@ const CompatVersion = "3.10.0"
 
 // Hashing algorithm names as RabbitMQ writes them in hashing_algorithm.
 const (
-	HashingSHA256 = "rabbit_password_hashing_sha256"
-	HashingSHA512 = "rabbit_password_hashing_sha512"
-	HashingMD5    = "rabbit_password_hashing_md5"
+	HashingSHA256 = passwd.SHA256
+	HashingSHA512 = passwd.SHA512
+	HashingMD5    = passwd.MD5
 )
 
 // Read parses a definitions file. Numbers in arguments keep their integer

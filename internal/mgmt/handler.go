@@ -23,6 +23,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/amqpconv"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -971,7 +972,7 @@ func (m *mgmt) get(c *mgmtCall) {
 		writeGetResult(out, getResult{
 			PayloadBytes: len(d.Body), Redelivered: d.Redelivered,
 			Exchange: d.Exchange, RoutingKey: d.RoutingKey, MessageCount: uint64(d.MessageCount),
-			Properties: propertiesJSON(deliveryPublishing(d)),
+			Properties: propertiesJSON(amqpconv.DeliveryPublishing(&d)),
 		}, payload, body.Encoding == "auto" && utf8.Valid(payload))
 	}
 	if mode.reject {
@@ -1087,17 +1088,6 @@ func fromAMQP091Error(err error) error {
 		return &amqp.Error{Code: uint16(e.Code), Text: e.Reason}
 	}
 	return err
-}
-
-// deliveryPublishing is the properties part of a delivery, for
-// propertiesJSON.
-func deliveryPublishing(d amqp091.Delivery) amqp091.Publishing {
-	return amqp091.Publishing{
-		Headers: d.Headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
-		DeliveryMode: d.DeliveryMode, Priority: d.Priority, CorrelationId: d.CorrelationId,
-		ReplyTo: d.ReplyTo, Expiration: d.Expiration, MessageId: d.MessageId,
-		Timestamp: d.Timestamp, Type: d.Type, UserId: d.UserId, AppId: d.AppId,
-	}
 }
 
 // propertiesJSON lists the properties a publisher set, with RabbitMQ's

@@ -1,0 +1,232 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqpconv"
+)
+
+// Get takes one message from queue; ok is false when it is empty.
+func (ch *Channel) Get(queue string, autoAck bool) (msg amqp091.Delivery, ok bool, err error) {
+	r, err := ch.call(context.Background(), &amqp.BasicGet{Queue: queue, NoAck: autoAck}, true, amqp.MethodBasicGetOk, amqp.MethodBasicGetEmpty)
+	if err != nil || r.get == nil {
+		return amqp091.Delivery{}, false, err
+	}
+	return ch.delivery(r.get), true, nil
+}
+
+// Consume is ConsumeWithContext without a context.
+func (ch *Channel) Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
+	return ch.ConsumeWithContext(context.Background(), queue, consumer, autoAck, exclusive, noLocal, noWait, args)
+}
+
+// consumerSeq numbers generated consumer tags.
+var consumerSeq atomic.Uint64
+
+// ConsumeWithContext starts a consumer on queue and returns its deliveries.
+// consumer "" generates a tag. The delivery channel is buffered without
+// bound (the queue never waits for the application; prefetch via Qos is
+// what limits unacknowledged deliveries) and is closed when the consumer is
+// cancelled (by Cancel, by ctx, or by the broker because the queue was
+// deleted: after what was already delivered) or the channel closes (what
+// was not yet received is dropped; the broker requeues it).
+func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
+	if err := args.Validate(); err != nil {
+		return nil, err
+	}
+	if consumer == "" {
+		consumer = fmt.Sprintf("ctag-warren-direct-%d", consumerSeq.Add(1))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Registered before basic.consume: the first delivery may reach the sink
+	// before the call returns.
+	c := &consumerBuf{tag: consumer, out: make(chan amqp091.Delivery), wake: make(chan struct{}, 1)}
+	ch.mu.Lock()
+	dup := ch.mu.consumers[consumer] != nil
+	if !dup {
+		if !ch.acquireLocked() {
+			ch.mu.Unlock()
+			return nil, amqp091.ErrClosed
+		}
+		ch.mu.consumers[consumer] = c
+		go ch.pump(c)
+	}
+	ch.mu.Unlock()
+
+	_, err := ch.call(ctx, &amqp.BasicConsume{
+		Queue:       queue,
+		ConsumerTag: consumer,
+		NoLocal:     noLocal,
+		NoAck:       autoAck,
+		Exclusive:   exclusive,
+		NoWait:      noWait,
+		Arguments:   amqpconv.ToTable(args),
+	}, !noWait, amqp.MethodBasicConsumeOk)
+	if dup && err == nil {
+		// The broker refuses a reused tag, so this is not reached; do not
+		// hand out a channel nobody feeds.
+		return nil, amqp091.ErrClosed
+	}
+	if err != nil {
+		if !dup {
+			ch.endConsumer(c)
+		}
+		return nil, err
+	}
+	if ctx.Done() != nil {
+		ch.mu.Lock()
+		if ch.mu.consumers[consumer] == c && ch.acquireLocked() {
+			c.stop = context.AfterFunc(ctx, func() {
+				defer ch.release(1)
+				_ = ch.Cancel(consumer, false)
+			})
+		}
+		ch.mu.Unlock()
+	}
+	return c.out, nil
+}
+
+// Cancel stops consumer: its delivery channel is closed once the
+// deliveries already made to it are received. Its unacknowledged
+// deliveries stay unacknowledged (basic.cancel requeues nothing).
+func (ch *Channel) Cancel(consumer string, noWait bool) error {
+	if _, err := ch.call(context.Background(), &amqp.BasicCancel{ConsumerTag: consumer, NoWait: noWait}, !noWait, amqp.MethodBasicCancelOk); err != nil {
+		return err
+	}
+	ch.mu.Lock()
+	c := ch.mu.consumers[consumer]
+	ch.mu.Unlock()
+	if c != nil {
+		ch.endConsumer(c)
+	}
+	return nil
+}
+
+func (c *consumerBuf) push(r rawMessage) {
+	c.mu.Lock()
+	if c.ended || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, r)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopWatch stops the context watcher and reports whether it will never
+// run (so its reference is the caller's to release). Under Channel.mu.
+func (c *consumerBuf) stopWatch() bool {
+	if c.stop == nil {
+		return false
+	}
+	stopped := c.stop()
+	c.stop = nil
+	return stopped
+}
+
+// endConsumer forgets c; its pump drains and closes the delivery channel.
+func (ch *Channel) endConsumer(c *consumerBuf) {
+	ch.mu.Lock()
+	stopped := 0
+	if ch.endConsumerLocked(c) {
+		stopped = 1
+	}
+	ch.mu.Unlock()
+	ch.release(stopped)
+}
+
+// endConsumerLocked reports whether a watcher reference is to be released.
+func (ch *Channel) endConsumerLocked(c *consumerBuf) bool {
+	if ch.mu.consumers[c.tag] == c {
+		delete(ch.mu.consumers, c.tag)
+	}
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return c.stopWatch()
+}
+
+// pump is a consumer's goroutine: it decodes deliveries and hands them to
+// the application in order, until the consumer ends (then it drains) or
+// the connection ends (then it drops: the broker requeued them).
+func (ch *Channel) pump(c *consumerBuf) {
+	defer ch.release(1)
+	defer close(c.out)
+	defer func() {
+		c.mu.Lock()
+		c.closed = true
+		c.queue = nil
+		c.mu.Unlock()
+	}()
+	var batch []rawMessage
+	for {
+		c.mu.Lock()
+		batch, c.queue = c.queue, batch[:0]
+		ended := c.ended
+		c.mu.Unlock()
+		if len(batch) == 0 {
+			if ended {
+				return
+			}
+			select {
+			case <-c.wake:
+				continue
+			case <-ch.quit:
+				return
+			}
+		}
+		for i := range batch {
+			d := ch.delivery(&batch[i])
+			batch[i] = rawMessage{}
+			select {
+			case c.out <- d:
+			case <-ch.quit:
+				return
+			}
+		}
+	}
+}
+
+// delivery decodes a message for the application. Properties were checked
+// when the message was published; should a stored message's not decode, it
+// is delivered with the properties that did.
+func (ch *Channel) delivery(r *rawMessage) amqp091.Delivery {
+	p, _ := amqp.DecodeProperties(r.raw[:r.propsLen])
+	d := amqpconv.Delivery(&p)
+	d.Acknowledger = ch
+	d.ConsumerTag = r.consumerTag
+	d.MessageCount = r.count
+	d.DeliveryTag = r.deliveryTag
+	d.Redelivered = r.redelivered
+	d.Exchange = r.exchange
+	d.RoutingKey = r.routingKey
+	d.Body = r.raw[r.propsLen:len(r.raw):len(r.raw)]
+	return d
+}
+
+// returned decodes a basic.return for NotifyReturn listeners, as delivery
+// does a delivery.
+func (ch *Channel) returned(r *rawMessage) amqp091.Return {
+	p, _ := amqp.DecodeProperties(r.raw[:r.propsLen])
+	ret := amqpconv.Return(&p)
+	ret.ReplyCode = r.replyCode
+	ret.ReplyText = r.replyText
+	ret.Exchange = r.exchange
+	ret.RoutingKey = r.routingKey
+	ret.Body = r.raw[r.propsLen:len(r.raw):len(r.raw)]
+	return ret
+}

@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/vhost"
+)
+
+// ChannelOption chooses who a Channel opened by Broker.Channel acts as and
+// where: AsUser and OnVHost.
+type ChannelOption func(*channelOptions)
+
+// channelOptions is what the ChannelOptions chose; zero fields keep
+// Channel's defaults.
+type channelOptions struct {
+	user    string
+	asUser  bool
+	vhost   string
+	onVHost bool
+}
+
+// AsUser makes Broker.Channel open the Channel as the user named name, with
+// that user's permissions on the vhost enforced on every method, as over
+// AMQP: the user must exist and have permissions on the vhost (set with
+// SetPermissions, or Options.Users' full grant), and a refused operation
+// fails with 403 ACCESS_REFUSED. SetPermissions, ClearPermissions and
+// DeleteUser apply to the open Channel at once, as to the user's AMQP
+// connections. Without AsUser the Channel is unrestricted: it is the
+// embedding program's own, acting as the first of Options.Users.
+func AsUser(name string) ChannelOption {
+	return func(o *channelOptions) { o.user, o.asUser = name, true }
+}
+
+// OnVHost makes Broker.Channel open the Channel on the virtual host named
+// name ("" is "/") instead of the default one.
+func OnVHost(name string) ChannelOption {
+	return func(o *channelOptions) { o.vhost, o.onVHost = canonicalVHost(name), true }
+}
+
+// Channel opens an in-process channel. By default it opens on the broker's
+// default virtual host ("/", or the first of Options.VHosts when "/" is not
+// among them) as the first configured user, with no permission checks;
+// OnVHost chooses another vhost and AsUser another user, whose permissions
+// are then enforced. ctx bounds the wait for the channel to open.
+//
+// Opening fails, with the *amqp091.Error an AMQP client would get at
+// connection.open, when the vhost does not exist (530 NOT_ALLOWED "vhost
+// ... not found") and, with AsUser, when the user does not exist (403
+// ACCESS_REFUSED) or has no permissions on the vhost (530 NOT_ALLOWED
+// "access to vhost '...' refused for user '...'"): the codes an AMQP
+// client gets for the same user and vhost, here as in RabbitMQ 4.x, whose
+// direct connections (rabbit_direct:connect) run the same user and vhost
+// checks. It returns ErrClosed once Close has been called.
+func (b *Broker) Channel(ctx context.Context, opts ...ChannelOption) (*Channel, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var o channelOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var vh *vhost.VHost
+	if o.onVHost {
+		var ok bool
+		if vh, ok = b.lookupVHost(o.vhost); !ok {
+			return nil, toError(amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", o.vhost))
+		}
+	} else {
+		var err error
+		if vh, err = b.directVHost(); err != nil {
+			return nil, err
+		}
+	}
+	if !o.asUser {
+		user := ""
+		if len(b.opts.Users) > 0 {
+			user = b.opts.Users[0].Name
+		}
+		return b.openChannel(ctx, vh, user, nil)
+	}
+	access, err := b.directAccess(ctx, o.user, vh.Name())
+	if err != nil {
+		return nil, err
+	}
+	return b.openChannel(ctx, vh, o.user, access)
+}
+
+// directAccess is the Access of a Channel opened AsUser(user) on the vhost
+// named vh, or the *amqp091.Error an AMQP client would get at
+// connection.open: the user must exist (RabbitMQ's direct connections
+// authenticate the user without a password) and have permissions on vh.
+// The Access is shared with the user's connections there (accounts.go),
+// so permission changes reach the Channel.
+func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Access, error) {
+	refused := func(code uint16, format string, args ...any) error {
+		return toError(amqp.NewError(code, amqp.ClassConnection, amqp.MethodConnectionOpen, format, args...))
+	}
+	failed := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err() // the caller gave up; the store may be fine
+		}
+		return toError(errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
+	}
+	_, err := b.acct.logins.Lookup(ctx, user)
+	switch {
+	case login.Unavailable(err):
+		return nil, failed(err)
+	case err != nil:
+		return nil, refused(amqp.AccessRefused, "user '%s' - no such user", user)
+	}
+	lctx, cancel := context.WithTimeout(ctx, b.opts.LoginTimeout)
+	p, err := b.stores.meta.GetPermission(lctx, user, vh)
+	cancel()
+	switch {
+	case login.Unavailable(err):
+		return nil, failed(err)
+	case err != nil:
+		return nil, refused(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", vh, user)
+	}
+	g, err := compileGrant(p)
+	if err != nil {
+		return nil, refused(amqp.InternalError, "%v", err)
+	}
+	return b.sharedAccess(user, vh, g), nil
+}
+
+// openChannel opens a direct Channel on vh as user, checking access (nil:
+// unrestricted): the work of Channel, which the management API's internal
+// channel uses too, AsUser the requesting user (RabbitMQ's
+// rabbit_mgmt_util:with_channel opens a direct connection as that user,
+// with that user's permissions).
+func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, access *session.Access) (*Channel, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch := &Channel{
+		b:       b,
+		replies: make(chan reply, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+	}
+	ch.mu.refs = 1 // the direct connection's
+	ch.mu.consumers = make(map[string]*consumerBuf)
+	ch.mu.confirmNext = 1
+	id := fmt.Sprintf("direct#%d", b.nextID.Add(1))
+	ch.conn = session.NewDirect(b.cfg, id, vh, user, (*channelSink)(ch))
+	ch.conn.SetAccess(access)
+
+	// Registered like a served connection: Close shuts it down with 320 and
+	// waits for it (the wg count is dropped by ch.release).
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	b.mu.conns[ch.conn] = struct{}{}
+	b.wg.Add(1)
+	b.mu.Unlock()
+
+	if _, err := ch.call(ctx, &amqp.ChannelOpen{}, true, amqp.MethodChannelOpenOk); err != nil {
+		ch.closeConn()
+		<-ch.done
+		return nil, err
+	}
+	return ch, nil
+}
+
+// directVHost is the vhost Channel opens.
+func (b *Broker) directVHost() (*vhost.VHost, error) {
+	if vh, ok := b.lookupVHost("/"); ok {
+		return vh, nil
+	}
+	if len(b.opts.VHosts) == 0 {
+		return nil, errors.New("broker: no virtual host configured (Options.VHosts is empty)")
+	}
+	if vh, ok := b.lookupVHost(b.opts.VHosts[0]); ok {
+		return vh, nil
+	}
+	return nil, fmt.Errorf("broker: virtual host %q was deleted", b.opts.VHosts[0])
+}
