@@ -56,17 +56,17 @@ import (
 // back marked redelivered. The answer is streamed, one message at a time,
 // and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
 // look without delivering.
-func (b *Broker) ManagementHandler() http.Handler { return mgmt.New(opsView{b}) }
+func (b *Broker) ManagementHandler() http.Handler { return mgmt.New(mgmtView{b}) }
 
-// opsView is the broker as the management API (internal/mgmt) reads and
+// mgmtView is the broker as the management API (internal/mgmt) reads and
 // changes it.
-type opsView struct{ b *Broker }
+type mgmtView struct{ b *Broker }
 
-var _ mgmt.Broker = opsView{}
+var _ mgmt.Broker = mgmtView{}
 
-func (v opsView) NodeName() string { return v.b.nodeID }
+func (v mgmtView) NodeName() string { return v.b.nodeID }
 
-func (v opsView) Overview() mgmt.Overview {
+func (v mgmtView) Overview() mgmt.Overview {
 	s := v.b.Stats()
 	o := mgmt.Overview{
 		ProductVersion: Version,
@@ -86,7 +86,7 @@ func (v opsView) Overview() mgmt.Overview {
 	return o
 }
 
-func (v opsView) Node() mgmt.Node {
+func (v mgmtView) Node() mgmt.Node {
 	a := v.b.alarmStatus()
 	n := mgmt.Node{
 		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: a.MemUsed, MemLimit: a.MemLimit,
@@ -99,9 +99,9 @@ func (v opsView) Node() mgmt.Node {
 	return n
 }
 
-func (v opsView) VHosts() []string { return definitionsView(v).VHosts() }
+func (v mgmtView) VHosts() []string { return definitionsView(v).VHosts() }
 
-func (v opsView) VHost(name string) (string, bool) {
+func (v mgmtView) VHost(name string) (string, bool) {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
 		return "", false
@@ -109,7 +109,7 @@ func (v opsView) VHost(name string) (string, bool) {
 	return vh.Name(), true
 }
 
-func (v opsView) Exchanges(name string) []definitions.Exchange {
+func (v mgmtView) Exchanges(name string) []definitions.Exchange {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
 		return nil
@@ -122,7 +122,7 @@ func (v opsView) Exchanges(name string) []definitions.Exchange {
 	return out
 }
 
-func (v opsView) Exchange(vhostName, name string) (definitions.Exchange, bool) {
+func (v mgmtView) Exchange(vhostName, name string) (definitions.Exchange, bool) {
 	vh, ok := v.b.lookupVHost(vhostName)
 	if !ok {
 		return definitions.Exchange{}, false
@@ -134,7 +134,7 @@ func (v opsView) Exchange(vhostName, name string) (definitions.Exchange, bool) {
 	return exchangeDefinition(x), true
 }
 
-func (v opsView) QueueNames(name string) []string {
+func (v mgmtView) QueueNames(name string) []string {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
 		return nil
@@ -147,12 +147,12 @@ func (v opsView) QueueNames(name string) []string {
 	return out
 }
 
-func (v opsView) HasQueue(vhostName, name string) bool {
+func (v mgmtView) HasQueue(vhostName, name string) bool {
 	_, ok := v.lookupQueue(vhostName, name)
 	return ok
 }
 
-func (v opsView) lookupQueue(vhostName, name string) (*vhost.Queue, bool) {
+func (v mgmtView) lookupQueue(vhostName, name string) (*vhost.Queue, bool) {
 	vh, ok := v.b.lookupVHost(vhostName)
 	if !ok {
 		return nil, false
@@ -160,7 +160,7 @@ func (v opsView) lookupQueue(vhostName, name string) (*vhost.Queue, bool) {
 	return vh.LookupQueue(name)
 }
 
-func (v opsView) Queues(ctx context.Context, name string) []mgmt.Queue {
+func (v mgmtView) Queues(ctx context.Context, name string) []mgmt.Queue {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
 		return nil
@@ -175,7 +175,7 @@ func (v opsView) Queues(ctx context.Context, name string) []mgmt.Queue {
 	return out
 }
 
-func (v opsView) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue, bool) {
+func (v mgmtView) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue, bool) {
 	q, ok := v.lookupQueue(vhostName, name)
 	if !ok {
 		return mgmt.Queue{}, false
@@ -198,7 +198,7 @@ func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
 	}, true
 }
 
-func (v opsView) Bindings(name string) []routing.Binding {
+func (v mgmtView) Bindings(name string) []routing.Binding {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
 		return nil
@@ -206,7 +206,7 @@ func (v opsView) Bindings(name string) []routing.Binding {
 	return vh.Bindings()
 }
 
-func (v opsView) Connections() []mgmt.Connection {
+func (v mgmtView) Connections() []mgmt.Connection {
 	conns := v.b.sortedConns()
 	out := make([]mgmt.Connection, 0, len(conns))
 	for _, c := range conns {
@@ -239,7 +239,7 @@ func (v opsView) Connections() []mgmt.Connection {
 // (passwordLogin, internal/login): the source's throttle delay first, and a
 // user store that does not answer in time is mgmt.ErrUnavailable, not a
 // failed login.
-func (v opsView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
+func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
 	u, err := v.b.passwordLogin(ctx, from, name, password)
 	switch {
 	case err == nil:
@@ -253,11 +253,11 @@ func (v opsView) Authenticate(ctx context.Context, name, password string, from n
 	}
 }
 
-func (v opsView) Users(ctx context.Context) ([]definitions.User, error) {
+func (v mgmtView) Users(ctx context.Context) ([]definitions.User, error) {
 	return definitionsView(v).Users(ctx)
 }
 
-func (v opsView) User(ctx context.Context, name string) (definitions.User, error) {
+func (v mgmtView) User(ctx context.Context, name string) (definitions.User, error) {
 	u, err := v.b.stores.meta.GetUser(ctx, name)
 	if err != nil {
 		return definitions.User{}, err
@@ -265,13 +265,13 @@ func (v opsView) User(ctx context.Context, name string) (definitions.User, error
 	return userDefinition(u), nil
 }
 
-func (v opsView) DeleteUser(ctx context.Context, name string) error { return v.b.DeleteUser(ctx, name) }
+func (v mgmtView) DeleteUser(ctx context.Context, name string) error { return v.b.DeleteUser(ctx, name) }
 
-func (v opsView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
+func (v mgmtView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
 	return definitionsView(v).Permissions(ctx)
 }
 
-func (v opsView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
+func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
 	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
 	if err != nil {
 		return definitions.Permission{}, err
@@ -279,7 +279,7 @@ func (v opsView) Permission(ctx context.Context, user, vhostName string) (defini
 	return permissionDefinition(p), nil
 }
 
-func (v opsView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
+func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
 	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
@@ -295,7 +295,7 @@ func (v opsView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant
 }
 
 // vhost finds the vhost a management write names.
-func (v opsView) vhost(name string) (*vhost.VHost, error) {
+func (v mgmtView) vhost(name string) (*vhost.VHost, error) {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: vhost %q", mgmt.ErrNotFound, name)
@@ -303,7 +303,7 @@ func (v opsView) vhost(name string) (*vhost.VHost, error) {
 	return vh, nil
 }
 
-func (v opsView) DeclareExchange(ctx context.Context, vhostName string, m *amqp.ExchangeDeclare) error {
+func (v mgmtView) DeclareExchange(ctx context.Context, vhostName string, m *amqp.ExchangeDeclare) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -311,7 +311,7 @@ func (v opsView) DeclareExchange(ctx context.Context, vhostName string, m *amqp.
 	return vh.DeclareExchange(ctx, m)
 }
 
-func (v opsView) DeleteExchange(ctx context.Context, vhostName, name string, ifUnused bool) error {
+func (v mgmtView) DeleteExchange(ctx context.Context, vhostName, name string, ifUnused bool) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -319,7 +319,7 @@ func (v opsView) DeleteExchange(ctx context.Context, vhostName, name string, ifU
 	return vh.DeleteExchange(ctx, name, ifUnused)
 }
 
-func (v opsView) DeclareQueue(ctx context.Context, vhostName string, m *amqp.QueueDeclare) error {
+func (v mgmtView) DeclareQueue(ctx context.Context, vhostName string, m *amqp.QueueDeclare) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -328,7 +328,7 @@ func (v opsView) DeclareQueue(ctx context.Context, vhostName string, m *amqp.Que
 	return err
 }
 
-func (v opsView) DeleteQueue(ctx context.Context, vhostName, name string, ifUnused, ifEmpty bool) error {
+func (v mgmtView) DeleteQueue(ctx context.Context, vhostName, name string, ifUnused, ifEmpty bool) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -337,7 +337,7 @@ func (v opsView) DeleteQueue(ctx context.Context, vhostName, name string, ifUnus
 	return err
 }
 
-func (v opsView) Purge(ctx context.Context, vhostName, name string) error {
+func (v mgmtView) Purge(ctx context.Context, vhostName, name string) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -352,7 +352,7 @@ func (v opsView) Purge(ctx context.Context, vhostName, name string) error {
 	return nil
 }
 
-func (v opsView) Bind(ctx context.Context, vhostName string, bd routing.Binding) error {
+func (v mgmtView) Bind(ctx context.Context, vhostName string, bd routing.Binding) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -360,7 +360,7 @@ func (v opsView) Bind(ctx context.Context, vhostName string, bd routing.Binding)
 	return vh.Bind(ctx, "", bd)
 }
 
-func (v opsView) Unbind(ctx context.Context, vhostName string, bd routing.Binding) error {
+func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Binding) error {
 	vh, err := v.vhost(vhostName)
 	if err != nil {
 		return err
@@ -368,7 +368,7 @@ func (v opsView) Unbind(ctx context.Context, vhostName string, bd routing.Bindin
 	return vh.Unbind(ctx, "", bd)
 }
 
-func (v opsView) CloseConnection(id string, code uint16, reason string) {
+func (v mgmtView) CloseConnection(id string, code uint16, reason string) {
 	for _, c := range v.b.sortedConns() {
 		if c.ID() == id {
 			c.Shutdown(code, reason)
@@ -377,7 +377,7 @@ func (v opsView) CloseConnection(id string, code uint16, reason string) {
 	}
 }
 
-func (v opsView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt.DirectChannel, error) {
+func (v mgmtView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt.DirectChannel, error) {
 	ch, err := v.b.Channel(ctx, AsUser(user), OnVHost(vhostName))
 	if err != nil {
 		return nil, err // not a typed nil in the interface
@@ -385,10 +385,10 @@ func (v opsView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt.
 	return ch, nil
 }
 
-func (v opsView) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
+func (v mgmtView) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
 	return v.b.ExportDefinitions(ctx)
 }
 
-func (v opsView) ImportDefinitions(ctx context.Context, d *definitions.File) error {
+func (v mgmtView) ImportDefinitions(ctx context.Context, d *definitions.File) error {
 	return v.b.ImportDefinitions(ctx, d)
 }
