@@ -265,7 +265,9 @@ func (v mgmtView) User(ctx context.Context, name string) (definitions.User, erro
 	return userDefinition(u), nil
 }
 
-func (v mgmtView) DeleteUser(ctx context.Context, name string) error { return v.b.DeleteUser(ctx, name) }
+func (v mgmtView) DeleteUser(ctx context.Context, name string) error {
+	return v.b.DeleteUser(ctx, name)
+}
 
 func (v mgmtView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
 	return definitionsView(v).Permissions(ctx)
