@@ -143,6 +143,7 @@ func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec storage.Record) {
 	if ch.dl.closed {
 		return // nothing follows channel.close (see deliveries.closed)
 	}
+	ch.emitReturned(m, rec.Properties)
 	ch.conn.sendContent(ch.id, &amqp.BasicReturn{
 		ReplyCode:  amqp.NoRoute,
 		ReplyText:  "NO_ROUTE",
