@@ -158,6 +158,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		Features:      features,
 		Logger:        b.log,
 		Totals:        &b.ops.queues,
+		Events:        b.events,
 	})
 }
 
