@@ -5,7 +5,10 @@
 // Broker.Events; docs/events.md is the user's guide.
 //
 // A Hub is the one sink every source shares (session.Config.Events,
-// queue.Config.Events). Its promises:
+// queue.Config.Events). The sources take the concrete *Hub rather than an
+// interface, as session's Counters, Alarms and Drain are taken: nil means
+// off, and On inlines into each call site as one atomic load, where an
+// interface call would not. Its promises:
 //
 //   - Emit never waits for a subscriber. Each subscription has a buffered
 //     channel; when it is full the event is dropped for that subscriber
