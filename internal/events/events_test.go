@@ -251,8 +251,9 @@ func TestMessageID(t *testing.T) {
 }
 
 // BenchmarkEmit measures a source's cost: "off" is the guard alone (no
-// subscriber), the others a full emit to one subscriber that keeps up or
-// one whose buffer is full.
+// subscriber), the others a full emit to one subscriber that keeps up
+// (reading) or one whose buffer is full (the event is counted and
+// dropped).
 func BenchmarkEmit(b *testing.B) {
 	b.Run("off", func(b *testing.B) {
 		h := NewHub(nil)
@@ -262,6 +263,24 @@ func BenchmarkEmit(b *testing.B) {
 				h.Emit(Event{Kind: MessageExpired})
 			}
 		}
+	})
+	b.Run("reading", func(b *testing.B) {
+		h := NewHub(nil)
+		ch := Subscribe(context.Background(), h, 256, All, record)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range ch {
+			}
+		}()
+		b.ReportAllocs()
+		for b.Loop() {
+			if h.On(MessageExpired) {
+				h.Emit(Event{Kind: MessageExpired})
+			}
+		}
+		h.Close()
+		<-done
 	})
 	b.Run("full", func(b *testing.B) {
 		h := NewHub(nil)
