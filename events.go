@@ -25,7 +25,8 @@ const (
 	// ConnectionClosed: a connection that was created has ended and
 	// released its channels, consumers and exclusive queues. Code and
 	// Reason are the connection.close that ended it (either side's); Code
-	// 0 means the socket ended without one, and Reason then says why.
+	// 0 means it ended without one, and Reason then says why (missed
+	// heartbeats, or the socket's error when the client hung up).
 	ConnectionClosed
 	// ConsumerCreated: basic.consume succeeded (consume-ok sent).
 	ConsumerCreated

@@ -1,7 +1,9 @@
 package session
 
 import (
+	"fmt"
 	"net"
+	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/events"
@@ -13,8 +15,8 @@ import (
 // sent; a direct connection is created open), ConnectionClosed when a
 // connection that was open has ended and released everything, with the
 // code and text of the close that ended it: the first connection.close
-// either side sent (recordClose), else no code and the error that ended
-// the socket.
+// either side sent (recordClose), else no code and why the server dropped
+// it or the error that ended the socket.
 
 // connEvent fills the connection's part of an event. The fields it reads
 // are written by the reader before the connection is open and never after,
@@ -45,9 +47,17 @@ func (c *Conn) emitOpened() {
 	}
 }
 
-// recordClose remembers the first connection.close of either side (code
-// and text), for ConnectionClosed; a later one changes nothing.
+// recordClose remembers why the connection ends, for ConnectionClosed:
+// the first connection.close of either side (code and text), or the
+// server dropping it without one (code 0: missed heartbeats, worded as
+// RabbitMQ logs it). A later one changes nothing.
 func (c *Conn) recordClose(e *amqp.Error) { c.closeCause.CompareAndSwap(nil, e) }
+
+// recordMissedHeartbeats is recordClose for a connection the heartbeat
+// monitor drops.
+func (c *Conn) recordMissedHeartbeats(interval time.Duration) {
+	c.recordClose(&amqp.Error{Text: fmt.Sprintf("missed heartbeats from client, timeout: %v", interval)})
+}
 
 // emitClosed reports ConnectionClosed for a connection that was open; err
 // is why the connection ended when no connection.close was exchanged.

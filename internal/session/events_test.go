@@ -46,6 +46,14 @@ func TestConnectionEvents(t *testing.T) {
 			p.conn.Shutdown(amqp.ConnectionForced, "stop")
 			p.Conn.Close()
 		}, []events.Event{opened, closed(200, "bye")}},
+		{"client misses heartbeats", func(p *peer) {
+			p.StartToTune()
+			p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: 8192, Heartbeat: 1})
+			p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+			_, ok := p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
+			require.True(p.TB, ok)
+			p.ExpectEOF() // silent for two intervals: dropped
+		}, []events.Event{opened, closed(0, "missed heartbeats from client, timeout: 1s")}},
 		{"client hangs up", func(p *peer) {
 			p.Handshake()
 			p.Conn.Close()
@@ -73,6 +81,7 @@ func TestConnectionEvents(t *testing.T) {
 			defer cancel()
 			evs := events.Subscribe(ctx, hub, 16, events.All, func(e events.Event, _ time.Time, _ uint64) events.Event { return e })
 			cfg := testConfig()
+			cfg.Heartbeat = time.Second // proposed; only one case accepts it
 			cfg.Events = hub
 			p := startPeer(t, cfg)
 			tc.run(p)
