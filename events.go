@@ -152,8 +152,10 @@ const DefaultEventBuffer = 256
 // that finds it full is dropped for this subscriber only. The next event
 // it receives counts the drops in Missed, so a program knows it lost
 // some. Several subscribers may be active; each gets every event of its
-// kinds. Events from one queue or one connection arrive in order; events
-// from different ones may interleave in any order.
+// kinds. A queue's events arrive in order, and so do a connection's,
+// except ConsumerDeleted for a deleted queue, which the queue reports;
+// events from different queues and connections may interleave in any
+// order.
 //
 // With no subscriber for a kind the broker pays one atomic load where such
 // an event would be. docs/events.md lists the fields of each kind.
