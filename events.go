@@ -113,7 +113,8 @@ type Event struct {
 	// ConnectionName is the client's connection_name property, if any.
 	ConnectionName string
 	User           string
-	// Peer is the client's address ("" for a direct Channel).
+	// Peer is the client's address: "pipe" for Dial, "" for a direct
+	// Channel.
 	Peer string
 	// Direct: the connection is a direct Channel (b.Channel).
 	Direct  bool
