@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
@@ -78,6 +79,8 @@ type Broker struct {
 	closeDone chan struct{} // closed when Close has finished
 
 	drain session.Drain // Shutdown's draining state (drain.go)
+
+	events *events.Hub // Events' subscriptions (events.go)
 }
 
 // New returns a broker configured by opts, or every problem with opts joined
@@ -90,6 +93,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
+	b.events = events.NewHub(o.Clock)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
@@ -115,6 +119,7 @@ func New(opts Options) (*Broker, error) {
 		Counters:       &b.counters.session,
 		Alarms:         &b.alarm.gate,
 		Drain:          &b.drain,
+		Events:         b.events,
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
@@ -391,6 +396,7 @@ func (b *Broker) Close() error {
 		if err := b.stores.close(); err != nil {
 			b.log.Error("broker: closing stores", "err", err)
 		}
+		b.events.Close() // last: what closing reported has been delivered
 		close(b.closeDone)
 	})
 	<-b.closeDone

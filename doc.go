@@ -82,6 +82,19 @@
 // with 320), delivers nothing new, waits until consumers settled what they
 // hold (or ctx ends), then calls Close (drain.go).
 //
+// # Events
+//
+// Events(ctx, buffer, kinds...) is a channel of what happens in the
+// broker, for a program that observes it without polling: connections
+// created and closed (direct Channels included, as RabbitMQ's direct
+// connections), consumers created and deleted, messages returned,
+// dead-lettered and expired, named as RabbitMQ's event exchange names them
+// (connection.created, ...). The channel is closed when ctx ends or the
+// broker closes. The broker never waits for a subscriber: an event that
+// finds its buffer full is dropped for that subscriber and counted in the
+// Missed field of the next one it gets; with no subscriber an event costs
+// one atomic load (events.go, docs/events.md).
+//
 // # Shared mode
 //
 // When Options.Meta implements meta.ChangeFeed (a cluster's replicated

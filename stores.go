@@ -166,6 +166,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		Features:      features,
 		Logger:        b.log,
 		Totals:        &b.counters.queues,
+		Events:        b.events,
 	})
 }
 

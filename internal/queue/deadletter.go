@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/events"
+	"github.com/warrenmq/broker/storage"
 )
 
 // Dead-letter reasons, as RabbitMQ writes them into x-death.
@@ -199,6 +201,50 @@ func (q *Queue) countDeadLettered(reason string, n int) {
 	}
 	dlx := q.cfg.Features.Args.HasDLX
 	q.addCount(func(c *Counters) { c.DeadLettered.add(reason, dlx, uint64(n)) })
+}
+
+// emitDied reports messages of this queue that died for reason to
+// Config.Events, one event each: MessageExpired for reason expired,
+// MessageDeadLettered for the others, with the dead-letter exchange their
+// copy went to, or Discarded when the queue has none (they were dropped). It
+// is called where countDeadLettered counts, so events and counters agree;
+// with no subscriber it costs one atomic load.
+func (q *Queue) emitDied(reason string, recs []storage.Record) {
+	kind := events.MessageDeadLettered
+	if reason == ReasonExpired {
+		kind = events.MessageExpired
+	}
+	h := q.cfg.Events
+	if !h.On(kind) {
+		return
+	}
+	a := q.cfg.Features.Args
+	dlx, discarded := a.DeadLetterExch, !a.HasDLX || q.cfg.Features.DeadLetter == nil
+	if discarded {
+		dlx = ""
+	}
+	for i := range recs {
+		r := &recs[i]
+		h.Emit(events.Event{
+			Kind: kind, VHost: q.cfg.VHost, Queue: q.cfg.Name,
+			Exchange: r.Exchange, RoutingKey: r.RoutingKey,
+			MessageID: events.MessageID(r.Properties),
+			Reason:    reason, DeadLetterExchange: dlx, Discarded: discarded,
+		})
+	}
+}
+
+// emitRejected is emitDied for deliveries rejected without a dead-letter
+// exchange: the live ones among refs, before settle takes them.
+func (q *Queue) emitRejected(refs []Ref) {
+	if !q.cfg.Events.On(events.MessageDeadLettered) {
+		return
+	}
+	for _, r := range refs {
+		if d, ok := q.out[r.Offset]; ok && d.claim == r.Claim {
+			q.emitDied(ReasonRejected, []storage.Record{d.rec})
+		}
+	}
 }
 
 // countLive counts the refs that still name an outstanding delivery (what

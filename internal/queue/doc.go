@@ -123,6 +123,11 @@
 //     target that refuses the copy because it is full drops it (RabbitMQ's
 //     at-most-once dead-lettering); one that fails to store it puts the
 //     message back to ready.
+//   - Events: every message counted as dead-lettered (DeadLetterCounts,
+//     so also those dropped without a dead-letter exchange) is one event
+//     to Config.Events: MessageExpired for reason expired,
+//     MessageDeadLettered for the others (emitDied, deadletter.go). One
+//     atomic load while nobody subscribed.
 //   - Actors never wait on each other: copies and the targets' answers
 //     travel through each queue's unbounded inbox (a mutex-guarded slice
 //     plus the kick channel), drained by the actor with its mailbox; timer

@@ -381,6 +381,7 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 // message stays in leaving until every target stored its copy.
 func (q *Queue) deadLetter(ctx context.Context, recs []storage.Record, reason string) {
 	q.countDeadLettered(reason, len(recs))
+	q.emitDied(reason, recs)
 	var drop []uint64
 	now := q.cfg.Clock.Now()
 	for _, r := range recs {
@@ -509,6 +510,7 @@ func (d *deadLettering) Confirm(seqs []uint64, err error) {
 func (q *Queue) reject(ctx context.Context, refs []Ref) {
 	if !q.cfg.Features.Args.HasDLX {
 		q.countDeadLettered(ReasonRejected, q.countLive(refs))
+		q.emitRejected(refs)
 		q.settle(ctx, refs)
 		return
 	}
@@ -588,6 +590,7 @@ func (q *Queue) applyLimits(ctx context.Context) {
 		}
 		if a.Overflow == RejectPublishDLX {
 			q.countDeadLettered(ReasonMaxLen, 1)
+			q.emitDied(ReasonMaxLen, q.publishes[i:i+1])
 			if targets, copyRec := q.route(r, ReasonMaxLen, now); len(targets) > 0 {
 				dl := &deadLettering{}
 				dl.left.Store(int32(len(targets)))

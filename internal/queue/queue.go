@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
@@ -50,6 +51,9 @@ type Config struct {
 	Features
 	// Totals, when set, counts every queue's messages too (inspect.go).
 	Totals *Counters
+	// Events, when set, receives the queue's dead-lettered and expired
+	// messages (deadletter.go). nil reports nothing.
+	Events *events.Hub
 	// OwnCursor says that nobody else deletes the queue's cursor from
 	// Stores.Cursors: a non-durable queue's in-memory stores hold no
 	// topology. Delete then removes it (through DeleteQueue, when

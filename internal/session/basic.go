@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/unacked"
@@ -148,6 +149,7 @@ func (c *consumer) Cancelled(qc *queue.Consumer) {
 	}
 	c.gone = true
 	delete(d.consumers, qc.Tag)
+	ch.emitConsumer(events.ConsumerDeleted, qc.Tag, c.q.Def.Name, events.ReasonQueueDeleted)
 	if ch.conn.cancelNotify {
 		ch.sendLocked(&amqp.BasicCancel{ConsumerTag: qc.Tag, NoWait: true})
 	}
@@ -338,6 +340,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	}
 	d.Unlock()
 	ch.apply(back, settleRequeue)
+	ch.emitConsumer(events.ConsumerCreated, tag, name, "")
 	return nil
 }
 
@@ -355,6 +358,7 @@ func (ch *Channel) cancel(ctx context.Context, tag string) {
 	if !ok {
 		return // RabbitMQ answers cancel-ok for an unknown tag too
 	}
+	ch.emitConsumer(events.ConsumerDeleted, tag, c.q.Def.Name, events.ReasonCancel)
 	left, err := c.q.Cancel(ctx, c.qc.Owner, tag)
 	if err == nil {
 		ch.conn.vh.ConsumerGone(ctx, c.q, left)
@@ -609,6 +613,7 @@ func (ch *Channel) closeDeliveries(ctx context.Context) {
 	clear(d.consumers)
 	d.Unlock()
 	for _, c := range cs {
+		ch.emitConsumer(events.ConsumerDeleted, c.qc.Tag, c.q.Def.Name, events.ReasonChannelClosed)
 		left, err := c.q.Cancel(ctx, c.qc.Owner, c.qc.Tag)
 		if err == nil {
 			ch.conn.vh.ConsumerGone(ctx, c.q, left)

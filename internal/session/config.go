@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -102,6 +103,10 @@ type Config struct {
 	// Drain, when set and started, refuses publishes and stops new
 	// deliveries for a graceful shutdown (drain.go). nil never drains.
 	Drain *Drain
+
+	// Events, when set, receives connection, consumer and return events
+	// (events.go). nil reports nothing.
+	Events *events.Hub
 }
 
 // Alarm bits of Alarms: the resources RabbitMQ raises alarms for.

@@ -93,6 +93,9 @@ type Conn struct {
 	frameMax atomic.Uint32 // negotiated frame-max; senders split bodies by it
 	framesIn atomic.Uint64 // frames read, watched by the heartbeat monitor
 	wrote    atomic.Bool   // the writer wrote since the last heartbeat tick
+	// closeCause is the first connection.close either side sent, for the
+	// ConnectionClosed event (events.go).
+	closeCause atomic.Pointer[amqp.Error]
 
 	out outbox
 
@@ -177,6 +180,7 @@ func (c *Conn) Serve() error {
 	go c.writeLoop()
 	err := c.readLoop()
 	c.finish()
+	c.emitClosed(err)
 	c.logEnded(err)
 	return err
 }
@@ -515,6 +519,7 @@ func (c *Conn) closeWith(e *amqp.Error) {
 		return
 	}
 	c.closing.Store(true)
+	c.recordClose(e)
 	c.signalStop()
 	c.out.buf = amqp.AppendMethodFrame(c.out.buf, 0, &amqp.ConnectionClose{
 		ReplyCode: e.Code,
@@ -693,6 +698,7 @@ func (c *Conn) handleConnectionMethod(m amqp.Method) error {
 			level = slog.LevelDebug
 		}
 		c.log.Log(context.Background(), level, "session: client closed connection", "code", cl.ReplyCode, "text", cl.ReplyText, "user", c.user)
+		c.recordClose(&amqp.Error{Code: cl.ReplyCode, Text: cl.ReplyText})
 		c.releaseAll()
 		c.sendMethod(0, &amqp.ConnectionCloseOk{})
 		return errClosedByPeer
@@ -800,5 +806,6 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 	c.out.Unlock()
 	c.sendMethod(0, &amqp.ConnectionOpenOk{})
 	c.log.Info("session: connection open", "user", c.user, "vhost", c.vhost, clientAttr(c.clientProperties))
+	c.emitOpened()
 	return nil
 }

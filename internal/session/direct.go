@@ -95,6 +95,7 @@ func NewDirect(cfg *Config, id string, vh *vhost.VHost, user string, sink Sink) 
 	c.frameMax.Store(c.set.frameMax)
 	c.state.Store(int32(stateOpen))
 	c.log.Debug("session: direct connection open", "user", user, "vhost", c.vhost)
+	c.emitOpened()
 	return c
 }
 
@@ -248,6 +249,7 @@ func (c *Conn) closeDirect(e *amqp.Error) {
 	c.closing.Store(true)
 	c.out.stopped = true
 	c.direct.closeErr = e
+	c.recordClose(e)
 	c.out.Unlock()
 	c.signalStop()
 	level := slog.LevelWarn
@@ -285,6 +287,7 @@ func (c *Conn) finishDirectLocked() {
 	c.out.Unlock()
 	c.signalStop()
 	c.releaseAll()
+	c.emitClosed(nil)
 	c.direct.finished.Store(true)
 	if n := c.cfg.Counters; n != nil {
 		n.ConnectionsClosed.Add(1)

@@ -102,6 +102,18 @@
 // nacks and rejects through; Conn.Outstanding counts what a connection
 // still has to settle (drain.go).
 //
+// # Events
+//
+// Config.Events (an internal/events Hub; nil reports nothing) hears
+// ConnectionCreated once a connection is open (open-ok sent; a direct
+// connection at NewDirect), ConnectionClosed once a connection that was
+// open has ended and released everything, with the first connection.close
+// either side sent (else the error that ended the stream),
+// ConsumerCreated after consume-ok, ConsumerDeleted on basic.cancel, the
+// channel's close and the server's cancel (queue deleted), and
+// MessageReturned with each basic.return (events.go). Each call site costs
+// one atomic load while nobody subscribed to its kind.
+//
 // # Memory the connections hold
 //
 // The memory alarm compares the message bytes the queues hold in memory

@@ -142,6 +142,7 @@ func (ch *Channel) returnMessage(m *amqp.BasicPublish, rec queue.Record) {
 	if ch.dl.closed {
 		return // nothing follows channel.close (see deliveries.closed)
 	}
+	ch.emitReturned(m, rec.Properties)
 	ch.conn.sendContent(ch.id, &amqp.BasicReturn{
 		ReplyCode:  amqp.NoRoute,
 		ReplyText:  "NO_ROUTE",

@@ -424,6 +424,7 @@ func (c *Conn) heartbeatTick() {
 		interval := 2 * c.out.heartbeatHalf
 		c.out.Unlock()
 		c.log.Warn("session: client missed heartbeats, dropping connection", "interval", interval)
+		c.recordMissedHeartbeats(interval)
 		c.closeRWC()
 		return
 	}
