@@ -18,8 +18,8 @@
 //     leaves goroutines behind;
 //   - the management API: API serves any http.Handler on an httptest
 //     server and sends requests as a user whose password is its name (Do),
-//     Get decodes a 200's JSON, and ErrorBody decodes RabbitMQ's
-//     {"error":..,"reason":..};
+//     Get decodes a 200's JSON, URL and Client serve other clients, and
+//     ErrorBody decodes RabbitMQ's {"error":..,"reason":..};
 //   - RawClient speaks AMQP frame by frame over any net.Conn (a TCP socket
 //     to a broker or one end of a net.Pipe served by a session) to test
 //     what a well-behaved client never sends.

@@ -27,6 +27,13 @@ func NewAPI(tb testing.TB, h http.Handler) *API {
 	return &API{tb: tb, srv: srv}
 }
 
+// URL is the base URL of the server, for clients other than Do (a CLI).
+func (a *API) URL() string { return a.srv.URL }
+
+// Client is an HTTP client of the server whose idle connections close with
+// it, for a test that must read a response as a stream rather than whole.
+func (a *API) Client() *http.Client { return a.srv.Client() }
+
 // Do sends a request to path as user (password = user name; "" sends no
 // credentials) and returns the status, headers and body. A string body is
 // sent as it is, any other non-nil body as its JSON encoding, both with

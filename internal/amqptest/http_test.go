@@ -140,3 +140,11 @@ func TestDialVia(t *testing.T) {
 	require.Equal(t, "\x00mon\x00mon", ok.Response)
 	require.Equal(t, "conn-1", ok.ClientProperties["connection_name"])
 }
+
+func TestAPIURLAndClient(t *testing.T) {
+	api := NewAPI(t, http.HandlerFunc(echo))
+	resp, err := api.Client().Get(api.URL() + "/x")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "URL reaches the served handler")
+}
