@@ -1,10 +1,6 @@
 package broker_test
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -106,25 +102,4 @@ func requireServes(tb testing.TB, conn *amqp091.Connection) {
 func awaitQueueGone(tb testing.TB, conn *amqp091.Connection, name string) {
 	tb.Helper()
 	amqptest.Poll(tb, func() bool { return !amqptest.QueueExists(tb, conn, name) }, "queue %q still exists", name)
-}
-
-// apiRequest sends a request to b's management API as user (whose
-// password is the user name too), with body as JSON unless it is empty,
-// and returns the status and the response body.
-func apiRequest(tb testing.TB, b *broker.Broker, method, path, user, body string) (int, []byte) {
-	tb.Helper()
-	srv := httptest.NewServer(b.ManagementHandler())
-	defer srv.Close()
-	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-	require.NoError(tb, err)
-	req.SetBasicAuth(user, user)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := srv.Client().Do(req)
-	require.NoError(tb, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(tb, err)
-	return resp.StatusCode, out
 }

@@ -176,7 +176,7 @@ func TestLogLevels(t *testing.T) {
 	require.Equal(t, slog.LevelWarn, closing[0].level)
 
 	// The management API's get.
-	status, _ := apiRequest(t, b, "POST", "/api/queues/%2F/q/get", "guest", `{"count":1,"ackmode":"ack_requeue_false","encoding":"auto"}`)
+	status, _, _ := amqptest.NewAPI(t, b.ManagementHandler()).Do("POST", "/api/queues/%2F/q/get", "guest", `{"count":1,"ackmode":"ack_requeue_false","encoding":"auto"}`)
 	require.Equal(t, 200, status)
 	var opened, closed int
 	for _, l := range rec.find("") {

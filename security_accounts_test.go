@@ -102,10 +102,11 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 	guest := amqptest.Dial(t, amqptest.UserURL(b.URL(), "guest", "guest"), amqp091.Config{})
 
 	// Through the HTTP API: 204, then 404 for a user that is gone.
-	status, body := apiRequest(t, b, "DELETE", "/api/users/alice", "guest", "")
+	api := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, body := api.Do("DELETE", "/api/users/alice", "guest", nil)
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, aliceErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'alice' is deleted")
-	status, _ = apiRequest(t, b, "DELETE", "/api/users/alice", "guest", "")
+	status, _, _ = api.Do("DELETE", "/api/users/alice", "guest", nil)
 	require.Equal(t, http.StatusNotFound, status)
 	require.False(t, bob.IsClosed())
 	amqptest.RequireWorks(t, bob)

@@ -63,8 +63,8 @@ func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 		_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), "u", "wrong"), from("127.0.0.1"))
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	}
-	h := mgmtServer(t, b)
-	status, _, _ := h.do("GET", "/api/overview", "u", nil) // password "u": wrong
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, _ := h.Do("GET", "/api/overview", "u", nil) // password "u": wrong
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Zero(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "login.FreeFailures failures are free")
 	_, err = amqp091.DialConfig(amqptest.UserURL(b.URL(), "u", "wrong"), from("127.0.0.1"))
@@ -118,13 +118,13 @@ func TestLoginStoreUnavailable(t *testing.T) {
 	var ae *amqp091.Error
 	require.ErrorAs(t, err, &ae)
 	require.Contains(t, ae.Reason, "cannot authenticate now")
-	h := mgmtServer(t, b)
-	status, _, body := h.do("GET", "/api/overview", "guest", nil)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, body := h.Do("GET", "/api/overview", "guest", nil)
 	require.Equal(t, http.StatusServiceUnavailable, status, "%s", body)
 	require.Zero(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "an unanswered login is no failure")
 
 	m.stalled.Store(false)
 	amqptest.RequireWorks(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
-	status, _, _ = h.do("GET", "/api/overview", "guest", nil)
+	status, _, _ = h.Do("GET", "/api/overview", "guest", nil)
 	require.Equal(t, http.StatusOK, status)
 }

@@ -3,6 +3,7 @@ package amqptest
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -19,6 +20,18 @@ func Dial(tb testing.TB, rawURL string, cfg amqp091.Config) *amqp091.Connection 
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// DialVia connects amqp091-go as user (password = user name) over dial,
+// for example a broker's Dial (a pipe, so the broker's WaitIdle covers what
+// the client wrote), with connection_name name, and closes the connection
+// on cleanup. The URL's host is never dialled: dial chooses the peer.
+func DialVia(tb testing.TB, dial func(network, addr string) (net.Conn, error), user, name string) *amqp091.Connection {
+	tb.Helper()
+	return Dial(tb, "amqp://"+user+":"+user+"@127.0.0.1:5672/", amqp091.Config{
+		Dial:       dial,
+		Properties: amqp091.Table{"connection_name": name},
+	})
 }
 
 // UserURL returns rawURL (an amqp:// URL such as a broker's URL()) with

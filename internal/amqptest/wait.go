@@ -1,6 +1,7 @@
 package amqptest
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -14,6 +15,21 @@ import (
 // only decides how long a broken test hangs, never whether a working one
 // passes.
 const Timeout = 10 * time.Second
+
+// IdleTimeout bounds Idle: longer than Timeout because WaitIdle waits for
+// all the work a broker has in hand rather than one event. Like Timeout it
+// only decides how long a broken test hangs.
+const IdleTimeout = 30 * time.Second
+
+// Idle calls waitIdle (a broker's WaitIdle) with a context that expires
+// after IdleTimeout and requires it to return nil: afterwards the broker
+// has handled everything its clients sent.
+func Idle(tb testing.TB, waitIdle func(context.Context) error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), IdleTimeout)
+	defer cancel()
+	require.NoError(tb, waitIdle(ctx))
+}
 
 // Receive waits up to Timeout for a value on c and returns it and whether
 // c was still open; it fails the test if nothing arrives.

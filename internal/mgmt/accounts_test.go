@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // The management API authenticates against the same stored accounts as
@@ -17,15 +18,15 @@ import (
 // once, and the permissions it lists are the ones enforced.
 func TestManagementUsesStoredAccounts(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ctx := context.Background()
 
-	status, _, _ := h.do("GET", "/api/users", "ops", nil)
+	status, _, _ := h.Do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusUnauthorized, status, "not a user yet")
 
 	require.NoError(t, b.AddUser(ctx, "ops", "ops", "administrator"))
 	require.NoError(t, b.SetPermissions(ctx, "ops", "/", broker.Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
-	status, _, body := h.do("GET", "/api/users", "ops", nil)
+	status, _, body := h.Do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var users []definitions.User
 	require.NoError(t, json.Unmarshal(body, &users))
@@ -37,13 +38,13 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	}
 	require.Contains(t, names, "ops")
 
-	status, _, body = h.do("GET", "/api/permissions/%2F/ops", "ops", nil)
+	status, _, body = h.Do("GET", "/api/permissions/%2F/ops", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var p definitions.Permission
 	require.NoError(t, json.Unmarshal(body, &p))
 	require.Equal(t, definitions.Permission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
 
 	require.NoError(t, b.DeleteUser(ctx, "ops"))
-	status, _, _ = h.do("GET", "/api/users", "ops", nil)
+	status, _, _ = h.Do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusUnauthorized, status, "a deleted user is locked out")
 }

@@ -106,7 +106,7 @@ func loadShape(t *testing.T, name string) any {
 // consumer with prefetch 1 on a second channel holding one of them.
 func mgmtShapeSetup(t *testing.T, b *broker.Broker) *amqp091.Connection {
 	t.Helper()
-	conn := mgmtDial(t, b, "guest", "shape-client")
+	conn := amqptest.DialVia(t, b.Dial, "guest", "shape-client")
 	ch := amqptest.Channel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("shape.x", "topic", true, false, false, false, amqp091.Table{"alternate-exchange": "amq.fanout"}))
 	_, err := ch.QueueDeclare("shape.q", true, false, false, false, amqp091.Table{"x-max-length": int32(10)})
@@ -127,14 +127,14 @@ func mgmtShapeSetup(t *testing.T, b *broker.Broker) *amqp091.Connection {
 	msgs, err := c2.Consume("shape.q", "shape-ctag", false, false, false, false, nil)
 	require.NoError(t, err)
 	<-msgs
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	return conn
 }
 
 func TestManagementShapes(t *testing.T) {
 	b := mgmtBroker(t)
 	mgmtShapeSetup(t, b)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	conns := b.Connections()
 	require.Len(t, conns, 1)
 	connID := url.PathEscape(conns[0].ID)
@@ -168,16 +168,16 @@ func TestManagementShapes(t *testing.T) {
 		{"definitions", "/api/definitions", []string{"rabbit_version", "users", "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters", "policies", "queues", "exchanges", "bindings"}},
 	} {
 		t.Run(strings.ReplaceAll(tc.path, "/", "_"), func(t *testing.T) {
-			requireShape(t, tc.path, loadShape(t, tc.shape), h.get(tc.path), tc.required...)
+			requireShape(t, tc.path, loadShape(t, tc.shape), h.Get(tc.path), tc.required...)
 		})
 	}
 	// One connection and channel, looked up by name.
-	requireShape(t, "connection", loadShape(t, "connections").([]any)[0], h.get("/api/connections/"+connID), "name")
+	requireShape(t, "connection", loadShape(t, "connections").([]any)[0], h.Get("/api/connections/"+connID), "name")
 	chName := url.PathEscape(conns[0].ID + " (2)")
-	requireShape(t, "channel", loadShape(t, "channels").([]any)[0], h.get("/api/channels/"+chName), "name")
+	requireShape(t, "channel", loadShape(t, "channels").([]any)[0], h.Get("/api/channels/"+chName), "name")
 
 	// The values, where the capture's topology fixes them.
-	q := h.get("/api/queues/%2F/shape.q").(map[string]any)
+	q := h.Get("/api/queues/%2F/shape.q").(map[string]any)
 	require.EqualValues(t, 3, q["messages"])
 	require.EqualValues(t, 2, q["messages_ready"])
 	require.EqualValues(t, 1, q["messages_unacknowledged"])
@@ -192,25 +192,25 @@ func TestManagementShapes(t *testing.T) {
 	require.EqualValues(t, 3, stats["publish"])
 	require.EqualValues(t, 1, stats["deliver"])
 
-	ov := h.get("/api/overview").(map[string]any)
+	ov := h.Get("/api/overview").(map[string]any)
 	require.Equal(t, map[string]any{"channels": 2.0, "connections": 1.0, "consumers": 1.0, "exchanges": 7.0, "queues": 1.0}, ov["object_totals"])
 	require.Equal(t, map[string]any{"messages": 3.0, "messages_ready": 2.0, "messages_unacknowledged": 1.0}, ov["queue_totals"])
 	ms := ov["message_stats"].(map[string]any)
 	require.EqualValues(t, 3, ms["publish"])
 	require.EqualValues(t, 3, ms["confirm"])
 
-	bindings := h.get("/api/bindings/%2F/e/shape.x/q/shape.q").([]any)
+	bindings := h.Get("/api/bindings/%2F/e/shape.x/q/shape.q").([]any)
 	require.Len(t, bindings, 1)
 	bd := bindings[0].(map[string]any)
 	require.Equal(t, "a.#", bd["routing_key"])
 	require.Equal(t, map[string]any{"k": "v"}, bd["arguments"])
 	require.True(t, strings.HasPrefix(bd["properties_key"].(string), "a.%23~"), "RabbitMQ's quoting: %v", bd["properties_key"])
-	all := h.get("/api/bindings/%2F").([]any)
+	all := h.Get("/api/bindings/%2F").([]any)
 	require.Len(t, all, 2, "the default exchange's binding is listed too")
 	require.Equal(t, "", all[0].(map[string]any)["source"])
 	require.Equal(t, "shape.q", all[0].(map[string]any)["properties_key"])
 
-	chans := h.get("/api/channels").([]any)
+	chans := h.Get("/api/channels").([]any)
 	require.Len(t, chans, 2)
 	c1, c2 := chans[0].(map[string]any), chans[1].(map[string]any)
 	require.Equal(t, true, c1["confirm"])
@@ -219,7 +219,7 @@ func TestManagementShapes(t *testing.T) {
 	require.EqualValues(t, 1, c2["messages_unacknowledged"])
 	require.EqualValues(t, 1, c2["prefetch_count"])
 
-	cs := h.get("/api/connections").([]any)
+	cs := h.Get("/api/connections").([]any)
 	c := cs[0].(map[string]any)
 	require.Equal(t, "shape-client", c["user_provided_name"])
 	require.Equal(t, "running", c["state"])
@@ -227,26 +227,26 @@ func TestManagementShapes(t *testing.T) {
 	require.Positive(t, c["recv_oct"])
 	require.Positive(t, c["send_oct"])
 
-	x := h.get("/api/exchanges/%2F/amq.default").(map[string]any)
+	x := h.Get("/api/exchanges/%2F/amq.default").(map[string]any)
 	require.Equal(t, "", x["name"])
 	require.Equal(t, "direct", x["type"])
 }
 
 func TestManagementAccess(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
-	mgmtDial(t, b, "guest", "admin-conn")
-	mgmtDial(t, b, "mgr", "mgr-conn")
-	mgmtIdle(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	amqptest.DialVia(t, b.Dial, "guest", "admin-conn")
+	amqptest.DialVia(t, b.Dial, "mgr", "mgr-conn")
+	amqptest.Idle(t, b.WaitIdle)
 
-	status, hdr, body := h.do("GET", "/api/overview", "", nil)
+	status, hdr, body := h.Do("GET", "/api/overview", "", nil)
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Equal(t, `Basic realm="RabbitMQ Management"`, hdr.Get("WWW-Authenticate"))
-	e, reason := errorBody(t, body)
+	e, reason := amqptest.ErrorBody(t, body)
 	require.Equal(t, "not_authorized", e)
 	require.Equal(t, "Login failed", reason)
 
-	status, _, _ = h.do("GET", "/api/overview", "nobody", nil)
+	status, _, _ = h.Do("GET", "/api/overview", "nobody", nil)
 	require.Equal(t, http.StatusUnauthorized, status)
 
 	for _, tc := range []struct {
@@ -268,17 +268,17 @@ func TestManagementAccess(t *testing.T) {
 		{"guest", "PATCH", "/api/queues", 405, "Method Not Allowed"},
 	} {
 		t.Run(tc.user+tc.method+tc.path, func(t *testing.T) {
-			status, _, body := h.do(tc.method, tc.path, tc.user, nil)
+			status, _, body := h.Do(tc.method, tc.path, tc.user, nil)
 			require.Equal(t, tc.status, status, "%s", body)
 			if tc.reason != "" {
-				_, reason := errorBody(t, body)
+				_, reason := amqptest.ErrorBody(t, body)
 				require.Equal(t, tc.reason, reason)
 			}
 		})
 	}
 
 	names := func(user string) []string {
-		status, _, body := h.do("GET", "/api/connections", user, nil)
+		status, _, body := h.Do("GET", "/api/connections", user, nil)
 		require.Equal(t, http.StatusOK, status)
 		var cs []struct {
 			User string `json:"user"`
@@ -298,7 +298,7 @@ func TestManagementAccess(t *testing.T) {
 
 func TestManagementTopology(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	type call struct {
 		method, path string
 		body         any
@@ -327,83 +327,83 @@ func TestManagementTopology(t *testing.T) {
 		{"DELETE", "/api/queues/%2F/missing", nil, 404, ""},
 		{"DELETE", "/api/exchanges/%2F/ex?if-unused=true", nil, 400, "in use"},
 	} {
-		status, _, body := h.do(c.method, c.path, "guest", c.body)
+		status, _, body := h.Do(c.method, c.path, "guest", c.body)
 		require.Equal(t, c.status, status, "%s %s: %s", c.method, c.path, body)
 		if c.errReason != "" {
-			_, reason := errorBody(t, body)
+			_, reason := amqptest.ErrorBody(t, body)
 			require.Contains(t, reason, c.errReason, "%s %s", c.method, c.path)
 		}
 	}
 
 	// The declarations are real: AMQP sees them.
-	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "check"))
+	ch := amqptest.Channel(t, amqptest.DialVia(t, b.Dial, "guest", "check"))
 	_, err := ch.QueueDeclarePassive("work", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.PublishWithContext(context.Background(), "ex", "k", false, false, amqp091.Publishing{Body: []byte("via binding")}))
 	// fanout passes the key on to ex, which routes it with its binding
 	require.NoError(t, ch.PublishWithContext(context.Background(), "amq.fanout", "k", false, false, amqp091.Publishing{Body: []byte("via e2e")}))
-	mgmtIdle(t, b)
-	q := h.get("/api/queues/%2F/work").(map[string]any)
+	amqptest.Idle(t, b.WaitIdle)
+	q := h.Get("/api/queues/%2F/work").(map[string]any)
 	require.EqualValues(t, 2, q["messages_ready"])
 	require.Equal(t, map[string]any{"x-max-length": 5.0}, q["arguments"])
 
 	// A binding is deleted by the properties_key its listing gives.
-	list := h.get("/api/bindings/%2F/e/ex/q/work").([]any)
+	list := h.Get("/api/bindings/%2F/e/ex/q/work").([]any)
 	require.Len(t, list, 1)
 	props := list[0].(map[string]any)["properties_key"].(string)
-	status, _, _ := h.do("GET", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
+	status, _, _ := h.Do("GET", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
 	require.Equal(t, 200, status)
-	status, _, _ = h.do("DELETE", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
+	status, _, _ = h.Do("DELETE", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
 	require.Equal(t, 204, status)
-	status, _, _ = h.do("DELETE", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
+	status, _, _ = h.Do("DELETE", "/api/bindings/%2F/e/ex/q/work/"+url.PathEscape(props), "guest", nil)
 	require.Equal(t, 404, status)
-	require.Empty(t, h.get("/api/bindings/%2F/e/ex/q/work"))
-	e2e := h.get("/api/bindings/%2F/e/amq.fanout/e/ex").([]any)
+	require.Empty(t, h.Get("/api/bindings/%2F/e/ex/q/work"))
+	e2e := h.Get("/api/bindings/%2F/e/amq.fanout/e/ex").([]any)
 	require.Len(t, e2e, 1)
 	require.Equal(t, "~", e2e[0].(map[string]any)["properties_key"])
 
 	// Purge, delete with conditions, delete.
-	status, _, body := h.do("DELETE", "/api/queues/%2F/work?if-empty=true", "guest", nil)
+	status, _, body := h.Do("DELETE", "/api/queues/%2F/work?if-empty=true", "guest", nil)
 	require.Equal(t, 400, status, "%s", body)
-	status, _, _ = h.do("DELETE", "/api/queues/%2F/work/contents", "guest", nil)
+	status, _, _ = h.Do("DELETE", "/api/queues/%2F/work/contents", "guest", nil)
 	require.Equal(t, 204, status)
-	mgmtIdle(t, b)
-	require.EqualValues(t, 0, h.get("/api/queues/%2F/work").(map[string]any)["messages"])
-	status, _, _ = h.do("DELETE", "/api/queues/%2F/work?if-empty=true", "guest", nil)
+	amqptest.Idle(t, b.WaitIdle)
+	require.EqualValues(t, 0, h.Get("/api/queues/%2F/work").(map[string]any)["messages"])
+	status, _, _ = h.Do("DELETE", "/api/queues/%2F/work?if-empty=true", "guest", nil)
 	require.Equal(t, 204, status)
-	status, _, _ = h.do("DELETE", "/api/exchanges/%2F/ex", "guest", nil)
+	status, _, _ = h.Do("DELETE", "/api/exchanges/%2F/ex", "guest", nil)
 	require.Equal(t, 204, status)
-	status, _, _ = h.do("GET", "/api/queues/%2F/work", "guest", nil)
+	status, _, _ = h.Do("GET", "/api/queues/%2F/work", "guest", nil)
 	require.Equal(t, 404, status)
 }
 
 func TestManagementBindingLocation(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
-	status, _, _ := h.do("PUT", "/api/queues/%2F/q", "guest", map[string]any{})
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, _ := h.Do("PUT", "/api/queues/%2F/q", "guest", map[string]any{})
 	require.Equal(t, 201, status)
-	status, hdr, _ := h.do("POST", "/api/bindings/%2F/e/amq.topic/q/q", "guest", map[string]any{"routing_key": "a b/c"})
+	status, hdr, _ := h.Do("POST", "/api/bindings/%2F/e/amq.topic/q/q", "guest", map[string]any{"routing_key": "a b/c"})
 	require.Equal(t, 201, status)
 	require.Equal(t, "q/a+b%2Fc", hdr.Get("Location"), "RabbitMQ's relative Location with quote_plus")
-	status, _, _ = h.do("GET", "/api/bindings/%2F/e/amq.topic/q/q/a+b%252Fc", "guest", nil)
+	status, _, _ = h.Do("GET", "/api/bindings/%2F/e/amq.topic/q/q/a+b%252Fc", "guest", nil)
 	require.Equal(t, 200, status)
 	// The default exchange's binding is listed and readable, not deletable.
-	status, _, _ = h.do("GET", "/api/bindings/%2F/e/amq.default/q/q/q", "guest", nil)
+	status, _, _ = h.Do("GET", "/api/bindings/%2F/e/amq.default/q/q/q", "guest", nil)
 	require.Equal(t, 200, status)
 }
 
 func TestManagementDeleteConnection(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
-	conn := mgmtDial(t, b, "guest", "doomed")
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	conn := amqptest.DialVia(t, b.Dial, "guest", "doomed")
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	id := b.Connections()[0].ID
 
-	status, _, _ := h.do("DELETE", "/api/connections/"+url.PathEscape("nope"), "guest", nil)
+	status, _, _ := h.Do("DELETE", "/api/connections/"+url.PathEscape("nope"), "guest", nil)
 	require.Equal(t, 404, status)
-	status, _, _ = h.do("DELETE", "/api/connections/"+url.PathEscape(id), "mgr", nil)
+	status, _, _ = h.Do("DELETE", "/api/connections/"+url.PathEscape(id), "mgr", nil)
 	require.Equal(t, 404, status, "a management user cannot see, so cannot close, another user's connection")
-	status, _, _ = h.do("DELETE", "/api/connections/"+url.PathEscape(id), "guest", nil)
+	status, _, _ = h.Do("DELETE", "/api/connections/"+url.PathEscape(id), "guest", nil)
 	require.Equal(t, 204, status)
 	select {
 	case e := <-closed:
@@ -414,16 +414,16 @@ func TestManagementDeleteConnection(t *testing.T) {
 		t.Fatal("no connection.close")
 	}
 
-	conn2 := mgmtDial(t, b, "guest", "doomed2")
+	conn2 := amqptest.DialVia(t, b.Dial, "guest", "doomed2")
 	closed2 := conn2.NotifyClose(make(chan *amqp091.Error, 1))
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	var id2 string
 	for _, c := range b.Connections() {
 		if c.ClientProperties["connection_name"] == "doomed2" {
 			id2 = c.ID
 		}
 	}
-	status, _, _ = h.do("DELETE", "/api/connections/"+url.PathEscape(id2), "guest", nil, "X-Reason", "maintenance")
+	status, _, _ = h.Do("DELETE", "/api/connections/"+url.PathEscape(id2), "guest", nil, "X-Reason", "maintenance")
 	require.Equal(t, 204, status)
 	select {
 	case e := <-closed2:
@@ -436,10 +436,10 @@ func TestManagementDeleteConnection(t *testing.T) {
 func TestManagementGetShapes(t *testing.T) {
 	b := mgmtBroker(t)
 	mgmtShapeSetup(t, b)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	req := map[string]any{"count": 2, "ackmode": "ack_requeue_true", "encoding": "auto"}
 	for i := range 2 {
-		status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", req)
+		status, _, body := h.Do("POST", "/api/queues/%2F/shape.q/get", "guest", req)
 		require.Equal(t, 200, status, "%s", body)
 		var got any
 		require.NoError(t, json.Unmarshal(body, &got))
@@ -454,7 +454,7 @@ func TestManagementGetShapes(t *testing.T) {
 		require.EqualValues(t, 0, msgs[1].(map[string]any)["message_count"])
 		require.Equal(t, map[string]any{"delivery_mode": 2.0, "headers": map[string]any{"h": 1.0}, "content_type": "text/plain"}, m0["properties"])
 	}
-	require.EqualValues(t, 2, h.get("/api/queues/%2F/shape.q").(map[string]any)["messages_ready"])
+	require.EqualValues(t, 2, h.Get("/api/queues/%2F/shape.q").(map[string]any)["messages_ready"])
 
 	for _, tc := range []struct {
 		path   string
@@ -468,12 +468,12 @@ func TestManagementGetShapes(t *testing.T) {
 		{"shape.q", "nojson", 400, "not_json"},
 		{"nosuch", map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}, 404, "Not Found"},
 	} {
-		status, _, body := h.do("POST", "/api/queues/%2F/"+tc.path+"/get", "guest", tc.body)
+		status, _, body := h.Do("POST", "/api/queues/%2F/"+tc.path+"/get", "guest", tc.body)
 		require.Equal(t, tc.status, status, "%s", body)
-		_, reason := errorBody(t, body)
+		_, reason := amqptest.ErrorBody(t, body)
 		require.Contains(t, reason, tc.reason)
 	}
-	status, _, body := h.do("POST", "/api/queues/%2F/shape.q/get", "guest", map[string]any{"count": 1, "ackmode": "reject_requeue_true", "encoding": "base64", "truncate": 1})
+	status, _, body := h.Do("POST", "/api/queues/%2F/shape.q/get", "guest", map[string]any{"count": 1, "ackmode": "reject_requeue_true", "encoding": "base64", "truncate": 1})
 	require.Equal(t, 200, status)
 	var got []map[string]any
 	require.NoError(t, json.Unmarshal(body, &got))
@@ -487,8 +487,8 @@ func TestManagementGetShapes(t *testing.T) {
 // dead-lettering.
 func TestManagementGetAckModes(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
-	conn := mgmtDial(t, b, "guest", "getter")
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	conn := amqptest.DialVia(t, b.Dial, "guest", "getter")
 	ch := amqptest.Channel(t, conn)
 	ctx := context.Background()
 	_, err := ch.QueueDeclare("g.dlq", false, false, false, false, nil)
@@ -498,11 +498,11 @@ func TestManagementGetAckModes(t *testing.T) {
 	for _, body := range []string{"a", "b", "c", "d"} {
 		require.NoError(t, ch.PublishWithContext(ctx, "", "g.q", false, false, amqp091.Publishing{Body: []byte(body)}))
 	}
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
 	get := func(mode string, count int) []getAnswer {
 		t.Helper()
-		status, _, body := h.do("POST", "/api/queues/%2F/g.q/get", "guest", map[string]any{"count": count, "ackmode": mode, "encoding": "auto"})
+		status, _, body := h.Do("POST", "/api/queues/%2F/g.q/get", "guest", map[string]any{"count": count, "ackmode": mode, "encoding": "auto"})
 		require.Equal(t, http.StatusOK, status, "%s", body)
 		var got []getAnswer
 		require.NoError(t, json.Unmarshal(body, &got))
@@ -510,7 +510,7 @@ func TestManagementGetAckModes(t *testing.T) {
 	}
 	ready := func(name string) uint64 {
 		t.Helper()
-		mgmtIdle(t, b)
+		amqptest.Idle(t, b.WaitIdle)
 		for _, q := range b.Stats().QueueDetails {
 			if q.Name == name {
 				return q.Ready
@@ -571,7 +571,7 @@ func TestManagementGetAckModes(t *testing.T) {
 // requesting user, so get needs read permission on the queue.
 func TestManagementGetPermissions(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ctx := context.Background()
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
@@ -582,17 +582,17 @@ func TestManagementGetPermissions(t *testing.T) {
 	req := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
 
 	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", broker.Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
-	status, _, body := h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
+	status, _, body := h.Do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
-	_, reason := errorBody(t, body)
+	_, reason := amqptest.ErrorBody(t, body)
 	require.Equal(t, "access to queue 'perm.q' in vhost '/' refused for user 'mgr'", reason)
 
 	require.NoError(t, b.ClearPermissions(ctx, "mgr", "/"))
-	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
+	status, _, body = h.Do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 
 	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", broker.Permission{Configure: "", Write: "", Read: "^perm\\..*"}))
-	status, _, body = h.do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
+	status, _, body = h.Do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 }
 
@@ -609,8 +609,8 @@ func TestRabbitmqadmin(t *testing.T) {
 	b := mgmtBroker(t)
 	conn := mgmtShapeSetup(t, b)
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
-	h := mgmtServer(t, b)
-	u, err := url.Parse(h.srv.URL)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	u, err := url.Parse(h.URL())
 	require.NoError(t, err)
 	home := t.TempDir()
 	run := func(args ...string) string {
@@ -658,17 +658,17 @@ func TestRabbitmqadmin(t *testing.T) {
 	require.Contains(t, string(raw), "shape.x")
 	// import into a fresh broker through its own API
 	b2 := mgmtBroker(t)
-	h2 := mgmtServer(t, b2)
-	u2, err := url.Parse(h2.srv.URL)
+	h2 := amqptest.NewAPI(t, b2.ManagementHandler())
+	u2, err := url.Parse(h2.URL())
 	require.NoError(t, err)
 	u = u2
 	run("import", filepath.Join(home, "defs.json"))
-	q := h2.get("/api/queues/%2F/shape.q").(map[string]any)
+	q := h2.Get("/api/queues/%2F/shape.q").(map[string]any)
 	require.Equal(t, map[string]any{"x-max-length": 10.0}, q["arguments"])
-	require.Len(t, h2.get("/api/bindings/%2F/e/shape.x/q/shape.q").([]any), 1)
+	require.Len(t, h2.Get("/api/bindings/%2F/e/shape.x/q/shape.q").([]any), 1)
 
 	// The connection close the operator asks for reaches the client.
-	u, err = url.Parse(h.srv.URL)
+	u, err = url.Parse(h.URL())
 	require.NoError(t, err)
 	run("close", "connection", "name="+b.Connections()[0].ID)
 	select {
@@ -704,18 +704,18 @@ func topology(t *testing.T, b *broker.Broker) []string {
 func TestDefinitionsHTTP(t *testing.T) {
 	b := mgmtBroker(t)
 	mgmtShapeSetup(t, b)
-	h := mgmtServer(t, b)
-	status, _, body := h.do("GET", "/api/definitions", "guest", nil)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, body := h.Do("GET", "/api/definitions", "guest", nil)
 	require.Equal(t, http.StatusOK, status)
 
 	b2 := mgmtBroker(t)
-	h2 := mgmtServer(t, b2)
-	status, _, out := h2.do("POST", "/api/definitions", "guest", string(body))
+	h2 := amqptest.NewAPI(t, b2.ManagementHandler())
+	status, _, out := h2.Do("POST", "/api/definitions", "guest", string(body))
 	require.Equal(t, http.StatusNoContent, status, "%s", out)
 	require.Equal(t, topology(t, b), topology(t, b2))
 
-	status, _, out = h2.do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
+	status, _, out = h2.Do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
 	require.Equal(t, http.StatusBadRequest, status)
-	_, reason := errorBody(t, out)
+	_, reason := amqptest.ErrorBody(t, out)
 	require.Contains(t, reason, `vhost "nope" neither exists nor is in the file`)
 }

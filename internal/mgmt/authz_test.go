@@ -52,7 +52,7 @@ func mgmtAuthzBroker(t *testing.T) (*broker.Broker, string) {
 	confirm, err := ch.PublishWithDeferredConfirm("", "victim", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("keep me")})
 	require.NoError(t, err)
 	require.True(t, confirm.Wait())
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	var id string
 	for _, c := range b.Connections() {
 		if c.User == "guest" && c.VHost == "secret" {
@@ -70,7 +70,7 @@ func mgmtAuthzBroker(t *testing.T) (*broker.Broker, string) {
 // exclusive queue. Refused requests change nothing.
 func TestManagementAuthorization(t *testing.T) {
 	b, guestConn := mgmtAuthzBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	get := map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
 	putQ := map[string]any{"durable": true}
 	putX := map[string]any{"type": "direct"}
@@ -137,10 +137,10 @@ func TestManagementAuthorization(t *testing.T) {
 		{"guest", "POST", "/api/queues/secret/excl/get", get, 400, ""},
 	} {
 		t.Run(tc.user+" "+tc.method+" "+tc.path, func(t *testing.T) {
-			status, _, body := h.do(tc.method, tc.path, tc.user, tc.body)
+			status, _, body := h.Do(tc.method, tc.path, tc.user, tc.body)
 			require.Equal(t, tc.status, status, "%s", body)
 			if tc.reason != "" {
-				_, reason := errorBody(t, body)
+				_, reason := amqptest.ErrorBody(t, body)
 				require.Equal(t, tc.reason, reason)
 			}
 		})
@@ -151,16 +151,16 @@ func TestManagementAuthorization(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the confirmed message is still there")
 	for _, q := range []string{"victim", "excl"} {
-		status, _, _ := h.do("GET", "/api/queues/secret/"+q, "guest", nil)
+		status, _, _ := h.Do("GET", "/api/queues/secret/"+q, "guest", nil)
 		require.Equal(t, 200, status, q)
 	}
-	status, _, _ := h.do("GET", "/api/exchanges/secret/vx", "guest", nil)
+	status, _, _ := h.Do("GET", "/api/exchanges/secret/vx", "guest", nil)
 	require.Equal(t, 200, status)
 	for _, q := range []string{"new", "other"} {
-		status, _, _ := h.do("GET", "/api/queues/secret/"+q, "guest", nil)
+		status, _, _ := h.Do("GET", "/api/queues/secret/"+q, "guest", nil)
 		require.Equal(t, 404, status, q)
 	}
-	status, _, _ = h.do("GET", conn, "guest", nil)
+	status, _, _ = h.Do("GET", conn, "guest", nil)
 	require.Equal(t, 200, status, "the connection is open")
 }
 
@@ -168,11 +168,11 @@ func TestManagementAuthorization(t *testing.T) {
 // it may see (administrator and monitoring all of them).
 func TestManagementListingsFilterVHosts(t *testing.T) {
 	b, _ := mgmtAuthzBroker(t)
-	h := mgmtServer(t, b)
-	status, _, _ := h.do("PUT", "/api/queues/%2F/pub", "guest", map[string]any{})
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, _ := h.Do("PUT", "/api/queues/%2F/pub", "guest", map[string]any{})
 	require.Equal(t, http.StatusCreated, status)
 	vhostsIn := func(user, path string) []string {
-		status, _, body := h.do("GET", path, user, nil)
+		status, _, body := h.Do("GET", path, user, nil)
 		require.Equal(t, http.StatusOK, status, "%s", body)
 		var items []struct {
 			Name  string `json:"name"`

@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/measure"
 	"github.com/warrenmq/broker/internal/mgmt"
 )
@@ -24,7 +25,7 @@ import (
 func TestManagementGetHeapBounded(t *testing.T) {
 	const n, size = 16, 4 << 20
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ctx := context.Background()
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
@@ -35,15 +36,15 @@ func TestManagementGetHeapBounded(t *testing.T) {
 	for range n {
 		require.NoError(t, ch.Publish("", "big", false, false, amqp091.Publishing{Body: body}))
 	}
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	body = nil
 	base := measure.LiveHeap()
 
-	req, err := http.NewRequest("POST", h.srv.URL+"/api/queues/%2F/big/get",
+	req, err := http.NewRequest("POST", h.URL()+"/api/queues/%2F/big/get",
 		strings.NewReader(`{"count":16,"ackmode":"ack_requeue_true","encoding":"auto"}`))
 	require.NoError(t, err)
 	req.SetBasicAuth("guest", "guest")
-	resp, err := h.srv.Client().Do(req)
+	resp, err := h.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -85,14 +86,14 @@ func TestManagementGetHeapBounded(t *testing.T) {
 // encoded and payload_bytes stays the full size, as in RabbitMQ.
 func TestManagementGetTruncate(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ch, err := b.Channel(context.Background())
 	require.NoError(t, err)
 	defer ch.Close()
 	_, err = ch.QueueDeclare("t", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Publish("", "t", false, false, amqp091.Publishing{Body: []byte("hello \"world\"\n\u2028")}))
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	for _, tc := range []struct {
 		truncate any
 		payload  string
@@ -101,7 +102,7 @@ func TestManagementGetTruncate(t *testing.T) {
 		if tc.truncate != nil {
 			req["truncate"] = tc.truncate
 		}
-		status, _, body := h.do("POST", "/api/queues/%2F/t/get", "guest", req)
+		status, _, body := h.Do("POST", "/api/queues/%2F/t/get", "guest", req)
 		require.Equal(t, http.StatusOK, status, "%s", body)
 		var res []map[string]any
 		require.NoError(t, json.Unmarshal(body, &res), "%s", body)

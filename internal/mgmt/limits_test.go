@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -21,7 +22,7 @@ import (
 // an oversized HTTP body is refused before it is read whole.
 func TestNameLimitsAtEveryDoor(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ctx := context.Background()
 	long := strings.Repeat("n", 100_000)
 	frameArgs := map[string]any{"arguments": map[string]any{"x-pad": strings.Repeat("a", vhost.DefaultMaxArgumentsSize)}}
@@ -43,11 +44,11 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 			{"queue name of 255 bytes", "/api/queues/%2F/" + strings.Repeat("n", 255), map[string]any{}, 201},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				status, _, body := h.do("PUT", tc.path, "guest", tc.body)
+				status, _, body := h.Do("PUT", tc.path, "guest", tc.body)
 				require.Equal(t, tc.status, status, "%.300s", body)
 			})
 		}
-		status, _, body := h.do("POST", "/api/bindings/%2F/e/amq.direct/q/"+strings.Repeat("n", 255), "guest",
+		status, _, body := h.Do("POST", "/api/bindings/%2F/e/amq.direct/q/"+strings.Repeat("n", 255), "guest",
 			map[string]any{"routing_key": strings.Repeat("k", 256)})
 		require.Equal(t, 400, status, "%s", body)
 	})
@@ -69,26 +70,26 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 
 	// Only the 255-byte queue was created.
 	var names []string
-	for _, q := range h.get("/api/queues").([]any) {
+	for _, q := range h.Get("/api/queues").([]any) {
 		names = append(names, q.(map[string]any)["name"].(string))
 	}
 	require.Equal(t, []string{strings.Repeat("n", 255)}, names)
-	require.Len(t, h.get("/api/bindings/%2F").([]any), 1, "only the default exchange's binding")
+	require.Len(t, h.Get("/api/bindings/%2F").([]any), 1, "only the default exchange's binding")
 }
 
 // TestManagementBodyBound: a body over the bound gets 413 whatever its
 // shape, and a definitions import may be larger.
 func TestManagementBodyBound(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	big := `{"routing_key":"` + strings.Repeat("k", mgmt.MaxBody) + `"}`
-	status, _, _ := h.do("POST", "/api/bindings/%2F/e/amq.direct/q/x", "guest", big)
+	status, _, _ := h.Do("POST", "/api/bindings/%2F/e/amq.direct/q/x", "guest", big)
 	require.Equal(t, http.StatusNotFound, status, "the path is checked first")
-	status, _, _ = h.do("PUT", "/api/queues/%2F/x", "guest", map[string]any{})
+	status, _, _ = h.Do("PUT", "/api/queues/%2F/x", "guest", map[string]any{})
 	require.Equal(t, http.StatusCreated, status)
-	status, _, body := h.do("POST", "/api/bindings/%2F/e/amq.direct/q/x", "guest", big)
+	status, _, body := h.Do("POST", "/api/bindings/%2F/e/amq.direct/q/x", "guest", big)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "%s", body)
 	defs := `{"queues":[` + strings.Repeat(`{"name":"q","vhost":"/","durable":true},`, mgmt.MaxBody/40) + `{"name":"q","vhost":"/"}]}`
-	status, _, body = h.do("POST", "/api/definitions", "guest", defs)
+	status, _, body = h.Do("POST", "/api/definitions", "guest", defs)
 	require.Equal(t, http.StatusBadRequest, status, "read whole, refused for its content: %s", body)
 }

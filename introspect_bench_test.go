@@ -11,9 +11,9 @@ import (
 	"github.com/warrenmq/broker/internal/metrics"
 )
 
-// opsBenchBroker has queues queues of 10 messages each and conns idle
+// benchBroker has queues queues of 10 messages each and conns idle
 // connections.
-func opsBenchBroker(b *testing.B, queues, conns int) *Broker {
+func benchBroker(b *testing.B, queues, conns int) *Broker {
 	b.Helper()
 	br, err := New(Options{})
 	require.NoError(b, err)
@@ -43,7 +43,7 @@ func opsBenchBroker(b *testing.B, queues, conns int) *Broker {
 func BenchmarkStats(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
-			br := opsBenchBroker(b, n, 1)
+			br := benchBroker(b, n, 1)
 			b.ReportAllocs()
 			for b.Loop() {
 				if s := br.Stats(); s.Queues != n {
@@ -57,7 +57,7 @@ func BenchmarkStats(b *testing.B) {
 func BenchmarkMetricsScrape(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
-			br := opsBenchBroker(b, n, 1)
+			br := benchBroker(b, n, 1)
 			var buf bytes.Buffer
 			b.ReportAllocs()
 			for b.Loop() {
@@ -73,7 +73,7 @@ func BenchmarkMetricsScrape(b *testing.B) {
 // BenchmarkWaitIdle measures WaitIdle on a broker with nothing to do: two
 // passes over every connection and queue.
 func BenchmarkWaitIdle(b *testing.B) {
-	br := opsBenchBroker(b, 100, 10)
+	br := benchBroker(b, 100, 10)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

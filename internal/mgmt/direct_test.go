@@ -1,4 +1,4 @@
-package broker
+package mgmt_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // metrics, and closed by DELETE with 320 seen by its NotifyClose.
 func TestDirectConnectionsAreListed(t *testing.T) {
 	b := mgmtBroker(t)
-	h := mgmtServer(t, b)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ctx := context.Background()
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
@@ -30,9 +30,9 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	require.NoError(t, ch.Qos(3, 0, false))
 	_, err = ch.Consume("direct.q", "direct-ctag", false, false, false, false, nil)
 	require.NoError(t, err)
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
-	conns := h.get("/api/connections").([]any)
+	conns := h.Get("/api/connections").([]any)
 	require.Len(t, conns, 1)
 	c := conns[0].(map[string]any)
 	name := c["name"].(string)
@@ -47,16 +47,16 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	for _, k := range []string{"recv_oct", "send_oct", "frame_max", "channel_max", "timeout", "ssl"} {
 		require.NotContains(t, c, k, "a direct connection has no socket")
 	}
-	require.Equal(t, c, h.get("/api/connections/"+url.PathEscape(name)))
+	require.Equal(t, c, h.Get("/api/connections/"+url.PathEscape(name)))
 
-	chans := h.get("/api/channels").([]any)
+	chans := h.Get("/api/channels").([]any)
 	require.Len(t, chans, 1)
 	cj := chans[0].(map[string]any)
 	require.Equal(t, name+" (1)", cj["name"])
 	require.EqualValues(t, 1, cj["consumer_count"])
 	require.EqualValues(t, 3, cj["prefetch_count"])
 	require.Equal(t, map[string]any{"name": name, "peer_host": "unknown", "peer_port": "unknown"}, cj["connection_details"])
-	cons := h.get("/api/consumers").([]any)
+	cons := h.Get("/api/consumers").([]any)
 	require.Len(t, cons, 1)
 	require.Equal(t, "direct-ctag", cons[0].(map[string]any)["consumer_tag"])
 
@@ -79,16 +79,16 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 		require.Equal(t, want, fams[name].Samples[""], name)
 	}
 
-	status, _, body := h.do("DELETE", "/api/connections/"+url.PathEscape(name), "guest", nil)
+	status, _, body := h.Do("DELETE", "/api/connections/"+url.PathEscape(name), "guest", nil)
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
 	e := amqptest.AwaitClose(t, closed)
 	require.Equal(t, amqp091.ConnectionForced, e.Code)
 	require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
 	require.True(t, ch.IsClosed())
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	s = b.Stats()
 	require.Zero(t, s.Connections)
 	require.EqualValues(t, 1, s.ConnectionsClosed)
 	require.EqualValues(t, 1, s.ChannelsClosed)
-	require.Empty(t, h.get("/api/connections"))
+	require.Empty(t, h.Get("/api/connections"))
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-func mgmtQueueStats(t *testing.T, s Stats, name string) QueueStats {
+// queueDetail returns queue name's entry of s.QueueDetails; the test fails
+// if there is none.
+func queueDetail(t *testing.T, s Stats, name string) QueueStats {
 	t.Helper()
 	for _, q := range s.QueueDetails {
 		if q.Name == name {
@@ -30,8 +32,8 @@ func mgmtQueueStats(t *testing.T, s Stats, name string) QueueStats {
 // messages up to its prefetch, one is nacked back and redelivered, and
 // WaitIdle again makes Unacked exact.
 func TestWaitIdleReplacesSleep(t *testing.T) {
-	b := mgmtBroker(t)
-	conn := mgmtDial(t, b, "guest", "producer")
+	b := newDirectBroker(t, Options{})
+	conn := amqptest.DialVia(t, b.Dial, "guest", "producer")
 	ch := amqptest.Channel(t, conn)
 	_, err := ch.QueueDeclare("jobs", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -41,16 +43,16 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	}
 	// Without WaitIdle the publishes could still be on their way to the
 	// queue: Publish returns once the client wrote the frames.
-	mgmtIdle(t, b)
-	q := mgmtQueueStats(t, b.Stats(), "jobs")
+	amqptest.Idle(t, b.WaitIdle)
+	q := queueDetail(t, b.Stats(), "jobs")
 	require.Equal(t, uint64(100), q.Ready)
 	require.Equal(t, uint64(100), q.Counters.Enqueued)
 
-	cons := amqptest.Channel(t, mgmtDial(t, b, "guest", "consumer"))
+	cons := amqptest.Channel(t, amqptest.DialVia(t, b.Dial, "guest", "consumer"))
 	require.NoError(t, cons.Qos(10, 0, false))
 	_, err = cons.Consume("jobs", "worker", false, false, false, false, nil)
 	require.NoError(t, err)
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	un, err := b.Unacked(t.Context(), "/", "jobs")
 	require.NoError(t, err)
 	require.Len(t, un, 10)
@@ -64,7 +66,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	// The nack frees one unit of credit: the message comes back in its
 	// place and goes out again at once, as tag 11, delivered twice.
 	require.NoError(t, cons.Nack(1, false, true))
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	un, err = b.Unacked(t.Context(), "", "jobs")
 	require.NoError(t, err)
 	require.Len(t, un, 10)
@@ -74,7 +76,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	require.Equal(t, uint32(2), last.DeliveryCount)
 
 	s := b.Stats()
-	q = mgmtQueueStats(t, s, "jobs")
+	q = queueDetail(t, s, "jobs")
 	require.Equal(t, uint64(90), q.Ready)
 	require.Equal(t, uint64(10), q.Unacked)
 	require.Equal(t, 1, q.Consumers)
@@ -92,8 +94,8 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 }
 
 func TestPeekQueueDoesNotConsume(t *testing.T) {
-	b := mgmtBroker(t)
-	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "c"))
+	b := newDirectBroker(t, Options{})
+	ch := amqptest.Channel(t, amqptest.DialVia(t, b.Dial, "guest", "c"))
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
@@ -143,7 +145,7 @@ func TestPeekQueueDoesNotConsume(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	require.NoError(t, d.Nack(false, true))
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	msgs, err = b.PeekQueue(t.Context(), "/", "q", 10)
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
@@ -177,7 +179,7 @@ func TestPeekQueueReadsPastTheCache(t *testing.T) {
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "deep", false, false,
 			amqp091.Publishing{Body: []byte(fmt.Sprint(i))}))
 	}
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	msgs, err := b.PeekQueue(t.Context(), "/", "deep", n+10)
 	require.NoError(t, err)
 	require.Len(t, msgs, n)
@@ -187,8 +189,8 @@ func TestPeekQueueReadsPastTheCache(t *testing.T) {
 }
 
 func TestCloseConnection(t *testing.T) {
-	b := mgmtBroker(t)
-	conn := mgmtDial(t, b, "guest", "victim")
+	b := newDirectBroker(t, Options{})
+	conn := amqptest.DialVia(t, b.Dial, "guest", "victim")
 	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	conns := b.Connections()
 	require.Len(t, conns, 1)
@@ -204,12 +206,12 @@ func TestCloseConnection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no connection.close")
 	}
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 }
 
 func TestStatsCountsMessages(t *testing.T) {
-	b := mgmtBroker(t)
-	conn := mgmtDial(t, b, "guest", "c")
+	b := newDirectBroker(t, Options{})
+	conn := amqptest.DialVia(t, b.Dial, "guest", "c")
 	ch := amqptest.Channel(t, conn)
 	_, err := ch.QueueDeclare("a", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -238,7 +240,7 @@ func TestStatsCountsMessages(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, d.Ack(false))
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
 	s := b.Stats()
 	require.Equal(t, MessageCounters{
@@ -252,7 +254,7 @@ func TestStatsCountsMessages(t *testing.T) {
 	require.Equal(t, 7, s.Exchanges, "the default exchange, 5 predeclared amq.* and fan")
 	require.Equal(t, uint64(1), s.ConnectionsOpened)
 	require.Equal(t, uint64(1), s.ChannelsOpened)
-	qa := mgmtQueueStats(t, s, "a")
+	qa := queueDetail(t, s, "a")
 	require.Equal(t, MessageCounters{Enqueued: 3, GotNoAck: 1}, qa.Counters)
 	require.Positive(t, qa.Memory)
 
@@ -261,14 +263,14 @@ func TestStatsCountsMessages(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(6), b.Stats().Totals.Enqueued)
 	require.NoError(t, ch.Close())
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	s = b.Stats()
 	require.Equal(t, uint64(1), s.ChannelsClosed)
 	require.Zero(t, s.Channels)
 }
 
 func TestWaitIdleHonoursContext(t *testing.T) {
-	b := mgmtBroker(t)
+	b := newDirectBroker(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, b.WaitIdle(ctx), context.Canceled)
@@ -277,13 +279,13 @@ func TestWaitIdleHonoursContext(t *testing.T) {
 	nc, err := b.Dial("", "")
 	require.NoError(t, err)
 	defer nc.Close()
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 }
 
 // TestWaitIdleCoversTCP: on a socket, a reply the client waited for
 // proves its earlier frames arrived; WaitIdle then covers their effects.
 func TestWaitIdleCoversTCP(t *testing.T) {
-	b := mgmtBroker(t)
+	b := newDirectBroker(t, Options{})
 	_, err := b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	conn, err := amqp091.Dial(b.URL())
@@ -298,12 +300,12 @@ func TestWaitIdleCoversTCP(t *testing.T) {
 	// queue.declare-ok comes after the publishes on the same channel.
 	_, err = ch.QueueDeclarePassive("tcp", false, false, false, false, nil)
 	require.NoError(t, err)
-	mgmtIdle(t, b)
-	require.Equal(t, uint64(10), mgmtQueueStats(t, b.Stats(), "tcp").Ready)
+	amqptest.Idle(t, b.WaitIdle)
+	require.Equal(t, uint64(10), queueDetail(t, b.Stats(), "tcp").Ready)
 }
 
 func TestUnackedErrors(t *testing.T) {
-	b := mgmtBroker(t)
+	b := newDirectBroker(t, Options{})
 	_, err := b.Unacked(t.Context(), "/", "none")
 	require.True(t, errors.Is(err, ErrNotFound))
 	_, err = b.Unacked(t.Context(), "none", "none")
@@ -320,7 +322,7 @@ func TestUnackedSaysWhichMessage(t *testing.T) {
 	b, err := New(Options{Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "worker"))
+	ch := amqptest.Channel(t, amqptest.DialVia(t, b.Dial, "guest", "worker"))
 	_, err = ch.QueueDeclare("orders", false, false, false, false, nil)
 	require.NoError(t, err)
 	ts := time.Unix(1_700_000_000, 0).UTC()
@@ -333,7 +335,7 @@ func TestUnackedSaysWhichMessage(t *testing.T) {
 	ds, err := ch.Consume("orders", "worker", false, false, false, false, nil)
 	require.NoError(t, err)
 	first := <-ds
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
 	check := func(wantTag uint64, wantCount uint32, wantRedelivered bool, wantAt time.Time) {
 		t.Helper()
@@ -374,15 +376,15 @@ func TestUnackedSaysWhichMessage(t *testing.T) {
 	require.NoError(t, first.Nack(false, true))
 	second := <-ds
 	require.True(t, second.Redelivered)
-	mgmtIdle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	check(second.DeliveryTag, 2, true, t0.Add(5*time.Second))
 }
 
 // TestIntrospectionHonoursCancelledContext: a context cancelled before
 // the call returns context.Canceled (wrapped) without asking the queue.
 func TestIntrospectionHonoursCancelledContext(t *testing.T) {
-	b := mgmtBroker(t)
-	ch := amqptest.Channel(t, mgmtDial(t, b, "guest", "c"))
+	b := newDirectBroker(t, Options{})
+	ch := amqptest.Channel(t, amqptest.DialVia(t, b.Dial, "guest", "c"))
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
