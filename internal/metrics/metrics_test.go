@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -25,14 +24,6 @@ var users = []broker.User{
 	{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
 	{Name: "mgr", Password: "mgr", Tags: []string{"management"}},
 	{Name: "app", Password: "app"},
-}
-
-// idle waits until b has no work in hand, so the counts are final.
-func idle(t *testing.T, b *broker.Broker) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, b.WaitIdle(ctx))
 }
 
 // request sends method to url as user (password = user name; "" sends no
@@ -78,7 +69,7 @@ func TestMetricsScrape(t *testing.T) {
 	require.NoError(t, c2.Qos(2, 0, false))
 	_, err := c2.Consume("plain", "", false, false, false, false, nil)
 	require.NoError(t, err)
-	idle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
 	fams := promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}))
 	value := func(name, labels string) float64 {
@@ -184,7 +175,7 @@ func TestMetricsDeadLettered(t *testing.T) {
 	publish("dl.rej", 1)
 	publish("dl.lim", 1)
 	publish("plain.rej", 1)
-	idle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 	getOne := func(q string) amqp091.Delivery {
 		d, ok, err := ch.Get(q, false)
 		require.NoError(t, err)
@@ -194,7 +185,7 @@ func TestMetricsDeadLettered(t *testing.T) {
 	require.NoError(t, getOne("dl.rej").Nack(false, false))
 	require.NoError(t, getOne("dl.lim").Nack(false, true), "delivered once, over the limit of 0")
 	require.NoError(t, getOne("plain.rej").Reject(false))
-	idle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
 	fams := promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}))
 	labels := func(strategy string) string {
@@ -233,7 +224,7 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, ch.PublishWithContext(ctx, "", q, false, false, amqp91Body("x")))
 	}
-	idle(t, b)
+	amqptest.Idle(t, b.WaitIdle)
 
 	srv := httptest.NewServer(b.MetricsHandler())
 	defer srv.Close()
