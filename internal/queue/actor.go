@@ -95,7 +95,7 @@ func (q *Queue) send(o op) error {
 // been handled, so o sees what it would have seen in the mailbox. Shared
 // mode keeps the mailbox: its answers wait on observed changes.
 func (q *Queue) inline(o op) (reply, bool) {
-	if q.cfg.Shared || !q.work.TryLock() {
+	if !q.inPlace || !q.work.TryLock() {
 		return reply{}, false
 	}
 	defer q.work.Unlock()
@@ -180,9 +180,7 @@ func (q *Queue) run() {
 		if q.deleted {
 			return // holding work: nothing runs inline any more
 		}
-		if q.cfg.Shared {
-			q.applyObserved(ctx)
-		}
+		q.claimer.catchUp(ctx)
 		q.afterOps(ctx)
 		q.endStep()
 		retryC = q.retryC
@@ -303,10 +301,9 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 	// first settle of a delivery wins, so an ack must not be overtaken.
 	q.flushAcks(ctx)
 	q.flushPublishes(ctx)
-	if q.cfg.Shared {
-		// Answers (Stats, Get, Purge) reflect every change observed so far.
-		q.applyObserved(ctx)
-	}
+	// Answers (Stats, Get, Purge) reflect every change other brokers
+	// made that was observed so far.
+	q.claimer.catchUp(ctx)
 	var r reply
 	switch o.kind {
 	case opConsume:
@@ -335,20 +332,16 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 			d, ok := q.out[e.Offset]
 			if ok && d.owner == (Owner{Connection: e.Connection, Channel: e.Channel}) {
 				refs = append(refs, Ref{Offset: e.Offset, Claim: d.claim})
-			} else if !ok && q.cfg.Shared {
+			} else if !ok {
 				foreign = append(foreign, e)
 			}
 		}
 		q.requeue(ctx, refs)
 		if len(foreign) > 0 {
-			q.returnForeign(ctx, foreign)
+			q.claimer.requeueForeign(ctx, foreign)
 		}
 	case opPurge:
-		if q.cfg.Shared {
-			r.n, r.err = q.purgeShared(ctx)
-		} else {
-			r.n, r.err = q.purge(ctx)
-		}
+		r.n, r.err = q.claimer.purge(ctx)
 	case opStats:
 		r.stats = q.stats()
 	case opDelete:

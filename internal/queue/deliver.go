@@ -110,11 +110,11 @@ func (q *Queue) fill(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	if len(recs) == 0 && !q.cfg.Shared {
+	if len(recs) == 0 {
 		// The counts said there were more records than the shard has:
-		// trust the shard. (In shared mode the tail only grows: a claim
-		// or a ChangeCursor settles the count.)
-		q.fromCursor = uint64(len(q.pending))
+		// trust the shard. (A shared queue's tail only grows: a claim or
+		// a ChangeCursor settles its count, and counted keeps the tail.)
+		q.claimer.counted(uint64(len(q.pending)))
 	}
 	q.appendPending(recs)
 	return nil
@@ -123,10 +123,8 @@ func (q *Queue) fill(ctx context.Context, n int) error {
 // take picks the next ready message: the lowest returned offset first, then
 // the next record at the cursor.
 func (q *Queue) take(ctx context.Context, pos int) (assignment, bool, error) {
-	if q.cfg.Shared && len(q.returned) > 0 {
-		if err := q.loadHead(ctx); err != nil {
-			return assignment{}, false, err
-		}
+	if err := q.loadHead(ctx); err != nil {
+		return assignment{}, false, err
 	}
 	if len(q.returned) > 0 {
 		off := q.returned[0]
@@ -216,7 +214,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 				// its credit) back, catch up with the store, try again,
 				// or, after many losses in a row, at the retry.
 				q.putBack(batch)
-				q.resync(ctx, hasReturned(batch))
+				q.claimer.lost(ctx, hasReturned(batch))
 				if lost++; lost < maxLostClaims {
 					continue
 				}
@@ -250,50 +248,43 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 	s := q.cfg.Stores
 	now := q.cfg.Clock.Now().UnixNano()
 	entries, drop, dropKeys := q.scratch.entries[:0], q.scratch.offsets[:0], q.scratch.keys[:0]
-	taken := q.shared.taken[:0]
+	taken, takenNoAck := q.scratch.taken[:0], q.scratch.takenNoAck[:0]
 	defer func() {
 		clear(entries) // entries hold strings: let them go
 		clear(taken)
+		clear(takenNoAck)
 		q.scratch.entries, q.scratch.offsets, q.scratch.keys = entries[:0], drop[:0], dropKeys[:0]
-		q.shared.taken = taken[:0]
+		q.scratch.taken, q.scratch.takenNoAck = taken[:0], takenNoAck[:0]
 	}()
 	for i := range batch {
 		a := &batch[i]
 		owner := a.consumer.Owner
-		if q.cfg.Shared && a.returned {
-			// A returned message is the shared pool's: the claim takes it
-			// (Taken) and writes its entry, no-ack ones too; those are
-			// deleted below as today.
+		if a.returned {
+			// Taken from the returned set: a shared queue's claim takes
+			// it from the pool (claimWrite.taken).
 			taken = append(taken, q.indexKey(a.rec.Offset))
-			if a.consumer.NoAck {
-				entries = append(entries, q.entry(a.rec.Offset, owner, now, a.count+1))
-			}
 		}
 		if a.consumer.NoAck {
 			drop = append(drop, a.rec.Offset)
 			if a.returned {
+				takenNoAck = append(takenNoAck, q.entry(a.rec.Offset, owner, now, a.count+1))
 				dropKeys = append(dropKeys, q.indexKey(a.rec.Offset))
 			}
 			continue
 		}
 		entries = append(entries, q.entry(a.rec.Offset, owner, now, a.count+1))
 	}
-	var newCursor uint64
+	w := claimWrite{entries: entries, taken: taken, takenNoAck: takenNoAck, move: fromCursor > 0, n: fromCursor}
 	if fromCursor > 0 {
-		newCursor = q.pending[fromCursor-1].Offset + 1
+		w.to = q.pending[fromCursor-1].Offset + 1
 	}
-	if err := q.commit(ctx, entries, taken, newCursor, fromCursor > 0); err != nil {
+	if err := q.claimer.commit(ctx, w); err != nil {
 		return err
 	}
 	if fromCursor == len(q.pending) {
 		q.emptyPending()
 	} else {
 		q.pending = q.pending[fromCursor:]
-	}
-	if q.cfg.Shared {
-		q.syncReady()
-	} else {
-		q.fromCursor -= uint64(fromCursor)
 	}
 	if len(drop) > 0 {
 		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop); err != nil {
@@ -307,48 +298,6 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 			q.cfg.Logger.Error("index delete failed", "queue", q.cfg.Name, "err", err)
 		}
 	}
-	return nil
-}
-
-// commit writes index entries, then moves the cursor to newCursor when move
-// is set. If the CAS loses (another node moved the cursor) the entries are
-// taken back and the cached records dropped, so the next claim re-reads.
-// In shared mode it is one Claimer claim that also takes the returned
-// messages named by taken (commitShared); taken is nil otherwise.
-func (q *Queue) commit(ctx context.Context, entries []unacked.Entry, taken []unacked.Key, newCursor uint64, move bool) error {
-	if q.cfg.Shared {
-		return q.commitShared(ctx, entries, taken, newCursor, move)
-	}
-	s := q.cfg.Stores
-	if len(entries) > 0 {
-		if err := s.Index.Put(ctx, entries); err != nil {
-			return err
-		}
-	}
-	if !move {
-		return nil
-	}
-	swapped, err := s.Cursors.CompareAndSwapOffset(ctx, q.key, q.cursor, newCursor)
-	if err == nil && !swapped {
-		err = errors.New("queue: cursor moved by someone else")
-		if cur, rerr := s.Cursors.Offset(ctx, q.key); rerr == nil {
-			q.cursor = cur
-			q.emptyPending()
-		}
-	}
-	if err != nil {
-		var keys []unacked.Key
-		for _, e := range entries {
-			if e.Offset >= q.cursor {
-				keys = append(keys, e.Key)
-			}
-		}
-		if len(keys) > 0 {
-			_ = s.Index.Delete(ctx, keys) // best effort: recovery drops them too
-		}
-		return err
-	}
-	q.cursor = newCursor
 	return nil
 }
 
@@ -429,7 +378,7 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 			return Message{}, false, err
 		}
 		// Another broker claimed it first: catch up and take the next.
-		q.resync(ctx, a.returned)
+		q.claimer.lost(ctx, a.returned)
 		if lost >= maxLostClaims {
 			return Message{}, false, nil // get-empty: the others took them
 		}

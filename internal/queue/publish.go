@@ -168,16 +168,7 @@ func (q *Queue) preparePublishes(ctx context.Context) bool {
 // recs and confirms afterwards.
 func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []confirm, err error) {
 	if err == nil {
-		if q.cfg.Shared {
-			q.storedShared(recs)
-		} else {
-			q.fromCursor += uint64(len(recs))
-			// Keep the new records in memory when everything before them is.
-			if uint64(len(q.pending)) == q.fromCursor-uint64(len(recs)) &&
-				len(q.pending)+len(recs) <= maxPending {
-				q.appendPending(recs)
-			}
-		}
+		q.claimer.appended(recs)
 		if q.feat.bytes {
 			for i := range recs {
 				q.feat.readyBytes += int64(len(recs[i].Body))
@@ -237,12 +228,6 @@ func (q *Queue) countReady(ctx context.Context) {
 		return
 	}
 	q.recount = false
-	if q.cfg.Shared {
-		// Records at and beyond the cursor are dense (shared.go).
-		q.shared.tail = max(q.shared.tail, q.cursor+n)
-		q.syncReady()
-	} else {
-		q.fromCursor = n
-	}
+	q.claimer.counted(n)
 	q.emptyPending()
 }

@@ -27,7 +27,8 @@ func (q *Queue) Delete(ctx context.Context) (uint64, error) {
 
 // purge deletes the ready messages: the returned set and everything from
 // the cursor on. Records go first, then the cursor moves past them.
-func (q *Queue) purge(ctx context.Context) (uint64, error) {
+func (l *localClaimer) purge(ctx context.Context) (uint64, error) {
+	q := l.q
 	s := q.cfg.Stores
 	var n uint64
 	if len(q.returned) > 0 {
@@ -64,7 +65,7 @@ func (q *Queue) purge(ctx context.Context) (uint64, error) {
 		return n + deleted, err
 	}
 	if last != q.cursor {
-		if err := q.commit(ctx, nil, nil, last, true); err != nil {
+		if err := l.commit(ctx, claimWrite{move: true, to: last}); err != nil {
 			return n + deleted, err
 		}
 	}
@@ -81,14 +82,13 @@ func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {
 	// The cursor goes back to 0 first: a queue declared again under this
 	// name starts its shard at offset 0, and a crash half-way through must
 	// leave old records to deliver again, never a cursor past new ones.
-	if q.cfg.Shared {
-		// Other brokers may have moved the cursor since this one looked.
-		cur, err := s.Cursors.Offset(ctx, q.key)
-		if err != nil {
-			return 0, err
-		}
-		q.cursor = cur
+	// The cursor as the store has it: other brokers may have moved a
+	// shared queue's since this one looked.
+	cur, err := s.Cursors.Offset(ctx, q.key)
+	if err != nil {
+		return 0, err
 	}
+	q.cursor = cur
 	if q.cursor != 0 {
 		if _, err := s.Cursors.CompareAndSwapOffset(ctx, q.key, q.cursor, 0); err != nil {
 			return 0, err

@@ -176,6 +176,12 @@ type waiting struct {
 type Queue struct {
 	cfg Config
 	key meta.QueueKey
+	// claimer is the claiming strategy, local or shared, chosen at Start
+	// (claimer.go); inPlace says whether Get and the ack of a got message
+	// may run on the caller's goroutine (actor.go, "Ownership"): shared
+	// queues keep the mailbox, their answers wait on observed changes.
+	claimer claimer
+	inPlace bool
 
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
 	mbox mailbox // calls to the actor (mailbox.go)
@@ -276,9 +282,11 @@ type Queue struct {
 		offsets []uint64
 		keys    []unacked.Key
 		live    []*delivery
+		// claim's returned messages (claimWrite.taken, takenNoAck)
+		taken      []unacked.Key
+		takenNoAck []unacked.Entry
 	}
 
-	shared   sharedState  // shared mode only (shared.go)
 	feat     featureState // owned by the actor (features.go)
 	counters Counters     // message counters, read from any goroutine (inspect.go)
 }
@@ -332,14 +340,18 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	if q.group == nil {
 		q.group = NewGroup()
 	}
+	// The claiming strategy is chosen here, once (claimer.go).
 	if cfg.Shared {
 		c, ok := cfg.Stores.Index.(unacked.Claimer)
 		if !ok {
 			return nil, fmt.Errorf("queue: %s: shared mode needs an unacked.Claimer index, %T is not one", cfg.Name, cfg.Stores.Index)
 		}
-		q.shared.claimer = c
+		q.claimer = &sharedClaimer{q: q, store: c}
+	} else {
+		q.claimer = &localClaimer{q: q}
+		q.inPlace = true
 	}
-	if err := q.recover(ctx); err != nil {
+	if err := q.claimer.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
 	}
 	q.initFeatures()

@@ -11,10 +11,13 @@ import (
 // Recovery: Start's rebuild of the actor's view from what an earlier run
 // left in the stores.
 
-func (q *Queue) recover(ctx context.Context) error {
-	if q.cfg.Shared {
-		return q.recoverShared(ctx)
-	}
+// recover is Start's recovery on a single node: every index entry below
+// the cursor becomes Returned, entries at or beyond it never committed and
+// are dropped, records below the cursor without an entry (no-ack
+// deliveries whose delete was lost) are deleted, and DropTransient removes
+// non-persistent records.
+func (l *localClaimer) recover(ctx context.Context) error {
+	q := l.q
 	s := q.cfg.Stores
 	cursor, err := s.Cursors.Offset(ctx, q.key)
 	if err != nil {
