@@ -21,7 +21,7 @@
 // queue. Credit is shared between the actor (Acquire) and the channel that
 // settles (Release) and is lock-free.
 //
-// One exception to the hop: Get and AckNow run on the caller's goroutine
+// One exception to the hop: Get and AckGot run on the caller's goroutine
 // when the actor is idle and no op is queued ahead of them (Queue.inline).
 // The actor's state is guarded by a work mutex the actor holds while it
 // handles a batch; a caller that takes it with TryLock, and finds the
@@ -30,7 +30,7 @@
 // commit, dispatch). A basic.get round trip then wakes no thread for the
 // queue, which cut its broker CPU by a third (65 → 42 µs per get) on a
 // 2-core machine. Deliver may therefore also run on a Get or
-// AckNow caller's goroutine, so those callers must hold no lock a Deliver
+// AckGot caller's goroutine, so those callers must hold no lock a Deliver
 // could take. Shared mode always uses the mailbox.
 //
 // # What it promises
@@ -229,7 +229,7 @@
 //
 // The steady state allocates nothing per message in the actor: deliveries
 // come from slabs with a free list, claims and settles use scratch slices,
-// and AckOne/RejectOne/RequeueOne settle one delivery without a slice. A
+// and Settle of one Ref sends it without a slice. A
 // queue that uses no feature pays a few predictable branches per step and
 // an atomic load of the inbox length.
 package queue

@@ -72,7 +72,7 @@ func (q *Queue) countOp(o *op) {
 	case opAck:
 		n := uint64(len(o.refs))
 		if o.one {
-			n = 1 // AckOne carries its ref outside refs
+			n = 1 // a single settle carries its ref outside refs
 		}
 		q.addCount(func(c *Counters) { c.Ack.Add(n) })
 	}

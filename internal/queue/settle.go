@@ -10,48 +10,58 @@ import (
 // Settling: acks and rejects delete a delivery's record and entry,
 // requeues return it in place (requeue, the one requeue primitive).
 
-// Ack settles deliveries: their records and index entries are deleted.
-func (q *Queue) Ack(refs []Ref) error {
-	return q.send(op{kind: opAck, refs: refs})
+// Outcome is how a delivery is settled.
+type Outcome uint8
+
+const (
+	// Ack deletes the message (basic.ack): its record, then its index
+	// entry.
+	Ack Outcome = iota
+	// Reject discards it (basic.reject or basic.nack without requeue):
+	// it is dead-lettered with reason rejected when the queue has a
+	// dead-letter exchange, else deleted as Ack deletes it.
+	Reject
+	// Requeue returns it in place (nack and reject with requeue,
+	// basic.recover, channel or connection close): the single requeue
+	// primitive. The message keeps its position and comes back
+	// redelivered.
+	Requeue
+)
+
+// opKinds maps an Outcome to the op the actor handles.
+var opKinds = [...]opKind{Ack: opAck, Reject: opReject, Requeue: opRequeue}
+
+// Settle settles the deliveries refs name with outcome how. It waits only
+// while the mailbox is full (back-pressure), never for the settle itself,
+// and fails only with ErrDeleted: a deleted queue has nothing left to
+// settle. A Ref that is stale (its delivery was settled or requeued
+// meanwhile) is ignored: the first settle of a delivery wins. refs is not
+// kept, and one Ref (basic.ack without multiple, the common case) is sent
+// without allocating.
+func (q *Queue) Settle(how Outcome, refs ...Ref) error {
+	o := op{kind: opKinds[how]}
+	switch len(refs) {
+	case 0:
+		return nil
+	case 1:
+		o.ref, o.one = [1]Ref{refs[0]}, true
+	default:
+		o.refs = slices.Clone(refs)
+	}
+	return q.send(o)
 }
 
-// Reject settles deliveries without requeue: they are discarded.
-func (q *Queue) Reject(refs []Ref) error {
-	return q.send(op{kind: opReject, refs: refs})
-}
-
-// AckOne, RejectOne and RequeueOne are Ack, Reject and Requeue of a single
-// delivery, the common case of basic.ack without multiple; they allocate
-// nothing.
-func (q *Queue) AckOne(r Ref) error { return q.settleOne(opAck, r) }
-
-// RejectOne is Reject of one delivery.
-func (q *Queue) RejectOne(r Ref) error { return q.settleOne(opReject, r) }
-
-// RequeueOne is Requeue of one delivery.
-func (q *Queue) RequeueOne(r Ref) error { return q.settleOne(opRequeue, r) }
-
-// AckNow is AckOne for a caller about to wait on the queue again (the ack
-// of a basic.get before the next get): when the actor is idle it settles
-// on the calling goroutine, so, as for Get, the caller must hold no lock a
-// Deliver could need.
-func (q *Queue) AckNow(r Ref) error {
+// AckGot is Settle(Ack, r) for the delivery of a basic.get, whose client
+// is about to wait on the queue again (the next get): when the actor is
+// idle it settles in place, on the calling goroutine (actor.go,
+// "Ownership"), so, as for Get, the caller must hold no lock a Deliver
+// could need.
+func (q *Queue) AckGot(r Ref) error {
 	o := op{kind: opAck, ref: [1]Ref{r}, one: true}
 	if _, done := q.inline(o); done {
 		return nil
 	}
 	return q.send(o)
-}
-
-func (q *Queue) settleOne(kind opKind, r Ref) error {
-	return q.send(op{kind: kind, ref: [1]Ref{r}, one: true})
-}
-
-// Requeue returns deliveries in place: the single requeue primitive behind
-// nack and reject with requeue, basic.recover, and channel or connection
-// close. Each message keeps its position and comes back redelivered.
-func (q *Queue) Requeue(refs []Ref) error {
-	return q.send(op{kind: opRequeue, refs: refs})
 }
 
 // RequeueEntries returns the deliveries named by index entries whose owner

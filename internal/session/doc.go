@@ -21,7 +21,7 @@
 // hand-off per basic.get over TCP: when the writer is idle, the reader
 // queues the get reply without poking the writer and writes it itself
 // (queueContent, flushNow); a flushing flag in the outbox keeps the two
-// from ever writing at once. With the queue's own in-place Get and AckNow,
+// from ever writing at once. With the queue's own in-place Get and AckGot,
 // a get round trip wakes no goroutine but the reader. On Linux a TCP
 // socket's reads and those in-place writes call the kernel directly
 // (socket_linux.go, through syscall.RawConn), skipping the runtime's
