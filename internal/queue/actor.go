@@ -87,24 +87,26 @@ func (q *Queue) send(o op) error {
 }
 
 // inline runs o on the calling goroutine instead of the actor's, when the
-// actor is idle and nothing is queued ahead of o: a basic.get round trip
+// actor sleeps and nothing is queued ahead of o: a basic.get round trip
 // then costs no thread wake-up for the hop to the actor and back, which on
-// a small machine is most of its price (README, Performance). The work
-// mutex makes the caller the actor's state's one owner for the duration,
-// and an empty mailbox and inbox under it mean every op sent before o has
-// been handled, so o sees what it would have seen in the mailbox. Shared
-// mode keeps the mailbox: its answers wait on observed changes.
+// a small machine is most of its price (docs/performance.md). The caller
+// takes the state token from the sleeping actor (owner.go) and is the
+// state's one owner until it gives it back; an empty mailbox and inbox
+// under it mean every op sent before o has been handled, so o sees what
+// it would have seen in the mailbox. Shared queues keep the mailbox
+// (inPlace is false): their answers wait on observed changes.
 func (q *Queue) inline(o op) (reply, bool) {
-	if !q.inPlace || !q.work.TryLock() {
+	if !q.inPlace || !q.own.tryAcquire() {
 		return reply{}, false
 	}
-	defer q.work.Unlock()
+	defer q.own.release()
 	// A batch being committed is the actor's to finish: it waits for the
-	// outcome on commitDone too, and had it taken it while we hold work,
-	// neither of us would go on.
+	// outcome on commitDone too, and had it taken it while we hold the
+	// token, neither of us would go on.
 	if q.queued.Load() != 0 || q.inboxLen.Load() != 0 || q.closing.Load() || q.deleted || q.committing {
 		return reply{}, false
 	}
+	q.own.inPlace.Add(1)
 	ctx := context.Background()
 	retrying := q.retryC != nil
 	r := q.exec(ctx, o)
@@ -148,11 +150,11 @@ func (q *Queue) run() {
 			q.retry.Stop()
 		}
 	}()
-	// The retry timer's channel changes under work (an in-place op may
-	// schedule a retry), so the select waits on a copy taken under it.
-	q.work.Lock()
+	// The retry timer's channel is state (an in-place op may schedule a
+	// retry), so the select waits on a copy taken with the token.
+	q.own.acquire()
 	retryC := q.retryC
-	q.work.Unlock()
+	q.own.release()
 	for {
 		select {
 		case <-q.kick:
@@ -160,17 +162,17 @@ func (q *Queue) run() {
 			// that freed credit: either way everything waiting is taken,
 			// so publishes go to the store in one batch and deliveries in
 			// one claim.
-			q.work.Lock()
+			q.own.acquire()
 			q.handleMailbox(ctx)
 		case r := <-q.commitDone:
-			q.work.Lock()
+			q.own.acquire()
 			q.finishCommit(ctx, r)
 		case <-retryC:
-			q.work.Lock()
+			q.own.acquire()
 			q.retryC = nil
 			q.redo(ctx)
 		case <-q.stop:
-			q.work.Lock() // held for good: quiesce and drain follow
+			q.own.acquire() // held for good: quiesce and drain follow
 			q.quiesce(ctx)
 			return
 		}
@@ -178,13 +180,13 @@ func (q *Queue) run() {
 			q.drainInbox(ctx)
 		}
 		if q.deleted {
-			return // holding work: nothing runs inline any more
+			return // holding the token for good: nothing runs in place any more
 		}
 		q.claimer.catchUp(ctx)
 		q.afterOps(ctx)
 		q.endStep()
 		retryC = q.retryC
-		q.work.Unlock()
+		q.own.release()
 	}
 }
 
@@ -208,6 +210,7 @@ func (q *Queue) handleMailbox(ctx context.Context) {
 // afterOps is what follows every batch of ops, on the actor or inline:
 // gathered acks settled, a commit started, deliveries made.
 func (q *Queue) afterOps(ctx context.Context) {
+	q.own.mustHold()
 	q.flushAcks(ctx)
 	q.startCommit(ctx)
 	q.dispatch(ctx)
@@ -263,6 +266,7 @@ func (q *Queue) handle(ctx context.Context, o op) {
 
 // exec executes o and returns its answer.
 func (q *Queue) exec(ctx context.Context, o op) reply {
+	q.own.mustHold()
 	// A single settle's ref moves to a local array: assigned into o it
 	// would go to the heap with o (o.rec is appended to publishes).
 	var one [1]Ref
@@ -382,6 +386,7 @@ func (q *Queue) settles(kind opKind) bool {
 // redo retries the work store errors left undone. Each step that fails
 // again puts its work back and re-arms the timer.
 func (q *Queue) redo(ctx context.Context) {
+	q.own.mustHold()
 	if refs := q.retrySettle; len(refs) > 0 {
 		q.retrySettle = nil
 		q.settle(ctx, refs)

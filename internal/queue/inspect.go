@@ -107,7 +107,8 @@ func (q *Queue) addCount(add func(*Counters)) {
 	}
 }
 
-// inspect runs fn on the actor goroutine, after every op sent before it,
+// inspect runs fn on the actor goroutine, holding the state token
+// (owner.go), after every op sent before it,
 // and waits for it. fn may read everything the actor owns; it must not
 // change what consumers see.
 //

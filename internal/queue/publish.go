@@ -89,6 +89,7 @@ func (q *Queue) awaitCommit(ctx context.Context) {
 // finishCommit applies a committer's outcome as flushPublishes applies an
 // Append's, and keeps its slices for the next batch.
 func (q *Queue) finishCommit(ctx context.Context, r commitResult) {
+	q.own.mustHold()
 	q.committing = false
 	q.stored(ctx, r.recs, r.confirms, r.err)
 	clear(r.recs)

@@ -169,7 +169,9 @@ type waiting struct {
 }
 
 // Queue is one queue's actor. Its exported methods are safe for concurrent
-// use; all state below the channels is owned by the actor goroutine.
+// use. Its state has one owner at a time, whoever holds its state token
+// (own, owner.go): the actor goroutine, or a Get or AckGot caller the
+// sleeping actor handed it to.
 //
 // The fields are grouped by job; each group names the file that works on
 // it.
@@ -202,7 +204,6 @@ type Queue struct {
 	leavingN Group
 	stepOps  int          // inbox ops taken in this step, given back by endStep
 	closing  atomic.Bool  // set by the actor when it stops taking ops
-	work     sync.Mutex   // held while the actor's state is worked on
 	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
 	// requeuing counts requeue ops sent but not yet handled. A channel
 	// requeues before it frees the prefetch credit the delivery held, so a
@@ -220,7 +221,12 @@ type Queue struct {
 	}
 	inboxLen atomic.Int32
 
-	// Owned by the actor goroutine from here on.
+	// own is the state token: whoever holds it owns everything below
+	// (owner.go).
+	own stateToken
+
+	// Owned by the state's holder from here on: the actor goroutine, or a
+	// Get or AckGot caller it handed the token to while it slept.
 
 	deleted bool // Delete ran: the actor refuses what follows and stops
 
@@ -351,10 +357,13 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		q.claimer = &localClaimer{q: q}
 		q.inPlace = true
 	}
+	// Start owns the state until the actor runs (owner.go).
+	q.own.acquire()
 	if err := q.claimer.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
 	}
 	q.initFeatures()
+	q.own.release()
 	go q.run()
 	return q, nil
 }
