@@ -108,9 +108,8 @@ func (q *Queue) addCount(add func(*Counters)) {
 }
 
 // inspect runs fn on the actor goroutine, holding the state token
-// (owner.go), after every op sent before it,
-// and waits for it. fn may read everything the actor owns; it must not
-// change what consumers see.
+// (owner.go), after every op sent before it, and waits for it. fn may
+// read everything the actor owns; it must not change what consumers see.
 //
 // inspect honours ctx: an already ended ctx returns its error without
 // sending anything, and ctx ends the wait for room in a full mailbox and
