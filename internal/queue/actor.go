@@ -106,7 +106,7 @@ func (q *Queue) inline(o op) (reply, bool) {
 	if q.queued.Load() != 0 || q.inboxLen.Load() != 0 || q.closing.Load() || q.deleted || q.committing {
 		return reply{}, false
 	}
-	q.own.inPlace.Add(1)
+	q.own.inPlace++
 	ctx := context.Background()
 	retrying := q.retryC != nil
 	r := q.exec(ctx, o)

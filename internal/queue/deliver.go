@@ -31,8 +31,9 @@ func (q *Queue) Cancel(ctx context.Context, owner Owner, tag string) (int, error
 // Get claims one message for basic.get. ok is false when the queue has no
 // ready message. ready is the count left after the claim (get-ok's
 // message-count). With noAck the message is settled at once. When the actor
-// is idle Get runs on the caller's goroutine (inline), deliveries to
-// consumers included, so the caller must hold no lock a Deliver could need.
+// sleeps, Get takes the state token from it and runs on the caller's
+// goroutine (inline, owner.go), deliveries to consumers included, so the
+// caller must hold no lock a Deliver could need.
 func (q *Queue) Get(ctx context.Context, owner Owner, noAck bool) (m Message, ready uint64, ok bool, err error) {
 	o := op{kind: opGet, owner: owner, noAck: noAck}
 	if r, done := q.inline(o); done {

@@ -1,9 +1,6 @@
 package queue
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // Ownership of a queue's state.
 //
@@ -34,6 +31,10 @@ import (
 // detector sees: TestOwnershipHandOff drives the hand-off from many
 // goroutines under -race. mustHold, at the entry of every step, panics
 // when the state is about to be worked on with nobody holding the token.
+// The token's own fields are plain, written by the holder only: a
+// goroutine that reads them without holding the token is itself the bug,
+// and -race reports it (atomics would hide it, and cost a locked
+// instruction per hand-off on the basic.get path).
 // The actor never blocks on anything a holder waits for while holding
 // it (a caller never waits on the actor with the token, and a commit in
 // flight keeps callers out), so the hand-off cannot deadlock.
@@ -41,10 +42,10 @@ type stateToken struct {
 	mu sync.Mutex
 	// holder is who holds the token (holderNone when nobody does): for
 	// mustHold and the tests, never to decide who may go on (mu does).
-	holder atomic.Int32
+	holder int32
 	// inPlace counts the ops callers ran in place (tests check that the
 	// hand-off happened).
-	inPlace atomic.Uint64
+	inPlace uint64
 }
 
 const (
@@ -70,21 +71,22 @@ func (t *stateToken) tryAcquire() bool {
 }
 
 func (t *stateToken) enter(h int32) {
-	if !t.holder.CompareAndSwap(holderNone, h) {
+	if t.holder != holderNone {
 		panic("queue: state token taken while held")
 	}
+	t.holder = h
 }
 
 // release gives the token up.
 func (t *stateToken) release() {
-	t.holder.Store(holderNone)
+	t.holder = holderNone
 	t.mu.Unlock()
 }
 
 // mustHold panics unless somebody holds the token: the state is about to
 // be worked on.
 func (t *stateToken) mustHold() {
-	if t.holder.Load() == holderNone {
+	if t.holder == holderNone {
 		panic("queue: state worked on without its token")
 	}
 }

@@ -13,6 +13,14 @@ import (
 	"github.com/warrenmq/broker/storage"
 )
 
+// inPlaceOps reads how many ops ran in place, holding the token as every
+// reader of the state must.
+func inPlaceOps(q *Queue) uint64 {
+	q.own.acquire()
+	defer q.own.release()
+	return q.own.inPlace
+}
+
 // holderSink is a consumer that records who held the state token when
 // each Deliver ran (Deliver works on the state's behalf, so somebody
 // must) and hands the deliveries to an acking goroutine.
@@ -25,7 +33,7 @@ type holderSink struct {
 }
 
 func (s *holderSink) Deliver(c *Consumer, m Message) bool {
-	switch s.q.own.holder.Load() {
+	switch s.q.own.holder { // Deliver runs holding the token: a plain read
 	case holderActor:
 		s.byActor.Add(1)
 	case holderCaller:
@@ -113,7 +121,7 @@ func TestOwnershipHandOff(t *testing.T) {
 	}
 	wg.Wait()
 	// The actor is idle now: a get must be able to take the token.
-	for i := 0; q.own.inPlace.Load() == 0 && i < 10_000; i++ {
+	for i := 0; inPlaceOps(q) == 0 && i < 10_000; i++ {
 		_, _, _, err := q.Get(ctx, owner, false)
 		require.NoError(t, err)
 		runtime.Gosched()
@@ -125,7 +133,7 @@ func TestOwnershipHandOff(t *testing.T) {
 		require.Equal(t, 1, n, "%s settled %d times", body, n)
 	}
 	require.Len(t, settled, total)
-	require.NotZero(t, q.own.inPlace.Load(), "no op ever ran in place")
+	require.NotZero(t, inPlaceOps(q), "no op ever ran in place")
 	require.Zero(t, s.byNone.Load(), "a delivery ran with nobody holding the token")
 	require.NotZero(t, s.byActor.Load(), "the actor never delivered")
 	st, err := q.Stats(ctx)
@@ -153,12 +161,12 @@ func TestStateWorkedOnWithoutTokenPanics(t *testing.T) {
 	for !q.own.tryAcquire() {
 		runtime.Gosched()
 	}
-	require.Equal(t, holderCaller, q.own.holder.Load())
+	require.Equal(t, holderCaller, q.own.holder)
 	var r reply
 	require.NotPanics(t, func() { r = q.exec(ctx, op{kind: opStats}) })
 	q.own.release()
 	require.Equal(t, uint64(3), r.stats.Ready)
-	require.Equal(t, holderNone, q.own.holder.Load())
+	require.Equal(t, holderNone, q.own.holder)
 }
 
 // A shared queue never hands its state to a caller: its answers wait on
@@ -174,5 +182,5 @@ func TestSharedQueueKeepsTheMailbox(t *testing.T) {
 		require.True(t, ok)
 		require.NoError(t, a.AckGot(m.Ref))
 	}
-	require.Zero(t, a.own.inPlace.Load())
+	require.Zero(t, inPlaceOps(a))
 }

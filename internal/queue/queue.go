@@ -76,7 +76,7 @@ type Message struct {
 	Redelivered bool
 	// DeliveryCount counts deliveries of this message, this one included.
 	DeliveryCount uint32
-	// Ref settles the message with Ack, Reject or Requeue.
+	// Ref names the delivery to Settle (or AckGot).
 	Ref Ref
 }
 
