@@ -44,7 +44,7 @@ func benchPublishConsumeAck(b *testing.B, pub, con *Queue) {
 	go func() {
 		defer close(done)
 		for range b.N {
-			_ = con.AckOne(<-s.refs)
+			_ = con.Settle(Ack, <-s.refs)
 			credit.Release(1)
 			con.Kick()
 		}
@@ -85,7 +85,7 @@ func BenchmarkGet(b *testing.B) {
 		if err != nil || !ok {
 			b.Fatal(err, ok)
 		}
-		_ = q.AckNow(m.Ref) // as the session acks a get
+		_ = q.AckGot(m.Ref) // as the session acks a get
 	}
 }
 

@@ -102,12 +102,12 @@ func TestCommitterKeepsDeliveringDuringSync(t *testing.T) {
 	require.NoError(t, q.Publish(recordOf("b"), &log, 3))
 	<-shards.entered // b's sync is under way and held
 	// What the channel does on basic.ack: settle, free the credit, kick.
-	require.NoError(t, q.Ack([]Ref{a1.Ref}))
+	require.NoError(t, q.Settle(Ack, a1.Ref))
 	credit.Release(1)
 	q.Kick()
 	a2 := s.next(t) // the actor is not stuck behind the sync
 	require.Equal(t, "a2", string(a2.Body))
-	require.NoError(t, q.Ack([]Ref{a2.Ref}))
+	require.NoError(t, q.Settle(Ack, a2.Ref))
 	credit.Release(1)
 	q.Kick()
 	s.none(t)
@@ -117,7 +117,7 @@ func TestCommitterKeepsDeliveringDuringSync(t *testing.T) {
 	b := s.next(t)
 	require.Equal(t, "b", string(b.Body))
 	require.Equal(t, []uint64{1, 2, 3}, log.got())
-	require.NoError(t, q.Ack([]Ref{b.Ref}))
+	require.NoError(t, q.Settle(Ack, b.Ref))
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Stats{Consumers: 1}, st)

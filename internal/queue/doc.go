@@ -4,34 +4,53 @@
 // messages, meta.Cursors for the shared cursor, unacked.Index for claimed
 // messages) in batches.
 //
-// # Concurrency
+// # Concurrency and ownership
 //
 // Start recovers a queue and starts its actor. Every exported method of
 // Queue is safe from any goroutine: it posts an op to the actor's mailbox
 // (a full mailbox, maxMailbox ops, blocks the caller: that is the
 // publishers' back-pressure) and, for calls with a result, waits for the
 // reply. The read-only inspections (inspect.go: Peek, Outstanding, Usage,
-// Idle) give up on either wait when their context ends. The mailbox (mailbox.go) is a list of 32-op chunks from a pool
-// all queues share, taken whole by the actor at each step, so an idle
-// queue holds no mailbox memory; a stopped actor lets go of everything
-// it cached (a channel holding an unacked delivery of a deleted queue
-// keeps only the Queue struct reachable). The
-// actor calls back into Receiver.Deliver, Receiver.Cancelled and
-// Confirmer.Confirm on its own goroutine; those must not wait on the
-// queue. Credit is shared between the actor (Acquire) and the channel that
-// settles (Release) and is lock-free.
+// Idle) give up on either wait when their context ends. The mailbox
+// (mailbox.go) is a list of 32-op chunks from a pool all queues share,
+// taken whole by the actor at each step, so an idle queue holds no
+// mailbox memory; a stopped actor lets go of everything it cached (a
+// channel holding an unacked delivery of a deleted queue keeps only the
+// Queue struct reachable). Other actors and timers post to a second,
+// unbounded inbox instead (features.go), so an actor never waits on
+// another. Credit is shared between the actor (Acquire) and the channel
+// that settles (Release) and is lock-free.
 //
-// One exception to the hop: Get and AckNow run on the caller's goroutine
-// when the actor is idle and no op is queued ahead of them (Queue.inline).
-// The actor's state is guarded by a work mutex the actor holds while it
-// handles a batch; a caller that takes it with TryLock, and finds the
-// mailbox and inbox empty and no batch being committed, is the state's one
-// owner until it has run the op and what follows every batch (settles,
-// commit, dispatch). A basic.get round trip then wakes no thread for the
-// queue, which cut its broker CPU by a third (65 → 42 µs per get) on a
-// 2-core machine. Deliver may therefore also run on a Get or
-// AckNow caller's goroutine, so those callers must hold no lock a Deliver
-// could take. Shared mode always uses the mailbox.
+// The queue's state has one owner at a time: whoever holds its state
+// token (owner.go). Start holds it while it recovers; the actor takes it
+// for each step and gives it up when it sleeps. Get and AckGot (the ack
+// of a got message) may take it from the sleeping actor when nothing is
+// queued ahead of them and no commit is in flight, and then run their op,
+// and what follows every step (settles, commit, dispatch), on the
+// caller's goroutine: a basic.get round trip then wakes no thread for the
+// queue, which cut its broker CPU by a third on a 2-core machine
+// (docs/performance.md). The token is a mutex, so every hand-off is a
+// happens-before edge; each step's entry points panic when nobody holds
+// it, and TestOwnershipHandOff runs the hand-off under -race. Shared
+// queues never hand off. Receiver.Deliver, Receiver.Cancelled and
+// Confirmer.Confirm run on the holder's goroutine, the actor's or a Get
+// or AckGot caller's; they must not wait on the queue, and those callers
+// must hold no lock a Deliver could take.
+//
+// # Claiming
+//
+// How messages are taken from the stores is the one thing a single-node
+// queue and a shared (cluster) queue do differently, and Start chooses it
+// once (claimer.go): localClaimer, whose cursor and returned set are this
+// actor's alone (a claim is an index write, then a cursor CAS that cannot
+// lose; the ready count from the cursor is a counter), or sharedClaimer
+// for Config.Shared (a claim is one unacked.Claimer claim that another
+// broker may win; the ready count is the tail minus the cursor; see
+// "Shared mode"). Both implement one claimer interface: recovery, commit,
+// catching up with other brokers, what a lost claim does, appends and
+// recounts, holding messages being dead-lettered, returning a dead
+// broker's deliveries, and purge. Dispatch, get, settling and the
+// features are written once against it.
 //
 // # What it promises
 //
@@ -39,8 +58,8 @@
 //     (Index.Put), then the cursor (CompareAndSwapOffset), then, for no-ack
 //     deliveries, the deletes. A batch of consumer deliveries is one claim;
 //     a basic.get is one. A crash anywhere leaves duplicates, never a loss.
-//   - Settling an ack deletes the record, then the index entry.
-//     Reject without requeue discards the same way, or dead-letters (see
+//   - Settle (settle.go) takes an Outcome. Ack deletes the record, then
+//     the index entry. Reject discards the same way, or dead-letters (see
 //     Features).
 //   - Requeue is in place and idempotent: the entry flips to Returned in one
 //     write and the offset joins the returned set, which is served, in
@@ -162,7 +181,8 @@
 // serves it (a cluster). Stores.Index must implement unacked.Claimer (Start
 // fails otherwise), and the broker passes every meta.Change its store's
 // meta.ChangeFeed applies to Observe. Non-durable and exclusive queues are
-// never shared; the single-node path is untouched and pays one branch.
+// never shared. All of this is sharedClaimer (shared.go); the single-node
+// queue calls none of it.
 //
 //   - Observe is safe from any goroutine and never blocks: appends and
 //     cursor moves are kept as atomic maxima, requeues and takes as the
@@ -234,7 +254,8 @@
 //
 // The steady state allocates nothing per message in the actor: deliveries
 // come from slabs with a free list, claims and settles use scratch slices,
-// and AckOne/RejectOne/RequeueOne settle one delivery without a slice. A
-// queue that uses no feature pays a few predictable branches per step and
-// an atomic load of the inbox length.
+// and Settle of one Ref sends it without a slice. A queue that uses no
+// feature pays a few predictable branches per step, an atomic load of the
+// inbox length, and one interface call to its claimer per claim and per
+// stored batch.
 package queue

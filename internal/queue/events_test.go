@@ -19,12 +19,12 @@ import (
 // every path that counts, without a dead-letter exchange here: Discarded.
 func TestDeathEventsAgreeWithCounters(t *testing.T) {
 	ctx := context.Background()
-	settleEach := func(t *testing.T, q *Queue, n int, settle func(*Queue, Ref) error) {
+	settleEach := func(t *testing.T, q *Queue, n int, how Outcome) {
 		for range n {
 			m, _, ok, err := q.Get(ctx, owner, false)
 			require.NoError(t, err)
 			require.True(t, ok)
-			require.NoError(t, settle(q, m.Ref))
+			require.NoError(t, q.Settle(how, m.Ref))
 		}
 	}
 	tests := []struct {
@@ -38,7 +38,7 @@ func TestDeathEventsAgreeWithCounters(t *testing.T) {
 	}{
 		{"rejected", nil, ReasonRejected, events.MessageDeadLettered, 2, 0, func(t *testing.T, q *Queue, _ *clock.Fake) {
 			publishIDs(t, q, "m-0", "m-1")
-			settleEach(t, q, 2, (*Queue).RejectOne)
+			settleEach(t, q, 2, Reject)
 		}},
 		{"maxlen, drop-head", amqp.Table{"x-max-length": int32(1)}, ReasonMaxLen, events.MessageDeadLettered, 2, 0, func(t *testing.T, q *Queue, _ *clock.Fake) {
 			publishIDs(t, q, "m-0", "m-1", "m-2")
@@ -48,7 +48,7 @@ func TestDeathEventsAgreeWithCounters(t *testing.T) {
 		}},
 		{"delivery limit", amqp.Table{"x-delivery-limit": int32(0)}, ReasonDeliveryLimit, events.MessageDeadLettered, 1, 0, func(t *testing.T, q *Queue, _ *clock.Fake) {
 			publishIDs(t, q, "m-0")
-			settleEach(t, q, 1, (*Queue).RequeueOne)
+			settleEach(t, q, 1, Requeue)
 		}},
 		{"expired", amqp.Table{"x-message-ttl": int32(10)}, ReasonExpired, events.MessageExpired, 2, 0, func(t *testing.T, q *Queue, clk *clock.Fake) {
 			publishIDs(t, q, "m-0", "m-1")

@@ -140,7 +140,7 @@ func TestCrashBetweenTheTwoAckDeletes(t *testing.T) {
 		refs = append(refs, m.Ref)
 	}
 	crash := in.CrashAt(faultstore.On(faultstore.IndexDelete))
-	require.NoError(t, q.Ack(refs[1:2])) // b: record deleted, entry not
+	require.NoError(t, q.Settle(Ack, refs[1:2]...)) // b: record deleted, entry not
 	waitFired(t, crash)
 	q.Stop()
 	e, err := inner.Index.Get(ctx, unacked.Key{VHost: "/", Queue: "q", Offset: refs[1].Offset})
@@ -164,7 +164,7 @@ func TestCrashAtFirstAckDeleteRedelivers(t *testing.T) {
 	m, _, _, err := q.Get(ctx, owner, false)
 	require.NoError(t, err)
 	crash := in.CrashAt(faultstore.On(faultstore.DeleteByOffsets))
-	require.NoError(t, q.Ack([]Ref{m.Ref}))
+	require.NoError(t, q.Settle(Ack, m.Ref))
 	waitFired(t, crash)
 	q.Stop()
 
@@ -185,9 +185,9 @@ func TestCrashDuringRequeueKeepsPosition(t *testing.T) {
 		require.NoError(t, err)
 		refs = append(refs, m.Ref)
 	}
-	require.NoError(t, q.Ack(refs[:1])) // a is done
+	require.NoError(t, q.Settle(Ack, refs[:1]...)) // a is done
 	crash := in.CrashAt(faultstore.PutState(unacked.Returned))
-	require.NoError(t, q.Requeue(refs[1:2])) // b's requeue dies
+	require.NoError(t, q.Settle(Requeue, refs[1:2]...)) // b's requeue dies
 	waitFired(t, crash)
 	q.Stop()
 
@@ -208,7 +208,7 @@ func TestFailedRequeueIsRetriedInPlace(t *testing.T) {
 	a, _, _, err := q.Get(ctx, owner, false)
 	require.NoError(t, err)
 	rule := in.Fail(faultstore.PutState(unacked.Returned), 2, nil) // fails twice
-	require.NoError(t, q.Requeue([]Ref{a.Ref}))
+	require.NoError(t, q.Settle(Requeue, a.Ref))
 	waitFired(t, rule)
 	// Until the write succeeds the message is out, owned by the queue;
 	// then it is ready again.
@@ -221,15 +221,15 @@ func TestFailedRequeueIsRetriedInPlace(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c"}, bodies)
 	require.Equal(t, []bool{true, false, false}, redelivered)
 	// The requeue's late ack does nothing: the first settle won.
-	require.NoError(t, q.Ack([]Ref{a.Ref}))
+	require.NoError(t, q.Settle(Ack, a.Ref))
 }
 
 // An ack whose record delete fails is retried; one whose index delete
 // fails leaves no Delivered entry behind once the store recovers.
 func TestFailedAckDeletesAreRetried(t *testing.T) {
 	acks := map[string]func(q *Queue, r Ref) error{
-		"Ack":    func(q *Queue, r Ref) error { return q.Ack([]Ref{r}) },
-		"AckNow": (*Queue).AckNow, // settled in place: the actor must still retry
+		"Ack":    func(q *Queue, r Ref) error { return q.Settle(Ack, r) },
+		"AckGot": (*Queue).AckGot, // settled in place: the actor must still retry
 	}
 	for _, op := range []faultstore.Op{faultstore.DeleteByOffsets, faultstore.IndexDelete} {
 		for name, ack := range acks {
@@ -288,7 +288,7 @@ func TestFailedClaimIsRetried(t *testing.T) {
 				m := s.next(t)
 				require.False(t, m.Redelivered)
 				got = append(got, string(m.Body))
-				require.NoError(t, q.Ack([]Ref{m.Ref}))
+				require.NoError(t, q.Settle(Ack, m.Ref))
 			}
 			require.Equal(t, []string{"a", "b", "c"}, got)
 			st, err := q.Stats(ctx)

@@ -81,9 +81,7 @@ func (q *Queue) initFeatures() {
 // countReadyBytes sums the bodies of the ready messages (recovery).
 func (q *Queue) countReadyBytes(ctx context.Context) {
 	var n int64
-	if q.cfg.Shared {
-		q.loadWaiting(ctx) // others' requeued messages: their size is in the shard
-	}
+	q.loadWaiting(ctx) // others' requeued messages (shared): their size is in the shard
 	for _, w := range q.waiting {
 		n += int64(len(w.rec.Body))
 	}
@@ -224,7 +222,7 @@ func expired(r *storage.Record, now int64) bool {
 // records into pending) has expired.
 func (q *Queue) headExpired(ctx context.Context, pos int) bool {
 	now := q.cfg.Clock.Now().UnixNano()
-	if q.cfg.Shared && len(q.returned) > 0 && q.loadHead(ctx) != nil {
+	if q.loadHead(ctx) != nil {
 		return false
 	}
 	if len(q.returned) > 0 {
@@ -256,7 +254,7 @@ func (q *Queue) expireHead(ctx context.Context) {
 // armTTL arms the timer for the head's expiry.
 func (q *Queue) armTTL(ctx context.Context) {
 	var at int64
-	if q.cfg.Shared && len(q.returned) > 0 && q.loadHead(ctx) != nil {
+	if q.loadHead(ctx) != nil {
 		return // the retry comes back here
 	}
 	if len(q.returned) > 0 {
@@ -301,10 +299,10 @@ func (q *Queue) afterDispatch(ctx context.Context) {
 // cursor), so until their copies are stored a crash returns them.
 func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *storage.Record, n int, bytes int64) bool) {
 	var owned []storage.Record
-	var counts []uint32 // shared mode: the returned messages' delivery counts
+	var counts []uint32 // the returned messages' delivery counts, for hold
 	var bytes int64
 	for len(q.returned) > 0 {
-		if q.cfg.Shared && (q.loadHead(ctx) != nil || len(q.returned) == 0) {
+		if q.loadHead(ctx) != nil || len(q.returned) == 0 {
 			break
 		}
 		w := q.waiting[q.returned[0]]
@@ -315,12 +313,10 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		q.returned = q.returned[1:]
 		q.tookReady(&w.rec)
 		owned = append(owned, w.rec)
-		if q.cfg.Shared {
-			counts = append(counts, w.count)
-		}
+		counts = append(counts, w.count)
 		bytes += int64(len(w.rec.Body))
 	}
-	if q.cfg.Shared && len(owned) > 0 && !q.takeReturnedOwned(ctx, owned, counts) {
+	if len(owned) > 0 && !q.claimer.hold(ctx, owned, counts) {
 		return
 	}
 	for len(q.returned) == 0 {
@@ -342,15 +338,11 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		entries := make([]unacked.Entry, k)
 		for i := range k {
 			entries[i] = q.entry(q.pending[i].Offset, Owner{}, now, 0)
-			if !q.cfg.Shared {
-				// In shared mode a Returned entry is anybody's to take:
-				// the message stays Delivered to this broker instead.
-				entries[i].State = unacked.Returned
-			}
+			entries[i].State = q.claimer.heldState()
 		}
-		if err := q.commit(ctx, entries, nil, q.pending[k-1].Offset+1, true); err != nil {
+		if err := q.claimer.commit(ctx, claimWrite{entries: entries, move: true, to: q.pending[k-1].Offset + 1, n: k}); err != nil {
 			if errors.Is(err, errLostClaim) {
-				q.resync(ctx, false) // another broker took the head: its turn
+				q.claimer.lost(ctx, false) // another broker took the head: its turn
 				break
 			}
 			q.cfg.Logger.Error("dead-letter claim failed", "queue", q.cfg.Name, "err", err)
@@ -362,11 +354,6 @@ func (q *Queue) removeHead(ctx context.Context, reason string, take func(r *stor
 		}
 		owned = append(owned, q.pending[:k]...)
 		q.pending = q.pending[k:]
-		if q.cfg.Shared {
-			q.syncReady()
-		} else {
-			q.fromCursor -= uint64(k)
-		}
 		if k < maxBatch {
 			break
 		}
@@ -470,16 +457,9 @@ func (q *Queue) deadLettered(ctx context.Context, offset uint64, failed bool) {
 	if !ok {
 		return
 	}
-	if failed && q.cfg.Shared {
-		q.returnOwned(ctx, []storage.Record{r})
-		return
-	}
 	if failed {
-		// A target could not store it: the message is ready again here.
-		q.waiting[offset] = waiting{rec: r}
-		q.insertReturned(offset)
-		q.becameReady(&r)
-		q.feat.ttl = true
+		// A target could not store it: the message is ready again.
+		q.claimer.unhold(ctx, r)
 		return
 	}
 	q.deleteOwned(ctx, []uint64{offset})

@@ -65,7 +65,7 @@ func TestDeadLetterCrashLeavesADuplicate(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	crash := in.CrashAt(faultstore.On(faultstore.DeleteByOffsets))
-	require.NoError(t, q.RejectOne(m.Ref))
+	require.NoError(t, q.Settle(Reject, m.Ref))
 	waitFired(t, crash)
 	q.Stop()
 

@@ -26,7 +26,7 @@ func TestGetSeesThePublishBeforeIt(t *testing.T) {
 		require.True(t, ok, "get after publish %d found the queue empty", i)
 		require.Equal(t, body, string(m.Body))
 		require.Zero(t, ready)
-		require.NoError(t, q.AckNow(m.Ref))
+		require.NoError(t, q.AckGot(m.Ref))
 	}
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
@@ -34,8 +34,8 @@ func TestGetSeesThePublishBeforeIt(t *testing.T) {
 }
 
 // An ack settled in place is seen by the next op, whichever goroutine runs
-// it: a requeue of the same delivery after AckNow does nothing.
-func TestAckNowWinsOverALaterRequeue(t *testing.T) {
+// it: a requeue of the same delivery after AckGot does nothing.
+func TestAckGotWinsOverALaterRequeue(t *testing.T) {
 	ctx := context.Background()
 	q := start(t, newStores())
 	publish(t, q, bodies(100)...)
@@ -43,8 +43,8 @@ func TestAckNowWinsOverALaterRequeue(t *testing.T) {
 		m, _, ok, err := q.Get(ctx, owner, false)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.NoError(t, q.AckNow(m.Ref))
-		require.NoError(t, q.Requeue([]Ref{m.Ref}))
+		require.NoError(t, q.AckGot(m.Ref))
+		require.NoError(t, q.Settle(Requeue, m.Ref))
 	}
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
@@ -83,9 +83,9 @@ func TestInlineGetsRaceTheActor(t *testing.T) {
 		for m := range s.msgs {
 			if n++; n%7 == 0 {
 				// Every seventh delivery goes back once, redelivered later.
-				_ = q.Requeue([]Ref{m.Ref})
+				_ = q.Settle(Requeue, m.Ref)
 			} else {
-				_ = q.Ack([]Ref{m.Ref})
+				_ = q.Settle(Ack, m.Ref)
 				ack(string(m.Body))
 			}
 			credit.Release(1)
@@ -112,7 +112,7 @@ func TestInlineGetsRaceTheActor(t *testing.T) {
 				}
 				if ok {
 					ack(string(m.Body))
-					if err := q.AckNow(m.Ref); err != nil {
+					if err := q.AckGot(m.Ref); err != nil {
 						t.Error(err)
 						return
 					}
@@ -156,7 +156,7 @@ func TestGetDuringCommitWaitsOnTheActor(t *testing.T) {
 	case m, ok := <-got:
 		require.True(t, ok, "get found nothing")
 		require.Equal(t, "p", string(m.Body))
-		require.NoError(t, q.AckNow(m.Ref))
+		require.NoError(t, q.AckGot(m.Ref))
 	case <-time.After(5 * time.Second):
 		t.Fatal("get never returned: the actor and the caller wait on each other")
 	}

@@ -72,7 +72,7 @@ func (q *Queue) countOp(o *op) {
 	case opAck:
 		n := uint64(len(o.refs))
 		if o.one {
-			n = 1 // AckOne carries its ref outside refs
+			n = 1 // a single settle carries its ref outside refs
 		}
 		q.addCount(func(c *Counters) { c.Ack.Add(n) })
 	}
@@ -107,9 +107,9 @@ func (q *Queue) addCount(add func(*Counters)) {
 	}
 }
 
-// inspect runs fn on the actor goroutine, after every op sent before it,
-// and waits for it. fn may read everything the actor owns; it must not
-// change what consumers see.
+// inspect runs fn on the actor goroutine, holding the state token
+// (owner.go), after every op sent before it, and waits for it. fn may
+// read everything the actor owns; it must not change what consumers see.
 //
 // inspect honours ctx: an already ended ctx returns its error without
 // sending anything, and ctx ends the wait for room in a full mailbox and

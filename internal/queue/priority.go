@@ -89,10 +89,10 @@ func (q *Queue) promote(ctx context.Context) {
 			e.State = unacked.Returned
 			entries[i] = e
 		}
-		if err := q.commit(ctx, entries, nil, recs[n-1].Offset+1, true); err != nil {
+		if err := q.claimer.commit(ctx, claimWrite{entries: entries, move: true, to: recs[n-1].Offset + 1, n: n}); err != nil {
 			if errors.Is(err, errLostClaim) && lost < maxLostClaims {
 				lost++ // another broker promoted them: catch up
-				q.resync(ctx, false)
+				q.claimer.lost(ctx, false)
 				continue
 			}
 			q.cfg.Logger.Error("priority claim failed", "queue", q.cfg.Name, "err", err)
@@ -104,11 +104,6 @@ func (q *Queue) promote(ctx context.Context) {
 			q.insertReturned(r.Offset)
 		}
 		q.pending = q.pending[n:]
-		if q.cfg.Shared {
-			q.syncReady()
-		} else {
-			q.fromCursor -= uint64(n)
-		}
 		if len(q.pending) == 0 {
 			q.emptyPending()
 		}

@@ -118,7 +118,7 @@ func TestConsumeInOrderWithPrefetch(t *testing.T) {
 
 	for len(got) < 10 {
 		m := got[len(got)-3]
-		require.NoError(t, q.Ack([]Ref{m.Ref}))
+		require.NoError(t, q.Settle(Ack, m.Ref))
 		credit.Release(1)
 		q.Kick()
 		got = append(got, s.next(t))
@@ -139,10 +139,10 @@ func TestRequeueKeepsPosition(t *testing.T) {
 	a, b, c := s.next(t), s.next(t), s.next(t)
 	_, err := q.Cancel(ctx, owner, "x")
 	require.NoError(t, err)
-	require.NoError(t, q.Requeue([]Ref{c.Ref, a.Ref}))
+	require.NoError(t, q.Settle(Requeue, c.Ref, a.Ref))
 	// A second requeue and a late ack of the same deliveries do nothing.
-	require.NoError(t, q.Requeue([]Ref{a.Ref}))
-	require.NoError(t, q.Ack([]Ref{a.Ref}))
+	require.NoError(t, q.Settle(Requeue, a.Ref))
+	require.NoError(t, q.Settle(Ack, a.Ref))
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Stats{Ready: 2, Unacked: 1}, st)
@@ -161,7 +161,7 @@ func TestRequeueKeepsPosition(t *testing.T) {
 	_, _, ok, err = q.Get(ctx, owner, false)
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.NoError(t, q.Ack([]Ref{b.Ref, m.Ref}))
+	require.NoError(t, q.Settle(Ack, b.Ref, m.Ref))
 	st, err = q.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Stats{}, st)
@@ -215,7 +215,7 @@ func TestRecoveryReturnsUnackedInPlace(t *testing.T) {
 	a, b := sk.next(t), sk.next(t)
 	sk.next(t)
 	sk.next(t)
-	require.NoError(t, q.Ack([]Ref{b.Ref}))
+	require.NoError(t, q.Settle(Ack, b.Ref))
 	_ = a
 	_, err := q.Stats(ctx) // the ack is processed
 	require.NoError(t, err)
@@ -262,7 +262,7 @@ func TestPurge(t *testing.T) {
 	n, err := q.Purge(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n)
-	require.NoError(t, q.Requeue([]Ref{m.Ref}))
+	require.NoError(t, q.Settle(Requeue, m.Ref))
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Stats{Ready: 1}, st)
@@ -342,10 +342,10 @@ func TestRecycledDeliveriesKeepTheirMessages(t *testing.T) {
 		// and requeues interleave with fresh deliveries of earlier rounds).
 		for i, m := range held {
 			if (i+round)%3 == 0 || round > 5 {
-				require.NoError(t, q.Ack([]Ref{m.Ref}))
+				require.NoError(t, q.Settle(Ack, m.Ref))
 				acked[string(m.Body)] = true
 			} else {
-				require.NoError(t, q.Requeue([]Ref{m.Ref}))
+				require.NoError(t, q.Settle(Requeue, m.Ref))
 			}
 		}
 		st, err := q.Stats(ctx)

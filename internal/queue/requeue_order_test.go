@@ -44,7 +44,7 @@ func TestRequeueIsServedBeforeTheCreditItFrees(t *testing.T) {
 
 	m := s.next(t)
 	for range 300 {
-		require.NoError(t, q.RequeueOne(m.Ref))
+		require.NoError(t, q.Settle(Requeue, m.Ref))
 		credit.Release(1)
 		q.Kick()
 		again := s.next(t)

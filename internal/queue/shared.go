@@ -14,8 +14,11 @@ import (
 )
 
 // Shared mode (doc.go, "# Shared mode"): several brokers' actors serve one
-// queue from one replicated set of stores. This file holds what only that
-// mode does; the single-node path calls none of it.
+// queue from one replicated set of stores. This file holds sharedClaimer,
+// the claimer for that mode, and Observe, its feed of other brokers'
+// changes; the single-node queue (localClaimer) calls none of it. The
+// lazy records of the returned set (load, loadHead, loadWaiting) are only
+// ever made here, and are no-ops for a queue that never has any.
 
 // errLostClaim reports a Claim that found the store other than the actor
 // saw it: another broker moved the cursor or took a returned message
@@ -28,23 +31,24 @@ var errLostClaim = errors.New("queue: claim lost to another broker")
 // cannot keep the actor from its mailbox.
 const maxLostClaims = 64
 
-// sharedState is the actor's shared-mode bookkeeping. claimer and tail
-// belong to the actor; the rest is written by Observe on the store's
-// apply goroutine and taken by the actor (applyObserved).
-type sharedState struct {
-	claimer unacked.Claimer
+// sharedClaimer is the claimer of a shared queue: every claim is one
+// unacked.Claimer claim that other brokers' claims may beat. store and
+// tail belong to the state's owner; the rest is written by Observe on the
+// store's apply goroutine and taken by the owner (catchUp).
+type sharedClaimer struct {
+	q     *Queue
+	store unacked.Claimer
 	// tail is the shard's next offset as far as this actor knows (its own
 	// appends and ChangeAppended); it only grows. Records in [cursor,
 	// tail) are dense, so fromCursor is tail - cursor.
-	tail  uint64
-	taken []unacked.Key // claim's scratch
+	tail uint64
 
 	// Written by Observe. Appends and cursor moves coalesce to the
 	// highest offset seen; requeues and takes to the latest change per
 	// offset (changes arrive in apply order, so the latest is the truth).
 	maxTail   atomic.Uint64
 	maxCursor atomic.Uint64
-	pending   atomic.Bool // something above changed since applyObserved
+	pending   atomic.Bool // something above changed since catchUp
 	mu        sync.Mutex
 	pool      map[uint64]meta.Change // ChangeReturned or ChangeTaken by offset
 	reset     bool                   // ChangeReset: reload everything
@@ -58,10 +62,10 @@ type sharedState struct {
 // queue are ignored, and so is everything when the queue is not Shared
 // or has stopped.
 func (q *Queue) Observe(c meta.Change) {
-	if !q.cfg.Shared || q.closing.Load() {
+	sh, shared := q.claimer.(*sharedClaimer)
+	if !shared || q.closing.Load() {
 		return
 	}
-	sh := &q.shared
 	switch c.Kind {
 	case meta.ChangeAppended:
 		if c.Shard != q.cfg.Shard {
@@ -105,18 +109,18 @@ func storeMax(v *atomic.Uint64, x uint64) {
 }
 
 // syncReady sets the ready-from-cursor count from tail and cursor.
-func (q *Queue) syncReady() {
-	sh := &q.shared
+func (sh *sharedClaimer) syncReady() {
+	q := sh.q
 	if sh.tail < q.cursor {
 		sh.tail = q.cursor
 	}
 	q.fromCursor = sh.tail - q.cursor
 }
 
-// applyObserved brings the actor up to date with the changes Observe
+// catchUp brings the actor up to date with the changes Observe
 // recorded. It runs on the actor, before dispatch and before every answer.
-func (q *Queue) applyObserved(ctx context.Context) {
-	sh := &q.shared
+func (sh *sharedClaimer) catchUp(ctx context.Context) {
+	q := sh.q
 	if !sh.pending.Load() {
 		return
 	}
@@ -126,7 +130,7 @@ func (q *Queue) applyObserved(ctx context.Context) {
 	sh.pool, sh.reset = nil, false
 	sh.mu.Unlock()
 	if reset {
-		if err := q.reload(ctx); err != nil {
+		if err := sh.reload(ctx); err != nil {
 			q.cfg.Logger.Error("shared reload failed", "queue", q.cfg.Name, "err", err)
 			sh.mu.Lock()
 			sh.reset = true // try again at the next change or retry
@@ -147,7 +151,7 @@ func (q *Queue) applyObserved(ctx context.Context) {
 	for _, c := range pool {
 		q.applyPoolChange(ctx, c)
 	}
-	q.syncReady()
+	sh.syncReady()
 	if q.feat.bytes {
 		q.countReadyBytes(ctx)
 	}
@@ -266,18 +270,23 @@ func (q *Queue) loadWaiting(ctx context.Context) {
 	q.returned = kept
 }
 
-// commitShared is commit in shared mode: one atomic claim that moves the
-// cursor from where this actor thinks it is, takes the returned messages
-// named by taken and writes entries. A claim that finds the store
+// commit is one atomic claim that moves the cursor from where this actor
+// thinks it is, takes the returned messages named by w.taken and writes
+// the entries (w.takenNoAck's too). A claim that finds the store
 // otherwise writes nothing and yields errLostClaim.
-func (q *Queue) commitShared(ctx context.Context, entries []unacked.Entry, taken []unacked.Key, newCursor uint64, move bool) error {
-	if !move && len(taken) == 0 && len(entries) == 0 {
+func (sh *sharedClaimer) commit(ctx context.Context, w claimWrite) error {
+	q := sh.q
+	if !w.move && len(w.taken) == 0 && len(w.entries) == 0 {
 		return nil
 	}
-	ok, err := q.shared.claimer.Claim(ctx, unacked.Claim{
+	entries := w.entries
+	if len(w.takenNoAck) > 0 {
+		entries = append(entries[:len(entries):len(entries)], w.takenNoAck...)
+	}
+	ok, err := sh.store.Claim(ctx, unacked.Claim{
 		VHost: q.cfg.VHost, Queue: q.cfg.Name,
-		Move: move, From: q.cursor, To: newCursor,
-		Taken: taken, Entries: entries,
+		Move: w.move, From: q.cursor, To: w.to,
+		Taken: w.taken, Entries: entries,
 	})
 	if err != nil {
 		return err
@@ -285,9 +294,9 @@ func (q *Queue) commitShared(ctx context.Context, entries []unacked.Entry, taken
 	if !ok {
 		return errLostClaim
 	}
-	if move {
-		q.cursor = newCursor
-		q.syncReady()
+	if w.move {
+		q.cursor = w.to
+		sh.syncReady()
 	}
 	return nil
 }
@@ -302,26 +311,27 @@ func hasReturned(batch []assignment) bool {
 	return false
 }
 
-// resync catches up with the store after a lost claim: the cursor is read
+// lost catches up with the store after a lost claim: the cursor is read
 // again (and the cache dropped), and with pool the returned set is
 // rebuilt from the index's Returned entries, less the deliveries this
 // actor holds. A read error is logged and left to the next lost claim or
 // the retry timer.
-func (q *Queue) resync(ctx context.Context, pool bool) {
-	if err := q.resyncLocked(ctx, pool); err != nil {
-		q.cfg.Logger.Error("shared resync failed", "queue", q.cfg.Name, "err", err)
-		q.scheduleRetry()
+func (sh *sharedClaimer) lost(ctx context.Context, pool bool) {
+	if err := sh.resync(ctx, pool); err != nil {
+		sh.q.cfg.Logger.Error("shared resync failed", "queue", sh.q.cfg.Name, "err", err)
+		sh.q.scheduleRetry()
 	}
 }
 
-func (q *Queue) resyncLocked(ctx context.Context, pool bool) error {
+func (sh *sharedClaimer) resync(ctx context.Context, pool bool) error {
+	q := sh.q
 	cur, err := q.cfg.Stores.Cursors.Offset(ctx, q.key)
 	if err != nil {
 		return err
 	}
 	q.cursor = cur
 	q.emptyPending()
-	q.syncReady()
+	sh.syncReady()
 	if !pool {
 		return nil
 	}
@@ -363,16 +373,17 @@ func (q *Queue) resyncLocked(ctx context.Context, pool bool) error {
 
 // reload follows a ChangeReset (the replica was replaced): the cursor,
 // the tail and the returned set are read again.
-func (q *Queue) reload(ctx context.Context) error {
-	if err := q.resyncLocked(ctx, true); err != nil {
+func (sh *sharedClaimer) reload(ctx context.Context) error {
+	if err := sh.resync(ctx, true); err != nil {
 		return err
 	}
-	return q.countTail(ctx)
+	return sh.countTail(ctx)
 }
 
 // countTail sets tail to the cursor plus the live records at or beyond
 // it: records there are dense.
-func (q *Queue) countTail(ctx context.Context) error {
+func (sh *sharedClaimer) countTail(ctx context.Context) error {
+	q := sh.q
 	var n uint64
 	if err := q.eachRecord(ctx, q.cursor, ^uint64(0), func(batch []storage.Record) error {
 		n += uint64(len(batch))
@@ -380,24 +391,31 @@ func (q *Queue) countTail(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	q.shared.tail = max(q.shared.tail, q.cursor+n)
-	q.syncReady()
+	sh.counted(n)
 	return nil
 }
 
-// recoverShared is Start's recovery in shared mode. Other brokers work on
+// counted keeps the larger of the tail and cursor + n: records at and
+// beyond the cursor are dense, and the tail only grows.
+func (sh *sharedClaimer) counted(n uint64) {
+	sh.tail = max(sh.tail, sh.q.cursor+n)
+	sh.syncReady()
+}
+
+// recover is Start's recovery in shared mode. Other brokers work on
 // the same queue meanwhile, so it writes only what belongs to this
 // broker: its deliveries from another incarnation are returned; other
 // brokers' Delivered entries are theirs; nothing is deleted (no stale
 // entries, no orphan records, no transient drop).
-func (q *Queue) recoverShared(ctx context.Context) error {
+func (sh *sharedClaimer) recover(ctx context.Context) error {
+	q := sh.q
 	s := q.cfg.Stores
 	cursor, err := s.Cursors.Offset(ctx, q.key)
 	if err != nil {
 		return err
 	}
 	q.cursor = cursor
-	if err := q.countTail(ctx); err != nil {
+	if err := sh.countTail(ctx); err != nil {
 		return err
 	}
 	var back []unacked.Entry
@@ -428,14 +446,15 @@ func (q *Queue) recoverShared(ctx context.Context) error {
 	return nil
 }
 
-// storedShared makes an appended batch ready in shared mode: the tail
-// moves to its end, and the records are cached when they extend the
-// cached run from the cursor (others may have appended in between).
-func (q *Queue) storedShared(recs []storage.Record) {
+// appended makes an appended batch ready: the tail moves to its end, and
+// the records are cached when they extend the cached run from the cursor
+// (others may have appended in between).
+func (sh *sharedClaimer) appended(recs []storage.Record) {
+	q := sh.q
 	if len(recs) == 0 {
 		return
 	}
-	q.shared.tail = max(q.shared.tail, recs[len(recs)-1].Offset+1)
+	sh.tail = max(sh.tail, recs[len(recs)-1].Offset+1)
 	next := q.cursor
 	if n := len(q.pending); n > 0 {
 		next = q.pending[n-1].Offset + 1
@@ -443,15 +462,19 @@ func (q *Queue) storedShared(recs []storage.Record) {
 	if recs[0].Offset == next && len(q.pending)+len(recs) <= maxPending {
 		q.appendPending(recs)
 	}
-	q.syncReady()
+	sh.syncReady()
 }
 
-// takeReturnedOwned claims returned messages removeHead is about to
-// dead-letter: they are the pool's until a claim takes them (entries
-// Delivered to this broker, so nobody else serves them meanwhile). On a
-// lost claim or an error they go back to the returned set and it reports
-// false.
-func (q *Queue) takeReturnedOwned(ctx context.Context, recs []storage.Record, counts []uint32) bool {
+// heldState is Delivered: a Returned entry is anybody's to take, so a
+// message this broker dead-letters stays Delivered to it (Connection "").
+func (sh *sharedClaimer) heldState() unacked.State { return unacked.Delivered }
+
+// hold claims returned messages removeHead is about to dead-letter: they
+// are the pool's until a claim takes them (entries Delivered to this
+// broker, so nobody else serves them meanwhile). On a lost claim or an
+// error they go back to the returned set and it reports false.
+func (sh *sharedClaimer) hold(ctx context.Context, recs []storage.Record, counts []uint32) bool {
+	q := sh.q
 	now := q.cfg.Clock.Now().UnixNano()
 	entries := make([]unacked.Entry, len(recs))
 	taken := make([]unacked.Key, len(recs))
@@ -459,7 +482,7 @@ func (q *Queue) takeReturnedOwned(ctx context.Context, recs []storage.Record, co
 		entries[i] = q.entry(recs[i].Offset, Owner{}, now, counts[i])
 		taken[i] = entries[i].Key
 	}
-	err := q.commit(ctx, entries, taken, 0, false)
+	err := sh.commit(ctx, claimWrite{entries: entries, taken: taken})
 	if err == nil {
 		return true
 	}
@@ -469,7 +492,7 @@ func (q *Queue) takeReturnedOwned(ctx context.Context, recs []storage.Record, co
 		q.becameReady(&recs[i])
 	}
 	if errors.Is(err, errLostClaim) {
-		q.resync(ctx, true)
+		sh.lost(ctx, true)
 	} else {
 		q.cfg.Logger.Error("dead-letter claim failed", "queue", q.cfg.Name, "err", err)
 		q.scheduleRetry()
@@ -477,37 +500,35 @@ func (q *Queue) takeReturnedOwned(ctx context.Context, recs []storage.Record, co
 	return false
 }
 
-// returnOwned puts messages this broker owns without a delivery (a
-// dead-lettering whose target failed) back into the shared pool: their
-// entries become Returned, for any broker to serve.
-func (q *Queue) returnOwned(ctx context.Context, recs []storage.Record) {
+// unhold puts a message this broker owns without a delivery (a
+// dead-lettering whose target failed) back into the shared pool: its
+// entry becomes Returned, for any broker to serve.
+func (sh *sharedClaimer) unhold(ctx context.Context, r storage.Record) {
+	q := sh.q
 	now := q.cfg.Clock.Now().UnixNano()
-	entries := make([]unacked.Entry, len(recs))
-	for i, r := range recs {
-		entries[i] = q.entry(r.Offset, Owner{}, now, 0)
-		entries[i].State = unacked.Returned
-	}
+	e := q.entry(r.Offset, Owner{}, now, 0)
+	e.State = unacked.Returned
+	entries := []unacked.Entry{e}
 	if err := q.cfg.Stores.Index.Put(ctx, entries); err != nil {
 		// The entries stay Delivered to this broker: this broker's next
 		// start returns them (a duplicate at worst, never a loss).
 		q.cfg.Logger.Error("return after dead-letter failed", "queue", q.cfg.Name, "err", err)
 		return
 	}
-	for _, r := range recs {
-		q.waiting[r.Offset] = waiting{rec: r}
-		q.insertReturned(r.Offset)
-		q.becameReady(&r)
-	}
+	q.waiting[r.Offset] = waiting{rec: r}
+	q.insertReturned(r.Offset)
+	q.becameReady(&r)
 	q.feat.ttl = true
 }
 
-// returnForeign is RequeueEntries for entries this actor does not hold:
+// requeueForeign is RequeueEntries for entries this actor does not hold:
 // deliveries of a dead broker (or of this broker's earlier incarnation)
 // that the scanner hands over. Each entry that is still exactly as the
 // scanner saw it is written Returned with its delivery count, so every
 // broker may serve it (redelivered); the others were settled or moved on
 // meanwhile and are left alone.
-func (q *Queue) returnForeign(ctx context.Context, es []unacked.Entry) {
+func (sh *sharedClaimer) requeueForeign(ctx context.Context, es []unacked.Entry) {
+	q := sh.q
 	var back []unacked.Entry
 	for _, e := range es {
 		if e.VHost != q.cfg.VHost || e.Queue != q.cfg.Name || e.State != unacked.Delivered {
@@ -538,12 +559,13 @@ func (q *Queue) returnForeign(ctx context.Context, es []unacked.Entry) {
 	}
 }
 
-// purgeShared is Purge in shared mode: one claim takes everything this
+// purge is Purge in shared mode: one claim takes everything this
 // broker sees as ready (the cursor moves to its tail, the returned set is
 // taken with entries of its own), then the records and those entries are
 // deleted. Other brokers catch up through ChangeCursor and ChangeTaken;
 // messages appended elsewhere that this broker had not seen yet stay.
-func (q *Queue) purgeShared(ctx context.Context) (uint64, error) {
+func (sh *sharedClaimer) purge(ctx context.Context) (uint64, error) {
+	q := sh.q
 	s := q.cfg.Stores
 	for lost := 0; ; lost++ {
 		now := q.cfg.Clock.Now().UnixNano()
@@ -553,10 +575,10 @@ func (q *Queue) purgeShared(ctx context.Context) (uint64, error) {
 			entries[i] = q.entry(off, Owner{}, now, q.waiting[off].count)
 			taken[i] = entries[i].Key
 		}
-		from, to := q.cursor, q.shared.tail
-		err := q.commit(ctx, entries, taken, to, to != from)
+		from, to := q.cursor, sh.tail
+		err := sh.commit(ctx, claimWrite{entries: entries, taken: taken, move: to != from, to: to})
 		if errors.Is(err, errLostClaim) && lost < maxLostClaims {
-			q.resync(ctx, true)
+			sh.lost(ctx, true)
 			continue
 		}
 		if err != nil {
@@ -567,7 +589,7 @@ func (q *Queue) purgeShared(ctx context.Context) (uint64, error) {
 		q.returned = nil
 		clear(q.waiting)
 		q.emptyPending()
-		q.syncReady()
+		sh.syncReady()
 		q.feat.readyBytes = 0
 		err = q.eachRecord(ctx, from, to, func(batch []storage.Record) error {
 			for _, r := range batch {

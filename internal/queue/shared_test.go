@@ -91,7 +91,7 @@ func TestSharedPublishOnAConsumeOnB(t *testing.T) {
 		m := sk.next(t)
 		require.False(t, m.Redelivered)
 		seen[string(m.Body)]++
-		require.NoError(t, b.AckOne(m.Ref))
+		require.NoError(t, b.Settle(Ack, m.Ref))
 	}
 	sk.none(t)
 	for _, body := range bodies(100) {
@@ -138,10 +138,10 @@ func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
 						var k int
 						_, _ = fmt.Sscanf(string(m.Body[2:]), "%d", &k)
 						if tc.requeueOf > 0 && k%tc.requeueOf == 0 && !m.Redelivered {
-							_ = q.RequeueOne(m.Ref)
+							_ = q.Settle(Requeue, m.Ref)
 							continue
 						}
-						_ = q.AckOne(m.Ref)
+						_ = q.Settle(Ack, m.Ref)
 						acked <- string(m.Body)
 					}
 				}()
@@ -192,12 +192,12 @@ func TestSharedRequeueOnAIsServedOnB(t *testing.T) {
 	sk := newSink()
 	require.NoError(t, b.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: sk}))
 	sk.none(t) // A holds it
-	require.NoError(t, a.RequeueOne(m.Ref))
+	require.NoError(t, a.Settle(Requeue, m.Ref))
 	got := sk.next(t)
 	require.Equal(t, "x", string(got.Body))
 	require.True(t, got.Redelivered)
 	require.EqualValues(t, 2, got.DeliveryCount)
-	require.NoError(t, b.AckOne(got.Ref))
+	require.NoError(t, b.Settle(Ack, got.Ref))
 	waitReady(t, a, 0)
 	st, err := a.Stats(ctx)
 	require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestSharedConcurrentGetsAreDisjoint(t *testing.T) {
 				}
 				got[i] = append(got[i], string(m.Body))
 				if !noAck {
-					_ = q.AckOne(m.Ref)
+					_ = q.Settle(Ack, m.Ref)
 				}
 			}
 		}()
@@ -287,7 +287,7 @@ func TestSharedScannerReturnsADeadBrokersDeliveries(t *testing.T) {
 		m := sk.next(t)
 		seen[string(m.Body)] = true
 		require.Equal(t, m.Body[1] != '3', m.Redelivered, "%s", m.Body)
-		require.NoError(t, b.AckOne(m.Ref))
+		require.NoError(t, b.Settle(Ack, m.Ref))
 	}
 	sk.none(t)
 	require.Len(t, seen, 4)
@@ -345,7 +345,7 @@ func TestSharedRestartReturnsOnlyItsOwnDeliveries(t *testing.T) {
 
 	// B's deliveries are still B's to settle.
 	for _, m := range heldBy["b"] {
-		require.NoError(t, b.AckOne(m.Ref))
+		require.NoError(t, b.Settle(Ack, m.Ref))
 	}
 	waitReady(t, b, 0)
 	require.Empty(t, n.entries(t))
@@ -414,7 +414,7 @@ func TestSharedPurge(t *testing.T) {
 	publish(t, a, bodies(5)...)
 	waitReady(t, b, 5)
 	m := mustGet(t, b)
-	require.NoError(t, b.RequeueOne(m.Ref)) // one in the shared pool
+	require.NoError(t, b.Settle(Requeue, m.Ref)) // one in the shared pool
 	waitReady(t, a, 5)
 	purged, err := a.Purge(ctx)
 	require.NoError(t, err)

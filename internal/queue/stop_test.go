@@ -49,7 +49,7 @@ func TestStopAllFinishesDeadLettering(t *testing.T) {
 		q := startInGroup(t, srcStores, "q", g, func() *Queue { return dlq })
 		publish(t, q, "a")
 		m := getOne(t, q)
-		require.NoError(t, q.RejectOne(m.Ref))
+		require.NoError(t, q.Settle(Reject, m.Ref))
 		order := []*Queue{dlq, q}
 		if round%2 == 1 {
 			order = []*Queue{q, dlq}
@@ -77,7 +77,7 @@ func TestDeadLetterToAStoppedQueueKeepsTheMessage(t *testing.T) {
 	publish(t, q, "a")
 	m := getOne(t, q)
 	dlq.Stop()
-	require.NoError(t, q.RejectOne(m.Ref))
+	require.NoError(t, q.Settle(Reject, m.Ref))
 	waitReady(t, q, 1)
 	q.Stop()
 
@@ -97,7 +97,7 @@ func TestDeadLetterToADeletedQueueDrops(t *testing.T) {
 	m := getOne(t, q)
 	_, err := dlq.Delete(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, q.RejectOne(m.Ref))
+	require.NoError(t, q.Settle(Reject, m.Ref))
 	q.Stop()
 
 	q2 := start(t, srcStores)

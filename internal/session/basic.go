@@ -179,17 +179,17 @@ func (ch *Channel) handleBasic(ctx context.Context, m amqp.Method) error {
 	case *amqp.BasicGet:
 		return ch.get(ctx, m)
 	case *amqp.BasicAck:
-		return ch.settle(m.DeliveryTag, m.Multiple, settleAck)
+		return ch.settle(m.DeliveryTag, m.Multiple, queue.Ack)
 	case *amqp.BasicReject:
-		mode := settleDiscard
+		mode := queue.Reject
 		if m.Requeue {
-			mode = settleRequeue
+			mode = queue.Requeue
 		}
 		return ch.settle(m.DeliveryTag, false, mode)
 	case *amqp.BasicNack:
-		mode := settleDiscard
+		mode := queue.Reject
 		if m.Requeue {
-			mode = settleRequeue
+			mode = queue.Requeue
 		}
 		return ch.settle(m.DeliveryTag, m.Multiple, mode)
 	case *amqp.BasicRecover:
@@ -339,7 +339,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		c.deliverLocked(em)
 	}
 	d.Unlock()
-	ch.apply(back, settleRequeue)
+	ch.apply(back, queue.Requeue)
 	ch.emitConsumer(events.ConsumerCreated, tag, name, "")
 	return nil
 }
@@ -401,7 +401,7 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 		// follow channel.close, so it goes back.
 		d.Unlock()
 		if !m.NoAck {
-			_ = q.Requeue([]queue.Ref{msg.Ref})
+			_ = q.Settle(queue.Requeue, msg.Ref)
 			q.Kick()
 		}
 		return nil
@@ -426,18 +426,10 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	return nil
 }
 
-type settleMode uint8
-
-const (
-	settleAck settleMode = iota
-	settleDiscard
-	settleRequeue
-)
-
 // settle implements basic.ack, basic.nack and basic.reject: it takes the
 // deliveries out of the unacked table, frees their prefetch credit and
 // hands them to their queues in one batch per queue.
-func (ch *Channel) settle(tag uint64, multiple bool, mode settleMode) error {
+func (ch *Channel) settle(tag uint64, multiple bool, mode queue.Outcome) error {
 	if ch.tx != nil {
 		return ch.tx.settle(ch, tag, multiple, mode)
 	}
@@ -462,18 +454,14 @@ func (ch *Channel) settle(tag uint64, multiple bool, mode settleMode) error {
 }
 
 // applyOne is apply for a single delivery.
-func (ch *Channel) applyOne(p pending, mode settleMode) {
-	switch {
-	case mode == settleAck && p.cons == nil:
+func (ch *Channel) applyOne(p pending, mode queue.Outcome) {
+	// A deleted queue has nothing left to settle: the errors are moot.
+	if mode == queue.Ack && p.cons == nil {
 		// A basic.get's ack: the client's next get usually follows, and
-		// settling in place leaves the actor asleep for it (Queue.AckNow).
-		_ = p.q.AckNow(p.ref) // a deleted queue has nothing left to settle
-	case mode == settleAck:
-		_ = p.q.AckOne(p.ref)
-	case mode == settleDiscard:
-		_ = p.q.RejectOne(p.ref)
-	case mode == settleRequeue:
-		_ = p.q.RequeueOne(p.ref)
+		// settling in place leaves the actor asleep for it (Queue.AckGot).
+		_ = p.q.AckGot(p.ref)
+	} else {
+		_ = p.q.Settle(mode, p.ref)
 	}
 	// Credit is freed after the settle is queued, so a queue that sees the
 	// credit sees the requeued message too and serves it first.
@@ -529,14 +517,16 @@ func unknownTag(tag uint64) error {
 }
 
 // apply sends settled deliveries to their queues and frees their credit.
-func (ch *Channel) apply(ps []pending, mode settleMode) {
+func (ch *Channel) apply(ps []pending, mode queue.Outcome) {
 	if len(ps) == 0 {
 		return
 	}
+	// Settle copies refs: a small settle builds them on the stack.
+	var buf [16]queue.Ref
 	// Most settles touch one queue; group without a map for that case.
 	for len(ps) > 0 {
 		q := ps[0].q
-		refs := make([]queue.Ref, 0, len(ps))
+		refs := buf[:0]
 		rest := ps[:0]
 		freed := false
 		for _, p := range ps {
@@ -546,15 +536,7 @@ func (ch *Channel) apply(ps []pending, mode settleMode) {
 			}
 			refs = append(refs, p.ref)
 		}
-		// A deleted queue has nothing left to settle.
-		switch mode {
-		case settleAck:
-			_ = q.Ack(refs)
-		case settleDiscard:
-			_ = q.Reject(refs)
-		case settleRequeue:
-			_ = q.Requeue(refs)
-		}
+		_ = q.Settle(mode, refs...) // a deleted queue has nothing left to settle
 		// Credit is freed after the settle is queued, so a queue that sees
 		// the credit sees the requeued messages too and serves them first.
 		for _, p := range ps {
@@ -579,7 +561,7 @@ func (ch *Channel) requeueAll() {
 	d.Lock()
 	ps := d.takeAll()
 	d.Unlock()
-	ch.apply(ps, settleRequeue)
+	ch.apply(ps, queue.Requeue)
 }
 
 // takeAll empties the unacked table.
@@ -622,7 +604,7 @@ func (ch *Channel) closeDeliveries(ctx context.Context) {
 	d.Lock()
 	ps := d.takeAll()
 	d.Unlock()
-	ch.apply(ps, settleRequeue)
+	ch.apply(ps, queue.Requeue)
 }
 
 func (ch *Channel) owner() queue.Owner {

@@ -31,7 +31,7 @@
 // without poking the writer and writes it itself (queueContent, flushNow)
 // when the transport allows it (transport.InPlaceWriter); a flushing flag
 // in the outbox keeps the two from ever writing at once. With the queue's
-// own in-place Get and AckNow, a get round trip wakes no goroutine but the
+// own in-place Get and AckGot, a get round trip wakes no goroutine but the
 // reader. Timers (handshake timeout, close-ok timeout, heartbeat) are
 // time.AfterFunc callbacks that take the outbox lock, never block, and are
 // stopped before Serve returns.

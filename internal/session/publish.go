@@ -315,7 +315,7 @@ type txPublish struct {
 type txSettle struct {
 	tag      uint64
 	multiple bool
-	mode     settleMode
+	mode     queue.Outcome
 }
 
 func (t *txState) publish(ch *Channel, m *amqp.BasicPublish, rec queue.Record, ttl messageTTL, qs []*vhost.Queue) {
@@ -338,7 +338,7 @@ func (t *txState) discard(ch *Channel) {
 // applies it at commit. A delivery settled earlier in the same transaction
 // counts as gone, as RabbitMQ takes it off the channel at once: acking it
 // again is an unknown tag (406).
-func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode settleMode) error {
+func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode queue.Outcome) error {
 	d := &ch.dl
 	d.Lock()
 	var tags []uint64

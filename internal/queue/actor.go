@@ -1,0 +1,409 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// The actor: its ops, the mailbox loop (run), and what follows every
+// batch of ops (afterOps). Calls reach it through send and call.
+
+type opKind uint8
+
+const (
+	opPublish opKind = iota
+	opConsume
+	opCancel
+	opGet
+	opAck
+	opReject
+	opRequeue
+	opRequeueEntries
+	opPurge
+	opStats
+	opDelete
+	opInspect
+	opTimer        // a TTL or x-expires timer fired (features.go)
+	opDeadLettered // every target stored a dead-lettered copy
+	opTouch        // the queue was redeclared: it is in use
+	opUnused       // is the queue unused for x-expires?
+)
+
+type op struct {
+	kind     opKind
+	rec      storage.Record
+	conf     Confirmer
+	seq      uint64
+	consumer *Consumer
+	tag      string
+	owner    Owner
+	noAck    bool
+	refs     []Ref
+	ref      [1]Ref // a single settle, sent without a slice (see settleOne)
+	one      bool
+	entries  []unacked.Entry
+	inspect  func(context.Context) // opInspect: runs on the actor (inspect.go)
+	ttl      time.Duration         // opPublish: per-message TTL when hasTTL
+	hasTTL   bool
+	failed   bool // opDeadLettered: some target failed to store the copy
+	reply    chan reply
+}
+
+type reply struct {
+	msg   Message
+	ok    bool
+	n     uint64
+	stats Stats
+	err   error
+}
+
+// send posts o to the actor, or fails when the actor is stopping: every
+// op the mailbox took is handled or answered (drainMailbox), so no
+// publish is left without its confirm.
+func (q *Queue) send(o op) error {
+	if q.closing.Load() {
+		return ErrDeleted
+	}
+	requeue := o.kind == opRequeue || o.kind == opRequeueEntries
+	if requeue {
+		q.requeuing.Add(1) // before the send, so before the caller frees credit
+	}
+	q.queued.Add(1)
+	first, ok := q.mbox.put(&o)
+	if !ok {
+		q.queued.Add(-1)
+		if requeue {
+			q.requeuing.Add(-1)
+		}
+		return ErrDeleted
+	}
+	if first {
+		q.Kick()
+	}
+	return nil
+}
+
+// inline runs o on the calling goroutine instead of the actor's, when the
+// actor sleeps and nothing is queued ahead of o: a basic.get round trip
+// then costs no thread wake-up for the hop to the actor and back, which on
+// a small machine is most of its price (docs/performance.md). The caller
+// takes the state token from the sleeping actor (owner.go) and is the
+// state's one owner until it gives it back; an empty mailbox and inbox
+// under it mean every op sent before o has been handled, so o sees what
+// it would have seen in the mailbox. Shared queues keep the mailbox
+// (inPlace is false): their answers wait on observed changes.
+func (q *Queue) inline(o op) (reply, bool) {
+	if !q.inPlace || !q.own.tryAcquire() {
+		return reply{}, false
+	}
+	defer q.own.release()
+	// A batch being committed is the actor's to finish: it waits for the
+	// outcome on commitDone too, and had it taken it while we hold the
+	// token, neither of us would go on.
+	if q.queued.Load() != 0 || q.inboxLen.Load() != 0 || q.closing.Load() || q.deleted || q.committing {
+		return reply{}, false
+	}
+	q.own.inPlace++
+	ctx := context.Background()
+	retrying := q.retryC != nil
+	r := q.exec(ctx, o)
+	q.afterOps(ctx)
+	if !retrying && q.retryC != nil {
+		// A store error scheduled a retry: the actor, asleep in a select
+		// that predates the timer, must wake to wait on it.
+		q.Kick()
+	}
+	return r, true
+}
+
+// call posts o and waits for the actor's reply.
+func (q *Queue) call(ctx context.Context, o op) (reply, error) {
+	o.reply = make(chan reply, 1)
+	if err := q.send(o); err != nil {
+		return reply{}, err
+	}
+	select {
+	case r := <-o.reply:
+		return r, r.err
+	case <-q.done:
+		// The actor may have answered just before it stopped.
+		select {
+		case r := <-o.reply:
+			return r, r.err
+		default:
+			return reply{}, ErrDeleted
+		}
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
+
+func (q *Queue) run() {
+	ctx := context.Background()
+	defer close(q.done)
+	defer q.drain(ctx)
+	defer func() {
+		if q.retry != nil {
+			q.retry.Stop()
+		}
+	}()
+	// The retry timer's channel is state (an in-place op may schedule a
+	// retry), so the select waits on a copy taken with the token.
+	q.own.acquire()
+	retryC := q.retryC
+	q.own.release()
+	for {
+		select {
+		case <-q.kick:
+			// A send into an empty mailbox kicks, and so does a channel
+			// that freed credit: either way everything waiting is taken,
+			// so publishes go to the store in one batch and deliveries in
+			// one claim.
+			q.own.acquire()
+			q.handleMailbox(ctx)
+		case r := <-q.commitDone:
+			q.own.acquire()
+			q.finishCommit(ctx, r)
+		case <-retryC:
+			q.own.acquire()
+			q.retryC = nil
+			q.redo(ctx)
+		case <-q.stop:
+			q.own.acquire() // held for good: quiesce and drain follow
+			q.quiesce(ctx)
+			return
+		}
+		if q.inboxLen.Load() > 0 && !q.deleted {
+			q.drainInbox(ctx)
+		}
+		if q.deleted {
+			return // holding the token for good: nothing runs in place any more
+		}
+		q.claimer.catchUp(ctx)
+		q.afterOps(ctx)
+		q.endStep()
+		retryC = q.retryC
+		q.own.release()
+	}
+}
+
+// handleMailbox handles every op waiting in the mailbox. After a delete
+// the rest are answered as drainMailbox answers them.
+func (q *Queue) handleMailbox(ctx context.Context) {
+	chunks := q.mbox.take(false)
+	for c := chunks; c != nil; c = c.next {
+		for i := range c.n {
+			if q.deleted {
+				q.refuse(ctx, &c.ops[i])
+			} else {
+				q.handle(ctx, c.ops[i])
+			}
+			q.queued.Add(-1)
+		}
+	}
+	freeChunks(chunks)
+}
+
+// afterOps is what follows every batch of ops, on the actor or inline:
+// gathered acks settled, a commit started, deliveries made.
+func (q *Queue) afterOps(ctx context.Context) {
+	q.own.mustHold()
+	q.flushAcks(ctx)
+	q.startCommit(ctx)
+	q.dispatch(ctx)
+	q.afterDispatch(ctx)
+}
+
+// drain is the actor's last step: the mailbox is drained (if quiesce did
+// not already), the inbox closed (publishes in it are stored, or dropped
+// after a delete) and the last publishes stored. Leaving messages still
+// waiting for a target's answer stay in the store as they are.
+func (q *Queue) drain(ctx context.Context) {
+	q.drainMailbox(ctx)
+	q.quietOnce.Do(func() { close(q.quiet) })
+	q.flushAcks(ctx)
+	q.closeInbox(ctx)
+	q.flushPublishes(ctx)
+	q.endStep()
+	q.dropLeaving()
+	q.release()
+}
+
+// release lets go of everything the stopped actor held in memory. A
+// stopped queue may stay reachable for a while (a channel keeps the Queue
+// of its unacked deliveries until they are settled or the channel
+// closes), and should cost no more than its struct meanwhile.
+func (q *Queue) release() {
+	q.pending, q.pendingArr, q.returned = nil, nil, nil
+	q.waiting, q.out = nil, nil
+	q.publishes, q.confirms, q.acks, q.seqs = nil, nil, nil, nil
+	q.spare.recs, q.spare.confirms = nil, nil
+	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
+	q.deliverySlab, q.freeDeliveries = nil, nil
+	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
+	q.consumers.reset()
+}
+
+// flushAcks settles the acks gathered by handle, in one settle.
+func (q *Queue) flushAcks(ctx context.Context) {
+	if len(q.acks) == 0 {
+		return
+	}
+	q.settle(ctx, q.acks)
+	q.acks = q.acks[:0]
+}
+
+// handle executes o and answers its caller, if one waits.
+func (q *Queue) handle(ctx context.Context, o op) {
+	r := q.exec(ctx, o)
+	if o.reply != nil {
+		o.reply <- r
+	}
+}
+
+// exec executes o and returns its answer.
+func (q *Queue) exec(ctx context.Context, o op) reply {
+	q.own.mustHold()
+	// A single settle's ref moves to a local array: assigned into o it
+	// would go to the heap with o (o.rec is appended to publishes).
+	var one [1]Ref
+	refs := o.refs
+	if o.one {
+		one = o.ref
+		refs = one[:]
+	}
+	q.countOp(&o)
+	if o.kind == opPublish {
+		if o.hasTTL || q.cfg.Features.Args.HasMessageTTL {
+			o.rec.ExpiresAt = q.expiry(o)
+		}
+		q.publishes = append(q.publishes, o.rec)
+		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
+		if len(q.publishes) >= maxBatch {
+			if q.committing && len(q.publishes) >= maxBacklog {
+				q.awaitCommit(ctx)
+			}
+			q.startCommit(ctx)
+		}
+		return reply{}
+	}
+	if o.kind == opAck {
+		// Acks are gathered and settled with one record delete and one
+		// index delete per mailbox drain (flushAcks). They need not wait
+		// for the publishes before them: a delivered message was stored
+		// before it went out, and acking it changes no ready count.
+		q.acks = append(q.acks, refs...)
+		if len(q.acks) >= maxBatch {
+			q.flushAcks(ctx)
+		}
+		return reply{}
+	}
+	// Everything else sees the acks and publishes that came before it: the
+	// first settle of a delivery wins, so an ack must not be overtaken.
+	q.flushAcks(ctx)
+	q.flushPublishes(ctx)
+	// Answers (Stats, Get, Purge) reflect every change other brokers
+	// made that was observed so far.
+	q.claimer.catchUp(ctx)
+	var r reply
+	switch o.kind {
+	case opConsume:
+		r.err = q.addConsumer(o.consumer)
+		q.used()
+	case opCancel:
+		q.removeConsumer(o.owner, o.tag)
+		r.stats.Consumers = q.consumers.len()
+		q.used()
+	case opGet:
+		q.used()
+		r.msg, r.ok, r.err = q.get(ctx, o.owner, o.noAck)
+		r.stats = q.stats()
+	case opAck:
+		q.settle(ctx, refs)
+	case opReject:
+		q.reject(ctx, refs)
+	case opRequeue:
+		q.requeue(ctx, refs)
+		q.requeuing.Add(-1)
+	case opRequeueEntries:
+		defer q.requeuing.Add(-1)
+		var refs []Ref
+		var foreign []unacked.Entry
+		for _, e := range o.entries {
+			d, ok := q.out[e.Offset]
+			if ok && d.owner == (Owner{Connection: e.Connection, Channel: e.Channel}) {
+				refs = append(refs, Ref{Offset: e.Offset, Claim: d.claim})
+			} else if !ok {
+				foreign = append(foreign, e)
+			}
+		}
+		q.requeue(ctx, refs)
+		if len(foreign) > 0 {
+			q.claimer.requeueForeign(ctx, foreign)
+		}
+	case opPurge:
+		r.n, r.err = q.claimer.purge(ctx)
+	case opStats:
+		r.stats = q.stats()
+	case opDelete:
+		r.n, r.err = q.deleteAll(ctx)
+	case opInspect:
+		o.inspect(ctx)
+	case opTimer:
+		q.expireHead(ctx)
+	case opDeadLettered:
+		q.deadLettered(ctx, o.seq, o.failed)
+	case opTouch:
+		q.used()
+	case opUnused:
+		r.ok = q.unused()
+	}
+	return r
+}
+
+// scheduleRetry arms the retry timer unless it is armed: the actor then
+// redoes what store errors left undone and tries to deliver again.
+func (q *Queue) scheduleRetry() {
+	if q.retryC != nil {
+		return
+	}
+	if q.retry == nil {
+		q.retry = time.NewTimer(retryAfter)
+	} else {
+		q.retry.Reset(retryAfter)
+	}
+	q.retryC = q.retry.C
+}
+
+// settles reports whether ops of kind settle deliveries.
+func (q *Queue) settles(kind opKind) bool {
+	return kind == opAck || kind == opReject || kind == opRequeue || kind == opRequeueEntries
+}
+
+// redo retries the work store errors left undone. Each step that fails
+// again puts its work back and re-arms the timer.
+func (q *Queue) redo(ctx context.Context) {
+	q.own.mustHold()
+	if refs := q.retrySettle; len(refs) > 0 {
+		q.retrySettle = nil
+		q.settle(ctx, refs)
+	}
+	if keys := q.retryKeys; len(keys) > 0 {
+		q.retryKeys = nil
+		if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+			q.cfg.Logger.Error("index delete failed again", "queue", q.cfg.Name, "err", err)
+			q.retryKeys = keys
+			q.scheduleRetry()
+		}
+	}
+	if refs := q.retryRequeue; len(refs) > 0 {
+		q.retryRequeue = nil
+		q.requeue(ctx, refs)
+	}
+	if q.recount {
+		q.countReady(ctx)
+	}
+}
