@@ -2,7 +2,7 @@ package queue
 
 import "sync"
 
-// Ownership of a queue's state.
+// stateToken is the ownership of a queue's state.
 //
 // Everything in Queue below "Owned by the state's holder" (the cursor,
 // the cache, the returned set, the deliveries out, the consumers, the

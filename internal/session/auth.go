@@ -104,7 +104,7 @@ func (a *Access) Set(g *Grant) { a.cur.Store(g) }
 // Grant returns the current grant, nil when there is none.
 func (a *Access) Grant() *Grant { return a.cur.Load() }
 
-// Permission kinds, RabbitMQ's configure / write / read.
+// permKind is a permission kind: RabbitMQ's configure, write or read.
 type permKind uint8
 
 const (
