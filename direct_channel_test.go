@@ -419,3 +419,30 @@ func TestDirectBrokerCloseUnderLoad(t *testing.T) {
 		require.True(t, p.ch.IsClosed())
 	}
 }
+
+// TestDirectCloseRequeuesBeforeReturning: once Close returns, what the
+// channel held unacked is back in its queue ahead of any later request,
+// from any connection: a get on another channel right after the close
+// finds the same message, redelivered (the management API's get with
+// ack_requeue_true relies on it).
+func TestDirectCloseRequeuesBeforeReturning(t *testing.T) {
+	b := brokertest.NewUnstarted(t, broker.Options{})
+	ctx := context.Background()
+	other := brokertest.Channel(t, b)
+	_, err := other.QueueDeclare("held", false, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, other.PublishWithContext(ctx, "", "held", false, false, amqp091.Publishing{Body: []byte("a")}))
+	for i := range 200 {
+		ch, err := b.Channel(ctx)
+		require.NoError(t, err)
+		d, ok, err := ch.Get("held", false)
+		require.NoError(t, err)
+		require.True(t, ok, "round %d", i)
+		require.Equal(t, "a", string(d.Body))
+		require.NoError(t, ch.Close())
+		_, ok, err = other.Get("held", true)
+		require.NoError(t, err)
+		require.True(t, ok, "round %d: the close's requeue came after the next get", i)
+		require.NoError(t, other.PublishWithContext(ctx, "", "held", false, false, amqp091.Publishing{Body: []byte("a")}))
+	}
+}

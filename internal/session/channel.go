@@ -360,8 +360,13 @@ func (ch *Channel) handleChannelMethod(m amqp.Method) error {
 			ch.conn.sendMethod(ch.id, &amqp.ChannelCloseOk{})
 			return nil
 		}
-		ch.conn.sendMethod(ch.id, &amqp.ChannelCloseOk{})
+		// Release first (unsettled deliveries requeued, a transaction's
+		// buffered publishes dropped), then close-ok: a client that sees
+		// close-ok and asks again (a basic.get on another channel, the
+		// management API's next get) finds the requeues already queued
+		// ahead of it.
 		ch.conn.removeChannel(ch)
+		ch.conn.sendMethod(ch.id, &amqp.ChannelCloseOk{})
 		return nil
 	case *amqp.ChannelCloseOk:
 		return amqp.NewError(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "channel.close-ok on channel %d, which is not closing", ch.id)
