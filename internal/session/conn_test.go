@@ -313,7 +313,7 @@ func TestClosingIgnoresOtherFrames(t *testing.T) {
 
 func TestCloseTimeoutWithoutCloseOk(t *testing.T) {
 	cfg := testConfig()
-	cfg.CloseTimeout = 20 * time.Millisecond
+	cfg.CloseTimeout = 250 * time.Millisecond // long enough for a loaded writer to send the close first
 	p := startPeer(t, cfg)
 	p.Handshake()
 	p.SendMethod(2, &amqp.BasicQos{})
