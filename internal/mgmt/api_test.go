@@ -538,6 +538,9 @@ func TestManagementGetAckModes(t *testing.T) {
 	require.Equal(t, "a", string(d.Body))
 	require.True(t, d.Redelivered, "the management get delivered it once")
 	require.NoError(t, d.Reject(true))
+	// basic.reject has no reply: wait until it is handled, or the next get
+	// (another connection) may overtake it and find "b" first.
+	require.EqualValues(t, 4, ready("g.q"))
 
 	// ack_requeue_false: got with no-ack, gone.
 	got = get("ack_requeue_false", 1)
