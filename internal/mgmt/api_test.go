@@ -679,28 +679,6 @@ func TestRabbitmqadmin(t *testing.T) {
 	}
 }
 
-// topology lists a broker's exchanges, queues and bindings as comparable
-// strings, via the definitions export.
-func topology(t *testing.T, b *broker.Broker) []string {
-	t.Helper()
-	d, err := b.ExportDefinitions(context.Background())
-	require.NoError(t, err)
-	var out []string
-	for _, x := range d.Exchanges {
-		enc, _ := json.Marshal(x)
-		out = append(out, "x "+string(enc))
-	}
-	for _, q := range d.Queues {
-		enc, _ := json.Marshal(q)
-		out = append(out, "q "+string(enc))
-	}
-	for _, bd := range d.Bindings {
-		enc, _ := json.Marshal(bd)
-		out = append(out, "b "+string(enc))
-	}
-	return out
-}
-
 func TestDefinitionsHTTP(t *testing.T) {
 	b := mgmtBroker(t)
 	mgmtShapeSetup(t, b)
@@ -712,7 +690,7 @@ func TestDefinitionsHTTP(t *testing.T) {
 	h2 := amqptest.NewAPI(t, b2.ManagementHandler())
 	status, _, out := h2.Do("POST", "/api/definitions", "guest", string(body))
 	require.Equal(t, http.StatusNoContent, status, "%s", out)
-	require.Equal(t, topology(t, b), topology(t, b2))
+	require.Equal(t, amqptest.Topology(t, b.ExportDefinitions), amqptest.Topology(t, b2.ExportDefinitions))
 
 	status, _, out = h2.Do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
 	require.Equal(t, http.StatusBadRequest, status)
