@@ -74,10 +74,7 @@ func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
 		}
 	}
 	for _, bd := range vh.Bindings() {
-		c.Bindings = append(c.Bindings, definitions.Binding{
-			Source: bd.Source, VHost: vh.Name(), Destination: bd.Destination.Name,
-			DestinationType: destinationType(bd.Destination), RoutingKey: bd.Key, Arguments: definitions.TableJSON(bd.Args),
-		})
+		c.Bindings = append(c.Bindings, definitions.BindingOf(vh.Name(), bd))
 	}
 	return c, true
 }
@@ -88,15 +85,6 @@ func exchangeDefinition(x vhost.ExchangeInfo) definitions.Exchange {
 		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
 		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: definitions.TableJSON(x.Args),
 	}
-}
-
-// destinationType is a binding destination's kind as the definitions
-// format and the management API name it.
-func destinationType(d routing.Destination) string {
-	if d.Exchange {
-		return "exchange"
-	}
-	return "queue"
 }
 
 func (v definitionsView) Users(ctx context.Context) ([]definitions.User, error) {

@@ -224,18 +224,16 @@ func benchAMQPChannel(b *testing.B, conn *amqp091.Connection) *amqp091.Channel {
 // bodies, a non-durable queue, measured as messages per second from the
 // first publish to the last delivery received. auto-ack is the
 // ≥ 1,000,000 msg/s goal, manual-ack (prefetch 256, one Ack per delivery)
-// the ≥ 300,000 msg/s goal. The publisher is held at most window messages
-// ahead of the consumer, as a PerfTest-style run is, so the queue's backlog
-// (and the heap) stay bounded whatever b.N is.
+// the ≥ 300,000 msg/s goal. The publisher is held at most 4096 messages
+// ahead of the consumer (benchPublishConsume's window), as a PerfTest-style
+// run is, so the queue's backlog (and the heap) stay bounded whatever b.N is.
 func BenchmarkDirectPublishConsume(b *testing.B) {
-	const window = 4096
-	body := []byte("hello world!")
 	for _, bc := range []struct {
-		name    string
-		autoAck bool
+		name   string
+		settle func(amqp091.Delivery) error // nil: auto-ack
 	}{
-		{"auto-ack", true},
-		{"manual-ack", false},
+		{"auto-ack", nil},
+		{"manual-ack", func(d amqp091.Delivery) error { return d.Ack(false) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			br, err := broker.New(broker.Options{})
@@ -243,55 +241,65 @@ func BenchmarkDirectPublishConsume(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = br.Close() })
-			pub, sub := benchDirectChannel(b, br), benchDirectChannel(b, br)
-			if _, err := pub.QueueDeclare("bench", false, false, false, false, nil); err != nil {
-				b.Fatal(err)
-			}
-			if !bc.autoAck {
-				if err := sub.Qos(256, 0, false); err != nil {
-					b.Fatal(err)
-				}
-			}
-			msgs, err := sub.Consume("bench", "", bc.autoAck, false, false, false, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			credit := make(chan struct{}, window)
-			for range window {
-				credit <- struct{}{}
-			}
-			b.ReportAllocs()
-			n := b.N
-			done := make(chan error, 1)
-			b.ResetTimer()
-			start := time.Now()
-			go func() {
-				for range n {
-					d := <-msgs
-					if !bc.autoAck {
-						if err := d.Ack(false); err != nil {
-							done <- err
-							return
-						}
-					}
-					credit <- struct{}{}
-				}
-				done <- nil
-			}()
-			ctx := context.Background()
-			msg := amqp091.Publishing{Body: body}
-			for range n {
-				<-credit
-				if err := pub.PublishWithContext(ctx, "", "bench", false, false, msg); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(n)/elapsed.Seconds(), "msg/s")
+			benchPublishConsume(b, br, amqp091.Publishing{Body: []byte("hello world!")}, bc.settle)
 		})
 	}
+}
+
+// benchPublishConsume is the timed part of the direct publish/consume
+// benchmarks: it declares queue "bench" on br, consumes it on one direct
+// channel (prefetch 256 unless auto-ack) and publishes b.N copies of msg to
+// it on another, at most 4096 unsettled at a time, settling each delivery
+// with settle (nil consumes with auto-ack), and reports msg/s.
+func benchPublishConsume(b *testing.B, br *broker.Broker, msg amqp091.Publishing, settle func(amqp091.Delivery) error) {
+	const window = 4096
+	autoAck := settle == nil
+	pub, sub := benchDirectChannel(b, br), benchDirectChannel(b, br)
+	if _, err := pub.QueueDeclare("bench", false, false, false, false, nil); err != nil {
+		b.Fatal(err)
+	}
+	if !autoAck {
+		if err := sub.Qos(256, 0, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	msgs, err := sub.Consume("bench", "", autoAck, false, false, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	credit := make(chan struct{}, window)
+	for range window {
+		credit <- struct{}{}
+	}
+	b.ReportAllocs()
+	n := b.N
+	done := make(chan error, 1)
+	b.ResetTimer()
+	start := time.Now()
+	go func() {
+		for range n {
+			d := <-msgs
+			if !autoAck {
+				if err := settle(d); err != nil {
+					done <- err
+					return
+				}
+			}
+			credit <- struct{}{}
+		}
+		done <- nil
+	}()
+	ctx := context.Background()
+	for range n {
+		<-credit
+		if err := pub.PublishWithContext(ctx, "", "bench", false, false, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "msg/s")
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/metrics"
 )
 
@@ -29,11 +32,8 @@ func benchBroker(b *testing.B, queues, conns int) *Broker {
 		require.NoError(b, err)
 		for q := range queues {
 			name := fmt.Sprint("q", q)
-			_, err := ch.QueueDeclare(name, false, false, false, false, nil)
-			require.NoError(b, err)
-			for range 10 {
-				require.NoError(b, ch.PublishWithContext(context.Background(), "", name, false, false, amqp091.Publishing{Body: []byte("x")}))
-			}
+			amqptest.DeclareQueue(b, ch, name, false)
+			amqptest.PublishBodies(b, ch, name, false, slices.Repeat([]string{"x"}, 10)...)
 		}
 	}
 	require.NoError(b, br.WaitIdle(context.Background()))

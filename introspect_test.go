@@ -198,14 +198,9 @@ func TestCloseConnection(t *testing.T) {
 	require.ErrorIs(t, b.CloseConnection("no such", 320, "x"), ErrNotFound)
 	require.Error(t, b.CloseConnection(conns[0].ID, 404, "x"), "404 is a channel-level code")
 	require.NoError(t, b.CloseConnection(conns[0].ID, 320, "test says bye"))
-	select {
-	case e := <-closed:
-		require.NotNil(t, e)
-		require.Equal(t, 320, e.Code)
-		require.Equal(t, "CONNECTION_FORCED - test says bye", e.Reason)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection.close")
-	}
+	e := amqptest.AwaitClose(t, closed)
+	require.Equal(t, 320, e.Code)
+	require.Equal(t, "CONNECTION_FORCED - test says bye", e.Reason)
 	amqptest.Idle(t, b.WaitIdle)
 }
 

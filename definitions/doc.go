@@ -28,7 +28,8 @@
 //     what RabbitMQ's import does.
 //
 // TableJSON and JSONTable convert argument tables to and from the JSON the
-// file and the management API use; DecodeJSON is Read's strict decoder.
+// file and the management API use, BindingOf a routing binding to the
+// file's form; DecodeJSON is Read's strict decoder.
 //
 // Errors start with "broker: definitions:", as they did when this code was
 // part of the root package, so callers matching the text keep working.

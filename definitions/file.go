@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/broker/internal/passwd"
+	"github.com/warrenmq/broker/routing"
 )
 
 // File is RabbitMQ's definitions file (definitions.json, as rabbitmqctl
@@ -131,6 +132,19 @@ type Binding struct {
 	DestinationType string         `json:"destination_type"`
 	RoutingKey      string         `json:"routing_key"`
 	Arguments       map[string]any `json:"arguments"`
+}
+
+// BindingOf is bd, a binding in the vhost named vhost, as a file carries
+// it (and RabbitMQ's management API lists it).
+func BindingOf(vhost string, bd routing.Binding) Binding {
+	dt := "queue"
+	if bd.Destination.Exchange {
+		dt = "exchange"
+	}
+	return Binding{
+		Source: bd.Source, VHost: vhost, Destination: bd.Destination.Name, DestinationType: dt,
+		RoutingKey: bd.Key, Arguments: TableJSON(bd.Args),
+	}
 }
 
 // CompatVersion is the RabbitMQ release whose definitions format (and

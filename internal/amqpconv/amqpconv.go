@@ -106,16 +106,7 @@ func LocalTime(t time.Time) time.Time {
 
 // ToTable converts amqp091-go's field table to the broker's: the value
 // types are the same except nested tables and decimals.
-func ToTable(t amqp091.Table) amqp.Table {
-	if t == nil {
-		return nil
-	}
-	out := make(amqp.Table, len(t))
-	for k, v := range t {
-		out[k] = toValue(v)
-	}
-	return out
-}
+func ToTable(t amqp091.Table) amqp.Table { return convertTable[amqp.Table](t, toValue) }
 
 // toValue is one value of ToTable.
 func toValue(v any) any {
@@ -123,11 +114,7 @@ func toValue(v any) any {
 	case amqp091.Table:
 		return ToTable(v)
 	case []any:
-		a := make([]any, len(v))
-		for i, e := range v {
-			a[i] = toValue(e)
-		}
-		return a
+		return convertArray(v, toValue)
 	case amqp091.Decimal:
 		return amqp.Decimal{Scale: v.Scale, Value: v.Value}
 	}
@@ -136,16 +123,7 @@ func toValue(v any) any {
 
 // FromTable converts the broker's field table to amqp091-go's, with the
 // value types amqp091-go decodes from the wire.
-func FromTable(t amqp.Table) amqp091.Table {
-	if t == nil {
-		return nil
-	}
-	out := make(amqp091.Table, len(t))
-	for k, v := range t {
-		out[k] = fromValue(v)
-	}
-	return out
-}
+func FromTable(t amqp.Table) amqp091.Table { return convertTable[amqp091.Table](t, fromValue) }
 
 // fromValue is one value of FromTable.
 func fromValue(v any) any {
@@ -155,15 +133,34 @@ func fromValue(v any) any {
 	case map[string]any:
 		return FromTable(v)
 	case []any:
-		a := make([]any, len(v))
-		for i, e := range v {
-			a[i] = fromValue(e)
-		}
-		return a
+		return convertArray(v, fromValue)
 	case amqp.Decimal:
 		return amqp091.Decimal{Scale: v.Scale, Value: v.Value}
 	case time.Time:
 		return LocalTime(v)
 	}
 	return v
+}
+
+// convertTable is the walk ToTable and FromTable share: a copy of t of
+// the other package's table type, each value converted by conv (which
+// recurses into nested tables); nil stays nil.
+func convertTable[To, From ~map[string]any](t From, conv func(any) any) To {
+	if t == nil {
+		return nil
+	}
+	out := make(To, len(t))
+	for k, v := range t {
+		out[k] = conv(v)
+	}
+	return out
+}
+
+// convertArray is a field array with each element converted by conv.
+func convertArray(a []any, conv func(any) any) []any {
+	out := make([]any, len(a))
+	for i, e := range a {
+		out[i] = conv(e)
+	}
+	return out
 }

@@ -20,15 +20,18 @@
 //     server and sends requests as a user whose password is its name (Do),
 //     Get decodes a 200's JSON, URL and Client serve other clients, and
 //     ErrorBody decodes RabbitMQ's {"error":..,"reason":..};
+//   - definitions: Topology lists a definitions export's exchanges, queues
+//     and bindings as strings, to compare two brokers' topologies;
 //   - RawClient speaks AMQP frame by frame over any net.Conn (a TCP socket
 //     to a broker or one end of a net.Pipe served by a session) to test
 //     what a well-behaved client never sends.
 //
-// It imports amqp, amqp091-go and testify but not the root package, so the
-// tests of internal packages and both the internal and the external tests
-// of the root can use it; helpers that would need a broker take what they
-// use of it instead (a handler, a dial or a WaitIdle function). Helpers
-// that need a *broker.Broker live beside the root's tests (helpers_test.go)
-// or in brokertest. The amqp package's own internal tests cannot use it
-// (amqptest imports amqp); they keep their local helper.
+// It imports amqp, definitions, amqp091-go and testify but not the root
+// package, so the tests of internal packages and both the internal and
+// the external tests of the root can use it; helpers that would need a
+// broker take what they use of it instead (a handler, a dial, a WaitIdle
+// or an ExportDefinitions function). Helpers that need a *broker.Broker
+// live beside the root's tests (helpers_test.go) or in brokertest. The
+// internal tests of amqp and of what definitions imports (passwd,
+// routing) cannot use it; amqp keeps its local helper.
 package amqptest

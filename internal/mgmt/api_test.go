@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -405,14 +406,9 @@ func TestManagementDeleteConnection(t *testing.T) {
 	require.Equal(t, 404, status, "a management user cannot see, so cannot close, another user's connection")
 	status, _, _ = h.Do("DELETE", "/api/connections/"+url.PathEscape(id), "guest", nil)
 	require.Equal(t, 204, status)
-	select {
-	case e := <-closed:
-		require.NotNil(t, e)
-		require.Equal(t, 320, e.Code)
-		require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection.close")
-	}
+	e := amqptest.AwaitClose(t, closed)
+	require.Equal(t, 320, e.Code)
+	require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
 
 	conn2 := amqptest.DialVia(t, b.Dial, "guest", "doomed2")
 	closed2 := conn2.NotifyClose(make(chan *amqp091.Error, 1))
@@ -425,12 +421,7 @@ func TestManagementDeleteConnection(t *testing.T) {
 	}
 	status, _, _ = h.Do("DELETE", "/api/connections/"+url.PathEscape(id2), "guest", nil, "X-Reason", "maintenance")
 	require.Equal(t, 204, status)
-	select {
-	case e := <-closed2:
-		require.Equal(t, "CONNECTION_FORCED - maintenance", e.Reason)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection.close")
-	}
+	require.Equal(t, "CONNECTION_FORCED - maintenance", amqptest.AwaitClose(t, closed2).Reason)
 }
 
 func TestManagementGetShapes(t *testing.T) {
@@ -576,10 +567,8 @@ func TestManagementGetPermissions(t *testing.T) {
 	b := mgmtBroker(t)
 	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ctx := context.Background()
-	ch, err := b.Channel(ctx)
-	require.NoError(t, err)
-	defer ch.Close()
-	_, err = ch.QueueDeclare("perm.q", false, false, false, false, nil)
+	ch := brokertest.Channel(t, b)
+	_, err := ch.QueueDeclare("perm.q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Publish("", "perm.q", false, false, amqp091.Publishing{Body: []byte("x")}))
 	req := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
@@ -674,34 +663,8 @@ func TestRabbitmqadmin(t *testing.T) {
 	u, err = url.Parse(h.URL())
 	require.NoError(t, err)
 	run("close", "connection", "name="+b.Connections()[0].ID)
-	select {
-	case e := <-closed:
-		require.Equal(t, 320, e.Code)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no connection.close")
-	}
-}
-
-// topology lists a broker's exchanges, queues and bindings as comparable
-// strings, via the definitions export.
-func topology(t *testing.T, b *broker.Broker) []string {
-	t.Helper()
-	d, err := b.ExportDefinitions(context.Background())
-	require.NoError(t, err)
-	var out []string
-	for _, x := range d.Exchanges {
-		enc, _ := json.Marshal(x)
-		out = append(out, "x "+string(enc))
-	}
-	for _, q := range d.Queues {
-		enc, _ := json.Marshal(q)
-		out = append(out, "q "+string(enc))
-	}
-	for _, bd := range d.Bindings {
-		enc, _ := json.Marshal(bd)
-		out = append(out, "b "+string(enc))
-	}
-	return out
+	e := amqptest.AwaitClose(t, closed)
+	require.Equal(t, 320, e.Code)
 }
 
 func TestDefinitionsHTTP(t *testing.T) {
@@ -715,7 +678,7 @@ func TestDefinitionsHTTP(t *testing.T) {
 	h2 := amqptest.NewAPI(t, b2.ManagementHandler())
 	status, _, out := h2.Do("POST", "/api/definitions", "guest", string(body))
 	require.Equal(t, http.StatusNoContent, status, "%s", out)
-	require.Equal(t, topology(t, b), topology(t, b2))
+	require.Equal(t, amqptest.Topology(t, b.ExportDefinitions), amqptest.Topology(t, b2.ExportDefinitions))
 
 	status, _, out = h2.Do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
 	require.Equal(t, http.StatusBadRequest, status)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
-	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // BenchmarkManagementQueues measures GET /api/queues on a broker with 100
@@ -22,11 +23,8 @@ func BenchmarkManagementQueues(b *testing.B) {
 	require.NoError(b, err)
 	for q := range 100 {
 		name := fmt.Sprint("q", q)
-		_, err := ch.QueueDeclare(name, false, false, false, false, nil)
-		require.NoError(b, err)
-		for range 10 {
-			require.NoError(b, ch.PublishWithContext(context.Background(), "", name, false, false, amqp091.Publishing{Body: []byte("x")}))
-		}
+		amqptest.DeclareQueue(b, ch, name, false)
+		amqptest.PublishBodies(b, ch, name, false, slices.Repeat([]string{"x"}, 10)...)
 	}
 	require.NoError(b, br.WaitIdle(context.Background()))
 	h := br.ManagementHandler()

@@ -1,7 +1,6 @@
 package mgmt_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/metrics/promtest"
 )
@@ -20,12 +20,9 @@ import (
 func TestDirectConnectionsAreListed(t *testing.T) {
 	b := mgmtBroker(t)
 	h := amqptest.NewAPI(t, b.ManagementHandler())
-	ctx := context.Background()
-	ch, err := b.Channel(ctx)
-	require.NoError(t, err)
-	defer ch.Close()
+	ch := brokertest.Channel(t, b)
 	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
-	_, err = ch.QueueDeclare("direct.q", false, false, false, false, nil)
+	_, err := ch.QueueDeclare("direct.q", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Qos(3, 0, false))
 	_, err = ch.Consume("direct.q", "direct-ctag", false, false, false, false, nil)

@@ -2,7 +2,6 @@ package mgmt_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/measure"
 	"github.com/warrenmq/broker/internal/mgmt"
@@ -26,11 +26,8 @@ func TestManagementGetHeapBounded(t *testing.T) {
 	const n, size = 16, 4 << 20
 	b := mgmtBroker(t)
 	h := amqptest.NewAPI(t, b.ManagementHandler())
-	ctx := context.Background()
-	ch, err := b.Channel(ctx)
-	require.NoError(t, err)
-	defer ch.Close()
-	_, err = ch.QueueDeclare("big", false, false, false, false, nil)
+	ch := brokertest.Channel(t, b)
+	_, err := ch.QueueDeclare("big", false, false, false, false, nil)
 	require.NoError(t, err)
 	body := bytes.Repeat([]byte{0xff}, size) // not UTF-8: sent in base64
 	for range n {
@@ -87,10 +84,8 @@ func TestManagementGetHeapBounded(t *testing.T) {
 func TestManagementGetTruncate(t *testing.T) {
 	b := mgmtBroker(t)
 	h := amqptest.NewAPI(t, b.ManagementHandler())
-	ch, err := b.Channel(context.Background())
-	require.NoError(t, err)
-	defer ch.Close()
-	_, err = ch.QueueDeclare("t", false, false, false, false, nil)
+	ch := brokertest.Channel(t, b)
+	_, err := ch.QueueDeclare("t", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Publish("", "t", false, false, amqp091.Publishing{Body: []byte("hello \"world\"\n\u2028")}))
 	amqptest.Idle(t, b.WaitIdle)

@@ -295,6 +295,40 @@ func created(w http.ResponseWriter, isNew bool) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// noContent answers an operation that returns nothing: 204, or err as
+// writeAMQPError answers it.
+func noContent(w http.ResponseWriter, err error) {
+	if err != nil {
+		writeAMQPError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeList answers a listing: a JSON array of items ([] when there are
+// none, never null), or err as writeAMQPError answers it.
+func writeList[T any](w http.ResponseWriter, items []T, err error) {
+	if err != nil {
+		writeAMQPError(w, err)
+		return
+	}
+	if items == nil {
+		items = []T{}
+	}
+	writeJSON(w, http.StatusOK, items)
+}
+
+// tableArg converts a request body's arguments to an AMQP table, answering
+// 400 bad_request when they do not convert.
+func tableArg(c *mgmtCall, args map[string]any) (amqp.Table, bool) {
+	t, err := definitions.JSONTable(args)
+	if err != nil {
+		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		return nil, false
+	}
+	return t, true
+}
+
 // Request body bounds. An object's body (a queue's or exchange's
 // arguments, a binding, a get request) is small: its arguments must fit
 // one frame anyway (internal/vhost limits.go), and JSON of a few hundred
@@ -541,14 +575,7 @@ func (m *mgmt) vhost(c *mgmtCall) {
 
 func (m *mgmt) users(c *mgmtCall) {
 	us, err := m.b.Users(c.r.Context())
-	if err != nil {
-		writeAMQPError(c.w, err)
-		return
-	}
-	if us == nil {
-		us = []definitions.User{}
-	}
-	writeJSON(c.w, http.StatusOK, us)
+	writeList(c.w, us, err)
 }
 
 func (m *mgmt) user(c *mgmtCall) {
@@ -564,27 +591,17 @@ func (m *mgmt) user(c *mgmtCall) {
 // its open connections go (DeleteUser).
 func (m *mgmt) deleteUser(c *mgmtCall) {
 	err := m.b.DeleteUser(c.r.Context(), c.p("user"))
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
+	if errors.Is(err, meta.ErrNotFound) {
 		notFound(c.w)
-	case err != nil:
-		writeAMQPError(c.w, err)
-	default:
-		c.w.WriteHeader(http.StatusNoContent)
+		return
 	}
+	noContent(c.w, err)
 }
 
 // permissions lists the stored permissions, as the AMQP side enforces them.
 func (m *mgmt) permissions(c *mgmtCall) {
 	ps, err := m.b.Permissions(c.r.Context())
-	if err != nil {
-		writeAMQPError(c.w, err)
-		return
-	}
-	if ps == nil {
-		ps = []definitions.Permission{}
-	}
-	writeJSON(c.w, http.StatusOK, ps)
+	writeList(c.w, ps, err)
 }
 
 func (m *mgmt) permission(c *mgmtCall) {
@@ -648,13 +665,12 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		WriteError(c.w, http.StatusBadRequest, "bad_request", "[{key_missing,type}]")
 		return
 	}
-	args, err := definitions.JSONTable(body.Arguments)
-	if err != nil {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+	args, ok := tableArg(c, body.Arguments)
+	if !ok {
 		return
 	}
 	_, existed := m.b.Exchange(vh, name)
-	err = m.b.DeclareExchange(c.r.Context(), vh, &amqp.ExchangeDeclare{
+	err := m.b.DeclareExchange(c.r.Context(), vh, &amqp.ExchangeDeclare{
 		Exchange: name, Type: body.Type, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete),
 		Internal: bool(body.Internal), Arguments: args,
 	})
@@ -678,11 +694,7 @@ func (m *mgmt) deleteExchange(c *mgmtCall) {
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) {
 		return
 	}
-	if err := m.b.DeleteExchange(c.r.Context(), vh, name, c.r.URL.Query().Get("if-unused") == "true"); err != nil {
-		writeAMQPError(c.w, err)
-		return
-	}
-	c.w.WriteHeader(http.StatusNoContent)
+	noContent(c.w, m.b.DeleteExchange(c.r.Context(), vh, name, c.r.URL.Query().Get("if-unused") == "true"))
 }
 
 // Queues.
@@ -808,15 +820,14 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) || !readBody(c, &body) {
 		return
 	}
-	args, err := definitions.JSONTable(body.Arguments)
-	if err != nil {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+	args, ok := tableArg(c, body.Arguments)
+	if !ok {
 		return
 	}
 	existed := m.b.HasQueue(vh, name)
 	// The management API declares no exclusive queues; redeclaring one
 	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
-	err = m.b.DeclareQueue(c.r.Context(), vh, &amqp.QueueDeclare{Queue: name, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete), Arguments: args})
+	err := m.b.DeclareQueue(c.r.Context(), vh, &amqp.QueueDeclare{Queue: name, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete), Arguments: args})
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -832,12 +843,7 @@ func (m *mgmt) deleteQueue(c *mgmtCall) {
 	query := c.r.URL.Query()
 	// As a connection of its own, the API cannot delete another
 	// connection's exclusive queue (405 RESOURCE_LOCKED).
-	err := m.b.DeleteQueue(c.r.Context(), vh, name, query.Get("if-unused") == "true", query.Get("if-empty") == "true")
-	if err != nil {
-		writeAMQPError(c.w, err)
-		return
-	}
-	c.w.WriteHeader(http.StatusNoContent)
+	noContent(c.w, m.b.DeleteQueue(c.r.Context(), vh, name, query.Get("if-unused") == "true", query.Get("if-empty") == "true"))
 }
 
 func (m *mgmt) purge(c *mgmtCall) {
@@ -847,11 +853,7 @@ func (m *mgmt) purge(c *mgmtCall) {
 	}
 	// Another connection's exclusive queue is 405; a queue gone since is
 	// 404.
-	if err := m.b.Purge(c.r.Context(), vh, name); err != nil {
-		writeAMQPError(c.w, err)
-		return
-	}
-	c.w.WriteHeader(http.StatusNoContent)
+	noContent(c.w, m.b.Purge(c.r.Context(), vh, name))
 }
 
 // getResult is one message of a get's answer without its payload, which
@@ -1129,22 +1131,11 @@ func propertiesJSON(p amqp091.Publishing) map[string]any {
 
 // Bindings.
 
-// destinationType is a binding destination's kind as RabbitMQ names it.
-func destinationType(d routing.Destination) string {
-	if d.Exchange {
-		return "exchange"
-	}
-	return "queue"
-}
-
+// bindingJSON is a binding as the management API lists it: as the
+// definitions file carries it, and the key that names it in URLs.
 type bindingJSON struct {
-	Source          string         `json:"source"`
-	VHost           string         `json:"vhost"`
-	Destination     string         `json:"destination"`
-	DestinationType string         `json:"destination_type"`
-	RoutingKey      string         `json:"routing_key"`
-	Arguments       map[string]any `json:"arguments"`
-	PropertiesKey   string         `json:"properties_key"`
+	definitions.Binding
+	PropertiesKey string `json:"properties_key"`
 }
 
 // allBindings lists a vhost's bindings as RabbitMQ does: the default
@@ -1161,11 +1152,7 @@ func (m *mgmt) allBindings(vh string) []bindingJSON {
 }
 
 func bindingOf(vhostName string, bd routing.Binding) bindingJSON {
-	return bindingJSON{
-		Source: bd.Source, VHost: vhostName, Destination: bd.Destination.Name,
-		DestinationType: destinationType(bd.Destination), RoutingKey: bd.Key,
-		Arguments: definitions.TableJSON(bd.Args), PropertiesKey: propertiesKey(bd.Key, bd.Args),
-	}
+	return bindingJSON{Binding: definitions.BindingOf(vhostName, bd), PropertiesKey: propertiesKey(bd.Key, bd.Args)}
 }
 
 // propertiesKey names a binding in URLs the way RabbitMQ does: the routing
@@ -1258,8 +1245,9 @@ func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (string, routing.Binding, b
 
 func (m *mgmt) between(vh string, b routing.Binding) []bindingJSON {
 	out := []bindingJSON{}
+	ends := definitions.BindingOf(vh, b)
 	for _, bd := range m.allBindings(vh) {
-		if bd.Source == b.Source && bd.Destination == b.Destination.Name && bd.DestinationType == destinationType(b.Destination) {
+		if bd.Source == ends.Source && bd.Destination == ends.Destination && bd.DestinationType == ends.DestinationType {
 			out = append(out, bd)
 		}
 	}
@@ -1289,9 +1277,8 @@ func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 		if !m.permit(c, vh, bindChecks(b)...) || !readBody(c, &body) {
 			return
 		}
-		args, err := definitions.JSONTable(body.Arguments)
-		if err != nil {
-			WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+		args, ok := tableArg(c, body.Arguments)
+		if !ok {
 			return
 		}
 		b.Key, b.Args = body.RoutingKey, args
@@ -1352,11 +1339,7 @@ func (m *mgmt) deleteBinding(kind string) func(*mgmtCall) {
 		if !ok || !m.permit(c, vh, bindChecks(bd)...) {
 			return
 		}
-		if err := m.b.Unbind(c.r.Context(), vh, bd); err != nil {
-			writeAMQPError(c.w, err)
-			return
-		}
-		c.w.WriteHeader(http.StatusNoContent)
+		noContent(c.w, m.b.Unbind(c.r.Context(), vh, bd))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/mgmt"
@@ -59,10 +60,8 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 	})
 
 	t.Run("direct channel", func(t *testing.T) {
-		ch, err := b.Channel(ctx)
-		require.NoError(t, err)
-		defer ch.Close()
-		_, err = ch.QueueDeclare(strings.Repeat("c", 256), true, false, false, false, nil)
+		ch := brokertest.Channel(t, b)
+		_, err := ch.QueueDeclare(strings.Repeat("c", 256), true, false, false, false, nil)
 		var ae *amqp091.Error
 		require.True(t, errors.As(err, &ae), "%v", err)
 		require.Equal(t, amqp091.PreconditionFailed, ae.Code)

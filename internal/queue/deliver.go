@@ -321,21 +321,7 @@ func (q *Queue) entry(offset uint64, owner Owner, now int64, count uint32) unack
 
 func (q *Queue) deliver(ctx context.Context, a assignment) {
 	c := a.consumer
-	q.claims++
-	m := Message{
-		Record:        a.rec,
-		Redelivered:   a.count > 0,
-		DeliveryCount: a.count + 1,
-		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
-	}
-	if a.count > 0 && q.cfg.Features.Args.Quorum {
-		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
-	}
-	if !c.NoAck {
-		d := q.newDelivery()
-		*d = delivery{rec: a.rec, claim: q.claims, owner: c.Owner, count: a.count + 1, consumer: c}
-		q.out[a.rec.Offset] = d
-	}
+	m := q.handOut(a, c.Owner, c.NoAck, c)
 	if c.Receiver.Deliver(c, m) {
 		q.countDelivery(false, c.NoAck, m.Redelivered)
 		return
@@ -346,6 +332,29 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 	if !c.NoAck {
 		q.requeue(ctx, []Ref{m.Ref})
 	}
+}
+
+// handOut turns the claimed assignment a into the message handed to
+// owner under a new claim number and, unless noAck, records it as
+// outstanding until it is settled; c is the consumer it goes to, nil for
+// a basic.get.
+func (q *Queue) handOut(a assignment, owner Owner, noAck bool, c *Consumer) Message {
+	q.claims++
+	m := Message{
+		Record:        a.rec,
+		Redelivered:   a.count > 0,
+		DeliveryCount: a.count + 1,
+		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
+	}
+	if a.count > 0 && q.cfg.Features.Args.Quorum {
+		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
+	}
+	if !noAck {
+		d := q.newDelivery()
+		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1, consumer: c}
+		q.out[a.rec.Offset] = d
+	}
+	return m
 }
 
 func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool, error) {
@@ -384,21 +393,7 @@ func (q *Queue) get(ctx context.Context, owner Owner, noAck bool) (Message, bool
 			return Message{}, false, nil // get-empty: the others took them
 		}
 	}
-	q.claims++
-	m := Message{
-		Record:        a.rec,
-		Redelivered:   a.count > 0,
-		DeliveryCount: a.count + 1,
-		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
-	}
-	if a.count > 0 && q.cfg.Features.Args.Quorum {
-		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
-	}
-	if !noAck {
-		d := q.newDelivery()
-		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1}
-		q.out[a.rec.Offset] = d
-	}
+	m := q.handOut(a, owner, noAck, nil)
 	q.countDelivery(true, noAck, m.Redelivered)
 	return m, true, nil
 }

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,77 +55,16 @@ func TestAckGotWinsOverALaterRequeue(t *testing.T) {
 func TestInlineGetsRaceTheActor(t *testing.T) {
 	ctx := context.Background()
 	q := start(t, newStores())
-	const publishers, perPublisher, getters = 3, 1500, 3
-	const total = publishers * perPublisher
-
-	var mu sync.Mutex
-	acked := make(map[string]int)
-	ack := func(body string) {
-		mu.Lock()
-		acked[body]++
-		mu.Unlock()
-	}
-	done := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked) == total
-	}
-
 	s := newSink()
-	credit := &Credit{}
-	credit.SetLimit(20)
-	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: Owner{Connection: "c9", Channel: 1}, Credit: credit, Receiver: s}))
-	consumerDone := make(chan struct{})
-	go func() {
-		defer close(consumerDone)
-		n := 0
-		for m := range s.msgs {
-			if n++; n%7 == 0 {
-				// Every seventh delivery goes back once, redelivered later.
-				_ = q.Settle(Requeue, m.Ref)
-			} else {
-				_ = q.Settle(Ack, m.Ref)
-				ack(string(m.Body))
-			}
-			credit.Release(1)
-			q.Kick()
-		}
-	}()
-
-	var wg sync.WaitGroup
-	for p := range publishers {
-		wg.Go(func() {
-			for i := range perPublisher {
-				_ = q.Publish(storage.Record{Body: []byte(fmt.Sprintf("p%d-%d", p, i))}, nil, 0)
-			}
-		})
-	}
-	for g := range getters {
-		wg.Go(func() {
-			o := Owner{Connection: fmt.Sprintf("g%d", g), Channel: 1}
-			for !done() {
-				m, _, ok, err := q.Get(ctx, o, false)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if ok {
-					ack(string(m.Body))
-					if err := q.AckGot(m.Ref); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	s.close()
-	<-consumerDone
+	acked := getRace{
+		publishers: 3, perPublisher: 1500, getters: 3,
+		credit: 20, requeueEvery: 7,
+		receiver: s, msgs: s.msgs, stop: s.close,
+	}.run(t, q)
 	for body, n := range acked {
 		require.Equal(t, 1, n, "%s settled %d times", body, n)
 	}
-	require.Len(t, acked, total)
+	require.Len(t, acked, 3*1500)
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Zero(t, st.Ready)

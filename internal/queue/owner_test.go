@@ -56,8 +56,57 @@ func (s *holderSink) Cancelled(*Consumer) {}
 func TestOwnershipHandOff(t *testing.T) {
 	ctx := context.Background()
 	q := start(t, newStores())
-	const publishers, perPublisher, getters = 2, 1000, 2
-	const total = publishers * perPublisher
+	const total = 2 * 1000
+	s := &holderSink{q: q, msgs: make(chan Message, total)}
+	settled := getRace{
+		publishers: 2, perPublisher: 1000, getters: 2,
+		credit: 10, requeueEvery: 5,
+		receiver: s, msgs: s.msgs, stop: func() { close(s.msgs) },
+		// The actor is idle now: a get must be able to take the token.
+		beforeStop: func() {
+			for i := 0; inPlaceOps(q) == 0 && i < 10_000; i++ {
+				_, _, _, err := q.Get(ctx, owner, false)
+				require.NoError(t, err)
+				runtime.Gosched()
+			}
+		},
+	}.run(t, q)
+
+	for body, n := range settled {
+		require.Equal(t, 1, n, "%s settled %d times", body, n)
+	}
+	require.Len(t, settled, total)
+	require.NotZero(t, inPlaceOps(q), "no op ever ran in place")
+	require.Zero(t, s.byNone.Load(), "a delivery ran with nobody holding the token")
+	require.NotZero(t, s.byActor.Load(), "the actor never delivered")
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Stats{Consumers: 1}, st)
+}
+
+// getRace is a run in which publishers publish, a consumer acks its
+// deliveries but requeues every requeueEvery-th one (so it is redelivered
+// later, maybe to a get), and getters Get and AckGot on their own
+// goroutines, all at once, until every message is settled.
+type getRace struct {
+	publishers, perPublisher, getters int
+	credit                            uint16
+	requeueEvery                      int
+
+	receiver Receiver       // the consumer's receiver
+	msgs     <-chan Message // what receiver was handed
+	stop     func()         // closes msgs
+	// beforeStop, if set, runs once publishers and getters are done,
+	// while the consumer is still attached.
+	beforeStop func()
+}
+
+// run runs the race on q and returns how many times each body was
+// settled (acked by the consumer or got and acked by a getter).
+func (r getRace) run(t *testing.T, q *Queue) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	total := r.publishers * r.perPublisher
 
 	var mu sync.Mutex
 	settled := make(map[string]int)
@@ -72,17 +121,16 @@ func TestOwnershipHandOff(t *testing.T) {
 		return len(settled) == total
 	}
 
-	s := &holderSink{q: q, msgs: make(chan Message, total)}
 	credit := &Credit{}
-	credit.SetLimit(10)
-	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: Owner{Connection: "c1", Channel: 1}, Credit: credit, Receiver: s}))
+	credit.SetLimit(r.credit)
+	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Credit: credit, Receiver: r.receiver}))
 	consumerDone := make(chan struct{})
 	go func() {
 		defer close(consumerDone)
 		n := 0
-		for m := range s.msgs {
-			if n++; n%5 == 0 {
-				_ = q.Settle(Requeue, m.Ref) // redelivered later, maybe to a get
+		for m := range r.msgs {
+			if n++; n%r.requeueEvery == 0 {
+				_ = q.Settle(Requeue, m.Ref)
 			} else {
 				_ = q.Settle(Ack, m.Ref)
 				settle(string(m.Body))
@@ -93,14 +141,14 @@ func TestOwnershipHandOff(t *testing.T) {
 	}()
 
 	var wg sync.WaitGroup
-	for p := range publishers {
+	for p := range r.publishers {
 		wg.Go(func() {
-			for i := range perPublisher {
+			for i := range r.perPublisher {
 				_ = q.Publish(storage.Record{Body: fmt.Appendf(nil, "p%d-%d", p, i)}, nil, 0)
 			}
 		})
 	}
-	for g := range getters {
+	for g := range r.getters {
 		wg.Go(func() {
 			o := Owner{Connection: fmt.Sprint("g", g), Channel: 1}
 			for !done() {
@@ -120,25 +168,12 @@ func TestOwnershipHandOff(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// The actor is idle now: a get must be able to take the token.
-	for i := 0; inPlaceOps(q) == 0 && i < 10_000; i++ {
-		_, _, _, err := q.Get(ctx, owner, false)
-		require.NoError(t, err)
-		runtime.Gosched()
+	if r.beforeStop != nil {
+		r.beforeStop()
 	}
-	close(s.msgs)
+	r.stop()
 	<-consumerDone
-
-	for body, n := range settled {
-		require.Equal(t, 1, n, "%s settled %d times", body, n)
-	}
-	require.Len(t, settled, total)
-	require.NotZero(t, inPlaceOps(q), "no op ever ran in place")
-	require.Zero(t, s.byNone.Load(), "a delivery ran with nobody holding the token")
-	require.NotZero(t, s.byActor.Load(), "the actor never delivered")
-	st, err := q.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, Stats{Consumers: 1}, st)
+	return settled
 }
 
 // Working on the state without the token is a bug the token catches: the

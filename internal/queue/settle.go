@@ -105,11 +105,7 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		// The client has settled these: they stay out, owned by the
 		// queue, until the delete succeeds.
 		q.cfg.Logger.Error("ack failed", "queue", q.cfg.Name, "err", err)
-		q.restore(ds)
-		for _, d := range ds {
-			q.retrySettle = append(q.retrySettle, Ref{Offset: d.rec.Offset, Claim: d.claim})
-		}
-		q.scheduleRetry()
+		q.retryLater(&q.retrySettle, ds)
 		return
 	}
 	q.recycle(ds)
@@ -150,12 +146,16 @@ func (q *Queue) recycle(ds []*delivery) {
 	}
 }
 
-// restore puts deliveries back after a failed settle, so the message is
-// neither lost nor settled twice.
-func (q *Queue) restore(ds []*delivery) {
+// retryLater puts ds back after the store write that settles or requeues
+// them failed, so no message is lost or settled twice: they are out again,
+// owned by the queue, and their refs wait on retry (retrySettle or
+// retryRequeue) for the retry timer.
+func (q *Queue) retryLater(retry *[]Ref, ds []*delivery) {
 	for _, d := range ds {
 		q.out[d.rec.Offset] = d
+		*retry = append(*retry, Ref{Offset: d.rec.Offset, Claim: d.claim})
 	}
+	q.scheduleRetry()
 }
 
 // requeue is the one requeue primitive: each live delivery's index entry
@@ -181,11 +181,7 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 		// Nobody holds these any more: they stay out, owned by the queue,
 		// until the index write succeeds.
 		q.cfg.Logger.Error("requeue failed", "queue", q.cfg.Name, "err", err)
-		q.restore(ds)
-		for _, d := range ds {
-			q.retryRequeue = append(q.retryRequeue, Ref{Offset: d.rec.Offset, Claim: d.claim})
-		}
-		q.scheduleRetry()
+		q.retryLater(&q.retryRequeue, ds)
 		return
 	}
 	for _, d := range ds {
