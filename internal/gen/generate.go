@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// The subset of the spec XML the generator reads.
+// specXML is the subset of the spec XML the generator reads.
 type specXML struct {
 	Constants []constantXML `xml:"constant"`
 	Domains   []domainXML   `xml:"domain"`
