@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -360,6 +361,26 @@ func TestEngineChannelErrors(t *testing.T) {
 		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		require.NoError(t, ch.Nack(7, true, true))
 		require.Equal(t, amqp.PreconditionFailed, uint16(amqptest.AwaitClose(t, errs).Code))
+	})
+	t.Run("multiple ack above every outstanding tag is 406 and acks nothing", func(t *testing.T) {
+		// RabbitMQ's collect_acks: tag itself must be unacked, else the
+		// channel closes and the older deliveries stay unacked (here they
+		// go back to the queue with the channel).
+		amqptest.DeclareQueue(t, setup, "multi-above", false)
+		amqptest.PublishBodies(t, setup, "multi-above", false, "a", "b")
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+		amqptest.Get(t, ch, "multi-above", false)
+		last := amqptest.Get(t, ch, "multi-above", false)
+		require.NoError(t, ch.Ack(last.DeliveryTag+3, true))
+		amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.PreconditionFailed,
+			fmt.Sprintf("PRECONDITION_FAILED - unknown delivery tag %d", last.DeliveryTag+3))
+		amqptest.Poll(t, func() bool {
+			q, err := setup.QueueDeclarePassive("multi-above", false, false, false, false, nil)
+			require.NoError(t, err)
+			return q.Messages == 2
+		}, "both deliveries back in the queue")
+		require.Equal(t, []string{"a", "b"}, amqptest.GetAll(t, setup, "multi-above"))
 	})
 	t.Run("duplicate consumer tag is 530", func(t *testing.T) {
 		conn := amqptest.Dial(t, b.URL(), amqp091.Config{})

@@ -300,3 +300,21 @@ func LogName(name string) string {
 	}
 	return name[:cut] + "...(truncated, " + strconv.Itoa(len(name)) + " bytes)"
 }
+
+// handleUpdateSecret answers connection.update-secret, which clients send
+// to refresh an expiring credential (an OAuth2 token) without reconnecting.
+// It copies RabbitMQ 3.10 to 4.x with its internal user database:
+// rabbit_access_control:update_state asks only the backends whose
+// credentials can expire (state_can_expire / expiry_timestamp) to check
+// the new secret, and the internal database's never do. So the secret is
+// not verified and nothing is re-checked: the user's existence, tags and
+// permissions are not looked up again, because Warren, like RabbitMQ, keeps
+// them current on open connections already (SetPermissions and
+// ClearPermissions change the shared Access; DeleteUser closes the user's
+// connections with 320 CONNECTION_FORCED). The new secret is not kept:
+// a later login still needs the user's password.
+func (c *Conn) handleUpdateSecret(m *amqp.ConnectionUpdateSecret) error {
+	c.log.Info("session: user updated secret", "user", LogName(c.user), "reason", LogName(m.Reason))
+	c.sendMethod(0, &amqp.ConnectionUpdateSecretOk{})
+	return nil
+}

@@ -487,8 +487,9 @@ func (ch *Channel) releaseCredit(p pending) bool {
 }
 
 // takeUnacked removes the deliveries a settle names: tag alone, or with
-// multiple everything up to tag (all of them for tag 0). An unknown tag is
-// a channel error, 406 PRECONDITION_FAILED.
+// multiple everything up to tag (all of them for tag 0, even none). A tag
+// that is not unacked is a channel error, 406 PRECONDITION_FAILED, with or
+// without multiple, as in RabbitMQ 3.x/4.x (rabbit_channel:collect_acks).
 func (ch *Channel) takeUnacked(tag uint64, multiple bool) ([]pending, error) {
 	d := &ch.dl
 	d.Lock()
@@ -498,10 +499,14 @@ func (ch *Channel) takeUnacked(tag uint64, multiple bool) ([]pending, error) {
 	case multiple && tag == 0:
 		ps = d.takeAll()
 	case multiple:
-		d.unacked.TakeUpTo(tag, func(_ uint64, p pending) { ps = append(ps, p) })
-		if len(ps) == 0 {
+		// RabbitMQ's collect_acks walks the unacked deliveries up to tag
+		// and fails if tag itself is not among them, settling nothing:
+		// a multiple settle of a tag never delivered (or already settled)
+		// is 406 even when older deliveries are outstanding.
+		if _, ok := d.unacked.Get(tag); !ok {
 			return nil, unknownTag(tag)
 		}
+		d.unacked.TakeUpTo(tag, func(_ uint64, p pending) { ps = append(ps, p) })
 	default:
 		p, ok := d.unacked.Take(tag)
 		if !ok {

@@ -719,7 +719,7 @@ func (c *Conn) handleConnectionMethod(m amqp.Method) error {
 		}
 	case *amqp.ConnectionUpdateSecret:
 		if state == stateOpen {
-			return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "connection.update-secret is not supported")
+			return c.handleUpdateSecret(m)
 		}
 	}
 	// Out of sequence, a reply to something we never sent (secure-ok,

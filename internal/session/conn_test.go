@@ -258,7 +258,6 @@ func TestProtocolErrors(t *testing.T) {
 		{"connection method on a channel", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ConnectionBlocked{}) }, amqp.CommandInvalid},
 		{"server-only connection method", func(p *peer) { p.SendMethod(0, &amqp.ConnectionUnblocked{}) }, amqp.CommandInvalid},
 		{"second connection.open", func(p *peer) { p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"}) }, amqp.CommandInvalid},
-		{"update-secret", func(p *peer) { p.SendMethod(0, &amqp.ConnectionUpdateSecret{NewSecret: "s"}) }, amqp.NotImplemented},
 		{"stray channel.close-ok", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ChannelCloseOk{}) }, amqp.CommandInvalid},
 		{"server-only channel method", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.ChannelOpenOk{}) }, amqp.CommandInvalid},
 		{"queue.declare not implemented", func(p *peer) { p.OpenChannel(1); p.SendMethod(1, &amqp.QueueDeclare{Queue: "q"}) }, amqp.NotImplemented},
@@ -395,4 +394,47 @@ func TestHeartbeats(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, heartbeats, 1)
 	require.Error(t, p.serveResult())
+}
+
+// TestUpdateSecret checks connection.update-secret on an open connection:
+// update-secret-ok for PLAIN and AMQPLAIN logins whatever the new secret
+// (RabbitMQ's internal user database re-checks nothing), after which the
+// connection carries on; before connection.open-ok it is out of sequence.
+func TestUpdateSecret(t *testing.T) {
+	tests := []struct {
+		name      string
+		mechanism string
+		response  func(t *testing.T) string
+	}{
+		{"PLAIN", "PLAIN", func(*testing.T) string { return "\x00guest\x00guest" }},
+		{"AMQPLAIN", "AMQPLAIN", func(t *testing.T) string { return amqplain(t, "guest", "guest") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startPeer(t, testConfig())
+			p.Send([]byte("AMQP\x00\x00\x09\x01"))
+			_, ok := p.ExpectMethod(0).(*amqp.ConnectionStart)
+			require.True(t, ok)
+			p.SendMethod(0, &amqp.ConnectionStartOk{Mechanism: tt.mechanism, Response: tt.response(t), Locale: "en_US"})
+			tune, ok := p.ExpectMethod(0).(*amqp.ConnectionTune)
+			require.True(t, ok)
+			p.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+			p.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+			_, ok = p.ExpectMethod(0).(*amqp.ConnectionOpenOk)
+			require.True(t, ok)
+			for _, secret := range []string{"guest", "not-the-password", ""} {
+				p.SendMethod(0, &amqp.ConnectionUpdateSecret{NewSecret: secret, Reason: "token refresh"})
+				m := p.ExpectMethod(0)
+				_, ok = m.(*amqp.ConnectionUpdateSecretOk)
+				require.True(t, ok, "got %s", m.Name())
+			}
+			p.OpenChannel(1) // the connection carries on
+		})
+	}
+	t.Run("before open-ok", func(t *testing.T) {
+		p := startPeer(t, testConfig())
+		p.StartToTune()
+		p.SendMethod(0, &amqp.ConnectionUpdateSecret{NewSecret: "s"})
+		p.ExpectClose(amqp.CommandInvalid)
+	})
 }

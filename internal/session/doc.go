@@ -61,6 +61,16 @@
 // Before tune-ok, frames up to the server's frame-max are accepted (the spec
 // only requires 4096; more is allowed and helps large token passwords).
 //
+// Once open, connection.update-secret (a client refreshing an expiring
+// token) is answered with update-secret-ok and logged at INFO, as RabbitMQ
+// 3.10 to 4.x answer it with their internal user database: the new secret
+// is neither checked nor kept, and nothing is re-checked, because the
+// user's permissions already apply to open connections and deleting the
+// user closes them with 320 (handleUpdateSecret in auth.go). Before
+// connection.open-ok it is 503 like any method out of sequence. The
+// broker's Go-API Channel has no connection to refresh and so no such
+// method; Broker.Dial connections are served here like TCP ones.
+//
 // # Heartbeats
 //
 // With a negotiated interval, a timer ticks every half interval: when
@@ -176,7 +186,7 @@
 //   - 530 NOT_ALLOWED: tune-ok outside the limits, unknown vhost, a channel
 //     number above the negotiated channel-max (RabbitMQ's code for reaching
 //     channel_max).
-//   - 540 NOT_IMPLEMENTED: connection.update-secret, basic.publish with
+//   - 540 NOT_IMPLEMENTED: basic.publish with
 //     immediate=true, basic.recover with requeue=false, basic.qos with a
 //     prefetch-size, and channel.flow active=false (RabbitMQ refuses all of
 //     these the same way), and on a Config without VHost (connection-only

@@ -346,7 +346,9 @@ func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode queue.Outc
 		if _, ok := d.unacked.Get(tag); ok && !t.held[tag] {
 			tags = append(tags, tag)
 		}
-	} else {
+	} else if _, ok := d.unacked.Get(tag); tag == 0 || ok && !t.held[tag] {
+		// As outside a transaction (takeUnacked): tag itself must be
+		// unacked; tag 0 means all of them, even none.
 		for u := range d.unacked.All() {
 			if tag != 0 && u > tag {
 				break // All goes in tag order
@@ -357,7 +359,7 @@ func (t *txState) settle(ch *Channel, tag uint64, multiple bool, mode queue.Outc
 		}
 	}
 	d.Unlock()
-	if len(tags) == 0 {
+	if len(tags) == 0 && !(multiple && tag == 0) {
 		return unknownTag(tag)
 	}
 	if t.held == nil {
