@@ -111,6 +111,11 @@
 //     exchange-to-exchange binding or as an alternate exchange is not.
 //     Each queue gets a message once however many paths lead to it
 //     (package routing).
+//   - sender-selected distribution (SenderSelected, RouteCC): the CC and
+//     BCC headers' long strings are further routing keys for the publish,
+//     through the same exchange, whatever its type; BCC is removed before
+//     delivery; a header that is not an array is 406 "invalid message"
+//     (RabbitMQ 3.13's rabbit_basic:header_routes, kept by 4.x).
 //
 // # Deviations from RabbitMQ
 //

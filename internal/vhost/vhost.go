@@ -937,6 +937,13 @@ func (v *VHost) ConnectionClosed(ctx context.Context, connection string) {
 // while the vhost has a headers exchange. names and dst are the caller's
 // scratch slices, reused across publishes; Route returns them extended.
 func (v *VHost) Route(exchangeName, key string, props []byte, names []string, dst []*Queue) ([]string, []*Queue, error) {
+	return v.RouteCC(exchangeName, key, nil, props, names, dst)
+}
+
+// RouteCC is Route for a publish with the extra routing keys cc (see
+// SenderSelected): every exchange reached matches each key, and a queue
+// is listed once however many keys reach it.
+func (v *VHost) RouteCC(exchangeName, key string, cc []string, props []byte, names []string, dst []*Queue) ([]string, []*Queue, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[exchangeName]
@@ -955,7 +962,7 @@ func (v *VHost) Route(exchangeName, key string, props []byte, names []string, ds
 			h = p.Headers
 		}
 	}
-	names = v.routes.Route(exchangeName, key, h, names[:0])
+	names = v.routes.RouteKeys(exchangeName, key, cc, h, names[:0])
 	for _, n := range names {
 		if q, ok := v.queues[n]; ok {
 			dst = append(dst, q)
