@@ -707,6 +707,14 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	for _, key := range comparedQueueArgs {
 		a, aok := args[key]
 		b, bok := q.Args[key]
+		if key == "x-queue-type" && aok != bok && (a == "classic" || b == "classic") {
+			// No x-queue-type is a classic queue: RabbitMQ 3.8 and later
+			// (rabbit_misc:assert_args_equivalence) accept the absent
+			// argument and the long string "classic" as equivalent either
+			// way round. Warren has no vhost default queue type, so absent
+			// never means quorum, as it can in RabbitMQ 3.13 and 4.x.
+			continue
+		}
 		if aok != bok || !sameArg(a, b) {
 			return inequivalent(key, "queue", d.Name, v.cfg.Name, fmtArg(a, aok), fmtArg(b, bok))
 		}
