@@ -93,6 +93,20 @@ func (w *walk) collect(l *destList, dst []string, seen []*exchange) ([]string, [
 // when dst has room, except for keys of many words or walks through many
 // exchanges.
 func (t *Table) Route(name, key string, headers map[string]any, dst []string) []string {
+	return t.route(name, key, nil, headers, dst)
+}
+
+// RouteKeys is Route for a message with several routing keys: key and the
+// keys in more (RabbitMQ's sender-selected distribution, the CC and BCC
+// headers). Each exchange reached applies its bindings to every key, as
+// RabbitMQ 3.13's rabbit_exchange:route does with a delivery's list of
+// routing keys: a queue is listed once however many keys reach it, and an
+// exchange passes the message to its alternate only when no key matched.
+func (t *Table) RouteKeys(name, key string, more []string, headers map[string]any, dst []string) []string {
+	return t.route(name, key, more, headers, dst)
+}
+
+func (t *Table) route(name, key string, more []string, headers map[string]any, dst []string) []string {
 	x, ok := t.exchanges[name]
 	if !ok {
 		return dst
@@ -101,8 +115,14 @@ func (t *Table) Route(name, key string, headers map[string]any, dst []string) []
 		// AMQP 0-9-1 §3.1.3.1: the default exchange has an implicit
 		// binding from every queue, by the queue's name. It has no
 		// alternate exchange and no e2e bindings, so this is all.
+		start := len(dst)
 		if _, ok := t.queues[key]; ok {
 			dst = append(dst, key)
+		}
+		for _, k := range more {
+			if _, ok := t.queues[k]; ok && !slices.Contains(dst[start:], k) {
+				dst = append(dst, k)
+			}
 		}
 		return dst
 	}
@@ -114,6 +134,13 @@ func (t *Table) Route(name, key string, headers map[string]any, dst []string) []
 		x := seen[i]
 		w.hits = 0
 		dst, seen = t.routeOne(x, key, headers, dst, seen, &w)
+		if x.Kind == Direct || x.Kind == Topic {
+			// Fanout and headers exchanges ignore the key: one pass
+			// is all of their matches.
+			for _, k := range more {
+				dst, seen = t.routeOne(x, k, headers, dst, seen, &w)
+			}
+		}
 		if w.hits == 0 && x.AlternateExchange != "" {
 			if ae, ok := t.exchanges[x.AlternateExchange]; ok {
 				seen = w.visit(seen, ae)

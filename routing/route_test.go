@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -350,4 +351,48 @@ func TestRouteConcurrentReaders(t *testing.T) {
 	}
 	require.Len(t, want["x.all"], 20)
 	require.Equal(t, []string{"dead"}, want["none"])
+}
+
+func TestRouteKeys(t *testing.T) {
+	tp := topology{
+		exchanges: []Exchange{
+			{Name: "d", Kind: Direct, AlternateExchange: "ae"}, {Name: "t", Kind: Topic},
+			{Name: "f", Kind: Fanout}, {Name: "ae", Kind: Fanout}, {Name: "e2e", Kind: Direct},
+		},
+		queues: []string{"q1", "q2", "q3", "unrouted"},
+		bindings: []Binding{
+			toQueue("d", "q1", "k1"), toQueue("d", "q2", "k2"), toQueue("d", "q2", "k3"),
+			toQueue("t", "q1", "a.*"), toQueue("t", "q2", "*.b"), toQueue("t", "q3", "c.#"),
+			toQueue("f", "q1", ""), toQueue("ae", "unrouted", ""),
+			toExchange("e2e", "d", "hop"),
+		},
+	}
+	tests := []struct {
+		name     string
+		exchange string
+		key      string
+		more     []string
+		want     []string
+	}{
+		{name: "direct: every key's queues", exchange: "d", key: "k1", more: []string{"k2"}, want: []string{"q1", "q2"}},
+		{name: "direct: a queue two keys reach is listed once", exchange: "d", key: "k2", more: []string{"k3", "k2"}, want: []string{"q2"}},
+		{name: "direct: only an extra key matches, so no alternate", exchange: "d", key: "none", more: []string{"k1"}, want: []string{"q1"}},
+		{name: "direct: no key matches, so the alternate", exchange: "d", key: "none", more: []string{"nor"}, want: []string{"unrouted"}},
+		{name: "topic", exchange: "t", key: "a.x", more: []string{"y.b", "c.d.e", "a.b"}, want: []string{"q1", "q2", "q3"}},
+		{name: "fanout ignores the keys", exchange: "f", key: "x", more: []string{"y", "z"}, want: []string{"q1"}},
+		{name: "default exchange: a key per queue", exchange: "", key: "q1", more: []string{"q3", "missing", "q1"}, want: []string{"q1", "q3"}},
+		{name: "the keys cross an e2e binding", exchange: "e2e", key: "hop", more: []string{"k1", "k2"}, want: []string{"q1", "q2"}},
+		{name: "no extra keys is Route", exchange: "d", key: "k1", want: []string{"q1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := tp.build(t)
+			got := tb.RouteKeys(tt.exchange, tt.key, tt.more, nil, nil)
+			slices.Sort(got)
+			if got == nil {
+				got = []string{}
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
 }

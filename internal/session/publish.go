@@ -42,8 +42,14 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "%v", err)
 		}
 	}
+	var cc []string
+	if sum.HasHeaders {
+		if cc, props, err = vhost.SenderSelected(props); err != nil {
+			return err
+		}
+	}
 	var qs []*vhost.Queue
-	ch.routeNames, qs, err = ch.conn.vh.Route(m.Exchange, m.RoutingKey, props, ch.routeNames, ch.routeQueues[:0])
+	ch.routeNames, qs, err = ch.conn.vh.RouteCC(m.Exchange, m.RoutingKey, cc, props, ch.routeNames, ch.routeQueues[:0])
 	ch.routeQueues = qs
 	if err != nil {
 		return err

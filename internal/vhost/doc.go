@@ -78,6 +78,11 @@
 //     x-overflow, x-queue-mode, x-queue-type, x-single-active-consumer,
 //     x-delivery-limit). Integers compare by value across widths, as
 //     rabbit_misc:assert_args_equivalence does; other arguments are ignored.
+//     No x-queue-type and x-queue-type "classic" are equivalent, either way
+//     round (RabbitMQ 3.8 and later); quorum is equivalent to neither.
+//     Warren has no vhost default queue type (RabbitMQ 3.13/4.x's
+//     default_queue_type, which makes a durable, non-exclusive,
+//     non-auto-delete queue declared without x-queue-type that type).
 //   - unknown exchange type: 503 COMMAND_INVALID (a connection error),
 //     checked before anything else.
 //   - the default exchange "" cannot be declared (not even passively),
@@ -111,6 +116,11 @@
 //     exchange-to-exchange binding or as an alternate exchange is not.
 //     Each queue gets a message once however many paths lead to it
 //     (package routing).
+//   - sender-selected distribution (SenderSelected, RouteCC): the CC and
+//     BCC headers' long strings are further routing keys for the publish,
+//     through the same exchange, whatever its type; BCC is removed before
+//     delivery; a header that is not an array is 406 "invalid message"
+//     (RabbitMQ 3.13's rabbit_basic:header_routes, kept by 4.x).
 //
 // # Deviations from RabbitMQ
 //

@@ -707,6 +707,14 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	for _, key := range comparedQueueArgs {
 		a, aok := args[key]
 		b, bok := q.Args[key]
+		if key == "x-queue-type" && aok != bok && (a == "classic" || b == "classic") {
+			// No x-queue-type is a classic queue: RabbitMQ 3.8 and later
+			// (rabbit_misc:assert_args_equivalence) accept the absent
+			// argument and the long string "classic" as equivalent either
+			// way round. Warren has no vhost default queue type, so absent
+			// never means quorum, as it can in RabbitMQ 3.13 and 4.x.
+			continue
+		}
 		if aok != bok || !sameArg(a, b) {
 			return inequivalent(key, "queue", d.Name, v.cfg.Name, fmtArg(a, aok), fmtArg(b, bok))
 		}
@@ -937,6 +945,13 @@ func (v *VHost) ConnectionClosed(ctx context.Context, connection string) {
 // while the vhost has a headers exchange. names and dst are the caller's
 // scratch slices, reused across publishes; Route returns them extended.
 func (v *VHost) Route(exchangeName, key string, props []byte, names []string, dst []*Queue) ([]string, []*Queue, error) {
+	return v.RouteCC(exchangeName, key, nil, props, names, dst)
+}
+
+// RouteCC is Route for a publish with the extra routing keys cc (see
+// SenderSelected): every exchange reached matches each key, and a queue
+// is listed once however many keys reach it.
+func (v *VHost) RouteCC(exchangeName, key string, cc []string, props []byte, names []string, dst []*Queue) ([]string, []*Queue, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[exchangeName]
@@ -955,7 +970,7 @@ func (v *VHost) Route(exchangeName, key string, props []byte, names []string, ds
 			h = p.Headers
 		}
 	}
-	names = v.routes.Route(exchangeName, key, h, names[:0])
+	names = v.routes.RouteKeys(exchangeName, key, cc, h, names[:0])
 	for _, n := range names {
 		if q, ok := v.queues[n]; ok {
 			dst = append(dst, q)
