@@ -111,6 +111,9 @@
 //     exchange-to-exchange binding or as an alternate exchange is not.
 //     Each queue gets a message once however many paths lead to it
 //     (package routing).
+//   - Direct reply-to names (amq.rabbitmq.reply-to.<token>) are a registry
+//     of their own (replyto.go), not queues: the session delivers a reply
+//     to one without routing it, and nothing else sees them.
 //
 // # Deviations from RabbitMQ
 //
