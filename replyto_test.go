@@ -221,3 +221,59 @@ func TestDirectReplyToErrors(t *testing.T) {
 		require.Equal(t, uint16(amqp091.NoRoute), r.ReplyCode)
 	})
 }
+
+// TestDirectReplyToConnectionGone: when the requester's connection ends
+// without closing its channel, its name goes with it.
+func TestDirectReplyToConnectionGone(t *testing.T) {
+	b, conn := setup(t)
+	requesterConn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	requester := amqptest.Channel(t, requesterConn)
+	_, err := requester.Consume(replyQueue, "", true, false, false, false, nil)
+	require.NoError(t, err)
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.DeclareQueue(t, ch, "rpc", false)
+	require.NoError(t, requester.Publish("", "rpc", false, false, amqp091.Publishing{ReplyTo: replyQueue}))
+	var name string
+	amqptest.Poll(t, func() bool {
+		d, ok, err := ch.Get("rpc", true)
+		require.NoError(t, err)
+		name = d.ReplyTo
+		return ok
+	}, "request not queued")
+	_, err = ch.QueueDeclarePassive(name, false, false, false, false, nil)
+	require.NoError(t, err)
+
+	require.NoError(t, requesterConn.Close())
+	probe := amqptest.Channel(t, conn)
+	amqptest.Poll(t, func() bool {
+		_, err := probe.QueueDeclarePassive(name, false, false, false, false, nil)
+		if err == nil {
+			return false
+		}
+		amqptest.RequireReply(t, err, amqp091.NotFound, "no queue '"+name+"'")
+		probe = amqptest.Channel(t, conn)
+		return true
+	}, "reply name %s outlived its connection", name)
+}
+
+// TestDirectReplyToOneChannel: requester and responder on one channel, as
+// pika's example does; and a reply_to naming anything else is left alone.
+func TestDirectReplyToOneChannel(t *testing.T) {
+	_, conn := setup(t)
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.DeclareQueue(t, ch, "rpc", false)
+	replies, err := ch.Consume(replyQueue, "", true, false, false, false, nil)
+	require.NoError(t, err)
+	requests, err := ch.Consume("rpc", "", true, false, false, false, nil)
+	require.NoError(t, err)
+
+	amqptest.PublishMsg(t, ch, "", "rpc", amqp091.Publishing{ReplyTo: "my-own-queue", CorrelationId: "plain"})
+	require.Equal(t, "my-own-queue", amqptest.Next(t, requests).ReplyTo)
+
+	amqptest.PublishMsg(t, ch, "", "rpc", amqp091.Publishing{ReplyTo: replyQueue, CorrelationId: "1", Body: []byte("marco")})
+	req := amqptest.Next(t, requests)
+	amqptest.PublishMsg(t, ch, "", req.ReplyTo, amqp091.Publishing{CorrelationId: req.CorrelationId, Body: []byte("polo")})
+	rep := amqptest.Next(t, replies)
+	require.Equal(t, "polo", string(rep.Body))
+	require.Equal(t, "1", rep.CorrelationId)
+}
