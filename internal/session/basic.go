@@ -42,8 +42,10 @@ type deliveries struct {
 	nextTag   uint64
 	unacked   unacked.Table[pending]
 	consumers map[string]*consumer
-	deliver   amqp.BasicDeliver // scratch, so a delivery allocates nothing here
-	getOk     amqp.BasicGetOk
+	// reply is the channel's direct reply-to consumer (replyto.go).
+	reply   *replyConsumer
+	deliver amqp.BasicDeliver // scratch, so a delivery allocates nothing here
+	getOk   amqp.BasicGetOk
 }
 
 // pending is one unacked delivery: which queue, which delivery, and the
@@ -259,6 +261,9 @@ func consumerPriority(m *amqp.BasicConsume) (int32, error) {
 }
 
 func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
+	if m.Queue == vhost.ReplyQueue {
+		return ch.consumeReply(m)
+	}
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -356,6 +361,7 @@ func (ch *Channel) cancel(ctx context.Context, tag string) {
 	}
 	d.Unlock()
 	if !ok {
+		ch.cancelReply(tag, false)
 		return // RabbitMQ answers cancel-ok for an unknown tag too
 	}
 	ch.emitConsumer(events.ConsumerDeleted, tag, c.q.Def.Name, events.ReasonCancel)
@@ -599,6 +605,7 @@ func (ch *Channel) closeDeliveries(ctx context.Context) {
 	}
 	clear(d.consumers)
 	d.Unlock()
+	ch.cancelReply("", true)
 	for _, c := range cs {
 		ch.emitConsumer(events.ConsumerDeleted, c.qc.Tag, c.q.Def.Name, events.ReasonChannelClosed)
 		left, err := c.q.Cancel(ctx, c.qc.Owner, c.qc.Tag)

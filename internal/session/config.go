@@ -258,7 +258,7 @@ var capabilities = []struct {
 	{"connection.blocked", true},
 	{"consumer_cancel_notify", true},
 	{"consumer_priorities", false},
-	{"direct_reply_to", false},
+	{"direct_reply_to", true},
 	{"exchange_exchange_bindings", true},
 	{"per_consumer_qos", true},
 	{"publisher_confirms", true},

@@ -208,6 +208,30 @@
 // cannot tell (queue.ErrOutcomeUnknown), the confirm is withheld and the
 // connection closed with 541 INTERNAL_ERROR.
 //
+// # Direct reply-to
+//
+// replyto.go implements RabbitMQ's amq.rabbitmq.reply-to (texts and
+// codes of RabbitMQ 3.13/4.x rabbit_channel). basic.consume on it registers
+// the channel's one reply consumer with the vhost under a generated name
+// (amq.rabbitmq.reply-to.<22 random characters>); it needs no read
+// permission, as in RabbitMQ. A consume in ack mode is 406 "reply consumer
+// cannot acknowledge", a second one 406 "reply consumer already set", a
+// consumer tag in use 530 "attempt to reuse consumer tag". A publish whose
+// reply_to is amq.rabbitmq.reply-to has it rewritten to that name, or is
+// 406 "fast reply consumer does not exist" on a channel without one. A
+// publish to the default exchange with a generated name as routing key is
+// handed straight to the requester's channel (a basic.deliver with its next
+// delivery tag, nothing to ack), also inside a transaction, and dropped if
+// the requester's outbox is full. A name whose consumer was cancelled or
+// whose channel closed is unroutable: a mandatory reply comes back 312
+// NO_ROUTE. RabbitMQ 4.2 counts such a reply as routed (it does not check
+// the requester at routing time) and 3.x returned every mandatory reply,
+// delivered or not; Warren returns exactly the undeliverable ones.
+// queue.declare of amq.rabbitmq.reply-to, or of a live generated name, passive
+// or not, answers declare-ok with 0 messages and 1 consumer; of a dead one,
+// 404. Replies are per vhost and per node: in a cluster, a reply published
+// on another node than the requester's does not reach it.
+//
 // # Direct connections
 //
 // NewDirect builds a Conn with no stream, already open on its vhost: Handle

@@ -42,6 +42,13 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 			return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(), "%v", err)
 		}
 	}
+	if props, err = ch.rewriteReplyTo(m, props); err != nil {
+		return err
+	}
+	if m.Exchange == "" && vhost.IsReplyName(m.RoutingKey) {
+		ch.publishReply(m, props, body, sum)
+		return nil
+	}
 	var cc []string
 	if sum.HasHeaders {
 		if cc, props, err = vhost.SenderSelected(props); err != nil {

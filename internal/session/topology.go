@@ -80,6 +80,9 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 	vh := ch.conn.vh
 	switch m := m.(type) {
 	case *amqp.QueueDeclare:
+		if m.Queue == vhost.ReplyQueue || vhost.IsReplyName(m.Queue) {
+			return ch.declareReply(m)
+		}
 		if m.Passive && m.Queue == "" {
 			name, err := ch.queueName("")
 			if err != nil {

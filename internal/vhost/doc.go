@@ -121,6 +121,9 @@
 //     through the same exchange, whatever its type; BCC is removed before
 //     delivery; a header that is not an array is 406 "invalid message"
 //     (RabbitMQ 3.13's rabbit_basic:header_routes, kept by 4.x).
+//   - Direct reply-to names (amq.rabbitmq.reply-to.<token>) are a registry
+//     of their own (replyto.go), not queues: the session delivers a reply
+//     to one without routing it, and nothing else sees them.
 //
 // # Deviations from RabbitMQ
 //

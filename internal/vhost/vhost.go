@@ -96,6 +96,10 @@ type VHost struct {
 	// group holds every queue of the vhost: dead-lettering connects them,
 	// and Close stops them together (queue.StopAll).
 	group *queue.Group
+
+	// replies maps direct reply-to names to their requesters
+	// (replyto.go); a sync.Map because publishes read it on every reply.
+	replies sync.Map
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
