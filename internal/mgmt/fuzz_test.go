@@ -85,6 +85,14 @@ func FuzzManagementAPI(f *testing.F) {
 		{1, 0, "queues/%2F/bad%FF", `{}`},
 		{0, 0, "connections", ""},
 		{3, 1, "connections/x", ""},
+		{1, 0, "vhosts/v%FF", `{"description":"d","tags":"a,b","default_queue_type":"quorum"}`},
+		{3, 0, "vhosts/secret", ""},
+		{1, 0, "users/u", `{"password_hash":"AQIDBA==","hashing_algorithm":"rabbit_password_hashing_sha512","tags":["management"]}`},
+		{1, 2, "users/u", `{"password":"p","tags":"administrator"}`},
+		{1, 0, "permissions/secret/mgr", `{"configure":"(","write":".*","read":".*"}`},
+		{3, 0, "permissions/%2F/mon", ""},
+		{0, 0, "users/mgr/permissions", ""},
+		{0, 1, "vhosts/secret/permissions", ""},
 	} {
 		f.Add(s.method, s.user, s.path, []byte(s.body))
 	}
@@ -145,6 +153,12 @@ func FuzzManagementAPI(f *testing.F) {
 		require.NoError(t, err)
 		for _, x := range defs.Exchanges {
 			requireAddressable(t, "exchange", x.Name)
+		}
+		for _, v := range defs.VHosts {
+			requireAddressable(t, "vhost", v.Name)
+		}
+		for _, u := range defs.Users {
+			requireAddressable(t, "user", u.Name)
 		}
 	})
 }
