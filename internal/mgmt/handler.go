@@ -124,6 +124,12 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/consumers", anyManagement, m.consumers)
 	m.handle("GET", "/api/consumers/{vhost}", anyManagement, m.consumers)
 	m.handle("GET", "/api/definitions", administrator, m.definitions)
+	m.handle("GET", "/api/health/checks/alarms", anyManagement, m.alarmsCheck("There are alarms in effect in the cluster"))
+	m.handle("GET", "/api/health/checks/local-alarms", anyManagement, m.alarmsCheck("There are alarms in effect on the node"))
+	m.handle("GET", "/api/health/checks/virtual-hosts", anyManagement, m.vhostsCheck)
+	m.handle("GET", "/api/health/checks/port-listener/{port}", anyManagement, m.portListenerCheck)
+	m.handle("GET", "/api/health/checks/protocol-listener/{protocol}", anyManagement, m.protocolListenerCheck)
+	m.handle("GET", "/api/aliveness-test/{vhost}", anyManagement, m.alivenessTest)
 	m.handle("POST", "/api/definitions", administrator, m.postDefinitions)
 }
 
