@@ -117,11 +117,15 @@ type userBody struct {
 }
 
 // putUser is PUT /api/users/{user}: creates (201) or replaces (204) the
-// user. When both are sent, password wins over password_hash, as in
-// rabbit_auth_backend_internal:put_user.
+// user. Sending both password and password_hash is 400, as
+// rabbit_auth_backend_internal:put_user refuses it (RabbitMQ 3.13/4.x).
 func (m *mgmt) putUser(c *mgmtCall) {
 	var body userBody
 	if !readBody(c, &body) {
+		return
+	}
+	if body.Password != nil && body.PasswordHash != nil {
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "both_password_and_password_hash_are_provided")
 		return
 	}
 	if !validName(c, "user", c.p("user")) {

@@ -58,6 +58,7 @@ func TestManagementAdminWrites(t *testing.T) {
 		{"guest", "PUT", "/api/users/u2", map[string]any{"password_hash": "not base64!"}, 400, ""},
 		{"guest", "PUT", "/api/users/u2", map[string]any{"password_hash": "", "hashing_algorithm": "rabbit_password_hashing_rot13"}, 400, ""},
 		{"guest", "PUT", "/api/users/u2", map[string]any{"password": 5}, 400, "not_json"},
+		{"guest", "PUT", "/api/users/u2", map[string]any{"password": "p", "password_hash": ""}, 400, "both_password_and_password_hash_are_provided"},
 		{"guest", "PUT", "/api/users/u%FF", map[string]any{"password": "x"}, 400, "user name must be 1 to 255 bytes of UTF-8"},
 		{"guest", "GET", "/api/users/u2", nil, 404, ""},
 		{"guest", "GET", "/api/users/u2/permissions", nil, 404, ""},
