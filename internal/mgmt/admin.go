@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/warrenmq/broker/definitions"
@@ -186,15 +187,18 @@ type permissionBody struct {
 }
 
 // putPermission is PUT /api/permissions/{vhost}/{user}: grants (201) or
-// replaces (204) the user's permissions on the vhost. Both must exist
-// (404), and each expression must compile (400).
+// replaces (204) the user's permissions on the vhost. As RabbitMQ's
+// accept_content, a missing user or vhost is 400 vhost_or_user_not_found
+// (GET and DELETE answer 404), missing keys are 400
+// [{key_missing,...}], and each expression must compile (400).
 func (m *mgmt) putPermission(c *mgmtCall) {
 	vh, ok := m.b.VHost(c.p("vhost"))
-	if !ok || c.p("vhost") == "" {
-		notFound(c.w)
+	_, err := m.b.User(c.r.Context(), c.p("user"))
+	if !ok || c.p("vhost") == "" || isNotFound(err) {
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "vhost_or_user_not_found")
 		return
 	}
-	if _, err := m.b.User(c.r.Context(), c.p("user")); err != nil {
+	if err != nil {
 		writeAdminError(c.w, err)
 		return
 	}
@@ -202,22 +206,29 @@ func (m *mgmt) putPermission(c *mgmtCall) {
 	if !readBody(c, &body) {
 		return
 	}
+	var missing []string
 	for _, f := range []struct {
 		key string
 		v   *string
 	}{{"configure", body.Configure}, {"write", body.Write}, {"read", body.Read}} {
 		if f.v == nil {
-			WriteError(c.w, http.StatusBadRequest, "bad_request", "key missing: "+f.key)
-			return
+			missing = append(missing, "{key_missing,"+f.key+"}")
 		}
+	}
+	if len(missing) > 0 {
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+		return
 	}
 	isNew, err := m.b.PutPermission(c.r.Context(), definitions.Permission{
 		User: c.p("user"), VHost: vh, Configure: *body.Configure, Write: *body.Write, Read: *body.Read})
-	if err != nil {
+	switch {
+	case isNotFound(err): // deleted meanwhile
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "vhost_or_user_not_found")
+	case err != nil:
 		writeAdminError(c.w, err)
-		return
+	default:
+		created(c.w, isNew)
 	}
-	created(c.w, isNew)
 }
 
 // deletePermission is DELETE /api/permissions/{vhost}/{user}.
