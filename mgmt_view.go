@@ -296,6 +296,66 @@ func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Gran
 	return &mgmt.Grant{Configure: g.Configure, Write: g.Write, Read: g.Read}, nil
 }
 
+// PutUser stores a user as the management API's PUT /api/users/{user}
+// sends it: the fields a definitions file's user has.
+func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error) {
+	if u.Name == "" || len(u.Name) > 255 {
+		return false, fmt.Errorf("%w: user name must be 1 to 255 bytes, got %d", mgmt.ErrInvalid, len(u.Name))
+	}
+	mu, err := storedUser(u)
+	if err != nil {
+		return false, fmt.Errorf("%w: user %q: %w", mgmt.ErrInvalid, u.Name, err)
+	}
+	_, err = v.b.stores.meta.GetUser(ctx, u.Name)
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+	case err != nil:
+		return false, err
+	}
+	return err != nil, v.b.stores.meta.PutUser(ctx, mu)
+}
+
+// PutPermission is SetPermissions, with the management API's errors.
+func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (bool, error) {
+	perm := Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}
+	if _, err := compileGrant(perm.metaPermission(p.User, p.VHost)); err != nil {
+		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
+	}
+	_, err := v.b.stores.meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+	case err != nil:
+		return false, err
+	}
+	isNew := err != nil
+	if err := v.b.SetPermissions(ctx, p.User, p.VHost, perm); err != nil {
+		if errors.Is(err, meta.ErrNotFound) {
+			return false, fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
+		}
+		return false, err
+	}
+	return isNew, nil
+}
+
+func (v mgmtView) DeletePermission(ctx context.Context, user, vhostName string) error {
+	return v.b.ClearPermissions(ctx, user, vhostName)
+}
+
+func (v mgmtView) AddVHost(ctx context.Context, name string) error {
+	if len(canonicalVHost(name)) > 255 {
+		return fmt.Errorf("%w: vhost name longer than 255 bytes", mgmt.ErrInvalid)
+	}
+	return v.b.AddVHost(ctx, name)
+}
+
+func (v mgmtView) DeleteVHost(ctx context.Context, name string) error {
+	err := v.b.DeleteVHost(ctx, name)
+	if errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
+	}
+	return err
+}
+
 // vhost finds the vhost a management write names.
 func (v mgmtView) vhost(name string) (*vhost.VHost, error) {
 	vh, ok := v.b.lookupVHost(name)

@@ -10,8 +10,10 @@
 // bindings, connections with their channels and consumers, users and
 // permissions; logins; declarations and deletions acting as a connection of
 // their own; a direct channel opened as a given user on a given vhost (for
-// POST /api/queues/v/q/get); closing a connection; node status; and the
-// definitions export and import (package definitions). The root package
+// POST /api/queues/v/q/get and the aliveness test); closing a
+// connection; creating and deleting vhosts, users and permissions
+// (admin.go); node status and listeners (the health checks, health.go);
+// and the definitions export and import (package definitions). The root package
 // implements Broker with an adapter over its own Broker
 // (Broker.ManagementHandler returns New's handler), so nothing here
 // reaches into the broker's fields, and a test can feed the handler any
@@ -31,7 +33,9 @@
 //     message at a time however many it returns, and no input makes the
 //     handler panic or answer 500 (FuzzManagementAPI).
 //   - Errors are RabbitMQ's {"error": ..., "reason": ...} objects with the
-//     status RabbitMQ's plugin uses for the AMQP reply code.
+//     status RabbitMQ's plugin uses for the AMQP reply code; a failed
+//     health check or aliveness test is 503 with RabbitMQ's
+//     {"status": "failed", "reason": ...}.
 //
 // The handler keeps no state between requests; it is safe for concurrent
 // use as far as the Broker it is given is, and every Broker method is

@@ -84,6 +84,20 @@ type Accounts interface {
 	// Grant returns the user's permissions on the vhost compiled as AMQP
 	// checks them, nil (and no error) when the user has none there.
 	Grant(ctx context.Context, user, vhost string) (*Grant, error)
+	// PutUser stores u as a definitions file carries it (Password, or
+	// PasswordHash with HashingAlgorithm; neither is a user who cannot
+	// log in with a password), replacing the user of that name; created
+	// reports that there was none. A bad name or hash is an error
+	// wrapping ErrInvalid.
+	PutUser(ctx context.Context, u definitions.User) (created bool, err error)
+	// PutPermission grants p, replacing the user's permissions on the
+	// vhost; created reports that there were none. A regexp that does
+	// not compile is an error wrapping ErrInvalid; a user or vhost that
+	// does not exist, ErrNotFound.
+	PutPermission(ctx context.Context, p definitions.Permission) (created bool, err error)
+	// DeletePermission removes the user's permissions on the vhost; open
+	// connections lose them at their next check.
+	DeletePermission(ctx context.Context, user, vhost string) error
 }
 
 // Writer changes the broker. Declarations and deletions act as a
@@ -105,23 +119,33 @@ type Writer interface {
 	// OpenChannel opens a direct channel as user on vhost, with that
 	// user's permissions (amqp091 errors, as the client library's).
 	OpenChannel(ctx context.Context, user, vhost string) (DirectChannel, error)
+	// AddVHost creates and opens a vhost; DeleteVHost deletes one with
+	// everything in it and closes its connections (ErrNotFound when
+	// there is none). A bad name is an error wrapping ErrInvalid.
+	AddVHost(ctx context.Context, name string) error
+	DeleteVHost(ctx context.Context, name string) error
 	// ExportDefinitions and ImportDefinitions are the broker's
 	// (package definitions).
 	ExportDefinitions(ctx context.Context) (*definitions.File, error)
 	ImportDefinitions(ctx context.Context, d *definitions.File) error
 }
 
-// DirectChannel is the part of the broker's direct channel that a get
-// uses.
+// DirectChannel is the part of the broker's direct channel that a get and
+// the aliveness test use; each method is amqp091.Channel's.
 type DirectChannel interface {
 	Get(queue string, autoAck bool) (amqp091.Delivery, bool, error)
 	Reject(tag uint64, requeue bool) error
+	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error)
+	Confirm(noWait bool) error
+	NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation
+	PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error
 	Close() error
 }
 
 // Errors a Broker returns.
 var (
 	ErrNotFound     = errors.New("mgmt: not found")
+	ErrInvalid      = errors.New("mgmt: invalid")
 	ErrLoginFailed  = errors.New("mgmt: login failed")
 	ErrUnavailable  = errors.New("mgmt: the user store did not answer")
 	ErrShuttingDown = errors.New("mgmt: broker shutting down")
