@@ -24,9 +24,19 @@ python=${CLIENTS_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/warren-clients.XXXXXX")
 server_pid=""
 
+# cleanup stops the server and removes the work dir. SIGTERM first (the
+# server shuts down cleanly on it); SIGKILL after 10s, because a TERM that
+# lands between the fork and the server installing its handler is lost, and
+# a plain wait would then hang for ever.
 cleanup() {
 	if [[ -n "$server_pid" ]]; then
 		kill "$server_pid" 2>/dev/null || true
+		local i
+		for ((i = 0; i < 100; i++)); do
+			kill -0 "$server_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 	fi
 	if [[ "${CLIENTS_KEEP:-}" == 1 ]]; then
@@ -63,6 +73,9 @@ fi
 # scripts/conformance.sh does, so nothing races for a free port.
 (cd "$repo" && go build -o "$work/warren-server" ./examples/server) || die "cannot build examples/server"
 server_log="$work/server.log"
+# The redirections below happen in the child after the fork: create the file
+# first so the loop can read it at once.
+: >"$work/server.out"
 "$work/warren-server" -data "$work/data" -addr 127.0.0.1:0 -product RabbitMQ </dev/null >"$work/server.out" 2>"$server_log" &
 server_pid=$!
 server_addr=""
