@@ -197,7 +197,7 @@ def queue_type_equivalence():
 class UpdateSecret(pika.amqp_object.Method):
     """UpdateSecret is connection.update-secret (10, 70) as RabbitMQ's
     extension of AMQP 0-9-1 defines it: new-secret (longstr), reason
-    (shortstr). pika 1.2.0's spec lacks it (1.3.0 added update_secret)."""
+    (shortstr). pika 1.2.0's spec lacks it."""
 
     INDEX = 0x000A0046
     NAME = "Connection.UpdateSecret"
@@ -240,12 +240,13 @@ class UpdateSecretOk(pika.amqp_object.Method):
 def update_secret():
     conn = connect()
     try:
-        if hasattr(conn, "update_secret"):  # pika >= 1.3.0
+        if hasattr(conn, "update_secret"):  # a later pika
             conn.update_secret("guest", "clients check")
             how = "pika's update_secret"
         else:
             # pika 1.2.0: send the method by hand on channel 0 and wait for the
-            # reply through pika's own callback table, as pika 1.3.0 does.
+            # reply through pika's own callback table, which routes
+            # channel-0 replies by method name.
             pika.spec.methods.setdefault(UpdateSecretOk.INDEX, UpdateSecretOk)
             replies = []
             conn._impl._rpc(
