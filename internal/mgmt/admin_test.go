@@ -25,12 +25,7 @@ func TestManagementAdminWrites(t *testing.T) {
 	h := amqptest.NewAPI(t, b.ManagementHandler())
 	all := map[string]any{"configure": ".*", "write": ".*", "read": ".*"}
 
-	for _, tc := range []struct {
-		user, method, path string
-		body               any
-		status             int
-		reason             string
-	}{
+	runAPICases(t, h, []apiCase{
 		// Who may: administrator only (RabbitMQ answers 401, not 403).
 		{"", "PUT", "/api/vhosts/v1", map[string]any{}, 401, "Login failed"},
 		{"mon", "PUT", "/api/vhosts/v1", map[string]any{}, 401, "Not administrator user"},
@@ -75,16 +70,7 @@ func TestManagementAdminWrites(t *testing.T) {
 		{"guest", "DELETE", "/api/permissions/v1/app", nil, 404, ""},
 		{"guest", "DELETE", "/api/permissions/nope/app", nil, 404, ""},
 		{"guest", "GET", "/api/vhosts/nope/permissions", nil, 404, ""},
-	} {
-		t.Run(tc.user+" "+tc.method+" "+tc.path, func(t *testing.T) {
-			status, _, body := h.Do(tc.method, tc.path, tc.user, tc.body)
-			require.Equal(t, tc.status, status, "%s", body)
-			if tc.reason != "" {
-				_, reason := amqptest.ErrorBody(t, body)
-				require.Equal(t, tc.reason, reason)
-			}
-		})
-	}
+	})
 
 	// The shapes: a user as RabbitMQ lists it, and permissions per user
 	// and per vhost.

@@ -77,12 +77,7 @@ func TestManagementAuthorization(t *testing.T) {
 	bind := map[string]any{"routing_key": "r"}
 	conn := "/api/connections/" + url.PathEscape(guestConn)
 
-	for _, tc := range []struct {
-		user, method, path string
-		body               any
-		status             int
-		reason             string
-	}{
+	runAPICases(t, h, []apiCase{
 		// management, no permissions on secret: the vhost does not exist
 		// for it.
 		{"mgr", "GET", "/api/vhosts/secret", nil, 401, "User not authorised to access virtual host"},
@@ -135,16 +130,7 @@ func TestManagementAuthorization(t *testing.T) {
 		{"guest", "DELETE", "/api/queues/secret/excl/contents", nil, 400, ""},
 		{"guest", "POST", "/api/bindings/secret/e/vx/q/excl", bind, 400, ""},
 		{"guest", "POST", "/api/queues/secret/excl/get", get, 400, ""},
-	} {
-		t.Run(tc.user+" "+tc.method+" "+tc.path, func(t *testing.T) {
-			status, _, body := h.Do(tc.method, tc.path, tc.user, tc.body)
-			require.Equal(t, tc.status, status, "%s", body)
-			if tc.reason != "" {
-				_, reason := amqptest.ErrorBody(t, body)
-				require.Equal(t, tc.reason, reason)
-			}
-		})
-	}
+	})
 
 	// Nothing a refused request aimed at changed.
 	msgs, err := b.PeekQueue(t.Context(), "secret", "victim", 10)

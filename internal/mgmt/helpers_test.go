@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // The management API client, DialVia, Idle and ErrorBody these tests use
@@ -24,4 +25,28 @@ func mgmtBroker(t *testing.T) *broker.Broker {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	return b
+}
+
+// apiCase is one request to the management API and what it must answer:
+// the status and, when reason is set, the error body's reason.
+type apiCase struct {
+	user, method, path string
+	body               any
+	status             int
+	reason             string
+}
+
+// runAPICases sends each case as a subtest named for it.
+func runAPICases(t *testing.T, h *amqptest.API, cases []apiCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.user+" "+tc.method+" "+tc.path, func(t *testing.T) {
+			status, _, body := h.Do(tc.method, tc.path, tc.user, tc.body)
+			require.Equal(t, tc.status, status, "%s", body)
+			if tc.reason != "" {
+				_, reason := amqptest.ErrorBody(t, body)
+				require.Equal(t, tc.reason, reason)
+			}
+		})
+	}
 }
