@@ -52,6 +52,11 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	var cc []string
 	if sum.HasHeaders {
 		if cc, props, err = vhost.SenderSelected(props); err != nil {
+			if e, ok := err.(*amqp.Error); ok {
+				// The channel.close names basic.publish, as every other
+				// refusal of a publish does.
+				e.ClassID, e.MethodID = m.ClassID(), m.MethodID()
+			}
 			return err
 		}
 	}
