@@ -217,8 +217,10 @@ func (ch *Channel) qos(m *amqp.BasicQos) error {
 		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
 	// RabbitMQ's reading of global: false limits each consumer created
-	// afterwards, true limits the channel as a whole.
-	if m.Global {
+	// afterwards, true limits the channel as a whole. From 4.3 global QoS
+	// is a deprecated feature denied by default: the request is answered
+	// qos-ok and applies per consumer.
+	if m.Global && !ch.conn.set.profile.GlobalQoSPerConsumer {
 		ch.credit.SetLimit(m.PrefetchCount)
 		ch.kickConsumers()
 	} else {
@@ -274,6 +276,11 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)
 	if err != nil {
 		return err
+	}
+	if ch.credit.Limit() > 0 && q.Args["x-queue-type"] == "quorum" {
+		// rabbit_quorum_queue:consume refuses a channel with a global
+		// prefetch limit (global_qos_not_supported_for_queue_type).
+		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s' does not support global qos", name, ch.conn.vh.Name())
 	}
 	tag := m.ConsumerTag
 	if tag == "" {
