@@ -39,6 +39,11 @@ type Features struct {
 	// Group is the set of queues dead-lettering connects (the vhost's),
 	// stopped together by StopAll; nil gives the queue a group of its own.
 	Group *Group
+	// CountFailedOnly counts only failed deliveries (Requeue, not Return)
+	// towards the delivery limit and x-delivery-count, and adds
+	// x-acquired-count (all earlier deliveries) to redeliveries, as
+	// RabbitMQ 4.3 quorum queues do. The vhost sets it from its profile.
+	CountFailedOnly bool
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that
@@ -512,7 +517,11 @@ func (q *Queue) overDeliveryLimit(ctx context.Context, ds []*delivery) []*delive
 	var overDs []*delivery
 	kept := ds[:0]
 	for _, d := range ds {
-		if int64(d.count) > limit {
+		n := d.count
+		if q.cfg.Features.CountFailedOnly {
+			n = d.failed
+		}
+		if int64(n) > limit {
 			over = append(over, d.rec)
 			overDs = append(overDs, d)
 			continue
@@ -524,6 +533,24 @@ func (q *Queue) overDeliveryLimit(ctx context.Context, ds []*delivery) []*delive
 		q.deadLetter(ctx, over, ReasonDeliveryLimit)
 	}
 	return kept
+}
+
+// withDeliveryCounts returns props with x-delivery-count set to failed,
+// the failed deliveries, and x-acquired-count to acquired, every earlier
+// delivery, as RabbitMQ 4.3 quorum queues add them to a redelivery.
+func withDeliveryCounts(raw []byte, failed, acquired uint32) []byte {
+	p, err := amqp.DecodeProperties(raw)
+	if err != nil {
+		return raw
+	}
+	h := make(amqp.Table, len(p.Headers)+2)
+	for k, v := range p.Headers {
+		h[k] = v
+	}
+	h["x-delivery-count"] = int64(failed)
+	h["x-acquired-count"] = int64(acquired)
+	p.Headers = h
+	return p.Append(nil)
 }
 
 // withDeliveryCount returns props with the x-delivery-count header set to

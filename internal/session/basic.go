@@ -191,7 +191,9 @@ func (ch *Channel) handleBasic(ctx context.Context, m amqp.Method) error {
 	case *amqp.BasicNack:
 		mode := queue.Reject
 		if m.Requeue {
-			mode = queue.Requeue
+			// A return, not a failed delivery: RabbitMQ 4.3 quorum
+			// queues do not count it (queue.Return).
+			mode = queue.Return
 		}
 		return ch.settle(m.DeliveryTag, m.Multiple, mode)
 	case *amqp.BasicRecover:

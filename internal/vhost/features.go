@@ -10,6 +10,7 @@ import (
 // dead-letter router and the x-expires deletion.
 func (v *VHost) features(name string, args queue.Args) queue.Features {
 	f := queue.Features{Args: args, Group: v.group}
+	f.CountFailedOnly = args.Quorum && v.profile().FailedDeliveryCount
 	if args.HasDLX {
 		f.DeadLetter = v.routeDeadLetter
 	}
