@@ -22,10 +22,12 @@ type Profile struct {
 	// 16MB"; 4.0.0 release notes).
 	MaxMessageSize int
 
-	// FrameMinSize is the largest frame accepted before connection.tune-ok
-	// and the smallest frame_max a client may choose in tune-ok: 4096 up
-	// to 4.0, 8192 from 4.1 (rabbitmq-server#13542; 4.1.0 release notes,
-	// "Initial AMQP 0-9-1 Maximum Frame Size").
+	// FrameMinSize is the smallest frame_max a client may choose in
+	// connection.tune-ok, and the largest frame RabbitMQ reads before it:
+	// 4096 up to 4.0, 8192 from 4.1 (rabbitmq-server#13542; 4.1.0 release
+	// notes, "Initial AMQP 0-9-1 Maximum Frame Size"). Warren reads frames
+	// up to its own frame-max before tune-ok in every profile, so a
+	// start-ok any of them accepts is accepted.
 	FrameMinSize uint32
 
 	// QuorumDeliveryLimit is a quorum queue's delivery limit when neither

@@ -110,7 +110,7 @@ type Config struct {
 	Events *events.Hub
 
 	// Profile is the RabbitMQ series whose answers differ by version
-	// (internal/compat): the frame limit before tune-ok, global QoS,
+	// (internal/compat): the smallest frame-max in tune-ok, global QoS,
 	// direct reply-to with mandatory. The zero Profile is the default one.
 	Profile compat.Profile
 }
@@ -207,8 +207,8 @@ type settings struct {
 	handshakeTimeout time.Duration
 	closeTimeout     time.Duration
 	product, version string
-	// frameMinSize is the profile's: the largest frame read before
-	// tune-ok and the smallest frame-max tune-ok may choose.
+	// frameMinSize is the profile's: the smallest frame-max tune-ok may
+	// choose (4096; 8192 from RabbitMQ 4.1).
 	frameMinSize uint32
 	profile      compat.Profile
 }

@@ -153,12 +153,13 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 		stop:       make(chan struct{}),
 	}
 	// Before tune-ok the spec only obliges peers to accept frame-min-size
-	// (connection.tune, frame-max), and RabbitMQ reads no larger frame:
-	// 4096 bytes, 8192 from 4.1 so that start-ok can carry a JWT as the
-	// password (the profile's FrameMinSize). The server's own limit is
-	// what sends are split by until negotiation lowers it.
+	// (connection.tune, frame-max); RabbitMQ reads no larger frame (4096
+	// bytes, 8192 from 4.1, so start-ok can carry a JWT). Accepting up to
+	// the server's own limit instead is allowed, lets start-ok carry any
+	// token every profile's RabbitMQ takes, and is the limit sends are
+	// split by until negotiation lowers it.
 	c.inPlace, _ = tr.(transport.InPlaceWriter)
-	c.tr.SetMaxFrameSize(c.set.frameMinSize)
+	c.tr.SetMaxFrameSize(c.set.frameMax)
 	c.frameMax.Store(c.set.frameMax)
 	return c
 }

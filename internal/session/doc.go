@@ -233,8 +233,9 @@
 // # Version profiles
 //
 // Config.Profile (internal/compat) selects the answers that differ by
-// RabbitMQ series: the largest frame read before tune-ok and the smallest
-// frame-max tune-ok may choose (4096; 8192 from 4.1), basic.qos global=true
+// RabbitMQ series: the smallest frame-max tune-ok may choose (4096; 8192
+// from 4.1; frames before tune-ok may still be as large as the server's
+// frame-max, more than any RabbitMQ reads), basic.qos global=true
 // (per consumer from 4.3), and direct reply-to with mandatory (above). In
 // every series a consume from a quorum queue on a channel with a global
 // prefetch limit is 540 NOT_IMPLEMENTED "... does not support global qos".
