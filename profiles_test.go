@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -93,6 +94,36 @@ func declareQuorumWithOne(t *testing.T, ch *amqp091.Channel, name string) {
 	_, err := ch.QueueDeclare(name, true, false, false, false, quorum)
 	require.NoError(t, err)
 	amqptest.Publish(t, ch, "", name, "poison") // confirmed: stored
+}
+
+// consumeUntilTimeout consumes the one message of q without acking it,
+// with consume arguments args, and reports how the consumer timeout ended
+// it within a few seconds: the channel closed, the consumer cancelled (and
+// the message's headers when it is got again), or nothing.
+func consumeUntilTimeout(t *testing.T, conn *amqp091.Connection, q string, args amqp091.Table) string {
+	ch := amqptest.Channel(t, conn)
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
+	msgs, err := ch.Consume(q, "c1", false, false, false, false, args)
+	require.NoError(t, err)
+	amqptest.Next(t, msgs)
+	select {
+	case e := <-closed:
+		return outcome(e)
+	case tag := <-cancelled:
+		d := amqptest.Get(t, amqptest.Channel(t, conn), q, true)
+		return fmt.Sprintf("cancelled %s; redelivered=%v dc=%v ac=%v", tag, d.Redelivered, d.Headers["x-delivery-count"], d.Headers["x-acquired-count"])
+	case <-time.After(1500 * time.Millisecond):
+		return "no timeout"
+	}
+}
+
+// timeoutQueue declares a durable queue with args and one message.
+func timeoutQueue(t *testing.T, ch *amqp091.Channel, name string, args amqp091.Table) {
+	t.Helper()
+	_, err := ch.QueueDeclare(name, true, false, false, false, args)
+	require.NoError(t, err)
+	amqptest.Publish(t, ch, "", name, "slow")
 }
 
 var profileScenarios = []profileScenario{
@@ -257,6 +288,45 @@ var profileScenarios = []profileScenario{
 		want: from("4.1", "ok", "530 NOT_ALLOWED - negotiated frame_max = 4096 is lower than the minimum allowed value (8192)"),
 	},
 	{
+		name: "classic queue x-consumer-timeout",
+		run: func(t *testing.T, b *broker.Broker, ch *amqp091.Channel) string {
+			timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(200)})
+			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", nil)
+		},
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms.", "no timeout"),
+	},
+	{
+		// The consumer's argument wins over the queue's.
+		name: "consumer x-consumer-timeout",
+		run: func(t *testing.T, b *broker.Broker, ch *amqp091.Channel) string {
+			timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(600_000)})
+			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", amqp091.Table{"x-consumer-timeout": int64(200)})
+		},
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms.", "no timeout"),
+	},
+	{
+		// 4.3 quorum queues cancel the consumer (amqp091-go announces
+		// consumer_cancel_notify) and return the message, not as a
+		// failed delivery.
+		name: "quorum queue x-consumer-timeout",
+		run: func(t *testing.T, b *broker.Broker, ch *amqp091.Channel) string {
+			timeoutQueue(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(200)})
+			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "qq", nil)
+		},
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms.",
+			"cancelled c1; redelivered=true dc=0 ac=1"),
+	},
+	{
+		name: "x-consumer-timeout equivalence",
+		run: func(t *testing.T, _ *broker.Broker, ch *amqp091.Channel) string {
+			_, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(1000)})
+			require.NoError(t, err)
+			_, err = ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(2000)})
+			return outcome(err)
+		},
+		want: from("4.3", "ok", "406 PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' for queue 'qq' in vhost '/': received '2000' but current is '1000'"),
+	},
+	{
 		// A mandatory reply to a requester that is gone.
 		name: "direct reply-to mandatory, requester gone",
 		run: func(t *testing.T, b *broker.Broker, responder *amqp091.Channel) string {
@@ -291,7 +361,8 @@ func TestRabbitMQVersionProfiles(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			for _, v := range profileVersions {
 				t.Run(v, func(t *testing.T) {
-					b := startBroker(t, broker.Options{RabbitMQVersion: v})
+					// A short scan interval, for the consumer timeout rows.
+					b := startBroker(t, broker.Options{RabbitMQVersion: v, ScanInterval: 50 * time.Millisecond})
 					conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 					ch := amqptest.ConfirmChannel(t, conn)
 					require.Equal(t, sc.want[v], sc.run(t, b, ch))

@@ -55,6 +55,11 @@ type Profile struct {
 	// x-consumer-timeout an argument compared on redeclaration: 4.3
 	// (quorum-queues guide, "Consumer Timeout").
 	QuorumConsumerTimeoutCancel bool
+	// ClassicConsumerTimeout applies the consumer timeout to classic
+	// queues: up to 4.2. RabbitMQ 4.3 moved the timeout into the queue
+	// types and classic queues do not implement it
+	// (rabbitmq-server#16983).
+	ClassicConsumerTimeout bool
 	// DelayedRetry accepts x-delayed-retry-type, -min and -max on quorum
 	// queues: a returned message is held for min(min × count, max) before
 	// it is ready again (4.3, quorum-queues guide, "Delayed Retry").
@@ -108,21 +113,25 @@ var profiles = []Profile{
 		MaxMessageSize: 128 << 20, FrameMinSize: 4096,
 		QuorumDeliveryLimit: -1, QuorumPriorities: NoPriorities,
 		ClientDeathInterpreted: true,
+		ClassicConsumerTimeout: true,
 	},
 	{
 		Name: "4.0", Version: "4.0.0",
 		MaxMessageSize: 16 << 20, FrameMinSize: 4096,
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: TwoLevels,
+		ClassicConsumerTimeout: true,
 	},
 	{
 		Name: "4.1", Version: "4.1.0",
 		MaxMessageSize: 16 << 20, FrameMinSize: 8192,
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: TwoLevels,
+		ClassicConsumerTimeout: true,
 	},
 	{
 		Name: "4.2", Version: "4.2.0",
 		MaxMessageSize: 16 << 20, FrameMinSize: 8192,
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: TwoLevels,
+		ClassicConsumerTimeout: true,
 		ReplyToMandatoryRouted: true,
 	},
 	{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/events"
@@ -76,6 +77,9 @@ type consumer struct {
 	// roomNotify with the writer, which kicks the queue once it drained.
 	waitingRoom atomic.Bool
 	roomNotify  func()
+	// timeout is the consumer's x-consumer-timeout (timeout.go); 0: the
+	// queue's or the broker's applies.
+	timeout time.Duration
 }
 
 // HasRoom implements queue.Roomer: a consumer takes deliveries only while
@@ -298,7 +302,10 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		d.Unlock()
 		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "attempt to reuse consumer tag '%s'", tag)
 	}
-	c := &consumer{ch: ch, q: q}
+	c := &consumer{ch: ch, q: q, timeout: consumerTimeoutArg(m.Arguments)}
+	if c.timeout > 0 {
+		ch.timeoutConsumers.Add(1) // never taken back: a hint, see ConsumerTimeout
+	}
 	c.roomNotify = func() {
 		c.waitingRoom.Store(false)
 		q.Kick()

@@ -79,3 +79,12 @@ func (v *VHost) checkDeclare(def meta.Queue, m *amqp.QueueDeclare, a queue.Args)
 	}
 	return nil
 }
+
+// comparedQueueArgs are the arguments a redeclaration must match: from
+// 4.3 x-consumer-timeout too, which the quorum queue type reads.
+func (v *VHost) comparedQueueArgs() []string {
+	if v.profile().QuorumConsumerTimeoutCancel {
+		return append(comparedQueueArgs[:len(comparedQueueArgs):len(comparedQueueArgs)], "x-consumer-timeout")
+	}
+	return comparedQueueArgs
+}

@@ -718,7 +718,7 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	case d.AutoDelete != def.AutoDelete:
 		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
 	}
-	for _, key := range comparedQueueArgs {
+	for _, key := range v.comparedQueueArgs() {
 		a, aok := args[key]
 		b, bok := q.Args[key]
 		if key == "x-queue-type" && aok != bok && (a == "classic" || b == "classic") {
