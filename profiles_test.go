@@ -327,6 +327,22 @@ var profileScenarios = []profileScenario{
 		want: from("4.3", "ok", "406 PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' for queue 'qq' in vhost '/': received '2000' but current is '1000'"),
 	},
 	{
+		// Published in this order with these priorities (none: 0).
+		name: "quorum message priorities",
+		run: func(t *testing.T, _ *broker.Broker, ch *amqp091.Channel) string {
+			_, err := ch.QueueDeclare("qq", true, false, false, false, quorum)
+			require.NoError(t, err)
+			for _, m := range []struct {
+				body     string
+				priority uint8
+			}{{"a", 1}, {"b", 8}, {"c", 0}, {"d", 9}, {"e", 2}, {"f", 6}} {
+				amqptest.PublishMsg(t, ch, "", "qq", amqp091.Publishing{Body: []byte(m.body), Priority: m.priority})
+			}
+			return strings.Join(amqptest.GetAll(t, ch, "qq"), " ")
+		},
+		want: map[string]string{"3.13": "a b c d e f", "4.0": "b d a f c e", "4.1": "b d a f c e", "4.2": "b d a f c e", "4.3": "d b f e a c"},
+	},
+	{
 		// A mandatory reply to a requester that is gone.
 		name: "direct reply-to mandatory, requester gone",
 		run: func(t *testing.T, b *broker.Broker, responder *amqp091.Channel) string {

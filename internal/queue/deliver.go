@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
@@ -129,8 +130,13 @@ func (q *Queue) take(ctx context.Context, pos int) (assignment, bool, error) {
 		return assignment{}, false, err
 	}
 	if len(q.returned) > 0 {
-		off := q.returned[0]
-		q.returned = q.returned[1:]
+		i := q.nextReturned()
+		off := q.returned[i]
+		if i == 0 {
+			q.returned = q.returned[1:]
+		} else {
+			q.returned = slices.Delete(q.returned, i, i+1)
+		}
 		w := q.waiting[off]
 		delete(q.waiting, off)
 		return assignment{rec: w.rec, count: w.count, failed: w.failed, returned: true}, true, nil

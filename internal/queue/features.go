@@ -44,6 +44,9 @@ type Features struct {
 	// x-acquired-count (all earlier deliveries) to redeliveries, as
 	// RabbitMQ 4.3 quorum queues do. The vhost sets it from its profile.
 	CountFailedOnly bool
+	// QuorumPriorities is how a quorum queue orders by message priority
+	// (priority.go); the vhost sets it from its profile.
+	QuorumPriorities QuorumPriorities
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that
@@ -57,6 +60,7 @@ type featureState struct {
 	readyBytes  int64 // body bytes of ready messages (when bytes)
 	ttlTimer    clock.Timer
 	ttlAt       int64 // deadline ttlTimer is armed for
+	dequeues    uint8 // takes modulo 3, for TwoLevelPriorities (priority.go)
 	// leaving holds messages being dead-lettered: neither ready nor out,
 	// their records and index entries kept until every target stored the
 	// copy.
