@@ -343,6 +343,33 @@ var profileScenarios = []profileScenario{
 		want: map[string]string{"3.13": "a b c d e f", "4.0": "b d a f c e", "4.1": "b d a f c e", "4.2": "b d a f c e", "4.3": "d b f e a c"},
 	},
 	{
+		// A rejected message is held for x-delayed-retry-min (4.3).
+		name: "quorum delayed retry",
+		run: func(t *testing.T, _ *broker.Broker, ch *amqp091.Channel) string {
+			_, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{
+				"x-queue-type": "quorum", "x-delayed-retry-type": "all", "x-delayed-retry-min": int32(300), "x-delayed-retry-max": int32(5000),
+			})
+			require.NoError(t, err)
+			amqptest.Publish(t, ch, "", "qq", "m")
+			require.NoError(t, amqptest.Get(t, ch, "qq", false).Reject(true))
+			if _, ok, err := ch.Get("qq", true); err != nil || ok {
+				return fmt.Sprintf("ready at once (err %v)", err)
+			}
+			start := time.Now()
+			amqptest.Poll(t, func() bool {
+				_, ok, err := ch.Get("qq", true)
+				return err == nil && ok
+			}, "the held message comes back")
+			return fmt.Sprintf("held, back after 300 ms: %v", time.Since(start) >= 250*time.Millisecond)
+		},
+		want: from("4.3", "ready at once (err <nil>)", "held, back after 300 ms: true"),
+	},
+	{
+		name: "x-delayed-retry-type refused",
+		run:  declareOutcome("qq", true, false, false, amqp091.Table{"x-queue-type": "quorum", "x-delayed-retry-type": "sometimes"}),
+		want: from("4.3", "ok", "406 PRECONDITION_FAILED - invalid arg 'x-delayed-retry-type' for queue 'qq' in vhost '/': unknown delayed retry type 'sometimes'"),
+	},
+	{
 		// A mandatory reply to a requester that is gone.
 		name: "direct reply-to mandatory, requester gone",
 		run: func(t *testing.T, b *broker.Broker, responder *amqp091.Channel) string {

@@ -354,6 +354,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 	case opInspect:
 		o.inspect(ctx)
 	case opTimer:
+		q.releaseHeld(ctx)
 		q.expireHead(ctx)
 	case opDeadLettered:
 		q.deadLettered(ctx, o.seq, o.failed)

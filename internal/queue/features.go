@@ -61,6 +61,11 @@ type featureState struct {
 	ttlTimer    clock.Timer
 	ttlAt       int64 // deadline ttlTimer is armed for
 	dequeues    uint8 // takes modulo 3, for TwoLevelPriorities (priority.go)
+	// held are the returned messages delayed retry holds, by due time,
+	// with their timer (delayed.go).
+	held      []heldMsg
+	heldTimer clock.Timer
+	heldAt    int64
 	// leaving holds messages being dead-lettered: neither ready nor out,
 	// their records and index entries kept until every target stored the
 	// copy.
@@ -104,6 +109,7 @@ func (q *Queue) countReadyBytes(ctx context.Context) {
 }
 
 func (q *Queue) stopFeatures() {
+	q.stopHeld()
 	if t := q.feat.ttlTimer; t != nil {
 		t.Stop()
 	}

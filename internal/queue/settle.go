@@ -204,7 +204,12 @@ func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 		return
 	}
 	for _, d := range ds {
-		q.waiting[d.rec.Offset] = waiting{rec: d.rec, count: d.count, failed: d.failed}
+		w := waiting{rec: d.rec, count: d.count, failed: d.failed}
+		if delay := q.retryDelay(w, failed); delay > 0 {
+			q.hold(w, delay) // delayed retry (delayed.go)
+			continue
+		}
+		q.waiting[d.rec.Offset] = w
 		q.insertReturned(d.rec.Offset)
 		q.becameReady(&d.rec)
 	}

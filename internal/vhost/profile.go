@@ -15,7 +15,8 @@ func (v *VHost) profile() compat.Profile { return v.cfg.Profile.OrDefault() }
 // parseQueueArgs parses a queue's x-arguments (queue.ParseArgs) under the
 // vhost's profile: from 4.0 a negative x-delivery-limit means unlimited,
 // and a quorum queue without one gets the profile's default limit (20
-// from 4.0, none in 3.13). Declared and stored queues both go through it.
+// from 4.0, none in 3.13); from 4.3 a quorum queue reads
+// x-delayed-retry-*. Declared and stored queues both go through it.
 func (v *VHost) parseQueueArgs(t amqp.Table) (queue.Args, error) {
 	p := v.profile()
 	_, given := t["x-delivery-limit"]
@@ -28,6 +29,11 @@ func (v *VHost) parseQueueArgs(t amqp.Table) (queue.Args, error) {
 	a, err := queue.ParseArgs(t)
 	if err != nil {
 		return a, err
+	}
+	if a.Quorum && p.DelayedRetry {
+		if a.DelayedRetry, err = queue.ParseDelayedRetry(t); err != nil {
+			return a, err
+		}
 	}
 	switch {
 	case unlimited:
