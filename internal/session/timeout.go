@@ -114,7 +114,6 @@ func (c *Conn) CancelTimedOut(id uint16, queueName string, offset uint64) (consu
 		p, _ := d.unacked.Take(t)
 		back = append(back, p)
 	}
-	ch.sendLocked(&amqp.BasicCancel{ConsumerTag: cons.qc.Tag, NoWait: true})
 	d.Unlock()
 	ctx := context.Background()
 	ch.emitConsumer(events.ConsumerDeleted, cons.qc.Tag, cons.q.Def.Name, events.ReasonCancel)
@@ -122,6 +121,11 @@ func (c *Conn) CancelTimedOut(id uint16, queueName string, offset uint64) (consu
 	if err == nil {
 		ch.conn.vh.ConsumerGone(ctx, cons.q, left)
 	}
+	// The returns are queued before basic.cancel goes out, so a client
+	// that reacts to the cancel (a basic.get) finds the messages back.
 	ch.apply(back, queue.Return)
+	d.Lock()
+	ch.sendLocked(&amqp.BasicCancel{ConsumerTag: cons.qc.Tag, NoWait: true})
+	d.Unlock()
 	return cons.qc.Tag, true
 }
