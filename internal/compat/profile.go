@@ -170,8 +170,12 @@ func Parse(s string) (Profile, error) {
 	if name == "" {
 		name = DefaultName
 	}
-	if parts := strings.Split(name, "."); len(parts) == 3 {
-		name = parts[0] + "." + parts[1]
+	// A patch release: cut at the second dot (no allocation: the broker
+	// parses its option on hot paths such as the unacked scan).
+	if i := strings.IndexByte(name, '.'); i >= 0 {
+		if j := strings.IndexByte(name[i+1:], '.'); j >= 0 && strings.Count(name, ".") == 2 {
+			name = name[:i+1+j]
+		}
 	}
 	for _, p := range profiles {
 		if p.Name == name {

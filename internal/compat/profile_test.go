@@ -38,3 +38,11 @@ func TestDeniedFeatureText(t *testing.T) {
 		"By default, this feature is not permitted anymore.\n"+
 		"The feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\nTo...", text)
 }
+
+// TestParseAllocates nothing: the broker parses its option per unacked
+// delivery in each scan pass.
+func TestParseAllocates(t *testing.T) {
+	for _, in := range []string{"", "4.1", "4.1.4"} {
+		require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = Parse(in) }), in)
+	}
+}
