@@ -144,7 +144,9 @@ func TestQuorumDeliveryLimit(t *testing.T) {
 // message is dropped.
 func TestDeliveryLimitWithoutDLXDrops(t *testing.T) {
 	b, _, ch := featureBroker(t)
-	declareWith(t, ch, "q", amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(0)})
+	// Durable: quorum queues refuse to be anything else.
+	_, err := ch.QueueDeclare("q", true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(0)})
+	require.NoError(t, err)
 	amqptest.PublishConfirmed(t, ch, "q", false, "m")
 	d := amqptest.Get(t, ch, "q", false)
 	require.NoError(t, d.Nack(false, true))

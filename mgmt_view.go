@@ -69,8 +69,9 @@ func (v mgmtView) NodeName() string { return v.b.nodeID }
 func (v mgmtView) Overview() mgmt.Overview {
 	s := v.b.Stats()
 	o := mgmt.Overview{
-		ProductVersion: Version,
-		Connections:    s.Connections, Channels: s.Channels, Consumers: s.Consumers,
+		ProductVersion:  Version,
+		RabbitMQVersion: v.b.opts.profile().Version,
+		Connections:     s.Connections, Channels: s.Channels, Consumers: s.Consumers,
 		Exchanges: s.Exchanges, Queues: s.Queues, Ready: s.Ready, Unacked: s.Unacked,
 		Totals:            mgmt.Counters(s.Totals),
 		ConnectionsOpened: s.ConnectionsOpened, ConnectionsClosed: s.ConnectionsClosed,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -38,8 +39,8 @@ const (
 	// zero: 60 s, RabbitMQ's heartbeat.
 	DefaultHeartbeat = session.DefaultHeartbeat
 	// DefaultMaxMessageSize is the largest message body accepted when
-	// Options.MaxMessageSize is zero: 128 MiB, RabbitMQ's
-	// max_message_size.
+	// Options.MaxMessageSize is zero under the default RabbitMQVersion
+	// (3.13): 128 MiB, RabbitMQ 3.13's max_message_size (4.x: 16 MiB).
 	DefaultMaxMessageSize = 128 << 20
 	// DefaultLoginTimeout is how long a login waits for the user store
 	// when Options.LoginTimeout is zero: 5 s. RabbitMQ has no such
@@ -136,10 +137,20 @@ type Options struct {
 	Product string
 
 	// MaxMessageSize is the largest message body accepted; a larger publish
-	// closes its channel with 406 PRECONDITION_FAILED. Zero means
-	// DefaultMaxMessageSize (128 MiB, RabbitMQ's default); negative means no limit but the 512 MiB frame
-	// sanity check.
+	// closes its channel with 406 PRECONDITION_FAILED. Zero means the
+	// RabbitMQVersion profile's default: DefaultMaxMessageSize (128 MiB)
+	// for 3.13, 16 MiB from 4.0; negative means no limit but the 512 MiB
+	// frame sanity check.
 	MaxMessageSize int
+
+	// RabbitMQVersion selects the RabbitMQ release series whose AMQP 0-9-1
+	// behaviour the broker copies where 3.13 and 4.x differ: "3.13",
+	// "4.0", "4.1", "4.2" or "4.3" (a patch release such as "4.1.2"
+	// selects its series). "" means "3.13", the most permissive: existing
+	// client code runs unchanged. The version is reported in
+	// connection.start's server properties and /api/overview. README's
+	// "RabbitMQ versions" lists what each one changes.
+	RabbitMQVersion string
 
 	// Users seeds the accounts in the meta store (accounts.go): at New each
 	// user not stored yet is added, with a salted password hash and full
@@ -313,7 +324,7 @@ func (o *Options) ensureDefaults() {
 		o.ChannelMax = DefaultChannelMax
 	}
 	if o.MaxMessageSize == 0 {
-		o.MaxMessageSize = DefaultMaxMessageSize
+		o.MaxMessageSize = o.profile().MaxMessageSize
 	}
 	if o.ConsumerTimeout == 0 {
 		o.ConsumerTimeout = DefaultConsumerTimeout
@@ -379,6 +390,9 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
 	errs = append(errs, o.validateShared(), o.validateStores())
+	if _, err := compat.Parse(o.RabbitMQVersion); err != nil {
+		errs = append(errs, fmt.Errorf("broker: Options.RabbitMQVersion: %w", err))
+	}
 	if o.FrameMax < amqp.FrameMinSize {
 		errs = append(errs, fmt.Errorf("broker: Options.FrameMax %d is below the minimum %d", o.FrameMax, amqp.FrameMinSize))
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/unacked"
 )
@@ -71,10 +70,10 @@ func (b *Broker) startScanner() error {
 			Requeue:  b.requeueEntries,
 			Logger:   b.log,
 		}
-		if timeout > 0 {
-			cfg.DeliveryTimeout = timeout
-			cfg.TimedOut = func(ctx context.Context, e unacked.Entry) { b.deliveryTimedOut(ctx, x, e, timeout) }
-		}
+		// Per-queue and per-consumer timeouts apply even when the
+		// broker-wide one is off (consumer_timeout.go).
+		cfg.TimeoutFor = b.consumerTimeout
+		cfg.TimedOut = func(ctx context.Context, e unacked.Entry) { b.deliveryTimedOut(ctx, x, e) }
 		s, err := unacked.NewScanner(cfg)
 		if err != nil {
 			return fmt.Errorf("broker: scanner: %w", err)
@@ -202,30 +201,5 @@ func (b *Broker) requeueEntries(ctx context.Context, entries []unacked.Entry) {
 		}
 		q.Kick()
 		b.log.Info("broker: requeued orphaned deliveries", "vhost", k.vhost, "queue", k.name, "count", len(es))
-	}
-}
-
-// deliveryTimedOut closes the channel holding e, which outlived the
-// consumer timeout, with 406 PRECONDITION_FAILED in RabbitMQ's words. The
-// entry is read again first: the scan saw a snapshot, and a delivery
-// settled since must not cost its channel.
-func (b *Broker) deliveryTimedOut(ctx context.Context, x unacked.Index, e unacked.Entry, timeout time.Duration) {
-	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
-		// Another broker's (shared mode): connection ids are unique per
-		// broker only, so the connection named is not one of ours.
-		return
-	}
-	cur, err := x.Get(ctx, e.Key)
-	if err != nil || cur.State != unacked.Delivered || cur.Connection != e.Connection ||
-		cur.Channel != e.Channel || cur.DeliveredAt != e.DeliveredAt {
-		return
-	}
-	c := b.connection(e.Connection)
-	if c == nil {
-		return // gone: the next pass requeues it as orphaned
-	}
-	text := fmt.Sprintf("delivery acknowledgement on channel %d timed out. Timeout value used: %d ms.", e.Channel, timeout.Milliseconds())
-	if c.CloseChannel(e.Channel, amqp.PreconditionFailed, text) {
-		b.log.Warn("broker: consumer timeout", "conn", e.Connection, "channel", e.Channel, "queue", e.Queue, "timeout", timeout)
 	}
 }

@@ -229,6 +229,7 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) e
 		MaxArgumentsSize: vhost.ArgumentsSizeFor(b.opts.FrameMax),
 		Logger:           b.log,
 		Shared:           b.shared(),
+		Profile:          b.opts.profile(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

@@ -281,10 +281,11 @@ func TestTopologyChannelErrors(t *testing.T) {
 	require.False(t, amqptest.ExchangeExists(t, conn, "amq.custom"))
 }
 
-// TestTopologyUnknownExchangeTypeClosesConnection: 503 COMMAND_INVALID is a
-// connection error. The type is checked before anything else, so it applies
-// to an existing exchange's name too.
-func TestTopologyUnknownExchangeTypeClosesConnection(t *testing.T) {
+// TestTopologyUnknownExchangeTypeClosesChannel: 406 PRECONDITION_FAILED
+// closes only the channel, as RabbitMQ 3.13.3 and every 4.x answer (3.10
+// closed the connection with 503). The type is checked before anything
+// else, so it applies to an existing exchange's name too.
+func TestTopologyUnknownExchangeTypeClosesChannel(t *testing.T) {
 	b, conn := setup(t)
 	ch := amqptest.Channel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("exists", "direct", false, false, false, false, nil))
@@ -292,15 +293,13 @@ func TestTopologyUnknownExchangeTypeClosesConnection(t *testing.T) {
 	for _, name := range []string{"new", "exists"} {
 		t.Run(name, func(t *testing.T) {
 			conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
-			closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
 			ch := amqptest.Channel(t, conn)
 			err := ch.ExchangeDeclare(name, "x-no-such-type", false, false, false, false, nil)
-			amqptest.RequireReply(t, err, 503, "COMMAND_INVALID - unknown exchange type 'x-no-such-type'")
-			e := amqptest.AwaitClose(t, closed)
-			require.Equal(t, 503, e.Code)
-			require.True(t, conn.IsClosed())
+			amqptest.RequireReply(t, err, 406, "PRECONDITION_FAILED - unknown exchange type 'x-no-such-type'")
+			require.False(t, conn.IsClosed(), "only the channel closes")
 
-			// Other connections are unaffected; the name was not taken.
+			// The connection and others are unaffected; the name was not taken.
+			requireServes(t, conn)
 			requireServes(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		})
 	}

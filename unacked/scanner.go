@@ -54,6 +54,11 @@ type ScannerConfig struct {
 	// PRECONDITION_FAILED, which requeues it. Required when DeliveryTimeout
 	// is set.
 	TimedOut func(ctx context.Context, e Entry)
+	// TimeoutFor, when set, is the delivery timeout of e in place of
+	// DeliveryTimeout (0: none), for timeouts set per queue or per
+	// consumer. It is called during the index scan, so it must not use
+	// the index, and must be cheap. Requires TimedOut.
+	TimeoutFor func(e Entry) time.Duration
 	// Logger receives scan failures from Run. Default: discarded.
 	Logger *slog.Logger
 }
@@ -105,8 +110,8 @@ func NewScanner(cfg ScannerConfig) (*Scanner, error) {
 	if cfg.DeliveryTimeout < 0 {
 		errs = append(errs, fmt.Errorf("unacked: scanner DeliveryTimeout %v is negative", cfg.DeliveryTimeout))
 	}
-	if cfg.DeliveryTimeout > 0 && cfg.TimedOut == nil {
-		errs = append(errs, errors.New("unacked: scanner has a DeliveryTimeout but no TimedOut"))
+	if (cfg.DeliveryTimeout > 0 || cfg.TimeoutFor != nil) && cfg.TimedOut == nil {
+		errs = append(errs, errors.New("unacked: scanner has a DeliveryTimeout or TimeoutFor but no TimedOut"))
 	}
 	if cfg.Orphaned != nil && cfg.Requeue == nil {
 		errs = append(errs, errors.New("unacked: scanner has Orphaned but no Requeue"))
@@ -162,10 +167,15 @@ func (s *Scanner) ScanOnce(ctx context.Context) error {
 		if e.State != Delivered {
 			return true
 		}
+		orphaned := s.cfg.Orphaned != nil && s.cfg.Orphaned(e)
+		limit := timeout
+		if !orphaned && s.cfg.TimeoutFor != nil {
+			limit = s.cfg.TimeoutFor(e)
+		}
 		switch {
-		case s.cfg.Orphaned != nil && s.cfg.Orphaned(e):
+		case orphaned:
 			orphans = append(orphans, e)
-		case timeout > 0 && now.Sub(time.Unix(0, e.DeliveredAt)) > timeout:
+		case limit > 0 && now.Sub(time.Unix(0, e.DeliveredAt)) > limit:
 			d := deliveryOf(&e)
 			if _, done := s.reported[d]; done {
 				still[d] = struct{}{}

@@ -491,8 +491,8 @@ func (m *mgmt) overview(c *mgmtCall) {
 		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
 	}
 	writeJSON(c.w, http.StatusOK, map[string]any{
-		"management_version": definitions.CompatVersion,
-		"rabbitmq_version":   definitions.CompatVersion,
+		"management_version": s.RabbitMQVersion,
+		"rabbitmq_version":   s.RabbitMQVersion,
 		"product_name":       "Warren",
 		"product_version":    s.ProductVersion,
 		"cluster_name":       m.node(),

@@ -174,6 +174,9 @@ type Counters struct {
 // Overview is what /api/overview shows.
 type Overview struct {
 	ProductVersion string
+	// RabbitMQVersion is the RabbitMQ release whose behaviour the broker
+	// copies (its version profile), reported as rabbitmq_version.
+	RabbitMQVersion string
 	// Listeners are the AMQP listeners' addresses.
 	Listeners                                           []*net.TCPAddr
 	Connections, Channels, Consumers, Exchanges, Queues int

@@ -49,6 +49,7 @@ type op struct {
 	ttl      time.Duration         // opPublish: per-message TTL when hasTTL
 	hasTTL   bool
 	failed   bool // opDeadLettered: some target failed to store the copy
+	released bool // opRequeue: returned, not a failed delivery (Return)
 	reply    chan reply
 }
 
@@ -326,7 +327,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 	case opReject:
 		q.reject(ctx, refs)
 	case opRequeue:
-		q.requeue(ctx, refs)
+		q.requeueAs(ctx, refs, !o.released)
 		q.requeuing.Add(-1)
 	case opRequeueEntries:
 		defer q.requeuing.Add(-1)
@@ -353,6 +354,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 	case opInspect:
 		o.inspect(ctx)
 	case opTimer:
+		q.releaseHeld(ctx)
 		q.expireHead(ctx)
 	case opDeadLettered:
 		q.deadLettered(ctx, o.seq, o.failed)

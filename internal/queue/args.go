@@ -40,6 +40,9 @@ type Args struct {
 	DeliveryLimit  int64 // x-delivery-limit; -1 = unlimited
 	Quorum         bool  // x-queue-type quorum
 	SingleActive   bool  // x-single-active-consumer
+	// DelayedRetry is x-delayed-retry-* (ParseDelayedRetry), which only
+	// 4.3 quorum queues read: the vhost sets it, ParseArgs does not.
+	DelayedRetry DelayedRetry
 }
 
 // ArgError is a queue argument RabbitMQ would refuse. The channel answers

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
@@ -94,6 +95,7 @@ type assignment struct {
 	consumer *Consumer
 	rec      storage.Record
 	count    uint32 // deliveries before this one
+	failed   uint32 // failed deliveries before this one (CountFailedOnly)
 	returned bool   // from the returned set, else from the cursor
 }
 
@@ -128,11 +130,16 @@ func (q *Queue) take(ctx context.Context, pos int) (assignment, bool, error) {
 		return assignment{}, false, err
 	}
 	if len(q.returned) > 0 {
-		off := q.returned[0]
-		q.returned = q.returned[1:]
+		i := q.nextReturned()
+		off := q.returned[i]
+		if i == 0 {
+			q.returned = q.returned[1:]
+		} else {
+			q.returned = slices.Delete(q.returned, i, i+1)
+		}
 		w := q.waiting[off]
 		delete(q.waiting, off)
-		return assignment{rec: w.rec, count: w.count, returned: true}, true, nil
+		return assignment{rec: w.rec, count: w.count, failed: w.failed, returned: true}, true, nil
 	}
 	if err := q.fill(ctx, pos+1); err != nil {
 		return assignment{}, false, err
@@ -150,7 +157,7 @@ func (q *Queue) putBack(batch []assignment) {
 	}
 	for _, a := range batch {
 		if a.returned {
-			q.waiting[a.rec.Offset] = waiting{rec: a.rec, count: a.count}
+			q.waiting[a.rec.Offset] = waiting{rec: a.rec, count: a.count, failed: a.failed}
 			q.insertReturned(a.rec.Offset)
 		}
 		if a.consumer != nil {
@@ -330,7 +337,7 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 	c.release()
 	q.removeConsumer(c.Owner, c.Tag)
 	if !c.NoAck {
-		q.requeue(ctx, []Ref{m.Ref})
+		q.requeueAs(ctx, []Ref{m.Ref}, false) // never reached the consumer
 	}
 }
 
@@ -346,12 +353,15 @@ func (q *Queue) handOut(a assignment, owner Owner, noAck bool, c *Consumer) Mess
 		DeliveryCount: a.count + 1,
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
 	}
-	if a.count > 0 && q.cfg.Features.Args.Quorum {
+	switch {
+	case a.count > 0 && q.cfg.Features.CountFailedOnly:
+		m.Properties = withDeliveryCounts(a.rec.Properties, a.failed, a.count)
+	case a.count > 0 && q.cfg.Features.Args.Quorum:
 		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
 	}
 	if !noAck {
 		d := q.newDelivery()
-		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1, consumer: c}
+		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1, failed: a.failed, consumer: c}
 		q.out[a.rec.Offset] = d
 	}
 	return m

@@ -160,7 +160,14 @@
 //     adds x-delivery-count (earlier deliveries) to redeliveries, re-encoding
 //     properties only for such queues. x-delivery-limit (any queue type): a
 //     message requeued after more deliveries than the limit is dead-lettered
-//     with reason delivery_limit, or dropped without a DLX.
+//     with reason delivery_limit, or dropped without a DLX. With
+//     Features.CountFailedOnly (RabbitMQ 4.3 quorum queues) only failed
+//     returns count (Requeue: reject, a lost channel; not Return: nack),
+//     x-delivery-count says how many, and x-acquired-count how many
+//     deliveries there were; the failed count lives in memory only.
+//   - Delayed retry (Args.DelayedRetry, 4.3 quorum queues, delayed.go): a
+//     return of the chosen kind is held, neither ready nor out, for
+//     min(min × failed count, max), then joins the returned set.
 //   - Consumers: x-priority on basic.consume (the highest priority with
 //     credit is served, round-robin within a level); x-single-active-consumer
 //     serves only the first registered consumer until it goes. They are
@@ -173,6 +180,9 @@
 //     highest first, FIFO within a priority, priorities above the maximum
 //     capped at it. The log, the shared cursor and recovery stay as they
 //     are; only priority queues pay the extra index write per message.
+//     Features.QuorumPriorities gives quorum queues RabbitMQ 4.0-4.2's two
+//     levels (2 high : 1 normal) or 4.3's 32 strict levels, messages
+//     returned by consumers served first.
 //
 // # Shared mode
 //

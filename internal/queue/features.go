@@ -39,6 +39,14 @@ type Features struct {
 	// Group is the set of queues dead-lettering connects (the vhost's),
 	// stopped together by StopAll; nil gives the queue a group of its own.
 	Group *Group
+	// CountFailedOnly counts only failed deliveries (Requeue, not Return)
+	// towards the delivery limit and x-delivery-count, and adds
+	// x-acquired-count (all earlier deliveries) to redeliveries, as
+	// RabbitMQ 4.3 quorum queues do. The vhost sets it from its profile.
+	CountFailedOnly bool
+	// QuorumPriorities is how a quorum queue orders by message priority
+	// (priority.go); the vhost sets it from its profile.
+	QuorumPriorities QuorumPriorities
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that
@@ -52,6 +60,12 @@ type featureState struct {
 	readyBytes  int64 // body bytes of ready messages (when bytes)
 	ttlTimer    clock.Timer
 	ttlAt       int64 // deadline ttlTimer is armed for
+	dequeues    uint8 // takes modulo 3, for TwoLevelPriorities (priority.go)
+	// held are the returned messages delayed retry holds, by due time,
+	// with their timer (delayed.go).
+	held      []heldMsg
+	heldTimer clock.Timer
+	heldAt    int64
 	// leaving holds messages being dead-lettered: neither ready nor out,
 	// their records and index entries kept until every target stored the
 	// copy.
@@ -95,6 +109,7 @@ func (q *Queue) countReadyBytes(ctx context.Context) {
 }
 
 func (q *Queue) stopFeatures() {
+	q.stopHeld()
 	if t := q.feat.ttlTimer; t != nil {
 		t.Stop()
 	}
@@ -512,7 +527,11 @@ func (q *Queue) overDeliveryLimit(ctx context.Context, ds []*delivery) []*delive
 	var overDs []*delivery
 	kept := ds[:0]
 	for _, d := range ds {
-		if int64(d.count) > limit {
+		n := d.count
+		if q.cfg.Features.CountFailedOnly {
+			n = d.failed
+		}
+		if int64(n) > limit {
 			over = append(over, d.rec)
 			overDs = append(overDs, d)
 			continue
@@ -524,6 +543,24 @@ func (q *Queue) overDeliveryLimit(ctx context.Context, ds []*delivery) []*delive
 		q.deadLetter(ctx, over, ReasonDeliveryLimit)
 	}
 	return kept
+}
+
+// withDeliveryCounts returns props with x-delivery-count set to failed,
+// the failed deliveries, and x-acquired-count to acquired, every earlier
+// delivery, as RabbitMQ 4.3 quorum queues add them to a redelivery.
+func withDeliveryCounts(raw []byte, failed, acquired uint32) []byte {
+	p, err := amqp.DecodeProperties(raw)
+	if err != nil {
+		return raw
+	}
+	h := make(amqp.Table, len(p.Headers)+2)
+	for k, v := range p.Headers {
+		h[k] = v
+	}
+	h["x-delivery-count"] = int64(failed)
+	h["x-acquired-count"] = int64(acquired)
+	p.Headers = h
+	return p.Append(nil)
 }
 
 // withDeliveryCount returns props with the x-delivery-count header set to

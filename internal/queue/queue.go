@@ -156,17 +156,21 @@ var (
 
 // delivery is a message that is out: delivered and not yet settled.
 type delivery struct {
-	rec      storage.Record
-	claim    uint64
-	owner    Owner
-	count    uint32
+	rec   storage.Record
+	claim uint64
+	owner Owner
+	count uint32
+	// failed counts the failed deliveries (Features.CountFailedOnly). It
+	// is kept in memory only: a restart starts it again from zero.
+	failed   uint32
 	consumer *Consumer // nil for basic.get
 }
 
 // waiting is a message requeued in place, served before the cursor.
 type waiting struct {
-	rec   storage.Record
-	count uint32
+	rec    storage.Record
+	count  uint32
+	failed uint32 // see delivery.failed
 	// lazy: rec is not loaded yet (shared mode: a message another broker
 	// requeued); it is read from the shard when needed (loadHead).
 	lazy bool

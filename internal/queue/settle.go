@@ -26,10 +26,16 @@ const (
 	// primitive. The message keeps its position and comes back
 	// redelivered.
 	Requeue
+	// Return is Requeue for a return that is not a failed delivery
+	// (basic.nack with requeue, basic.recover). It differs only for a
+	// queue that counts failed deliveries (Features.CountFailedOnly,
+	// RabbitMQ 4.3 quorum queues): it does not count towards the
+	// delivery limit or x-delivery-count.
+	Return
 )
 
 // opKinds maps an Outcome to the op the actor handles.
-var opKinds = [...]opKind{Ack: opAck, Reject: opReject, Requeue: opRequeue}
+var opKinds = [...]opKind{Ack: opAck, Reject: opReject, Requeue: opRequeue, Return: opRequeue}
 
 // Settle settles the deliveries refs name with outcome how. It waits only
 // while the mailbox is full (back-pressure), never for the settle itself,
@@ -39,7 +45,7 @@ var opKinds = [...]opKind{Ack: opAck, Reject: opReject, Requeue: opRequeue}
 // kept, and one Ref (basic.ack without multiple, the common case) is sent
 // without allocating.
 func (q *Queue) Settle(how Outcome, refs ...Ref) error {
-	o := op{kind: opKinds[how]}
+	o := op{kind: opKinds[how], released: how == Return}
 	switch len(refs) {
 	case 0:
 		return nil
@@ -162,7 +168,20 @@ func (q *Queue) retryLater(retry *[]Ref, ds []*delivery) {
 // flips to Returned in one write and its offset joins the returned set, so
 // the message goes back to its original position.
 func (q *Queue) requeue(ctx context.Context, refs []Ref) {
+	q.requeueAs(ctx, refs, true)
+}
+
+// requeueAs is requeue, telling whether the deliveries failed (a reject,
+// a channel or connection lost) or were only returned (a nack): a queue
+// that counts failed deliveries only (Features.CountFailedOnly) counts
+// the first kind.
+func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 	ds := q.live(refs)
+	if failed && q.cfg.Features.CountFailedOnly {
+		for _, d := range ds {
+			d.failed++
+		}
+	}
 	if q.cfg.Features.Args.DeliveryLimit >= 0 {
 		ds = q.overDeliveryLimit(ctx, ds)
 	}
@@ -185,7 +204,12 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 		return
 	}
 	for _, d := range ds {
-		q.waiting[d.rec.Offset] = waiting{rec: d.rec, count: d.count}
+		w := waiting{rec: d.rec, count: d.count, failed: d.failed}
+		if delay := q.retryDelay(w, failed); delay > 0 {
+			q.hold(w, delay) // delayed retry (delayed.go)
+			continue
+		}
+		q.waiting[d.rec.Offset] = w
 		q.insertReturned(d.rec.Offset)
 		q.becameReady(&d.rec)
 	}

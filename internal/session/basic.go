@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/events"
@@ -76,6 +77,9 @@ type consumer struct {
 	// roomNotify with the writer, which kicks the queue once it drained.
 	waitingRoom atomic.Bool
 	roomNotify  func()
+	// timeout is the consumer's x-consumer-timeout (timeout.go); 0: the
+	// queue's or the broker's applies.
+	timeout time.Duration
 }
 
 // HasRoom implements queue.Roomer: a consumer takes deliveries only while
@@ -191,7 +195,9 @@ func (ch *Channel) handleBasic(ctx context.Context, m amqp.Method) error {
 	case *amqp.BasicNack:
 		mode := queue.Reject
 		if m.Requeue {
-			mode = queue.Requeue
+			// A return, not a failed delivery: RabbitMQ 4.3 quorum
+			// queues do not count it (queue.Return).
+			mode = queue.Return
 		}
 		return ch.settle(m.DeliveryTag, m.Multiple, mode)
 	case *amqp.BasicRecover:
@@ -217,8 +223,10 @@ func (ch *Channel) qos(m *amqp.BasicQos) error {
 		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
 	// RabbitMQ's reading of global: false limits each consumer created
-	// afterwards, true limits the channel as a whole.
-	if m.Global {
+	// afterwards, true limits the channel as a whole. From 4.3 global QoS
+	// is a deprecated feature denied by default: the request is answered
+	// qos-ok and applies per consumer.
+	if m.Global && !ch.conn.set.profile.GlobalQoSPerConsumer {
 		ch.credit.SetLimit(m.PrefetchCount)
 		ch.kickConsumers()
 	} else {
@@ -275,6 +283,11 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if err != nil {
 		return err
 	}
+	if ch.credit.Limit() > 0 && q.Args["x-queue-type"] == "quorum" {
+		// rabbit_quorum_queue:consume refuses a channel with a global
+		// prefetch limit (global_qos_not_supported_for_queue_type).
+		return amqp.NewError(amqp.NotImplemented, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s' does not support global qos", name, ch.conn.vh.Name())
+	}
 	tag := m.ConsumerTag
 	if tag == "" {
 		tag = vhost.GenerateName("amq.ctag-")
@@ -289,7 +302,10 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		d.Unlock()
 		return amqp.NewError(amqp.NotAllowed, m.ClassID(), m.MethodID(), "attempt to reuse consumer tag '%s'", tag)
 	}
-	c := &consumer{ch: ch, q: q}
+	c := &consumer{ch: ch, q: q, timeout: consumerTimeoutArg(m.Arguments)}
+	if c.timeout > 0 {
+		ch.timeoutConsumers.Add(1) // never taken back: a hint, see ConsumerTimeout
+	}
 	c.roomNotify = func() {
 		c.waitingRoom.Store(false)
 		q.Kick()

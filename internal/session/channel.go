@@ -43,6 +43,10 @@ type Channel struct {
 	routeQueues []*vhost.Queue
 	decoded     decodeScratch // per-message methods, decoded in place (publish.go)
 	dl          deliveries    // touched by queue actors, under its own lock
+	// timeoutConsumers counts the consumers ever created on the channel
+	// with their own x-consumer-timeout (timeout.go), so the scanner's
+	// lookups cost nothing on channels without one.
+	timeoutConsumers atomic.Int32
 }
 
 // assemblyState is where a channel is in reading a content method: method

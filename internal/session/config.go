@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -107,6 +108,11 @@ type Config struct {
 	// Events, when set, receives connection, consumer and return events
 	// (events.go). nil reports nothing.
 	Events *events.Hub
+
+	// Profile is the RabbitMQ series whose answers differ by version
+	// (internal/compat): the smallest frame-max in tune-ok, global QoS,
+	// direct reply-to with mandatory. The zero Profile is the default one.
+	Profile compat.Profile
 }
 
 // Alarm bits of Alarms: the resources RabbitMQ raises alarms for.
@@ -201,6 +207,10 @@ type settings struct {
 	handshakeTimeout time.Duration
 	closeTimeout     time.Duration
 	product, version string
+	// frameMinSize is the profile's: the smallest frame-max tune-ok may
+	// choose (4096; 8192 from RabbitMQ 4.1).
+	frameMinSize uint32
+	profile      compat.Profile
 }
 
 func (c *Config) settings() settings {
@@ -211,14 +221,16 @@ func (c *Config) settings() settings {
 		closeTimeout:     c.CloseTimeout,
 		product:          c.Product,
 		version:          c.Version,
+		profile:          c.Profile.OrDefault(),
 	}
+	s.frameMinSize = max(s.profile.FrameMinSize, amqp.FrameMinSize)
 	if s.channelMax == 0 {
 		s.channelMax = DefaultChannelMax
 	}
 	if s.frameMax == 0 {
 		s.frameMax = DefaultFrameMax
 	}
-	s.frameMax = max(s.frameMax, amqp.FrameMinSize)
+	s.frameMax = max(s.frameMax, s.frameMinSize)
 	switch hb := c.Heartbeat; {
 	case hb == 0:
 		s.heartbeatSeconds = uint16(DefaultHeartbeat / time.Second)

@@ -153,9 +153,11 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 		stop:       make(chan struct{}),
 	}
 	// Before tune-ok the spec only obliges peers to accept frame-min-size
-	// (connection.tune, frame-max). Accepting up to the server's own limit instead is allowed and
-	// lets start-ok carry big tokens as passwords; it is also the limit sends
-	// are split by until negotiation lowers it.
+	// (connection.tune, frame-max); RabbitMQ reads no larger frame (4096
+	// bytes, 8192 from 4.1, so start-ok can carry a JWT). Accepting up to
+	// the server's own limit instead is allowed, lets start-ok carry any
+	// token every profile's RabbitMQ takes, and is the limit sends are
+	// split by until negotiation lowers it.
 	c.inPlace, _ = tr.(transport.InPlaceWriter)
 	c.tr.SetMaxFrameSize(c.set.frameMax)
 	c.frameMax.Store(c.set.frameMax)
@@ -753,8 +755,8 @@ func (c *Conn) handleStartOk(m *amqp.ConnectionStartOk) error {
 func (c *Conn) handleTuneOk(m *amqp.ConnectionTuneOk) error {
 	cls, mth := m.ClassID(), m.MethodID()
 	switch {
-	case m.FrameMax != 0 && m.FrameMax < amqp.FrameMinSize:
-		return amqp.NewError(amqp.NotAllowed, cls, mth, "negotiated frame_max = %d is lower than the minimum allowed value (%d)", m.FrameMax, amqp.FrameMinSize)
+	case m.FrameMax != 0 && m.FrameMax < c.set.frameMinSize:
+		return amqp.NewError(amqp.NotAllowed, cls, mth, "negotiated frame_max = %d is lower than the minimum allowed value (%d)", m.FrameMax, c.set.frameMinSize)
 	case m.FrameMax == 0 || m.FrameMax > c.set.frameMax:
 		return amqp.NewError(amqp.NotAllowed, cls, mth, "negotiated frame_max = %d is higher than the maximum allowed value (%d)", m.FrameMax, c.set.frameMax)
 	case m.ChannelMax == 0 || m.ChannelMax > c.set.channelMax:

@@ -224,9 +224,21 @@
 // delivery tag, nothing to ack), also inside a transaction, and dropped if
 // the requester's outbox is full. A name whose consumer was cancelled or
 // whose channel closed is unroutable: a mandatory reply comes back 312
-// NO_ROUTE. RabbitMQ 4.2 counts such a reply as routed (it does not check
-// the requester at routing time) and 3.x returned every mandatory reply,
-// delivered or not; Warren returns exactly the undeliverable ones.
+// NO_ROUTE. Under the 4.2 and 4.3 profiles (Config.Profile) such a reply
+// counts as routed and nothing is returned, as RabbitMQ 4.2 does (it does
+// not check the requester at routing time). Before 4.2 RabbitMQ returned
+// every mandatory reply, delivered or not; Warren's 3.13 to 4.1 profiles
+// return exactly the undeliverable ones.
+//
+// # Version profiles
+//
+// Config.Profile (internal/compat) selects the answers that differ by
+// RabbitMQ series: the smallest frame-max tune-ok may choose (4096; 8192
+// from 4.1; frames before tune-ok may still be as large as the server's
+// frame-max, more than any RabbitMQ reads), basic.qos global=true
+// (per consumer from 4.3), and direct reply-to with mandatory (above). In
+// every series a consume from a quorum queue on a channel with a global
+// prefetch limit is 540 NOT_IMPLEMENTED "... does not support global qos".
 // queue.declare of amq.rabbitmq.reply-to, or of a live generated name, passive
 // or not, answers declare-ok with 0 messages and 1 consumer; of a dead one,
 // 404. Replies are per vhost and per node: in a cluster, a reply published

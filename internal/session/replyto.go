@@ -148,12 +148,15 @@ func (ch *Channel) rewriteReplyTo(m *amqp.BasicPublish, props []byte) ([]byte, e
 func (ch *Channel) publishReply(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) {
 	r, ok := ch.conn.vh.ReplyReceiver(m.RoutingKey)
 	delivered := ok && r.DeliverReply(m.RoutingKey, props, body)
+	// From 4.2 a reply name is a queue to routing: a mandatory reply is
+	// routed whether or not its requester is still there.
+	routed := delivered || m.Mandatory && ch.conn.set.profile.ReplyToMandatoryRouted
 	n := 0
-	if delivered {
+	if routed {
 		n = 1
 	}
 	ch.conn.cfg.Counters.published(n, m.Mandatory)
-	if !delivered && m.Mandatory {
+	if !routed && m.Mandatory {
 		ch.returnMessage(m, record(m, props, body, sum))
 	}
 	if ch.confirm != nil && ch.tx == nil {

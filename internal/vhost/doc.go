@@ -83,8 +83,15 @@
 //     Warren has no vhost default queue type (RabbitMQ 3.13/4.x's
 //     default_queue_type, which makes a durable, non-exclusive,
 //     non-auto-delete queue declared without x-queue-type that type).
-//   - unknown exchange type: 503 COMMAND_INVALID (a connection error),
-//     checked before anything else.
+//   - unknown exchange type: 406 PRECONDITION_FAILED closing the channel,
+//     checked before anything else (RabbitMQ 3.13.3 and later; 3.10 closed
+//     the connection with 503 COMMAND_INVALID).
+//   - version profiles (Config.Profile, profile.go): a quorum queue must
+//     be durable, not exclusive, not auto-delete (406 in every version);
+//     its default delivery limit (20 from 4.0), negative x-delivery-limit
+//     (unlimited from 4.0), x-max-priority (refused before 4.3), and the
+//     4.3 refusals (transient non-exclusive queues 541, x-queue-mode and
+//     x-queue-version=1 406) come from the profile.
 //   - the default exchange "" cannot be declared (not even passively),
 //     deleted, bound or unbound: 403 ACCESS_REFUSED. It routes to every
 //     queue by name.

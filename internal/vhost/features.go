@@ -3,6 +3,7 @@ package vhost
 import (
 	"context"
 
+	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/queue"
 )
 
@@ -10,6 +11,15 @@ import (
 // dead-letter router and the x-expires deletion.
 func (v *VHost) features(name string, args queue.Args) queue.Features {
 	f := queue.Features{Args: args, Group: v.group}
+	f.CountFailedOnly = args.Quorum && v.profile().FailedDeliveryCount
+	if args.Quorum {
+		switch v.profile().QuorumPriorities {
+		case compat.TwoLevels:
+			f.QuorumPriorities = queue.TwoLevelPriorities
+		case compat.StrictLevels:
+			f.QuorumPriorities = queue.StrictPriorities
+		}
+	}
 	if args.HasDLX {
 		f.DeadLetter = v.routeDeadLetter
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -46,6 +47,9 @@ type Config struct {
 	// the package documentation and shared.go): Open deletes nothing, and
 	// Sync follows what the others declare and delete.
 	Shared bool
+	// Profile is the RabbitMQ series whose declare rules the vhost copies
+	// where versions differ (profile.go); the zero Profile is the default.
+	Profile compat.Profile
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -210,7 +214,7 @@ func (v *VHost) startStoredLocked(ctx context.Context, q meta.Queue) (*Queue, er
 	// Stored arguments passed ParseArgs at declare; a store written by an
 	// older Warren may hold ones it now refuses: those features are off
 	// rather than the vhost unopenable.
-	parsed, perr := queue.ParseArgs(args)
+	parsed, perr := v.parseQueueArgs(args)
 	if perr != nil {
 		v.cfg.Logger.Warn("vhost: stored queue arguments refused", "queue", q.Name, "err", perr)
 		parsed, _ = queue.ParseArgs(nil)
@@ -357,7 +361,10 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	}
 	kind, err := routing.ParseKind(m.Type)
 	if err != nil {
-		return amqp.NewError(amqp.CommandInvalid, 0, 0, "unknown exchange type '%s'", m.Type)
+		// 406 closing the channel, as RabbitMQ 3.13.3 and later answer
+		// (rabbitmq-server#11215); 3.10 to 3.13.2 closed the connection
+		// with 503 COMMAND_INVALID. Every supported profile answers 406.
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "unknown exchange type '%s'", m.Type)
 	}
 	if name == "" {
 		return defaultExchangeError()
@@ -664,7 +671,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if err := v.checkExchangeName(m.Arguments, "x-dead-letter-exchange", "queue", name); err != nil {
 		return nil, err
 	}
-	parsed, err := queue.ParseArgs(m.Arguments)
+	parsed, err := v.parseQueueArgs(m.Arguments)
 	if err != nil {
 		var ae *queue.ArgError
 		if errors.As(err, &ae) {
@@ -672,6 +679,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 				ae.Arg, name, v.cfg.Name, ae.Reason)
 		}
 		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
+	}
+	if err := v.checkDeclare(def, m, parsed); err != nil {
+		return nil, err
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
@@ -708,7 +718,7 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	case d.AutoDelete != def.AutoDelete:
 		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
 	}
-	for _, key := range comparedQueueArgs {
+	for _, key := range v.comparedQueueArgs() {
 		a, aok := args[key]
 		b, bok := q.Args[key]
 		if key == "x-queue-type" && aok != bok && (a == "classic" || b == "classic") {

@@ -1,0 +1,90 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// consumerTimeout is the consumer timeout of delivery e (0: none), with
+// RabbitMQ's precedence (3.12 and later): the consumer's x-consumer-timeout
+// argument, else its queue's x-consumer-timeout argument, else
+// Options.ConsumerTimeout. Under the 4.3 profile classic queues have none:
+// RabbitMQ 4.3 moved the timeout into the queue types and classic queues
+// do not implement it. The scanner calls it for every unacknowledged
+// delivery of a pass (scan.mu held).
+func (b *Broker) consumerTimeout(e unacked.Entry) time.Duration {
+	global := max(b.opts.ConsumerTimeout, 0)
+	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
+		return global // another broker's: deliveryTimedOut leaves it alone
+	}
+	vh, ok := b.lookupVHost(e.VHost)
+	if !ok {
+		return global
+	}
+	q, err := vh.Queue(e.Connection, e.Queue)
+	if err != nil {
+		return global
+	}
+	if q.Args["x-queue-type"] != "quorum" && !b.opts.profile().ClassicConsumerTimeout {
+		return 0
+	}
+	if c := b.connection(e.Connection); c != nil {
+		if t, ok := c.ConsumerTimeout(e.Channel, e.Queue, e.Offset); ok {
+			return t
+		}
+	}
+	if n, ok := queue.IntArg(q.Args["x-consumer-timeout"]); ok && n > 0 {
+		return time.Duration(n) * time.Millisecond
+	}
+	return global
+}
+
+// deliveryTimedOut ends the consumer of e, which outlived its consumer
+// timeout. Under the 4.3 profile a quorum queue's consumer is cancelled
+// with basic.cancel when its client announced consumer_cancel_notify, and
+// its deliveries return to the queue; otherwise the channel is closed
+// with 406 PRECONDITION_FAILED in RabbitMQ's words, which requeues what
+// it held. The entry is read again first: the scan saw a snapshot, and a
+// delivery settled since must not cost its channel.
+func (b *Broker) deliveryTimedOut(ctx context.Context, x unacked.Index, e unacked.Entry) {
+	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
+		// Another broker's (shared mode): connection ids are unique per
+		// broker only, so the connection named is not one of ours.
+		return
+	}
+	cur, err := x.Get(ctx, e.Key)
+	if err != nil || cur.State != unacked.Delivered || cur.Connection != e.Connection ||
+		cur.Channel != e.Channel || cur.DeliveredAt != e.DeliveredAt {
+		return
+	}
+	c := b.connection(e.Connection)
+	if c == nil {
+		return // gone: the next pass requeues it as orphaned
+	}
+	timeout := b.consumerTimeout(e)
+	if b.opts.profile().QuorumConsumerTimeoutCancel && b.isQuorum(e) {
+		if tag, ok := c.CancelTimedOut(e.Channel, e.Queue, e.Offset); ok {
+			b.log.Warn("broker: consumer timeout, consumer cancelled", "conn", e.Connection, "channel", e.Channel, "consumer", tag, "queue", e.Queue, "timeout", timeout)
+			return
+		}
+	}
+	text := fmt.Sprintf("delivery acknowledgement on channel %d timed out. Timeout value used: %d ms.", e.Channel, timeout.Milliseconds())
+	if c.CloseChannel(e.Channel, amqp.PreconditionFailed, text) {
+		b.log.Warn("broker: consumer timeout", "conn", e.Connection, "channel", e.Channel, "queue", e.Queue, "timeout", timeout)
+	}
+}
+
+// isQuorum reports whether e's queue is a quorum queue.
+func (b *Broker) isQuorum(e unacked.Entry) bool {
+	vh, ok := b.lookupVHost(e.VHost)
+	if !ok {
+		return false
+	}
+	q, err := vh.Queue(e.Connection, e.Queue)
+	return err == nil && q.Args["x-queue-type"] == "quorum"
+}

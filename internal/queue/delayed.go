@@ -1,0 +1,166 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+// Delayed retry (RabbitMQ 4.3 quorum queues, x-delayed-retry-type, -min
+// and -max): a returned message is held, neither ready nor
+// unacknowledged, for min(min × delivery count, max) before it is ready
+// again, the delivery count being the failed deliveries (at least 1). The
+// hold is the actor's, in memory: its index entry is already Returned,
+// so a restart (or, in shared mode, another broker) serves it at once.
+
+// RetryKind says which returns delayed retry holds.
+type RetryKind uint8
+
+const (
+	RetryDisabled RetryKind = iota // none (the default)
+	RetryAll                       // every return
+	RetryFailed                    // failed deliveries: reject, channel or connection lost
+	RetryReturned                  // the others: basic.nack, basic.recover is failed
+)
+
+// DelayedRetry is a queue's x-delayed-retry-* arguments.
+type DelayedRetry struct {
+	Kind RetryKind
+	Min  time.Duration
+	Max  time.Duration // 0: no cap
+}
+
+// ParseDelayedRetry reads x-delayed-retry-type ("disabled", "all",
+// "failed" or "returned"), x-delayed-retry-min and x-delayed-retry-max
+// (milliseconds); min is required unless the type is disabled.
+func ParseDelayedRetry(t amqp.Table) (DelayedRetry, error) {
+	var r DelayedRetry
+	if v, ok := t["x-delayed-retry-type"]; ok {
+		s, _ := v.(string)
+		switch s {
+		case "disabled":
+		case "all":
+			r.Kind = RetryAll
+		case "failed":
+			r.Kind = RetryFailed
+		case "returned":
+			r.Kind = RetryReturned
+		default:
+			return r, argErr("x-delayed-retry-type", "unknown delayed retry type '%v'", v)
+		}
+	}
+	for _, a := range []struct {
+		arg string
+		dst *time.Duration
+	}{{"x-delayed-retry-min", &r.Min}, {"x-delayed-retry-max", &r.Max}} {
+		if v, ok := t[a.arg]; ok {
+			n, err := expiry(a.arg, v)
+			if err != nil {
+				return r, err
+			}
+			*a.dst = time.Duration(n) * time.Millisecond
+		}
+	}
+	if _, ok := t["x-delayed-retry-min"]; !ok && r.Kind != RetryDisabled {
+		return r, argErr("x-delayed-retry-min", "%s", fmt.Sprintf("required with x-delayed-retry-type '%v'", t["x-delayed-retry-type"]))
+	}
+	return r, nil
+}
+
+// heldMsg is a returned message delayed until at (Unix nanoseconds).
+type heldMsg struct {
+	w  waiting
+	at int64
+}
+
+// retryDelay is how long a message returned as w (failed or not) is held.
+func (q *Queue) retryDelay(w waiting, failed bool) time.Duration {
+	r := q.cfg.Features.Args.DelayedRetry
+	switch r.Kind {
+	case RetryDisabled:
+		return 0
+	case RetryFailed:
+		if !failed {
+			return 0
+		}
+	case RetryReturned:
+		if failed {
+			return 0
+		}
+	}
+	d := r.Min * time.Duration(max(w.failed, 1))
+	if r.Max > 0 {
+		d = min(d, r.Max)
+	}
+	return d
+}
+
+// hold keeps w out of the ready messages for d.
+func (q *Queue) hold(w waiting, d time.Duration) {
+	at := q.cfg.Clock.Now().Add(d).UnixNano()
+	i, _ := slices.BinarySearchFunc(q.feat.held, at, func(h heldMsg, at int64) int {
+		return cmpInt64(h.at, at+1) // after the ones due at the same time
+	})
+	q.feat.held = slices.Insert(q.feat.held, i, heldMsg{w: w, at: at})
+	q.armHeld()
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// armHeld arms the timer for the first held message.
+func (q *Queue) armHeld() {
+	if len(q.feat.held) == 0 {
+		return
+	}
+	at := q.feat.held[0].at
+	if q.feat.heldTimer != nil {
+		if at == q.feat.heldAt {
+			return
+		}
+		q.feat.heldTimer.Stop()
+	}
+	q.feat.heldAt = at
+	d := time.Duration(at-q.cfg.Clock.Now().UnixNano()) + 1
+	q.feat.heldTimer = q.cfg.Clock.AfterFunc(max(d, 1), func() { q.post(op{kind: opTimer}) })
+}
+
+// releaseHeld makes the held messages that are due ready again (on
+// opTimer).
+func (q *Queue) releaseHeld(context.Context) {
+	if len(q.feat.held) == 0 {
+		return
+	}
+	now := q.cfg.Clock.Now().UnixNano()
+	n := 0
+	for n < len(q.feat.held) && q.feat.held[n].at <= now {
+		w := q.feat.held[n].w
+		q.waiting[w.rec.Offset] = w
+		q.insertReturned(w.rec.Offset)
+		q.becameReady(&w.rec)
+		n++
+	}
+	q.feat.held = slices.Delete(q.feat.held, 0, n)
+	if n > 0 || q.feat.heldAt <= now {
+		q.feat.heldTimer = nil
+		q.feat.heldAt = 0
+	}
+	q.armHeld()
+}
+
+// stopHeld stops the held messages' timer.
+func (q *Queue) stopHeld() {
+	if q.feat.heldTimer != nil {
+		q.feat.heldTimer.Stop()
+	}
+}
