@@ -229,6 +229,8 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) e
 		MaxArgumentsSize: vhost.ArgumentsSizeFor(b.opts.FrameMax),
 		Logger:           b.log,
 		Shared:           b.shared(),
+		Delayed:          b.plugins.delayed,
+		Dedup:            b.openDedup,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

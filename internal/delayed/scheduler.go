@@ -94,19 +94,31 @@ func (s *Scheduler) Close() {
 	}
 }
 
-// Hold stores m in st, due delay milliseconds from now by the clock, and
-// wakes the timer if m is due before it. With sync the message is durable
-// when Hold returns. It fills in m's Key.
+// Hold stores m in st, due m.Delay milliseconds from now by the clock,
+// and wakes the timer if m is due before it. With sync the message is
+// durable when Hold returns. It fills in m's Key.
 func (s *Scheduler) Hold(ctx context.Context, st Store, m *Message, sync bool) error {
-	m.Due = s.clock.Now().Add(time.Duration(m.Delay) * time.Millisecond).UnixNano()
-	m.Seq = s.seq.Add(1)
+	s.assign(m)
 	if err := st.Put(ctx, []Message{*m}, sync); err != nil {
 		return err
 	}
-	if n := s.next.Load(); n == awake || m.Due < n {
+	s.held(m.Due)
+	return nil
+}
+
+// assign gives m its key: due m.Delay milliseconds from now, and the next
+// sequence number.
+func (s *Scheduler) assign(m *Message) {
+	m.Due = s.clock.Now().Add(time.Duration(m.Delay) * time.Millisecond).UnixNano()
+	m.Seq = s.seq.Add(1)
+}
+
+// held is told that a message due at due was stored: it wakes the
+// goroutine when that is earlier than its timer.
+func (s *Scheduler) held(due int64) {
+	if n := s.next.Load(); n == awake || due < n {
 		s.Notify()
 	}
-	return nil
 }
 
 // Notify makes the goroutine look at its stores again.
