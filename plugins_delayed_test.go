@@ -271,3 +271,59 @@ func TestDelayedKill9KeepsConfirmed(t *testing.T) {
 		return err == nil && q.Messages >= n
 	}, "every confirmed delayed message routed after the restart")
 }
+
+// The management API shows how many messages a delayed exchange holds and
+// lets an operator peek at them.
+func TestDelayedManagementAPI(t *testing.T) {
+	b, fc, ch := fakeBroker(t, broker.Options{})
+	require.NoError(t, ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false,
+		amqp091.Table{"x-delayed-type": "topic"}))
+	for i, d := range []int32{3000, 1000, 2000} {
+		m := delayedMsg("m"+string(rune('0'+i)), d, nil)
+		m.MessageId = "id-" + string(rune('0'+i))
+		amqptest.PublishMsg(t, ch, "dx", "a.b", m)
+	}
+	api := amqptest.NewAPI(t, b.ManagementHandler())
+	got := api.Get("/api/exchanges/%2F/dx/delayed?count=2").(map[string]any)
+	require.EqualValues(t, 3, got["messages_delayed"])
+	msgs := got["messages"].([]any)
+	require.Len(t, msgs, 2)
+	first := msgs[0].(map[string]any)
+	require.Equal(t, "m1", first["payload"])
+	require.Equal(t, "a.b", first["routing_key"])
+	require.EqualValues(t, 1000, first["delay"])
+	require.Equal(t, fc.Now().Add(time.Second).UTC().Format(time.RFC3339Nano), first["due"])
+	require.Equal(t, "id-1", first["properties"].(map[string]any)["message_id"])
+	require.Equal(t, "m2", msgs[1].(map[string]any)["payload"])
+
+	status, _, _ := api.Do("GET", "/api/exchanges/%2F/nope/delayed", "guest", nil)
+	require.Equal(t, 404, status)
+	status, _, _ = api.Do("GET", "/api/exchanges/%2F/dx/delayed?count=-1", "guest", nil)
+	require.Equal(t, 400, status)
+	types := api.Get("/api/overview").(map[string]any)["exchange_types"].([]any)
+	var names []string
+	for _, x := range types {
+		names = append(names, x.(map[string]any)["name"].(string))
+	}
+	require.Contains(t, names, "x-delayed-message")
+	require.Contains(t, names, "x-consistent-hash")
+}
+
+// In a transaction a delayed message is held at commit, not before, and
+// a rollback drops it.
+func TestDelayedTransaction(t *testing.T) {
+	b, _, _ := fakeBroker(t, broker.Options{})
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	ch := amqptest.Channel(t, conn)
+	require.NoError(t, ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false,
+		amqp091.Table{"x-delayed-type": "fanout"}))
+	require.NoError(t, ch.Tx())
+	ctx := context.Background()
+	require.NoError(t, ch.PublishWithContext(ctx, "dx", "", false, false, delayedMsg("rolled back", int32(1000), nil)))
+	require.NoError(t, ch.TxRollback())
+	require.Zero(t, delayedCount(t, b, "dx"))
+	require.NoError(t, ch.PublishWithContext(ctx, "dx", "", false, false, delayedMsg("committed", int32(1000), nil)))
+	require.Zero(t, delayedCount(t, b, "dx"), "held only at commit")
+	require.NoError(t, ch.TxCommit())
+	require.EqualValues(t, 1, delayedCount(t, b, "dx"), "commit-ok follows the hold")
+}

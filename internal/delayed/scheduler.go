@@ -53,9 +53,20 @@ type Scheduler struct {
 	// stores before the message was written.
 	next atomic.Int64
 
-	// Lateness, when set, is told how late each routed message was
-	// (routing time minus due time, by the clock): the benchmark's probe.
-	Lateness func(time.Duration)
+	// lateness, when set, is told how late each routed message was:
+	// SetLateness.
+	lateness atomic.Pointer[func(time.Duration)]
+}
+
+// SetLateness makes the scheduler tell f how late each message it routes
+// was: the clock's time once every queue stored it, minus its due time
+// (the benchmark's probe). f runs on the scheduler's goroutine; nil stops.
+func (s *Scheduler) SetLateness(f func(time.Duration)) {
+	if f == nil {
+		s.lateness.Store(nil)
+		return
+	}
+	s.lateness.Store(&f)
 }
 
 // NewScheduler returns a scheduler over stores (not started). Sequence
@@ -197,10 +208,10 @@ func (s *Scheduler) routeDue(ctx context.Context) (int64, error) {
 		if err := s.route(ctx, batch); err != nil {
 			return 0, err
 		}
-		if s.Lateness != nil {
+		if f := s.lateness.Load(); f != nil {
 			at := s.clock.Now().UnixNano()
 			for i := range batch {
-				s.Lateness(time.Duration(at - batch[i].Due))
+				(*f)(time.Duration(at - batch[i].Due))
 			}
 		}
 		if err := from.Delete(ctx, batch); err != nil {

@@ -53,7 +53,7 @@ func NewService(c clock.Clock, durable, transient Store, route Router, log *slog
 	}
 }
 
-// Scheduler returns the service's scheduler (for its Lateness probe).
+// Scheduler returns the service's scheduler (for SetLateness).
 func (s *Service) Scheduler() *Scheduler { return s.sched }
 
 // Start starts the writer and the scheduler. Call it once the vhosts can
