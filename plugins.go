@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -46,22 +47,43 @@ func (b *Broker) stopPlugins() {
 	}
 }
 
-// routeDelayed routes due messages in their vhosts. A vhost that is gone
-// takes its messages with it.
-func (b *Broker) routeDelayed(ctx context.Context, msgs []delayed.Message) error {
+// routeDelayed routes due messages in their vhosts and calls done once
+// every vhost's queues answered. A vhost that is gone takes its messages
+// with it.
+func (b *Broker) routeDelayed(ctx context.Context, msgs []delayed.Message, done func(error)) {
+	var groups [][]delayed.Message
+	var vhs []*vhost.VHost
 	for len(msgs) > 0 {
 		n := 1
 		for n < len(msgs) && msgs[n].VHost == msgs[0].VHost {
 			n++
 		}
 		if vh, ok := b.lookupVHost(msgs[0].VHost); ok {
-			if err := vh.RouteDelayed(ctx, msgs[:n]); err != nil {
-				return err
-			}
+			groups, vhs = append(groups, msgs[:n]), append(vhs, vh)
 		}
 		msgs = msgs[n:]
 	}
-	return nil
+	if len(groups) == 0 {
+		done(nil)
+		return
+	}
+	var mu sync.Mutex
+	left := len(groups)
+	var first error
+	for i, g := range groups {
+		vhs[i].RouteDelayed(ctx, g, func(err error) {
+			mu.Lock()
+			if err != nil && first == nil {
+				first = err
+			}
+			left--
+			last, e := left == 0, first
+			mu.Unlock()
+			if last {
+				done(e)
+			}
+		})
+	}
 }
 
 // openDedup opens an x-message-deduplication exchange's cache: in the

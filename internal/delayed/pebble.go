@@ -212,10 +212,13 @@ func (s *Pebble) scan(f func(Key, []byte) (bool, error)) error {
 	return it.Error()
 }
 
-func (s *Pebble) Next(context.Context) (Key, bool, error) {
+func (s *Pebble) Next(_ context.Context, skip func(Key) bool) (Key, bool, error) {
 	var next Key
 	found := false
 	err := s.scan(func(k Key, _ []byte) (bool, error) {
+		if skip != nil && skip(k) {
+			return true, nil
+		}
 		next, found = k, true
 		return false, nil
 	})

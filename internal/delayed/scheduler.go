@@ -11,13 +11,21 @@ import (
 )
 
 // Router routes due messages: it hands each to the queues its exchange's
-// bindings reach now and returns once every one of them has stored it (or
-// refused it: a full queue, a deleted one). An error means some message
-// may not be stored; the scheduler keeps the whole batch and tries again.
-type Router func(ctx context.Context, msgs []Message) error
+// bindings reach now, and calls done once every one of them has stored it
+// (or refused it: a full queue, a deleted one), possibly before it
+// returns, on any goroutine; done does not block. An error means some
+// message may not be stored; the scheduler keeps the whole batch and
+// routes it again later.
+type Router func(ctx context.Context, msgs []Message, done func(error))
 
 // batchSize bounds the messages routed per store read.
 const batchSize = 256
+
+// maxInflight bounds the batches routed and not yet stored by their
+// queues. The scheduler routes the next due batch while earlier ones wait
+// for their queues' (synced) writes, so a slow fsync delays the deletion
+// of routed messages, not the routing of the next ones.
+const maxInflight = 8
 
 // Values of Scheduler.next besides due times.
 const (
@@ -53,15 +61,30 @@ type Scheduler struct {
 	// stores before the message was written.
 	next atomic.Int64
 
+	// inflight holds the keys of the batches routed and not yet
+	// stored; only the goroutine touches it. finished collects the
+	// batches whose queues answered, for the goroutine to delete.
+	inflight map[Key]struct{}
+	batches  int
+	fin      struct {
+		sync.Mutex
+		list []finished
+	}
+	// retryAt, after a failure, is the time before which nothing is
+	// routed (the goroutine's).
+	retryAt int64
+
 	// lateness, when set, is told how late each routed message was:
 	// SetLateness.
-	lateness atomic.Pointer[func(time.Duration)]
+	lateness atomic.Pointer[func(routed, stored time.Duration)]
 }
 
 // SetLateness makes the scheduler tell f how late each message it routes
-// was: the clock's time once every queue stored it, minus its due time
-// (the benchmark's probe). f runs on the scheduler's goroutine; nil stops.
-func (s *Scheduler) SetLateness(f func(time.Duration)) {
+// was (the benchmark's probe): routed when its queues were picked and it
+// was handed to them, stored once every one of them stored it (synced,
+// for a persistent message in a durable queue), each by the clock minus
+// its due time. f runs on the scheduler's goroutine; nil stops.
+func (s *Scheduler) SetLateness(f func(routed, stored time.Duration)) {
 	if f == nil {
 		s.lateness.Store(nil)
 		return
@@ -77,7 +100,8 @@ func NewScheduler(c clock.Clock, route Router, log *slog.Logger, stores ...Store
 	}
 	s := &Scheduler{
 		stores: stores, clock: c, route: route, log: log,
-		wake: make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
+		inflight: make(map[Key]struct{}),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
@@ -144,18 +168,10 @@ func (s *Scheduler) run() {
 	defer close(s.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		// The routing of a batch waits on queues; Close ends that wait.
-		select {
-		case <-s.stop:
-			cancel()
-		case <-s.done:
-		}
-	}()
 	for {
 		next, err := s.routeDue(ctx)
 		if err != nil && ctx.Err() == nil {
-			s.log.Error("delayed: routing due messages", "err", err)
+			s.log.Error("delayed: reading held messages", "err", err)
 			next = s.clock.Now().Add(retryAfter).UnixNano()
 		}
 		var t clock.Timer
@@ -173,6 +189,8 @@ func (s *Scheduler) run() {
 			if t != nil {
 				t.Stop()
 			}
+			s.drain(ctx)
+			cancel()
 			return
 		case <-s.wake:
 		}
@@ -182,48 +200,69 @@ func (s *Scheduler) run() {
 	}
 }
 
-// routeDue routes everything due now and returns when the next message is
-// due (idle: nothing held).
+// finished is a routed batch whose queues answered.
+type finished struct {
+	batch    []Message
+	from     Store
+	err      error
+	routedAt int64
+}
+
+// routeDue deletes the batches whose queues stored them, routes
+// everything due now (up to maxInflight batches at once), and returns
+// when the goroutine must look again (idle: nothing held; a finishing
+// batch wakes it too).
 func (s *Scheduler) routeDue(ctx context.Context) (int64, error) {
-	for {
-		// Mark the goroutine awake before reading the stores, so a Hold
-		// that writes after this read always wakes it.
-		s.next.Store(awake)
-		now := s.clock.Now()
+	// Mark the goroutine awake before reading the stores, so a Hold
+	// that writes after the reads below always wakes it.
+	s.next.Store(awake)
+	if err := s.reap(ctx); err != nil {
+		return 0, err
+	}
+	now := s.clock.Now().UnixNano()
+	if now < s.retryAt {
+		return s.retryAt, nil
+	}
+	for s.batches < maxInflight {
 		var batch []Message
 		var from Store
 		for _, st := range s.stores {
-			msgs, err := st.Due(ctx, now.UnixNano(), batchSize)
+			msgs, err := st.Due(ctx, now, batchSize+len(s.inflight))
 			if err != nil {
 				return 0, err
 			}
-			if len(msgs) > 0 {
-				batch, from = msgs, st
+			for _, m := range msgs {
+				if _, busy := s.inflight[m.Key]; !busy && len(batch) < batchSize {
+					batch = append(batch, m)
+				}
+			}
+			if len(batch) > 0 {
+				from = st
 				break
 			}
 		}
 		if len(batch) == 0 {
 			break
 		}
-		if err := s.route(ctx, batch); err != nil {
-			return 0, err
+		for _, m := range batch {
+			s.inflight[m.Key] = struct{}{}
 		}
-		if f := s.lateness.Load(); f != nil {
-			at := s.clock.Now().UnixNano()
-			for i := range batch {
-				(*f)(time.Duration(at - batch[i].Due))
-			}
-		}
-		if err := from.Delete(ctx, batch); err != nil {
-			return 0, err
-		}
+		s.batches++
+		routedAt := s.clock.Now().UnixNano()
+		s.route(ctx, batch, func(err error) {
+			s.fin.Lock()
+			s.fin.list = append(s.fin.list, finished{batch: batch, from: from, err: err, routedAt: routedAt})
+			s.fin.Unlock()
+			s.Notify()
+		})
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
 	}
 	next := int64(idle)
+	busy := func(k Key) bool { _, ok := s.inflight[k]; return ok }
 	for _, st := range s.stores {
-		k, ok, err := st.Next(ctx)
+		k, ok, err := st.Next(ctx, busy)
 		if err != nil {
 			return 0, err
 		}
@@ -231,8 +270,68 @@ func (s *Scheduler) routeDue(ctx context.Context) (int64, error) {
 			next = k.Due
 		}
 	}
+	if s.batches >= maxInflight && next <= now {
+		// Full: a finishing batch wakes the goroutine.
+		next = idle
+	}
 	// A message held between the reads above and this Store saw awake
 	// and woke us: nothing is missed.
 	s.next.Store(next)
 	return next, nil
+}
+
+// drain waits, at Close, for the routed batches' queues to answer (they
+// stop after the scheduler) and deletes what they stored, so that a clean
+// restart routes nothing twice; it gives up after drainTimeout, leaving
+// the rest to be routed again after the restart (a duplicate, not a
+// loss).
+func (s *Scheduler) drain(ctx context.Context) {
+	deadline := time.After(drainTimeout)
+	for {
+		_ = s.reap(ctx)
+		if s.batches == 0 {
+			return
+		}
+		select {
+		case <-s.wake:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// drainTimeout bounds drain's wait, in real time: the broker is closing.
+const drainTimeout = 5 * time.Second
+
+// reap deletes the messages of the batches their queues stored, and
+// forgets the failed ones, to be read and routed again after retryAfter.
+func (s *Scheduler) reap(ctx context.Context) error {
+	s.fin.Lock()
+	list := s.fin.list
+	s.fin.list = nil
+	s.fin.Unlock()
+	var firstErr error
+	for _, f := range list {
+		s.batches--
+		if f.err == nil {
+			if g := s.lateness.Load(); g != nil {
+				at := s.clock.Now().UnixNano()
+				for i := range f.batch {
+					(*g)(time.Duration(f.routedAt-f.batch[i].Due), time.Duration(at-f.batch[i].Due))
+				}
+			}
+			f.err = f.from.Delete(ctx, f.batch)
+		}
+		for _, m := range f.batch {
+			delete(s.inflight, m.Key)
+		}
+		if f.err != nil && firstErr == nil {
+			firstErr = f.err
+		}
+	}
+	if firstErr != nil {
+		s.retryAt = s.clock.Now().Add(retryAfter).UnixNano()
+		s.log.Error("delayed: routing due messages", "err", firstErr)
+	}
+	return nil
 }

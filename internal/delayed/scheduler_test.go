@@ -22,7 +22,11 @@ type routed struct {
 	ch   chan struct{}
 }
 
-func (r *routed) route(_ context.Context, msgs []Message) error {
+func (r *routed) route(_ context.Context, msgs []Message, done func(error)) {
+	done(r.routeSync(msgs))
+}
+
+func (r *routed) routeSync(msgs []Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail > 0 {
@@ -112,7 +116,7 @@ func TestSchedulerRetriesAfterRouteError(t *testing.T) {
 }
 
 func TestSchedulerCloseUnstarted(t *testing.T) {
-	s := NewScheduler(clock.Real, func(context.Context, []Message) error { return nil }, nil, NewMemory())
+	s := NewScheduler(clock.Real, func(_ context.Context, _ []Message, done func(error)) { done(nil) }, nil, NewMemory())
 	s.Close()
 	s.Close()
 }

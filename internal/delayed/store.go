@@ -17,8 +17,9 @@ type Store interface {
 	// Due returns up to max messages due at or before until, earliest
 	// first. They stay stored until Delete.
 	Due(ctx context.Context, until int64, max int) ([]Message, error)
-	// Next returns the key of the earliest message; ok=false when none.
-	Next(ctx context.Context) (k Key, ok bool, err error)
+	// Next returns the key of the earliest message skip does not
+	// reject (nil skip rejects none); ok=false when there is none.
+	Next(ctx context.Context, skip func(Key) bool) (k Key, ok bool, err error)
 	// Delete removes msgs (by key; VHost and Exchange must be theirs).
 	// Missing ones are ignored.
 	Delete(ctx context.Context, msgs []Message) error
@@ -158,13 +159,30 @@ func (s *Memory) Due(_ context.Context, until int64, max int) ([]Message, error)
 	return out, nil
 }
 
-func (s *Memory) Next(context.Context) (Key, bool, error) {
+func (s *Memory) Next(_ context.Context, skip func(Key) bool) (Key, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.h) == 0 {
 		return Key{}, false, nil
 	}
-	return s.h[0].m.Key, true, nil
+	if skip == nil || !skip(s.h[0].m.Key) {
+		return s.h[0].m.Key, true, nil
+	}
+	// Pop the skipped ones in order, then put them back.
+	var popped []*memItem
+	defer func() {
+		for _, it := range popped {
+			heap.Push(&s.h, it)
+		}
+	}()
+	for len(s.h) > 0 {
+		it := heap.Pop(&s.h).(*memItem)
+		popped = append(popped, it)
+		if !skip(it.m.Key) {
+			return it.m.Key, true, nil
+		}
+	}
+	return Key{}, false, nil
 }
 
 func (s *Memory) Delete(_ context.Context, msgs []Message) error {

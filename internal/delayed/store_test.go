@@ -47,7 +47,7 @@ func TestStore(t *testing.T) {
 	for name, open := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			s := open()
-			_, ok, err := s.Next(ctx)
+			_, ok, err := s.Next(ctx, nil)
 			require.NoError(t, err)
 			require.False(t, ok)
 			// Out of order, negative times, two exchanges.
@@ -57,10 +57,16 @@ func TestStore(t *testing.T) {
 			require.EqualValues(t, 2, s.Count("/", "x"))
 			require.EqualValues(t, 1, s.Count("v", "x"))
 			require.EqualValues(t, 4, s.LastSeq())
-			k, ok, err := s.Next(ctx)
+			k, ok, err := s.Next(ctx, nil)
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, Key{-5, 1}, k)
+			k, ok, err = s.Next(ctx, func(k Key) bool { return k.Due < 10 || k.Seq == 2 })
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, Key{10, 4}, k, "skipped keys are passed over")
+			k, _, _ = s.Next(ctx, nil)
+			require.Equal(t, Key{-5, 1}, k, "and stay")
 
 			due, err := s.Due(ctx, 10, 10)
 			require.NoError(t, err)
@@ -78,11 +84,11 @@ func TestStore(t *testing.T) {
 			require.NoError(t, s.Delete(ctx, due))
 			require.NoError(t, s.Delete(ctx, due), "deleting twice is harmless")
 			require.EqualValues(t, 2, s.Len())
-			k, _, _ = s.Next(ctx)
+			k, _, _ = s.Next(ctx, nil)
 			require.Equal(t, Key{10, 4}, k)
 			// A message earlier than the scan start is still found.
 			require.NoError(t, s.Put(ctx, []Message{msg("/", "x", 1, 9)}, true))
-			k, _, _ = s.Next(ctx)
+			k, _, _ = s.Next(ctx, nil)
 			require.Equal(t, Key{1, 9}, k)
 
 			s = open() // restart (the memory store is the same object)
@@ -93,7 +99,7 @@ func TestStore(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 3, n)
 			require.EqualValues(t, 0, s.Len())
-			_, ok, _ = s.Next(ctx)
+			_, ok, _ = s.Next(ctx, nil)
 			require.False(t, ok)
 		})
 	}

@@ -168,13 +168,14 @@ func (v *VHost) dropDelayedLocked(ctx context.Context, x *exchange) {
 
 // RouteDelayed routes due messages of this vhost's delayed exchanges
 // through the bindings they have now, with x-delay set to the negated
-// delay as the plugin does, and returns once every queue reached has
-// stored its copy or refused it. A message whose exchange is gone (or is
-// no longer a delayed exchange) is dropped. An error means a queue's
-// store failed: the caller keeps the messages and routes them again
-// later, which may duplicate them in the queues that did store them.
-func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message) error {
-	w := &delayWait{allDone: make(chan struct{})}
+// delay as the plugin does, and calls done once every queue reached has
+// stored its copy or refused it (on a queue's goroutine, or on this one
+// when nothing was routed). A message whose exchange is gone (or is no
+// longer a delayed exchange) is dropped. An error means a queue's store
+// failed: the caller keeps the messages and routes them again later,
+// which may duplicate them in the queues that did store them.
+func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message, done func(error)) {
+	w := &delayWait{done: done}
 	var names []string
 	var qs []*Queue
 	type target struct {
@@ -219,7 +220,8 @@ func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message) error 
 	}
 	w.left = len(targets)
 	if w.left == 0 {
-		return nil
+		done(nil)
+		return
 	}
 	for _, t := range targets {
 		var err error
@@ -232,14 +234,6 @@ func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message) error 
 			w.Confirm([]uint64{0}, nil) // deleted meanwhile: gone with it
 		}
 	}
-	select {
-	case <-w.allDone:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
 }
 
 // routingMessage is what routing reads of decoded properties.
@@ -255,21 +249,22 @@ func routingMessage(p *amqp.Properties) routing.Message {
 // store failure; a queue that refused the message (full, deleted) is not
 // one: the message is dropped there, as a publish would be.
 type delayWait struct {
-	mu      sync.Mutex
-	left    int
-	allDone chan struct{}
-	err     error
+	mu   sync.Mutex
+	left int
+	done func(error)
+	err  error
 }
 
 func (w *delayWait) Confirm(seqs []uint64, err error) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err != nil && w.err == nil && !errors.Is(err, queue.ErrRejected) && !errors.Is(err, queue.ErrDeleted) {
 		w.err = err
 	}
 	w.left -= len(seqs)
-	if w.left == 0 {
-		close(w.allDone)
+	last := w.left == 0
+	w.mu.Unlock()
+	if last {
+		w.done(w.err)
 	}
 }
 
