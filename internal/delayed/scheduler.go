@@ -102,8 +102,8 @@ func NewScheduler(c clock.Clock, route Router, log *slog.Logger, stores ...Store
 		stores: stores, clock: c, route: route, log: log,
 		wake:     make(chan struct{}, 1),
 		inflight: make(map[Key]struct{}),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	for _, st := range stores {
 		if q := st.LastSeq(); q > s.seq.Load() {
