@@ -84,7 +84,14 @@
 //     default_queue_type, which makes a durable, non-exclusive,
 //     non-auto-delete queue declared without x-queue-type that type).
 //   - unknown exchange type: 503 COMMAND_INVALID (a connection error),
-//     checked before anything else.
+//     checked before anything else. Besides AMQP's four, the types of
+//     RabbitMQ's common plugins are built in (plugins.go, dedup.go,
+//     docs/exchange-types.md): x-consistent-hash, x-modulus-hash,
+//     x-delayed-message (held by Config.Delayed until due, confirmed once
+//     stored, never returned) and x-message-deduplication (a fanout
+//     exchange dropping messages whose x-deduplication-header it has
+//     seen). Their arguments are checked on declare with the plugins'
+//     406 texts, and their types compare by name on redeclare.
 //   - the default exchange "" cannot be declared (not even passively),
 //     deleted, bound or unbound: 403 ACCESS_REFUSED. It routes to every
 //     queue by name.
