@@ -12,7 +12,9 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/dedup"
 	"github.com/warrenmq/broker/internal/delayed"
+	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
 )
 
 // pluginState is what the built-in plugin exchanges keep broker-wide (see
@@ -153,4 +155,26 @@ func (b *Broker) PeekDelayed(ctx context.Context, vhostName, exchange string, n 
 		}
 	}
 	return out, nil
+}
+
+// dedupQueue gives a queue declared with x-message-deduplication: true
+// (rabbitmq-message-deduplication's queue argument) a shard store that
+// knows its messages' deduplication keys, and the Admit hook that refuses
+// a message whose key is in the queue. Not in shared mode: other brokers
+// append to the queue too, and this store would not see their keys.
+func dedupQueue(ctx context.Context, def meta.Queue, shared bool, st *queue.Stores, f *queue.Features) error {
+	if shared || len(def.Arguments) == 0 {
+		return nil
+	}
+	args, _, err := amqp.DecodeTable(def.Arguments)
+	if err != nil || args["x-message-deduplication"] != true {
+		return nil
+	}
+	keys, store := dedup.NewQueueStore(st.Shards)
+	if err := keys.Load(ctx, shardName(def.VHost, def.Name)); err != nil {
+		return fmt.Errorf("broker: queue %q: deduplication keys: %w", def.Name, err)
+	}
+	st.Shards = store
+	f.Admit = keys.Admit
+	return nil
 }

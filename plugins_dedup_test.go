@@ -131,3 +131,63 @@ func TestDedupSurvivesRestart(t *testing.T) {
 	amqptest.PublishMsg(t, ch, "dd", "", dedupMsg("after the ttl", "order-1", nil))
 	require.Equal(t, []string{"first", "after the ttl"}, amqptest.GetAll(t, ch, "q"))
 }
+
+// A queue declared with x-message-deduplication: true refuses (and
+// confirms) a message whose key is in the queue, ready or unacked, and
+// takes it again once the message has left: acked, expired or purged.
+func TestDedupQueue(t *testing.T) {
+	dir := t.TempDir()
+	fc := clock.NewFake(time.Unix(1_800_000_000, 0))
+	open := func() (*broker.Broker, *amqp091.Channel) {
+		b, err := broker.New(broker.Options{DataDir: dir, Clock: fc})
+		require.NoError(t, err)
+		ch := amqptest.ConfirmChannel(t, amqptest.DialVia(t, b.Dial, "guest", "guest"))
+		_, err = ch.QueueDeclare("q", true, false, false, false, amqp091.Table{
+			"x-message-deduplication": true, "x-message-ttl": int32(60_000)})
+		require.NoError(t, err)
+		return b, ch
+	}
+	b, ch := open()
+	ready := func() int {
+		q, err := ch.QueueDeclarePassive("q", true, false, false, false, nil)
+		require.NoError(t, err)
+		return q.Messages
+	}
+	pub := func(body string, key any) {
+		m := dedupMsg(body, key, nil)
+		m.DeliveryMode = amqp091.Persistent
+		amqptest.PublishMsg(t, ch, "", "q", m) // confirmed either way
+	}
+	pub("a", "k1")
+	pub("a-dup", "k1")
+	pub("b", "k2")
+	pub("no key", nil)
+	pub("no key again", nil)
+	require.Equal(t, 4, ready())
+
+	// Unacked still counts as in the queue; acked does not.
+	d := amqptest.Get(t, ch, "q", false)
+	require.Equal(t, "a", string(d.Body))
+	pub("a while unacked", "k1")
+	require.Equal(t, 3, ready())
+	require.NoError(t, d.Ack(false))
+	pub("a after ack", "k1")
+	require.Equal(t, 4, ready())
+
+	// A restart keeps the keys of what is stored.
+	require.NoError(t, b.Close())
+	b, ch = open()
+	defer b.Close()
+	pub("b after restart", "k2")
+	require.Equal(t, 4, ready())
+
+	// Expiry frees the keys (x-message-ttl 60 s, strictly past).
+	fc.Advance(time.Minute + time.Millisecond)
+	amqptest.Poll(t, func() bool { return ready() == 0 }, "expired")
+	pub("b after expiry", "k2")
+	require.Equal(t, 1, ready())
+	_, err := ch.QueuePurge("q", false)
+	require.NoError(t, err)
+	pub("b after purge", "k2")
+	require.Equal(t, []string{"b after purge"}, amqptest.GetAll(t, ch, "q"))
+}

@@ -21,5 +21,10 @@
 //     only to non-durable queues, may be lost by a crash, like the
 //     message.
 //
-// Caches are safe for concurrent use.
+// QueueStore is the queue argument's half (x-message-deduplication: true):
+// a queue's shard store that knows the key of every message in the queue,
+// from its Append to its delete, and Admit, which the queue's actor asks
+// just before appending a batch.
+//
+// Caches and QueueStores are safe for concurrent use.
 package dedup

@@ -39,6 +39,10 @@ type Features struct {
 	// Group is the set of queues dead-lettering connects (the vhost's),
 	// stopped together by StopAll; nil gives the queue a group of its own.
 	Group *Group
+	// Admit, when set, is asked on the actor's goroutine about each
+	// publish just before its batch is appended; false drops it, and its
+	// publisher is confirmed (a deduplicating queue's duplicate).
+	Admit func(rec *storage.Record) bool
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that

@@ -56,7 +56,7 @@ func positiveArg(v any) (int64, bool) {
 	}
 	switch n := v.(type) {
 	case int8, int16, int32, int64, int, uint8, uint16, uint32:
-		i, _ := toInt64(n)
+		i, _ := dedup.Int(n)
 		return i, i > 0
 	case uint64:
 		return int64(n), n > 0 && n <= math.MaxInt64
@@ -64,69 +64,10 @@ func positiveArg(v any) (int64, bool) {
 	return 0, false
 }
 
-func toInt64(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	}
-	return 0, false
-}
-
-// DedupKey returns the cache key of a message's x-deduplication-header
-// value, typed so that the string "1" and the integer 1 differ (the
-// plugin keys by the Erlang term) while integers of different widths with
-// one value are one key. ok is false when the header is absent, or an
-// array or table (the plugin does not handle those): such a message is
-// not checked.
-func DedupKey(headers map[string]any) (key []byte, ok bool) {
-	v, present := headers["x-deduplication-header"]
-	if !present {
-		return nil, false
-	}
-	if i, isInt := toInt64(v); isInt {
-		return strconv.AppendInt([]byte{'i'}, i, 10), true
-	}
-	switch v := v.(type) {
-	case nil:
-		return []byte{'v'}, true
-	case string:
-		return append([]byte{'s'}, v...), true
-	case []byte:
-		return append([]byte{'s'}, v...), true
-	case uint64:
-		return strconv.AppendUint([]byte{'i'}, v, 10), true
-	case bool:
-		return strconv.AppendBool([]byte{'b'}, v), true
-	case float32:
-		return strconv.AppendFloat([]byte{'f'}, float64(v), 'g', -1, 64), true
-	case float64:
-		return strconv.AppendFloat([]byte{'f'}, v, 'g', -1, 64), true
-	case time.Time:
-		return strconv.AppendInt([]byte{'t'}, v.Unix(), 10), true
-	case amqp.Decimal:
-		return strconv.AppendInt(append([]byte{'d'}, v.Scale, ':'), int64(v.Value), 10), true
-	}
-	return nil, false
-}
-
 // messageTTL reads a message's x-cache-ttl header: an integer above 0, in
 // milliseconds; anything else means the exchange's default.
 func messageTTL(headers map[string]any) time.Duration {
-	if n, ok := toInt64(headers["x-cache-ttl"]); ok && n > 0 && n <= math.MaxInt64/int64(time.Millisecond) {
+	if n, ok := dedup.Int(headers["x-cache-ttl"]); ok && n > 0 && n <= math.MaxInt64/int64(time.Millisecond) {
 		return time.Duration(n) * time.Millisecond
 	}
 	return 0
@@ -141,7 +82,7 @@ func (v *VHost) deduplicate(x *exchange, props []byte) Verdict {
 	if err != nil {
 		return Route
 	}
-	key, ok := DedupKey(p.Headers)
+	key, ok := dedup.Key(p.Headers)
 	if !ok {
 		return Route
 	}
