@@ -294,7 +294,10 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	}
 	// Stored arguments passed validation at declare; a store written by
 	// another version may hold ones refused now: hash on the key then.
-	on, _ := routing.ParseHashArgs(args)
+	var on routing.HashOn
+	if kind == routing.ConsistentHash {
+		on, _ = routing.ParseHashArgs(args)
+	}
 	x := &exchange{def: def, args: args, delayed: def.Type == routing.TypeDelayed}
 	if def.Type == routing.TypeDeduplication {
 		if x.dedup, err = v.openDedupLocked(def.Name, def.Durable, args); err != nil {
