@@ -191,3 +191,25 @@ func TestDedupQueue(t *testing.T) {
 	pub("b after purge", "k2")
 	require.Equal(t, []string{"b after purge"}, amqptest.GetAll(t, ch, "q"))
 }
+
+// A message dead-lettered into a deduplicating exchange is checked like a
+// publish: the second copy of a key is dropped.
+func TestDedupDeadLetter(t *testing.T) {
+	_, _, ch := fakeBroker(t, broker.Options{})
+	require.NoError(t, ch.ExchangeDeclare("dd", "x-message-deduplication", false, false, false, false,
+		amqp091.Table{"x-cache-size": int32(10)}))
+	amqptest.DeclareQueue(t, ch, "out", false)
+	require.NoError(t, ch.QueueBind("out", "", "dd", false, nil))
+	_, err := ch.QueueDeclare("in", false, false, false, false, amqp091.Table{"x-dead-letter-exchange": "dd"})
+	require.NoError(t, err)
+	for _, body := range []string{"first", "second"} {
+		amqptest.PublishMsg(t, ch, "", "in", dedupMsg(body, "same", nil))
+		d := amqptest.Get(t, ch, "in", false)
+		require.NoError(t, d.Nack(false, false))
+	}
+	amqptest.Poll(t, func() bool {
+		q, err := ch.QueueDeclarePassive("in", false, false, false, false, nil)
+		return err == nil && q.Messages == 0
+	}, "dead-lettered")
+	require.Equal(t, []string{"first"}, amqptest.GetAll(t, ch, "out"))
+}

@@ -113,3 +113,14 @@ func (v *VHost) openDedupLocked(name string, durable bool, args amqp.Table) (*de
 	}
 	return v.cfg.Dedup(v.cfg.Name, name, durable, a.size, a.ttl)
 }
+
+// deadLetterDuplicate reports whether a message dead-lettered to exchange
+// is a duplicate its deduplication cache drops (recording its key when it
+// is not), as the plugin's exchange, which dead-lettering routes through,
+// does. Any other exchange: false.
+func (v *VHost) deadLetterDuplicate(exchange string, props []byte) bool {
+	v.mu.RLock()
+	x, ok := v.exchanges[exchange]
+	v.mu.RUnlock()
+	return ok && x.dedup != nil && v.deduplicate(x, props) == Duplicate
+}
