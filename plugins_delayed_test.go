@@ -296,6 +296,15 @@ func TestDelayedManagementAPI(t *testing.T) {
 	require.Equal(t, "id-1", first["properties"].(map[string]any)["message_id"])
 	require.Equal(t, "m2", msgs[1].(map[string]any)["payload"])
 
+	require.EqualValues(t, 3, api.Get("/api/exchanges/%2F/dx").(map[string]any)["messages_delayed"])
+	for _, x := range api.Get("/api/exchanges/%2F").([]any) {
+		x := x.(map[string]any)
+		if x["name"] == "dx" {
+			require.EqualValues(t, 3, x["messages_delayed"])
+		} else {
+			require.NotContains(t, x, "messages_delayed", "only delayed exchanges count")
+		}
+	}
 	status, _, _ := api.Do("GET", "/api/exchanges/%2F/nope/delayed", "guest", nil)
 	require.Equal(t, 404, status)
 	status, _, _ = api.Do("GET", "/api/exchanges/%2F/dx/delayed?count=-1", "guest", nil)

@@ -640,9 +640,11 @@ func (m *mgmt) exchanges(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	out := []definitions.Exchange{}
+	out := []exchangeJSON{}
 	for _, vh := range vhs {
-		out = append(out, m.b.Exchanges(vh)...)
+		for _, x := range m.b.Exchanges(vh) {
+			out = append(out, m.exchangeJSON(x))
+		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -657,7 +659,7 @@ func (m *mgmt) exchange(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, x)
+	writeJSON(c.w, http.StatusOK, m.exchangeJSON(x))
 }
 
 func (m *mgmt) putExchange(c *mgmtCall) {
