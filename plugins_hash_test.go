@@ -91,3 +91,34 @@ func TestConsistentHashBindingKeyRefused(t *testing.T) {
 	err = ch.QueueBind("q", "0", "hx", false, nil)
 	amqptest.RequireReply(t, err, amqp091.PreconditionFailed, "The binding key must be greater than 0")
 }
+
+// A restart keeps where keys go when the bindings were made in the order
+// the store lists them (here, by queue name).
+func TestConsistentHashAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	route := func(setup bool) map[string]string {
+		b, err := broker.New(broker.Options{DataDir: dir})
+		require.NoError(t, err)
+		defer b.Close()
+		ch := amqptest.ConfirmChannel(t, amqptest.DialVia(t, b.Dial, "guest", "guest"))
+		if setup {
+			require.NoError(t, ch.ExchangeDeclare("hx", "x-consistent-hash", true, false, false, false, nil))
+			for q := range 4 {
+				amqptest.DeclareQueue(t, ch, fmt.Sprintf("q%d", q), true)
+				require.NoError(t, ch.QueueBind(fmt.Sprintf("q%d", q), fmt.Sprint(q+1), "hx", false, nil))
+			}
+		}
+		for i := range 100 {
+			amqptest.PublishMsg(t, ch, "hx", fmt.Sprint(i), amqp091.Publishing{Body: []byte(fmt.Sprint(i)), DeliveryMode: amqp091.Persistent})
+		}
+		where := map[string]string{}
+		for q := range 4 {
+			for _, body := range amqptest.GetAll(t, ch, fmt.Sprintf("q%d", q)) {
+				where[body] = fmt.Sprintf("q%d", q)
+			}
+		}
+		require.Len(t, where, 100)
+		return where
+	}
+	require.Equal(t, route(true), route(false))
+}
