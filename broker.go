@@ -73,6 +73,7 @@ type Broker struct {
 	scan     scanState    // the unacked scanner's goroutine (scanner.go)
 	follow   followState  // shared mode: follows the other brokers' changes (shared.go)
 	alarm    alarmState   // memory and disk alarms and their monitor (alarms.go)
+	plugins  pluginState  // delayed messages (plugins.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -133,6 +134,11 @@ func New(opts Options) (*Broker, error) {
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
 	b.watchChanges()
+	if err := b.openPlugins(); err != nil {
+		b.stopFollowing()
+		st.close()
+		return nil, err
+	}
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
 		st.close()
@@ -157,6 +163,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.startFollowing()
+	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
 	b.startAlarms() // last: nothing after it can fail
 	return b, nil
@@ -393,6 +400,7 @@ func (b *Broker) Close() error {
 			c.Shutdown(amqp.ConnectionForced, "broker shutdown")
 		}
 		b.wg.Wait()
+		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()
 		if err := b.stores.close(); err != nil {
 			b.log.Error("broker: closing stores", "err", err)

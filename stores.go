@@ -152,6 +152,9 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		st = b.stores.durable
 	}
 	shared := b.shared() && def.Durable
+	if err := dedupQueue(ctx, def, shared, &st, &features); err != nil {
+		return nil, err
+	}
 	return queue.Start(ctx, queue.Config{
 		VHost:         def.VHost,
 		Name:          def.Name,
@@ -230,6 +233,8 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) e
 		Logger:           b.log,
 		Shared:           b.shared(),
 		Profile:          b.opts.profile(),
+		Delayed:          b.plugins.delayed,
+		Dedup:            b.openDedup,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

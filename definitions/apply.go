@@ -298,10 +298,13 @@ func check(ctx context.Context, b Broker, d *File) error {
 			continue
 		}
 		exchanges[[2]string{canonicalVHost(x.VHost), x.Name}] = true
-		if _, err := routing.ParseKind(x.Type); err != nil {
-			bad("%s: unknown type %q", what, x.Type)
+		args, err := JSONTable(x.Arguments)
+		if err != nil {
+			bad("%s: %v", what, err)
 		}
-		if _, err := JSONTable(x.Arguments); err != nil {
+		if _, err := routing.ResolveType(x.Type, args); errors.Is(err, routing.ErrUnknownKind) {
+			bad("%s: unknown type %q", what, x.Type)
+		} else if err != nil {
 			bad("%s: %v", what, err)
 		}
 		if x.Name == "" {

@@ -173,7 +173,7 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 		{"unknown user", nil, func(d *definitions.File) { d.Permissions[0].User = "nobody" }, `permission of user "nobody": the user neither exists nor is in the file`},
 		{"bad regexp", nil, func(d *definitions.File) { d.Permissions[0].Read = "(" }, "read permission"},
 		{"policies", nil, func(d *definitions.File) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} }, "policies"},
-		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-delayed-message" }, "unknown type"},
+		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-random" }, "unknown type"},
 		{"reserved queue", nil, func(d *definitions.File) { d.Queues[0].Name = "amq.gen-1" }, "reserved"},
 		{"dangling binding", nil, func(d *definitions.File) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},
 		{"destination type", nil, func(d *definitions.File) { d.Bindings[0].DestinationType = "topic" }, "destination_type"},

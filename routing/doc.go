@@ -58,6 +58,19 @@
 // amqp.Table converts to it at no cost, and nested tables of any
 // string-keyed map type are understood.
 //
+// x-consistent-hash (RabbitMQ's bundled plugin, 3.8+) reads binding keys
+// as weights (integers from 1) and sends each message to one destination:
+// every binding holds weight consecutive buckets in the order bindings
+// were added, and jump consistent hashing of the routing key (or of the
+// header or property Exchange.HashOn names) picks a bucket. Adding a
+// binding moves keys only to it. At a restart the broker binds again in
+// the order its metadata store lists the bindings (sorted), as RabbitMQ
+// rebuilds its ring from a sorted list: keys may then move if bindings
+// were added out of that order. x-modulus-hash
+// (RabbitMQ 4.3's core) ignores binding keys and sends each message to
+// binding hash(routing keys) mod n, the bindings sorted by destination,
+// so the same bindings always route a key the same way. See hash.go.
+//
 // Bindings are identified by (source, destination, key, args), args
 // compared by type and value, so the same queue may be bound twice with
 // different arguments; binding an identical binding again is a no-op

@@ -25,24 +25,39 @@ var (
 	// exchange's kind, e.g. a bad x-match (406 PRECONDITION_FAILED, as
 	// RabbitMQ's binding_invalid).
 	ErrInvalidBinding = errors.New("routing: invalid binding")
+	// ErrInvalidArgument: an exchange argument is not valid for its kind,
+	// e.g. both hash-header and hash-property on a consistent-hash
+	// exchange (406 PRECONDITION_FAILED, as RabbitMQ's validate).
+	ErrInvalidArgument = errors.New("routing: invalid exchange argument")
 )
 
 // Kind is an exchange type.
 type Kind uint8
 
-// The exchange kinds of AMQP 0-9-1 (§3.1.3). The zero Kind is invalid so an
-// Exchange literal that forgets its Kind is refused rather than silently
-// becoming a direct exchange.
+// The exchange kinds of AMQP 0-9-1 (§3.1.3), and the two hashing kinds
+// RabbitMQ adds (hash.go). The zero Kind is invalid so an Exchange literal
+// that forgets its Kind is refused rather than silently becoming a direct
+// exchange.
 const (
 	Direct Kind = iota + 1
 	Fanout
 	Topic
 	Headers
+	// ConsistentHash is "x-consistent-hash" (RabbitMQ's bundled
+	// rabbitmq_consistent_hash_exchange plugin): binding keys are weights,
+	// and each message goes to one binding picked by jump consistent
+	// hashing of its routing key, or of Exchange.HashOn.
+	ConsistentHash
+	// ModulusHash is "x-modulus-hash" (in RabbitMQ's core from 4.3):
+	// binding keys are ignored, and each message goes to binding
+	// hash(routing keys) mod the number of bindings.
+	ModulusHash
 )
 
 // ParseKind maps the exchange.declare type field ("direct", "fanout",
-// "topic", "headers") to a Kind. Anything else, including plugin types such
-// as "x-consistent-hash", is ErrUnknownKind.
+// "topic", "headers", "x-consistent-hash", "x-modulus-hash") to a Kind.
+// Anything else is ErrUnknownKind; the types that wrap a kind
+// (x-delayed-message, x-message-deduplication) are ResolveType's.
 func ParseKind(s string) (Kind, error) {
 	switch s {
 	case "direct":
@@ -53,6 +68,10 @@ func ParseKind(s string) (Kind, error) {
 		return Topic, nil
 	case "headers":
 		return Headers, nil
+	case "x-consistent-hash":
+		return ConsistentHash, nil
+	case "x-modulus-hash":
+		return ModulusHash, nil
 	}
 	return 0, fmt.Errorf("%w: %q", ErrUnknownKind, s)
 }
@@ -69,11 +88,15 @@ func (k Kind) String() string {
 		return "topic"
 	case Headers:
 		return "headers"
+	case ConsistentHash:
+		return "x-consistent-hash"
+	case ModulusHash:
+		return "x-modulus-hash"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-func (k Kind) valid() bool { return k >= Direct && k <= Headers }
+func (k Kind) valid() bool { return k >= Direct && k <= ModulusHash }
 
 // IsReserved reports whether name starts with "amq.", the prefix AMQP
 // 0-9-1 reserves for predeclared exchanges (§3.1.3.1; RabbitMQ refuses a

@@ -93,7 +93,8 @@ func (w *walk) collect(l *destList, dst []string, seen []*exchange) ([]string, [
 // when dst has room, except for keys of many words or walks through many
 // exchanges.
 func (t *Table) Route(name, key string, headers map[string]any, dst []string) []string {
-	return t.route(name, key, nil, headers, dst)
+	m := Message{Headers: headers}
+	return t.route(name, key, nil, &m, dst)
 }
 
 // RouteKeys is Route for a message with several routing keys: key and the
@@ -103,10 +104,20 @@ func (t *Table) Route(name, key string, headers map[string]any, dst []string) []
 // routing keys: a queue is listed once however many keys reach it, and an
 // exchange passes the message to its alternate only when no key matched.
 func (t *Table) RouteKeys(name, key string, more []string, headers map[string]any, dst []string) []string {
-	return t.route(name, key, more, headers, dst)
+	m := Message{Headers: headers}
+	return t.route(name, key, more, &m, dst)
 }
 
-func (t *Table) route(name, key string, more []string, headers map[string]any, dst []string) []string {
+// RouteMessage is RouteKeys for a message whose properties a hash
+// exchange may read (hash-property), m; nil m is the zero Message.
+func (t *Table) RouteMessage(name, key string, more []string, m *Message, dst []string) []string {
+	if m == nil {
+		m = &Message{}
+	}
+	return t.route(name, key, more, m, dst)
+}
+
+func (t *Table) route(name, key string, more []string, m *Message, dst []string) []string {
 	x, ok := t.exchanges[name]
 	if !ok {
 		return dst
@@ -133,12 +144,19 @@ func (t *Table) route(name, key string, more []string, headers map[string]any, d
 	for i := 0; i < len(seen); i++ {
 		x := seen[i]
 		w.hits = 0
-		dst, seen = t.routeOne(x, key, headers, dst, seen, &w)
+		if x.Kind == ConsistentHash || x.Kind == ModulusHash {
+			// One destination per message: a consistent-hash
+			// exchange hashes the first routing key (RabbitMQ takes
+			// the head of the list), a modulus-hash one all of them.
+			dst, seen = w.routeHashed(x, key, more, m, dst, seen)
+		} else {
+			dst, seen = t.routeOne(x, key, m.Headers, dst, seen, &w)
+		}
 		if x.Kind == Direct || x.Kind == Topic {
 			// Fanout and headers exchanges ignore the key: one pass
 			// is all of their matches.
 			for _, k := range more {
-				dst, seen = t.routeOne(x, k, headers, dst, seen, &w)
+				dst, seen = t.routeOne(x, k, m.Headers, dst, seen, &w)
 			}
 		}
 		if w.hits == 0 && x.AlternateExchange != "" {

@@ -23,6 +23,10 @@ type Exchange struct {
 	// routes nowhere; "" for none. It may name an exchange that does not
 	// exist (yet): that is ignored at routing time, as in RabbitMQ.
 	AlternateExchange string
+	// HashOn is what a ConsistentHash exchange hashes instead of the
+	// routing key (ParseHashArgs reads it from the exchange's arguments);
+	// other kinds ignore it.
+	HashOn HashOn
 }
 
 // Destination is the target of a binding: a queue, or an exchange when
@@ -81,6 +85,8 @@ type exchange struct {
 	fanout  destList
 	topic   *topicNode
 	headers []*binding
+	ring    hashRing
+	modulus modulusSlots
 }
 
 type queue struct {
@@ -143,6 +149,7 @@ func newExchange(e Exchange) *exchange {
 
 func (x *exchange) resetIndex() {
 	x.direct, x.fanout, x.topic, x.headers = nil, destList{}, nil, nil
+	x.ring, x.modulus = hashRing{}, modulusSlots{}
 	switch x.Kind {
 	case Direct:
 		x.direct = make(map[string]*destList)
@@ -307,6 +314,11 @@ func (t *Table) Bind(b Binding) (added bool, err error) {
 		return false, nil
 	}
 	nb := &binding{id: id, destX: destX}
+	if src.Kind == ConsistentHash {
+		if _, err := parseWeight(b.Key); err != nil {
+			return false, err
+		}
+	}
 	if src.Kind == Headers {
 		if nb.hm, err = compileHeaders(b.Args, true); err != nil {
 			return false, err
@@ -456,6 +468,14 @@ func (x *exchange) indexAdd(b *binding) {
 		topicInsert(x.topic, b.Key, k, b.destX)
 	case Headers:
 		x.headers = append(x.headers, b)
+	case ConsistentHash:
+		// Bind checked the weight; a binding indexed again after a kind
+		// change may not have one, and then holds no bucket.
+		if w, err := parseWeight(b.Key); err == nil {
+			x.ring.add(b, w)
+		}
+	case ModulusHash:
+		x.modulus.add(b)
 	}
 }
 
@@ -475,5 +495,9 @@ func (x *exchange) indexRemove(b *binding) {
 		if i := slices.Index(x.headers, b); i >= 0 {
 			x.headers = slices.Delete(x.headers, i, i+1)
 		}
+	case ConsistentHash:
+		x.ring.remove(b)
+	case ModulusHash:
+		x.modulus.remove(b)
 	}
 }

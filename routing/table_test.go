@@ -18,7 +18,10 @@ func TestParseKind(t *testing.T) {
 		{"headers", Headers, false},
 		{"", 0, true},
 		{"Topic", 0, true},
-		{"x-consistent-hash", 0, true},
+		{"x-consistent-hash", ConsistentHash, false},
+		{"x-modulus-hash", ModulusHash, false},
+		{"x-delayed-message", 0, true},
+		{"x-random", 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -98,6 +98,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/exchanges/{vhost}/{name}", anyManagement, m.exchange)
 	m.handle("PUT", "/api/exchanges/{vhost}/{name}", anyManagement, m.putExchange)
 	m.handle("DELETE", "/api/exchanges/{vhost}/{name}", anyManagement, m.deleteExchange)
+	m.handle("GET", "/api/exchanges/{vhost}/{name}/delayed", anyManagement, m.delayed)
 	m.handle("GET", "/api/queues", anyManagement, m.queues)
 	m.handle("GET", "/api/queues/{vhost}", anyManagement, m.queues)
 	m.handle("GET", "/api/queues/{vhost}/{name}", anyManagement, m.queue)
@@ -490,6 +491,7 @@ func (m *mgmt) overview(c *mgmtCall) {
 	for _, k := range []string{"direct", "fanout", "headers", "topic"} {
 		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
 	}
+	types = append(types, pluginExchangeTypes...)
 	writeJSON(c.w, http.StatusOK, map[string]any{
 		"management_version": s.RabbitMQVersion,
 		"rabbitmq_version":   s.RabbitMQVersion,
@@ -638,9 +640,11 @@ func (m *mgmt) exchanges(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	out := []definitions.Exchange{}
+	out := []exchangeJSON{}
 	for _, vh := range vhs {
-		out = append(out, m.b.Exchanges(vh)...)
+		for _, x := range m.b.Exchanges(vh) {
+			out = append(out, m.exchangeJSON(x))
+		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -655,7 +659,7 @@ func (m *mgmt) exchange(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, x)
+	writeJSON(c.w, http.StatusOK, m.exchangeJSON(x))
 }
 
 func (m *mgmt) putExchange(c *mgmtCall) {

@@ -47,6 +47,10 @@ type Features struct {
 	// QuorumPriorities is how a quorum queue orders by message priority
 	// (priority.go); the vhost sets it from its profile.
 	QuorumPriorities QuorumPriorities
+	// Admit, when set, is asked on the actor's goroutine about each
+	// publish just before its batch is appended; false drops it, and its
+	// publisher is confirmed (a deduplicating queue's duplicate).
+	Admit func(rec *storage.Record) bool
 }
 
 // featureState is the actor's bookkeeping for the features. A queue that

@@ -161,7 +161,31 @@ func (q *Queue) preparePublishes(ctx context.Context) bool {
 	if q.feat.limited {
 		q.applyLimits(ctx)
 	}
+	if admit := q.cfg.Features.Admit; admit != nil {
+		q.admitPublishes(admit)
+	}
 	return len(q.publishes) > 0
+}
+
+// admitPublishes drops the publishes Features.Admit refuses (a
+// deduplicating queue's duplicates), confirming them: a refused message
+// is not an error. It runs just before the Append, so every admitted
+// record is appended.
+func (q *Queue) admitPublishes(admit func(*storage.Record) bool) {
+	n := 0
+	for i := range q.publishes {
+		if !admit(&q.publishes[i]) {
+			if c := q.confirms[i]; c.conf != nil {
+				c.conf.Confirm([]uint64{c.seq}, nil)
+			}
+			continue
+		}
+		q.publishes[n], q.confirms[n] = q.publishes[i], q.confirms[i]
+		n++
+	}
+	clear(q.publishes[n:])
+	clear(q.confirms[n:])
+	q.publishes, q.confirms = q.publishes[:n], q.confirms[:n]
 }
 
 // stored makes an appended batch ready and confirms it (err nil), or

@@ -60,6 +60,9 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 			return err
 		}
 	}
+	if ch.conn.vh.PluginExchange(m.Exchange) && ch.publishToPlugin(m, props, body, sum, cc) {
+		return nil
+	}
 	var qs []*vhost.Queue
 	ch.routeNames, qs, err = ch.conn.vh.RouteCC(m.Exchange, m.RoutingKey, cc, props, ch.routeNames, ch.routeQueues[:0])
 	ch.routeQueues = qs
@@ -328,6 +331,9 @@ type txPublish struct {
 	rec    queue.Record
 	ttl    messageTTL
 	queues []*vhost.Queue
+	// hold is set for a delayed message (plugins.go): the commit hands
+	// it to the delayed service instead of queues.
+	hold *vhost.Hold
 }
 
 type txSettle struct {
@@ -438,11 +444,18 @@ func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
 		w := &txWait{allDone: make(chan struct{})}
 		for _, p := range t.publishes {
 			w.left += len(p.queues)
+			if p.hold != nil {
+				w.left++
+			}
 		}
 		if w.left == 0 {
 			close(w.allDone)
 		}
 		for _, p := range t.publishes {
+			if p.hold != nil {
+				p.hold.Start(func(err error) { w.Confirm([]uint64{0}, err) })
+				continue
+			}
 			if len(p.queues) == 0 && p.m.Mandatory {
 				ch.returnMessage(&p.m, p.rec)
 			}

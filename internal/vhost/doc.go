@@ -92,6 +92,14 @@
 //     (unlimited from 4.0), x-max-priority (refused before 4.3), and the
 //     4.3 refusals (transient non-exclusive queues 541, x-queue-mode and
 //     x-queue-version=1 406) come from the profile.
+//   - exchange types: besides AMQP's four, the types of
+//     RabbitMQ's common plugins are built in (plugins.go, dedup.go,
+//     docs/exchange-types.md): x-consistent-hash, x-modulus-hash,
+//     x-delayed-message (held by Config.Delayed until due, confirmed once
+//     stored, never returned) and x-message-deduplication (a fanout
+//     exchange dropping messages whose x-deduplication-header it has
+//     seen). Their arguments are checked on declare with the plugins'
+//     406 texts, and their types compare by name on redeclare.
 //   - the default exchange "" cannot be declared (not even passively),
 //     deleted, bound or unbound: 403 ACCESS_REFUSED. It routes to every
 //     queue by name.

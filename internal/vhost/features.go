@@ -34,6 +34,9 @@ func (v *VHost) features(name string, args queue.Args) queue.Features {
 // call), so it cannot deadlock with the actor. A missing exchange routes
 // nowhere: RabbitMQ drops the message.
 func (v *VHost) routeDeadLetter(exchange, key string, props []byte) []*queue.Queue {
+	if v.plugins.Load() > 0 && v.deadLetterDuplicate(exchange, props) {
+		return nil
+	}
 	_, qs, err := v.Route(exchange, key, props, nil, nil)
 	if err != nil || len(qs) == 0 {
 		return nil

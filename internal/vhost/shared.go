@@ -119,8 +119,7 @@ func (v *VHost) dropExchangeLocked(name string) []routing.Binding {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	removed, _ := v.routes.DeleteExchange(name)
-	delete(v.exchanges, name)
-	delete(v.headersX, name)
+	v.setExchangeLocked(name, nil)
 	return removed
 }
 

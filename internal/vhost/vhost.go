@@ -10,10 +10,13 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/compat"
+	"github.com/warrenmq/broker/internal/dedup"
+	"github.com/warrenmq/broker/internal/delayed"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -50,6 +53,12 @@ type Config struct {
 	// Profile is the RabbitMQ series whose declare rules the vhost copies
 	// where versions differ (profile.go); the zero Profile is the default.
 	Profile compat.Profile
+	// Delayed holds the messages of x-delayed-message exchanges until
+	// they are due (plugins.go); nil routes them at once.
+	Delayed *delayed.Service
+	// Dedup opens the caches of x-message-deduplication exchanges
+	// (dedup.go); nil keeps them in memory.
+	Dedup DedupOpener
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -67,6 +76,10 @@ type Queue struct {
 type exchange struct {
 	def  meta.Exchange
 	args amqp.Table
+	// delayed: an x-delayed-message exchange; dedup: the cache of an
+	// x-message-deduplication one (plugins.go).
+	delayed bool
+	dedup   *dedup.Cache
 }
 
 // VHost holds one virtual host's topology: exchanges, queues, bindings and
@@ -104,6 +117,10 @@ type VHost struct {
 	// replies maps direct reply-to names to their requesters
 	// (replyto.go); a sync.Map because publishes read it on every reply.
 	replies sync.Map
+
+	// plugins counts the delayed and deduplicating exchanges, so that a
+	// publish looks for one only while there is one (plugins.go).
+	plugins atomic.Int32
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -275,21 +292,32 @@ func encodeArgs(t amqp.Table) ([]byte, error) {
 // addExchangeLocked adds a declared exchange to the maps and the routing
 // table.
 func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
-	kind, err := routing.ParseKind(def.Type)
+	kind, err := routing.ResolveType(def.Type, args)
 	if err != nil {
 		return err
+	}
+	// Stored arguments passed validation at declare; a store written by
+	// another version may hold ones refused now: hash on the key then.
+	var on routing.HashOn
+	if kind == routing.ConsistentHash {
+		on, _ = routing.ParseHashArgs(args)
+	}
+	x := &exchange{def: def, args: args, delayed: def.Type == routing.TypeDelayed}
+	if def.Type == routing.TypeDeduplication {
+		if x.dedup, err = v.openDedupLocked(def.Name, def.Durable, args); err != nil {
+			return err
+		}
 	}
 	ae, _ := args["alternate-exchange"].(string)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.routes.DeclareExchange(routing.Exchange{
-		Name: def.Name, Kind: kind, Internal: def.Internal, AlternateExchange: ae,
+		Name: def.Name, Kind: kind, Internal: def.Internal, AlternateExchange: ae, HashOn: on,
 	}); err != nil {
 		return err
 	}
-	delete(v.headersX, def.Name)
-	v.exchanges[def.Name] = &exchange{def: def, args: args}
-	if kind == routing.Headers {
+	v.setExchangeLocked(def.Name, x)
+	if readsProperties(kind, on) {
 		v.headersX[def.Name] = struct{}{}
 	}
 	return nil
@@ -359,8 +387,7 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 		}
 		return nil
 	}
-	kind, err := routing.ParseKind(m.Type)
-	if err != nil {
+	if !knownType(m.Type) {
 		// 406 closing the channel, as RabbitMQ 3.13.3 and later answer
 		// (rabbitmq-server#11215); 3.10 to 3.13.2 closed the connection
 		// with 503 COMMAND_INVALID. Every supported profile answers 406.
@@ -372,7 +399,7 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	v.topo.Lock()
 	defer v.topo.Unlock()
 	if x, ok := v.exchanges[name]; ok {
-		return v.exchangeEquivalent(x, kind, m)
+		return v.exchangeEquivalent(x, m)
 	}
 	if routing.IsReserved(name) {
 		return amqp.NewError(amqp.AccessRefused, 0, 0, "exchange name '%s' contains reserved prefix 'amq.*'", name)
@@ -383,6 +410,9 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	if err := v.checkExchangeName(m.Arguments, "alternate-exchange", "exchange", name); err != nil {
 		return err
 	}
+	if _, _, err := exchangeRouting(m.Type, m.Arguments); err != nil {
+		return err
+	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
 		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for exchange '%s': %v", name, err)
@@ -391,7 +421,7 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 		return err
 	}
 	def := meta.Exchange{
-		VHost: v.cfg.Name, Name: name, Type: kind.String(),
+		VHost: v.cfg.Name, Name: name, Type: m.Type,
 		Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal, Arguments: raw,
 	}
 	if err := v.cfg.Store.PutExchange(ctx, def); err != nil {
@@ -404,10 +434,10 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	return nil
 }
 
-func (v *VHost) exchangeEquivalent(x *exchange, kind routing.Kind, m *amqp.ExchangeDeclare) error {
+func (v *VHost) exchangeEquivalent(x *exchange, m *amqp.ExchangeDeclare) error {
 	d := x.def
 	switch {
-	case d.Type != kind.String():
+	case d.Type != m.Type:
 		return inequivalent("type", "exchange", d.Name, v.cfg.Name, m.Type, d.Type)
 	case d.Durable != m.Durable:
 		return inequivalent("durable", "exchange", d.Name, v.cfg.Name, m.Durable, d.Durable)
@@ -473,9 +503,9 @@ func (v *VHost) deleteExchangeLocked(ctx context.Context, x *exchange) error {
 		v.mu.Unlock()
 		return amqp.NewError(amqp.AccessRefused, 0, 0, "%v", err)
 	}
-	delete(v.exchanges, x.def.Name)
-	delete(v.headersX, x.def.Name)
+	v.setExchangeLocked(x.def.Name, nil)
 	v.mu.Unlock()
+	v.exchangeGoneLocked(ctx, x)
 	return v.forgetBindingsLocked(ctx, removed)
 }
 
@@ -978,13 +1008,13 @@ func (v *VHost) RouteCC(exchangeName, key string, cc []string, props []byte, nam
 				"cannot publish to internal %s", v.resource("exchange", exchangeName))
 		}
 	}
-	var h map[string]any
+	var rm routing.Message
 	if v.headersBoundLocked() {
 		if p, err := amqp.DecodeProperties(props); err == nil {
-			h = p.Headers
+			rm = routingMessage(&p)
 		}
 	}
-	names = v.routes.RouteKeys(exchangeName, key, cc, h, names[:0])
+	names = v.routes.RouteMessage(exchangeName, key, cc, &rm, names[:0])
 	for _, n := range names {
 		if q, ok := v.queues[n]; ok {
 			dst = append(dst, q)

@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/dedup"
+	"github.com/warrenmq/broker/internal/delayed"
+	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
+)
+
+// pluginState is what the built-in plugin exchanges keep broker-wide (see
+// docs/exchange-types.md): the delayed-message service, with its timer
+// goroutine, which the broker starts once its vhosts are open and stops
+// once its connections are closed.
+type pluginState struct {
+	delayed *delayed.Service
+}
+
+// openPlugins creates the delayed-message service: held messages of
+// durable exchanges in the broker's Pebble database when it has one (they
+// survive restarts), in memory otherwise, as are those of other exchanges.
+func (b *Broker) openPlugins() error {
+	durable := delayed.Store(delayed.NewMemory())
+	if b.stores.db != nil {
+		p, err := delayed.OpenPebble(b.stores.db)
+		if err != nil {
+			return fmt.Errorf("broker: delayed messages: %w", err)
+		}
+		durable = p
+	}
+	b.plugins.delayed = delayed.NewService(b.clock(), durable, delayed.NewMemory(), b.routeDelayed, b.log)
+	return nil
+}
+
+func (b *Broker) startPlugins() { b.plugins.delayed.Start() }
+
+func (b *Broker) stopPlugins() {
+	if b.plugins.delayed != nil {
+		b.plugins.delayed.Close()
+	}
+}
+
+// routeDelayed routes due messages in their vhosts and calls done once
+// every vhost's queues answered. A vhost that is gone takes its messages
+// with it.
+func (b *Broker) routeDelayed(ctx context.Context, msgs []delayed.Message, done func(error)) {
+	var groups [][]delayed.Message
+	var vhs []*vhost.VHost
+	for len(msgs) > 0 {
+		n := 1
+		for n < len(msgs) && msgs[n].VHost == msgs[0].VHost {
+			n++
+		}
+		if vh, ok := b.lookupVHost(msgs[0].VHost); ok {
+			groups, vhs = append(groups, msgs[:n]), append(vhs, vh)
+		}
+		msgs = msgs[n:]
+	}
+	if len(groups) == 0 {
+		done(nil)
+		return
+	}
+	var mu sync.Mutex
+	left := len(groups)
+	var first error
+	for i, g := range groups {
+		vhs[i].RouteDelayed(ctx, g, func(err error) {
+			mu.Lock()
+			if err != nil && first == nil {
+				first = err
+			}
+			left--
+			last, e := left == 0, first
+			mu.Unlock()
+			if last {
+				done(e)
+			}
+		})
+	}
+}
+
+// openDedup opens an x-message-deduplication exchange's cache: in the
+// broker's Pebble database for a durable exchange (it survives restarts),
+// in memory otherwise.
+func (b *Broker) openDedup(vh, exchange string, durable bool, size int64, ttl time.Duration) (*dedup.Cache, error) {
+	if durable && b.stores.db != nil {
+		return dedup.OpenPebble(b.stores.db, vh+"\x00"+exchange, b.clock(), size, ttl)
+	}
+	return dedup.NewMemory(b.clock(), size, ttl), nil
+}
+
+// clock is Options.Clock, or the real clock when it is nil (the queues
+// default to it the same way).
+func (b *Broker) clock() clock.Clock {
+	if b.opts.Clock == nil {
+		return clock.Real
+	}
+	return b.opts.Clock
+}
+
+var _ vhost.DedupOpener = (*Broker)(nil).openDedup
+
+// DelayedMessage is a message an x-delayed-message exchange holds, as
+// PeekDelayed shows it.
+type DelayedMessage struct {
+	Exchange, RoutingKey string
+	// Due is when it will be routed, by Options.Clock; Delay is the
+	// x-delay it was published with.
+	Due   time.Time
+	Delay time.Duration
+	// Publishing holds the properties and body as published.
+	Publishing amqp091.Publishing
+}
+
+// DelayedCount returns how many messages an x-delayed-message exchange
+// holds (0 for any other exchange). vhost "" is the default vhost.
+func (b *Broker) DelayedCount(vhostName, exchange string) (int64, error) {
+	vh, ok := b.lookupVHost(vhostName)
+	if !ok {
+		return 0, fmt.Errorf("%w: vhost %q", ErrNotFound, vhostName)
+	}
+	return vh.DelayedCount(exchange), nil
+}
+
+// PeekDelayed returns up to n of the messages an x-delayed-message
+// exchange holds, earliest due first, without routing them.
+func (b *Broker) PeekDelayed(ctx context.Context, vhostName, exchange string, n int) ([]DelayedMessage, error) {
+	vh, ok := b.lookupVHost(vhostName)
+	if !ok {
+		return nil, fmt.Errorf("%w: vhost %q", ErrNotFound, vhostName)
+	}
+	msgs, err := vh.DelayedPeek(ctx, exchange, n)
+	if err != nil {
+		return nil, fmt.Errorf("broker: peek delayed %q: %w", exchange, err)
+	}
+	out := make([]DelayedMessage, len(msgs))
+	for i, m := range msgs {
+		p, err := amqp.DecodeProperties(m.Properties)
+		if err != nil {
+			return nil, fmt.Errorf("broker: peek delayed %q: %w", exchange, err)
+		}
+		out[i] = DelayedMessage{
+			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+			Due: time.Unix(0, m.Due), Delay: time.Duration(m.Delay) * time.Millisecond,
+			Publishing: publishingOf(&p, m.Body),
+		}
+	}
+	return out, nil
+}
+
+// dedupQueue gives a queue declared with x-message-deduplication: true
+// (rabbitmq-message-deduplication's queue argument) a shard store that
+// knows its messages' deduplication keys, and the Admit hook that refuses
+// a message whose key is in the queue. Not in shared mode: other brokers
+// append to the queue too, and this store would not see their keys.
+func dedupQueue(ctx context.Context, def meta.Queue, shared bool, st *queue.Stores, f *queue.Features) error {
+	if shared || len(def.Arguments) == 0 {
+		return nil
+	}
+	args, _, err := amqp.DecodeTable(def.Arguments)
+	if err != nil || args["x-message-deduplication"] != true {
+		return nil
+	}
+	keys, store := dedup.NewQueueStore(st.Shards)
+	if err := keys.Load(ctx, shardName(def.VHost, def.Name)); err != nil {
+		return fmt.Errorf("broker: queue %q: deduplication keys: %w", def.Name, err)
+	}
+	st.Shards = store
+	f.Admit = keys.Admit
+	return nil
+}
