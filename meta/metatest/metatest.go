@@ -160,7 +160,7 @@ var kinds = []kind{
 				tags[i] = "changed"
 			}
 		},
-		put:    func(ctx context.Context, s meta.Store, v any) error { return s.PutVHost(ctx, v.(meta.VHost)) },
+		put: func(ctx context.Context, s meta.Store, v any) error { return s.PutVHost(ctx, v.(meta.VHost)) },
 		get: func(ctx context.Context, s meta.Store, v any) (any, error) {
 			return s.GetVHost(ctx, v.(meta.VHost).Name)
 		},
