@@ -49,9 +49,8 @@ func validName(c *mgmtCall, kind, name string) bool {
 	return true
 }
 
-// vhostBody is PUT /api/vhosts/{vhost}'s body. Warren stores a vhost's
-// name only: the other fields are checked and accepted, and GET reports a
-// vhost's description and tags as empty.
+// vhostBody is PUT /api/vhosts/{vhost}'s body: the vhost's metadata.
+// tracing is accepted and ignored (Warren has no firehose tracer).
 type vhostBody struct {
 	Description      string               `json:"description"`
 	Tags             definitions.UserTags `json:"tags"`
@@ -59,8 +58,9 @@ type vhostBody struct {
 	Tracing          flexBool             `json:"tracing"`
 }
 
-// putVHost is PUT /api/vhosts/{vhost}: creates the vhost (201), or leaves
-// an existing one as it is (204).
+// putVHost is PUT /api/vhosts/{vhost}: creates the vhost with the body's
+// metadata (201), or replaces an existing one's metadata (204), as
+// RabbitMQ 3.13/4.x's put_vhost does.
 func (m *mgmt) putVHost(c *mgmtCall) {
 	var body vhostBody
 	if !readBody(c, &body) {
@@ -78,15 +78,13 @@ func (m *mgmt) putVHost(c *mgmtCall) {
 	if !validName(c, "vhost", name) {
 		return
 	}
-	if _, ok := m.b.VHost(name); ok {
-		created(c.w, false)
-		return
-	}
-	if err := m.b.AddVHost(c.r.Context(), name); err != nil {
+	isNew, err := m.b.PutVHost(c.r.Context(), definitions.VHost{Name: name, Description: body.Description,
+		Tags: body.Tags, DefaultQueueType: body.DefaultQueueType})
+	if err != nil {
 		writeAdminError(c.w, err)
 		return
 	}
-	created(c.w, true)
+	created(c.w, isNew)
 }
 
 // deleteVHost is DELETE /api/vhosts/{vhost}: the vhost, everything in it

@@ -88,3 +88,18 @@ func (v *VHost) withDefaultType(args amqp.Table, durable, exclusive, autoDelete 
 	out["x-queue-type"] = t
 	return out
 }
+
+// ExchangeType returns the type ("direct", "topic", ...) of the named
+// exchange, "" when there is none; it allocates nothing, for the checks a
+// publish makes.
+func (v *VHost) ExchangeType(name string) string {
+	if name == "" {
+		return "direct"
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if x, ok := v.exchanges[name]; ok {
+		return x.def.Type
+	}
+	return ""
+}
