@@ -87,10 +87,14 @@ fi
 if [[ -z "$admin" ]]; then
 	echo "clients: fetching rabbitmqadmin from Debian's rabbitmq-server package"
 	mkdir -p "$work/deb"
-	(cd "$work/deb" && apt-get download rabbitmq-server >"$work/apt-download.log" 2>&1) || {
-		cat "$work/apt-download.log" >&2
-		die "apt-get download rabbitmq-server failed"
-	}
+	if ! (cd "$work/deb" && apt-get download rabbitmq-server >"$work/apt-download.log" 2>&1); then
+		# Empty package lists (a fresh container): refresh them, as root.
+		[[ $(id -u) == 0 ]] && apt-get update >>"$work/apt-download.log" 2>&1 || true
+		(cd "$work/deb" && apt-get download rabbitmq-server >>"$work/apt-download.log" 2>&1) || {
+			cat "$work/apt-download.log" >&2
+			die "apt-get download rabbitmq-server failed; set CLIENTS_RABBITMQADMIN or install rabbitmq-server"
+		}
+	fi
 	dpkg-deb -x "$work"/deb/rabbitmq-server_*.deb "$work/deb/root" || die "cannot unpack rabbitmq-server"
 	admin="$work/deb/root/usr/bin/rabbitmqadmin"
 fi
