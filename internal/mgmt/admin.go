@@ -54,7 +54,7 @@ func validName(c *mgmtCall, kind, name string) bool {
 type vhostBody struct {
 	Description      string               `json:"description"`
 	Tags             definitions.UserTags `json:"tags"`
-	DefaultQueueType string               `json:"default_queue_type"`
+	DefaultQueueType *string              `json:"default_queue_type"`
 	Tracing          flexBool             `json:"tracing"`
 }
 
@@ -66,20 +66,32 @@ func (m *mgmt) putVHost(c *mgmtCall) {
 	if !readBody(c, &body) {
 		return
 	}
-	switch body.DefaultQueueType {
+	dqt := ""
+	if body.DefaultQueueType != nil {
+		dqt = *body.DefaultQueueType
+	}
+	switch dqt {
 	case "", "classic", "quorum", "stream":
 	default:
 		// RabbitMQ 4.x's rabbit_queue_type:discover refuses an unknown
 		// type before creating anything.
-		WriteError(c.w, http.StatusBadRequest, "bad_request", "unknown queue type '"+body.DefaultQueueType+"'")
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "unknown queue type '"+dqt+"'")
 		return
 	}
 	name := c.p("vhost")
 	if !validName(c, "vhost", name) {
 		return
 	}
+	if body.DefaultQueueType == nil {
+		// RabbitMQ merges the metadata given into the vhost's: a PUT
+		// without default_queue_type (rabbitmqadmin's declare vhost)
+		// keeps the one the vhost has.
+		if old, err := m.b.VHostInfo(c.r.Context(), name); err == nil {
+			dqt = old.DefaultQueueType
+		}
+	}
 	isNew, err := m.b.PutVHost(c.r.Context(), definitions.VHost{Name: name, Description: body.Description,
-		Tags: body.Tags, DefaultQueueType: body.DefaultQueueType})
+		Tags: body.Tags, DefaultQueueType: dqt})
 	if err != nil {
 		writeAdminError(c.w, err)
 		return

@@ -22,6 +22,7 @@ func TestManagementVHostMetadata(t *testing.T) {
 		{"guest", "PUT", "/api/vhosts/v1", `{"description": "orders", "tags": "eu,prod", "default_queue_type": "quorum"}`, 201, ""},
 		{"guest", "PUT", "/api/vhosts/v2", map[string]any{"description": "plain"}, 201, ""},
 		{"guest", "PUT", "/api/vhosts/v2", map[string]any{"default_queue_type": "stream"}, 204, ""},
+		{"guest", "PUT", "/api/vhosts/v2", map[string]any{"tracing": false}, 204, ""}, // keeps stream
 		{"guest", "PUT", "/api/vhosts/v2", map[string]any{"default_queue_type": "lazy"}, 400, "unknown queue type 'lazy'"},
 	})
 	for _, tc := range []struct{ path, want string }{
