@@ -186,9 +186,9 @@ func isLoopback(a net.Addr) bool {
 // connection.open).
 func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), error) {
 	vh := canonicalVHost(vhostName)
-	release, err := b.admitConnection(user, vh)
-	if err != nil {
-		return nil, nil, err
+	release, aerr := b.admitConnection(user, vh)
+	if aerr != nil {
+		return nil, nil, aerr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
 	p, err := b.stores.meta.GetPermission(ctx, user, vh)
@@ -205,7 +205,19 @@ func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), er
 		release()
 		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
 	}
-	return b.sharedAccess(user, vh, g), release, nil
+	ctx, cancel = context.WithTimeout(context.Background(), b.opts.LoginTimeout)
+	topics, err := b.topicGrants(ctx, user, vh)
+	cancel()
+	if err != nil {
+		release()
+		if login.Unavailable(err) {
+			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
+		}
+		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
+	}
+	a := b.sharedAccess(user, vh, g)
+	a.SetTopics(topics)
+	return a, release, nil
 }
 
 // sharedAccess returns the Access of (user, vhost), created with g if new
@@ -267,6 +279,17 @@ func (b *Broker) DeleteUser(ctx context.Context, name string) error {
 	for _, p := range perms {
 		if p.User == name {
 			if err := b.stores.meta.DeletePermission(ctx, name, p.VHost); err != nil {
+				return fmt.Errorf("broker: delete user %q: %w", name, err)
+			}
+		}
+	}
+	tps, err := b.stores.meta.ListTopicPermissions(ctx)
+	if err != nil {
+		return fmt.Errorf("broker: delete user %q: %w", name, err)
+	}
+	for _, p := range tps {
+		if p.User == name {
+			if err := b.stores.meta.DeleteTopicPermission(ctx, name, p.VHost, p.Exchange); err != nil {
 				return fmt.Errorf("broker: delete user %q: %w", name, err)
 			}
 		}
@@ -389,7 +412,7 @@ func (b *Broker) AddVHost(ctx context.Context, name string) error {
 	if _, ok := b.vhosts[name]; ok {
 		return fmt.Errorf("broker: vhost %q already exists", name)
 	}
-	return b.openVHostLocked(ctx, name, true)
+	return b.openVHostLocked(ctx, meta.VHost{Name: name}, true)
 }
 
 // DeleteVHost deletes a virtual host with everything in it: its open
@@ -463,6 +486,7 @@ func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
 	} else {
 		errs = append(errs, err)
 	}
+	errs = append(errs, b.deleteVHostSettings(ctx, name))
 	errs = append(errs, st.DeleteVHost(ctx, name))
 	b.acct.mu.Lock()
 	for k, a := range b.acct.mu.access {

@@ -67,13 +67,14 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	acct     accountState // logins and access (accounts.go)
-	limits   connCounts   // open connections, for the limits (limits.go)
-	counters counterState // what Stats and the metrics count (introspect.go)
-	scan     scanState    // the unacked scanner's goroutine (scanner.go)
-	follow   followState  // shared mode: follows the other brokers' changes (shared.go)
-	alarm    alarmState   // memory and disk alarms and their monitor (alarms.go)
-	plugins  pluginState  // delayed messages (plugins.go)
+	acct     accountState    // logins and access (accounts.go)
+	limits   connCounts      // open connections, for the limits (limits.go)
+	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)
+	counters counterState    // what Stats and the metrics count (introspect.go)
+	scan     scanState       // the unacked scanner's goroutine (scanner.go)
+	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
+	alarm    alarmState      // memory and disk alarms and their monitor (alarms.go)
+	plugins  pluginState     // delayed messages (plugins.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps

@@ -49,6 +49,9 @@ const directChannel = 1
 type Channel struct {
 	b    *Broker
 	conn *session.Conn
+	// admitted gives back the Channel's place under its vhost's
+	// connection limit (limits.go) when it ends; nil when it holds none.
+	admitted func()
 
 	// callMu lets one synchronous method wait for its reply at a time.
 	callMu sync.Mutex
@@ -312,6 +315,9 @@ func (ch *Channel) release(n int) {
 	b.mu.Lock()
 	delete(b.mu.conns, ch.conn)
 	b.mu.Unlock()
+	if ch.admitted != nil {
+		ch.admitted()
+	}
 	b.wg.Done()
 }
 

@@ -126,7 +126,18 @@ func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Ac
 	if err != nil {
 		return nil, refused(amqp.InternalError, "%v", err)
 	}
-	return b.sharedAccess(user, vh, g), nil
+	lctx, cancel = context.WithTimeout(ctx, b.opts.LoginTimeout)
+	topics, err := b.topicGrants(lctx, user, vh)
+	cancel()
+	switch {
+	case login.Unavailable(err):
+		return nil, failed(err)
+	case err != nil:
+		return nil, refused(amqp.InternalError, "%v", err)
+	}
+	a := b.sharedAccess(user, vh, g)
+	a.SetTopics(topics)
+	return a, nil
 }
 
 // openChannel opens a direct Channel on vh as user, checking access (nil:
@@ -148,6 +159,15 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	ch.mu.refs = 1 // the direct connection's
 	ch.mu.consumers = make(map[string]*consumerBuf)
 	ch.mu.confirmNext = 1
+	// A direct connection counts against its vhost's connection limit, as
+	// RabbitMQ's rabbit_direct:connect checks it; the node-wide
+	// Options.MaxConnections bounds network connections only, as
+	// RabbitMQ's connection_max bounds its listeners.
+	admitted, aerr := b.admitDirect(user, vh.Name())
+	if aerr != nil {
+		return nil, toError(aerr)
+	}
+	ch.admitted = admitted
 	id := fmt.Sprintf("direct#%d", b.nextID.Add(1))
 	ch.conn = session.NewDirect(b.cfg, id, vh, user, (*channelSink)(ch))
 	ch.conn.SetAccess(access)
@@ -157,6 +177,7 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	b.mu.Lock()
 	if b.mu.closed {
 		b.mu.Unlock()
+		admitted()
 		return nil, ErrClosed
 	}
 	b.mu.conns[ch.conn] = struct{}{}

@@ -151,10 +151,6 @@ func (v definitionsView) CheckPermission(p definitions.Permission) error {
 	return err
 }
 
-func (v definitionsView) AddVHost(ctx context.Context, name string) error {
-	return v.b.AddVHost(ctx, name)
-}
-
 func (v definitionsView) PutUser(ctx context.Context, u definitions.User) error {
 	mu, err := storedUser(u)
 	if err != nil {

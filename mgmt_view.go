@@ -45,7 +45,10 @@ import (
 // /api/bindings[/v], /api/bindings/v/e/x/q/q and /e/x/e/y (GET, POST),
 // with /props (GET, DELETE), /api/connections[/name] (DELETE closes with
 // 320 CONNECTION_FORCED), /api/connections/name/channels,
-// /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST).
+// /api/channels[/name], /api/consumers[/v], /api/definitions (GET, POST),
+// /api/vhost-limits[/v[/name]] (PUT, DELETE), /api/topic-permissions[/v/u]
+// (PUT, DELETE), /api/users/u/topic-permissions,
+// /api/vhosts/v/topic-permissions (docs/management.md).
 //
 // POST /api/queues/v/q/get delivers, as RabbitMQ's does: basic.get on an
 // internal direct channel as the requesting user (so with that user's read

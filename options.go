@@ -179,15 +179,18 @@ type Options struct {
 	MaxConnections int
 	// VHostMaxConnections bounds the open connections per vhost
 	// (RabbitMQ's max-connections vhost limit; 0 refuses every
-	// connection), 530 NOT_ALLOWED beyond it. A vhost not listed, or a
-	// negative value (-1), has no limit. Every vhost named must exist
+	// connection), 530 NOT_ALLOWED beyond it; direct Channels count too,
+	// as RabbitMQ's direct connections do. A vhost not listed, or a
+	// negative value (-1), has no limit; a limit stored with
+	// Broker.SetVHostLimit (or the management API) overrides it. Every vhost named must exist
 	// (Options.VHosts, or one AddVHost stored in DataDir): New refuses a
 	// limit that would never apply.
 	VHostMaxConnections map[string]int
 	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
 	// max-queues vhost limit): declaring a new queue beyond it closes the
 	// channel with 406 PRECONDITION_FAILED. Zero or negative means no
-	// limit.
+	// limit. A max-queues limit stored with Broker.SetVHostLimit
+	// overrides it for its vhost.
 	MaxQueuesPerVHost int
 
 	// TLSConfig serves TLS in ListenTLS and ListenAndServeTLS (tls.go). To

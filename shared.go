@@ -301,8 +301,11 @@ func (b *Broker) syncVHosts(ctx context.Context) bool {
 	}
 	ok := true
 	names := make(map[string]bool, len(stored))
+	records := make(map[string]meta.VHost, len(stored))
 	for _, v := range stored {
-		names[canonicalVHost(v.Name)] = true
+		v.Name = canonicalVHost(v.Name)
+		names[v.Name] = true
+		records[v.Name] = v
 	}
 	var gone []*vhost.VHost
 	b.vhostsMu.Lock()
@@ -310,7 +313,7 @@ func (b *Broker) syncVHosts(ctx context.Context) bool {
 		if _, open := b.vhosts[name]; open || b.deleting[name] {
 			continue
 		}
-		if err := b.openVHostLocked(ctx, name, false); err != nil {
+		if err := b.openVHostLocked(ctx, records[name], false); err != nil {
 			b.log.Warn("broker: opening vhost created elsewhere", "vhost", name, "err", err)
 			ok = false
 		}
@@ -325,7 +328,8 @@ func (b *Broker) syncVHosts(ctx context.Context) bool {
 	for _, vh := range gone {
 		b.dropVHost(ctx, vh)
 	}
-	return ok
+	// Another broker may have changed a vhost's metadata or limits.
+	return b.refreshVHostSettings(ctx, stored) && ok
 }
 
 // dropVHost closes a vhost another broker deleted (with everything of it

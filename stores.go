@@ -179,6 +179,9 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 	b.vhostsMu.Lock()
 	defer b.vhostsMu.Unlock()
 	b.vhosts = make(map[string]*vhost.VHost, len(b.opts.VHosts))
+	if err := b.readVHostLimits(ctx); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(b.opts.VHosts))
 	for _, name := range b.opts.VHosts {
 		names = append(names, canonicalVHost(name))
@@ -187,14 +190,22 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: list vhosts: %w", err)
 	}
+	records := make(map[string]meta.VHost, len(stored))
 	for _, v := range stored {
-		names = append(names, canonicalVHost(v.Name))
+		name := canonicalVHost(v.Name)
+		names = append(names, name)
+		v.Name = name
+		records[name] = v
 	}
 	for _, name := range names {
 		if _, ok := b.vhosts[name]; ok {
 			continue
 		}
-		if err := b.openVHostLocked(ctx, name, true); err != nil {
+		rec, ok := records[name]
+		if !ok {
+			rec = meta.VHost{Name: name}
+		}
+		if err := b.openVHostLocked(ctx, rec, true); err != nil {
 			b.closeVHostsLocked()
 			return err
 		}
@@ -215,12 +226,13 @@ func (b *Broker) checkVHostLimits() error {
 	return errors.Join(errs...)
 }
 
-// openVHostLocked stores (when store is set) and opens one vhost;
-// b.vhostsMu is held. Shared mode opens vhosts another broker stored
-// without storing them again: they may be being deleted.
-func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) error {
+// openVHostLocked stores rec (when store is set) and opens its vhost
+// with rec's settings; b.vhostsMu is held. Shared mode opens vhosts another
+// broker stored without storing them again: they may be being deleted.
+func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool) error {
+	name := rec.Name
 	if store {
-		if err := b.stores.meta.PutVHost(ctx, meta.VHost{Name: name}); err != nil {
+		if err := b.stores.meta.PutVHost(ctx, rec); err != nil {
 			return err
 		}
 	}
@@ -239,6 +251,8 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) e
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)
 	}
+	vh.SetDefaultQueueType(rec.DefaultQueueType)
+	b.applyQueueLimit(vh)
 	b.vhosts[name] = vh
 	return nil
 }

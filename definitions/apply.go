@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/warrenmq/broker/amqp"
@@ -26,6 +27,10 @@ type Broker interface {
 	UserExists(ctx context.Context, name string) bool
 	// Permissions lists the stored permissions.
 	Permissions(ctx context.Context) ([]Permission, error)
+	// VHost returns a vhost's metadata and limits (no Metadata object).
+	VHost(ctx context.Context, name string) (VHost, error)
+	// TopicPermissions lists the stored topic permissions.
+	TopicPermissions(ctx context.Context) ([]TopicPermission, error)
 
 	// CheckUser reports why u could not be stored (its password hash or
 	// hashing algorithm), nil when it can.
@@ -33,9 +38,21 @@ type Broker interface {
 	// CheckPermission reports why p's regular expressions could not be
 	// used, nil when they can.
 	CheckPermission(p Permission) error
+	// CheckVHost reports why v's default queue type or limits could not
+	// be used, nil when they can.
+	CheckVHost(v VHost) error
+	// CheckTopicPermission reports why p's regular expressions could not
+	// be used, nil when they can.
+	CheckTopicPermission(p TopicPermission) error
 
-	// AddVHost creates a vhost.
-	AddVHost(ctx context.Context, name string) error
+	// PutVHost creates a vhost with v's metadata, or replaces the
+	// metadata of an existing one.
+	PutVHost(ctx context.Context, v VHost) error
+	// SetVHostLimit sets one of a vhost's limits.
+	SetVHostLimit(ctx context.Context, vhost, name string, value int64) error
+	// SetTopicPermission stores p, replacing the user's topic permission
+	// on that exchange of the vhost.
+	SetTopicPermission(ctx context.Context, p TopicPermission) error
 	// PutUser stores u (its hash with its algorithm, or a hash of its
 	// plain Password), replacing a user of that name.
 	PutUser(ctx context.Context, u User) error
@@ -79,7 +96,7 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 	d := &File{
 		RabbitVersion: CompatVersion, RabbitMQVersion: CompatVersion,
 		Users: []User{}, VHosts: []VHost{}, Permissions: []Permission{},
-		TopicPermissions: []json.RawMessage{}, Parameters: []json.RawMessage{},
+		TopicPermissions: []TopicPermission{}, Parameters: []json.RawMessage{},
 		GlobalParameters: []json.RawMessage{}, Policies: []json.RawMessage{},
 		Queues: []Queue{}, Exchanges: []Exchange{}, Bindings: []Binding{},
 	}
@@ -90,13 +107,31 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 	d.Users = append(d.Users, users...)
 	vhosts := b.VHosts()
 	for _, name := range vhosts {
-		d.VHosts = append(d.VHosts, VHost{Name: name})
+		v, err := b.VHost(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if v.Description != "" || len(v.Tags) > 0 || v.DefaultQueueType != "" {
+			// RabbitMQ 3.13's form; a vhost without metadata keeps
+			// 3.10's, its name alone.
+			v.Metadata = &VHostMetadata{Description: v.Description, Tags: v.Tags, DefaultQueueType: v.DefaultQueueType}
+			if v.Metadata.Tags == nil {
+				v.Metadata.Tags = UserTags{}
+			}
+			v.Tags = v.Metadata.Tags
+		}
+		d.VHosts = append(d.VHosts, v)
 	}
 	perms, err := b.Permissions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	d.Permissions = append(d.Permissions, perms...)
+	tps, err := b.TopicPermissions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.TopicPermissions = append(d.TopicPermissions, tps...)
 	for _, name := range vhosts {
 		c, ok := b.Contents(name)
 		if !ok {
@@ -127,9 +162,11 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 }
 
 // Import applies d to b, as RabbitMQ's import does: it creates the vhosts
-// that do not exist yet, stores the users (their password hashes as given,
-// with their algorithm, and their tags; a user that exists is replaced),
-// sets the permissions, then declares the exchanges, the queues and the
+// that do not exist yet with their metadata (and replaces the metadata of
+// existing ones the file gives metadata for), sets their limits, stores
+// the users (their password hashes as given, with their algorithm, and
+// their tags; a user that exists is replaced), sets the permissions and
+// topic permissions, then declares the exchanges, the queues and the
 // bindings the way the AMQP methods would (so RabbitMQ's equivalence rules
 // hold: an existing entity declared with other properties is an error, an
 // identical one is left alone). What already exists and is not in d is
@@ -139,8 +176,8 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 // salt and H named by hashing_algorithm: HashingSHA256 (the default when
 // the key is missing), HashingSHA512 or the legacy HashingMD5; a plain
 // "password" is hashed with SHA-256; an empty password_hash is a user that
-// cannot log in with a password. Topic permissions, parameters and
-// policies must be empty; global parameters (cluster name, cluster id) are
+// cannot log in with a password. Parameters and policies must be empty;
+// global parameters (cluster name, cluster id) are
 // ignored.
 //
 // Everything is checked before anything is applied: a file that fails the
@@ -162,11 +199,20 @@ func Import(ctx context.Context, b Broker, d *File) error {
 	}
 	have := b.VHosts()
 	for _, v := range d.VHosts {
-		if slices.Contains(have, canonicalVHost(v.Name)) {
-			continue
+		v = v.Resolved()
+		// An existing vhost keeps its metadata unless the file gives
+		// some (a file written before vhosts had metadata names only).
+		exists := slices.Contains(have, canonicalVHost(v.Name))
+		if !exists || v.Description != "" || v.Tags != nil || v.DefaultQueueType != "" {
+			if err := b.PutVHost(ctx, v); err != nil {
+				fail(fmt.Sprintf("vhost %q", v.Name), err)
+				continue
+			}
 		}
-		if err := b.AddVHost(ctx, v.Name); err != nil {
-			fail(fmt.Sprintf("vhost %q", v.Name), err)
+		for _, name := range slices.Sorted(maps.Keys(v.Limits)) {
+			if err := b.SetVHostLimit(ctx, v.Name, name, v.Limits[name]); err != nil {
+				fail(fmt.Sprintf("limit %q of vhost %q", name, v.Name), err)
+			}
 		}
 	}
 	for _, u := range d.Users {
@@ -177,6 +223,11 @@ func Import(ctx context.Context, b Broker, d *File) error {
 	for _, p := range d.Permissions {
 		if err := b.SetPermission(ctx, p); err != nil {
 			fail(fmt.Sprintf("permission of user %q on vhost %q", p.User, p.VHost), err)
+		}
+	}
+	for _, p := range d.TopicPermissions {
+		if err := b.SetTopicPermission(ctx, p); err != nil {
+			fail(fmt.Sprintf("topic permission of user %q on exchange %q of vhost %q", p.User, p.Exchange, p.VHost), err)
 		}
 	}
 	for _, x := range d.Exchanges {
@@ -252,6 +303,9 @@ func check(ctx context.Context, b Broker, d *File) error {
 		if _, ok := lookup(name); !ok {
 			newVHosts[name] = true
 		}
+		if err := b.CheckVHost(v.Resolved()); err != nil {
+			bad("vhost %q: %v", v.Name, err)
+		}
 	}
 	vhostOK := func(what, name string) bool {
 		if _, ok := lookup(name); !ok && !newVHosts[canonicalVHost(name)] {
@@ -280,10 +334,19 @@ func check(ctx context.Context, b Broker, d *File) error {
 			bad("permission of user %q on vhost %q: %v", p.User, p.VHost, err)
 		}
 	}
+	for _, p := range d.TopicPermissions {
+		if !fileUsers[p.User] && !b.UserExists(ctx, p.User) {
+			bad("topic permission of user %q: the user neither exists nor is in the file", p.User)
+		}
+		vhostOK(fmt.Sprintf("topic permission of user %q", p.User), p.VHost)
+		if err := b.CheckTopicPermission(p); err != nil {
+			bad("topic permission of user %q on exchange %q of vhost %q: %v", p.User, p.Exchange, p.VHost, err)
+		}
+	}
 	for _, s := range []struct {
 		name  string
 		items []json.RawMessage
-	}{{"topic_permissions", d.TopicPermissions}, {"parameters", d.Parameters}, {"policies", d.Policies}} {
+	}{{"parameters", d.Parameters}, {"policies", d.Policies}} {
 		if len(s.items) > 0 {
 			bad("%s: %d entries, but Warren has none of these yet", s.name, len(s.items))
 		}

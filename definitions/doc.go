@@ -1,8 +1,9 @@
 // Package definitions reads, writes, exports and imports RabbitMQ's
 // definitions file (definitions.json, the format of RabbitMQ 3.10's
-// rabbitmqctl export_definitions and GET /api/definitions): vhosts, users
-// with salted password hashes, permissions, exchanges, queues and
-// bindings. Messages are not part of it.
+// rabbitmqctl export_definitions and GET /api/definitions, with 3.13's
+// vhost metadata and limits): vhosts, users with salted password hashes,
+// permissions, topic permissions, exchanges, queues and bindings.
+// Messages are not part of it.
 //
 // File and its parts are the JSON format; Read parses a file strictly (one
 // JSON value, whole numbers kept as int64). Export and Import move a File
@@ -16,12 +17,14 @@
 //   - Import checks the whole file against the broker first and changes
 //     nothing when a check fails; the error lists every problem. The
 //     checks cover names, vhosts, users and their hashes, permission
-//     regexps, exchange types, argument tables, the sections Warren has
-//     nothing for (topic permissions, parameters, policies must be empty)
+//     and topic permission regexps, vhost default queue types and limits,
+//     exchange types, argument tables, the sections Warren has nothing
+//     for (parameters, policies must be empty)
 //     and whether every binding's ends exist. They read the broker once,
 //     so a concurrent change can still make the apply fail.
 //   - The apply is not atomic: it declares the way the AMQP methods do,
-//     in order (vhosts, users, permissions, exchanges, queues, bindings),
+//     in order (vhosts and their limits, users, permissions, topic
+//     permissions, exchanges, queues, bindings),
 //     and an error there (an existing queue declared with other
 //     properties, a store that fails) leaves what was applied before it in
 //     place and carries on; all such errors are returned joined. This is

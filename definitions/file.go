@@ -16,8 +16,8 @@ import (
 // vhosts, users, permissions, exchanges, queues and bindings. Messages are
 // not part of it.
 //
-// Export fills every section; the ones Warren has nothing for (topic
-// permissions, parameters, policies) are empty. Import applies what Warren
+// Export fills every section; the ones Warren has nothing for
+// (parameters, policies) are empty. Import applies what Warren
 // can honour and refuses, before changing anything, a file that asks for
 // something it cannot (see Import).
 type File struct {
@@ -32,7 +32,7 @@ type File struct {
 	Users            []User            `json:"users"`
 	VHosts           []VHost           `json:"vhosts"`
 	Permissions      []Permission      `json:"permissions"`
-	TopicPermissions []json.RawMessage `json:"topic_permissions"`
+	TopicPermissions []TopicPermission `json:"topic_permissions"`
 	Parameters       []json.RawMessage `json:"parameters"`
 	GlobalParameters []json.RawMessage `json:"global_parameters"`
 	Policies         []json.RawMessage `json:"policies"`
@@ -88,9 +88,79 @@ func (t *UserTags) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// VHost is a virtual host.
+// VHost is a virtual host with its metadata and limits. Export writes
+// the metadata of a vhost that has any twice, at the top level and under
+// "metadata", as RabbitMQ 3.13 and 4.x do (a vhost without metadata or
+// limits is its name alone, as in 3.10); Import reads the top level first and "metadata" for
+// what is missing there, as RabbitMQ's rabbit_definitions:add_vhost does.
+// Limits are the vhost's limits ("max-connections", "max-queues"); a file
+// may also carry them as a "vhost-limits" parameter, as RabbitMQ writes
+// them too.
 type VHost struct {
-	Name string `json:"name"`
+	Name             string         `json:"name"`
+	Description      string         `json:"description,omitempty"`
+	Tags             UserTags       `json:"tags,omitempty"`
+	DefaultQueueType string         `json:"default_queue_type,omitempty"`
+	Metadata         *VHostMetadata `json:"metadata,omitempty"`
+	Limits           VHostLimits    `json:"limits,omitempty"`
+}
+
+// VHostMetadata is a vhost's "metadata" object.
+type VHostMetadata struct {
+	Description      string   `json:"description"`
+	Tags             UserTags `json:"tags"`
+	DefaultQueueType string   `json:"default_queue_type,omitempty"`
+}
+
+// VHostLimits are a vhost's limits by name. RabbitMQ writes a vhost
+// without limits as [] and one with limits as an object; both read.
+type VHostLimits map[string]int64
+
+// UnmarshalJSON reads an object of integer limits, or an empty list.
+func (l *VHostLimits) UnmarshalJSON(b []byte) error {
+	var list []json.RawMessage
+	if err := json.Unmarshal(b, &list); err == nil {
+		if len(list) > 0 {
+			return errors.New("broker: vhost limits are a list, not an object")
+		}
+		*l = nil
+		return nil
+	}
+	var m map[string]int64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("broker: vhost limits: %w", err)
+	}
+	*l = m
+	return nil
+}
+
+// Resolved returns v with the metadata RabbitMQ keeps in two places
+// merged: the top-level fields, completed from Metadata.
+func (v VHost) Resolved() VHost {
+	if m := v.Metadata; m != nil {
+		if v.Description == "" {
+			v.Description = m.Description
+		}
+		if v.Tags == nil {
+			v.Tags = m.Tags
+		}
+		if v.DefaultQueueType == "" {
+			v.DefaultQueueType = m.DefaultQueueType
+		}
+	}
+	v.Metadata = nil
+	return v
+}
+
+// TopicPermission is a user's topic permission on one topic exchange of a
+// vhost: the routing keys it may publish with (write) and bind with
+// (read), as RabbitMQ's topic_permissions section carries it.
+type TopicPermission struct {
+	User     string `json:"user"`
+	VHost    string `json:"vhost"`
+	Exchange string `json:"exchange"`
+	Write    string `json:"write"`
+	Read     string `json:"read"`
 }
 
 // Permission grants a user configure, write and read regular expressions

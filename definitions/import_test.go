@@ -53,6 +53,33 @@ func (r *recorder) CheckPermission(p definitions.Permission) error {
 	return nil
 }
 
+func (r *recorder) VHost(_ context.Context, name string) (definitions.VHost, error) {
+	return definitions.VHost{Name: name}, nil
+}
+
+func (r *recorder) TopicPermissions(context.Context) ([]definitions.TopicPermission, error) {
+	return nil, nil
+}
+
+func (r *recorder) CheckVHost(v definitions.VHost) error {
+	if v.DefaultQueueType == "fancy" {
+		return errors.New("unknown queue type 'fancy'")
+	}
+	for name := range v.Limits {
+		if name != "max-queues" && name != "max-connections" {
+			return errors.New("unknown limit")
+		}
+	}
+	return nil
+}
+
+func (r *recorder) CheckTopicPermission(p definitions.TopicPermission) error {
+	if p.Write == "(" {
+		return errors.New("write permission: missing )")
+	}
+	return nil
+}
+
 func (r *recorder) write(what string) error {
 	r.writes = append(r.writes, what)
 	if r.fail[what] {
@@ -61,7 +88,15 @@ func (r *recorder) write(what string) error {
 	return nil
 }
 
-func (r *recorder) AddVHost(_ context.Context, name string) error { return r.write("vhost " + name) }
+func (r *recorder) PutVHost(_ context.Context, v definitions.VHost) error {
+	return r.write(fmt.Sprintf("vhost %s %q %v %q", v.Name, v.Description, v.Tags, v.DefaultQueueType))
+}
+func (r *recorder) SetVHostLimit(_ context.Context, vhost, name string, value int64) error {
+	return r.write(fmt.Sprintf("limit %s %s=%d", vhost, name, value))
+}
+func (r *recorder) SetTopicPermission(_ context.Context, p definitions.TopicPermission) error {
+	return r.write("topic permission " + p.User + "@" + p.VHost + "/" + p.Exchange)
+}
 func (r *recorder) PutUser(_ context.Context, u definitions.User) error {
 	return r.write("user " + u.Name)
 }
@@ -83,7 +118,11 @@ func (r *recorder) Bind(_ context.Context, b definitions.Binding, _ amqp.Table) 
 func importFile(t *testing.T) *definitions.File {
 	t.Helper()
 	raw := `{
-		"vhosts": [{"name": "/"}, {"name": "v"}],
+		"vhosts": [{"name": "/"}, {"name": "v", "description": "d", "tags": ["a"],
+				"metadata": {"description": "ignored", "tags": ["ignored"], "default_queue_type": "quorum"},
+				"limits": {"max-queues": 5, "max-connections": -1}},
+			{"name": "w", "limits": []}],
+		"topic_permissions": [{"user": "alice", "vhost": "v", "exchange": "amq.topic", "write": "^a", "read": ".*"}],
 		"users": [{"name": "alice", "password": "pw", "tags": "management"}],
 		"permissions": [{"user": "alice", "vhost": "v", "configure": ".*", "write": ".*", "read": ".*"},
 			{"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
@@ -107,7 +146,8 @@ func importFile(t *testing.T) *definitions.File {
 func TestImportOrderAndAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	applied := []string{
-		"vhost v", "user alice", "permission alice@v", "permission guest@/",
+		`vhost v "d" [a] "quorum"`, "limit v max-connections=-1", "limit v max-queues=5", `vhost w "" [] ""`,
+		"user alice", "permission alice@v", "permission guest@/", "topic permission alice@v/amq.topic",
 		"exchange v/x", "queue v/q map[x-max-length:5]", "queue //r map[]",
 		"bind v/x->q", "bind //amq.direct->r",
 	}
@@ -123,6 +163,11 @@ func TestImportOrderAndAllOrNothing(t *testing.T) {
 		"dangling binding":  func(d *definitions.File) { d.Bindings[1].Destination = "nowhere" },
 		"policies":          func(d *definitions.File) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} },
 		"unknown user":      func(d *definitions.File) { d.Permissions[1].User = "bob" },
+		"bad queue type":    func(d *definitions.File) { d.VHosts[1].DefaultQueueType = "fancy" },
+		"bad limit":         func(d *definitions.File) { d.VHosts[1].Limits["max-fun"] = 1 },
+		"bad topic regexp":  func(d *definitions.File) { d.TopicPermissions[0].Write = "(" },
+		"topic of nobody":   func(d *definitions.File) { d.TopicPermissions[0].User = "bob" },
+		"topic on no vhost": func(d *definitions.File) { d.TopicPermissions[0].VHost = "nope" },
 		"amq.* redeclared":  func(d *definitions.File) { d.Exchanges[1].Type = "fanout" },
 		"argument too deep": func(d *definitions.File) { d.Queues[0].Arguments = map[string]any{"x": nested(100)} },
 	} {

@@ -5,7 +5,8 @@ type ChangeKind uint8
 
 const (
 	// ChangeTopology: an exchange, queue or binding of VHost was put or
-	// deleted. VHost "" means the set of vhosts (or accounts) changed.
+	// deleted. VHost "" means the set of vhosts, or a vhost's metadata or
+	// limits, changed.
 	ChangeTopology ChangeKind = iota + 1
 	// ChangeAppended: records were appended to Shard; Offset is the shard's
 	// next offset after the append (its tail).

@@ -1,6 +1,7 @@
 // Package meta defines the broker's metadata store: topology (exchanges,
 // queues, bindings), accounts (vhosts, users, permissions), the per-queue
-// shared read cursors and leadership. It is the design card's MetaStore.
+// shared read cursors and leadership, plus vhost metadata, vhost limits and
+// topic permissions. It is the design card's MetaStore.
 //
 // Implementations:
 //
@@ -23,7 +24,8 @@
 //     not an error; Get of a missing one returns an error that matches
 //     ErrNotFound under errors.Is.
 //   - Values never alias: a Put copies what it keeps (Arguments,
-//     PasswordHash, Tags), and every Get/List returns fresh copies.
+//     PasswordHash, Tags of users and vhosts), and every Get/List returns
+//     fresh copies.
 //   - Lists return every entity of the vhost (or every one, for accounts) in
 //     no promised order.
 //   - A Durable Put, and every vhost, user and permission Put, is durable

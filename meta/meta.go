@@ -20,9 +20,18 @@ type QueueKey struct {
 	Name  string
 }
 
-// VHost is a virtual host.
+// VHost is a virtual host and its metadata (RabbitMQ's vhost metadata:
+// description, tags and default queue type). A record stored before the
+// metadata existed reads with the metadata fields empty.
 type VHost struct {
 	Name string
+	// Description and Tags are free text for operators.
+	Description string   `json:",omitempty"`
+	Tags        []string `json:",omitempty"`
+	// DefaultQueueType is the type ("classic", "quorum", "stream") a
+	// durable, non-exclusive, non-auto-delete queue declared without
+	// x-queue-type gets; "" for none.
+	DefaultQueueType string `json:",omitempty"`
 }
 
 // User is a broker user. PasswordHash is opaque to the store.
@@ -127,6 +136,9 @@ type Accounts interface {
 	GetPermission(ctx context.Context, user, vhost string) (Permission, error)
 	DeletePermission(ctx context.Context, user, vhost string) error
 	ListPermissions(ctx context.Context) ([]Permission, error)
+
+	VHostLimits
+	TopicPermissions
 }
 
 // Store is the design card's MetaStore. Implementations are safe for

@@ -3,7 +3,10 @@
 # with a client in another language than Go: Python's pika, Debian's
 # python3-pika 1.2.0, in scripts/clients/pika_check.py (direct reply-to RPC,
 # CC/BCC routing, x-queue-type classic equivalence, connection.update-secret,
-# ack multiple=true of an unknown tag). See conformance/README.md.
+# ack multiple=true of an unknown tag), and RabbitMQ's rabbitmqadmin, from
+# Debian's rabbitmq-server 3.10.8, in scripts/clients/rabbitmqadmin_check.py
+# (declare, list and delete a vhost, user, permission and vhost limit over
+# the management API). See conformance/README.md.
 #
 #   scripts/clients.sh
 #
@@ -15,6 +18,12 @@
 #   CLIENTS_PYTHON  the Python that has pika (default /usr/bin/python3, where
 #                   Debian installs python3-pika; a pyenv python3 on PATH does
 #                   not see it)
+#   CLIENTS_RABBITMQADMIN  the rabbitmqadmin script (default: rabbitmqadmin on
+#                   PATH, the management plugin's copy under
+#                   /usr/lib/rabbitmq, else one taken out of Debian's
+#                   rabbitmq-server package with apt-get download and
+#                   dpkg-deb -x into the work dir: nothing installed, no
+#                   RabbitMQ node started)
 #   CLIENTS_KEEP=1  keep the work dir (server log) and print its path
 set -euo pipefail
 
@@ -67,6 +76,30 @@ if ! "$python" -c 'import pika' 2>/dev/null; then
 	"$python" -c 'import pika' || die "python3-pika installed but $python cannot import pika"
 fi
 
+# rabbitmqadmin, from Debian's rabbitmq-server (a Python 3 script).
+admin=${CLIENTS_RABBITMQADMIN:-}
+if [[ -z "$admin" ]]; then
+	admin=$(command -v rabbitmqadmin || true)
+fi
+if [[ -z "$admin" ]]; then
+	admin=$(ls /usr/lib/rabbitmq/lib/*/plugins/rabbitmq_management*/priv/www/cli/rabbitmqadmin 2>/dev/null | head -n 1 || true)
+fi
+if [[ -z "$admin" ]]; then
+	echo "clients: fetching rabbitmqadmin from Debian's rabbitmq-server package"
+	mkdir -p "$work/deb"
+	if ! (cd "$work/deb" && apt-get download rabbitmq-server >"$work/apt-download.log" 2>&1); then
+		# Empty package lists (a fresh container): refresh them, as root.
+		[[ $(id -u) == 0 ]] && apt-get update >>"$work/apt-download.log" 2>&1 || true
+		(cd "$work/deb" && apt-get download rabbitmq-server >>"$work/apt-download.log" 2>&1) || {
+			cat "$work/apt-download.log" >&2
+			die "apt-get download rabbitmq-server failed; set CLIENTS_RABBITMQADMIN or install rabbitmq-server"
+		}
+	fi
+	dpkg-deb -x "$work"/deb/rabbitmq-server_*.deb "$work/deb/root" || die "cannot unpack rabbitmq-server"
+	admin="$work/deb/root/usr/bin/rabbitmqadmin"
+fi
+[[ -f "$admin" ]] || die "no rabbitmqadmin at $admin"
+
 # 2. The server, persistent on a temporary data dir (the path clients of a
 # real deployment take), on a port the kernel picks: -addr 127.0.0.1:0 and the
 # "listening on <addr>" line it prints once clients can connect, as
@@ -76,7 +109,7 @@ server_log="$work/server.log"
 # The redirections below happen in the child after the fork: create the file
 # first so the loop can read it at once.
 : >"$work/server.out"
-"$work/warren-server" -data "$work/data" -addr 127.0.0.1:0 -product RabbitMQ </dev/null >"$work/server.out" 2>"$server_log" &
+"$work/warren-server" -data "$work/data" -addr 127.0.0.1:0 -http 127.0.0.1:0 -product RabbitMQ </dev/null >"$work/server.out" 2>"$server_log" &
 server_pid=$!
 server_addr=""
 for ((i = 0; i < 300; i++)); do
@@ -92,12 +125,21 @@ for ((i = 0; i < 300; i++)); do
 	sleep 0.1
 done
 [[ -n "$server_addr" ]] || die "server did not listen within 30s"
-echo "clients: Warren on $server_addr"
+# The management API is served (and its line printed) after the AMQP port.
+http_addr=""
+for ((i = 0; i < 300; i++)); do
+	http_addr=$(sed -n 's/^management on //p' "$work/server.out")
+	[[ -n "$http_addr" ]] && break
+	sleep 0.1
+done
+[[ -n "$http_addr" ]] || die "server did not serve the management API within 30s"
+echo "clients: Warren on $server_addr, management on $http_addr"
 
 # 3. The checks (-B: no __pycache__ in the repo). A failure shows what the
 # server logged.
 status=0
 "$python" -B "$repo/scripts/clients/pika_check.py" "amqp://guest:guest@$server_addr/" </dev/null || status=$?
+"$python" -B "$repo/scripts/clients/rabbitmqadmin_check.py" "$admin" "$http_addr" </dev/null || status=$?
 if ! kill -0 "$server_pid" 2>/dev/null; then
 	echo "clients: the server died during the checks" >&2
 	status=1

@@ -49,44 +49,54 @@ func validName(c *mgmtCall, kind, name string) bool {
 	return true
 }
 
-// vhostBody is PUT /api/vhosts/{vhost}'s body. Warren stores a vhost's
-// name only: the other fields are checked and accepted, and GET reports a
-// vhost's description and tags as empty.
+// vhostBody is PUT /api/vhosts/{vhost}'s body: the vhost's metadata.
+// tracing is accepted and ignored (Warren has no firehose tracer).
 type vhostBody struct {
 	Description      string               `json:"description"`
 	Tags             definitions.UserTags `json:"tags"`
-	DefaultQueueType string               `json:"default_queue_type"`
+	DefaultQueueType *string              `json:"default_queue_type"`
 	Tracing          flexBool             `json:"tracing"`
 }
 
-// putVHost is PUT /api/vhosts/{vhost}: creates the vhost (201), or leaves
-// an existing one as it is (204).
+// putVHost is PUT /api/vhosts/{vhost}: creates the vhost with the body's
+// metadata (201), or replaces an existing one's metadata (204), as
+// RabbitMQ 3.13/4.x's put_vhost does.
 func (m *mgmt) putVHost(c *mgmtCall) {
 	var body vhostBody
 	if !readBody(c, &body) {
 		return
 	}
-	switch body.DefaultQueueType {
+	dqt := ""
+	if body.DefaultQueueType != nil {
+		dqt = *body.DefaultQueueType
+	}
+	switch dqt {
 	case "", "classic", "quorum", "stream":
 	default:
 		// RabbitMQ 4.x's rabbit_queue_type:discover refuses an unknown
 		// type before creating anything.
-		WriteError(c.w, http.StatusBadRequest, "bad_request", "unknown queue type '"+body.DefaultQueueType+"'")
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "unknown queue type '"+dqt+"'")
 		return
 	}
 	name := c.p("vhost")
 	if !validName(c, "vhost", name) {
 		return
 	}
-	if _, ok := m.b.VHost(name); ok {
-		created(c.w, false)
-		return
+	if body.DefaultQueueType == nil {
+		// RabbitMQ merges the metadata given into the vhost's: a PUT
+		// without default_queue_type (rabbitmqadmin's declare vhost)
+		// keeps the one the vhost has.
+		if old, err := m.b.VHostInfo(c.r.Context(), name); err == nil {
+			dqt = old.DefaultQueueType
+		}
 	}
-	if err := m.b.AddVHost(c.r.Context(), name); err != nil {
+	isNew, err := m.b.PutVHost(c.r.Context(), definitions.VHost{Name: name, Description: body.Description,
+		Tags: body.Tags, DefaultQueueType: dqt})
+	if err != nil {
 		writeAdminError(c.w, err)
 		return
 	}
-	created(c.w, true)
+	created(c.w, isNew)
 }
 
 // deleteVHost is DELETE /api/vhosts/{vhost}: the vhost, everything in it

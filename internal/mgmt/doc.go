@@ -12,7 +12,8 @@
 // their own; a direct channel opened as a given user on a given vhost (for
 // POST /api/queues/v/q/get and the aliveness test); closing a
 // connection; creating and deleting vhosts, users and permissions
-// (admin.go); node status and listeners (the health checks, health.go);
+// (admin.go); vhost metadata, vhost limits and topic permissions
+// (settings.go, the Settings part of Broker); node status and listeners (the health checks, health.go);
 // and the definitions export and import (package definitions). The root package
 // implements Broker with an adapter over its own Broker
 // (Broker.ManagementHandler returns New's handler), so nothing here

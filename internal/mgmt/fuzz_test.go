@@ -98,6 +98,21 @@ func FuzzManagementAPI(f *testing.F) {
 		{0, 0, "health/checks/protocol-listener/amqps", ""},
 		{0, 2, "aliveness-test/secret", ""},
 		{0, 0, "aliveness-test/%2F", ""},
+		{1, 0, "vhosts/v", `{"description":"d","tags":["a"],"default_queue_type":"stream"}`},
+		{0, 2, "vhost-limits", ""},
+		{0, 2, "vhost-limits/secret", ""},
+		{1, 0, "vhost-limits/%2F/max-connections", `{"value":0}`},
+		{1, 0, "vhost-limits/secret/max-queues", `{"value":1}`},
+		{1, 1, "vhost-limits/secret/max-queues", `{"value":-1}`},
+		{1, 0, "vhost-limits/%2F/max-fun", `{"value":"x"}`},
+		{3, 0, "vhost-limits/%2F/max-connections", ""},
+		{1, 0, "topic-permissions/secret/mgr", `{"exchange":"x","write":"^{username}","read":"("}`},
+		{1, 0, "topic-permissions/%2F/mon", `{"exchange":"x","write":".*","read":""}`},
+		{0, 0, "topic-permissions", ""},
+		{0, 0, "topic-permissions/%2F/mon", ""},
+		{3, 0, "topic-permissions/%2F/mon", ""},
+		{0, 0, "users/mon/topic-permissions", ""},
+		{0, 0, "vhosts/secret/topic-permissions", ""},
 	} {
 		f.Add(s.method, s.user, s.path, []byte(s.body))
 	}

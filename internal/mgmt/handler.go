@@ -132,6 +132,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/health/checks/protocol-listener/{protocol}", anyManagement, m.protocolListenerCheck)
 	m.handle("GET", "/api/aliveness-test/{vhost}", anyManagement, m.alivenessTest)
 	m.handle("POST", "/api/definitions", administrator, m.postDefinitions)
+	m.registerSettings()
 }
 
 // ServeHTTP routes on the escaped path, segment by segment, so that a
@@ -560,11 +561,13 @@ func (m *mgmt) vhostJSON(ctx context.Context, vh string) map[string]any {
 		ready += q.Ready
 		unacked += q.Unacked
 	}
-	return map[string]any{
+	out := map[string]any{
 		"name": vh, "description": "", "tags": []string{}, "tracing": false,
 		"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
 		"cluster_state": map[string]string{m.node(): "running"},
 	}
+	m.vhostMetadata(ctx, out, vh)
+	return out
 }
 
 func (m *mgmt) vhosts(c *mgmtCall) {

@@ -24,6 +24,7 @@ type Broker interface {
 	Reader
 	Accounts
 	Writer
+	Settings
 }
 
 // Reader takes snapshots. Each is exact when taken; a listing as a whole

@@ -24,6 +24,10 @@ type Death struct {
 	Exchange    string   // the exchange the message was published to
 	RoutingKeys []string // the routing keys it was published with
 	Time        time.Time
+	// DropCC removes the CC header from the copy: its queue has an
+	// x-dead-letter-routing-key, which replaces every key it was
+	// published with.
+	DropCC bool
 }
 
 // DeadLetterProperties returns raw properties for a dead-lettered copy of a
@@ -33,7 +37,11 @@ type Death struct {
 //   - x-first-death-queue/-reason/-exchange are set once;
 //   - x-last-death-queue/-reason/-exchange follow the latest death;
 //   - a per-message expiration is removed (so the copy does not expire
-//     again at once) and kept in the new entry's original-expiration.
+//     again at once) and kept in the new entry's original-expiration;
+//   - a new entry's routing-keys are d.RoutingKeys followed by the keys of
+//     the message's CC header (its BCC header was removed at publish), and
+//     with DropCC the CC header goes after that (rabbit_dead_letter's
+//     make_msg: the x-dead-letter-routing-key replaces the CC keys).
 func DeadLetterProperties(raw []byte, d Death) ([]byte, error) {
 	p, err := amqp.DecodeProperties(raw)
 	if err != nil {
@@ -63,9 +71,16 @@ func DeadLetterProperties(raw []byte, d Death) ([]byte, error) {
 		entry["count"] = count + 1
 		deaths = append(deaths[:found:found], deaths[found+1:]...)
 	} else {
-		keys := make([]any, len(d.RoutingKeys))
+		keys := make([]any, len(d.RoutingKeys), len(d.RoutingKeys)+1)
 		for i, k := range d.RoutingKeys {
 			keys[i] = k
+		}
+		if cc, ok := h["CC"].([]any); ok {
+			for _, k := range cc {
+				if s, ok := k.(string); ok {
+					keys = append(keys, s)
+				}
+			}
 		}
 		entry = amqp.Table{
 			"queue":        d.Queue,
@@ -88,6 +103,9 @@ func DeadLetterProperties(raw []byte, d Death) ([]byte, error) {
 	h["x-last-death-queue"] = d.Queue
 	h["x-last-death-reason"] = d.Reason
 	h["x-last-death-exchange"] = d.Exchange
+	if d.DropCC {
+		delete(h, "CC")
+	}
 	p.Headers = h
 	p.Expiration = ""
 	return p.Append(nil), nil

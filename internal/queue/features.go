@@ -428,7 +428,7 @@ func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue,
 	}
 	props, err := DeadLetterProperties(raw, Death{
 		Queue: q.cfg.Name, Reason: reason, Exchange: r.Exchange,
-		RoutingKeys: []string{r.RoutingKey}, Time: now,
+		RoutingKeys: []string{r.RoutingKey}, Time: now, DropCC: a.HasDLXKey,
 	})
 	if err != nil {
 		q.cfg.Logger.Error("dead-letter: bad properties", "queue", q.cfg.Name, "err", err)

@@ -89,6 +89,9 @@ type Access struct {
 	user  string
 	vhost string
 	cur   atomic.Pointer[Grant]
+	// topics are the user's topic permissions on the vhost (topicauth.go),
+	// nil for none; apart from cur, so SetPermissions leaves them alone.
+	topics atomic.Pointer[TopicGrants]
 }
 
 // NewAccess returns the Access of user on vhost holding g (nil: no access).

@@ -43,9 +43,12 @@
 // Warren, platform Go, mechanisms PLAIN and AMQPLAIN, and the capabilities
 // from the one table in config.go (only implemented extensions are set).
 // start-ok is checked with Config.Login (the broker's: stored password
-// hashes, loopback-only guest, EXTERNAL over TLS, connection limits), or the
+// hashes, loopback-only guest, EXTERNAL over TLS), or the
 // simpler Config.Authenticate; connection.open with Config.Open (vhost
-// permissions and per-vhost limits). A refusal is connection.close
+// permissions, connection limits). Topic permissions (Access.SetTopics,
+// topicauth.go) are checked on basic.publish to, and on binds and unbinds
+// with, a topic exchange, 403 ACCESS_REFUSED as RabbitMQ's topic
+// authorisation refuses. A refusal is connection.close
 // 403 ACCESS_REFUSED (authentication_failure_close), a malformed response 502,
 // an unknown mechanism 503; a Login that cannot decide (its user store did
 // not answer) closes with the error it returns (the broker's: 320). A

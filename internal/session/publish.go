@@ -30,6 +30,9 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if err := ch.conn.checkPublish(m); err != nil {
 		return err
 	}
+	if err := ch.conn.checkTopic(permWrite, m.Exchange, m.RoutingKey, m); err != nil {
+		return err
+	}
 	sum, err := amqp.SummarizeProperties(props)
 	if err != nil {
 		return err

@@ -204,7 +204,8 @@ func clamp32(n uint64) uint32 {
 }
 
 // checkBind checks a bind or unbind as RabbitMQ's binding_action does: write
-// on the destination, then read on the source exchange.
+// on the destination, read on the source exchange, then the topic
+// permission on the binding key when the source is a topic exchange.
 func (ch *Channel) checkBind(b routing.Binding, m amqp.Method) error {
 	kind := "queue"
 	if b.Destination.Exchange {
@@ -213,5 +214,8 @@ func (ch *Channel) checkBind(b routing.Binding, m amqp.Method) error {
 	if err := ch.conn.access.check(permWrite, kind, b.Destination.Name, m); err != nil {
 		return err
 	}
-	return ch.conn.access.check(permRead, "exchange", b.Source, m)
+	if err := ch.conn.access.check(permRead, "exchange", b.Source, m); err != nil {
+		return err
+	}
+	return ch.conn.checkTopic(permRead, b.Source, b.Key, m)
 }

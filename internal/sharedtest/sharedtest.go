@@ -150,6 +150,19 @@ func (m *Meta) DeleteVHost(ctx context.Context, name string) error {
 	return m.topology("", m.Store.DeleteVHost(ctx, name))
 }
 
+// PutVHostLimit emits ChangeTopology for the vhost list, as meta/raft
+// does for a vhost limit.
+func (m *Meta) PutVHostLimit(ctx context.Context, l meta.VHostLimit) error {
+	defer m.locked()()
+	return m.topology("", m.Store.PutVHostLimit(ctx, l))
+}
+
+// DeleteVHostLimit emits ChangeTopology for the vhost list.
+func (m *Meta) DeleteVHostLimit(ctx context.Context, vhost, name string) error {
+	defer m.locked()()
+	return m.topology("", m.Store.DeleteVHostLimit(ctx, vhost, name))
+}
+
 // Shards is the shared storage.ShardStore; Append emits ChangeAppended.
 type Shards struct {
 	*memory.Store

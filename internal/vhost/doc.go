@@ -80,9 +80,14 @@
 //     rabbit_misc:assert_args_equivalence does; other arguments are ignored.
 //     No x-queue-type and x-queue-type "classic" are equivalent, either way
 //     round (RabbitMQ 3.8 and later); quorum is equivalent to neither.
-//     Warren has no vhost default queue type (RabbitMQ 3.13/4.x's
-//     default_queue_type, which makes a durable, non-exclusive,
-//     non-auto-delete queue declared without x-queue-type that type).
+//     A vhost default queue type (SetDefaultQueueType, RabbitMQ 3.11+'s
+//     default_queue_type) is written into the arguments of a durable,
+//     non-exclusive, non-auto-delete queue declared without x-queue-type
+//     before anything is compared or stored (settings.go), so the
+//     equivalence rules see it as if the client had sent it.
+//   - queue limit: a new queue beyond the vhost's max-queues limit
+//     (SetQueueLimit, else Config.MaxQueues) is 406 PRECONDITION_FAILED
+//     "cannot declare queue 'q': queue limit in vhost 'v' (N) is reached".
 //   - unknown exchange type: 406 PRECONDITION_FAILED closing the channel,
 //     checked before anything else (RabbitMQ 3.13.3 and later; 3.10 closed
 //     the connection with 503 COMMAND_INVALID).

@@ -29,15 +29,23 @@ func (v *VHost) features(name string, args queue.Args) queue.Features {
 	return f
 }
 
-// routeDeadLetter routes a dead-lettered copy like a publish. It runs on
-// the source queue's actor and only takes mu (never held across a queue
-// call), so it cannot deadlock with the actor. A missing exchange routes
-// nowhere: RabbitMQ drops the message.
+// routeDeadLetter routes a dead-lettered copy like a publish, its CC
+// header's keys included: RabbitMQ routes a dead letter with the keys it
+// was published with, CC ones too, unless its queue names an
+// x-dead-letter-routing-key (then the copy has lost its CC header, see
+// queue.DeadLetterProperties). It runs on the source queue's actor and
+// only takes mu (never held across a queue call), so it cannot deadlock
+// with the actor. A missing exchange routes nowhere: RabbitMQ drops the
+// message.
 func (v *VHost) routeDeadLetter(exchange, key string, props []byte) []*queue.Queue {
 	if v.plugins.Load() > 0 && v.deadLetterDuplicate(exchange, props) {
 		return nil
 	}
-	_, qs, err := v.Route(exchange, key, props, nil, nil)
+	cc, props, err := SenderSelected(props)
+	if err != nil {
+		cc = nil // a CC header that is not an array adds no key
+	}
+	_, qs, err := v.RouteCC(exchange, key, cc, props, nil, nil)
 	if err != nil || len(qs) == 0 {
 		return nil
 	}

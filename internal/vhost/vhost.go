@@ -121,6 +121,8 @@ type VHost struct {
 	// plugins counts the delayed and deduplicating exchanges, so that a
 	// publish looks for one only while there is one (plugins.go).
 	plugins atomic.Int32
+	// settings are the operator's changeable settings (settings.go).
+	settings settings
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -138,6 +140,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		queues:    make(map[string]*Queue),
 		group:     queue.NewGroup(),
 	}
+	v.settings.queueLimit.Store(noLimitSet)
 	// Nobody else can see v yet; topo is taken for the Locked helpers'
 	// contract.
 	v.topo.Lock()
@@ -672,10 +675,11 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if m.Exclusive {
 		def.Owner = connection
 	}
+	args := v.withDefaultType(m.Arguments, def.Durable, def.Exclusive, def.AutoDelete)
 	v.topo.Lock()
 	defer v.topo.Unlock()
 	if q, ok := v.queues[name]; ok {
-		if err := v.queueEquivalent(q, def, m.Arguments); err != nil {
+		if err := v.queueEquivalent(q, def, args); err != nil {
 			return nil, err
 		}
 		q.Touch() // a redeclaration is a use (x-expires)
@@ -689,19 +693,19 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 			return nil, err
 		}
 		if q != nil {
-			if err := v.queueEquivalent(q, def, m.Arguments); err != nil {
+			if err := v.queueEquivalent(q, def, args); err != nil {
 				return nil, err
 			}
 			return q, nil
 		}
 	}
-	if v.cfg.MaxQueues > 0 && len(v.queues) >= v.cfg.MaxQueues {
-		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.cfg.Name, v.cfg.MaxQueues)
-	}
-	if err := v.checkExchangeName(m.Arguments, "x-dead-letter-exchange", "queue", name); err != nil {
+	if err := v.queueLimitReachedLocked(name); err != nil {
 		return nil, err
 	}
-	parsed, err := v.parseQueueArgs(m.Arguments)
+	if err := v.checkExchangeName(args, "x-dead-letter-exchange", "queue", name); err != nil {
+		return nil, err
+	}
+	parsed, err := v.parseQueueArgs(args)
 	if err != nil {
 		var ae *queue.ArgError
 		if errors.As(err, &ae) {
@@ -713,7 +717,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if err := v.checkDeclare(def, m, parsed); err != nil {
 		return nil, err
 	}
-	raw, err := encodeArgs(m.Arguments)
+	raw, err := encodeArgs(args)
 	if err != nil {
 		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
 	}
@@ -729,7 +733,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
-	q := v.newQueue(actor, def, m.Arguments)
+	q := v.newQueue(actor, def, args)
 	v.mu.Lock()
 	v.queues[name] = q
 	v.routes.AddQueue(name)
@@ -755,8 +759,8 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 			// No x-queue-type is a classic queue: RabbitMQ 3.8 and later
 			// (rabbit_misc:assert_args_equivalence) accept the absent
 			// argument and the long string "classic" as equivalent either
-			// way round. Warren has no vhost default queue type, so absent
-			// never means quorum, as it can in RabbitMQ 3.13 and 4.x.
+			// way round. A vhost default queue type was written into
+			// the arguments of both sides before this (withDefaultType).
 			continue
 		}
 		if aok != bok || !sameArg(a, b) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/meta/internal/metakey"
 	"github.com/warrenmq/broker/meta/local"
 	"github.com/warrenmq/broker/meta/metatest"
 )
@@ -184,4 +185,18 @@ func BenchmarkCompareAndSwapOffset(b *testing.B) {
 	metatest.Bench(b, func(b *testing.B) meta.Store {
 		return newStore(b, openDB(b, b.TempDir(), vfs.Default))
 	})
+}
+
+// A vhost record written before vhosts had metadata (the JSON of a
+// meta.VHost with only a Name) still reads, as a vhost without metadata.
+func TestVHostRecordWithoutMetadata(t *testing.T) {
+	db := openDB(t, t.TempDir(), vfs.NewMem())
+	s := newStore(t, db)
+	require.NoError(t, db.Set(metakey.VHost("old"), []byte(`{"Name":"old"}`), pebble.Sync))
+	got, err := s.GetVHost(context.Background(), "old")
+	require.NoError(t, err)
+	require.Equal(t, meta.VHost{Name: "old"}, got)
+	all, err := s.ListVHosts(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []meta.VHost{{Name: "old"}}, all)
 }

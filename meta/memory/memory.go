@@ -22,6 +22,8 @@ type Store struct {
 		vhosts      map[string]meta.VHost
 		users       map[string]meta.User
 		permissions map[permissionKey]meta.Permission
+		limits      map[limitKey]meta.VHostLimit
+		topics      map[topicKey]meta.TopicPermission
 		// The topology maps are keyed by vhost first so List is one lookup.
 		exchanges map[string]map[string]meta.Exchange
 		queues    map[string]map[string]meta.Queue
@@ -55,6 +57,8 @@ func New() *Store {
 	s.mu.vhosts = make(map[string]meta.VHost)
 	s.mu.users = make(map[string]meta.User)
 	s.mu.permissions = make(map[permissionKey]meta.Permission)
+	s.mu.limits = make(map[limitKey]meta.VHostLimit)
+	s.mu.topics = make(map[topicKey]meta.TopicPermission)
 	s.mu.exchanges = make(map[string]map[string]meta.Exchange)
 	s.mu.queues = make(map[string]map[string]meta.Queue)
 	s.mu.bindings = make(map[string]map[bindingKey]meta.Binding)
@@ -278,6 +282,7 @@ func (s *Store) PutVHost(ctx context.Context, v meta.VHost) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	v.Tags = slices.Clone(v.Tags)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.vhosts[v.Name] = v
@@ -295,6 +300,7 @@ func (s *Store) GetVHost(ctx context.Context, name string) (meta.VHost, error) {
 	if !ok {
 		return meta.VHost{}, fmt.Errorf("%w: vhost %q", meta.ErrNotFound, name)
 	}
+	v.Tags = slices.Clone(v.Tags)
 	return v, nil
 }
 
@@ -318,6 +324,7 @@ func (s *Store) ListVHosts(ctx context.Context) ([]meta.VHost, error) {
 	s.mu.RLock()
 	out := make([]meta.VHost, 0, len(s.mu.vhosts))
 	for _, v := range s.mu.vhosts {
+		v.Tags = slices.Clone(v.Tags)
 		out = append(out, v)
 	}
 	s.mu.RUnlock()

@@ -146,10 +146,21 @@ var kinds = []kind{
 	},
 	{
 		name: "vhost",
-		make: func(_ string, i int) any { return meta.VHost{Name: fmt.Sprintf("vh.%d", i)} },
-		// A vhost is its name; replacing it changes nothing visible.
-		change: func(v any) any { return v },
-		put:    func(ctx context.Context, s meta.Store, v any) error { return s.PutVHost(ctx, v.(meta.VHost)) },
+		make: func(_ string, i int) any {
+			return meta.VHost{Name: fmt.Sprintf("vh.%d", i), Description: fmt.Sprint("vhost ", i),
+				Tags: []string{"prod", fmt.Sprint(i)}, DefaultQueueType: "quorum"}
+		},
+		change: func(v any) any {
+			vh := v.(meta.VHost)
+			vh.Description, vh.Tags, vh.DefaultQueueType = "", nil, ""
+			return vh
+		},
+		mutate: func(v any) {
+			for i, tags := 0, v.(meta.VHost).Tags; i < len(tags); i++ {
+				tags[i] = "changed"
+			}
+		},
+		put: func(ctx context.Context, s meta.Store, v any) error { return s.PutVHost(ctx, v.(meta.VHost)) },
 		get: func(ctx context.Context, s meta.Store, v any) (any, error) {
 			return s.GetVHost(ctx, v.(meta.VHost).Name)
 		},
@@ -203,6 +214,74 @@ var kinds = []kind{
 		},
 		list: func(ctx context.Context, s meta.Store, _ string) ([]any, error) { return anys(s.ListPermissions(ctx)) },
 	},
+	{
+		name: "vhost-limit",
+		make: func(_ string, i int) any {
+			return meta.VHostLimit{VHost: fmt.Sprintf("vh.%d", i/2), Name: []string{"max-connections", "max-queues"}[i%2],
+				Value: int64(i) - 1}
+		},
+		change: func(v any) any {
+			l := v.(meta.VHostLimit)
+			l.Value += 100
+			return l
+		},
+		put: func(ctx context.Context, s meta.Store, v any) error { return s.PutVHostLimit(ctx, v.(meta.VHostLimit)) },
+		get: func(ctx context.Context, s meta.Store, v any) (any, error) {
+			want := v.(meta.VHostLimit)
+			return find(s.ListVHostLimits(ctx))(func(l meta.VHostLimit) bool { return l.VHost == want.VHost && l.Name == want.Name })
+		},
+		del: func(ctx context.Context, s meta.Store, v any) error {
+			l := v.(meta.VHostLimit)
+			return s.DeleteVHostLimit(ctx, l.VHost, l.Name)
+		},
+		list: func(ctx context.Context, s meta.Store, _ string) ([]any, error) { return anys(s.ListVHostLimits(ctx)) },
+	},
+	{
+		name: "topic-permission",
+		make: func(_ string, i int) any {
+			// The user and vhost names overlap as prefixes ("u", "u1"):
+			// keys must keep them apart.
+			return meta.TopicPermission{User: []string{"u", "u1"}[i%2], VHost: []string{"/", "/a"}[i/2%2],
+				Exchange: fmt.Sprintf("x.%d", i/4), Write: "^{username}\\.", Read: ""}
+		},
+		change: func(v any) any {
+			p := v.(meta.TopicPermission)
+			p.Write, p.Read = "", ".*"
+			return p
+		},
+		put: func(ctx context.Context, s meta.Store, v any) error {
+			return s.PutTopicPermission(ctx, v.(meta.TopicPermission))
+		},
+		get: func(ctx context.Context, s meta.Store, v any) (any, error) {
+			want := v.(meta.TopicPermission)
+			return find(s.ListTopicPermissions(ctx))(func(p meta.TopicPermission) bool {
+				return p.User == want.User && p.VHost == want.VHost && p.Exchange == want.Exchange
+			})
+		},
+		del: func(ctx context.Context, s meta.Store, v any) error {
+			p := v.(meta.TopicPermission)
+			return s.DeleteTopicPermission(ctx, p.User, p.VHost, p.Exchange)
+		},
+		list: func(ctx context.Context, s meta.Store, _ string) ([]any, error) {
+			return anys(s.ListTopicPermissions(ctx))
+		},
+	},
+}
+
+// find returns a function that picks the one listed entity match accepts,
+// or meta.ErrNotFound: the Get of kinds the store only lists.
+func find[T any](xs []T, err error) func(match func(T) bool) (any, error) {
+	return func(match func(T) bool) (any, error) {
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range xs {
+			if match(x) {
+				return x, nil
+			}
+		}
+		return nil, meta.ErrNotFound
+	}
 }
 
 // equalBinding compares bindings treating nil and empty Arguments alike:

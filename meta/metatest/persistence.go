@@ -23,7 +23,9 @@ func RunPersistence(t *testing.T, open func(t *testing.T) (s meta.Store, reopen 
 	q := meta.Queue{VHost: "/", Name: "jobs", Durable: true, Arguments: []byte{1, 2}}
 	b := meta.Binding{VHost: "/", Source: "logs", Destination: "jobs", DestinationKind: meta.DestinationQueue,
 		RoutingKey: "#", Durable: true}
-	vh := meta.VHost{Name: "/"}
+	vh := meta.VHost{Name: "/", Description: "default", Tags: []string{"a"}, DefaultQueueType: "quorum"}
+	lim := meta.VHostLimit{VHost: "/", Name: "max-queues", Value: 10}
+	tp := meta.TopicPermission{User: "guest", VHost: "/", Exchange: "amq.topic", Write: "^a", Read: ".*"}
 	u := meta.User{Name: "guest", PasswordHash: []byte("hash"), Tags: []string{"administrator"}}
 	p := meta.Permission{User: "guest", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}
 	gone := meta.Queue{VHost: "/", Name: "gone", Durable: true}
@@ -36,6 +38,10 @@ func RunPersistence(t *testing.T, open func(t *testing.T) (s meta.Store, reopen 
 	require.NoError(t, s.PutVHost(ctx, meta.VHost{Name: "old"}))
 	require.NoError(t, s.PutUser(ctx, u))
 	require.NoError(t, s.PutPermission(ctx, p))
+	require.NoError(t, s.PutVHostLimit(ctx, lim))
+	require.NoError(t, s.PutVHostLimit(ctx, meta.VHostLimit{VHost: "/", Name: "max-connections", Value: 1}))
+	require.NoError(t, s.DeleteVHostLimit(ctx, "/", "max-connections"))
+	require.NoError(t, s.PutTopicPermission(ctx, tp))
 	for _, step := range [][2]uint64{{0, 64}, {64, 128}} {
 		ok, err := s.CompareAndSwapOffset(ctx, q.Key(), step[0], step[1])
 		require.NoError(t, err)
@@ -69,6 +75,12 @@ func RunPersistence(t *testing.T, open func(t *testing.T) (s meta.Store, reopen 
 		gotP, err := s.GetPermission(ctx, "guest", "/")
 		require.NoError(t, err)
 		require.Equal(t, p, gotP)
+		limits, err := s.ListVHostLimits(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []meta.VHostLimit{lim}, limits)
+		topics, err := s.ListTopicPermissions(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []meta.TopicPermission{tp}, topics)
 
 		_, err = s.GetQueue(ctx, "/", "gone")
 		require.ErrorIs(t, err, meta.ErrNotFound)

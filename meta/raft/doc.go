@@ -61,7 +61,7 @@
 // completes return (so a writer's own node has delivered its changes when
 // the write returns) and before reads waiting for it proceed. The changes:
 // ChangeTopology{VHost} for an exchange, queue or binding put or deleted
-// (VHost "" for a vhost), once per vhost per batch; ChangeAppended with the
+// (VHost "" for a vhost or a vhost limit), once per vhost per batch; ChangeAppended with the
 // shard's new tail, once per shard per batch (at the first append's place,
 // with the last tail, so a cursor change never overtakes the tail it
 // needs); ChangeCursor for every cursor write (a swap that swapped, a claim

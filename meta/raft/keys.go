@@ -22,6 +22,8 @@ import (
 //	m e lp(vhost) name                   exchange   (JSON meta.Exchange)
 //	m q lp(vhost) name                   queue      (JSON meta.Queue)
 //	m c lp(vhost) name                   cursor     (8 bytes, big-endian)
+//	m l lp(vhost) name                   vhost limit (JSON meta.VHostLimit)
+//	m t lp(user) lp(vhost) exchange      topic permission (JSON meta.TopicPermission)
 //	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
 //	                                     binding    (JSON meta.Binding)
 //	s lp(shard) n                        next offset of the shard (8 bytes)

@@ -152,7 +152,9 @@ func (cs *changeSet) keyWritten(b pebble.Reader, k, v []byte, del bool) error {
 	switch k[0] {
 	case metakey.Prefix:
 		switch k[1] {
-		case metakey.KindVHost:
+		case metakey.KindVHost, metakey.KindLimit:
+			// A vhost's limits are part of what a follower reloads
+			// with the vhost list.
 			cs.topologyOf("")
 		case metakey.KindExch, metakey.KindQueue, metakey.KindBinding:
 			d := decoder{b: k[2:]}

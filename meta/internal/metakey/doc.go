@@ -12,6 +12,8 @@
 //	m e lp(vhost) name                exchange
 //	m q lp(vhost) name                queue
 //	m c lp(vhost) name                cursor
+//	m l lp(vhost) name                vhost limit
+//	m t lp(user) lp(vhost) exchange   topic permission
 //	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
 //	                                  binding
 //

@@ -18,6 +18,8 @@ const (
 	KindQueue   = 'q'
 	KindCursor  = 'c'
 	KindBinding = 'b'
+	KindLimit   = 'l'
+	KindTopic   = 't'
 )
 
 // AppendLP appends s with a uvarint length prefix.
@@ -44,6 +46,14 @@ func User(name string) []byte { return append(KindPrefix(KindUser), name...) }
 // Perm is the key of user's permissions on vhost.
 func Perm(user, vhost string) []byte {
 	return append(AppendLP(KindPrefix(KindPerm), user), vhost...)
+}
+
+// Limit is the key of a vhost's limit called name.
+func Limit(vhost, name string) []byte { return Name(KindLimit, vhost, name) }
+
+// Topic is the key of user's topic permission on exchange in vhost.
+func Topic(user, vhost, exchange string) []byte {
+	return append(AppendLP(AppendLP(KindPrefix(KindTopic), user), vhost), exchange...)
 }
 
 // Cursor is a queue's cursor key.
