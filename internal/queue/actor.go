@@ -30,6 +30,7 @@ const (
 	opDeadLettered // every target stored a dead-lettered copy
 	opTouch        // the queue was redeclared: it is in use
 	opUnused       // is the queue unused for x-expires?
+	opRetention    // a stream's x-max-age timer fired (stream.go)
 )
 
 type op struct {
@@ -276,6 +277,11 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		refs = one[:]
 	}
 	q.countOp(&o)
+	if q.stream != nil {
+		if r, done := q.execStream(ctx, o); done {
+			return r
+		}
+	}
 	if o.kind == opPublish {
 		if o.hasTTL || q.cfg.Features.Args.HasMessageTTL {
 			o.rec.ExpiresAt = q.expiry(o)

@@ -667,11 +667,19 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	parsed, err := queue.ParseArgs(m.Arguments)
 	if err != nil {
 		var ae *queue.ArgError
+		if errors.As(err, &ae) && ae.Text != "" {
+			return nil, amqp.NewError(ae.Code, 0, 0, "%s", strings.ReplaceAll(ae.Text, "{queue}", v.resource("queue", name)))
+		}
 		if errors.As(err, &ae) {
 			return nil, amqp.NewError(ae.Code, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
 				ae.Arg, name, v.cfg.Name, ae.Reason)
 		}
 		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
+	}
+	if parsed.Stream {
+		if err := v.streamProperties(name, m); err != nil {
+			return nil, err
+		}
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {

@@ -1,0 +1,322 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/storage"
+)
+
+// Stream consumers: each one is a reader with its own offset; delivering
+// to it reads the log from there and moves it on. Nothing is claimed,
+// nothing deleted: an ack only gives the consumer's prefetch credit back
+// (the channel does that), as in RabbitMQ, where every settle of a stream
+// delivery is credit.
+
+// streamReader is one consumer of a stream.
+type streamReader struct {
+	c    *Consumer
+	next uint64 // the next offset to consider
+	// buf holds records read ahead from next on, so a consumer with
+	// credit costs one shard Read per readAhead records.
+	buf []storage.Record
+}
+
+// readAhead bounds the records a reader holds: the memory a stream
+// costs per consumer, whatever the stream's length.
+const readAhead = 128
+
+// maxStreamRound bounds the messages one reader gets before dispatch
+// moves to the next, so consumers far behind share the actor fairly.
+const maxStreamRound = 64
+
+// addStreamConsumer registers c at the offset its arguments ask for.
+func (q *Queue) addStreamConsumer(ctx context.Context, c *Consumer) error {
+	if err := q.addConsumer(c); err != nil {
+		return err
+	}
+	s := q.stream
+	start, err := s.startOffset(ctx, c.Stream)
+	if err != nil {
+		q.consumers.remove(c.Owner, c.Tag)
+		return err
+	}
+	s.readers = append(s.readers, &streamReader{c: c, next: start})
+	return nil
+}
+
+// removeStreamReaders drops the readers of owner and tag.
+func (s *streamState) remove(owner Owner, tag string) {
+	s.readers = slices.DeleteFunc(s.readers, func(r *streamReader) bool {
+		if r.c.Owner == owner && r.c.Tag == tag {
+			clear(r.buf)
+			return true
+		}
+		return false
+	})
+}
+
+// startOffset resolves x-stream-offset against the log, as RabbitMQ
+// 4.x's osiris reader does: first is the head; next the tail; last the
+// last message (see docs/streams.md); an offset is clamped to
+// [first, tail]; a time is the first message stored at or after it
+// (next when there is none).
+func (s *streamState) startOffset(ctx context.Context, sc *StreamConsume) (uint64, error) {
+	if sc == nil {
+		return s.tail, nil
+	}
+	switch sc.Kind {
+	case OffsetFirst:
+		return s.first, nil
+	case OffsetLast:
+		if s.tail > s.first {
+			return s.tail - 1, nil
+		}
+		return s.tail, nil
+	case OffsetAt:
+		return min(max(sc.Offset, s.first), s.tail), nil
+	case OffsetTime:
+		t := sc.Time
+		if sc.Ago > 0 {
+			t = s.q.cfg.Clock.Now().Add(-sc.Ago)
+		}
+		return s.byTime(ctx, t.UnixNano())
+	}
+	return s.tail, nil
+}
+
+// byTime finds the first message stored at or after ns: the segment by
+// its newest message, then the record within it.
+func (s *streamState) byTime(ctx context.Context, ns int64) (uint64, error) {
+	i, _ := slices.BinarySearchFunc(s.segs, ns, func(g segment, t int64) int {
+		if g.newest < t {
+			return -1
+		}
+		return 1
+	})
+	if i == len(s.segs) {
+		return s.tail, nil
+	}
+	g := s.segs[i]
+	if g.oldest >= ns {
+		return g.first, nil
+	}
+	found := s.tail
+	err := s.q.eachRecord(ctx, g.first, g.last+1, func(recs []storage.Record) error {
+		for j := range recs {
+			if recs[j].EnqueuedAt >= ns {
+				found = recs[j].Offset
+				return errFound
+			}
+		}
+		return nil
+	})
+	if err == errFound {
+		err = nil
+	}
+	return found, err
+}
+
+// errFound stops eachRecord once byTime found its record.
+var errFound = errors.New("found")
+
+// streamDispatch delivers to every reader with credit the records from
+// its offset on, a bounded round each in turn, until nobody can take more.
+func (q *Queue) streamDispatch(ctx context.Context) {
+	s := q.stream
+	for progress := true; progress && len(s.readers) > 0; {
+		progress = false
+		n := len(s.readers)
+		start := s.rr % n
+		s.rr++
+		for i := 0; i < n && i < len(s.readers); i++ {
+			r := s.readers[(start+i)%len(s.readers)]
+			sent, gone := q.streamRound(ctx, r)
+			if gone {
+				c := r.c
+				s.remove(c.Owner, c.Tag)
+				q.consumers.remove(c.Owner, c.Tag)
+				continue
+			}
+			progress = progress || sent > 0
+		}
+	}
+}
+
+// streamRound delivers up to maxStreamRound records to r. gone reports a
+// consumer whose channel refused a delivery (it is closing).
+func (q *Queue) streamRound(ctx context.Context, r *streamReader) (sent int, gone bool) {
+	s := q.stream
+	c := r.c
+	for sent < maxStreamRound && r.next < s.tail {
+		if len(r.buf) == 0 {
+			if !q.fillReader(ctx, r) {
+				return sent, false
+			}
+			if len(r.buf) == 0 {
+				continue // what was left of the log was filtered out or gone
+			}
+		}
+		if !c.acquire() {
+			return sent, false
+		}
+		rec := r.buf[0]
+		r.buf[0] = storage.Record{}
+		r.buf = r.buf[1:]
+		r.next = rec.Offset + 1
+		q.claims++
+		m := Message{
+			Record:        rec,
+			DeliveryCount: 1,
+			Ref:           Ref{Offset: rec.Offset, Claim: q.claims},
+		}
+		m.Properties = withStreamOffset(rec.Properties, rec.Offset)
+		if !c.Receiver.Deliver(c, m) {
+			c.release()
+			return sent, true
+		}
+		q.countDelivery(false, c.NoAck, false)
+		sent++
+	}
+	return sent, false
+}
+
+// fillReader reads the next records of r's log, keeping those its filter
+// accepts; false means the store failed (the retry comes back).
+func (q *Queue) fillReader(ctx context.Context, r *streamReader) bool {
+	s := q.stream
+	if r.next < s.first {
+		r.next = s.first // retention passed it: resume at the new head
+	}
+	recs, err := q.cfg.Stores.Shards.Read(ctx, q.cfg.Shard, r.next, readAhead)
+	if err != nil {
+		q.cfg.Logger.Error("stream read failed", "queue", q.cfg.Name, "err", err)
+		q.scheduleRetry()
+		return false
+	}
+	// Only what the actor knows is stored (and so confirmed) goes out.
+	for len(recs) > 0 && recs[len(recs)-1].Offset >= s.tail {
+		recs = recs[:len(recs)-1]
+	}
+	if len(recs) == 0 {
+		r.next = s.tail
+		return true
+	}
+	r.next = recs[len(recs)-1].Offset + 1
+	if f := r.c.Stream; f != nil && f.Filters != nil {
+		kept := recs[:0]
+		for _, rec := range recs {
+			if f.accepts(rec.Properties) {
+				kept = append(kept, rec)
+			}
+		}
+		clear(recs[len(kept):])
+		recs = kept
+	}
+	if len(recs) > 0 {
+		// next is where delivery resumes: the first buffered record.
+		r.next = recs[0].Offset
+	}
+	r.buf = append(r.buf[:0], recs...)
+	return true
+}
+
+// accepts reports whether a message with these properties passes the
+// consumer's filter: its x-stream-filter-value is one of the filters, or
+// it has none and the consumer matches unfiltered messages. RabbitMQ's
+// filter is a Bloom filter per chunk and may let others through, so its
+// clients filter again; Warren's is exact.
+func (sc *StreamConsume) accepts(props []byte) bool {
+	p, err := amqp.DecodeProperties(props)
+	if err != nil {
+		return sc.MatchUnfiltered
+	}
+	v, ok := p.Headers["x-stream-filter-value"].(string)
+	if !ok {
+		return sc.MatchUnfiltered
+	}
+	return slices.Contains(sc.Filters, v)
+}
+
+// withStreamOffset adds the x-stream-offset header (a long, as RabbitMQ
+// sends it) to a message's properties.
+func withStreamOffset(raw []byte, off uint64) []byte {
+	p, err := amqp.DecodeProperties(raw)
+	if err != nil {
+		return raw
+	}
+	h := make(amqp.Table, len(p.Headers)+1)
+	for k, v := range p.Headers {
+		h[k] = v
+	}
+	h["x-stream-offset"] = int64(off)
+	p.Headers = h
+	return p.Append(nil)
+}
+
+// streamStats are a stream's counts: every message it holds is ready
+// (none is ever taken), and the deliveries its consumers have not
+// settled are unacked.
+func (s *streamState) stats() Stats {
+	st := Stats{Ready: s.count(), Consumers: s.q.consumers.len()}
+	for _, r := range s.readers {
+		if r.c.Credit != nil {
+			st.Unacked += uint64(max(r.c.Credit.Used(), 0))
+		}
+	}
+	return st
+}
+
+// execStream runs the ops a stream handles its own way; done is false for
+// the others (publish, stats, delete, inspect), which run as for any
+// queue.
+func (q *Queue) execStream(ctx context.Context, o op) (r reply, done bool) {
+	switch o.kind {
+	case opPublish:
+		// Every stream message is kept until retention removes it, so it
+		// is stored durably whatever its delivery mode (RabbitMQ's
+		// streams persist every message): a confirm means on disk.
+		o.rec.Persistent = true
+		q.publishes = append(q.publishes, o.rec)
+		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
+		if len(q.publishes) >= maxBatch {
+			if q.committing && len(q.publishes) >= maxBacklog {
+				q.awaitCommit(ctx)
+			}
+			q.startCommit(ctx)
+		}
+		return r, true
+	case opAck, opReject, opRequeue, opRequeueEntries:
+		// Every settle is credit, which the channel gave back already.
+		if o.kind == opRequeue || o.kind == opRequeueEntries {
+			q.requeuing.Add(-1)
+		}
+		return r, true
+	case opConsume:
+		q.flushPublishes(ctx)
+		q.claimer.catchUp(ctx)
+		r.err = q.addStreamConsumer(ctx, o.consumer)
+		return r, true
+	case opCancel:
+		q.stream.remove(o.owner, o.tag)
+		q.consumers.remove(o.owner, o.tag)
+		r.stats.Consumers = q.consumers.len()
+		return r, true
+	case opGet:
+		r.err = ErrNotSupported
+		return r, true
+	case opPurge:
+		r.err = ErrNotSupported
+		return r, true
+	case opRetention:
+		q.stream.ageTimer = nil
+		q.stream.ageAt = 0
+		q.stream.retain(ctx)
+		return r, true
+	case opTouch, opUnused, opTimer:
+		return r, true
+	}
+	return r, false
+}
