@@ -135,3 +135,278 @@ func TestStreamOffsetSpecs(t *testing.T) {
 		})
 	}
 }
+
+func TestStreamRefusals(t *testing.T) {
+	b, _, _ := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	declare := []struct {
+		name                         string
+		durable, exclusive, autoDel bool
+		args                         amqp091.Table
+		code                         int
+		text                         string
+	}{
+		{"non-durable", false, false, false, nil, 406, "invalid property 'non-durable' for queue 'q' in vhost '/'"},
+		{"exclusive", true, true, false, nil, 406, "invalid property 'exclusive-owner' for queue 'q' in vhost '/'"},
+		{"auto-delete", true, false, true, nil, 406, "invalid property 'auto-delete' for queue 'q' in vhost '/'"},
+		{"x-max-priority", true, false, false, amqp091.Table{"x-max-priority": int32(5)}, 406,
+			"invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type rabbit_stream_queue"},
+		{"x-message-ttl", true, false, false, amqp091.Table{"x-message-ttl": int32(5)}, 406,
+			"invalid arg 'x-message-ttl' for queue 'q' in vhost '/' of queue type rabbit_stream_queue"},
+		{"x-max-length", true, false, false, amqp091.Table{"x-max-length": int32(5)}, 406,
+			"invalid arg 'x-max-length' for queue 'q' in vhost '/' of queue type rabbit_stream_queue"},
+		{"x-max-age unit", true, false, false, amqp091.Table{"x-max-age": "7W"}, 406,
+			"invalid arg 'x-max-age' for queue 'q' in vhost '/': invalid_max_age"},
+		{"x-max-age zero", true, false, false, amqp091.Table{"x-max-age": "0D"}, 406,
+			"invalid arg 'x-max-age' for queue 'q' in vhost '/': invalid_max_age"},
+		{"x-max-age type", true, false, false, amqp091.Table{"x-max-age": int32(7)}, 406,
+			"invalid arg 'x-max-age' for queue 'q' in vhost '/'"},
+		{"x-max-length-bytes negative", true, false, false, amqp091.Table{"x-max-length-bytes": int64(-1)}, 406,
+			"invalid arg 'x-max-length-bytes' for queue 'q' in vhost '/'"},
+		{"segment size too large", true, false, false, amqp091.Table{"x-stream-max-segment-size-bytes": int64(3_000_000_001)}, 406,
+			"Exceeded max value for x-stream-max-segment-size-bytes"},
+	}
+	for _, tt := range declare {
+		t.Run("declare "+tt.name, func(t *testing.T) {
+			ch := amqptest.Channel(t, conn)
+			args := amqp091.Table{"x-queue-type": "stream"}
+			for k, v := range tt.args {
+				args[k] = v
+			}
+			_, err := ch.QueueDeclare("q", tt.durable, tt.autoDel, tt.exclusive, false, args)
+			amqptest.RequireReply(t, err, tt.code, tt.text)
+			require.False(t, queueExists(b, "q"))
+		})
+	}
+	t.Run("declare with retention", func(t *testing.T) {
+		ch := amqptest.Channel(t, conn)
+		declareStream(t, ch, "ok", amqp091.Table{"x-max-age": "7D", "x-max-length-bytes": int64(1 << 30),
+			"x-stream-max-segment-size-bytes": int32(1 << 20), "x-initial-cluster-size": int32(3)})
+		_, err := ch.QueueDelete("ok", false, false, false)
+		require.NoError(t, err)
+	})
+
+	ch := amqptest.Channel(t, conn)
+	declareStream(t, ch, "s", nil)
+	consume := []struct {
+		name     string
+		prefetch int
+		global   bool
+		noAck    bool
+		args     amqp091.Table
+		code     int
+		text     string
+	}{
+		{"no prefetch", 0, false, false, nil, 406, "consumer prefetch count is not set for stream queue 's' in vhost '/'"},
+		{"auto ack", 10, false, true, nil, 540, "automatic acknowledgement not supported by stream queue 's' in vhost '/'"},
+		{"global qos", 10, true, false, nil, 540, "queue 's' in vhost '/' does not support global qos"},
+		{"bad offset string", 10, false, false, amqp091.Table{"x-stream-offset": "yesterday"}, 406, "invalid arg 'x-stream-offset'"},
+		{"bad offset type", 10, false, false, amqp091.Table{"x-stream-offset": true}, 406, "invalid arg 'x-stream-offset'"},
+		{"negative offset", 10, false, false, amqp091.Table{"x-stream-offset": int64(-1)}, 406, "invalid arg 'x-stream-offset'"},
+	}
+	for _, tt := range consume {
+		t.Run("consume "+tt.name, func(t *testing.T) {
+			// 540 is a connection error: each case has its own.
+			ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+			if tt.global {
+				require.NoError(t, ch.Qos(tt.prefetch, 0, true))
+				require.NoError(t, ch.Qos(tt.prefetch, 0, false))
+			} else if tt.prefetch > 0 {
+				require.NoError(t, ch.Qos(tt.prefetch, 0, false))
+			}
+			_, err := ch.Consume("s", "", tt.noAck, false, false, false, tt.args)
+			amqptest.RequireReply(t, err, tt.code, tt.text)
+		})
+	}
+	t.Run("basic.get", func(t *testing.T) {
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+		_, _, err := ch.Get("s", false)
+		amqptest.RequireReply(t, err, 540, "basic.get not supported by stream queues queue 's' in vhost '/'")
+	})
+	t.Run("queue.purge", func(t *testing.T) {
+		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+		_, err := ch.QueuePurge("s", false)
+		amqptest.RequireReply(t, err, 540, "queue.purge not supported by queue 's' in vhost '/'")
+	})
+	t.Run("redeclare", func(t *testing.T) {
+		ch := amqptest.Channel(t, conn)
+		declareStream(t, ch, "s", nil)
+		_, err := ch.QueueDeclare("s", true, false, false, false, nil)
+		amqptest.RequireReply(t, err, 406, "inequivalent arg 'x-queue-type'")
+	})
+	requireServes(t, conn)
+}
+
+// TestStreamManyConsumers: consumers at different offsets read the same
+// log independently; acks are credit and delete nothing, so a late
+// consumer from first still reads everything.
+func TestStreamManyConsumers(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", nil)
+	bodies := amqptest.Numbered("m", 300)
+	publishStream(t, pub, "s", nil, bodies[:200]...)
+	starts := []int64{0, 50, 100, 199}
+	var chans []<-chan amqp091.Delivery
+	for i, start := range starts {
+		_, ds := streamReader(t, conn, "s", 1+i*7, amqp091.Table{"x-stream-offset": start})
+		chans = append(chans, ds)
+	}
+	publishStream(t, pub, "s", nil, bodies[200:]...)
+	for i, ds := range chans {
+		got, offs := readN(t, ds, 300-int(starts[i]))
+		require.Equal(t, bodies[starts[i]:], got)
+		require.Equal(t, starts[i], offs[0])
+	}
+	st := waitStats(t, b, "s", func(c queueCounts) bool { return c.Unacked == 0 })
+	require.Equal(t, queueCounts{Ready: 300, Consumers: len(starts)}, st)
+	_, ds := streamReader(t, conn, "s", 5, amqp091.Table{"x-stream-offset": "first"})
+	got, _ := readN(t, ds, 300)
+	require.Equal(t, bodies, got)
+}
+
+// TestStreamPrefetchIsCredit: a consumer gets no more than its prefetch
+// until it acks; nack and reject give credit back as ack does, and
+// nothing is redelivered.
+func TestStreamPrefetchIsCredit(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", nil)
+	publishStream(t, pub, "s", nil, amqptest.Numbered("m", 10)...)
+	rch, ds := streamReader(t, conn, "s", 3, amqp091.Table{"x-stream-offset": "first"})
+	var held []amqp091.Delivery
+	for range 3 {
+		d, _ := amqptest.Receive(t, ds)
+		held = append(held, d)
+	}
+	require.NoError(t, rch.Qos(3, 0, false)) // a round trip: nothing more came
+	select {
+	case d := <-ds:
+		require.FailNow(t, "delivery past the prefetch", "%s", d.Body)
+	default:
+	}
+	require.NoError(t, held[0].Nack(false, true))
+	require.NoError(t, held[1].Reject(true))
+	require.NoError(t, held[2].Ack(false))
+	got, _ := readN(t, ds, 7)
+	require.Equal(t, amqptest.Numbered("m", 10)[3:], got)
+	requireNothing(t, rch, ds)
+	require.Equal(t, uint64(10), queueStats(t, b, "s").Ready)
+}
+
+// TestStreamFiltering: x-stream-filter-value on publish, x-stream-filter
+// and x-stream-match-unfiltered on consume (RabbitMQ 3.13+).
+func TestStreamFiltering(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", nil)
+	for i := range 30 {
+		var h amqp091.Table
+		switch i % 3 {
+		case 0:
+			h = amqp091.Table{"x-stream-filter-value": "red"}
+		case 1:
+			h = amqp091.Table{"x-stream-filter-value": "blue"}
+		}
+		publishStream(t, pub, "s", h, fmt.Sprintf("%d", i))
+	}
+	pick := func(keep func(i int) bool) []string {
+		var out []string
+		for i := range 30 {
+			if keep(i) {
+				out = append(out, strconv.Itoa(i))
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		args amqp091.Table
+		want []string
+	}{
+		{"red", amqp091.Table{"x-stream-filter": "red"}, pick(func(i int) bool { return i%3 == 0 })},
+		{"red and blue", amqp091.Table{"x-stream-filter": []any{"red", "blue"}}, pick(func(i int) bool { return i%3 != 2 })},
+		{"blue and unfiltered", amqp091.Table{"x-stream-filter": "blue", "x-stream-match-unfiltered": true}, pick(func(i int) bool { return i%3 != 0 })},
+		{"green", amqp091.Table{"x-stream-filter": "green"}, nil},
+		{"no filter", nil, pick(func(int) bool { return true })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := amqp091.Table{"x-stream-offset": "first"}
+			for k, v := range tt.args {
+				args[k] = v
+			}
+			rch, ds := streamReader(t, conn, "s", 4, args)
+			got, _ := readN(t, ds, len(tt.want))
+			require.Equal(t, tt.want, got)
+			requireNothing(t, rch, ds)
+			require.NoError(t, rch.Close())
+		})
+	}
+}
+
+// body50 is a 50-byte body: with amqp091's 2 bytes of empty properties a
+// record counts 52 bytes toward segments and retention.
+func body50(i int) string { return fmt.Sprintf("%-50d", i) }
+
+func bodies50(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, body50(i))
+	}
+	return out
+}
+
+// TestStreamRetentionBySize: segments of 100 bytes hold two messages;
+// with x-max-length-bytes 300 whole segments go from the head until the
+// stream holds at most 300 bytes, and the open segment always stays.
+func TestStreamRetentionBySize(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", amqp091.Table{"x-max-length-bytes": int64(300), "x-stream-max-segment-size-bytes": int64(100)})
+	// A consumer from first holds m0 (prefetch 1) while retention removes
+	// its segment and the next ones.
+	rch, ds := streamReader(t, conn, "s", 1, amqp091.Table{"x-stream-offset": "first"})
+	publishStream(t, pub, "s", nil, bodies50(0, 20)...)
+	first, _ := amqptest.Receive(t, ds)
+	require.Equal(t, body50(0), string(first.Body))
+	// 20 records of 52 bytes in segments of two: the stream keeps the
+	// last two segments (208 bytes; three would be 312).
+	st := waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == 4 })
+	require.Equal(t, uint64(4), st.Ready)
+	require.NoError(t, first.Ack(false))
+	// Behind retention, the consumer resumes at the new first offset.
+	got, offs := readN(t, ds, 4)
+	require.Equal(t, bodies50(16, 20), got)
+	require.Equal(t, []int64{16, 17, 18, 19}, offs)
+	requireNothing(t, rch, ds)
+	_, ds2 := streamReader(t, conn, "s", 10, amqp091.Table{"x-stream-offset": int64(3)})
+	got, _ = readN(t, ds2, 4)
+	require.Equal(t, bodies50(16, 20), got)
+}
+
+// TestStreamRetentionByAge: x-max-age removes the closed segments whose
+// newest message is older, on the broker's clock, never the open one.
+func TestStreamRetentionByAge(t *testing.T) {
+	b, fake, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", amqp091.Table{"x-max-age": "1h", "x-stream-max-segment-size-bytes": int64(100)})
+	publishStream(t, pub, "s", nil, bodies50(0, 4)...) // segments [0,1] and [2,3]
+	fake.Advance(59 * time.Minute)
+	require.Equal(t, uint64(4), queueStats(t, b, "s").Ready)
+	fake.Advance(2 * time.Minute)
+	// [0,1] is older than an hour and closed: gone; [2,3] is the last.
+	waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == 2 })
+	publishStream(t, pub, "s", nil, bodies50(4, 6)...)
+	// now [2,3] is closed too, and over age
+	waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == 2 })
+	_, ds := streamReader(t, conn, "s", 10, amqp091.Table{"x-stream-offset": "first"})
+	got, offs := readN(t, ds, 2)
+	require.Equal(t, bodies50(4, 6), got)
+	require.Equal(t, []int64{4, 5}, offs)
+}

@@ -150,6 +150,13 @@ func (q *Queue) streamDispatch(ctx context.Context) {
 func (q *Queue) streamRound(ctx context.Context, r *streamReader) (sent int, gone bool) {
 	s := q.stream
 	c := r.c
+	if len(r.buf) > 0 && r.buf[0].Offset < s.first {
+		// Retention removed what the reader had read ahead: it resumes
+		// at the new head, as a RabbitMQ consumer behind retention does.
+		clear(r.buf)
+		r.buf = r.buf[:0]
+		r.next = s.first
+	}
 	for sent < maxStreamRound && r.next < s.tail {
 		if len(r.buf) == 0 {
 			if !q.fillReader(ctx, r) {
