@@ -140,11 +140,11 @@ func TestStreamRefusals(t *testing.T) {
 	b, _, _ := featureBroker(t)
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	declare := []struct {
-		name                         string
+		name                        string
 		durable, exclusive, autoDel bool
-		args                         amqp091.Table
-		code                         int
-		text                         string
+		args                        amqp091.Table
+		code                        int
+		text                        string
 	}{
 		{"non-durable", false, false, false, nil, 406, "invalid property 'non-durable' for queue 'q' in vhost '/'"},
 		{"exclusive", true, true, false, nil, 406, "invalid property 'exclusive-owner' for queue 'q' in vhost '/'"},
