@@ -1,7 +1,9 @@
 package broker_test
 
 import (
+	"context"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -409,4 +412,74 @@ func TestStreamRetentionByAge(t *testing.T) {
 	got, offs := readN(t, ds, 2)
 	require.Equal(t, bodies50(4, 6), got)
 	require.Equal(t, []int64{4, 5}, offs)
+}
+
+// TestStreamIntrospection: Stats, the management API and per-object
+// metrics show a stream's type, size, first and last offsets and where
+// each consumer reads; the direct Channel consumes it as a client does.
+func TestStreamIntrospection(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", amqp091.Table{"x-max-length-bytes": int64(300), "x-stream-max-segment-size-bytes": int64(100)})
+	publishStream(t, pub, "s", nil, bodies50(0, 10)...)
+	rch := amqptest.Channel(t, conn)
+	require.NoError(t, rch.Qos(2, 0, false))
+	ds, err := rch.Consume("s", "reader", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+	require.NoError(t, err)
+	got, _ := readN(t, ds, 3) // offsets 6, 7, 8; the ack of 8 gives credit for 9
+	require.Equal(t, bodies50(6, 9), got)
+	amqptest.Receive(t, ds) // 9, held
+
+	st := queueStats(t, b, "s")
+	require.Equal(t, uint64(4), st.Ready)
+	var qs *broker.QueueStats
+	for _, q := range b.Stats().QueueDetails {
+		if q.Name == "s" {
+			qs = &q
+		}
+	}
+	require.NotNil(t, qs.Stream)
+	require.Equal(t, broker.StreamStats{FirstOffset: 6, LastOffset: 9, NextOffset: 10, Messages: 4, Bytes: 4 * 52, Segments: 2,
+		Consumers: []broker.StreamConsumerStats{{Tag: "reader", Connection: qs.Stream.Consumers[0].Connection, Channel: 2, Offset: 10}}}, *qs.Stream)
+
+	api := amqptest.NewAPI(t, b.ManagementHandler())
+	q := api.Get("/api/queues/%2F/s").(map[string]any)
+	require.Equal(t, "stream", q["type"])
+	require.Equal(t, float64(6), q["first_offset"])
+	require.Equal(t, float64(9), q["last_offset"])
+	require.Equal(t, float64(9), q["committed_offset"])
+	require.Equal(t, float64(2), q["segments"])
+	require.Equal(t, float64(208), q["stream_bytes"])
+	readers := q["stream_readers"].([]any)
+	require.Len(t, readers, 1)
+	require.Equal(t, "reader", readers[0].(map[string]any)["consumer_tag"])
+	require.Equal(t, float64(10), readers[0].(map[string]any)["offset"])
+
+	m := httptest.NewRecorder()
+	b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}).ServeHTTP(m, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{
+		`warren_stream_first_offset{vhost="/",queue="s"} 6`,
+		`warren_stream_last_offset{vhost="/",queue="s"} 9`,
+		`warren_stream_bytes{vhost="/",queue="s"} 208`,
+		`warren_stream_segments{vhost="/",queue="s"} 2`,
+	} {
+		require.Contains(t, m.Body.String(), line)
+	}
+
+	// The direct Channel: the same refusals and deliveries.
+	dch, err := b.Channel(context.Background())
+	require.NoError(t, err)
+	defer dch.Close()
+	_, err = dch.Consume("s", "", false, false, false, false, amqp091.Table{"x-stream-offset": "first"})
+	amqptest.RequireReply(t, err, 406, "consumer prefetch count is not set for stream queue 's' in vhost '/'")
+	dch, err = b.Channel(context.Background())
+	require.NoError(t, err)
+	defer dch.Close()
+	require.NoError(t, dch.Qos(3, 0, false))
+	dds, err := dch.Consume("s", "", false, false, false, false, amqp091.Table{"x-stream-offset": int64(7)})
+	require.NoError(t, err)
+	got, offs := readN(t, dds, 3)
+	require.Equal(t, bodies50(7, 10), got)
+	require.Equal(t, []int64{7, 8, 9}, offs)
 }
