@@ -28,7 +28,7 @@ type serverProcess struct {
 }
 
 // buildServer compiles examples/server into a temporary directory.
-func buildServer(t *testing.T) string {
+func buildServer(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -43,7 +43,7 @@ func buildServer(t *testing.T) string {
 
 // startServer runs bin on dataDir with a port the kernel picks, and waits
 // for the address it prints once clients can connect.
-func startServer(t *testing.T, bin, dataDir string) *serverProcess {
+func startServer(t testing.TB, bin, dataDir string) *serverProcess {
 	t.Helper()
 	cmd := exec.Command(bin, "-data", dataDir, "-addr", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
@@ -77,7 +77,7 @@ func startServer(t *testing.T, bin, dataDir string) *serverProcess {
 func (p *serverProcess) url() string { return fmt.Sprintf("amqp://guest:guest@%s/", p.addr) }
 
 // kill sends SIGKILL, the kill -9 the test is about, and reaps the process.
-func (p *serverProcess) kill(t *testing.T) {
+func (p *serverProcess) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Kill()
 	select {
