@@ -28,6 +28,15 @@ func TestStreamSurvivesRestart(t *testing.T) {
 	pub := amqptest.ConfirmChannel(t, conn)
 	publishStream(t, pub, "s", nil, bodies50(0, 10)...) // transient
 	require.Equal(t, uint64(4), queueStats(t, b1, "s").Ready)
+	// A tracked consumer (LavinMQ's x-stream-offset null) acks two and
+	// goes; after the restart it resumes after them.
+	kch := amqptest.Channel(t, conn)
+	require.NoError(t, kch.Qos(2, 0, false))
+	kds, err := kch.Consume("s", "keep", false, false, false, false, amqp091.Table{"x-stream-offset": nil})
+	require.NoError(t, err)
+	got, _ := readN(t, kds, 2)
+	require.Equal(t, bodies50(6, 8), got)
+	require.NoError(t, kch.Close())
 	require.NoError(t, b1.Close())
 
 	b2 := startBroker(t, broker.Options{DataDir: dir})
@@ -37,6 +46,13 @@ func TestStreamSurvivesRestart(t *testing.T) {
 	got, offs := readN(t, ds, 4)
 	require.Equal(t, bodies50(6, 10), got)
 	require.Equal(t, []int64{6, 7, 8, 9}, offs)
+	kch = amqptest.Channel(t, conn2)
+	require.NoError(t, kch.Qos(2, 0, false))
+	kds, err = kch.Consume("s", "keep", false, false, false, false, amqp091.Table{"x-stream-offset": nil})
+	require.NoError(t, err)
+	got, _ = readN(t, kds, 2)
+	require.Equal(t, bodies50(8, 10), got)
+	require.NoError(t, kch.Close())
 	// The segments were rebuilt where they were: two more messages close
 	// a segment and the oldest one goes.
 	pub2 := amqptest.ConfirmChannel(t, conn2)

@@ -483,3 +483,70 @@ func TestStreamIntrospection(t *testing.T) {
 	require.Equal(t, bodies50(7, 10), got)
 	require.Equal(t, []int64{7, 8, 9}, offs)
 }
+
+// TestStreamOffsetTracking: LavinMQ's server-side offset tracking. A
+// consumer with its own tag and x-stream-offset null (or
+// x-stream-automatic-offset-tracking true) resumes, under the same tag,
+// after the last message it acked; unacked deliveries come again.
+func TestStreamOffsetTracking(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	pub := amqptest.ConfirmChannel(t, conn)
+	declareStream(t, ch, "s", nil)
+	all := amqptest.Numbered("m", 20)
+	publishStream(t, pub, "s", nil, all...)
+
+	consume := func(tag string, args amqp091.Table) (*amqp091.Channel, <-chan amqp091.Delivery) {
+		t.Helper()
+		c := amqptest.Channel(t, conn)
+		require.NoError(t, c.Qos(3, 0, false))
+		ds, err := c.Consume("s", tag, false, false, false, false, args)
+		require.NoError(t, err)
+		return c, ds
+	}
+	null := amqp091.Table{"x-stream-offset": nil}
+	// First time: null starts at first. Ack 7, hold 2 unacked, then go.
+	c1, ds := consume("t1", null)
+	got, _ := readN(t, ds, 7)
+	require.Equal(t, all[:7], got)
+	amqptest.Receive(t, ds)
+	amqptest.Receive(t, ds)
+	require.NoError(t, c1.Close())
+	// The same tag resumes after the last ack: the unacked two come again.
+	c1, ds = consume("t1", null)
+	got, offs := readN(t, ds, 13)
+	require.Equal(t, all[7:], got)
+	require.Equal(t, int64(7), offs[0])
+	requireNothing(t, c1, ds)
+	require.NoError(t, c1.Close())
+	c1, ds = consume("t1", null)
+	requireNothing(t, c1, ds)
+	require.NoError(t, c1.Close())
+
+	// Automatic tracking with a start: "last" the first time only.
+	auto := amqp091.Table{"x-stream-offset": "last", "x-stream-automatic-offset-tracking": true}
+	c2, ds := consume("t2", auto)
+	got, _ = readN(t, ds, 1)
+	require.Equal(t, all[19:], got)
+	require.NoError(t, c2.Close())
+	publishStream(t, pub, "s", nil, "m-20", "m-21")
+	c2, ds = consume("t2", auto)
+	got, _ = readN(t, ds, 2)
+	require.Equal(t, []string{"m-20", "m-21"}, got)
+	require.NoError(t, c2.Close())
+
+	// Another tag, or a plain x-stream-offset, is not tracked.
+	c3, ds := consume("t3", amqp091.Table{"x-stream-offset": int64(18)})
+	got, _ = readN(t, ds, 4)
+	require.Equal(t, []string{"m-18", "m-19", "m-20", "m-21"}, got)
+	require.NoError(t, c3.Close())
+	c3, ds = consume("t3", amqp091.Table{"x-stream-offset": int64(18)})
+	got, _ = readN(t, ds, 1)
+	require.Equal(t, []string{"m-18"}, got)
+	require.NoError(t, c3.Close())
+	// A server-named consumer cannot come back: null is just first.
+	c4, ds := consume("", null)
+	got, _ = readN(t, ds, 1)
+	require.Equal(t, []string{"m-0"}, got)
+	require.NoError(t, c4.Close())
+}

@@ -54,4 +54,25 @@ func TestStreamOnEveryNode(t *testing.T) {
 	d := amqptest.Next(t, ds)
 	require.Equal(t, "late", string(d.Body))
 	require.Equal(t, int64(len(want)), d.Headers["x-stream-offset"])
+
+	// A tracked offset saved on node 1 is where the same tag resumes on
+	// node 2.
+	tconn, _ := c.dial(0)
+	tch := amqptest.Channel(t, tconn)
+	require.NoError(t, tch.Qos(5, 0, false))
+	tds, err := tch.Consume("s", "trk", false, false, false, false, amqp091.Table{"x-stream-offset": nil})
+	require.NoError(t, err)
+	for k := range 5 {
+		d := amqptest.Next(t, tds)
+		require.Equal(t, want[k], string(d.Body))
+		require.NoError(t, d.Ack(false))
+	}
+	require.NoError(t, tch.Close())
+	tconn2, _ := c.dial(1)
+	tch2 := amqptest.Channel(t, tconn2)
+	require.NoError(t, tch2.Qos(5, 0, false))
+	tds2, err := tch2.Consume("s", "trk", false, false, false, false, amqp091.Table{"x-stream-offset": nil})
+	require.NoError(t, err)
+	d = amqptest.Next(t, tds2)
+	require.Equal(t, want[5], string(d.Body))
 }

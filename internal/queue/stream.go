@@ -50,6 +50,11 @@ type streamState struct {
 	bytes       int64
 	readers     []*streamReader
 	rr          int // the reader dispatch starts with (round robin)
+	// tracked maps the claim of each unsettled delivery to a tracking
+	// reader to that reader; dirty says some reader's offset is unsaved
+	// (stream_track.go).
+	tracked map[uint64]*streamReader
+	dirty   bool
 	// Shared mode: the highest tail another broker's append was seen to
 	// reach (Observe), applied by catchUp.
 	maxTail atomic.Uint64

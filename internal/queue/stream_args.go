@@ -154,6 +154,12 @@ type StreamConsume struct {
 	// MatchUnfiltered is x-stream-match-unfiltered: messages published
 	// without x-stream-filter-value reach a filtering consumer too.
 	MatchUnfiltered bool
+	// Track is LavinMQ's server-side offset tracking (x-stream-offset
+	// null, or x-stream-automatic-offset-tracking true): the broker keeps
+	// the consumer tag's offset past its last ack, and a consumer with
+	// the same tag resumes there (stream_track.go). The channel clears it
+	// for a consumer without a tag of its own.
+	Track bool
 }
 
 // ParseStreamConsume reads a stream consumer's arguments as RabbitMQ
@@ -164,6 +170,9 @@ func ParseStreamConsume(t amqp.Table) (StreamConsume, error) {
 	var sc StreamConsume
 	if v, ok := t["x-stream-offset"]; ok {
 		switch x := v.(type) {
+		case nil:
+			// LavinMQ: null starts at first and tracks the offset.
+			sc.Kind, sc.Track = OffsetFirst, true
 		case string:
 			switch x {
 			case "first":
@@ -202,6 +211,12 @@ func ParseStreamConsume(t amqp.Table) (StreamConsume, error) {
 	}
 	if b, ok := t["x-stream-match-unfiltered"].(bool); ok && sc.Filters != nil {
 		sc.MatchUnfiltered = b
+	}
+	switch v := t["x-stream-automatic-offset-tracking"].(type) {
+	case bool:
+		sc.Track = sc.Track || v
+	case string:
+		sc.Track = sc.Track || v == "true"
 	}
 	return sc, nil
 }

@@ -22,6 +22,13 @@ type streamReader struct {
 	// buf holds records read ahead from next on, so a consumer with
 	// credit costs one shard Read per readAhead records.
 	buf []storage.Record
+	// Offset tracking (stream_track.go): ackedTo is the offset past the
+	// last acked delivery, dirty says it is not saved yet, savedRec is
+	// the saved record's offset + 1 (0: none).
+	track    bool
+	ackedTo  uint64
+	dirty    bool
+	savedRec uint64
 }
 
 // readAhead bounds the records a reader holds: the memory a stream
@@ -43,14 +50,30 @@ func (q *Queue) addStreamConsumer(ctx context.Context, c *Consumer) error {
 		q.consumers.remove(c.Owner, c.Tag)
 		return err
 	}
-	s.readers = append(s.readers, &streamReader{c: c, next: start})
+	r := &streamReader{c: c, next: start}
+	if c.Stream != nil && c.Stream.Track {
+		off, rec, ok, err := q.trackedOffset(ctx, c.Tag)
+		if err != nil {
+			q.consumers.remove(c.Owner, c.Tag)
+			return err
+		}
+		if ok {
+			r.next = min(max(off, s.first), s.tail)
+		}
+		r.track, r.ackedTo, r.savedRec = true, r.next, rec
+	}
+	s.readers = append(s.readers, r)
 	return nil
 }
 
-// removeStreamReaders drops the readers of owner and tag.
-func (s *streamState) remove(owner Owner, tag string) {
+// remove drops the readers of owner and tag, saving a tracked reader's
+// offset first.
+func (s *streamState) remove(ctx context.Context, owner Owner, tag string) {
 	s.readers = slices.DeleteFunc(s.readers, func(r *streamReader) bool {
 		if r.c.Owner == owner && r.c.Tag == tag {
+			if r.dirty {
+				s.save(ctx, r)
+			}
 			clear(r.buf)
 			return true
 		}
@@ -126,6 +149,7 @@ var errFound = errors.New("found")
 // its offset on, a bounded round each in turn, until nobody can take more.
 func (q *Queue) streamDispatch(ctx context.Context) {
 	s := q.stream
+	s.saveOffsets(ctx)
 	for progress := true; progress && len(s.readers) > 0; {
 		progress = false
 		n := len(s.readers)
@@ -136,7 +160,7 @@ func (q *Queue) streamDispatch(ctx context.Context) {
 			sent, gone := q.streamRound(ctx, r)
 			if gone {
 				c := r.c
-				s.remove(c.Owner, c.Tag)
+				s.remove(ctx, c.Owner, c.Tag)
 				q.consumers.remove(c.Owner, c.Tag)
 				continue
 			}
@@ -185,6 +209,12 @@ func (q *Queue) streamRound(ctx context.Context, r *streamReader) (sent int, gon
 			return sent, true
 		}
 		q.countDelivery(false, c.NoAck, false)
+		if r.track {
+			if s.tracked == nil {
+				s.tracked = make(map[uint64]*streamReader)
+			}
+			s.tracked[m.Ref.Claim] = r
+		}
 		sent++
 	}
 	return sent, false
@@ -296,7 +326,17 @@ func (q *Queue) execStream(ctx context.Context, o op) (r reply, done bool) {
 		}
 		return r, true
 	case opAck, opReject, opRequeue, opRequeueEntries:
-		// Every settle is credit, which the channel gave back already.
+		// Every settle is credit, which the channel gave back already;
+		// an ack moves a tracked consumer's offset (stream_track.go).
+		refs := o.refs
+		if o.one {
+			refs = o.ref[:]
+		}
+		if o.kind == opAck {
+			q.stream.acked(refs)
+		} else {
+			q.stream.forget(refs)
+		}
 		if o.kind == opRequeue || o.kind == opRequeueEntries {
 			q.requeuing.Add(-1)
 		}
@@ -307,7 +347,7 @@ func (q *Queue) execStream(ctx context.Context, o op) (r reply, done bool) {
 		r.err = q.addStreamConsumer(ctx, o.consumer)
 		return r, true
 	case opCancel:
-		q.stream.remove(o.owner, o.tag)
+		q.stream.remove(ctx, o.owner, o.tag)
 		q.consumers.remove(o.owner, o.tag)
 		r.stats.Consumers = q.consumers.len()
 		return r, true
@@ -323,6 +363,17 @@ func (q *Queue) execStream(ctx context.Context, o op) (r reply, done bool) {
 		q.stream.retain(ctx)
 		return r, true
 	case opTouch, opUnused, opTimer:
+		return r, true
+	case opDelete:
+		q.flushPublishes(ctx)
+		n := q.stream.count()
+		if err := q.cfg.Stores.Shards.DeleteShard(ctx, q.trackShard()); err != nil {
+			r.err = err
+			return r, true
+		}
+		q.stream.readers, q.stream.tracked = nil, nil
+		_, r.err = q.deleteAll(ctx)
+		r.n = n
 		return r, true
 	}
 	return r, false

@@ -31,6 +31,12 @@ func (ch *Channel) streamConsume(q *vhost.Queue, m *amqp.BasicConsume) (*queue.S
 		}
 		return nil, err
 	}
+	if m.ConsumerTag == "" {
+		// Offsets are tracked per consumer tag: a generated one never
+		// comes back, so there is nothing to track (LavinMQ requires a
+		// tag of the client's own).
+		sc.Track = false
+	}
 	return &sc, nil
 }
 
