@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 
@@ -277,9 +279,68 @@ func (sc *StreamConsume) accepts(props []byte) bool {
 	return slices.Contains(sc.Filters, v)
 }
 
+// streamOffsetEntry is the header table entry withStreamOffset adds:
+// the short string key, the type 'l' (long) and 8 bytes of value.
+const streamOffsetEntry = 1 + len("x-stream-offset") + 1 + 8
+
 // withStreamOffset adds the x-stream-offset header (a long, as RabbitMQ
-// sends it) to a message's properties.
+// sends it) to a message's properties. Every delivery of a stream pays
+// it, so it splices the entry into the encoded properties (one
+// allocation, nothing decoded) and decodes and re-encodes them only when
+// they already name the header or use flag continuation words.
 func withStreamOffset(raw []byte, off uint64) []byte {
+	const contentType, contentEncoding, headers = 1 << 15, 1 << 14, 1 << 13
+	if len(raw) < 2 {
+		return withStreamOffsetSlow(raw, off)
+	}
+	flags := uint16(raw[0])<<8 | uint16(raw[1])
+	if flags&1 != 0 {
+		return withStreamOffsetSlow(raw, off)
+	}
+	pos := 2
+	for _, bit := range [...]uint16{contentType, contentEncoding} {
+		if flags&bit != 0 {
+			if pos >= len(raw) {
+				return withStreamOffsetSlow(raw, off)
+			}
+			pos += 1 + int(raw[pos])
+		}
+	}
+	if pos > len(raw) {
+		return withStreamOffsetSlow(raw, off)
+	}
+	out := make([]byte, 0, len(raw)+4+streamOffsetEntry)
+	if flags&headers == 0 {
+		out = append(out, byte((flags|headers)>>8), byte(flags|headers))
+		out = append(out, raw[2:pos]...)
+		out = binary.BigEndian.AppendUint32(out, uint32(streamOffsetEntry))
+		out = appendStreamOffset(out, off)
+		return append(out, raw[pos:]...)
+	}
+	if pos+4 > len(raw) {
+		return withStreamOffsetSlow(raw, off)
+	}
+	n := int(binary.BigEndian.Uint32(raw[pos:]))
+	end := pos + 4 + n
+	if end > len(raw) || bytes.Contains(raw[pos+4:end], []byte("\x0fx-stream-offset")) {
+		return withStreamOffsetSlow(raw, off)
+	}
+	out = append(out, raw[:pos]...)
+	out = binary.BigEndian.AppendUint32(out, uint32(n+streamOffsetEntry))
+	out = append(out, raw[pos+4:end]...)
+	out = appendStreamOffset(out, off)
+	return append(out, raw[end:]...)
+}
+
+func appendStreamOffset(out []byte, off uint64) []byte {
+	out = append(out, byte(len("x-stream-offset")))
+	out = append(out, "x-stream-offset"...)
+	out = append(out, 'l')
+	return binary.BigEndian.AppendUint64(out, off)
+}
+
+// withStreamOffsetSlow is withStreamOffset through decoded properties.
+func withStreamOffsetSlow(raw []byte, off uint64) []byte {
 	p, err := amqp.DecodeProperties(raw)
 	if err != nil {
 		return raw
