@@ -550,3 +550,30 @@ func TestStreamOffsetTracking(t *testing.T) {
 	require.Equal(t, []string{"m-0"}, got)
 	require.NoError(t, c4.Close())
 }
+
+// TestStreamRedeclareAndDelete: a redeclaration must repeat a stream's
+// own arguments (RabbitMQ 4.x compares a type's queue_arguments), and
+// queue.delete ignores if-empty and if-unused on a stream, as RabbitMQ
+// does; the delete-ok counts its messages.
+func TestStreamRedeclareAndDelete(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	declareStream(t, ch, "s", amqp091.Table{"x-max-age": "1D"})
+	declareStream(t, ch, "s", amqp091.Table{"x-max-age": "1D"})
+	_, err := ch.QueueDeclare("s", true, false, false, false, amqp091.Table{"x-queue-type": "stream", "x-max-age": "2D"})
+	amqptest.RequireReply(t, err, 406, "inequivalent arg 'x-max-age' for queue 's' in vhost '/'")
+	ch = amqptest.Channel(t, conn)
+	publishStream(t, amqptest.ConfirmChannel(t, conn), "s", nil, "a", "b")
+	streamReader(t, conn, "s", 1, nil)
+	n, err := ch.QueueDelete("s", true, true, false)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.False(t, queueExists(b, "s"))
+	// Declared again, it starts empty at offset 0, tracked offsets gone.
+	declareStream(t, ch, "s", nil)
+	publishStream(t, amqptest.ConfirmChannel(t, conn), "s", nil, "c")
+	_, ds := streamReader(t, conn, "s", 1, amqp091.Table{"x-stream-offset": "first"})
+	got, offs := readN(t, ds, 1)
+	require.Equal(t, []string{"c"}, got)
+	require.Equal(t, []int64{0}, offs)
+}

@@ -716,7 +716,11 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	case d.AutoDelete != def.AutoDelete:
 		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
 	}
-	for _, key := range comparedQueueArgs {
+	keys := comparedQueueArgs
+	if q.IsStream() {
+		keys = streamComparedArgs
+	}
+	for _, key := range keys {
 		a, aok := args[key]
 		b, bok := q.Args[key]
 		if key == "x-queue-type" && aok != bok && (a == "classic" || b == "classic") {
@@ -873,7 +877,9 @@ func (v *VHost) DeleteQueue(ctx context.Context, connection, name string, ifUnus
 		}
 		return 0, err
 	}
-	if ifUnused || ifEmpty {
+	// A stream ignores both, as in RabbitMQ 3.13 and 4.x
+	// (rabbit_stream_queue:delete drops them).
+	if (ifUnused || ifEmpty) && !q.IsStream() {
 		st, err := q.Stats(ctx)
 		if err != nil {
 			return 0, nil // its actor stopped: the broker is closing
