@@ -431,7 +431,8 @@ func TestStreamIntrospection(t *testing.T) {
 	require.Equal(t, bodies50(6, 9), got)
 	amqptest.Receive(t, ds) // 9, held
 
-	st := queueStats(t, b, "s")
+	// Acks reach the broker after the deliveries that follow them.
+	st := waitStats(t, b, "s", func(c queueCounts) bool { return c.Unacked == 1 })
 	require.Equal(t, uint64(4), st.Ready)
 	var qs *broker.QueueStats
 	for _, q := range b.Stats().QueueDetails {
@@ -446,6 +447,8 @@ func TestStreamIntrospection(t *testing.T) {
 	api := amqptest.NewAPI(t, b.ManagementHandler())
 	q := api.Get("/api/queues/%2F/s").(map[string]any)
 	require.Equal(t, "stream", q["type"])
+	require.Equal(t, float64(4), q["messages"])
+	require.Equal(t, float64(1), q["messages_unacknowledged"])
 	require.Equal(t, float64(6), q["first_offset"])
 	require.Equal(t, float64(9), q["last_offset"])
 	require.Equal(t, float64(9), q["committed_offset"])

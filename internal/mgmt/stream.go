@@ -26,6 +26,9 @@ func (j queueJSON) withStream(s *Stream) queueJSON {
 		return j
 	}
 	j.Type = "stream"
+	// Unsettled deliveries are still in the stream: messages counts what
+	// it holds, as RabbitMQ's does.
+	j.Messages = j.MessagesReady
 	sj := &streamJSON{CommittedOffset: s.LastOffset, FirstOffset: s.FirstOffset, LastOffset: s.LastOffset,
 		Segments: s.Segments, Bytes: s.Bytes, Readers: []streamReaderJSON{}}
 	for _, r := range s.Readers {

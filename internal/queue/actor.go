@@ -246,6 +246,9 @@ func (q *Queue) release() {
 	q.deliverySlab, q.freeDeliveries = nil, nil
 	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
 	q.consumers.reset()
+	if s := q.stream; s != nil {
+		s.readers, s.tracked, s.segs = nil, nil, nil
+	}
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
