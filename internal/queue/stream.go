@@ -61,7 +61,6 @@ type streamState struct {
 	// retention timer for x-max-age, armed for the oldest closed segment
 	ageTimer clock.Timer
 	ageAt    int64
-	retryDel bool // a retention delete failed: redo it at the retry
 }
 
 // IsStream reports whether the queue is a stream.
@@ -73,6 +72,7 @@ type streamClaimer struct{ s *streamState }
 
 var _ claimer = (*streamClaimer)(nil)
 
+// commit is never called: dispatch and get of a stream claim nothing.
 func (c *streamClaimer) commit(context.Context, claimWrite) error {
 	return ErrNotSupported
 }
@@ -200,12 +200,12 @@ func (s *streamState) retain(ctx context.Context) {
 	}
 	if drop > 0 {
 		if err := s.deleteSegments(ctx, s.segs[:drop]); err != nil {
+			// Some records may be gone: the segments stay, and the retry
+			// (dispatch runs retain after it) deletes them all again.
 			s.q.cfg.Logger.Error("stream retention failed", "queue", s.q.cfg.Name, "err", err)
-			s.retryDel = true
 			s.q.scheduleRetry()
 			return
 		}
-		s.retryDel = false
 		s.bytes = total
 		s.segs = append(s.segs[:0], s.segs[drop:]...)
 		s.first = s.segs[0].first

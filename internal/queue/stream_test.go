@@ -1,12 +1,16 @@
 package queue
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/faultstore"
 )
 
 // TestWithStreamOffset: the spliced header reads back as the decoded and
@@ -110,4 +114,48 @@ func TestParseStreamArgs(t *testing.T) {
 		require.Equal(t, arg, ae.Arg)
 		require.Equal(t, uint16(amqp.PreconditionFailed), ae.Code)
 	}
+}
+
+// startStream starts a stream on s with the given extra arguments.
+func startStream(t *testing.T, s Stores, c clock.Clock, extra amqp.Table) *Queue {
+	t.Helper()
+	args := amqp.Table{"x-queue-type": "stream"}
+	for k, v := range extra {
+		args[k] = v
+	}
+	a, err := ParseArgs(args)
+	require.NoError(t, err)
+	q, err := Start(context.Background(), Config{VHost: "/", Name: "q", Shard: "/q", Stores: s, Broker: "n1", Incarnation: 1, Clock: c, Features: Features{Args: a}})
+	require.NoError(t, err)
+	t.Cleanup(q.Stop)
+	return q
+}
+
+// TestStreamStoreFaults: a retention delete and a reader's Read that fail
+// are redone at the retry; nothing is skipped or delivered twice.
+func TestStreamStoreFaults(t *testing.T) {
+	ctx := context.Background()
+	wrapped, _, in := faulty()
+	q := startStream(t, wrapped, nil, amqp.Table{"x-max-length-bytes": int64(300), "x-stream-max-segment-size-bytes": int64(100)})
+	body := string(make([]byte, 98)) // 98 + 2 bytes of properties: a segment each
+	del := in.Fail(faultstore.On(faultstore.DeleteByOffsets), 1, errors.New("disk gone"))
+	publish(t, q, body, body, body, body, body)
+	waitFired(t, del)
+	// Retention keeps trying until the head segments are gone: 3 left.
+	waitReady(t, q, 3)
+	info, _, err := q.StreamInfo(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.FirstOffset)
+
+	read := in.Fail(faultstore.On(faultstore.Read), 1, errors.New("disk gone"))
+	s := newSink()
+	credit := &Credit{}
+	credit.SetLimit(10)
+	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "r", Owner: owner, Credit: credit, Receiver: s, Stream: &StreamConsume{Kind: OffsetFirst}}))
+	waitFired(t, read)
+	for off := uint64(2); off < 5; off++ {
+		m := s.next(t)
+		require.Equal(t, off, m.Offset)
+	}
+	s.none(t)
 }
