@@ -485,6 +485,12 @@ func TestStreamIntrospection(t *testing.T) {
 	got, offs := readN(t, dds, 3)
 	require.Equal(t, bodies50(7, 10), got)
 	require.Equal(t, []int64{7, 8, 9}, offs)
+
+	// Broker.Dial: amqp091-go over the in-memory pipe.
+	_, pds := streamReader(t, amqptest.DialVia(t, b.Dial, "guest", "piped"), "s", 3, amqp091.Table{"x-stream-offset": "last"})
+	got, offs = readN(t, pds, 1)
+	require.Equal(t, bodies50(9, 10), got)
+	require.Equal(t, []int64{9}, offs)
 }
 
 // TestStreamOffsetTracking: LavinMQ's server-side offset tracking. A
