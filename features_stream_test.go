@@ -586,3 +586,40 @@ func TestStreamRedeclareAndDelete(t *testing.T) {
 	require.Equal(t, []string{"c"}, got)
 	require.Equal(t, []int64{0}, offs)
 }
+
+// TestStreamOffsetTrackingAcksAfterCancel: acks that reach the stream
+// after its consumer is gone (sent after basic.cancel) still move the
+// tag's tracked offset.
+func TestStreamOffsetTrackingAcksAfterCancel(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+	declareStream(t, ch, "s", nil)
+	publishStream(t, amqptest.ConfirmChannel(t, conn), "s", nil, amqptest.Numbered("m", 10)...)
+	c := amqptest.Channel(t, conn)
+	require.NoError(t, c.Qos(3, 0, false))
+	ds, err := c.Consume("s", "t", false, false, false, false, amqp091.Table{"x-stream-offset": nil})
+	require.NoError(t, err)
+	var held []amqp091.Delivery
+	for range 3 {
+		d, _ := amqptest.Receive(t, ds)
+		held = append(held, d)
+	}
+	require.NoError(t, c.Cancel("t", false))
+	for _, d := range held {
+		require.NoError(t, d.Ack(false))
+	}
+	waitStats(t, b, "s", func(q queueCounts) bool { return q.Unacked == 0 && q.Consumers == 0 })
+	_, ds = streamReaderTagged(t, conn, "s", "t", amqp091.Table{"x-stream-offset": nil})
+	got, _ := readN(t, ds, 1)
+	require.Equal(t, []string{"m-3"}, got)
+}
+
+// streamReaderTagged is streamReader with a consumer tag of its own.
+func streamReaderTagged(t testing.TB, conn *amqp091.Connection, name, tag string, args amqp091.Table) (*amqp091.Channel, <-chan amqp091.Delivery) {
+	t.Helper()
+	ch := amqptest.Channel(t, conn)
+	require.NoError(t, ch.Qos(10, 0, false))
+	ds, err := ch.Consume(name, tag, false, false, false, false, args)
+	require.NoError(t, err)
+	return ch, ds
+}

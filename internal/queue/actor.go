@@ -228,6 +228,9 @@ func (q *Queue) drain(ctx context.Context) {
 	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
+	if q.stream != nil && !q.deleted {
+		q.stream.saveOffsets(ctx) // acks the mailbox held
+	}
 	q.endStep()
 	q.dropLeaving()
 	q.release()
@@ -247,7 +250,7 @@ func (q *Queue) release() {
 	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
 	q.consumers.reset()
 	if s := q.stream; s != nil {
-		s.readers, s.tracked, s.segs = nil, nil, nil
+		s.readers, s.tracked, s.unsaved, s.segs = nil, nil, nil, nil
 	}
 }
 

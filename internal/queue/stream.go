@@ -51,10 +51,10 @@ type streamState struct {
 	readers     []*streamReader
 	rr          int // the reader dispatch starts with (round robin)
 	// tracked maps the claim of each unsettled delivery to a tracking
-	// reader to that reader; dirty says some reader's offset is unsaved
-	// (stream_track.go).
+	// reader to that reader; unsaved holds the readers (current or gone)
+	// whose offset moved since it was saved (stream_track.go).
 	tracked map[uint64]*streamReader
-	dirty   bool
+	unsaved map[*streamReader]struct{}
 	// Shared mode: the highest tail another broker's append was seen to
 	// reach (Observe), applied by catchUp.
 	maxTail atomic.Uint64

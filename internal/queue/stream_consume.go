@@ -25,11 +25,10 @@ type streamReader struct {
 	// credit costs one shard Read per readAhead records.
 	buf []storage.Record
 	// Offset tracking (stream_track.go): ackedTo is the offset past the
-	// last acked delivery, dirty says it is not saved yet, savedRec is
-	// the saved record's offset + 1 (0: none).
+	// last acked delivery, savedRec the saved record's offset + 1 (0:
+	// none).
 	track    bool
 	ackedTo  uint64
-	dirty    bool
 	savedRec uint64
 }
 
@@ -54,6 +53,7 @@ func (q *Queue) addStreamConsumer(ctx context.Context, c *Consumer) error {
 	}
 	r := &streamReader{c: c, next: start}
 	if c.Stream != nil && c.Stream.Track {
+		s.saveOffsets(ctx) // acks just handled, of this tag too
 		off, rec, ok, err := q.trackedOffset(ctx, c.Tag)
 		if err != nil {
 			q.consumers.remove(c.Owner, c.Tag)
@@ -73,7 +73,7 @@ func (q *Queue) addStreamConsumer(ctx context.Context, c *Consumer) error {
 func (s *streamState) remove(ctx context.Context, owner Owner, tag string) {
 	s.readers = slices.DeleteFunc(s.readers, func(r *streamReader) bool {
 		if r.c.Owner == owner && r.c.Tag == tag {
-			if r.dirty {
+			if _, ok := s.unsaved[r]; ok {
 				s.save(ctx, r)
 			}
 			clear(r.buf)
@@ -432,7 +432,7 @@ func (q *Queue) execStream(ctx context.Context, o op) (r reply, done bool) {
 			r.err = err
 			return r, true
 		}
-		q.stream.readers, q.stream.tracked = nil, nil
+		q.stream.readers, q.stream.tracked, q.stream.unsaved = nil, nil, nil
 		_, r.err = q.deleteAll(ctx)
 		r.n = n
 		return r, true

@@ -48,7 +48,10 @@ func (q *Queue) trackedOffset(ctx context.Context, tag string) (off uint64, rec 
 	}
 }
 
-// acked notes acks of deliveries to tracked readers.
+// acked notes acks of deliveries to tracked readers, also of readers
+// already gone (a consumer may ack after basic.cancel, and a closing
+// channel's acks may reach the queue after a delivery refused by it
+// removed the reader): saveOffsets saves them all.
 func (s *streamState) acked(refs []Ref) {
 	for _, ref := range refs {
 		r := s.tracked[ref.Claim]
@@ -58,8 +61,10 @@ func (s *streamState) acked(refs []Ref) {
 		delete(s.tracked, ref.Claim)
 		if ref.Offset+1 > r.ackedTo {
 			r.ackedTo = ref.Offset + 1
-			r.dirty = true
-			s.dirty = true
+			if s.unsaved == nil {
+				s.unsaved = make(map[*streamReader]struct{})
+			}
+			s.unsaved[r] = struct{}{}
 		}
 	}
 }
@@ -75,27 +80,21 @@ func (s *streamState) forget(refs []Ref) {
 // saveOffsets stores the offsets of the tracked readers acked since the
 // last save.
 func (s *streamState) saveOffsets(ctx context.Context) {
-	if !s.dirty {
-		return
-	}
-	s.dirty = false
-	for _, r := range s.readers {
-		if r.dirty {
-			s.save(ctx, r)
-		}
+	for r := range s.unsaved {
+		s.save(ctx, r)
 	}
 }
 
-// save stores r's offset and deletes the record it replaces.
+// save stores r's offset and deletes the record it replaces; a failed
+// save stays in unsaved for the next step.
 func (s *streamState) save(ctx context.Context, r *streamReader) {
 	q := s.q
 	rec := []storage.Record{{RoutingKey: r.c.Tag, Body: strconv.AppendUint(nil, r.ackedTo, 10), EnqueuedAt: q.cfg.Clock.Now().UnixNano()}}
 	if _, err := q.cfg.Stores.Shards.Append(ctx, q.trackShard(), rec); err != nil {
 		q.cfg.Logger.Error("stream offset save failed", "queue", q.cfg.Name, "tag", r.c.Tag, "err", err)
-		s.dirty = true // the next step tries again
 		return
 	}
-	r.dirty = false
+	delete(s.unsaved, r)
 	if r.savedRec != 0 {
 		if err := q.cfg.Stores.Shards.DeleteByOffsets(ctx, q.trackShard(), []uint64{r.savedRec - 1}); err != nil {
 			q.cfg.Logger.Error("stream offset delete failed", "queue", q.cfg.Name, "err", err)
