@@ -444,6 +444,12 @@ func TestStreamIntrospection(t *testing.T) {
 	require.Equal(t, broker.StreamStats{FirstOffset: 6, LastOffset: 9, NextOffset: 10, Messages: 4, Bytes: 4 * 52, Segments: 2,
 		Consumers: []broker.StreamConsumerStats{{Tag: "reader", Connection: qs.Stream.Consumers[0].Connection, Channel: 2, Offset: 10}}}, *qs.Stream)
 
+	peeked, err := b.PeekQueue(context.Background(), "/", "s", 2)
+	require.NoError(t, err)
+	require.Len(t, peeked, 2)
+	require.Equal(t, body50(6), string(peeked[0].Publishing.Body))
+	require.Equal(t, body50(7), string(peeked[1].Publishing.Body))
+
 	api := amqptest.NewAPI(t, b.ManagementHandler())
 	q := api.Get("/api/queues/%2F/s").(map[string]any)
 	require.Equal(t, "stream", q["type"])

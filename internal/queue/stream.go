@@ -293,3 +293,21 @@ func (q *Queue) StreamInfo(ctx context.Context) (info StreamInfo, ok bool, err e
 	})
 	return info, true, err
 }
+
+// peek returns the first n messages the stream holds, from its head.
+func (s *streamState) peek(ctx context.Context, n int) ([]ReadyMessage, error) {
+	out := make([]ReadyMessage, 0, min(uint64(n), s.count()))
+	err := s.q.eachRecord(ctx, s.first, s.tail, func(recs []storage.Record) error {
+		for _, r := range recs {
+			if len(out) == n {
+				return errFound
+			}
+			out = append(out, ReadyMessage{Record: r})
+		}
+		return nil
+	})
+	if err == errFound {
+		err = nil
+	}
+	return out, err
+}
