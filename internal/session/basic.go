@@ -325,12 +325,13 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		}
 		c.gone = true
 		d.Unlock()
-		var ae *queue.ArgError
 		switch {
-		case errors.As(err, &ae):
-			return amqp.NewError(amqp.InternalError, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s': %v", name, ch.conn.vh.Name(), err)
 		case errors.Is(err, queue.ErrExclusiveConsumer), errors.Is(err, queue.ErrConsumersExist):
 			return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s' in exclusive use", name, ch.conn.vh.Name())
+		case !errors.Is(err, queue.ErrDeleted):
+			// A stream consumer's start is read from the store (its
+			// tracked offset, a timestamp): the store failed.
+			return amqp.NewError(amqp.InternalError, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s': %v", name, ch.conn.vh.Name(), err)
 		default:
 			return queueGone(name, ch.conn.vh.Name())
 		}
