@@ -24,11 +24,14 @@ import (
 type serverProcess struct {
 	cmd  *exec.Cmd
 	addr string
+	// http receives the management and metrics address, printed after
+	// the AMQP one when extra has -http.
+	http chan string
 	done chan struct{} // closed when the process has exited and been reaped
 }
 
 // buildServer compiles examples/server into a temporary directory.
-func buildServer(t *testing.T) string {
+func buildServer(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -42,19 +45,23 @@ func buildServer(t *testing.T) string {
 }
 
 // startServer runs bin on dataDir with a port the kernel picks, and waits
-// for the address it prints once clients can connect.
-func startServer(t *testing.T, bin, dataDir string) *serverProcess {
+// for the address it prints once clients can connect; extra are further
+// flags (with -http, the management address it prints is p.http).
+func startServer(t testing.TB, bin, dataDir string, extra ...string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "-data", dataDir, "-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"-data", dataDir, "-addr", "127.0.0.1:0"}, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = io.Discard
 	require.NoError(t, cmd.Start())
-	p := &serverProcess{cmd: cmd, done: make(chan struct{})}
+	p := &serverProcess{cmd: cmd, done: make(chan struct{}), http: make(chan string, 1)}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "management on "); ok {
+				p.http <- addr
+			}
 			if addr, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
 				lines <- addr
 			}
@@ -77,7 +84,7 @@ func startServer(t *testing.T, bin, dataDir string) *serverProcess {
 func (p *serverProcess) url() string { return fmt.Sprintf("amqp://guest:guest@%s/", p.addr) }
 
 // kill sends SIGKILL, the kill -9 the test is about, and reaps the process.
-func (p *serverProcess) kill(t *testing.T) {
+func (p *serverProcess) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Kill()
 	select {

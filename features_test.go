@@ -275,7 +275,7 @@ func TestQueueArgumentValidation(t *testing.T) {
 		{"unknown overflow", amqp091.Table{"x-overflow": "drop-tail"}, 406, "x-overflow"},
 		{"zero expires", amqp091.Table{"x-expires": int32(0)}, 406, "x-expires"},
 		{"priority too high", amqp091.Table{"x-max-priority": int32(256)}, 406, "x-max-priority"},
-		{"stream", amqp091.Table{"x-queue-type": "stream"}, 540, "x-queue-type"},
+		{"stream with a classic argument", amqp091.Table{"x-queue-type": "stream", "x-max-priority": int32(5)}, 406, "invalid arg 'x-max-priority' for queue 'v' in vhost '/' of queue type rabbit_stream_queue"},
 		{"negative max length", amqp091.Table{"x-max-length": int64(-3)}, 406, "x-max-length"},
 		{"ttl above the maximum", amqp091.Table{"x-message-ttl": int64(4294967296)}, 406, "invalid arg 'x-message-ttl' for queue 'v' in vhost '/': value 4294967296 is above the maximum 4294967295"},
 		{"ttl past year 2262", amqp091.Table{"x-message-ttl": int64(7_428_000_000_000)}, 406, "'x-message-ttl' for queue 'v' in vhost '/': value 7428000000000 is above the maximum"},

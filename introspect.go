@@ -65,6 +65,9 @@ type QueueStats struct {
 	// since the broker started, for a queue recovered from disk). Published,
 	// Confirmed and the unroutable counts are broker-wide and zero here.
 	Counters MessageCounters
+	// Stream describes a stream's log and its consumers' offsets; nil for
+	// other queues.
+	Stream *StreamStats
 }
 
 // Stats is a snapshot of the broker.
@@ -148,6 +151,7 @@ func queueStatsOf(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 		Ready:     u.Ready, Unacked: u.Unacked, Consumers: u.Consumers,
 		Memory:   u.Memory,
 		Counters: messageCountersOf(q.Counters()),
+		Stream:   streamStatsOf(ctx, q),
 	}, true
 }
 

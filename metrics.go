@@ -82,6 +82,9 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 			VHost: q.VHost, Name: q.Name, Ready: q.Ready, Unacked: q.Unacked,
 			Consumers: q.Consumers, Memory: q.Memory, Counters: metricsCounters(q.Counters),
 		}
+		if st := q.Stream; st != nil {
+			s.QueueDetails[i].Stream = &metrics.Stream{FirstOffset: st.FirstOffset, LastOffset: st.LastOffset, Bytes: st.Bytes, Segments: st.Segments}
+		}
 	}
 	for _, c := range b.counters.queues.DeadLettered.Load() {
 		s.DeadLettered = append(s.DeadLettered, metrics.DeadLettered{Reason: c.Reason, DLX: c.DLX, N: c.N})

@@ -199,7 +199,20 @@ func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
 		Args:  q.Args,
 		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
 		Counters: mgmt.Counters(messageCountersOf(q.Counters())),
+		Stream:   mgmtStream(streamStatsOf(ctx, q)),
 	}, true
+}
+
+// mgmtStream converts a stream's stats for the management API.
+func mgmtStream(s *StreamStats) *mgmt.Stream {
+	if s == nil {
+		return nil
+	}
+	out := &mgmt.Stream{FirstOffset: s.FirstOffset, LastOffset: s.LastOffset, NextOffset: s.NextOffset, Bytes: s.Bytes, Segments: s.Segments}
+	for _, c := range s.Consumers {
+		out.Readers = append(out.Readers, mgmt.StreamReader{Tag: c.Tag, Connection: c.Connection, Channel: c.Channel, Offset: c.Offset})
+	}
+	return out
 }
 
 func (v mgmtView) Bindings(name string) []routing.Binding {

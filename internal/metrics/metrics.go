@@ -65,6 +65,16 @@ type Queue struct {
 	Consumers      int
 	Memory         uint64 // estimated bytes held in memory
 	Counters       Counters
+	// Stream is a stream's log (x-queue-type stream); nil otherwise.
+	Stream *Stream
+}
+
+// Stream is what a stream's log holds: its first and last offsets, the
+// bytes counted toward retention and its segments.
+type Stream struct {
+	FirstOffset, LastOffset uint64
+	Bytes                   int64
+	Segments                int
 }
 
 // DeadLettered counts the messages dead-lettered for one reason

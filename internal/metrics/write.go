@@ -154,6 +154,10 @@ func Write(buf *bytes.Buffer, s *Snapshot, perObject bool) {
 		}
 	}
 
+	if perObject {
+		writeStreams(p, s.QueueDetails)
+	}
+
 	if dir := s.DataDir; dir != "" {
 		// Summed from the files, not asked of Pebble: a scrape racing
 		// Close must not touch a closing database.

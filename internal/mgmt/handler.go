@@ -738,6 +738,8 @@ type queueJSON struct {
 	MessageStats           queueMsgStats  `json:"message_stats"`
 	// Only for a single queue, as in RabbitMQ.
 	ConsumerDetails []consumerJSON `json:"consumer_details,omitempty"`
+	// Streams only (stream.go).
+	*streamJSON
 }
 
 func (m *mgmt) queueOf(q Queue) queueJSON {
@@ -751,7 +753,7 @@ func (m *mgmt) queueOf(q Queue) queueJSON {
 			Publish: c.Enqueued, Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
 			DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck, Redeliver: c.Redelivered, Ack: c.Acked,
 		},
-	}
+	}.withStream(q.Stream)
 }
 
 func (m *mgmt) queues(c *mgmtCall) {

@@ -206,6 +206,26 @@ type Queue struct {
 	Consumers                      int
 	Memory                         uint64
 	Counters                       Counters
+	// Stream describes a stream's log (x-queue-type stream); nil for
+	// other queues.
+	Stream *Stream
+}
+
+// Stream is a stream's log and where its consumers read.
+type Stream struct {
+	FirstOffset, LastOffset, NextOffset uint64
+	Bytes                               int64
+	Segments                            int
+	Readers                             []StreamReader
+}
+
+// StreamReader is one consumer of a stream: its tag, its channel and the
+// next offset it will be sent.
+type StreamReader struct {
+	Tag        string
+	Connection string
+	Channel    uint16
+	Offset     uint64
 }
 
 // Connection is an open connection. User, VHost, ClientProperties and the

@@ -30,6 +30,7 @@ const (
 	opDeadLettered // every target stored a dead-lettered copy
 	opTouch        // the queue was redeclared: it is in use
 	opUnused       // is the queue unused for x-expires?
+	opRetention    // a stream's x-max-age timer fired (stream.go)
 )
 
 type op struct {
@@ -228,6 +229,9 @@ func (q *Queue) drain(ctx context.Context) {
 	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
+	if q.stream != nil && !q.deleted {
+		q.stream.saveOffsets(ctx) // acks the mailbox held
+	}
 	q.endStep()
 	q.dropLeaving()
 	q.release()
@@ -246,6 +250,9 @@ func (q *Queue) release() {
 	q.deliverySlab, q.freeDeliveries = nil, nil
 	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
 	q.consumers.reset()
+	if s := q.stream; s != nil {
+		s.readers, s.tracked, s.unsaved, s.segs = nil, nil, nil, nil
+	}
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
@@ -277,6 +284,11 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		refs = one[:]
 	}
 	q.countOp(&o)
+	if q.stream != nil {
+		if r, done := q.execStream(ctx, o); done {
+			return r
+		}
+	}
 	if o.kind == opPublish {
 		if o.hasTTL || q.cfg.Features.Args.HasMessageTTL {
 			o.rec.ExpiresAt = q.expiry(o)

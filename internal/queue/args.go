@@ -43,6 +43,11 @@ type Args struct {
 	// DelayedRetry is x-delayed-retry-* (ParseDelayedRetry), which only
 	// 4.3 quorum queues read: the vhost sets it, ParseArgs does not.
 	DelayedRetry DelayedRetry
+	// Stream is x-queue-type stream: the queue is a log read by each
+	// consumer at its own offset (stream.go); StreamArgs holds its
+	// retention, and none of the classic features above apply.
+	Stream bool
+	StreamArgs
 }
 
 // ArgError is a queue argument RabbitMQ would refuse. The channel answers
@@ -51,6 +56,10 @@ type ArgError struct {
 	Arg    string
 	Reason string
 	Code   uint16
+	// Text, when set, is the whole reply text, "{queue}" standing for
+	// "queue 'name' in vhost 'vhost'": RabbitMQ words a few refusals
+	// without the "invalid arg" prefix.
+	Text string
 }
 
 func (e *ArgError) Error() string {
@@ -76,7 +85,7 @@ func ParseArgs(t amqp.Table) (Args, error) {
 		case "quorum":
 			a.Quorum = true
 		case "stream":
-			return a, &ArgError{Arg: "x-queue-type", Reason: "stream queues are not supported by Warren", Code: amqp.NotImplemented}
+			return parseStreamArgs(t, a)
 		default:
 			return a, argErr("x-queue-type", "unknown queue type '%s'", s)
 		}

@@ -53,7 +53,6 @@ func TestParseArgs(t *testing.T) {
 		{"priority range", amqp.Table{"x-max-priority": int32(256)}, "x-max-priority", amqp.PreconditionFailed},
 		{"dlrk without dlx", amqp.Table{"x-dead-letter-routing-key": "k"}, "x-dead-letter-routing-key", amqp.PreconditionFailed},
 		{"dlx type", amqp.Table{"x-dead-letter-exchange": int32(1)}, "x-dead-letter-exchange", amqp.PreconditionFailed},
-		{"stream", amqp.Table{"x-queue-type": "stream"}, "x-queue-type", amqp.NotImplemented},
 		{"unknown type", amqp.Table{"x-queue-type": "fancy"}, "x-queue-type", amqp.PreconditionFailed},
 		{"sac type", amqp.Table{"x-single-active-consumer": "yes"}, "x-single-active-consumer", amqp.PreconditionFailed},
 		{"negative limit", amqp.Table{"x-delivery-limit": int64(-5)}, "x-delivery-limit", amqp.PreconditionFailed},

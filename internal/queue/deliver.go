@@ -167,6 +167,11 @@ func (q *Queue) putBack(batch []assignment) {
 }
 
 func (q *Queue) dispatch(ctx context.Context) {
+	if q.stream != nil {
+		q.stream.retain(ctx)
+		q.streamDispatch(ctx)
+		return
+	}
 	q.promote(ctx)
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()

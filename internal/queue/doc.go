@@ -109,8 +109,8 @@
 // # Features (RabbitMQ 3.13 semantics)
 //
 // Config.Features carries the queue's parsed x-arguments (ParseArgs: wrong
-// types and ranges are ArgErrors, 406, stream 540) and two hooks into the
-// vhost: the dead-letter router and the x-expires deletion.
+// types and ranges are ArgErrors, 406) and two hooks into the vhost: the
+// dead-letter router and the x-expires deletion.
 //
 //   - Time: every timestamp and timer reads Config.Clock (clock.Real, or a
 //     clock.Fake in tests: TTLs are tested by advancing it).
@@ -183,6 +183,28 @@
 //     Features.QuorumPriorities gives quorum queues RabbitMQ 4.0-4.2's two
 //     levels (2 high : 1 normal) or 4.3's 32 strict levels, messages
 //     returned by consumers served first.
+//
+// # Streams
+//
+// A queue whose Args say Stream (x-queue-type stream) is a log its
+// consumers read, each at its own offset, without taking anything
+// (stream.go, stream_consume.go, stream_track.go; docs/streams.md). Start
+// gives it a streamClaimer, which claims nothing: no cursor moves and no
+// index entry is written, so recovery, the scanner and the shared cursor
+// never see it. Publishes take the ordinary path (gathered, committed,
+// confirmed once stored), stored persistent whatever their delivery mode.
+// dispatch hands each consumer (a streamReader: an offset, a read-ahead
+// buffer of at most readAhead records, its filter) the records from its
+// offset up to the stream's tail, a bounded round per consumer in turn,
+// with the x-stream-offset header spliced into the properties; settles
+// only give credit back (the channel does), and an ack moves a tracked
+// consumer's saved offset. Retention removes whole segments (runs of
+// offsets up to StreamArgs.SegmentBytes, rebuilt at Start by reading the
+// log) from the head, by size after appends and by age on a Clock timer;
+// a reader behind the head resumes at it. In shared mode every broker's
+// actor serves its own readers: Observe's ChangeAppended moves its tail,
+// and each broker applies retention itself (the deletes are idempotent).
+// Get and Purge answer ErrNotSupported.
 //
 // # Shared mode
 //

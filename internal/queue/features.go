@@ -120,6 +120,9 @@ func (q *Queue) stopFeatures() {
 	if t := q.feat.expiresTimer; t != nil {
 		t.Stop()
 	}
+	if q.stream != nil && q.stream.ageTimer != nil {
+		q.stream.ageTimer.Stop()
+	}
 }
 
 // tookReady and becameReady keep the byte count of ready messages.

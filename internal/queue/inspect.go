@@ -179,6 +179,9 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]ReadyMessage, error) {
 }
 
 func (q *Queue) peek(ctx context.Context, n int) ([]ReadyMessage, error) {
+	if q.stream != nil {
+		return q.stream.peek(ctx, n)
+	}
 	out := make([]ReadyMessage, 0, min(uint64(n), q.ready()))
 	for _, off := range q.returned {
 		if len(out) == n {

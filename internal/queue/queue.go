@@ -118,6 +118,9 @@ type Consumer struct {
 	Credit        *Credit
 	ChannelCredit *Credit
 	Receiver      Receiver
+	// Stream is where a consumer of a stream starts and what it filters
+	// (ParseStreamConsume); nil starts at the next message.
+	Stream *StreamConsume
 
 	room  Roomer        // Receiver's Roomer, if it is one; set when registered
 	links consumerLinks // its place among the queue's consumers (consumers.go)
@@ -302,6 +305,7 @@ type Queue struct {
 	}
 
 	feat     featureState // owned by the actor (features.go)
+	stream   *streamState // a stream's log view and readers (stream.go); nil otherwise
 	counters Counters     // message counters, read from any goroutine (inspect.go)
 }
 
@@ -355,7 +359,11 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		q.group = NewGroup()
 	}
 	// The claiming strategy is chosen here, once (claimer.go).
-	if cfg.Shared {
+	if cfg.Features.Args.Stream {
+		// A stream claims nothing: its consumers read the log (stream.go).
+		q.stream = &streamState{q: q}
+		q.claimer = &streamClaimer{s: q.stream}
+	} else if cfg.Shared {
 		c, ok := cfg.Stores.Index.(unacked.Claimer)
 		if !ok {
 			return nil, fmt.Errorf("queue: %s: shared mode needs an unacked.Claimer index, %T is not one", cfg.Name, cfg.Stores.Index)
@@ -401,6 +409,9 @@ func (q *Queue) Kick() {
 func (q *Queue) Done() <-chan struct{} { return q.done }
 
 func (q *Queue) stats() Stats {
+	if q.stream != nil {
+		return q.stream.stats()
+	}
 	return Stats{
 		Ready:     q.fromCursor + uint64(len(q.returned)),
 		Unacked:   uint64(len(q.out)),

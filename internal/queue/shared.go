@@ -62,6 +62,12 @@ type sharedClaimer struct {
 // queue are ignored, and so is everything when the queue is not Shared
 // or has stopped.
 func (q *Queue) Observe(c meta.Change) {
+	if q.stream != nil {
+		if !q.closing.Load() {
+			q.stream.observe(c)
+		}
+		return
+	}
 	sh, shared := q.claimer.(*sharedClaimer)
 	if !shared || q.closing.Load() {
 		return

@@ -296,6 +296,12 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if err != nil {
 		return err
 	}
+	var stream *queue.StreamConsume
+	if q.IsStream() {
+		if stream, err = ch.streamConsume(q, m); err != nil {
+			return err
+		}
+	}
 	d := &ch.dl
 	d.Lock()
 	if _, dup := d.consumers[tag]; dup {
@@ -320,6 +326,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		Credit:        &c.credit,
 		ChannelCredit: &ch.credit,
 		Receiver:      c,
+		Stream:        stream,
 	}
 	d.consumers[tag] = c
 	d.Unlock()
@@ -337,6 +344,10 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		switch {
 		case errors.Is(err, queue.ErrExclusiveConsumer), errors.Is(err, queue.ErrConsumersExist):
 			return amqp.NewError(amqp.AccessRefused, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s' in exclusive use", name, ch.conn.vh.Name())
+		case !errors.Is(err, queue.ErrDeleted):
+			// A stream consumer's start is read from the store (its
+			// tracked offset, a timestamp): the store failed.
+			return amqp.NewError(amqp.InternalError, m.ClassID(), m.MethodID(), "queue '%s' in vhost '%s': %v", name, ch.conn.vh.Name(), err)
 		default:
 			return queueGone(name, ch.conn.vh.Name())
 		}
@@ -398,6 +409,9 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)
 	if err != nil {
 		return err
+	}
+	if q.IsStream() {
+		return streamRefusal(m, q, ch.conn.vh.Name())
 	}
 	if ch.conn.cfg.Drain.On() {
 		// Nothing new leaves a queue while draining (drain.go).

@@ -211,6 +211,14 @@
 // cannot tell (queue.ErrOutcomeUnknown), the confirm is withheld and the
 // connection closed with 541 INTERNAL_ERROR.
 //
+// Streams (stream.go; docs/streams.md): basic.consume on a stream needs a
+// per-consumer prefetch (406 otherwise) and manual acks (540), refuses a
+// channel-wide prefetch (540), and passes its x-stream-* arguments to the
+// queue (queue.ParseStreamConsume); basic.get and queue.purge on a stream
+// are 540, in RabbitMQ 4.x's words. Offset tracking needs a consumer tag
+// of the client's own. Settles go to the queue as for any queue; the
+// queue treats them as credit.
+//
 // # Direct reply-to
 //
 // replyto.go implements RabbitMQ's amq.rabbitmq.reply-to (texts and

@@ -163,6 +163,9 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		if err != nil {
 			return err
 		}
+		if q.IsStream() {
+			return streamRefusal(m, q, vh.Name())
+		}
 		n, err := q.Purge(ctx)
 		if err != nil {
 			return queueGone(name, vh.Name())

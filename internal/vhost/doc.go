@@ -150,7 +150,10 @@
 //   - Queue arguments other than the two exchange names are stored and
 //     compared but not validated (RabbitMQ refuses, say, a negative
 //     x-message-ttl with 406); which of them take effect is up to the queue
-//     runtime. Every queue is a classic queue, whatever x-queue-type says.
+//     runtime. x-queue-type stream makes a stream (package queue; a stream
+//     must be durable and neither exclusive nor auto-delete, 406 otherwise,
+//     stream.go); any other queue is a classic one, whatever x-queue-type
+//     says.
 //   - Unbinding another connection's exclusive queue is 405 even when the
 //     binding does not exist (RabbitMQ checks only existing bindings).
 //   - if-empty and if-unused are checked, then the queue is deleted: a

@@ -708,6 +708,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	parsed, err := v.parseQueueArgs(args)
 	if err != nil {
 		var ae *queue.ArgError
+		if errors.As(err, &ae) && ae.Text != "" {
+			return nil, amqp.NewError(ae.Code, 0, 0, "%s", strings.ReplaceAll(ae.Text, "{queue}", v.resource("queue", name)))
+		}
 		if errors.As(err, &ae) {
 			return nil, amqp.NewError(ae.Code, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
 				ae.Arg, name, v.cfg.Name, ae.Reason)
@@ -716,6 +719,11 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	}
 	if err := v.checkDeclare(def, m, parsed); err != nil {
 		return nil, err
+	}
+	if parsed.Stream {
+		if err := v.streamProperties(name, m); err != nil {
+			return nil, err
+		}
 	}
 	raw, err := encodeArgs(args)
 	if err != nil {
@@ -752,7 +760,11 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	case d.AutoDelete != def.AutoDelete:
 		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
 	}
-	for _, key := range v.comparedQueueArgs() {
+	keys := v.comparedQueueArgs()
+	if q.IsStream() {
+		keys = streamComparedArgs
+	}
+	for _, key := range keys {
 		a, aok := args[key]
 		b, bok := q.Args[key]
 		if key == "x-queue-type" && aok != bok && (a == "classic" || b == "classic") {
@@ -909,7 +921,9 @@ func (v *VHost) DeleteQueue(ctx context.Context, connection, name string, ifUnus
 		}
 		return 0, err
 	}
-	if ifUnused || ifEmpty {
+	// A stream ignores both, as in RabbitMQ 3.13 and 4.x
+	// (rabbit_stream_queue:delete drops them).
+	if (ifUnused || ifEmpty) && !q.IsStream() {
 		st, err := q.Stats(ctx)
 		if err != nil {
 			return 0, nil // its actor stopped: the broker is closing

@@ -1,0 +1,313 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/meta"
+	"github.com/warrenmq/broker/storage"
+	"github.com/warrenmq/broker/unacked"
+)
+
+// Streams (x-queue-type stream): the queue's shard is a log that
+// consumers read without taking anything from it, each from its own
+// offset (stream_consume.go). The actor keeps what the log holds as
+// segments, and retention removes whole segments from the head. See
+// docs/streams.md for what each choice copies from RabbitMQ 4.x.
+//
+// A segment is a run of consecutive offsets: it closes once it holds
+// StreamArgs.SegmentBytes bytes (each record counts its properties and
+// body), and the next record opens a new one. Segments are not stored:
+// Start rebuilds them by reading the log from its first record, packing
+// records the same way, so the boundaries come out where they were (the
+// head is only ever removed a whole segment at a time). The open (last)
+// segment is never removed, as in RabbitMQ.
+
+// ErrNotSupported is returned by operations a stream refuses: queue.purge
+// and basic.get (RabbitMQ answers 540 NOT_IMPLEMENTED to both).
+var ErrNotSupported = errors.New("queue: not supported by stream queues")
+
+// segment is a run of offsets of a stream: [first, last].
+type segment struct {
+	first, last uint64
+	n           uint64
+	bytes       int64
+	newest      int64 // EnqueuedAt of its last record, Unix nanoseconds
+	oldest      int64 // EnqueuedAt of its first record
+}
+
+// streamState is a stream's log view and its readers, owned by the
+// state token's holder (the actor).
+type streamState struct {
+	q    *Queue
+	segs []segment
+	// first is the lowest offset the stream holds, tail the offset the
+	// next append gets; the records in between are dense.
+	first, tail uint64
+	bytes       int64
+	readers     []*streamReader
+	rr          int // the reader dispatch starts with (round robin)
+	// tracked maps the claim of each unsettled delivery to a tracking
+	// reader to that reader; unsaved holds the readers (current or gone)
+	// whose offset moved since it was saved (stream_track.go).
+	tracked map[uint64]*streamReader
+	unsaved map[*streamReader]struct{}
+	// Shared mode: the highest tail another broker's append was seen to
+	// reach (Observe), applied by catchUp.
+	maxTail atomic.Uint64
+	// retention timer for x-max-age, armed for the oldest closed segment
+	ageTimer clock.Timer
+	ageAt    int64
+}
+
+// IsStream reports whether the queue is a stream.
+func (q *Queue) IsStream() bool { return q.stream != nil }
+
+// streamClaimer is the claimer of a stream: nothing is ever claimed (no
+// cursor moves, no index entry is written); appends extend the log view.
+type streamClaimer struct{ s *streamState }
+
+var _ claimer = (*streamClaimer)(nil)
+
+// commit is never called: dispatch and get of a stream claim nothing.
+func (c *streamClaimer) commit(context.Context, claimWrite) error {
+	return ErrNotSupported
+}
+func (c *streamClaimer) lost(context.Context, bool)                            {}
+func (c *streamClaimer) counted(uint64)                                        {}
+func (c *streamClaimer) hold(context.Context, []storage.Record, []uint32) bool { return false }
+func (c *streamClaimer) heldState() unacked.State                              { return unacked.Delivered }
+func (c *streamClaimer) unhold(context.Context, storage.Record)                {}
+func (c *streamClaimer) requeueForeign(context.Context, []unacked.Entry)       {}
+func (c *streamClaimer) purge(context.Context) (uint64, error)                 { return 0, ErrNotSupported }
+
+// recover reads the log once to rebuild its segments.
+func (c *streamClaimer) recover(ctx context.Context) error {
+	s := c.s
+	first, err := s.q.cfg.Stores.Shards.FirstOffset(ctx, s.q.cfg.Shard)
+	if err != nil {
+		return err
+	}
+	s.first, s.tail = first, first
+	return s.index(ctx, first, ^uint64(0))
+}
+
+// index reads the records at [from, to) and adds them to the segments.
+func (s *streamState) index(ctx context.Context, from, to uint64) error {
+	return s.q.eachRecord(ctx, from, to, func(recs []storage.Record) error {
+		s.add(recs)
+		return nil
+	})
+}
+
+// appended adds a batch this actor stored.
+func (c *streamClaimer) appended(recs []storage.Record) {
+	c.s.add(recs)
+}
+
+// catchUp reads what other brokers appended (shared mode).
+func (c *streamClaimer) catchUp(ctx context.Context) {
+	s := c.s
+	t := s.maxTail.Load()
+	if t <= s.tail {
+		return
+	}
+	if err := s.index(ctx, s.tail, t); err != nil {
+		s.q.cfg.Logger.Error("stream catch-up failed", "queue", s.q.cfg.Name, "err", err)
+		s.q.scheduleRetry()
+		return
+	}
+	// Records at [tail, t) may be gone already (another broker's
+	// retention): the log is known up to t either way.
+	if s.tail < t {
+		s.tail = t
+		if len(s.segs) == 0 {
+			s.first = t
+		}
+	}
+}
+
+// observe records another broker's append (Observe, any goroutine).
+func (s *streamState) observe(c meta.Change) {
+	if c.Kind != meta.ChangeAppended || c.Shard != s.q.cfg.Shard {
+		return
+	}
+	storeMax(&s.maxTail, c.Offset)
+	s.q.Kick()
+}
+
+// recordBytes is what a record counts toward segment and retention sizes.
+func recordBytes(r *storage.Record) int64 {
+	return int64(len(r.Properties) + len(r.Body))
+}
+
+// add appends records (in offset order, past the tail) to the segments.
+func (s *streamState) add(recs []storage.Record) {
+	limit := s.q.cfg.Features.Args.SegmentBytes
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset < s.tail {
+			continue // seen already
+		}
+		if len(s.segs) == 0 {
+			s.first = r.Offset
+		}
+		b := recordBytes(r)
+		if n := len(s.segs); n == 0 || s.segs[n-1].bytes >= limit {
+			s.segs = append(s.segs, segment{first: r.Offset, oldest: r.EnqueuedAt})
+		}
+		g := &s.segs[len(s.segs)-1]
+		g.last, g.newest = r.Offset, r.EnqueuedAt
+		g.n++
+		g.bytes += b
+		s.bytes += b
+		s.tail = r.Offset + 1
+	}
+}
+
+// count is the number of messages the stream holds.
+func (s *streamState) count() uint64 {
+	var n uint64
+	for i := range s.segs {
+		n += s.segs[i].n
+	}
+	return n
+}
+
+// retain removes whole segments from the head while the stream is over
+// x-max-length-bytes or their newest message is older than x-max-age,
+// never the open segment; then it arms the age timer for the next one.
+func (s *streamState) retain(ctx context.Context) {
+	a := s.q.cfg.Features.Args.StreamArgs
+	if a.MaxBytes < 0 && a.MaxAge == 0 {
+		return
+	}
+	now := s.q.cfg.Clock.Now().UnixNano()
+	drop := 0
+	total := s.bytes
+	for drop < len(s.segs)-1 {
+		g := &s.segs[drop]
+		over := a.MaxBytes >= 0 && total > a.MaxBytes
+		old := a.MaxAge > 0 && now-g.newest > int64(a.MaxAge)
+		if !over && !old {
+			break
+		}
+		total -= g.bytes
+		drop++
+	}
+	if drop > 0 {
+		if err := s.deleteSegments(ctx, s.segs[:drop]); err != nil {
+			// Some records may be gone: the segments stay, and the retry
+			// (dispatch runs retain after it) deletes them all again.
+			s.q.cfg.Logger.Error("stream retention failed", "queue", s.q.cfg.Name, "err", err)
+			s.q.scheduleRetry()
+			return
+		}
+		s.bytes = total
+		s.segs = append(s.segs[:0], s.segs[drop:]...)
+		s.first = s.segs[0].first
+	}
+	s.armAge()
+}
+
+// deleteSegments deletes the records of segs from the shard, a bounded
+// number of offsets per call.
+func (s *streamState) deleteSegments(ctx context.Context, segs []segment) error {
+	const chunk = 4096
+	offs := make([]uint64, 0, chunk)
+	for _, g := range segs {
+		for o := g.first; o <= g.last; o++ {
+			offs = append(offs, o)
+			if len(offs) == chunk || o == g.last {
+				if err := s.q.cfg.Stores.Shards.DeleteByOffsets(ctx, s.q.cfg.Shard, offs); err != nil {
+					return err
+				}
+				offs = offs[:0]
+			}
+		}
+	}
+	return nil
+}
+
+// armAge arms the x-max-age timer for when the oldest closed segment's
+// newest message passes the age.
+func (s *streamState) armAge() {
+	a := s.q.cfg.Features.Args.StreamArgs
+	if a.MaxAge == 0 || len(s.segs) < 2 {
+		return
+	}
+	at := s.segs[0].newest + int64(a.MaxAge) + 1
+	if at == s.ageAt && s.ageTimer != nil {
+		return
+	}
+	if s.ageTimer != nil {
+		s.ageTimer.Stop()
+	}
+	s.ageAt = at
+	d := time.Duration(at - s.q.cfg.Clock.Now().UnixNano())
+	if d <= 0 {
+		s.ageTimer = nil
+		s.q.post(op{kind: opRetention})
+		return
+	}
+	s.ageTimer = s.q.cfg.Clock.AfterFunc(d, func() { s.q.post(op{kind: opRetention}) })
+}
+
+// StreamInfo describes a stream for introspection and the management API.
+type StreamInfo struct {
+	// FirstOffset is the lowest offset the stream holds, LastOffset the
+	// highest (meaningful when Messages > 0); NextOffset is the offset
+	// the next message gets.
+	FirstOffset, LastOffset, NextOffset uint64
+	Messages                            uint64
+	Bytes                               int64
+	Segments                            int
+	Readers                             []StreamReaderInfo
+}
+
+// StreamReaderInfo is one consumer of a stream and where it reads.
+type StreamReaderInfo struct {
+	Tag    string
+	Owner  Owner
+	Offset uint64 // the next offset it will be sent
+}
+
+// StreamInfo returns the stream's offsets, size and readers; ok is false
+// for a queue that is not a stream.
+func (q *Queue) StreamInfo(ctx context.Context) (info StreamInfo, ok bool, err error) {
+	if q.stream == nil {
+		return info, false, nil
+	}
+	err = q.inspect(ctx, func(context.Context) {
+		s := q.stream
+		info = StreamInfo{FirstOffset: s.first, NextOffset: s.tail, Messages: s.count(), Bytes: s.bytes, Segments: len(s.segs)}
+		if s.tail > 0 {
+			info.LastOffset = s.tail - 1
+		}
+		for _, r := range s.readers {
+			info.Readers = append(info.Readers, StreamReaderInfo{Tag: r.c.Tag, Owner: r.c.Owner, Offset: r.next})
+		}
+	})
+	return info, true, err
+}
+
+// peek returns the first n messages the stream holds, from its head.
+func (s *streamState) peek(ctx context.Context, n int) ([]ReadyMessage, error) {
+	out := make([]ReadyMessage, 0, min(uint64(n), s.count()))
+	err := s.q.eachRecord(ctx, s.first, s.tail, func(recs []storage.Record) error {
+		for _, r := range recs {
+			if len(out) == n {
+				return errFound
+			}
+			out = append(out, ReadyMessage{Record: r})
+		}
+		return nil
+	})
+	if err == errFound {
+		err = nil
+	}
+	return out, err
+}
