@@ -14,6 +14,8 @@
 //	m c lp(vhost) name                cursor
 //	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
 //	                                  binding
+//	m y lp(vhost) name                policy
+//	m o lp(vhost) name                operator policy
 //
 // The layout is on disk: changing it breaks existing data directories.
 package metakey

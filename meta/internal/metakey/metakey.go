@@ -11,13 +11,15 @@ const Prefix = 'm'
 
 // Kinds: the byte after Prefix.
 const (
-	KindVHost   = 'v'
-	KindUser    = 'u'
-	KindPerm    = 'p'
-	KindExch    = 'e'
-	KindQueue   = 'q'
-	KindCursor  = 'c'
-	KindBinding = 'b'
+	KindVHost    = 'v'
+	KindUser     = 'u'
+	KindPerm     = 'p'
+	KindExch     = 'e'
+	KindQueue    = 'q'
+	KindCursor   = 'c'
+	KindBinding  = 'b'
+	KindPolicy   = 'y' // policies; operator policies under KindOpPolicy
+	KindOpPolicy = 'o'
 )
 
 // AppendLP appends s with a uvarint length prefix.
@@ -59,4 +61,17 @@ func Binding(b meta.Binding) []byte {
 	k = AppendLP(k, b.Destination)
 	k = AppendLP(k, b.RoutingKey)
 	return append(k, b.Arguments...)
+}
+
+// Policy is the key of a policy (operator false) or operator policy.
+func Policy(vhost, name string, operator bool) []byte {
+	return Name(PolicyKind(operator), vhost, name)
+}
+
+// PolicyKind is the kind byte of policies or operator policies.
+func PolicyKind(operator bool) byte {
+	if operator {
+		return KindOpPolicy
+	}
+	return KindPolicy
 }
