@@ -195,6 +195,7 @@ func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
 		Args:  q.Args,
 		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
 		Counters: mgmt.Counters(messageCountersOf(q.Counters())),
+		Policy:   q.Policy(),
 	}, true
 }
 

@@ -221,7 +221,12 @@ func (b *Broker) openVHostLocked(ctx context.Context, name string, store bool) e
 			return err
 		}
 	}
+	policies, err := b.policySet(ctx, name)
+	if err != nil {
+		return fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
+	}
 	vh, err := vhost.Open(ctx, vhost.Config{
+		Policies:         policies,
 		Name:             name,
 		Store:            b.stores.meta,
 		StartQueue:       b.startQueue,

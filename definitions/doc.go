@@ -1,8 +1,9 @@
 // Package definitions reads, writes, exports and imports RabbitMQ's
 // definitions file (definitions.json, the format of RabbitMQ 3.10's
 // rabbitmqctl export_definitions and GET /api/definitions): vhosts, users
-// with salted password hashes, permissions, exchanges, queues and
-// bindings. Messages are not part of it.
+// with salted password hashes, permissions, policies, operator policies
+// (a "parameters" entry of component operator_policy, as RabbitMQ exports
+// them), exchanges, queues and bindings. Messages are not part of it.
 //
 // File and its parts are the JSON format; Read parses a file strictly (one
 // JSON value, whole numbers kept as int64). Export and Import move a File
@@ -17,11 +18,16 @@
 //     nothing when a check fails; the error lists every problem. The
 //     checks cover names, vhosts, users and their hashes, permission
 //     regexps, exchange types, argument tables, the sections Warren has
-//     nothing for (topic permissions, parameters, policies must be empty)
-//     and whether every binding's ends exist. They read the broker once,
+//     nothing for (topic permissions and parameters other than operator
+//     policies must be empty), policies as RabbitMQ validates them, and
+//     whether every binding's ends exist. RabbitMQ 3.x's classic
+//     mirroring keys (ha-mode and the like, removed in 4.0) are dropped
+//     from imported policies: a Warren cluster replicates every durable
+//     queue; a policy with nothing else is not imported. They read the broker once,
 //     so a concurrent change can still make the apply fail.
 //   - The apply is not atomic: it declares the way the AMQP methods do,
-//     in order (vhosts, users, permissions, exchanges, queues, bindings),
+//     in order (vhosts, users, permissions, policies, operator policies,
+//     exchanges, queues, bindings),
 //     and an error there (an existing queue declared with other
 //     properties, a store that fails) leaves what was applied before it in
 //     place and carries on; all such errors are returned joined. This is

@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/meta"
 )
 
-// features returns the hooks a queue's actor needs into its vhost: the
-// dead-letter router and the x-expires deletion.
-func (v *VHost) features(name string, args queue.Args) queue.Features {
-	f := queue.Features{Args: args, Group: v.group}
-	if args.HasDLX {
-		f.DeadLetter = v.routeDeadLetter
+// features returns the settings a queue's actor starts with (its declared
+// arguments args with the vhost's policies applied, policy.go) and its
+// hooks into the vhost: the dead-letter router and the x-expires deletion.
+// Both hooks are always set: a policy may turn either feature on later.
+func (v *VHost) features(def meta.Queue, args queue.Args) queue.Features {
+	eff, _ := v.effectiveArgs(def.Name, args)
+	name := def.Name
+	return queue.Features{
+		Args: eff, Group: v.group,
+		DeadLetter: v.routeDeadLetter,
+		Expired:    func() { v.expireQueue(name) },
 	}
-	if args.Expires > 0 {
-		f.Expired = func() { v.expireQueue(name) }
-	}
-	return f
 }
 
 // routeDeadLetter routes a dead-lettered copy like a publish. It runs on

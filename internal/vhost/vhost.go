@@ -10,9 +10,11 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -46,6 +48,9 @@ type Config struct {
 	// the package documentation and shared.go): Open deletes nothing, and
 	// Sync follows what the others declare and delete.
 	Shared bool
+	// Policies are the vhost's policies when it opens (policy.go); nil
+	// is none. SetPolicies replaces them.
+	Policies *policy.Set
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -58,6 +63,8 @@ type Queue struct {
 	// so that Sync can cancel them when another broker deletes the queue
 	// (shared.go).
 	tracked *consumerSet
+
+	pol queuePolicy // the policies that apply (policy.go)
 }
 
 type exchange struct {
@@ -100,6 +107,10 @@ type VHost struct {
 	// replies maps direct reply-to names to their requesters
 	// (replyto.go); a sync.Map because publishes read it on every reply.
 	replies sync.Map
+
+	// policies are the vhost's policies (policy.go); only topo holders
+	// store it.
+	policies atomic.Pointer[policy.Set]
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -117,6 +128,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		queues:    make(map[string]*Queue),
 		group:     queue.NewGroup(),
 	}
+	v.policies.Store(cfg.Policies)
 	// Nobody else can see v yet; topo is taken for the Locked helpers'
 	// contract.
 	v.topo.Lock()
@@ -215,7 +227,7 @@ func (v *VHost) startStoredLocked(ctx context.Context, q meta.Queue) (*Queue, er
 		v.cfg.Logger.Warn("vhost: stored queue arguments refused", "queue", q.Name, "err", perr)
 		parsed, _ = queue.ParseArgs(nil)
 	}
-	actor, err := v.cfg.StartQueue(ctx, q, v.features(q.Name, parsed))
+	actor, err := v.cfg.StartQueue(ctx, q, v.features(q, parsed))
 	if err != nil {
 		return nil, fmt.Errorf("vhost: start queue %q: %w", q.Name, err)
 	}
@@ -233,6 +245,7 @@ func (v *VHost) newQueue(actor *queue.Queue, def meta.Queue, args amqp.Table) *Q
 	if v.cfg.Shared && sharedQueue(def) {
 		q.tracked = &consumerSet{}
 	}
+	v.attachPolicyLocked(q)
 	return q
 }
 
@@ -275,7 +288,12 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	if err != nil {
 		return err
 	}
-	ae, _ := args["alternate-exchange"].(string)
+	ae, hasAE := args["alternate-exchange"].(string)
+	if _, given := args["alternate-exchange"]; !given {
+		ae = v.exchangePolicyAE(def.Name)
+	} else if !hasAE {
+		ae = ""
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.routes.DeclareExchange(routing.Exchange{
@@ -684,7 +702,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {
 		return nil, storeError(err)
 	}
-	actor, err := v.cfg.StartQueue(ctx, def, v.features(name, parsed))
+	actor, err := v.cfg.StartQueue(ctx, def, v.features(def, parsed))
 	if err != nil {
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
