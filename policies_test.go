@@ -371,3 +371,21 @@ func TestPolicyOnNonMatchingQueues(t *testing.T) {
 		require.Equal(t, []string{"a", "b"}, bodiesOf(t, ch, name), "the pattern is unanchored but ^only$ is not")
 	}
 }
+
+// TestPoliciesGoWithTheirVHost: deleting a vhost deletes its policies; a
+// vhost of the same name created later has none.
+func TestPoliciesGoWithTheirVHost(t *testing.T) {
+	b, _, _ := featureBroker(t)
+	ctx := context.Background()
+	require.NoError(t, b.AddVHost(ctx, "v"))
+	require.NoError(t, b.SetPolicy(ctx, broker.Policy{VHost: "v", Name: "p", Pattern: ".", Definition: map[string]any{"max-length": 1}}))
+	require.NoError(t, b.SetOperatorPolicy(ctx, broker.Policy{VHost: "v", Name: "o", Pattern: ".", Definition: map[string]any{"max-length": 1}}))
+	require.NoError(t, b.DeleteVHost(ctx, "v"))
+	require.NoError(t, b.AddVHost(ctx, "v"))
+	ps, err := b.Policies(ctx, "v")
+	require.NoError(t, err)
+	require.Empty(t, ps)
+	ops, err := b.OperatorPolicies(ctx, "v")
+	require.NoError(t, err)
+	require.Empty(t, ops)
+}
