@@ -288,11 +288,9 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	if err != nil {
 		return err
 	}
-	ae, hasAE := args["alternate-exchange"].(string)
+	ae, _ := args["alternate-exchange"].(string)
 	if _, given := args["alternate-exchange"]; !given {
-		ae = v.exchangePolicyAE(def.Name)
-	} else if !hasAE {
-		ae = ""
+		ae = v.exchangePolicyAE(def.Name) // the argument wins (policy.go)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -11,14 +11,18 @@ const Prefix = 'm'
 
 // Kinds: the byte after Prefix.
 const (
-	KindVHost    = 'v'
-	KindUser     = 'u'
-	KindPerm     = 'p'
-	KindExch     = 'e'
-	KindQueue    = 'q'
-	KindCursor   = 'c'
-	KindBinding  = 'b'
-	KindPolicy   = 'y' // policies; operator policies under KindOpPolicy
+	KindVHost   = 'v'
+	KindUser    = 'u'
+	KindPerm    = 'p'
+	KindExch    = 'e'
+	KindQueue   = 'q'
+	KindCursor  = 'c'
+	KindBinding = 'b'
+)
+
+// Kinds of policies and operator policies (meta.Policies).
+const (
+	KindPolicy   = 'y'
 	KindOpPolicy = 'o'
 )
 
