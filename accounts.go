@@ -487,6 +487,7 @@ func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, b.deleteVHostSettings(ctx, name))
+	errs = append(errs, b.deletePoliciesOf(ctx, name)...)
 	errs = append(errs, st.DeleteVHost(ctx, name))
 	b.acct.mu.Lock()
 	for k, a := range b.acct.mu.access {

@@ -75,6 +75,7 @@ type Broker struct {
 	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
 	alarm    alarmState      // memory and disk alarms and their monitor (alarms.go)
 	plugins  pluginState     // delayed messages (plugins.go)
+	policyMu sync.Mutex      // orders policy changes and reloads (policies.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -152,6 +153,12 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	if err := b.seedUsers(context.Background()); err != nil {
+		b.stopFollowing()
+		b.closeVHosts()
+		st.close()
+		return nil, err
+	}
+	if err := b.applyOptionPolicies(context.Background()); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
 		st.close()

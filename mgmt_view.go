@@ -200,6 +200,7 @@ func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
 		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
 		Counters: mgmt.Counters(messageCountersOf(q.Counters())),
 		Stream:   mgmtStream(streamStatsOf(ctx, q)),
+		Policy:   q.Policy(),
 	}, true
 }
 

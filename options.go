@@ -167,6 +167,14 @@ type Options struct {
 	// VHosts are the virtual hosts clients may open. nil means ["/"].
 	VHosts []string
 
+	// Policies and OperatorPolicies are stored (SetPolicy,
+	// SetOperatorPolicy) when New has opened the vhosts, replacing stored
+	// ones of the same name: a test suite reproduces production's
+	// policies in one line. A policy that is invalid or names a vhost not
+	// in VHosts (nor stored) makes New fail.
+	Policies         []Policy
+	OperatorPolicies []Policy
+
 	// AllowRemoteGuest lets the user "guest" log in from a non-loopback
 	// address. By default guest may connect only via localhost (or Dial),
 	// as RabbitMQ's loopback_users does; elsewhere its login is refused
@@ -292,6 +300,8 @@ func (o Options) clone() Options {
 		o.Users[i].Tags = slices.Clone(o.Users[i].Tags)
 	}
 	o.VHosts = slices.Clone(o.VHosts)
+	o.Policies = slices.Clone(o.Policies)
+	o.OperatorPolicies = slices.Clone(o.OperatorPolicies)
 	o.VHostMaxConnections = maps.Clone(o.VHostMaxConnections)
 	o.AuthMechanisms = slices.Clone(o.AuthMechanisms)
 	if o.TLSConfig != nil {

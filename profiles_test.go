@@ -70,16 +70,26 @@ func declareOutcome(name string, durable, exclusive, autoDelete bool, args amqp0
 
 var quorum = amqp091.Table{"x-queue-type": "quorum"}
 
-// requeueTimes gets the one message of queue q n times, settling each
-// delivery with settle, and reports whether the message is still there.
-func requeueTimes(t *testing.T, ch *amqp091.Channel, q string, n int, settle func(amqp091.Delivery) error) string {
+// settleTimes gets the one message of queue q n times, settling each
+// delivery with settle; false when the queue ran out first.
+func settleTimes(t *testing.T, ch *amqp091.Channel, q string, n int, settle func(amqp091.Delivery) error) bool {
+	t.Helper()
 	for range n {
 		d, ok, err := ch.Get(q, false)
 		require.NoError(t, err)
 		if !ok {
-			return "gone"
+			return false
 		}
 		require.NoError(t, settle(d))
+	}
+	return true
+}
+
+// requeueTimes settles the one message of queue q n times (settleTimes)
+// and reports whether the message is still there.
+func requeueTimes(t *testing.T, ch *amqp091.Channel, q string, n int, settle func(amqp091.Delivery) error) string {
+	if !settleTimes(t, ch, q, n, settle) {
+		return "gone"
 	}
 	_, ok, err := ch.Get(q, true)
 	require.NoError(t, err)
@@ -188,7 +198,7 @@ var profileScenarios = []profileScenario{
 		name: "quorum default delivery limit, nack",
 		run: func(t *testing.T, _ *broker.Broker, ch *amqp091.Channel) string {
 			declareQuorumWithOne(t, ch, "qq")
-			return requeueTimes(t, ch, "qq", 21, func(d amqp091.Delivery) error { return d.Nack(false, true) })
+			return requeueTimes(t, ch, "qq", 21, nackRequeue)
 		},
 		want: map[string]string{"3.13": "present", "4.0": "gone", "4.1": "gone", "4.2": "gone", "4.3": "present"},
 	},

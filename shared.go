@@ -175,6 +175,10 @@ func (b *Broker) runFollower(ctx context.Context) {
 			// Queued like any change, so they keep their place in the
 			// order.
 			for name := range failed {
+				if vh, ok := strings.CutPrefix(name, policyRetry); ok {
+					f.add(meta.Change{Kind: meta.ChangePolicy, VHost: vh})
+					continue
+				}
 				f.add(meta.Change{Kind: meta.ChangeTopology, VHost: name})
 			}
 			clear(failed)
@@ -231,9 +235,12 @@ func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) (failed 
 			} else {
 				fail(name, b.syncVHost(ctx, name))
 			}
+		case meta.ChangePolicy:
+			fail(policyRetry+canonicalVHost(c.VHost), b.reloadPolicies(ctx, canonicalVHost(c.VHost)))
 		case meta.ChangeReset:
 			fail("", b.syncVHosts(ctx))
 			for _, vh := range b.openVHostList() {
+				fail(policyRetry+vh.Name(), b.reloadPolicies(ctx, vh.Name()))
 				fail(vh.Name(), b.syncVHost(ctx, vh.Name()))
 				for _, q := range vh.Queues() {
 					q.Observe(c)

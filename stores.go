@@ -236,7 +236,12 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 			return err
 		}
 	}
+	policies, err := b.policySet(ctx, name)
+	if err != nil {
+		return fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
+	}
 	vh, err := vhost.Open(ctx, vhost.Config{
+		Policies:         policies,
 		Name:             name,
 		Store:            b.stores.meta,
 		StartQueue:       b.startQueue,

@@ -65,6 +65,14 @@ type Broker interface {
 	DeclareExchange(ctx context.Context, x Exchange, args amqp.Table) error
 	DeclareQueue(ctx context.Context, q Queue, args amqp.Table) error
 	Bind(ctx context.Context, b Binding, args amqp.Table) error
+
+	// Policies lists every vhost's stored policies (operator: operator
+	// policies). CheckPolicy reports why p could not be set, in
+	// RabbitMQ's words, nil when it can; SetPolicy stores and applies p,
+	// replacing a policy of the same kind and name.
+	Policies(ctx context.Context, operator bool) ([]Policy, error)
+	CheckPolicy(p Policy, operator bool) error
+	SetPolicy(ctx context.Context, p Policy, operator bool) error
 }
 
 // Contents is what one vhost holds, as Export writes it and Import checks
@@ -97,7 +105,7 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 		RabbitVersion: CompatVersion, RabbitMQVersion: CompatVersion,
 		Users: []User{}, VHosts: []VHost{}, Permissions: []Permission{},
 		TopicPermissions: []TopicPermission{}, Parameters: []json.RawMessage{},
-		GlobalParameters: []json.RawMessage{}, Policies: []json.RawMessage{},
+		GlobalParameters: []json.RawMessage{}, Policies: []Policy{},
 		Queues: []Queue{}, Exchanges: []Exchange{}, Bindings: []Binding{},
 	}
 	users, err := b.Users(ctx)
@@ -132,6 +140,22 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 		return nil, err
 	}
 	d.TopicPermissions = append(d.TopicPermissions, tps...)
+	pols, err := b.Policies(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	d.Policies = append(d.Policies, pols...)
+	ops, err := b.Policies(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ops {
+		raw, err := OperatorPolicyParameter(p)
+		if err != nil {
+			return nil, fmt.Errorf("broker: definitions: operator policy %q: %w", p.Name, err)
+		}
+		d.Parameters = append(d.Parameters, raw)
+	}
 	for _, name := range vhosts {
 		c, ok := b.Contents(name)
 		if !ok {
@@ -176,9 +200,9 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 // salt and H named by hashing_algorithm: HashingSHA256 (the default when
 // the key is missing), HashingSHA512 or the legacy HashingMD5; a plain
 // "password" is hashed with SHA-256; an empty password_hash is a user that
-// cannot log in with a password. Parameters and policies must be empty;
-// global parameters (cluster name, cluster id) are
-// ignored.
+// cannot log in with a password. Policies are set before the exchanges
+// and queues are declared, operator policies (parameters of component
+// operator_policy) with them; other parameters must be empty; global parameters (cluster name, cluster id) are ignored.
 //
 // Everything is checked before anything is applied: a file that fails the
 // checks changes nothing, and the error lists every problem. The checks
@@ -228,6 +252,24 @@ func Import(ctx context.Context, b Broker, d *File) error {
 	for _, p := range d.TopicPermissions {
 		if err := b.SetTopicPermission(ctx, p); err != nil {
 			fail(fmt.Sprintf("topic permission of user %q on exchange %q of vhost %q", p.User, p.Exchange, p.VHost), err)
+		}
+	}
+	// Policies before the queues and exchanges, as RabbitMQ imports
+	// them, so that each starts with its policy applied.
+	ops, _ := operatorPolicies(d)
+	for _, set := range []struct {
+		ps       []Policy
+		operator bool
+		what     string
+	}{{d.Policies, false, "policy"}, {ops, true, "operator policy"}} {
+		for _, p := range set.ps {
+			p, keep := withoutLegacyKeys(p)
+			if !keep {
+				continue
+			}
+			if err := b.SetPolicy(ctx, p, set.operator); err != nil {
+				fail(fmt.Sprintf("%s %q in vhost %q", set.what, p.Name, p.VHost), err)
+			}
 		}
 	}
 	for _, x := range d.Exchanges {
@@ -343,12 +385,27 @@ func check(ctx context.Context, b Broker, d *File) error {
 			bad("topic permission of user %q on exchange %q of vhost %q: %v", p.User, p.Exchange, p.VHost, err)
 		}
 	}
-	for _, s := range []struct {
-		name  string
-		items []json.RawMessage
-	}{{"parameters", d.Parameters}, {"policies", d.Policies}} {
-		if len(s.items) > 0 {
-			bad("%s: %d entries, but Warren has none of these yet", s.name, len(s.items))
+	ops, problems := operatorPolicies(d)
+	for _, p := range problems {
+		bad("%s", p)
+	}
+	for _, set := range []struct {
+		ps       []Policy
+		operator bool
+		what     string
+	}{{d.Policies, false, "policy"}, {ops, true, "operator policy"}} {
+		for _, p := range set.ps {
+			what := fmt.Sprintf("%s %q", set.what, p.Name)
+			if !vhostOK(what, p.VHost) {
+				continue
+			}
+			p, keep := withoutLegacyKeys(p)
+			if !keep {
+				continue
+			}
+			if err := b.CheckPolicy(p, set.operator); err != nil {
+				bad("%s in vhost %q: %s", what, p.VHost, policyProblem(err))
+			}
 		}
 	}
 	// Exchanges and queues the bindings may name: the file's and the

@@ -172,7 +172,12 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 		{"empty user name", nil, func(d *definitions.File) { d.Users[0].Name = "" }, "1 to 255 bytes"},
 		{"unknown user", nil, func(d *definitions.File) { d.Permissions[0].User = "nobody" }, `permission of user "nobody": the user neither exists nor is in the file`},
 		{"bad regexp", nil, func(d *definitions.File) { d.Permissions[0].Read = "(" }, "read permission"},
-		{"policies", nil, func(d *definitions.File) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} }, "policies"},
+		{"invalid policy", nil, func(d *definitions.File) {
+			d.Policies = []definitions.Policy{{VHost: "/", Name: "p", Pattern: ".", Definition: map[string]any{"max-priority": int64(10)}}}
+		}, `policy "p" in vhost "/": [{<<"max-priority">>,10}] are not recognised policy settings`},
+		{"federation parameter", nil, func(d *definitions.File) {
+			d.Parameters = []json.RawMessage{json.RawMessage(`{"vhost":"/","component":"federation-upstream","name":"up","value":{"uri":"amqp://x"}}`)}
+		}, `component "federation-upstream"`},
 		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-random" }, "unknown type"},
 		{"reserved queue", nil, func(d *definitions.File) { d.Queues[0].Name = "amq.gen-1" }, "reserved"},
 		{"dangling binding", nil, func(d *definitions.File) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},

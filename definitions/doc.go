@@ -2,8 +2,9 @@
 // definitions file (definitions.json, the format of RabbitMQ 3.10's
 // rabbitmqctl export_definitions and GET /api/definitions, with 3.13's
 // vhost metadata and limits): vhosts, users with salted password hashes,
-// permissions, topic permissions, exchanges, queues and bindings.
-// Messages are not part of it.
+// permissions, topic permissions, policies, operator policies (a
+// "parameters" entry of component operator_policy, as RabbitMQ exports
+// them), exchanges, queues and bindings. Messages are not part of it.
 //
 // File and its parts are the JSON format; Read parses a file strictly (one
 // JSON value, whole numbers kept as int64). Export and Import move a File
@@ -19,12 +20,17 @@
 //     checks cover names, vhosts, users and their hashes, permission
 //     and topic permission regexps, vhost default queue types and limits,
 //     exchange types, argument tables, the sections Warren has nothing
-//     for (parameters, policies must be empty)
-//     and whether every binding's ends exist. They read the broker once,
-//     so a concurrent change can still make the apply fail.
+//     for (parameters other than operator policies must be empty),
+//     policies as RabbitMQ validates them, and whether every binding's
+//     ends exist. RabbitMQ 3.x's classic mirroring keys (ha-mode and the
+//     like, removed in 4.0) are dropped from imported policies: a Warren
+//     cluster replicates every durable queue; a policy with nothing else
+//     is not imported. They read the broker once, so a concurrent change
+//     can still make the apply fail.
 //   - The apply is not atomic: it declares the way the AMQP methods do,
 //     in order (vhosts and their limits, users, permissions, topic
-//     permissions, exchanges, queues, bindings),
+//     permissions, policies, operator policies, exchanges, queues,
+//     bindings),
 //     and an error there (an existing queue declared with other
 //     properties, a store that fails) leaves what was applied before it in
 //     place and carries on; all such errors are returned joined. This is

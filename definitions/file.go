@@ -17,7 +17,7 @@ import (
 // not part of it.
 //
 // Export fills every section; the ones Warren has nothing for
-// (parameters, policies) are empty. Import applies what Warren
+// (parameters other than operator policies) are empty. Import applies what Warren
 // can honour and refuses, before changing anything, a file that asks for
 // something it cannot (see Import).
 type File struct {
@@ -35,7 +35,7 @@ type File struct {
 	TopicPermissions []TopicPermission `json:"topic_permissions"`
 	Parameters       []json.RawMessage `json:"parameters"`
 	GlobalParameters []json.RawMessage `json:"global_parameters"`
-	Policies         []json.RawMessage `json:"policies"`
+	Policies         []Policy          `json:"policies"`
 	Queues           []Queue           `json:"queues"`
 	Exchanges        []Exchange        `json:"exchanges"`
 	Bindings         []Binding         `json:"bindings"`

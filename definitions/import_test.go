@@ -157,11 +157,19 @@ func TestImportOrderAndAllOrNothing(t *testing.T) {
 		require.Equal(t, applied, r.writes)
 	})
 	for name, edit := range map[string]func(*definitions.File){
-		"bad hash":          func(d *definitions.File) { d.Users[0].HashingAlgorithm = "bad" },
-		"bad regexp":        func(d *definitions.File) { d.Permissions[1].Read = "(" },
-		"unknown vhost":     func(d *definitions.File) { d.Queues[1].VHost = "nope" },
-		"dangling binding":  func(d *definitions.File) { d.Bindings[1].Destination = "nowhere" },
-		"policies":          func(d *definitions.File) { d.Policies = []json.RawMessage{json.RawMessage(`{}`)} },
+		"bad hash":         func(d *definitions.File) { d.Users[0].HashingAlgorithm = "bad" },
+		"bad regexp":       func(d *definitions.File) { d.Permissions[1].Read = "(" },
+		"unknown vhost":    func(d *definitions.File) { d.Queues[1].VHost = "nope" },
+		"dangling binding": func(d *definitions.File) { d.Bindings[1].Destination = "nowhere" },
+		"bad policy": func(d *definitions.File) {
+			d.Policies = []definitions.Policy{{VHost: "v", Name: "p", Pattern: "(", Definition: map[string]any{"max-length": 1}}}
+		},
+		"policy vhost": func(d *definitions.File) {
+			d.Policies = []definitions.Policy{{VHost: "nope", Name: "p", Pattern: ".", Definition: map[string]any{"max-length": 1}}}
+		},
+		"shovel parameter": func(d *definitions.File) {
+			d.Parameters = []json.RawMessage{json.RawMessage(`{"vhost":"/","component":"shovel","name":"s","value":{}}`)}
+		},
 		"unknown user":      func(d *definitions.File) { d.Permissions[1].User = "bob" },
 		"bad queue type":    func(d *definitions.File) { d.VHosts[1].DefaultQueueType = "fancy" },
 		"bad limit":         func(d *definitions.File) { d.VHosts[1].Limits["max-fun"] = 1 },
@@ -195,4 +203,15 @@ func nested(n int) map[string]any {
 		m = map[string]any{"n": m}
 	}
 	return m
+}
+
+func (r *recorder) Policies(context.Context, bool) ([]definitions.Policy, error) { return nil, nil }
+func (r *recorder) CheckPolicy(p definitions.Policy, _ bool) error {
+	if p.Pattern == "(" {
+		return errors.New("Validation failed\n\npattern should be regular expression but is invalid\n")
+	}
+	return nil
+}
+func (r *recorder) SetPolicy(_ context.Context, p definitions.Policy, operator bool) error {
+	return r.write(fmt.Sprintf("policy %s/%s operator=%v %v", p.VHost, p.Name, operator, p.Definition))
 }

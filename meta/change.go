@@ -24,6 +24,9 @@ const (
 	// snapshot was installed): anything may have changed, so whoever
 	// follows the store reloads what it keeps.
 	ChangeReset
+	// ChangePolicy: a policy or operator policy of VHost was put or
+	// deleted (Policies).
+	ChangePolicy
 )
 
 // Change is one change applied to a store that several brokers share.

@@ -8,7 +8,10 @@ import (
 // rabbit_mgmt_util and its direct-connection requests:
 //
 //   - Who gets in: a user tagged administrator, monitoring, management or
-//     policymaker; users, permissions and definitions need administrator.
+//     policymaker; users, permissions, definitions and operator policies
+//     need administrator; policies need policymaker or administrator
+//     (is_authorized_policies), and a policymaker sees the policies of
+//     the vhosts it has permissions on only.
 //   - Which vhosts a user sees (list_visible_vhosts): administrator and
 //     monitoring every vhost; the others only those they have permissions
 //     on. A path naming a vhost the user cannot see is 401 "User not

@@ -9,9 +9,6 @@ import (
 	"unicode/utf8"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
-
-	"github.com/warrenmq/broker/definitions"
-	"github.com/warrenmq/broker/routing"
 )
 
 // DelayedMessage is a message an x-delayed-message exchange holds.
@@ -95,21 +92,4 @@ var pluginExchangeTypes = []map[string]any{
 	{"name": "x-modulus-hash", "description": "Modulus Hashing Exchange", "enabled": true},
 	{"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": true},
 	{"name": "x-message-deduplication", "description": "Message Deduplication Exchange.", "enabled": true},
-}
-
-// exchangeJSON is an exchange as the API lists it: as the definitions
-// file carries it and, for an x-delayed-message exchange, the count of
-// messages it holds, as the plugin's messages_delayed.
-type exchangeJSON struct {
-	definitions.Exchange
-	MessagesDelayed *int64 `json:"messages_delayed,omitempty"`
-}
-
-func (m *mgmt) exchangeJSON(x definitions.Exchange) exchangeJSON {
-	out := exchangeJSON{Exchange: x}
-	if d, ok := m.b.(Delayed); ok && x.Type == routing.TypeDelayed {
-		n := d.DelayedCount(x.VHost, x.Name)
-		out.MessagesDelayed = &n
-	}
-	return out
 }

@@ -1,7 +1,7 @@
 // Package mgmt is Warren's management HTTP API: the commonly used part of
 // RabbitMQ's management plugin under /api/, with the JSON shapes RabbitMQ
-// 3.10 returns (fields Warren has no value for, such as rates, Erlang
-// process details and policies, are left out rather than invented), plus
+// 3.10 returns (fields Warren has no value for, such as rates and Erlang
+// process details, are left out rather than invented), plus
 // the HTTP server and listener limits (HTTPLimits) that the management and
 // metrics handlers are served with.
 //
@@ -13,8 +13,11 @@
 // POST /api/queues/v/q/get and the aliveness test); closing a
 // connection; creating and deleting vhosts, users and permissions
 // (admin.go); vhost metadata, vhost limits and topic permissions
-// (settings.go, the Settings part of Broker); node status and listeners (the health checks, health.go);
-// and the definitions export and import (package definitions). The root package
+// (settings.go, the Settings part of Broker); node status and listeners
+// (the health checks, health.go); the definitions export and import
+// (package definitions); and, through the optional Policies interface,
+// policies and operator policies (/api/policies, /api/operator-policies
+// and the policy fields of queue and exchange objects, policies.go). The root package
 // implements Broker with an adapter over its own Broker
 // (Broker.ManagementHandler returns New's handler), so nothing here
 // reaches into the broker's fields, and a test can feed the handler any

@@ -47,6 +47,7 @@ type access uint8
 const (
 	anyManagement access = iota // administrator, monitoring, management, policymaker
 	administrator
+	policymaker // policymaker or administrator (policies.go)
 )
 
 type mgmtRoute struct {
@@ -133,6 +134,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/aliveness-test/{vhost}", anyManagement, m.alivenessTest)
 	m.handle("POST", "/api/definitions", administrator, m.postDefinitions)
 	m.registerSettings()
+	m.registerPolicies()
 }
 
 // ServeHTTP routes on the escaped path, segment by segment, so that a
@@ -170,6 +172,10 @@ func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if rt.need == administrator && !HasTag(user, "administrator") {
 			WriteError(w, http.StatusUnauthorized, "not_authorised", "Not administrator user")
+			return
+		}
+		if rt.need == policymaker && !HasTag(user, "administrator", "policymaker") {
+			WriteError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 			return
 		}
 		rt.h(&mgmtCall{w: w, r: r, user: user, params: params, all: HasTag(user, "administrator", "monitoring")})
@@ -646,7 +652,7 @@ func (m *mgmt) exchanges(c *mgmtCall) {
 	out := []exchangeJSON{}
 	for _, vh := range vhs {
 		for _, x := range m.b.Exchanges(vh) {
-			out = append(out, m.exchangeJSON(x))
+			out = append(out, m.exchangeOf(vh, x))
 		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
@@ -662,7 +668,7 @@ func (m *mgmt) exchange(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	writeJSON(c.w, http.StatusOK, m.exchangeJSON(x))
+	writeJSON(c.w, http.StatusOK, m.exchangeOf(vh, x))
 }
 
 func (m *mgmt) putExchange(c *mgmtCall) {
@@ -736,6 +742,7 @@ type queueJSON struct {
 	Memory                 uint64         `json:"memory"`
 	ExclusiveConsumerTag   *string        `json:"exclusive_consumer_tag"`
 	MessageStats           queueMsgStats  `json:"message_stats"`
+	policyFields
 	// Only for a single queue, as in RabbitMQ.
 	ConsumerDetails []consumerJSON `json:"consumer_details,omitempty"`
 	// Streams only (stream.go).
@@ -748,7 +755,7 @@ func (m *mgmt) queueOf(q Queue) queueJSON {
 		Name: q.Name, VHost: q.VHost, Durable: q.Durable, AutoDelete: q.AutoDelete,
 		Exclusive: q.Exclusive, Arguments: definitions.TableJSON(q.Args), Node: m.node(), State: "running",
 		Type: "classic", Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
-		Consumers: q.Consumers, Memory: q.Memory,
+		Consumers: q.Consumers, Memory: q.Memory, policyFields: policyFieldsOf(q.Policy),
 		MessageStats: queueMsgStats{
 			Publish: c.Enqueued, Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
 			DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck, Redeliver: c.Redelivered, Ack: c.Acked,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -206,6 +207,8 @@ type Queue struct {
 	Consumers                      int
 	Memory                         uint64
 	Counters                       Counters
+	// Policy is what applies to the queue (policies.go).
+	Policy policy.Match
 	// Stream describes a stream's log (x-queue-type stream); nil for
 	// other queues.
 	Stream *Stream

@@ -36,6 +36,7 @@ type Args struct {
 	MaxLength      int64 // x-max-length; -1 = unlimited
 	MaxLengthBytes int64 // x-max-length-bytes; -1 = unlimited
 	Overflow       Overflow
+	HasOverflow    bool  // x-overflow was given (policies: see internal/policy)
 	MaxPriority    uint8 // x-max-priority; 0 = not a priority queue
 	DeliveryLimit  int64 // x-delivery-limit; -1 = unlimited
 	Quorum         bool  // x-queue-type quorum
@@ -151,6 +152,7 @@ func ParseArgs(t amqp.Table) (Args, error) {
 		default:
 			return a, argErr("x-overflow", "unknown overflow mode '%s'", s)
 		}
+		a.HasOverflow = true
 	}
 	if v, ok := t["x-max-priority"]; ok {
 		n, err := nonNegative("x-max-priority", v)

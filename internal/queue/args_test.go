@@ -21,7 +21,7 @@ func TestParseArgs(t *testing.T) {
 			Args{MessageTTL: 1500 * time.Millisecond, HasMessageTTL: true, DeadLetterExch: "dlx", HasDLX: true, DeadLetterKey: "k", HasDLXKey: true, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
 		{"zero ttl", amqp.Table{"x-message-ttl": int64(0)}, Args{HasMessageTTL: true, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},
 		{"limits", amqp.Table{"x-max-length": uint8(3), "x-max-length-bytes": int16(100), "x-overflow": "reject-publish-dlx"},
-			Args{MaxLength: 3, MaxLengthBytes: 100, Overflow: RejectPublishDLX, DeliveryLimit: -1}},
+			Args{MaxLength: 3, MaxLengthBytes: 100, Overflow: RejectPublishDLX, HasOverflow: true, DeliveryLimit: -1}},
 		{"quorum", amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(2), "x-single-active-consumer": true},
 			Args{Quorum: true, DeliveryLimit: 2, SingleActive: true, MaxLength: -1, MaxLengthBytes: -1}},
 		{"priority", amqp.Table{"x-max-priority": int32(10), "x-unknown": "kept"}, Args{MaxPriority: 10, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1}},

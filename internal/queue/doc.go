@@ -109,8 +109,11 @@
 // # Features (RabbitMQ 3.13 semantics)
 //
 // Config.Features carries the queue's parsed x-arguments (ParseArgs: wrong
-// types and ranges are ArgErrors, 406) and two hooks into the vhost: the
-// dead-letter router and the x-expires deletion.
+// types and ranges are ArgErrors, 406, stream 540), with the vhost's
+// policies applied (internal/policy), and two hooks into the vhost: the
+// dead-letter router and the x-expires deletion. SetArgs replaces the
+// settings live when a policy changes (policy.go): an op like any other,
+// so the features keep reading their settings from the actor's state.
 //
 //   - Time: every timestamp and timer reads Config.Clock (clock.Real, or a
 //     clock.Fake in tests: TTLs are tested by advancing it).

@@ -144,6 +144,12 @@
 //   - Direct reply-to names (amq.rabbitmq.reply-to.<token>) are a registry
 //     of their own (replyto.go), not queues: the session delivers a reply
 //     to one without routing it, and nothing else sees them.
+//   - Policies (policy.go, internal/policy): the vhost keeps its policy
+//     set; a queue starts with its declared arguments merged with the
+//     policy and operator policy that match it, and SetPolicies hands
+//     every queue whose settings change its new ones (queue.SetArgs) and
+//     every exchange declared without alternate-exchange the policy's.
+//     Nothing is looked up per message.
 //
 // # Deviations from RabbitMQ
 //

@@ -5,12 +5,22 @@ import (
 
 	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/meta"
 )
 
-// features returns the hooks a queue's actor needs into its vhost: the
-// dead-letter router and the x-expires deletion.
-func (v *VHost) features(name string, args queue.Args) queue.Features {
-	f := queue.Features{Args: args, Group: v.group}
+// features returns the settings a queue's actor starts with (its declared
+// arguments args with the vhost's policies applied, policy.go), the
+// profile's quorum behaviour, and its hooks into the vhost: the
+// dead-letter router and the x-expires deletion. Both hooks are always
+// set: a policy may turn either feature on later.
+func (v *VHost) features(def meta.Queue, args queue.Args) queue.Features {
+	eff, _ := v.effectiveArgs(def.Name, args)
+	name := def.Name
+	f := queue.Features{
+		Args: eff, Group: v.group,
+		DeadLetter: v.routeDeadLetter,
+		Expired:    func() { v.expireQueue(name) },
+	}
 	f.CountFailedOnly = args.Quorum && v.profile().FailedDeliveryCount
 	if args.Quorum {
 		switch v.profile().QuorumPriorities {
@@ -19,12 +29,6 @@ func (v *VHost) features(name string, args queue.Args) queue.Features {
 		case compat.StrictLevels:
 			f.QuorumPriorities = queue.StrictPriorities
 		}
-	}
-	if args.HasDLX {
-		f.DeadLetter = v.routeDeadLetter
-	}
-	if args.Expires > 0 {
-		f.Expired = func() { v.expireQueue(name) }
 	}
 	return f
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/dedup"
 	"github.com/warrenmq/broker/internal/delayed"
+	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -59,6 +60,9 @@ type Config struct {
 	// Dedup opens the caches of x-message-deduplication exchanges
 	// (dedup.go); nil keeps them in memory.
 	Dedup DedupOpener
+	// Policies are the vhost's policies when it opens (policy.go); nil
+	// is none. SetPolicies replaces them.
+	Policies *policy.Set
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -71,6 +75,8 @@ type Queue struct {
 	// so that Sync can cancel them when another broker deletes the queue
 	// (shared.go).
 	tracked *consumerSet
+
+	pol queuePolicy // the policies that apply (policy.go)
 }
 
 type exchange struct {
@@ -123,6 +129,9 @@ type VHost struct {
 	plugins atomic.Int32
 	// settings are the operator's changeable settings (settings.go).
 	settings settings
+	// policies are the vhost's policies (policy.go); only topo holders
+	// store it.
+	policies atomic.Pointer[policy.Set]
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -141,6 +150,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		group:     queue.NewGroup(),
 	}
 	v.settings.queueLimit.Store(noLimitSet)
+	v.policies.Store(cfg.Policies)
 	// Nobody else can see v yet; topo is taken for the Locked helpers'
 	// contract.
 	v.topo.Lock()
@@ -239,7 +249,7 @@ func (v *VHost) startStoredLocked(ctx context.Context, q meta.Queue) (*Queue, er
 		v.cfg.Logger.Warn("vhost: stored queue arguments refused", "queue", q.Name, "err", perr)
 		parsed, _ = queue.ParseArgs(nil)
 	}
-	actor, err := v.cfg.StartQueue(ctx, q, v.features(q.Name, parsed))
+	actor, err := v.cfg.StartQueue(ctx, q, v.features(q, parsed))
 	if err != nil {
 		return nil, fmt.Errorf("vhost: start queue %q: %w", q.Name, err)
 	}
@@ -257,6 +267,7 @@ func (v *VHost) newQueue(actor *queue.Queue, def meta.Queue, args amqp.Table) *Q
 	if v.cfg.Shared && sharedQueue(def) {
 		q.tracked = &consumerSet{}
 	}
+	v.attachPolicyLocked(q)
 	return q
 }
 
@@ -312,6 +323,9 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 		}
 	}
 	ae, _ := args["alternate-exchange"].(string)
+	if _, given := args["alternate-exchange"]; !given {
+		ae = v.exchangePolicyAE(def.Name) // the argument wins (policy.go)
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.routes.DeclareExchange(routing.Exchange{
@@ -736,7 +750,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {
 		return nil, storeError(err)
 	}
-	actor, err := v.cfg.StartQueue(ctx, def, v.features(name, parsed))
+	actor, err := v.cfg.StartQueue(ctx, def, v.features(def, parsed))
 	if err != nil {
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)

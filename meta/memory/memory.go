@@ -28,6 +28,7 @@ type Store struct {
 		exchanges map[string]map[string]meta.Exchange
 		queues    map[string]map[string]meta.Queue
 		bindings  map[string]map[bindingKey]meta.Binding
+		policies  map[string]map[policyKey]meta.Policy // policy.go
 	}
 	cursors struct {
 		sync.RWMutex
@@ -62,6 +63,7 @@ func New() *Store {
 	s.mu.exchanges = make(map[string]map[string]meta.Exchange)
 	s.mu.queues = make(map[string]map[string]meta.Queue)
 	s.mu.bindings = make(map[string]map[bindingKey]meta.Binding)
+	s.mu.policies = make(map[string]map[policyKey]meta.Policy)
 	s.cursors.m = make(map[meta.QueueKey]*atomic.Uint64)
 	return s
 }

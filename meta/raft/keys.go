@@ -26,6 +26,8 @@ import (
 //	m t lp(user) lp(vhost) exchange      topic permission (JSON meta.TopicPermission)
 //	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
 //	                                     binding    (JSON meta.Binding)
+//	m y lp(vhost) name                   policy     (JSON meta.Policy)
+//	m o lp(vhost) name                   operator policy (JSON meta.Policy)
 //	s lp(shard) n                        next offset of the shard (8 bytes)
 //	s lp(shard) c                        live record count (8 bytes)
 //	s lp(shard) r offset(8)              record (internal/codec)

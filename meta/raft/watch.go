@@ -161,6 +161,11 @@ func (cs *changeSet) keyWritten(b pebble.Reader, k, v []byte, del bool) error {
 			if vhost := d.lp("key vhost"); d.err == nil {
 				cs.topologyOf(string(vhost))
 			}
+		case metakey.KindPolicy, metakey.KindOpPolicy:
+			d := decoder{b: k[2:]}
+			if vhost := d.lp("key vhost"); d.err == nil {
+				cs.out = append(cs.out, meta.Change{Kind: meta.ChangePolicy, VHost: string(vhost)})
+			}
 		}
 	case 'u':
 		if !del && codec.EntryState(v) == unacked.Returned {

@@ -291,6 +291,10 @@ func TestWatch(t *testing.T) {
 		{"unbind", func() error {
 			return n.DeleteBinding(ctx, meta.Binding{VHost: "d", Source: "x", Destination: "q", DestinationKind: meta.DestinationQueue})
 		}, []meta.Change{{Kind: meta.ChangeTopology, VHost: "d"}}},
+		{"policy", func() error { return n.PutPolicy(ctx, meta.Policy{VHost: "e", Name: "p", Value: []byte(`{}`)}) },
+			[]meta.Change{{Kind: meta.ChangePolicy, VHost: "e"}}},
+		{"operator policy deleted", func() error { return n.DeletePolicy(ctx, "f", "p", true) },
+			[]meta.Change{{Kind: meta.ChangePolicy, VHost: "f"}}},
 	}
 	var want []meta.Change
 	for _, s := range steps {

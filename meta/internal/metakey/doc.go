@@ -16,6 +16,8 @@
 //	m t lp(user) lp(vhost) exchange   topic permission
 //	m b lp(vhost) lp(source) lp(kind) lp(destination) lp(routing key) arguments
 //	                                  binding
+//	m y lp(vhost) name                policy
+//	m o lp(vhost) name                operator policy
 //
 // The layout is on disk: changing it breaks existing data directories.
 package metakey

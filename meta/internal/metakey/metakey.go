@@ -22,6 +22,12 @@ const (
 	KindTopic   = 't'
 )
 
+// Kinds of policies and operator policies (meta.Policies).
+const (
+	KindPolicy   = 'y'
+	KindOpPolicy = 'o'
+)
+
 // AppendLP appends s with a uvarint length prefix.
 func AppendLP(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -69,4 +75,17 @@ func Binding(b meta.Binding) []byte {
 	k = AppendLP(k, b.Destination)
 	k = AppendLP(k, b.RoutingKey)
 	return append(k, b.Arguments...)
+}
+
+// Policy is the key of a policy (operator false) or operator policy.
+func Policy(vhost, name string, operator bool) []byte {
+	return Name(PolicyKind(operator), vhost, name)
+}
+
+// PolicyKind is the kind byte of policies or operator policies.
+func PolicyKind(operator bool) byte {
+	if operator {
+		return KindOpPolicy
+	}
+	return KindPolicy
 }

@@ -24,6 +24,8 @@ func TestLayoutIsStable(t *testing.T) {
 		{"limit", Limit("/", "max-queues"), "ml\x01/max-queues"},
 		{"topic", Topic("guest", "/", "amq.topic"), "mt\x05guest\x01/amq.topic"},
 		{"cursor", Cursor(meta.QueueKey{VHost: "/", Name: "jobs"}), "mc\x01/jobs"},
+		{"policy", Policy("/", "cap", false), "my\x01/cap"},
+		{"operator policy", Policy("/", "cap", true), "mo\x01/cap"},
 		{"binding", Binding(meta.Binding{VHost: "/", Source: "x", DestinationKind: "queue", Destination: "q", RoutingKey: "k", Arguments: []byte{1}}),
 			"mb\x01/\x01x\x05queue\x01q\x01k\x01"},
 	} {

@@ -1,0 +1,350 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/warrenmq/broker/internal/queue"
+)
+
+// Policy is one policy or operator policy in the shape RabbitMQ's HTTP API
+// and definitions file use. Definition values are JSON's: after Check,
+// whole numbers are int64, other numbers float64.
+type Policy struct {
+	VHost      string         `json:"vhost"`
+	Name       string         `json:"name"`
+	Pattern    string         `json:"pattern"`
+	ApplyTo    string         `json:"apply-to"`
+	Priority   int            `json:"priority"`
+	Definition map[string]any `json:"definition"`
+}
+
+// apply-to values.
+const (
+	ApplyAll       = "all"
+	ApplyExchanges = "exchanges"
+	ApplyQueues    = "queues"
+	ApplyClassic   = "classic_queues"
+	ApplyQuorum    = "quorum_queues"
+	ApplyStreams   = "streams"
+)
+
+// ValidationError is a policy RabbitMQ would refuse. Error is RabbitMQ's
+// text (rabbit_runtime_parameters:format_error): "Validation failed", a
+// blank line, then one line per problem.
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("Validation failed\n\n")
+	for _, p := range e.Problems {
+		b.WriteString(p)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Fields are a policy's parts as a client sent them (a JSON body decoded
+// with UseNumber): any of them may have the wrong type. Parse checks them.
+type Fields struct {
+	Pattern    any // mandatory: string
+	ApplyTo    any // nil means "all"
+	Priority   any // nil means 0
+	Definition any // mandatory: a JSON object
+}
+
+// Parse checks fields the way RabbitMQ 4.x validates a policy (operator
+// true: an operator policy) and returns the policy, its definition
+// normalised. The error is a *ValidationError listing every problem, in
+// RabbitMQ's order (definition, apply-to, pattern, priority).
+func Parse(vhost, name string, f Fields, operator bool) (Policy, error) {
+	p := Policy{VHost: vhost, Name: name, ApplyTo: ApplyAll}
+	var problems []string
+	// rabbit_parameter_validation:proplist prepends each constraint's
+	// result, so the last constraint's problem is listed first.
+	if d, err := parseDefinition(f.Definition, operator); err != "" {
+		problems = append(problems, err)
+	} else {
+		p.Definition = d
+	}
+	if f.ApplyTo != nil {
+		s, ok := f.ApplyTo.(string)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("apply-to should be binary, actually was %s", erl(f.ApplyTo)))
+		case validApplyTo(s):
+			p.ApplyTo = s
+		default:
+			problems = append(problems, fmt.Sprintf("apply-to '%s' unrecognised; should be one of: 'queues', 'classic_queues',  'quorum_queues', 'streams', 'exchanges', or 'all'", s))
+		}
+	}
+	switch s, ok := f.Pattern.(string); {
+	case f.Pattern == nil:
+		problems = append(problems, "Key \"pattern\" not found in "+name)
+	case !ok:
+		problems = append(problems, fmt.Sprintf("pattern should be a binary but was %s", erl(f.Pattern)))
+	default:
+		if _, err := compilePattern(s); err != nil {
+			problems = append(problems, fmt.Sprintf("pattern should be regular expression but is invalid: %v", err))
+		}
+		p.Pattern = s
+	}
+	if f.Priority != nil {
+		n, ok := normalize(f.Priority)
+		switch v := n.(type) {
+		case int64:
+			if ok && v >= math.MinInt32 && v <= math.MaxInt32 {
+				p.Priority = int(v)
+			} else {
+				problems = append(problems, fmt.Sprintf("priority should be a number between %d and %d, actually was %d", math.MinInt32, math.MaxInt32, v))
+			}
+		case float64:
+			// RabbitMQ compares any number; Warren keeps integers, so a
+			// fraction is truncated as rabbitmqctl's parse does.
+			if ok && v >= math.MinInt32 && v <= math.MaxInt32 {
+				p.Priority = int(v)
+			} else {
+				problems = append(problems, fmt.Sprintf("priority should be a number, actually was %s", erl(f.Priority)))
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("priority should be a number, actually was %s", erl(f.Priority)))
+		}
+	}
+	if len(problems) > 0 {
+		return Policy{}, &ValidationError{Problems: problems}
+	}
+	return p, nil
+}
+
+// Check validates p (operator: as an operator policy) as Parse does and
+// returns it normalised: ApplyTo "" becomes "all", Definition values
+// become JSON's types (Go integers int64, floats float64). It is the check
+// the Go API and the definitions import use.
+func Check(p Policy, operator bool) (Policy, error) {
+	f := Fields{Pattern: p.Pattern, Priority: int64(p.Priority)}
+	if p.ApplyTo != "" {
+		f.ApplyTo = p.ApplyTo
+	}
+	if p.Definition != nil {
+		f.Definition = p.Definition
+	}
+	return Parse(p.VHost, p.Name, f, operator)
+}
+
+func validApplyTo(s string) bool {
+	switch s {
+	case ApplyAll, ApplyExchanges, ApplyQueues, ApplyClassic, ApplyQuorum, ApplyStreams:
+		return true
+	}
+	return false
+}
+
+// A definition key RabbitMQ 4.x knows: its check and the message for a
+// value that fails it (rabbit_policies:validate_policy0).
+type defKey struct {
+	ok       func(v any) bool
+	msg      string
+	operator bool // an operator policy may set it too
+}
+
+var defKeys = map[string]defKey{
+	"alternate-exchange":      {ok: isString, msg: "is not a valid alternate exchange name"},
+	"dead-letter-exchange":    {ok: isString, msg: "is not a valid dead letter exchange name"},
+	"dead-letter-routing-key": {ok: isString, msg: "is not a valid dead letter routing key"},
+	"dead-letter-strategy":    {ok: oneOf("at-most-once", "at-least-once"), msg: "is not a valid dead letter strategy"},
+	"message-ttl":             {ok: intIn(0, queue.MaxExpiry), msg: "is not a valid message TTL", operator: true},
+	"expires":                 {ok: intIn(1, queue.MaxExpiry), msg: "is not a valid queue expiry", operator: true},
+	"max-length":              {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum length", operator: true},
+	"max-length-bytes":        {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum length in bytes", operator: true},
+	"max-in-memory-length":    {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum memory in bytes", operator: true},
+	"max-in-memory-bytes":     {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum memory in bytes", operator: true},
+	"queue-mode":              {ok: oneOf("default", "lazy"), msg: "is not a valid queue-mode value"},
+	"queue-version":           {ok: func(v any) bool { n, ok := v.(int64); return ok && (n == 1 || n == 2) }, msg: "is not a valid queue-version value", operator: true},
+	"overflow":                {ok: oneOf("drop-head", "reject-publish", "reject-publish-dlx"), msg: "is not a valid overflow value", operator: true},
+	// RabbitMQ 4.x: any integer, a negative one meaning unlimited.
+	"delivery-limit":                {ok: intIn(math.MinInt64, math.MaxInt64), msg: "is not a valid delivery limit", operator: true},
+	"consumer-timeout":              {ok: intIn(0, math.MaxInt64), msg: "is not a valid consumer timeout"},
+	"max-age":                       {ok: isMaxAge, msg: "is not a valid max age"},
+	"stream-max-segment-size-bytes": {ok: intIn(0, math.MaxInt64), msg: "is not a valid segment size"},
+	"stream-filter-size-bytes":      {ok: intIn(16, 255), msg: "is not a valid filter size. Valid range is 16-255"},
+	"queue-leader-locator":          {ok: oneOf("client-local", "balanced", "random", "least-leaders"), msg: "is not a valid queue leader locator value"},
+	"initial-cluster-size":          {ok: intIn(0, math.MaxInt64), msg: "is not a valid cluster size"},
+	"target-group-size":             {ok: intIn(0, math.MaxInt64), msg: "is not a valid target group size", operator: true},
+}
+
+// parseDefinition checks a definition and returns it normalised, or the
+// problem. Keys are checked in sorted order and the first bad value is the
+// problem, as RabbitMQ's fold over the definition stops at the first
+// error; unknown keys are reported only when every known one is valid.
+func parseDefinition(raw any, operator bool) (map[string]any, string) {
+	if raw == nil {
+		return nil, "Key \"definition\" not found"
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Sprintf("definition must be a dictionary: %s", erl(raw))
+	}
+	if len(m) == 0 {
+		return nil, "no policy provided"
+	}
+	out := make(map[string]any, len(m))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var unknown []string
+	for _, k := range keys {
+		v, okType := normalize(m[k])
+		out[k] = v
+		dk, known := defKeys[k]
+		if !known || operator && !dk.operator {
+			unknown = append(unknown, fmt.Sprintf("{%s,%s}", erlString(k), erl(v)))
+			continue
+		}
+		if !okType || !dk.ok(v) {
+			return nil, erl(v) + " " + dk.msg
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, "[" + strings.Join(unknown, ",") + "] are not recognised policy settings"
+	}
+	return out, ""
+}
+
+func isString(v any) bool { _, ok := v.(string); return ok }
+
+func oneOf(vals ...string) func(any) bool {
+	return func(v any) bool {
+		s, ok := v.(string)
+		return ok && slices.Contains(vals, s)
+	}
+}
+
+func intIn(lo, hi int64) func(any) bool {
+	return func(v any) bool {
+		n, ok := v.(int64)
+		return ok && n >= lo && n <= hi
+	}
+}
+
+// isMaxAge is rabbit_amqqueue:check_max_age: digits and a unit (Y, M, D,
+// h, m, s).
+func isMaxAge(v any) bool {
+	s, ok := v.(string)
+	if !ok || len(s) < 2 || !strings.ContainsRune("YMDhms", rune(s[len(s)-1])) {
+		return false
+	}
+	_, err := strconv.ParseUint(s[:len(s)-1], 10, 63)
+	return err == nil
+}
+
+// normalize turns a value into JSON's types: json.Number and Go integers
+// into int64 (or float64 when fractional or too large), floats into
+// float64, lists and objects element by element. ok is false for a value
+// JSON has no type for.
+func normalize(v any) (any, bool) {
+	switch x := v.(type) {
+	case nil, string, bool, int64, float64:
+		return x, true
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n, true
+		}
+		f, err := x.Float64()
+		return f, err == nil
+	case []any:
+		out := make([]any, len(x))
+		ok := true
+		for i, e := range x {
+			var eok bool
+			out[i], eok = normalize(e)
+			ok = ok && eok
+		}
+		return out, ok
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		ok := true
+		for k, e := range x {
+			var eok bool
+			out[k], eok = normalize(e)
+			ok = ok && eok
+		}
+		return out, ok
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+		return float64(rv.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
+	case reflect.String:
+		return rv.String(), true
+	case reflect.Bool:
+		return rv.Bool(), true
+	}
+	return v, false
+}
+
+// erl formats v as Erlang's ~p prints the term RabbitMQ decoded from the
+// same JSON: strings as binaries, null as the atom null, objects as maps.
+func erl(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return erlString(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case json.Number:
+		n, _ := normalize(x)
+		return erl(n)
+	case float64:
+		s := strconv.FormatFloat(x, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".e") {
+			s += ".0"
+		}
+		return s
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = erl(e)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = erlString(k) + " => " + erl(x[k])
+		}
+		return "#{" + strings.Join(parts, ",") + "}"
+	}
+	if n, ok := normalize(v); ok {
+		return erl(n)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+func erlString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `<<"` + r.Replace(s) + `">>`
+}

@@ -1,0 +1,327 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/warrenmq/broker/internal/policy"
+	"github.com/warrenmq/broker/meta"
+)
+
+// Policy is a RabbitMQ policy or operator policy: the definition applies
+// to the queues and exchanges of VHost whose names Pattern (a regular
+// expression, unanchored) matches and that ApplyTo covers ("queues",
+// "classic_queues", "quorum_queues", "streams", "exchanges" or "all"; ""
+// is "all"). Of the policies that match an object, the one with the
+// highest Priority applies (equal priorities: the name that sorts first).
+//
+// Definition keys and their effect are RabbitMQ 4.x's: dead-letter-exchange,
+// dead-letter-routing-key, message-ttl, expires, max-length,
+// max-length-bytes, overflow and delivery-limit on queues,
+// alternate-exchange on exchanges; see docs/policies.md for each key,
+// how it combines with a queue's arguments, and the keys accepted without
+// effect. Values are JSON's: numbers may be any Go integer type.
+type Policy struct {
+	VHost      string
+	Name       string
+	Pattern    string
+	ApplyTo    string
+	Priority   int
+	Definition map[string]any
+}
+
+// ErrPoliciesUnsupported is returned by the policy methods when
+// Options.Meta does not store policies (it does not implement
+// meta.Policies).
+var ErrPoliciesUnsupported = errors.New("broker: the meta store does not store policies (meta.Policies)")
+
+// SetPolicy creates or replaces a policy and applies it at once to every
+// matching queue and exchange, on every broker sharing the store. An
+// invalid policy is refused with RabbitMQ's validation text; a vhost that
+// does not exist is an error wrapping meta.ErrNotFound.
+func (b *Broker) SetPolicy(ctx context.Context, p Policy) error {
+	_, err := b.putPolicy(ctx, p, false)
+	return err
+}
+
+// SetOperatorPolicy is SetPolicy for an operator policy: the limits an
+// operator imposes (expires, message-ttl, max-length, max-length-bytes,
+// delivery-limit, overflow, ...), which win over a queue's arguments and
+// policy where they are stricter.
+func (b *Broker) SetOperatorPolicy(ctx context.Context, p Policy) error {
+	_, err := b.putPolicy(ctx, p, true)
+	return err
+}
+
+// DeletePolicy deletes a policy; the objects it applied to fall back to
+// their arguments (or to the next matching policy). A policy that does not
+// exist is an error wrapping meta.ErrNotFound.
+func (b *Broker) DeletePolicy(ctx context.Context, vhost, name string) error {
+	return b.deletePolicy(ctx, vhost, name, false)
+}
+
+// DeleteOperatorPolicy is DeletePolicy for an operator policy.
+func (b *Broker) DeleteOperatorPolicy(ctx context.Context, vhost, name string) error {
+	return b.deletePolicy(ctx, vhost, name, true)
+}
+
+// Policies lists a vhost's policies sorted by name; vhost "" lists every
+// vhost's.
+func (b *Broker) Policies(ctx context.Context, vhost string) ([]Policy, error) {
+	return b.listPolicies(ctx, vhost, false)
+}
+
+// OperatorPolicies is Policies for operator policies.
+func (b *Broker) OperatorPolicies(ctx context.Context, vhost string) ([]Policy, error) {
+	return b.listPolicies(ctx, vhost, true)
+}
+
+func (p Policy) internal() policy.Policy {
+	return policy.Policy{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition}
+}
+
+func publicPolicy(p policy.Policy) Policy {
+	return Policy{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition}
+}
+
+// policyValue is a stored policy's JSON: RabbitMQ's runtime parameter
+// value.
+type policyValue struct {
+	Pattern    string         `json:"pattern"`
+	ApplyTo    string         `json:"apply-to"`
+	Priority   int            `json:"priority"`
+	Definition map[string]any `json:"definition"`
+}
+
+func (b *Broker) policyStore() (meta.Policies, error) {
+	st, ok := b.stores.meta.(meta.Policies)
+	if !ok {
+		return nil, ErrPoliciesUnsupported
+	}
+	return st, nil
+}
+
+// putPolicy checks, stores and applies p; created reports that no policy
+// of that kind and name existed.
+func (b *Broker) putPolicy(ctx context.Context, p Policy, operator bool) (created bool, err error) {
+	st, err := b.policyStore()
+	if err != nil {
+		return false, err
+	}
+	p.VHost = canonicalVHost(p.VHost)
+	if _, ok := b.lookupVHost(p.VHost); !ok {
+		return false, fmt.Errorf("broker: policy %q: vhost %q: %w", p.Name, p.VHost, meta.ErrNotFound)
+	}
+	if p.Name == "" {
+		return false, &policy.ValidationError{Problems: []string{"policy name must not be empty"}}
+	}
+	checked, err := policy.Check(p.internal(), operator)
+	if err != nil {
+		return false, err
+	}
+	return b.storePolicy(ctx, st, checked, operator)
+}
+
+// storePolicy stores a checked policy and applies the vhost's policies.
+func (b *Broker) storePolicy(ctx context.Context, st meta.Policies, p policy.Policy, operator bool) (created bool, err error) {
+	value, err := json.Marshal(policyValue{Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition})
+	if err != nil {
+		return false, fmt.Errorf("broker: policy %q: %w", p.Name, err)
+	}
+	b.policyMu.Lock()
+	defer b.policyMu.Unlock()
+	stored, err := st.ListPolicies(ctx, p.VHost)
+	if err != nil {
+		return false, err
+	}
+	created = !slices.ContainsFunc(stored, func(s meta.Policy) bool { return s.Name == p.Name && s.Operator == operator })
+	if err := st.PutPolicy(ctx, meta.Policy{VHost: p.VHost, Name: p.Name, Operator: operator, Value: value}); err != nil {
+		return false, err
+	}
+	return created, b.reloadPoliciesLocked(ctx, p.VHost)
+}
+
+func (b *Broker) deletePolicy(ctx context.Context, vhost, name string, operator bool) error {
+	st, err := b.policyStore()
+	if err != nil {
+		return err
+	}
+	vhost = canonicalVHost(vhost)
+	b.policyMu.Lock()
+	defer b.policyMu.Unlock()
+	stored, err := st.ListPolicies(ctx, vhost)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(stored, func(s meta.Policy) bool { return s.Name == name && s.Operator == operator }) {
+		return fmt.Errorf("broker: policy %q in vhost %q: %w", name, vhost, meta.ErrNotFound)
+	}
+	if err := st.DeletePolicy(ctx, vhost, name, operator); err != nil {
+		return err
+	}
+	return b.reloadPoliciesLocked(ctx, vhost)
+}
+
+func (b *Broker) listPolicies(ctx context.Context, vhost string, operator bool) ([]Policy, error) {
+	ps, err := b.storedPolicies(ctx, vhost, operator)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Policy, len(ps))
+	for i, p := range ps {
+		out[i] = publicPolicy(p)
+	}
+	return out, nil
+}
+
+// storedPolicies reads the policies (or operator policies) of a vhost,
+// every vhost for "", as stored.
+func (b *Broker) storedPolicies(ctx context.Context, vhost string, operator bool) ([]policy.Policy, error) {
+	st, err := b.policyStore()
+	if err != nil {
+		return nil, err
+	}
+	vhosts := []string{canonicalVHost(vhost)}
+	if vhost == "" {
+		vhosts = vhosts[:0]
+		for _, vh := range b.sortedVHosts() {
+			vhosts = append(vhosts, vh.Name())
+		}
+	}
+	var out []policy.Policy
+	for _, vh := range vhosts {
+		stored, err := st.ListPolicies(ctx, vh)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range stored {
+			if s.Operator != operator {
+				continue
+			}
+			p, err := decodePolicy(s)
+			if err != nil {
+				b.log.Warn("broker: stored policy refused", "vhost", s.VHost, "name", s.Name, "err", err)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// decodePolicy reads a stored policy, checked again (a store written by
+// another version may hold one this one refuses).
+func decodePolicy(s meta.Policy) (policy.Policy, error) {
+	var v struct {
+		Pattern    any `json:"pattern"`
+		ApplyTo    any `json:"apply-to"`
+		Priority   any `json:"priority"`
+		Definition any `json:"definition"`
+	}
+	d := json.NewDecoder(bytes.NewReader(s.Value))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return policy.Policy{}, err
+	}
+	return policy.Parse(s.VHost, s.Name, policy.Fields{Pattern: v.Pattern, ApplyTo: v.ApplyTo, Priority: v.Priority, Definition: v.Definition}, s.Operator)
+}
+
+// policySet builds a vhost's policy set from the store; nil when the
+// store keeps no policies or the vhost has none.
+func (b *Broker) policySet(ctx context.Context, vhost string) (*policy.Set, error) {
+	if _, err := b.policyStore(); err != nil {
+		return nil, nil
+	}
+	var cs []*policy.Compiled
+	for _, operator := range []bool{false, true} {
+		ps, err := b.storedPolicies(ctx, vhost, operator)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			c, err := policy.Compile(p, operator)
+			if err != nil {
+				b.log.Warn("broker: stored policy refused", "vhost", vhost, "name", p.Name, "err", err)
+				continue
+			}
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	return policy.NewSet(cs), nil
+}
+
+// reloadPoliciesLocked reads a vhost's policies from the store and
+// applies them to its queues and exchanges; b.policyMu is held, so two
+// reloads never apply out of order.
+func (b *Broker) reloadPoliciesLocked(ctx context.Context, vhost string) error {
+	vh, ok := b.lookupVHost(vhost)
+	if !ok {
+		return nil
+	}
+	s, err := b.policySet(ctx, vhost)
+	if err != nil {
+		return err
+	}
+	vh.SetPolicies(s)
+	return nil
+}
+
+// reloadPolicies is reloadPoliciesLocked for the shared-mode follower: a
+// policy changed on another broker. false means the store failed.
+func (b *Broker) reloadPolicies(ctx context.Context, vhost string) bool {
+	b.policyMu.Lock()
+	defer b.policyMu.Unlock()
+	if err := b.reloadPoliciesLocked(ctx, vhost); err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("broker: following policies", "vhost", vhost, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// applyOptionPolicies stores Options.Policies and Options.OperatorPolicies
+// (New calls it once the vhosts are open).
+func (b *Broker) applyOptionPolicies(ctx context.Context) error {
+	var errs []error
+	for _, set := range []struct {
+		ps       []Policy
+		operator bool
+		field    string
+	}{{b.opts.Policies, false, "Policies"}, {b.opts.OperatorPolicies, true, "OperatorPolicies"}} {
+		for _, p := range set.ps {
+			if _, err := b.putPolicy(ctx, p, set.operator); err != nil {
+				errs = append(errs, fmt.Errorf("broker: Options.%s %q in vhost %q: %w", set.field, p.Name, p.VHost, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deletePoliciesOf removes a deleted vhost's policies from the store.
+func (b *Broker) deletePoliciesOf(ctx context.Context, vhost string) []error {
+	st, err := b.policyStore()
+	if err != nil {
+		return nil
+	}
+	stored, err := st.ListPolicies(ctx, vhost)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	for _, s := range stored {
+		errs = append(errs, st.DeletePolicy(ctx, vhost, s.Name, s.Operator))
+	}
+	return errs
+}
+
+// policyRetry prefixes, in the follower's list of failed syncs, a vhost
+// whose policies failed to reload (a vhost name cannot start with NUL).
+const policyRetry = "\x00policy:"
