@@ -377,3 +377,48 @@ func TestPoliciesGoWithTheirVHost(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ops)
 }
+
+// TestQuorumDefaultDeliveryLimitYieldsToPolicy: a quorum queue's default
+// delivery limit (20 from RabbitMQ 4.0) applies only when neither its
+// argument nor a policy sets one, as rabbit_quorum_queue's
+// get_delivery_limit falls back to it; a policy's larger limit, or a
+// negative (unlimited) one, is the queue's limit, also after a live change.
+func TestQuorumDefaultDeliveryLimitYieldsToPolicy(t *testing.T) {
+	reject := func(d amqp091.Delivery) error { return d.Reject(true) }
+	for _, tc := range []struct {
+		name    string
+		version string
+		limit   any // the policy's delivery-limit; nil: no policy
+		want    string
+	}{
+		{"4.0 without a policy", "4.0", nil, "gone"},
+		{"4.0 policy above the default", "4.0", 30, "present"},
+		{"4.0 policy unlimited", "4.0", -1, "present"},
+		{"4.0 policy below the default", "4.0", 5, "gone"},
+		{"3.13 without a policy", "3.13", nil, "present"},
+	} {
+		// The policy set before the declare (the queue starts with it)
+		// and after (its limit changes live).
+		for _, live := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/live=%v", tc.name, live), func(t *testing.T) {
+				b, err := broker.New(broker.Options{RabbitMQVersion: tc.version})
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = b.Close() })
+				ch := amqptest.ConfirmChannel(t, amqptest.DialVia(t, b.Dial, "guest", "guest"))
+				setLimit := func() {
+					if tc.limit != nil {
+						setPolicy(t, b, "limit", "^qq$", false, map[string]any{"delivery-limit": tc.limit})
+					}
+				}
+				if !live {
+					setLimit()
+				}
+				declareQuorumWithOne(t, ch, "qq")
+				if live {
+					setLimit()
+				}
+				require.Equal(t, tc.want, requeueTimes(t, ch, "qq", 21, reject))
+			})
+		}
+	}
+}

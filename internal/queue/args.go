@@ -39,6 +39,9 @@ type Args struct {
 	HasOverflow    bool  // x-overflow was given (policies: see internal/policy)
 	MaxPriority    uint8 // x-max-priority; 0 = not a priority queue
 	DeliveryLimit  int64 // x-delivery-limit; -1 = unlimited
+	// HasDeliveryLimit: x-delivery-limit was given (a negative one too),
+	// so a profile's default limit does not apply (the vhost sets it).
+	HasDeliveryLimit bool
 	Quorum         bool  // x-queue-type quorum
 	SingleActive   bool  // x-single-active-consumer
 	// DelayedRetry is x-delayed-retry-* (ParseDelayedRetry), which only

@@ -24,24 +24,38 @@ type queuePolicy struct {
 
 // queueTarget is what apply-to a queue declared with args falls under.
 func queueTarget(args queue.Args) policy.Target {
-	if args.Quorum {
+	switch {
+	case args.Quorum:
 		return policy.QuorumQueue
+	case args.Stream:
+		return policy.Stream
 	}
 	return policy.ClassicQueue
 }
 
 // effectiveArgs returns the settings a queue named name and declared with
-// args runs with under the vhost's policies, and what applied.
+// args runs with under the vhost's policies, and what applied. A quorum
+// queue whose delivery limit neither its argument nor a policy sets gets
+// the profile's default (20 from RabbitMQ 4.0: rabbit_quorum_queue's
+// get_delivery_limit falls back to it only when args_policy_lookup finds
+// nothing).
 func (v *VHost) effectiveArgs(name string, args queue.Args) (queue.Args, policy.Match) {
 	m := v.policies.Load().Match(queueTarget(args), name)
 	p, op := m.Defs()
-	return policy.Effective(policy.Inputs{Args: args, Policy: p, Operator: op}), m
+	eff := policy.Effective(policy.Inputs{Args: args, Policy: p, Operator: op})
+	if args.Quorum && !args.HasDeliveryLimit && !setsDeliveryLimit(p) && !setsDeliveryLimit(op) {
+		eff.DeliveryLimit = v.profile().QuorumDeliveryLimit
+	}
+	return eff, m
 }
+
+// setsDeliveryLimit reports whether policy definition d sets delivery-limit.
+func setsDeliveryLimit(d *policy.Def) bool { return d != nil && d.DeliveryLimit.Set }
 
 // attachPolicyLocked records a new queue's declared arguments and the
 // policies its actor started with (features computed the same).
 func (v *VHost) attachPolicyLocked(q *Queue) {
-	declared, err := queue.ParseArgs(q.Args)
+	declared, err := v.parseQueueArgs(q.Args)
 	if err != nil {
 		declared, _ = queue.ParseArgs(nil) // as startStoredLocked started it
 	}

@@ -13,10 +13,11 @@ import (
 func (v *VHost) profile() compat.Profile { return v.cfg.Profile.OrDefault() }
 
 // parseQueueArgs parses a queue's x-arguments (queue.ParseArgs) under the
-// vhost's profile: from 4.0 a negative x-delivery-limit means unlimited,
-// and a quorum queue without one gets the profile's default limit (20
-// from 4.0, none in 3.13); from 4.3 a quorum queue reads
-// x-delayed-retry-*. Declared and stored queues both go through it.
+// vhost's profile: from 4.0 a negative x-delivery-limit means unlimited;
+// from 4.3 a quorum queue reads x-delayed-retry-*. Declared and stored
+// queues both go through it. The profile's default delivery limit is not
+// taken here but after the policies (effectiveArgs): it applies only when
+// neither the argument nor a policy sets one.
 func (v *VHost) parseQueueArgs(t amqp.Table) (queue.Args, error) {
 	p := v.profile()
 	_, given := t["x-delivery-limit"]
@@ -35,15 +36,10 @@ func (v *VHost) parseQueueArgs(t amqp.Table) (queue.Args, error) {
 			return a, err
 		}
 	}
-	switch {
-	case unlimited:
+	if unlimited {
 		a.DeliveryLimit = -1
-	case a.Quorum && !given:
-		// The one place the profile's default enters a queue's
-		// settings: a policy's delivery-limit, when policies apply, is
-		// merged here before the default is taken.
-		a.DeliveryLimit = p.QuorumDeliveryLimit
 	}
+	a.HasDeliveryLimit = given
 	return a, nil
 }
 
