@@ -42,8 +42,8 @@ type Args struct {
 	// HasDeliveryLimit: x-delivery-limit was given (a negative one too),
 	// so a profile's default limit does not apply (the vhost sets it).
 	HasDeliveryLimit bool
-	Quorum         bool  // x-queue-type quorum
-	SingleActive   bool  // x-single-active-consumer
+	Quorum           bool // x-queue-type quorum
+	SingleActive     bool // x-single-active-consumer
 	// DelayedRetry is x-delayed-retry-* (ParseDelayedRetry), which only
 	// 4.3 quorum queues read: the vhost sets it, ParseArgs does not.
 	DelayedRetry DelayedRetry
