@@ -224,7 +224,7 @@ func (b *Broker) deliveryTimedOut(ctx context.Context, x unacked.Index, e unacke
 	if c == nil {
 		return // gone: the next pass requeues it as orphaned
 	}
-	text := fmt.Sprintf("delivery acknowledgement on channel %d timed out. Timeout value used: %d ms.", e.Channel, timeout.Milliseconds())
+	text := consumerTimeoutText(e.Channel, timeout)
 	if c.CloseChannel(e.Channel, amqp.PreconditionFailed, text) {
 		b.log.Warn("broker: consumer timeout", "conn", e.Connection, "channel", e.Channel, "queue", e.Queue, "timeout", timeout)
 	}
