@@ -39,7 +39,7 @@ type Link struct {
 
 	mu        sync.Mutex
 	latency   time.Duration
-	bandwidth int64 // bytes per second; 0 unlimited
+	bandwidth int64         // bytes per second; 0 unlimited
 	held      chan struct{} // non-nil while partitioned or black-holed: closed by Heal
 	holeEpoch int           // connections opened before the epoch's black hole stay stalled
 	hole      bool
