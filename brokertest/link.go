@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -289,6 +291,8 @@ type faultConn struct {
 	trace      *connTrace
 	holed      bool // stalled by a black hole for good (link.mu)
 
+	readDeadline, writeDeadline atomic.Int64 // unix ns; 0 none
+
 	budgetMu sync.Mutex
 	budget   int64 // bytes left before a reset; <0 unlimited
 
@@ -331,19 +335,30 @@ var errReset = errors.New("brokertest: connection reset by the lab")
 // partition, stalls for good in a black hole, sleeps the latency and the
 // bandwidth's share, and reports how many bytes pass and whether to reset
 // after them.
-func (c *faultConn) gate(n int) (int, bool, error) {
+// A deadline set on the connection (a client's heartbeat check) ends the
+// wait with os.ErrDeadlineExceeded, as it would end a read on a dead
+// route.
+func (c *faultConn) gate(n int, deadline *atomic.Int64) (int, bool, error) {
 	for {
 		held, holed, latency, bw := c.link.state(c)
+		var never chan struct{}
 		if holed {
-			<-c.closed // a black hole: nothing ever moves again
-			return 0, false, net.ErrClosed
+			held = never // a black hole: nothing ever moves again
 		}
-		if held != nil {
+		var expired <-chan time.Time
+		if d := deadline.Load(); d != 0 {
+			t := time.NewTimer(time.Until(time.Unix(0, d)))
+			defer t.Stop()
+			expired = t.C
+		}
+		if held != nil || holed {
 			select {
 			case <-held:
 				continue
 			case <-c.closed:
 				return 0, false, net.ErrClosed
+			case <-expired:
+				return 0, false, os.ErrDeadlineExceeded
 			}
 		}
 		wait := latency
@@ -357,6 +372,9 @@ func (c *faultConn) gate(n int) (int, bool, error) {
 			case <-c.closed:
 				t.Stop()
 				return 0, false, net.ErrClosed
+			case <-expired:
+				t.Stop()
+				return 0, false, os.ErrDeadlineExceeded
 			}
 		}
 		m, reset := c.take(n)
@@ -364,10 +382,34 @@ func (c *faultConn) gate(n int) (int, bool, error) {
 	}
 }
 
+func (c *faultConn) SetDeadline(t time.Time) error {
+	c.readDeadline.Store(unixNano(t))
+	c.writeDeadline.Store(unixNano(t))
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *faultConn) SetReadDeadline(t time.Time) error {
+	c.readDeadline.Store(unixNano(t))
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *faultConn) SetWriteDeadline(t time.Time) error {
+	c.writeDeadline.Store(unixNano(t))
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// unixNano is t in nanoseconds, 0 for no deadline.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
 func (c *faultConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		m, reset, gerr := c.gate(n)
+		m, reset, gerr := c.gate(n, &c.readDeadline)
 		if gerr != nil {
 			return 0, gerr
 		}
@@ -384,7 +426,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 }
 
 func (c *faultConn) Write(p []byte) (int, error) {
-	m, reset, err := c.gate(len(p))
+	m, reset, err := c.gate(len(p), &c.writeDeadline)
 	if err != nil {
 		return 0, err
 	}
