@@ -167,7 +167,7 @@ func TestLabReconnectLoop(t *testing.T) {
 				require.Equal(t, body, got)
 				// Its ack must land before the next fault, or the
 				// message comes back (at least once, as it should).
-				_, err := lab.WaitQueue(t.Context(), "work", func(s brokertest.QueueState) bool { return s.Ready == 0 && s.Unacked == 0 })
+				_, err := lab.WaitQueue(bounded(t), "work", func(s brokertest.QueueState) bool { return s.Ready == 0 && s.Unacked == 0 })
 				require.NoError(t, err)
 			}
 		})
@@ -235,7 +235,7 @@ func TestLabAlarms(t *testing.T) {
 	lab.ClearAlarm(broker.AlarmMemory)
 	b, _ = amqptest.Receive(t, blocked)
 	require.False(t, b.Active)
-	_, err := lab.WaitQueue(t.Context(), "q", brokertest.Ready(1))
+	_, err := lab.WaitQueue(bounded(t), "q", brokertest.Ready(1))
 	require.NoError(t, err)
 }
 
@@ -250,7 +250,7 @@ func TestLabFailAppends(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, dc.Wait(), "nacked")
 	amqptest.PublishMsg(t, ch, "", "q", amqp091.Publishing{Body: []byte("kept"), DeliveryMode: amqp091.Persistent})
-	_, err = lab.WaitQueue(t.Context(), "q", brokertest.Ready(1))
+	_, err = lab.WaitQueue(bounded(t), "q", brokertest.Ready(1))
 	require.NoError(t, err)
 	require.Equal(t, []string{"kept"}, amqptest.GetAll(t, ch, "q"))
 }
@@ -304,7 +304,7 @@ func TestLabWaitQueue(t *testing.T) {
 	_, err := ch.Consume("q", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	amqptest.PublishBodies(t, ch, "q", false, "a", "b")
-	s, err := lab.WaitQueue(t.Context(), "q", brokertest.Unacked(2))
+	s, err := lab.WaitQueue(bounded(t), "q", brokertest.Unacked(2))
 	require.NoError(t, err)
 	require.Equal(t, brokertest.QueueState{Unacked: 2, Consumers: 1}, s)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
@@ -384,7 +384,7 @@ func TestLabNetworkFaults(t *testing.T) {
 					}
 					published <- err
 				}()
-				_, err := lab.WaitQueue(t.Context(), "part", brokertest.Ready(0))
+				_, err := lab.WaitQueue(bounded(t), "part", brokertest.Ready(0))
 				require.NoError(t, err)
 				select {
 				case <-published:
@@ -394,7 +394,7 @@ func TestLabNetworkFaults(t *testing.T) {
 				link.Heal()
 				err, _ = amqptest.Receive(t, published)
 				require.NoError(t, err)
-				_, err = lab.WaitQueue(t.Context(), "part", brokertest.Ready(1))
+				_, err = lab.WaitQueue(bounded(t), "part", brokertest.Ready(1))
 				require.NoError(t, err)
 			})
 			t.Run("black hole", func(t *testing.T) {

@@ -94,3 +94,11 @@ func TestLabCrash(t *testing.T) {
 	_ = context.Background
 	_ = time.Second
 }
+
+// bounded is a context that ends after amqptest.Timeout: a broken test
+// fails instead of hanging.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), amqptest.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -245,6 +245,12 @@ func (k *Link) remove(c *faultConn) {
 	k.mu.Unlock()
 }
 
+// Cut resets every connection open on the Link now, without
+// connection.close, as when the client process is killed: the broker
+// returns what they held to their queues (redelivered). New connections
+// work as before.
+func (k *Link) Cut() { k.cutAll() }
+
 // cutAll resets every connection of the Link (Crash).
 func (k *Link) cutAll() {
 	k.mu.Lock()
