@@ -28,11 +28,13 @@ import (
 //   - Latency delays every read and write by d (each way);
 //   - Bandwidth caps each connection's throughput each way;
 //   - BlackHole stops bytes both ways without closing anything, as a
-//     dropped route does: the open connections never move again (the
-//     client's heartbeat or a timeout has to notice), and new ones hang
-//     in the handshake until Heal;
+//     dropped route does: writes on the open connections still return
+//     (the socket takes the bytes) but nothing arrives, ever (the
+//     heartbeats or a timeout have to notice); new connections wait to
+//     connect until Heal;
 //   - Partition holds bytes both ways until Heal, which delivers them, as
-//     TCP's retransmission does after a partition heals in time;
+//     TCP's retransmission does after a partition heals in time (small
+//     writes return at once, as into a socket's send buffer);
 //   - ResetAfter lets n more bytes through each connection, then resets it
 //     (a TCP RST, no connection.close).
 type Link struct {
@@ -69,6 +71,9 @@ func (l *Lab) newLink(name string) *Link {
 // with the Link's faults. It fits amqp091.Config.Dial; network and addr
 // are ignored.
 func (k *Link) Dial(network, addr string) (net.Conn, error) {
+	if !k.waitOpen() {
+		return nil, net.ErrClosed
+	}
 	b, _ := k.lab.current()
 	if b == nil {
 		return nil, errors.New("brokertest: connection refused: the broker is down")
@@ -135,15 +140,25 @@ func (k *Link) accept(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		_, d := k.lab.current()
-		if d == nil {
-			resetConn(nc)
-			continue
-		}
-		fc := k.wrap(nc, false)
-		if !d.hand(fc) {
-			fc.cut()
-		}
+		go k.admit(nc)
+	}
+}
+
+// admit hands an accepted connection to the running broker once the
+// Link lets it through.
+func (k *Link) admit(nc net.Conn) {
+	if !k.waitOpen() {
+		resetConn(nc)
+		return
+	}
+	_, d := k.lab.current()
+	if d == nil {
+		resetConn(nc)
+		return
+	}
+	fc := k.wrap(nc, false)
+	if !d.hand(fc) {
+		fc.cut()
 	}
 }
 
@@ -207,6 +222,34 @@ func (k *Link) Heal() {
 		k.held = nil
 	}
 	k.hole = false
+	for c := range k.conns {
+		go c.flush() // what the partition held back goes out now
+	}
+}
+
+// flush writes what a partition held back, unless a write did already.
+func (c *faultConn) flush() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.flushLocked()
+}
+
+// waitOpen waits while the Link is a black hole (a new connection's
+// handshake does not get through one); it reports false when the Link
+// stopped.
+func (k *Link) waitOpen() bool {
+	for {
+		k.mu.Lock()
+		held, hole, stopped := k.held, k.hole, k.stopped
+		k.mu.Unlock()
+		if stopped {
+			return false
+		}
+		if !hole {
+			return true
+		}
+		<-held
+	}
 }
 
 // ResetAfter resets each connection of the Link once n more bytes (both
@@ -298,6 +341,9 @@ type faultConn struct {
 	holed      bool // stalled by a black hole for good (link.mu)
 
 	readDeadline, writeDeadline atomic.Int64 // unix ns; 0 none
+
+	wmu     sync.Mutex // orders writes, the partition's held bytes first
+	pending []byte     // written during a partition, delivered at Heal
 
 	budgetMu sync.Mutex
 	budget   int64 // bytes left before a reset; <0 unlimited
@@ -431,7 +477,41 @@ func (c *faultConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// sendBuffer is how many bytes a connection's writes may leave behind
+// during a partition, as a socket's send buffer takes them: a small write
+// (an ack, a heartbeat) returns at once, a large one waits for Heal.
+const sendBuffer = 256 << 10
+
 func (c *faultConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	held, holed, _, _ := c.link.state(c)
+	if holed {
+		return len(p), nil // swallowed: taken by the socket, never delivered
+	}
+	if held != nil && len(c.pending)+len(p) <= sendBuffer {
+		c.pending = append(c.pending, p...)
+		return len(p), nil
+	}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.writeLocked(p)
+}
+
+// flushLocked writes what a partition held back (c.wmu held).
+func (c *faultConn) flushLocked() error {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	p := c.pending
+	c.pending = nil
+	_, err := c.writeLocked(p)
+	return err
+}
+
+// writeLocked passes p through the Link's faults (c.wmu held).
+func (c *faultConn) writeLocked(p []byte) (int, error) {
 	m, reset, err := c.gate(len(p), &c.writeDeadline)
 	if err != nil {
 		return 0, err
