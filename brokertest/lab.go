@@ -163,7 +163,8 @@ func (l *Lab) Restart() error {
 // acknowledged: every confirmed persistent message in a durable queue,
 // the topology, and the deliveries then unacked, which come back with
 // redelivered=true. Publishes not yet confirmed may or may not be there,
-// as after a real crash; the publisher must send them again.
+// as after a real crash; the publisher must send them again. Store faults
+// (FailAppends, DiskFull, HangStore) end with the crashed process.
 func (l *Lab) Crash() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

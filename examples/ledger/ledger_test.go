@@ -61,6 +61,9 @@ func TestLedger(t *testing.T) {
 			// the publisher sends the unconfirmed ones again.
 			name:   "crash broker mid-stream",
 			strike: func(t *testing.T, r *rig) { require.NoError(t, r.lab.Crash()) },
+			check: func(t *testing.T, r *rig) {
+				require.Positive(t, r.pub.Stats().Resent, "the publisher sent the unconfirmed events again")
+			},
 		},
 		{
 			// The consumer dies after its commit, before its ack: the
