@@ -71,6 +71,12 @@ func (b *Broker) startScanner() error {
 			Requeue:  b.requeueEntries,
 			Logger:   b.log,
 		}
+		if b.opts.Clock != nil {
+			// Deliveries are stamped with the queues' clock: the
+			// timeout must be measured with the same one, or a fake
+			// clock makes every delivery look years old (or new).
+			cfg.Now = b.opts.Clock.Now
+		}
 		if timeout > 0 {
 			cfg.DeliveryTimeout = timeout
 			cfg.TimedOut = func(ctx context.Context, e unacked.Entry) { b.deliveryTimedOut(ctx, x, e, timeout) }

@@ -61,3 +61,30 @@ func TestPublishThenAdvanceExpires(t *testing.T) {
 	_, err = lab.WaitQueue(bounded(t), "q", brokertest.Ready(0))
 	require.NoError(t, err, "every message was accepted before the clock moved")
 }
+
+// The consumer timeout is measured with the broker's clock, the one its
+// deliveries are stamped with: with a fake clock nothing times out until
+// the clock has moved by the timeout, and then the channel is closed as
+// RabbitMQ closes it.
+func TestConsumerTimeoutFollowsTheClock(t *testing.T) {
+	lab := brokertest.NewLab(t, broker.Options{
+		Clock:           clock.NewFake(time.Unix(1_700_000_000, 0)),
+		ConsumerTimeout: time.Minute,
+		ScanInterval:    5 * time.Millisecond,
+	})
+	ch := amqptest.Channel(t, lab.DialAMQP(t, ""))
+	amqptest.DeclareQueue(t, ch, "q", false)
+	amqptest.PublishConfirmed(t, ch, "q", false, "m")
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+	amqptest.Get(t, ch, "q", false)
+	// Many scan passes on real time: the fake clock has not moved.
+	select {
+	case e := <-closed:
+		t.Fatalf("timed out before the clock moved: %v", e)
+	case <-time.After(200 * time.Millisecond):
+	}
+	lab.Advance(time.Minute + time.Millisecond) // held longer than the timeout
+	e, _ := amqptest.Receive(t, closed)
+	require.Equal(t, amqp091.PreconditionFailed, e.Code)
+	require.Contains(t, e.Reason, "Timeout value used: 60000 ms")
+}

@@ -84,8 +84,9 @@
 // and queue expiry follow it. A message expires once its age reaches its
 // TTL (as RabbitMQ's Now >= Expiry), counted from when the broker
 // accepted the publish, so publish-then-Advance needs no WaitIdle in
-// between. Heartbeats, the consumer timeout and the scanner stay on real
-// time (Options.Clock says which timers follow the clock).
+// between. The consumer timeout measures a delivery's age with the same
+// clock (the scanner that enforces it still looks every ScanInterval of
+// real time); heartbeats stay on real time.
 //
 // docs/testing.md walks through the lab; examples/ledger uses it to prove
 // an at-least-once consumer against PostgreSQL.
