@@ -88,3 +88,20 @@ func TestConsumerTimeoutFollowsTheClock(t *testing.T) {
 	require.Equal(t, amqp091.PreconditionFailed, e.Code)
 	require.Contains(t, e.Reason, "Timeout value used: 60000 ms")
 }
+
+// The same over the socket-free door with amqp091-go: once Publish has
+// returned, the broker has the bytes, and the message's age counts from
+// then, even if its frames are routed after the clock moved.
+func TestPublishThenAdvanceExpiresOverDial(t *testing.T) {
+	lab := brokertest.NewLab(t, broker.Options{Clock: clock.NewFake(time.Unix(1_700_000_000, 0))})
+	ch := amqptest.Channel(t, lab.DialAMQP(t, ""))
+	_, err := ch.QueueDeclare("q", false, false, false, false, amqp091.Table{"x-message-ttl": int32(1000)})
+	require.NoError(t, err)
+	const n = 500
+	amqptest.PublishBodies(t, ch, "q", false, amqptest.Numbered("m", n)...)
+	lab.Advance(time.Second)
+	amqptest.Idle(t, lab.WaitIdle)
+	lab.Advance(0)
+	_, err = lab.WaitQueue(bounded(t), "q", brokertest.Ready(0))
+	require.NoError(t, err, "every message was accepted before the clock moved")
+}

@@ -193,7 +193,7 @@ func (q *Queue) closeInbox(ctx context.Context) {
 // expiration property, parsed by the caller); the queue's x-message-ttl
 // wins when it is lower.
 func (q *Queue) PublishTTL(rec storage.Record, ttl time.Duration, conf Confirmer, seq uint64) error {
-	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, hasTTL: true, at: q.cfg.Clock.Now().UnixNano()})
+	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, hasTTL: true, at: q.acceptedAt(&rec)})
 }
 
 // stamp sets a publish's EnqueuedAt and ExpiresAt. The age counts from

@@ -14,8 +14,20 @@ import (
 // Publish enqueues rec. When conf is non-nil, conf.Confirm(seq, err) runs once
 // the record is stored (synced first when it is persistent and the store is
 // durable). Publish blocks while the mailbox is full: that is back-pressure.
+//
+// The message's age counts from rec.EnqueuedAt when the caller set it (the
+// session, with when the publish's bytes arrived), else from now.
 func (q *Queue) Publish(rec storage.Record, conf Confirmer, seq uint64) error {
-	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, at: q.cfg.Clock.Now().UnixNano()})
+	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, at: q.acceptedAt(&rec)})
+}
+
+// acceptedAt is when a publish was accepted: rec.EnqueuedAt when set, else
+// now.
+func (q *Queue) acceptedAt(rec *storage.Record) int64 {
+	if rec.EnqueuedAt != 0 {
+		return rec.EnqueuedAt
+	}
+	return q.cfg.Clock.Now().UnixNano()
 }
 
 type confirm struct {

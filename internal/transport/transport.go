@@ -57,6 +57,16 @@ type Conn interface {
 	Stats() Stats
 }
 
+// Clocked is implemented by the Conns of New: after SetClock, ReadAt is
+// the clock's reading (Unix nanoseconds) when the bytes last read arrived,
+// which dates the frames they held: a publish is stamped with it, not
+// with the time the session got round to it. On a PipeClock pipe it is
+// when the client's write began. 0 before any read.
+type Clocked interface {
+	SetClock(now func() int64)
+	ReadAt() int64
+}
+
 // InPlaceWriter is implemented by a Conn whose writes copy into a kernel
 // buffer and return without waiting for the peer to read (a TCP socket).
 // Only then may the session's reader goroutine write a small reply itself
@@ -113,6 +123,9 @@ func New(rwc io.ReadWriteCloser) Conn {
 	s := &stream{rwc: rwc}
 	if p, ok := rwc.(*pipeEnd); ok {
 		s.rwc, s.peer = p.Conn, &p.peer.written
+		if p.peer.now != nil {
+			s.peerAt = &p.peer.at
+		}
 	}
 	s.src = wrapSocket(s.rwc)
 	s.fr = amqp.NewFrameReader(s)
@@ -139,11 +152,24 @@ type stream struct {
 	reading    atomic.Bool
 	// peer counts what the client end of a Pipe wrote; nil otherwise.
 	peer *atomic.Uint64
+	// peerAt is the clock when the Pipe client's write began (PipeClock);
+	// nil otherwise.
+	peerAt *atomic.Int64
+	// now is SetClock's clock; readAt what ReadAt reports.
+	now    func() int64
+	readAt atomic.Int64
 }
+
+// SetClock implements Clocked.
+func (s *stream) SetClock(now func() int64) { s.now = now }
+
+// ReadAt implements Clocked.
+func (s *stream) ReadAt() int64 { return s.readAt.Load() }
 
 var (
 	_ Conn          = (*stream)(nil)
 	_ HangupWatcher = (*stream)(nil)
+	_ Clocked       = (*stream)(nil)
 	_ InPlaceWriter = (*tcpStream)(nil)
 )
 
@@ -157,6 +183,14 @@ func (s *stream) SetMaxFrameSize(n uint32)             { s.fr.SetMaxFrameSize(n)
 func (s *stream) Read(p []byte) (int, error) {
 	s.reading.Store(true)
 	n, err := s.src.Read(p)
+	if n > 0 {
+		switch {
+		case s.peerAt != nil && s.peerAt.Load() != 0:
+			s.readAt.Store(s.peerAt.Load())
+		case s.now != nil:
+			s.readAt.Store(s.now())
+		}
+	}
 	s.recv.Add(uint64(max(n, 0)))
 	s.reading.Store(false)
 	return n, err
@@ -235,8 +269,17 @@ func (t *tcpStream) WriteInPlace(p []byte) error {
 // can. A net.Pipe write returns only once the reader took the bytes, so a
 // client call that returned is covered.
 func Pipe() (server, client net.Conn) {
+	return PipeClock(nil)
+}
+
+// PipeClock is Pipe with a clock (Unix nanoseconds): each client write
+// reads it before it hands its bytes over, and the server end's Conn
+// reports that time as ReadAt for what it read of them. Calls made after
+// a client write returned (a test advancing a fake clock) then cannot
+// date the bytes, however late the server handles them.
+func PipeClock(now func() int64) (server, client net.Conn) {
 	s, c := net.Pipe()
-	cc := &countingConn{Conn: c}
+	cc := &countingConn{Conn: c, now: now}
 	return &pipeEnd{Conn: s, peer: cc}, cc
 }
 
@@ -251,9 +294,14 @@ type pipeEnd struct {
 type countingConn struct {
 	net.Conn
 	written atomic.Uint64
+	now     func() int64 // PipeClock's clock; nil for none
+	at      atomic.Int64 // the clock when the write in progress began
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
+	if c.now != nil {
+		c.at.Store(c.now())
+	}
 	n, err := c.Conn.Write(p)
 	c.written.Add(uint64(n))
 	return n, err

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -166,4 +168,46 @@ func TestConnReadFrameAndWriteInPlaceDoNotAllocate(t *testing.T) {
 	}
 	read() // the frame reader's buffer
 	require.Zero(t, testing.AllocsPerRun(200, read))
+}
+
+// ReadAt dates what was read: on a PipeClock pipe with the clock when the
+// client's write began, even if the clock moved before the server read
+// it; elsewhere with the clock right after the read.
+func TestReadAt(t *testing.T) {
+	var clk atomic.Int64
+	clk.Store(100)
+	now := func() int64 { return clk.Load() }
+	frame := amqp.AppendHeartbeatFrame(nil)
+
+	server, client := PipeClock(now)
+	defer client.Close()
+	c := New(server)
+	defer c.Close()
+	ck := c.(Clocked)
+	require.Zero(t, ck.ReadAt())
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := client.Write(frame)
+		wrote <- err
+	}()
+	// The write has begun (it waits for the reader); the clock moves
+	// before the server reads: the bytes keep the write's date.
+	for client.(*countingConn).at.Load() == 0 {
+		runtime.Gosched()
+	}
+	clk.Store(200)
+	_, err := c.ReadFrame()
+	require.NoError(t, err)
+	require.NoError(t, <-wrote)
+	require.EqualValues(t, 100, ck.ReadAt())
+
+	a, b := net.Pipe()
+	defer b.Close()
+	plain := New(a)
+	defer plain.Close()
+	plain.(Clocked).SetClock(now)
+	go func() { _, _ = b.Write(frame) }()
+	_, err = plain.ReadFrame()
+	require.NoError(t, err)
+	require.EqualValues(t, 200, plain.(Clocked).ReadAt())
 }
