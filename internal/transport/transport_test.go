@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -185,21 +184,18 @@ func TestReadAt(t *testing.T) {
 	defer c.Close()
 	ck := c.(Clocked)
 	require.Zero(t, ck.ReadAt())
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := client.Write(frame)
-		wrote <- err
-	}()
-	// The write has begun (it waits for the reader); the clock moves
-	// before the server reads: the bytes keep the write's date.
-	for client.(*countingConn).at.Load() == 0 {
-		runtime.Gosched()
-	}
-	clk.Store(200)
-	_, err := c.ReadFrame()
+	_, err := client.Write(frame) // buffered: returns before the server reads
 	require.NoError(t, err)
-	require.NoError(t, <-wrote)
+	clk.Store(200)
+	_, err = client.Write(frame)
+	require.NoError(t, err)
+	// The clock moved before the server read: each write keeps its date.
+	_, err = c.ReadFrame()
+	require.NoError(t, err)
 	require.EqualValues(t, 100, ck.ReadAt())
+	_, err = c.ReadFrame()
+	require.NoError(t, err)
+	require.EqualValues(t, 200, ck.ReadAt())
 
 	a, b := net.Pipe()
 	defer b.Close()
@@ -210,4 +206,5 @@ func TestReadAt(t *testing.T) {
 	_, err = plain.ReadFrame()
 	require.NoError(t, err)
 	require.EqualValues(t, 200, plain.(Clocked).ReadAt())
+	clk.Store(300)
 }
