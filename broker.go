@@ -124,6 +124,7 @@ func New(opts Options) (*Broker, error) {
 		Alarms:         &b.alarm.gate,
 		Drain:          &b.drain,
 		Events:         b.events,
+		Clock:          o.Clock,
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
@@ -282,7 +283,13 @@ func (b *Broker) ListenAndServe(addr string) error {
 // URL needs no listener for this: without one it names 127.0.0.1:5672, which
 // Dial never contacts.
 func (b *Broker) Dial(network, addr string) (net.Conn, error) {
-	server, client := transport.Pipe() // lets WaitIdle see what the client wrote
+	// The pipe lets WaitIdle see what the client wrote, and with a clock
+	// dates a publish when the client's write began (transport.PipeClock).
+	var now func() int64
+	if clk := b.opts.Clock; clk != nil {
+		now = func() int64 { return clk.Now().UnixNano() }
+	}
+	server, client := transport.PipeClock(now)
 	id := fmt.Sprintf("pipe#%d", b.nextID.Add(1))
 	if !b.serveConn(server, id) {
 		client.Close()

@@ -278,10 +278,14 @@ type Options struct {
 	alarmPolling alarmPolling
 
 	// Clock is the queue engine's time: enqueue timestamps, message TTLs
-	// (x-message-ttl, expiration) and queue expiry (x-expires) follow it,
-	// so tests drive them with a clock.Fake instead of sleeping.
-	// Heartbeats and the consumer timeout stay on real time. nil means
-	// clock.Real.
+	// (x-message-ttl, expiration), queue expiry (x-expires) and the age
+	// of a delivery the consumer timeout measures follow it, so tests
+	// drive them with a clock.Fake instead of sleeping. A publish is
+	// dated when its bytes arrived (on Dial's pipe, when the client's
+	// write began), so advancing the clock right after a publish returned
+	// ages the message by that much. Heartbeats and
+	// how often the scanner looks (ScanInterval) stay on real time. nil
+	// means clock.Real.
 	Clock clock.Clock
 }
 

@@ -70,6 +70,12 @@ func (b *Broker) startScanner() error {
 			Requeue:  b.requeueEntries,
 			Logger:   b.log,
 		}
+		if b.opts.Clock != nil {
+			// Deliveries are stamped with the queues' clock: the
+			// timeout must be measured with the same one, or a fake
+			// clock makes every delivery look years old (or new).
+			cfg.Now = b.opts.Clock.Now
+		}
 		// Per-queue and per-consumer timeouts apply even when the
 		// broker-wide one is off (consumer_timeout.go).
 		cfg.TimeoutFor = b.consumerTimeout

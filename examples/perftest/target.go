@@ -114,9 +114,9 @@ func openTarget(cfg *config) (*target, error) {
 }
 
 // openInProcess starts a Warren in this process and reaches it through
-// Broker.Dial (net.Pipe): the whole wire protocol, no socket; or, for
+// Broker.Dial (an in-memory pipe): the whole wire protocol, no socket; or, for
 // -inprocess=tcp, through a loopback listener, so a -cpuprofile shows the
-// broker's real socket path rather than net.Pipe's channels; or, for
+// broker's real socket path rather than the pipe; or, for
 // -inprocess=direct, through broker.Channel: method calls, no frames, and no
 // amqp091-go connection machinery on the client side. Durable queues
 // live in Pebble under a fresh temporary directory unless -memory, so
@@ -147,7 +147,7 @@ func openInProcess(cfg *config) (*target, error) {
 	if opts.DataDir != "" {
 		storage = "Pebble in " + opts.DataDir
 	}
-	door, dialer := "Broker.Dial (net.Pipe)", b.Dial
+	door, dialer := "Broker.Dial (in-memory pipe)", b.Dial
 	if cfg.inprocess == "tcp" {
 		addr, err := b.Listen("127.0.0.1:0")
 		if err != nil {

@@ -22,6 +22,10 @@
 // what a process killed just before that call leaves behind, given stores
 // that keep what they acknowledged.
 //
+// Crash crashes the stores now rather than at a matching call (releasing
+// every call a Block rule holds, to fail): brokertest's Lab kills a broker
+// this way and starts the next one on the inner stores.
+//
 // Block holds the first matching call until the test releases it, to line
 // work up behind a store call.
 //

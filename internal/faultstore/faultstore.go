@@ -159,6 +159,7 @@ func (r *Rule) Release() {
 type Injector struct {
 	mu      sync.Mutex
 	rules   []*Rule
+	held    []*Rule // Block rules that fired: Crash releases them
 	crashed bool
 	crash   chan struct{}
 	counts  map[Op]int
@@ -206,10 +207,31 @@ func (in *Injector) add(r *Rule) *Rule {
 	return r
 }
 
-// Crashed is closed once a CrashAt rule fired.
+// Crash crashes the stores now, as a CrashAt rule that fired would: every
+// later call on every wrapper fails with ErrCrashed without reaching the
+// inner stores, until Clear, and so does every call a Block rule holds
+// (it is released to fail). A call already past the Injector finishes,
+// as a write the kernel had taken before a kill -9 does. Crashing twice
+// is harmless.
+func (in *Injector) Crash() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.crashed {
+		in.crashed = true
+		close(in.crash)
+	}
+	// A dead process's stalled writes never land: let the held calls go,
+	// to fail (before checks the crash again).
+	for _, r := range in.held {
+		r.Release()
+	}
+	in.held = nil
+}
+
+// Crashed is closed once a CrashAt rule fired or Crash was called.
 func (in *Injector) Crashed() <-chan struct{} { return in.crash }
 
-// IsCrashed reports whether a CrashAt rule fired.
+// IsCrashed reports whether a CrashAt rule fired or Crash was called.
 func (in *Injector) IsCrashed() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -261,8 +283,22 @@ func (in *Injector) before(c *Call) error {
 	wait, err := in.decide(c)
 	if wait != nil {
 		<-wait
+		in.mu.Lock()
+		crashed := in.crashed
+		in.mu.Unlock()
+		if crashed {
+			// Released by Crash: the call dies with the process.
+			return in.record(c, ErrCrashed)
+		}
 	}
 	return err
+}
+
+// record records an injected failure of c.
+func (in *Injector) record(c *Call, err error) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.recordLocked(c, err, true)
 }
 
 func (in *Injector) decide(c *Call) (wait chan struct{}, err error) {
@@ -287,6 +323,7 @@ func (in *Injector) decide(c *Call) (wait chan struct{}, err error) {
 			in.rules = slices.Delete(in.rules, i, i+1)
 		}
 		if r.release != nil {
+			in.held = append(in.held, r)
 			return r.release, nil
 		}
 		if r.crash {

@@ -227,3 +227,29 @@ func TestBlockHoldsTheCallUntilRelease(t *testing.T) {
 	_, err = f.shards.Append(ctx, "s", []storage.Record{{Body: []byte("y")}})
 	require.NoError(t, err)
 }
+
+// Crash fails every later call at once, and a call a Block rule holds is
+// released to fail: a dead process's stalled write never lands.
+func TestCrashNowFailsHeldAndLaterCalls(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	rule := f.in.Block(faultstore.On(faultstore.Append))
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.shards.Append(ctx, "s", []storage.Record{{Body: []byte("held")}})
+		done <- err
+	}()
+	<-rule.Fired()
+	f.in.Crash()
+	require.ErrorIs(t, <-done, faultstore.ErrCrashed)
+	<-f.in.Crashed()
+	_, err := f.meta.Offset(ctx, qk)
+	require.ErrorIs(t, err, faultstore.ErrCrashed)
+	n, err := f.shards.Inner().Count(ctx, "s")
+	require.NoError(t, err)
+	require.Zero(t, n, "the held append did not land")
+	f.in.Crash() // twice is harmless
+	f.in.Clear()
+	_, err = f.shards.Append(ctx, "s", []storage.Record{{Body: []byte("after")}})
+	require.NoError(t, err)
+}

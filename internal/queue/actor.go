@@ -49,8 +49,9 @@ type op struct {
 	inspect  func(context.Context) // opInspect: runs on the actor (inspect.go)
 	ttl      time.Duration         // opPublish: per-message TTL when hasTTL
 	hasTTL   bool
-	failed   bool // opDeadLettered: some target failed to store the copy
-	released bool // opRequeue: returned, not a failed delivery (Return)
+	at       int64 // opPublish: when the queue accepted it (Unix ns; 0: when the actor takes it)
+	failed   bool  // opDeadLettered: some target failed to store the copy
+	released bool  // opRequeue: returned, not a failed delivery (Return)
 	reply    chan reply
 }
 
@@ -290,9 +291,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		}
 	}
 	if o.kind == opPublish {
-		if o.hasTTL || q.cfg.Features.Args.HasMessageTTL {
-			o.rec.ExpiresAt = q.expiry(o)
-		}
+		q.stamp(&o)
 		q.publishes = append(q.publishes, o.rec)
 		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
 		if len(q.publishes) >= maxBatch {

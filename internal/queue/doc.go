@@ -118,11 +118,14 @@
 //   - Time: every timestamp and timer reads Config.Clock (clock.Real, or a
 //     clock.Fake in tests: TTLs are tested by advancing it).
 //   - TTL: x-message-ttl and the expiration property (the lower wins) set
-//     Record.ExpiresAt when the actor takes the publish. As in classic
+//     Record.ExpiresAt, counted from when the queue accepted the publish
+//     (Publish stamps it on the publisher's goroutine). As in classic
 //     queues, only the head is checked: when a message is taken for
 //     delivery or basic.get, and by a Clock timer armed for the head's
-//     expiry. Expiry is strict, so a TTL of 0 reaches a consumer that can
-//     take it in the same actor step and expires otherwise. x-message-ttl,
+//     expiry. A message expires once its age reaches its TTL (RabbitMQ:
+//     Now >= Expiry); a TTL of 0 counts from the actor step that stores
+//     it and expires strictly after it, so it reaches a consumer that can
+//     take it in that step and expires otherwise. x-message-ttl,
 //     x-expires and the expiration property are at most MaxExpiry
 //     (2^32-1 ms, RabbitMQ's limit): larger ones are refused with 406 at
 //     queue.declare or basic.publish, never clamped, so no deadline

@@ -215,29 +215,49 @@ func (q *Queue) closeInbox(ctx context.Context) {
 // expiration property, parsed by the caller); the queue's x-message-ttl
 // wins when it is lower.
 func (q *Queue) PublishTTL(rec storage.Record, ttl time.Duration, conf Confirmer, seq uint64) error {
-	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, hasTTL: true})
+	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, hasTTL: true, at: q.acceptedAt(&rec)})
 }
 
-// expiry returns a publish's ExpiresAt.
-func (q *Queue) expiry(o op) int64 {
+// stamp sets a publish's EnqueuedAt and ExpiresAt. The age counts from
+// o.at, when the queue accepted the publish (Publish, on the publisher's
+// goroutine), not from when the actor gets round to it: a test that
+// publishes and then advances a fake clock by the TTL sees the message
+// expire without waiting for the queue in between. A TTL of 0 counts from
+// this actor step instead, so that the message reaches a consumer that
+// can take it in this step (RabbitMQ: "expired unless it can be delivered
+// immediately") and expires otherwise.
+func (q *Queue) stamp(o *op) {
+	if o.at == 0 {
+		o.at = q.cfg.Clock.Now().UnixNano() // dead-letter copies, posted by the actors
+	}
+	o.rec.EnqueuedAt = o.at
+	o.rec.ExpiresAt = 0
 	ttl, has := o.ttl, o.hasTTL
 	if a := q.cfg.Features.Args; a.HasMessageTTL && (!has || a.MessageTTL < ttl) {
 		ttl, has = a.MessageTTL, true
 	}
 	if !has {
-		return 0
+		return
 	}
-	// The enqueue time is stamped at the store batch; the publish is
-	// close enough to it for a millisecond TTL.
-	return q.cfg.Clock.Now().Add(ttl).UnixNano()
+	if ttl <= 0 {
+		now := q.cfg.Clock.Now().UnixNano()
+		o.rec.EnqueuedAt, o.rec.ExpiresAt = now, now
+		return
+	}
+	o.rec.ExpiresAt = o.at + int64(ttl)
 }
 
-// expired reports whether r's TTL has passed. A TTL of 0 expires a message
-// unless it is delivered in the same actor step that stored it (RabbitMQ:
-// "expired unless it can be delivered immediately"): the comparison is
-// strict, and that step sees the same time.
+// expired reports whether r's TTL has passed. A message expires once its
+// age reaches its TTL, as in RabbitMQ (rabbit_amqqueue_process's
+// drop_expired_msgs, 3.x and 4.x: Now >= Expiry). A TTL of 0 (ExpiresAt
+// == EnqueuedAt) is the exception: it expires only after the actor step
+// that stored it, which sees the same time, so a consumer that can take
+// it in that step gets it.
 func expired(r *storage.Record, now int64) bool {
-	return r.ExpiresAt != 0 && r.ExpiresAt < now
+	if r.ExpiresAt == 0 {
+		return false
+	}
+	return r.ExpiresAt < now || r.ExpiresAt == now && r.ExpiresAt != r.EnqueuedAt
 }
 
 // headExpired reports whether the message dispatch would take next (pos
@@ -275,14 +295,15 @@ func (q *Queue) expireHead(ctx context.Context) {
 
 // armTTL arms the timer for the head's expiry.
 func (q *Queue) armTTL(ctx context.Context) {
-	var at int64
+	var at, enq int64
 	if q.loadHead(ctx) != nil {
 		return // the retry comes back here
 	}
 	if len(q.returned) > 0 {
-		at = q.waiting[q.returned[0]].rec.ExpiresAt
+		r := q.waiting[q.returned[0]].rec
+		at, enq = r.ExpiresAt, r.EnqueuedAt
 	} else if q.fill(ctx, 1) == nil && len(q.pending) > 0 {
-		at = q.pending[0].ExpiresAt
+		at, enq = q.pending[0].ExpiresAt, q.pending[0].EnqueuedAt
 	}
 	if at == 0 || at == q.feat.ttlAt && q.feat.ttlTimer != nil {
 		return
@@ -291,8 +312,12 @@ func (q *Queue) armTTL(ctx context.Context) {
 		q.feat.ttlTimer.Stop()
 	}
 	q.feat.ttlAt = at
-	// One nanosecond past the deadline: expiry is strict (see expired).
-	d := time.Duration(at-q.cfg.Clock.Now().UnixNano()) + 1
+	// At the deadline; one nanosecond past it for a TTL of 0, whose expiry
+	// is strict (see expired).
+	d := time.Duration(at - q.cfg.Clock.Now().UnixNano())
+	if at == enq {
+		d++
+	}
 	if d <= 0 {
 		// Already due (the clock moved while the actor worked): a fake
 		// clock would hold a due timer until its next Advance.

@@ -14,8 +14,20 @@ import (
 // Publish enqueues rec. When conf is non-nil, conf.Confirm(seq, err) runs once
 // the record is stored (synced first when it is persistent and the store is
 // durable). Publish blocks while the mailbox is full: that is back-pressure.
+//
+// The message's age counts from rec.EnqueuedAt when the caller set it (the
+// session, with when the publish's bytes arrived), else from now.
 func (q *Queue) Publish(rec storage.Record, conf Confirmer, seq uint64) error {
-	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq})
+	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, at: q.acceptedAt(&rec)})
+}
+
+// acceptedAt is when a publish was accepted: rec.EnqueuedAt when set, else
+// now.
+func (q *Queue) acceptedAt(rec *storage.Record) int64 {
+	if rec.EnqueuedAt != 0 {
+		return rec.EnqueuedAt
+	}
+	return q.cfg.Clock.Now().UnixNano()
 }
 
 type confirm struct {
@@ -148,15 +160,11 @@ func anyPersistent(recs []storage.Record) bool {
 	return false
 }
 
-// preparePublishes stamps the gathered publishes and applies the length
-// limits; it reports whether any are left to store.
+// preparePublishes applies the length limits to the gathered publishes
+// (exec stamped them); it reports whether any are left to store.
 func (q *Queue) preparePublishes(ctx context.Context) bool {
 	if len(q.publishes) == 0 {
 		return false
-	}
-	now := q.cfg.Clock.Now().UnixNano()
-	for i := range q.publishes {
-		q.publishes[i].EnqueuedAt = now
 	}
 	if q.feat.limited {
 		q.applyLimits(ctx)

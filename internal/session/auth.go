@@ -198,7 +198,7 @@ type LoginAttempt struct {
 	// empty.
 	User, Password string
 	// Peer is the client's address when the transport is a net.Conn, nil
-	// otherwise. In-process connections (net.Pipe) report a pipe address.
+	// otherwise. In-process connections (Broker.Dial's pipe) report a pipe address.
 	Peer net.Addr
 	// TLS is the handshake state when the transport is TLS, nil otherwise.
 	TLS *tls.ConnectionState

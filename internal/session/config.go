@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/vhost"
@@ -36,6 +37,10 @@ const maxBodySize = 512 << 20
 // every connection, so its funcs must be safe for concurrent use; a Conn never
 // modifies it. Zero fields take the defaults above.
 type Config struct {
+	// Clock, when set, dates each publish with the time its bytes were
+	// read (transport.Clocked), so a queue counts a message's age from
+	// then: the broker's clock (Options.Clock).
+	Clock clock.Clock
 	// Authenticate reports whether user may log in with password. nil refuses
 	// everyone.
 	Authenticate func(user, password string) bool

@@ -63,6 +63,8 @@ type Conn struct {
 	// the reader may write its replies itself (flushNow).
 	tr      transport.Conn
 	inPlace transport.InPlaceWriter
+	// clocked dates publishes (Config.Clock); nil without a clock.
+	clocked transport.Clocked
 	// trk is the registry of open channels inspection reads (inspect.go).
 	trk *tracker
 
@@ -159,6 +161,11 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 	// token every profile's RabbitMQ takes, and is the limit sends are
 	// split by until negotiation lowers it.
 	c.inPlace, _ = tr.(transport.InPlaceWriter)
+	if ck, ok := tr.(transport.Clocked); ok && cfg.Clock != nil {
+		clk := cfg.Clock
+		ck.SetClock(func() int64 { return clk.Now().UnixNano() })
+		c.clocked = ck
+	}
 	c.tr.SetMaxFrameSize(c.set.frameMax)
 	c.frameMax.Store(c.set.frameMax)
 	return c

@@ -4,7 +4,7 @@
 //
 // A Conn serves one connection over a transport.Conn, which reads frames
 // and writes batches of encoded frames: NewConn takes any
-// io.ReadWriteCloser (a TCP socket, a net.Pipe end for Broker.Dial) and
+// io.ReadWriteCloser (a TCP socket, a transport.Pipe end for Broker.Dial) and
 // wraps it with transport.New; NewConnOn takes a transport of the caller's,
 // so a test drives the protocol with frames in memory and no socket.
 // Both build it from a Config shared by all connections; Serve runs it on

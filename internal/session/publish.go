@@ -75,8 +75,12 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	ch.conn.cfg.Counters.published(len(qs), m.Mandatory)
 	rec := record(m, props, body, sum)
 	if ch.tx != nil {
-		ch.tx.publish(ch, m, rec, ttl, qs)
+		ch.tx.publish(ch, m, rec, ttl, qs) // stamped when committed
 		return nil
+	}
+	if ch.conn.clocked != nil {
+		// Accepted when its bytes arrived, however late it is routed.
+		rec.EnqueuedAt = ch.conn.clocked.ReadAt()
 	}
 	var seq uint64
 	if ch.confirm != nil {

@@ -282,7 +282,7 @@ func (c *Conn) waitFlushed() {
 // was not woken for it. It writes only on a stream whose writes return
 // without the peer (transport.InPlaceWriter: a TCP socket) with the writer
 // idle and a small batch: such a write copies into the kernel's buffer and
-// returns. (A net.Pipe write waits for the peer's read, and a client that
+// returns. (A pipe write may wait for the peer's read, and a client that
 // does not read would hold the reader, so those are left to the writer,
 // which is poked instead.)
 func (c *Conn) flushNow() {

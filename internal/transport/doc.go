@@ -29,6 +29,11 @@
 //     a reader held by a resource alarm frees a publisher that gave up.
 //   - Pipe's server end reports CaughtUp only once everything the client
 //     end wrote was read (Broker.Dial; WaitIdle relies on it).
+//   - Every Conn from New is Clocked: given the broker's clock, ReadAt
+//     dates the bytes last read, which the session stamps publishes with.
+//     On a PipeClock pipe the date is when the client's write began, so a
+//     test that advances a fake clock after a publish returned cannot
+//     date the message later, however late the reader handles it.
 //
 // # The Linux socket path
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -166,4 +167,44 @@ func TestConnReadFrameAndWriteInPlaceDoNotAllocate(t *testing.T) {
 	}
 	read() // the frame reader's buffer
 	require.Zero(t, testing.AllocsPerRun(200, read))
+}
+
+// ReadAt dates what was read: on a PipeClock pipe with the clock when the
+// client's write began, even if the clock moved before the server read
+// it; elsewhere with the clock right after the read.
+func TestReadAt(t *testing.T) {
+	var clk atomic.Int64
+	clk.Store(100)
+	now := func() int64 { return clk.Load() }
+	frame := amqp.AppendHeartbeatFrame(nil)
+
+	server, client := PipeClock(now)
+	defer client.Close()
+	c := New(server)
+	defer c.Close()
+	ck := c.(Clocked)
+	require.Zero(t, ck.ReadAt())
+	_, err := client.Write(frame) // buffered: returns before the server reads
+	require.NoError(t, err)
+	clk.Store(200)
+	_, err = client.Write(frame)
+	require.NoError(t, err)
+	// The clock moved before the server read: each write keeps its date.
+	_, err = c.ReadFrame()
+	require.NoError(t, err)
+	require.EqualValues(t, 100, ck.ReadAt())
+	_, err = c.ReadFrame()
+	require.NoError(t, err)
+	require.EqualValues(t, 200, ck.ReadAt())
+
+	a, b := net.Pipe()
+	defer b.Close()
+	plain := New(a)
+	defer plain.Close()
+	plain.(Clocked).SetClock(now)
+	go func() { _, _ = b.Write(frame) }()
+	_, err = plain.ReadFrame()
+	require.NoError(t, err)
+	require.EqualValues(t, 200, plain.(Clocked).ReadAt())
+	clk.Store(300)
 }
