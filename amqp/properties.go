@@ -124,6 +124,26 @@ func DecodeProperties(raw []byte) (Properties, error) {
 	return p, err
 }
 
+// SetHeaders returns raw encoded properties with the headers in set added
+// or replaced, the others kept; raw itself is not modified. Properties
+// that do not decode are returned as they are: the broker adds headers
+// only to properties it accepted, so this never loses a message.
+func SetHeaders(raw []byte, set Table) []byte {
+	p, err := DecodeProperties(raw)
+	if err != nil {
+		return raw
+	}
+	h := make(Table, len(p.Headers)+len(set))
+	for k, v := range p.Headers {
+		h[k] = v
+	}
+	for k, v := range set {
+		h[k] = v
+	}
+	p.Headers = h
+	return p.Append(nil)
+}
+
 // PropertySummary is what the publish path needs from the properties without
 // decoding them: persistence, priority, the per-message TTL, whether there are headers
 // (headers exchanges and dead-lettering look at them), and the claimed user id.

@@ -168,3 +168,32 @@ func TestDecodePropertiesDoesNotAlias(t *testing.T) {
 	}
 	require.Equal(t, p, got)
 }
+
+func TestSetHeaders(t *testing.T) {
+	withHeaders := Properties{ContentType: "text/plain", Headers: Table{"keep": "k", "x-delay": int32(5)}}
+	raw := withHeaders.Append(nil)
+	tests := []struct {
+		name string
+		raw  []byte
+		set  Table
+		want Table
+	}{
+		{"added to none", (&Properties{ContentType: "text/plain"}).Append(nil), Table{"x-delivery-count": int64(1)}, Table{"x-delivery-count": int64(1)}},
+		{"replaced, others kept", raw, Table{"x-delay": int32(-5)}, Table{"keep": "k", "x-delay": int32(-5)}},
+		{"several", raw, Table{"a": int64(1), "b": int64(2)}, Table{"keep": "k", "x-delay": int32(5), "a": int64(1), "b": int64(2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := append([]byte(nil), tt.raw...)
+			got, err := DecodeProperties(SetHeaders(tt.raw, tt.set))
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got.Headers)
+			require.Equal(t, "text/plain", got.ContentType)
+			require.Equal(t, before, tt.raw, "raw must not be modified")
+		})
+	}
+	t.Run("undecodable returned as is", func(t *testing.T) {
+		bad := []byte{0xff}
+		require.Equal(t, bad, SetHeaders(bad, Table{"a": int64(1)}))
+	})
+}

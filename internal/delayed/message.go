@@ -131,17 +131,7 @@ func deliveredHeader(delay int64) any {
 // negated delay. Properties that do not decode (they did when published)
 // are returned as they are.
 func SwapDelayHeader(props []byte, delay int64) []byte {
-	p, err := amqp.DecodeProperties(props)
-	if err != nil {
-		return props
-	}
-	h := make(amqp.Table, len(p.Headers)+1)
-	for k, v := range p.Headers {
-		h[k] = v
-	}
-	h["x-delay"] = deliveredHeader(delay)
-	p.Headers = h
-	return p.Append(nil)
+	return amqp.SetHeaders(props, amqp.Table{"x-delay": deliveredHeader(delay)})
 }
 
 // record encoding: version 1.

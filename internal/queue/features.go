@@ -581,34 +581,13 @@ func (q *Queue) overDeliveryLimit(ctx context.Context, ds []*delivery) []*delive
 // the failed deliveries, and x-acquired-count to acquired, every earlier
 // delivery, as RabbitMQ 4.3 quorum queues add them to a redelivery.
 func withDeliveryCounts(raw []byte, failed, acquired uint32) []byte {
-	p, err := amqp.DecodeProperties(raw)
-	if err != nil {
-		return raw
-	}
-	h := make(amqp.Table, len(p.Headers)+2)
-	for k, v := range p.Headers {
-		h[k] = v
-	}
-	h["x-delivery-count"] = int64(failed)
-	h["x-acquired-count"] = int64(acquired)
-	p.Headers = h
-	return p.Append(nil)
+	return amqp.SetHeaders(raw, amqp.Table{"x-delivery-count": int64(failed), "x-acquired-count": int64(acquired)})
 }
 
 // withDeliveryCount returns props with the x-delivery-count header set to
 // n, the number of earlier deliveries, as quorum queues add it.
 func withDeliveryCount(raw []byte, n uint32) []byte {
-	p, err := amqp.DecodeProperties(raw)
-	if err != nil {
-		return raw
-	}
-	h := make(amqp.Table, len(p.Headers)+1)
-	for k, v := range p.Headers {
-		h[k] = v
-	}
-	h["x-delivery-count"] = int64(n)
-	p.Headers = h
-	return p.Append(nil)
+	return amqp.SetHeaders(raw, amqp.Table{"x-delivery-count": int64(n)})
 }
 
 // applyLimits refuses publishes a full queue cannot take under

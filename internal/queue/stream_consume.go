@@ -341,17 +341,7 @@ func appendStreamOffset(out []byte, off uint64) []byte {
 
 // withStreamOffsetSlow is withStreamOffset through decoded properties.
 func withStreamOffsetSlow(raw []byte, off uint64) []byte {
-	p, err := amqp.DecodeProperties(raw)
-	if err != nil {
-		return raw
-	}
-	h := make(amqp.Table, len(p.Headers)+1)
-	for k, v := range p.Headers {
-		h[k] = v
-	}
-	h["x-stream-offset"] = int64(off)
-	p.Headers = h
-	return p.Append(nil)
+	return amqp.SetHeaders(raw, amqp.Table{"x-stream-offset": int64(off)})
 }
 
 // streamStats are a stream's counts: every message it holds is ready
