@@ -37,16 +37,8 @@ const maxDelayedPeek = 10_000
 // messages, with their due times. Reading them needs read permission on
 // the exchange, as get-messages needs it on a queue.
 func (m *mgmt) delayed(c *mgmtCall) {
-	vh, ok := m.vhostParam(c)
+	vh, name, ok := m.existingExchange(c, mgmtRead)
 	if !ok {
-		return
-	}
-	name := exchangeName(c.p("name"))
-	if _, ok := m.b.Exchange(vh, name); !ok {
-		notFound(c.w)
-		return
-	}
-	if !m.permit(c, vh, mgmtCheck{mgmtRead, "exchange", name}) {
 		return
 	}
 	d, ok := m.b.(Delayed)

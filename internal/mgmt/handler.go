@@ -707,17 +707,28 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 	created(c.w, !existed)
 }
 
-func (m *mgmt) deleteExchange(c *mgmtCall) {
-	vh, ok := m.vhostParam(c)
-	if !ok {
-		return
+// existingExchange reads the vhost and exchange named by c's path and
+// checks the caller's permission perm on it; it has answered (404 for an
+// exchange that does not exist, 401/403 for no permission) when ok is
+// false.
+func (m *mgmt) existingExchange(c *mgmtCall, perm mgmtPerm) (vh, name string, ok bool) {
+	if vh, ok = m.vhostParam(c); !ok {
+		return "", "", false
 	}
-	name := exchangeName(c.p("name"))
+	name = exchangeName(c.p("name"))
 	if _, ok := m.b.Exchange(vh, name); !ok {
 		notFound(c.w)
-		return
+		return "", "", false
 	}
-	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) {
+	if !m.permit(c, vh, mgmtCheck{perm, "exchange", name}) {
+		return "", "", false
+	}
+	return vh, name, true
+}
+
+func (m *mgmt) deleteExchange(c *mgmtCall) {
+	vh, name, ok := m.existingExchange(c, mgmtConfigure)
+	if !ok {
 		return
 	}
 	noContent(c.w, m.b.DeleteExchange(c.r.Context(), vh, name, c.r.URL.Query().Get("if-unused") == "true"))
