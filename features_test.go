@@ -253,7 +253,9 @@ func TestInvalidExpiration(t *testing.T) {
 		confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", "max", false, false, publishWith))
 		require.True(t, (<-confirms).Ack)
-		fake.Advance(4294967295 * time.Millisecond)
+		// Kept for one millisecond less than its TTL; expired once its
+		// age reaches the TTL (RabbitMQ: Now >= Expiry).
+		fake.Advance(4294967294 * time.Millisecond)
 		require.EqualValues(t, 1, queueStats(t, b, "max").Ready)
 		fake.Advance(time.Millisecond)
 		waitStats(t, b, "max", func(s queueCounts) bool { return s.Ready == 0 })
