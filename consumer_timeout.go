@@ -12,8 +12,8 @@ import (
 
 // consumerTimeout is the consumer timeout of delivery e (0: none), with
 // RabbitMQ's precedence (3.12 and later): the consumer's x-consumer-timeout
-// argument, else its queue's x-consumer-timeout argument, else
-// Options.ConsumerTimeout. Under the 4.3 profile classic queues have none:
+// argument, else the lesser of its queue's x-consumer-timeout argument and
+// its policy's consumer-timeout, else Options.ConsumerTimeout. Under the 4.3 profile classic queues have none:
 // RabbitMQ 4.3 moved the timeout into the queue types and classic queues
 // do not implement it. The scanner calls it for every unacknowledged
 // delivery of a pass (scan.mu held).
@@ -38,8 +38,17 @@ func (b *Broker) consumerTimeout(e unacked.Entry) time.Duration {
 			return t
 		}
 	}
+	// The lesser of the queue's argument and its policy's consumer-timeout
+	// (RabbitMQ's res_min for the key).
+	ms := int64(-1)
 	if n, ok := queue.IntArg(q.Args["x-consumer-timeout"]); ok && n > 0 {
-		return time.Duration(n) * time.Millisecond
+		ms = n
+	}
+	if n, ok := q.Policy().ConsumerTimeout(); ok && n > 0 && (ms < 0 || n < ms) {
+		ms = n
+	}
+	if ms > 0 {
+		return time.Duration(ms) * time.Millisecond
 	}
 	return global
 }

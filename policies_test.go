@@ -422,3 +422,31 @@ func TestQuorumDefaultDeliveryLimitYieldsToPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyConsumerTimeout: a policy's consumer-timeout times out a
+// consumer of a queue declared without x-consumer-timeout; with the
+// queue's argument the lesser wins; a consumer's own x-consumer-timeout
+// wins over both (RabbitMQ 3.12 and later).
+func TestPolicyConsumerTimeout(t *testing.T) {
+	long := int64(10 * 60 * 1000)
+	for _, tc := range []struct {
+		name          string
+		queueArgs     amqp091.Table
+		consumeArgs   amqp091.Table
+		policyTimeout int64
+		want          string
+	}{
+		{"policy alone", nil, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
+		{"policy below the argument", amqp091.Table{"x-consumer-timeout": long}, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
+		{"argument below the policy", amqp091.Table{"x-consumer-timeout": int64(200)}, nil, long, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
+		{"consumer argument wins", nil, amqp091.Table{"x-consumer-timeout": long}, 200, "no timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, broker.Options{ScanInterval: 20 * time.Millisecond})
+			setPolicy(t, b, "timeout", "^cq$", false, map[string]any{"consumer-timeout": tc.policyTimeout})
+			ch := amqptest.ConfirmChannel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
+			timeoutQueue(t, ch, "cq", tc.queueArgs)
+			require.Equal(t, tc.want, consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", tc.consumeArgs))
+		})
+	}
+}

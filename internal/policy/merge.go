@@ -8,8 +8,8 @@ import (
 
 // Def is the part of a definition Warren acts on. The other keys RabbitMQ
 // accepts (queue-mode, queue-version, max-in-memory-*, the stream and
-// placement keys, dead-letter-strategy, consumer-timeout) are stored and
-// shown but change nothing here.
+// placement keys, dead-letter-strategy) are stored and shown but change
+// nothing here.
 type Def struct {
 	MessageTTL     Int
 	Expires        Int
@@ -20,6 +20,10 @@ type Def struct {
 	DeadLetterExch Str
 	DeadLetterKey  Str
 	AlternateExch  Str
+	// ConsumerTimeout is consumer-timeout (ms), which only a policy, not
+	// an operator policy, sets; the broker's consumer timeout reads it
+	// (Match.ConsumerTimeout), not Effective.
+	ConsumerTimeout Int
 }
 
 // Int is an integer key, Set when the definition has it.
@@ -43,6 +47,7 @@ func parseDef(d map[string]any) Def {
 	}{
 		{"message-ttl", &out.MessageTTL}, {"expires", &out.Expires}, {"max-length", &out.MaxLength},
 		{"max-length-bytes", &out.MaxLengthBytes}, {"delivery-limit", &out.DeliveryLimit},
+		{"consumer-timeout", &out.ConsumerTimeout},
 	}
 	for _, k := range ints {
 		if n, ok := d[k.key].(int64); ok {
@@ -193,6 +198,18 @@ func (m Match) AlternateExchange() string {
 		op = m.Operator.Def.AlternateExch
 	}
 	return mergedStr(p, op).V
+}
+
+// ConsumerTimeout returns the consumer-timeout in milliseconds that m's
+// policy sets; ok is false when none does. RabbitMQ (3.12 and later)
+// takes the lesser of it and the queue's x-consumer-timeout argument, and
+// a consumer's own x-consumer-timeout over both; operator policies cannot
+// set it.
+func (m Match) ConsumerTimeout() (ms int64, ok bool) {
+	if m.Policy == nil || !m.Policy.Def.ConsumerTimeout.Set {
+		return 0, false
+	}
+	return m.Policy.Def.ConsumerTimeout.V, true
 }
 
 // Defs returns the definitions of m for Inputs.
