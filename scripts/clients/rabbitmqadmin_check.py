@@ -6,9 +6,10 @@ Run by scripts/clients.sh against examples/server; usable by hand:
 
     /usr/bin/python3 scripts/clients/rabbitmqadmin_check.py /usr/bin/rabbitmqadmin 127.0.0.1:15672
 
-It declares, lists and deletes a vhost, a user, a permission and a vhost
-limit, and checks that a max-queues limit set with it is enforced on a
-queue declared with it. rabbitmqadmin 3.10.8 has no topic permission
+It declares, lists and deletes a vhost, a user, a permission, a vhost
+limit, a policy and an operator policy, and checks that a max-queues limit
+and a policy's max-length set with it are enforced on queues declared
+with it. rabbitmqadmin 3.10.8 has no topic permission
 command, so topic permissions are not checked here (internal/mgmt's tests
 cover them). Each check prints PASS or FAIL with a reason; the exit status
 is 1 when any check failed.
@@ -92,6 +93,35 @@ def vhost_limit():
     return "max-queues enforced: " + out.strip().splitlines()[-1]
 
 
+def policies():
+    # A policy and an operator policy over rabbitmqadmin, as RabbitMQ
+    # users declare them: each is listed, applies to a queue declared
+    # without arguments (the queue's policy and operator_policy fields),
+    # takes effect (max-length 1 keeps one message) and goes on delete.
+    admin("declare", "policy", "name=p-len", "pattern=^pq$", 'definition={"max-length": 1}',
+          "apply-to=queues", "priority=1")
+    admin("declare", "operator_policy", "name=op-ttl", "pattern=^pq$", 'definition={"message-ttl": 600000}',
+          "apply-to=queues")
+    pols = [(p["name"], p["pattern"], p["definition"], p["apply-to"], p["priority"]) for p in listing("policies")]
+    assert ("p-len", "^pq$", {"max-length": 1}, "queues", 1) in pols, pols
+    ops = [p["name"] for p in listing("operator_policies")]
+    assert "op-ttl" in ops, ops
+    admin("declare", "queue", "name=pq")
+    for body in ("one", "two"):
+        admin("publish", "routing_key=pq", "payload=" + body)
+    _, out = admin("-f", "raw_json", "get", "queue=pq", "count=5", "ackmode=ack_requeue_false")
+    bodies = [m["payload"] for m in json.loads(out)]
+    assert bodies == ["two"], bodies
+    q = [q for q in listing("queues") if q["name"] == "pq"][0]
+    assert q.get("policy") == "p-len" and q.get("operator_policy") == "op-ttl", q
+    admin("delete", "policy", "name=p-len")
+    admin("delete", "operator_policy", "name=op-ttl")
+    admin("delete", "queue", "name=pq")
+    assert "p-len" not in [p["name"] for p in listing("policies")]
+    assert "op-ttl" not in [p["name"] for p in listing("operator_policies")]
+    return "max-length 1 kept %s" % bodies
+
+
 def delete_all():
     admin("delete", "permission", "vhost=" + VHOST, "user=" + USER)
     assert not [p for p in listing("permissions") if p["user"] == USER]
@@ -106,6 +136,7 @@ for check_name, check_fn in [
     ("declare and list a user", declare_user),
     ("declare and list a permission", declare_permission),
     ("declare, list, enforce and delete a vhost limit", vhost_limit),
+    ("declare, list, apply and delete a policy and an operator policy", policies),
     ("delete the permission, user and vhost", delete_all),
 ]:
     run(check_name, check_fn)
