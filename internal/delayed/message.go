@@ -134,7 +134,7 @@ func SwapDelayHeader(props []byte, delay int64) []byte {
 	return amqp.SetHeaders(props, amqp.Table{"x-delay": deliveredHeader(delay)})
 }
 
-// record encoding: version 1.
+// recordVersion is the record encoding's version, 1:
 //
 //	1 byte version, due int64, seq uint64, delay int64, flags byte,
 //	then uvarint-length strings: vhost, exchange, routing key,

@@ -80,7 +80,7 @@ func lesser(key string, a, b int64) int64 {
 	return min(a, b)
 }
 
-// merged is a policy's value for one key after the operator policy's was
+// mergedInt is a policy's value for one key after the operator policy's was
 // merged in: the lesser value for the limits, else the operator's.
 func mergedInt(key string, p, op Int) Int {
 	switch {

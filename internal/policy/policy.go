@@ -147,7 +147,7 @@ func validApplyTo(s string) bool {
 	return false
 }
 
-// A definition key RabbitMQ 4.x knows: its check and the message for a
+// defKey is a definition key RabbitMQ 4.x knows: its check and the message for a
 // value that fails it (rabbit_policies:validate_policy0).
 type defKey struct {
 	ok       func(v any) bool

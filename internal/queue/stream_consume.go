@@ -344,7 +344,7 @@ func withStreamOffsetSlow(raw []byte, off uint64) []byte {
 	return amqp.SetHeaders(raw, amqp.Table{"x-stream-offset": int64(off)})
 }
 
-// streamStats are a stream's counts: every message it holds is ready
+// stats returns a stream's counts: every message it holds is ready
 // (none is ever taken), and the deliveries its consumers have not
 // settled are unacked.
 func (s *streamState) stats() Stats {

@@ -71,7 +71,7 @@ type pipeConn struct {
 	closeOnce sync.Once
 }
 
-// deadlines returns the read or write deadline and a channel closed when
+// deadline returns the read or write deadline and a channel closed when
 // the deadlines change.
 func (c *pipeConn) deadline(read bool) (time.Time, <-chan struct{}) {
 	c.dmu.Lock()
