@@ -24,8 +24,10 @@ var publishKeys = [...]string{"routing_key", "properties", "payload", "payload_e
 // {"routed": bool}: false when the basic.return came back, that is when no
 // queue got it. The publish takes the path an AMQP publish takes (write
 // and topic permissions, the user_id check, the expiration check,
-// routing, and the wait while a resource alarm is raised, bounded by the
-// request's context). A channel error is answered as the get's are.
+// routing). While a resource alarm is raised it answers 503 rather than
+// wait (an alarm raised after that check makes it wait, as an AMQP
+// publisher does, until it clears or the client gives up). A channel
+// error is answered as the get's are.
 func (m *mgmt) publish(c *mgmtCall) {
 	vh, name, ok := m.existingExchange(c, mgmtWrite)
 	if !ok {
@@ -75,6 +77,14 @@ func (m *mgmt) publish(c *mgmtCall) {
 		return
 	}
 	msg.Body = payload
+	if n := m.b.Node(); n.MemAlarm || n.DiskFreeAlarm {
+		// RabbitMQ lets a management publish through an alarm (its direct
+		// connections are not blocked, rabbitmq-server#1986); Warren's
+		// direct channel waits as an AMQP publisher does, which would hold
+		// the request until the alarm clears. Refused at once instead.
+		WriteError(c.w, http.StatusServiceUnavailable, "service_unavailable", "a resource alarm is in effect: publishing is blocked until it clears")
+		return
+	}
 	ch, err := m.b.OpenChannel(c.r.Context(), c.user.Name, vh)
 	if err != nil {
 		writeChannelError(c.w, err)
