@@ -148,6 +148,8 @@ func TestManagementPublishPermissions(t *testing.T) {
 		{"mgr", "POST", "/api/exchanges/secret/vx/publish", body, 401, "User not authorised to access virtual host"},
 		{"mon", "POST", "/api/exchanges/%2F/amq.default/publish", body, 200, ""},
 		{"lim", "POST", "/api/exchanges/secret/mine.x/publish", body, 404, ""}, // mine.x is on "/", not secret
+		{"guest", "PUT", "/api/exchanges/secret/mine.x", map[string]any{"type": "fanout"}, 201, ""},
+		{"lim", "POST", "/api/exchanges/secret/mine.x/publish", body, 200, ""}, // write ^mine
 	})
 	status, _, res := h.Do("GET", "/api/queues/secret/victim", "guest", nil)
 	require.Equal(t, http.StatusOK, status, "%s", res)
