@@ -10,7 +10,8 @@
 // bindings, connections with their channels and consumers, users and
 // permissions; logins; declarations and deletions acting as a connection of
 // their own; a direct channel opened as a given user on a given vhost (for
-// POST /api/queues/v/q/get and the aliveness test); closing a
+// POST /api/queues/v/q/get, POST /api/exchanges/v/x/publish (publish.go)
+// and the aliveness test); closing a
 // connection; creating and deleting vhosts, users and permissions
 // (admin.go); vhost metadata, vhost limits and topic permissions
 // (settings.go, the Settings part of Broker); node status and listeners

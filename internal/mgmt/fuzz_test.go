@@ -113,6 +113,8 @@ func FuzzManagementAPI(f *testing.F) {
 		{3, 0, "topic-permissions/%2F/mon", ""},
 		{0, 0, "users/mon/topic-permissions", ""},
 		{0, 0, "vhosts/secret/topic-permissions", ""},
+		{2, 0, "exchanges/%2F/amq.default/publish", `{"routing_key":"q","payload":"aGk=","payload_encoding":"base64","properties":{"delivery_mode":2,"timestamp":1,"headers":{"l":[1,{"t":true}]}}}`},
+		{2, 1, "exchanges/secret/x/publish", `{"routing_key":"k","payload":"x","payload_encoding":"string","properties":{"expiration":"-1"}}`},
 	} {
 		f.Add(s.method, s.user, s.path, []byte(s.body))
 	}

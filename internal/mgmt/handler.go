@@ -100,6 +100,7 @@ func (m *mgmt) register() {
 	m.handle("PUT", "/api/exchanges/{vhost}/{name}", anyManagement, m.putExchange)
 	m.handle("DELETE", "/api/exchanges/{vhost}/{name}", anyManagement, m.deleteExchange)
 	m.handle("GET", "/api/exchanges/{vhost}/{name}/delayed", anyManagement, m.delayed)
+	m.handle("POST", "/api/exchanges/{vhost}/{name}/publish", anyManagement, m.publish)
 	m.handle("GET", "/api/queues", anyManagement, m.queues)
 	m.handle("GET", "/api/queues/{vhost}", anyManagement, m.queues)
 	m.handle("GET", "/api/queues/{vhost}/{name}", anyManagement, m.queue)

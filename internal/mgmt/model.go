@@ -132,14 +132,15 @@ type Writer interface {
 	ImportDefinitions(ctx context.Context, d *definitions.File) error
 }
 
-// DirectChannel is the part of the broker's direct channel that a get and
-// the aliveness test use; each method is amqp091.Channel's.
+// DirectChannel is the part of the broker's direct channel that a get, a
+// publish and the aliveness test use; each method is amqp091.Channel's.
 type DirectChannel interface {
 	Get(queue string, autoAck bool) (amqp091.Delivery, bool, error)
 	Reject(tag uint64, requeue bool) error
 	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error)
 	Confirm(noWait bool) error
 	NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation
+	NotifyReturn(c chan amqp091.Return) chan amqp091.Return
 	PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error
 	Close() error
 }
