@@ -220,6 +220,16 @@ func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), er
 	return a, release, nil
 }
 
+// isImpersonator is session.Config.Impersonator: whether user has the
+// impersonator tag, read from the store (only for a publish whose user_id
+// names someone else, so the read costs nothing on the usual path).
+func (b *Broker) isImpersonator(user string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
+	defer cancel()
+	u, err := b.stores.meta.GetUser(ctx, user)
+	return err == nil && slices.Contains(u.Tags, "impersonator")
+}
+
 // sharedAccess returns the Access of (user, vhost), created with g if new
 // and otherwise updated to g (the store has the last word).
 func (b *Broker) sharedAccess(user, vh string, g *session.Grant) *session.Access {

@@ -110,6 +110,7 @@ func New(opts Options) (*Broker, error) {
 		Login:          b.login,
 		External:       slices.Contains(o.AuthMechanisms, "EXTERNAL"),
 		Open:           b.openAccess,
+		Impersonator:   b.isImpersonator,
 		VHostExists:    func(vhost string) bool { return vhosts[canonicalVHost(vhost)] },
 		VHost:          b.lookupVHost,
 		MaxMessageSize: max(o.MaxMessageSize, 0),

@@ -119,6 +119,7 @@ func TestManagementPublishErrors(t *testing.T) {
 		{"guest", "POST", path, withProps(map[string]any{"headers": []any{1}}), 400, "property headers must be an object, not [1]"},
 		// Refused by the publish path itself, as over AMQP (406).
 		{"guest", "POST", path, withProps(map[string]any{"expiration": "soon"}), 400, "invalid expiration 'soon': not an integer"},
+		{"guest", "POST", path, withProps(map[string]any{"user_id": "someone-else"}), 400, "user_id property set to 'someone-else' but authenticated user was 'guest'"},
 		{"guest", "POST", "/api/exchanges/%2F/amq.default/publish", "not json", 400, "not_json"},
 		{"guest", "POST", "/api/exchanges/nope/amq.default/publish", pub("pq", "x", "string", nil), 404, "vhost_not_found"},
 		{"guest", "POST", "/api/exchanges/%2F/nope/publish", pub("pq", "x", "string", nil), 404, ""},

@@ -61,6 +61,11 @@ type Config struct {
 	// the connection with (530 for refused vhosts and connection limits).
 	// nil admits everyone with no permission checks.
 	Open func(user, vhost string) (access *Access, release func(), err error)
+	// Impersonator reports whether user has RabbitMQ's impersonator tag,
+	// which lets its publishes carry another user's user_id property. It
+	// is asked only for such a publish on a connection with permission
+	// checks; nil lets nobody impersonate.
+	Impersonator func(user string) bool
 	// VHostExists reports whether connection.open may name vhost. nil accepts
 	// only "/". It is consulted only when VHost is nil.
 	VHostExists func(vhost string) bool

@@ -37,6 +37,9 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if err != nil {
 		return err
 	}
+	if err := ch.conn.checkUserID(m, sum.UserID); err != nil {
+		return err
+	}
 	var ttl messageTTL
 	if sum.Expiration != "" {
 		// RabbitMQ checks the expiration property of every publish and
@@ -501,4 +504,21 @@ func (ch *Channel) handleTx(ctx context.Context, m amqp.Method) error {
 		return serverOnly(m)
 	}
 	return nil
+}
+
+// checkUserID refuses a publish whose user_id property names another user
+// than the connection's, unless that user has the impersonator tag: 406
+// PRECONDITION_FAILED in RabbitMQ's words (rabbit_channel's
+// check_user_id_header, 3.x and 4.x), so a consumer can trust user_id. A
+// direct connection without permission checks (the embedder's own) may set
+// any user_id.
+func (c *Conn) checkUserID(m *amqp.BasicPublish, claimed string) error {
+	if claimed == "" || claimed == c.user || c.access == nil {
+		return nil
+	}
+	if c.cfg.Impersonator != nil && c.cfg.Impersonator(c.user) {
+		return nil
+	}
+	return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(),
+		"user_id property set to '%s' but authenticated user was '%s'", claimed, c.user)
 }
