@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/warrenmq/broker/definitions"
@@ -216,17 +215,8 @@ func (m *mgmt) putPermission(c *mgmtCall) {
 	if !readBody(c, &body) {
 		return
 	}
-	var missing []string
-	for _, f := range []struct {
-		key string
-		v   *string
-	}{{"configure", body.Configure}, {"write", body.Write}, {"read", body.Read}} {
-		if f.v == nil {
-			missing = append(missing, "{key_missing,"+f.key+"}")
-		}
-	}
-	if len(missing) > 0 {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+	if refuseMissing(c.w, bodyKey{"configure", body.Configure != nil}, bodyKey{"write", body.Write != nil},
+		bodyKey{"read", body.Read != nil}) {
 		return
 	}
 	isNew, err := m.b.PutPermission(c.r.Context(), definitions.Permission{

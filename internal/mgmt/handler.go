@@ -445,6 +445,29 @@ func exchangeName(s string) string {
 	return s
 }
 
+// bodyKey is a request body key and whether the body has it.
+type bodyKey struct {
+	name string
+	set  bool
+}
+
+// refuseMissing answers 400 with RabbitMQ's "[{key_missing,k},...]" when
+// any of keys is not set, naming each in order, and reports whether it
+// answered.
+func refuseMissing(w http.ResponseWriter, keys ...bodyKey) bool {
+	var missing []string
+	for _, k := range keys {
+		if !k.set {
+			missing = append(missing, "{key_missing,"+k.name+"}")
+		}
+	}
+	if len(missing) == 0 {
+		return false
+	}
+	WriteError(w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+	return true
+}
+
 func (m *mgmt) node() string { return m.b.NodeName() }
 
 // Overview and accounts.
@@ -948,18 +971,8 @@ func (m *mgmt) get(c *mgmtCall) {
 	if !readBody(c, &body) {
 		return
 	}
-	var missing []string
-	if body.Count == nil {
-		missing = append(missing, "{key_missing,count}")
-	}
-	if body.AckMode == "" {
-		missing = append(missing, "{key_missing,ackmode}")
-	}
-	if body.Encoding == "" {
-		missing = append(missing, "{key_missing,encoding}")
-	}
-	if len(missing) > 0 {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+	if refuseMissing(c.w, bodyKey{"count", body.Count != nil}, bodyKey{"ackmode", body.AckMode != ""},
+		bodyKey{"encoding", body.Encoding != ""}) {
 		return
 	}
 	mode, ok := getAckModes[body.AckMode]

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -37,14 +36,12 @@ func (m *mgmt) publish(c *mgmtCall) {
 	if !readBody(c, &body) {
 		return
 	}
-	var missing []string
-	for _, k := range publishKeys {
-		if _, ok := body[k]; !ok {
-			missing = append(missing, "{key_missing,"+k+"}")
-		}
+	keys := make([]bodyKey, len(publishKeys))
+	for i, k := range publishKeys {
+		_, set := body[k]
+		keys[i] = bodyKey{k, set}
 	}
-	if len(missing) > 0 {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+	if refuseMissing(c.w, keys...) {
 		return
 	}
 	key, ok := body["routing_key"].(string)

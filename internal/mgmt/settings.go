@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/warrenmq/broker/definitions"
 )
@@ -234,17 +233,8 @@ func (m *mgmt) putTopicPermission(c *mgmtCall) {
 	if !readBody(c, &body) {
 		return
 	}
-	var missing []string
-	for _, f := range []struct {
-		key string
-		v   *string
-	}{{"exchange", body.Exchange}, {"write", body.Write}, {"read", body.Read}} {
-		if f.v == nil {
-			missing = append(missing, "{key_missing,"+f.key+"}")
-		}
-	}
-	if len(missing) > 0 {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", "["+strings.Join(missing, ",")+"]")
+	if refuseMissing(c.w, bodyKey{"exchange", body.Exchange != nil}, bodyKey{"write", body.Write != nil},
+		bodyKey{"read", body.Read != nil}) {
 		return
 	}
 	err := m.b.PutTopicPermission(c.r.Context(), definitions.TopicPermission{
