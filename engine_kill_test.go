@@ -44,6 +44,20 @@ func buildServer(t testing.TB) string {
 	return bin
 }
 
+// killableServer starts examples/server on a fresh data directory for a
+// test that SIGKILLs it (skipped where there is no SIGKILL); restart starts
+// it again on the same directory.
+func killableServer(t *testing.T) (srv *serverProcess, restart func() *serverProcess) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("needs SIGKILL")
+	}
+	bin := buildServer(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(dataDir, 0o755))
+	return startServer(t, bin, dataDir), func() *serverProcess { return startServer(t, bin, dataDir) }
+}
+
 // startServer runs bin on dataDir with a port the kernel picks, and waits
 // for the address it prints once clients can connect; extra are further
 // flags (with -http, the management address it prints is p.http).
@@ -97,13 +111,7 @@ func (p *serverProcess) kill(t testing.TB) {
 // A broker killed with SIGKILL while a publisher streams persistent
 // messages with confirms keeps every message it confirmed.
 func TestEngineKill9KeepsConfirmedMessages(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs SIGKILL")
-	}
-	bin := buildServer(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.MkdirAll(dataDir, 0o755))
-	srv := startServer(t, bin, dataDir)
+	srv, restart := killableServer(t)
 
 	conn, err := amqp091.Dial(srv.url())
 	require.NoError(t, err)
@@ -151,7 +159,7 @@ func TestEngineKill9KeepsConfirmedMessages(t *testing.T) {
 	require.NotEmpty(t, confirmed)
 	t.Logf("published %d, confirmed %d before SIGKILL", sent, len(confirmed))
 
-	srv2 := startServer(t, bin, dataDir)
+	srv2 := restart()
 	conn2, err := amqp091.Dial(srv2.url())
 	require.NoError(t, err)
 	defer conn2.Close()

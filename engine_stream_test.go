@@ -3,9 +3,6 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -70,13 +67,7 @@ func TestStreamSurvivesRestart(t *testing.T) {
 // stream holds every confirmed message, once, at consecutive offsets in
 // publish order.
 func TestStreamKill9KeepsConfirmed(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs SIGKILL")
-	}
-	bin := buildServer(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.MkdirAll(dataDir, 0o755))
-	srv := startServer(t, bin, dataDir)
+	srv, restart := killableServer(t)
 	conn, err := amqp091.Dial(srv.url())
 	require.NoError(t, err)
 	defer conn.Close()
@@ -112,7 +103,7 @@ func TestStreamKill9KeepsConfirmed(t *testing.T) {
 	wg.Wait()
 	require.True(t, killed)
 
-	srv2 := startServer(t, bin, dataDir)
+	srv2 := restart()
 	conn2, err := amqp091.Dial(srv2.url())
 	require.NoError(t, err)
 	defer conn2.Close()

@@ -2,9 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -237,13 +234,7 @@ func TestDelayedSurvivesRestart(t *testing.T) {
 // A broker killed with SIGKILL keeps every delayed message it confirmed,
 // and routes each when due after it restarts.
 func TestDelayedKill9KeepsConfirmed(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("needs SIGKILL")
-	}
-	bin := buildServer(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.MkdirAll(dataDir, 0o755))
-	srv := startServer(t, bin, dataDir)
+	srv, restart := killableServer(t)
 	conn, err := amqp091.Dial(srv.url())
 	require.NoError(t, err)
 	ch := amqptest.ConfirmChannel(t, conn)
@@ -260,7 +251,7 @@ func TestDelayedKill9KeepsConfirmed(t *testing.T) {
 	srv.kill(t)
 	conn.Close()
 
-	srv2 := startServer(t, bin, dataDir)
+	srv2 := restart()
 	conn2, err := amqp091.Dial(srv2.url())
 	require.NoError(t, err)
 	defer conn2.Close()
