@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -287,13 +288,23 @@ var profileScenarios = []profileScenario{
 	},
 	{
 		name: "tune-ok frame-max 4096",
-		run: func(_ *testing.T, b *broker.Broker, _ *amqp091.Channel) string {
-			conn, err := amqp091.DialConfig(b.URL(), amqp091.Config{FrameSize: 4096})
-			if err != nil {
-				return outcome(err)
+		// Over the raw wire: amqp091-go writes connection.open right
+		// behind tune-ok, and when the broker's connection.close wins the
+		// race its reader closes the socket, the open's write fails and
+		// the client reports its own "403 no access to this vhost".
+		run: func(t *testing.T, b *broker.Broker, _ *amqp091.Channel) string {
+			c := amqptest.DialRaw(t, b.Addr().String())
+			tune := c.StartToTune()
+			c.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: 4096})
+			c.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+			switch m := c.ExpectMethod(0).(type) {
+			case *amqp.ConnectionOpenOk:
+				return "ok"
+			case *amqp.ConnectionClose:
+				return fmt.Sprintf("%d %s", m.ReplyCode, m.ReplyText)
+			default:
+				return "unexpected " + m.Name()
 			}
-			conn.Close()
-			return "ok"
 		},
 		want: from("4.1", "ok", "530 NOT_ALLOWED - negotiated frame_max = 4096 is lower than the minimum allowed value (8192)"),
 	},
