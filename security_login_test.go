@@ -1,13 +1,11 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,25 +19,6 @@ import (
 	"github.com/warrenmq/broker/meta/memory"
 )
 
-// syncBuffer is a bytes.Buffer for a slog handler written from many
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLoginFailuresThrottleTheirSource: over TCP, wrong passwords from
 // 127.0.0.1 get that source throttled (AMQP and the management API count
 // together), while 127.0.0.2 is not slowed and the right password still
@@ -47,7 +26,7 @@ func (s *syncBuffer) String() string {
 // A 120 KB user name is logged cut to 255 bytes with a marker.
 func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	var logs syncBuffer
+	var logs amqptest.SyncBuffer
 	b := startBroker(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	require.NoError(t, b.AddUser(ctx, "u", "p"))

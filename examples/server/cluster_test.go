@@ -15,6 +15,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/testcert"
 )
 
@@ -87,7 +88,13 @@ func startCluster(t *testing.T, extra func(i int) []string) ([]string, func(i in
 		if extra != nil {
 			args = append(args, extra(i)...)
 		}
-		go func() { dones[i] <- run(ctx, args, io.Discard, io.Discard) }()
+		logs := new(amqptest.SyncBuffer)
+		go func() { dones[i] <- run(ctx, args, logs, logs) }()
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("node %d's log:\n%s", i+1, logs)
+			}
+		})
 	}
 	stopped := make([]bool, 3)
 	stop := func(i int) {
@@ -176,20 +183,31 @@ func TestClusterTLSAndManagement(t *testing.T) {
 		return ok && string(d.Body) == "over tls"
 	}, 30*time.Second, 20*time.Millisecond)
 
+	// Each request has its own timeout, so one that hangs (a node
+	// between brokers, its raft catching up) does not use up the wait,
+	// and a failure says what the node last answered.
+	client := &http.Client{Timeout: 3 * time.Second}
 	for i, a := range httpAddrs {
-		require.Eventually(t, func() bool {
+		var last string
+		deadline := time.Now().Add(45 * time.Second)
+		for {
 			req, err := http.NewRequest(http.MethodGet, "http://"+a+"/api/nodes", nil)
 			require.NoError(t, err)
 			req.SetBasicAuth("guest", "guest")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := client.Do(req)
 			if err != nil {
-				return false
+				last = err.Error()
+			} else {
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(body), fmt.Sprintf(`"warren@%d"`, i+1)) {
+					break
+				}
+				last = fmt.Sprintf("%d %s (read error %v)", resp.StatusCode, body, err)
 			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			require.NoError(t, err)
-			return resp.StatusCode == http.StatusOK && strings.Contains(string(body), fmt.Sprintf(`"warren@%d"`, i+1))
-		}, 30*time.Second, 20*time.Millisecond, "node %d's management API names it", i+1)
+			require.True(t, time.Now().Before(deadline), "node %d's management API never named it; last answer: %s", i+1, last)
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 
