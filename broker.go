@@ -75,6 +75,7 @@ type Broker struct {
 	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
 	alarm    alarmState      // memory and disk alarms and their monitor (alarms.go)
 	plugins  pluginState     // delayed messages (plugins.go)
+	rates    rateState       // the management API's rate history (rates.go)
 	policyMu sync.Mutex      // orders policy changes and reloads (policies.go)
 
 	closeOnce sync.Once

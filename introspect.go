@@ -38,6 +38,9 @@ type MessageCounters struct {
 	// Redelivered the deliveries and gets among those with
 	// redelivered=true. Acked counts acknowledged deliveries.
 	Delivered, DeliveredNoAck, Got, GotNoAck, Redelivered, Acked uint64
+	// DeadLettered counts messages that died (expired, rejected, over a
+	// length or delivery limit) in a queue with a dead-letter exchange.
+	DeadLettered uint64
 }
 
 // messageCountersOf converts a queue's counters to the public type.
@@ -45,6 +48,7 @@ func messageCountersOf(c queue.CounterValues) MessageCounters {
 	return MessageCounters{
 		Enqueued: c.Publish, Delivered: c.Deliver, DeliveredNoAck: c.DeliverNoAck,
 		Got: c.Get, GotNoAck: c.GetNoAck, Redelivered: c.Redeliver, Acked: c.Ack,
+		DeadLettered: c.DeadLettered,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
+	"github.com/warrenmq/broker/internal/rates"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -59,15 +60,23 @@ import (
 // back marked redelivered. The answer is streamed, one message at a time,
 // and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
 // look without delivering.
-func (b *Broker) ManagementHandler() http.Handler { return mgmt.New(mgmtView{b}) }
+func (b *Broker) ManagementHandler() http.Handler {
+	b.rateHistory() // the API's rates start here
+	return mgmt.New(mgmtView{b})
+}
 
 // mgmtView is the broker as the management API (internal/mgmt) reads and
 // changes it.
 type mgmtView struct{ b *Broker }
 
-var _ mgmt.Broker = mgmtView{}
+var (
+	_ mgmt.Broker = mgmtView{}
+	_ mgmt.Rater  = mgmtView{}
+)
 
 func (v mgmtView) NodeName() string { return v.b.nodeID }
+
+func (v mgmtView) Rates() *rates.Recorder { return v.b.rateHistory() }
 
 func (v mgmtView) Overview() mgmt.Overview {
 	s := v.b.Stats()

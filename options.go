@@ -252,6 +252,14 @@ type Options struct {
 	// is enforced at most half a timeout late. Negative is refused.
 	ScanInterval time.Duration
 
+	// StatsInterval is how often the management API's rate history
+	// samples every queue, vhost and connection (RabbitMQ's
+	// collect_statistics_interval): the "*_details" rates and samples
+	// come from it (internal/rates). The sampler starts with the first
+	// ManagementHandler call. Zero means DefaultStatsInterval (5 s);
+	// negative keeps no history, and the API then shows no details.
+	StatsInterval time.Duration
+
 	// MemoryHighWatermark is the memory alarm's limit in bytes of message
 	// data held in memory: the Properties and Body bytes of every message
 	// in the in-memory stores (non-durable queues' store, and the durable

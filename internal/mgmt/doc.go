@@ -1,7 +1,8 @@
 // Package mgmt is Warren's management HTTP API: the commonly used part of
 // RabbitMQ's management plugin under /api/, with the JSON shapes RabbitMQ
-// 3.10 returns (fields Warren has no value for, such as rates and Erlang
-// process details, are left out rather than invented), plus
+// 3.10 returns (fields Warren has no value for, such as per-channel rates
+// and Erlang process details, are left out rather than invented; rates
+// and their samples come from the broker's history, rates.go), plus
 // the HTTP server and listener limits (HTTPLimits) that the management and
 // metrics handlers are served with.
 //

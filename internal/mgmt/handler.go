@@ -24,6 +24,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/amqpconv"
+	"github.com/warrenmq/broker/internal/rates"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -472,44 +473,11 @@ func (m *mgmt) node() string { return m.b.NodeName() }
 
 // Overview and accounts.
 
-type msgStats struct {
-	Publish          uint64 `json:"publish"`
-	Confirm          uint64 `json:"confirm,omitempty"`
-	ReturnUnroutable uint64 `json:"return_unroutable"`
-	DropUnroutable   uint64 `json:"drop_unroutable"`
-	Deliver          uint64 `json:"deliver"`
-	DeliverNoAck     uint64 `json:"deliver_no_ack"`
-	Get              uint64 `json:"get"`
-	GetNoAck         uint64 `json:"get_no_ack"`
-	DeliverGet       uint64 `json:"deliver_get"`
-	Redeliver        uint64 `json:"redeliver"`
-	Ack              uint64 `json:"ack"`
-}
-
-func msgStatsOf(c Counters) msgStats {
-	return msgStats{
-		Publish: c.Published, Confirm: c.Confirmed,
-		ReturnUnroutable: c.ReturnedUnroutable, DropUnroutable: c.DroppedUnroutable,
-		Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
-		DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck,
-		Redeliver:  c.Redelivered, Ack: c.Acked,
-	}
-}
-
-// queueMsgStats is a queue's message_stats: publish counts messages the
-// queue took.
-type queueMsgStats struct {
-	Publish      uint64 `json:"publish"`
-	Deliver      uint64 `json:"deliver"`
-	DeliverNoAck uint64 `json:"deliver_no_ack"`
-	Get          uint64 `json:"get"`
-	GetNoAck     uint64 `json:"get_no_ack"`
-	DeliverGet   uint64 `json:"deliver_get"`
-	Redeliver    uint64 `json:"redeliver"`
-	Ack          uint64 `json:"ack"`
-}
-
 func (m *mgmt) overview(c *mgmtCall) {
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return
+	}
 	s := m.b.Overview()
 	listeners := []map[string]any{}
 	for _, a := range s.Listeners {
@@ -523,6 +491,8 @@ func (m *mgmt) overview(c *mgmtCall) {
 		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
 	}
 	types = append(types, pluginExchangeTypes...)
+	queueTotals := map[string]any{}
+	addLengths(queueTotals, lengthsOf(s.Ready, s.Unacked), m.details(rates.BrokerKey, rq.lengths))
 	writeJSON(c.w, http.StatusOK, map[string]any{
 		"management_version": s.RabbitMQVersion,
 		"rabbitmq_version":   s.RabbitMQVersion,
@@ -534,14 +504,12 @@ func (m *mgmt) overview(c *mgmtCall) {
 		"disable_stats":      false,
 		"exchange_types":     types,
 		"listeners":          listeners,
-		"message_stats":      msgStatsOf(s.Totals),
+		"message_stats":      messageStats(brokerStats, valuesOf(s.Totals), m.details(rates.BrokerKey, rq.msg)),
 		"object_totals": map[string]int{
 			"connections": s.Connections, "channels": s.Channels, "consumers": s.Consumers,
 			"exchanges": s.Exchanges, "queues": s.Queues,
 		},
-		"queue_totals": map[string]uint64{
-			"messages": s.Ready + s.Unacked, "messages_ready": s.Ready, "messages_unacknowledged": s.Unacked,
-		},
+		"queue_totals": queueTotals,
 		"churn_rates": map[string]uint64{
 			"connection_created": s.ConnectionsOpened, "connection_closed": s.ConnectionsClosed,
 			"channel_created": s.ChannelsOpened, "channel_closed": s.ChannelsClosed,
@@ -585,25 +553,36 @@ func (m *mgmt) whoami(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, map[string]any{"name": c.user.Name, "tags": definitions.UserTags(c.user.Tags)})
 }
 
-func (m *mgmt) vhostJSON(ctx context.Context, vh string) map[string]any {
+// vhostJSON is a vhost's object; its message_stats sum its queues'.
+func (m *mgmt) vhostJSON(ctx context.Context, vh string, rq rateQueries) map[string]any {
 	var ready, unacked uint64
+	var sums [rates.MessageValues]uint64
 	for _, q := range m.b.Queues(ctx, vh) {
 		ready += q.Ready
 		unacked += q.Unacked
+		for i, v := range queueValuesOf(q.Counters) {
+			sums[i] += v
+		}
 	}
+	key := rates.VHostKey(vh)
 	out := map[string]any{
 		"name": vh, "description": "", "tags": []string{}, "tracing": false,
-		"messages": ready + unacked, "messages_ready": ready, "messages_unacknowledged": unacked,
+		"message_stats": messageStats(queueStats, sums, m.details(key, rq.msg)),
 		"cluster_state": map[string]string{m.node(): "running"},
 	}
+	addLengths(out, lengthsOf(ready, unacked), m.details(key, rq.lengths))
 	m.vhostMetadata(ctx, out, vh)
 	return out
 }
 
 func (m *mgmt) vhosts(c *mgmtCall) {
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return
+	}
 	out := []map[string]any{}
 	for _, vh := range m.visibleVHosts(c) {
-		out = append(out, m.vhostJSON(c.r.Context(), vh))
+		out = append(out, m.vhostJSON(c.r.Context(), vh, rq))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -618,7 +597,11 @@ func (m *mgmt) vhost(c *mgmtCall) {
 		WriteError(c.w, http.StatusUnauthorized, "not_authorised", "User not authorised to access virtual host")
 		return
 	}
-	writeJSON(c.w, http.StatusOK, m.vhostJSON(c.r.Context(), vh))
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return
+	}
+	writeJSON(c.w, http.StatusOK, m.vhostJSON(c.r.Context(), vh, rq))
 }
 
 func (m *mgmt) users(c *mgmtCall) {
@@ -773,10 +756,14 @@ type queueJSON struct {
 	Messages               uint64         `json:"messages"`
 	MessagesReady          uint64         `json:"messages_ready"`
 	MessagesUnacknowledged uint64         `json:"messages_unacknowledged"`
-	Consumers              int            `json:"consumers"`
-	Memory                 uint64         `json:"memory"`
-	ExclusiveConsumerTag   *string        `json:"exclusive_consumer_tag"`
-	MessageStats           queueMsgStats  `json:"message_stats"`
+	// The lengths' details, with a rate history (rates.go).
+	MessagesDetails               *rates.Details `json:"messages_details,omitempty"`
+	MessagesReadyDetails          *rates.Details `json:"messages_ready_details,omitempty"`
+	MessagesUnacknowledgedDetails *rates.Details `json:"messages_unacknowledged_details,omitempty"`
+	Consumers                     int            `json:"consumers"`
+	Memory                        uint64         `json:"memory"`
+	ExclusiveConsumerTag          *string        `json:"exclusive_consumer_tag"`
+	MessageStats                  map[string]any `json:"message_stats"`
 	policyFields
 	// Only for a single queue, as in RabbitMQ.
 	ConsumerDetails []consumerJSON `json:"consumer_details,omitempty"`
@@ -784,22 +771,28 @@ type queueJSON struct {
 	*streamJSON
 }
 
-func (m *mgmt) queueOf(q Queue) queueJSON {
-	c := q.Counters
-	return queueJSON{
+// queueOf is q's object, with the details of its rates under rq.
+func (m *mgmt) queueOf(q Queue, rq rateQueries) queueJSON {
+	key := rates.QueueKey(q.VHost, q.Name)
+	out := queueJSON{
 		Name: q.Name, VHost: q.VHost, Durable: q.Durable, AutoDelete: q.AutoDelete,
 		Exclusive: q.Exclusive, Arguments: definitions.TableJSON(q.Args), Node: m.node(), State: "running",
 		Type: "classic", Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
 		Consumers: q.Consumers, Memory: q.Memory, policyFields: policyFieldsOf(q.Policy),
-		MessageStats: queueMsgStats{
-			Publish: c.Enqueued, Deliver: c.Delivered, DeliverNoAck: c.DeliveredNoAck, Get: c.Got, GetNoAck: c.GotNoAck,
-			DeliverGet: c.Delivered + c.DeliveredNoAck + c.Got + c.GotNoAck, Redeliver: c.Redelivered, Ack: c.Acked,
-		},
-	}.withStream(q.Stream)
+		MessageStats: messageStats(queueStats, queueValuesOf(q.Counters), m.details(key, rq.msg)),
+	}
+	if d := m.details(key, rq.lengths); d != nil {
+		out.MessagesDetails, out.MessagesReadyDetails, out.MessagesUnacknowledgedDetails = &d[rates.Messages], &d[rates.MessagesReady], &d[rates.MessagesUnacknowledged]
+	}
+	return out.withStream(q.Stream)
 }
 
 func (m *mgmt) queues(c *mgmtCall) {
 	vhs, ok := m.vhostsParam(c)
+	if !ok {
+		return
+	}
+	rq, ok := rateQueriesOf(c)
 	if !ok {
 		return
 	}
@@ -808,7 +801,7 @@ func (m *mgmt) queues(c *mgmtCall) {
 		qs := m.b.Queues(c.r.Context(), vh)
 		out = slices.Grow(out, len(qs))
 		for _, q := range qs {
-			out = append(out, m.queueOf(q))
+			out = append(out, m.queueOf(q, rq))
 		}
 	}
 	// The exclusive consumer's tag comes from the channels.
@@ -853,12 +846,16 @@ func (m *mgmt) queue(c *mgmtCall) {
 	if !ok {
 		return
 	}
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return
+	}
 	q, ok := m.b.Queue(c.r.Context(), vh, name)
 	if !ok {
 		notFound(c.w)
 		return
 	}
-	out := m.queueOf(q)
+	out := m.queueOf(q, rq)
 	out.ConsumerDetails = []consumerJSON{}
 	for _, cons := range m.consumerList(c, func(ci Consumer) bool { return ci.VHost == q.VHost && ci.Queue == q.Name }) {
 		out.ConsumerDetails = append(out.ConsumerDetails, cons)
@@ -1432,7 +1429,7 @@ func peerOf(in Connection) (any, any) {
 	return hostPort(in.Peer)
 }
 
-func (m *mgmt) connectionJSON(in Connection) map[string]any {
+func (m *mgmt) connectionJSON(in Connection, rq rateQueries) map[string]any {
 	out := map[string]any{
 		"name": in.ID, "node": m.node(), "vhost": in.VHost, "user": in.User, "state": in.State,
 		"channels": in.ChannelCount, "client_properties": definitions.TableJSON(in.ClientProperties),
@@ -1460,13 +1457,20 @@ func (m *mgmt) connectionJSON(in Connection) map[string]any {
 	out["channel_max"], out["frame_max"] = in.ChannelMax, in.FrameMax
 	out["timeout"] = int(in.Heartbeat / time.Second)
 	out["recv_oct"], out["send_oct"] = in.RecvOct, in.SendOct
+	if d := m.details(rates.ConnKey(in.ID), rq.data); d != nil {
+		out["recv_oct_details"], out["send_oct_details"] = d[rates.RecvOct], d[rates.SendOct]
+	}
 	return out
 }
 
 func (m *mgmt) connections(c *mgmtCall) {
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return
+	}
 	out := []map[string]any{}
 	for _, v := range m.visibleConns(c) {
-		out = append(out, m.connectionJSON(v))
+		out = append(out, m.connectionJSON(v, rq))
 	}
 	writeJSON(c.w, http.StatusOK, out)
 }
@@ -1482,8 +1486,12 @@ func (m *mgmt) findConn(c *mgmtCall) (Connection, bool) {
 }
 
 func (m *mgmt) connection(c *mgmtCall) {
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return
+	}
 	if v, ok := m.findConn(c); ok {
-		writeJSON(c.w, http.StatusOK, m.connectionJSON(v))
+		writeJSON(c.w, http.StatusOK, m.connectionJSON(v, rq))
 	}
 }
 

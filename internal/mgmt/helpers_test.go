@@ -15,13 +15,19 @@ import (
 // mgmtBroker is a new in-memory broker, closed on cleanup, with the users
 // the access tests need.
 func mgmtBroker(t *testing.T) *broker.Broker {
+	return mgmtBrokerWith(t, broker.Options{})
+}
+
+// mgmtBrokerWith is mgmtBroker with opts (its Users are replaced).
+func mgmtBrokerWith(t *testing.T, opts broker.Options) *broker.Broker {
 	t.Helper()
-	b, err := broker.New(broker.Options{Users: []broker.User{
+	opts.Users = []broker.User{
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 		{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
 		{Name: "mgr", Password: "mgr", Tags: []string{"management"}},
 		{Name: "app", Password: "app"},
-	}})
+	}
+	b, err := broker.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	return b

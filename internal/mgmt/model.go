@@ -172,6 +172,7 @@ type Counters struct {
 	Published, ReturnedUnroutable, DroppedUnroutable, Confirmed  uint64
 	Enqueued                                                     uint64
 	Delivered, DeliveredNoAck, Got, GotNoAck, Redelivered, Acked uint64
+	DeadLettered                                                 uint64
 }
 
 // Overview is what /api/overview shows.

@@ -197,6 +197,15 @@ func (c *DeadLetterCounts) Load() []DeadLetterCount {
 	return out
 }
 
+// withDLX sums the counts of messages that had a dead-letter exchange.
+func (c *DeadLetterCounts) withDLX() uint64 {
+	var n uint64
+	for i := range c.counts {
+		n += c.counts[i][1].Load()
+	}
+	return n
+}
+
 func (c *DeadLetterCounts) add(reason string, dlx bool, n uint64) {
 	for i, r := range deadLetterReasons {
 		if r == reason {

@@ -44,6 +44,9 @@ type Counters struct {
 // CounterValues is a snapshot of Counters.
 type CounterValues struct {
 	Publish, Deliver, DeliverNoAck, Get, GetNoAck, Redeliver, Ack uint64
+	// DeadLettered counts the messages that died with a dead-letter
+	// exchange to go to, whatever the reason.
+	DeadLettered uint64
 }
 
 // Load reads every counter. The fields are read one by one, so under load
@@ -57,6 +60,7 @@ func (c *Counters) Load() CounterValues {
 		GetNoAck:     c.GetNoAck.Load(),
 		Redeliver:    c.Redeliver.Load(),
 		Ack:          c.Ack.Load(),
+		DeadLettered: c.DeadLettered.withDLX(),
 	}
 }
 

@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/broker/internal/rates"
+)
+
+// rateState is the history behind the management API's "*_details"
+// objects: a Recorder and the sampler goroutine that feeds it. Both start
+// with the first ManagementHandler, so an embedder that never serves the
+// API pays nothing for them.
+type rateState struct {
+	once sync.Once
+	rec  *rates.Recorder // nil until started, and when StatsInterval < 0
+}
+
+// DefaultStatsInterval is how often the rate history samples when
+// Options.StatsInterval is zero: RabbitMQ's collect_statistics_interval.
+const DefaultStatsInterval = 5 * time.Second
+
+// rateHistory starts the sampler once and returns its Recorder, nil when
+// statistics are off or the broker is closed.
+func (b *Broker) rateHistory() *rates.Recorder {
+	b.rates.once.Do(func() {
+		if b.opts.StatsInterval < 0 {
+			return
+		}
+		interval := cmp.Or(b.opts.StatsInterval, DefaultStatsInterval)
+		rec := rates.New(rates.Config{Interval: interval})
+		b.mu.Lock()
+		if b.mu.closed {
+			b.mu.Unlock()
+			return
+		}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		b.rates.rec = rec
+		go func() {
+			defer b.wg.Done()
+			b.sampleRates(rec, interval)
+		}()
+	})
+	return b.rates.rec
+}
+
+// sampleRates records a round at once and then every interval until Close.
+func (b *Broker) sampleRates(rec *rates.Recorder, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		b.sampleRound(rec, time.Now(), interval)
+		select {
+		case <-t.C:
+		case <-b.quit:
+			return
+		}
+	}
+}
+
+// sampleRound records every queue, vhost and connection and the broker's
+// totals. Queue lengths are asked of the queue actors, each within the
+// interval; a queue that does not answer in time is left out of this round
+// (and so starts its history over), as a deleted one is.
+func (b *Broker) sampleRound(rec *rates.Recorder, now time.Time, interval time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), interval)
+	defer cancel()
+	rec.StartRound(now)
+	var vals, vhostVals, total [rates.MessageValues]uint64
+	for _, vh := range b.sortedVHosts() {
+		vhostVals = [rates.MessageValues]uint64{}
+		for _, q := range vh.Queues() {
+			u, err := q.Usage(ctx)
+			if err != nil {
+				continue
+			}
+			c := q.Counters()
+			vals = [rates.MessageValues]uint64{
+				rates.Publish: c.Publish, rates.Deliver: c.Deliver, rates.DeliverNoAck: c.DeliverNoAck,
+				rates.Get: c.Get, rates.GetNoAck: c.GetNoAck, rates.DeliverGet: c.Deliver + c.DeliverNoAck + c.Get + c.GetNoAck,
+				rates.Redeliver: c.Redeliver, rates.Ack: c.Ack, rates.DeadLettered: c.DeadLettered,
+				rates.Messages: u.Ready + u.Unacked, rates.MessagesReady: u.Ready, rates.MessagesUnacknowledged: u.Unacked,
+			}
+			rec.Record(rates.QueueKey(q.Def.VHost, q.Def.Name), false, rates.MessageCounters, vals[:])
+			for i := range vals {
+				vhostVals[i] += vals[i]
+			}
+		}
+		rec.Record(rates.VHostKey(vh.Name()), true, rates.MessageCounters, vhostVals[:])
+		for i := rates.Messages; i < rates.MessageValues; i++ {
+			total[i] += vhostVals[i]
+		}
+	}
+	t := b.totals()
+	total[rates.Publish], total[rates.Confirm] = t.Published, t.Confirmed
+	total[rates.ReturnUnroutable], total[rates.DropUnroutable] = t.ReturnedUnroutable, t.DroppedUnroutable
+	total[rates.Deliver], total[rates.DeliverNoAck], total[rates.Get], total[rates.GetNoAck] = t.Delivered, t.DeliveredNoAck, t.Got, t.GotNoAck
+	total[rates.DeliverGet] = t.Delivered + t.DeliveredNoAck + t.Got + t.GotNoAck
+	total[rates.Redeliver], total[rates.Ack], total[rates.DeadLettered] = t.Redelivered, t.Acked, t.DeadLettered
+	rec.Record(rates.BrokerKey, true, rates.MessageCounters, total[:])
+	var oct [rates.OctetValues]uint64
+	for _, c := range b.sortedConns() {
+		in := c.Info()
+		oct[rates.RecvOct], oct[rates.SendOct] = in.RecvOct, in.SendOct
+		rec.Record(rates.ConnKey(in.ID), false, rates.OctetValues, oct[:])
+	}
+	rec.EndRound()
+}
