@@ -673,13 +673,17 @@ func (m *mgmt) exchanges(c *mgmtCall) {
 	if !ok {
 		return
 	}
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
 	out := []exchangeJSON{}
 	for _, vh := range vhs {
 		for _, x := range m.b.Exchanges(vh) {
 			out = append(out, m.exchangeOf(vh, x))
 		}
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	writeListQuery(c, lq, out)
 }
 
 func (m *mgmt) exchange(c *mgmtCall) {
@@ -803,6 +807,14 @@ func (m *mgmt) queues(c *mgmtCall) {
 	if !ok {
 		return
 	}
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
+	if lq.paged() && lq.byName() {
+		m.queuesPage(c, vhs, lq)
+		return
+	}
 	out := []queueJSON{}
 	for _, vh := range vhs {
 		qs := m.b.Queues(c.r.Context(), vh)
@@ -812,13 +824,8 @@ func (m *mgmt) queues(c *mgmtCall) {
 		}
 	}
 	// The exclusive consumer's tag comes from the channels.
-	excl := m.exclusiveConsumers()
-	for i := range out {
-		if tag, ok := excl[[2]string{out[i].VHost, out[i].Name}]; ok {
-			out[i].ExclusiveConsumerTag = &tag
-		}
-	}
-	writeJSON(c.w, http.StatusOK, out)
+	m.setExclusiveTags(out)
+	writeListQuery(c, lq, out)
 }
 
 func (m *mgmt) exclusiveConsumers() map[[2]string]string {
@@ -1464,11 +1471,15 @@ func (m *mgmt) connectionJSON(in Connection) map[string]any {
 }
 
 func (m *mgmt) connections(c *mgmtCall) {
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
 	out := []map[string]any{}
 	for _, v := range m.visibleConns(c) {
 		out = append(out, m.connectionJSON(v))
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	writeListQuery(c, lq, out)
 }
 
 func (m *mgmt) findConn(c *mgmtCall) (Connection, bool) {
@@ -1540,7 +1551,11 @@ func (m *mgmt) allChannels(c *mgmtCall, only func(Connection) bool) []map[string
 }
 
 func (m *mgmt) channels(c *mgmtCall) {
-	writeJSON(c.w, http.StatusOK, m.allChannels(c, nil))
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
+	writeListQuery(c, lq, m.allChannels(c, nil))
 }
 
 func (m *mgmt) connectionChannels(c *mgmtCall) {
