@@ -109,6 +109,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/queues/{vhost}/{name}/bindings", anyManagement, m.queueBindings)
 	m.handle("DELETE", "/api/queues/{vhost}/{name}/contents", anyManagement, m.purge)
 	m.handle("POST", "/api/queues/{vhost}/{name}/get", anyManagement, m.get)
+	m.handle("GET", "/api/queues/{vhost}/{name}/unacked", anyManagement, m.unacked) // unacked.go
 	m.handle("GET", "/api/bindings", anyManagement, m.bindings)
 	m.handle("GET", "/api/bindings/{vhost}", anyManagement, m.bindings)
 	for _, kind := range []string{"q", "e"} {
