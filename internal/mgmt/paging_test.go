@@ -75,6 +75,9 @@ func TestQueuesPagination(t *testing.T) {
 		{"/api/queues?page=1&page_size=3&sort=name&sort_reverse=true", []string{"q11", "q10", "q09"}, 12, 4, 3, 12},
 		{"/api/queues?page=1&page_size=3&sort=messages&sort_reverse=true", []string{"q11", "q10", "q09"}, 12, 4, 3, 12},
 		{"/api/queues?page=1&page_size=2&sort=messages", []string{"Orders.00", "q01"}, 12, 6, 2, 12},
+		// A nested field, sorted on the JSON objects rather than the typed queues.
+		{"/api/queues?page=1&page_size=3&sort=message_stats.publish&sort_reverse=true", []string{"q11", "q10", "q09"}, 12, 4, 3, 12},
+		{"/api/queues?page=1&page_size=2&sort=nosuchfield&name=q0", []string{"q01", "q02"}, 7, 4, 2, 12},
 		// A page just past the last item is empty, as RabbitMQ's.
 		{"/api/queues?page=2&page_size=3&name=orders", []string{}, 3, 1, 3, 12},
 	} {

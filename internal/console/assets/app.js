@@ -322,7 +322,7 @@
   // pagedList is a filterable, sortable, paginated list of an API
   // listing that supports RabbitMQ's page parameters.
   function pagedList(box, opts) {
-    const st = { page: 1, size: 50, name: '', regex: false, sort: opts.sort || '', reverse: false, last: null };
+    const st = { page: 1, size: 50, name: '', regex: false, sort: opts.sort || '', reverse: false, last: null, seq: 0 };
     const filter = h('input', { type: 'search', placeholder: 'Filter by name', 'aria-label': 'Filter ' + opts.what + ' by name', testid: opts.what + '-filter', class: 'filter' });
     const regex = h('input', { type: 'checkbox', 'aria-label': 'Regular expression', testid: opts.what + '-regex' });
     const size = h('select', { 'aria-label': 'Page size', testid: opts.what + '-page-size' }, [20, 50, 100, 500].map((n) => h('option', { value: n, selected: n === 50 }, n)));
@@ -341,10 +341,13 @@
       if (st.name) { q.set('name', st.name); if (st.regex) q.set('use_regex', 'true'); }
       if (st.sort) { q.set('sort', st.sort); if (st.reverse) q.set('sort_reverse', 'true'); }
       const started = performance.now();
+      const mine = ++st.seq; // a later load (typing in the filter) wins
       let res;
       try {
         res = await api('GET', opts.path + '?' + q);
+        if (mine !== st.seq) return;
       } catch (e) {
+        if (mine !== st.seq) return;
         if (e.denied) { denied(list, e); return; }
         if (e.status === 400 && st.page > 1) { st.page = 1; return load(); }
         fill(list, h('p', { class: 'error', role: 'alert' }, e.message));
@@ -833,7 +836,11 @@
   function route() {
     if (!state.user) return;
     const path = location.hash.replace(/^#/, '') || '/';
-    const main = $('#page');
+    // Each page renders into an element of its own, so that a refresh of
+    // the page left behind, still in flight, writes only into its
+    // detached element.
+    const main = h('div');
+    fill($('#page'), main);
     clearTimeout(state.timer);
     for (const [re, name, nav] of routes) {
       const m = path.match(re);
@@ -843,8 +850,9 @@
       if (a) a.setAttribute('aria-current', 'page');
       const params = m.slice(1).map(decodeURIComponent);
       document.title = (params[params.length - 1] || name) + ' · Warren';
-      main.dataset.page = name;
+      $('#page').dataset.page = name;
       state.page = pages[name](main, params);
+      state.page.root = main;
       refreshNow();
       return;
     }
@@ -852,25 +860,31 @@
     state.page = null;
   }
 
-  let refreshing = false;
+  // refreshNow refreshes the current page, one refresh at a time per page
+  // (a page left behind may still finish its own), then schedules the
+  // next.
   async function refreshNow() {
     clearTimeout(state.timer);
     const page = state.page;
     if (!page || !state.user) return;
-    if (!refreshing) {
-      refreshing = true;
+    if (!page.busy) {
+      page.busy = true;
       try {
         await page.refresh();
-        document.body.dataset.refreshed = String(Date.now());
+        if (page === state.page) document.body.dataset.refreshed = String(Date.now());
       } catch (e) {
-        if (e.denied && state.user) denied($('#page'), e);
-        else if (state.user) toast(e.message, true);
+        if (page !== state.page || !state.user) { /* left behind, or logged out */ }
+        else if (e.denied) denied(page.root, e);
+        else toast(e.message, true);
       } finally {
-        refreshing = false;
+        page.busy = false;
       }
     }
     const every = +$('#interval').value;
-    if (every > 0 && page === state.page) state.timer = setTimeout(refreshNow, every);
+    if (every > 0 && page === state.page) {
+      clearTimeout(state.timer);
+      state.timer = setTimeout(refreshNow, every);
+    }
   }
 
   document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshNow(); else clearTimeout(state.timer); });
