@@ -337,3 +337,44 @@ func TestConsoleChartsInBrowser(t *testing.T) {
 	require.Zero(t, noData)
 	screenshot(t, ctx, artifacts(t), "overview-charts")
 }
+
+// TestConsoleNavigateDuringRefresh: a page opened while the previous
+// page's refresh is still waiting on the API loads at once (it once waited
+// for the previous refresh and, with refresh off, never loaded).
+func TestConsoleNavigateDuringRefresh(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		switch r.URL.Path {
+		case "/api/whoami":
+			v = map[string]any{"name": "admin", "tags": []string{"administrator"}}
+		case "/api/overview":
+			select { // held until the test ends
+			case <-release:
+			case <-r.Context().Done():
+			}
+			v = map[string]any{}
+		case "/api/queues":
+			v = map[string]any{"filtered_count": 1, "item_count": 1, "page": 1, "page_count": 1, "page_size": 50, "total_count": 1,
+				"items": []map[string]any{{"name": "slow-day", "vhost": "/", "type": "classic", "state": "running", "messages_ready": 7, "messages_unacknowledged": 0}}}
+		case "/api/vhosts":
+			v = []map[string]any{{"name": "/"}}
+		default:
+			v = []any{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	})
+	srv := httptest.NewServer(console.Handler(api))
+	t.Cleanup(srv.Close)
+	ctx := browser(t, 1280, 800)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		login("admin", "admin"),
+		chromedp.SetValue(tid("refresh-interval"), "0"),
+		chromedp.Click(tid("nav-queues")),
+		waitText(tid("queue-row"), "slow-day"),
+		waitText(in(tid("queue-row"), "queue-ready"), "7"),
+	))
+}
