@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/console"
 )
@@ -135,6 +136,15 @@ func waitText(selector chromedp.CSS, want string) chromedp.Action[chromedp.Void]
 func clear(selector chromedp.CSS) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tab *chromedp.Target) error {
 		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { document.querySelector(%q).value = ''; return true })()`, string(selector)))(ctx, tab)
+		return err
+	})
+}
+
+// blur takes the focus off whatever has it, as a click on the page's
+// background does.
+func blur() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tab *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => { if (document.activeElement) document.activeElement.blur(); return true })()`)(ctx, tab)
 		return err
 	})
 }
@@ -376,5 +386,47 @@ func TestConsoleNavigateDuringRefresh(t *testing.T) {
 		chromedp.Click(tid("nav-queues")),
 		waitText(tid("queue-row"), "slow-day"),
 		waitText(in(tid("queue-row"), "queue-ready"), "7"),
+	))
+}
+
+// TestConsoleKeyboard: the console is usable without a mouse: Tab from the
+// top reaches the skip link first, g then q opens the queues page, / puts
+// the cursor in its filter, j focuses the first row's link and Enter
+// opens the queue.
+func TestConsoleKeyboard(t *testing.T) {
+	b, err := broker.New(broker.Options{Users: []broker.User{{Name: "admin", Password: "s3cret", Tags: []string{"administrator"}}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	srv := httptest.NewServer(b.ManagementHandler())
+	t.Cleanup(srv.Close)
+	ch := brokertest.Channel(t, b)
+	_, err = ch.QueueDeclare("keyed", false, false, false, false, nil)
+	require.NoError(t, err)
+
+	ctx := browser(t, 1280, 800)
+	focused := func() string {
+		t.Helper()
+		id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement ? (document.activeElement.dataset.testid || document.activeElement.id || document.activeElement.tagName) : ''`))
+		require.NoError(t, err)
+		return id
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), login("admin", "s3cret"),
+		blur(),
+		chromedp.KeyEvent("\t")))
+	require.Equal(t, "skip-link", focused())
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("gq"),
+		waitText(tid("queue-row"), "keyed"),
+		chromedp.KeyEvent("/"),
+	))
+	require.Equal(t, "queues-filter", focused())
+	require.NoError(t, chromedp.Do(ctx,
+		blur(),
+		chromedp.KeyEvent("j"),
+	))
+	require.Equal(t, "queue-link", focused())
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("\r"),
+		waitText(tid("queue-name"), "keyed"),
 	))
 }
