@@ -146,12 +146,14 @@ func queryInt(s string, present bool) (n int, ok bool, err error) {
 // range_filter: a page may start just past the last item, and is then
 // empty).
 func (q listQuery) window(w http.ResponseWriter, n int) (lo, hi int, ok bool) {
-	lo = (q.page - 1) * q.pageSize
-	if lo > n || lo < 0 {
+	// (page-1)*size > n, compared without multiplying: a huge page must
+	// not overflow into a small offset.
+	if q.page-1 > n/q.pageSize {
 		WriteError(w, http.StatusBadRequest, "page_out_of_range",
 			fmt.Sprintf("Page out of range, page: %d page size: %d, len: %d", q.page, q.pageSize, n))
 		return 0, 0, false
 	}
+	lo = (q.page - 1) * q.pageSize
 	return lo, min(lo+q.pageSize, n), true
 }
 

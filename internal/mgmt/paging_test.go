@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -123,13 +124,17 @@ func TestListingsPaginationErrors(t *testing.T) {
 			{"page=1&page_size=0", "invalid_pagination_parameters", "Invalid pagination parameters: page number 1, page size 0"},
 			{"page=1&name=(&use_regex=true", "bad_request", "Pagination parameters are invalid"},
 			{"page=9&page_size=500", "page_out_of_range", ""},
+			// (page-1)*500 wraps to 0 in 64 bits.
+			{"page=4611686018427387905&page_size=500", "page_out_of_range", "Page out of range, page: 4611686018427387905 page size: 500, len: "},
 		} {
 			t.Run(list+"?"+tc.query, func(t *testing.T) {
 				status, _, body := h.Do("GET", list+"?"+tc.query, "guest", nil)
 				require.Equal(t, http.StatusBadRequest, status, "%s", body)
 				errText, reason := amqptest.ErrorBody(t, body)
 				require.Equal(t, tc.errText, errText)
-				if tc.reason != "" {
+				if strings.HasSuffix(tc.reason, "len: ") {
+					require.True(t, strings.HasPrefix(reason, tc.reason), reason)
+				} else if tc.reason != "" {
 					require.Equal(t, tc.reason, reason)
 				} else {
 					require.Regexp(t, `^Page out of range, page: 9 page size: 500, len: \d+$`, reason)

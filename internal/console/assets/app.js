@@ -407,7 +407,7 @@
       fill(nodes, table([
         { label: 'Name', cell: (n) => n.name },
         { label: 'State', cell: (n) => n.running ? 'running' : 'down' },
-        { label: 'Memory', cell: (n) => [fmtBytes(n.mem_used), n.mem_limit ? ' of ' + fmtBytes(n.mem_limit) : '', n.mem_alarm ? h('strong', { class: 'error' }, ' ALARM') : ''] },
+        { label: 'Message memory', cell: (n) => [fmtBytes(n.mem_used), n.mem_limit ? ' of ' + fmtBytes(n.mem_limit) : '', n.mem_alarm ? h('strong', { class: 'error' }, ' ALARM') : ''] },
         { label: 'Disk free', cell: (n) => [n.disk_free === undefined ? 'not watched' : fmtBytes(n.disk_free), n.disk_free_limit ? ' (limit ' + fmtBytes(n.disk_free_limit) + ')' : '', n.disk_free_alarm ? h('strong', { class: 'error' }, ' ALARM') : ''] },
         { label: 'Raft', cell: (n) => n.raft ? `${n.raft.role}, term ${n.raft.term}, leader ${n.raft.leader}, ${n.raft.peers.length} peers` : 'single node' },
       ], ns, { testid: 'nodes-table' }));
