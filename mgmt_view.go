@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/console"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/rates"
@@ -17,13 +18,19 @@ import (
 	"github.com/warrenmq/broker/routing"
 )
 
-// ManagementHandler returns an http.Handler serving the commonly used part
-// of RabbitMQ's management HTTP API under /api/, with the JSON shapes
-// RabbitMQ 3.10 returns (fields Warren has no value for, such as rates,
-// Erlang process details and policies, are left out rather than invented).
-// Mount it where the host program likes:
+// ManagementHandler returns an http.Handler serving the web console at "/"
+// (internal/console, docs/console.md: plain HTML, CSS and JavaScript
+// embedded in the binary) and the commonly used part of RabbitMQ's
+// management HTTP API under /api/, with the JSON shapes RabbitMQ 3.10
+// returns (fields Warren has no value for, such as Erlang process
+// details, are left out rather than invented). Mount it at the root, or
+// under a prefix with http.StripPrefix:
 //
-//	http.Handle("/api/", b.ManagementHandler())
+//	http.Handle("/", b.ManagementHandler())
+//	http.Handle("/warren/", http.StripPrefix("/warren", b.ManagementHandler()))
+//
+// Mounting it at "/api/" only, as before the console, still serves the
+// API.
 //
 // Requests authenticate with HTTP basic auth against the stored users
 // (Options.Users and those added since), as AMQP logins do. As in
@@ -62,7 +69,7 @@ import (
 // look without delivering.
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return mgmt.New(mgmtView{b})
+	return console.Handler(mgmt.New(mgmtView{b}))
 }
 
 // mgmtView is the broker as the management API (internal/mgmt) reads and

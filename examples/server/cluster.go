@@ -141,7 +141,7 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 // none.
 func clusterHTTP(node *cluster.Node) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/api/", &currentBroker{node: node, handler: (*broker.Broker).ManagementHandler})
+	mux.Handle("/", &currentBroker{node: node, handler: (*broker.Broker).ManagementHandler})
 	mux.Handle("/metrics", &currentBroker{node: node, handler: (*broker.Broker).MetricsHandler})
 	mux.Handle("/metrics/per-object", &currentBroker{node: node, handler: func(b *broker.Broker) http.Handler {
 		return b.MetricsHandlerWith(perObjectMetrics)

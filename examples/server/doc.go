@@ -7,7 +7,9 @@
 //	go run ./examples/server -tls-listen 127.0.0.1:5671 -tls-cert server.pem -tls-key server.key \
 //	    -tls-ca clients-ca.pem -auth-mechanisms PLAIN,AMQPLAIN,EXTERNAL
 //
-// -http serves RabbitMQ's management HTTP API under /api/ and Prometheus
+// -http serves the web console at / (open http://ADDR/ in a browser and log
+// in as a broker user; docs/console.md), RabbitMQ's management HTTP API
+// under /api/ and Prometheus
 // metrics at /metrics (summed over queues, naming none, open) and
 // /metrics/per-object (per queue, for administrator and monitoring users),
 // with at most -http-max-connections connections and the timeouts of

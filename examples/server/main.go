@@ -164,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stopWeb := func() {}
 	if *httpAddr != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/api/", b.ManagementHandler())
+		mux.Handle("/", b.ManagementHandler()) // the console at /, the API under /api/
 		mux.Handle("/metrics", b.MetricsHandler())
 		mux.Handle("/metrics/per-object", b.MetricsHandlerWith(perObjectMetrics))
 		lim := broker.HTTPLimits{MaxConnections: *httpMaxConns}

@@ -19,7 +19,13 @@
 // (the health checks, health.go); the definitions export and import
 // (package definitions); and, through the optional Policies interface,
 // policies and operator policies (/api/policies, /api/operator-policies
-// and the policy fields of queue and exchange objects, policies.go). The root package
+// and the policy fields of queue and exchange objects, policies.go);
+// through the optional UnackedLister, a queue's unacked deliveries with
+// their channel and age (GET /api/queues/v/q/unacked, a Warren extension,
+// unacked.go). Listings of queues, exchanges, connections and channels
+// take RabbitMQ's page, page_size, name, use_regex, sort and sort_reverse
+// (paging.go); a page of queues by name asks only that page's queues for
+// their counts. The root package
 // implements Broker with an adapter over its own Broker
 // (Broker.ManagementHandler returns New's handler), so nothing here
 // reaches into the broker's fields, and a test can feed the handler any

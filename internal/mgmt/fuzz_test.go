@@ -115,6 +115,14 @@ func FuzzManagementAPI(f *testing.F) {
 		{0, 0, "vhosts/secret/topic-permissions", ""},
 		{2, 0, "exchanges/%2F/amq.default/publish", `{"routing_key":"q","payload":"aGk=","payload_encoding":"base64","properties":{"delivery_mode":2,"timestamp":1,"headers":{"l":[1,{"t":true}]}}}`},
 		{2, 1, "exchanges/secret/x/publish", `{"routing_key":"k","payload":"x","payload_encoding":"string","properties":{"expiration":"-1"}}`},
+		{0, 2, "queues?page=1&page_size=2&name=(&use_regex=true", ""},
+		{0, 0, "queues/%2F?page=1&sort=message_stats.publish&sort_reverse=true", ""},
+		{0, 1, "queues/secret?page=2&page_size=1&name=Q", ""},
+		{0, 0, "exchanges?page=1&sort=type&name=amq", ""},
+		{0, 2, "connections?page=0&page_size=501", ""},
+		{0, 0, "channels?page_size=x", ""},
+		{0, 0, "queues/%2F/q/unacked", ""},
+		{0, 2, "queues/secret/q/unacked", ""},
 	} {
 		f.Add(s.method, s.user, s.path, []byte(s.body))
 	}

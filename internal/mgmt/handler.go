@@ -110,6 +110,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/queues/{vhost}/{name}/bindings", anyManagement, m.queueBindings)
 	m.handle("DELETE", "/api/queues/{vhost}/{name}/contents", anyManagement, m.purge)
 	m.handle("POST", "/api/queues/{vhost}/{name}/get", anyManagement, m.get)
+	m.handle("GET", "/api/queues/{vhost}/{name}/unacked", anyManagement, m.unacked) // unacked.go
 	m.handle("GET", "/api/bindings", anyManagement, m.bindings)
 	m.handle("GET", "/api/bindings/{vhost}", anyManagement, m.bindings)
 	for _, kind := range []string{"q", "e"} {
@@ -656,13 +657,17 @@ func (m *mgmt) exchanges(c *mgmtCall) {
 	if !ok {
 		return
 	}
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
 	out := []exchangeJSON{}
 	for _, vh := range vhs {
 		for _, x := range m.b.Exchanges(vh) {
 			out = append(out, m.exchangeOf(vh, x))
 		}
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	writeListQuery(c, lq, out)
 }
 
 func (m *mgmt) exchange(c *mgmtCall) {
@@ -796,6 +801,14 @@ func (m *mgmt) queues(c *mgmtCall) {
 	if !ok {
 		return
 	}
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
+	if lq.paged() && lq.byName() {
+		m.queuesPage(c, vhs, lq, rq)
+		return
+	}
 	out := []queueJSON{}
 	for _, vh := range vhs {
 		qs := m.b.Queues(c.r.Context(), vh)
@@ -805,13 +818,8 @@ func (m *mgmt) queues(c *mgmtCall) {
 		}
 	}
 	// The exclusive consumer's tag comes from the channels.
-	excl := m.exclusiveConsumers()
-	for i := range out {
-		if tag, ok := excl[[2]string{out[i].VHost, out[i].Name}]; ok {
-			out[i].ExclusiveConsumerTag = &tag
-		}
-	}
-	writeJSON(c.w, http.StatusOK, out)
+	m.setExclusiveTags(out)
+	writeListQuery(c, lq, out)
 }
 
 func (m *mgmt) exclusiveConsumers() map[[2]string]string {
@@ -1468,11 +1476,15 @@ func (m *mgmt) connections(c *mgmtCall) {
 	if !ok {
 		return
 	}
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
 	out := []map[string]any{}
 	for _, v := range m.visibleConns(c) {
 		out = append(out, m.connectionJSON(v, rq))
 	}
-	writeJSON(c.w, http.StatusOK, out)
+	writeListQuery(c, lq, out)
 }
 
 func (m *mgmt) findConn(c *mgmtCall) (Connection, bool) {
@@ -1548,7 +1560,11 @@ func (m *mgmt) allChannels(c *mgmtCall, only func(Connection) bool) []map[string
 }
 
 func (m *mgmt) channels(c *mgmtCall) {
-	writeJSON(c.w, http.StatusOK, m.allChannels(c, nil))
+	lq, ok := parseListQuery(c) // paging.go
+	if !ok {
+		return
+	}
+	writeListQuery(c, lq, m.allChannels(c, nil))
 }
 
 func (m *mgmt) connectionChannels(c *mgmtCall) {

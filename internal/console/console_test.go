@@ -1,0 +1,106 @@
+package console_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/console"
+)
+
+// fakeAPI answers every request 401 with a basic-auth challenge, as the
+// management API answers a request without credentials.
+var fakeAPI = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = io.WriteString(w, `{"error":"not_authorized","reason":"Login failed","path":"`+r.URL.Path+`"}`)
+})
+
+func do(t *testing.T, h http.Handler, method, path string, hdr ...string) *http.Response {
+	t.Helper()
+	req := httptest.NewRequest(method, path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Result()
+}
+
+func body(t *testing.T, r *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestConsoleServesPageAndAssets: "/" is the page with its security
+// headers, assets are under /console/ with a content ETag (304 when it
+// matches), and an unknown asset is 404.
+func TestConsoleServesPageAndAssets(t *testing.T) {
+	h := console.Handler(fakeAPI)
+	for _, tc := range []struct{ path, ctype string }{
+		{"/", "text/html"}, {"/index.html", "text/html"},
+		{"/console/app.js", "javascript"}, {"/console/app.css", "text/css"}, {"/console/favicon.svg", "image/svg+xml"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			r := do(t, h, "GET", tc.path)
+			require.Equal(t, http.StatusOK, r.StatusCode)
+			require.Contains(t, r.Header.Get("Content-Type"), tc.ctype)
+			require.Equal(t, "nosniff", r.Header.Get("X-Content-Type-Options"))
+			etag := r.Header.Get("ETag")
+			require.NotEmpty(t, etag)
+			require.NotEmpty(t, body(t, r))
+			r = do(t, h, "GET", tc.path, "If-None-Match", etag)
+			require.Equal(t, http.StatusNotModified, r.StatusCode)
+		})
+	}
+	r := do(t, h, "GET", "/")
+	require.Contains(t, r.Header.Get("Content-Security-Policy"), "script-src 'self'")
+	require.Equal(t, "DENY", r.Header.Get("X-Frame-Options"))
+	require.Equal(t, http.StatusNotFound, do(t, h, "GET", "/console/nope.js").StatusCode)
+	require.Equal(t, http.StatusMethodNotAllowed, do(t, h, "POST", "/").StatusCode)
+}
+
+// TestConsolePassesAPIThrough: every other path goes to the API
+// unchanged, except that the page's own calls (X-Requested-With) get no
+// basic-auth challenge, so the browser shows the page's login form.
+func TestConsolePassesAPIThrough(t *testing.T) {
+	h := console.Handler(fakeAPI)
+	for _, path := range []string{"/api/overview", "/api/queues/%2F/q", "/other"} {
+		r := do(t, h, "GET", path)
+		require.Equal(t, http.StatusUnauthorized, r.StatusCode)
+		require.NotEmpty(t, r.Header.Get("WWW-Authenticate"), path)
+		require.Contains(t, body(t, r), "Login failed")
+
+		r = do(t, h, "GET", path, "X-Requested-With", "XMLHttpRequest")
+		require.Equal(t, http.StatusUnauthorized, r.StatusCode)
+		require.Empty(t, r.Header.Get("WWW-Authenticate"), path)
+		require.Contains(t, body(t, r), "Login failed")
+	}
+}
+
+// TestConsoleTestIDs: the page carries the data-testid attributes that
+// tests (the project's and its users') drive it by; docs/console.md
+// lists them, and renaming one breaks those tests.
+func TestConsoleTestIDs(t *testing.T) {
+	h := console.Handler(fakeAPI)
+	page := body(t, do(t, h, "GET", "/")) + body(t, do(t, h, "GET", "/console/app.js"))
+	for _, id := range []string{
+		"login-username", "login-password", "login-submit", "login-error",
+		"nav-overview", "nav-queues", "nav-exchanges", "nav-connections", "nav-channels",
+		"nav-vhosts", "nav-users", "nav-permissions", "nav-policies", "logout", "whoami",
+		"queue-row", "queue-ready", "queue-unacked",
+		"publish-body", "publish-submit", "get-submit", "get-result", "get-ackmode", "get-payload",
+		"queue-purge", "queue-delete", "unacked-row", "access-denied", "chart-nodata",
+		"connection-row", "connection-close", "channel-row", "exchange-row",
+	} {
+		require.True(t, strings.Contains(page, `data-testid="`+id+`"`) || strings.Contains(page, `'`+id+`'`),
+			"data-testid %q is missing", id)
+	}
+}
