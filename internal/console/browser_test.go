@@ -134,6 +134,23 @@ func waitText(selector chromedp.CSS, want string) chromedp.Action[chromedp.Void]
 	})
 }
 
+// waitExists waits until selector matches an element.
+func waitExists(selector string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tab *chromedp.Target) error {
+		for {
+			found, err := chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q) !== null`, selector))(ctx, tab)
+			if err == nil && found {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w", selector, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+}
+
 // clear empties an input (chromedp's SetValue refuses "").
 func clear(selector chromedp.CSS) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tab *chromedp.Target) error {
@@ -174,7 +191,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b, err := broker.New(broker.Options{Users: []broker.User{
 		{Name: "admin", Password: "s3cret", Tags: []string{"administrator"}},
 		{Name: "viewer", Password: "viewer", Tags: []string{"management"}},
-	}})
+	}, StatsInterval: 100 * time.Millisecond}) // charts fill in seconds
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	srv := httptest.NewServer(b.ManagementHandler())
@@ -196,6 +213,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(srv.URL+"/"),
 		login("admin", "s3cret"),
 		waitText(tid("total-messages"), "3"),
+		// The broker's own history: two samples 5 s apart (the page asks
+		// for one per 5 s) draw the depth and rate lines.
+		waitExists(`[data-testid="chart-depth"] svg polyline`),
 	))
 	screenshot(t, ctx, dir, "overview")
 
@@ -223,6 +243,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		waitText(tid("get-result"), "hello from the browser"),
 		waitText(tid("get-result"), "order 0"),
 		waitText(in(tid("queue-summary"), "queue-ready"), "4"),
+		// The queue's history starts when its page first asks for it.
+		waitExists(`[data-testid="chart-queue-depth"] svg polyline`),
 	))
 	screenshot(t, ctx, dir, "queue")
 
