@@ -18,7 +18,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt-get install -y -qq "${missing[@]}" >/dev/null
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || {
 	echo "install-deps: postgresql installed but no initdb under /usr/lib/postgresql/*/bin" >&2
 	exit 1
