@@ -28,9 +28,21 @@ type pluginState struct {
 // openPlugins creates the delayed-message service: held messages of
 // durable exchanges in the broker's Pebble database when it has one (they
 // survive restarts), in memory otherwise, as are those of other exchanges.
+//
+// In shared mode (a cluster) held messages of durable exchanges are in the
+// shared store's records instead (delayed.Replicated): replicated before
+// the publish is confirmed, and routed once, by the meta leader.
 func (b *Broker) openPlugins() error {
 	durable := delayed.Store(delayed.NewMemory())
-	if b.stores.db != nil {
+	if rs, ok := b.stores.meta.(meta.Records); ok && b.shared() {
+		r, err := delayed.OpenReplicated(context.Background(), rs, delayed.Cluster{
+			Node: b.nodeID, Leader: b.stores.meta.IsLeader, Alive: b.opts.PeerAlive, Clock: b.clock(),
+		})
+		if err != nil {
+			return fmt.Errorf("broker: delayed messages: %w", err)
+		}
+		durable = r
+	} else if b.stores.db != nil {
 		p, err := delayed.OpenPebble(b.stores.db)
 		if err != nil {
 			return fmt.Errorf("broker: delayed messages: %w", err)

@@ -40,6 +40,11 @@
 //   - each member's management API (/api/nodes, "raft") and metrics
 //     (warren_raft_*) show its raft role, term, commit and applied indexes
 //     and, on the leader, every member's replication progress;
+//   - a confirmed delayed message of a durable x-delayed-message exchange
+//     is replicated like a published one; the raft leader routes it when
+//     due, once (it claims it first, with one conditional command), and
+//     if the leader dies another node's broker takes over its claims
+//     after DeadAfter;
 //   - delivery is at least once: a publish whose outcome a dying node never
 //     reported may be stored, an ack a node had not committed is
 //     redelivered, and a member declared dead that was only slow may have
