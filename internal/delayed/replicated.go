@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -222,6 +223,11 @@ func (s *Replicated) Due(ctx context.Context, until int64, max int) ([]Message, 
 		if err != nil {
 			return nil, err
 		}
+		if !leader {
+			// Only its own claims, without walking the due messages
+			// the leader is to route.
+			return s.get(s.own(claims, nil, max))
+		}
 		var out []Message
 		var u meta.RecordUpdate
 		var scanErr error
@@ -282,27 +288,77 @@ func (s *Replicated) Next(_ context.Context, skip func(Key) bool) (Key, bool, er
 	if err != nil {
 		return Key{}, false, err
 	}
+	if !leader {
+		if own := s.own(claims, skip, 1); len(own) > 0 {
+			return own[0], true, nil
+		}
+		any := false
+		err := s.rs.ScanRecords([]byte{keyPrefix, kindByTime}, nil, func(_, _ []byte) bool {
+			any = true
+			return false
+		})
+		if err != nil || !any {
+			return Key{}, false, err
+		}
+		return Key{Due: s.cl.Clock.Now().Add(leaderPoll).UnixNano()}, true, nil
+	}
 	var next Key
-	found, any := false, false
+	found := false
 	err = s.rs.ScanRecords([]byte{keyPrefix, kindByTime}, nil, func(k, _ []byte) bool {
 		key, ok := parseKey(k[2:])
-		if !ok {
-			return true
-		}
-		any = true
-		if (skip != nil && skip(key)) || !s.mine(claims[key], leader) {
+		if !ok || (skip != nil && skip(key)) || !s.mine(claims[key], leader) {
 			return true
 		}
 		next, found = key, true
 		return false
 	})
-	if err != nil || found {
-		return next, found, err
+	return next, found, err
+}
+
+// own returns up to max keys of claims this broker holds that skip does
+// not reject, earliest first.
+func (s *Replicated) own(claims map[Key]string, skip func(Key) bool, max int) []Key {
+	var out []Key
+	for k, owner := range claims {
+		if owner == s.cl.Node && (skip == nil || !skip(k)) {
+			out = append(out, k)
+		}
 	}
-	if any && !leader {
-		return Key{Due: s.cl.Clock.Now().Add(leaderPoll).UnixNano()}, true, nil
+	slices.SortFunc(out, func(a, b Key) int {
+		if a.Less(b) {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(len(out), max)]
+}
+
+// get reads the held messages under keys, leaving out those gone.
+func (s *Replicated) get(keys []Key) ([]Message, error) {
+	out := make([]Message, 0, len(keys))
+	for _, k := range keys {
+		tk := timeKey(k)
+		var m Message
+		var found bool
+		var decErr error
+		err := s.rs.ScanRecords(tk, nil, func(key, v []byte) bool {
+			if bytes.Equal(key, tk) {
+				m, decErr = Decode(v)
+				found = true
+			}
+			return false
+		})
+		if err == nil {
+			err = decErr
+		}
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, m)
+		}
 	}
-	return Key{}, false, nil
+	return out, nil
 }
 
 // Delete removes routed (or dropped) messages and their claims, in one
@@ -392,30 +448,7 @@ func (s *Replicated) Peek(_ context.Context, vhost, exchange string, max int) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Message, 0, len(keys))
-	for _, k := range keys {
-		tk := timeKey(k)
-		var m Message
-		var found bool
-		var decErr error
-		err := s.rs.ScanRecords(tk, nil, func(key, v []byte) bool {
-			if bytes.Equal(key, tk) {
-				m, decErr = Decode(v)
-				found = true
-			}
-			return false
-		})
-		if err == nil {
-			err = decErr
-		}
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return s.get(keys)
 }
 
 func (s *Replicated) counter(k []byte) int64 {
