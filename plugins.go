@@ -102,8 +102,13 @@ func (b *Broker) routeDelayed(ctx context.Context, msgs []delayed.Message, done 
 
 // openDedup opens an x-message-deduplication exchange's cache: in the
 // broker's Pebble database for a durable exchange (it survives restarts),
-// in memory otherwise.
+// in the shared store's records in shared mode (one cache for the whole
+// cluster, replicated), in memory otherwise.
 func (b *Broker) openDedup(vh, exchange string, durable bool, size int64, ttl time.Duration) (*dedup.Cache, error) {
+	if rs, ok := b.stores.meta.(meta.Records); ok && durable && b.shared() {
+		// Shared by every broker of the cluster, replicated.
+		return dedup.OpenReplicated(rs, vh+"\x00"+exchange, b.clock(), size, ttl), nil
+	}
 	if durable && b.stores.db != nil {
 		return dedup.OpenPebble(b.stores.db, vh+"\x00"+exchange, b.clock(), size, ttl)
 	}

@@ -1,0 +1,93 @@
+package cluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/clock"
+)
+
+// publishDedup publishes a persistent message with x-deduplication-header
+// key to exchange dd on node i and requires its confirm (a duplicate is
+// confirmed too).
+func (c *testCluster) publishDedup(i int, key string) {
+	c.t.Helper()
+	_, ch := c.dial(i)
+	require.NoError(c.t, ch.Confirm(false))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
+	require.NoError(c.t, ch.PublishWithContext(context.Background(), "dd", "", false, false, amqp091.Publishing{
+		Body: []byte(key), DeliveryMode: amqp091.Persistent, Headers: amqp091.Table{"x-deduplication-header": key},
+	}))
+	select {
+	case conf := <-confirms:
+		require.True(c.t, conf.Ack, "confirmed %s", key)
+	case <-time.After(waitFor):
+		c.t.Fatalf("no confirm for %s", key)
+	}
+}
+
+// takeAll gets the messages of queue dq on node i until it has as many as
+// want (publishes on other nodes reach it through the log), and requires
+// them to be want and nothing more to be there.
+func (c *testCluster) takeAll(i int, want ...string) {
+	c.t.Helper()
+	_, ch := c.dial(i)
+	var got []string
+	require.Eventually(c.t, func() bool {
+		for {
+			d, ok, err := ch.Get("dq", true)
+			require.NoError(c.t, err)
+			if !ok {
+				return len(got) >= len(want)
+			}
+			got = append(got, string(d.Body))
+		}
+	}, waitFor, 10*time.Millisecond, "node %d gets %v", i+1, want)
+	require.Equal(c.t, want, got)
+}
+
+// An x-message-deduplication exchange's cache is one for the whole
+// cluster: a duplicate published on another node, or after the node that
+// saw the original died, is dropped while the entry lives; the TTL and the
+// size bound apply across nodes.
+func TestDedupAcrossNodes(t *testing.T) {
+	fc := clock.NewFake(time.Unix(1_800_000_000, 0))
+	c := newTestCluster(t, onClock(fc))
+	_, ch := c.dial(0)
+	require.NoError(t, ch.ExchangeDeclare("dd", "x-message-deduplication", true, false, false, false,
+		amqp091.Table{"x-cache-size": int32(3), "x-cache-ttl": int32(60000)}))
+	_, err := ch.QueueDeclare("dq", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind("dq", "", "dd", false, nil))
+	for j := range c.nodes {
+		c.declared(j, "dq")
+	}
+
+	c.publishDedup(0, "a")
+	c.publishDedup(1, "a") // another node: a duplicate
+	c.publishDedup(2, "a")
+	c.takeAll(1, "a")
+
+	c.kill(0) // the node that recorded it
+	c.leader(0)
+	c.publishDedup(1, "a")
+	c.publishDedup(2, "b")
+	c.takeAll(2, "b")
+
+	fc.Advance(61 * time.Second) // a and b expire
+	c.publishDedup(2, "a")
+	c.takeAll(1, "a")
+
+	// Size 3: recording c and d evicts the oldest (b expired, then a).
+	c.publishDedup(1, "c")
+	c.publishDedup(2, "d")
+	c.publishDedup(1, "e")
+	c.publishDedup(2, "c") // still held
+	c.takeAll(2, "c", "d", "e")
+	c.publishDedup(1, "a") // evicted: routed again
+	c.takeAll(1, "a")
+}
