@@ -177,14 +177,25 @@ func (b *Broker) PeekDelayed(ctx context.Context, vhostName, exchange string, n 
 // dedupQueue gives a queue declared with x-message-deduplication: true
 // (rabbitmq-message-deduplication's queue argument) a shard store that
 // knows its messages' deduplication keys, and the Admit hook that refuses
-// a message whose key is in the queue. Not in shared mode: other brokers
-// append to the queue too, and this store would not see their keys.
-func dedupQueue(ctx context.Context, def meta.Queue, shared bool, st *queue.Stores, f *queue.Features) error {
-	if shared || len(def.Arguments) == 0 {
+// a message whose key is in the queue. In shared mode other brokers
+// append to the queue too: the keys are then records of the shared store
+// (dedup.SharedQueueStore).
+func (b *Broker) dedupQueue(ctx context.Context, def meta.Queue, shared bool, st *queue.Stores, f *queue.Features) error {
+	if len(def.Arguments) == 0 {
 		return nil
 	}
 	args, _, err := amqp.DecodeTable(def.Arguments)
 	if err != nil || args["x-message-deduplication"] != true {
+		return nil
+	}
+	if shared {
+		rs, ok := b.stores.meta.(meta.Records)
+		if !ok {
+			return nil // a shared store without records: not enforced
+		}
+		keys, store := dedup.NewSharedQueueStore(st.Shards, rs, shardName(def.VHost, def.Name), b.clock())
+		st.Shards = store
+		f.Admit = keys.Admit
 		return nil
 	}
 	keys, store := dedup.NewQueueStore(st.Shards)

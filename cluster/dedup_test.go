@@ -16,10 +16,16 @@ import (
 // confirmed too).
 func (c *testCluster) publishDedup(i int, key string) {
 	c.t.Helper()
+	c.publishDedupTo(i, "dd", "", key)
+}
+
+// publishDedupTo is publishDedup to exchange with routing key rk.
+func (c *testCluster) publishDedupTo(i int, exchange, rk, key string) {
+	c.t.Helper()
 	_, ch := c.dial(i)
 	require.NoError(c.t, ch.Confirm(false))
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
-	require.NoError(c.t, ch.PublishWithContext(context.Background(), "dd", "", false, false, amqp091.Publishing{
+	require.NoError(c.t, ch.PublishWithContext(context.Background(), exchange, rk, false, false, amqp091.Publishing{
 		Body: []byte(key), DeliveryMode: amqp091.Persistent, Headers: amqp091.Table{"x-deduplication-header": key},
 	}))
 	select {
@@ -30,16 +36,16 @@ func (c *testCluster) publishDedup(i int, key string) {
 	}
 }
 
-// takeAll gets the messages of queue dq on node i until it has as many as
+// takeAll gets the messages of queue on node i until it has as many as
 // want (publishes on other nodes reach it through the log), and requires
 // them to be want and nothing more to be there.
-func (c *testCluster) takeAll(i int, want ...string) {
+func (c *testCluster) takeAll(i int, queue string, want ...string) {
 	c.t.Helper()
 	_, ch := c.dial(i)
 	var got []string
 	require.Eventually(c.t, func() bool {
 		for {
-			d, ok, err := ch.Get("dq", true)
+			d, ok, err := ch.Get(queue, true)
 			require.NoError(c.t, err)
 			if !ok {
 				return len(got) >= len(want)
@@ -70,24 +76,51 @@ func TestDedupAcrossNodes(t *testing.T) {
 	c.publishDedup(0, "a")
 	c.publishDedup(1, "a") // another node: a duplicate
 	c.publishDedup(2, "a")
-	c.takeAll(1, "a")
+	c.takeAll(1, "dq", "a")
 
 	c.kill(0) // the node that recorded it
 	c.leader(0)
 	c.publishDedup(1, "a")
 	c.publishDedup(2, "b")
-	c.takeAll(2, "b")
+	c.takeAll(2, "dq", "b")
 
 	fc.Advance(61 * time.Second) // a and b expire
 	c.publishDedup(2, "a")
-	c.takeAll(1, "a")
+	c.takeAll(1, "dq", "a")
 
 	// Size 3: recording c and d evicts the oldest (b expired, then a).
 	c.publishDedup(1, "c")
 	c.publishDedup(2, "d")
 	c.publishDedup(1, "e")
 	c.publishDedup(2, "c") // still held
-	c.takeAll(2, "c", "d", "e")
+	c.takeAll(2, "dq", "c", "d", "e")
 	c.publishDedup(1, "a") // evicted: routed again
-	c.takeAll(1, "a")
+	c.takeAll(1, "dq", "a")
+}
+
+// A queue declared with x-message-deduplication refuses a message whose
+// key is in it whichever node the message is published on, and frees the
+// key when the message leaves, whichever node takes it; the node that
+// appended it dying changes nothing.
+func TestDedupQueueAcrossNodes(t *testing.T) {
+	c := newTestCluster(t)
+	_, ch := c.dial(0)
+	_, err := ch.QueueDeclare("uq", true, false, false, false, amqp091.Table{"x-message-deduplication": true})
+	require.NoError(t, err)
+	for j := range c.nodes {
+		c.declared(j, "uq")
+	}
+	c.publishDedupTo(0, "", "uq", "a")
+	c.publishDedupTo(1, "", "uq", "a") // in the queue: refused
+	c.publishDedupTo(2, "", "uq", "b")
+	c.takeAll(2, "uq", "a", "b") // taken (and acked) on a node that did not append a
+
+	c.publishDedupTo(1, "", "uq", "a") // free again
+	c.kill(1)                          // the node that appended it
+	c.leader(1)
+	c.publishDedupTo(0, "", "uq", "a")
+	c.publishDedupTo(2, "", "uq", "a")
+	c.takeAll(0, "uq", "a")
+	c.publishDedupTo(2, "", "uq", "a")
+	c.takeAll(2, "uq", "a")
 }

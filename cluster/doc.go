@@ -45,6 +45,9 @@
 //     due, once (it claims it first, with one conditional command), and
 //     if the leader dies another node's broker takes over its claims
 //     after DeadAfter;
+//   - a durable x-message-deduplication exchange has one cache for the
+//     whole cluster, and a queue's x-message-deduplication holds across
+//     nodes (both are replicated records with conditional updates);
 //   - delivery is at least once: a publish whose outcome a dying node never
 //     reported may be stored, an ack a node had not committed is
 //     redelivered, and a member declared dead that was only slow may have

@@ -30,6 +30,10 @@
 // increasing per broker), and the count may pass Size by the number of
 // brokers recording at the same instant until the next record evicts.
 //
+// SharedQueueStore is QueueStore in shared mode: the keys in the queue
+// are records of the shared store, reserved by a conditional update at
+// Admit and deleted with their message by whichever broker deletes it.
+//
 // QueueStore is the queue argument's half (x-message-deduplication: true):
 // a queue's shard store that knows the key of every message in the queue,
 // from its Append to its delete, and Admit, which the queue's actor asks
