@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,4 +125,49 @@ func TestDedupQueueAcrossNodes(t *testing.T) {
 	c.takeAll(0, "uq", "a")
 	c.publishDedupTo(2, "", "uq", "a")
 	c.takeAll(2, "uq", "a")
+}
+
+// One value published on every node at once is routed exactly once: the
+// nodes' conditional records of it exclude each other.
+func TestDedupRaceAcrossNodes(t *testing.T) {
+	c := newTestCluster(t)
+	_, ch := c.dial(0)
+	require.NoError(t, ch.ExchangeDeclare("dd", "x-message-deduplication", true, false, false, false,
+		amqp091.Table{"x-cache-size": int32(1000)}))
+	_, err := ch.QueueDeclare("dq", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind("dq", "", "dd", false, nil))
+	chans := make([]*amqp091.Channel, len(c.nodes))
+	confirms := make([]chan amqp091.Confirmation, len(c.nodes))
+	for j := range c.nodes {
+		c.declared(j, "dq")
+		_, chans[j] = c.dial(j)
+		require.NoError(t, chans[j].Confirm(false))
+		confirms[j] = chans[j].NotifyPublish(make(chan amqp091.Confirmation, 1))
+	}
+	for round := range 10 {
+		key := fmt.Sprint("k", round)
+		var wg sync.WaitGroup
+		errs := make([]error, len(chans))
+		for j, pch := range chans {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[j] = pch.PublishWithContext(context.Background(), "dd", "", false, false, amqp091.Publishing{
+					Body: []byte(key), DeliveryMode: amqp091.Persistent, Headers: amqp091.Table{"x-deduplication-header": key},
+				})
+			}()
+		}
+		wg.Wait()
+		for j := range chans {
+			require.NoError(t, errs[j])
+			select {
+			case conf := <-confirms[j]:
+				require.True(t, conf.Ack)
+			case <-time.After(waitFor):
+				t.Fatalf("no confirm from node %d", j+1)
+			}
+		}
+		c.takeAll(round%3, "dq", key)
+	}
 }
