@@ -28,9 +28,21 @@ type pluginState struct {
 // openPlugins creates the delayed-message service: held messages of
 // durable exchanges in the broker's Pebble database when it has one (they
 // survive restarts), in memory otherwise, as are those of other exchanges.
+//
+// In shared mode (a cluster) held messages of durable exchanges are in the
+// shared store's records instead (delayed.Replicated): replicated before
+// the publish is confirmed, and routed once, by the meta leader.
 func (b *Broker) openPlugins() error {
 	durable := delayed.Store(delayed.NewMemory())
-	if b.stores.db != nil {
+	if rs, ok := b.stores.meta.(meta.Records); ok && b.shared() {
+		r, err := delayed.OpenReplicated(context.Background(), rs, delayed.Cluster{
+			Node: b.nodeID, Leader: b.stores.meta.IsLeader, Alive: b.opts.PeerAlive, Clock: b.clock(),
+		})
+		if err != nil {
+			return fmt.Errorf("broker: delayed messages: %w", err)
+		}
+		durable = r
+	} else if b.stores.db != nil {
 		p, err := delayed.OpenPebble(b.stores.db)
 		if err != nil {
 			return fmt.Errorf("broker: delayed messages: %w", err)
@@ -90,8 +102,13 @@ func (b *Broker) routeDelayed(ctx context.Context, msgs []delayed.Message, done 
 
 // openDedup opens an x-message-deduplication exchange's cache: in the
 // broker's Pebble database for a durable exchange (it survives restarts),
-// in memory otherwise.
+// in the shared store's records in shared mode (one cache for the whole
+// cluster, replicated), in memory otherwise.
 func (b *Broker) openDedup(vh, exchange string, durable bool, size int64, ttl time.Duration) (*dedup.Cache, error) {
+	if rs, ok := b.stores.meta.(meta.Records); ok && durable && b.shared() {
+		// Shared by every broker of the cluster, replicated.
+		return dedup.OpenReplicated(rs, vh+"\x00"+exchange, b.clock(), size, ttl), nil
+	}
 	if durable && b.stores.db != nil {
 		return dedup.OpenPebble(b.stores.db, vh+"\x00"+exchange, b.clock(), size, ttl)
 	}
@@ -160,14 +177,25 @@ func (b *Broker) PeekDelayed(ctx context.Context, vhostName, exchange string, n 
 // dedupQueue gives a queue declared with x-message-deduplication: true
 // (rabbitmq-message-deduplication's queue argument) a shard store that
 // knows its messages' deduplication keys, and the Admit hook that refuses
-// a message whose key is in the queue. Not in shared mode: other brokers
-// append to the queue too, and this store would not see their keys.
-func dedupQueue(ctx context.Context, def meta.Queue, shared bool, st *queue.Stores, f *queue.Features) error {
-	if shared || len(def.Arguments) == 0 {
+// a message whose key is in the queue. In shared mode other brokers
+// append to the queue too: the keys are then records of the shared store
+// (dedup.SharedQueueStore).
+func (b *Broker) dedupQueue(ctx context.Context, def meta.Queue, shared bool, st *queue.Stores, f *queue.Features) error {
+	if len(def.Arguments) == 0 {
 		return nil
 	}
 	args, _, err := amqp.DecodeTable(def.Arguments)
 	if err != nil || args["x-message-deduplication"] != true {
+		return nil
+	}
+	if shared {
+		rs, ok := b.stores.meta.(meta.Records)
+		if !ok {
+			return nil // a shared store without records: not enforced
+		}
+		keys, store := dedup.NewSharedQueueStore(st.Shards, rs, shardName(def.VHost, def.Name), b.clock())
+		st.Shards = store
+		f.Admit = keys.Admit
 		return nil
 	}
 	keys, store := dedup.NewQueueStore(st.Shards)

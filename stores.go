@@ -152,7 +152,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 		st = b.stores.durable
 	}
 	shared := b.shared() && def.Durable
-	if err := dedupQueue(ctx, def, shared, &st, &features); err != nil {
+	if err := b.dedupQueue(ctx, def, shared, &st, &features); err != nil {
 		return nil, err
 	}
 	return queue.Start(ctx, queue.Config{

@@ -21,6 +21,7 @@ const waitFor = 60 * time.Second
 
 // testCluster is three nodes on an in-memory raft network; node i has raft
 // id i+1, starts as leader when i is 0, and serves AMQP on 127.0.0.1:0.
+// opts change each node's configuration before it starts.
 type testCluster struct {
 	t       testing.TB
 	net     *raft.Network
@@ -29,7 +30,7 @@ type testCluster struct {
 	stopped []bool
 }
 
-func newTestCluster(t testing.TB) *testCluster {
+func newTestCluster(t testing.TB, opts ...func(*cluster.Config)) *testCluster {
 	c := &testCluster{t: t, net: raft.NewNetwork(), cfgs: make([]cluster.Config, 3), nodes: make([]*cluster.Node, 3), stopped: make([]bool, 3)}
 	t.Cleanup(c.net.Close) // after the nodes stop (cleanups run last first)
 	root := t.TempDir()
@@ -50,6 +51,9 @@ func newTestCluster(t testing.TB) *testCluster {
 			Listen:       "127.0.0.1:0",
 			PollInterval: 10 * time.Millisecond,
 			DeadAfter:    time.Second,
+		}
+		for _, o := range opts {
+			o(&c.cfgs[i])
 		}
 		c.start(i)
 		t.Cleanup(func() { c.stop(i) })

@@ -40,6 +40,14 @@
 //   - each member's management API (/api/nodes, "raft") and metrics
 //     (warren_raft_*) show its raft role, term, commit and applied indexes
 //     and, on the leader, every member's replication progress;
+//   - a confirmed delayed message of a durable x-delayed-message exchange
+//     is replicated like a published one; the raft leader routes it when
+//     due, once (it claims it first, with one conditional command), and
+//     if the leader dies another node's broker takes over its claims
+//     after DeadAfter;
+//   - a durable x-message-deduplication exchange has one cache for the
+//     whole cluster, and a queue's x-message-deduplication holds across
+//     nodes (both are replicated records with conditional updates);
 //   - delivery is at least once: a publish whose outcome a dying node never
 //     reported may be stored, an ack a node had not committed is
 //     redelivered, and a member declared dead that was only slow may have

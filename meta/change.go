@@ -27,6 +27,9 @@ const (
 	// ChangePolicy: a policy or operator policy of VHost was put or
 	// deleted (Policies).
 	ChangePolicy
+	// ChangeRecord: the record under key Shard was set (Records); its
+	// deletion is not told.
+	ChangeRecord
 )
 
 // Change is one change applied to a store that several brokers share.
@@ -34,7 +37,7 @@ type Change struct {
 	Kind          ChangeKind
 	VHost         string
 	Queue         string // ChangeCursor, ChangeReturned, ChangeTaken
-	Shard         string // ChangeAppended
+	Shard         string // ChangeAppended; the key, for ChangeRecord
 	Offset        uint64
 	DeliveryCount uint32
 }

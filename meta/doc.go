@@ -15,7 +15,9 @@
 // Optional interfaces, found by type assertion: ChangeFeed (a store other
 // brokers write too) and Replicated (a store replicated by a consensus
 // group reports its member's role, term, indexes and peers' progress, for
-// the management API and metrics); meta/raft implements both.
+// the management API and metrics) and Records (the broker's own keyed
+// records with conditional updates: delayed messages, deduplication
+// caches, shared by every broker); meta/raft implements all three.
 //
 // # What every Store promises
 //

@@ -16,12 +16,13 @@ import (
 
 // Cache is one exchange's deduplication cache.
 type Cache struct {
-	mu    sync.Mutex
-	b     backend
-	clock clock.Clock
-	size  int64
-	ttl   time.Duration // default; 0 never expires
-	seq   uint64
+	mu     sync.Mutex
+	b      backend
+	shared *replicated // set instead of b: OpenReplicated
+	clock  clock.Clock
+	size   int64
+	ttl    time.Duration // default; 0 never expires
+	seq    uint64
 }
 
 // entry is what the cache keeps per key: its expiry (Unix nanoseconds, 0
@@ -63,6 +64,9 @@ func OpenPebble(db *pebble.DB, scope string, c clock.Clock, size int64, ttl time
 // records key, expiring ttl from now (the cache's default when ttl is 0,
 // never when both are 0).
 func (c *Cache) Seen(key []byte, ttl time.Duration) (bool, error) {
+	if c.shared != nil {
+		return c.shared.seen(c, key, ttl)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now().UnixNano()
@@ -103,6 +107,9 @@ func (c *Cache) Seen(key []byte, ttl time.Duration) (bool, error) {
 
 // Len returns how many entries the cache holds, expired ones included.
 func (c *Cache) Len() int64 {
+	if c.shared != nil {
+		return c.shared.count()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.b.count()
@@ -110,6 +117,9 @@ func (c *Cache) Len() int64 {
 
 // Drop deletes the cache's entries (its exchange was deleted).
 func (c *Cache) Drop() error {
+	if c.shared != nil {
+		return c.shared.drop()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.b.drop()

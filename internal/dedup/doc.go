@@ -21,6 +21,19 @@
 //     only to non-durable queues, may be lost by a crash, like the
 //     message.
 //
+// In shared mode (a cluster) a durable exchange's cache is records of the
+// shared store (OpenReplicated, meta.Records): every broker checks and
+// records a key with one conditional update of the replicated records, so
+// the cache is one for the whole cluster, survives any node, and two
+// publishes of one key on two nodes at once let exactly one through. Size
+// eviction there is by insertion time (each broker's clock, made
+// increasing per broker), and the count may pass Size by the number of
+// brokers recording at the same instant until the next record evicts.
+//
+// SharedQueueStore is QueueStore in shared mode: the keys in the queue
+// are records of the shared store, reserved by a conditional update at
+// Admit and deleted with their message by whichever broker deletes it.
+//
 // QueueStore is the queue argument's half (x-message-deduplication: true):
 // a queue's shard store that knows the key of every message in the queue,
 // from its Append to its delete, and Admit, which the queue's actor asks

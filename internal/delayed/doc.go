@@ -12,7 +12,13 @@
 // an exchange's messages; in memory it keeps only per-exchange counts and
 // a low-water key, so a million held messages cost disk, not heap.
 // Memory is the store of non-durable exchanges and of brokers without a
-// data directory.
+// data directory. Replicated is the store of durable exchanges in shared
+// mode (a cluster): records in the shared store (meta.Records), written
+// through its consensus before the publish is confirmed; the meta leader
+// claims due messages with a conditional update, so one broker routes
+// each (see Replicated for who routes and what a failure does), and
+// Service follows the store's change feed to hear of messages other
+// brokers hold.
 //
 // # Service and Scheduler
 //

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/meta"
 )
 
 // ErrClosed is what a Hold after Close reports.
@@ -28,6 +29,8 @@ type Service struct {
 	mu      sync.RWMutex // closed; Hold's send under RLock
 	closed  bool
 	started bool
+
+	unfollow func() // stops following a shared store (Replicated)
 }
 
 type holdReq struct {
@@ -61,6 +64,11 @@ func (s *Service) Scheduler() *Scheduler { return s.sched }
 func (s *Service) Start() {
 	s.mu.Lock()
 	s.started = true
+	if r, ok := s.durable.(*Replicated); ok {
+		if feed, ok := r.rs.(meta.ChangeFeed); ok {
+			s.unfollow = s.follow(feed)
+		}
+	}
 	s.mu.Unlock()
 	go s.write()
 	s.sched.Start()
@@ -77,7 +85,11 @@ func (s *Service) Close() {
 	s.closed = true
 	started := s.started
 	close(s.stop)
+	unfollow := s.unfollow
 	s.mu.Unlock()
+	if unfollow != nil {
+		unfollow()
+	}
 	if started {
 		<-s.done
 	}

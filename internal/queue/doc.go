@@ -110,8 +110,10 @@
 //
 // Config.Features carries the queue's parsed x-arguments (ParseArgs: wrong
 // types and ranges are ArgErrors, 406, stream 540), with the vhost's
-// policies applied (internal/policy), and two hooks into the vhost: the
-// dead-letter router and the x-expires deletion. SetArgs replaces the
+// policies applied (internal/policy), and hooks into the vhost: the
+// dead-letter router (and holder: a delayed exchange holds a copy rather
+// than route it; the source deletes its message once the copy is stored)
+// and the x-expires deletion. SetArgs replaces the
 // settings live when a policy changes (policy.go): an op like any other,
 // so the features keep reading their settings from the actor's state.
 //

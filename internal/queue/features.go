@@ -27,11 +27,23 @@ var errStopped = errors.New("queue: stopped")
 // exchange yields no queue (the copy is dropped, as in RabbitMQ).
 type DeadLetterRouter func(exchange, key string, props []byte) []*Queue
 
+// DeadLetterHolder takes a dead-lettered copy that its exchange holds
+// rather than routes (an x-delayed-message exchange and an x-delay header:
+// the plugin's exchange type delays whatever it is asked to route, dead
+// letters too). It returns nil when the exchange routes the copy now;
+// otherwise a start that hands the copy over and calls c.Confirm with seq
+// 1 once it is stored or could not be. It runs on the source queue's
+// actor and must not wait on any queue.
+type DeadLetterHolder func(rec storage.Record) (start func(c Confirmer))
+
 // Features are a queue's x-arguments and its hooks into the vhost.
 type Features struct {
 	Args Args
 	// DeadLetter routes dead-lettered copies; nil drops them.
 	DeadLetter DeadLetterRouter
+	// HoldDeadLetter, when set, is asked first whether the dead-letter
+	// exchange holds a copy instead of routing it.
+	HoldDeadLetter DeadLetterHolder
 	// Expired is called, on a timer's goroutine (never the actor's), when
 	// the queue may have been unused for Args.Expires. The callee confirms
 	// with Unused and deletes the queue.
@@ -419,7 +431,14 @@ func (q *Queue) deadLetter(ctx context.Context, recs []storage.Record, reason st
 	var drop []uint64
 	now := q.cfg.Clock.Now()
 	for _, r := range recs {
-		targets, copyRec := q.route(r, reason, now)
+		targets, copyRec, hold := q.route(r, reason, now)
+		if hold != nil {
+			q.setLeaving(r.Offset, r)
+			dl := &deadLettering{src: q, offset: r.Offset}
+			dl.left.Store(1)
+			hold(dl)
+			continue
+		}
 		if len(targets) == 0 {
 			drop = append(drop, r.Offset)
 			continue
@@ -444,11 +463,13 @@ func (q *Queue) deadLetter(ctx context.Context, recs []storage.Record, reason st
 }
 
 // route builds the dead-lettered copy of r and finds its target queues,
-// leaving out those that would close an automatic cycle.
-func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue, storage.Record) {
+// leaving out those that would close an automatic cycle, or, when the
+// dead-letter exchange holds the copy (HoldDeadLetter), returns the hold
+// to start instead.
+func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue, storage.Record, func(Confirmer)) {
 	a := q.cfg.Features.Args
 	if !a.HasDLX || q.cfg.Features.DeadLetter == nil {
-		return nil, storage.Record{}
+		return nil, storage.Record{}, nil
 	}
 	raw := r.Properties
 	if len(raw) == 0 {
@@ -460,11 +481,20 @@ func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue,
 	})
 	if err != nil {
 		q.cfg.Logger.Error("dead-letter: bad properties", "queue", q.cfg.Name, "err", err)
-		return nil, storage.Record{}
+		return nil, storage.Record{}, nil
 	}
 	key := r.RoutingKey
 	if a.HasDLXKey {
 		key = a.DeadLetterKey
+	}
+	copyRec := storage.Record{
+		Exchange: a.DeadLetterExch, RoutingKey: key, Properties: props, Body: r.Body,
+		Persistent: r.Persistent, Priority: r.Priority,
+	}
+	if h := q.cfg.Features.HoldDeadLetter; h != nil {
+		if hold := h(copyRec); hold != nil {
+			return nil, copyRec, hold
+		}
 	}
 	targets := q.cfg.Features.DeadLetter(a.DeadLetterExch, key, props)
 	kept := targets[:0]
@@ -473,10 +503,7 @@ func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue,
 			kept = append(kept, t)
 		}
 	}
-	return kept, storage.Record{
-		Exchange: a.DeadLetterExch, RoutingKey: key, Properties: props, Body: r.Body,
-		Persistent: r.Persistent, Priority: r.Priority,
-	}
+	return kept, copyRec, nil
 }
 
 // deleteOwned deletes records this actor owns and their index entries:
@@ -619,7 +646,12 @@ func (q *Queue) applyLimits(ctx context.Context) {
 		if a.Overflow == RejectPublishDLX {
 			q.countDeadLettered(ReasonMaxLen, 1)
 			q.emitDied(ReasonMaxLen, q.publishes[i:i+1])
-			if targets, copyRec := q.route(r, ReasonMaxLen, now); len(targets) > 0 {
+			targets, copyRec, hold := q.route(r, ReasonMaxLen, now)
+			if hold != nil {
+				dl := &deadLettering{}
+				dl.left.Store(1)
+				hold(dl)
+			} else if len(targets) > 0 {
 				dl := &deadLettering{}
 				dl.left.Store(int32(len(targets)))
 				for _, t := range targets {

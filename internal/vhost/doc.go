@@ -101,7 +101,8 @@
 //     RabbitMQ's common plugins are built in (plugins.go, dedup.go,
 //     docs/exchange-types.md): x-consistent-hash, x-modulus-hash,
 //     x-delayed-message (held by Config.Delayed until due, confirmed once
-//     stored, never returned) and x-message-deduplication (a fanout
+//     stored, never returned; dead letters with an x-delay are held too)
+//     and x-message-deduplication (a fanout
 //     exchange dropping messages whose x-deduplication-header it has
 //     seen). Their arguments are checked on declare with the plugins'
 //     406 texts, and their types compare by name on redeclare.

@@ -21,6 +21,7 @@ func (v *VHost) features(def meta.Queue, args queue.Args) queue.Features {
 		DeadLetter: v.routeDeadLetter,
 		Expired:    func() { v.expireQueue(name) },
 	}
+	f.HoldDeadLetter = v.holdDeadLetter // a delayed exchange holds dead letters too
 	f.CountFailedOnly = args.Quorum && v.profile().FailedDeliveryCount
 	if args.Quorum {
 		switch v.profile().QuorumPriorities {

@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/broker/internal/delayed"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/routing"
+	"github.com/warrenmq/broker/storage"
 )
 
 // The exchange types RabbitMQ adds through plugins, built in here (see
@@ -136,6 +137,45 @@ type Hold struct {
 // durable) or could not be. Its due time counts from now.
 func (h *Hold) Start(done func(error)) {
 	h.svc.Hold(h.msg, h.durable, h.durable && h.msg.Persistent, done)
+}
+
+// holdDeadLetter is the queues' queue.DeadLetterHolder: a dead-lettered
+// copy sent to an x-delayed-message exchange with an x-delay in (0,
+// MaxDelay] is held like a publish (the plugin's exchange type delays
+// whatever it routes; RabbitMQ dead-letters through the exchange type's
+// route callback, rabbitmq-delayed-message-exchange 4.0), its CC keys kept.
+// A copy of a message a delayed exchange routed before carries the negated
+// delay, so it is routed at once, as the plugin does. Anything else: nil,
+// route now.
+func (v *VHost) holdDeadLetter(rec storage.Record) func(queue.Confirmer) {
+	if v.plugins.Load() == 0 || v.cfg.Delayed == nil {
+		return nil
+	}
+	v.mu.RLock()
+	x, ok := v.exchanges[rec.Exchange]
+	v.mu.RUnlock()
+	if !ok || !x.delayed {
+		return nil
+	}
+	p, err := amqp.DecodeProperties(rec.Properties)
+	if err != nil {
+		return nil
+	}
+	ms, ok := delayed.ParseDelay(p.Headers)
+	if !ok {
+		return nil
+	}
+	cc, props, err := SenderSelected(rec.Properties)
+	if err != nil {
+		cc, props = nil, rec.Properties // a CC header that is not an array adds no key
+	}
+	h := &Hold{svc: v.cfg.Delayed, durable: x.def.Durable, msg: delayed.Message{
+		VHost: v.cfg.Name, Exchange: rec.Exchange, RoutingKey: rec.RoutingKey, CC: cc,
+		Properties: props, Body: rec.Body, Persistent: rec.Persistent, Delay: ms,
+	}}
+	return func(c queue.Confirmer) {
+		h.Start(func(err error) { c.Confirm([]uint64{1}, err) })
+	}
 }
 
 // DelayedCount returns how many messages a delayed exchange holds (0 for

@@ -42,7 +42,10 @@ const (
 	// uvarint(n) lp(taken key)... uvarint(m) (lp(entry key) lp(entry))...;
 	// result: ok. Its checks and writes are one op so that they apply
 	// together: nothing is written unless every check holds.
-	opClaim       = 8
+	opClaim = 8
+	// opRecords is meta.RecordUpdate (records.go): its conditions and
+	// writes are one op, applied all or nothing; result: ok.
+	opRecords     = 9
 	minOpSize     = 2
 	commandHeader = 8
 )
@@ -311,6 +314,12 @@ func runOps(b *pebble.Batch, d *decoder, nops int, cs *changeSet) (result, error
 			}
 		case opClaim:
 			ok, err := runClaim(b, d, cs)
+			if err != nil {
+				return r, err
+			}
+			r.ok = ok
+		case opRecords:
+			ok, err := runRecords(b, d, cs)
 			if err != nil {
 				return r, err
 			}

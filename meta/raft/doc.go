@@ -75,6 +75,12 @@
 // cancel returns once fn is not running, and fn is never called again.
 // fn must not block, call the node or call a cancel func.
 //
+// Records (meta.Records, under first byte 'r') keep what the broker's
+// plugins share: UpdateRecords is one command whose conditions (keys
+// present, values equal or keys absent) are checked at apply time on every
+// node, so of two exclusive updates exactly one applies; ScanRecords reads
+// the local replica; every record set is told as ChangeRecord.
+//
 // Index.Claim is one command decided at apply time on every node: it
 // writes nothing and reports false unless the cursor is at From (when
 // Move; an unset cursor is 0, as Offset says) and every Taken key is an

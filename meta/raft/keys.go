@@ -32,6 +32,7 @@ import (
 //	s lp(shard) c                        live record count (8 bytes)
 //	s lp(shard) r offset(8)              record (internal/codec)
 //	u lp(vhost) lp(queue) offset(8)      unacked entry (internal/codec)
+//	r key                                the broker's records (meta.Records, records.go)
 //
 // Big-endian offsets keep records and entries in offset order.
 var (

@@ -167,6 +167,10 @@ func (cs *changeSet) keyWritten(b pebble.Reader, k, v []byte, del bool) error {
 				cs.out = append(cs.out, meta.Change{Kind: meta.ChangePolicy, VHost: string(vhost)})
 			}
 		}
+	case recordPrefix:
+		if !del {
+			cs.out = append(cs.out, meta.Change{Kind: meta.ChangeRecord, Shard: string(k[1:])})
+		}
 	case 'u':
 		if !del && codec.EntryState(v) == unacked.Returned {
 			key, kerr := parseUnackedKey(k)
