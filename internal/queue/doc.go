@@ -205,9 +205,11 @@
 // with the x-stream-offset header spliced into the properties; settles
 // only give credit back (the channel does), and an ack moves a tracked
 // consumer's saved offset. Retention removes whole segments (runs of
-// offsets up to StreamArgs.SegmentBytes, rebuilt at Start by reading the
-// log) from the head, by size after appends and by age on a Clock timer;
-// a reader behind the head resumes at it. In shared mode every broker's
+// offsets up to the segment size the stream was created with, stored as
+// a config record beside its tracked offsets, rebuilt at Start by reading
+// the log) from the head, by size after appends and by age on a Clock timer;
+// a reader behind the head resumes at it; SetArgs changes the retention
+// limits live (policies, stream_policy.go). In shared mode every broker's
 // actor serves its own readers: Observe's ChangeAppended moves its tail,
 // and each broker applies retention itself (the deletes are idempotent).
 // Get and Purge answer ErrNotSupported.

@@ -14,7 +14,8 @@ import (
 // the same tag starts there instead of at its x-stream-offset.
 //
 // The offsets live in a second shard of the queue (trackShard), one
-// record per tag (RoutingKey the tag, Body the offset in decimal), so
+// record per tag (RoutingKey the tag, Body the offset in decimal; records
+// with an exchange are the stream's config, stream_policy.go), so
 // they are stored and replicated like the stream itself and go with it
 // when it is deleted. A save appends the new record and deletes the old
 // one. Saves are not synced and happen once per actor step for the tags
@@ -35,7 +36,7 @@ func (q *Queue) trackedOffset(ctx context.Context, tag string) (off uint64, rec 
 			return off, rec, ok, err
 		}
 		for _, r := range recs {
-			if r.RoutingKey != tag {
+			if r.Exchange != "" || r.RoutingKey != tag {
 				continue
 			}
 			n, perr := strconv.ParseUint(string(r.Body), 10, 64)
