@@ -22,6 +22,7 @@ func (v *VHost) features(def meta.Queue, args queue.Args) queue.Features {
 		Expired:    func() { v.expireQueue(name) },
 	}
 	f.CountFailedOnly = args.Quorum && v.profile().FailedDeliveryCount
+	f.IgnoreClientDeaths = !v.profile().ClientDeathInterpreted
 	if args.Quorum {
 		switch v.profile().QuorumPriorities {
 		case compat.TwoLevels:
