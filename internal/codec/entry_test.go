@@ -44,6 +44,9 @@ func TestAppendEntryAllocs(t *testing.T) {
 func FuzzDecodeEntry(f *testing.F) {
 	e := unacked.Entry{Key: unacked.Key{VHost: "/", Queue: "q", Offset: 1}, Connection: "c", Broker: "b", State: unacked.Delivered}
 	f.Add(AppendEntryKey(nil, e.Key), AppendEntry(nil, &e))
+	held := e
+	held.Failed, held.HeldUntil, held.State = 2, 1_700_000_000_000_000_000, unacked.Returned
+	f.Add(AppendEntryKey(nil, held.Key), AppendEntry(nil, &held))
 	f.Add([]byte("u\x7f"), []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Add([]byte{}, []byte{})
 	// Overlong varints: binary.Uvarint accepts them, the decoders must not.
