@@ -631,7 +631,7 @@ func TestRabbitmqadmin(t *testing.T) {
 	out = run("list", "exchanges", "name", "type")
 	require.Contains(t, out, "admin-x")
 	out = run("show", "overview")
-	require.Contains(t, out, "3.10")
+	require.Contains(t, out, "3.13.7") // the default profile's rabbitmq_version
 	out = run("list", "connections", "name", "user")
 	require.Contains(t, out, "guest")
 	out = run("list", "channels")
