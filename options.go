@@ -95,6 +95,15 @@ type Options struct {
 	// metadata, durable queues' messages and the unacked index. "" keeps
 	// everything in memory (nothing survives Close).
 	DataDir string
+	// StoreMemory bounds the memory the Pebble database under DataDir
+	// holds outside the Go heap: its block cache is StoreMemory and each
+	// memtable a quarter of it (Pebble keeps up to two, the active one and
+	// one being flushed or kept for reuse, and counts them against the
+	// cache), so Pebble holds about StoreMemory. 0 keeps the defaults: a
+	// 64 MiB cache and 64 MiB memtables, about 128 MiB once enough has
+	// been written (docs/streams.md, "Cost"). Values below 4 MiB are
+	// raised to it.
+	StoreMemory int64
 
 	// Meta, Shards and Unacked replace the default stores (Pebble under
 	// DataDir, else memory): the metadata store with the queues' cursors,

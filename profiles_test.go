@@ -391,6 +391,40 @@ var profileScenarios = []profileScenario{
 		want: from("4.3", "ok", "406 PRECONDITION_FAILED - invalid arg 'x-delayed-retry-type' for queue 'qq' in vhost '/': unknown delayed retry type 'sometimes'"),
 	},
 	{
+		// A client republishes a dead letter with the x-death it received
+		// (count 5) and an x-first-death-queue of its own; a reject
+		// dead-letters it again. 3.13 counts the client's x-death (6,
+		// the first death stays "elsewhere"); 4.x does not interpret it:
+		// the broker's own history starts anew and replaces both.
+		name: "client-published x-death",
+		run: func(t *testing.T, _ *broker.Broker, ch *amqp091.Channel) string {
+			deadLetterPair(t, ch)
+			amqptest.PublishMsg(t, ch, "", "src", amqp091.Publishing{Body: []byte("m"), Headers: amqp091.Table{
+				"x-death": []any{amqp091.Table{"queue": "src", "reason": "rejected", "count": int64(5),
+					"exchange": "", "routing-keys": []any{"src"}, "time": time.Unix(1_700_000_000, 0)}},
+				"x-first-death-queue": "elsewhere", "x-first-death-reason": "expired",
+			}})
+			require.NoError(t, amqptest.Get(t, ch, "src", false).Reject(false))
+			return deathSummary(pollGet(t, ch, "dlq").Headers)
+		},
+		want: from("4.0", "src/rejected=6 of 1; first elsewhere/expired; last src/rejected",
+			"src/rejected=1 of 1; first src/rejected; last src/rejected"),
+	},
+	{
+		// The broker's own x-death is interpreted in every profile: a
+		// message rejected, expired back from dlq and rejected again has
+		// died twice in src.
+		name: "broker-made x-death",
+		run: func(t *testing.T, _ *broker.Broker, ch *amqp091.Channel) string {
+			deadLetterPair(t, ch)
+			amqptest.Publish(t, ch, "", "src", "m")
+			require.NoError(t, amqptest.Get(t, ch, "src", false).Reject(false))
+			require.NoError(t, pollGet(t, ch, "src").Reject(false)) // back from dlq
+			return deathSummary(pollGet(t, ch, "dlq").Headers)
+		},
+		want: same("src/rejected=2 of 2; first src/rejected; last src/rejected"),
+	},
+	{
 		// A mandatory reply to a requester that is gone.
 		name: "direct reply-to mandatory, requester gone",
 		run: func(t *testing.T, b *broker.Broker, responder *amqp091.Channel) string {
@@ -415,6 +449,48 @@ var profileScenarios = []profileScenario{
 		},
 		want: from("4.2", "returned 312 NO_ROUTE", "routed"),
 	},
+}
+
+// deadLetterPair declares src, dead-lettering to dlq, and dlq, whose
+// messages expire after 100 ms back to src.
+func deadLetterPair(t *testing.T, ch *amqp091.Channel) {
+	t.Helper()
+	for name, args := range map[string]amqp091.Table{
+		"src": {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"},
+		"dlq": {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "src", "x-message-ttl": int32(100)},
+	} {
+		_, err := ch.QueueDeclare(name, true, false, false, false, args)
+		require.NoError(t, err)
+	}
+}
+
+// pollGet gets a message from q (manual ack), polling until one arrives:
+// a dead-lettered copy reaches its queue after the reject's reply.
+func pollGet(t *testing.T, ch *amqp091.Channel, q string) amqp091.Delivery {
+	t.Helper()
+	var d amqp091.Delivery
+	amqptest.Poll(t, func() bool {
+		var ok bool
+		var err error
+		d, ok, err = ch.Get(q, false)
+		require.NoError(t, err)
+		return ok
+	}, "no message reached %s", q)
+	return d
+}
+
+// deathSummary renders a dead letter's src/rejected x-death count, the
+// number of x-death entries and its first and last death headers.
+func deathSummary(h amqp091.Table) string {
+	deaths, _ := h["x-death"].([]any)
+	count := any(nil)
+	for _, e := range deaths {
+		if d, ok := e.(amqp091.Table); ok && d["queue"] == "src" && d["reason"] == "rejected" {
+			count = d["count"]
+		}
+	}
+	return fmt.Sprintf("src/rejected=%v of %d; first %v/%v; last %v/%v", count, len(deaths),
+		h["x-first-death-queue"], h["x-first-death-reason"], h["x-last-death-queue"], h["x-last-death-reason"])
 }
 
 // TestRabbitMQVersionProfiles runs the same client scenarios against a

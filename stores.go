@@ -61,7 +61,12 @@ func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*st
 			return nil, fmt.Errorf("broker: Options.DataDir %s cannot be created: %w", o.DataDir, err)
 		}
 		s.reserve = &pebblestore.DiskReserve{OnFull: onDiskFull}
-		db, err := pebblestore.Open(o.DataDir, pebblestore.WithLogger(o.Logger), pebblestore.WithDiskReserve(s.reserve))
+		popts := []pebblestore.Option{pebblestore.WithLogger(o.Logger), pebblestore.WithDiskReserve(s.reserve)}
+		if m := o.StoreMemory; m > 0 {
+			m = max(m, 4<<20)
+			popts = append(popts, pebblestore.WithCacheSize(m), pebblestore.WithMemTableSize(uint64(m/4)))
+		}
+		db, err := pebblestore.Open(o.DataDir, popts...)
 		if err != nil {
 			return nil, fmt.Errorf("broker: Options.DataDir: %w", err)
 		}

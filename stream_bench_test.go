@@ -25,6 +25,7 @@ import (
 // delivered message (from /proc, so the clients' CPU is not in it), its
 // resident memory and its Go heap after each read: the heap must not grow
 // with the stream; the RSS adds Pebble's bounded cache and memtables.
+// WARREN_STREAM_BENCH_STORE_MEMORY passes the server -store-memory (bytes).
 // b.N is ignored: one run is the measurement. Linux only (/proc).
 func BenchmarkStreamFanOut(b *testing.B) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
@@ -40,7 +41,11 @@ func BenchmarkStreamFanOut(b *testing.B) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	srv := startServer(b, bin, dir, "-http", "127.0.0.1:0")
+	flags := []string{"-http", "127.0.0.1:0"}
+	if m := os.Getenv("WARREN_STREAM_BENCH_STORE_MEMORY"); m != "" {
+		flags = append(flags, "-store-memory", m) // bytes: Options.StoreMemory
+	}
+	srv := startServer(b, bin, dir, flags...)
 	pid := srv.cmd.Process.Pid
 	var metricsURL string
 	select {

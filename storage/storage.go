@@ -36,6 +36,14 @@ type Record struct {
 	EnqueuedAt int64
 	// ExpiresAt is when the message expires, in Unix nanoseconds; 0 never.
 	ExpiresAt int64
+	// ClientHeaders marks a record stored as a client published it, with
+	// headers: an x-death header among them is the publisher's, not one
+	// the broker wrote when it dead-lettered the message, and RabbitMQ 4.x
+	// ignores it when it dead-letters the message (internal/queue's
+	// DeadLetterProperties). A dead-lettered copy has it false, and so do
+	// records stored before it existed: their x-death counts as the
+	// broker's.
+	ClientHeaders bool
 }
 
 // ShardStore is an offset-addressed log per queue ("shard"). It carries only

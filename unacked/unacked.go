@@ -38,6 +38,14 @@ type Entry struct {
 	// DeliveryCount counts deliveries so far, this one included.
 	DeliveryCount uint32
 	State         State
+	// Failed counts the failed deliveries so far (rejects and lost
+	// channels, not this one), for queues that count only those (RabbitMQ
+	// 4.3 quorum queues keep the count in their log, so it survives a
+	// restart). 0 elsewhere.
+	Failed uint32
+	// HeldUntil is when a Returned message held by delayed retry becomes
+	// ready (Unix nanoseconds; 0: not held).
+	HeldUntil int64
 }
 
 // Index is the design card's UnackIndex: one entry per claimed offset, written

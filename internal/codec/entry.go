@@ -26,8 +26,19 @@ const EntryKeyPrefix = 'u'
 //	  uvarint(len broker) broker uvarint(incarnation) varint(deliveredAt)
 //	  uvarint(deliveryCount) state
 //
-// The state is the last byte, so EntryState reads it without decoding.
-const EntryVersion = 1
+// An entry with Failed or HeldUntil set is written in version 2, which
+// adds them before the state:
+//
+//	2 ...as version 1... uvarint(deliveryCount) uvarint(failed)
+//	  varint(heldUntil) state
+//
+// Every other entry is still written in version 1, byte for byte as
+// before, and both versions are read. The state is the last byte, so
+// EntryState reads it without decoding.
+const (
+	EntryVersion  = 1
+	entryVersion2 = 2
+)
 
 // AppendQueuePrefix appends the prefix shared by every entry key of one
 // queue.
@@ -61,7 +72,12 @@ func DecodeEntryKey(b []byte) (unacked.Key, error) {
 
 // AppendEntry appends the value of e (everything but its Key) to dst.
 func AppendEntry(dst []byte, e *unacked.Entry) []byte {
-	dst = append(dst, EntryVersion)
+	v2 := e.Failed != 0 || e.HeldUntil != 0
+	if v2 {
+		dst = append(dst, entryVersion2)
+	} else {
+		dst = append(dst, EntryVersion)
+	}
 	dst = appendLP(dst, e.Connection)
 	dst = binary.AppendUvarint(dst, uint64(e.Channel))
 	dst = binary.AppendUvarint(dst, e.DeliveryTag)
@@ -69,15 +85,20 @@ func AppendEntry(dst []byte, e *unacked.Entry) []byte {
 	dst = binary.AppendUvarint(dst, e.Incarnation)
 	dst = binary.AppendVarint(dst, e.DeliveredAt)
 	dst = binary.AppendUvarint(dst, uint64(e.DeliveryCount))
+	if v2 {
+		dst = binary.AppendUvarint(dst, uint64(e.Failed))
+		dst = binary.AppendVarint(dst, e.HeldUntil)
+	}
 	return append(dst, byte(e.State))
 }
 
 // DecodeEntry fills everything in e but its Key from a value written by
 // AppendEntry.
 func DecodeEntry(b []byte, e *unacked.Entry) error {
-	if len(b) == 0 || b[0] != EntryVersion {
+	if len(b) == 0 || b[0] != EntryVersion && b[0] != entryVersion2 {
 		return fmt.Errorf("%w: unknown unacked entry version", ErrCorrupt)
 	}
+	v2 := b[0] == entryVersion2
 	b = b[1:]
 	var err error
 	if e.Connection, b, err = readLP(b); err != nil {
@@ -107,6 +128,22 @@ func DecodeEntry(b []byte, e *unacked.Entry) error {
 		return err
 	}
 	e.DeliveryCount = uint32(count)
+	e.Failed, e.HeldUntil = 0, 0
+	if v2 {
+		failed, rest, err := readUvarint(b, math.MaxUint32)
+		if err != nil {
+			return err
+		}
+		held, w := binary.Varint(rest)
+		if w <= 0 || w != varintLen(held) {
+			return ErrCorrupt
+		}
+		if failed == 0 && held == 0 {
+			// Written as version 1: one encoding per entry.
+			return fmt.Errorf("%w: version 2 unacked entry without version 2 fields", ErrCorrupt)
+		}
+		e.Failed, e.HeldUntil, b = uint32(failed), held, rest[w:]
+	}
 	if len(b) != 1 || (unacked.State(b[0]) != unacked.Delivered && unacked.State(b[0]) != unacked.Returned) {
 		return fmt.Errorf("%w: bad unacked entry state or trailing bytes", ErrCorrupt)
 	}

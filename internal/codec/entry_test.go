@@ -16,6 +16,9 @@ func TestEntryRoundTrip(t *testing.T) {
 		{Key: unacked.Key{Offset: math.MaxUint64}, Channel: math.MaxUint16, DeliveryTag: math.MaxUint64,
 			Incarnation: math.MaxUint64, DeliveredAt: math.MinInt64, DeliveryCount: math.MaxUint32, State: unacked.Returned},
 		{Key: unacked.Key{VHost: string(make([]byte, 200)), Queue: "\xff"}, DeliveredAt: math.MaxInt64, State: unacked.Returned},
+		{Key: unacked.Key{Queue: "qq"}, DeliveryCount: 4, Failed: 3, State: unacked.Delivered},
+		{Key: unacked.Key{Queue: "qq"}, DeliveryCount: 4, Failed: math.MaxUint32, HeldUntil: -1, State: unacked.Returned},
+		{Key: unacked.Key{Queue: "qq"}, HeldUntil: math.MaxInt64, State: unacked.Returned},
 	}
 	for _, want := range tests {
 		k, err := DecodeEntryKey(AppendEntryKey(nil, want.Key))
@@ -41,6 +44,9 @@ func TestAppendEntryAllocs(t *testing.T) {
 func FuzzDecodeEntry(f *testing.F) {
 	e := unacked.Entry{Key: unacked.Key{VHost: "/", Queue: "q", Offset: 1}, Connection: "c", Broker: "b", State: unacked.Delivered}
 	f.Add(AppendEntryKey(nil, e.Key), AppendEntry(nil, &e))
+	held := e
+	held.Failed, held.HeldUntil, held.State = 2, 1_700_000_000_000_000_000, unacked.Returned
+	f.Add(AppendEntryKey(nil, held.Key), AppendEntry(nil, &held))
 	f.Add([]byte("u\x7f"), []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Add([]byte{}, []byte{})
 	// Overlong varints: binary.Uvarint accepts them, the decoders must not.
@@ -75,4 +81,23 @@ func TestEntryLayout(t *testing.T) {
 	}
 	require.Equal(t, want, AppendEntry(nil, &e))
 	require.Equal(t, unacked.Returned, EntryState(want))
+
+	// With a failed count or a hold, version 2 adds them before the state.
+	e.Failed, e.HeldUntil = 1, 2
+	want2 := append([]byte{2}, want[1:len(want)-1]...)
+	want2 = append(want2, 1, 4, byte(unacked.Returned)) // failed 1, held until 2 zig-zag
+	require.Equal(t, want2, AppendEntry(nil, &e))
+	require.Equal(t, unacked.Returned, EntryState(want2))
+	var got unacked.Entry
+	require.NoError(t, DecodeEntry(want2, &got))
+	require.Equal(t, uint32(1), got.Failed)
+	require.Equal(t, int64(2), got.HeldUntil)
+	// A version 1 value reads with neither (written before version 2).
+	require.NoError(t, DecodeEntry(want, &got))
+	require.Zero(t, got.Failed)
+	require.Zero(t, got.HeldUntil)
+	// Version 2 with neither is not an encoding AppendEntry writes.
+	zero := append([]byte{2}, want[1:len(want)-1]...)
+	zero = append(zero, 0, 0, byte(unacked.Returned))
+	require.ErrorIs(t, DecodeEntry(zero, &got), ErrCorrupt)
 }

@@ -11,7 +11,9 @@ import (
 // Record value layout, version 1:
 //
 //	[0]      version (1)
-//	[1]      flags: bit 0 Persistent, bit 1 Properties non-nil, bit 2 Body non-nil
+//	[1]      flags: bit 0 Persistent, bit 1 Properties non-nil, bit 2 Body non-nil,
+//	         bit 3 ClientHeaders (added within version 1: values written
+//	         before it have it clear, which reads as false)
 //	[2]      Priority
 //	[3:11]   EnqueuedAt, big-endian (Unix nanoseconds take 9 bytes as a varint)
 //	varint   ExpiresAt, zig-zag (one byte for the common 0, "never")
@@ -29,7 +31,8 @@ const (
 	flagPersistent = 1 << 0
 	flagProperties = 1 << 1
 	flagBody       = 1 << 2
-	knownFlags     = flagPersistent | flagProperties | flagBody
+	flagClient     = 1 << 3
+	knownFlags     = flagPersistent | flagProperties | flagBody | flagClient
 
 	recordHeaderLen = 3 + 8
 )
@@ -55,6 +58,9 @@ func AppendRecord(dst []byte, r *storage.Record) []byte {
 	}
 	if r.Body != nil {
 		flags |= flagBody
+	}
+	if r.ClientHeaders {
+		flags |= flagClient
 	}
 	dst = append(dst, RecordVersion, flags, r.Priority)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.EnqueuedAt))
@@ -82,6 +88,7 @@ func DecodeRecord(val []byte) (storage.Record, error) {
 		return r, fmt.Errorf("%w: unknown record flags %#x", ErrCorrupt, flags)
 	}
 	r.Persistent = flags&flagPersistent != 0
+	r.ClientHeaders = flags&flagClient != 0
 	r.Priority = val[2]
 	r.EnqueuedAt = int64(binary.BigEndian.Uint64(val[3:]))
 	pos := recordHeaderLen

@@ -26,6 +26,7 @@ var codecRecords = []struct {
 	}},
 	{"Extremes", storage.Record{Priority: 255, EnqueuedAt: math.MinInt64, ExpiresAt: math.MaxInt64}},
 	{"NegativeExpiry", storage.Record{ExpiresAt: -1}},
+	{"ClientHeaders", storage.Record{Properties: []byte{0x20, 0, 0, 0, 0, 0}, ClientHeaders: true}},
 	{"LongFields", storage.Record{Exchange: string(bytes.Repeat([]byte{'x'}, 300)), Properties: bytes.Repeat([]byte{1}, 200), Body: bytes.Repeat([]byte{0}, 70000)}},
 }
 
@@ -66,6 +67,15 @@ func TestRecordLayout(t *testing.T) {
 		'B', // body
 	}
 	require.Equal(t, want, AppendRecord(nil, &r))
+	// ClientHeaders is flag bit 3, added within version 1: a value
+	// written before it (bit clear) reads as false.
+	r.ClientHeaders = true
+	want[1] = 0b1111
+	require.Equal(t, want, AppendRecord(nil, &r))
+	want[1] = 0b111
+	got, err := DecodeRecord(want)
+	require.NoError(t, err)
+	require.False(t, got.ClientHeaders)
 }
 
 func TestDecodeRecordCorrupt(t *testing.T) {
@@ -78,6 +88,7 @@ func TestDecodeRecordCorrupt(t *testing.T) {
 		{"ShortHeader", good[:recordHeaderLen-1]},
 		{"UnknownVersion", append([]byte{2}, good[1:]...)},
 		{"UnknownFlags", append([]byte{1, 0x80}, good[2:]...)},
+		{"UnknownFlagBit4", append([]byte{1, 0x10 | good[1]}, good[2:]...)},
 		{"NoExpiry", good[:recordHeaderLen]},
 		{"BadExpiryVarint", append(slices.Clone(good[:recordHeaderLen]), bytes.Repeat([]byte{0xff}, 11)...)},
 		{"ExchangeLengthPastEnd", append(slices.Clone(good[:recordHeaderLen+1]), 100, 'a')},

@@ -26,7 +26,11 @@
 //     dead-letter-exchange, dead-letter-routing-key and (classic queues)
 //     overflow, the policy for a quorum queue's overflow. delivery-limit
 //     follows RabbitMQ 4.x: the smaller wins, a negative value is
-//     unlimited and loses to any limit.
+//     unlimited and loses to any limit. A stream takes only
+//     max-length-bytes, max-age and stream-max-segment-size-bytes, the
+//     policy's value winning over the argument (rabbit_stream_queue's
+//     update_stream_conf, RabbitMQ 3.9 to 4.x); its other keys are the
+//     stream type's unsupported policies.
 //
 // Go's regexp is RE2 and has no lookahead; the one PCRE form RabbitMQ
 // users write in nearly every HA-era policy, a leading negative lookahead

@@ -7,9 +7,9 @@ import (
 )
 
 // Def is the part of a definition Warren acts on. The other keys RabbitMQ
-// accepts (queue-mode, queue-version, max-in-memory-*, the stream and
-// placement keys, dead-letter-strategy) are stored and shown but change
-// nothing here.
+// accepts (queue-mode, queue-version, max-in-memory-*,
+// stream-filter-size-bytes, the placement keys, dead-letter-strategy) are
+// stored and shown but change nothing here.
 type Def struct {
 	MessageTTL     Int
 	Expires        Int
@@ -24,6 +24,16 @@ type Def struct {
 	// an operator policy, sets; the broker's consumer timeout reads it
 	// (Match.ConsumerTimeout), not Effective.
 	ConsumerTimeout Int
+	// MaxAge and SegmentBytes are the stream keys max-age and
+	// stream-max-segment-size-bytes (streams only, see streamEffective).
+	MaxAge       Dur
+	SegmentBytes Int
+}
+
+// Dur is a duration key, Set when the definition has it.
+type Dur struct {
+	V   time.Duration
+	Set bool
 }
 
 // Int is an integer key, Set when the definition has it.
@@ -47,7 +57,7 @@ func parseDef(d map[string]any) Def {
 	}{
 		{"message-ttl", &out.MessageTTL}, {"expires", &out.Expires}, {"max-length", &out.MaxLength},
 		{"max-length-bytes", &out.MaxLengthBytes}, {"delivery-limit", &out.DeliveryLimit},
-		{"consumer-timeout", &out.ConsumerTimeout},
+		{"consumer-timeout", &out.ConsumerTimeout}, {"stream-max-segment-size-bytes", &out.SegmentBytes},
 	}
 	for _, k := range ints {
 		if n, ok := d[k.key].(int64); ok {
@@ -64,6 +74,11 @@ func parseDef(d map[string]any) Def {
 	for _, k := range strs {
 		if s, ok := d[k.key].(string); ok {
 			*k.dst = Str{V: s, Set: true}
+		}
+	}
+	if s, ok := d["max-age"].(string); ok {
+		if age, err := queue.ParseMaxAge(s); err == nil {
+			out.MaxAge = Dur{V: age, Set: true}
 		}
 	}
 	return out
@@ -134,6 +149,9 @@ func Effective(in Inputs) queue.Args {
 	if in.Policy == nil && in.Operator == nil {
 		return a
 	}
+	if a.Stream {
+		return streamEffective(a, p, op)
+	}
 	ttl := mergedInt("message-ttl", p.MessageTTL, op.MessageTTL)
 	if ttl.Set {
 		d := time.Duration(ttl.V) * time.Millisecond
@@ -172,6 +190,28 @@ func Effective(in Inputs) queue.Args {
 	}
 	if key := mergedStr(p.DeadLetterKey, op.DeadLetterKey); key.Set && !a.HasDLXKey {
 		a.DeadLetterKey, a.HasDLXKey = key.V, true
+	}
+	return a
+}
+
+// streamEffective is Effective for a stream, as RabbitMQ 4.0's
+// rabbit_stream_queue:update_stream_conf resolves it: for
+// max-length-bytes, max-age and stream-max-segment-size-bytes the
+// policy's value wins over the argument (policy_precedence, since 3.9, so
+// that retention can be raised as well as lowered on a stream that lives
+// long), an operator policy's max-length-bytes merging with the policy's
+// as for any queue (the lesser). Every other key is one of the stream
+// type's unsupported_policies and changes nothing. The vhost fixes the
+// segment size at the stream's creation (RabbitMQ 3.13 and later).
+func streamEffective(a queue.Args, p, op Def) queue.Args {
+	if n := mergedInt("max-length-bytes", p.MaxLengthBytes, op.MaxLengthBytes); n.Set {
+		a.MaxBytes = n.V
+	}
+	if p.MaxAge.Set {
+		a.MaxAge = p.MaxAge.V
+	}
+	if p.SegmentBytes.Set && p.SegmentBytes.V > 0 {
+		a.SegmentBytes = min(p.SegmentBytes.V, queue.MaxSegmentBytes)
 	}
 	return a
 }

@@ -28,11 +28,18 @@ type Death struct {
 	// x-dead-letter-routing-key, which replaces every key it was
 	// published with.
 	DropCC bool
+	// IgnoreClientDeaths: the message's x-death and x-first-death-*
+	// headers are its publisher's (storage.Record.ClientHeaders) and are
+	// not interpreted, as in RabbitMQ 4.x: the copy's death history starts
+	// with this death and replaces them.
+	IgnoreClientDeaths bool
 }
 
 // DeadLetterProperties returns raw properties for a dead-lettered copy of a
 // message, maintained the way RabbitMQ 3.13 does:
 //   - x-death holds one table per (queue, reason), most recent first; a
+//     client's x-death counts only without d.IgnoreClientDeaths (3.13;
+//     RabbitMQ 4.x replaces it and the x-first-death-* headers instead); a
 //     repeat increments count and moves the entry to the front;
 //   - x-first-death-queue/-reason/-exchange are set once;
 //   - x-last-death-queue/-reason/-exchange follow the latest death;
@@ -52,6 +59,10 @@ func DeadLetterProperties(raw []byte, d Death) ([]byte, error) {
 		h[k] = v
 	}
 	deaths, _ := h["x-death"].([]any)
+	if d.IgnoreClientDeaths {
+		deaths = nil
+		delete(h, "x-first-death-queue")
+	}
 	found := -1
 	for i, e := range deaths {
 		t, ok := e.(amqp.Table)

@@ -13,8 +13,12 @@ import (
 // and -max): a returned message is held, neither ready nor
 // unacknowledged, for min(min × delivery count, max) before it is ready
 // again, the delivery count being the failed deliveries (at least 1). The
-// hold is the actor's, in memory: its index entry is already Returned,
-// so a restart (or, in shared mode, another broker) serves it at once.
+// hold is the actor's, and its end is written in the message's Returned
+// index entry (HeldUntil), with the failed count (Failed), as RabbitMQ
+// 4.3 keeps both in the quorum queue's log: after a restart the message
+// is held until the same time and its counts go on (recover.go). In
+// shared mode another broker that takes the message over serves it at
+// once.
 
 // RetryKind says which returns delayed retry holds.
 type RetryKind uint8
@@ -100,7 +104,16 @@ func (q *Queue) retryDelay(w waiting, failed bool) time.Duration {
 
 // hold keeps w out of the ready messages for d.
 func (q *Queue) hold(w waiting, d time.Duration) {
-	at := q.cfg.Clock.Now().Add(d).UnixNano()
+	q.holdAt(w, q.heldUntil(d))
+}
+
+// heldUntil is when a hold of d that starts now ends (Unix nanoseconds).
+func (q *Queue) heldUntil(d time.Duration) int64 {
+	return q.cfg.Clock.Now().Add(d).UnixNano()
+}
+
+// holdAt keeps w out of the ready messages until at (Unix nanoseconds).
+func (q *Queue) holdAt(w waiting, at int64) {
 	i, _ := slices.BinarySearchFunc(q.feat.held, at, func(h heldMsg, at int64) int {
 		return cmpInt64(h.at, at+1) // after the ones due at the same time
 	})

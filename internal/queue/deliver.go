@@ -280,12 +280,16 @@ func (q *Queue) claim(ctx context.Context, batch []assignment, fromCursor int) e
 		if a.consumer.NoAck {
 			drop = append(drop, a.rec.Offset)
 			if a.returned {
-				takenNoAck = append(takenNoAck, q.entry(a.rec.Offset, owner, now, a.count+1))
+				e := q.entry(a.rec.Offset, owner, now, a.count+1)
+				e.Failed = a.failed
+				takenNoAck = append(takenNoAck, e)
 				dropKeys = append(dropKeys, q.indexKey(a.rec.Offset))
 			}
 			continue
 		}
-		entries = append(entries, q.entry(a.rec.Offset, owner, now, a.count+1))
+		e := q.entry(a.rec.Offset, owner, now, a.count+1)
+		e.Failed = a.failed // kept across a restart (4.3: recover.go)
+		entries = append(entries, e)
 	}
 	w := claimWrite{entries: entries, taken: taken, takenNoAck: takenNoAck, move: fromCursor > 0, n: fromCursor}
 	if fromCursor > 0 {

@@ -137,7 +137,9 @@
 //     when it fires the vhost asks Unused and deletes the queue.
 //   - Dead-lettering (reasons rejected, expired, maxlen, delivery_limit):
 //     the copy gets DeadLetterProperties (x-death, x-first-/x-last-death-*,
-//     expiration moved to original-expiration) and is routed through
+//     expiration moved to original-expiration; with
+//     Features.IgnoreClientDeaths, the 4.x profiles, a client-published
+//     message's own x-death is replaced, not counted) and is routed through
 //     x-dead-letter-exchange with x-dead-letter-routing-key or the original
 //     key; target queues that would close an automatic cycle
 //     (IsDeadLetterCycle) are skipped, and with no target (missing
@@ -172,10 +174,14 @@
 //     Features.CountFailedOnly (RabbitMQ 4.3 quorum queues) only failed
 //     returns count (Requeue: reject, a lost channel; not Return: nack),
 //     x-delivery-count says how many, and x-acquired-count how many
-//     deliveries there were; the failed count lives in memory only.
+//     deliveries there were; the failed count is stored in the message's
+//     index entry (unacked.Entry.Failed) and survives a restart, a
+//     delivery out at the restart counting as failed.
 //   - Delayed retry (Args.DelayedRetry, 4.3 quorum queues, delayed.go): a
 //     return of the chosen kind is held, neither ready nor out, for
-//     min(min × failed count, max), then joins the returned set.
+//     min(min × failed count, max), then joins the returned set; the
+//     hold's end is stored in its Returned entry (HeldUntil), so a restart
+//     holds it until the same time.
 //   - Consumers: x-priority on basic.consume (the highest priority with
 //     credit is served, round-robin within a level); x-single-active-consumer
 //     serves only the first registered consumer until it goes. They are
@@ -207,9 +213,11 @@
 // with the x-stream-offset header spliced into the properties; settles
 // only give credit back (the channel does), and an ack moves a tracked
 // consumer's saved offset. Retention removes whole segments (runs of
-// offsets up to StreamArgs.SegmentBytes, rebuilt at Start by reading the
-// log) from the head, by size after appends and by age on a Clock timer;
-// a reader behind the head resumes at it. In shared mode every broker's
+// offsets up to the segment size the stream was created with, stored as
+// a config record beside its tracked offsets, rebuilt at Start by reading
+// the log) from the head, by size after appends and by age on a Clock timer;
+// a reader behind the head resumes at it; SetArgs changes the retention
+// limits live (policies, stream_policy.go). In shared mode every broker's
 // actor serves its own readers: Observe's ChangeAppended moves its tail,
 // and each broker applies retention itself (the deletes are idempotent).
 // Get and Purge answer ErrNotSupported.

@@ -59,6 +59,11 @@ type Features struct {
 	// QuorumPriorities is how a quorum queue orders by message priority
 	// (priority.go); the vhost sets it from its profile.
 	QuorumPriorities QuorumPriorities
+	// IgnoreClientDeaths does not interpret an x-death header a client
+	// published (Record.ClientHeaders) when the message is dead-lettered,
+	// as RabbitMQ 4.x; false counts it, as 3.13.3 and later 3.13 releases.
+	// The vhost sets it from its profile.
+	IgnoreClientDeaths bool
 	// Admit, when set, is asked on the actor's goroutine about each
 	// publish just before its batch is appended; false drops it, and its
 	// publisher is confirmed (a deduplicating queue's duplicate).
@@ -478,6 +483,7 @@ func (q *Queue) route(r storage.Record, reason string, now time.Time) ([]*Queue,
 	props, err := DeadLetterProperties(raw, Death{
 		Queue: q.cfg.Name, Reason: reason, Exchange: r.Exchange,
 		RoutingKeys: []string{r.RoutingKey}, Time: now, DropCC: a.HasDLXKey,
+		IgnoreClientDeaths: r.ClientHeaders && q.cfg.Features.IgnoreClientDeaths,
 	})
 	if err != nil {
 		q.cfg.Logger.Error("dead-letter: bad properties", "queue", q.cfg.Name, "err", err)

@@ -22,6 +22,10 @@ func (q *Queue) SetArgs(a Args) {
 
 // applyArgs is SetArgs on the actor.
 func (q *Queue) applyArgs(ctx context.Context, a Args) {
+	if q.stream != nil {
+		q.applyStreamArgs(ctx, a)
+		return
+	}
 	old := q.cfg.Features.Args
 	a.Quorum, a.MaxPriority, a.SingleActive = old.Quorum, old.MaxPriority, old.SingleActive
 	if a == old {

@@ -163,8 +163,9 @@ type delivery struct {
 	claim uint64
 	owner Owner
 	count uint32
-	// failed counts the failed deliveries (Features.CountFailedOnly). It
-	// is kept in memory only: a restart starts it again from zero.
+	// failed counts the failed deliveries (Features.CountFailedOnly),
+	// also in its index entry (unacked.Entry.Failed), so that it
+	// survives a restart as RabbitMQ 4.3's raft log keeps it.
 	failed   uint32
 	consumer *Consumer // nil for basic.get
 }

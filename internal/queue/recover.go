@@ -83,12 +83,24 @@ func (l *localClaimer) recover(ctx context.Context) error {
 				continue
 			}
 			delete(claimed, r.Offset)
-			q.waiting[r.Offset] = waiting{rec: r, count: e.DeliveryCount}
-			q.returned = append(q.returned, r.Offset)
+			w := waiting{rec: r, count: e.DeliveryCount, failed: e.Failed}
 			if e.State != unacked.Returned {
-				e.State = unacked.Returned
+				// Out when the broker stopped: its channel was lost, a
+				// failed delivery where only those count (4.3).
+				if q.cfg.Features.CountFailedOnly {
+					w.failed++
+					e.Failed = w.failed
+				}
+				e.State, e.HeldUntil = unacked.Returned, 0
 				back = append(back, e)
 			}
+			if e.HeldUntil > q.cfg.Clock.Now().UnixNano() {
+				// Delayed retry held it: it stays held until then.
+				q.holdAt(w, e.HeldUntil)
+				continue
+			}
+			q.waiting[r.Offset] = w
+			q.returned = append(q.returned, r.Offset)
 		}
 		return nil
 	}); err != nil {
@@ -116,7 +128,7 @@ func (l *localClaimer) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	q.fromCursor = total - uint64(len(q.returned))
+	q.fromCursor = total - uint64(len(q.returned)+len(q.feat.held))
 	if q.prioritized() {
 		slices.SortFunc(q.returned, q.cmpReturned)
 	}

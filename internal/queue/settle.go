@@ -192,7 +192,12 @@ func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 	entries := q.scratch.entries[:0]
 	for _, d := range ds {
 		e := q.entry(d.rec.Offset, d.owner, now, d.count)
-		e.State = unacked.Returned
+		e.State, e.Failed = unacked.Returned, d.failed
+		// A delayed retry's hold is written with the entry, so that it
+		// outlives a restart (delayed.go).
+		if delay := q.retryDelay(waiting{failed: d.failed}, failed); delay > 0 {
+			e.HeldUntil = q.heldUntil(delay)
+		}
 		entries = append(entries, e)
 	}
 	defer func() { clear(entries); q.scratch.entries = entries[:0] }()
@@ -203,10 +208,10 @@ func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 		q.retryLater(&q.retryRequeue, ds)
 		return
 	}
-	for _, d := range ds {
+	for i, d := range ds {
 		w := waiting{rec: d.rec, count: d.count, failed: d.failed}
-		if delay := q.retryDelay(w, failed); delay > 0 {
-			q.hold(w, delay) // delayed retry (delayed.go)
+		if at := entries[i].HeldUntil; at != 0 {
+			q.holdAt(w, at) // delayed retry (delayed.go)
 			continue
 		}
 		q.waiting[d.rec.Offset] = w

@@ -357,7 +357,7 @@ func (sh *sharedClaimer) resync(ctx context.Context, pool bool) error {
 		if !known {
 			w = waiting{lazy: true}
 		}
-		w.count = e.DeliveryCount
+		w.count, w.failed = e.DeliveryCount, e.Failed
 		kept[e.Offset] = w
 		returned = append(returned, e.Offset) // the index lists in offset order
 		return true
@@ -434,7 +434,7 @@ func (sh *sharedClaimer) recover(ctx context.Context) error {
 		default:
 			return true // another broker's delivery
 		}
-		q.waiting[e.Offset] = waiting{count: e.DeliveryCount, lazy: true}
+		q.waiting[e.Offset] = waiting{count: e.DeliveryCount, failed: e.Failed, lazy: true}
 		q.returned = append(q.returned, e.Offset)
 		return true
 	}); err != nil {
@@ -579,6 +579,7 @@ func (sh *sharedClaimer) purge(ctx context.Context) (uint64, error) {
 		entries := make([]unacked.Entry, len(q.returned))
 		for i, off := range q.returned {
 			entries[i] = q.entry(off, Owner{}, now, q.waiting[off].count)
+			entries[i].Failed = q.waiting[off].failed
 			taken[i] = entries[i].Key
 		}
 		from, to := q.cursor, sh.tail

@@ -61,6 +61,9 @@ type streamState struct {
 	// retention timer for x-max-age, armed for the oldest closed segment
 	ageTimer clock.Timer
 	ageAt    int64
+	// segBytes is the segment size, fixed when the stream was created
+	// (stream_policy.go).
+	segBytes int64
 }
 
 // IsStream reports whether the queue is a stream.
@@ -87,6 +90,9 @@ func (c *streamClaimer) purge(context.Context) (uint64, error)                 {
 // recover reads the log once to rebuild its segments.
 func (c *streamClaimer) recover(ctx context.Context) error {
 	s := c.s
+	if err := s.loadSegmentBytes(ctx); err != nil {
+		return err
+	}
 	first, err := s.q.cfg.Stores.Shards.FirstOffset(ctx, s.q.cfg.Shard)
 	if err != nil {
 		return err
@@ -146,7 +152,7 @@ func recordBytes(r *storage.Record) int64 {
 
 // add appends records (in offset order, past the tail) to the segments.
 func (s *streamState) add(recs []storage.Record) {
-	limit := s.q.cfg.Features.Args.SegmentBytes
+	limit := s.segBytes
 	for i := range recs {
 		r := &recs[i]
 		if r.Offset < s.tail {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,6 +50,11 @@ var streamRefusedArgs = []string{
 	"x-quorum-initial-group-size", "x-quorum-target-group-size",
 }
 
+// leaderLocators are the x-queue-leader-locator values RabbitMQ 4.x
+// accepts (rabbit_queue_location:queue_leader_locators, the last two its
+// older names).
+var leaderLocators = []string{"client-local", "balanced", "random", "least-leaders"}
+
 // parseStreamArgs checks a stream's arguments: first the values of those
 // streams take, then the arguments of other queue types, as RabbitMQ's
 // check_declare_arguments does.
@@ -91,6 +97,27 @@ func parseStreamArgs(t amqp.Table, a Args) (Args, error) {
 		if !ok || n < 16 || n > 255 {
 			return a, &ArgError{Arg: "x-stream-filter-size-bytes", Code: amqp.PreconditionFailed,
 				Text: "Invalid value for  x-stream-filter-size-bytes"}
+		}
+	}
+	if v, ok := t["x-initial-cluster-size"]; ok {
+		// Warren serves every stream on every node, so the value changes
+		// nothing, but it is checked as RabbitMQ checks it
+		// (check_initial_cluster_size_arg: a positive integer).
+		n, err := nonNegative("x-initial-cluster-size", v)
+		if err != nil {
+			return a, err
+		}
+		if n == 0 {
+			return a, argErr("x-initial-cluster-size", "value %d is zero", n)
+		}
+	}
+	if v, ok := t["x-queue-leader-locator"]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return a, argErr("x-queue-leader-locator", "unacceptable type %s", typeName(v))
+		}
+		if !slices.Contains(leaderLocators, s) {
+			return a, argErr("x-queue-leader-locator", "invalid_queue_locator_arg")
 		}
 	}
 	for _, k := range streamRefusedArgs {

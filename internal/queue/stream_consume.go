@@ -30,6 +30,8 @@ type streamReader struct {
 	track    bool
 	ackedTo  uint64
 	savedRec uint64
+	// savedSync: the saved record was synced (the consumer's last save).
+	savedSync bool
 }
 
 // readAhead bounds the records a reader holds: the memory a stream
@@ -73,8 +75,10 @@ func (q *Queue) addStreamConsumer(ctx context.Context, c *Consumer) error {
 func (s *streamState) remove(ctx context.Context, owner Owner, tag string) {
 	s.readers = slices.DeleteFunc(s.readers, func(r *streamReader) bool {
 		if r.c.Owner == owner && r.c.Tag == tag {
-			if _, ok := s.unsaved[r]; ok {
-				s.save(ctx, r)
+			// A tracked consumer that leaves has its offset synced,
+			// saved again if its last save was not (stream_track.go).
+			if _, ok := s.unsaved[r]; ok || r.savedRec != 0 && !r.savedSync {
+				s.save(ctx, r, true)
 			}
 			clear(r.buf)
 			return true

@@ -159,3 +159,43 @@ func TestStreamStoreFaults(t *testing.T) {
 	}
 	s.none(t)
 }
+
+// TestStreamTrackedOffsetSyncedOnCancel: the offsets a tracked consumer's
+// acks move are saved without a sync, and the one saved when it is
+// cancelled is synced, so a consumer that left resumes exactly after a
+// crash.
+func TestStreamTrackedOffsetSyncedOnCancel(t *testing.T) {
+	ctx := context.Background()
+	wrapped, _, in := faulty()
+	q := startStream(t, wrapped, nil, nil)
+	publish(t, q, "a", "b", "c")
+	s := newSink()
+	credit := &Credit{}
+	credit.SetLimit(10)
+	require.NoError(t, q.Consume(ctx, &Consumer{Tag: "t", Owner: owner, Credit: credit, Receiver: s,
+		Stream: &StreamConsume{Kind: OffsetFirst, Track: true}}))
+	saves := func() (synced []bool) {
+		for _, c := range in.Trace() {
+			if c.Op == faultstore.Append && c.Shard == q.trackShard() {
+				for _, r := range c.Records {
+					if r.Exchange == "" { // not the config record
+						synced = append(synced, r.Persistent)
+					}
+				}
+			}
+		}
+		return synced
+	}
+	m := s.next(t)
+	require.NoError(t, q.Settle(Ack, m.Ref))
+	waitFor(t, "the ack step saves the offset", func() bool { return len(saves()) == 1 })
+	require.Equal(t, []bool{false}, saves(), "a save per ack step is not synced")
+	s.next(t)
+	_, err := q.Cancel(ctx, owner, "t")
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true}, saves(), "the save at cancel is synced")
+	off, _, ok, err := q.trackedOffset(ctx, "t")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(1), off)
+}

@@ -14,13 +14,19 @@ import (
 // the same tag starts there instead of at its x-stream-offset.
 //
 // The offsets live in a second shard of the queue (trackShard), one
-// record per tag (RoutingKey the tag, Body the offset in decimal), so
+// record per tag (RoutingKey the tag, Body the offset in decimal; records
+// with an exchange are the stream's config, stream_policy.go), so
 // they are stored and replicated like the stream itself and go with it
 // when it is deleted. A save appends the new record and deletes the old
-// one. Saves are not synced and happen once per actor step for the tags
-// whose acks arrived in it: a crash may forget the latest acks, and the
-// consumer then sees those messages again (at least once), never skips
-// one.
+// one. Saves happen once per actor step for the tags whose acks arrived
+// in it and are not synced, as RabbitMQ does not sync the offsets it
+// tracks in a stream (nor the stream itself: it relies on the OS and on
+// replication): a crash may forget the latest acks, and the consumer then
+// sees those messages again (at least once), never skips one. The save
+// made when a tracked consumer goes (basic.cancel, its channel closing)
+// is synced: a consumer that left cleanly resumes exactly where it left
+// off, whatever happens to the broker afterwards. That costs one sync per
+// departure, never one per ack.
 
 // trackShard is the shard holding a stream's tracked offsets.
 func (q *Queue) trackShard() string { return q.cfg.Shard + "\x00offsets" }
@@ -35,7 +41,7 @@ func (q *Queue) trackedOffset(ctx context.Context, tag string) (off uint64, rec 
 			return off, rec, ok, err
 		}
 		for _, r := range recs {
-			if r.RoutingKey != tag {
+			if r.Exchange != "" || r.RoutingKey != tag {
 				continue
 			}
 			n, perr := strconv.ParseUint(string(r.Body), 10, 64)
@@ -81,15 +87,17 @@ func (s *streamState) forget(refs []Ref) {
 // last save.
 func (s *streamState) saveOffsets(ctx context.Context) {
 	for r := range s.unsaved {
-		s.save(ctx, r)
+		s.save(ctx, r, false)
 	}
 }
 
 // save stores r's offset and deletes the record it replaces; a failed
-// save stays in unsaved for the next step.
-func (s *streamState) save(ctx context.Context, r *streamReader) {
+// save stays in unsaved for the next step. With sync the record is
+// durable when save returns.
+func (s *streamState) save(ctx context.Context, r *streamReader, sync bool) {
 	q := s.q
-	rec := []storage.Record{{RoutingKey: r.c.Tag, Body: strconv.AppendUint(nil, r.ackedTo, 10), EnqueuedAt: q.cfg.Clock.Now().UnixNano()}}
+	rec := []storage.Record{{RoutingKey: r.c.Tag, Body: strconv.AppendUint(nil, r.ackedTo, 10),
+		EnqueuedAt: q.cfg.Clock.Now().UnixNano(), Persistent: sync}}
 	if _, err := q.cfg.Stores.Shards.Append(ctx, q.trackShard(), rec); err != nil {
 		q.cfg.Logger.Error("stream offset save failed", "queue", q.cfg.Name, "tag", r.c.Tag, "err", err)
 		return
@@ -100,5 +108,5 @@ func (s *streamState) save(ctx context.Context, r *streamReader) {
 			q.cfg.Logger.Error("stream offset delete failed", "queue", q.cfg.Name, "err", err)
 		}
 	}
-	r.savedRec = rec[0].Offset + 1
+	r.savedRec, r.savedSync = rec[0].Offset+1, sync
 }

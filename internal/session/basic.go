@@ -662,5 +662,8 @@ func record(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) 
 		Body:       body,
 		Persistent: sum.DeliveryMode == 2,
 		Priority:   sum.Priority,
+		// Any x-death in them is the client's (RabbitMQ 4.x ignores it
+		// when it dead-letters the message).
+		ClientHeaders: sum.HasHeaders,
 	}
 }

@@ -23,6 +23,7 @@ func (v *VHost) features(def meta.Queue, args queue.Args) queue.Features {
 	}
 	f.HoldDeadLetter = v.holdDeadLetter // a delayed exchange holds dead letters too
 	f.CountFailedOnly = args.Quorum && v.profile().FailedDeliveryCount
+	f.IgnoreClientDeaths = !v.profile().ClientDeathInterpreted
 	if args.Quorum {
 		switch v.profile().QuorumPriorities {
 		case compat.TwoLevels:

@@ -248,7 +248,7 @@ func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message, done f
 		v.mu.RUnlock()
 		sum, _ := amqp.SummarizeProperties(props)
 		rec := queue.Record{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Properties: props, Body: m.Body,
-			Persistent: m.Persistent, Priority: sum.Priority}
+			Persistent: m.Persistent, Priority: sum.Priority, ClientHeaders: sum.HasHeaders}
 		var ttl time.Duration
 		var has bool
 		if sum.Expiration != "" {

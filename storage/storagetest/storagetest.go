@@ -250,6 +250,9 @@ func testRoundTrip(t *testing.T, open opener) {
 			Priority:   9,
 			EnqueuedAt: 1_722_000_000_123_456_789,
 			ExpiresAt:  1_722_000_060_123_456_789,
+			// ClientHeaders must come back: it says whose x-death the
+			// properties carry.
+			ClientHeaders: true,
 		}},
 		{"BinaryWithNULs", storage.Record{Exchange: "x\x00y", RoutingKey: "\x00", Properties: []byte{0, 0, 0}, Body: []byte{0, 0xff, 0}}},
 		{"NonUTF8Strings", storage.Record{Exchange: string([]byte{0xc3, 0x28}), RoutingKey: string([]byte{0xff})}},
