@@ -9,4 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-go test -race -count=1 "$@" ./...
+# meta/raft's race tests take about 3 minutes on an idle 2-core machine
+# and over 10 (go test's default limit) on a loaded one.
+go test -race -count=1 -timeout 20m "$@" ./...
