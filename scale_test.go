@@ -1,0 +1,73 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/meta/local"
+	"github.com/warrenmq/broker/storage/pebble"
+)
+
+// walSyncs counts the syncs of Pebble's WAL files.
+type walSyncs struct{ n atomic.Int64 }
+
+func (c *walSyncs) String() string { return "walSyncs" }
+
+func (c *walSyncs) MaybeError(op errorfs.Op) error {
+	switch op.Kind {
+	case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+		if strings.HasSuffix(op.Path, ".log") {
+			c.n.Add(1)
+		}
+	}
+	return nil
+}
+
+// countingBroker returns a broker on a Pebble DB in memory whose WAL syncs
+// syncs counts.
+func countingBroker(t *testing.T) (*broker.Broker, *walSyncs) {
+	t.Helper()
+	syncs := &walSyncs{}
+	db, err := pebble.Open("db", pebble.WithFS(errorfs.Wrap(vfs.NewMem(), syncs)),
+		pebble.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	m, err := local.New(db)
+	require.NoError(t, err)
+	b := brokertest.NewUnstarted(t, broker.Options{Meta: m, Shards: pebble.New(db), Unacked: pebble.NewIndex(db)})
+	return b, syncs
+}
+
+// A definitions import is one fsync at its end, not one per queue and
+// binding: importing 100,000 durable queues took 100,000 syncs. What it
+// declared is on disk when it returns.
+func TestImportDefinitionsSyncsOnce(t *testing.T) {
+	const n = 200
+	b, syncs := countingBroker(t)
+	d := &definitions.File{}
+	for i := range n {
+		name := fmt.Sprintf("q%d", i)
+		d.Queues = append(d.Queues, definitions.Queue{Name: name, VHost: "/", Durable: true})
+		d.Bindings = append(d.Bindings, definitions.Binding{Source: "amq.direct", VHost: "/", Destination: name, DestinationType: "queue", RoutingKey: name})
+	}
+	before := syncs.n.Load()
+	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	got := syncs.n.Load() - before
+	t.Logf("%d WAL syncs for %d queues and %d bindings", got, n, n)
+	require.LessOrEqual(t, got, int64(2))
+	require.GreaterOrEqual(t, got, int64(1), "the import is on disk when it returns")
+	st := b.Stats()
+	require.Len(t, st.QueueDetails, n)
+}
