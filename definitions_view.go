@@ -42,11 +42,14 @@ func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, erro
 // entity: a file of 100,000 durable queues was 100,000 syncs. What it
 // applied, also when part of it failed, is on disk when it returns.
 func (b *Broker) ImportDefinitions(ctx context.Context, d *definitions.File) error {
+	s, ok := b.stores.meta.(meta.Syncer)
+	if !ok {
+		// A store that cannot be synced later is not asked to wait.
+		return definitions.Import(ctx, definitionsView{b}, d)
+	}
 	err := definitions.Import(meta.DeferSync(ctx), definitionsView{b}, d)
-	if s, ok := b.stores.meta.(meta.Syncer); ok {
-		if serr := s.Sync(context.WithoutCancel(ctx)); serr != nil {
-			err = errors.Join(err, fmt.Errorf("broker: definitions: sync: %w", serr))
-		}
+	if serr := s.Sync(context.WithoutCancel(ctx)); serr != nil {
+		err = errors.Join(err, fmt.Errorf("broker: definitions: sync: %w", serr))
 	}
 	return err
 }

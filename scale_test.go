@@ -71,3 +71,23 @@ func TestImportDefinitionsSyncsOnce(t *testing.T) {
 	st := b.Stats()
 	require.Len(t, st.QueueDetails, n)
 }
+
+// Deleting a durable queue is one fsync however many bindings it has: its
+// record, its cursor and its bindings' records were each synced on their
+// own. The delete is on disk when it returns.
+func TestQueueDeleteSyncsOnce(t *testing.T) {
+	b, syncs := countingBroker(t)
+	ch := brokertest.Channel(t, b)
+	_, err := ch.QueueDeclare("q", true, false, false, false, nil)
+	require.NoError(t, err)
+	for _, key := range []string{"a", "b", "c"} {
+		require.NoError(t, ch.QueueBind("q", key, "amq.direct", false, nil))
+	}
+	before := syncs.n.Load()
+	_, err = ch.QueueDelete("q", false, false, false)
+	require.NoError(t, err)
+	got := syncs.n.Load() - before
+	t.Logf("%d WAL syncs to delete a queue with 3 bindings", got)
+	require.EqualValues(t, 1, got)
+	require.Empty(t, b.Stats().QueueDetails)
+}

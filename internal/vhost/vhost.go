@@ -972,13 +972,36 @@ func (v *VHost) removeQueueLocked(ctx context.Context, q *Queue) (uint64, error)
 	if err != nil && !errors.Is(err, queue.ErrDeleted) {
 		v.cfg.Logger.Error("delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
 	}
-	if err := v.cfg.Store.DeleteQueue(ctx, v.cfg.Name, q.Def.Name); err != nil {
+	// The queue's record and its bindings' go with one fsync at the end
+	// rather than one each: the WAL keeps their order, and a crash before
+	// the sync leaves a prefix of them, as a crash between the synced
+	// writes did.
+	deferred := ctx
+	if _, ok := v.cfg.Store.(meta.Syncer); ok {
+		deferred = meta.DeferSync(ctx)
+	}
+	if err := v.cfg.Store.DeleteQueue(deferred, v.cfg.Name, q.Def.Name); err != nil {
 		return n, storeError(err)
 	}
-	if err := v.forgetBindingsLocked(ctx, removed); err != nil {
+	ferr := v.forgetBindingsLocked(deferred, removed)
+	if err := v.syncStore(ctx, q.Def.Durable); err != nil {
 		return n, err
 	}
-	return n, nil
+	return n, ferr
+}
+
+// syncStore syncs the metadata store after writes made under
+// meta.DeferSync when any of them must be durable, unless ctx defers the
+// sync further (a definitions import syncs once at its end).
+func (v *VHost) syncStore(ctx context.Context, durable bool) error {
+	s, ok := v.cfg.Store.(meta.Syncer)
+	if !ok || !durable || meta.SyncDeferred(ctx) {
+		return nil
+	}
+	if err := s.Sync(ctx); err != nil {
+		return storeError(err)
+	}
+	return nil
 }
 
 // ConsumerGone is told the number of consumers left on q after one was
