@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -20,8 +22,11 @@ import (
 	"github.com/warrenmq/broker/storage/pebble"
 )
 
-// walSyncs counts the syncs of Pebble's WAL files.
-type walSyncs struct{ n atomic.Int64 }
+// walSyncs counts the syncs of Pebble's WAL files, each taking delay.
+type walSyncs struct {
+	n     atomic.Int64
+	delay time.Duration
+}
 
 func (c *walSyncs) String() string { return "walSyncs" }
 
@@ -30,6 +35,7 @@ func (c *walSyncs) MaybeError(op errorfs.Op) error {
 	case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
 		if strings.HasSuffix(op.Path, ".log") {
 			c.n.Add(1)
+			time.Sleep(c.delay)
 		}
 	}
 	return nil
@@ -37,9 +43,9 @@ func (c *walSyncs) MaybeError(op errorfs.Op) error {
 
 // countingBroker returns a broker on a Pebble DB in memory whose WAL syncs
 // syncs counts.
-func countingBroker(t *testing.T) (*broker.Broker, *walSyncs) {
+func countingBroker(t *testing.T, delay time.Duration) (*broker.Broker, *walSyncs) {
 	t.Helper()
-	syncs := &walSyncs{}
+	syncs := &walSyncs{delay: delay}
 	db, err := pebble.Open("db", pebble.WithFS(errorfs.Wrap(vfs.NewMem(), syncs)),
 		pebble.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
@@ -55,7 +61,7 @@ func countingBroker(t *testing.T) (*broker.Broker, *walSyncs) {
 // declared is on disk when it returns.
 func TestImportDefinitionsSyncsOnce(t *testing.T) {
 	const n = 200
-	b, syncs := countingBroker(t)
+	b, syncs := countingBroker(t, 0)
 	d := &definitions.File{}
 	for i := range n {
 		name := fmt.Sprintf("q%d", i)
@@ -76,7 +82,7 @@ func TestImportDefinitionsSyncsOnce(t *testing.T) {
 // record, its cursor and its bindings' records were each synced on their
 // own. The delete is on disk when it returns.
 func TestQueueDeleteSyncsOnce(t *testing.T) {
-	b, syncs := countingBroker(t)
+	b, syncs := countingBroker(t, 0)
 	ch := brokertest.Channel(t, b)
 	_, err := ch.QueueDeclare("q", true, false, false, false, nil)
 	require.NoError(t, err)
@@ -90,4 +96,37 @@ func TestQueueDeleteSyncsOnce(t *testing.T) {
 	t.Logf("%d WAL syncs to delete a queue with 3 bindings", got)
 	require.EqualValues(t, 1, got)
 	require.Empty(t, b.Stats().QueueDetails)
+}
+
+// Declarations on different connections share fsyncs: each used to hold
+// the vhost's topology lock across its own, so they queued for the disk
+// one by one. The WAL syncs here take a millisecond each, long enough for
+// the other declarers to join the next one.
+func TestConcurrentDeclaresShareSyncs(t *testing.T) {
+	const clients, each = 20, 5
+	b, syncs := countingBroker(t, time.Millisecond)
+	chans := make([]*broker.Channel, clients)
+	for i := range chans {
+		chans[i] = brokertest.Channel(t, b)
+	}
+	before := syncs.n.Load()
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*each)
+	for i, ch := range chans {
+		wg.Go(func() {
+			for j := range each {
+				_, err := ch.QueueDeclare(fmt.Sprintf("c%d-%d", i, j), true, false, false, false, nil)
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	got := syncs.n.Load() - before
+	t.Logf("%d WAL syncs for %d concurrent durable declarations", got, clients*each)
+	require.Less(t, got, int64(clients*each*3/4))
+	require.Len(t, b.Stats().QueueDetails, clients*each)
 }

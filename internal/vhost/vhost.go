@@ -663,7 +663,7 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 
 // DeclareQueue implements queue.declare for a connection. It returns the
 // queue (with the server-generated name when name was empty).
-func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (*Queue, error) {
+func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (_ *Queue, err error) {
 	name := m.Queue
 	if m.Passive {
 		q, err := v.Queue(connection, name)
@@ -690,8 +690,23 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		def.Owner = connection
 	}
 	args := v.withDefaultType(m.Arguments, def.Durable, def.Exclusive, def.AutoDelete)
+	// The definition is written unsynced under topo and synced once topo
+	// is released, so declarations on other connections share fsyncs
+	// instead of queueing for one each; the caller hears of the queue only
+	// once it is on disk.
+	written := ctx
+	_, syncLater := v.cfg.Store.(meta.Syncer)
+	if syncLater {
+		written = meta.DeferSync(ctx)
+	}
+	stored := false
 	v.topo.Lock()
-	defer v.topo.Unlock()
+	defer func() {
+		v.topo.Unlock()
+		if err == nil && stored {
+			err = v.syncStore(ctx, def.Durable)
+		}
+	}()
 	if q, ok := v.queues[name]; ok {
 		if err := v.queueEquivalent(q, def, args); err != nil {
 			return nil, err
@@ -747,7 +762,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		return nil, err
 	}
 	def.Arguments = raw
-	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {
+	if err := v.cfg.Store.PutQueue(written, def); err != nil {
 		return nil, storeError(err)
 	}
 	actor, err := v.cfg.StartQueue(ctx, def, v.features(def, parsed))
@@ -755,6 +770,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
+	stored = syncLater
 	q := v.newQueue(actor, def, args)
 	v.mu.Lock()
 	v.queues[name] = q
