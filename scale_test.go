@@ -130,3 +130,21 @@ func TestConcurrentDeclaresShareSyncs(t *testing.T) {
 	require.Less(t, got, int64(clients*each*3/4))
 	require.Len(t, b.Stats().QueueDetails, clients*each)
 }
+
+// A redeclaration of a durable queue whose declaration has synced costs
+// no fsync: only one that finds the definition still unsynced (another
+// connection's declaration between its write and its sync) syncs before
+// it answers.
+func TestRedeclareOfSyncedQueueSyncsNothing(t *testing.T) {
+	b, syncs := countingBroker(t, 0)
+	ch := brokertest.Channel(t, b)
+	before := syncs.n.Load()
+	_, err := ch.QueueDeclare("q", true, false, false, false, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, syncs.n.Load()-before)
+	for range 3 {
+		_, err = ch.QueueDeclare("q", true, false, false, false, nil)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, syncs.n.Load()-before)
+}

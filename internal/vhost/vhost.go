@@ -77,6 +77,11 @@ type Queue struct {
 	tracked *consumerSet
 
 	pol queuePolicy // the policies that apply (policy.go)
+
+	// synced says a declaration's sync covered the definition's write
+	// (DeclareQueue); until then a redeclaration syncs too before it
+	// answers, so nobody hears of a durable queue that is not on disk.
+	synced atomic.Bool
 }
 
 type exchange struct {
@@ -699,12 +704,14 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	if syncLater {
 		written = meta.DeferSync(ctx)
 	}
-	stored := false
+	var unsynced *Queue // a queue whose definition this call must sync
 	v.topo.Lock()
 	defer func() {
 		v.topo.Unlock()
-		if err == nil && stored {
-			err = v.syncStore(ctx, def.Durable)
+		if err == nil && unsynced != nil {
+			if err = v.syncStore(ctx, unsynced.Def.Durable); err == nil {
+				unsynced.synced.Store(true)
+			}
 		}
 	}()
 	if q, ok := v.queues[name]; ok {
@@ -712,6 +719,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 			return nil, err
 		}
 		q.Touch() // a redeclaration is a use (x-expires)
+		if syncLater && q.Def.Durable && !q.synced.Load() {
+			unsynced = q
+		}
 		return q, nil
 	}
 	if v.cfg.Shared {
@@ -770,8 +780,10 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
-	stored = syncLater
 	q := v.newQueue(actor, def, args)
+	if syncLater {
+		unsynced = q
+	}
 	v.mu.Lock()
 	v.queues[name] = q
 	v.routes.AddQueue(name)
