@@ -15,3 +15,13 @@ func LiveHeap() int64 {
 	metrics.Read(s)
 	return int64(s[0].Value.Uint64())
 }
+
+// Stacks returns the bytes of goroutine stacks, as runtime/metrics reports
+// them, after a collection (which shrinks stacks that use little of
+// theirs).
+func Stacks() int64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}

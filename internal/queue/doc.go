@@ -12,9 +12,10 @@
 // publishers' back-pressure) and, for calls with a result, waits for the
 // reply. The read-only inspections (inspect.go: Peek, Outstanding, Usage,
 // Idle) give up on either wait when their context ends. The mailbox
-// (mailbox.go) is a list of 32-op chunks from a pool all queues share,
-// taken whole by the actor at each step, so an idle queue holds no
-// mailbox memory; a stopped actor lets go of everything it cached (a
+// (mailbox.go) is a list of chunks from pools all queues share (a 2-op
+// chunk first, 32-op ones after it), taken whole by the actor at each
+// step, so an idle queue holds no mailbox memory and one sent a single op
+// holds 2 ops' worth; a stopped actor lets go of everything it cached (a
 // channel holding an unacked delivery of a deleted queue keeps only the
 // Queue struct reachable). Other actors and timers post to a second,
 // unbounded inbox instead (features.go), so an actor never waits on

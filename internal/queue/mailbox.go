@@ -5,30 +5,66 @@ import "sync"
 // The mailbox holds the ops callers send to the actor. It used to be a
 // channel of maxMailbox ops, whose buffer every queue paid up front (1,024
 // ops of 304 bytes: 311,296 bytes per queue, idle or not). It is now a
-// list of fixed-size chunks taken from a pool shared by every queue: a
-// queue holds chunks only while ops wait in its mailbox, so an idle queue
-// holds none, and a busy one reuses the chunks the others gave back.
+// list of chunks taken from pools shared by every queue: a queue holds
+// chunks only while ops wait in its mailbox, so an idle queue holds none,
+// one that is sent an op now and then a small one, and a busy one reuses
+// the full-size chunks the others gave back.
 // Back-pressure is unchanged: a sender waits while maxMailbox ops wait.
 
-// chunkOps is the number of ops in one chunk (about 10 KB).
-const chunkOps = 32
+// chunkOps is the number of ops in a full-size chunk (about 10 KB), and
+// firstChunkOps in the first chunk of a mailbox that was empty: most
+// mailboxes hold one op or two at a time (a publish to a queue that is
+// mostly idle), and 10,000 queues each given one message at once held a
+// full chunk each (100 MB) until their actors ran. A mailbox that fills
+// its small chunk goes on with full ones.
+const (
+	chunkOps      = 32
+	firstChunkOps = 2
+)
 
+// opChunk is the head of a smallChunk or a fullChunk: ops is the array
+// that follows it.
 type opChunk struct {
-	ops  [chunkOps]op
+	ops  []op
 	n    int
 	next *opChunk
 }
 
-var chunkPool = sync.Pool{New: func() any { return new(opChunk) }}
+type smallChunk struct {
+	opChunk
+	arr [firstChunkOps]op
+}
 
-// freeChunks returns a list of chunks to the pool, their ops cleared so
-// the pool keeps no message alive.
+type fullChunk struct {
+	opChunk
+	arr [chunkOps]op
+}
+
+var (
+	smallChunks = sync.Pool{New: func() any {
+		c := new(smallChunk)
+		c.ops = c.arr[:]
+		return &c.opChunk
+	}}
+	fullChunks = sync.Pool{New: func() any {
+		c := new(fullChunk)
+		c.ops = c.arr[:]
+		return &c.opChunk
+	}}
+)
+
+// freeChunks returns a list of chunks to their pools, their ops cleared
+// so the pools keep no message alive.
 func freeChunks(c *opChunk) {
 	for c != nil {
 		next := c.next
 		clear(c.ops[:c.n])
 		c.n, c.next = 0, nil
-		chunkPool.Put(c)
+		if len(c.ops) == chunkOps {
+			fullChunks.Put(c)
+		} else {
+			smallChunks.Put(c)
+		}
 		c = next
 	}
 }
@@ -59,13 +95,12 @@ func (m *mailbox) put(o *op) (first, ok bool) {
 		return false, false
 	}
 	t := m.tail
-	if t == nil || t.n == chunkOps {
-		c := chunkPool.Get().(*opChunk)
-		if t == nil {
-			m.head = c
-		} else {
-			t.next = c
-		}
+	if t == nil {
+		t = smallChunks.Get().(*opChunk)
+		m.head, m.tail = t, t
+	} else if t.n == len(t.ops) {
+		c := fullChunks.Get().(*opChunk)
+		t.next = c
 		m.tail, t = c, c
 	}
 	t.ops[t.n] = *o

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -96,4 +97,38 @@ func TestMailboxRefusesWaitingSendersAtStop(t *testing.T) {
 	<-stopped
 	require.GreaterOrEqual(t, n, maxMailbox)
 	require.Len(t, log.got(), n, "every publish the mailbox took was stored and confirmed")
+}
+
+// A mailbox that holds one op holds a small chunk, not a full one: 10,000
+// queues sent one message each at once held 10 KB each until their actors
+// ran. More ops go on in full chunks, in order.
+func TestMailboxGrowsWithItsOps(t *testing.T) {
+	var m mailbox
+	first, ok := m.put(&op{seq: 0})
+	require.True(t, first)
+	require.True(t, ok)
+	held := int(unsafe.Sizeof(op{})) * len(m.head.ops)
+	require.LessOrEqual(t, held, 1024, "bytes held for one waiting op")
+
+	const n = 3*chunkOps + 5
+	for i := uint64(1); i < n; i++ {
+		first, ok := m.put(&op{seq: i})
+		require.False(t, first)
+		require.True(t, ok)
+	}
+	chunks := m.take(false)
+	var seqs []uint64
+	for c := chunks; c != nil; c = c.next {
+		for i := range c.n {
+			seqs = append(seqs, c.ops[i].seq)
+		}
+	}
+	freeChunks(chunks)
+	require.Len(t, seqs, n)
+	for i, s := range seqs {
+		require.EqualValues(t, i, s)
+	}
+	first, _ = m.put(&op{})
+	require.True(t, first, "an emptied mailbox starts small again")
+	require.LessOrEqual(t, int(unsafe.Sizeof(op{}))*len(m.head.ops), 1024)
 }

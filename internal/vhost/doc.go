@@ -179,7 +179,12 @@
 //     writes and the queue actor calls a change makes (start, stats,
 //     delete), so each change, persistence included, is atomic to the
 //     others: a queue deleted and redeclared under the same name never has
-//     the old deletion remove the new queue's shard or metadata.
+//     the old deletion remove the new queue's shard or metadata. A queue
+//     deletion writes the queue's record and its bindings' unsynced
+//     (meta.DeferSync) and syncs once, when the store is a meta.Syncer.
+//     A declaration writes its queue unsynced under topo and syncs after
+//     releasing it, before it returns, so concurrent declarations share
+//     fsyncs.
 //   - mu (read-write) guards the maps and the routing table and is held for
 //     memory operations only. Route, Queue, Queues, ExchangeExists and the
 //     read-only calls in inspect.go take it shared, so publishing never

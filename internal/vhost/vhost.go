@@ -77,6 +77,11 @@ type Queue struct {
 	tracked *consumerSet
 
 	pol queuePolicy // the policies that apply (policy.go)
+
+	// synced says a declaration's sync covered the definition's write
+	// (DeclareQueue); until then a redeclaration syncs too before it
+	// answers, so nobody hears of a durable queue that is not on disk.
+	synced atomic.Bool
 }
 
 type exchange struct {
@@ -663,7 +668,7 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 
 // DeclareQueue implements queue.declare for a connection. It returns the
 // queue (with the server-generated name when name was empty).
-func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (*Queue, error) {
+func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (_ *Queue, err error) {
 	name := m.Queue
 	if m.Passive {
 		q, err := v.Queue(connection, name)
@@ -690,13 +695,33 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		def.Owner = connection
 	}
 	args := v.withDefaultType(m.Arguments, def.Durable, def.Exclusive, def.AutoDelete)
+	// The definition is written unsynced under topo and synced once topo
+	// is released, so declarations on other connections share fsyncs
+	// instead of queueing for one each; the caller hears of the queue only
+	// once it is on disk.
+	written := ctx
+	_, syncLater := v.cfg.Store.(meta.Syncer)
+	if syncLater {
+		written = meta.DeferSync(ctx)
+	}
+	var unsynced *Queue // a queue whose definition this call must sync
 	v.topo.Lock()
-	defer v.topo.Unlock()
+	defer func() {
+		v.topo.Unlock()
+		if err == nil && unsynced != nil {
+			if err = v.syncStore(ctx, unsynced.Def.Durable); err == nil {
+				unsynced.synced.Store(true)
+			}
+		}
+	}()
 	if q, ok := v.queues[name]; ok {
 		if err := v.queueEquivalent(q, def, args); err != nil {
 			return nil, err
 		}
 		q.Touch() // a redeclaration is a use (x-expires)
+		if syncLater && q.Def.Durable && !q.synced.Load() {
+			unsynced = q
+		}
 		return q, nil
 	}
 	if v.cfg.Shared {
@@ -747,7 +772,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		return nil, err
 	}
 	def.Arguments = raw
-	if err := v.cfg.Store.PutQueue(ctx, def); err != nil {
+	if err := v.cfg.Store.PutQueue(written, def); err != nil {
 		return nil, storeError(err)
 	}
 	actor, err := v.cfg.StartQueue(ctx, def, v.features(def, parsed))
@@ -756,6 +781,9 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
 	q := v.newQueue(actor, def, args)
+	if syncLater {
+		unsynced = q
+	}
 	v.mu.Lock()
 	v.queues[name] = q
 	v.routes.AddQueue(name)
@@ -972,13 +1000,36 @@ func (v *VHost) removeQueueLocked(ctx context.Context, q *Queue) (uint64, error)
 	if err != nil && !errors.Is(err, queue.ErrDeleted) {
 		v.cfg.Logger.Error("delete queue", "vhost", v.cfg.Name, "queue", q.Def.Name, "err", err)
 	}
-	if err := v.cfg.Store.DeleteQueue(ctx, v.cfg.Name, q.Def.Name); err != nil {
+	// The queue's record and its bindings' go with one fsync at the end
+	// rather than one each: the WAL keeps their order, and a crash before
+	// the sync leaves a prefix of them, as a crash between the synced
+	// writes did.
+	deferred := ctx
+	if _, ok := v.cfg.Store.(meta.Syncer); ok {
+		deferred = meta.DeferSync(ctx)
+	}
+	if err := v.cfg.Store.DeleteQueue(deferred, v.cfg.Name, q.Def.Name); err != nil {
 		return n, storeError(err)
 	}
-	if err := v.forgetBindingsLocked(ctx, removed); err != nil {
+	ferr := v.forgetBindingsLocked(deferred, removed)
+	if err := v.syncStore(ctx, q.Def.Durable); err != nil {
 		return n, err
 	}
-	return n, nil
+	return n, ferr
+}
+
+// syncStore syncs the metadata store after writes made under
+// meta.DeferSync when any of them must be durable, unless ctx defers the
+// sync further (a definitions import syncs once at its end).
+func (v *VHost) syncStore(ctx context.Context, durable bool) error {
+	s, ok := v.cfg.Store.(meta.Syncer)
+	if !ok || !durable || meta.SyncDeferred(ctx) {
+		return nil
+	}
+	if err := s.Sync(ctx); err != nil {
+		return storeError(err)
+	}
+	return nil
 }
 
 // ConsumerGone is told the number of consumers left on q after one was

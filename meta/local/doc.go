@@ -9,7 +9,9 @@
 // permission write, is synced (pebble.Sync) before it returns. Non-durable
 // topology is written with pebble.NoSync: the broker deletes it at start
 // anyway, and the store never does. A Delete is synced when the entity it
-// removes was durable.
+// removes was durable. Under a context from meta.DeferSync every write is
+// NoSync, and Sync (one empty synced WAL record) puts all of them on disk
+// at once: a bulk change such as a definitions import pays one fsync.
 //
 // Cursors are written with pebble.NoSync. That is safe because the claim
 // protocol writes the unacked index entries first, into the same DB and so

@@ -18,7 +18,7 @@ func (s *Store) DeleteVHostLimit(ctx context.Context, vhost, name string) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(metakey.Limit(vhost, name), true)
+	return s.delete(ctx, metakey.Limit(vhost, name), true)
 }
 
 // ListVHostLimits returns every limit, grouped by vhost.
@@ -41,7 +41,7 @@ func (s *Store) DeleteTopicPermission(ctx context.Context, user, vhost, exchange
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(metakey.Topic(user, vhost, exchange), true)
+	return s.delete(ctx, metakey.Topic(user, vhost, exchange), true)
 }
 
 // ListTopicPermissions returns every topic permission, grouped by user.

@@ -16,7 +16,10 @@ import (
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
-var _ meta.Store = (*Store)(nil)
+var (
+	_ meta.Store  = (*Store)(nil)
+	_ meta.Syncer = (*Store)(nil)
+)
 
 // formatVersion is stored under "m!" so a later layout change can tell old
 // data from new instead of misreading it.
@@ -68,6 +71,23 @@ func New(db *pebble.DB) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// Sync implements meta.Syncer: it returns once every write before it,
+// those made under meta.DeferSync included, is on disk.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	if err := b.LogData(nil, nil); err != nil {
+		b.Close()
+		return fmt.Errorf("local: sync: %w", err)
+	}
+	if err := commit(b, pebble.Sync); err != nil {
+		return fmt.Errorf("local: sync: %w", err)
+	}
+	return nil
 }
 
 // IsLeader is always true: a local store serves a single node.
@@ -170,7 +190,7 @@ func (s *Store) DeleteExchange(ctx context.Context, vhost, name string) error {
 	if err := s.get(ctx, key, &e); err != nil {
 		return ignoreNotFound(err)
 	}
-	return s.delete(key, e.Durable)
+	return s.delete(ctx, key, e.Durable)
 }
 
 // ListExchanges returns the vhost's exchanges sorted by name.
@@ -220,7 +240,7 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 		b.Close()
 		return fmt.Errorf("local: delete cursor: %w", err)
 	}
-	if err := commit(b, writeOptions(q.Durable)); err != nil {
+	if err := commit(b, writeOptions(ctx, q.Durable)); err != nil {
 		return fmt.Errorf("local: delete queue %q in vhost %q: %w", name, vhost, err)
 	}
 	c.dropped = true
@@ -257,7 +277,7 @@ func (s *Store) DeleteBinding(ctx context.Context, b meta.Binding) error {
 	if err := s.get(ctx, key, &old); err != nil {
 		return ignoreNotFound(err)
 	}
-	return s.delete(key, old.Durable)
+	return s.delete(ctx, key, old.Durable)
 }
 
 // ListBindings returns the vhost's bindings.
@@ -286,7 +306,7 @@ func (s *Store) DeleteVHost(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(metakey.VHost(name), true)
+	return s.delete(ctx, metakey.VHost(name), true)
 }
 
 // ListVHosts returns every vhost sorted by name.
@@ -318,7 +338,7 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(metakey.User(name), true)
+	return s.delete(ctx, metakey.User(name), true)
 }
 
 // ListUsers returns every user sorted by name.
@@ -352,7 +372,7 @@ func (s *Store) DeletePermission(ctx context.Context, user, vhost string) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(metakey.Perm(user, vhost), true)
+	return s.delete(ctx, metakey.Perm(user, vhost), true)
 }
 
 // ListPermissions returns every permission, grouped by user.
@@ -373,8 +393,10 @@ func checkBinding(b meta.Binding) error {
 		b.DestinationKind, meta.DestinationQueue, meta.DestinationExchange)
 }
 
-func writeOptions(durable bool) *pebble.WriteOptions {
-	if durable {
+// writeOptions syncs the write of a durable entity, unless ctx defers the
+// sync to a later Sync (meta.DeferSync).
+func writeOptions(ctx context.Context, durable bool) *pebble.WriteOptions {
+	if durable && !meta.SyncDeferred(ctx) {
 		return pebble.Sync
 	}
 	return pebble.NoSync
@@ -389,7 +411,7 @@ func (s *Store) put(ctx context.Context, key []byte, v any, durable bool) error 
 	if err != nil {
 		return fmt.Errorf("local: encode %T: %w", v, err)
 	}
-	if err := set(s.db, key, val, writeOptions(durable)); err != nil {
+	if err := set(s.db, key, val, writeOptions(ctx, durable)); err != nil {
 		return fmt.Errorf("local: write %T: %w", v, err)
 	}
 	return nil
@@ -415,13 +437,13 @@ func (s *Store) get(ctx context.Context, key []byte, v any) error {
 	return nil
 }
 
-func (s *Store) delete(key []byte, durable bool) error {
+func (s *Store) delete(ctx context.Context, key []byte, durable bool) error {
 	b := s.db.NewBatch()
 	if err := b.Delete(key, nil); err != nil {
 		b.Close()
 		return fmt.Errorf("local: delete %q: %w", key, err)
 	}
-	if err := commit(b, writeOptions(durable)); err != nil {
+	if err := commit(b, writeOptions(ctx, durable)); err != nil {
 		return fmt.Errorf("local: delete %q: %w", key, err)
 	}
 	return nil

@@ -20,7 +20,7 @@ func (s *Store) DeletePolicy(ctx context.Context, vhost, name string, operator b
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.delete(metakey.Policy(vhost, name, operator), true)
+	return s.delete(ctx, metakey.Policy(vhost, name, operator), true)
 }
 
 // ListPolicies returns the vhost's policies, then its operator policies,

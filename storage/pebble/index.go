@@ -144,17 +144,60 @@ func (x *Index) Scan(ctx context.Context, fn func(unacked.Entry) bool) error {
 	}, fn)
 }
 
-// DeleteQueue removes every entry of one queue with a single range
-// deletion.
+// DeleteQueue removes every entry of one queue: each with its own
+// tombstone when the queue has at most pointDeleteMax of them (the usual
+// case: a queue's unacked deliveries), else with a single range deletion,
+// whose cost Pebble's later reads pay until the memtable is flushed (see
+// pointDeleteMax). Entries put while it runs may survive it, as they would
+// survive a range deletion committed before them.
 func (x *Index) DeleteQueue(ctx context.Context, vhost, queue string) error {
 	if err := x.check(ctx); err != nil {
 		return err
 	}
 	prefix := codec.AppendQueuePrefix(nil, vhost, queue)
-	if err := x.db.DeleteRange(prefix, codec.Successor(prefix), pebble.NoSync); err != nil {
+	end := codec.Successor(prefix)
+	b := x.db.NewBatch()
+	few, err := x.deletePoints(b, prefix, end)
+	if err == nil && !few {
+		b.Reset()
+		err = b.DeleteRange(prefix, end, nil)
+	}
+	if err == nil && b.Empty() {
+		return b.Close()
+	}
+	if err == nil {
+		err = commitClose(b, pebble.NoSync)
+	} else {
+		b.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("storage/pebble: index delete queue %q in vhost %q: %w", queue, vhost, err)
 	}
 	return nil
+}
+
+// deletePoints adds a Delete to b for each key in [lower, upper), unless
+// there are more than pointDeleteMax: then it reports few false.
+func (x *Index) deletePoints(b *pebble.Batch, lower, upper []byte) (few bool, err error) {
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n > pointDeleteMax {
+			return false, nil
+		}
+		if err := b.Delete(it.Key(), nil); err != nil {
+			return false, err
+		}
+	}
+	return true, it.Error()
 }
 
 func (x *Index) check(ctx context.Context) error {
