@@ -214,7 +214,9 @@ func writeTable(w io.Writer, groups []*group, base, cand string) error {
 			b, bok := median(g.results[base], m.get)
 			c, cok := median(g.results[cand], m.get)
 			ratio, goal, met := "–", "", ""
-			if bok && cok && b != 0 {
+			// A ratio to or of a negative figure (RSS that shrank: noise
+			// in a memory-per-item row) means nothing.
+			if bok && cok && b > 0 && c >= 0 {
 				r := c / b
 				ratio = fmt.Sprintf("%.2f", r)
 				if m.goal != 0 {
