@@ -67,7 +67,11 @@
 //
 // When deletes move the first live offset rangeEvery (16 chunks) past the
 // last range deletion, the batch also range-deletes the dead head below
-// it, so Pebble can drop a drained queue's data by range.
+// it, so Pebble can drop a drained queue's data by range. Once such
+// deletions cover 64 MiB of sstables (Pebble's estimate, from metadata)
+// the store starts a memtable flush: until the deletions leave the
+// memtable no compaction can drop what they cover, and a queue drained
+// and left idle would keep its space until other writes filled it.
 //
 // A nil Properties or Body reads back nil, an empty one reads back empty.
 // Read decodes into fresh memory, one allocation per record.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -45,21 +46,24 @@ func (f countFile) ReadAt(p []byte, off int64) (int, error) {
 // pagesDB is a DB on an in-memory file system whose sstable reads are
 // counted; reopen closes it and opens it again, as a restart does.
 type pagesDB struct {
-	t    *testing.T
-	mem  vfs.FS
-	read atomic.Int64
-	db   *pebble.DB
+	t        *testing.T
+	mem      vfs.FS
+	read     atomic.Int64
+	db       *pebble.DB
+	memTable uint64
 }
 
-func newPagesDB(t *testing.T) *pagesDB {
-	p := &pagesDB{t: t, mem: vfs.NewMem()}
+func newPagesDB(t *testing.T) *pagesDB { return newPagesDBMemTable(t, 1<<20) }
+
+func newPagesDBMemTable(t *testing.T, memTable uint64) *pagesDB {
+	p := &pagesDB{t: t, mem: vfs.NewMem(), memTable: memTable}
 	p.open()
 	t.Cleanup(func() { require.NoError(t, p.db.Close()) })
 	return p
 }
 
 func (p *pagesDB) open() {
-	db, err := Open("db", WithFS(countFS{p.mem, &p.read}), WithCacheSize(1<<20), WithMemTableSize(1<<20),
+	db, err := Open("db", WithFS(countFS{p.mem, &p.read}), WithCacheSize(1<<20), WithMemTableSize(p.memTable),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(p.t, err)
 	p.db = db
@@ -247,4 +251,33 @@ func TestDrainedHeadIsRangeDeleted(t *testing.T) {
 		require.Len(t, recs, 80)
 		require.Equal(t, uint64(2*rangeEvery+20), recs[0].Offset)
 	}
+}
+
+// TestDrainFlushes checks that once the head range deletions cover
+// flushAfterDrained bytes of sstables the store starts a flush, so a
+// queue drained and left idle gets its disk space back without waiting
+// for other writes to fill the memtable.
+func TestDrainFlushes(t *testing.T) {
+	old := flushAfterDrained
+	flushAfterDrained = 1 << 20
+	t.Cleanup(func() { flushAfterDrained = old })
+	ctx := context.Background()
+	// A memtable the deletes do not fill: only the store's flush empties it.
+	p := newPagesDBMemTable(t, 32<<20)
+	s := New(p.db)
+	total := 3 * rangeEvery
+	fill(t, s, "q", total, 256, 0)
+	require.NoError(t, p.db.Flush()) // the records are in sstables
+	flushes := p.db.Metrics().Flush.Count
+	offs := make([]uint64, 0, 1000)
+	for o := uint64(0); o < uint64(2*rangeEvery+10); o++ {
+		offs = append(offs, o)
+		if len(offs) == cap(offs) {
+			require.NoError(t, s.DeleteByOffsets(ctx, "q", offs))
+			offs = offs[:0]
+		}
+	}
+	require.NoError(t, s.DeleteByOffsets(ctx, "q", offs))
+	require.Eventually(t, func() bool { return p.db.Metrics().Flush.Count > flushes },
+		10*time.Second, time.Millisecond, "no flush after draining %d bytes", 2*rangeEvery*256)
 }

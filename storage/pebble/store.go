@@ -22,6 +22,9 @@ type Store struct {
 	db      *pebble.DB
 	shards  sync.Map     // shard name -> *shard
 	reserve *DiskReserve // nil: Append checks no free space
+	// drained sums the sstable bytes the head range deletions covered
+	// since the last flush they asked for (see flushAfterDrained).
+	drained atomic.Uint64
 }
 
 var (
@@ -114,6 +117,14 @@ type shard struct {
 // tombstone to meet its record in a compaction. At 1 KiB a message this is
 // one range deletion per 16 MiB of drained messages.
 const rangeEvery = 16 * chunkBits
+
+// flushAfterDrained is how many bytes of sstables the head range deletions
+// must cover before the store asks Pebble to flush its memtable. Until the
+// deletions leave the memtable, no compaction can drop what they cover:
+// a queue drained and then left idle would keep its disk space until
+// other writes filled the memtable. One flush per 64 MiB drained is
+// cheap beside the writes that filled them.
+var flushAfterDrained uint64 = 64 << 20
 
 func newShard(name string) *shard {
 	p := shardPrefix(name)
@@ -605,12 +616,32 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 		sh.loaded.Store(false)
 		return err
 	}
+	if ranged != sh.mu.ranged {
+		s.noteDrained(appendRecordKey(nil, sh.prefix, sh.mu.ranged), appendRecordKey(nil, sh.prefix, ranged))
+	}
 	sh.mu.ranged = ranged
 	sh.count.Store(sh.mu.live.count)
 	// Keep low at the first live offset, so reads skip the head's
 	// tombstones without iterating over them.
 	raise(&sh.low, first)
 	return nil
+}
+
+// noteDrained adds the sstable bytes in [start, end), just range-deleted,
+// to s.drained and starts a flush once they reach flushAfterDrained. The
+// estimate comes from the sstables' metadata: no I/O.
+func (s *Store) noteDrained(start, end []byte) {
+	est, err := s.db.EstimateDiskUsage(start, end)
+	if err != nil || est == 0 {
+		return
+	}
+	if s.drained.Add(est) < flushAfterDrained {
+		return
+	}
+	s.drained.Store(0)
+	// Best effort: a flush that cannot start now (the DB closing, one
+	// already running) changes nothing the next writes would not.
+	_, _ = s.db.AsyncFlush()
 }
 
 // DropTransient implements storage.TransientDropper: it deletes every
