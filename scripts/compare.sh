@@ -227,6 +227,12 @@ if [ "$install" = 1 ]; then
 fi
 
 log "building into $tmp/bin"
+# The commit the binaries are built from, read now: the tree may move on
+# during a long run.
+warren_rev=${WARREN_REV:-$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')}
+if [ -n "$(cd "$root" && git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+	warren_rev="$warren_rev+changes"
+fi
 (cd "$root" && go build -o "$tmp/bin/warren" ./examples/server && go build -o "$tmp/bin/perftest" ./examples/perftest)
 
 have_rabbit=0
@@ -368,7 +374,7 @@ fi
 
 {
 	echo "Machine: $(nproc) CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr); load average before the runs: $load_before."
-	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren ${WARREN_REV:-$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')} ($(go version | cut -d' ' -f3)); Warren's durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
+	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren $warren_rev ($(go version | cut -d' ' -f3)); Warren's durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
 	if [ "$mode" = scale ]; then
 		echo "Scale set: $messages persistent 1 KiB confirmed messages in one queue (drained with prefetch 1000, an ack per message), $scale_queues durable queues, $scale_connections idle connections; a freshly started broker for each part; memory per item is the settled RSS growth divided among the items; client: amqp091-go (examples/perftest) on the same machine."
 	else
