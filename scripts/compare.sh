@@ -6,6 +6,16 @@
 #   scripts/compare.sh                       # every scenario, 10 s each, 1 round
 #   scripts/compare.sh -rounds 3 -out perf.md
 #   scripts/compare.sh -install              # apt-get install -y rabbitmq-server first
+#   scripts/compare.sh scale                 # how cost grows: the scale scenario set
+#   scripts/compare.sh scale -messages 10000000 -brokers warren
+#
+# scale runs examples/perftest's scale phases against each broker in turn:
+# fill one queue with -messages persistent 1 KiB confirmed messages, restart
+# the broker and time it until the first delivery, drain the queue; then,
+# each on a freshly started broker, declare + bind -queues durable queues,
+# publish one message to each and delete them, and open -connections idle
+# connections with a channel. The table gives rates, RSS and memory per
+# queued message, per queue and per connection.
 #
 # Both brokers run on loopback with everything under one temporary
 # directory: RabbitMQ gets its own node name, AMQP port, distribution port,
@@ -36,6 +46,11 @@ usage: scripts/compare.sh [flags]
   -warren-memory      run Warren with -memory (durable queues in memory, confirms not synced)
   -reuse              one process per broker for all runs (faster; RSS then carries over)
   -keep               keep the temporary directory (logs, data) for inspection
+scale mode (first argument "scale"):
+  -messages N         messages in the deep queue (default 500000)
+  -queues N           durable queues declared, published to and deleted (default 10000)
+  -connections N      idle connections with a channel (default 2000)
+  -brokers "B ..."    which brokers to measure: warren, rabbitmq (default both)
 USAGE
 }
 
@@ -48,6 +63,16 @@ install=0
 warren_memory=0
 reuse=0
 keep=0
+mode=scenarios
+messages=500000
+scale_queues=10000
+scale_connections=2000
+brokers="warren rabbitmq"
+if [ "${1:-}" = scale ]; then
+	mode=scale
+	out=scale-compare.md
+	shift
+fi
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-install) install=1 ;;
@@ -59,12 +84,19 @@ while [ $# -gt 0 ]; do
 	-warren-memory) warren_memory=1 ;;
 	-reuse) reuse=1 ;;
 	-keep) keep=1 ;;
+	-messages) messages=$2; shift ;;
+	-queues) scale_queues=$2; shift ;;
+	-connections) scale_connections=$2; shift ;;
+	-brokers) brokers=$2; shift ;;
 	-h | -help | --help) usage; exit 0 ;;
 	*) echo "compare.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
 	esac
 	shift
 done
 case "$rounds" in '' | *[!0-9]* | 0) echo "compare.sh: -rounds wants a positive number" >&2; exit 2 ;; esac
+for v in "$messages" "$scale_queues" "$scale_connections"; do
+	case "$v" in '' | *[!0-9]* | 0) echo "compare.sh: -messages, -queues and -connections want positive numbers" >&2; exit 2 ;; esac
+done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
@@ -195,6 +227,12 @@ if [ "$install" = 1 ]; then
 fi
 
 log "building into $tmp/bin"
+# The commit the binaries are built from, read now: the tree may move on
+# during a long run.
+warren_rev=${WARREN_REV:-$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')}
+if [ -n "$(cd "$root" && git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+	warren_rev="$warren_rev+changes"
+fi
 (cd "$root" && go build -o "$tmp/bin/warren" ./examples/server && go build -o "$tmp/bin/perftest" ./examples/perftest)
 
 have_rabbit=0
@@ -254,6 +292,67 @@ run_one() {
 	fi
 }
 
+# scale_phase label phases...: runs perftest's scale scenario with the
+# given phases against the running broker.
+scale_phase() {
+	local label=$1 phases=$2 rc=0 url pid du=()
+	case "$label" in
+	warren) url=$warren_url pid=$warren_pid du=(-du "$tmp/warren-data") ;;
+	rabbitmq) url=$rabbit_url pid=$rabbit_pid du=(-du "$tmp/rabbit/mnesia") ;;
+	esac
+	log "$label: scale $phases"
+	"$tmp/bin/perftest" -url "$url" -broker-pid "$pid" -label "$label" -json \
+		-scenario scale -phases "$phases" -size 1024 -prefetch 1000 \
+		-count "$messages" -queues "$scale_queues" -connections "$scale_connections" \
+		-drain-timeout 120s "${du[@]}" >>"$results" || rc=$?
+	if [ "$rc" != 0 ]; then
+		log "$label: scale $phases failed (exit $rc)"
+		failed=1
+	fi
+}
+
+# scale_broker label: the whole scale set against one broker.
+scale_broker() {
+	local start stop
+	case "$1" in
+	warren) start=start_warren stop=stop_warren ;;
+	rabbitmq) start=start_rabbit stop=stop_rabbit ;;
+	esac
+	$start
+	sleep 2
+	printf '{"label":"%s","scenario":"idle","rss_start_mib":%s,"verified":true}\n' "$1" "$(rss_mib "$(pid_of "$1")")" >>"$results"
+	scale_phase "$1" fill
+	$stop
+	# The drain measures readiness from this process's start time.
+	$start
+	scale_phase "$1" drain
+	$stop
+	$start
+	scale_phase "$1" queues
+	$stop
+	$start
+	scale_phase "$1" connections
+	$stop
+}
+
+pid_of() {
+	case "$1" in
+	warren) echo "$warren_pid" ;;
+	rabbitmq) echo "$rabbit_pid" ;;
+	esac
+}
+
+if [ "$mode" = scale ]; then
+	for b in $brokers; do
+		case "$b" in
+		warren) scale_broker warren ;;
+		rabbitmq)
+			if [ "$have_rabbit" = 1 ]; then scale_broker rabbitmq; else log "skipping RabbitMQ: not installed"; fi
+			;;
+		*) log "unknown broker $b"; exit 2 ;;
+		esac
+	done
+else
 for round in $(seq "$rounds"); do
 	for s in $scenarios; do
 		scenario=${s%%:*}
@@ -271,10 +370,16 @@ for round in $(seq "$rounds"); do
 	done
 done
 
+fi
+
 {
 	echo "Machine: $(nproc) CPUs, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr); load average before the runs: $load_before."
-	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren ${WARREN_REV:-$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')} ($(go version | cut -d' ' -f3)); Warren's durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
-	echo "$duration per run, $rounds round(s), medians; $([ "$reuse" = 1 ] && echo "one process per broker for all runs" || echo "a freshly started broker for every run"); client: amqp091-go (examples/perftest) on the same machine."
+	echo "RabbitMQ $rabbit_version (Debian package, Erlang $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo '?')) vs Warren $warren_rev ($(go version | cut -d' ' -f3)); Warren's durable queues on $([ "$warren_memory" = 1 ] && echo memory || echo Pebble)."
+	if [ "$mode" = scale ]; then
+		echo "Scale set: $messages persistent 1 KiB confirmed messages in one queue (drained with prefetch 1000, an ack per message), $scale_queues durable queues, $scale_connections idle connections; a freshly started broker for each part; memory per item is the settled RSS growth divided among the items; client: amqp091-go (examples/perftest) on the same machine."
+	else
+		echo "$duration per run, $rounds round(s), medians; $([ "$reuse" = 1 ] && echo "one process per broker for all runs" || echo "a freshly started broker for every run"); client: amqp091-go (examples/perftest) on the same machine."
+	fi
 	echo
 	"$tmp/bin/perftest" -table "$results"
 } | tee "$out"

@@ -90,3 +90,12 @@ type MemoryReporter interface {
 type Syncer interface {
 	Sync(ctx context.Context) error
 }
+
+// TransientDropper is implemented by stores that can delete a shard's
+// non-Persistent records without reading every record (the queue runtime
+// drops them when a durable queue starts, as RabbitMQ does). It returns
+// how many it deleted. It is optional: found by type assertion; without
+// it the runtime reads the shard to find them.
+type TransientDropper interface {
+	DropTransient(ctx context.Context, shard string) (int, error)
+}

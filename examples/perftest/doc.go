@@ -16,6 +16,10 @@
 //	fanout              1 publisher, fanout exchange to 8 queues, 8 consumers
 //	get                 drain 20,000 messages with basic.get + ack
 //	many-queues         50 connections with a queue each, 100 msg/s each
+//	scale               how cost grows (scale.go): -phases fill,restart,drain,
+//	                    queues,connections; -count messages in one queue,
+//	                    -queues durable queues, -connections idle ones; one
+//	                    result (scale-PHASE) per step
 //
 // Every publisher and consumer has its own connection (as in PerfTest),
 // except many-queues, where each connection carries one publisher and the
@@ -48,6 +52,20 @@
 // way to profile the broker's socket path. -inprocess=direct drives the same
 // scenarios through the direct API (broker.Channel), one broker.Channel per
 // connection above: no frames, no socket, no client library.
+//
+// Scale (-scenario scale) measures steps rather than a stream: fill one
+// durable queue with -count persistent messages with confirms (rate, peak
+// RSS, memory per queued message), restart the broker and time the first
+// delivery from the broker's start, drain the queue with -prefetch and an
+// ack per message (rate overall and per tenth, RSS and the data
+// directory's size, -du, per tenth), declare and bind -queues durable
+// queues, publish one message to each, delete them, and hold -connections
+// idle connections with a channel. Memory per item is the broker's RSS
+// growth, read after -settle, divided among the items. In process the
+// restart reopens the broker on its -data directory; against -url it is
+// the caller's (scripts/compare.sh scale runs -phases fill, restarts the
+// broker, then -phases drain with -broker-pid, whose start time comes
+// from /proc).
 //
 // Inside, each publisher, each consumer and each confirm listener is its own
 // goroutine; a consumer owns its verifier and latency histogram, and the

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -59,6 +60,9 @@ type config struct {
 	table         string
 	baseline      string
 	candidate     string
+	phases        string
+	settle        time.Duration
+	du            string
 }
 
 // inprocessFlag lets -inprocess stand alone (meaning dial) or take a value.
@@ -99,9 +103,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.size, "size", 12, "message body size in bytes (at least 12)")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long publishers publish")
 	fs.IntVar(&cfg.rate, "rate", 0, "messages/s per publisher (default: latency 1000, many-queues 100, others unlimited)")
-	fs.IntVar(&cfg.connections, "connections", 0, "many-queues: connections, each with its own queue (default 50)")
-	fs.IntVar(&cfg.queues, "queues", 0, "fanout: queues bound to the exchange (default 8)")
-	fs.IntVar(&cfg.count, "count", 20000, "get: messages to drain")
+	fs.IntVar(&cfg.connections, "connections", 0, "many-queues: connections, each with its own queue (default 50); scale: idle connections (default 100)")
+	fs.IntVar(&cfg.queues, "queues", 0, "fanout: queues bound to the exchange (default 8); scale: durable queues (default 1000)")
+	fs.IntVar(&cfg.count, "count", 20000, "get: messages to drain; scale: messages in the deep queue")
 	fs.IntVar(&cfg.inflight, "inflight", 10000, "most messages per queue published but not yet consumed")
 	fs.IntVar(&cfg.confirmWindow, "confirm-window", 256, "persistent-confirm: most unconfirmed messages")
 	fs.IntVar(&cfg.prefetch, "prefetch", 100, "persistent-confirm: basic.qos prefetch count")
@@ -115,6 +119,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.table, "table", "", "read -json lines from this file and print a markdown comparison instead of running")
 	fs.StringVar(&cfg.baseline, "baseline", "rabbitmq", "-table: label of the reference broker")
 	fs.StringVar(&cfg.candidate, "candidate", "warren", "-table: label of the broker compared with it")
+	fs.StringVar(&cfg.phases, "phases", strings.Join(scalePhases, ","), "scale: the phases to run, comma-separated, in this order")
+	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "scale: pause before each RSS reading that memory per item is computed from")
+	fs.StringVar(&cfg.du, "du", "", "scale: the broker's data directory, whose size on disk the drain reports (in-process: the -data directory)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -156,7 +163,17 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if cfg.inprocess != "" && cfg.brokerPID != 0 {
 		errs = append(errs, fmt.Errorf("perftest: -broker-pid is for -url; in-process the broker is this process"))
 	}
-	if cfg.table == "" && cfg.scenario != "get" {
+	if cfg.scenario == "scale" {
+		cfg.queues = orDefault(cfg.queues, 1000)
+		cfg.connections = orDefault(cfg.connections, 100)
+		if _, err := parsePhases(cfg.phases); err != nil {
+			errs = append(errs, err)
+		}
+		if cfg.settle < 0 {
+			errs = append(errs, fmt.Errorf("perftest: -settle must not be negative"))
+		}
+	}
+	if cfg.table == "" && cfg.scenario != "get" && cfg.scenario != "scale" {
 		if _, err := specFor(cfg); err != nil {
 			errs = append(errs, err)
 		}
@@ -195,11 +212,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	var res *result
-	if cfg.scenario == "get" {
-		res, err = runGet(ctx, cfg, tgt)
-	} else {
-		res, err = runStreams(ctx, cfg, tgt)
+	var results []*result
+	switch cfg.scenario {
+	case "get":
+		res, err := runGet(ctx, cfg, tgt)
+		if err != nil {
+			return err
+		}
+		results = []*result{res}
+	case "scale":
+		// The phases that ran are reported even when a later one failed.
+		results, err = runScale(ctx, cfg, tgt)
+	default:
+		res, err := runStreams(ctx, cfg, tgt)
+		if err != nil {
+			return err
+		}
+		results = []*result{res}
+	}
+	verified := err == nil
+	for _, res := range results {
+		if cfg.json {
+			if err := json.NewEncoder(stdout).Encode(res); err != nil {
+				return fmt.Errorf("perftest: %w", err)
+			}
+		} else {
+			res.writeText(stdout)
+		}
+		verified = verified && res.Verified
 	}
 	if err != nil {
 		return err
@@ -209,14 +249,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if cfg.json {
-		if err := json.NewEncoder(stdout).Encode(res); err != nil {
-			return fmt.Errorf("perftest: %w", err)
-		}
-	} else {
-		res.writeText(stdout)
-	}
-	if !res.Verified {
+	if !verified {
 		return errNotVerified
 	}
 	return nil

@@ -454,3 +454,121 @@ func TestCell(t *testing.T) {
 	}
 	require.Equal(t, "–", cell(1, false))
 }
+
+// runJSONLines runs perftest with -json and decodes each line of output.
+func runJSONLines(t *testing.T, args ...string) ([]*result, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), append([]string{"-json", "-drain-timeout", "20s", "-dup-grace", "10ms"}, args...), &out, &bytes.Buffer{})
+	var res []*result
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		r := new(result)
+		require.NoError(t, dec.Decode(r))
+		res = append(res, r)
+	}
+	return res, err
+}
+
+// TestScaleInProcess runs every phase of the scale scenario at a small
+// size, the in-process restart included, and checks each reports what
+// the table needs.
+func TestScaleInProcess(t *testing.T) {
+	res, err := runJSONLines(t, "-inprocess", "-data", t.TempDir(), "-scenario", "scale", "-label", "warren",
+		"-count", "500", "-size", "1024", "-queues", "20", "-connections", "5", "-settle", "0s", "-confirm-window", "64")
+	require.NoError(t, err)
+	var got []string
+	byScenario := map[string]*result{}
+	for _, r := range res {
+		got = append(got, r.Scenario)
+		byScenario[r.Scenario] = r
+		require.True(t, r.Verified, "%+v", r)
+		require.NotEmpty(t, r.Title)
+	}
+	require.Equal(t, []string{"scale-fill", "scale-ready", "scale-drain", "scale-declare", "scale-publish", "scale-delete", "scale-connections"}, got)
+	fill := byScenario["scale-fill"]
+	require.EqualValues(t, 500, fill.Confirmed)
+	require.Positive(t, fill.ConfirmedPerS)
+	require.NotNil(t, fill.PerItemKiB)
+	require.Equal(t, "fill one queue with 500 msgs", fill.Title)
+	require.NotNil(t, byScenario["scale-ready"].ReadyS)
+	drain := byScenario["scale-drain"]
+	require.EqualValues(t, 500, drain.Consumed)
+	require.Zero(t, drain.Lost+drain.Duplicates)
+	require.Len(t, drain.Windows, drainWindows)
+	require.NotNil(t, drain.DiskStartMiB)
+	require.NotNil(t, drain.DiskEndMiB)
+	for _, s := range []string{"scale-declare", "scale-publish", "scale-delete", "scale-connections"} {
+		require.Positive(t, byScenario[s].OpsPerS, s)
+	}
+	require.NotNil(t, byScenario["scale-declare"].PerItemKiB)
+	require.NotNil(t, byScenario["scale-connections"].PerItemKiB)
+	require.EqualValues(t, 20, byScenario["scale-publish"].Confirmed)
+}
+
+// TestScaleAgainstURL runs the phases compare.sh runs against a broker
+// behind a URL: fill, then (after what would be a restart) drain with
+// readiness from the broker process's start time; an in-process restart
+// phase is refused with a reason.
+func TestScaleAgainstURL(t *testing.T) {
+	b, err := broker.New(broker.Options{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	common := []string{"-url", b.URL(), "-broker-pid", strconv.Itoa(os.Getpid()), "-scenario", "scale", "-count", "200", "-settle", "0s"}
+	res, err := runJSONLines(t, append(common, "-phases", "fill")...)
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	res, err = runJSONLines(t, append(common, "-phases", "drain")...)
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	require.NotNil(t, res[0].ReadyS)
+	require.Positive(t, *res[0].ReadyS, "ready counts from this process's start")
+	require.EqualValues(t, 200, res[1].Consumed)
+
+	_, err = runJSONLines(t, append(common, "-phases", "restart")...)
+	require.ErrorContains(t, err, "restart the broker between")
+	_, err = parseFlags([]string{"-scenario", "scale", "-phases", "fill,nope"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, `unknown phase "nope"`)
+	_, err = parseFlags([]string{"-scenario", "scale", "-phases", "fill,fill"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, `"fill" twice`)
+}
+
+func TestParseStartTime(t *testing.T) {
+	now := time.Unix(1000, 0)
+	stat := []byte("42 (we (ird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 12345 19 20")
+	got, err := parseStartTime(stat, []byte("200.50 300.00\n"), now)
+	require.NoError(t, err)
+	// Started 123.45 s after boot, 200.5 s after boot is now.
+	require.Equal(t, now.Add(-77050*time.Millisecond), got)
+	_, err = parseStartTime([]byte("42 (x) S 1"), []byte("1 1"), now)
+	require.ErrorContains(t, err, "too few fields")
+	_, err = parseStartTime(stat, []byte("x"), now)
+	require.ErrorContains(t, err, "uptime")
+}
+
+func TestScaleTable(t *testing.T) {
+	v := func(f float64) *float64 { return &f }
+	lines := []result{
+		{Label: "rabbitmq", Scenario: "scale-fill", Title: "fill one queue with 500,000 msgs", ConfirmedPerS: 13800, RSSPeakMiB: v(4045), PerItemKiB: v(7.5), Verified: true},
+		{Label: "warren", Scenario: "scale-fill", Title: "fill one queue with 500,000 msgs", ConfirmedPerS: 46900, RSSPeakMiB: v(181), PerItemKiB: v(0.25), Verified: true},
+		{Label: "warren", Scenario: "scale-drain", Title: "drain them (prefetch 1000)", ConsumedPerS: 70000, Windows: []scaleWindow{{PerS: 70000}, {PerS: 63000}}, Verified: true},
+	}
+	var in bytes.Buffer
+	for _, l := range lines {
+		require.NoError(t, json.NewEncoder(&in).Encode(l))
+	}
+	groups, err := readGroups(&in)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, writeTable(&out, groups, "rabbitmq", "warren"))
+	for _, want := range []string{
+		"| fill one queue with 500,000 msgs | confirmed (msg/s) | 13,800 | 46,900 | 3.40 | ≥ 1 | yes |",
+		"|  | memory per queued message (B) | 7,680 | 256.0 | 0.03 | ≤ 1 | yes |",
+		"| drain them (prefetch 1000) | consumed (msg/s) | – | 70,000 | – |",
+		"|  | last/first tenth rate (ratio) | – | 0.90 | – |",
+	} {
+		require.Contains(t, out.String(), want, out.String())
+	}
+}

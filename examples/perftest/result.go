@@ -53,6 +53,17 @@ type result struct {
 	RSSPeakMiB  *float64 `json:"rss_peak_mib,omitempty"`
 	RSSHWMMiB   *float64 `json:"rss_hwm_mib,omitempty"`
 
+	// The scale scenario's phases (scale.go).
+	Title        string        `json:"title,omitempty"`
+	Items        int           `json:"items,omitempty"`
+	OpsPerS      float64       `json:"ops_per_s,omitempty"`
+	ReadyS       *float64      `json:"ready_s,omitempty"`
+	RSSEndMiB    *float64      `json:"rss_end_mib,omitempty"`
+	PerItemKiB   *float64      `json:"per_item_kib,omitempty"`
+	Windows      []scaleWindow `json:"windows,omitempty"`
+	DiskStartMiB *float64      `json:"disk_start_mib,omitempty"`
+	DiskEndMiB   *float64      `json:"disk_end_mib,omitempty"`
+
 	Verified bool     `json:"verified"`
 	Errors   []string `json:"errors,omitempty"`
 }
@@ -151,6 +162,10 @@ func (r *result) problems() string {
 }
 
 func (r *result) writeText(w io.Writer) {
+	if r.Title != "" {
+		r.writeScaleText(w)
+		return
+	}
 	fmt.Fprintf(w, "scenario %s, %d B bodies, %v, against %s\n", r.Scenario, r.Size, time.Duration(r.DurationS*1e9), r.Target)
 	fmt.Fprintf(w, "  %d connections, %d queues", r.Connections, r.Queues)
 	if r.Rate > 0 {

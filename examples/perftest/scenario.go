@@ -26,7 +26,7 @@ type spec struct {
 	sharedConn    bool // publisher and consumer of a flow share one connection
 }
 
-var scenarios = []string{"transient", "persistent-confirm", "latency", "fanout", "get", "many-queues"}
+var scenarios = []string{"transient", "persistent-confirm", "latency", "fanout", "get", "many-queues", "scale"}
 
 func specFor(cfg *config) (spec, error) {
 	s := spec{flows: 1, queuesPerFlow: 1, autoAck: true}

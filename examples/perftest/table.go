@@ -48,7 +48,34 @@ var (
 	mP99       = metric{name: "latency p99", unit: "µs", get: val(func(r *result) float64 { return r.LatencyP99US }), goal: 0.5}
 	mMax       = metric{name: "latency max", unit: "µs", get: val(func(r *result) float64 { return r.LatencyMaxUS })}
 	mIdle      = metric{name: "RSS idle", unit: "MiB", get: opt(func(r *result) *float64 { return r.RSSStartMiB }), abs: 20}
+
+	// The scale scenario's rows: "ahead on every row" is the goal.
+	mOps      = metric{name: "rate", unit: "/s", get: val(func(r *result) float64 { return r.OpsPerS }), higher: true, goal: 1}
+	mReady    = metric{name: "ready after start", unit: "s", get: opt(func(r *result) *float64 { return r.ReadyS }), goal: 1}
+	mRSSEnd   = metric{name: "RSS after", unit: "MiB", get: opt(func(r *result) *float64 { return r.RSSEndMiB }), goal: 1}
+	mPerMsg   = metric{name: "memory per queued message", unit: "B", get: scaled(func(r *result) *float64 { return r.PerItemKiB }, 1024), goal: 1}
+	mPerQueue = metric{name: "memory per queue", unit: "KiB", get: opt(func(r *result) *float64 { return r.PerItemKiB }), goal: 1}
+	mPerConn  = metric{name: "memory per connection", unit: "KiB", get: opt(func(r *result) *float64 { return r.PerItemKiB }), goal: 1}
+	mFlat     = metric{name: "last/first tenth rate", unit: "ratio", get: opt(flatness)}
+	mDiskEnd  = metric{name: "data dir after", unit: "MiB", get: opt(func(r *result) *float64 { return r.DiskEndMiB })}
 )
+
+func scaled(f func(*result) *float64, by float64) func(*result) (float64, bool) {
+	return func(r *result) (float64, bool) {
+		if p := f(r); p != nil {
+			return *p * by, true
+		}
+		return 0, false
+	}
+}
+
+// flatness is the drain rate of its last tenth over its first: 1 is flat.
+func flatness(r *result) *float64 {
+	if len(r.Windows) < 2 || r.Windows[0].PerS == 0 {
+		return nil
+	}
+	return ptr(r.Windows[len(r.Windows)-1].PerS / r.Windows[0].PerS)
+}
 
 func with(m metric, goal float64) metric { m.goal = goal; return m }
 
@@ -69,12 +96,27 @@ func rowsFor(scenario string) []metric {
 		return []metric{mConsumed, with(mCPU, 0)}
 	case "many-queues":
 		return []metric{mP99, with(mConsumed, 0), with(mCores, 0.5), mRSS}
+	case "scale-fill":
+		return []metric{with(mConfirmed, 1), with(mRSS, 1), mPerMsg}
+	case "scale-ready":
+		return []metric{mReady}
+	case "scale-drain":
+		return []metric{with(mConsumed, 1), with(mRSS, 1), mFlat, mDiskEnd}
+	case "scale-declare":
+		return []metric{mOps, mRSSEnd, mPerQueue}
+	case "scale-publish":
+		return []metric{mOps, with(mRSS, 1), with(mPerQueue, 1)}
+	case "scale-delete":
+		return []metric{mOps}
+	case "scale-connections":
+		return []metric{mPerConn, with(mOps, 0)}
 	}
 	return []metric{with(mConsumed, 0), mPublished, with(mCPU, 0), mRSS}
 }
 
 type group struct {
 	key     string
+	title   string               // the row's name when not the key (scale phases)
 	results map[string][]*result // by label
 }
 
@@ -109,12 +151,16 @@ func readGroups(r io.Reader) ([]*group, error) {
 			return nil, fmt.Errorf("perftest: table: line %d: %w", n, err)
 		}
 		key := res.Scenario
-		if res.Scenario != "idle" && res.Scenario != "many-queues" && res.Scenario != "latency" {
+		switch {
+		case res.Title != "":
+			// A scale phase: its title names the sizes.
+			key = res.Scenario + " " + res.Title
+		case res.Scenario != "idle" && res.Scenario != "many-queues" && res.Scenario != "latency":
 			key += fmt.Sprintf(" %s", sizeName(res.Size))
 		}
 		g := byKey[key]
 		if g == nil {
-			g = &group{key: key, results: map[string][]*result{}}
+			g = &group{key: key, title: res.Title, results: map[string][]*result{}}
 			byKey[key] = g
 			groups = append(groups, g)
 		}
@@ -156,6 +202,9 @@ func writeTable(w io.Writer, groups []*group, base, cand string) error {
 	fmt.Fprintln(bw, "|---|---|---:|---:|---:|---|---|")
 	for _, g := range groups {
 		name := g.key
+		if g.title != "" {
+			name = g.title
+		}
 		for _, label := range []string{base, cand} {
 			if bad := unverified(g.results[label]); bad != "" {
 				name += fmt.Sprintf(" (%s: %s)", label, bad)
@@ -165,7 +214,9 @@ func writeTable(w io.Writer, groups []*group, base, cand string) error {
 			b, bok := median(g.results[base], m.get)
 			c, cok := median(g.results[cand], m.get)
 			ratio, goal, met := "–", "", ""
-			if bok && cok && b != 0 {
+			// A ratio to or of a negative figure (RSS that shrank: noise
+			// in a memory-per-item row) means nothing.
+			if bok && cok && b > 0 && c >= 0 {
 				r := c / b
 				ratio = fmt.Sprintf("%.2f", r)
 				if m.goal != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"sync"
@@ -69,6 +70,12 @@ type target struct {
 	// nobody.
 	memPID int
 	close  func() error
+	// restart stops the broker and starts it again on the same data,
+	// returning when it began starting; nil when the broker is not ours
+	// to restart (-url) or keeps nothing (-memory).
+	restart func() (time.Time, error)
+	// dataDir is the in-process broker's data directory ("" without one).
+	dataDir string
 }
 
 const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -143,11 +150,20 @@ func openInProcess(cfg *config) (*target, error) {
 		}
 		return nil, err
 	}
+	// cur is the broker serving now: restart replaces it.
+	var mu sync.Mutex
+	cur := b
+	current := func() *broker.Broker {
+		mu.Lock()
+		defer mu.Unlock()
+		return cur
+	}
 	storage := "memory"
 	if opts.DataDir != "" {
 		storage = "Pebble in " + opts.DataDir
 	}
-	door, dialer := "Broker.Dial (in-memory pipe)", b.Dial
+	door := "Broker.Dial (in-memory pipe)"
+	listen := ""
 	if cfg.inprocess == "tcp" {
 		addr, err := b.Listen("127.0.0.1:0")
 		if err != nil {
@@ -157,9 +173,14 @@ func openInProcess(cfg *config) (*target, error) {
 			}
 			return nil, err
 		}
-		door, dialer = "TCP "+addr.String(), nil
+		door, listen = "TCP "+addr.String(), addr.String()
 	}
 	dial := func(name string) (conn, error) {
+		b := current()
+		var dialer func(network, addr string) (net.Conn, error)
+		if listen == "" {
+			dialer = b.Dial
+		}
 		c, err := amqp091.DialConfig(b.URL(), amqp091.Config{
 			Dial:       dialer,
 			Properties: amqp091.Table{"connection_name": name},
@@ -171,16 +192,17 @@ func openInProcess(cfg *config) (*target, error) {
 	}
 	if cfg.inprocess == "direct" {
 		door = "the direct API (broker.Channel)"
-		dial = func(string) (conn, error) { return &directConn{b: b}, nil }
+		dial = func(string) (conn, error) { return &directConn{b: current()}, nil }
 	}
-	return &target{
+	t := &target{
 		describe:  "in-process Warren over " + door + ", durable queues in " + storage,
 		dial:      dial,
 		cpu:       func() (time.Duration, error) { return selfCPU(), nil },
 		cpuSource: "whole process: broker and client together (in-process runs cannot split them)",
 		memPID:    0,
+		dataDir:   opts.DataDir,
 		close: func() error {
-			err := b.Close()
+			err := current().Close()
 			if errors.Is(err, broker.ErrClosed) {
 				err = nil
 			}
@@ -189,7 +211,30 @@ func openInProcess(cfg *config) (*target, error) {
 			}
 			return err
 		},
-	}, nil
+	}
+	if opts.DataDir != "" {
+		t.restart = func() (time.Time, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err := cur.Close(); err != nil && !errors.Is(err, broker.ErrClosed) {
+				return time.Time{}, err
+			}
+			at := time.Now()
+			nb, err := broker.New(opts)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if listen != "" {
+				if _, err := nb.Listen(listen); err != nil {
+					nb.Close()
+					return time.Time{}, err
+				}
+			}
+			cur = nb
+			return at, nil
+		}
+	}
+	return t, nil
 }
 
 // directConn stands in for a connection on the direct API, where each

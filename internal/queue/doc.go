@@ -105,7 +105,9 @@
 //     beyond it never committed and are dropped, records below the cursor
 //     without an entry (no-ack deliveries whose delete was lost) are
 //     deleted, and DropTransient removes non-persistent records (RabbitMQ's
-//     durable queues drop transient messages at restart).
+//     durable queues drop transient messages at restart), through the
+//     store's storage.TransientDropper when it has one, so a deep queue
+//     starts without reading its backlog.
 //
 // # Features (RabbitMQ 3.13 semantics)
 //

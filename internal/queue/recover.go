@@ -39,18 +39,7 @@ func (l *localClaimer) recover(ctx context.Context) error {
 	}
 	q.cursor = cursor
 	if q.cfg.DropTransient {
-		if err := q.eachRecord(ctx, 0, ^uint64(0), func(batch []storage.Record) error {
-			var drop []uint64
-			for _, r := range batch {
-				if !r.Persistent {
-					drop = append(drop, r.Offset)
-				}
-			}
-			if len(drop) == 0 {
-				return nil
-			}
-			return s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop)
-		}); err != nil {
+		if err := q.dropTransient(ctx); err != nil {
 			return err
 		}
 	}
@@ -158,4 +147,28 @@ func (q *Queue) eachRecord(ctx context.Context, from, to uint64, fn func([]stora
 		from = batch[n-1].Offset + 1
 	}
 	return nil
+}
+
+// dropTransient deletes the shard's non-persistent records: in one call
+// when the store can find them without reading (storage.TransientDropper,
+// so a deep queue of persistent messages starts without reading its
+// backlog), else by reading every record.
+func (q *Queue) dropTransient(ctx context.Context) error {
+	s := q.cfg.Stores
+	if d, ok := s.Shards.(storage.TransientDropper); ok {
+		_, err := d.DropTransient(ctx, q.cfg.Shard)
+		return err
+	}
+	return q.eachRecord(ctx, 0, ^uint64(0), func(batch []storage.Record) error {
+		var drop []uint64
+		for _, r := range batch {
+			if !r.Persistent {
+				drop = append(drop, r.Offset)
+			}
+		}
+		if len(drop) == 0 {
+			return nil
+		}
+		return s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, drop)
+	})
 }

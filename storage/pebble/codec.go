@@ -3,6 +3,7 @@ package pebble
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/warrenmq/broker/internal/codec"
 )
@@ -19,6 +20,13 @@ var ErrCorrupt = codec.ErrCorrupt
 //
 //	record:      's' uvarint(len(shard)) shard 'r' offset(8 bytes, big-endian)
 //	shard state: 's' uvarint(len(shard)) shard 'm'
+//	live page:   's' uvarint(len(shard)) shard 'l' chunk(8 bytes, big-endian)
+//	transient:   's' uvarint(len(shard)) shard 't' chunk(8 bytes, big-endian)
+//
+// A page is one liveSet chunk (chunkBits offsets from chunk*chunkBits) as
+// chunkWords little-endian words: 'l' pages hold the live offsets, 't'
+// pages the live offsets whose record is not Persistent. A chunk with no
+// offset set has no page.
 //
 // The length prefix makes shard prefixes prefix-free (uvarint encodings
 // are), so no shard's keys fall inside another's range however the names
@@ -27,8 +35,42 @@ const (
 	keyPrefix  = 's'
 	kindRecord = 'r'
 	kindState  = 'm'
+	kindLive   = 'l'
+	kindTrans  = 't'
 	offsetLen  = 8
+	pageLen    = chunkWords * 8
 )
+
+// appendPageKey appends the key of the page of kind for chunk key.
+func appendPageKey(dst, prefix []byte, kind byte, key uint64) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, kind)
+	return binary.BigEndian.AppendUint64(dst, key)
+}
+
+// appendPage appends c's bits as a page value.
+func appendPage(dst []byte, c *chunk) []byte {
+	for _, w := range c.bits {
+		dst = binary.LittleEndian.AppendUint64(dst, w)
+	}
+	return dst
+}
+
+// decodePage sets c's bits from a page value and counts them.
+func decodePage(c *chunk, val []byte) error {
+	if len(val) != pageLen {
+		return fmt.Errorf("%w: page of %d bytes, want %d", ErrCorrupt, len(val), pageLen)
+	}
+	c.n = 0
+	for i := range c.bits {
+		c.bits[i] = binary.LittleEndian.Uint64(val[i*8:])
+		c.n += bits.OnesCount64(c.bits[i])
+	}
+	if c.n == 0 {
+		return fmt.Errorf("%w: empty page", ErrCorrupt)
+	}
+	return nil
+}
 
 // shardPrefix returns 's' uvarint(len(name)) name.
 func shardPrefix(name string) []byte {
@@ -62,17 +104,21 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
-// Shard state value layout, version 2:
+// Shard state value layout, version 3:
 //
-//	[0]      version (2)
+//	[0]      version (3)
 //	uvarint  next offset
 //
-// Version 1 also held the live record count, rewritten by every delete.
-// The count now comes from the scan that loads a shard's live offsets (see
-// liveSet), so deletes write no state; version 1 values still decode, their
-// count checked for sanity and ignored.
+// Version 3 says the shard's live and transient pages are written, in the
+// same batch as every change to them, so opening the shard reads its pages
+// (a bit per message) instead of every record. Version 2 had no pages:
+// the live offsets came from a scan of the record keys, and which records
+// were transient from reading them all; a version 1 or 2 shard is scanned
+// once and its pages written with a version 3 state. Version 1 also held
+// the live record count, checked for sanity and ignored.
 const (
-	stateVersion   = 2
+	stateVersion   = 3
+	stateVersionV2 = 2
 	stateVersionV1 = 1
 )
 
@@ -81,26 +127,28 @@ func appendState(dst []byte, next uint64) []byte {
 	return binary.AppendUvarint(dst, next)
 }
 
-func decodeState(val []byte) (next uint64, err error) {
-	if len(val) == 0 || (val[0] != stateVersion && val[0] != stateVersionV1) {
-		return 0, fmt.Errorf("%w: bad shard state", ErrCorrupt)
+// decodeState returns the next offset and whether the state says the
+// shard's pages are written (version 3).
+func decodeState(val []byte) (next uint64, paged bool, err error) {
+	if len(val) == 0 || val[0] < stateVersionV1 || val[0] > stateVersion {
+		return 0, false, fmt.Errorf("%w: bad shard state", ErrCorrupt)
 	}
 	next, n := binary.Uvarint(val[1:])
 	if n <= 0 || n != uvarintLen(next) {
-		return 0, fmt.Errorf("%w: bad shard state next offset", ErrCorrupt)
+		return 0, false, fmt.Errorf("%w: bad shard state next offset", ErrCorrupt)
 	}
-	if val[0] == stateVersion {
+	if val[0] != stateVersionV1 {
 		if 1+n != len(val) {
-			return 0, fmt.Errorf("%w: bad shard state: %d trailing bytes", ErrCorrupt, len(val)-1-n)
+			return 0, false, fmt.Errorf("%w: bad shard state: %d trailing bytes", ErrCorrupt, len(val)-1-n)
 		}
-		return next, nil
+		return next, val[0] == stateVersion, nil
 	}
 	count, m := binary.Uvarint(val[1+n:])
 	if m <= 0 || m != uvarintLen(count) || 1+n+m != len(val) {
-		return 0, fmt.Errorf("%w: bad shard state count", ErrCorrupt)
+		return 0, false, fmt.Errorf("%w: bad shard state count", ErrCorrupt)
 	}
 	if count > next {
-		return 0, fmt.Errorf("%w: shard state counts %d live records below offset %d", ErrCorrupt, count, next)
+		return 0, false, fmt.Errorf("%w: shard state counts %d live records below offset %d", ErrCorrupt, count, next)
 	}
-	return next, nil
+	return next, false, nil
 }

@@ -10,24 +10,28 @@ import (
 
 func TestStateCodec(t *testing.T) {
 	for _, next := range []uint64{0, 5, 1000, math.MaxUint64} {
-		got, err := decodeState(appendState(nil, next))
+		got, paged, err := decodeState(appendState(nil, next))
 		require.NoError(t, err)
 		require.Equal(t, next, got)
+		require.True(t, paged)
 	}
 	valid := []struct {
-		name string
-		val  []byte
-		next uint64
+		name  string
+		val   []byte
+		next  uint64
+		paged bool
 	}{
-		{"V1", []byte{1, 5, 3}, 5},
-		{"V1Full", []byte{1, 5, 5}, 5},
-		{"V2", []byte{2, 0x80, 0x01}, 128},
+		{"V1", []byte{1, 5, 3}, 5, false},
+		{"V1Full", []byte{1, 5, 5}, 5, false},
+		{"V2", []byte{2, 0x80, 0x01}, 128, false},
+		{"V3", []byte{3, 0x80, 0x01}, 128, true},
 	}
 	for _, tt := range valid {
 		t.Run(tt.name, func(t *testing.T) {
-			next, err := decodeState(tt.val)
+			next, paged, err := decodeState(tt.val)
 			require.NoError(t, err)
 			require.Equal(t, tt.next, next)
+			require.Equal(t, tt.paged, paged)
 		})
 	}
 	corrupt := []struct {
@@ -35,7 +39,9 @@ func TestStateCodec(t *testing.T) {
 		val  []byte
 	}{
 		{"Empty", nil},
-		{"UnknownVersion", []byte{3, 0, 0}},
+		{"UnknownVersion", []byte{4, 0}},
+		{"VersionZero", []byte{0, 0}},
+		{"V3Trailing", []byte{3, 5, 0}},
 		{"V1NoCount", []byte{1, 5}},
 		{"V1Trailing", []byte{1, 5, 1, 0}},
 		{"V1CountAboveNext", []byte{1, 1, 2}},
@@ -45,7 +51,7 @@ func TestStateCodec(t *testing.T) {
 	}
 	for _, tt := range corrupt {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeState(tt.val)
+			_, _, err := decodeState(tt.val)
 			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
@@ -55,7 +61,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add(appendState(nil, 10))
 	f.Add([]byte{1, 10, 2})
 	f.Fuzz(func(t *testing.T, val []byte) {
-		next, err := decodeState(val)
+		next, _, err := decodeState(val)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorrupt)
 			return

@@ -36,25 +36,42 @@
 //
 //	's' uvarint(len(shard)) shard 'r' offset(8, big-endian)  -> record
 //	's' uvarint(len(shard)) shard 'm'                         -> shard state
+//	's' uvarint(len(shard)) shard 'l' chunk(8, big-endian)    -> live page
+//	's' uvarint(len(shard)) shard 't' chunk(8, big-endian)    -> transient page
 //	'u' uvarint(len(vhost)) vhost uvarint(len(queue)) queue offset(8) -> unacked entry
 //
 // Record and unacked-entry values are internal/codec's versioned encodings,
 // the same bytes a cluster member (meta/raft) stores under the same keys;
 // the shard state holds the next offset, rewritten in the same
-// batch as every Append, so offsets survive deleting every record and
-// reopening. DeleteShard is one range deletion, state included, so offsets
+// batch as every Append and delete, so offsets survive deleting every
+// record and reopening; a page is 128 bytes of bits. DeleteShard is one range deletion, state included, so offsets
 // restart at 0.
 //
 // # Live offsets
 //
 // Each shard keeps in memory the set of its live offsets (liveSet: a bit
 // per offset in 1024-offset chunks, chunks with no live offset dropped),
-// built by one scan of the shard's record keys the first time the shard is
-// used after opening. DeleteByOffsets consults it instead of reading: it
-// writes a SingleDelete for each live offset (every record key is set once,
-// so the tombstone and the record vanish together when they meet in a flush)
-// and ignores the others, so acking twice is harmless and Count, the size of
-// the set, is exact without a persisted count.
+// and the set of those whose record is not Persistent. Both are mirrored
+// on disk, chunk by chunk, as pages ('l' and 't' keys) written in the
+// batch that changes them, so opening a shard reads its pages, about 1/8
+// byte a message, and never its records: a queue holding ten million
+// messages is ready as soon as Pebble is. DeleteByOffsets consults the
+// live set instead of reading: it writes a SingleDelete for each live
+// offset (every record key is set once, so the tombstone and the record
+// vanish together when they meet in a flush) and ignores the others, so
+// acking twice is harmless and Count, the size of the set, is exact.
+// DropTransient (storage.TransientDropper) deletes the transient set's
+// records without reading one. A shard written before pages existed
+// (state version 1 or 2) is read once when first used and its pages
+// written.
+//
+// When deletes move the first live offset rangeEvery (16 chunks) past the
+// last range deletion, the batch also range-deletes the dead head below
+// it, so Pebble can drop a drained queue's data by range. Once such
+// deletions cover 64 MiB of sstables (Pebble's estimate, from metadata)
+// the store starts a memtable flush: until the deletions leave the
+// memtable no compaction can drop what they cover, and a queue drained
+// and left idle would keep its space until other writes filled it.
 //
 // A nil Properties or Body reads back nil, an empty one reads back empty.
 // Read decodes into fresh memory, one allocation per record.

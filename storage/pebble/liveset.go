@@ -1,6 +1,9 @@
 package pebble
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // chunkBits is how many offsets one liveSet chunk covers. A chunk is 128
 // bytes of bits: a queue whose live messages are contiguous costs about one
@@ -30,12 +33,69 @@ type liveSet struct {
 	// offsets in order, so most lookups hit it.
 	last    *chunk
 	lastKey uint64
+	// dirty lists the keys of the chunks changed since the last
+	// takeDirty, for the store to write their pages; a chunk changed
+	// twice in a row is listed once.
+	dirty []uint64
 }
 
 func (l *liveSet) reset() {
 	clear(l.chunks)
 	l.count = 0
 	l.last = nil
+	l.dirty = l.dirty[:0]
+}
+
+func (l *liveSet) touch(key uint64) {
+	if n := len(l.dirty); n == 0 || l.dirty[n-1] != key {
+		l.dirty = append(l.dirty, key)
+	}
+}
+
+// takeDirty returns the keys of the chunks changed since the last call,
+// each once, and forgets them. The slice is valid until the next change.
+func (l *liveSet) takeDirty() []uint64 {
+	d := l.dirty
+	if len(d) > 1 {
+		slices.Sort(d)
+		d = slices.Compact(d)
+	}
+	l.dirty = l.dirty[:0]
+	return d
+}
+
+// chunkAt returns the chunk with key, nil when no offset in it is set.
+func (l *liveSet) chunkAt(key uint64) *chunk { return l.chunks[key] }
+
+// load adds chunk c, with key, to a set that does not hold that chunk
+// yet (a page read from the store).
+func (l *liveSet) load(key uint64, c *chunk) {
+	if l.chunks == nil {
+		l.chunks = make(map[uint64]*chunk)
+	}
+	l.chunks[key] = c
+	l.count += uint64(c.n)
+}
+
+// offsets returns every offset in the set, in order.
+func (l *liveSet) offsets() []uint64 {
+	keys := make([]uint64, 0, len(l.chunks))
+	for k := range l.chunks {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]uint64, 0, l.count)
+	for _, k := range keys {
+		c := l.chunks[k]
+		for w, word := range c.bits {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				out = append(out, k*chunkBits+uint64(w)*64+uint64(b))
+				word &= word - 1
+			}
+		}
+	}
+	return out
 }
 
 // chunkFor returns the chunk holding off, creating it when create is set
@@ -75,6 +135,7 @@ func (l *liveSet) add(off uint64) bool {
 	c.bits[w] |= b
 	c.n++
 	l.count++
+	l.touch(off / chunkBits)
 	return true
 }
 
@@ -91,6 +152,9 @@ func (l *liveSet) addRange(first, n uint64) {
 		c.bits[w] |= mask
 		c.n += added
 		l.count += uint64(added)
+		if added > 0 {
+			l.touch(off / chunkBits)
+		}
 		off += span
 	}
 }
@@ -108,6 +172,7 @@ func (l *liveSet) remove(off uint64) bool {
 	c.bits[w] &^= b
 	c.n--
 	l.count--
+	l.touch(off / chunkBits)
 	if c.n == 0 {
 		key := off / chunkBits
 		delete(l.chunks, key)

@@ -105,7 +105,7 @@ func TestStatePersisted(t *testing.T) {
 
 	val, closer, err := s.db.Get(newShard("q").state)
 	require.NoError(t, err)
-	next, err := decodeState(val)
+	next, _, err := decodeState(val)
 	require.NoError(t, closer.Close())
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), next)

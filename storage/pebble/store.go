@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,11 +22,15 @@ type Store struct {
 	db      *pebble.DB
 	shards  sync.Map     // shard name -> *shard
 	reserve *DiskReserve // nil: Append checks no free space
+	// drained sums the sstable bytes the head range deletions covered
+	// since the last flush they asked for (see flushAfterDrained).
+	drained atomic.Uint64
 }
 
 var (
-	_ storage.ShardStore = (*Store)(nil)
-	_ storage.Syncer     = (*Store)(nil)
+	_ storage.ShardStore       = (*Store)(nil)
+	_ storage.Syncer           = (*Store)(nil)
+	_ storage.TransientDropper = (*Store)(nil)
 )
 
 // New returns a Store keeping its shards in db, under keys starting with
@@ -89,10 +94,37 @@ type shard struct {
 		scratch []byte // keys and state values being built
 		// live holds the offsets of the records in the DB, so deletes
 		// need no read: a delete writes a tombstone only for a live
-		// offset, and the live count follows without being persisted.
+		// offset. Its chunks are mirrored in the 'l' pages, written in
+		// the batch that changes them, so opening the shard reads a bit
+		// per message rather than every record.
 		live liveSet
+		// transient holds the live offsets whose record is not
+		// Persistent, mirrored in the 't' pages: DropTransient deletes
+		// them without reading a record. Empty for a queue of
+		// persistent messages.
+		transient liveSet
+		// ranged is the offset below which a range deletion covers every
+		// record key (see rangeEvery).
+		ranged uint64
 	}
 }
+
+// rangeEvery is how far the first live offset must move past the last
+// range deletion before deletes add another one over the dead head. The
+// records below are tombstoned one by one already; the range deletion is
+// what lets Pebble drop the sstables a drained head fills whole, without
+// reading them (a delete-only compaction), instead of waiting for each
+// tombstone to meet its record in a compaction. At 1 KiB a message this is
+// one range deletion per 16 MiB of drained messages.
+const rangeEvery = 16 * chunkBits
+
+// flushAfterDrained is how many bytes of sstables the head range deletions
+// must cover before the store asks Pebble to flush its memtable. Until the
+// deletions leave the memtable, no compaction can drop what they cover:
+// a queue drained and then left idle would keep its disk space until
+// other writes filled the memtable. One flush per 64 MiB drained is
+// cheap beside the writes that filled them.
+var flushAfterDrained uint64 = 64 << 20
 
 func newShard(name string) *shard {
 	p := shardPrefix(name)
@@ -131,13 +163,16 @@ func (s *Store) lockShard(name string) *shard {
 }
 
 // loadLocked reads the shard state if it is not cached: the next offset
-// from the state key, and the live offsets by one scan of the record keys
-// (none for a shard without a state key: it was never written).
+// from the state key, and the live and transient offsets from their pages
+// (none for a shard without a state key: it was never written). A shard
+// written before pages existed (state version 1 or 2) is scanned instead,
+// once: its pages are written then.
 func (s *Store) loadLocked(sh *shard) error {
 	if sh.loaded.Load() {
 		return nil
 	}
 	var next uint64
+	paged := true
 	val, closer, err := s.db.Get(sh.state)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -145,19 +180,27 @@ func (s *Store) loadLocked(sh *shard) error {
 	case err != nil:
 		return fmt.Errorf("storage/pebble: load state of shard %q: %w", sh.name, err)
 	default:
-		next, err = decodeState(val)
+		next, paged, err = decodeState(val)
 		closer.Close()
 		if err != nil {
 			return fmt.Errorf("storage/pebble: shard %q: %w", sh.name, err)
 		}
 	}
 	sh.mu.live.reset()
+	sh.mu.transient.reset()
 	if next > 0 {
-		if err := s.scanLiveLocked(sh, next); err != nil {
+		load := s.loadPagesLocked
+		if !paged {
+			load = s.migrateLocked
+		}
+		if err := load(sh, next); err != nil {
 			sh.mu.live.reset()
+			sh.mu.transient.reset()
 			return err
 		}
 	}
+	sh.mu.live.takeDirty()
+	sh.mu.transient.takeDirty()
 	sh.count.Store(sh.mu.live.count)
 	sh.next.Store(next)
 	if first, ok := sh.mu.live.first(0); ok {
@@ -169,8 +212,67 @@ func (s *Store) loadLocked(sh *shard) error {
 	return nil
 }
 
-// scanLiveLocked fills sh.mu.live with the offsets of the shard's records.
-func (s *Store) scanLiveLocked(sh *shard, next uint64) (err error) {
+// loadPagesLocked fills the live and transient sets from their pages.
+func (s *Store) loadPagesLocked(sh *shard, next uint64) error {
+	for _, p := range []struct {
+		kind byte
+		set  *liveSet
+	}{{kindLive, &sh.mu.live}, {kindTrans, &sh.mu.transient}} {
+		if err := s.readPages(sh, p.kind, p.set, next); err != nil {
+			return fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) readPages(sh *shard, kind byte, set *liveSet, next uint64) (err error) {
+	lower := append(slices.Clip(sh.prefix), kind)
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: lower,
+		UpperBound: append(slices.Clip(sh.prefix), kind+1),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	keyLen := len(lower) + offsetLen
+	for valid := it.First(); valid; valid = it.Next() {
+		key := it.Key()
+		if len(key) != keyLen {
+			return fmt.Errorf("%w: page key of %d bytes", ErrCorrupt, len(key))
+		}
+		k := binary.BigEndian.Uint64(key[len(lower):])
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		c := new(chunk)
+		if err := decodePage(c, val); err != nil {
+			return err
+		}
+		if k >= next/chunkBits+1 || k*chunkBits+uint64(lastBit(c)) >= next {
+			return fmt.Errorf("%w: page %c%d names an offset at or above next offset %d", ErrCorrupt, kind, k, next)
+		}
+		set.load(k, c)
+	}
+	return it.Error()
+}
+
+// lastBit is the index of the highest bit set in c.
+func lastBit(c *chunk) int {
+	for w := chunkWords - 1; w >= 0; w-- {
+		if c.bits[w] != 0 {
+			return w*64 + 63 - bits.LeadingZeros64(c.bits[w])
+		}
+	}
+	return 0
+}
+
+// migrateLocked builds the live and transient sets of a shard written
+// before pages existed, by reading every record, and writes its pages and
+// a version 3 state in one batch: a one-time cost, after which opening the
+// shard reads pages only.
+func (s *Store) migrateLocked(sh *shard, next uint64) (err error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: appendRecordKey(nil, sh.prefix, sh.low.Load()),
 		UpperBound: sh.recEnd,
@@ -193,12 +295,58 @@ func (s *Store) scanLiveLocked(sh *shard, next uint64) (err error) {
 		if off >= next {
 			return fmt.Errorf("storage/pebble: shard %q: %w: record at offset %d, state says next is %d", sh.name, ErrCorrupt, off, next)
 		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("storage/pebble: load shard %q offset %d: %w", sh.name, off, err)
+		}
+		r, err := codec.DecodeRecord(val)
+		if err != nil {
+			return fmt.Errorf("storage/pebble: shard %q offset %d: %w", sh.name, off, err)
+		}
 		sh.mu.live.add(off)
+		if !r.Persistent {
+			sh.mu.transient.add(off)
+		}
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, err)
 	}
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	if err := s.writePagesLocked(b.Batch, sh, next); err != nil {
+		return fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, err)
+	}
+	if err := b.commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("storage/pebble: load shard %q: %w", sh.name, err)
+	}
 	return nil
+}
+
+// writePagesLocked adds to b the pages of the chunks changed since the
+// last call (a Set, or a Delete for a chunk left empty) and the state
+// with next, which marks the pages as kept.
+func (s *Store) writePagesLocked(b *pebble.Batch, sh *shard, next uint64) error {
+	for _, p := range []struct {
+		kind byte
+		set  *liveSet
+	}{{kindLive, &sh.mu.live}, {kindTrans, &sh.mu.transient}} {
+		for _, k := range p.set.takeDirty() {
+			sh.mu.scratch = appendPageKey(sh.mu.scratch[:0], sh.prefix, p.kind, k)
+			var err error
+			if c := p.set.chunkAt(k); c != nil {
+				n := len(sh.mu.scratch)
+				sh.mu.scratch = appendPage(sh.mu.scratch, c)
+				err = b.Set(sh.mu.scratch[:n], sh.mu.scratch[n:], nil)
+			} else {
+				err = b.Delete(sh.mu.scratch, nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	sh.mu.scratch = appendState(sh.mu.scratch[:0], next)
+	return b.Set(sh.state, sh.mu.scratch, nil)
 }
 
 func (s *Store) ensureLoaded(sh *shard) error {
@@ -252,11 +400,20 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		}
 		sync = sync || r.Persistent
 	}
-	sh.mu.scratch = appendState(sh.mu.scratch[:0], first+n)
-	if err := b.Set(sh.state, sh.mu.scratch, nil); err != nil {
+	// The sets change before the commit, since their pages go in the
+	// batch; a failed commit drops them (loaded) and they are read again.
+	sh.mu.live.addRange(first, n)
+	for i := range recs {
+		if !recs[i].Persistent {
+			sh.mu.transient.add(first + uint64(i))
+		}
+	}
+	if err := s.writePagesLocked(b.Batch, sh, first+n); err != nil {
+		sh.loaded.Store(false)
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	if err := s.reserve.admit(int64(b.Len())); err != nil {
+		sh.loaded.Store(false)
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	opts := pebble.NoSync
@@ -268,7 +425,6 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	// count before next: FirstOffset's fast path relies on it.
-	sh.mu.live.addRange(first, n)
 	sh.count.Store(sh.mu.live.count)
 	sh.next.Store(first + n)
 	for i := range recs {
@@ -416,12 +572,16 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 	if i == len(offsets) {
 		return nil
 	}
+	sh.mu.transient.remove(offsets[i])
 	b := batch{Batch: s.db.NewBatch()}
 	defer b.release()
 	keyLen := recordKeyLen(sh.prefix)
 	for j, o := range offsets[i:] {
-		if j > 0 && !sh.mu.live.remove(o) {
-			continue
+		if j > 0 {
+			if !sh.mu.live.remove(o) {
+				continue
+			}
+			sh.mu.transient.remove(o)
 		}
 		op := b.SingleDeleteDeferred(keyLen)
 		appendRecordKey(op.Key[:0], sh.prefix, o)
@@ -430,22 +590,80 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 			return err
 		}
 	}
+	next := sh.next.Load()
+	first, ok := sh.mu.live.first(sh.low.Load())
+	if !ok {
+		first = next
+	}
+	ranged := sh.mu.ranged
+	if first >= ranged+rangeEvery {
+		// Every record below first is dead: cover them with one range
+		// deletion, after their tombstones (a higher sequence number),
+		// so the sstables they fill can be dropped whole.
+		if err := b.DeleteRange(appendRecordKey(nil, sh.prefix, ranged), appendRecordKey(nil, sh.prefix, first), nil); err != nil {
+			sh.loaded.Store(false)
+			return err
+		}
+		ranged = first
+	}
+	if err := s.writePagesLocked(b.Batch, sh, next); err != nil {
+		sh.loaded.Store(false)
+		return err
+	}
 	if err := b.commit(pebble.NoSync); err != nil {
 		// The live set already forgot offsets the failed batch may not
 		// have deleted: reload it.
 		sh.loaded.Store(false)
 		return err
 	}
+	if ranged != sh.mu.ranged {
+		s.noteDrained(appendRecordKey(nil, sh.prefix, sh.mu.ranged), appendRecordKey(nil, sh.prefix, ranged))
+	}
+	sh.mu.ranged = ranged
 	sh.count.Store(sh.mu.live.count)
 	// Keep low at the first live offset, so reads skip the head's
-	// tombstones without iterating over them. When low is still live
-	// this is one lookup.
-	if first, ok := sh.mu.live.first(sh.low.Load()); ok {
-		raise(&sh.low, first)
-	} else {
-		raise(&sh.low, sh.next.Load())
-	}
+	// tombstones without iterating over them.
+	raise(&sh.low, first)
 	return nil
+}
+
+// noteDrained adds the sstable bytes in [start, end), just range-deleted,
+// to s.drained and starts a flush once they reach flushAfterDrained. The
+// estimate comes from the sstables' metadata: no I/O.
+func (s *Store) noteDrained(start, end []byte) {
+	est, err := s.db.EstimateDiskUsage(start, end)
+	if err != nil || est == 0 {
+		return
+	}
+	if s.drained.Add(est) < flushAfterDrained {
+		return
+	}
+	s.drained.Store(0)
+	// Best effort: a flush that cannot start now (the DB closing, one
+	// already running) changes nothing the next writes would not.
+	_, _ = s.db.AsyncFlush()
+}
+
+// DropTransient implements storage.TransientDropper: it deletes every
+// record stored with Persistent false, which the shard's transient pages
+// name, and returns how many it deleted. No record is read.
+func (s *Store) DropTransient(ctx context.Context, name string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("storage/pebble: drop transient from shard %q: %w", name, err)
+	}
+	sh := s.lockShard(name)
+	defer sh.mu.Unlock()
+	if err := s.loadLocked(sh); err != nil {
+		return 0, err
+	}
+	offs := sh.mu.transient.offsets()
+	if len(offs) == 0 {
+		return 0, nil
+	}
+	if err := s.deleteLocked(sh, offs); err != nil {
+		return 0, fmt.Errorf("storage/pebble: drop transient from shard %q: %w", name, err)
+	}
+	return len(offs), nil
 }
 
 // FirstOffset implements storage.ShardStore.
