@@ -268,3 +268,70 @@ func TestFrameReaderDistrustsBrokenReader(t *testing.T) {
 	_, err := NewFrameReader(lyingReader{}).ReadFrame()
 	require.ErrorIs(t, err, io.ErrShortBuffer)
 }
+
+// idleSource is an IdleWaiter over chunks of input: ReadNoWait returns the
+// next chunk or ErrWouldBlock between them, and WaitReadable records what
+// the reader held while it waited.
+type idleSource struct {
+	chunks  [][]byte
+	next    int
+	blocked bool // between chunks: the next ReadNoWait would block
+	fr      *FrameReader
+	held    []int // the reader's buffer size at each WaitReadable
+}
+
+func (s *idleSource) Read(p []byte) (int, error) {
+	if s.next == len(s.chunks) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.chunks[s.next])
+	s.chunks[s.next] = s.chunks[s.next][n:]
+	if len(s.chunks[s.next]) == 0 {
+		s.next++
+		s.blocked = true
+	}
+	return n, nil
+}
+
+func (s *idleSource) ReadNoWait(p []byte) (int, error) {
+	if s.blocked {
+		return 0, ErrWouldBlock
+	}
+	return s.Read(p)
+}
+
+func (s *idleSource) WaitReadable() error {
+	s.held = append(s.held, s.fr.BufferSize())
+	s.blocked = false
+	return nil
+}
+
+// TestFrameReaderIdleWaiterReleasesBuffer: with an IdleWaiter, a reader
+// that has read every frame waits holding no buffer, a buffer grown for a
+// large frame included, and reads the same frames as without one.
+func TestFrameReaderIdleWaiterReleasesBuffer(t *testing.T) {
+	small := AppendMethodFrame(nil, 1, &ChannelOpen{})
+	large := AppendFrame(nil, FrameBody, 1, bytes.Repeat([]byte("x"), 20000))
+	half := len(large) / 2
+	src := &idleSource{chunks: [][]byte{small, large[:half], large[half:], append(small, small...)}}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+
+	var got []Frame
+	for {
+		f, err := r.ReadFrame()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		f.Payload = bytes.Clone(f.Payload)
+		got = append(got, f)
+	}
+	require.Len(t, got, 4)
+	require.Len(t, got[1].Payload, 20000)
+	// Waits: after the first frame (empty), none inside the large frame
+	// (a partial frame keeps its buffer and reads on), after the large
+	// frame and after the last two.
+	require.Equal(t, []int{0, 0, 0}, src.held, "buffer held while waiting")
+}

@@ -228,7 +228,7 @@ func (c *Conn) finish() {
 	c.out.Lock()
 	c.out.stopped = true
 	c.out.buf = nil
-	c.out.stopTimersLocked()
+	c.stopTimersLocked()
 	c.out.Unlock()
 	c.closeRWC()
 
@@ -811,6 +811,7 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 	c.out.Lock()
 	if c.out.handshakeTimer != nil {
 		c.out.handshakeTimer.Stop()
+		c.out.handshakeTimer = nil // an open connection keeps no timer
 	}
 	c.out.Unlock()
 	c.sendMethod(0, &amqp.ConnectionOpenOk{})

@@ -127,6 +127,12 @@ func New(rwc io.ReadWriteCloser) Conn {
 	}
 	s.src = wrapSocket(s.rwc)
 	s.fr = amqp.NewFrameReader(s)
+	if w, ok := s.src.(amqp.IdleWaiter); ok {
+		// A socket the runtime's poller watches: wait for input without a
+		// read buffer, so an idle connection holds none.
+		s.idle = w
+		s.fr.SetIdleWaiter(s)
+	}
 	if tc, ok := s.rwc.(*net.TCPConn); ok {
 		t := &tcpStream{stream: s, tc: tc}
 		t.raw, _ = s.src.(rawInPlaceWriter)
@@ -156,6 +162,9 @@ type stream struct {
 	// now is SetClock's clock; readAt what ReadAt reports.
 	now    func() int64
 	readAt atomic.Int64
+	// idle is src when it can wait without a buffer (a raw socket);
+	// stream's ReadNoWait and WaitReadable go to it.
+	idle amqp.IdleWaiter
 }
 
 // SetClock implements Clocked.
@@ -178,11 +187,31 @@ func (s *stream) SetMaxFrameSize(n uint32)             { s.fr.SetMaxFrameSize(n)
 // Read is the FrameReader's and Discard's source. It counts what it read
 // before it says it left the read, so Stats' promise about Recv and
 // Reading holds.
-func (s *stream) Read(p []byte) (int, error) {
+func (s *stream) Read(p []byte) (int, error) { return s.read(p, false) }
+
+// ReadNoWait implements amqp.IdleWaiter for the FrameReader (only set
+// when src is one).
+func (s *stream) ReadNoWait(p []byte) (int, error) { return s.read(p, true) }
+
+// WaitReadable implements amqp.IdleWaiter: the reader is in a read.
+func (s *stream) WaitReadable() error {
+	s.reading.Store(true)
+	err := s.idle.WaitReadable()
+	s.reading.Store(false)
+	return err
+}
+
+// read is Read, or ReadNoWait when noWait.
+func (s *stream) read(p []byte, noWait bool) (int, error) {
 	s.reading.Store(true)
 	var n int
 	var err error
-	if s.pipe != nil {
+	if noWait {
+		n, err = s.idle.ReadNoWait(p)
+		if n > 0 && s.now != nil {
+			s.readAt.Store(s.now())
+		}
+	} else if s.pipe != nil {
 		var at int64
 		n, at, err = s.pipe.readAt(p)
 		if n > 0 && at != 0 {

@@ -1,0 +1,120 @@
+package broker_test
+
+import (
+	"net"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/amqptest"
+)
+
+// idleConnBudget is what an open connection with one open channel and
+// heartbeats on may cost the broker while idle: heap objects plus
+// goroutine stacks.
+const idleConnBudget = 16 << 10
+
+// openIdleConns opens n connections to addr with parallel raw clients,
+// each through the handshake (accepting the server's heartbeat) and
+// channel.open on channel 1, and returns the sockets, left idle: nothing
+// reads them, so the client side holds no buffer and no goroutine, only
+// the socket. The sockets are closed on cleanup.
+func openIdleConns(tb testing.TB, addr string, n int) []net.Conn {
+	tb.Helper()
+	conns := make([]net.Conn, n)
+	var wg sync.WaitGroup
+	const dialers = 8
+	for d := range dialers {
+		wg.Go(func() {
+			for i := d; i < n; i += dialers {
+				nc, err := net.Dial("tcp", addr)
+				if !assertNoError(tb, err) {
+					return
+				}
+				conns[i] = nc
+				rc := amqptest.NewRawClient(tb, nc)
+				tune := rc.StartToTune()
+				rc.SendMethod(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: tune.Heartbeat})
+				rc.SendMethod(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+				rc.SendMethod(1, &amqp.ChannelOpen{})
+				if _, ok := rc.ExpectMethod(0).(*amqp.ConnectionOpenOk); !ok {
+					tb.Errorf("connection %d: no open-ok", i)
+					return
+				}
+				if _, ok := rc.ExpectMethod(1).(*amqp.ChannelOpenOk); !ok {
+					tb.Errorf("connection %d: no channel open-ok", i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tb.Cleanup(func() {
+		for _, nc := range conns {
+			if nc != nil {
+				nc.Close()
+			}
+		}
+	})
+	if tb.Failed() {
+		tb.FailNow()
+	}
+	return conns
+}
+
+// assertNoError is require.NoError for a goroutine other than the test's.
+func assertNoError(tb testing.TB, err error) bool {
+	if err != nil {
+		tb.Errorf("%v", err)
+		return false
+	}
+	return true
+}
+
+// liveBytes is the process's heap in live objects plus its goroutine
+// stacks, after a collection (two: the second frees what the first's
+// finalizers and stack shrinking left).
+func liveBytes() uint64 {
+	runtime.GC()
+	runtime.GC()
+	s := []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/stacks:bytes"},
+	}
+	metrics.Read(s)
+	return s[0].Value.Uint64() + s[1].Value.Uint64()
+}
+
+// waitConnections waits until the broker counts n open connections.
+func waitConnections(tb testing.TB, b *broker.Broker, n int) {
+	tb.Helper()
+	amqptest.Poll(tb, func() bool { return b.Stats().Connections >= n }, "%d connections open", n)
+}
+
+// TestIdleConnectionMemory guards the memory an idle connection costs:
+// 500 connections, each with a channel and heartbeats on, must stay within
+// idleConnBudget each (heap objects and stacks, the client's sockets
+// included).
+func TestIdleConnectionMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 500 connections")
+	}
+	const n = 500
+	b := startBroker(t, broker.Options{Heartbeat: time.Minute})
+	addr := b.Addr().String()
+	openIdleConns(t, addr, 10) // warm up: pools, the vhost, the first growth of maps
+	before := liveBytes()
+	conns := openIdleConns(t, addr, n)
+	waitConnections(t, b, n+10)
+	after := liveBytes()
+	perConn := (int64(after) - int64(before)) / n
+	t.Logf("%d idle connections: %d bytes each (heap objects and stacks)", n, perConn)
+	require.LessOrEqual(t, perConn, int64(idleConnBudget), "bytes per idle connection")
+	runtime.KeepAlive(conns)
+}
