@@ -1,10 +1,15 @@
 package broker_test
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +17,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -117,4 +123,60 @@ func TestIdleConnectionMemory(t *testing.T) {
 	t.Logf("%d idle connections: %d bytes each (heap objects and stacks)", n, perConn)
 	require.LessOrEqual(t, perConn, int64(idleConnBudget), "bytes per idle connection")
 	runtime.KeepAlive(conns)
+}
+
+// BenchmarkIdleConnections opens n connections (each with a channel and
+// heartbeats on) to an in-process broker over loopback, with 8 clients
+// dialling in parallel, and reports the broker's memory per connection
+// (heap objects and goroutine stacks, from runtime/metrics, and the
+// process's RSS from /proc/self/status; the client sockets' share is
+// included, a few hundred bytes) and how fast they were accepted and
+// opened. One op opens them all: run it with -benchtime 1x. 10,000
+// connections need 20,000 descriptors in this process: raise ulimit -n.
+func BenchmarkIdleConnections(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
+			var lim syscall.Rlimit
+			if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*n+1000) {
+				b.Skipf("needs %d descriptors, ulimit -n is %d", 2*n+1000, lim.Cur)
+			}
+			for b.Loop() {
+				br := brokertest.NewUnstarted(b, broker.Options{Heartbeat: time.Minute})
+				brokertest.Start(b, br)
+				addr := br.Addr().String()
+				openIdleConns(b, addr, 10)
+				before, rssBefore := liveBytes(), rssBytes(b)
+				start := time.Now()
+				conns := openIdleConns(b, addr, n)
+				elapsed := time.Since(start)
+				waitConnections(b, br, n+10)
+				after, rssAfter := liveBytes(), rssBytes(b)
+				b.ReportMetric(float64(int64(after)-int64(before))/float64(n), "heap+stack-B/conn")
+				b.ReportMetric(float64(int64(rssAfter)-int64(rssBefore))/float64(n), "RSS-B/conn")
+				b.ReportMetric(float64(n)/elapsed.Seconds(), "conns/s")
+				for _, nc := range conns {
+					nc.Close()
+				}
+				require.NoError(b, br.Close())
+			}
+		})
+	}
+}
+
+// rssBytes is the process's resident set (VmRSS).
+func rssBytes(tb testing.TB) uint64 {
+	tb.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skipf("no /proc/self/status: %v", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(tb, err)
+			return kb << 10
+		}
+	}
+	tb.Skip("no VmRSS in /proc/self/status")
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"unsafe"
 )
 
 // frameHeaderSize is type (1) + channel (2) + size (4); a frame adds the end octet.
@@ -34,7 +35,13 @@ type FrameReader struct {
 	start, end int    // buffered, unconsumed bytes are buf[start:end]
 	max        uint32 // maximum total frame size; 0 means no limit
 	err        error  // sticky error of the underlying reader
+	full       bool   // the last read filled all the space it was given
 }
+
+// maxReadAhead is as far as a FrameReader with an IdleWaiter grows its
+// buffer for input that keeps coming (a publisher under load), beyond what
+// its frames need.
+const maxReadAhead = 64 << 10
 
 // IdleWaiter is a FrameReader's source that can tell that a read would
 // wait, and wait for input without a buffer (SetIdleWaiter).
@@ -75,11 +82,13 @@ func pooledSize(size int) int {
 }
 
 // getBuffer returns a buffer of size bytes, pooled when size is a pooled
-// size.
+// size. The pools hold a pointer to each buffer's first byte, since every
+// buffer of a pool has its size: a pointer goes into an interface without
+// an allocation, a slice would not.
 func getBuffer(size int) []byte {
 	if i := pooledSize(size); i >= 0 {
-		if b, ok := readBuffers[i].Get().(*[]byte); ok {
-			return *b
+		if p, ok := readBuffers[i].Get().(*byte); ok {
+			return unsafe.Slice(p, size)
 		}
 	}
 	return make([]byte, size)
@@ -88,7 +97,7 @@ func getBuffer(size int) []byte {
 // putBuffer gives buf to its pool, or to the collector.
 func putBuffer(buf []byte) {
 	if i := pooledSize(len(buf)); i >= 0 {
-		readBuffers[i].Put(&buf)
+		readBuffers[i].Put(unsafe.SliceData(buf))
 	}
 }
 
@@ -192,7 +201,15 @@ func (r *FrameReader) fill(n int) error {
 		var m int
 		var err error
 		if r.idle != nil && r.start == r.end {
-			m, err = r.idle.ReadNoWait(r.buf)
+			if r.full && len(r.buf) < maxReadAhead {
+				// The last read filled the buffer: more was waiting.
+				// Read more at once, fewer reads per byte under load;
+				// the buffer goes back to its pool when the reader
+				// waits.
+				putBuffer(r.buf)
+				r.buf = getBuffer(2 * len(r.buf))
+			}
+			m, err = r.idle.ReadNoWait(r.buf[r.end:])
 			if err == ErrWouldBlock {
 				r.releaseBuffer()
 				if err := r.idle.WaitReadable(); err != nil {
@@ -206,6 +223,7 @@ func (r *FrameReader) fill(n int) error {
 		if m < 0 || m > len(r.buf)-r.end {
 			m, err = 0, io.ErrShortBuffer // a broken io.Reader; do not trust it
 		}
+		r.full = m == len(r.buf)-r.end
 		r.end += m
 		if err != nil {
 			r.err = err
@@ -228,7 +246,11 @@ func (r *FrameReader) fill(n int) error {
 // if that is not enough. Growth therefore follows the bytes that actually arrived, not
 // the size a frame header claims.
 func (r *FrameReader) makeRoom(n int) {
-	if r.start > 0 {
+	// With an IdleWaiter, a read that filled the buffer means input keeps
+	// coming: double the buffer (up to maxReadAhead) instead of moving a
+	// partial frame to its front, so later reads take more at once.
+	readAhead := r.idle != nil && r.full && len(r.buf) > 0 && len(r.buf) < maxReadAhead
+	if r.start > 0 && !readAhead {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 		if r.end < len(r.buf) {
@@ -236,8 +258,11 @@ func (r *FrameReader) makeRoom(n int) {
 		}
 	}
 	// The buffer is full and holds fewer than n bytes, so n > len(r.buf) and the new
-	// size is always larger than the old one.
+	// size is always larger than the old one (or it is read-ahead, doubled).
 	size := min(max(2*len(r.buf), initialBufferSize), max(n, initialBufferSize))
+	if readAhead {
+		size = 2 * len(r.buf)
+	}
 	var buf []byte
 	if r.idle != nil {
 		// Whole powers of two, so the buffer can go back to a pool;
@@ -253,9 +278,13 @@ func (r *FrameReader) makeRoom(n int) {
 	} else {
 		buf = make([]byte, size)
 	}
+	old := r.buf
 	r.end = copy(buf, r.buf[r.start:r.end])
 	r.start = 0
 	r.buf = buf
+	if r.idle != nil && old != nil {
+		putBuffer(old)
+	}
 }
 
 // BufferSize returns the size of r's read buffer: 0 while a FrameReader

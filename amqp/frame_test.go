@@ -335,3 +335,48 @@ func TestFrameReaderIdleWaiterReleasesBuffer(t *testing.T) {
 	// frame and after the last two.
 	require.Equal(t, []int{0, 0, 0}, src.held, "buffer held while waiting")
 }
+
+// TestFrameReaderIdleWaiterAllocatesNothing: giving the buffer back and
+// taking it again around each wait allocates nothing once warm, as
+// ReadFrame promises.
+func TestFrameReaderIdleWaiterAllocatesNothing(t *testing.T) {
+	frame := AppendMethodFrame(nil, 1, &ChannelOpen{})
+	src := &idleSource{}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+	chunks := make([][]byte, 1)
+	read := func() {
+		chunks[0] = frame
+		src.chunks, src.next, src.blocked = chunks, 0, true
+		_, err := r.ReadFrame()
+		require.NoError(t, err)
+	}
+	read()
+	src.held = make([]int, 0, 1000)
+	require.Zero(t, testing.AllocsPerRun(100, read))
+}
+
+// TestFrameReaderReadsAheadUnderLoad: with an IdleWaiter, reads that fill
+// the buffer double it, up to maxReadAhead, so a stream of small frames
+// arriving faster than they are handled is read in fewer, larger reads;
+// the frames are read as they were written.
+func TestFrameReaderReadsAheadUnderLoad(t *testing.T) {
+	frame := AppendMethodFrame(nil, 1, &BasicPublish{Exchange: "ex", RoutingKey: "a key"})
+	var input []byte
+	for len(input) < 4*maxReadAhead {
+		input = append(input, frame...)
+	}
+	src := &idleSource{chunks: [][]byte{input}}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+	largest := 0
+	for range len(input) / len(frame) {
+		f, err := r.ReadFrame()
+		require.NoError(t, err)
+		require.Equal(t, frame[7:len(frame)-1], f.Payload)
+		largest = max(largest, r.BufferSize())
+	}
+	require.Equal(t, maxReadAhead, largest)
+}

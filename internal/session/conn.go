@@ -808,6 +808,9 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 	}
 	c.vhost = m.VirtualHost
 	c.state.Store(int32(stateOpen))
+	if r, ok := c.tr.(transport.IdleReleaser); ok {
+		r.ReleaseWhenIdle() // open: from now on it may idle for long
+	}
 	c.out.Lock()
 	if c.out.handshakeTimer != nil {
 		c.out.handshakeTimer.Stop()

@@ -372,13 +372,23 @@ func (c *Conn) flush(inPlace bool) error {
 	}
 }
 
-// write writes one batch, in place when asked and the stream can.
+// write writes one batch, in place when asked and the stream can. The
+// writer's own batches take the stream's ordinary path while they are
+// small, a connection at a low rate (see socket_linux.go for why), and the
+// in-place path once they are rawWriteMin or more, which only a
+// connection under load queues between two writes: there the runtime's
+// syscall entry and the sysmon wake-ups it brings cost the broker more
+// than the write.
 func (c *Conn) write(batch []byte, inPlace bool) error {
-	if inPlace && c.inPlace != nil {
+	if c.inPlace != nil && (inPlace || len(batch) >= rawWriteMin) {
 		return c.inPlace.WriteInPlace(batch)
 	}
 	return c.tr.Write(batch)
 }
+
+// rawWriteMin is the batch size from which the writer writes in place:
+// several deliveries of small messages, one of 512 bytes or more.
+const rawWriteMin = 512
 
 // shutdownWrite sends EOF to the peer while still reading, so the peer sees
 // everything we wrote before the connection goes (a TCP socket closed with

@@ -27,11 +27,12 @@ import (
 // kernel says EAGAIN, the goroutine parks until the socket is ready, and
 // Close and deadlines behave as with net.Conn.
 //
-// The writer goroutine's writes keep the ordinary path (Write, promoted
-// from the TCPConn): measured with the latency scenario at 1,000 msg/s,
-// raw writes there made the median 10 % worse, the sysmon wake-up they
-// skip apparently keeping the other CPU out of its idle state for the
-// client's next wake-up (docs/performance.md).
+// The writer goroutine's small writes keep the ordinary path (Write,
+// promoted from the TCPConn): measured with the latency scenario at 1,000
+// msg/s, raw writes there made the median 10 % worse, the sysmon wake-up
+// they skip apparently keeping the other CPU out of its idle state for the
+// client's next wake-up (docs/performance.md). Its large batches, which
+// only build up under load, are written in place (the session decides).
 //
 // One goroutine reads at a time and one writes in place at a time (the
 // Conn's contract): each direction keeps its call's state in the struct,

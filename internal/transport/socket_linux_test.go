@@ -259,6 +259,7 @@ func (w waitRecorder) WaitReadable() error {
 func TestIdleSocketHoldsNoReadBuffer(t *testing.T) {
 	s, client := tcpPair(t)
 	c := New(s.TCPConn).(*tcpStream)
+	c.ReleaseWhenIdle()
 	var held []int
 	waiting := make(chan struct{}, 16)
 	c.idle = waitRecorder{IdleWaiter: c.idle, onWait: func() {

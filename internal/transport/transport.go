@@ -88,6 +88,20 @@ type HangupWatcher interface {
 	WatchHangup() (hungUp <-chan struct{}, stop func())
 }
 
+// IdleReleaser is implemented by a Conn that can give its read buffer
+// back while it waits for input (a TCP socket, whose poller tells when
+// input comes), so an idle connection holds none.
+type IdleReleaser interface {
+	// ReleaseWhenIdle starts doing so: from the next read on, a read
+	// that finds nothing buffered and nothing in the socket returns the
+	// buffer to a shared pool before it waits (amqp.IdleWaiter). The
+	// session asks once the handshake is over: during it every read
+	// waits for the peer's next frame, and the extra check before each
+	// wait would slow the accept rate down for nothing. Only the reader
+	// goroutine calls it.
+	ReleaseWhenIdle()
+}
+
 // Peer describes the other end of a Conn.
 type Peer struct {
 	// Local and Remote are the stream's addresses; nil when it has none.
@@ -128,10 +142,7 @@ func New(rwc io.ReadWriteCloser) Conn {
 	s.src = wrapSocket(s.rwc)
 	s.fr = amqp.NewFrameReader(s)
 	if w, ok := s.src.(amqp.IdleWaiter); ok {
-		// A socket the runtime's poller watches: wait for input without a
-		// read buffer, so an idle connection holds none.
-		s.idle = w
-		s.fr.SetIdleWaiter(s)
+		s.idle = w // used once the session asks (ReleaseWhenIdle)
 	}
 	if tc, ok := s.rwc.(*net.TCPConn); ok {
 		t := &tcpStream{stream: s, tc: tc}
@@ -178,6 +189,7 @@ var (
 	_ HangupWatcher = (*stream)(nil)
 	_ Clocked       = (*stream)(nil)
 	_ InPlaceWriter = (*tcpStream)(nil)
+	_ IdleReleaser  = (*stream)(nil)
 )
 
 func (s *stream) ReadProtocolHeader() ([8]byte, error) { return s.fr.ReadProtocolHeader() }
@@ -188,6 +200,14 @@ func (s *stream) SetMaxFrameSize(n uint32)             { s.fr.SetMaxFrameSize(n)
 // before it says it left the read, so Stats' promise about Recv and
 // Reading holds.
 func (s *stream) Read(p []byte) (int, error) { return s.read(p, false) }
+
+// ReleaseWhenIdle implements IdleReleaser; a no-op on a stream that
+// cannot wait without a buffer (TLS, pipes).
+func (s *stream) ReleaseWhenIdle() {
+	if s.idle != nil {
+		s.fr.SetIdleWaiter(s)
+	}
+}
 
 // ReadNoWait implements amqp.IdleWaiter for the FrameReader (only set
 // when src is one).
