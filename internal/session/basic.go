@@ -334,6 +334,9 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		Receiver:      c,
 		Stream:        stream,
 	}
+	if d.consumers == nil {
+		d.consumers = make(map[string]*consumer) // made on first use: most channels only publish
+	}
 	d.consumers[tag] = c
 	d.Unlock()
 	// Not under the delivery lock: the queue may be delivering to another

@@ -816,6 +816,7 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 		c.out.handshakeTimer.Stop()
 		c.out.handshakeTimer = nil // an open connection keeps no timer
 	}
+	c.out.releaseIdleBuffersLocked() // connection.start's, ten times what most connections need
 	c.out.Unlock()
 	c.sendMethod(0, &amqp.ConnectionOpenOk{})
 	c.log.Info("session: connection open", "user", c.user, "vhost", c.vhost, clientAttr(c.clientProperties))

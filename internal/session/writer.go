@@ -423,8 +423,22 @@ func (c *Conn) startHeartbeat(interval time.Duration) {
 }
 
 // idleBufferCap is the largest outbox buffer an idle connection keeps
-// (heartbeatTick).
+// (releaseIdleBuffersLocked).
 const idleBufferCap = 64
+
+// releaseIdleBuffersLocked drops the outbox's buffers when they are empty
+// and larger than idleBufferCap: a connection that goes idle (a heartbeat
+// tick with nothing written since the last, or the end of the handshake)
+// keeps no buffer a burst grew, up to maxSpareBuffer. The spare is left to
+// a writer that is flushing: it is the writer's until the write is done.
+func (o *outbox) releaseIdleBuffersLocked() {
+	if !o.flushing && cap(o.spare) > idleBufferCap {
+		o.spare = nil
+	}
+	if len(o.buf) == 0 && cap(o.buf) > idleBufferCap {
+		o.buf = nil
+	}
+}
 
 // missedTicksLimit is two heartbeat intervals of silence, in half-interval
 // ticks.
@@ -456,12 +470,7 @@ func (c *Conn) heartbeatTick() {
 		// Idle for half an interval: give back the writer's spare buffer,
 		// which a burst may have grown up to maxSpareBuffer, and queue a
 		// heartbeat in a buffer of its size.
-		if !c.out.flushing && cap(c.out.spare) > idleBufferCap {
-			c.out.spare = nil
-		}
-		if cap(c.out.buf) > idleBufferCap {
-			c.out.buf = nil
-		}
+		c.out.releaseIdleBuffersLocked()
 		c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
 		poke = true
 	}
