@@ -117,6 +117,9 @@ func TestIdleConnectionMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 500 connections")
 	}
+	if raceEnabled {
+		t.Skip("the race detector grows stacks and allocations past the budget")
+	}
 	const n = 500
 	b := startBroker(t, broker.Options{Heartbeat: time.Minute})
 	addr := b.Addr().String()
