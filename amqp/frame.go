@@ -299,6 +299,7 @@ func (r *FrameReader) releaseBuffer() {
 		putBuffer(r.buf)
 	}
 	r.buf, r.start, r.end = nil, 0, 0
+	r.full = false // it waited: the input did not keep coming
 }
 
 // AppendFrame appends a frame with the given payload.
