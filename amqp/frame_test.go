@@ -380,3 +380,21 @@ func TestFrameReaderReadsAheadUnderLoad(t *testing.T) {
 	}
 	require.Equal(t, maxReadAhead, largest)
 }
+
+// TestFrameReaderBufferAfterWaitStartsSmall: a read that filled the buffer
+// just before the reader waited does not make the buffer it takes after
+// the wait larger: the input stopped.
+func TestFrameReaderBufferAfterWaitStartsSmall(t *testing.T) {
+	exact := AppendFrame(nil, FrameBody, 1, bytes.Repeat([]byte("x"), initialBufferSize-8))
+	require.Len(t, exact, initialBufferSize)
+	small := AppendMethodFrame(nil, 1, &ChannelOpen{})
+	src := &idleSource{chunks: [][]byte{exact, small}}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+	_, err := r.ReadFrame() // fills the buffer exactly
+	require.NoError(t, err)
+	_, err = r.ReadFrame() // waits, then reads the small frame
+	require.NoError(t, err)
+	require.Equal(t, initialBufferSize, r.BufferSize())
+}
