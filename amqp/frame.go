@@ -2,8 +2,11 @@ package amqp
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"math"
+	"sync"
+	"unsafe"
 )
 
 // frameHeaderSize is type (1) + channel (2) + size (4); a frame adds the end octet.
@@ -27,11 +30,83 @@ type Frame struct {
 // maximum frame size. A FrameReader is not safe for concurrent use.
 type FrameReader struct {
 	r          io.Reader
+	idle       IdleWaiter // see SetIdleWaiter; nil: always read with the buffer
 	buf        []byte
 	start, end int    // buffered, unconsumed bytes are buf[start:end]
 	max        uint32 // maximum total frame size; 0 means no limit
 	err        error  // sticky error of the underlying reader
+	full       bool   // the last read filled all the space it was given
 }
+
+// maxReadAhead is as far as a FrameReader with an IdleWaiter grows its
+// buffer for input that keeps coming (a publisher under load), beyond what
+// its frames need.
+const maxReadAhead = 64 << 10
+
+// IdleWaiter is a FrameReader's source that can tell that a read would
+// wait, and wait for input without a buffer (SetIdleWaiter).
+type IdleWaiter interface {
+	// ReadNoWait is Read, except that it returns ErrWouldBlock at once
+	// instead of waiting when no input is there.
+	ReadNoWait(p []byte) (int, error)
+	// WaitReadable waits until a read would not wait: input, the end of
+	// the stream or an error is there. It may return early; the
+	// FrameReader then reads, finds nothing and waits again.
+	WaitReadable() error
+}
+
+// ErrWouldBlock is IdleWaiter.ReadNoWait's error when no input is there.
+var ErrWouldBlock = errors.New("amqp: read would block")
+
+// readBuffers hold the buffers that FrameReaders with an IdleWaiter give
+// back while they wait, so an idle connection holds none: one pool per
+// power of two from initialBufferSize to maxPooledBuffer, so a connection
+// carrying large frames gets its large buffer back without growing it
+// again after every wait.
+var readBuffers [pooledSizes]sync.Pool
+
+const (
+	maxPooledBuffer = 1 << 20
+	pooledSizes     = 9 // 4 KiB .. 1 MiB
+)
+
+// pooledSize is the pool index for a buffer of size bytes, or -1 when
+// buffers of that size are not pooled.
+func pooledSize(size int) int {
+	for i, s := 0, initialBufferSize; s <= maxPooledBuffer; i, s = i+1, s*2 {
+		if s == size {
+			return i
+		}
+	}
+	return -1
+}
+
+// getBuffer returns a buffer of size bytes, pooled when size is a pooled
+// size. The pools hold a pointer to each buffer's first byte, since every
+// buffer of a pool has its size: a pointer goes into an interface without
+// an allocation, a slice would not.
+func getBuffer(size int) []byte {
+	if i := pooledSize(size); i >= 0 {
+		if p, ok := readBuffers[i].Get().(*byte); ok {
+			return unsafe.Slice(p, size)
+		}
+	}
+	return make([]byte, size)
+}
+
+// putBuffer gives buf to its pool, or to the collector.
+func putBuffer(buf []byte) {
+	if i := pooledSize(len(buf)); i >= 0 {
+		readBuffers[i].Put(unsafe.SliceData(buf))
+	}
+}
+
+// SetIdleWaiter makes r read through w whenever nothing is buffered: a read
+// that would wait gives the buffer back (to pools shared by all
+// FrameReaders; buffers over 1 MiB to the collector) and waits with
+// w.WaitReadable instead, so a reader idle between frames holds no buffer.
+// w is normally r's source itself.
+func (r *FrameReader) SetIdleWaiter(w IdleWaiter) { r.idle = w }
 
 // initialBufferSize holds the protocol header and the handshake frames of a typical
 // client; it grows for bigger frames.
@@ -123,10 +198,32 @@ func (r *FrameReader) fill(n int) error {
 		if r.end == len(r.buf) {
 			r.makeRoom(n)
 		}
-		m, err := r.r.Read(r.buf[r.end:])
+		var m int
+		var err error
+		if r.idle != nil && r.start == r.end {
+			if r.full && len(r.buf) < maxReadAhead {
+				// The last read filled the buffer: more was waiting.
+				// Read more at once, fewer reads per byte under load;
+				// the buffer goes back to its pool when the reader
+				// waits.
+				putBuffer(r.buf)
+				r.buf = getBuffer(2 * len(r.buf))
+			}
+			m, err = r.idle.ReadNoWait(r.buf[r.end:])
+			if err == ErrWouldBlock {
+				r.releaseBuffer()
+				if err := r.idle.WaitReadable(); err != nil {
+					r.err = err
+				}
+				continue
+			}
+		} else {
+			m, err = r.r.Read(r.buf[r.end:])
+		}
 		if m < 0 || m > len(r.buf)-r.end {
 			m, err = 0, io.ErrShortBuffer // a broken io.Reader; do not trust it
 		}
+		r.full = m == len(r.buf)-r.end
 		r.end += m
 		if err != nil {
 			r.err = err
@@ -149,7 +246,11 @@ func (r *FrameReader) fill(n int) error {
 // if that is not enough. Growth therefore follows the bytes that actually arrived, not
 // the size a frame header claims.
 func (r *FrameReader) makeRoom(n int) {
-	if r.start > 0 {
+	// With an IdleWaiter, a read that filled the buffer means input keeps
+	// coming: double the buffer (up to maxReadAhead) instead of moving a
+	// partial frame to its front, so later reads take more at once.
+	readAhead := r.idle != nil && r.full && len(r.buf) > 0 && len(r.buf) < maxReadAhead
+	if r.start > 0 && !readAhead {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 		if r.end < len(r.buf) {
@@ -157,12 +258,48 @@ func (r *FrameReader) makeRoom(n int) {
 		}
 	}
 	// The buffer is full and holds fewer than n bytes, so n > len(r.buf) and the new
-	// size is always larger than the old one.
+	// size is always larger than the old one (or it is read-ahead, doubled).
 	size := min(max(2*len(r.buf), initialBufferSize), max(n, initialBufferSize))
-	buf := make([]byte, size)
+	if readAhead {
+		size = 2 * len(r.buf)
+	}
+	var buf []byte
+	if r.idle != nil {
+		// Whole powers of two, so the buffer can go back to a pool;
+		// still within twice what the frame needs.
+		if size <= maxPooledBuffer {
+			p := initialBufferSize
+			for p < size {
+				p *= 2
+			}
+			size = p
+		}
+		buf = getBuffer(size)
+	} else {
+		buf = make([]byte, size)
+	}
+	old := r.buf
 	r.end = copy(buf, r.buf[r.start:r.end])
 	r.start = 0
 	r.buf = buf
+	if r.idle != nil && old != nil {
+		putBuffer(old)
+	}
+}
+
+// BufferSize returns the size of r's read buffer: 0 while a FrameReader
+// with an IdleWaiter waits for input.
+func (r *FrameReader) BufferSize() int { return len(r.buf) }
+
+// releaseBuffer gives the empty buffer back: to readBuffers when it has
+// the initial size, to the collector when a large frame grew it. Only a
+// FrameReader with an IdleWaiter calls it, between frames.
+func (r *FrameReader) releaseBuffer() {
+	if r.buf != nil {
+		putBuffer(r.buf)
+	}
+	r.buf, r.start, r.end = nil, 0, 0
+	r.full = false // it waited: the input did not keep coming
 }
 
 // AppendFrame appends a frame with the given payload.

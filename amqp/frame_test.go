@@ -268,3 +268,133 @@ func TestFrameReaderDistrustsBrokenReader(t *testing.T) {
 	_, err := NewFrameReader(lyingReader{}).ReadFrame()
 	require.ErrorIs(t, err, io.ErrShortBuffer)
 }
+
+// idleSource is an IdleWaiter over chunks of input: ReadNoWait returns the
+// next chunk or ErrWouldBlock between them, and WaitReadable records what
+// the reader held while it waited.
+type idleSource struct {
+	chunks  [][]byte
+	next    int
+	blocked bool // between chunks: the next ReadNoWait would block
+	fr      *FrameReader
+	held    []int // the reader's buffer size at each WaitReadable
+}
+
+func (s *idleSource) Read(p []byte) (int, error) {
+	if s.next == len(s.chunks) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.chunks[s.next])
+	s.chunks[s.next] = s.chunks[s.next][n:]
+	if len(s.chunks[s.next]) == 0 {
+		s.next++
+		s.blocked = true
+	}
+	return n, nil
+}
+
+func (s *idleSource) ReadNoWait(p []byte) (int, error) {
+	if s.blocked {
+		return 0, ErrWouldBlock
+	}
+	return s.Read(p)
+}
+
+func (s *idleSource) WaitReadable() error {
+	s.held = append(s.held, s.fr.BufferSize())
+	s.blocked = false
+	return nil
+}
+
+// TestFrameReaderIdleWaiterReleasesBuffer: with an IdleWaiter, a reader
+// that has read every frame waits holding no buffer, a buffer grown for a
+// large frame included, and reads the same frames as without one.
+func TestFrameReaderIdleWaiterReleasesBuffer(t *testing.T) {
+	small := AppendMethodFrame(nil, 1, &ChannelOpen{})
+	large := AppendFrame(nil, FrameBody, 1, bytes.Repeat([]byte("x"), 20000))
+	half := len(large) / 2
+	src := &idleSource{chunks: [][]byte{small, large[:half], large[half:], append(small, small...)}}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+
+	var got []Frame
+	for {
+		f, err := r.ReadFrame()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		f.Payload = bytes.Clone(f.Payload)
+		got = append(got, f)
+	}
+	require.Len(t, got, 4)
+	require.Len(t, got[1].Payload, 20000)
+	// Waits: after the first frame (empty), none inside the large frame
+	// (a partial frame keeps its buffer and reads on), after the large
+	// frame and after the last two.
+	require.Equal(t, []int{0, 0, 0}, src.held, "buffer held while waiting")
+}
+
+// TestFrameReaderIdleWaiterAllocatesNothing: giving the buffer back and
+// taking it again around each wait allocates nothing once warm, as
+// ReadFrame promises.
+func TestFrameReaderIdleWaiterAllocatesNothing(t *testing.T) {
+	frame := AppendMethodFrame(nil, 1, &ChannelOpen{})
+	src := &idleSource{}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+	chunks := make([][]byte, 1)
+	read := func() {
+		chunks[0] = frame
+		src.chunks, src.next, src.blocked = chunks, 0, true
+		_, err := r.ReadFrame()
+		require.NoError(t, err)
+	}
+	read()
+	src.held = make([]int, 0, 1000)
+	require.Zero(t, testing.AllocsPerRun(100, read))
+}
+
+// TestFrameReaderReadsAheadUnderLoad: with an IdleWaiter, reads that fill
+// the buffer double it, up to maxReadAhead, so a stream of small frames
+// arriving faster than they are handled is read in fewer, larger reads;
+// the frames are read as they were written.
+func TestFrameReaderReadsAheadUnderLoad(t *testing.T) {
+	frame := AppendMethodFrame(nil, 1, &BasicPublish{Exchange: "ex", RoutingKey: "a key"})
+	var input []byte
+	for len(input) < 4*maxReadAhead {
+		input = append(input, frame...)
+	}
+	src := &idleSource{chunks: [][]byte{input}}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+	largest := 0
+	for range len(input) / len(frame) {
+		f, err := r.ReadFrame()
+		require.NoError(t, err)
+		require.Equal(t, frame[7:len(frame)-1], f.Payload)
+		largest = max(largest, r.BufferSize())
+	}
+	require.Equal(t, maxReadAhead, largest)
+}
+
+// TestFrameReaderBufferAfterWaitStartsSmall: a read that filled the buffer
+// just before the reader waited does not make the buffer it takes after
+// the wait larger: the input stopped.
+func TestFrameReaderBufferAfterWaitStartsSmall(t *testing.T) {
+	exact := AppendFrame(nil, FrameBody, 1, bytes.Repeat([]byte("x"), initialBufferSize-8))
+	require.Len(t, exact, initialBufferSize)
+	small := AppendMethodFrame(nil, 1, &ChannelOpen{})
+	src := &idleSource{chunks: [][]byte{exact, small}}
+	r := NewFrameReader(src)
+	r.SetIdleWaiter(src)
+	src.fr = r
+	_, err := r.ReadFrame() // fills the buffer exactly
+	require.NoError(t, err)
+	_, err = r.ReadFrame() // waits, then reads the small frame
+	require.NoError(t, err)
+	require.Equal(t, initialBufferSize, r.BufferSize())
+}

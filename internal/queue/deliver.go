@@ -167,6 +167,7 @@ func (q *Queue) putBack(batch []assignment) {
 }
 
 func (q *Queue) dispatch(ctx context.Context) {
+	defer q.flushReceivers() // whatever a return left unflushed
 	if q.stream != nil {
 		q.stream.retain(ctx)
 		q.streamDispatch(ctx)
@@ -242,6 +243,7 @@ func (q *Queue) dispatch(ctx context.Context) {
 		for _, a := range batch {
 			q.deliver(ctx, a)
 		}
+		q.flushReceivers()
 	}
 	clear(batch)
 }
@@ -339,6 +341,7 @@ func (q *Queue) deliver(ctx context.Context, a assignment) {
 	c := a.consumer
 	m := q.handOut(a, c.Owner, c.NoAck, c)
 	if c.Receiver.Deliver(c, m) {
+		q.noteFlush(c)
 		q.countDelivery(false, c.NoAck, m.Redelivered)
 		return
 	}

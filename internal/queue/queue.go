@@ -124,6 +124,8 @@ type Consumer struct {
 
 	room  Roomer        // Receiver's Roomer, if it is one; set when registered
 	links consumerLinks // its place among the queue's consumers (consumers.go)
+
+	flushQueued bool // in the queue's list of receivers to flush (flush.go)
 }
 
 // Roomer is implemented by Receivers whose connection has a bounded write
@@ -303,6 +305,7 @@ type Queue struct {
 		// claim's returned messages (claimWrite.taken, takenNoAck)
 		taken      []unacked.Key
 		takenNoAck []unacked.Entry
+		flush      []*Consumer // receivers to flush after a batch (flush.go)
 	}
 
 	feat     featureState // owned by the actor (features.go)

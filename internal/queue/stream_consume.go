@@ -172,6 +172,7 @@ func (q *Queue) streamDispatch(ctx context.Context) {
 			}
 			progress = progress || sent > 0
 		}
+		q.flushReceivers()
 	}
 }
 
@@ -214,6 +215,7 @@ func (q *Queue) streamRound(ctx context.Context, r *streamReader) (sent int, gon
 			c.release()
 			return sent, true
 		}
+		q.noteFlush(c)
 		q.countDelivery(false, c.NoAck, false)
 		if r.track {
 			if s.tracked == nil {

@@ -164,10 +164,8 @@ func TestAlarmShutdownWhileBlocked(t *testing.T) {
 func TestAlarmPausesHeartbeatMonitor(t *testing.T) {
 	c := NewConn(newDiscardRWC(), "hb#1", testConfig())
 	defer c.closeRWC()
-	c.out.heartbeatHalf = time.Hour // ticks are called by hand
-	c.out.heartbeatTimer = time.AfterFunc(time.Hour, func() {})
-	defer c.out.heartbeatTimer.Stop()
-	c.framesIn.Add(3) // the publish that got the reader held, and before
+	c.out.heartbeatHalf = time.Hour // ticks are called by hand, not scheduled
+	c.framesIn.Add(3)               // the publish that got the reader held, and before
 	c.pauseHeartbeatMonitor()
 	for range 10 * missedTicksLimit {
 		c.heartbeatTick()

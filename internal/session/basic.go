@@ -123,8 +123,14 @@ func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
 	return true
 }
 
+// Flush implements queue.Flusher: the queue's batch of deliveries to c is
+// queued, so the writer is woken once for all of it.
+func (c *consumer) Flush() { c.ch.conn.poke() }
+
 // deliverLocked numbers one delivery, records it as unacked and queues its
-// frames; the caller holds the delivery lock.
+// frames without waking the writer: the queue calls Flush after its batch,
+// and the early deliveries of handleConsume are flushed by it. The caller
+// holds the delivery lock.
 func (c *consumer) deliverLocked(m queue.Message) {
 	ch, d, qc := c.ch, &c.ch.dl, &c.qc
 	d.nextTag++
@@ -139,7 +145,7 @@ func (c *consumer) deliverLocked(m queue.Message) {
 		Exchange:    m.Exchange,
 		RoutingKey:  m.RoutingKey,
 	}
-	ch.conn.sendContent(ch.id, &d.deliver, m.Properties, m.Body)
+	ch.conn.queueContent(ch.id, &d.deliver, m.Properties, m.Body)
 }
 
 // Cancelled runs on the queue's goroutine when the queue was deleted: the
@@ -328,6 +334,9 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		Receiver:      c,
 		Stream:        stream,
 	}
+	if d.consumers == nil {
+		d.consumers = make(map[string]*consumer) // made on first use: most channels only publish
+	}
 	d.consumers[tag] = c
 	d.Unlock()
 	// Not under the delivery lock: the queue may be delivering to another
@@ -371,6 +380,9 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 		c.deliverLocked(em)
 	}
 	d.Unlock()
+	if len(early) > 0 {
+		ch.conn.poke() // deliverLocked leaves the waking to Flush
+	}
 	ch.apply(back, queue.Requeue)
 	ch.emitConsumer(events.ConsumerCreated, tag, name, "")
 	return nil

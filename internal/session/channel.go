@@ -101,7 +101,6 @@ func (ch *Channel) dropAssembly() {
 func newChannel(c *Conn, id uint16) *Channel {
 	ch := &Channel{id: id, conn: c}
 	ch.active.Store(true)
-	ch.dl.consumers = make(map[string]*consumer)
 	c.trackChannel(ch)
 	return ch
 }

@@ -228,7 +228,7 @@ func (c *Conn) finish() {
 	c.out.Lock()
 	c.out.stopped = true
 	c.out.buf = nil
-	c.out.stopTimersLocked()
+	c.stopTimersLocked()
 	c.out.Unlock()
 	c.closeRWC()
 
@@ -808,10 +808,15 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 	}
 	c.vhost = m.VirtualHost
 	c.state.Store(int32(stateOpen))
+	if r, ok := c.tr.(transport.IdleReleaser); ok {
+		r.ReleaseWhenIdle() // open: from now on it may idle for long
+	}
 	c.out.Lock()
 	if c.out.handshakeTimer != nil {
 		c.out.handshakeTimer.Stop()
+		c.out.handshakeTimer = nil // an open connection keeps no timer
 	}
+	c.out.releaseIdleBuffersLocked() // connection.start's, ten times what most connections need
 	c.out.Unlock()
 	c.sendMethod(0, &amqp.ConnectionOpenOk{})
 	c.log.Info("session: connection open", "user", c.user, "vhost", c.vhost, clientAttr(c.clientProperties))

@@ -32,9 +32,14 @@
 // when the transport allows it (transport.InPlaceWriter); a flushing flag
 // in the outbox keeps the two from ever writing at once. With the queue's
 // own in-place Get and AckGot, a get round trip wakes no goroutine but the
-// reader. Timers (handshake timeout, close-ok timeout, heartbeat) are
-// time.AfterFunc callbacks that take the outbox lock, never block, and are
-// stopped before Serve returns.
+// reader. A queue delivering to a consumer queues each delivery without
+// poking and pokes once after its batch (queue.Flusher), so a batch goes
+// out in one write; the writer writes batches of rawWriteMin bytes or more
+// in place too (they only build up under load), small ones through the
+// runtime's syscall path, which suits a connection at a low rate. Timers
+// (handshake timeout, close-ok timeout) are time.AfterFunc callbacks that
+// take the outbox lock, never block, and are stopped before Serve returns;
+// heartbeats are ticked by the shared schedule (see Heartbeats).
 //
 // # Handshake
 //
@@ -76,11 +81,14 @@
 //
 // # Heartbeats
 //
-// With a negotiated interval, a timer ticks every half interval: when
+// With a negotiated interval, the connection is ticked every half interval
+// by the process's one heartbeat schedule (heartbeat.go: a heap of
+// connections under one timer, which runs the ticks of all connections due
+// within 50 ms of each other on one wake-up; no timer per connection): when
 // nothing but heartbeats was written since the last tick a heartbeat frame
 // goes out (an idle client hears from us every half interval, leaving slack
-// for timer jitter), and when no frame arrived for two intervals the stream
-// is closed.
+// for timer jitter) and the writer's spare buffer is given back, and when
+// no frame arrived for two intervals the stream is closed.
 //
 // # Flow control
 //

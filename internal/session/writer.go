@@ -51,21 +51,28 @@ type outbox struct {
 	handshakeTimer *time.Timer // closes a connection not open in time
 	closeTimer     *time.Timer // closes a connection whose close-ok is late
 
-	// Heartbeat monitor (see heartbeatTick).
-	heartbeatTimer *time.Timer
-	heartbeatHalf  time.Duration
-	lastFramesIn   uint64
-	missedTicks    int
+	// Heartbeat monitor (see heartbeatTick), ticked by the shared
+	// schedule (heartbeat.go) while heartbeatHalf is not zero.
+	hb            heartbeatEntry
+	heartbeatHalf time.Duration
+	lastFramesIn  uint64
+	missedTicks   int
 	// monitorPaused stops the missed-heartbeat count while an alarm holds
 	// the reader; the sending half of heartbeatTick keeps working.
 	monitorPaused bool
 }
 
-func (o *outbox) stopTimersLocked() {
-	for _, t := range []*time.Timer{o.handshakeTimer, o.closeTimer, o.heartbeatTimer} {
+// stopTimersLocked stops c's timers and takes it out of the heartbeat
+// schedule.
+func (c *Conn) stopTimersLocked() {
+	o := &c.out
+	for _, t := range []*time.Timer{o.handshakeTimer, o.closeTimer} {
 		if t != nil {
 			t.Stop()
 		}
+	}
+	if o.heartbeatHalf != 0 {
+		heartbeats.remove(c)
 	}
 }
 
@@ -365,13 +372,23 @@ func (c *Conn) flush(inPlace bool) error {
 	}
 }
 
-// write writes one batch, in place when asked and the stream can.
+// write writes one batch, in place when asked and the stream can. The
+// writer's own batches take the stream's ordinary path while they are
+// small, a connection at a low rate (see socket_linux.go for why), and the
+// in-place path once they are rawWriteMin or more, which only a
+// connection under load queues between two writes: there the runtime's
+// syscall entry and the sysmon wake-ups it brings cost the broker more
+// than the write.
 func (c *Conn) write(batch []byte, inPlace bool) error {
-	if inPlace && c.inPlace != nil {
+	if c.inPlace != nil && (inPlace || len(batch) >= rawWriteMin) {
 		return c.inPlace.WriteInPlace(batch)
 	}
 	return c.tr.Write(batch)
 }
+
+// rawWriteMin is the batch size from which the writer writes in place:
+// several deliveries of small messages, one of 512 bytes or more.
+const rawWriteMin = 512
 
 // shutdownWrite sends EOF to the peer while still reading, so the peer sees
 // everything we wrote before the connection goes (a TCP socket closed with
@@ -386,7 +403,8 @@ func (c *Conn) shutdownWrite() {
 const heartbeatFrameSize = 8
 
 // startHeartbeat starts the heartbeat monitor for the negotiated interval.
-// It ticks every half interval on a timer (no goroutine of its own):
+// It ticks every half interval, run by the process's one heartbeat
+// schedule (heartbeat.go), not a timer of its own:
 //   - if nothing but heartbeats was written since the previous tick it
 //     queues a heartbeat frame, so an idle client hears from us every half
 //     interval (RabbitMQ's sender checks at the same rate; amqp091-go gives
@@ -401,13 +419,32 @@ func (c *Conn) startHeartbeat(interval time.Duration) {
 	}
 	c.out.heartbeatHalf = interval / 2
 	c.out.lastFramesIn = c.framesIn.Load()
-	c.out.heartbeatTimer = time.AfterFunc(c.out.heartbeatHalf, c.heartbeatTick)
+	heartbeats.add(c, c.out.heartbeatHalf)
+}
+
+// idleBufferCap is the largest outbox buffer an idle connection keeps
+// (releaseIdleBuffersLocked).
+const idleBufferCap = 64
+
+// releaseIdleBuffersLocked drops the outbox's buffers when they are empty
+// and larger than idleBufferCap: a connection that goes idle (a heartbeat
+// tick with nothing written since the last, or the end of the handshake)
+// keeps no buffer a burst grew, up to maxSpareBuffer. The spare is left to
+// a writer that is flushing: it is the writer's until the write is done.
+func (o *outbox) releaseIdleBuffersLocked() {
+	if !o.flushing && cap(o.spare) > idleBufferCap {
+		o.spare = nil
+	}
+	if len(o.buf) == 0 && cap(o.buf) > idleBufferCap {
+		o.buf = nil
+	}
 }
 
 // missedTicksLimit is two heartbeat intervals of silence, in half-interval
 // ticks.
 const missedTicksLimit = 4
 
+// heartbeatTick is one tick of the heartbeat monitor (startHeartbeat).
 func (c *Conn) heartbeatTick() {
 	c.out.Lock()
 	if c.out.stopped {
@@ -430,10 +467,13 @@ func (c *Conn) heartbeatTick() {
 	}
 	poke := false
 	if !c.wrote.Swap(false) && len(c.out.buf) == 0 {
+		// Idle for half an interval: give back the writer's spare buffer,
+		// which a burst may have grown up to maxSpareBuffer, and queue a
+		// heartbeat in a buffer of its size.
+		c.out.releaseIdleBuffersLocked()
 		c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
 		poke = true
 	}
-	c.out.heartbeatTimer.Reset(c.out.heartbeatHalf)
 	c.out.Unlock()
 	if poke {
 		c.poke()

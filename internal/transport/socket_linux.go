@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/warrenmq/broker/amqp"
 )
 
 // rawSocket is a TCP connection whose reads, and the writes the session's
@@ -25,11 +27,12 @@ import (
 // kernel says EAGAIN, the goroutine parks until the socket is ready, and
 // Close and deadlines behave as with net.Conn.
 //
-// The writer goroutine's writes keep the ordinary path (Write, promoted
-// from the TCPConn): measured with the latency scenario at 1,000 msg/s,
-// raw writes there made the median 10 % worse, the sysmon wake-up they
-// skip apparently keeping the other CPU out of its idle state for the
-// client's next wake-up (docs/performance.md).
+// The writer goroutine's small writes keep the ordinary path (Write,
+// promoted from the TCPConn): measured with the latency scenario at 1,000
+// msg/s, raw writes there made the median 10 % worse, the sysmon wake-up
+// they skip apparently keeping the other CPU out of its idle state for the
+// client's next wake-up (docs/performance.md). Its large batches, which
+// only build up under load, are written in place (the session decides).
 //
 // One goroutine reads at a time and one writes in place at a time (the
 // Conn's contract): each direction keeps its call's state in the struct,
@@ -43,6 +46,13 @@ type rawSocket struct {
 	readBuf []byte
 	readN   int
 	readErr syscall.Errno
+	// noWait: the read returns at once (ReadNoWait); wouldBlock says the
+	// socket had nothing.
+	noWait, wouldBlock bool
+
+	waitFn   func(fd uintptr) bool // s.wait, bound once
+	waited   bool                  // wait's first call is done
+	peekByte [1]byte
 
 	writeFn  func(fd uintptr) bool // s.write, bound once
 	writeBuf []byte
@@ -62,7 +72,7 @@ func wrapSocket(rwc io.ReadWriteCloser) io.ReadWriteCloser {
 		return rwc
 	}
 	s := &rawSocket{TCPConn: tc, rc: rc}
-	s.readFn, s.writeFn = s.read, s.write
+	s.readFn, s.writeFn, s.waitFn = s.read, s.write, s.wait
 	return s
 }
 
@@ -88,6 +98,48 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// ReadNoWait is Read, except that it returns amqp.ErrWouldBlock at once
+// when nothing is there (amqp.IdleWaiter).
+func (s *rawSocket) ReadNoWait(p []byte) (int, error) {
+	s.noWait, s.wouldBlock = true, false
+	n, err := s.Read(p)
+	s.noWait = false
+	if s.wouldBlock {
+		return 0, amqp.ErrWouldBlock
+	}
+	return n, err
+}
+
+// WaitReadable parks until the socket has input, its end or an error
+// (amqp.IdleWaiter), holding no buffer meanwhile.
+func (s *rawSocket) WaitReadable() error {
+	s.waited = false
+	return s.rc.Read(s.waitFn)
+}
+
+// wait is WaitReadable's callback. Its first call asks the kernel (a
+// one-byte MSG_PEEK): the poller forgets readiness it saw before the
+// call, so only the socket can tell whether input already came. Later
+// calls follow a wake-up of the poller and report ready without asking;
+// a spurious one costs the caller a read that finds nothing.
+func (s *rawSocket) wait(fd uintptr) bool {
+	if s.waited {
+		return true
+	}
+	s.waited = true
+	for {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peekByte[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			return true // input, its end, or an error the next read reports
+		}
+	}
+}
+
 // read is Read's callback: false parks until the socket is readable.
 func (s *rawSocket) read(fd uintptr) bool {
 	for {
@@ -98,6 +150,10 @@ func (s *rawSocket) read(fd uintptr) bool {
 			return true
 		case syscall.EINTR:
 		case syscall.EAGAIN:
+			if s.noWait {
+				s.wouldBlock = true
+				return true
+			}
 			return false
 		default:
 			s.readErr = e

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection, the server's
@@ -237,4 +239,48 @@ func TestWatchHangupStreams(t *testing.T) {
 	hungUp, stop := watchHangup(a)
 	require.Nil(t, hungUp)
 	stop()
+}
+
+// waitRecorder is an IdleWaiter that calls onWait, on the reader's
+// goroutine, before each wait.
+type waitRecorder struct {
+	amqp.IdleWaiter
+	onWait func()
+}
+
+func (w waitRecorder) WaitReadable() error {
+	w.onWait()
+	return w.IdleWaiter.WaitReadable()
+}
+
+// TestIdleSocketHoldsNoReadBuffer: a Conn over TCP reading frames gives its
+// read buffer back while it waits for the next one, and reads on when the
+// frame comes.
+func TestIdleSocketHoldsNoReadBuffer(t *testing.T) {
+	s, client := tcpPair(t)
+	c := New(s.TCPConn).(*tcpStream)
+	c.ReleaseWhenIdle()
+	var held []int
+	waiting := make(chan struct{}, 16)
+	c.idle = waitRecorder{IdleWaiter: c.idle, onWait: func() {
+		held = append(held, c.fr.BufferSize())
+		waiting <- struct{}{}
+	}}
+	frame := amqp.AppendMethodFrame(nil, 1, &amqp.ChannelOpen{})
+	go func() {
+		// Each frame only once the reader waits for it.
+		for range 2 {
+			<-waiting
+			_, _ = client.Write(frame)
+		}
+	}()
+	for range 2 {
+		f, err := c.ReadFrame()
+		require.NoError(t, err)
+		require.Equal(t, uint16(1), f.Channel)
+	}
+	require.GreaterOrEqual(t, len(held), 2, "the reader never waited")
+	for _, n := range held {
+		require.Zero(t, n, "read buffer held while waiting")
+	}
 }

@@ -88,6 +88,20 @@ type HangupWatcher interface {
 	WatchHangup() (hungUp <-chan struct{}, stop func())
 }
 
+// IdleReleaser is implemented by a Conn that can give its read buffer
+// back while it waits for input (a TCP socket, whose poller tells when
+// input comes), so an idle connection holds none.
+type IdleReleaser interface {
+	// ReleaseWhenIdle starts doing so: from the next read on, a read
+	// that finds nothing buffered and nothing in the socket returns the
+	// buffer to a shared pool before it waits (amqp.IdleWaiter). The
+	// session asks once the handshake is over: during it every read
+	// waits for the peer's next frame, and the extra check before each
+	// wait would slow the accept rate down for nothing. Only the reader
+	// goroutine calls it.
+	ReleaseWhenIdle()
+}
+
 // Peer describes the other end of a Conn.
 type Peer struct {
 	// Local and Remote are the stream's addresses; nil when it has none.
@@ -127,6 +141,9 @@ func New(rwc io.ReadWriteCloser) Conn {
 	}
 	s.src = wrapSocket(s.rwc)
 	s.fr = amqp.NewFrameReader(s)
+	if w, ok := s.src.(amqp.IdleWaiter); ok {
+		s.idle = w // used once the session asks (ReleaseWhenIdle)
+	}
 	if tc, ok := s.rwc.(*net.TCPConn); ok {
 		t := &tcpStream{stream: s, tc: tc}
 		t.raw, _ = s.src.(rawInPlaceWriter)
@@ -156,6 +173,9 @@ type stream struct {
 	// now is SetClock's clock; readAt what ReadAt reports.
 	now    func() int64
 	readAt atomic.Int64
+	// idle is src when it can wait without a buffer (a raw socket);
+	// stream's ReadNoWait and WaitReadable go to it.
+	idle amqp.IdleWaiter
 }
 
 // SetClock implements Clocked.
@@ -169,6 +189,7 @@ var (
 	_ HangupWatcher = (*stream)(nil)
 	_ Clocked       = (*stream)(nil)
 	_ InPlaceWriter = (*tcpStream)(nil)
+	_ IdleReleaser  = (*stream)(nil)
 )
 
 func (s *stream) ReadProtocolHeader() ([8]byte, error) { return s.fr.ReadProtocolHeader() }
@@ -178,11 +199,39 @@ func (s *stream) SetMaxFrameSize(n uint32)             { s.fr.SetMaxFrameSize(n)
 // Read is the FrameReader's and Discard's source. It counts what it read
 // before it says it left the read, so Stats' promise about Recv and
 // Reading holds.
-func (s *stream) Read(p []byte) (int, error) {
+func (s *stream) Read(p []byte) (int, error) { return s.read(p, false) }
+
+// ReleaseWhenIdle implements IdleReleaser; a no-op on a stream that
+// cannot wait without a buffer (TLS, pipes).
+func (s *stream) ReleaseWhenIdle() {
+	if s.idle != nil {
+		s.fr.SetIdleWaiter(s)
+	}
+}
+
+// ReadNoWait implements amqp.IdleWaiter for the FrameReader (only set
+// when src is one).
+func (s *stream) ReadNoWait(p []byte) (int, error) { return s.read(p, true) }
+
+// WaitReadable implements amqp.IdleWaiter: the reader is in a read.
+func (s *stream) WaitReadable() error {
+	s.reading.Store(true)
+	err := s.idle.WaitReadable()
+	s.reading.Store(false)
+	return err
+}
+
+// read is Read, or ReadNoWait when noWait.
+func (s *stream) read(p []byte, noWait bool) (int, error) {
 	s.reading.Store(true)
 	var n int
 	var err error
-	if s.pipe != nil {
+	if noWait {
+		n, err = s.idle.ReadNoWait(p)
+		if n > 0 && s.now != nil {
+			s.readAt.Store(s.now())
+		}
+	} else if s.pipe != nil {
 		var at int64
 		n, at, err = s.pipe.readAt(p)
 		if n > 0 && at != 0 {

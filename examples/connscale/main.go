@@ -1,0 +1,261 @@
+// Command connscale measures what idle AMQP connections cost a broker: it
+// opens -conns connections (each through the handshake, accepting the
+// broker's heartbeat, with one channel open), leaves them idle and reports
+// the broker's resident memory per connection (from /proc/PID/status of
+// -broker-pid), its CPU while they idle, and how fast they were opened.
+// It speaks the protocol itself and reads nothing once a connection is
+// open, so it needs no goroutine per connection; the broker's heartbeats
+// wait in the socket buffers.
+//
+//	go run ./examples/connscale -url amqp://guest:guest@127.0.0.1:5672/ -broker-pid 1234 -conns 10000
+//
+// More than about 28,000 connections from one address run out of
+// ephemeral ports: -sources 127.0.0.2,127.0.0.3 spreads the dials over
+// several loopback source addresses. Each connection is a descriptor on
+// both sides: raise ulimit -n for the broker and for connscale.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/broker/amqp"
+)
+
+func main() {
+	rawURL := flag.String("url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP URL of the broker")
+	pid := flag.Int("broker-pid", 0, "pid of the broker, to read its RSS and CPU from /proc")
+	n := flag.Int("conns", 10000, "connections to open")
+	dialers := flag.Int("dialers", 8, "connections opened in parallel")
+	idle := flag.Duration("idle", 5*time.Second, "how long to keep them open and idle before measuring")
+	sources := flag.String("sources", "", "comma-separated local addresses to dial from, in turn (default: the system's choice)")
+	asJSON := flag.Bool("json", false, "print the result as one JSON object")
+	flag.Parse()
+	if err := run(*rawURL, *pid, *n, *dialers, *idle, *sources, *asJSON); err != nil {
+		fmt.Fprintln(os.Stderr, "connscale:", err)
+		os.Exit(1)
+	}
+}
+
+// result is what one run measured.
+type result struct {
+	Conns          int     `json:"conns"`
+	OpenSeconds    float64 `json:"open_s"`
+	ConnsPerSecond float64 `json:"conns_per_s"`
+	RSSBeforeMiB   float64 `json:"rss_before_mib,omitempty"`
+	RSSAfterMiB    float64 `json:"rss_after_mib,omitempty"`
+	RSSPerConnKiB  float64 `json:"rss_per_conn_kib,omitempty"`
+	IdleCPUCores   float64 `json:"idle_cpu_cores,omitempty"`
+}
+
+func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string, asJSON bool) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	user, pass := "guest", "guest"
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	vhost := "/"
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		vhost, _ = url.PathUnescape(p)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "5672")
+	}
+	var locals []net.Addr
+	for _, s := range strings.Split(sources, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			locals = append(locals, &net.TCPAddr{IP: net.ParseIP(s)})
+		}
+	}
+
+	var res result
+	res.Conns = n
+	rssBefore, _ := procRSS(pid)
+	conns := make([]net.Conn, n)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, dialers)
+	for d := range dialers {
+		wg.Go(func() {
+			for i := d; i < n; i += dialers {
+				dialer := net.Dialer{Timeout: 10 * time.Second}
+				if len(locals) > 0 {
+					dialer.LocalAddr = locals[i%len(locals)]
+				}
+				c, err := dialer.Dial("tcp", addr)
+				if err != nil {
+					errs <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				conns[i] = c
+				if err := open(c, user, pass, vhost); err != nil {
+					errs <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	res.OpenSeconds = time.Since(start).Seconds()
+	res.ConnsPerSecond = float64(n) / res.OpenSeconds
+
+	cpu0, _ := procCPU(pid)
+	time.Sleep(idle)
+	cpu1, _ := procCPU(pid)
+	if pid != 0 {
+		rssAfter, err := procRSS(pid)
+		if err != nil {
+			return err
+		}
+		res.RSSBeforeMiB = float64(rssBefore) / (1 << 20)
+		res.RSSAfterMiB = float64(rssAfter) / (1 << 20)
+		res.RSSPerConnKiB = float64(int64(rssAfter)-int64(rssBefore)) / float64(n) / 1024
+		res.IdleCPUCores = (cpu1 - cpu0).Seconds() / idle.Seconds()
+	}
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	fmt.Printf("%d connections opened in %.2f s (%.0f/s)\n", n, res.OpenSeconds, res.ConnsPerSecond)
+	if pid != 0 {
+		fmt.Printf("broker RSS %.1f -> %.1f MiB: %.1f KiB per connection; idle CPU %.3f cores\n",
+			res.RSSBeforeMiB, res.RSSAfterMiB, res.RSSPerConnKiB, res.IdleCPUCores)
+	}
+	return nil
+}
+
+// open runs the client side of the handshake on c up to channel.open-ok
+// on channel 1, accepting the broker's channel-max, frame-max and
+// heartbeat.
+func open(c net.Conn, user, pass, vhost string) error {
+	if err := c.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		return err
+	}
+	r := amqp.NewFrameReader(bufio.NewReaderSize(c, 512))
+	if _, err := c.Write([]byte("AMQP\x00\x00\x09\x01")); err != nil {
+		return err
+	}
+	if _, err := expect[*amqp.ConnectionStart](r); err != nil {
+		return err
+	}
+	out := amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00" + user + "\x00" + pass, Locale: "en_US"})
+	if _, err := c.Write(out); err != nil {
+		return err
+	}
+	tune, err := expect[*amqp.ConnectionTune](r)
+	if err != nil {
+		return err
+	}
+	out = amqp.AppendMethodFrame(out[:0], 0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: tune.Heartbeat})
+	out = amqp.AppendMethodFrame(out, 0, &amqp.ConnectionOpen{VirtualHost: vhost})
+	out = amqp.AppendMethodFrame(out, 1, &amqp.ChannelOpen{})
+	if _, err := c.Write(out); err != nil {
+		return err
+	}
+	if _, err := expect[*amqp.ConnectionOpenOk](r); err != nil {
+		return err
+	}
+	if _, err := expect[*amqp.ChannelOpenOk](r); err != nil {
+		return err
+	}
+	return c.SetDeadline(time.Time{})
+}
+
+// expect reads frames, skipping heartbeats, until a method, which must be
+// an M.
+func expect[M amqp.Method](r *amqp.FrameReader) (M, error) {
+	var zero M
+	for {
+		f, err := r.ReadFrame()
+		if err != nil {
+			return zero, err
+		}
+		if f.Type == amqp.FrameHeartbeat {
+			continue
+		}
+		if f.Type != amqp.FrameMethod {
+			return zero, fmt.Errorf("frame type %d, want a method", f.Type)
+		}
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			return zero, err
+		}
+		if cl, ok := m.(*amqp.ConnectionClose); ok {
+			return zero, fmt.Errorf("broker closed the connection: %d %s", cl.ReplyCode, cl.ReplyText)
+		}
+		want, ok := m.(M)
+		if !ok {
+			return zero, fmt.Errorf("got %s, want %T", m.Name(), zero)
+		}
+		return want, nil
+	}
+}
+
+// procRSS is pid's VmRSS in bytes; 0 without a pid.
+func procRSS(pid int) (uint64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// procCPU is pid's user+system CPU time, from /proc/PID/stat (fields 14
+// and 15, in USER_HZ ticks of 1/100 s).
+func procCPU(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	var ticks uint64
+	for _, f := range fields[11:13] {
+		t, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += t
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
