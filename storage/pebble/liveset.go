@@ -64,6 +64,18 @@ func (l *liveSet) takeDirty() []uint64 {
 	return d
 }
 
+// pageKeys returns the keys of every chunk that has, or may still have, a
+// page: those holding an offset and those changed since the last takeDirty.
+func (l *liveSet) pageKeys() []uint64 {
+	keys := make([]uint64, 0, len(l.chunks)+len(l.dirty))
+	for k := range l.chunks {
+		keys = append(keys, k)
+	}
+	keys = append(keys, l.dirty...)
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // chunkAt returns the chunk with key, nil when no offset in it is set.
 func (l *liveSet) chunkAt(key uint64) *chunk { return l.chunks[key] }
 

@@ -773,8 +773,9 @@ func (s *Store) DeleteShard(ctx context.Context, name string) error {
 }
 
 // deletePointsLocked adds to b a SingleDelete for each live record (each
-// was set once, as deleteLocked relies on too) and a Delete for the state
-// key, which every Append overwrote.
+// was set once, as deleteLocked relies on too) and a Delete for each live
+// and transient page and for the state key, which are overwritten as the
+// shard changes.
 func (s *Store) deletePointsLocked(sh *shard, b batch) error {
 	keyLen := recordKeyLen(sh.prefix)
 	for off, ok := sh.mu.live.first(0); ok; off, ok = sh.mu.live.first(off + 1) {
@@ -782,6 +783,17 @@ func (s *Store) deletePointsLocked(sh *shard, b batch) error {
 		appendRecordKey(op.Key[:0], sh.prefix, off)
 		if err := op.Finish(); err != nil {
 			return err
+		}
+	}
+	for _, p := range []struct {
+		kind byte
+		set  *liveSet
+	}{{kindLive, &sh.mu.live}, {kindTrans, &sh.mu.transient}} {
+		for _, k := range p.set.pageKeys() {
+			sh.mu.scratch = appendPageKey(sh.mu.scratch[:0], sh.prefix, p.kind, k)
+			if err := b.Delete(sh.mu.scratch, nil); err != nil {
+				return err
+			}
 		}
 	}
 	return b.Delete(sh.state, nil)
