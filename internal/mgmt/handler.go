@@ -797,11 +797,7 @@ func (m *mgmt) queues(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	rq, ok := rateQueriesOf(c)
-	if !ok {
-		return
-	}
-	lq, ok := parseListQuery(c) // paging.go
+	rq, lq, ok := listParams(c)
 	if !ok {
 		return
 	}
@@ -1472,11 +1468,7 @@ func (m *mgmt) connectionJSON(in Connection, rq rateQueries) map[string]any {
 }
 
 func (m *mgmt) connections(c *mgmtCall) {
-	rq, ok := rateQueriesOf(c)
-	if !ok {
-		return
-	}
-	lq, ok := parseListQuery(c) // paging.go
+	rq, lq, ok := listParams(c)
 	if !ok {
 		return
 	}

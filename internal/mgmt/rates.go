@@ -62,6 +62,17 @@ type Rater interface {
 	Rates() *rates.Recorder
 }
 
+// listParams reads a listing's history and paging parameters (paging.go),
+// answering 400 when either is bad.
+func listParams(c *mgmtCall) (rateQueries, listQuery, bool) {
+	rq, ok := rateQueriesOf(c)
+	if !ok {
+		return rq, listQuery{}, false
+	}
+	lq, ok := parseListQuery(c)
+	return rq, lq, ok
+}
+
 // details returns the object key's details under q, nil without history.
 func (m *mgmt) details(key string, q rates.Query) []rates.Details {
 	r, ok := m.b.(Rater)
