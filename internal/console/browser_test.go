@@ -182,8 +182,8 @@ func login(user, password string) chromedp.Action[chromedp.Void] {
 	)
 }
 
-// TestConsoleInBrowser drives the console in headless Chromium as issue
-// 27's "Done when" lists: log in, see a queue created over AMQP with its
+// TestConsoleInBrowser drives the console in headless Chromium through
+// what a user does first: log in, see a queue created over AMQP with its
 // depth, open it, publish and get a message through the page, purge it,
 // and see a non-administrator refused the users page. Screenshots of
 // each step are saved (artifacts).
