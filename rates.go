@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/rates"
 )
 
@@ -77,13 +78,8 @@ func (b *Broker) sampleRound(rec *rates.Recorder, now time.Time, interval time.D
 			if err != nil {
 				continue
 			}
-			c := q.Counters()
-			vals = [rates.MessageValues]uint64{
-				rates.Publish: c.Publish, rates.Deliver: c.Deliver, rates.DeliverNoAck: c.DeliverNoAck,
-				rates.Get: c.Get, rates.GetNoAck: c.GetNoAck, rates.DeliverGet: c.Deliver + c.DeliverNoAck + c.Get + c.GetNoAck,
-				rates.Redeliver: c.Redeliver, rates.Ack: c.Ack, rates.DeadLettered: c.DeadLettered,
-				rates.Messages: u.Ready + u.Unacked, rates.MessagesReady: u.Ready, rates.MessagesUnacknowledged: u.Unacked,
-			}
+			vals = mgmt.QueueValues(mgmt.Counters(messageCountersOf(q.Counters())))
+			vals[rates.Messages], vals[rates.MessagesReady], vals[rates.MessagesUnacknowledged] = u.Ready+u.Unacked, u.Ready, u.Unacked
 			rec.Record(rates.QueueKey(q.Def.VHost, q.Def.Name), false, rates.MessageCounters, vals[:])
 			for i := range vals {
 				vhostVals[i] += vals[i]
@@ -94,12 +90,9 @@ func (b *Broker) sampleRound(rec *rates.Recorder, now time.Time, interval time.D
 			total[i] += vhostVals[i]
 		}
 	}
-	t := b.totals()
-	total[rates.Publish], total[rates.Confirm] = t.Published, t.Confirmed
-	total[rates.ReturnUnroutable], total[rates.DropUnroutable] = t.ReturnedUnroutable, t.DroppedUnroutable
-	total[rates.Deliver], total[rates.DeliverNoAck], total[rates.Get], total[rates.GetNoAck] = t.Delivered, t.DeliveredNoAck, t.Got, t.GotNoAck
-	total[rates.DeliverGet] = t.Delivered + t.DeliveredNoAck + t.Got + t.GotNoAck
-	total[rates.Redeliver], total[rates.Ack], total[rates.DeadLettered] = t.Redelivered, t.Acked, t.DeadLettered
+	lengths := total
+	total = mgmt.BrokerValues(mgmt.Counters(b.totals()))
+	copy(total[rates.Messages:], lengths[rates.Messages:])
 	rec.Record(rates.BrokerKey, true, rates.MessageCounters, total[:])
 	var oct [rates.OctetValues]uint64
 	for _, c := range b.sortedConns() {

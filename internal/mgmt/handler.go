@@ -505,7 +505,7 @@ func (m *mgmt) overview(c *mgmtCall) {
 		"disable_stats":      false,
 		"exchange_types":     types,
 		"listeners":          listeners,
-		"message_stats":      messageStats(brokerStats, valuesOf(s.Totals), m.details(rates.BrokerKey, rq.msg)),
+		"message_stats":      messageStats(brokerStats, BrokerValues(s.Totals), m.details(rates.BrokerKey, rq.msg)),
 		"object_totals": map[string]int{
 			"connections": s.Connections, "channels": s.Channels, "consumers": s.Consumers,
 			"exchanges": s.Exchanges, "queues": s.Queues,
@@ -561,7 +561,7 @@ func (m *mgmt) vhostJSON(ctx context.Context, vh string, rq rateQueries) map[str
 	for _, q := range m.b.Queues(ctx, vh) {
 		ready += q.Ready
 		unacked += q.Unacked
-		for i, v := range queueValuesOf(q.Counters) {
+		for i, v := range QueueValues(q.Counters) {
 			sums[i] += v
 		}
 	}
@@ -784,7 +784,7 @@ func (m *mgmt) queueOf(q Queue, rq rateQueries) queueJSON {
 		Exclusive: q.Exclusive, Arguments: definitions.TableJSON(q.Args), Node: m.node(), State: "running",
 		Type: "classic", Messages: q.Ready + q.Unacked, MessagesReady: q.Ready, MessagesUnacknowledged: q.Unacked,
 		Consumers: q.Consumers, Memory: q.Memory, policyFields: policyFieldsOf(q.Policy),
-		MessageStats: messageStats(queueStats, queueValuesOf(q.Counters), m.details(key, rq.msg)),
+		MessageStats: messageStats(queueStats, QueueValues(q.Counters), m.details(key, rq.msg)),
 	}
 	if d := m.details(key, rq.lengths); d != nil {
 		out.MessagesDetails, out.MessagesReadyDetails, out.MessagesUnacknowledgedDetails = &d[rates.Messages], &d[rates.MessagesReady], &d[rates.MessagesUnacknowledged]

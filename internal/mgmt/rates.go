@@ -86,17 +86,18 @@ func (m *mgmt) details(key string, q rates.Query) []rates.Details {
 	return rec.Details(key, q, time.Now())
 }
 
-// queueValuesOf lays a queue's counters out as valuesOf does; a queue's
-// publish counts the messages it took.
-func queueValuesOf(c Counters) [rates.MessageValues]uint64 {
-	v := valuesOf(c)
+// QueueValues lays a queue's counters out as BrokerValues does; a
+// queue's publish counts the messages it took. The broker's sampler
+// records these and the API shows them, so both name the same values.
+func QueueValues(c Counters) [rates.MessageValues]uint64 {
+	v := BrokerValues(c)
 	v[rates.Publish] = c.Enqueued
 	return v
 }
 
-// valuesOf lays the broker's counters c out as the rates package records
-// message values.
-func valuesOf(c Counters) [rates.MessageValues]uint64 {
+// BrokerValues lays the broker's counters c out as the rates package
+// records message values (the queue lengths left zero).
+func BrokerValues(c Counters) [rates.MessageValues]uint64 {
 	return [rates.MessageValues]uint64{
 		rates.Publish: c.Published, rates.Confirm: c.Confirmed,
 		rates.ReturnUnroutable: c.ReturnedUnroutable, rates.DropUnroutable: c.DroppedUnroutable,

@@ -4,7 +4,7 @@
 // client asks history of, the samples over the last minutes.
 //
 // A Recorder is fed by one sampler (the root package's, every Interval):
-// Record stores an object's values at that instant, Sweep forgets the
+// Record stores an object's values at that instant, EndRound forgets the
 // objects that were not recorded in the last round (deleted queues,
 // closed connections). Every object keeps its two newest samples, enough
 // for a rate; a full history of Keep samples is kept only for pinned
