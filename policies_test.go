@@ -436,9 +436,9 @@ func TestPolicyConsumerTimeout(t *testing.T) {
 		policyTimeout int64
 		want          string
 	}{
-		{"policy alone", nil, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
-		{"policy below the argument", amqp091.Table{"x-consumer-timeout": long}, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
-		{"argument below the policy", amqp091.Table{"x-consumer-timeout": int64(200)}, nil, long, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
+		{"policy alone", nil, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more"},
+		{"policy below the argument", amqp091.Table{"x-consumer-timeout": long}, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more"},
+		{"argument below the policy", amqp091.Table{"x-consumer-timeout": int64(200)}, nil, long, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more"},
 		{"consumer argument wins", nil, amqp091.Table{"x-consumer-timeout": long}, 200, "no timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

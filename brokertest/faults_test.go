@@ -212,7 +212,7 @@ func TestLabForceConsumerTimeout(t *testing.T) {
 	require.NoError(t, lab.ForceConsumerTimeout("slow", 1))
 	e, _ := amqptest.Receive(t, closed)
 	require.Equal(t, amqp091.PreconditionFailed, e.Code)
-	require.Contains(t, e.Reason, "delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms.")
+	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms. This timeout value can be configured, see consumers doc guide to learn more", e.Reason)
 	ch2 := amqptest.Channel(t, conn)
 	d := amqptest.Get(t, ch2, "q", true)
 	require.True(t, d.Redelivered)
