@@ -341,6 +341,35 @@ func TestLabTrace(t *testing.T) {
 	}
 }
 
+// failingTB is a testing.TB that reports the test failed and keeps what
+// is logged and the cleanups registered, so a test can see what a Lab
+// does for a failed test.
+type failingTB struct {
+	testing.TB
+	logs     []string
+	cleanups []func()
+}
+
+func (f *failingTB) Failed() bool            { return true }
+func (f *failingTB) Log(args ...any)         { f.logs = append(f.logs, fmt.Sprint(args...)) }
+func (f *failingTB) Logf(s string, a ...any) { f.logs = append(f.logs, fmt.Sprintf(s, a...)) }
+func (f *failingTB) Cleanup(fn func())       { f.cleanups = append(f.cleanups, fn) }
+
+// When the test fails, the Lab prints every connection's wire trace
+// through t.Log at cleanup.
+func TestLabPrintsTraceWhenTheTestFails(t *testing.T) {
+	ftb := &failingTB{TB: t}
+	lab := brokertest.NewLab(ftb, broker.Options{})
+	ch := amqptest.Channel(t, lab.DialAMQP(t, "traced"))
+	amqptest.DeclareQueue(t, ch, "printed", false)
+	require.Empty(t, ftb.logs, "nothing is printed before the cleanup")
+	for i := len(ftb.cleanups) - 1; i >= 0; i-- {
+		ftb.cleanups[i]()
+	}
+	require.NotEmpty(t, ftb.logs)
+	require.Contains(t, strings.Join(ftb.logs, "\n"), "C> ch1 queue.declare")
+}
+
 var errStalled = errors.New("stalled")
 
 // The network faults, on both doors.
