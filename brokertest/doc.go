@@ -88,9 +88,9 @@
 //
 // # Stores
 //
-//	lab.FailAppends(3)                                             // the next 3 appends fail: basic.nack
-//	lab.FailStore(brokertest.StoreSync, 1, brokertest.ErrDiskFull) // any store call, any error
-//	lab.DiskFull()                                                 // disk alarm, every write ENOSPC
+//	lab.FailAppends(3)                                            // the next 3 appends fail: basic.nack
+//	lab.FailStore(brokertest.StoreAck, 1, brokertest.ErrDiskFull) // any store call, any error
+//	lab.DiskFull()                                                // disk alarm, every write ENOSPC
 //	lab.DiskFreed()
 //	lab.ClearStoreFaults()
 //	hang := lab.HangStore(brokertest.StoreAppend) // the next append waits...
@@ -98,7 +98,9 @@
 //	hang.Release() // ...until released
 //
 // Store faults are built on internal/faultstore; publishers get
-// basic.nack for what could not be stored, as on a disk error.
+// basic.nack for what could not be stored, as on a disk error. A
+// persistent publish is written and synced by one append, so FailAppends
+// is also how a failed sync looks to a publisher.
 //
 // # Observation
 //
