@@ -444,6 +444,24 @@ func TestLabNetworkFaults(t *testing.T) {
 				link.Heal()
 				amqptest.RequireWorks(t, dial(t, amqp091.Config{}))
 			})
+			t.Run("cut", func(t *testing.T) {
+				conn := dial(t, amqp091.Config{})
+				ch := amqptest.Channel(t, conn)
+				amqptest.DeclareQueue(t, ch, "cut", false)
+				amqptest.PublishConfirmed(t, ch, "cut", false, "held")
+				amqptest.Get(t, ch, "cut", false)
+				closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+				link.Cut()
+				e, _ := amqptest.Receive(t, closed)
+				require.NotNil(t, e)
+				require.NotEqual(t, amqp091.ConnectionForced, e.Code, "a cut sends no connection.close")
+				// The broker sees the dead connection and requeues what
+				// it held, as RabbitMQ does for a killed client.
+				_, err := lab.WaitQueue(bounded(t), "cut", brokertest.Ready(1))
+				require.NoError(t, err)
+				d := amqptest.Get(t, amqptest.Channel(t, dial(t, amqp091.Config{})), "cut", true)
+				require.True(t, d.Redelivered)
+			})
 			t.Run("reset", func(t *testing.T) {
 				conn := dial(t, amqp091.Config{})
 				ch := amqptest.Channel(t, conn)
