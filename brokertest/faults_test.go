@@ -478,7 +478,8 @@ func TestLabNetworkFaults(t *testing.T) {
 }
 
 // amqp091-go's own recovery (Config.Recovery, v1.13 and later) rides out a
-// restart, a crash and a connection closed from outside: it reconnects to
+// restart, a crash, a connection closed from outside and one the network
+// dropped: it reconnects to
 // the same address, declares the transient queue again, resumes its
 // consumer on the same delivery channel, and the consumer gets what is
 // published after each fault.
@@ -518,6 +519,7 @@ func TestLabAMQP091Recovery(t *testing.T) {
 					_, err := lab.CloseConnections("recovering", brokertest.ConnectionForced, brokertest.ManagementCloseReason)
 					return err
 				}},
+				{"cut", func() error { lab.Net().Cut(); return nil }}, // the network drops it
 			} {
 				require.NoError(t, fault.do(), fault.name)
 				// Recovered once the queue is back with its consumer.
