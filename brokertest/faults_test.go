@@ -479,10 +479,9 @@ func TestLabNetworkFaults(t *testing.T) {
 
 // amqp091-go's own recovery (Config.Recovery, v1.13 and later) rides out a
 // restart, a crash, a connection closed from outside and one the network
-// dropped: it reconnects to
-// the same address, declares the transient queue again, resumes its
-// consumer on the same delivery channel, and the consumer gets what is
-// published after each fault.
+// dropped: it reconnects to the same address, declares the transient
+// queue again, resumes its consumer on the same delivery channel, and the
+// consumer gets what is published after each fault.
 func TestLabAMQP091Recovery(t *testing.T) {
 	for _, door := range []string{"tcp", "dial"} {
 		t.Run(door, func(t *testing.T) {
