@@ -46,6 +46,9 @@ type stateToken struct {
 	// inPlace counts the ops callers ran in place (tests check that the
 	// hand-off happened).
 	inPlace uint64
+	// steps counts the actor's steps: with inPlace, the actor's idle
+	// timer sees whether anything happened since it last looked.
+	steps uint64
 }
 
 const (

@@ -84,6 +84,9 @@ func (q *Queue) startCommit(ctx context.Context) {
 	q.publishes, q.confirms = q.spare.recs[:0], q.spare.confirms[:0]
 	q.spare.recs, q.spare.confirms = nil, nil
 	q.committing = true
+	if q.commitDone == nil {
+		q.commitDone = make(chan commitResult, 1) // trim lets it go
+	}
 	shards, shard, done := q.cfg.Stores.Shards, q.cfg.Shard, q.commitDone
 	go func() {
 		_, err := shards.Append(ctx, shard, recs)

@@ -202,16 +202,19 @@ type Queue struct {
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
 	mbox mailbox // calls to the actor (mailbox.go)
 	kick chan struct{}
-	stop chan struct{}
 	done chan struct{}
-
-	stopOnce sync.Once
-	// quiet is closed when the stopping actor has drained its mailbox,
-	// finish when its stopper lets it close its inbox and exit (StopAll).
-	quiet      chan struct{}
-	quietOnce  sync.Once
-	finish     chan struct{}
-	finishOnce sync.Once
+	// running says that an actor goroutine exists (actor.go, "Lifecycle"):
+	// Kick starts one when it is false, and the goroutine clears it when
+	// it exits for want of work. It stays true once the actor stopped for
+	// good, so nothing starts another.
+	running atomic.Bool
+	// actors counts the goroutines acting as the actor: run panics when
+	// it would be two (a check, as mustHold is for the token).
+	actors atomic.Int32
+	// halting is set by StopAll (stop.go): the actor's next step stops it.
+	halting   atomic.Pointer[halt]
+	stopOnce  sync.Once
+	idleAfter time.Duration // idleAfter when the queue started
 	// group counts the dead-lettering in flight among the queues of this
 	// one's vhost (Group); leavingN counts this queue's leaving messages.
 	group    *Group
@@ -346,18 +349,12 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{
-		cfg:     cfg,
-		key:     meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		quiet:   make(chan struct{}),
-		finish:  make(chan struct{}),
-		group:   cfg.Features.Group,
-		waiting: make(map[uint64]waiting),
-		out:     make(map[uint64]*delivery),
-
-		commitDone: make(chan commitResult, 1),
+		cfg:       cfg,
+		key:       meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		group:     cfg.Features.Group,
+		idleAfter: idleAfter,
 	}
 	if q.group == nil {
 		q.group = NewGroup()
@@ -379,12 +376,19 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	}
 	// Start owns the state until the actor runs (owner.go).
 	q.own.acquire()
+	q.prepare()
 	if err := q.claimer.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
 	}
 	q.initFeatures()
+	retrying := q.retryC != nil
+	q.trim()
 	q.own.release()
-	go q.run()
+	// The actor goroutine starts with the first op or Kick (actor.go,
+	// "Lifecycle"); a retry recovery scheduled needs it now.
+	if retrying {
+		q.Kick()
+	}
 	return q, nil
 }
 
@@ -407,6 +411,7 @@ func (q *Queue) Kick() {
 	case q.kick <- struct{}{}:
 	default:
 	}
+	q.wake()
 }
 
 // Done is closed when the actor has stopped.
