@@ -311,6 +311,9 @@ func (q *Queue) prepare() {
 	if q.waiting == nil {
 		q.waiting = make(map[uint64]waiting)
 	}
+	if q.scratch == nil {
+		q.scratch = new(scratch)
+	}
 }
 
 // trim lets go of what an idle queue holds only for traffic: empty maps
@@ -331,9 +334,9 @@ func (q *Queue) trim() {
 	if q.stream == nil {
 		q.pending, q.pendingArr = nil, nil
 	}
-	if !q.committing {
+	if !q.committing { // always so when idle; trim runs then and at Start
 		q.commitDone = nil
-		q.spare.recs, q.spare.confirms = nil, nil
+		q.scratch = nil
 	}
 	if len(q.publishes) == 0 {
 		q.publishes, q.confirms = nil, nil
@@ -341,9 +344,6 @@ func (q *Queue) trim() {
 	if len(q.acks) == 0 {
 		q.acks = nil
 	}
-	q.seqs = nil
-	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
-	q.scratch.taken, q.scratch.takenNoAck, q.scratch.flush = nil, nil, nil
 	if q.consumers.len() == 0 {
 		q.consumers = consumerSet{}
 	}
@@ -400,11 +400,10 @@ func (q *Queue) drain(ctx context.Context) {
 func (q *Queue) release() {
 	q.pending, q.pendingArr, q.returned = nil, nil, nil
 	q.waiting, q.out = nil, nil
-	q.publishes, q.confirms, q.acks, q.seqs = nil, nil, nil, nil
-	q.spare.recs, q.spare.confirms = nil, nil
-	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
+	q.publishes, q.confirms, q.acks = nil, nil, nil
+	q.scratch = nil
 	q.deliverySlab, q.freeDeliveries = nil, nil
-	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
+	q.undone = nil
 	q.consumers.reset()
 	if s := q.stream; s != nil {
 		s.readers, s.tracked, s.unsaved, s.segs = nil, nil, nil, nil
@@ -555,21 +554,20 @@ func (q *Queue) settles(kind opKind) bool {
 // again puts its work back and re-arms the timer.
 func (q *Queue) redo(ctx context.Context) {
 	q.own.mustHold()
-	if refs := q.retrySettle; len(refs) > 0 {
-		q.retrySettle = nil
-		q.settle(ctx, refs)
+	w := q.undone
+	q.undone = nil // what fails again is put back, in a new one
+	if w != nil && len(w.settle) > 0 {
+		q.settle(ctx, w.settle)
 	}
-	if keys := q.retryKeys; len(keys) > 0 {
-		q.retryKeys = nil
-		if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+	if w != nil && len(w.keys) > 0 {
+		if err := q.cfg.Stores.Index.Delete(ctx, w.keys); err != nil {
 			q.cfg.Logger.Error("index delete failed again", "queue", q.cfg.Name, "err", err)
-			q.retryKeys = keys
+			q.later().keys = append(q.later().keys, w.keys...)
 			q.scheduleRetry()
 		}
 	}
-	if refs := q.retryRequeue; len(refs) > 0 {
-		q.retryRequeue = nil
-		q.requeue(ctx, refs)
+	if w != nil && len(w.requeue) > 0 {
+		q.requeue(ctx, w.requeue)
 	}
 	if q.recount {
 		q.countReady(ctx)

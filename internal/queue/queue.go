@@ -276,40 +276,25 @@ type Queue struct {
 	// and confirmed in publish order. commitDone carries its outcome back.
 	committing bool
 	commitDone chan commitResult
-	spare      struct { // the previous batch's slices, reused
-		recs     []storage.Record
-		confirms []confirm
-	}
-	seqs []uint64 // scratch for Confirm calls
 
 	// Work a store error left undone, redone when the retry timer fires
 	// (actor.go: redo): settles whose record delete failed (the
 	// deliveries stay in out), index entries of settled messages whose
 	// delete failed, requeues whose index write failed (the deliveries
 	// stay in out), and a ready count to take again after an Append failed
-	// (its records may or may not be stored).
-	retry        *time.Timer
-	retryC       <-chan time.Time
-	retrySettle  []Ref
-	retryKeys    []unacked.Key
-	retryRequeue []Ref
-	recount      bool
+	// (its records may or may not be stored). undone is made by the first
+	// store error (later) and let go once redone.
+	retry   *time.Timer
+	retryC  <-chan time.Time
+	undone  *undone
+	recount bool
 
 	// scratch holds the actor's reusable slices, so a claim, a settle or a
 	// requeue allocates nothing per message in the steady state. None of
 	// them is kept past the call that fills it: the stores copy what they
-	// keep.
-	scratch struct {
-		batch   []assignment
-		entries []unacked.Entry
-		offsets []uint64
-		keys    []unacked.Key
-		live    []*delivery
-		// claim's returned messages (claimWrite.taken, takenNoAck)
-		taken      []unacked.Key
-		takenNoAck []unacked.Entry
-		flush      []*Consumer // receivers to flush after a batch (flush.go)
-	}
+	// keep. It is allocated for a step (prepare) and let go when the queue
+	// goes idle (trim), so an idle queue pays a pointer for it.
+	scratch *scratch
 
 	feat     featureState // owned by the actor (features.go)
 	stream   *streamState // a stream's log view and readers (stream.go); nil otherwise
@@ -429,3 +414,38 @@ func (q *Queue) stats() Stats {
 }
 
 func (q *Queue) ready() uint64 { return q.fromCursor + uint64(len(q.returned)) }
+
+// scratch is the actor's reusable slices (Queue.scratch).
+type scratch struct {
+	batch   []assignment
+	entries []unacked.Entry
+	offsets []uint64
+	keys    []unacked.Key
+	live    []*delivery
+	// claim's returned messages (claimWrite.taken, takenNoAck)
+	taken      []unacked.Key
+	takenNoAck []unacked.Entry
+	flush      []*Consumer // receivers to flush after a batch (flush.go)
+	// spare are the previous commit's slices, reused (publish.go).
+	spare struct {
+		recs     []storage.Record
+		confirms []confirm
+	}
+	seqs []uint64 // for Confirm calls
+}
+
+// undone is the work store errors left for the retry timer
+// (Queue.undone).
+type undone struct {
+	settle  []Ref
+	keys    []unacked.Key
+	requeue []Ref
+}
+
+// later returns the work left for the retry timer, made on first use.
+func (q *Queue) later() *undone {
+	if q.undone == nil {
+		q.undone = new(undone)
+	}
+	return q.undone
+}
