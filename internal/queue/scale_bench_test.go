@@ -80,3 +80,48 @@ func BenchmarkIdleQueueHeap(b *testing.B) {
 	b.ReportMetric(float64(measure.Stacks()-baseStacks)/float64(b.N), "stack-B/queue")
 	b.ReportMetric(float64(runtime.NumGoroutine()-baseG)/float64(b.N), "goroutines/queue")
 }
+
+// BenchmarkActorWake is what it costs to wake an idle queue: a Stats
+// call (send, the actor's step, the reply) to a queue whose goroutine is
+// parked in its select (parked: woken) or has exited for want of work
+// (exited: started again). ns/call times the call alone; the difference
+// is the price of a goroutine start, which a queue idle for longer than
+// idleAfter between its ops pays per op.
+func BenchmarkActorWake(b *testing.B) {
+	ctx := context.Background()
+	for _, exited := range []bool{false, true} {
+		name := "parked"
+		if exited {
+			name = "exited"
+		}
+		b.Run(name, func(b *testing.B) {
+			saved := idleAfter
+			if exited {
+				idleAfter = time.Nanosecond
+			}
+			q, err := Start(ctx, Config{VHost: "/", Name: "q", Shard: "/q", Stores: newStores(), Broker: "n1", Incarnation: 1})
+			idleAfter = saved
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Stop()
+			publish := storage.Record{Body: []byte("x")}
+			if err := q.Publish(publish, nil, 0); err != nil { // a queue holding a message
+				b.Fatal(err)
+			}
+			var took time.Duration
+			b.ReportAllocs()
+			for range b.N {
+				for exited && q.running.Load() {
+					runtime.Gosched()
+				}
+				t0 := time.Now()
+				if _, err := q.Stats(ctx); err != nil {
+					b.Fatal(err)
+				}
+				took += time.Since(t0)
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "ns/call")
+		})
+	}
+}
