@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/warrenmq/broker/storage"
@@ -176,8 +177,8 @@ func (q *Queue) wake() {
 func (q *Queue) run() {
 	q.enterActor()
 	ctx := context.Background()
-	idle := time.NewTimer(q.idleAfter)
-	defer idle.Stop()
+	idle := newIdleTimer(q.idleAfter)
+	defer freeIdleTimer(idle)
 	// The channels a step may arm are state (an in-place op may schedule
 	// a retry, a step starts a commit), so the select waits on copies
 	// taken with the token.
@@ -303,17 +304,69 @@ func (q *Queue) acquire() {
 	q.prepare()
 }
 
-// prepare allocates what trim let go of and a step may write to.
+// prepare takes what trim let go of and a step may use.
 func (q *Queue) prepare() {
+	if q.scratch == nil {
+		q.scratch = scratches.Get().(*scratch)
+	}
+}
+
+// scratches and idleTimers are shared by every queue's actor: an actor
+// started again takes them instead of allocating its own, and an idle
+// queue holds neither.
+var (
+	scratches  = sync.Pool{New: func() any { return new(scratch) }}
+	idleTimers sync.Pool
+)
+
+// freeScratch clears s, so the pool keeps no message or consumer alive,
+// and puts it back; the slices keep their capacity for the next actor.
+func freeScratch(s *scratch) {
+	clear(s.batch[:cap(s.batch)])
+	clear(s.entries[:cap(s.entries)])
+	clear(s.keys[:cap(s.keys)])
+	clear(s.live[:cap(s.live)])
+	clear(s.taken[:cap(s.taken)])
+	clear(s.takenNoAck[:cap(s.takenNoAck)])
+	clear(s.flush[:cap(s.flush)])
+	clear(s.spare.recs[:cap(s.spare.recs)])
+	clear(s.spare.confirms[:cap(s.spare.confirms)])
+	s.batch, s.entries, s.offsets, s.keys, s.live = s.batch[:0], s.entries[:0], s.offsets[:0], s.keys[:0], s.live[:0]
+	s.taken, s.takenNoAck, s.flush = s.taken[:0], s.takenNoAck[:0], s.flush[:0]
+	s.spare.recs, s.spare.confirms, s.seqs = s.spare.recs[:0], s.spare.confirms[:0], s.seqs[:0]
+	scratches.Put(s)
+}
+
+func newIdleTimer(d time.Duration) *time.Timer {
+	if t, ok := idleTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// freeIdleTimer stops t and puts it back. A stopped timer's channel
+// holds nothing (Go 1.23 timers), so the next Reset starts clean.
+func freeIdleTimer(t *time.Timer) {
+	t.Stop()
+	idleTimers.Put(t)
+}
+
+// setOut and setWaiting write to the maps, made on the first write since
+// trim let them go: a queue woken for a call that delivers nothing makes
+// neither.
+func (q *Queue) setOut(off uint64, d *delivery) {
 	if q.out == nil {
 		q.out = make(map[uint64]*delivery)
 	}
+	q.out[off] = d
+}
+
+func (q *Queue) setWaiting(off uint64, w waiting) {
 	if q.waiting == nil {
 		q.waiting = make(map[uint64]waiting)
 	}
-	if q.scratch == nil {
-		q.scratch = new(scratch)
-	}
+	q.waiting[off] = w
 }
 
 // trim lets go of what an idle queue holds only for traffic: empty maps
@@ -336,7 +389,10 @@ func (q *Queue) trim() {
 	}
 	if !q.committing { // always so when idle; trim runs then and at Start
 		q.commitDone = nil
-		q.scratch = nil
+		if q.scratch != nil {
+			freeScratch(q.scratch)
+			q.scratch = nil
+		}
 	}
 	if len(q.publishes) == 0 {
 		q.publishes, q.confirms = nil, nil

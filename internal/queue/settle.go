@@ -158,7 +158,7 @@ func (q *Queue) recycle(ds []*delivery) {
 // undone.requeue) for the retry timer.
 func (q *Queue) retryLater(retry *[]Ref, ds []*delivery) {
 	for _, d := range ds {
-		q.out[d.rec.Offset] = d
+		q.setOut(d.rec.Offset, d)
 		*retry = append(*retry, Ref{Offset: d.rec.Offset, Claim: d.claim})
 	}
 	q.scheduleRetry()
@@ -214,7 +214,7 @@ func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 			q.holdAt(w, at) // delayed retry (delayed.go)
 			continue
 		}
-		q.waiting[d.rec.Offset] = w
+		q.setWaiting(d.rec.Offset, w)
 		q.insertReturned(d.rec.Offset)
 		q.becameReady(&d.rec)
 	}
