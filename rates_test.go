@@ -29,7 +29,7 @@ func BenchmarkRateSampleRound(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		now = now.Add(5 * time.Second)
-		br.sampleRound(rec, now, 5*time.Second)
+		br.sampleRound(rec, now)
 	}
 	objects, _ := rec.Len()
 	require.Equal(b, 10_000+3, objects, "the queues, the vhost, the broker and the channel's connection")

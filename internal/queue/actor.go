@@ -116,6 +116,7 @@ func (q *Queue) inline(o op) (reply, bool) {
 	retrying := q.retryC != nil
 	r := q.exec(ctx, o)
 	q.afterOps(ctx)
+	q.publishCounts()
 	if !retrying && q.retryC != nil || q.committing {
 		// A store error scheduled a retry, or a commit started: the
 		// actor, asleep in a select that predates them or not running,
@@ -237,6 +238,7 @@ func (q *Queue) run() {
 		q.claimer.catchUp(ctx)
 		q.afterOps(ctx)
 		q.endStep()
+		q.publishCounts()
 		q.own.steps++
 		retryC, commitC = q.retryC, q.commitDone
 		q.own.release()

@@ -212,3 +212,36 @@ func TestActorStartExitRace(t *testing.T) {
 	q.Stop()
 	goleak.VerifyNone(t, before)
 }
+
+// Counts reads what the last step left without waking the actor: after
+// each call below (which waits for its step) it equals Stats, and reading
+// it leaves a parked queue parked.
+func TestCountsNeedNoActor(t *testing.T) {
+	ctx := context.Background()
+	q := start(t, newStores())
+	s := newSink()
+	var got Message
+	for _, step := range []struct {
+		name string
+		do   func(t *testing.T)
+		want Stats
+	}{
+		{"started", func(*testing.T) {}, Stats{}},
+		{"published", func(t *testing.T) { publish(t, q, "a", "b", "c") }, Stats{Ready: 3}},
+		{"got in place", func(t *testing.T) { got = getOne(t, q) }, Stats{Ready: 2, Unacked: 1}},
+		{"acked in place", func(t *testing.T) { require.NoError(t, q.AckGot(got.Ref)) }, Stats{Ready: 2}},
+		{"consumed", func(t *testing.T) {
+			require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, Receiver: s}))
+			s.next(t)
+			s.next(t)
+		}, Stats{Unacked: 2, Consumers: 1}},
+	} {
+		step.do(t)
+		st, err := q.Stats(ctx) // every op before it handled
+		require.NoError(t, err, step.name)
+		require.Equal(t, step.want, st, step.name)
+		waitParked(t, q)
+		require.Equal(t, step.want, q.Counts(), step.name)
+		require.False(t, q.running.Load(), "%s: Counts woke the actor", step.name)
+	}
+}
