@@ -73,6 +73,10 @@
 //     step like any holder.
 //   - A stopped or deleted queue's goroutine keeps the token and running
 //     for good: later Kicks start nothing, and Done is closed.
+//   - Reading a queue need not wake it: every step leaves its counts in
+//     atomics, which Counts reads (the broker's rate sampler and
+//     management overview do, every few seconds, for every queue). Stats,
+//     Usage and Peek are ops: exact, and they start the actor.
 //
 // Shared (cluster) queues follow the same lifecycle: they wait on observed
 // changes, and Observe kicks.
