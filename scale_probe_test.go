@@ -29,7 +29,8 @@ import (
 // with the live heap and the process's RSS after each phase, on Pebble
 // over TCP with amqp091-go. It is a measuring tool, not a check: it runs
 // only when WARREN_SCALE_QUEUES names the counts (e.g. "1000,5000"), and
-// WARREN_SCALE_PROFILE, when set, is a file prefix for heap profiles.
+// WARREN_SCALE_PROFILE, when set, is a file prefix for heap profiles
+// and a CPU profile of the purges.
 func TestScaleQueuesProbe(t *testing.T) {
 	spec := os.Getenv("WARREN_SCALE_QUEUES")
 	if spec == "" {
@@ -123,11 +124,20 @@ func probeQueues(t *testing.T, n int) {
 	}
 	report("publish", start, n)
 
+	if profile != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%d-purge.cpu", profile, n))
+		require.NoError(t, err)
+		require.NoError(t, pprof.StartCPUProfile(f))
+		defer f.Close()
+	}
 	start = time.Now()
 	for _, name := range names {
 		got, err := ch.QueuePurge(name, false)
 		require.NoError(t, err)
 		require.Equal(t, 1, got)
+	}
+	if profile != "" {
+		pprof.StopCPUProfile()
 	}
 	report("purge", start, n)
 

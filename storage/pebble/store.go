@@ -31,6 +31,7 @@ var (
 	_ storage.ShardStore       = (*Store)(nil)
 	_ storage.Syncer           = (*Store)(nil)
 	_ storage.TransientDropper = (*Store)(nil)
+	_ storage.Purger           = (*Store)(nil)
 )
 
 // New returns a Store keeping its shards in db, under keys starting with
@@ -590,6 +591,14 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 			return err
 		}
 	}
+	return s.commitDeleteLocked(sh, b)
+}
+
+// commitDeleteLocked completes b, holding the tombstones of records
+// already removed from the live sets: it adds the range deletion of the
+// dead head when it is due (rangeEvery), the changed pages and the state,
+// commits b and updates the cached count and low bound.
+func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
 	next := sh.next.Load()
 	first, ok := sh.mu.live.first(sh.low.Load())
 	if !ok {
@@ -664,6 +673,64 @@ func (s *Store) DropTransient(ctx context.Context, name string) (int, error) {
 		return 0, fmt.Errorf("storage/pebble: drop transient from shard %q: %w", name, err)
 	}
 	return len(offs), nil
+}
+
+// PurgeFrom implements storage.Purger: it deletes every live record at
+// offset from or above, which the live set names, and reads none. Up to
+// pointDeleteMax of them go with a SingleDelete each, as acks do; more
+// with one range deletion over [from, next offset), so purging a deep
+// queue costs a bit per message in memory and a few keys in the batch,
+// and Pebble can drop the sstables the range covers whole. The batch is
+// committed with pebble.NoSync: a purge lost in a crash leaves the
+// messages to deliver again.
+func (s *Store) PurgeFrom(ctx context.Context, name string, from uint64) (n, end uint64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, from, fmt.Errorf("storage/pebble: purge shard %q: %w", name, err)
+	}
+	sh := s.lockShard(name)
+	defer sh.mu.Unlock()
+	if err := s.loadLocked(sh); err != nil {
+		return 0, from, err
+	}
+	offs := make([]uint64, 0, 8)
+	for off, ok := sh.mu.live.first(from); ok && len(offs) <= pointDeleteMax; off, ok = sh.mu.live.first(off + 1) {
+		offs = append(offs, off)
+	}
+	switch {
+	case len(offs) == 0:
+		return 0, from, nil
+	case len(offs) <= pointDeleteMax:
+		err = s.deleteLocked(sh, offs)
+		n, end = uint64(len(offs)), offs[len(offs)-1]+1
+	default:
+		n, end, err = s.purgeRangeLocked(sh, from)
+	}
+	if err != nil {
+		return 0, from, fmt.Errorf("storage/pebble: purge shard %q: %w", name, err)
+	}
+	return n, end, nil
+}
+
+// purgeRangeLocked removes every offset >= from from the live sets and
+// deletes their records with one range deletion up to the next offset
+// (no record exists at or above it: Append holds mu too). It returns how
+// many offsets it removed and one past the highest.
+func (s *Store) purgeRangeLocked(sh *shard, from uint64) (n, end uint64, err error) {
+	next := sh.next.Load()
+	n, end = sh.mu.live.removeFrom(from)
+	sh.mu.transient.removeFrom(from)
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	start, limit := appendRecordKey(nil, sh.prefix, from), appendRecordKey(nil, sh.prefix, next)
+	if err := b.DeleteRange(start, limit, nil); err != nil {
+		sh.loaded.Store(false)
+		return 0, from, err
+	}
+	if err := s.commitDeleteLocked(sh, b); err != nil {
+		return 0, from, err
+	}
+	s.noteDrained(start, limit)
+	return n, end, nil
 }
 
 // FirstOffset implements storage.ShardStore.
