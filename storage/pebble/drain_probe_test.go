@@ -22,11 +22,12 @@ import (
 )
 
 // TestDrainDiskProbe fills one shard with WARREN_DRAIN_MESSAGES persistent
-// 1 KiB records (random bytes: they do not compress), drains it with acks of 1,000 offsets as a consumer would,
-// and logs the data directory's files by kind after the fill, after the
-// drain, and 2 and 10 seconds later. It opens the DB as the broker does (disk
-// reserve included). It is a measuring tool, not a check: it runs only
-// when WARREN_DRAIN_MESSAGES is set.
+// 1 KiB records (random bytes: they do not compress), drains it with acks
+// of 1,000 offsets as a consumer would, and logs the data directory's
+// files by kind after the fill, after the drain, and 2 and 10 seconds
+// later. It opens the DB as the broker does (disk reserve included; WARREN_DRAIN_MEMTABLE_MIB sets the memtable size, as
+// broker.Options.StoreMemory does). It is a measuring tool, not a check:
+// it runs only when WARREN_DRAIN_MESSAGES is set.
 func TestDrainDiskProbe(t *testing.T) {
 	spec := os.Getenv("WARREN_DRAIN_MESSAGES")
 	if spec == "" {
@@ -37,7 +38,13 @@ func TestDrainDiskProbe(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	reserve := &DiskReserve{}
-	db, err := Open(dir, WithLogger(slog.New(slog.DiscardHandler)), WithDiskReserve(reserve))
+	opts := []Option{WithLogger(slog.New(slog.DiscardHandler)), WithDiskReserve(reserve)}
+	if mt := os.Getenv("WARREN_DRAIN_MEMTABLE_MIB"); mt != "" {
+		mib, err := strconv.Atoi(mt)
+		require.NoError(t, err)
+		opts = append(opts, WithMemTableSize(uint64(mib)<<20))
+	}
+	db, err := Open(dir, opts...)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, db.Close()) }()
 	s := New(db, GuardedBy(reserve))

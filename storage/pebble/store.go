@@ -116,8 +116,10 @@ type shard struct {
 		// record key (see rangeEvery).
 		ranged uint64
 		// compacted is the offset below which a compaction of the
-		// drained records was requested (see compactDrainedMin).
-		compacted uint64
+		// drained records was requested, checked the value of ranged
+		// when their sstables were last estimated (see
+		// compactDrainedMin).
+		compacted, checked uint64
 	}
 }
 
@@ -640,7 +642,7 @@ func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
 		s.noteDrained(appendRecordKey(nil, sh.prefix, sh.mu.ranged), appendRecordKey(nil, sh.prefix, ranged))
 	}
 	sh.mu.ranged = ranged
-	if sh.mu.live.count == 0 && ranged > sh.mu.compacted {
+	if sh.mu.live.count == 0 && ranged > sh.mu.checked {
 		s.compactDrainedLocked(sh)
 	}
 	sh.count.Store(sh.mu.live.count)
@@ -679,8 +681,11 @@ var compactDrainedMin uint64 = 16 << 20
 
 // compactDrainedLocked asks for a compaction of the shard's records below
 // its range deletions, emptied just now, when sstables still hold at
-// least compactDrainedMin of them. The estimate comes from metadata.
+// least compactDrainedMin of them. The estimate comes from metadata, and
+// is made once for each new range deletion, not for every delete that
+// finds the shard empty.
 func (s *Store) compactDrainedLocked(sh *shard) {
+	sh.mu.checked = sh.mu.ranged
 	start, end := appendRecordKey(nil, sh.prefix, sh.mu.compacted), appendRecordKey(nil, sh.prefix, sh.mu.ranged)
 	est, err := s.db.EstimateDiskUsage(start, end)
 	if err != nil || est < compactDrainedMin {
