@@ -25,7 +25,8 @@ import (
 // 1 KiB records (random bytes: they do not compress), drains it with acks
 // of 1,000 offsets as a consumer would, and logs the data directory's
 // files by kind after the fill, after the drain, and 2 and 10 seconds
-// later. It opens the DB as the broker does (disk reserve included; WARREN_DRAIN_MEMTABLE_MIB sets the memtable size, as
+// later. It opens the DB as the broker does (disk reserve included;
+// WARREN_DRAIN_MEMTABLE_MIB sets the memtable size, as
 // broker.Options.StoreMemory does). It is a measuring tool, not a check:
 // it runs only when WARREN_DRAIN_MESSAGES is set.
 func TestDrainDiskProbe(t *testing.T) {
