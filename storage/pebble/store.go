@@ -116,7 +116,7 @@ type shard struct {
 		// record key (see rangeEvery).
 		ranged uint64
 		// compacted is the offset below which a compaction of the
-		// drained records was requested, checked the value of ranged
+		// drained records was requested; checked is what ranged was
 		// when their sstables were last estimated (see
 		// compactDrainedMin).
 		compacted, checked uint64
@@ -765,6 +765,8 @@ func (c *compactor) compactOne(start, end []byte) {
 	_ = c.db.Compact(c.ctx, start, end, false)
 }
 
+// close drops the pending ranges, cancels the compaction waiting in
+// Pebble, if any, and returns once run has.
 func (c *compactor) close() {
 	c.mu.Lock()
 	c.mu.closed = true
