@@ -384,6 +384,12 @@ func (b *Broker) URL() string {
 	return u.String()
 }
 
+// shutdownReason is the text of the connection.close a stopping broker
+// sends, RabbitMQ's when its node stops (rabbit_networking closing every
+// connection with reason shutdown), which clients' reconnect code and logs
+// match on.
+const shutdownReason = "broker forced connection closure with reason 'shutdown'"
+
 // Close stops every listener, closes every connection with connection.close
 // 320 CONNECTION_FORCED (waiting briefly for close-ok), and returns after
 // every goroutine the broker started has exited. Safe to call many times from
@@ -414,7 +420,7 @@ func (b *Broker) Close() error {
 			l.Close()
 		}
 		for _, c := range conns {
-			c.Shutdown(amqp.ConnectionForced, "broker shutdown")
+			c.Shutdown(amqp.ConnectionForced, shutdownReason)
 		}
 		b.wg.Wait()
 		b.stopPlugins() // before the queues it routes to stop

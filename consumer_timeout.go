@@ -118,7 +118,9 @@ func (b *Broker) ForceConsumerTimeout(id string, ch uint16) error {
 }
 
 // consumerTimeoutText is the channel.close text of a consumer timeout, in
-// RabbitMQ's (3.12 to 4.x) words.
+// RabbitMQ's words (rabbit_channel:handle_consumer_timed_out, 3.8.17 to
+// 4.x), which clients' error handlers match whole.
 func consumerTimeoutText(ch uint16, timeout time.Duration) string {
-	return fmt.Sprintf("delivery acknowledgement on channel %d timed out. Timeout value used: %d ms.", ch, timeout.Milliseconds())
+	return fmt.Sprintf("delivery acknowledgement on channel %d timed out. Timeout value used: %d ms. "+
+		"This timeout value can be configured, see consumers doc guide to learn more", ch, timeout.Milliseconds())
 }

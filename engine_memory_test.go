@@ -3,7 +3,9 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -38,8 +40,10 @@ func declareHolding(t *testing.T, b *broker.Broker, ch *broker.Channel, prefix s
 
 // An idle queue holding one message costs a few KiB of heap, not the
 // 311,296-byte mailbox every queue used to preallocate (10,000 such
-// queues took 3-4 GiB). A transient queue also holds the in-memory
-// store's first chunk of slots (about 15 KiB, storage/memory).
+// queues took 3-4 GiB), and no goroutine: its actor's exits once idle
+// (internal/queue, "Lifecycle"), and with it the stack it held. A
+// transient queue also holds the in-memory store's first chunk of slots
+// (about 15 KiB, storage/memory).
 func TestEngineIdleQueueHeap(t *testing.T) {
 	const n = 500
 	for _, tc := range []struct {
@@ -47,15 +51,23 @@ func TestEngineIdleQueueHeap(t *testing.T) {
 		durable  bool
 		perQueue int64
 	}{
-		{"durable", true, 8 << 10},
+		{"durable", true, 5 << 10},
 		{"transient", false, 24 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := brokertest.NewUnstarted(t, broker.Options{DataDir: t.TempDir()})
 			ch := brokertest.Channel(t, b)
+			g0 := runtime.NumGoroutine()
 			declareHolding(t, b, ch, "warm", 10, tc.durable) // first-use allocations
+			idle := func(limit int) {
+				require.Eventually(t, func() bool { return runtime.NumGoroutine() <= limit }, 10*time.Second, 10*time.Millisecond,
+					"idle queues keep goroutines")
+			}
+			idle(g0 + 2)
+			baseG := runtime.NumGoroutine()
 			base := measure.LiveHeap()
 			declareHolding(t, b, ch, "q", n, tc.durable)
+			idle(baseG + n/20) // the actors have exited (the stores may start a goroutine or two)
 			per := (measure.LiveHeap() - base) / n
 			t.Logf("%s: %d bytes of heap per idle queue holding one message", tc.name, per)
 			require.Less(t, per, tc.perQueue)

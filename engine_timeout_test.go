@@ -32,7 +32,7 @@ func TestEngineConsumerTimeoutClosesChannel(t *testing.T) {
 
 	e := amqptest.AwaitClose(t, errs) // the scanner runs every timeout/2
 	require.Equal(t, amqp.PreconditionFailed, uint16(e.Code))
-	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms.", e.Reason)
+	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 300 ms. This timeout value can be configured, see consumers doc guide to learn more", e.Reason)
 
 	other := amqptest.Channel(t, conn) // same connection: only the channel closed
 	d := amqptest.Get(t, other, "slow", true)

@@ -355,7 +355,7 @@ func TestEventsBrokerClose(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, ConnectionClosed, e.Kind)
 	require.Equal(t, uint16(320), e.Code)
-	require.Equal(t, "CONNECTION_FORCED - broker shutdown", e.Reason)
+	require.Equal(t, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'", e.Reason)
 	requireEventsClosed(t, evs)
 	require.Equal(t, 320, (<-closed).Code)
 	requireEventsClosed(t, b.Events(context.Background(), 1))

@@ -64,7 +64,7 @@ var _ metrics.Source = metricsSource{}
 // counters and the stores' state, in the metrics package's types.
 func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 	b := m.b
-	st := b.stats(ctx)
+	st := b.stats(ctx, true)
 	alarms := b.alarmStatus()
 	s := metrics.Snapshot{
 		Connections: st.Connections, Channels: st.Channels, Consumers: st.Consumers,

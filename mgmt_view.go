@@ -86,7 +86,7 @@ func (v mgmtView) NodeName() string { return v.b.nodeID }
 func (v mgmtView) Rates() *rates.Recorder { return v.b.rateHistory() }
 
 func (v mgmtView) Overview() mgmt.Overview {
-	s := v.b.Stats()
+	s := v.b.stats(context.Background(), false) // totals: no actor asked
 	o := mgmt.Overview{
 		ProductVersion:  Version,
 		RabbitMQVersion: v.b.opts.profile().Version,

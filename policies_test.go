@@ -159,6 +159,23 @@ func TestPolicyPrecedence(t *testing.T) {
 				require.True(t, settleTimes(t, ch, "pq", 2, nackRequeue))
 				waitStats(t, b, "dlq", func(s queueCounts) bool { return s.Ready == 1 })
 			}},
+		{"expires: operator lower than policy", nil, map[string]any{"expires": 60_000}, map[string]any{"expires": 1000},
+			func(t *testing.T, b *broker.Broker, fake *clock.Fake, ch *amqp091.Channel) {
+				fake.Advance(1500 * time.Millisecond)
+				amqptest.Poll(t, func() bool { return !queueExists(b, "pq") }, "queue pq was not expired")
+			}},
+		{"delivery-limit: operator lower than policy", dl, map[string]any{"delivery-limit": 5}, map[string]any{"delivery-limit": 1},
+			func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch *amqp091.Channel) {
+				publishAll(t, ch, "pq", "x")
+				require.True(t, settleTimes(t, ch, "pq", 2, nackRequeue))
+				waitStats(t, b, "dlq", func(s queueCounts) bool { return s.Ready == 1 })
+			}},
+		{"dead-letter-exchange: argument wins", dl, map[string]any{"dead-letter-exchange": "no-such-exchange"}, nil,
+			func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch *amqp091.Channel) {
+				publishAll(t, ch, "pq", "x")
+				require.NoError(t, amqptest.Get(t, ch, "pq", false).Reject(false))
+				waitStats(t, b, "dlq", func(s queueCounts) bool { return s.Ready == 1 })
+			}},
 		{"dead-letter-routing-key: argument wins", dl, map[string]any{"dead-letter-exchange": "", "dead-letter-routing-key": "other"}, nil,
 			func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch *amqp091.Channel) {
 				publishAll(t, ch, "pq", "x")
@@ -191,6 +208,28 @@ func TestPolicyPrecedence(t *testing.T) {
 			tc.run(t, b, fake, ch)
 		})
 	}
+}
+
+// TestPolicyAlternateExchangePrecedence: an exchange's alternate-exchange
+// argument wins over a policy's (rabbit_policy:get_arg, arguments first),
+// and the policy's applies to an exchange declared without one.
+func TestPolicyAlternateExchangePrecedence(t *testing.T) {
+	b, _, ch := featureBroker(t)
+	require.NoError(t, ch.Confirm(false)) // for amqptest.Publish
+	for _, ae := range []string{"ae-arg", "ae-pol"} {
+		require.NoError(t, ch.ExchangeDeclare(ae, "fanout", false, false, false, false, nil))
+		amqptest.DeclareQueue(t, ch, ae+"-q", false)
+		require.NoError(t, ch.QueueBind(ae+"-q", "", ae, false, nil))
+	}
+	setPolicy(t, b, "p", "^px", false, map[string]any{"alternate-exchange": "ae-pol"})
+	require.NoError(t, ch.ExchangeDeclare("px-arg", "direct", false, false, false, false, amqp091.Table{"alternate-exchange": "ae-arg"}))
+	require.NoError(t, ch.ExchangeDeclare("px-none", "direct", false, false, false, false, nil))
+	amqptest.Publish(t, ch, "px-arg", "nobody", "to the argument's")
+	amqptest.Publish(t, ch, "px-none", "nobody", "to the policy's")
+	waitStats(t, b, "ae-arg-q", func(s queueCounts) bool { return s.Ready == 1 })
+	waitStats(t, b, "ae-pol-q", func(s queueCounts) bool { return s.Ready == 1 })
+	require.Equal(t, []string{"to the argument's"}, bodiesOf(t, ch, "ae-arg-q"))
+	require.Equal(t, []string{"to the policy's"}, bodiesOf(t, ch, "ae-pol-q"))
 }
 
 // TestPolicyLive: setting, changing and deleting policies re-evaluates
@@ -436,9 +475,9 @@ func TestPolicyConsumerTimeout(t *testing.T) {
 		policyTimeout int64
 		want          string
 	}{
-		{"policy alone", nil, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
-		{"policy below the argument", amqp091.Table{"x-consumer-timeout": long}, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
-		{"argument below the policy", amqp091.Table{"x-consumer-timeout": int64(200)}, nil, long, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms."},
+		{"policy alone", nil, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more"},
+		{"policy below the argument", amqp091.Table{"x-consumer-timeout": long}, nil, 200, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more"},
+		{"argument below the policy", amqp091.Table{"x-consumer-timeout": int64(200)}, nil, long, "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more"},
 		{"consumer argument wins", nil, amqp091.Table{"x-consumer-timeout": long}, 200, "no timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -314,7 +314,7 @@ var profileScenarios = []profileScenario{
 			timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(200)})
 			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", nil)
 		},
-		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms.", "no timeout"),
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more", "no timeout"),
 	},
 	{
 		// The consumer's argument wins over the queue's.
@@ -323,7 +323,7 @@ var profileScenarios = []profileScenario{
 			timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(600_000)})
 			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", amqp091.Table{"x-consumer-timeout": int64(200)})
 		},
-		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms.", "no timeout"),
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more", "no timeout"),
 	},
 	{
 		// 4.3 quorum queues cancel the consumer (amqp091-go announces
@@ -334,7 +334,7 @@ var profileScenarios = []profileScenario{
 			timeoutQueue(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(200)})
 			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "qq", nil)
 		},
-		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms.",
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more",
 			"cancelled c1; redelivered=true dc=0 ac=1"),
 	},
 	{

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"cmp"
-	"context"
 	"sync"
 	"time"
 
@@ -53,7 +52,7 @@ func (b *Broker) sampleRates(rec *rates.Recorder, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		b.sampleRound(rec, time.Now(), interval)
+		b.sampleRound(rec, time.Now())
 		select {
 		case <-t.C:
 		case <-b.quit:
@@ -63,21 +62,16 @@ func (b *Broker) sampleRates(rec *rates.Recorder, interval time.Duration) {
 }
 
 // sampleRound records every queue, vhost and connection and the broker's
-// totals. Queue lengths are asked of the queue actors, each within the
-// interval; a queue that does not answer in time is left out of this round
-// (and so starts its history over), as a deleted one is.
-func (b *Broker) sampleRound(rec *rates.Recorder, now time.Time, interval time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), interval)
-	defer cancel()
+// totals. Queue lengths are those each queue's last step left
+// (queue.Counts): the sampler asks no actor, so idle queues stay idle
+// (their actors' goroutines exited) however many there are.
+func (b *Broker) sampleRound(rec *rates.Recorder, now time.Time) {
 	rec.StartRound(now)
 	var vals, vhostVals, total [rates.MessageValues]uint64
 	for _, vh := range b.sortedVHosts() {
 		vhostVals = [rates.MessageValues]uint64{}
 		for _, q := range vh.Queues() {
-			u, err := q.Usage(ctx)
-			if err != nil {
-				continue
-			}
+			u := q.Counts()
 			vals = mgmt.QueueValues(mgmt.Counters(messageCountersOf(q.Counters())))
 			vals[rates.Messages], vals[rates.MessagesReady], vals[rates.MessagesUnacknowledged] = u.Ready+u.Unacked, u.Ready, u.Unacked
 			rec.Record(rates.QueueKey(q.Def.VHost, q.Def.Name), false, rates.MessageCounters, vals[:])

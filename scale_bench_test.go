@@ -2,8 +2,10 @@ package broker_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -63,8 +65,10 @@ func BenchmarkQueueLifecycle(b *testing.B) {
 // two collections) that an idle durable queue on Pebble holding one
 // persistent message costs, as heap-B/queue: the actor, the vhost's and
 // the routing table's records, the shard's and the cursor's state, the
-// held record. b.N queues exist at once. Goroutine stacks are not heap:
-// each queue's actor adds one (4 KiB once it has run).
+// held record. b.N queues exist at once. goroutines/queue and
+// stack-B/queue are what the queues keep of goroutines once idle: 0, as
+// each queue's actor goroutine exits when it has nothing to do (the
+// benchmark waits for that, up to a second).
 func BenchmarkIdleQueueHeap(b *testing.B) {
 	br := brokertest.NewUnstarted(b, broker.Options{DataDir: b.TempDir()})
 	ch := brokertest.Channel(b, br)
@@ -81,13 +85,32 @@ func BenchmarkIdleQueueHeap(b *testing.B) {
 	for i := range 10 { // first-use allocations
 		declare("warm" + strconv.Itoa(i))
 	}
-	base := measure.LiveHeap()
+	waitGoroutines(b, 0)
+	base, baseStacks, baseG := measure.LiveHeap(), measure.Stacks(), runtime.NumGoroutine()
 	for i := range b.N {
 		declare("q" + strconv.Itoa(i))
 	}
 	br.Stats() // asks every actor: the publishes were handled
 	b.StopTimer()
+	waitGoroutines(b, baseG)
 	b.ReportMetric(float64(measure.LiveHeap()-base)/float64(b.N), "heap-B/queue")
+	b.ReportMetric(float64(measure.Stacks()-baseStacks)/float64(b.N), "stack-B/queue")
+	b.ReportMetric(float64(runtime.NumGoroutine()-baseG)/float64(b.N), "goroutines/queue")
+}
+
+// waitGoroutines waits up to 5 s for the goroutine count to come down to
+// n (0: to stop falling), so that idle queues' actors have exited.
+func waitGoroutines(b *testing.B, n int) {
+	deadline := time.Now().Add(5 * time.Second)
+	last := runtime.NumGoroutine()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		g := runtime.NumGoroutine()
+		if n > 0 && g <= n || n == 0 && g == last {
+			return
+		}
+		last = g
+	}
 }
 
 // BenchmarkQueuePurge purges durable queues on Pebble holding one

@@ -30,7 +30,10 @@ import (
 // over TCP with amqp091-go. It is a measuring tool, not a check: it runs
 // only when WARREN_SCALE_QUEUES names the counts (e.g. "1000,5000"), and
 // WARREN_SCALE_PROFILE, when set, is a file prefix for heap profiles
-// and a CPU profile of the purges.
+// and a CPU profile of the purges. With WARREN_SCALE_DRAIN set, a
+// consumer takes each queue's message instead of the purge, and the
+// queues are measured again once idle (after 2 s) and after
+// debug.FreeOSMemory.
 func TestScaleQueuesProbe(t *testing.T) {
 	spec := os.Getenv("WARREN_SCALE_QUEUES")
 	if spec == "" {
@@ -124,22 +127,40 @@ func probeQueues(t *testing.T, n int) {
 	}
 	report("publish", start, n)
 
-	if profile != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%d-purge.cpu", profile, n))
-		require.NoError(t, err)
-		require.NoError(t, pprof.StartCPUProfile(f))
-		defer f.Close()
+	if os.Getenv("WARREN_SCALE_DRAIN") != "" {
+		// Consume each queue's message (a consumer, not a get: the
+		// actor's goroutine delivers it), then let the queues go idle.
+		start = time.Now()
+		for i, name := range names {
+			tag := "c" + strconv.Itoa(i)
+			msgs, err := ch.Consume(name, tag, true, false, false, false, nil)
+			require.NoError(t, err)
+			<-msgs
+			require.NoError(t, ch.Cancel(tag, false))
+		}
+		report("drain", start, n)
+		time.Sleep(2 * time.Second) // idle queues' actors exit
+		report("idle", time.Now().Add(-time.Second), 0)
+		debug.FreeOSMemory()
+		report("freed", time.Now().Add(-time.Second), 0)
+	} else {
+		if profile != "" {
+			f, err := os.Create(fmt.Sprintf("%s-%d-purge.cpu", profile, n))
+			require.NoError(t, err)
+			require.NoError(t, pprof.StartCPUProfile(f))
+			defer f.Close()
+		}
+		start = time.Now()
+		for _, name := range names {
+			got, err := ch.QueuePurge(name, false)
+			require.NoError(t, err)
+			require.Equal(t, 1, got)
+		}
+		if profile != "" {
+			pprof.StopCPUProfile()
+		}
+		report("purge", start, n)
 	}
-	start = time.Now()
-	for _, name := range names {
-		got, err := ch.QueuePurge(name, false)
-		require.NoError(t, err)
-		require.Equal(t, 1, got)
-	}
-	if profile != "" {
-		pprof.StopCPUProfile()
-	}
-	report("purge", start, n)
 
 	start = time.Now()
 	for _, name := range names {

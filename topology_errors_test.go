@@ -92,11 +92,11 @@ func TestTopologyChannelErrors(t *testing.T) {
 		{"queue redeclared without an argument", func(ch *amqp091.Channel) error {
 			_, err := ch.QueueDeclare("q.args", false, false, false, false, amqp091.Table{"x-message-ttl": int32(1000)})
 			return err
-		}, 406, []string{"inequivalent arg 'x-max-length'", "received 'none' but current is '10'"}},
+		}, 406, []string{"inequivalent arg 'x-max-length'", "received none but current is the value '10' of type 'long'"}},
 		{"queue redeclared with an extra argument", func(ch *amqp091.Channel) error {
 			_, err := ch.QueueDeclare("q.plain", false, false, false, false, amqp091.Table{"x-expires": int32(60000)})
 			return err
-		}, 406, []string{"inequivalent arg 'x-expires'", "received '60000' but current is 'none'"}},
+		}, 406, []string{"inequivalent arg 'x-expires'", "received the value '60000' of type 'signedint' but current is none"}},
 		{"exchange redeclared with another type", func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclare("x.direct", "fanout", false, false, false, false, nil)
 		}, 406, []string{"PRECONDITION_FAILED - inequivalent arg 'type' for exchange 'x.direct' in vhost '/': received 'fanout' but current is 'direct'"}},
@@ -117,7 +117,7 @@ func TestTopologyChannelErrors(t *testing.T) {
 		}, 406, []string{"inequivalent arg 'alternate-exchange' for exchange 'x.ae' in vhost '/': received 'other' but current is 'x.direct'"}},
 		{"exchange redeclared without its alternate-exchange", func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclare("x.ae", "fanout", false, false, false, false, nil)
-		}, 406, []string{"inequivalent arg 'alternate-exchange'", "received 'none' but current is 'x.direct'"}},
+		}, 406, []string{"inequivalent arg 'alternate-exchange'", "received none but current is the value 'x.direct' of type 'longstr'"}},
 		{"exchange redeclared with an alternate-exchange of another type", func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclare("x.ae", "fanout", false, false, false, false, amqp091.Table{"alternate-exchange": []byte("x.direct")})
 		}, 406, []string{"inequivalent arg 'alternate-exchange'"}},

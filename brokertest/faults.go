@@ -103,7 +103,11 @@ type StoreOp = faultstore.Op
 const (
 	// StoreAppend stores published messages: failing it nacks them.
 	StoreAppend = faultstore.Append
-	// StoreSync makes earlier writes durable, on stores that sync.
+	// StoreSync makes earlier writes durable on stores that sync, for
+	// the callers that ask for it separately (a definitions import, a
+	// shared-mode vhost following the others). A persistent publish is
+	// made durable inside its append, so failing StoreSync nacks no
+	// publish: to fail a publish's write or sync, fail StoreAppend.
 	StoreSync = faultstore.Sync
 	// StoreAck deletes acknowledged messages.
 	StoreAck = faultstore.DeleteByOffsets

@@ -212,7 +212,7 @@ func TestLabForceConsumerTimeout(t *testing.T) {
 	require.NoError(t, lab.ForceConsumerTimeout("slow", 1))
 	e, _ := amqptest.Receive(t, closed)
 	require.Equal(t, amqp091.PreconditionFailed, e.Code)
-	require.Contains(t, e.Reason, "delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms.")
+	require.Equal(t, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms. This timeout value can be configured, see consumers doc guide to learn more", e.Reason)
 	ch2 := amqptest.Channel(t, conn)
 	d := amqptest.Get(t, ch2, "q", true)
 	require.True(t, d.Redelivered)
@@ -341,6 +341,35 @@ func TestLabTrace(t *testing.T) {
 	}
 }
 
+// failingTB is a testing.TB that reports the test failed and keeps what
+// is logged and the cleanups registered, so a test can see what a Lab
+// does for a failed test.
+type failingTB struct {
+	testing.TB
+	logs     []string
+	cleanups []func()
+}
+
+func (f *failingTB) Failed() bool            { return true }
+func (f *failingTB) Log(args ...any)         { f.logs = append(f.logs, fmt.Sprint(args...)) }
+func (f *failingTB) Logf(s string, a ...any) { f.logs = append(f.logs, fmt.Sprintf(s, a...)) }
+func (f *failingTB) Cleanup(fn func())       { f.cleanups = append(f.cleanups, fn) }
+
+// When the test fails, the Lab prints every connection's wire trace
+// through t.Log at cleanup.
+func TestLabPrintsTraceWhenTheTestFails(t *testing.T) {
+	ftb := &failingTB{TB: t}
+	lab := brokertest.NewLab(ftb, broker.Options{})
+	ch := amqptest.Channel(t, lab.DialAMQP(t, "traced"))
+	amqptest.DeclareQueue(t, ch, "printed", false)
+	require.Empty(t, ftb.logs, "nothing is printed before the cleanup")
+	for i := len(ftb.cleanups) - 1; i >= 0; i-- {
+		ftb.cleanups[i]()
+	}
+	require.NotEmpty(t, ftb.logs)
+	require.Contains(t, strings.Join(ftb.logs, "\n"), "C> ch1 queue.declare")
+}
+
 var errStalled = errors.New("stalled")
 
 // The network faults, on both doors.
@@ -415,6 +444,24 @@ func TestLabNetworkFaults(t *testing.T) {
 				link.Heal()
 				amqptest.RequireWorks(t, dial(t, amqp091.Config{}))
 			})
+			t.Run("cut", func(t *testing.T) {
+				conn := dial(t, amqp091.Config{})
+				ch := amqptest.Channel(t, conn)
+				amqptest.DeclareQueue(t, ch, "cut", false)
+				amqptest.PublishConfirmed(t, ch, "cut", false, "held")
+				amqptest.Get(t, ch, "cut", false)
+				closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+				link.Cut()
+				e, _ := amqptest.Receive(t, closed)
+				require.NotNil(t, e)
+				require.NotEqual(t, amqp091.ConnectionForced, e.Code, "a cut sends no connection.close")
+				// The broker sees the dead connection and requeues what
+				// it held, as RabbitMQ does for a killed client.
+				_, err := lab.WaitQueue(bounded(t), "cut", brokertest.Ready(1))
+				require.NoError(t, err)
+				d := amqptest.Get(t, amqptest.Channel(t, dial(t, amqp091.Config{})), "cut", true)
+				require.True(t, d.Redelivered)
+			})
 			t.Run("reset", func(t *testing.T) {
 				conn := dial(t, amqp091.Config{})
 				ch := amqptest.Channel(t, conn)
@@ -431,10 +478,10 @@ func TestLabNetworkFaults(t *testing.T) {
 }
 
 // amqp091-go's own recovery (Config.Recovery, v1.13 and later) rides out a
-// restart, a crash and a connection closed from outside: it reconnects to
-// the same address, declares the transient queue again, resumes its
-// consumer on the same delivery channel, and the consumer gets what is
-// published after each fault.
+// restart, a crash, a connection closed from outside and one the network
+// dropped: it reconnects to the same address, declares the transient
+// queue again, resumes its consumer on the same delivery channel, and the
+// consumer gets what is published after each fault.
 func TestLabAMQP091Recovery(t *testing.T) {
 	for _, door := range []string{"tcp", "dial"} {
 		t.Run(door, func(t *testing.T) {
@@ -471,6 +518,7 @@ func TestLabAMQP091Recovery(t *testing.T) {
 					_, err := lab.CloseConnections("recovering", brokertest.ConnectionForced, brokertest.ManagementCloseReason)
 					return err
 				}},
+				{"cut", func() error { lab.Net().Cut(); return nil }}, // the network drops it
 			} {
 				require.NoError(t, fault.do(), fault.name)
 				// Recovered once the queue is back with its consumer.

@@ -3,7 +3,6 @@ package brokertest_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
@@ -44,6 +43,7 @@ func TestLabRestart(t *testing.T) {
 			err, _ := amqptest.Receive(t, closed)
 			require.NotNil(t, err)
 			require.Equal(t, amqp091.ConnectionForced, err.Code)
+			require.Equal(t, "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'", err.Reason, "RabbitMQ's words")
 
 			conn = dialBoth(t, lab)[door]
 			ch = amqptest.Channel(t, conn)
@@ -91,8 +91,6 @@ func TestLabCrash(t *testing.T) {
 	require.Equal(t, "confirmed-1", string(d.Body))
 	require.True(t, d.Redelivered)
 	require.Equal(t, []string{"confirmed-2"}, amqptest.GetAll(t, ch, "q"))
-	_ = context.Background
-	_ = time.Second
 }
 
 // bounded is a context that ends after amqptest.Timeout: a broken test

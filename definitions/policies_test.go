@@ -102,3 +102,53 @@ func TestImportRabbitMQ3Policies(t *testing.T) {
 	err = b.SetPolicy(ctx, broker.Policy{Name: "ha", Pattern: ".", Definition: map[string]any{"ha-mode": "all"}})
 	require.ErrorContains(t, err, "are not recognised policy settings")
 }
+
+// TestImportRabbitMQ3108Export imports a file that RabbitMQ 3.10.8 (Debian
+// bookworm's rabbitmq-server) wrote with `rabbitmqctl export_definitions`,
+// byte for byte: policies (one with a classic mirroring key), an operator
+// policy as RabbitMQ exports it (a parameter of component operator_policy
+// whose definition is a list of pairs), queues, exchanges and a binding.
+// The policies apply as they did on RabbitMQ: the operator policy's
+// max-length 2 beats the policy's 10, the policy's dead-lettering takes the
+// overflow, and its alternate exchange the unroutable publish.
+func TestImportRabbitMQ3108Export(t *testing.T) {
+	raw, err := os.ReadFile("testdata/rabbitmq-3.10.8-policies.json")
+	require.NoError(t, err)
+	d, err := definitions.Read(bytes.NewReader(raw))
+	require.NoError(t, err)
+	b, err := broker.New(broker.Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	require.NoError(t, b.ImportDefinitions(ctx, d))
+
+	ps, err := b.Policies(ctx, "")
+	require.NoError(t, err)
+	byName := map[string]broker.Policy{}
+	for _, p := range ps {
+		byName[p.Name] = p
+	}
+	require.Len(t, byName, 3)
+	require.Equal(t, map[string]any{"message-ttl": int64(60000)}, byName["ha-ttl"].Definition, "ha-mode dropped, the rest kept")
+	require.Equal(t, broker.Policy{VHost: "billing", Name: "invoices-dlx", Pattern: "^invoices$", ApplyTo: "queues", Priority: 1,
+		Definition: map[string]any{"dead-letter-exchange": "", "dead-letter-routing-key": "invoices.dead", "max-length": int64(10)}}, byName["invoices-dlx"])
+	ops, err := b.OperatorPolicies(ctx, "billing")
+	require.NoError(t, err)
+	require.Equal(t, []broker.Policy{{VHost: "billing", Name: "guardrails", Pattern: "^invoices", ApplyTo: "queues",
+		Definition: map[string]any{"max-length": int64(2), "expires": int64(3600000)}}}, ops)
+
+	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1/billing", amqp091.Config{Dial: b.Dial, Vhost: "billing"})
+	require.NoError(t, err, "the exported guest hash logs in")
+	defer conn.Close()
+	ch := amqptest.ConfirmChannel(t, conn)
+	for _, body := range []string{"1", "2", "3"} {
+		amqptest.Publish(t, ch, "", "invoices", body)
+	}
+	amqptest.Publish(t, ch, "payments", "nobody", "lost")
+	require.NoError(t, b.WaitIdle(ctx))
+	ready := map[string]uint64{}
+	for _, q := range b.Stats().QueueDetails {
+		ready[q.VHost+"/"+q.Name] = q.Ready
+	}
+	require.Equal(t, map[string]uint64{"billing/invoices": 2, "billing/invoices.dead": 1, "billing/unrouted-q": 1, "//ttl.q": 0}, ready)
+}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/warrenmq/broker/storage"
@@ -103,6 +104,7 @@ func (q *Queue) inline(o op) (reply, bool) {
 		return reply{}, false
 	}
 	defer q.own.release()
+	q.prepare()
 	// A batch being committed is the actor's to finish: it waits for the
 	// outcome on commitDone too, and had it taken it while we hold the
 	// token, neither of us would go on.
@@ -114,10 +116,15 @@ func (q *Queue) inline(o op) (reply, bool) {
 	retrying := q.retryC != nil
 	r := q.exec(ctx, o)
 	q.afterOps(ctx)
-	if !retrying && q.retryC != nil {
-		// A store error scheduled a retry: the actor, asleep in a select
-		// that predates the timer, must wake to wait on it.
+	q.publishCounts()
+	if !retrying && q.retryC != nil || q.committing {
+		// A store error scheduled a retry, or a commit started: the
+		// actor, asleep in a select that predates them or not running,
+		// must wake to wait on it.
 		q.Kick()
+	} else {
+		// The actor's idle timer lets go of what this op left (trim).
+		q.wake()
 	}
 	return r, true
 }
@@ -144,19 +151,41 @@ func (q *Queue) call(ctx context.Context, o op) (reply, error) {
 	}
 }
 
+// idleAfter is how long the actor goroutine waits with nothing to do
+// before it exits: it goes between idleAfter and twice that after its
+// last step. A queue that is sent work more often than that keeps its
+// goroutine (a busy queue starts none per message); one that goes quiet
+// gives back its stack, which a step through the stores' read paths may
+// have grown to tens of KiB. A variable for the tests; Start copies it.
+var idleAfter = 500 * time.Millisecond
+
+// wake starts the actor goroutine unless one exists. The goroutine
+// started waits for a Kick, an op or its idle timer like one that has run
+// all along.
+func (q *Queue) wake() {
+	if !q.running.Load() && q.running.CompareAndSwap(false, true) {
+		go q.run()
+	}
+}
+
+// run is the actor goroutine: it exists while the queue has work, and a
+// little longer (idleAfter). Each step takes the state token, handles
+// what woke it and what followed (afterOps), and gives the token back.
+// It exits when a whole idle period passed with no step (its own or one a
+// caller ran in place), no commit in flight and no retry armed: park
+// decides, so a Kick racing with the exit is never lost. The stop path
+// (StopAll, or a delete) keeps the token and running for good.
 func (q *Queue) run() {
+	q.enterActor()
 	ctx := context.Background()
-	defer close(q.done)
-	defer q.drain(ctx)
-	defer func() {
-		if q.retry != nil {
-			q.retry.Stop()
-		}
-	}()
-	// The retry timer's channel is state (an in-place op may schedule a
-	// retry), so the select waits on a copy taken with the token.
-	q.own.acquire()
-	retryC := q.retryC
+	idle := newIdleTimer(q.idleAfter)
+	defer freeIdleTimer(idle)
+	// The channels a step may arm are state (an in-place op may schedule
+	// a retry, a step starts a commit), so the select waits on copies
+	// taken with the token.
+	q.acquire()
+	retryC, commitC := q.retryC, q.commitDone
+	mark := q.own.steps + q.own.inPlace
 	q.own.release()
 	for {
 		select {
@@ -165,31 +194,216 @@ func (q *Queue) run() {
 			// that freed credit: either way everything waiting is taken,
 			// so publishes go to the store in one batch and deliveries in
 			// one claim.
-			q.own.acquire()
+			q.acquire()
+			if h := q.halting.Load(); h != nil {
+				q.stopActor(ctx, h) // holding the token for good
+				return
+			}
 			q.handleMailbox(ctx)
-		case r := <-q.commitDone:
-			q.own.acquire()
+		case r := <-commitC:
+			q.acquire()
 			q.finishCommit(ctx, r)
 		case <-retryC:
-			q.own.acquire()
+			q.acquire()
 			q.retryC = nil
 			q.redo(ctx)
-		case <-q.stop:
-			q.own.acquire() // held for good: quiesce and drain follow
-			q.quiesce(ctx)
-			return
+		case <-idle.C:
+			q.acquire()
+			if n := q.own.steps + q.own.inPlace; n != mark || q.committing || q.retryC != nil || q.halting.Load() != nil {
+				mark = n
+				q.own.release()
+				idle.Reset(q.idleAfter)
+				continue
+			}
+			q.trim()
+			if q.park() {
+				return
+			}
+			// A Kick came in while it parked: this goroutine serves it.
+			if h := q.halting.Load(); h != nil {
+				q.stopActor(ctx, h)
+				return
+			}
+			q.handleMailbox(ctx)
+			idle.Reset(q.idleAfter)
 		}
 		if q.inboxLen.Load() > 0 && !q.deleted {
 			q.drainInbox(ctx)
 		}
 		if q.deleted {
-			return // holding the token for good: nothing runs in place any more
+			// Holding the token for good: nothing runs in place any more.
+			q.final(ctx)
+			return
 		}
 		q.claimer.catchUp(ctx)
 		q.afterOps(ctx)
 		q.endStep()
-		retryC = q.retryC
+		q.publishCounts()
+		q.own.steps++
+		retryC, commitC = q.retryC, q.commitDone
 		q.own.release()
+	}
+}
+
+// park is the idle actor's exit, called holding the token: it clears
+// running, gives the token up, and then looks for a Kick that came in
+// meanwhile. It reports whether the goroutine exits; false means the Kick
+// is this goroutine's to serve and it holds the token again. A Kick sends
+// its signal before it looks at running, and park clears running before
+// it looks for the signal, so one of them sees the other: a wake-up is
+// never lost, and when a Kick started another goroutine meanwhile, that
+// one gets the signal and this one exits.
+func (q *Queue) park() bool {
+	q.actors.Add(-1)
+	q.running.Store(false)
+	q.own.release()
+	select {
+	case <-q.kick:
+	default:
+		return true
+	}
+	if !q.running.CompareAndSwap(false, true) {
+		// Another goroutine was started: hand it the wake-up.
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	q.enterActor()
+	q.acquire()
+	return false
+}
+
+// enterActor counts the goroutine in as the actor; a second one at once
+// is a bug in the start and exit protocol (wake, park).
+func (q *Queue) enterActor() {
+	if q.actors.Add(1) != 1 {
+		panic("queue: two actor goroutines at once")
+	}
+}
+
+// stopActor is the actor's last step on StopAll: quiesce, then drain;
+// the token and running stay taken for good.
+func (q *Queue) stopActor(ctx context.Context, h *halt) {
+	q.quiesce(ctx, h)
+	q.final(ctx)
+}
+
+// final is the actor's end, stopped or deleted: drain, then done.
+func (q *Queue) final(ctx context.Context) {
+	q.drain(ctx)
+	if q.retry != nil {
+		q.retry.Stop()
+	}
+	close(q.done)
+}
+
+// acquire takes the state token for a step and makes the state ready for
+// one: trim may have let go of the maps.
+func (q *Queue) acquire() {
+	q.own.acquire()
+	q.prepare()
+}
+
+// prepare takes what trim let go of and a step may use.
+func (q *Queue) prepare() {
+	if q.scratch == nil {
+		q.scratch = scratches.Get().(*scratch)
+	}
+}
+
+// scratches and idleTimers are shared by every queue's actor: an actor
+// started again takes them instead of allocating its own, and an idle
+// queue holds neither.
+var (
+	scratches  = sync.Pool{New: func() any { return new(scratch) }}
+	idleTimers sync.Pool
+)
+
+// freeScratch clears s, so the pool keeps no message or consumer alive,
+// and puts it back; the slices keep their capacity for the next actor.
+func freeScratch(s *scratch) {
+	clear(s.batch[:cap(s.batch)])
+	clear(s.entries[:cap(s.entries)])
+	clear(s.keys[:cap(s.keys)])
+	clear(s.live[:cap(s.live)])
+	clear(s.taken[:cap(s.taken)])
+	clear(s.takenNoAck[:cap(s.takenNoAck)])
+	clear(s.flush[:cap(s.flush)])
+	clear(s.spare.recs[:cap(s.spare.recs)])
+	clear(s.spare.confirms[:cap(s.spare.confirms)])
+	s.batch, s.entries, s.offsets, s.keys, s.live = s.batch[:0], s.entries[:0], s.offsets[:0], s.keys[:0], s.live[:0]
+	s.taken, s.takenNoAck, s.flush = s.taken[:0], s.takenNoAck[:0], s.flush[:0]
+	s.spare.recs, s.spare.confirms, s.seqs = s.spare.recs[:0], s.spare.confirms[:0], s.seqs[:0]
+	scratches.Put(s)
+}
+
+func newIdleTimer(d time.Duration) *time.Timer {
+	if t, ok := idleTimers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// freeIdleTimer stops t and puts it back. A stopped timer's channel
+// holds nothing (Go 1.23 timers), so the next Reset starts clean.
+func freeIdleTimer(t *time.Timer) {
+	t.Stop()
+	idleTimers.Put(t)
+}
+
+// setOut and setWaiting write to the maps, made on the first write since
+// trim let them go: a queue woken for a call that delivers nothing makes
+// neither.
+func (q *Queue) setOut(off uint64, d *delivery) {
+	if q.out == nil {
+		q.out = make(map[uint64]*delivery)
+	}
+	q.out[off] = d
+}
+
+func (q *Queue) setWaiting(off uint64, w waiting) {
+	if q.waiting == nil {
+		q.waiting = make(map[uint64]waiting)
+	}
+	q.waiting[off] = w
+}
+
+// trim lets go of what an idle queue holds only for traffic: empty maps
+// (a map keeps the room it grew to), the record cache ahead of the cursor
+// (read again from the shard when needed), the delivery slab when nothing
+// is out, and the scratch and batch slices. What is state stays: the
+// returned set, the deliveries out, the consumers, the features'
+// bookkeeping. It runs when the goroutine exits idle, and at Start.
+func (q *Queue) trim() {
+	q.own.mustHold()
+	if len(q.out) == 0 {
+		q.out = nil
+		q.deliverySlab, q.freeDeliveries = nil, nil
+	}
+	if len(q.waiting) == 0 {
+		q.waiting = nil
+	}
+	if q.stream == nil {
+		q.pending, q.pendingArr = nil, nil
+	}
+	if !q.committing { // always so when idle; trim runs then and at Start
+		q.commitDone = nil
+		if q.scratch != nil {
+			freeScratch(q.scratch)
+			q.scratch = nil
+		}
+	}
+	if len(q.publishes) == 0 {
+		q.publishes, q.confirms = nil, nil
+	}
+	if len(q.acks) == 0 {
+		q.acks = nil
+	}
+	if q.consumers.len() == 0 {
+		q.consumers = consumerSet{}
 	}
 }
 
@@ -226,7 +440,6 @@ func (q *Queue) afterOps(ctx context.Context) {
 // waiting for a target's answer stay in the store as they are.
 func (q *Queue) drain(ctx context.Context) {
 	q.drainMailbox(ctx)
-	q.quietOnce.Do(func() { close(q.quiet) })
 	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
@@ -245,11 +458,10 @@ func (q *Queue) drain(ctx context.Context) {
 func (q *Queue) release() {
 	q.pending, q.pendingArr, q.returned = nil, nil, nil
 	q.waiting, q.out = nil, nil
-	q.publishes, q.confirms, q.acks, q.seqs = nil, nil, nil, nil
-	q.spare.recs, q.spare.confirms = nil, nil
-	q.scratch.batch, q.scratch.entries, q.scratch.offsets, q.scratch.keys, q.scratch.live = nil, nil, nil, nil, nil
+	q.publishes, q.confirms, q.acks = nil, nil, nil
+	q.scratch = nil
 	q.deliverySlab, q.freeDeliveries = nil, nil
-	q.retrySettle, q.retryKeys, q.retryRequeue = nil, nil, nil
+	q.undone = nil
 	q.consumers.reset()
 	if s := q.stream; s != nil {
 		s.readers, s.tracked, s.unsaved, s.segs = nil, nil, nil, nil
@@ -400,21 +612,20 @@ func (q *Queue) settles(kind opKind) bool {
 // again puts its work back and re-arms the timer.
 func (q *Queue) redo(ctx context.Context) {
 	q.own.mustHold()
-	if refs := q.retrySettle; len(refs) > 0 {
-		q.retrySettle = nil
-		q.settle(ctx, refs)
+	w := q.undone
+	q.undone = nil // what fails again is put back, in a new one
+	if w != nil && len(w.settle) > 0 {
+		q.settle(ctx, w.settle)
 	}
-	if keys := q.retryKeys; len(keys) > 0 {
-		q.retryKeys = nil
-		if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+	if w != nil && len(w.keys) > 0 {
+		if err := q.cfg.Stores.Index.Delete(ctx, w.keys); err != nil {
 			q.cfg.Logger.Error("index delete failed again", "queue", q.cfg.Name, "err", err)
-			q.retryKeys = keys
+			q.later().keys = append(q.later().keys, w.keys...)
 			q.scheduleRetry()
 		}
 	}
-	if refs := q.retryRequeue; len(refs) > 0 {
-		q.retryRequeue = nil
-		q.requeue(ctx, refs)
+	if w != nil && len(w.requeue) > 0 {
+		q.requeue(ctx, w.requeue)
 	}
 	if q.recount {
 		q.countReady(ctx)

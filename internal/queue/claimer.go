@@ -101,7 +101,7 @@ func (l *localClaimer) hold(context.Context, []storage.Record, []uint32) bool { 
 // is still Returned.
 func (l *localClaimer) unhold(_ context.Context, r storage.Record) {
 	q := l.q
-	q.waiting[r.Offset] = waiting{rec: r}
+	q.setWaiting(r.Offset, waiting{rec: r})
 	q.insertReturned(r.Offset)
 	q.becameReady(&r)
 	q.feat.ttl = true

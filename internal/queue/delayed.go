@@ -158,7 +158,7 @@ func (q *Queue) releaseHeld(context.Context) {
 	n := 0
 	for n < len(q.feat.held) && q.feat.held[n].at <= now {
 		w := q.feat.held[n].w
-		q.waiting[w.rec.Offset] = w
+		q.setWaiting(w.rec.Offset, w)
 		q.insertReturned(w.rec.Offset)
 		q.becameReady(&w.rec)
 		n++

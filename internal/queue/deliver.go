@@ -157,7 +157,7 @@ func (q *Queue) putBack(batch []assignment) {
 	}
 	for _, a := range batch {
 		if a.returned {
-			q.waiting[a.rec.Offset] = waiting{rec: a.rec, count: a.count, failed: a.failed}
+			q.setWaiting(a.rec.Offset, waiting{rec: a.rec, count: a.count, failed: a.failed})
 			q.insertReturned(a.rec.Offset)
 		}
 		if a.consumer != nil {
@@ -374,7 +374,7 @@ func (q *Queue) handOut(a assignment, owner Owner, noAck bool, c *Consumer) Mess
 	if !noAck {
 		d := q.newDelivery()
 		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1, failed: a.failed, consumer: c}
-		q.out[a.rec.Offset] = d
+		q.setOut(a.rec.Offset, d)
 	}
 	return m
 }

@@ -6,8 +6,9 @@
 //
 // # Concurrency and ownership
 //
-// Start recovers a queue and starts its actor. Every exported method of
-// Queue is safe from any goroutine: it posts an op to the actor's mailbox
+// Start recovers a queue; its actor's goroutine runs while the queue has
+// work (see "Lifecycle"). Every exported method of Queue is safe from any
+// goroutine: it posts an op to the actor's mailbox
 // (a full mailbox, maxMailbox ops, blocks the caller: that is the
 // publishers' back-pressure) and, for calls with a result, waits for the
 // reply. The read-only inspections (inspect.go: Peek, Outstanding, Usage,
@@ -24,7 +25,7 @@
 //
 // The queue's state has one owner at a time: whoever holds its state
 // token (owner.go). Start holds it while it recovers; the actor takes it
-// for each step and gives it up when it sleeps. Get and AckGot (the ack
+// for each step and gives it up when it sleeps or exits. Get and AckGot (the ack
 // of a got message) may take it from the sleeping actor when nothing is
 // queued ahead of them and no commit is in flight, and then run their op,
 // and what follows every step (settles, commit, dispatch), on the
@@ -37,6 +38,48 @@
 // Confirmer.Confirm run on the holder's goroutine, the actor's or a Get
 // or AckGot caller's; they must not wait on the queue, and those callers
 // must hold no lock a Deliver could take.
+//
+// # Lifecycle
+//
+// A queue is an actor, not a goroutine: its goroutine (run, actor.go)
+// exists only while the queue has work, so 100,000 idle queues keep no
+// goroutine and no stack (a step through the stores' read paths may grow
+// one to tens of KiB, which a parked goroutine kept).
+//
+//   - Start starts none. The first Kick starts it: every send into an
+//     empty mailbox, every post to the inbox (dead-lettered copies, their
+//     answers, timer firings), a channel that freed credit or write room,
+//     an observed change (shared mode), StopAll. Get and AckGot that run
+//     in place start one too, to trim what they left once idle.
+//   - It exits when a whole idle period (idleAfter, 500 ms) passed with no
+//     step of its own or in place, no commit in flight (it waits for the
+//     committer's outcome) and no retry armed (it waits for the retry
+//     timer). A queue sent work more often than that keeps its goroutine,
+//     so a busy queue pays no goroutine start per message. Before it
+//     exits it trims what only traffic needed: empty maps, the record
+//     cache ahead of the cursor (read again from the shard), the delivery
+//     slab when nothing is out, the batch and scratch slices.
+//   - The timers need no goroutine: TTL, x-expires, delayed retry and a
+//     stream's x-max-age run on Config.Clock and post to the inbox, which
+//     kicks. Consumers waiting for credit or room need none: whoever frees
+//     it kicks.
+//   - Exactly one goroutine at a time: running says one exists; Kick sends
+//     its signal and then starts one unless running is set, and the
+//     exiting goroutine clears running and then looks for a signal, taking
+//     it back (or handing it to the goroutine a Kick just started), so no
+//     wake-up is lost and no two actors run (enterActor panics if they
+//     would; TestActorStartExitRace hammers it under -race). Whoever holds
+//     the state token owns the state as before; the goroutine takes it per
+//     step like any holder.
+//   - A stopped or deleted queue's goroutine keeps the token and running
+//     for good: later Kicks start nothing, and Done is closed.
+//   - Reading a queue need not wake it: every step leaves its counts in
+//     atomics, which Counts reads (the broker's rate sampler and
+//     management overview do, every few seconds, for every queue). Stats,
+//     Usage and Peek are ops: exact, and they start the actor.
+//
+// Shared (cluster) queues follow the same lifecycle: they wait on observed
+// changes, and Observe kicks.
 //
 // # Claiming
 //

@@ -526,7 +526,7 @@ func (q *Queue) deleteOwned(ctx context.Context, offsets []uint64) {
 		return
 	}
 	if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
-		q.retryKeys = append(q.retryKeys, keys...)
+		q.later().keys = append(q.later().keys, keys...)
 		q.scheduleRetry()
 	}
 }

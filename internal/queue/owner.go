@@ -15,8 +15,8 @@ import "sync"
 //     actor by giving it up before the actor starts.
 //   - The actor goroutine takes it for each step (a mailbox drain, a
 //     commit's outcome, a retry) and gives it up when the step is done
-//     and it goes back to sleep in its select. When it stops it takes it
-//     for good.
+//     and it goes back to sleep in its select, or exits for want of work
+//     (park, actor.go). When it stops it takes it for good.
 //   - A Get or AckGot caller may take it while the actor sleeps
 //     (tryAcquire): if the mailbox and the inbox are empty and no commit
 //     is in flight, every op sent before the caller's has been handled,
@@ -46,6 +46,9 @@ type stateToken struct {
 	// inPlace counts the ops callers ran in place (tests check that the
 	// hand-off happened).
 	inPlace uint64
+	// steps counts the actor's steps: with inPlace, the actor's idle
+	// timer sees whether anything happened since it last looked.
+	steps uint64
 }
 
 const (

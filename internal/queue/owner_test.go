@@ -184,7 +184,9 @@ func TestStateWorkedOnWithoutTokenPanics(t *testing.T) {
 	publish(t, q, bodies(3)...)
 	_, err := q.Stats(ctx) // every op handled: nothing will wake the actor
 	require.NoError(t, err)
-	// The actor may be finishing its step: wait until the token is free.
+	// Its idle timer would: wait until the goroutine is gone, and (it
+	// gives the token up last) the token is free.
+	waitParked(t, q)
 	for !q.own.tryAcquire() {
 		runtime.Gosched()
 	}

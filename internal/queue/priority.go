@@ -179,7 +179,7 @@ func (q *Queue) promote(ctx context.Context) {
 			return
 		}
 		for _, r := range recs {
-			q.waiting[r.Offset] = waiting{rec: r}
+			q.setWaiting(r.Offset, waiting{rec: r})
 			q.insertReturned(r.Offset)
 		}
 		q.pending = q.pending[n:]

@@ -81,9 +81,12 @@ func (q *Queue) startCommit(ctx context.Context) {
 		return
 	}
 	recs, confirms := q.publishes, q.confirms
-	q.publishes, q.confirms = q.spare.recs[:0], q.spare.confirms[:0]
-	q.spare.recs, q.spare.confirms = nil, nil
+	q.publishes, q.confirms = q.scratch.spare.recs[:0], q.scratch.spare.confirms[:0]
+	q.scratch.spare.recs, q.scratch.spare.confirms = nil, nil
 	q.committing = true
+	if q.commitDone == nil {
+		q.commitDone = make(chan commitResult, 1) // trim lets it go
+	}
 	shards, shard, done := q.cfg.Stores.Shards, q.cfg.Shard, q.commitDone
 	go func() {
 		_, err := shards.Append(ctx, shard, recs)
@@ -107,7 +110,7 @@ func (q *Queue) finishCommit(ctx context.Context, r commitResult) {
 	clear(r.recs)
 	clear(r.confirms)
 	if cap(r.recs) <= maxBatch { // a backlog's larger slices are let go
-		q.spare.recs, q.spare.confirms = r.recs[:0], r.confirms[:0]
+		q.scratch.spare.recs, q.scratch.spare.confirms = r.recs[:0], r.confirms[:0]
 	}
 }
 
@@ -231,11 +234,11 @@ func (q *Queue) stored(ctx context.Context, recs []storage.Record, confirms []co
 			j++
 		}
 		if c.conf != nil {
-			q.seqs = q.seqs[:0]
+			q.scratch.seqs = q.scratch.seqs[:0]
 			for _, x := range confirms[i:j] {
-				q.seqs = append(q.seqs, x.seq)
+				q.scratch.seqs = append(q.scratch.seqs, x.seq)
 			}
-			c.conf.Confirm(q.seqs, err)
+			c.conf.Confirm(q.scratch.seqs, err)
 		}
 		i = j
 	}

@@ -202,16 +202,19 @@ type Queue struct {
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
 	mbox mailbox // calls to the actor (mailbox.go)
 	kick chan struct{}
-	stop chan struct{}
 	done chan struct{}
-
-	stopOnce sync.Once
-	// quiet is closed when the stopping actor has drained its mailbox,
-	// finish when its stopper lets it close its inbox and exit (StopAll).
-	quiet      chan struct{}
-	quietOnce  sync.Once
-	finish     chan struct{}
-	finishOnce sync.Once
+	// running says that an actor goroutine exists (actor.go, "Lifecycle"):
+	// Kick starts one when it is false, and the goroutine clears it when
+	// it exits for want of work. It stays true once the actor stopped for
+	// good, so nothing starts another.
+	running atomic.Bool
+	// actors counts the goroutines acting as the actor: run panics when
+	// it would be two (a check, as mustHold is for the token).
+	actors atomic.Int32
+	// halting is set by StopAll (stop.go): the actor's next step stops it.
+	halting   atomic.Pointer[halt]
+	stopOnce  sync.Once
+	idleAfter time.Duration // idleAfter when the queue started
 	// group counts the dead-lettering in flight among the queues of this
 	// one's vhost (Group); leavingN counts this queue's leaving messages.
 	group    *Group
@@ -273,44 +276,35 @@ type Queue struct {
 	// and confirmed in publish order. commitDone carries its outcome back.
 	committing bool
 	commitDone chan commitResult
-	spare      struct { // the previous batch's slices, reused
-		recs     []storage.Record
-		confirms []confirm
-	}
-	seqs []uint64 // scratch for Confirm calls
 
 	// Work a store error left undone, redone when the retry timer fires
 	// (actor.go: redo): settles whose record delete failed (the
 	// deliveries stay in out), index entries of settled messages whose
 	// delete failed, requeues whose index write failed (the deliveries
 	// stay in out), and a ready count to take again after an Append failed
-	// (its records may or may not be stored).
-	retry        *time.Timer
-	retryC       <-chan time.Time
-	retrySettle  []Ref
-	retryKeys    []unacked.Key
-	retryRequeue []Ref
-	recount      bool
+	// (its records may or may not be stored). undone is made by the first
+	// store error (later) and let go once redone.
+	retry   *time.Timer
+	retryC  <-chan time.Time
+	undone  *undone
+	recount bool
 
 	// scratch holds the actor's reusable slices, so a claim, a settle or a
 	// requeue allocates nothing per message in the steady state. None of
 	// them is kept past the call that fills it: the stores copy what they
-	// keep.
-	scratch struct {
-		batch   []assignment
-		entries []unacked.Entry
-		offsets []uint64
-		keys    []unacked.Key
-		live    []*delivery
-		// claim's returned messages (claimWrite.taken, takenNoAck)
-		taken      []unacked.Key
-		takenNoAck []unacked.Entry
-		flush      []*Consumer // receivers to flush after a batch (flush.go)
-	}
+	// keep. It is allocated for a step (prepare) and let go when the queue
+	// goes idle (trim), so an idle queue pays a pointer for it.
+	scratch *scratch
 
 	feat     featureState // owned by the actor (features.go)
 	stream   *streamState // a stream's log view and readers (stream.go); nil otherwise
 	counters Counters     // message counters, read from any goroutine (inspect.go)
+	// counts are the Stats the last step left (publishCounts), read by
+	// Counts from any goroutine.
+	counts struct {
+		ready, unacked atomic.Uint64
+		consumers      atomic.Int64
+	}
 }
 
 const (
@@ -346,18 +340,12 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{
-		cfg:     cfg,
-		key:     meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		quiet:   make(chan struct{}),
-		finish:  make(chan struct{}),
-		group:   cfg.Features.Group,
-		waiting: make(map[uint64]waiting),
-		out:     make(map[uint64]*delivery),
-
-		commitDone: make(chan commitResult, 1),
+		cfg:       cfg,
+		key:       meta.QueueKey{VHost: cfg.VHost, Name: cfg.Name},
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		group:     cfg.Features.Group,
+		idleAfter: idleAfter,
 	}
 	if q.group == nil {
 		q.group = NewGroup()
@@ -379,12 +367,20 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	}
 	// Start owns the state until the actor runs (owner.go).
 	q.own.acquire()
+	q.prepare()
 	if err := q.claimer.recover(ctx); err != nil {
 		return nil, fmt.Errorf("queue: recover %s: %w", cfg.Name, err)
 	}
 	q.initFeatures()
+	q.publishCounts()
+	retrying := q.retryC != nil
+	q.trim()
 	q.own.release()
-	go q.run()
+	// The actor goroutine starts with the first op or Kick (actor.go,
+	// "Lifecycle"); a retry recovery scheduled needs it now.
+	if retrying {
+		q.Kick()
+	}
 	return q, nil
 }
 
@@ -407,10 +403,33 @@ func (q *Queue) Kick() {
 	case q.kick <- struct{}{}:
 	default:
 	}
+	q.wake()
 }
 
 // Done is closed when the actor has stopped.
 func (q *Queue) Done() <-chan struct{} { return q.done }
+
+// Counts returns the queue's counts as its last step left them, without
+// asking the actor: it neither waits on it nor wakes it. Stats is the
+// exact answer, after every earlier call; Counts is for what reads every
+// queue periodically (the rate sampler, the overview), so that 100,000
+// idle queues are read without starting 100,000 actors. A change another
+// broker made (shared mode) shows once the actor has applied it.
+func (q *Queue) Counts() Stats {
+	return Stats{
+		Ready:     q.counts.ready.Load(),
+		Unacked:   q.counts.unacked.Load(),
+		Consumers: int(q.counts.consumers.Load()),
+	}
+}
+
+// publishCounts stores the counts Counts reads, at the end of every step.
+func (q *Queue) publishCounts() {
+	st := q.stats()
+	q.counts.ready.Store(st.Ready)
+	q.counts.unacked.Store(st.Unacked)
+	q.counts.consumers.Store(int64(st.Consumers))
+}
 
 func (q *Queue) stats() Stats {
 	if q.stream != nil {
@@ -424,3 +443,38 @@ func (q *Queue) stats() Stats {
 }
 
 func (q *Queue) ready() uint64 { return q.fromCursor + uint64(len(q.returned)) }
+
+// scratch is the actor's reusable slices (Queue.scratch).
+type scratch struct {
+	batch   []assignment
+	entries []unacked.Entry
+	offsets []uint64
+	keys    []unacked.Key
+	live    []*delivery
+	// claim's returned messages (claimWrite.taken, takenNoAck)
+	taken      []unacked.Key
+	takenNoAck []unacked.Entry
+	flush      []*Consumer // receivers to flush after a batch (flush.go)
+	// spare are the previous commit's slices, reused (publish.go).
+	spare struct {
+		recs     []storage.Record
+		confirms []confirm
+	}
+	seqs []uint64 // for Confirm calls
+}
+
+// undone is the work store errors left for the retry timer
+// (Queue.undone).
+type undone struct {
+	settle  []Ref
+	keys    []unacked.Key
+	requeue []Ref
+}
+
+// later returns the work left for the retry timer, made on first use.
+func (q *Queue) later() *undone {
+	if q.undone == nil {
+		q.undone = new(undone)
+	}
+	return q.undone
+}

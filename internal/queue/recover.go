@@ -88,7 +88,7 @@ func (l *localClaimer) recover(ctx context.Context) error {
 				q.holdAt(w, e.HeldUntil)
 				continue
 			}
-			q.waiting[r.Offset] = w
+			q.setWaiting(r.Offset, w)
 			q.returned = append(q.returned, r.Offset)
 		}
 		return nil

@@ -111,7 +111,7 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		// The client has settled these: they stay out, owned by the
 		// queue, until the delete succeeds.
 		q.cfg.Logger.Error("ack failed", "queue", q.cfg.Name, "err", err)
-		q.retryLater(&q.retrySettle, ds)
+		q.retryLater(&q.later().settle, ds)
 		return
 	}
 	q.recycle(ds)
@@ -119,7 +119,7 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		// A Delivered entry must not outlive its message: the scanner
 		// would time it out and close a channel that did nothing wrong.
 		q.cfg.Logger.Error("ack index delete failed", "queue", q.cfg.Name, "err", err)
-		q.retryKeys = append(q.retryKeys, keys...) // a copy: keys is scratch
+		q.later().keys = append(q.later().keys, keys...) // a copy: keys is scratch
 		q.scheduleRetry()
 	}
 }
@@ -154,11 +154,11 @@ func (q *Queue) recycle(ds []*delivery) {
 
 // retryLater puts ds back after the store write that settles or requeues
 // them failed, so no message is lost or settled twice: they are out again,
-// owned by the queue, and their refs wait on retry (retrySettle or
-// retryRequeue) for the retry timer.
+// owned by the queue, and their refs wait on retry (undone.settle or
+// undone.requeue) for the retry timer.
 func (q *Queue) retryLater(retry *[]Ref, ds []*delivery) {
 	for _, d := range ds {
-		q.out[d.rec.Offset] = d
+		q.setOut(d.rec.Offset, d)
 		*retry = append(*retry, Ref{Offset: d.rec.Offset, Claim: d.claim})
 	}
 	q.scheduleRetry()
@@ -205,7 +205,7 @@ func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 		// Nobody holds these any more: they stay out, owned by the queue,
 		// until the index write succeeds.
 		q.cfg.Logger.Error("requeue failed", "queue", q.cfg.Name, "err", err)
-		q.retryLater(&q.retryRequeue, ds)
+		q.retryLater(&q.later().requeue, ds)
 		return
 	}
 	for i, d := range ds {
@@ -214,7 +214,7 @@ func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 			q.holdAt(w, at) // delayed retry (delayed.go)
 			continue
 		}
-		q.waiting[d.rec.Offset] = w
+		q.setWaiting(d.rec.Offset, w)
 		q.insertReturned(d.rec.Offset)
 		q.becameReady(&d.rec)
 	}

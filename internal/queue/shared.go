@@ -181,7 +181,7 @@ func (q *Queue) applyPoolChange(ctx context.Context, c meta.Change) {
 		if known {
 			if c.DeliveryCount > w.count {
 				w.count = c.DeliveryCount
-				q.waiting[off] = w
+				q.setWaiting(off, w)
 			}
 			return
 		}
@@ -198,7 +198,7 @@ func (q *Queue) applyPoolChange(ctx context.Context, c meta.Change) {
 // returned set. Its record is read when it is taken, except in a priority
 // queue, which needs its priority to place it.
 func (q *Queue) joinPool(ctx context.Context, off uint64, count uint32) {
-	q.waiting[off] = waiting{count: count, lazy: true}
+	q.setWaiting(off, waiting{count: count, lazy: true})
 	if q.prioritized() {
 		ok, err := q.load(ctx, off)
 		if err != nil || !ok {
@@ -243,7 +243,7 @@ func (q *Queue) load(ctx context.Context, off uint64) (ok bool, err error) {
 		return false, nil
 	}
 	w.rec, w.lazy = recs[0], false
-	q.waiting[off] = w
+	q.setWaiting(off, w)
 	return true, nil
 }
 
@@ -434,7 +434,7 @@ func (sh *sharedClaimer) recover(ctx context.Context) error {
 		default:
 			return true // another broker's delivery
 		}
-		q.waiting[e.Offset] = waiting{count: e.DeliveryCount, failed: e.Failed, lazy: true}
+		q.setWaiting(e.Offset, waiting{count: e.DeliveryCount, failed: e.Failed, lazy: true})
 		q.returned = append(q.returned, e.Offset)
 		return true
 	}); err != nil {
@@ -493,7 +493,7 @@ func (sh *sharedClaimer) hold(ctx context.Context, recs []storage.Record, counts
 		return true
 	}
 	for i := range recs {
-		q.waiting[recs[i].Offset] = waiting{rec: recs[i], count: counts[i]}
+		q.setWaiting(recs[i].Offset, waiting{rec: recs[i], count: counts[i]})
 		q.insertReturned(recs[i].Offset)
 		q.becameReady(&recs[i])
 	}
@@ -521,7 +521,7 @@ func (sh *sharedClaimer) unhold(ctx context.Context, r storage.Record) {
 		q.cfg.Logger.Error("return after dead-letter failed", "queue", q.cfg.Name, "err", err)
 		return
 	}
-	q.waiting[r.Offset] = waiting{rec: r}
+	q.setWaiting(r.Offset, waiting{rec: r})
 	q.insertReturned(r.Offset)
 	q.becameReady(&r)
 	q.feat.ttl = true

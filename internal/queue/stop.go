@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,11 +84,20 @@ func (q *Queue) Stop() { StopAll([]*Queue{q}) }
 // so after a restart the message is in both queues, the source's copy
 // redelivered. Nothing is deleted at a source before its copy is stored.
 func StopAll(qs []*Queue) {
-	for _, q := range qs {
-		q.stopOnce.Do(func() { close(q.stop) })
+	hs := make([]*halt, len(qs))
+	for i, q := range qs {
+		q.stopOnce.Do(func() {
+			q.halting.Store(&halt{quiet: make(chan struct{}), finish: make(chan struct{})})
+		})
+		hs[i] = q.halting.Load()
+		q.Kick() // the actor's next step stops it; an idle queue's starts one
 	}
-	for _, q := range qs {
-		<-q.quiet
+	for i, q := range qs {
+		// A deleted queue's actor ended without quiescing.
+		select {
+		case <-hs[i].quiet:
+		case <-q.done:
+		}
 	}
 	deadline := time.NewTimer(stopGrace)
 	defer deadline.Stop()
@@ -104,32 +114,44 @@ func StopAll(qs []*Queue) {
 			}
 		}
 	}
-	for _, q := range qs {
-		q.finishOnce.Do(func() { close(q.finish) })
+	for _, h := range hs {
+		h.finishOnce.Do(func() { close(h.finish) })
 	}
 	for _, q := range qs {
 		<-q.done
 	}
 }
 
+// halt is what StopAll and the stopping actor say to each other, made
+// when StopAll starts so that a queue that is never stopped pays no
+// channels for it: quiet is closed when the actor has drained its
+// mailbox, finish when the stopper lets it close its inbox and exit.
+type halt struct {
+	quiet      chan struct{}
+	finish     chan struct{}
+	finishOnce sync.Once
+}
+
 // quiesce is step 1 and 2 of StopAll on the actor, holding work for good:
 // the mailbox is closed and drained, then the inbox is served until the
 // stopper says finish.
-func (q *Queue) quiesce(ctx context.Context) {
+func (q *Queue) quiesce(ctx context.Context, h *halt) {
 	q.drainMailbox(ctx)
 	q.flushAcks(ctx)
 	q.flushPublishes(ctx)
-	q.quietOnce.Do(func() { close(q.quiet) })
+	close(h.quiet)
+	// The Kick that brought the actor here may have been a post's: the
+	// inbox is served first, then at every Kick.
 	for {
+		if q.inboxLen.Load() > 0 && !q.deleted {
+			q.drainInbox(ctx)
+		}
+		q.flushAcks(ctx)
+		q.flushPublishes(ctx)
+		q.endStep()
 		select {
 		case <-q.kick:
-			if q.inboxLen.Load() > 0 && !q.deleted {
-				q.drainInbox(ctx)
-			}
-			q.flushAcks(ctx)
-			q.flushPublishes(ctx)
-			q.endStep()
-		case <-q.finish:
+		case <-h.finish:
 			return
 		}
 	}

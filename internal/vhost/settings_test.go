@@ -71,7 +71,7 @@ func TestDefaultQueueType(t *testing.T) {
 	// A queue declared before the default was set has no type: a declare
 	// without one now means the default, which it is not (as in RabbitMQ).
 	_, err = declare("before", true, false, false, nil)
-	requireCode(t, err, amqp.PreconditionFailed, "inequivalent arg 'x-queue-type' for queue 'before' in vhost '/': received 'quorum' but current is 'none'")
+	requireCode(t, err, amqp.PreconditionFailed, "inequivalent arg 'x-queue-type' for queue 'before' in vhost '/': received the value 'quorum' of type 'longstr' but current is none")
 	_, err = declare("before", true, false, false, amqp.Table{"x-queue-type": "classic"})
 	require.NoError(t, err)
 

@@ -372,9 +372,27 @@ func (v *VHost) resource(kind, name string) string {
 	return fmt.Sprintf("%s '%s' in vhost '%s'", kind, name, v.cfg.Name)
 }
 
+// inequivalent is RabbitMQ's equivalence_fail for a property
+// (durable, auto_delete, type, internal): both values quoted.
 func inequivalent(arg, kind, name, vhost string, received, current any) *amqp.Error {
+	return inequivalentText(arg, kind, name, vhost, fmt.Sprintf("'%v'", received), fmt.Sprintf("'%v'", current))
+}
+
+// inequivalentArg is equivalence_fail for an x-argument, which RabbitMQ
+// (rabbit_misc:assert_args_equivalence1 and val/1) words by what the two
+// sides hold: both present, their values quoted ("received '5' but current
+// is '3'"); one absent, that one "none" and the other with its field type
+// ("received none but current is the value '10' of type 'signedint'").
+func inequivalentArg(arg, kind, name, vhost string, received any, rok bool, current any, cok bool) *amqp.Error {
+	if rok && cok {
+		return inequivalentText(arg, kind, name, vhost, "'"+fmtArg(received)+"'", "'"+fmtArg(current)+"'")
+	}
+	return inequivalentText(arg, kind, name, vhost, typedArg(received, rok), typedArg(current, cok))
+}
+
+func inequivalentText(arg, kind, name, vhost, received, current string) *amqp.Error {
 	return amqp.NewError(amqp.PreconditionFailed, 0, 0,
-		"inequivalent arg '%s' for %s '%s' in vhost '%s': received '%v' but current is '%v'",
+		"inequivalent arg '%s' for %s '%s' in vhost '%s': received %s but current is %s",
 		arg, kind, name, vhost, received, current)
 }
 
@@ -474,7 +492,7 @@ func (v *VHost) exchangeEquivalent(x *exchange, m *amqp.ExchangeDeclare) error {
 	a, aok := m.Arguments[ae]
 	b, bok := x.args[ae]
 	if aok != bok || !sameArg(a, b) {
-		return inequivalent(ae, "exchange", d.Name, v.cfg.Name, fmtArg(a, aok), fmtArg(b, bok))
+		return inequivalentArg(ae, "exchange", d.Name, v.cfg.Name, a, aok, b, bok)
 	}
 	return nil
 }
@@ -818,7 +836,7 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 			continue
 		}
 		if aok != bok || !sameArg(a, b) {
-			return inequivalent(key, "queue", d.Name, v.cfg.Name, fmtArg(a, aok), fmtArg(b, bok))
+			return inequivalentArg(key, "queue", d.Name, v.cfg.Name, a, aok, b, bok)
 		}
 	}
 	return nil
@@ -905,16 +923,21 @@ func fieldType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// fmtArg formats an argument for an inequivalent-arg message; "none" when
-// absent, as RabbitMQ says.
-func fmtArg(v any, ok bool) string {
-	if !ok {
-		return "none"
-	}
+// fmtArg formats an argument's value for an inequivalent-arg message.
+func fmtArg(v any) string {
 	if b, isBytes := v.([]byte); isBytes {
 		return string(b)
 	}
 	return fmt.Sprint(v)
+}
+
+// typedArg is RabbitMQ's val/1 of one side of an argument: "none" when
+// absent, else the value and its field type.
+func typedArg(v any, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return "the value '" + fmtArg(v) + "' of type '" + fieldType(v) + "'"
 }
 
 // Queue looks a queue up for a connection: 404 when missing, 405 when it is
