@@ -29,10 +29,11 @@ import (
 // with the live heap and the process's RSS after each phase, on Pebble
 // over TCP with amqp091-go. It is a measuring tool, not a check: it runs
 // only when WARREN_SCALE_QUEUES names the counts (e.g. "1000,5000"), and
-// WARREN_SCALE_PROFILE, when set, is a file prefix for heap profiles.
-// With WARREN_SCALE_DRAIN set, a consumer takes each queue's message
-// instead of the purge, and the queues are measured again once idle
-// (after 2 s) and after debug.FreeOSMemory.
+// WARREN_SCALE_PROFILE, when set, is a file prefix for heap profiles
+// and a CPU profile of the purges. With WARREN_SCALE_DRAIN set, a
+// consumer takes each queue's message instead of the purge, and the
+// queues are measured again once idle (after 2 s) and after
+// debug.FreeOSMemory.
 func TestScaleQueuesProbe(t *testing.T) {
 	spec := os.Getenv("WARREN_SCALE_QUEUES")
 	if spec == "" {
@@ -143,11 +144,20 @@ func probeQueues(t *testing.T, n int) {
 		debug.FreeOSMemory()
 		report("freed", time.Now().Add(-time.Second), 0)
 	} else {
+		if profile != "" {
+			f, err := os.Create(fmt.Sprintf("%s-%d-purge.cpu", profile, n))
+			require.NoError(t, err)
+			require.NoError(t, pprof.StartCPUProfile(f))
+			defer f.Close()
+		}
 		start = time.Now()
 		for _, name := range names {
 			got, err := ch.QueuePurge(name, false)
 			require.NoError(t, err)
 			require.Equal(t, 1, got)
+		}
+		if profile != "" {
+			pprof.StopCPUProfile()
 		}
 		report("purge", start, n)
 	}

@@ -31,6 +31,9 @@ type stores struct {
 	// reclaimedAt is the WAL's BytesIn at the last reclaim's flush (the
 	// disk monitor's goroutine only).
 	reclaimedAt uint64
+	// shards is the Pebble message store made on db, closed before it;
+	// nil when Options.Shards replaces it.
+	shards *pebblestore.Store
 
 	meta      meta.Store
 	durable   queue.Stores
@@ -89,7 +92,8 @@ func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*st
 	s.durable.Shards = o.Shards
 	if s.durable.Shards == nil {
 		if s.db != nil {
-			s.durable.Shards = pebblestore.New(s.db, pebblestore.GuardedBy(s.reserve))
+			s.shards = pebblestore.New(s.db, pebblestore.GuardedBy(s.reserve))
+			s.durable.Shards = s.shards
 		} else {
 			s.durable.Shards = memory.New()
 		}
@@ -136,6 +140,9 @@ func (s *stores) reclaim(ctx context.Context) error {
 func (s *stores) close() error {
 	if s.db == nil {
 		return nil
+	}
+	if s.shards != nil {
+		_ = s.shards.Close() // stops its compactions; never fails
 	}
 	err := s.db.Close()
 	s.db = nil

@@ -22,9 +22,12 @@
 //     including third-party ones.
 //
 // Optional interfaces, found by type assertion: Syncer (make every earlier
-// write durable on demand; storage/pebble) and MemoryReporter (the message
+// write durable on demand; storage/pebble), MemoryReporter (the message
 // bytes a store holds in the Go heap, which count against the broker's
-// memory alarm; storage/memory).
+// memory alarm; storage/memory), TransientDropper and Purger (delete a
+// shard's non-persistent records, or every record from an offset on,
+// without reading them; storage/pebble). The conformance suite checks
+// each one a store implements and skips the others.
 //
 // # Contract details the interface comments leave open
 //

@@ -99,3 +99,14 @@ type Syncer interface {
 type TransientDropper interface {
 	DropTransient(ctx context.Context, shard string) (int, error)
 }
+
+// Purger is implemented by stores that can delete every record of a
+// shard from an offset on without reading them (the queue runtime
+// purges a queue's ready messages, those at and after its cursor, this
+// way). PurgeFrom returns how many records it deleted and end, one past
+// the highest offset it deleted (from when it deleted none). It is
+// optional: found by type assertion; without it the runtime reads the
+// records to learn their offsets.
+type Purger interface {
+	PurgeFrom(ctx context.Context, shard string, from uint64) (n, end uint64, err error)
+}

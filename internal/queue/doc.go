@@ -150,7 +150,9 @@
 //     deleted, and DropTransient removes non-persistent records (RabbitMQ's
 //     durable queues drop transient messages at restart), through the
 //     store's storage.TransientDropper when it has one, so a deep queue
-//     starts without reading its backlog.
+//     starts without reading its backlog. Purge likewise deletes from the
+//     cursor on through the store's storage.Purger when it has one, and
+//     reads the records to learn their offsets only when it has not.
 //
 // # Features (RabbitMQ 3.13 semantics)
 //

@@ -47,18 +47,13 @@ func (l *localClaimer) purge(ctx context.Context) (uint64, error) {
 		clear(q.waiting)
 	}
 	last, deleted := q.cursor, uint64(0)
-	err := q.eachRecord(ctx, q.cursor, ^uint64(0), func(batch []storage.Record) error {
-		offsets := make([]uint64, len(batch))
-		for i, r := range batch {
-			offsets[i] = r.Offset
-		}
-		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
-			return err
-		}
-		deleted += uint64(len(batch))
-		last = batch[len(batch)-1].Offset + 1
-		return nil
-	})
+	var err error
+	if p, ok := s.Shards.(storage.Purger); ok {
+		// The store knows its live offsets: no record is read.
+		deleted, last, err = p.PurgeFrom(ctx, q.cfg.Shard, q.cursor)
+	} else {
+		err = q.purgeByReading(ctx, &last, &deleted)
+	}
 	q.emptyPending()
 	if err != nil {
 		q.fromCursor -= min(q.fromCursor, deleted)
@@ -72,6 +67,25 @@ func (l *localClaimer) purge(ctx context.Context) (uint64, error) {
 	q.fromCursor = 0
 	q.feat.readyBytes = 0
 	return n + deleted, nil
+}
+
+// purgeByReading deletes the records from the cursor on, read in batches
+// to learn their offsets, for a store that is not a storage.Purger. It
+// adds to *deleted as it goes and leaves *last one past the last deleted.
+func (q *Queue) purgeByReading(ctx context.Context, last, deleted *uint64) error {
+	s := q.cfg.Stores
+	return q.eachRecord(ctx, q.cursor, ^uint64(0), func(batch []storage.Record) error {
+		offsets := make([]uint64, len(batch))
+		for i, r := range batch {
+			offsets[i] = r.Offset
+		}
+		if err := s.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
+			return err
+		}
+		*deleted += uint64(len(batch))
+		*last = batch[len(batch)-1].Offset + 1
+		return nil
+	})
 }
 
 func (q *Queue) deleteAll(ctx context.Context) (uint64, error) {

@@ -121,3 +121,93 @@ func BenchmarkShardLifecycle(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkShardPurge purges a shard the two ways the queue runtime can:
+// "read" reads the records from the first offset to learn their offsets
+// and deletes those, "purger" calls PurgeFrom, which reads nothing. In
+// others=N one op purges one of N shards holding a record each and
+// appends the record back, round robin: ns/op must not grow with N
+// (compare 1000 with 50000). In depth=N one op fills a shard with N
+// records of 1 KiB (off the clock) and purges it.
+func BenchmarkShardPurge(b *testing.B) {
+	ways := []struct {
+		name  string
+		purge func(s *Store, name string) (uint64, error)
+	}{
+		{"read", func(s *Store, name string) (uint64, error) {
+			ctx := context.Background()
+			from, err := s.FirstOffset(ctx, name)
+			var n uint64
+			for err == nil {
+				var recs []storage.Record
+				if recs, err = s.Read(ctx, name, from, 1024); err != nil || len(recs) == 0 {
+					break
+				}
+				offs := make([]uint64, len(recs))
+				for i, r := range recs {
+					offs[i] = r.Offset
+				}
+				err = s.DeleteByOffsets(ctx, name, offs)
+				n += uint64(len(recs))
+				from = offs[len(offs)-1] + 1
+			}
+			return n, err
+		}},
+		{"purger", func(s *Store, name string) (uint64, error) {
+			n, _, err := s.PurgeFrom(context.Background(), name, 0)
+			return n, err
+		}},
+	}
+	open := func(b *testing.B) *Store {
+		db, err := Open(b.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+		require.NoError(b, err)
+		b.Cleanup(func() { require.NoError(b, db.Close()) })
+		return New(db)
+	}
+	ctx := context.Background()
+	for _, way := range ways {
+		for _, others := range []int{1000, 50000} {
+			b.Run(fmt.Sprintf("%s/others=%d", way.name, others), func(b *testing.B) {
+				s := open(b)
+				rec := []storage.Record{{Body: []byte("x")}}
+				names := make([]string, others)
+				for i := range names {
+					names[i] = "q" + strconv.Itoa(i)
+					_, err := s.Append(ctx, names[i], rec)
+					require.NoError(b, err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					name := names[i%others]
+					if n, err := way.purge(s, name); err != nil || n != 1 {
+						b.Fatal(n, err)
+					}
+					if _, err := s.Append(ctx, name, rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run(way.name+"/depth=100000", func(b *testing.B) {
+			s := open(b)
+			recs := make([]storage.Record, 1000)
+			for i := range recs {
+				recs[i].Body = make([]byte, 1024)
+			}
+			b.ReportAllocs()
+			for i := range b.N {
+				b.StopTimer()
+				name := "deep" + strconv.Itoa(i)
+				for range 100 {
+					_, err := s.Append(ctx, name, recs)
+					require.NoError(b, err)
+				}
+				b.StartTimer()
+				if n, err := way.purge(s, name); err != nil || n != 100000 {
+					b.Fatal(n, err)
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@
 //	if err != nil { ... }
 //	defer db.Close()
 //	shards := pebble.New(db)
+//	defer shards.Close()               // before db.Close
 //	index := pebble.NewIndex(db)
 //
 // # Durability
@@ -65,6 +66,12 @@
 // (state version 1 or 2) is read once when first used and its pages
 // written.
 //
+// PurgeFrom (storage.Purger) deletes every live offset from the cursor on
+// the same way, reading nothing: up to 256 with a SingleDelete each, more
+// with one range deletion up to the next offset. Purging 100,000 records
+// of 1 KiB takes 3.6 ms instead of the 0.5 s (and 129 MB of allocations)
+// of reading them to learn their offsets.
+//
 // When deletes move the first live offset rangeEvery (16 chunks) past the
 // last range deletion, the batch also range-deletes the dead head below
 // it, so Pebble can drop a drained queue's data by range. Once such
@@ -72,6 +79,22 @@
 // the store starts a memtable flush: until the deletions leave the
 // memtable no compaction can drop what they cover, and a queue drained
 // and left idle would keep its space until other writes filled it.
+// Pebble picks compactions by level size, though, not by what a range
+// deletion covers: after 500,000 messages of 1 KiB were drained, about
+// 100 MiB of sstables under the deletions stayed. So when a delete leaves
+// a shard empty and sstables still hold 16 MiB or more of its
+// range-deleted records, the store compacts that key range, on a
+// goroutine of its own that runs while there is such a range to compact
+// (Store.Close stops it). A queue drained in step with its publishes
+// never gets its records out of the memtable and costs no compaction.
+//
+// What a data directory keeps once every queue is empty does not depend
+// on how much went through it: the reserve file (twice the memtable) and
+// the write-ahead logs, the live one and up to three Pebble keeps for
+// reuse, each preallocated to 110% of the memtable. With the default
+// 64 MiB memtable that is 128 + 282 MiB of allocated blocks; a smaller
+// memtable (broker.Options.StoreMemory) shrinks both in proportion, at
+// the price of more flushes and compactions while writing.
 //
 // A nil Properties or Body reads back nil, an empty one reads back empty.
 // Read decodes into fresh memory, one allocation per record.
@@ -83,6 +106,9 @@
 // holds it through the fsync: state must be written in offset order); reads,
 // FirstOffset and Count do not take it. Different shards never wait for one
 // another, and their concurrent synced commits share fsyncs.
+//
+// Close the Store before its DB: Close stops the compaction of drained
+// shards (one Pebble already runs ends in Pebble's background).
 //
 // Store caches per shard the next offset, the live offsets and the first
 // of them, which lets reads skip the tombstones acks leave at the head of a

@@ -198,6 +198,52 @@ func (l *liveSet) remove(off uint64) bool {
 	return true
 }
 
+// removeFrom marks every offset >= from dead and returns how many were
+// live and one past the highest of them (from when none was). It visits
+// each chunk once, not each offset.
+func (l *liveSet) removeFrom(from uint64) (n, end uint64) {
+	end = from
+	fromKey := from / chunkBits
+	for key, c := range l.chunks {
+		if key < fromKey {
+			continue
+		}
+		removed := 0
+		for w := range c.bits {
+			word := c.bits[w]
+			if lo := key*chunkBits + uint64(w)*64; from > lo {
+				if from-lo >= 64 {
+					continue
+				}
+				word &= ^uint64(0) << (from - lo)
+			}
+			if word == 0 {
+				continue
+			}
+			end = max(end, key*chunkBits+uint64(w)*64+uint64(63-bits.LeadingZeros64(word))+1)
+			removed += bits.OnesCount64(word)
+			c.bits[w] &^= word
+		}
+		if removed == 0 {
+			continue
+		}
+		c.n -= removed
+		n += uint64(removed)
+		l.touch(key)
+		if c.n == 0 {
+			delete(l.chunks, key)
+			if l.last == c {
+				l.last = nil
+			}
+			if len(l.free) < maxFreeChunks {
+				l.free = append(l.free, c)
+			}
+		}
+	}
+	l.count -= n
+	return n, end
+}
+
 // contains reports whether off is live.
 func (l *liveSet) contains(off uint64) bool {
 	c := l.chunkFor(off, false)

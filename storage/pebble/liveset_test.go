@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestLiveSet compares liveSet with a map under random adds, ranges and
-// removes spread over offsets far apart (so first's fallback over every
+// TestLiveSet compares liveSet with a map under random adds, ranges,
+// removes and (rarely) removeFroms spread over offsets far apart (so first's fallback over every
 // chunk runs too), checking count, membership and first after each step.
 func TestLiveSet(t *testing.T) {
 	tests := []struct {
@@ -28,11 +28,24 @@ func TestLiveSet(t *testing.T) {
 			want := map[uint64]bool{}
 			for step := 0; step < 2000; step++ {
 				off := rng.Uint64N(tt.spread)
-				switch rng.IntN(3) {
-				case 0:
+				switch k := rng.IntN(61); {
+				case k == 60:
+					var wantN uint64
+					wantEnd := off
+					for o := range want {
+						if o >= off {
+							wantN++
+							wantEnd = max(wantEnd, o+1)
+							delete(want, o)
+						}
+					}
+					n, end := l.removeFrom(off)
+					require.Equal(t, wantN, n, "removeFrom(%d)", off)
+					require.Equal(t, wantEnd, end, "removeFrom(%d)", off)
+				case k < 20:
 					require.Equal(t, !want[off], l.add(off))
 					want[off] = true
-				case 1:
+				case k < 40:
 					n := rng.Uint64N(200) + 1
 					// addRange wants offsets not yet live.
 					free := true

@@ -281,3 +281,38 @@ func TestDrainFlushes(t *testing.T) {
 	require.Eventually(t, func() bool { return p.db.Metrics().Flush.Count > flushes },
 		10*time.Second, time.Millisecond, "no flush after draining %d bytes", 2*rangeEvery*256)
 }
+
+// TestDrainedShardCompacts checks that a shard drained to empty, whose
+// range-deleted records sstables still hold, has that range compacted
+// by the store: the sstables go without other writes to make Pebble
+// compact the levels.
+func TestDrainedShardCompacts(t *testing.T) {
+	old := compactDrainedMin
+	compactDrainedMin = 1 << 20
+	t.Cleanup(func() { compactDrainedMin = old })
+	ctx := context.Background()
+	p := newPagesDBMemTable(t, 32<<20)
+	s := New(p.db)
+	t.Cleanup(func() { require.NoError(t, s.Close()) }) // before the DB's
+	total := 3 * rangeEvery
+	fill(t, s, "q", total, 256, 0)
+	require.NoError(t, p.db.Flush()) // the records are in sstables
+	prefix := shardPrefix("q")
+	start, end := appendRecordKey(nil, prefix, 0), appendRecordKey(nil, prefix, uint64(total))
+	full, err := p.db.EstimateDiskUsage(start, end)
+	require.NoError(t, err)
+	require.Greater(t, full, uint64(total*256/2))
+	offs := make([]uint64, 0, 1000)
+	for o := range uint64(total) {
+		offs = append(offs, o)
+		if len(offs) == cap(offs) {
+			require.NoError(t, s.DeleteByOffsets(ctx, "q", offs))
+			offs = offs[:0]
+		}
+	}
+	require.NoError(t, s.DeleteByOffsets(ctx, "q", offs))
+	require.Eventually(t, func() bool {
+		est, err := p.db.EstimateDiskUsage(start, end)
+		return err == nil && est < full/10
+	}, 10*time.Second, 5*time.Millisecond, "the drained shard's %d bytes of sstables were not compacted", full)
+}

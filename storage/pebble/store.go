@@ -25,18 +25,22 @@ type Store struct {
 	// drained sums the sstable bytes the head range deletions covered
 	// since the last flush they asked for (see flushAfterDrained).
 	drained atomic.Uint64
+	compact compactor
 }
 
 var (
 	_ storage.ShardStore       = (*Store)(nil)
 	_ storage.Syncer           = (*Store)(nil)
 	_ storage.TransientDropper = (*Store)(nil)
+	_ storage.Purger           = (*Store)(nil)
 )
 
 // New returns a Store keeping its shards in db, under keys starting with
 // 's'. It reads nothing until a shard is first used.
 func New(db *pebble.DB, opts ...StoreOption) *Store {
 	s := &Store{db: db}
+	s.compact.db = db
+	s.compact.ctx, s.compact.cancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
 	}
@@ -54,9 +58,14 @@ type StoreOption func(*Store)
 // are nacked instead. r is the reserve the DB was opened with.
 func GuardedBy(r *DiskReserve) StoreOption { return func(s *Store) { s.reserve = r } }
 
-// Close does nothing: Store holds no resource of its own. The DB is closed
-// by whoever opened it.
-func (s *Store) Close() error { return nil }
+// Close stops the compactions of drained shards (see compactDrainedMin):
+// one Pebble already runs goes on to its end in Pebble's background, and
+// Close returns without waiting for it. Close it before its DB, which is
+// closed by whoever opened it. The Store must not be used afterwards.
+func (s *Store) Close() error {
+	s.compact.close()
+	return nil
+}
 
 // shard caches one shard's state. The immutable fields are set at creation;
 // next and count are written only with mu held, after the batch that
@@ -106,6 +115,11 @@ type shard struct {
 		// ranged is the offset below which a range deletion covers every
 		// record key (see rangeEvery).
 		ranged uint64
+		// compacted is the offset below which a compaction of the
+		// drained records was requested; checked is what ranged was
+		// when their sstables were last estimated (see
+		// compactDrainedMin).
+		compacted, checked uint64
 	}
 }
 
@@ -590,6 +604,14 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 			return err
 		}
 	}
+	return s.commitDeleteLocked(sh, b)
+}
+
+// commitDeleteLocked completes b, holding the tombstones of records
+// already removed from the live sets: it adds the range deletion of the
+// dead head when it is due (rangeEvery), the changed pages and the state,
+// commits b and updates the cached count and low bound.
+func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
 	next := sh.next.Load()
 	first, ok := sh.mu.live.first(sh.low.Load())
 	if !ok {
@@ -620,6 +642,9 @@ func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
 		s.noteDrained(appendRecordKey(nil, sh.prefix, sh.mu.ranged), appendRecordKey(nil, sh.prefix, ranged))
 	}
 	sh.mu.ranged = ranged
+	if sh.mu.live.count == 0 && ranged > sh.mu.checked {
+		s.compactDrainedLocked(sh)
+	}
 	sh.count.Store(sh.mu.live.count)
 	// Keep low at the first live offset, so reads skip the head's
 	// tombstones without iterating over them.
@@ -644,6 +669,115 @@ func (s *Store) noteDrained(start, end []byte) {
 	_, _ = s.db.AsyncFlush()
 }
 
+// compactDrainedMin is how many bytes of sstables the range-deleted
+// records of an emptied shard must still occupy for the store to compact
+// them. Pebble schedules compactions by level size, not by what a range
+// deletion covers, so once a deep queue is drained and nothing else is
+// written the tables under its deletions stay: about 100 MiB of them
+// after 500,000 messages of 1 KiB. A queue that drains in step with its
+// publishes never gets its records out of the memtable, estimates 0 and
+// costs no compaction.
+var compactDrainedMin uint64 = 16 << 20
+
+// compactDrainedLocked asks for a compaction of the shard's records below
+// its range deletions, emptied just now, when sstables still hold at
+// least compactDrainedMin of them. The estimate comes from metadata, and
+// is made once for each new range deletion, not for every delete that
+// finds the shard empty.
+func (s *Store) compactDrainedLocked(sh *shard) {
+	sh.mu.checked = sh.mu.ranged
+	start, end := appendRecordKey(nil, sh.prefix, sh.mu.compacted), appendRecordKey(nil, sh.prefix, sh.mu.ranged)
+	est, err := s.db.EstimateDiskUsage(start, end)
+	if err != nil || est < compactDrainedMin {
+		return
+	}
+	if s.compact.request(start, end) {
+		sh.mu.compacted = sh.mu.ranged
+	}
+}
+
+// compactor runs the compactions of drained shards' key ranges, one at a
+// time, on a goroutine it starts when there is one to run and that ends
+// when none is left, so an idle store has none. Pebble's Compact waits
+// for the compaction (a flush first, when the memtable overlaps the
+// range), which the queue actor that drained the shard must not do.
+type compactor struct {
+	db     *pebble.DB
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     struct {
+		sync.Mutex
+		pending [][2][]byte // start and end of each range to compact
+		running bool
+		closed  bool
+	}
+}
+
+// request queues [start, end) for compaction and reports whether it did
+// (false once closed).
+func (c *compactor) request(start, end []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return false
+	}
+	c.mu.pending = append(c.mu.pending, [2][]byte{start, end})
+	if !c.mu.running {
+		c.mu.running = true
+		c.wg.Add(1)
+		go c.run()
+	}
+	return true
+}
+
+// run compacts the pending ranges until none is left or close is called.
+// A compaction that fails changes nothing: the space waits for Pebble's
+// own compactions, as it would without this.
+func (c *compactor) run() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		if len(c.mu.pending) == 0 || c.mu.closed {
+			c.mu.running = false
+			c.mu.Unlock()
+			return
+		}
+		r := c.mu.pending[0]
+		c.mu.pending = c.mu.pending[1:]
+		c.mu.Unlock()
+		c.compactOne(r[0], r[1])
+	}
+}
+
+// compactOne compacts [start, end). Pebble panics with ErrClosed when its
+// DB is closed first, which an owner that closes the DB without closing
+// the Store does: that ends the compaction, not the process.
+func (c *compactor) compactOne(start, end []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			if err, ok := r.(error); ok && errors.Is(err, pebble.ErrClosed) {
+				return
+			}
+			panic(r)
+		}
+	}()
+	_ = c.db.Compact(c.ctx, start, end, false)
+}
+
+// close drops the pending ranges, cancels the compaction waiting in
+// Pebble, if any, and returns once run has.
+func (c *compactor) close() {
+	c.mu.Lock()
+	c.mu.closed = true
+	c.mu.pending = nil
+	c.mu.Unlock()
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+}
+
 // DropTransient implements storage.TransientDropper: it deletes every
 // record stored with Persistent false, which the shard's transient pages
 // name, and returns how many it deleted. No record is read.
@@ -664,6 +798,64 @@ func (s *Store) DropTransient(ctx context.Context, name string) (int, error) {
 		return 0, fmt.Errorf("storage/pebble: drop transient from shard %q: %w", name, err)
 	}
 	return len(offs), nil
+}
+
+// PurgeFrom implements storage.Purger: it deletes every live record at
+// offset from or above, which the live set names, and reads none. Up to
+// pointDeleteMax of them go with a SingleDelete each, as acks do; more
+// with one range deletion over [from, next offset), so purging a deep
+// queue costs a bit per message in memory and a few keys in the batch,
+// and Pebble can drop the sstables the range covers whole. The batch is
+// committed with pebble.NoSync: a purge lost in a crash leaves the
+// messages to deliver again.
+func (s *Store) PurgeFrom(ctx context.Context, name string, from uint64) (n, end uint64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, from, fmt.Errorf("storage/pebble: purge shard %q: %w", name, err)
+	}
+	sh := s.lockShard(name)
+	defer sh.mu.Unlock()
+	if err := s.loadLocked(sh); err != nil {
+		return 0, from, err
+	}
+	offs := make([]uint64, 0, 8)
+	for off, ok := sh.mu.live.first(from); ok && len(offs) <= pointDeleteMax; off, ok = sh.mu.live.first(off + 1) {
+		offs = append(offs, off)
+	}
+	switch {
+	case len(offs) == 0:
+		return 0, from, nil
+	case len(offs) <= pointDeleteMax:
+		err = s.deleteLocked(sh, offs)
+		n, end = uint64(len(offs)), offs[len(offs)-1]+1
+	default:
+		n, end, err = s.purgeRangeLocked(sh, from)
+	}
+	if err != nil {
+		return 0, from, fmt.Errorf("storage/pebble: purge shard %q: %w", name, err)
+	}
+	return n, end, nil
+}
+
+// purgeRangeLocked removes every offset >= from from the live sets and
+// deletes their records with one range deletion up to the next offset
+// (no record exists at or above it: Append holds mu too). It returns how
+// many offsets it removed and one past the highest.
+func (s *Store) purgeRangeLocked(sh *shard, from uint64) (n, end uint64, err error) {
+	next := sh.next.Load()
+	n, end = sh.mu.live.removeFrom(from)
+	sh.mu.transient.removeFrom(from)
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	start, limit := appendRecordKey(nil, sh.prefix, from), appendRecordKey(nil, sh.prefix, next)
+	if err := b.DeleteRange(start, limit, nil); err != nil {
+		sh.loaded.Store(false)
+		return 0, from, err
+	}
+	if err := s.commitDeleteLocked(sh, b); err != nil {
+		return 0, from, err
+	}
+	s.noteDrained(start, limit)
+	return n, end, nil
 }
 
 // FirstOffset implements storage.ShardStore.

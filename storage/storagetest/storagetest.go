@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) (s storage.ShardStore, reopen fun
 		{"ConcurrentAppendDeleteRead", testConcurrentMixed},
 		{"ContextDone", testContextDone},
 		{"Syncer", testSyncer},
+		{"Purger", testPurger},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, open) })
@@ -876,4 +877,103 @@ func testSyncer(t *testing.T, open opener) {
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	require.ErrorIs(t, sy.Sync(canceled), context.Canceled)
+}
+
+// testPurger checks storage.Purger on a short and a long shard (a backend
+// may delete them differently), with deleted offsets and live records
+// below from, and across a reopen.
+func testPurger(t *testing.T, open opener) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		records int
+		deleted []uint64 // before the purge
+		from    uint64
+	}{
+		{"Short", 10, []uint64{2, 7}, 5},
+		{"Long", 3000, []uint64{0, 1500, 2999}, 1000},
+		{"FromZero", 600, []uint64{3}, 0},
+		{"AllBelow", 20, nil, 20},
+		{"FromPastNext", 20, []uint64{19}, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, reopen := open(t)
+			p, ok := s.(storage.Purger)
+			if !ok {
+				t.Skip("storagetest: store does not implement storage.Purger")
+			}
+			all := makeRecords(0, tt.records, true)
+			for i := range all {
+				all[i].Persistent = i%3 != 0
+			}
+			mustAppend(t, s, "q", all)
+			mustAppend(t, s, "other", makeRecords(0, 3, true))
+			mustDelete(t, s, "q", tt.deleted...)
+			var keep []storage.Record
+			wantN, wantEnd := uint64(0), tt.from
+			for _, r := range all {
+				switch {
+				case slices.Contains(tt.deleted, r.Offset):
+				case r.Offset < tt.from:
+					keep = append(keep, r)
+				default:
+					wantN, wantEnd = wantN+1, r.Offset+1
+				}
+			}
+			n, end, err := p.PurgeFrom(ctx, "q", tt.from)
+			require.NoError(t, err)
+			require.Equal(t, wantN, n, "records purged")
+			require.Equal(t, wantEnd, end, "one past the last purged")
+			first := uint64(tt.records)
+			if len(keep) > 0 {
+				first = keep[0].Offset
+			}
+			requireState(t, s, "q", keep, first)
+			requireState(t, s, "other", makeRecordsAt(0, 3, true), 0)
+
+			// Again: nothing is left to purge.
+			n, end, err = p.PurgeFrom(ctx, "q", tt.from)
+			require.NoError(t, err)
+			require.Equal(t, [2]uint64{0, tt.from}, [2]uint64{n, end}, "second purge")
+			// Offsets go on after the purged ones.
+			require.Equal(t, uint64(tt.records), mustAppend(t, s, "q", makeRecords(tt.records, 1, true)))
+			keep = append(keep, makeRecordsAt(tt.records, 1, true)...)
+			requireState(t, s, "q", keep, keep[0].Offset)
+
+			if reopen == nil {
+				return
+			}
+			if sy, ok := s.(storage.Syncer); ok {
+				require.NoError(t, sy.Sync(ctx))
+			}
+			s = reopen()
+			requireState(t, s, "q", keep, keep[0].Offset)
+			require.Equal(t, uint64(tt.records+1), mustAppend(t, s, "q", makeRecords(tt.records+1, 1, true)))
+		})
+	}
+	t.Run("UnknownShard", func(t *testing.T) {
+		s, _ := open(t)
+		p, ok := s.(storage.Purger)
+		if !ok {
+			t.Skip("storagetest: store does not implement storage.Purger")
+		}
+		n, end, err := p.PurgeFrom(ctx, "nope", 7)
+		require.NoError(t, err)
+		require.Equal(t, [2]uint64{0, 7}, [2]uint64{n, end})
+	})
+	t.Run("ContextDone", func(t *testing.T) {
+		s, _ := open(t)
+		p, ok := s.(storage.Purger)
+		if !ok {
+			t.Skip("storagetest: store does not implement storage.Purger")
+		}
+		all := makeRecords(0, 3, true)
+		mustAppend(t, s, "q", all)
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		_, _, err := p.PurgeFrom(canceled, "q", 0)
+		require.ErrorIs(t, err, context.Canceled)
+		requireState(t, s, "q", all, 0)
+	})
 }
