@@ -111,10 +111,6 @@ type Conn struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	wake       chan struct{} // 1-buffered: "out has frames"
-	readerDone chan struct{} // closed when the read loop ended: flush and exit
-	writerDone chan struct{} // closed by the writer on exit
-
 	closeRWCOnce sync.Once
 
 	// sink is non-nil for a direct connection (NewDirect): what the server
@@ -141,18 +137,15 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Conn{
-		id:         id,
-		tr:         tr,
-		trk:        cfg.Counters.track(),
-		cfg:        cfg,
-		set:        cfg.settings(),
-		log:        logger.With("conn", id),
-		channels:   make(map[uint16]*Channel),
-		wake:       make(chan struct{}, 1),
-		readerDone: make(chan struct{}),
-		writerDone: make(chan struct{}),
-		alarms:     cfg.Alarms,
-		stop:       make(chan struct{}),
+		id:       id,
+		tr:       tr,
+		trk:      cfg.Counters.track(),
+		cfg:      cfg,
+		set:      cfg.settings(),
+		log:      logger.With("conn", id),
+		channels: make(map[uint16]*Channel),
+		alarms:   cfg.Alarms,
+		stop:     make(chan struct{}),
 	}
 	// Before tune-ok the spec only obliges peers to accept frame-min-size
 	// (connection.tune, frame-max); RabbitMQ reads no larger frame (4096
@@ -174,9 +167,10 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 // ID returns the id given to NewConn.
 func (c *Conn) ID() string { return c.id }
 
-// Serve runs the connection: it starts the writer goroutine, reads and
-// handles frames on the calling goroutine until the connection ends, and
-// returns only after both have stopped and the stream is closed. It returns nil
+// Serve runs the connection: it reads and handles frames on the calling
+// goroutine until the connection ends (a writer goroutine runs beside it
+// while there is something to write), and returns only after both have
+// stopped and the stream is closed. It returns nil
 // when the connection was closed with the close handshake (by either side),
 // otherwise why it ended. Call it once.
 func (c *Conn) Serve() error {
@@ -186,7 +180,6 @@ func (c *Conn) Serve() error {
 	}
 	c.out.Unlock()
 
-	go c.writeLoop()
 	err := c.readLoop()
 	c.finish()
 	c.emitClosed(err)
@@ -214,20 +207,8 @@ func (c *Conn) Shutdown(code uint16, text string) {
 // finish stops the writer (after it flushed what is queued, within the close
 // timeout), every timer and the socket, then releases the channels.
 func (c *Conn) finish() {
-	close(c.readerDone)
-	t := time.NewTimer(c.set.closeTimeout)
-	select {
-	case <-c.writerDone:
-	case <-t.C:
-		// The peer stopped reading: closing the socket unblocks the Write.
-		c.closeRWC()
-		<-c.writerDone
-	}
-	t.Stop()
-
+	c.stopWriter()
 	c.out.Lock()
-	c.out.stopped = true
-	c.out.buf = nil
 	c.stopTimersLocked()
 	c.out.Unlock()
 	c.closeRWC()

@@ -93,15 +93,22 @@ func TestHeartbeatScheduleFiresDueEntries(t *testing.T) {
 
 // TestIdleTickReleasesWriterBuffers: a heartbeat tick of a connection
 // that wrote nothing since the last one drops the writer's spare buffer,
-// however large a burst made it, and queues the heartbeat in a small one.
+// however large a burst made it, and queues the heartbeat in a small one,
+// which the writer it starts writes.
 func TestIdleTickReleasesWriterBuffers(t *testing.T) {
-	c := NewConn(newDiscardRWC(), "hb#idle", testConfig())
+	rwc := &recordingRWC{t: t, closed: make(chan struct{})}
+	c := NewConn(rwc, "hb#idle", testConfig())
 	defer c.closeRWC()
 	c.out.heartbeatHalf = time.Hour // ticks are called by hand, not scheduled
 	c.out.spare = make([]byte, 0, maxSpareBuffer)
 	c.out.buf = make([]byte, 0, 4096)
 	c.heartbeatTick()
-	require.Nil(t, c.out.spare)
-	require.Equal(t, amqp.AppendHeartbeatFrame(nil), c.out.buf)
+	c.out.Lock()
+	c.waitFlushedLocked()
+	defer c.out.Unlock()
+	require.LessOrEqual(t, cap(c.out.spare), idleBufferCap)
 	require.LessOrEqual(t, cap(c.out.buf), idleBufferCap)
+	rwc.mu.Lock()
+	defer rwc.mu.Unlock()
+	require.Equal(t, amqp.AppendHeartbeatFrame(nil), rwc.got)
 }
