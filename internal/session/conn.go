@@ -389,13 +389,7 @@ func (c *Conn) readLoop() error {
 		return fmt.Errorf("session: unsupported protocol header %q", hdr[:])
 	}
 	c.state.Store(int32(stateStarting))
-	c.sendMethod(0, &amqp.ConnectionStart{
-		VersionMajor:     0,
-		VersionMinor:     9,
-		ServerProperties: serverProperties(&c.set),
-		Mechanisms:       c.offeredMechanisms(),
-		Locales:          "en_US",
-	})
+	c.sendRaw(startFrame(&c.set, c.offeredMechanisms()))
 
 	for {
 		if done, err := c.serveFrame(); done {

@@ -228,6 +228,21 @@ func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
 	}
 }
 
+// sendRaw queues frames encoded in advance (startFrame). Safe from any
+// goroutine.
+func (c *Conn) sendRaw(frames []byte) {
+	c.out.Lock()
+	queued := c.out.admitLocked(len(frames))
+	if queued {
+		c.out.buf = append(c.out.buf, frames...)
+	}
+	start := queued && c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
 // queueMethod is sendMethod without waking the writer; it reports whether
 // frames were queued for it.
 func (c *Conn) queueMethod(ch uint16, m amqp.Method) bool {
