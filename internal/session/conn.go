@@ -63,6 +63,9 @@ type Conn struct {
 	// the reader may write its replies itself (flushNow).
 	tr      transport.Conn
 	inPlace transport.InPlaceWriter
+	// tryWrite is tr when a heartbeat tick may write its frame without
+	// waiting (heartbeatTick); nil otherwise.
+	tryWrite transport.TryWriter
 	// clocked dates publishes (Config.Clock); nil without a clock.
 	clocked transport.Clocked
 	// trk is the registry of open channels inspection reads (inspect.go).
@@ -154,6 +157,7 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 	// token every profile's RabbitMQ takes, and is the limit sends are
 	// split by until negotiation lowers it.
 	c.inPlace, _ = tr.(transport.InPlaceWriter)
+	c.tryWrite, _ = tr.(transport.TryWriter)
 	if ck, ok := tr.(transport.Clocked); ok && cfg.Clock != nil {
 		clk := cfg.Clock
 		ck.SetClock(func() int64 { return clk.Now().UnixNano() })

@@ -422,15 +422,7 @@ func (c *Conn) flushClaimed(inPlace bool) error {
 		c.out.Lock()
 		c.out.spare = batch
 		if err != nil {
-			c.out.stopped = true
-			c.out.buf = nil
-			c.out.writing = 0
-			fns := c.out.roomLocked(true)
-			c.out.endFlushLocked()
-			c.out.Unlock()
-			runAll(fns)
-			c.log.Debug("session: write failed", "err", err)
-			c.closeRWC()
+			c.writeFailedLocked(err)
 			return err
 		}
 		c.out.writing = 0
@@ -444,6 +436,21 @@ func (c *Conn) flushClaimed(inPlace bool) error {
 			c.wrote.Store(true)
 		}
 	}
+}
+
+// writeFailedLocked stops the outbox after a failed write by the goroutine
+// that is flushing, ends its turn, releases the lock and closes the
+// stream, which ends the read loop too.
+func (c *Conn) writeFailedLocked(err error) {
+	c.out.stopped = true
+	c.out.buf = nil
+	c.out.writing = 0
+	fns := c.out.roomLocked(true)
+	c.out.endFlushLocked()
+	c.out.Unlock()
+	runAll(fns)
+	c.log.Debug("session: write failed", "err", err)
+	c.closeRWC()
 }
 
 // write writes one batch, in place when asked and the stream can. The
@@ -539,17 +546,56 @@ func (c *Conn) heartbeatTick() {
 		c.closeRWC()
 		return
 	}
-	poke := false
-	if !c.wrote.Swap(false) && len(c.out.buf) == 0 {
-		// Idle for half an interval: give back the writer's spare buffer,
-		// which a burst may have grown up to maxSpareBuffer, and queue a
-		// heartbeat in a buffer of its size.
-		c.out.releaseIdleBuffersLocked()
-		c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
-		poke = true
+	if c.wrote.Swap(false) || len(c.out.buf) != 0 {
+		c.out.Unlock()
+		return
+	}
+	// Idle for half an interval: give back the writer's spare buffer,
+	// which a burst may have grown up to maxSpareBuffer, and send a
+	// heartbeat.
+	c.out.releaseIdleBuffersLocked()
+	if c.tryWrite != nil && !c.out.flushing && !c.out.halfClose {
+		// Write it from here, in the writer's turn: a socket with room
+		// takes 8 bytes at once, so an idle connection's heartbeat wakes
+		// none of its goroutines.
+		c.out.flushing = true
+		c.out.writing = heartbeatFrameSize
+		c.out.Unlock()
+		c.tryHeartbeat()
+		return
+	}
+	c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
+	start := c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// heartbeatFrame is an encoded heartbeat frame; only read.
+var heartbeatFrame = amqp.AppendHeartbeatFrame(nil)
+
+// tryHeartbeat writes a heartbeat frame without waiting, in a writer's
+// turn the caller claimed. What the socket did not take (its send buffer
+// is full: the client does not read), and whatever was queued meanwhile,
+// is left to the writer goroutine, which takes the turn over.
+func (c *Conn) tryHeartbeat() {
+	n, err := c.tryWrite.TryWrite(heartbeatFrame)
+	c.out.Lock()
+	c.out.writing = 0
+	if err != nil {
+		c.writeFailedLocked(err)
+		return
+	}
+	if n < len(heartbeatFrame) {
+		// The rest goes first: the frame's first bytes are on the wire.
+		c.out.buf = append(heartbeatFrame[n:len(heartbeatFrame):len(heartbeatFrame)], c.out.buf...)
+	}
+	if len(c.out.buf) == 0 && !c.out.halfClose {
+		c.out.endFlushLocked()
+		c.out.Unlock()
+		return
 	}
 	c.out.Unlock()
-	if poke {
-		c.poke()
-	}
+	go c.writeLoop()
 }
