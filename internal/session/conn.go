@@ -384,22 +384,59 @@ func (c *Conn) handshakeTimedOut() {
 
 // readLoop reads frames until the connection ends.
 func (c *Conn) readLoop() error {
-	hdr, err := c.tr.ReadProtocolHeader()
-	if err != nil {
-		return fmt.Errorf("session: reading protocol header: %w", err)
+	if done, err := c.handshake(); done {
+		return err
 	}
-	if hdr != protocolHeader {
-		c.refuseProtocol()
-		return fmt.Errorf("session: unsupported protocol header %q", hdr[:])
-	}
-	c.state.Store(int32(stateStarting))
-	c.sendRaw(startFrame(&c.set, c.offeredMechanisms()))
-
 	for {
 		if done, err := c.serveFrame(); done {
 			return err
 		}
 	}
+}
+
+// handshake runs the connection up to connection.open on a goroutine of
+// its own, while the reader's waits, and reports whether the read loop is
+// over (and why). The handshake's deepest calls (the login, logging the
+// open, the open event) grow a goroutine's stack to 8 KiB, and a parked
+// goroutine's stack only shrinks a step per garbage collection: run on the
+// reader, every connection opened since the last collection kept 8 KiB of
+// stack while idle. On a goroutine that ends with the handshake, that
+// stack goes back to the runtime's pool for the next handshake, and the
+// reader keeps the few KiB its own frames need. The frames read ahead and
+// the connection's state pass to the reader with the goroutine's result.
+func (c *Conn) handshake() (done bool, err error) {
+	type result struct {
+		done bool
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		done, err := c.serveHandshake()
+		res <- result{done, err}
+	}()
+	r := <-res
+	return r.done, r.err
+}
+
+// serveHandshake reads the protocol header, sends connection.start and
+// serves frames until the connection is open or the read loop is over.
+func (c *Conn) serveHandshake() (done bool, err error) {
+	hdr, err := c.tr.ReadProtocolHeader()
+	if err != nil {
+		return true, fmt.Errorf("session: reading protocol header: %w", err)
+	}
+	if hdr != protocolHeader {
+		c.refuseProtocol()
+		return true, fmt.Errorf("session: unsupported protocol header %q", hdr[:])
+	}
+	c.state.Store(int32(stateStarting))
+	c.sendRaw(startFrame(&c.set, c.offeredMechanisms()))
+	for connState(c.state.Load()) != stateOpen {
+		if done, err := c.serveFrame(); done {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // serveFrame reads and handles one frame; done reports that the read loop
