@@ -11,7 +11,11 @@
 //
 // More than about 28,000 connections from one address run out of
 // ephemeral ports: -sources 127.0.0.2,127.0.0.3 spreads the dials over
-// several loopback source addresses. Each connection is a descriptor on
+// several loopback source addresses. -heartbeat asks for a heartbeat
+// interval of its own in tune-ok (the client's choice, as the spec lets
+// it) instead of accepting the broker's; while the connections idle, one
+// goroutine then sends a heartbeat frame on each every half interval, so
+// the broker does not drop them, and the idle CPU includes reading those. Each connection is a descriptor on
 // both sides: raise ulimit -n for the broker and for connscale.
 package main
 
@@ -39,9 +43,14 @@ func main() {
 	dialers := flag.Int("dialers", 8, "connections opened in parallel")
 	idle := flag.Duration("idle", 5*time.Second, "how long to keep them open and idle before measuring")
 	sources := flag.String("sources", "", "comma-separated local addresses to dial from, in turn (default: the system's choice)")
+	heartbeat := flag.Duration("heartbeat", 0, "heartbeat interval to ask for, in whole seconds (0: accept the broker's)")
 	asJSON := flag.Bool("json", false, "print the result as one JSON object")
 	flag.Parse()
-	if err := run(*rawURL, *pid, *n, *dialers, *idle, *sources, *asJSON); err != nil {
+	if *heartbeat%time.Second != 0 || *heartbeat < 0 {
+		fmt.Fprintln(os.Stderr, "connscale: -heartbeat must be a whole number of seconds")
+		os.Exit(2)
+	}
+	if err := run(*rawURL, *pid, *n, *dialers, *idle, *sources, *heartbeat, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "connscale:", err)
 		os.Exit(1)
 	}
@@ -56,9 +65,10 @@ type result struct {
 	RSSAfterMiB    float64 `json:"rss_after_mib,omitempty"`
 	RSSPerConnKiB  float64 `json:"rss_per_conn_kib,omitempty"`
 	IdleCPUCores   float64 `json:"idle_cpu_cores,omitempty"`
+	HeartbeatS     int     `json:"heartbeat_s"`
 }
 
-func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string, asJSON bool) error {
+func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string, heartbeat time.Duration, asJSON bool) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return err
@@ -94,6 +104,11 @@ func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string,
 			}
 		}
 	}()
+	// With a heartbeat of our own, heartbeats go out from the start: at
+	// 1 s the broker drops a connection silent for 2 s, less than opening
+	// them all takes.
+	hb := newHeartbeater(heartbeat)
+	defer hb.stop()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, dialers)
@@ -110,10 +125,15 @@ func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string,
 					return
 				}
 				conns[i] = c
-				if err := open(c, user, pass, vhost); err != nil {
+				agreed, err := open(c, user, pass, vhost, uint16(heartbeat/time.Second))
+				if err != nil {
 					errs <- fmt.Errorf("connection %d: %w", i, err)
 					return
 				}
+				if i == 0 {
+					res.HeartbeatS = int(agreed)
+				}
+				hb.add(c)
 			}
 		})
 	}
@@ -128,6 +148,9 @@ func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string,
 	cpu0, _ := procCPU(pid)
 	time.Sleep(idle)
 	cpu1, _ := procCPU(pid)
+	if err := hb.stop(); err != nil {
+		return err
+	}
 	if pid != 0 {
 		rssAfter, err := procRSS(pid)
 		if err != nil {
@@ -141,7 +164,7 @@ func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string,
 	if asJSON {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
-	fmt.Printf("%d connections opened in %.2f s (%.0f/s)\n", n, res.OpenSeconds, res.ConnsPerSecond)
+	fmt.Printf("%d connections opened in %.2f s (%.0f/s), heartbeat %d s\n", n, res.OpenSeconds, res.ConnsPerSecond, res.HeartbeatS)
 	if pid != 0 {
 		fmt.Printf("broker RSS %.1f -> %.1f MiB: %.1f KiB per connection; idle CPU %.3f cores\n",
 			res.RSSBeforeMiB, res.RSSAfterMiB, res.RSSPerConnKiB, res.IdleCPUCores)
@@ -149,41 +172,103 @@ func run(rawURL string, pid, n, dialers int, idle time.Duration, sources string,
 	return nil
 }
 
+// heartbeater sends a heartbeat frame on every connection added to it each
+// half interval, from one goroutine, as a client's heartbeat sender would;
+// what the broker sends is left unread. With no interval it does nothing.
+type heartbeater struct {
+	mu    sync.Mutex
+	conns []net.Conn
+	done  chan struct{}
+	ended chan error
+	once  sync.Once
+}
+
+func newHeartbeater(interval time.Duration) *heartbeater {
+	h := &heartbeater{done: make(chan struct{}), ended: make(chan error, 1)}
+	if interval == 0 {
+		h.ended <- nil
+		return h
+	}
+	go func() { h.ended <- h.run(interval) }()
+	return h
+}
+
+func (h *heartbeater) add(c net.Conn) {
+	h.mu.Lock()
+	h.conns = append(h.conns, c)
+	h.mu.Unlock()
+}
+
+func (h *heartbeater) run(interval time.Duration) error {
+	frame := amqp.AppendHeartbeatFrame(nil)
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return nil
+		case <-t.C:
+		}
+		h.mu.Lock()
+		conns := h.conns[:len(h.conns):len(h.conns)]
+		h.mu.Unlock()
+		for i, c := range conns {
+			if _, err := c.Write(frame); err != nil {
+				return fmt.Errorf("connection %d: heartbeat: %w", i, err)
+			}
+		}
+	}
+}
+
+// stop ends the sender and reports why it ended, if it failed first.
+func (h *heartbeater) stop() error {
+	var err error
+	h.once.Do(func() {
+		close(h.done)
+		err = <-h.ended
+	})
+	return err
+}
+
 // open runs the client side of the handshake on c up to channel.open-ok
-// on channel 1, accepting the broker's channel-max, frame-max and
-// heartbeat.
-func open(c net.Conn, user, pass, vhost string) error {
+// on channel 1, accepting the broker's channel-max and frame-max, and its
+// heartbeat unless heartbeat (seconds) is not zero. It returns the
+// heartbeat agreed.
+func open(c net.Conn, user, pass, vhost string, heartbeat uint16) (uint16, error) {
 	if err := c.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
-		return err
+		return 0, err
 	}
 	r := amqp.NewFrameReader(bufio.NewReaderSize(c, 512))
 	if _, err := c.Write([]byte("AMQP\x00\x00\x09\x01")); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := expect[*amqp.ConnectionStart](r); err != nil {
-		return err
+		return 0, err
 	}
 	out := amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00" + user + "\x00" + pass, Locale: "en_US"})
 	if _, err := c.Write(out); err != nil {
-		return err
+		return 0, err
 	}
 	tune, err := expect[*amqp.ConnectionTune](r)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	out = amqp.AppendMethodFrame(out[:0], 0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: tune.Heartbeat})
+	if heartbeat == 0 {
+		heartbeat = tune.Heartbeat
+	}
+	out = amqp.AppendMethodFrame(out[:0], 0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: heartbeat})
 	out = amqp.AppendMethodFrame(out, 0, &amqp.ConnectionOpen{VirtualHost: vhost})
 	out = amqp.AppendMethodFrame(out, 1, &amqp.ChannelOpen{})
 	if _, err := c.Write(out); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := expect[*amqp.ConnectionOpenOk](r); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := expect[*amqp.ChannelOpenOk](r); err != nil {
-		return err
+		return 0, err
 	}
-	return c.SetDeadline(time.Time{})
+	return heartbeat, c.SetDeadline(time.Time{})
 }
 
 // expect reads frames, skipping heartbeats, until a method, which must be

@@ -46,11 +46,7 @@ func BenchmarkServeFrame(b *testing.B) {
 			c := NewConn(&loopRWC{data: data}, "bench#1", testConfig())
 			c.state.Store(int32(stateOpen))
 			c.channelMax = 16
-			go c.writeLoop()
-			defer func() {
-				close(c.readerDone)
-				<-c.writerDone
-			}()
+			defer c.stopWriter()
 			if err := c.handleFrame(methodFrame(1, &amqp.ChannelOpen{})); err != nil {
 				b.Fatal(err)
 			}

@@ -46,7 +46,7 @@ type deliveries struct {
 	// reply is the channel's direct reply-to consumer (replyto.go).
 	reply   *replyConsumer
 	deliver amqp.BasicDeliver // scratch, so a delivery allocates nothing here
-	getOk   amqp.BasicGetOk
+	getOk   *amqp.BasicGetOk  // the same for basic.get, allocated by the first
 }
 
 // pending is one unacked delivery: which queue, which delivery, and the
@@ -459,14 +459,17 @@ func (ch *Channel) get(ctx context.Context, m *amqp.BasicGet) error {
 	if !m.NoAck {
 		_ = d.unacked.Add(tag, pending{q: q, ref: msg.Ref})
 	}
-	d.getOk = amqp.BasicGetOk{
+	if d.getOk == nil {
+		d.getOk = new(amqp.BasicGetOk)
+	}
+	*d.getOk = amqp.BasicGetOk{
 		DeliveryTag:  tag,
 		Redelivered:  msg.Redelivered,
 		Exchange:     msg.Exchange,
 		RoutingKey:   msg.RoutingKey,
 		MessageCount: clamp32(ready),
 	}
-	queued := ch.conn.queueContent(ch.id, &d.getOk, msg.Properties, msg.Body)
+	queued := ch.conn.queueContent(ch.id, d.getOk, msg.Properties, msg.Body)
 	d.Unlock()
 	if queued {
 		ch.conn.flushNow() // the client waits for it: answer without a handoff

@@ -41,8 +41,11 @@ type Channel struct {
 	tx          *txState     // non-nil in tx mode
 	routeNames  []string     // scratch for routing
 	routeQueues []*vhost.Queue
-	decoded     decodeScratch // per-message methods, decoded in place (publish.go)
-	dl          deliveries    // touched by queue actors, under its own lock
+	// decoded holds the per-message methods, decoded in place
+	// (publish.go); allocated by the first, so a channel that never
+	// publishes or acks does not carry it.
+	decoded *decodeScratch
+	dl      deliveries // touched by queue actors, under its own lock
 	// timeoutConsumers counts the consumers ever created on the channel
 	// with their own x-consumer-timeout (timeout.go), so the scanner's
 	// lookups cost nothing on channels without one.

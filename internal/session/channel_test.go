@@ -26,6 +26,9 @@ func newOpenConn(t *testing.T) *Conn {
 	c := NewConn(server, "unit#1", testConfig())
 	c.state.Store(int32(stateOpen))
 	c.channelMax = 16
+	// Hold the writer's turn, as a writer busy for ever would: no writer
+	// starts, and what is sent stays in the outbox for takeOut.
+	c.out.flushing = true
 	return c
 }
 

@@ -287,6 +287,33 @@ var capabilities = []struct {
 }
 
 // serverProperties builds the server-properties table of connection.start.
+// startFrames caches the encoded connection.start frames by what they
+// depend on (startFrame): the same few for every connection of a process.
+var startFrames sync.Map // startKey → []byte
+
+type startKey struct{ product, version, mechanisms string }
+
+// startFrame returns connection.start on channel 0 as a frame, encoded
+// once per product, version and mechanisms offered: encoding its nested
+// tables (server properties, capabilities) for every connection cost the
+// accept path a map per table and grew each reader's stack to 8 KiB,
+// which it kept until the next collection.
+func startFrame(s *settings, mechanisms string) []byte {
+	k := startKey{s.product, s.version, mechanisms}
+	if f, ok := startFrames.Load(k); ok {
+		return f.([]byte)
+	}
+	f := amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionStart{
+		VersionMajor:     0,
+		VersionMinor:     9,
+		ServerProperties: serverProperties(s),
+		Mechanisms:       mechanisms,
+		Locales:          "en_US",
+	})
+	cached, _ := startFrames.LoadOrStore(k, f)
+	return cached.([]byte)
+}
+
 func serverProperties(s *settings) amqp.Table {
 	caps := amqp.Table{}
 	for _, c := range capabilities {

@@ -63,6 +63,9 @@ type Conn struct {
 	// the reader may write its replies itself (flushNow).
 	tr      transport.Conn
 	inPlace transport.InPlaceWriter
+	// tryWrite is tr when a heartbeat tick may write its frame without
+	// waiting (heartbeatTick); nil otherwise.
+	tryWrite transport.TryWriter
 	// clocked dates publishes (Config.Clock); nil without a clock.
 	clocked transport.Clocked
 	// trk is the registry of open channels inspection reads (inspect.go).
@@ -111,10 +114,6 @@ type Conn struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	wake       chan struct{} // 1-buffered: "out has frames"
-	readerDone chan struct{} // closed when the read loop ended: flush and exit
-	writerDone chan struct{} // closed by the writer on exit
-
 	closeRWCOnce sync.Once
 
 	// sink is non-nil for a direct connection (NewDirect): what the server
@@ -141,18 +140,15 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Conn{
-		id:         id,
-		tr:         tr,
-		trk:        cfg.Counters.track(),
-		cfg:        cfg,
-		set:        cfg.settings(),
-		log:        logger.With("conn", id),
-		channels:   make(map[uint16]*Channel),
-		wake:       make(chan struct{}, 1),
-		readerDone: make(chan struct{}),
-		writerDone: make(chan struct{}),
-		alarms:     cfg.Alarms,
-		stop:       make(chan struct{}),
+		id:       id,
+		tr:       tr,
+		trk:      cfg.Counters.track(),
+		cfg:      cfg,
+		set:      cfg.settings(),
+		log:      logger.With("conn", id),
+		channels: make(map[uint16]*Channel),
+		alarms:   cfg.Alarms,
+		stop:     make(chan struct{}),
 	}
 	// Before tune-ok the spec only obliges peers to accept frame-min-size
 	// (connection.tune, frame-max); RabbitMQ reads no larger frame (4096
@@ -161,6 +157,7 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 	// token every profile's RabbitMQ takes, and is the limit sends are
 	// split by until negotiation lowers it.
 	c.inPlace, _ = tr.(transport.InPlaceWriter)
+	c.tryWrite, _ = tr.(transport.TryWriter)
 	if ck, ok := tr.(transport.Clocked); ok && cfg.Clock != nil {
 		clk := cfg.Clock
 		ck.SetClock(func() int64 { return clk.Now().UnixNano() })
@@ -174,9 +171,10 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 // ID returns the id given to NewConn.
 func (c *Conn) ID() string { return c.id }
 
-// Serve runs the connection: it starts the writer goroutine, reads and
-// handles frames on the calling goroutine until the connection ends, and
-// returns only after both have stopped and the stream is closed. It returns nil
+// Serve runs the connection: it reads and handles frames on the calling
+// goroutine until the connection ends (a writer goroutine runs beside it
+// while there is something to write), and returns only after both have
+// stopped and the stream is closed. It returns nil
 // when the connection was closed with the close handshake (by either side),
 // otherwise why it ended. Call it once.
 func (c *Conn) Serve() error {
@@ -186,7 +184,6 @@ func (c *Conn) Serve() error {
 	}
 	c.out.Unlock()
 
-	go c.writeLoop()
 	err := c.readLoop()
 	c.finish()
 	c.emitClosed(err)
@@ -214,20 +211,8 @@ func (c *Conn) Shutdown(code uint16, text string) {
 // finish stops the writer (after it flushed what is queued, within the close
 // timeout), every timer and the socket, then releases the channels.
 func (c *Conn) finish() {
-	close(c.readerDone)
-	t := time.NewTimer(c.set.closeTimeout)
-	select {
-	case <-c.writerDone:
-	case <-t.C:
-		// The peer stopped reading: closing the socket unblocks the Write.
-		c.closeRWC()
-		<-c.writerDone
-	}
-	t.Stop()
-
+	c.stopWriter()
 	c.out.Lock()
-	c.out.stopped = true
-	c.out.buf = nil
 	c.stopTimersLocked()
 	c.out.Unlock()
 	c.closeRWC()
@@ -399,28 +384,59 @@ func (c *Conn) handshakeTimedOut() {
 
 // readLoop reads frames until the connection ends.
 func (c *Conn) readLoop() error {
-	hdr, err := c.tr.ReadProtocolHeader()
-	if err != nil {
-		return fmt.Errorf("session: reading protocol header: %w", err)
+	if done, err := c.handshake(); done {
+		return err
 	}
-	if hdr != protocolHeader {
-		c.refuseProtocol()
-		return fmt.Errorf("session: unsupported protocol header %q", hdr[:])
-	}
-	c.state.Store(int32(stateStarting))
-	c.sendMethod(0, &amqp.ConnectionStart{
-		VersionMajor:     0,
-		VersionMinor:     9,
-		ServerProperties: serverProperties(&c.set),
-		Mechanisms:       c.offeredMechanisms(),
-		Locales:          "en_US",
-	})
-
 	for {
 		if done, err := c.serveFrame(); done {
 			return err
 		}
 	}
+}
+
+// handshake runs the connection up to connection.open on a goroutine of
+// its own, while the reader's waits, and reports whether the read loop is
+// over (and why). The handshake's deepest calls (the login, logging the
+// open, the open event) grow a goroutine's stack to 8 KiB, and a parked
+// goroutine's stack only shrinks a step per garbage collection: run on the
+// reader, every connection opened since the last collection kept 8 KiB of
+// stack while idle. On a goroutine that ends with the handshake, that
+// stack goes back to the runtime's pool for the next handshake, and the
+// reader keeps the few KiB its own frames need. The frames read ahead and
+// the connection's state pass to the reader with the goroutine's result.
+func (c *Conn) handshake() (done bool, err error) {
+	type result struct {
+		done bool
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		done, err := c.serveHandshake()
+		res <- result{done, err}
+	}()
+	r := <-res
+	return r.done, r.err
+}
+
+// serveHandshake reads the protocol header, sends connection.start and
+// serves frames until the connection is open or the read loop is over.
+func (c *Conn) serveHandshake() (done bool, err error) {
+	hdr, err := c.tr.ReadProtocolHeader()
+	if err != nil {
+		return true, fmt.Errorf("session: reading protocol header: %w", err)
+	}
+	if hdr != protocolHeader {
+		c.refuseProtocol()
+		return true, fmt.Errorf("session: unsupported protocol header %q", hdr[:])
+	}
+	c.state.Store(int32(stateStarting))
+	c.sendRaw(startFrame(&c.set, c.offeredMechanisms()))
+	for connState(c.state.Load()) != stateOpen {
+		if done, err := c.serveFrame(); done {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // serveFrame reads and handles one frame; done reports that the read loop

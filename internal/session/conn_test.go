@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"testing"
@@ -50,6 +51,34 @@ func TestHandshakeAndClientClose(t *testing.T) {
 	require.True(t, ok)
 	p.ExpectEOF()
 	require.NoError(t, p.serveResult())
+}
+
+// TestStartFrameFollowsSettings: connection.start is encoded once per
+// product, version and mechanisms, and each connection gets the one that
+// matches its own.
+func TestStartFrameFollowsSettings(t *testing.T) {
+	for _, tc := range []struct{ product, version, mechanisms string }{
+		{"Warren", "1.0", "PLAIN AMQPLAIN"},
+		{"Warren", "1.0", "EXTERNAL PLAIN AMQPLAIN"},
+		{"RabbitMQ", "1.0", "PLAIN AMQPLAIN"},
+		{"RabbitMQ", "3.13.7", "PLAIN AMQPLAIN"},
+	} {
+		t.Run(tc.product+"/"+tc.version+"/"+tc.mechanisms, func(t *testing.T) {
+			s := &settings{product: tc.product, version: tc.version}
+			frame := startFrame(s, tc.mechanisms)
+			f, err := amqp.NewFrameReader(bytes.NewReader(frame)).ReadFrame()
+			require.NoError(t, err)
+			require.Equal(t, uint16(0), f.Channel)
+			m, err := amqp.DecodeMethod(f.Payload)
+			require.NoError(t, err)
+			start, ok := m.(*amqp.ConnectionStart)
+			require.True(t, ok)
+			require.Equal(t, tc.mechanisms, start.Mechanisms)
+			require.Equal(t, tc.product, start.ServerProperties["product"])
+			require.Equal(t, tc.version, start.ServerProperties["version"])
+			require.Zero(t, testing.AllocsPerRun(10, func() { startFrame(s, tc.mechanisms) }), "encoded once")
+		})
+	}
 }
 
 func TestServerDefaults(t *testing.T) {

@@ -8,15 +8,19 @@
 // wraps it with transport.New; NewConnOn takes a transport of the caller's,
 // so a test drives the protocol with frames in memory and no socket.
 // Both build it from a Config shared by all connections; Serve runs it on
-// the caller's goroutine plus one writer goroutine, and returns only after
-// both stopped and the stream is closed. Shutdown (any goroutine) closes it
-// from the server side.
+// the caller's goroutine plus a writer goroutine while there is something
+// to write, and returns only after both stopped and the stream is closed.
+// Shutdown (any goroutine) closes it from the server side.
 //
 // # Goroutines and ownership
 //
 // The reader goroutine (the one in Serve) owns the connection and channel
 // state: handshake, channel table, content assembly. The writer goroutine
-// owns the stream's write side. Producers (the reader; later, queue actors
+// owns the stream's write side while it runs: a producer that queues frames
+// when nobody is flushing claims the outbox's flushing flag and starts it,
+// and it exits when it finds the outbox empty, so an idle connection keeps
+// one goroutine, its reader parked in the poller, and a busy one keeps its
+// writer, which finds the next batch queued while it wrote the last. Producers (the reader; later, queue actors
 // delivering messages) encode frames straight into the outbox (a
 // mutex-guarded []byte) with sendMethod and sendContent and poke the writer,
 // which swaps the buffer and writes the whole batch with one Write: frames
@@ -88,7 +92,11 @@
 // nothing but heartbeats was written since the last tick a heartbeat frame
 // goes out (an idle client hears from us every half interval, leaving slack
 // for timer jitter) and the writer's spare buffer is given back, and when
-// no frame arrived for two intervals the stream is closed.
+// no frame arrived for two intervals the stream is closed. Over TCP the
+// tick writes the heartbeat itself, in the writer's turn, with a send that
+// does not wait (transport.TryWriter), so an idle connection's heartbeat
+// wakes none of its goroutines; a socket without room leaves the frame to
+// a writer goroutine.
 //
 // # Flow control
 //

@@ -2,6 +2,7 @@ package session
 
 import (
 	"container/heap"
+	"io"
 	"testing"
 	"time"
 
@@ -93,15 +94,86 @@ func TestHeartbeatScheduleFiresDueEntries(t *testing.T) {
 
 // TestIdleTickReleasesWriterBuffers: a heartbeat tick of a connection
 // that wrote nothing since the last one drops the writer's spare buffer,
-// however large a burst made it, and queues the heartbeat in a small one.
+// however large a burst made it, and queues the heartbeat in a small one,
+// which the writer it starts writes.
 func TestIdleTickReleasesWriterBuffers(t *testing.T) {
-	c := NewConn(newDiscardRWC(), "hb#idle", testConfig())
+	rwc := &recordingRWC{t: t, closed: make(chan struct{})}
+	c := NewConn(rwc, "hb#idle", testConfig())
 	defer c.closeRWC()
 	c.out.heartbeatHalf = time.Hour // ticks are called by hand, not scheduled
 	c.out.spare = make([]byte, 0, maxSpareBuffer)
 	c.out.buf = make([]byte, 0, 4096)
 	c.heartbeatTick()
-	require.Nil(t, c.out.spare)
-	require.Equal(t, amqp.AppendHeartbeatFrame(nil), c.out.buf)
+	c.out.Lock()
+	c.waitFlushedLocked()
+	defer c.out.Unlock()
+	require.LessOrEqual(t, cap(c.out.spare), idleBufferCap)
 	require.LessOrEqual(t, cap(c.out.buf), idleBufferCap)
+	rwc.mu.Lock()
+	defer rwc.mu.Unlock()
+	require.Equal(t, amqp.AppendHeartbeatFrame(nil), rwc.got)
+}
+
+// TestIdleTickWritesHeartbeatInPlace: over TCP an idle connection's tick
+// writes the heartbeat itself, so it is on the wire when the tick returns,
+// with no writer goroutine started and the writer's turn given back.
+func TestIdleTickWritesHeartbeatInPlace(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.Handshake()
+	c := p.conn
+	require.NotNil(t, c.tryWrite, "a TCP stream writes without waiting")
+	c.out.Lock()
+	c.waitFlushedLocked() // open-ok is out
+	c.out.heartbeatHalf = time.Hour
+	c.out.Unlock()
+	c.wrote.Store(false)
+	sent := c.tr.Stats().Sent
+	c.heartbeatTick()
+	require.Equal(t, sent+heartbeatFrameSize, c.tr.Stats().Sent, "written by the tick itself")
+	c.out.Lock()
+	require.False(t, c.out.flushing)
+	require.Empty(t, c.out.buf)
+	c.out.Unlock()
+	f, err := p.Frames.ReadFrame() // RawClient.ReadFrame skips heartbeats
+	require.NoError(t, err)
+	require.Equal(t, amqp.FrameHeartbeat, f.Type)
+}
+
+// TestHeartbeatInPlaceOnAFullSocket: when the socket has no room for the
+// heartbeat (the client is not reading), the tick leaves the frame to a
+// writer goroutine, which writes it, whole and after what was already on
+// its way, once the client reads.
+func TestHeartbeatInPlaceOnAFullSocket(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.Handshake()
+	c := p.conn
+	c.out.Lock()
+	c.waitFlushedLocked()
+	c.out.flushing = true // the writer's turn, as heartbeatTick takes it
+	c.out.Unlock()
+	junk := make([]byte, 64<<10)
+	total := 0
+	for { // fill the socket: the client reads nothing yet
+		n, err := c.tryWrite.TryWrite(junk)
+		if err != nil || n == 0 {
+			require.NoError(t, err)
+			break
+		}
+		total += n
+		if total > 64<<20 {
+			c.tryHeartbeat() // give the turn back before failing
+			t.Fatal("the socket never filled")
+		}
+	}
+	c.tryHeartbeat()
+	// Whether the writer has taken it yet or not, the frame is out of
+	// the tick's hands: read it after the junk, whole.
+	got := make([]byte, total+heartbeatFrameSize)
+	_, err := io.ReadFull(p.Conn, got)
+	require.NoError(t, err)
+	require.Equal(t, heartbeatFrame, got[total:])
+	c.out.Lock()
+	c.waitFlushedLocked()
+	require.Empty(t, c.out.buf)
+	c.out.Unlock()
 }

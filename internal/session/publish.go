@@ -133,6 +133,15 @@ type decodeScratch struct {
 	ack     amqp.BasicAck
 }
 
+// scratch returns the channel's decode scratch, allocated by the first
+// method that needs it.
+func (ch *Channel) scratch() *decodeScratch {
+	if ch.decoded == nil {
+		ch.decoded = new(decodeScratch)
+	}
+	return ch.decoded
+}
+
 // decodeMethod is amqp.DecodeMethod, but basic.publish and basic.ack are
 // decoded into the channel's scratch structs. That is safe because the
 // reader is done with a method before it decodes the next one on the
@@ -147,14 +156,14 @@ func (ch *Channel) decodeMethod(payload []byte) (amqp.Method, error) {
 	if cls == amqp.ClassBasic {
 		switch mth {
 		case amqp.MethodBasicPublish:
-			m := &ch.decoded.publish
+			m := &ch.scratch().publish
 			*m = amqp.BasicPublish{}
 			if err := m.DecodeArgs(args); err != nil {
 				return nil, err
 			}
 			return m, nil
 		case amqp.MethodBasicAck:
-			m := &ch.decoded.ack
+			m := &ch.scratch().ack
 			*m = amqp.BasicAck{}
 			if err := m.DecodeArgs(args); err != nil {
 				return nil, err

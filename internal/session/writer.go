@@ -1,7 +1,6 @@
 package session
 
 import (
-	"runtime"
 	"sync"
 	"time"
 
@@ -12,10 +11,16 @@ import (
 // Producers (the reader goroutine, queue actors delivering messages) append
 // encoded frames to buf and poke the writer; the writer swaps buf with its
 // spare buffer and writes the batch with one Write. So frames batch under
-// load and go out as soon as the writer is free. One exception: the reader
+// load and go out as soon as the writer is free. The writer goroutine runs
+// only while there is something to write: a poke that finds frames queued
+// and nobody flushing claims the flushing flag and starts it, and it exits
+// when it finds buf empty, so an idle connection has no writer goroutine
+// (nor its stack). A busy connection keeps its writer: it finds the next
+// batch queued while it wrote the last one. One exception: the reader
 // writes a basic.get reply itself when the writer is idle (flushNow); the
-// flushing flag makes sure only one goroutine writes at a time. The mutex
-// is never held across I/O.
+// flushing flag makes sure only one goroutine writes at a time, and that
+// frames go out in the order they were queued. The mutex is never held
+// across I/O.
 //
 // The bytes held for the client (buf plus the batch being written) are
 // bounded by maxPending for producers that honour it: the reader stops
@@ -31,9 +36,12 @@ type outbox struct {
 	writing int
 	// flushing: a goroutine is in flush (the writer, or a reader answering
 	// a basic.get in place, see flushNow) and writes until buf is empty;
-	// any other flush leaves the batch to it, so writes never interleave.
-	// spare is the buffer the last batch was written from, for the next.
+	// any other flush leaves the batch to it, so writes never interleave,
+	// and no writer is started meanwhile (claimWriterLocked). flushed, when
+	// not nil, is closed when flushing ends (waitFlushedLocked). spare is
+	// the buffer the last batch was written from, for the next.
 	flushing bool
+	flushed  chan struct{}
 	spare    []byte
 	// room, when not nil, is closed once pending falls to resumeBelow or
 	// the writer stops; the reader waits on it. onRoom are the callbacks
@@ -162,20 +170,76 @@ func runAll(fns []func()) {
 	}
 }
 
-// poke wakes the writer without blocking: one pending token is enough, the
-// writer drains everything queued when it wakes.
+// poke makes sure what is queued gets written: it starts the writer
+// goroutine unless one is flushing already (which writes it before it
+// exits) or nothing is queued. Safe from any goroutine.
 func (c *Conn) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	c.out.Lock()
+	start := c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// claimWriterLocked reports whether the caller must start the writer
+// goroutine, having set flushing for it: there is something to write (or
+// a half-close to do) and nobody is flushing. Claiming under the lock that
+// guards buf is what keeps it to one writer at a time.
+func (o *outbox) claimWriterLocked() bool {
+	if o.flushing || o.stopped || (len(o.buf) == 0 && !o.halfClose) {
+		return false
+	}
+	o.flushing = true
+	return true
+}
+
+// endFlushLocked clears flushing and wakes whoever waits for it.
+func (o *outbox) endFlushLocked() {
+	o.flushing = false
+	if o.flushed != nil {
+		close(o.flushed)
+		o.flushed = nil
+	}
+}
+
+// waitFlushedLocked waits, with the lock released meanwhile, until no
+// goroutine is flushing.
+func (c *Conn) waitFlushedLocked() {
+	for c.out.flushing {
+		if c.out.flushed == nil {
+			c.out.flushed = make(chan struct{})
+		}
+		flushed := c.out.flushed
+		c.out.Unlock()
+		<-flushed
+		c.out.Lock()
 	}
 }
 
 // sendMethod queues a method frame on channel ch (on a direct connection:
 // hands m to the Sink). Safe from any goroutine.
 func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
-	if c.queueMethod(ch, m) {
-		c.poke()
+	c.out.Lock()
+	start := c.queueMethodLocked(ch, m) && c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// sendRaw queues frames encoded in advance (startFrame). Safe from any
+// goroutine.
+func (c *Conn) sendRaw(frames []byte) {
+	c.out.Lock()
+	queued := c.out.admitLocked(len(frames))
+	if queued {
+		c.out.buf = append(c.out.buf, frames...)
+	}
+	start := queued && c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
 	}
 }
 
@@ -184,6 +248,11 @@ func (c *Conn) sendMethod(ch uint16, m amqp.Method) {
 func (c *Conn) queueMethod(ch uint16, m amqp.Method) bool {
 	c.out.Lock()
 	defer c.out.Unlock()
+	return c.queueMethodLocked(ch, m)
+}
+
+// queueMethodLocked is queueMethod under the outbox lock.
+func (c *Conn) queueMethodLocked(ch uint16, m amqp.Method) bool {
 	if !c.out.admitLocked(0) {
 		return false
 	}
@@ -204,17 +273,25 @@ func (c *Conn) queueMethod(ch uint16, m amqp.Method) bool {
 // frames of one message are never interleaved with another message's on the
 // same connection (§4.2.6). Safe from any goroutine.
 func (c *Conn) sendContent(ch uint16, m amqp.Method, props, body []byte) {
-	if c.queueContent(ch, m, props, body) {
-		c.poke()
+	c.out.Lock()
+	start := c.queueContentLocked(ch, m, props, body) && c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
 	}
 }
 
 // queueContent is sendContent without waking the writer; it reports
 // whether frames were queued for it.
 func (c *Conn) queueContent(ch uint16, m amqp.Method, props, body []byte) bool {
-	maxPayload := int(c.frameMax.Load()) - 8 // type, channel, size, end octet
 	c.out.Lock()
 	defer c.out.Unlock()
+	return c.queueContentLocked(ch, m, props, body)
+}
+
+// queueContentLocked is queueContent under the outbox lock.
+func (c *Conn) queueContentLocked(ch uint16, m amqp.Method, props, body []byte) bool {
+	maxPayload := int(c.frameMax.Load()) - 8 // type, channel, size, end octet
 	if !c.out.admitLocked(len(body)) {
 		return false
 	}
@@ -233,53 +310,34 @@ func (c *Conn) queueContent(ch uint16, m amqp.Method, props, body []byte) bool {
 	return true
 }
 
-// writeLoop is the writer goroutine. It exits when the read loop has ended
-// (after flushing what is queued) or when a write fails (after closing the
-// socket, which ends the read loop too).
+// writeLoop is the writer goroutine, started by whoever claimed the
+// writer's turn (claimWriterLocked): it writes until the outbox is empty
+// and exits. finish waits for it, so it never outlives Serve.
 func (c *Conn) writeLoop() {
-	defer close(c.writerDone)
-	for {
-		select {
-		case <-c.wake:
-		case <-c.readerDone:
-			c.waitFlushed()
-			_ = c.flush(false)
-			return
-		}
-		if err := c.flush(false); err != nil {
-			c.writeFailed(err)
-			return
-		}
-	}
+	_ = c.flushClaimed(false)
 }
 
-// writeFailed stops the outbox after a failed write and closes the socket,
-// which ends the read loop too.
-func (c *Conn) writeFailed(err error) {
-	c.log.Debug("session: write failed", "err", err)
+// stopWriter ends the outbox for good: it writes what is still queued on
+// the calling goroutine (or waits for the writer doing so), then marks
+// the outbox stopped under the same lock, so no writer starts after it
+// returns. A peer that stops reading holds the write until the close
+// timeout closes the socket.
+func (c *Conn) stopWriter() {
+	t := time.AfterFunc(c.set.closeTimeout, c.closeRWC)
+	defer t.Stop()
 	c.out.Lock()
+	for {
+		c.waitFlushedLocked()
+		if !c.out.claimWriterLocked() {
+			break
+		}
+		c.out.Unlock()
+		_ = c.flushClaimed(false)
+		c.out.Lock()
+	}
 	c.out.stopped = true
 	c.out.buf = nil
-	c.out.writing = 0
-	fns := c.out.roomLocked(true)
 	c.out.Unlock()
-	runAll(fns)
-	c.closeRWC()
-}
-
-// waitFlushed waits until no other goroutine is in flush. Only the writer's
-// last flush needs it: a reader's flushNow runs on the reader goroutine,
-// which has ended by then, so this returns at once.
-func (c *Conn) waitFlushed() {
-	for {
-		c.out.Lock()
-		busy := c.out.flushing
-		c.out.Unlock()
-		if !busy {
-			return
-		}
-		runtime.Gosched()
-	}
 }
 
 // flushNow writes what is queued on the calling goroutine instead of waking
@@ -304,9 +362,7 @@ func (c *Conn) flushNow() {
 		c.poke()
 		return
 	}
-	if err := c.flush(true); err != nil {
-		c.writeFailed(err)
-	}
+	_ = c.flush(true)
 }
 
 // flushNowMax is the largest batch flushNow writes in place.
@@ -329,18 +385,29 @@ func (c *Conn) flush(inPlace bool) error {
 	}
 	c.out.flushing = true
 	c.out.Unlock()
+	return c.flushClaimed(inPlace)
+}
+
+// flushClaimed is flush for a caller that has set flushing. It clears it
+// when buf is empty, under the lock that producers claim the writer's turn
+// with, so a frame queued after that starts a new writer. A failed write
+// stops the outbox and closes the stream, which ends the read loop too.
+func (c *Conn) flushClaimed(inPlace bool) error {
 	for {
 		c.out.Lock()
 		batch := c.out.buf
 		if len(batch) == 0 {
 			halfClose := c.out.halfClose
 			c.out.halfClose = false // once is enough
-			c.out.flushing = false
-			c.out.Unlock()
-			if halfClose {
-				c.shutdownWrite()
+			if !halfClose {
+				c.out.endFlushLocked()
+				c.out.Unlock()
+				return nil
 			}
-			return nil
+			c.out.Unlock()
+			// Still flushing meanwhile: no frame may follow the FIN.
+			c.shutdownWrite()
+			continue
 		}
 		c.out.buf = c.out.spare[:0]
 		c.out.spare = nil
@@ -355,8 +422,7 @@ func (c *Conn) flush(inPlace bool) error {
 		c.out.Lock()
 		c.out.spare = batch
 		if err != nil {
-			c.out.flushing = false
-			c.out.Unlock()
+			c.writeFailedLocked(err)
 			return err
 		}
 		c.out.writing = 0
@@ -370,6 +436,21 @@ func (c *Conn) flush(inPlace bool) error {
 			c.wrote.Store(true)
 		}
 	}
+}
+
+// writeFailedLocked stops the outbox after a failed write by the goroutine
+// that is flushing, ends its turn, releases the lock and closes the
+// stream, which ends the read loop too.
+func (c *Conn) writeFailedLocked(err error) {
+	c.out.stopped = true
+	c.out.buf = nil
+	c.out.writing = 0
+	fns := c.out.roomLocked(true)
+	c.out.endFlushLocked()
+	c.out.Unlock()
+	runAll(fns)
+	c.log.Debug("session: write failed", "err", err)
+	c.closeRWC()
 }
 
 // write writes one batch, in place when asked and the stream can. The
@@ -465,17 +546,56 @@ func (c *Conn) heartbeatTick() {
 		c.closeRWC()
 		return
 	}
-	poke := false
-	if !c.wrote.Swap(false) && len(c.out.buf) == 0 {
-		// Idle for half an interval: give back the writer's spare buffer,
-		// which a burst may have grown up to maxSpareBuffer, and queue a
-		// heartbeat in a buffer of its size.
-		c.out.releaseIdleBuffersLocked()
-		c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
-		poke = true
+	if c.wrote.Swap(false) || len(c.out.buf) != 0 {
+		c.out.Unlock()
+		return
+	}
+	// Idle for half an interval: give back the writer's spare buffer,
+	// which a burst may have grown up to maxSpareBuffer, and send a
+	// heartbeat.
+	c.out.releaseIdleBuffersLocked()
+	if c.tryWrite != nil && !c.out.flushing && !c.out.halfClose {
+		// Write it from here, in the writer's turn: a socket with room
+		// takes 8 bytes at once, so an idle connection's heartbeat wakes
+		// none of its goroutines.
+		c.out.flushing = true
+		c.out.writing = heartbeatFrameSize
+		c.out.Unlock()
+		c.tryHeartbeat()
+		return
+	}
+	c.out.buf = amqp.AppendHeartbeatFrame(c.out.buf)
+	start := c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// heartbeatFrame is an encoded heartbeat frame; only read.
+var heartbeatFrame = amqp.AppendHeartbeatFrame(nil)
+
+// tryHeartbeat writes a heartbeat frame without waiting, in a writer's
+// turn the caller claimed. What the socket did not take (its send buffer
+// is full: the client does not read), and whatever was queued meanwhile,
+// is left to the writer goroutine, which takes the turn over.
+func (c *Conn) tryHeartbeat() {
+	n, err := c.tryWrite.TryWrite(heartbeatFrame)
+	c.out.Lock()
+	c.out.writing = 0
+	if err != nil {
+		c.writeFailedLocked(err)
+		return
+	}
+	if n < len(heartbeatFrame) {
+		// The rest goes first: the frame's first bytes are on the wire.
+		c.out.buf = append(heartbeatFrame[n:len(heartbeatFrame):len(heartbeatFrame)], c.out.buf...)
+	}
+	if len(c.out.buf) == 0 && !c.out.halfClose {
+		c.out.endFlushLocked()
+		c.out.Unlock()
+		return
 	}
 	c.out.Unlock()
-	if poke {
-		c.poke()
-	}
+	go c.writeLoop()
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -158,15 +161,13 @@ func (d *discardRWC) Close() error {
 	return nil
 }
 
-// benchWriter runs only the writer goroutine of a Conn writing to a discard
-// stream; stop ends it.
+// benchWriter is a Conn whose writer writes to a discard stream; stop
+// ends it.
 func benchWriter(b *testing.B) (c *Conn, stop func()) {
 	c = NewConn(newDiscardRWC(), "bench#1", testConfig())
 	c.frameMax.Store(131072)
-	go c.writeLoop()
 	return c, func() {
-		close(c.readerDone)
-		<-c.writerDone
+		c.stopWriter()
 		c.closeRWC()
 	}
 }
@@ -186,14 +187,10 @@ func BenchmarkEncodeContent(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
-				c.sendContent(1, m, props, body)
+				c.queueContent(1, m, props, body)
 				c.out.Lock()
 				c.out.buf = c.out.buf[:0]
 				c.out.Unlock()
-				select {
-				case <-c.wake:
-				default:
-				}
 			}
 		})
 	}
@@ -433,4 +430,146 @@ func TestFlushNowAfterWriteError(t *testing.T) {
 	require.True(t, p.conn.out.stopped)
 	require.False(t, p.conn.out.flushing)
 	require.Empty(t, p.conn.out.buf)
+}
+
+// recordingRWC records every Write and fails the test when two overlap;
+// every few writes it stalls a little, so producers queue behind a
+// writer that is still writing. Reads block until closed.
+type recordingRWC struct {
+	t        *testing.T
+	mu       sync.Mutex
+	got      []byte
+	writes   int
+	inWrite  atomic.Int32
+	closed   chan struct{}
+	closeOne sync.Once
+}
+
+func (r *recordingRWC) Write(p []byte) (int, error) {
+	if r.inWrite.Add(1) != 1 {
+		r.t.Errorf("two writes at once")
+	}
+	defer r.inWrite.Add(-1)
+	r.mu.Lock()
+	r.got = append(r.got, p...)
+	r.writes++
+	stall := r.writes%7 == 0
+	r.mu.Unlock()
+	if stall {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return len(p), nil
+}
+
+func (r *recordingRWC) Read([]byte) (int, error) {
+	<-r.closed
+	return 0, io.EOF
+}
+
+func (r *recordingRWC) Close() error {
+	r.closeOne.Do(func() { close(r.closed) })
+	return nil
+}
+
+// TestWriterStartsOnDemand hammers the writer that runs only while there
+// is something to write: in each round, senders on several goroutines
+// queue methods and whole messages (some without waking the writer, then
+// waking it once, as a queue's batch does) while the writer starts, writes
+// and exits; between rounds the writer must be gone. Every frame must
+// arrive exactly once, in each sender's order, with the frames of one
+// message together, and no two writes may overlap. Run it with -race.
+func TestWriterStartsOnDemand(t *testing.T) {
+	rwc := &recordingRWC{t: t, closed: make(chan struct{})}
+	c := NewConn(rwc, "hammer#1", testConfig())
+	c.frameMax.Store(4096)
+	defer c.closeRWC()
+
+	const rounds, senders, perRound = 50, 6, 40
+	body := bytes.Repeat([]byte("x"), 5000) // two body frames at frame-max 4096
+	var sent [senders]uint64
+	for range rounds {
+		var wg sync.WaitGroup
+		for s := range senders {
+			wg.Go(func() {
+				ch := uint16(s + 1)
+				for range perRound {
+					sent[s]++
+					switch sent[s] % 3 {
+					case 0:
+						c.sendMethod(ch, &amqp.BasicAck{DeliveryTag: sent[s]})
+					case 1:
+						c.sendContent(ch, &amqp.BasicDeliver{DeliveryTag: sent[s]}, nil, body)
+					case 2:
+						c.queueContent(ch, &amqp.BasicDeliver{DeliveryTag: sent[s]}, nil, body)
+						c.poke()
+					}
+					if sent[s]%5 == 0 {
+						runtime.Gosched()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		amqptest.Poll(t, func() bool {
+			c.out.Lock()
+			defer c.out.Unlock()
+			return !c.out.flushing
+		}, "the writer exits once the outbox is empty")
+		c.out.Lock()
+		require.Empty(t, c.out.buf, "an exited writer left frames behind")
+		c.out.Unlock()
+	}
+	c.stopWriter()
+
+	rwc.mu.Lock()
+	defer rwc.mu.Unlock()
+	require.Greater(t, rwc.writes, rounds, "the writer started again in every round")
+	fr := amqp.NewFrameReader(bytes.NewReader(rwc.got))
+	var last [senders + 1]uint64
+	for n := 0; n < senders*rounds*perRound; n++ {
+		f, err := fr.ReadFrame()
+		require.NoError(t, err)
+		require.Equal(t, amqp.FrameMethod, f.Type)
+		m, err := amqp.DecodeMethod(f.Payload)
+		require.NoError(t, err)
+		var tag uint64
+		switch m := m.(type) {
+		case *amqp.BasicAck:
+			tag = m.DeliveryTag
+		case *amqp.BasicDeliver:
+			tag = m.DeliveryTag
+			var got int
+			for hdr := true; hdr || got < len(body); hdr = false {
+				cf, err := fr.ReadFrame()
+				require.NoError(t, err)
+				require.Equal(t, f.Channel, cf.Channel, "frames of one message are together")
+				if !hdr {
+					got += len(cf.Payload)
+				}
+			}
+		default:
+			t.Fatalf("unexpected %T", m)
+		}
+		require.Equal(t, last[f.Channel]+1, tag, "channel %d in order", f.Channel)
+		last[f.Channel] = tag
+	}
+	_, err := fr.ReadFrame()
+	require.ErrorIs(t, err, io.EOF, "nothing written twice")
+}
+
+// TestIdleConnHasNoWriter: once a served connection has written what it
+// had, its writer goroutine is gone, and the next frame starts one again.
+func TestIdleConnHasNoWriter(t *testing.T) {
+	p := startPeer(t, testConfig())
+	p.Handshake()
+	writerGone := func() bool {
+		p.conn.out.Lock()
+		defer p.conn.out.Unlock()
+		return !p.conn.out.flushing
+	}
+	amqptest.Poll(t, writerGone, "the writer exits when the connection is idle")
+	p.SendMethod(1, &amqp.ChannelOpen{})
+	_, ok := p.ExpectMethod(1).(*amqp.ChannelOpenOk)
+	require.True(t, ok)
+	amqptest.Poll(t, writerGone, "and again after the reply")
 }

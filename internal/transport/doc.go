@@ -14,8 +14,8 @@
 //   - Frames are read as amqp.FrameReader reads them (read-ahead buffer,
 //     size checked before the payload, 501 frame errors as *amqp.Error).
 //   - One goroutine reads (the session's reader) and one at a time writes
-//     (its writer goroutine, or its reader writing in place while the
-//     writer is idle); Close and Stats are safe from any goroutine, and
+//     (its writer goroutine, its reader writing in place while no writer
+//     runs, or the heartbeat schedule's TryWrite); Close and Stats are safe from any goroutine, and
 //     Close makes a read or write in progress return.
 //   - Stats' Recv is counted before Reading is cleared, so an observer that
 //     sees a read's bytes sees the reader out of that read or in a later
@@ -23,7 +23,10 @@
 //   - A bare *net.TCPConn is an InPlaceWriter: its writes copy into the
 //     kernel's buffer and return, so the session's reader may write a small
 //     reply itself (basic.get) instead of waking the writer. Pipes and TLS
-//     are not: their writes may wait for the peer.
+//     are not: their writes may wait for the peer. It is a TryWriter too
+//     (Linux): TryWrite returns what the socket took without waiting, which
+//     the session's heartbeat tick writes an idle connection's heartbeat
+//     with.
 //   - Every Conn from New is a HangupWatcher; a TCP socket, bare or under
 //     TLS, can tell (Linux) that its peer hung up without reading a byte, so
 //     a reader held by a resource alarm frees a publisher that gave up.

@@ -58,6 +58,9 @@ type rawSocket struct {
 	writeBuf []byte
 	written  int
 	writeErr syscall.Errno
+	// writeNoWait: the write returns at once with what the socket took
+	// (TryWriteInPlace).
+	writeNoWait bool
 }
 
 // wrapSocket returns rwc as a rawSocket when it is a TCP connection, and
@@ -178,6 +181,15 @@ func (s *rawSocket) WriteInPlace(p []byte) (int, error) {
 	return written, nil
 }
 
+// TryWriteInPlace is WriteInPlace, except that it returns what the
+// socket took, maybe nothing, instead of waiting for room.
+func (s *rawSocket) TryWriteInPlace(p []byte) (int, error) {
+	s.writeNoWait = true
+	n, err := s.WriteInPlace(p)
+	s.writeNoWait = false
+	return n, err
+}
+
 // write is WriteInPlace's callback: false parks until the socket is
 // writable.
 func (s *rawSocket) write(fd uintptr) bool {
@@ -191,7 +203,7 @@ func (s *rawSocket) write(fd uintptr) bool {
 			s.written += int(r)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return false
+			return s.writeNoWait
 		default:
 			s.writeErr = e
 			return true

@@ -129,6 +129,39 @@ func TestRawSocketWriteInPlaceWaitsForRoom(t *testing.T) {
 	require.True(t, bytes.Equal(want, <-got))
 }
 
+// TryWriteInPlace takes what the socket has room for and returns at once
+// when it has none, with no error; a later WriteInPlace of the rest
+// completes once the peer reads, and every byte arrives, in order.
+func TestRawSocketTryWriteInPlaceNeverWaits(t *testing.T) {
+	s, client := tcpPair(t)
+	want := make([]byte, 16<<20) // more than the socket buffers hold
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	n, err := s.TryWriteInPlace(want)
+	require.NoError(t, err)
+	require.Greater(t, n, 0)
+	require.Less(t, n, len(want), "16 MiB fits no socket buffer")
+	for { // the kernel may find a little more room; it returns 0 once full
+		m, err := s.TryWriteInPlace(want[n:])
+		require.NoError(t, err)
+		if m == 0 {
+			break
+		}
+		n += m
+		require.Less(t, n, len(want))
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(client)
+		got <- b
+	}()
+	_, err = s.WriteInPlace(want[n:])
+	require.NoError(t, err)
+	require.NoError(t, s.CloseWrite())
+	require.True(t, bytes.Equal(want, <-got))
+}
+
 // Writing to a peer that is gone fails with EPIPE or ECONNRESET and raises
 // no SIGPIPE (which would end the test binary).
 func TestRawSocketWriteInPlaceToAGonePeer(t *testing.T) {

@@ -78,6 +78,18 @@ type InPlaceWriter interface {
 	WriteInPlace(p []byte) error
 }
 
+// TryWriter is implemented by a Conn that can write without waiting at
+// all: what the session's heartbeat schedule uses to send an idle
+// connection's heartbeat from its own goroutine, with no goroutine of the
+// connection's woken for 8 bytes. The session calls it only while no
+// other goroutine writes (its flushing flag).
+type TryWriter interface {
+	// TryWrite writes what the stream takes of p right now and returns
+	// how much that was: all of it, unless the socket's send buffer is
+	// full (then maybe nothing, and no error).
+	TryWrite(p []byte) (int, error)
+}
+
 // HangupWatcher is implemented by a Conn that can tell when its peer hung
 // up without reading a byte of what the peer sent.
 type HangupWatcher interface {
@@ -155,6 +167,7 @@ func New(rwc io.ReadWriteCloser) Conn {
 // rawInPlaceWriter is the raw socket's in-place write (socket_linux.go).
 type rawInPlaceWriter interface {
 	WriteInPlace(p []byte) (int, error)
+	TryWriteInPlace(p []byte) (int, error)
 }
 
 // stream is the Conn over an io.ReadWriteCloser.
@@ -189,6 +202,7 @@ var (
 	_ HangupWatcher = (*stream)(nil)
 	_ Clocked       = (*stream)(nil)
 	_ InPlaceWriter = (*tcpStream)(nil)
+	_ TryWriter     = (*tcpStream)(nil)
 	_ IdleReleaser  = (*stream)(nil)
 )
 
@@ -315,6 +329,17 @@ func (t *tcpStream) WriteInPlace(p []byte) error {
 	}
 	t.sent.Add(uint64(max(n, 0)))
 	return err
+}
+
+// TryWrite implements TryWriter. Without a raw socket (not Linux) it
+// writes nothing: the caller leaves the bytes to its writer.
+func (t *tcpStream) TryWrite(p []byte) (int, error) {
+	if t.raw == nil {
+		return 0, nil
+	}
+	n, err := t.raw.TryWriteInPlace(p)
+	t.sent.Add(uint64(max(n, 0)))
+	return n, err
 }
 
 // Pipe returns the two ends of an in-memory connection, the server's to
