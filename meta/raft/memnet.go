@@ -15,8 +15,9 @@ import (
 // through their wire encoding, as TCP would, and can be dropped or delayed
 // per direction between chosen nodes, which is how tests partition a
 // cluster, and a node's traffic can be paused (Pause, Resume) as a
-// SIGSTOPped process's. A Network is safe for concurrent use; Close stops its delivery
-// goroutines.
+// SIGSTOPped process's. Messages (Messenger) travel the same links, with
+// an inbox of their own. A Network is safe for concurrent use; Close stops
+// its delivery goroutines.
 type Network struct {
 	mu    sync.Mutex
 	ends  map[uint64]*MemTransport
