@@ -151,8 +151,8 @@ func (ch *Channel) rewriteReplyTo(m *amqp.BasicPublish, props []byte) ([]byte, e
 // (before the 4.2 profile) waits for that node's answer, a bounded time,
 // and is returned when none came; every other one is handed over without
 // waiting, and its confirm follows at once, as RabbitMQ 3.13 confirms a
-// reply as soon as it is routed (rabbit_channel delivers it to the
-// requester's channel process without waiting either).
+// reply as soon as it is routed (its rabbit_exchange:route hands a reply
+// to the requester's channel process, on whatever node, without waiting).
 func (ch *Channel) publishReply(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) {
 	// From 4.2 a reply name is a queue to routing: a mandatory reply is
 	// routed whether or not its requester is still there.
