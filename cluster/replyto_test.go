@@ -2,8 +2,12 @@ package cluster_test
 
 import (
 	"fmt"
+	"net"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,4 +273,81 @@ func TestReplyToManyConcurrent(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// stallConn is a client connection whose reads stop once stall is called,
+// as a client that no longer reads its socket, until the test ends.
+type stallConn struct {
+	net.Conn
+	stalled atomic.Bool
+	release chan struct{}
+	once    sync.Once
+}
+
+// resume lets reads through again.
+func (c *stallConn) resume() { c.once.Do(func() { close(c.release) }) }
+
+func (c *stallConn) Read(p []byte) (int, error) {
+	if c.stalled.Load() {
+		<-c.release
+	}
+	return c.Conn.Read(p)
+}
+
+// liveHeap is the live heap after a collection (runtime/metrics).
+func liveHeap() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestReplyToSlowRequesterBounded floods a requester on node 1 that has
+// stopped reading with 32 MiB of replies published on node 2: node 1
+// drops what the requester's connection has no room for, as it does for
+// local replies, so the heap grows by far less than the flood. A last
+// mandatory reply, behind the flood on the same queue, is still routed
+// (dropped, but taken): the forwarding kept going.
+func TestReplyToSlowRequesterBounded(t *testing.T) {
+	const (
+		replies = 512
+		size    = 64 << 10
+	)
+	c := newTestCluster(t)
+	var conn *stallConn
+	dial := func(network, addr string) (net.Conn, error) {
+		nc, err := c.broker(0).Dial(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		conn = &stallConn{Conn: nc, release: make(chan struct{})}
+		return conn, nil
+	}
+	rconn := amqptest.DialVia(t, dial, "guest", "stalled requester")
+	t.Cleanup(conn.resume) // runs before the connection's close
+	ch := amqptest.Channel(t, rconn)
+	req := newRequester(t, ch)
+	c.rpcQueue(ch, 1, "rpc")
+	_, rch := c.dialNode(1, "responder")
+	requests, err := rch.Consume("rpc", "", true, false, false, false, nil)
+	require.NoError(t, err)
+	req.request(t, "rpc", "flood")
+	name := amqptest.Next(t, requests).ReplyTo
+	conn.stalled.Store(true)
+	// Deferred, so reads resume before the cleanups close the
+	// connection's channels: they wait for their close-ok.
+	defer conn.resume()
+
+	before := liveHeap()
+	body := make([]byte, size)
+	for range replies {
+		require.NoError(t, rch.PublishWithContext(t.Context(), "", name, false, false, amqp091.Publishing{Body: body}))
+	}
+	resp := newResponder(t, rch)
+	_, returned, _ := resp.reply(t, name, "last")
+	require.False(t, returned, "the requester is still there")
+	after := liveHeap()
+	grew := int64(after) - int64(before)
+	t.Logf("live heap grew by %d KiB for a %d MiB flood", grew>>10, replies*size>>20)
+	require.Less(t, grew, int64(replies*size/4), "the flood was dropped, not held")
 }
