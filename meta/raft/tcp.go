@@ -33,7 +33,8 @@ type TCPConfig struct {
 	// DialTimeout bounds one connection attempt. Default 2s.
 	DialTimeout time.Duration
 	// MaxMessageBytes bounds an incoming message (snapshots included);
-	// a larger frame closes the connection. Default 1 GiB.
+	// a larger frame closes the connection. Default 1 GiB, also for 2 GiB
+	// or more (a frame's length has 31 bits).
 	MaxMessageBytes int
 	// WriteTimeout bounds one Send's writes to a peer that does not read
 	// (stopped, or on a dead link); the connection is then closed and
