@@ -116,6 +116,12 @@
 // leader's also returns the unsettled deliveries of another broker once
 // Options.PeerAlive reports it dead.
 //
+// Direct reply-to requesters live on their broker's connections, so
+// brokers that share clients pass replies to each other through
+// Options.Replies (a ReplyForwarder; package cluster provides one): reply
+// names then carry the broker's tag, a reply to another broker's name goes
+// to it, and that broker hands it on with DeliverReply.
+//
 // # Concurrency
 //
 // All methods of *Broker and *Channel are safe for concurrent use.

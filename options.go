@@ -138,6 +138,11 @@ type Options struct {
 	// is dead; nil never says so, and leaves them to their owner. It is
 	// called from the scanner's goroutine and must not block for long.
 	PeerAlive func(node string) bool
+	// Replies carries direct reply-to replies to brokers that serve the
+	// same clients (a cluster's members; package cluster sets it), so a
+	// reply published on this broker reaches a requester on another one.
+	// nil keeps every reply on this broker. See ReplyForwarder.
+	Replies ReplyForwarder
 
 	// Product is the product name advertised in connection.start's
 	// server-properties; "" means "Warren". Clients and test suites that
@@ -418,6 +423,11 @@ func (o *Options) validate() error {
 		case "EXTERNAL", "PLAIN", "AMQPLAIN":
 		default:
 			errs = append(errs, fmt.Errorf("broker: Options.AuthMechanisms: unknown mechanism %q (supported: EXTERNAL, PLAIN, AMQPLAIN)", mech))
+		}
+	}
+	if o.Replies != nil {
+		if tag := o.Replies.ReplyTag(); !validReplyTag(tag) {
+			errs = append(errs, fmt.Errorf("broker: Options.Replies: reply tag %q must be 1 to 32 letters, digits, '-' or '_'", tag))
 		}
 	}
 	if o.ScanInterval < 0 {

@@ -264,6 +264,8 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 		Profile:          b.opts.profile(),
 		Delayed:          b.plugins.delayed,
 		Dedup:            b.openDedup,
+		ReplyTag:         b.replyTag(),
+		Replies:          b.opts.Replies,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

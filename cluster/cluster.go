@@ -28,7 +28,7 @@ type Config struct {
 	Raft raft.Config
 	// Broker is the configuration of the broker the node runs. Meta,
 	// Shards, Unacked and DataDir must be zero (the raft group holds the
-	// data) and Node and PeerAlive are set by the cluster.
+	// data) and Node, PeerAlive and Replies are set by the cluster.
 	Broker broker.Options
 	// Listen is the AMQP address this node serves ("" serves none; tests
 	// reach the broker through Node.Broker).
@@ -52,6 +52,12 @@ type Config struct {
 	// again once it knows a leader. 0 means three election timeouts, long
 	// enough for an ordinary election.
 	PauseAfter time.Duration
+	// ReplyTimeout bounds how long a mandatory direct reply-to reply to a
+	// requester on another member waits for that member's answer (and a
+	// queue.declare of such a name for its check) before it counts as
+	// unroutable: the member is down, cut off or too slow. 0 means
+	// DefaultReplyTimeout. It delays only the replying channel.
+	ReplyTimeout time.Duration
 }
 
 // NodeName is the broker name of raft member id: what unacked index
@@ -79,6 +85,9 @@ type Node struct {
 	broker *broker.Broker // non-nil while serving
 
 	live liveness
+	// replies forwards direct reply-to replies between members; nil when
+	// the raft transport carries no raft.Messages.
+	replies *replyRouter
 
 	stop chan struct{}
 	done chan struct{}
@@ -124,6 +133,12 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, raft: rn, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	n.live.lastSeen = make(map[uint64]time.Time)
+	if msgr, ok := cfg.Raft.Transport.(raft.Messenger); ok {
+		if cfg.ReplyTimeout <= 0 {
+			cfg.ReplyTimeout = DefaultReplyTimeout
+		}
+		n.replies = newReplyRouter(n, msgr, cfg.ReplyTimeout)
+	}
 	go n.supervise()
 	return n, nil
 }
@@ -166,6 +181,9 @@ func (n *Node) Stop() error {
 	}
 	err := n.raft.Stop()
 	<-n.done
+	if n.replies != nil {
+		n.replies.close()
+	}
 	return err
 }
 
@@ -250,6 +268,9 @@ func (n *Node) startBroker() error {
 	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
 	o.Node = n.Name()
 	o.PeerAlive = n.peerAlive
+	if n.replies != nil {
+		o.Replies = n.replies
+	}
 	b, err := broker.New(o)
 	if err != nil {
 		return err

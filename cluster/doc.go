@@ -48,6 +48,8 @@
 //   - a durable x-message-deduplication exchange has one cache for the
 //     whole cluster, and a queue's x-message-deduplication holds across
 //     nodes (both are replicated records with conditional updates);
+//   - a direct reply-to reply published on any member reaches its
+//     requester's member (see Direct reply-to below);
 //   - delivery is at least once: a publish whose outcome a dying node never
 //     reported may be stored, an ack a node had not committed is
 //     redelivered, and a member declared dead that was only slow may have
@@ -60,8 +62,49 @@
 // (Peer.AMQPAddr is stored but not announced); single-active-consumer and
 // x-expires are enforced per node.
 //
+// # Direct reply-to
+//
+// A requester's reply name says which member holds it:
+// amq.rabbitmq.reply-to.<raft id>.<token>, the token 128 random bits, so a
+// name cannot be guessed (RabbitMQ 3.13 and 4.x encode the requester's
+// channel pid, whose node part is a hash of the node name, and a random
+// key, in the same place). A member that gets a reply to another member's
+// name forwards it (replyRouter, the broker's Options.Replies) as a
+// raft.Message: the members' own traffic, which the raft transport carries
+// beside raft's (TCP: over a connection of its own per peer, mTLS like
+// raft's), so forwarding needs no second listener or certificate and never
+// delays raft's appends or heartbeats. The raft log was the alternative
+// and is not used: a reply would cost a quorum round trip and an fsync on
+// every member, and would be replicated to members that have nothing to
+// do with it, for a message RabbitMQ keeps in memory only.
+//
+// Each member has a bounded queue to every other member (4096 replies, 16
+// MiB; one larger reply goes alone) drained by a sender goroutine, so a
+// publisher only queues; past the bound a reply is dropped, and a
+// mandatory one returned, rather than held. The owner hands a reply to the
+// requester's channel under the channel's own bound for local replies
+// (dropped when its connection's outbox is full), so a flood of replies to
+// a slow requester holds no more memory than local ones do.
+//
+// Semantics: a reply is not replicated or persisted (as in RabbitMQ), so a
+// reply whose owner is down is lost. A non-mandatory reply, and every reply
+// under the 4.2 and 4.3 profiles (which route a mandatory reply without
+// checking the requester), is confirmed at once: RabbitMQ 3.13's
+// rabbit_exchange:route hands a reply to the requester's channel process
+// without waiting (delegate, no result), so its confirm does not wait
+// either. A mandatory reply under 3.13 to 4.1, whose basic.return depends
+// on the outcome, waits for the owner's answer, at most
+// Config.ReplyTimeout: no answer (the owner is down, cut off, or late)
+// counts as unroutable, and it is returned 312 NO_ROUTE before its
+// confirm. queue.declare of another member's reply name asks the owner the
+// same way. A transport that does not implement raft.Messenger carries no
+// replies: then only a reply published on the requester's member reaches
+// it.
+//
 // Each Node starts one supervisor goroutine, stopped by Stop. It samples
 // leadership every Config.PollInterval: it starts the broker once the
 // member knows a leader (broker.New writes to the group), pauses it as
-// above, and, on the leader, records which members it hears from.
+// above, and, on the leader, records which members it hears from. Its
+// reply router runs a receiver, a membership refresher and one sender per
+// member it forwards to, stopped by Stop after the broker closed.
 package cluster

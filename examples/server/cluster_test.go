@@ -183,6 +183,33 @@ func TestClusterTLSAndManagement(t *testing.T) {
 		return ok && string(d.Body) == "over tls"
 	}, 30*time.Second, 20*time.Millisecond)
 
+	// Direct reply-to across members, over the mutual-TLS raft
+	// transport: the requester on the first node, the responder on
+	// another, replying there.
+	rq, err := conn.Channel()
+	require.NoError(t, err)
+	_, err = rq.QueueDeclare("rpc", true, false, false, false, nil)
+	require.NoError(t, err)
+	replies, err := rq.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil)
+	require.NoError(t, err)
+	var rs *amqp091.Channel
+	var requests <-chan amqp091.Delivery
+	require.Eventually(t, func() bool { // the other node learns the queue from the log
+		if rs, err = conn2.Channel(); err != nil {
+			return false
+		}
+		requests, err = rs.Consume("rpc", "", true, false, false, false, nil)
+		return err == nil // a 404 closed rs
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, rq.PublishWithContext(t.Context(), "", "rpc", false, false,
+		amqp091.Publishing{ReplyTo: "amq.rabbitmq.reply-to", CorrelationId: "c1", Body: []byte("ping")}))
+	req := amqptest.Next(t, requests)
+	require.NoError(t, rs.PublishWithContext(t.Context(), "", req.ReplyTo, true, false,
+		amqp091.Publishing{CorrelationId: req.CorrelationId, Body: []byte("pong")}))
+	reply := amqptest.Next(t, replies)
+	require.Equal(t, "c1", reply.CorrelationId)
+	require.Equal(t, "pong", string(reply.Body))
+
 	// Each request has its own timeout, so one that hangs (a node
 	// between brokers, its raft catching up) does not use up the wait,
 	// and a failure says what the node last answered.

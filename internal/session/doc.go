@@ -257,6 +257,15 @@
 // every mandatory reply, delivered or not; Warren's 3.13 to 4.1 profiles
 // return exactly the undeliverable ones.
 //
+// In a cluster the names carry the member that generated them
+// (amq.rabbitmq.reply-to.<raft id>.<token>), and a reply to another
+// member's name goes to that member (vhost.ForwardReply): only a mandatory
+// one whose return depends on it (the profiles before 4.2) waits for the
+// owner's answer, at most the cluster's ReplyTimeout, and is returned when
+// none came; the rest are confirmed at once, as RabbitMQ 3.13 confirms a
+// reply once it is routed. queue.declare of another member's name asks that
+// member.
+//
 // # Version profiles
 //
 // Config.Profile (internal/compat) selects the answers that differ by

@@ -145,12 +145,25 @@ func (ch *Channel) rewriteReplyTo(m *amqp.BasicPublish, props []byte) ([]byte, e
 // (returned when mandatory); one that reached its requester is routed. The
 // reply is handed over at once, also inside a transaction, as RabbitMQ
 // does (it delivers replies while routing).
+//
+// A name another cluster node generated goes to that node
+// (vhost.ForwardReply). Only a mandatory reply whose return depends on it
+// (before the 4.2 profile) waits for that node's answer, a bounded time,
+// and is returned when none came; every other one is handed over without
+// waiting, and its confirm follows at once, as RabbitMQ 3.13 confirms a
+// reply as soon as it is routed (its rabbit_exchange:route hands a reply
+// to the requester's channel process, on whatever node, without waiting).
 func (ch *Channel) publishReply(m *amqp.BasicPublish, props, body []byte, sum amqp.PropertySummary) {
-	r, ok := ch.conn.vh.ReplyReceiver(m.RoutingKey)
-	delivered := ok && r.DeliverReply(m.RoutingKey, props, body)
 	// From 4.2 a reply name is a queue to routing: a mandatory reply is
 	// routed whether or not its requester is still there.
-	routed := delivered || m.Mandatory && ch.conn.set.profile.ReplyToMandatoryRouted
+	mandatoryRouted := m.Mandatory && ch.conn.set.profile.ReplyToMandatoryRouted
+	var delivered bool
+	if r, ok := ch.conn.vh.ReplyReceiver(m.RoutingKey); ok {
+		delivered = r.DeliverReply(m.RoutingKey, props, body)
+	} else {
+		delivered = ch.conn.vh.ForwardReply(m.RoutingKey, props, body, m.Mandatory && !mandatoryRouted)
+	}
+	routed := delivered || mandatoryRouted
 	n := 0
 	if routed {
 		n = 1
@@ -166,12 +179,11 @@ func (ch *Channel) publishReply(m *amqp.BasicPublish, props, body []byte, sum am
 
 // declareReply answers queue.declare of the pseudo-queue or of a generated
 // name as RabbitMQ does, passive or not: declare-ok with no messages and
-// one consumer while its requester consumes, else 404.
+// one consumer while its requester consumes, else 404. Another cluster
+// node's name is asked of that node (vhost.ReplyExists).
 func (ch *Channel) declareReply(m *amqp.QueueDeclare) error {
-	if m.Queue != vhost.ReplyQueue {
-		if _, ok := ch.conn.vh.ReplyReceiver(m.Queue); !ok {
-			return queueGone(m.Queue, ch.conn.vh.Name())
-		}
+	if m.Queue != vhost.ReplyQueue && !ch.conn.vh.ReplyExists(m.Queue) {
+		return queueGone(m.Queue, ch.conn.vh.Name())
 	}
 	if !m.NoWait {
 		ch.send(&amqp.QueueDeclareOk{Queue: m.Queue, MessageCount: 0, ConsumerCount: 1})

@@ -142,9 +142,11 @@
 //     through the same exchange, whatever its type; BCC is removed before
 //     delivery; a header that is not an array is 406 "invalid message"
 //     (RabbitMQ 3.13's rabbit_basic:header_routes, kept by 4.x).
-//   - Direct reply-to names (amq.rabbitmq.reply-to.<token>) are a registry
-//     of their own (replyto.go), not queues: the session delivers a reply
-//     to one without routing it, and nothing else sees them.
+//   - Direct reply-to names (amq.rabbitmq.reply-to.<token>, or
+//     amq.rabbitmq.reply-to.<tag>.<token> with Config.ReplyTag) are a
+//     registry of their own (replyto.go), not queues: the session delivers
+//     a reply to one without routing it, and nothing else sees them. A
+//     name with another node's tag goes to Config.Replies.
 //   - Policies (policy.go, internal/policy): the vhost keeps its policy
 //     set; a queue starts with its declared arguments merged with the
 //     policy and operator policy that match it, and SetPolicies hands

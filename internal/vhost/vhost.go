@@ -63,6 +63,11 @@ type Config struct {
 	// Policies are the vhost's policies when it opens (policy.go); nil
 	// is none. SetPolicies replaces them.
 	Policies *policy.Set
+	// ReplyTag names this node in the direct reply-to names it generates
+	// and Replies carries replies to the names of other nodes
+	// (replyto.go); "" and nil keep every reply on this node.
+	ReplyTag string
+	Replies  ReplyForwarder
 }
 
 // Queue is a declared queue: its definition, arguments and actor.

@@ -151,7 +151,10 @@
 // Transport is the package's interface to the network; the Node calls its
 // Send from each peer's sender goroutine. NewTCPTransport sends
 // length-prefixed protobuf messages over one connection per peer,
-// reconnecting as needed, optionally with TLS. Network connects nodes in
+// reconnecting as needed, optionally with TLS. Both also carry Messages
+// (Messenger): the members' own traffic, not raft's (package cluster
+// forwards direct reply-to replies with them), over separate connections
+// and queues so that neither delays the other. Network connects nodes in
 // one process for tests and can drop, delay and partition messages, and
 // pause a node's traffic as a stopped process's.
 //

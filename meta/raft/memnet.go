@@ -15,8 +15,9 @@ import (
 // through their wire encoding, as TCP would, and can be dropped or delayed
 // per direction between chosen nodes, which is how tests partition a
 // cluster, and a node's traffic can be paused (Pause, Resume) as a
-// SIGSTOPped process's. A Network is safe for concurrent use; Close stops its delivery
-// goroutines.
+// SIGSTOPped process's. Messages (Messenger) travel the same links, with
+// an inbox of their own. A Network is safe for concurrent use; Close stops
+// its delivery goroutines.
 type Network struct {
 	mu    sync.Mutex
 	ends  map[uint64]*MemTransport
@@ -43,7 +44,7 @@ func NewNetwork() *Network {
 // Transport returns the transport of node id, replacing (and closing) an
 // earlier one with the same id: a restarted node gets a fresh inbox.
 func (n *Network) Transport(id uint64) *MemTransport {
-	t := &MemTransport{net: n, id: id, inbox: make(chan *raftpb.Message, 4096), stop: make(chan struct{})}
+	t := &MemTransport{net: n, id: id, inbox: make(chan *raftpb.Message, 4096), msgs: make(chan Message, memMessages), stop: make(chan struct{})}
 	n.mu.Lock()
 	old := n.ends[id]
 	n.ends[id] = t
@@ -122,11 +123,16 @@ func (n *Network) Close() {
 	n.wg.Wait()
 }
 
+// memMessages is how many Messages a node's inbox holds; past it they are
+// dropped, as raft's are past the raft inbox.
+const memMessages = 1024
+
 // MemTransport is one node's end of a Network.
 type MemTransport struct {
 	net   *Network
 	id    uint64
 	inbox chan *raftpb.Message
+	msgs  chan Message // Messenger's inbox
 
 	mu      sync.Mutex
 	delayed []delayedMsg
@@ -137,10 +143,34 @@ type MemTransport struct {
 
 type delayedMsg struct {
 	at time.Time
-	m  *raftpb.Message
+	m  envelope
 }
 
-var _ Transport = (*MemTransport)(nil)
+// envelope is what the network carries: a raft message or a Message.
+type envelope struct {
+	raft *raftpb.Message
+	msg  Message
+}
+
+var (
+	_ Transport = (*MemTransport)(nil)
+	_ Messenger = (*MemTransport)(nil)
+)
+
+// Messages returns the node's inbox of Messages.
+func (t *MemTransport) Messages() <-chan Message { return t.msgs }
+
+// SendMessages copies each Message to its destination's inbox, with From
+// set, under the same links and pauses as raft's messages (Send).
+func (t *MemTransport) SendMessages(ctx context.Context, msgs []Message) error {
+	for _, m := range msgs {
+		c := Message{From: t.id, To: m.To, Data: append([]byte(nil), m.Data...)}
+		if err := t.route(ctx, m.To, envelope{msg: c}, len(c.Data)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Receive returns the node's inbox.
 func (t *MemTransport) Receive() <-chan *raftpb.Message { return t.inbox }
@@ -170,6 +200,12 @@ func (t *MemTransport) send(ctx context.Context, m *raftpb.Message) error {
 	if err := proto.Unmarshal(b, c); err != nil {
 		return err
 	}
+	return t.route(ctx, m.GetTo(), envelope{raft: c}, len(b))
+}
+
+// route delivers e, of size bytes, to node to as the links and pauses
+// between the two nodes say.
+func (t *MemTransport) route(ctx context.Context, to uint64, e envelope, size int) error {
 	n := t.net
 	n.mu.Lock()
 	for {
@@ -177,18 +213,18 @@ func (t *MemTransport) send(ctx context.Context, m *raftpb.Message) error {
 			n.mu.Unlock()
 			return errNetworkClosed
 		}
-		dst := n.ends[m.GetTo()]
+		dst := n.ends[to]
 		if dst == nil {
 			n.mu.Unlock()
-			return fmt.Errorf("raft: memory network: no node %d", m.GetTo())
+			return fmt.Errorf("raft: memory network: no node %d", to)
 		}
 		// The sender is stopped, or the destination's buffer is full:
 		// wait for a resume.
 		p := n.paused[t.id]
 		if p == nil {
-			if p = n.paused[m.GetTo()]; p != nil && p.bytes+len(b) <= pauseBuffer {
-				p.held = append(p.held, heldMsg{dst: dst, m: c})
-				p.bytes += len(b)
+			if p = n.paused[to]; p != nil && p.bytes+size <= pauseBuffer {
+				p.held = append(p.held, heldMsg{dst: dst, m: e})
+				p.bytes += size
 				n.mu.Unlock()
 				return nil
 			}
@@ -204,14 +240,14 @@ func (t *MemTransport) send(ctx context.Context, m *raftpb.Message) error {
 			n.mu.Lock()
 			continue
 		}
-		link := n.links[[2]uint64{t.id, m.GetTo()}]
+		link := n.links[[2]uint64{t.id, to}]
 		n.mu.Unlock()
 		switch {
 		case link.Drop:
 		case link.Delay > 0:
-			dst.enqueueDelayed(time.Now().Add(link.Delay), c)
+			dst.enqueueDelayed(time.Now().Add(link.Delay), e)
 		default:
-			dst.deliver(c)
+			dst.deliver(e)
 		}
 		return nil
 	}
@@ -232,7 +268,7 @@ type pauseState struct {
 
 type heldMsg struct {
 	dst *MemTransport
-	m   *raftpb.Message
+	m   envelope
 }
 
 // Pause stops node id's traffic as a stopped process's (SIGSTOP): what it
@@ -269,23 +305,35 @@ func (n *Network) Resume(id uint64) {
 		defer n.wg.Done()
 		for _, h := range p.held {
 			// A resumed process reads its whole socket backlog.
+			if h.m.raft == nil {
+				h.dst.deliver(h.m) // Messages have their own inbox
+				continue
+			}
 			select {
-			case h.dst.inbox <- h.m:
+			case h.dst.inbox <- h.m.raft:
 			case <-h.dst.stop:
 			}
 		}
 	}()
 }
 
-func (t *MemTransport) deliver(m *raftpb.Message) {
+func (t *MemTransport) deliver(e envelope) {
+	if e.raft == nil {
+		select {
+		case <-t.stop:
+		case t.msgs <- e.msg:
+		default: // full: Messages are best effort too
+		}
+		return
+	}
 	select {
 	case <-t.stop:
-	case t.inbox <- m:
+	case t.inbox <- e.raft:
 	default: // full: raft will retry
 	}
 }
 
-func (t *MemTransport) enqueueDelayed(at time.Time, m *raftpb.Message) {
+func (t *MemTransport) enqueueDelayed(at time.Time, m envelope) {
 	t.mu.Lock()
 	t.delayed = append(t.delayed, delayedMsg{at: at, m: m})
 	w := t.wake

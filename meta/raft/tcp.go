@@ -33,7 +33,8 @@ type TCPConfig struct {
 	// DialTimeout bounds one connection attempt. Default 2s.
 	DialTimeout time.Duration
 	// MaxMessageBytes bounds an incoming message (snapshots included);
-	// a larger frame closes the connection. Default 1 GiB.
+	// a larger frame closes the connection. Default 1 GiB, also for 2 GiB
+	// or more (a frame's length has 31 bits).
 	MaxMessageBytes int
 	// WriteTimeout bounds one Send's writes to a peer that does not read
 	// (stopped, or on a dead link); the connection is then closed and
@@ -48,14 +49,23 @@ type TCPConfig struct {
 // so a peer that does not read blocks only its own sender, for at most
 // WriteTimeout. It is safe for concurrent use; Close stops its goroutines
 // and closes its listener and connections.
+//
+// Messages (Messenger) go to each peer over a second connection of their
+// own, so they never wait behind raft's appends nor raft behind them. A
+// Message frame has the top bit of its length set (raft frames are at
+// most MaxMessageBytes, below 2^31) and carries the sender's raft id (8
+// bytes, big-endian) before the data. A reader of Messages that falls
+// behind stops the reading of that connection only.
 type TCPTransport struct {
 	cfg   TCPConfig
 	inbox chan *raftpb.Message
+	msgs  chan Message
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
 	mu     sync.Mutex
 	peers  map[uint64]*tcpPeer
+	mpeers map[uint64]*tcpPeer // the Message connections
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -63,6 +73,14 @@ type TCPTransport struct {
 var (
 	_ Transport  = (*TCPTransport)(nil)
 	_ PeerSetter = (*TCPTransport)(nil)
+	_ Messenger  = (*TCPTransport)(nil)
+)
+
+// messageFrame marks a Message frame's length; messageHeader is the sender
+// id that starts its payload.
+const (
+	messageFrame  = 1 << 31
+	messageHeader = 8
 )
 
 // NewTCPTransport starts serving on cfg.Listener.
@@ -76,18 +94,20 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 2 * time.Second
 	}
-	if cfg.MaxMessageBytes <= 0 {
+	if cfg.MaxMessageBytes <= 0 || cfg.MaxMessageBytes >= messageFrame {
 		cfg.MaxMessageBytes = 1 << 30
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 5 * time.Second
 	}
 	t := &TCPTransport{
-		cfg:   cfg,
-		inbox: make(chan *raftpb.Message, 4096),
-		stop:  make(chan struct{}),
-		peers: map[uint64]*tcpPeer{},
-		conns: map[net.Conn]struct{}{},
+		cfg:    cfg,
+		inbox:  make(chan *raftpb.Message, 4096),
+		msgs:   make(chan Message, 1024),
+		stop:   make(chan struct{}),
+		peers:  map[uint64]*tcpPeer{},
+		mpeers: map[uint64]*tcpPeer{},
+		conns:  map[net.Conn]struct{}{},
 	}
 	for id, addr := range cfg.Peers {
 		t.SetPeer(id, addr)
@@ -120,6 +140,31 @@ func (t *TCPTransport) Send(ctx context.Context, msgs []*raftpb.Message) error {
 	return p.send(ctx, msgs)
 }
 
+// Messages returns the channel of incoming Messages.
+func (t *TCPTransport) Messages() <-chan Message { return t.msgs }
+
+// SendMessages writes msgs, all to one peer, to its Message connection,
+// as Send does raft's.
+func (t *TCPTransport) SendMessages(ctx context.Context, msgs []Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	p := t.mpeers[msgs[0].To]
+	t.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("raft: no address for peer %d", msgs[0].To)
+	}
+	return p.sendFrames(ctx, func() error {
+		for _, m := range msgs {
+			if err := p.writeMessage(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // SetPeer sets (or changes) the address of peer id.
 func (t *TCPTransport) SetPeer(id uint64, addr string) {
 	if id == t.cfg.ID {
@@ -130,30 +175,39 @@ func (t *TCPTransport) SetPeer(id uint64, addr string) {
 		t.mu.Unlock()
 		return
 	}
-	old := t.peers[id]
+	old, oldm := t.peers[id], t.mpeers[id]
 	if old != nil && old.addr == addr {
 		t.mu.Unlock()
 		return
 	}
-	p := &tcpPeer{t: t, addr: addr}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
-	t.peers[id] = p
+	t.peers[id], t.mpeers[id] = t.newPeer(addr), t.newPeer(addr)
 	t.mu.Unlock()
-	if old != nil {
-		// Not under t.mu: closing a TLS connection may wait on a
-		// write in progress.
-		old.close()
+	// Not under t.mu: closing a TLS connection may wait on a write in
+	// progress.
+	for _, p := range []*tcpPeer{old, oldm} {
+		if p != nil {
+			p.close()
+		}
 	}
 }
 
-// RemovePeer forgets peer id and closes its connection.
+func (t *TCPTransport) newPeer(addr string) *tcpPeer {
+	p := &tcpPeer{t: t, addr: addr}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// RemovePeer forgets peer id and closes its connections.
 func (t *TCPTransport) RemovePeer(id uint64) {
 	t.mu.Lock()
-	p := t.peers[id]
+	p, pm := t.peers[id], t.mpeers[id]
 	delete(t.peers, id)
+	delete(t.mpeers, id)
 	t.mu.Unlock()
-	if p != nil {
-		p.close()
+	for _, p := range []*tcpPeer{p, pm} {
+		if p != nil {
+			p.close()
+		}
 	}
 }
 
@@ -170,6 +224,10 @@ func (t *TCPTransport) Close() error {
 	for id, p := range t.peers {
 		p.cancel() // its connection is closed with the others below
 		delete(t.peers, id)
+	}
+	for id, p := range t.mpeers {
+		p.cancel()
+		delete(t.mpeers, id)
 	}
 	for c := range t.conns {
 		c.Close()
@@ -245,12 +303,23 @@ func (t *TCPTransport) read(c net.Conn) {
 			return
 		}
 		size := binary.BigEndian.Uint32(hdr[:])
-		if uint64(size) > uint64(t.cfg.MaxMessageBytes) {
+		isMsg := size&messageFrame != 0
+		size &^= messageFrame
+		if uint64(size) > uint64(t.cfg.MaxMessageBytes) || isMsg && size < messageHeader {
 			return // not a peer speaking our protocol, or a bug: drop it
 		}
 		buf := make([]byte, size)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return
+		}
+		if isMsg {
+			m := Message{From: binary.BigEndian.Uint64(buf), To: t.cfg.ID, Data: buf[messageHeader:]}
+			select {
+			case t.msgs <- m:
+			case <-t.stop:
+				return
+			}
+			continue
 		}
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(buf, m); err != nil {
@@ -300,6 +369,19 @@ func (p *tcpPeer) setConn(c net.Conn) {
 }
 
 func (p *tcpPeer) send(ctx context.Context, msgs []*raftpb.Message) error {
+	return p.sendFrames(ctx, func() error {
+		for _, m := range msgs {
+			if err := p.write(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sendFrames runs write, which writes frames to p.w, on the peer's
+// connection, dialing it first when there is none, and flushes.
+func (p *tcpPeer) sendFrames(ctx context.Context, write func() error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.ctx.Err(); err != nil {
@@ -327,11 +409,8 @@ func (p *tcpPeer) send(ctx context.Context, msgs []*raftpb.Message) error {
 	// the connection).
 	stop := context.AfterFunc(ctx, func() { conn.SetWriteDeadline(time.Now()) })
 	defer stop()
-	for _, m := range msgs {
-		if err != nil {
-			break
-		}
-		err = p.write(m)
+	if err == nil {
+		err = write()
 	}
 	if err == nil {
 		err = p.w.Flush()
@@ -359,6 +438,23 @@ func (p *tcpPeer) dial(ctx context.Context) (net.Conn, error) {
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", p.addr)
+}
+
+// writeMessage writes m as one Message frame. One the peer would refuse is
+// dropped, as an oversized raft message is.
+func (p *tcpPeer) writeMessage(m Message) error {
+	size := messageHeader + len(m.Data)
+	if size > p.t.cfg.MaxMessageBytes {
+		return nil
+	}
+	var hdr [4 + messageHeader]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(size)|messageFrame)
+	binary.BigEndian.PutUint64(hdr[4:], p.t.cfg.ID)
+	if _, err := p.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := p.w.Write(m.Data)
+	return err
 }
 
 // write encodes m and writes it as one frame.

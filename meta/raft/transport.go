@@ -36,3 +36,37 @@ type PeerSetter interface {
 	SetPeer(id uint64, raftAddr string)
 	RemovePeer(id uint64)
 }
+
+// Message is a member-to-member message that is not raft's: traffic of the
+// application running on the group (package cluster forwards direct
+// reply-to replies with it). The transport carries its bytes beside raft's
+// messages and never looks inside.
+type Message struct {
+	// From and To are raft ids; a transport sets From on arrival from
+	// what it knows of the sender, so a receiver can answer.
+	From, To uint64
+	Data     []byte
+}
+
+// Messenger is implemented by transports that carry Messages besides raft's
+// (TCPTransport and the in-memory Network both do). It is the Node's
+// caller's, not the Node's: a Node never sends or reads Messages.
+//
+// Messages are best effort, like raft's: they may be lost (a dropped
+// link, a full inbox, a connection that failed), so whoever needs an
+// answer waits for one with a bound. Within one peer they arrive in the
+// order sent. They never share a connection or a queue with raft's
+// messages, so a flood of them, or a receiver that reads them slowly,
+// does not delay raft.
+type Messenger interface {
+	// SendMessages hands msgs, all addressed to the same peer, to the
+	// network; like Transport.Send it may block on that peer's
+	// connection, returns an error when some were not handed over, and
+	// returns once ctx is done. The transport reads msgs only until it
+	// returns.
+	SendMessages(ctx context.Context, msgs []Message) error
+	// Messages is where Messages addressed to this node arrive. When the
+	// reader falls behind, the transport drops (in memory) or stops
+	// reading that peer's message connection (TCP), never raft's.
+	Messages() <-chan Message
+}

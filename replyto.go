@@ -1,0 +1,80 @@
+package broker
+
+// ReplyForwarder carries direct reply-to replies between brokers that
+// serve the same clients, such as the members of a cluster (package
+// cluster provides one). Each broker names the requesters it holds
+// amq.rabbitmq.reply-to.<tag>.<token>, with its own ReplyTag, so a broker
+// that receives a reply to another's name knows where to send it; the
+// receiving broker hands it on with Broker.DeliverReply.
+//
+// ForwardReply and ReplyExists are called on the publishing connection's
+// goroutine: they must return at once, or, where they wait for an answer,
+// within a short bound.
+type ReplyForwarder interface {
+	// ReplyTag is this broker's tag in the names it generates: 1 to 32
+	// letters, digits, '-' or '_', different for every broker that
+	// forwards to this one.
+	ReplyTag() string
+	// ForwardReply hands the reply published to name, in vhost, to the
+	// broker tagged tag. Without wait it returns at once, whether the
+	// reply was queued for that broker (false for an unknown tag or a
+	// full queue). With wait (a mandatory reply, whose return depends on
+	// it) it returns whether that broker's requester took the reply,
+	// false when the broker did not answer in time. props are the raw
+	// basic properties; the forwarder copies what it keeps.
+	ForwardReply(vhost, tag, name string, props, body []byte, wait bool) bool
+	// ReplyExists asks the broker tagged tag whether a requester still
+	// consumes under name (queue.declare of a reply name), with the same
+	// bound.
+	ReplyExists(vhost, tag, name string) bool
+}
+
+// replyTag is the tag of this broker's reply names, "" without Replies.
+func (b *Broker) replyTag() string {
+	if b.opts.Replies == nil {
+		return ""
+	}
+	return b.opts.Replies.ReplyTag()
+}
+
+// validReplyTag reports whether tag fits in a reply name, where a dot ends
+// it.
+func validReplyTag(tag string) bool {
+	if tag == "" || len(tag) > 32 {
+		return false
+	}
+	for _, c := range []byte(tag) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// DeliverReply hands a reply forwarded by another broker (a
+// ReplyForwarder's receiving end) to the requester consuming under name in
+// vhost, as a publish to name on this broker would, and reports whether
+// the requester took it: false when it is gone. A requester whose
+// connection has no room for it drops it and still counts as having taken
+// it, as for a local reply. It does not block. The requester's connection
+// may keep props and body: the caller must not reuse them.
+func (b *Broker) DeliverReply(vhost, name string, props, body []byte) bool {
+	vh, ok := b.lookupVHost(vhost)
+	if !ok {
+		return false
+	}
+	r, ok := vh.ReplyReceiver(name)
+	return ok && r.DeliverReply(name, props, body)
+}
+
+// ReplyExists reports whether a requester consumes under the direct
+// reply-to name in vhost on this broker (a ReplyForwarder's receiving end
+// of ReplyExists).
+func (b *Broker) ReplyExists(vhost, name string) bool {
+	vh, ok := b.lookupVHost(vhost)
+	if !ok {
+		return false
+	}
+	_, ok = vh.ReplyReceiver(name)
+	return ok
+}
