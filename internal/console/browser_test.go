@@ -168,6 +168,18 @@ func blur() chromedp.Action[chromedp.Void] {
 	})
 }
 
+// serveConsole starts a broker with opts and serves its management
+// handler (the console at /, the API under /api/) on an httptest server
+// whose URL() the browser opens and whose Do() checks what the page did;
+// both close on cleanup. Do logs in with password = user name.
+func serveConsole(t *testing.T, opts broker.Options) (*broker.Broker, *amqptest.API) {
+	t.Helper()
+	b, err := broker.New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	return b, amqptest.NewAPI(t, b.ManagementHandler())
+}
+
 // login fills the login form and waits for the overview.
 func login(user, password string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
@@ -188,19 +200,15 @@ func login(user, password string) chromedp.Action[chromedp.Void] {
 // and see a non-administrator refused the users page. Screenshots of
 // each step are saved (artifacts).
 func TestConsoleInBrowser(t *testing.T) {
-	b, err := broker.New(broker.Options{Users: []broker.User{
+	b, srv := serveConsole(t, broker.Options{Users: []broker.User{
 		{Name: "admin", Password: "s3cret", Tags: []string{"administrator"}},
 		{Name: "viewer", Password: "viewer", Tags: []string{"management"}},
 	}, StatsInterval: 100 * time.Millisecond}) // charts fill in seconds
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	srv := httptest.NewServer(b.ManagementHandler())
-	t.Cleanup(srv.Close)
 
 	// A queue made over AMQP, with three messages in it.
 	conn := amqptest.Dial(t, "amqp://admin:s3cret@127.0.0.1:5672/", amqp091.Config{Dial: b.Dial})
 	ch := amqptest.Channel(t, conn)
-	_, err = ch.QueueDeclare("orders", true, false, false, false, nil)
+	_, err := ch.QueueDeclare("orders", true, false, false, false, nil)
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, ch.Publish("", "orders", false, false, amqp091.Publishing{Body: fmt.Appendf(nil, "order %d", i)}))
@@ -210,7 +218,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	dir := artifacts(t)
 	ctx := browser(t, 1280, 800)
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
+		chromedp.Navigate(srv.URL()+"/"),
 		login("admin", "s3cret"),
 		waitText(tid("total-messages"), "3"),
 		// The broker's own history: two samples 5 s apart (the page asks
@@ -284,7 +292,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	usersHidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="nav-users"]').closest('li').hidden`))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/#/users"),
+		chromedp.Navigate(srv.URL()+"/#/users"),
 		chromedp.WaitVisible(tid("access-denied")),
 		waitText(tid("access-denied"), "Not administrator user"),
 	))
@@ -418,13 +426,9 @@ func TestConsoleNavigateDuringRefresh(t *testing.T) {
 // the cursor in its filter, j focuses the first row's link and Enter
 // opens the queue.
 func TestConsoleKeyboard(t *testing.T) {
-	b, err := broker.New(broker.Options{Users: []broker.User{{Name: "admin", Password: "s3cret", Tags: []string{"administrator"}}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	srv := httptest.NewServer(b.ManagementHandler())
-	t.Cleanup(srv.Close)
+	b, srv := serveConsole(t, broker.Options{Users: []broker.User{{Name: "admin", Password: "s3cret", Tags: []string{"administrator"}}}})
 	ch := brokertest.Channel(t, b)
-	_, err = ch.QueueDeclare("keyed", false, false, false, false, nil)
+	_, err := ch.QueueDeclare("keyed", false, false, false, false, nil)
 	require.NoError(t, err)
 
 	ctx := browser(t, 1280, 800)
@@ -434,7 +438,7 @@ func TestConsoleKeyboard(t *testing.T) {
 		require.NoError(t, err)
 		return id
 	}
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), login("admin", "s3cret"),
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(srv.URL()+"/"), login("admin", "s3cret"),
 		blur(),
 		chromedp.KeyEvent("\t")))
 	require.Equal(t, "skip-link", focused())

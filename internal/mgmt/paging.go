@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/warrenmq/broker/internal/rates"
 )
 
 // Listings' sorting, filtering and pagination, as RabbitMQ 4.x's
@@ -235,7 +237,7 @@ type keyed interface {
 
 // writeKeyedListQuery is writeListQuery for items that know every sort key
 // the query needs (keyed): sorted, filtered and paged as they are, so that
-// sorting 10,000 queues by depth encodes only the page. It reports false,
+// sorting 10,000 queues by depth or by a rate encodes only the page. It reports false,
 // having written nothing, when the items do not know a key.
 func writeKeyedListQuery[T any](c *mgmtCall, q listQuery, items []T) bool {
 	keys := q.sortKeys()
@@ -296,7 +298,8 @@ func writeKeyedListQuery[T any](c *mgmtCall, q listQuery, items []T) bool {
 	return true
 }
 
-// sortValue gives a queue's top-level fields for sorting (keyed).
+// sortValue gives a queue's top-level fields, its lengths' rates and its
+// message_stats counters and rates for sorting (keyed).
 func (q queueJSON) sortValue(key string) (any, bool) {
 	num := func(n uint64) any { return float64(n) }
 	switch key {
@@ -331,8 +334,54 @@ func (q queueJSON) sortValue(key string) (any, bool) {
 			return nil, true
 		}
 		return *q.Policy, true
+	case "messages_details.rate":
+		return detailsRate(q.MessagesDetails), true
+	case "messages_ready_details.rate":
+		return detailsRate(q.MessagesReadyDetails), true
+	case "messages_unacknowledged_details.rate":
+		return detailsRate(q.MessagesUnacknowledgedDetails), true
+	}
+	if stat, ok := strings.CutPrefix(key, "message_stats."); ok {
+		return statSortValue(q.MessageStats, stat)
 	}
 	return nil, false
+}
+
+// detailsRate is a details object's rate for sorting; a queue without a
+// history has no details, and a missing value sorts as 0 (dotted).
+func detailsRate(d *rates.Details) any {
+	if d == nil {
+		return float64(0)
+	}
+	return d.Rate
+}
+
+// statSortValue gives a message_stats counter ("publish") or its rate
+// ("publish_details.rate") for sorting, from the object messageStats
+// builds (counters uint64, details rates.Details), so that sorting by a
+// rate skips the JSON round trip as sorting by a count does. Whether it
+// knows a key depends on the key's shape only, never on the values (a
+// zero queue is asked first). A missing value is 0, as in dotted.
+func statSortValue(stats map[string]any, stat string) (any, bool) {
+	name, field, hasField := strings.Cut(stat, ".")
+	if hasField {
+		if field != "rate" || !strings.HasSuffix(name, "_details") {
+			return nil, false
+		}
+		d, ok := stats[name].(rates.Details)
+		if !ok {
+			return float64(0), true
+		}
+		return d.Rate, true
+	}
+	if strings.HasSuffix(name, "_details") {
+		return nil, false // an object: left to the JSON path
+	}
+	n, ok := stats[name].(uint64)
+	if !ok {
+		return float64(0), true
+	}
+	return float64(n), true
 }
 
 // jsonObjects is items as their JSON objects, numbers kept exact

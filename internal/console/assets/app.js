@@ -227,22 +227,39 @@
 
   // confirmButton acts on the second click within 4 s, so that a
   // destructive action needs a deliberate second press (no modal dialog).
-  function confirmButton(label, testid, action) {
+  // A button in a table row passes key, naming what it acts on: the
+  // refresh redraws the rows every few seconds, and the redrawn button
+  // with the same key stays armed for what is left of the 4 s (armedUntil),
+  // so a refresh between the two presses does not swallow the first.
+  const armedUntil = new Map();
+  function confirmButton(label, testid, action, key) {
     let armed = 0;
+    const id = key === undefined ? null : testid + '\u0000' + key;
+    const arm = (ms) => {
+      b.textContent = 'Really ' + label.toLowerCase() + '?';
+      b.classList.add('confirming');
+      armed = setTimeout(() => { armed = 0; b.textContent = label; b.classList.remove('confirming'); }, ms);
+    };
     const b = h('button', { type: 'button', class: 'danger', testid, onclick: async () => {
       if (!armed) {
-        b.textContent = 'Really ' + label.toLowerCase() + '?';
-        b.classList.add('confirming');
-        armed = setTimeout(() => { armed = 0; b.textContent = label; b.classList.remove('confirming'); }, 4000);
+        arm(4000);
+        if (id !== null) {
+          const now = Date.now();
+          for (const [k, until] of armedUntil) if (until <= now) armedUntil.delete(k);
+          armedUntil.set(id, now + 4000);
+        }
         return;
       }
       clearTimeout(armed);
       armed = 0;
+      if (id !== null) armedUntil.delete(id);
       b.textContent = label;
       b.classList.remove('confirming');
       b.disabled = true;
       try { await action(); } catch (e) { toast(e.message, true); } finally { b.disabled = false; }
     } }, label);
+    const left = id === null ? 0 : (armedUntil.get(id) || 0) - Date.now();
+    if (left > 0) arm(left);
     return b;
   }
 
@@ -558,7 +575,7 @@
         { label: '', cell: (b) => b.source === '' ? '' : confirmButton('Unbind', 'unbind', async () => {
           await api('DELETE', 'bindings/' + enc(vhost) + '/e/' + enc(b.source) + '/q/' + enc(qname) + '/' + enc(b.properties_key));
           toast('Unbound.'); refreshNow();
-        }) },
+        }, b.source + '/q/' + qname + '/' + b.properties_key) },
       ], bs, { testid: 'bindings-table' }));
       if (us === null) fill(unacked, h('p', { class: 'muted' }, 'Not available.'));
       else fill(unacked, table([
@@ -633,7 +650,7 @@
       { label: '', cell: (b) => confirmButton('Unbind', 'unbind', async () => {
         await api('DELETE', 'bindings/' + enc(vhost) + '/e/' + enc(b.source) + '/' + (b.destination_type === 'queue' ? 'q' : 'e') + '/' + enc(b.destination) + '/' + enc(b.properties_key));
         toast('Unbound.'); refreshNow();
-      }) },
+      }, b.source + '/' + b.destination_type + '/' + b.destination + '/' + b.properties_key) },
     ];
     return { async refresh() {
       const [x, bs] = await Promise.all([api('GET', path), name === '' ? [] : api('GET', 'bindings/' + enc(vhost))]);
@@ -676,7 +693,7 @@
     { label: 'User', key: 'user', cell: (c) => c.user, narrow: true },
     { label: 'Virtual host', key: 'vhost', cell: (c) => c.vhost, narrow: true },
     { label: 'Mode', cell: (c) => [c.confirm && 'confirm', c.transactional && 'transactional'].filter(Boolean).join(', ') || '–', narrow: true },
-    { label: 'Prefetch', key: 'prefetch_count', n: true, cell: (c) => fmtNum(c.prefetch_count) },
+    { label: 'Prefetch', key: 'prefetch_count', n: true, testid: 'channel-prefetch', cell: (c) => fmtNum(c.prefetch_count) },
     { label: 'Unacked', key: 'messages_unacknowledged', n: true, testid: 'channel-unacked', cell: (c) => fmtNum(c.messages_unacknowledged) },
     { label: 'Unconfirmed', key: 'messages_unconfirmed', n: true, cell: (c) => fmtNum(c.messages_unconfirmed), narrow: true },
     { label: 'Consumers', key: 'consumer_count', n: true, cell: (c) => fmtNum(c.consumer_count) },
@@ -736,7 +753,7 @@
         if (e.denied) { denied(main, e, title); return; }
         throw e;
       }
-      fill(box, table(cols, rows, { testid: what + '-table', rowTestid: what.replace(/s$/, '') + '-row' }));
+      fill(box, table(cols, rows, { testid: what + '-table', rowTestid: what.replace(/ies$/, 'y').replace(/s$/, '') + '-row' }));
     } };
   }
 
@@ -749,7 +766,7 @@
       { label: 'Total', n: true, cell: (v) => fmtNum(v.messages) },
       { label: 'Publish', n: true, cell: (v) => fmtRate(get(v, 'message_stats.publish_details')), narrow: true },
       { label: 'Deliver / get', n: true, cell: (v) => fmtRate(get(v, 'message_stats.deliver_get_details')), narrow: true },
-      { label: '', cell: (v) => confirmButton('Delete', 'vhost-delete', async () => { await api('DELETE', 'vhosts/' + enc(v.name)); toast('Virtual host deleted.'); refreshNow(); }) },
+      { label: '', cell: (v) => confirmButton('Delete', 'vhost-delete', async () => { await api('DELETE', 'vhosts/' + enc(v.name)); toast('Virtual host deleted.'); refreshNow(); }, v.name) },
     ], [form('Add a virtual host', 'add-vhost', [['Name', 'name', name]], 'Add virtual host', async (v) => {
       await api('PUT', 'vhosts/' + enc(v.name), {});
       return 'Virtual host ' + v.name + ' added.';
@@ -764,7 +781,7 @@
       { label: 'Name', cell: (u) => u.name },
       { label: 'Tags', cell: (u) => (Array.isArray(u.tags) ? u.tags : String(u.tags || '').split(',')).filter(Boolean).map((t) => h('span', { class: 'tag' }, t)) },
       { label: 'Password', cell: (u) => u.password_hash ? 'set' : 'none', narrow: true },
-      { label: '', cell: (u) => u.name === state.user ? '' : confirmButton('Delete', 'user-delete', async () => { await api('DELETE', 'users/' + enc(u.name)); toast('User deleted.'); refreshNow(); }) },
+      { label: '', cell: (u) => u.name === state.user ? '' : confirmButton('Delete', 'user-delete', async () => { await api('DELETE', 'users/' + enc(u.name)); toast('User deleted.'); refreshNow(); }, u.name) },
     ], [form('Add or update a user', 'add-user', [['Name', 'name', name], ['Password', 'password', pass], ['Tags', 'tags', tags]], 'Save user', async (v) => {
       const body = { tags: v.tags.split(',').map((t) => t.trim()).filter(Boolean).join(',') };
       if (v.password) body.password = v.password;
@@ -789,7 +806,7 @@
       { label: 'User', cell: (p) => p.user }, { label: 'Virtual host', cell: (p) => p.vhost },
       { label: 'Configure', cell: (p) => h('code', null, p.configure) }, { label: 'Write', cell: (p) => h('code', null, p.write) },
       { label: 'Read', cell: (p) => h('code', null, p.read) },
-      { label: '', cell: (p) => confirmButton('Clear', 'permission-delete', async () => { await api('DELETE', 'permissions/' + enc(p.vhost) + '/' + enc(p.user)); toast('Permissions cleared.'); refreshNow(); }) },
+      { label: '', cell: (p) => confirmButton('Clear', 'permission-delete', async () => { await api('DELETE', 'permissions/' + enc(p.vhost) + '/' + enc(p.user)); toast('Permissions cleared.'); refreshNow(); }, p.vhost + '/' + p.user) },
     ], [form('Set permissions', 'set-permission', [['User', 'user', user], ['Virtual host', 'vhost', vh], ['Configure', 'configure', conf], ['Write', 'write', write], ['Read', 'read', read]],
       'Set permissions', async (v) => {
         await api('PUT', 'permissions/' + enc(v.vhost) + '/' + enc(v.user), { configure: v.configure, write: v.write, read: v.read });
@@ -808,7 +825,7 @@
       { label: 'Virtual host', cell: (p) => p.vhost }, { label: 'Name', cell: (p) => p.name },
       { label: 'Pattern', cell: (p) => h('code', null, p.pattern) }, { label: 'Apply to', cell: (p) => p['apply-to'] },
       { label: 'Definition', cell: (p) => propsList(p.definition) }, { label: 'Priority', n: true, cell: (p) => p.priority },
-      { label: '', cell: (p) => confirmButton('Delete', 'policy-delete', async () => { await api('DELETE', 'policies/' + enc(p.vhost) + '/' + enc(p.name)); toast('Policy deleted.'); refreshNow(); }) },
+      { label: '', cell: (p) => confirmButton('Delete', 'policy-delete', async () => { await api('DELETE', 'policies/' + enc(p.vhost) + '/' + enc(p.name)); toast('Policy deleted.'); refreshNow(); }, p.vhost + '/' + p.name) },
     ], [form('Add or update a policy', 'add-policy', [['Virtual host', 'vhost', vh], ['Name', 'name', name], ['Pattern', 'pattern', pattern], ['Apply to', 'applyTo', applyTo],
       ['Priority', 'priority', priority], ['Definition', 'definition', def]], 'Save policy', async (v) => {
       await api('PUT', 'policies/' + enc(v.vhost) + '/' + enc(v.name), { pattern: v.pattern, 'apply-to': v.applyTo, priority: +v.priority, definition: parseJSONField(v.definition, 'Definition') });
