@@ -97,14 +97,31 @@ type Stats struct {
 // counts, message counters and every queue's state. Each queue's numbers
 // are exact at the moment its actor answered; the snapshot as a whole is
 // not one instant while clients are active (call WaitIdle first for that).
-func (b *Broker) Stats() Stats { return b.stats(context.Background(), true) }
+// It asks every queue's actor, so it starts the goroutine of every idle
+// one (about 5 µs each): the management API and the Prometheus metrics
+// read the sampled counts instead (docs/management.md).
+func (b *Broker) Stats() Stats { return b.stats(context.Background(), exactDetails) }
 
-// stats is Stats, asking the queue actors within ctx: a queue that does
-// not answer before ctx ends is left out, as a deleted one is. Without
-// details it asks no actor: the counts are those each queue's last step
-// left (queue.Counts), and QueueDetails stays empty, so the overview of
-// 100,000 idle queues starts none of their actors.
-func (b *Broker) stats(ctx context.Context, details bool) Stats {
+// statsDetail says what stats tells of each queue and how it learns it.
+type statsDetail int
+
+const (
+	// noDetails sums each queue's counts as its last step left them
+	// (queue.Counts) and leaves QueueDetails empty.
+	noDetails statsDetail = iota
+	// sampledDetails fills QueueDetails from what each queue published
+	// (sampledUsage): no idle queue's actor is started.
+	sampledDetails
+	// exactDetails asks every queue's actor (Stats).
+	exactDetails
+)
+
+// stats is Stats, with each queue's details as d says. Actors asked
+// answer within ctx: a queue that does not answer before ctx ends is left
+// out, as a deleted one is. With noDetails or sampledDetails no idle
+// queue's actor starts, so the overview or a metrics scrape of 100,000
+// idle queues starts none.
+func (b *Broker) stats(ctx context.Context, d statsDetail) Stats {
 	var s Stats
 	for _, c := range b.sortedConns() {
 		s.Connections++
@@ -115,7 +132,7 @@ func (b *Broker) stats(ctx context.Context, details bool) Stats {
 	}
 	for _, vh := range b.sortedVHosts() {
 		s.Exchanges += len(vh.Exchanges())
-		if !details {
+		if d == noDetails {
 			for _, q := range vh.Queues() {
 				c := q.Counts()
 				s.Queues++
@@ -125,7 +142,7 @@ func (b *Broker) stats(ctx context.Context, details bool) Stats {
 			continue
 		}
 		for _, q := range vh.SortedQueues() {
-			qs, ok := queueStatsOf(ctx, q)
+			qs, ok := queueStatsOf(ctx, q, d == exactDetails)
 			if !ok {
 				continue // deleted meanwhile
 			}
@@ -153,10 +170,12 @@ func (b *Broker) totals() MessageCounters {
 	return t
 }
 
-// queueStatsOf asks q's actor for its counts; false when q is gone.
-func queueStatsOf(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
-	u, err := q.Usage(ctx)
-	if err != nil {
+// queueStatsOf describes q, asking its actor when exact is set and
+// otherwise reading what it published (sampledUsage); false when q is
+// gone or did not answer.
+func queueStatsOf(ctx context.Context, q *vhost.Queue, exact bool) (QueueStats, bool) {
+	u, ok := usageOf(ctx, q, exact)
+	if !ok {
 		return QueueStats{}, false
 	}
 	return QueueStats{
@@ -169,6 +188,34 @@ func queueStatsOf(ctx context.Context, q *vhost.Queue) (QueueStats, bool) {
 		Counters: messageCountersOf(q.Counters()),
 		Stream:   streamStatsOf(ctx, q),
 	}, true
+}
+
+// usageOf is q's counts and memory: asked of its actor when exact is set
+// (Usage), sampled otherwise (sampledUsage).
+func usageOf(ctx context.Context, q *vhost.Queue, exact bool) (queue.Usage, bool) {
+	if !exact {
+		return sampledUsage(ctx, q)
+	}
+	u, err := q.Usage(ctx)
+	return u, err == nil
+}
+
+// sampledUsage is q's counts and memory without starting its actor, for
+// the management API and metrics scrapes. An idle queue's are what it
+// published (queue.Sampled): its counts after its last step and its
+// memory from when it went idle, which is its state, since nothing ran
+// since (in shared mode another broker's change shows once the actor,
+// kicked by it, applied it). A queue whose actor runs is asked, as its
+// memory moves with every step: that starts no goroutine, and those are
+// the busy queues, not the many idle ones. false when the running queue
+// is gone or did not answer.
+func sampledUsage(ctx context.Context, q *vhost.Queue) (queue.Usage, bool) {
+	u, running := q.Sampled()
+	if !running {
+		return u, true
+	}
+	u, err := q.Usage(ctx)
+	return u, err == nil
 }
 
 // sortedConns returns the open connections, sorted by id.

@@ -20,8 +20,11 @@ import (
 // cluster member's raft state (warren_raft_*); and Go runtime basics.
 // docs/metrics.md lists every family.
 //
-// A scrape asks every queue actor for its counts, so it costs one round
-// trip per queue; it takes no lock that publishing or delivery waits on.
+// A scrape reads the counts each queue published after its last step
+// (one batch old at most, as RabbitMQ's sampled statistics are) and asks
+// only the queues whose actors are running now for their memory, so it
+// starts no idle queue's actor; it takes no lock that publishing or
+// delivery waits on.
 //
 // MetricsHandler names no vhost, queue, user or connection: like
 // rabbitmq_prometheus's /metrics (return_per_object_metrics = false, its
@@ -60,11 +63,12 @@ type metricsSource struct{ b *Broker }
 
 var _ metrics.Source = metricsSource{}
 
-// Snapshot is metrics.Source's: Stats, the alarms, the dead-lettering
+// Snapshot is metrics.Source's: Stats with the sampled queue details
+// (sampledDetails), the alarms, the dead-lettering
 // counters and the stores' state, in the metrics package's types.
 func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 	b := m.b
-	st := b.stats(ctx, true)
+	st := b.stats(ctx, sampledDetails)
 	alarms := b.alarmStatus()
 	s := metrics.Snapshot{
 		Connections: st.Connections, Channels: st.Channels, Consumers: st.Consumers,

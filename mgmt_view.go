@@ -67,6 +67,10 @@ import (
 // back marked redelivered. The answer is streamed, one message at a time,
 // and truncate cuts payloads as RabbitMQ's does. PeekQueue is the Go API's
 // look without delivering.
+//
+// Queue lengths, consumer counts and memory are read as each queue's
+// actor last published them, so listing idle queues wakes none of them
+// (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
 	return console.Handler(mgmt.New(mgmtView{b}))
@@ -86,7 +90,7 @@ func (v mgmtView) NodeName() string { return v.b.nodeID }
 func (v mgmtView) Rates() *rates.Recorder { return v.b.rateHistory() }
 
 func (v mgmtView) Overview() mgmt.Overview {
-	s := v.b.stats(context.Background(), false) // totals: no actor asked
+	s := v.b.stats(context.Background(), noDetails) // totals: no actor asked
 	o := mgmt.Overview{
 		ProductVersion:  Version,
 		RabbitMQVersion: v.b.opts.profile().Version,
@@ -203,10 +207,12 @@ func (v mgmtView) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue
 	return queueView(ctx, q)
 }
 
-// queueView asks q's actor for its counts; false when q is gone.
+// queueView describes q from what it published (sampledUsage), so that
+// neither a listing nor a page of the console nor one queue's GET starts
+// an idle queue's actor; false when q is gone.
 func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
-	u, err := q.Usage(ctx)
-	if err != nil {
+	u, ok := sampledUsage(ctx, q)
+	if !ok {
 		return mgmt.Queue{}, false
 	}
 	return mgmt.Queue{

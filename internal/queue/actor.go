@@ -376,7 +376,8 @@ func (q *Queue) setWaiting(off uint64, w waiting) {
 // (read again from the shard when needed), the delivery slab when nothing
 // is out, and the scratch and batch slices. What is state stays: the
 // returned set, the deliveries out, the consumers, the features'
-// bookkeeping. It runs when the goroutine exits idle, and at Start.
+// bookkeeping. It runs when the goroutine exits idle, and at Start, and
+// leaves the queue's memory estimate for Sampled.
 func (q *Queue) trim() {
 	q.own.mustHold()
 	if len(q.out) == 0 {
@@ -405,6 +406,9 @@ func (q *Queue) trim() {
 	if q.consumers.len() == 0 {
 		q.consumers = consumerSet{}
 	}
+	// What an idle queue holds is fixed until its next step: Sampled
+	// reads it from here.
+	q.counts.memory.Store(q.memory())
 }
 
 // handleMailbox handles every op waiting in the mailbox. After a delete

@@ -75,8 +75,10 @@
 //     for good: later Kicks start nothing, and Done is closed.
 //   - Reading a queue need not wake it: every step leaves its counts in
 //     atomics, which Counts reads (the broker's rate sampler and
-//     management overview do, every few seconds, for every queue). Stats,
-//     Usage and Peek are ops: exact, and they start the actor.
+//     management overview do, every few seconds, for every queue), and
+//     going idle leaves Usage's memory estimate, which Sampled adds (the
+//     management API's queues and the Prometheus metrics). Stats, Usage
+//     and Peek are ops: exact, and they start the actor.
 //
 // Shared (cluster) queues follow the same lifecycle: they wait on observed
 // changes, and Observe kicks.

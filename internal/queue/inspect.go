@@ -340,25 +340,33 @@ func (q *Queue) Usage(ctx context.Context) (Usage, error) {
 	var u Usage
 	err := q.inspect(ctx, func(context.Context) {
 		u.Stats = q.stats()
-		const recordOverhead = 160 // storage.Record plus map and slice slots
-		size := func(r *storage.Record) uint64 {
-			return uint64(len(r.Body)+len(r.Properties)+len(r.Exchange)+len(r.RoutingKey)) + recordOverhead
-		}
-		u.Memory = 1024 // the actor's own structs and mailbox slots in use
-		for i := range q.pending {
-			u.Memory += size(&q.pending[i])
-		}
-		for _, w := range q.waiting {
-			u.Memory += size(&w.rec)
-		}
-		for _, d := range q.out {
-			u.Memory += size(&d.rec)
-		}
+		u.Memory = q.memory()
 	})
 	if err != nil {
 		return Usage{}, err // the actor may still be writing u
 	}
 	return u, nil
+}
+
+// memory is Usage's estimate; its holder calls it. It walks every record
+// held, so it runs on demand and when the actor goes idle (trim), never
+// per step.
+func (q *Queue) memory() uint64 {
+	const recordOverhead = 160 // storage.Record plus map and slice slots
+	size := func(r *storage.Record) uint64 {
+		return uint64(len(r.Body)+len(r.Properties)+len(r.Exchange)+len(r.RoutingKey)) + recordOverhead
+	}
+	m := uint64(1024) // the actor's own structs and mailbox slots in use
+	for i := range q.pending {
+		m += size(&q.pending[i])
+	}
+	for _, w := range q.waiting {
+		m += size(&w.rec)
+	}
+	for _, d := range q.out {
+		m += size(&d.rec)
+	}
+	return m
 }
 
 // Idle waits until the actor has handled every op sent before the call,

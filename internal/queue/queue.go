@@ -300,10 +300,12 @@ type Queue struct {
 	stream   *streamState // a stream's log view and readers (stream.go); nil otherwise
 	counters Counters     // message counters, read from any goroutine (inspect.go)
 	// counts are the Stats the last step left (publishCounts), read by
-	// Counts from any goroutine.
+	// Counts and Sampled from any goroutine; memory is Usage's estimate as
+	// the actor last went idle (trim).
 	counts struct {
 		ready, unacked atomic.Uint64
 		consumers      atomic.Int64
+		memory         atomic.Uint64
 	}
 }
 
@@ -421,6 +423,21 @@ func (q *Queue) Counts() Stats {
 		Unacked:   q.counts.unacked.Load(),
 		Consumers: int(q.counts.consumers.Load()),
 	}
+}
+
+// Sampled is Counts with the memory estimate Usage gives, as the actor
+// left it when it last went idle (trim), without waking the actor.
+// running reports that an actor goroutine exists now: the queue has work,
+// its memory may have moved since, and asking it (Usage) starts no
+// goroutine. When running is false the memory is exact unless a Get or
+// AckGot is running in place at this moment. The management API's queue
+// listings and the Prometheus metrics read it, so that listing 100,000
+// idle queues wakes none.
+func (q *Queue) Sampled() (u Usage, running bool) {
+	running = q.running.Load()
+	u.Stats = q.Counts()
+	u.Memory = q.counts.memory.Load()
+	return u, running
 }
 
 // publishCounts stores the counts Counts reads, at the end of every step.
