@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"sync"
@@ -546,15 +545,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 func TestAlarmOperatorSurfaces(t *testing.T) {
 	b := startBroker(t, Options{DataDir: t.TempDir(), MemoryHighWatermark: 1 << 20, DiskFreeLimit: 1000,
 		alarmPolling: alarmPolling{statfs: func(string) (int64, error) { return 1 << 30, nil }}})
-	get := func(h http.Handler, path string) string {
-		t.Helper()
-		req := httptest.NewRequest("GET", path, nil)
-		req.SetBasicAuth("guest", "guest")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-		return rec.Body.String()
-	}
+	get := func(h http.Handler, path string) string { return getOK(t, h, path) }
 	// The monitor's first disk sample.
 	require.Eventually(t, func() bool { return b.alarmStatus().DiskFree == 1<<30 }, amqptest.Timeout, time.Millisecond)
 	for _, raised := range []bool{false, true, false} {

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -58,4 +60,16 @@ func waitStats(t *testing.T, b *Broker, name string, cond func(queue.Stats) bool
 		return cond(st)
 	}, "queue %s never reached the expected state; last %+v", name, &st)
 	return st
+}
+
+// getOK serves GET path on h as guest and returns the body, failing the
+// test unless the answer is 200.
+func getOK(t *testing.T, h http.Handler, path string) string {
+	t.Helper()
+	req := httptest.NewRequest("GET", path, nil)
+	req.SetBasicAuth("guest", "guest")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	return rec.Body.String()
 }

@@ -155,15 +155,7 @@ func TestListingAndScrapeWakeNoQueue(t *testing.T) {
 	require.NoError(t, err)
 	defer br.Close()
 	qs := declareIdleQueues(t, br, n)
-	get := func(h http.Handler, path string) string {
-		t.Helper()
-		req := httptest.NewRequest("GET", path, nil)
-		req.SetBasicAuth("guest", "guest")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-		return rec.Body.String()
-	}
+	get := func(h http.Handler, path string) string { return getOK(t, h, path) }
 	api := br.ManagementHandler()
 	var listed []struct {
 		Name   string `json:"name"`

@@ -94,6 +94,18 @@ func (c *testCluster) rpcQueue(ch *amqp091.Channel, i int, name string) {
 	c.declared(i, name)
 }
 
+// serveRPC declares the queue "rpc" on the requester's channel ch (as
+// seen by node 1) and opens a responder on node 1 that consumes it: the
+// requests it takes and the responder that answers them.
+func (c *testCluster) serveRPC(ch *amqp091.Channel) (<-chan amqp091.Delivery, *amqp091.Channel) {
+	c.t.Helper()
+	c.rpcQueue(ch, 1, "rpc")
+	_, rch := c.dialNode(1, "responder")
+	requests, err := rch.Consume("rpc", "", true, false, false, false, nil)
+	require.NoError(c.t, err)
+	return requests, rch
+}
+
 // TestReplyToAcrossNodes is an RPC round trip over direct reply-to with
 // the requester on node 1 and the responder on node 2, then node 3 (and
 // node 1 itself), each through amqp091-go over its node's Broker.Dial: the
@@ -145,10 +157,7 @@ func TestReplyToGoneRequester(t *testing.T) {
 			c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.RabbitMQVersion = tt.version })
 			conn, ch := c.dialNode(0, "requester")
 			req := newRequester(t, ch)
-			c.rpcQueue(ch, 1, "rpc")
-			_, rch := c.dialNode(1, "responder")
-			requests, err := rch.Consume("rpc", "", true, false, false, false, nil)
-			require.NoError(t, err)
+			requests, rch := c.serveRPC(ch)
 			resp := newResponder(t, rch)
 			req.request(t, "rpc", "late")
 			d := amqptest.Next(t, requests)
@@ -161,7 +170,7 @@ func TestReplyToGoneRequester(t *testing.T) {
 				require.Equal(t, "NO_ROUTE", ret.ReplyText)
 				require.Equal(t, d.ReplyTo, ret.RoutingKey)
 			}
-			_, err = amqptest.Channel(t, conn).QueueDeclarePassive(d.ReplyTo, false, false, false, false, nil)
+			_, err := amqptest.Channel(t, conn).QueueDeclarePassive(d.ReplyTo, false, false, false, false, nil)
 			amqptest.RequireCode(t, err, amqp091.NotFound)
 		})
 	}
@@ -176,10 +185,7 @@ func TestReplyToNodeDown(t *testing.T) {
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.ReplyTimeout = timeout })
 	_, ch := c.dialNode(2, "requester")
 	req := newRequester(t, ch)
-	c.rpcQueue(ch, 1, "rpc")
-	_, rch := c.dialNode(1, "responder")
-	requests, err := rch.Consume("rpc", "", true, false, false, false, nil)
-	require.NoError(t, err)
+	requests, rch := c.serveRPC(ch)
 	resp := newResponder(t, rch)
 	req.request(t, "rpc", "a")
 	d := amqptest.Next(t, requests)
@@ -327,10 +333,7 @@ func TestReplyToSlowRequesterBounded(t *testing.T) {
 	t.Cleanup(conn.resume) // runs before the connection's close
 	ch := amqptest.Channel(t, rconn)
 	req := newRequester(t, ch)
-	c.rpcQueue(ch, 1, "rpc")
-	_, rch := c.dialNode(1, "responder")
-	requests, err := rch.Consume("rpc", "", true, false, false, false, nil)
-	require.NoError(t, err)
+	requests, rch := c.serveRPC(ch)
 	req.request(t, "rpc", "flood")
 	name := amqptest.Next(t, requests).ReplyTo
 	conn.stalled.Store(true)

@@ -15,20 +15,28 @@ import (
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-// TestImportRabbitMQPolicies imports a RabbitMQ 4.1 export with policies
-// and an operator policy (exported, as RabbitMQ does, as a parameter of
-// component operator_policy): they apply to the imported queues and
-// exchanges, and an export carries them the same way.
-func TestImportRabbitMQPolicies(t *testing.T) {
-	raw, err := os.ReadFile("testdata/rabbitmq-4.1-policies.json")
+// brokerFromFile imports the definitions file at path into a new in-memory
+// broker, closed when the test ends.
+func brokerFromFile(t *testing.T, path string) *broker.Broker {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	d, err := definitions.Read(bytes.NewReader(raw))
 	require.NoError(t, err)
 	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	return b
+}
+
+// TestImportRabbitMQPolicies imports a RabbitMQ 4.1 export with policies
+// and an operator policy (exported, as RabbitMQ does, as a parameter of
+// component operator_policy): they apply to the imported queues and
+// exchanges, and an export carries them the same way.
+func TestImportRabbitMQPolicies(t *testing.T) {
+	b := brokerFromFile(t, "testdata/rabbitmq-4.1-policies.json")
 	ctx := context.Background()
-	require.NoError(t, b.ImportDefinitions(ctx, d))
 
 	ps, err := b.Policies(ctx, "")
 	require.NoError(t, err)
@@ -112,15 +120,8 @@ func TestImportRabbitMQ3Policies(t *testing.T) {
 // max-length 2 beats the policy's 10, the policy's dead-lettering takes the
 // overflow, and its alternate exchange the unroutable publish.
 func TestImportRabbitMQ3108Export(t *testing.T) {
-	raw, err := os.ReadFile("testdata/rabbitmq-3.10.8-policies.json")
-	require.NoError(t, err)
-	d, err := definitions.Read(bytes.NewReader(raw))
-	require.NoError(t, err)
-	b, err := broker.New(broker.Options{})
-	require.NoError(t, err)
-	defer b.Close()
+	b := brokerFromFile(t, "testdata/rabbitmq-3.10.8-policies.json")
 	ctx := context.Background()
-	require.NoError(t, b.ImportDefinitions(ctx, d))
 
 	ps, err := b.Policies(ctx, "")
 	require.NoError(t, err)
