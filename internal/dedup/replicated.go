@@ -20,7 +20,8 @@ import (
 //	count: 'k' 'n' uvarint(len(scope)) scope              -> 8-byte counter
 //
 // The key follows seq in the order key so that two brokers recording
-// different keys with one seq never collide.
+// different keys with one seq never collide. kindCount is the count's
+// kind byte.
 const kindCount = 'n'
 
 // replicated is a cache whose entries are records of a store every broker

@@ -42,7 +42,8 @@ const (
 	OctetValues = SendOct + 1
 )
 
-// Keys of the recorded objects.
+// BrokerKey is the key of the broker's own recorded object; the functions
+// below give the keys of the others.
 const BrokerKey = "broker"
 
 // VHostKey names a vhost, QueueKey a queue, ConnKey a connection (by its

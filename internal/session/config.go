@@ -286,7 +286,6 @@ var capabilities = []struct {
 	{"publisher_confirms", true},
 }
 
-// serverProperties builds the server-properties table of connection.start.
 // startFrames caches the encoded connection.start frames by what they
 // depend on (startFrame): the same few for every connection of a process.
 var startFrames sync.Map // startKey → []byte
@@ -314,6 +313,7 @@ func startFrame(s *settings, mechanisms string) []byte {
 	return cached.([]byte)
 }
 
+// serverProperties builds the server-properties table of connection.start.
 func serverProperties(s *settings) amqp.Table {
 	caps := amqp.Table{}
 	for _, c := range capabilities {

@@ -13,10 +13,11 @@ import (
 	"github.com/warrenmq/broker/meta"
 )
 
-// The broker's own records (meta.Records: delayed messages, deduplication
-// caches) live in the state machine under first byte 'r' followed by the
-// caller's key. They are replicated, snapshotted and restored like
-// everything else; a ChangeRecord tells watchers of each one set.
+// recordPrefix is the first byte of the broker's own records
+// (meta.Records: delayed messages, deduplication caches) in the state
+// machine, followed by the caller's key. They are replicated, snapshotted
+// and restored like everything else; a ChangeRecord tells watchers of
+// each one set.
 const recordPrefix = 'r'
 
 var _ meta.Records = (*Node)(nil)
