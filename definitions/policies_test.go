@@ -30,6 +30,27 @@ func brokerFromFile(t *testing.T, path string) *broker.Broker {
 	return b
 }
 
+// publishInvoices publishes, as guest in vhost billing, three invoices to
+// the queue invoices and one payment nobody is bound for, and returns
+// every queue's ready count by vhost/name once the broker is idle.
+func publishInvoices(t *testing.T, b *broker.Broker) map[string]uint64 {
+	t.Helper()
+	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1/billing", amqp091.Config{Dial: b.Dial, Vhost: "billing"})
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	ch := amqptest.ConfirmChannel(t, conn)
+	for _, body := range []string{"1", "2", "3"} {
+		amqptest.Publish(t, ch, "", "invoices", body)
+	}
+	amqptest.Publish(t, ch, "payments", "nobody", "lost")
+	require.NoError(t, b.WaitIdle(context.Background()))
+	ready := map[string]uint64{}
+	for _, q := range b.Stats().QueueDetails {
+		ready[q.VHost+"/"+q.Name] = q.Ready
+	}
+	return ready
+}
+
 // TestImportRabbitMQPolicies imports a RabbitMQ 4.1 export with policies
 // and an operator policy (exported, as RabbitMQ does, as a parameter of
 // component operator_policy): they apply to the imported queues and
@@ -46,23 +67,11 @@ func TestImportRabbitMQPolicies(t *testing.T) {
 	require.Equal(t, []broker.Policy{{VHost: "billing", Name: "guardrails", Pattern: "^invoices", ApplyTo: "queues",
 		Definition: map[string]any{"max-length": int64(2), "expires": int64(3600000)}}}, ops)
 
-	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1/billing", amqp091.Config{Dial: b.Dial, Vhost: "billing"})
-	require.NoError(t, err)
-	defer conn.Close()
-	ch := amqptest.ConfirmChannel(t, conn)
-	for _, body := range []string{"1", "2", "3"} {
-		amqptest.Publish(t, ch, "", "invoices", body)
-	}
-	amqptest.Publish(t, ch, "payments", "nobody", "lost")
-	require.NoError(t, b.WaitIdle(ctx))
-	ready := map[string]uint64{}
-	for _, q := range b.Stats().QueueDetails {
-		ready[q.Name] = q.Ready
-	}
+	ready := publishInvoices(t, b)
 	// The operator's max-length 2 beats the policy's 10; the oldest goes
 	// to the policy's dead-letter queue; the alternate exchange from the
 	// policy takes the unroutable payment.
-	require.Equal(t, map[string]uint64{"invoices": 2, "invoices.dead": 1, "unrouted": 1}, ready)
+	require.Equal(t, map[string]uint64{"billing/invoices": 2, "billing/invoices.dead": 1, "billing/unrouted": 1}, ready)
 
 	out, err := b.ExportDefinitions(ctx)
 	require.NoError(t, err)
@@ -138,18 +147,6 @@ func TestImportRabbitMQ3108Export(t *testing.T) {
 	require.Equal(t, []broker.Policy{{VHost: "billing", Name: "guardrails", Pattern: "^invoices", ApplyTo: "queues",
 		Definition: map[string]any{"max-length": int64(2), "expires": int64(3600000)}}}, ops)
 
-	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1/billing", amqp091.Config{Dial: b.Dial, Vhost: "billing"})
-	require.NoError(t, err, "the exported guest hash logs in")
-	defer conn.Close()
-	ch := amqptest.ConfirmChannel(t, conn)
-	for _, body := range []string{"1", "2", "3"} {
-		amqptest.Publish(t, ch, "", "invoices", body)
-	}
-	amqptest.Publish(t, ch, "payments", "nobody", "lost")
-	require.NoError(t, b.WaitIdle(ctx))
-	ready := map[string]uint64{}
-	for _, q := range b.Stats().QueueDetails {
-		ready[q.VHost+"/"+q.Name] = q.Ready
-	}
+	ready := publishInvoices(t, b) // as guest: the exported guest hash logs in
 	require.Equal(t, map[string]uint64{"billing/invoices": 2, "billing/invoices.dead": 1, "billing/unrouted-q": 1, "//ttl.q": 0}, ready)
 }
