@@ -25,6 +25,12 @@
 // -auth-mechanisms such a client logs in as the user its certificate's CN
 // names. -addr "" turns the plain listener off when -tls-listen is set.
 //
+// -rabbitmq-version picks the RabbitMQ release whose answers Warren copies
+// where releases differ (README's "RabbitMQ versions"): a series, such as
+// -rabbitmq-version 4.4 (RabbitMQ 4.4.1, the newest 4.4 release Warren
+// knows), or a release, such as -rabbitmq-version 4.3.2. The default is
+// 3.13.
+//
 // It logs with slog to stderr, prints the address it listens on to stdout,
 // and shuts down gracefully on SIGINT or SIGTERM: connected clients get
 // connection.close 320 CONNECTION_FORCED.
