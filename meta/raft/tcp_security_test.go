@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,16 +108,6 @@ func rawSend(t *testing.T, addr string, b []byte) net.Conn {
 	return c
 }
 
-// requireClosed waits until the member closed c (or reset it, having
-// left bytes unread).
-func requireClosed(t *testing.T, c net.Conn) {
-	t.Helper()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the member did not close the connection")
-}
-
 // insecureHello is the handshake of a dialer without a secret, from
 // member from to member to; the member answers with 81 bytes.
 func insecureHello(from, to uint64) []byte {
@@ -149,7 +138,7 @@ func TestRawPacketCannotStopCluster(t *testing.T) {
 		}
 	}
 	for _, conn := range conns {
-		requireClosed(t, conn)
+		amqptest.WaitClosed(t, conn)
 	}
 	c.healthy(t, st.Leader, st.Term)
 }
@@ -226,7 +215,7 @@ func TestHandshakeRefusals(t *testing.T) {
 			require.NoError(t, err)
 			defer tr.Close()
 			if tt.dial != nil {
-				requireClosed(t, tt.dial(t, l.Addr().String()))
+				amqptest.WaitClosed(t, tt.dial(t, l.Addr().String()))
 			}
 			if tt.other != nil {
 				ol, err := net.Listen("tcp", "127.0.0.1:0")
@@ -355,7 +344,7 @@ func TestUnauthenticatedSocketsBounded(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return c.trs[0].Pending() == limit }, 30*time.Second, 5*time.Millisecond)
 	for _, conn := range conns[:200-limit] {
-		requireClosed(t, conn)
+		amqptest.WaitClosed(t, conn)
 	}
 	// The members' own connections get through: the followers drop
 	// theirs to the leader and dial again.

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/measure"
 	"github.com/warrenmq/broker/internal/testcert"
 	"github.com/warrenmq/broker/meta/raft"
@@ -172,7 +173,7 @@ func TestTCPTransportDropsOversizedFrame(t *testing.T) {
 	require.Equal(t, byte(0), reply[80], "accepted")
 	_, err = c.Write([]byte{0xff, 0xff, 0xff, 0xff})
 	require.NoError(t, err)
-	requireClosed(t, c)
+	amqptest.WaitClosed(t, c)
 }
 
 // TestTCPPeerThatDoesNotRead runs two nodes over TCP with a third member
