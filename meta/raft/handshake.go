@@ -72,7 +72,7 @@ var (
 	errProtocol = errors.New("raft: not a Warren member's handshake (another protocol, or another version)")
 	// errBadProof is a peer that does not hold this member's cluster
 	// secret.
-	errBadProof = errors.New("raft: the peer did not prove it holds the cluster secret")
+	errBadProof = errors.New("the peer did not prove it holds the cluster secret")
 )
 
 // hello is the dialer's first message.
@@ -197,7 +197,7 @@ func (hs *handshaker) dial(rw io.ReadWriter, kind byte, to uint64) (io.Writer, e
 	transcript = c.appendSigned(transcript)
 	if hs.secret != nil {
 		if !hmac.Equal(c.proof[:], hs.mac("warren-raft-v1 acceptor", transcript)) {
-			return nil, fmt.Errorf("raft: handshake with member %d: %w (is it another cluster's, or was it given another secret?)", to, errBadProof)
+			return nil, fmt.Errorf("raft: handshake with member %d: %w (is it another cluster's member, or was it given another secret?)", to, errBadProof)
 		}
 		if _, err := rw.Write(hs.mac("warren-raft-v1 dialer", transcript)); err != nil {
 			return nil, err
@@ -274,7 +274,7 @@ func (hs *handshaker) accept(r *bufio.Reader, w io.Writer, isMember func(uint64)
 		}
 		if !hmac.Equal(proof[:], hs.mac("warren-raft-v1 dialer", transcript)) {
 			_, _ = w.Write([]byte{verdictRefused})
-			return h, nil, errBadProof
+			return h, nil, fmt.Errorf("raft: handshake with member %d: %w", h.from, errBadProof)
 		}
 	}
 	if h.from == hs.self || !isMember(h.from) {

@@ -170,6 +170,7 @@ func TestOversizedFrameBoundedByArrival(t *testing.T) {
 // with the secret is served.
 func TestHandshakeRefusals(t *testing.T) {
 	serverTLS, clientTLS := testTLS(t)
+	otherServer, otherClient := testTLS(t)
 	hello := func(auth byte, from, to uint64) []byte {
 		b := append([]byte("WRNR"), 1, 1, auth, 0)
 		b = binary.BigEndian.AppendUint64(b, from)
@@ -199,6 +200,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		}, nil},
 		{"another cluster's secret", raft.TCPConfig{Secret: testSecret}, nil, &raft.TCPConfig{Secret: []byte("another cluster's secret, 32 b.")}},
 		{"no secret, no TLS", raft.TCPConfig{Secret: testSecret}, nil, &raft.TCPConfig{Insecure: true}},
+		{"mutual TLS: another CA's certificate", raft.TCPConfig{ServerTLS: serverTLS, ClientTLS: clientTLS}, nil, &raft.TCPConfig{ServerTLS: otherServer, ClientTLS: otherClient}},
 		{"mutual TLS: no client certificate", raft.TCPConfig{ServerTLS: serverTLS, ClientTLS: clientTLS}, func(t *testing.T, addr string) net.Conn {
 			return rawSend(t, addr, wrappingPacket(1))
 		}, &raft.TCPConfig{Secret: testSecret}},
@@ -227,7 +229,9 @@ func TestHandshakeRefusals(t *testing.T) {
 				require.NoError(t, err)
 				defer other.Close()
 				m := &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: proto.Uint64(1), From: proto.Uint64(2), Term: proto.Uint64(1)}
-				require.Error(t, other.Send(testCtx(t), []*raftpb.Message{m}))
+				err = other.Send(testCtx(t), []*raftpb.Message{m})
+				t.Log(err)
+				require.Error(t, err)
 				require.Error(t, other.SendMessages(testCtx(t), []raft.Message{{To: 1, Data: []byte("x")}}))
 			}
 			require.Eventually(t, func() bool { return tr.Pending() == 0 }, 30*time.Second, 5*time.Millisecond)
