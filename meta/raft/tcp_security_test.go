@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -358,4 +359,40 @@ func TestUnauthenticatedSocketsBounded(t *testing.T) {
 	}
 	c.healthy(t, st.Leader, st.Term)
 	require.LessOrEqual(t, c.trs[0].Pending(), limit)
+}
+
+// TestRemovedMemberRefused: once a member is removed (RemovePeer, as a
+// Node does when the removal commits), its connections are closed and it
+// cannot connect again.
+func TestRemovedMemberRefused(t *testing.T) {
+	var lns [2]net.Listener
+	for i := range lns {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns[i] = l
+	}
+	var trs [2]*raft.TCPTransport
+	for i := range trs {
+		tr, err := raft.NewTCPTransport(raft.TCPConfig{ID: uint64(i + 1), Listener: lns[i], Secret: testSecret,
+			Peers: map[uint64]string{uint64(2 - i): lns[1-i].Addr().String()}, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		trs[i] = tr
+		defer tr.Close()
+	}
+	ctx := testCtx(t)
+	m := &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), To: proto.Uint64(1), From: proto.Uint64(2), Term: proto.Uint64(1)}
+	require.NoError(t, trs[1].Send(ctx, []*raftpb.Message{m}))
+	amqptest.Receive(t, trs[0].Receive())
+
+	trs[0].RemovePeer(2)
+	var err error
+	require.Eventually(t, func() bool {
+		err = trs[1].Send(ctx, []*raftpb.Message{m})
+		return err != nil && strings.Contains(err.Error(), "does not know member 2")
+	}, 30*time.Second, 20*time.Millisecond, "last error: %v", err)
+	select {
+	case got := <-trs[0].Receive():
+		require.Failf(t, "a removed member's message was read", "%v", got)
+	default:
+	}
 }
