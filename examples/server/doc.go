@@ -18,13 +18,6 @@
 // start (its vhosts, users with their password hashes, permissions and
 // topology, as RabbitMQ's import does).
 //
-// -tls-listen adds an AMQPS listener with the PEM certificate and key of
-// -tls-cert and -tls-key. With -tls-ca, clients are asked for a
-// certificate, which must then verify against that CA bundle (RabbitMQ's
-// verify_peer without fail_if_no_peer_cert); with EXTERNAL among
-// -auth-mechanisms such a client logs in as the user its certificate's CN
-// names. -addr "" turns the plain listener off when -tls-listen is set.
-//
 // -node-id and -peers run the process as a member of a raft cluster (see
 // package cluster), each member with its own -data. Members authenticate
 // each other with a cluster secret, the same on every member (as
@@ -38,6 +31,13 @@
 // members talk mutual TLS instead (with -cluster-secret-file, as well);
 // -raft-insecure turns authentication off, with a warning at start, for
 // a network nobody else reaches.
+//
+// -tls-listen adds an AMQPS listener with the PEM certificate and key of
+// -tls-cert and -tls-key. With -tls-ca, clients are asked for a
+// certificate, which must then verify against that CA bundle (RabbitMQ's
+// verify_peer without fail_if_no_peer_cert); with EXTERNAL among
+// -auth-mechanisms such a client logs in as the user its certificate's CN
+// names. -addr "" turns the plain listener off when -tls-listen is set.
 //
 // It logs with slog to stderr, prints the address it listens on to stdout,
 // and shuts down gracefully on SIGINT or SIGTERM: connected clients get
