@@ -62,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	raftCert := fs.String("raft-tls-cert", "", "cluster: PEM certificate of this member (for server and client auth): members talk mutual TLS")
 	raftKey := fs.String("raft-tls-key", "", "cluster: PEM private key of -raft-tls-cert")
 	raftCA := fs.String("raft-tls-ca", "", "cluster: PEM CA bundle the other members' certificates must verify against")
+	secretFile := fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
+	raftInsecure := fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,8 +73,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *nodeID != 0 && (*memory || *defsFile != "") {
 		return errors.New("a cluster node does not take -memory or -definitions: the raft group holds the data")
 	}
-	if *nodeID == 0 && (*deadAfter != 0 || *raftCert != "" || *raftKey != "" || *raftCA != "") {
-		return errors.New("-dead-after and -raft-tls-* are for cluster nodes (-node-id, -peers)")
+	if *nodeID == 0 && (*deadAfter != 0 || *raftCert != "" || *raftKey != "" || *raftCA != "" || *secretFile != "" || *raftInsecure) {
+		return errors.New("-dead-after, -raft-tls-*, -cluster-secret-file and -raft-insecure are for cluster nodes (-node-id, -peers)")
+	}
+	if *raftInsecure && (*secretFile != "" || *raftCert != "" || *raftKey != "" || *raftCA != "") {
+		return errors.New("-raft-insecure turns member authentication off: it excludes -cluster-secret-file and -raft-tls-*")
 	}
 	raftTLS, err := memberTLS(*raftCert, *raftKey, *raftCA)
 	if err != nil {
@@ -115,6 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			id: *nodeID, peers: *peers, addr: *addr, tlsAddr: *tlsAddr, httpAddr: *httpAddr,
 			httpLimits: broker.HTTPLimits{MaxConnections: *httpMaxConns},
 			dataDir:    *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
+			secretFile: *secretFile, insecure: *raftInsecure,
 		}, opts, stdout, logger)
 	}
 	var defs *definitions.File
