@@ -202,11 +202,17 @@ func (ch *Channel) closedByBroker(e *amqp091.Error) {
 func (ch *Channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.mu.closesDone {
+	return registerLocked(&ch.mu.closes, ch.mu.closesDone, c)
+}
+
+// registerLocked appends c to *list and returns it, or closes it at once
+// when the list was handled already (done).
+func registerLocked[T any](list *[]chan T, done bool, c chan T) chan T {
+	if done {
 		close(c)
 		return c
 	}
-	ch.mu.closes = append(ch.mu.closes, c)
+	*list = append(*list, c)
 	return c
 }
 
@@ -296,12 +302,7 @@ func (ch *Channel) setStateLocked(to amqp091.LifeCycleState, err error) {
 func (ch *Channel) NotifyRecoveryCancel(receiver chan struct{}) chan struct{} {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.mu.closed {
-		close(receiver)
-		return receiver
-	}
-	ch.mu.recoveryCancels = append(ch.mu.recoveryCancels, receiver)
-	return receiver
+	return registerLocked(&ch.mu.recoveryCancels, ch.mu.closed, receiver)
 }
 
 // NotifyReturn registers a listener for mandatory publishes the broker
