@@ -31,6 +31,12 @@
 // wherever the server is started; the start-up log line names it
 // (storage=...).
 //
+// -rabbitmq-version picks the RabbitMQ release whose answers Warren copies
+// where releases differ (README's "RabbitMQ versions"): a series, such as
+// -rabbitmq-version 4.4 (RabbitMQ 4.4.1, the newest 4.4 release Warren
+// knows), or a release, such as -rabbitmq-version 4.3.2. The default is
+// 3.13.
+//
 // It logs with slog to stderr, prints the address it listens on to stdout,
 // and shuts down gracefully on SIGINT or SIGTERM: connected clients get
 // connection.close 320 CONNECTION_FORCED.

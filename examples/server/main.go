@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
 	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
 	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
-	rabbitVersion := fs.String("rabbitmq-version", "", `RabbitMQ series whose behaviour to copy where versions differ: 3.13, 4.0, 4.1, 4.2 or 4.3 ("" means 3.13)`)
+	rabbitVersion := fs.String("rabbitmq-version", "", `RabbitMQ release whose behaviour to copy where versions differ: a series (3.13, 4.0, 4.1, 4.2, 4.3, 4.4: its newest release) or a release such as 4.3.2 ("" means 3.13)`)
 	product := fs.String("product", "", `product name in connection.start ("" means Warren; "RabbitMQ" for clients that gate features on it)`)
 	tlsAddr := fs.String("tls-listen", "", "also serve AMQP over TLS on this address (host:port); off when empty")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the TLS listener")
