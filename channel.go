@@ -17,11 +17,12 @@ import (
 const directChannel = 1
 
 // Channel is an AMQP channel served in-process, without frames or a socket.
-// Its methods have the names and signatures of *amqp091.Channel
-// (github.com/rabbitmq/amqp091-go v1.16) and use its types, so an
-// application interface over them is satisfied by both; each method runs
-// the broker's session code exactly as a frame from a TCP client would.
-// Errors are *amqp091.Error with the reply code the wire would carry.
+// It has every method of *amqp091.Channel (github.com/rabbitmq/amqp091-go
+// v1.16), with the same names and signatures and its types (its
+// DeferredConfirmation included), so an application interface over them is
+// satisfied by both; each method runs the broker's session code exactly as
+// a frame from a TCP client would. Errors are *amqp091.Error with the reply
+// code the wire would carry.
 //
 // Each Channel is its own direct connection with one channel. So exclusive
 // queues declared on a Channel belong to it and are deleted when it closes,
@@ -35,11 +36,15 @@ const directChannel = 1
 //     PublishWithContext, Ack, Nack, Reject and the noWait variants. The
 //     error is also sent to NotifyClose listeners, and every later call
 //     returns amqp091.ErrClosed, as in amqp091-go.
-//   - Notifications (NotifyPublish, NotifyReturn, NotifyCancel) are
-//     delivered by a goroutine of the Channel, in order, waiting for a slow
-//     receiver as long as it takes without holding up the broker. When the
-//     Channel closes, what is queued is handed only to receivers that are
-//     ready, then the listener channels are closed.
+//   - Notifications (NotifyPublish, NotifyConfirm, NotifyReturn,
+//     NotifyCancel, NotifyStateChange) are delivered by a goroutine of the
+//     Channel, in order, waiting for a slow receiver as long as it takes
+//     without holding up the broker. When the Channel closes, what is
+//     queued is handed only to receivers that are ready, then the listener
+//     channels are closed.
+//   - A Channel has no automatic recovery, as an amqp091-go connection
+//     dialled without Config.Recovery: Reconnect returns ErrClosed and
+//     TopologyConfiguration records nothing (channel_recovery.go).
 //   - The error sent to NotifyClose listeners is delivered only to a
 //     receiver that is ready (a buffered channel, as amqp091-go recommends);
 //     then the listener channels are closed.
@@ -55,6 +60,14 @@ type Channel struct {
 
 	// callMu lets one synchronous method wait for its reply at a time.
 	callMu sync.Mutex
+	// pubMu orders publishes in confirm mode: a publish takes the next
+	// sequence number and is handed to the session under it, so the
+	// number is the delivery tag the broker confirms it with.
+	pubMu sync.Mutex
+	// confirming is set once Confirm succeeded; published counts the
+	// publishes since (written under pubMu), GetNextPublishSeqNo's count.
+	confirming atomic.Bool
+	published  atomic.Uint64
 	// sendMu is held shared by asynchronous methods while they run, so that
 	// Close can wait for those under way before closing the channel:
 	// afterwards they see closed and return amqp091.ErrClosed.
@@ -86,10 +99,20 @@ type Channel struct {
 
 		closes       []chan *amqp091.Error
 		confirms     []chan amqp091.Confirmation
+		confirmPairs []confirmPair
 		returns      []chan amqp091.Return
 		cancels      []chan string
+		flows        []chan bool
+		states       []chan *amqp091.StateChanged
 		notifier     bool // the notifier goroutine was started
 		notifierDone bool // it closed the listeners and is exiting
+
+		// state is the life-cycle state NotifyStateChange reports: open,
+		// closing once Close started, closed once the connection ended.
+		state amqp091.LifeCycleState
+		// recoveryCancels are NotifyRecoveryCancel's receivers, closed
+		// when the channel starts closing.
+		recoveryCancels []chan struct{}
 
 		events []event
 
@@ -97,6 +120,9 @@ type Channel struct {
 		// like amqp091-go's resequencer does.
 		confirmNext uint64          // the next sequence number to hand out
 		confirmLate map[uint64]bool // acks (true) and nacks received out of order
+		// deferred holds the DeferredConfirmations of publishes not yet
+		// confirmed, by sequence number.
+		deferred map[uint64]*amqp091.DeferredConfirmation
 	}
 }
 
@@ -157,6 +183,7 @@ type event struct {
 	confirm amqp091.Confirmation
 	ret     rawMessage
 	tag     string
+	state   *amqp091.StateChanged
 }
 
 type eventKind uint8
@@ -165,7 +192,12 @@ const (
 	eventConfirm eventKind = iota
 	eventReturn
 	eventCancel
+	eventState
 )
+
+// confirmPair is one NotifyConfirm listener: acked sequence numbers go to
+// ack, nacked ones to nack (which may be the same channel).
+type confirmPair struct{ ack, nack chan uint64 }
 
 // call runs a synchronous method: it hands m to the session and, when wait
 // is set, returns the reply, which must be one of the methods want (of m's
@@ -346,7 +378,13 @@ func (ch *Channel) Close() error {
 	first := !ch.mu.closed
 	ch.mu.closed = true
 	ch.mu.waiting = first
+	if first {
+		ch.setStateLocked(amqp091.StateClosing, nil)
+	}
+	cancels := ch.mu.recoveryCancels
+	ch.mu.recoveryCancels = nil
 	ch.mu.Unlock()
+	closeAll(cancels)
 	// Wait for publishes and acks under way; later ones see closed.
 	ch.sendMu.Lock()
 	ch.closed.Store(true)

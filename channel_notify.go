@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"fmt"
+	"slices"
+
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
@@ -130,6 +133,18 @@ func (s *channelSink) Closed(err *amqp.Error) {
 			stopped++
 		}
 	}
+	// amqp091-go's Channel.shutdown: the state goes to closed with the
+	// broker's error wrapped, and publishes still waiting for a confirm
+	// are nacked.
+	var shutdown error
+	if e != nil {
+		shutdown = fmt.Errorf("channel shutdown error: %w", e)
+	}
+	ch.setStateLocked(amqp091.StateClosed, shutdown)
+	cancels := ch.mu.recoveryCancels
+	ch.mu.recoveryCancels = nil
+	deferred := ch.mu.deferred
+	ch.mu.deferred = nil
 	ch.mu.Unlock()
 	ch.connDone.Store(true)
 	close(ch.quit)
@@ -141,6 +156,10 @@ func (s *channelSink) Closed(err *amqp.Error) {
 			}
 		}
 		close(c)
+	}
+	closeAll(cancels)
+	for _, dc := range deferred {
+		settleDeferred(dc, false)
 	}
 	ch.release(stopped + 1) // the watchers stopped, and the connection's reference
 }
@@ -183,11 +202,17 @@ func (ch *Channel) closedByBroker(e *amqp091.Error) {
 func (ch *Channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.mu.closesDone {
+	return registerLocked(&ch.mu.closes, ch.mu.closesDone, c)
+}
+
+// registerLocked appends c to *list and returns it, or closes it at once
+// when the list was handled already (done).
+func registerLocked[T any](list *[]chan T, done bool, c chan T) chan T {
+	if done {
 		close(c)
 		return c
 	}
-	ch.mu.closes = append(ch.mu.closes, c)
+	*list = append(*list, c)
 	return c
 }
 
@@ -196,6 +221,88 @@ func (ch *Channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {
 // DeliveryTag 1. c is closed when the channel closes and returned.
 func (ch *Channel) NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation {
 	return addListener(ch, &ch.mu.confirms, c)
+}
+
+// NotifyConfirm registers a pair of listeners for publisher confirms (after
+// Confirm): the sequence number of each publish goes to ack when the broker
+// acked it and to nack when it nacked it, in publish order, as amqp091-go's
+// NotifyConfirm forwards NotifyPublish. ack and nack may be the same
+// channel. Both are closed when the channel closes (once if they are the
+// same) and returned.
+func (ch *Channel) NotifyConfirm(ack, nack chan uint64) (chan uint64, chan uint64) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.startNotifierLocked() {
+		closePair(confirmPair{ack, nack})
+		return ack, nack
+	}
+	ch.mu.confirmPairs = append(ch.mu.confirmPairs, confirmPair{ack, nack})
+	return ack, nack
+}
+
+func closePair(p confirmPair) {
+	close(p.ack)
+	if p.nack != p.ack {
+		close(p.nack)
+	}
+}
+
+// NotifyFlow registers a listener for channel.flow from the broker. The
+// broker never sends it: like RabbitMQ, it blocks publishing connections
+// (connection.blocked, and a publish on a Channel waits) instead, so c
+// receives nothing; it is closed when the channel closes and returned.
+func (ch *Channel) NotifyFlow(c chan bool) chan bool {
+	return addListener(ch, &ch.mu.flows, c)
+}
+
+// NotifyStateChange registers a listener for the Channel's life-cycle
+// transitions, as amqp091-go's does: open to closing when Close starts,
+// then to closed when it is done, or open to closed, with Err wrapping the
+// *amqp091.Error, when the broker closes the channel or the broker shuts
+// down. A Channel never reconnects, so StateReconnecting never comes. c is
+// closed after the transition to closed, and at once when the channel is
+// already closing; a nil c or one registered already is ignored. The
+// transitions are delivered in order, waiting for a slow receiver while the
+// channel is open; the last ones reach only a ready receiver (give it a
+// buffer of 2).
+func (ch *Channel) NotifyStateChange(c chan *amqp091.StateChanged) {
+	if c == nil {
+		return
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if slices.Contains(ch.mu.states, c) {
+		return
+	}
+	if !ch.startNotifierLocked() {
+		close(c)
+		return
+	}
+	ch.mu.states = append(ch.mu.states, c)
+}
+
+// setStateLocked moves the life-cycle state to to and tells the
+// NotifyStateChange listeners.
+func (ch *Channel) setStateLocked(to amqp091.LifeCycleState, err error) {
+	from := ch.mu.state
+	if from == to {
+		return
+	}
+	ch.mu.state = to
+	if len(ch.mu.states) > 0 {
+		ch.pushEventLocked(event{kind: eventState, state: &amqp091.StateChanged{From: from, To: to, Err: err}})
+	}
+}
+
+// NotifyRecoveryCancel registers receiver, which is closed when the
+// channel starts closing (Close, or the broker closing it), or at once
+// when it is closing already; it is returned. In amqp091-go it tells of a
+// recovery cut short by Close; a Channel has no recovery (see Reconnect),
+// so closing is all there is to tell.
+func (ch *Channel) NotifyRecoveryCancel(receiver chan struct{}) chan struct{} {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return registerLocked(&ch.mu.recoveryCancels, ch.mu.closed, receiver)
 }
 
 // NotifyReturn registers a listener for mandatory publishes the broker
@@ -257,7 +364,7 @@ func (ch *Channel) notify() {
 	for {
 		ch.mu.Lock()
 		batch, ch.mu.events = ch.mu.events, batch[:0]
-		confirms, returns, cancels := ch.mu.confirms, ch.mu.returns, ch.mu.cancels
+		confirms, pairs, returns, cancels, states := ch.mu.confirms, ch.mu.confirmPairs, ch.mu.returns, ch.mu.cancels, ch.mu.states
 		ch.mu.Unlock()
 		if len(batch) == 0 {
 			if closing {
@@ -275,23 +382,39 @@ func (ch *Channel) notify() {
 			switch e.kind {
 			case eventConfirm:
 				closing = offer(confirms, e.confirm, ch.quit, closing)
+				for _, p := range pairs {
+					to := p.nack
+					if e.confirm.Ack {
+						to = p.ack
+					}
+					closing = offerOne(to, e.confirm.DeliveryTag, ch.quit, closing)
+				}
 			case eventReturn:
 				closing = offer(returns, ch.returned(&e.ret), ch.quit, closing)
 			case eventCancel:
 				closing = offer(cancels, e.tag, ch.quit, closing)
+			case eventState:
+				closing = offer(states, e.state, ch.quit, closing)
 			}
 			batch[i] = event{}
 		}
 	}
 	ch.mu.Lock()
-	confirms, returns, cancels := ch.mu.confirms, ch.mu.returns, ch.mu.cancels
-	ch.mu.confirms, ch.mu.returns, ch.mu.cancels = nil, nil, nil
+	confirms, pairs, returns, cancels := ch.mu.confirms, ch.mu.confirmPairs, ch.mu.returns, ch.mu.cancels
+	flows, states := ch.mu.flows, ch.mu.states
+	ch.mu.confirms, ch.mu.confirmPairs, ch.mu.returns, ch.mu.cancels = nil, nil, nil, nil
+	ch.mu.flows, ch.mu.states = nil, nil
 	ch.mu.notifierDone = true
 	ch.mu.events = nil
 	ch.mu.Unlock()
 	closeAll(confirms)
+	for _, p := range pairs {
+		closePair(p)
+	}
 	closeAll(returns)
 	closeAll(cancels)
+	closeAll(flows)
+	closeAll(states)
 }
 
 // offer sends v to every listener, waiting for each until quit is closed;
@@ -299,18 +422,24 @@ func (ch *Channel) notify() {
 // whether the channel is closing.
 func offer[T any](listeners []chan T, v T, quit <-chan struct{}, closing bool) bool {
 	for _, l := range listeners {
-		if !closing {
-			select {
-			case l <- v:
-				continue
-			case <-quit:
-				closing = true
-			}
-		}
+		closing = offerOne(l, v, quit, closing)
+	}
+	return closing
+}
+
+// offerOne is offer for one listener.
+func offerOne[T any](l chan T, v T, quit <-chan struct{}, closing bool) bool {
+	if !closing {
 		select {
 		case l <- v:
-		default:
+			return false
+		case <-quit:
+			closing = true
 		}
+	}
+	select {
+	case l <- v:
+	default:
 	}
 	return closing
 }
@@ -326,6 +455,7 @@ func closeAll[T any](cs []chan T) {
 func (ch *Channel) confirmed(tag uint64, multiple, ack bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	ch.settleDeferredLocked(tag, multiple, ack)
 	switch {
 	case multiple:
 		for ch.mu.confirmNext <= tag {
@@ -350,7 +480,7 @@ func (ch *Channel) confirmed(tag uint64, multiple, ack bool) {
 }
 
 func (ch *Channel) confirmLocked(ack bool) {
-	if len(ch.mu.confirms) > 0 {
+	if len(ch.mu.confirms) > 0 || len(ch.mu.confirmPairs) > 0 {
 		ch.pushEventLocked(event{kind: eventConfirm, confirm: amqp091.Confirmation{DeliveryTag: ch.mu.confirmNext, Ack: ack}})
 	}
 	ch.mu.confirmNext++

@@ -24,24 +24,93 @@ func (ch *Channel) Publish(exchange, key string, mandatory, immediate bool, msg 
 // missing exchange, 406 for an oversized body, ...) is returned, and closes
 // the channel.
 func (ch *Channel) PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
+	_, err := ch.publish(ctx, exchange, key, mandatory, immediate, &msg, false)
+	return err
+}
+
+// PublishWithDeferredConfirm is PublishWithDeferredConfirmWithContext
+// without a context.
+func (ch *Channel) PublishWithDeferredConfirm(exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*amqp091.DeferredConfirmation, error) {
+	return ch.PublishWithDeferredConfirmWithContext(context.Background(), exchange, key, mandatory, immediate, msg)
+}
+
+// PublishWithDeferredConfirmWithContext is PublishWithContext that, in
+// confirm mode, also returns the publish's DeferredConfirmation: its
+// DeliveryTag is the publish's sequence number, and it is done when the
+// broker confirmed the publish (Acked true) or nacked it, or when the
+// channel closed first (Acked false), as in amqp091-go. Outside confirm
+// mode it returns nil. It is amqp091-go's own type, filled in by the
+// Channel (channel_deferred.go says how).
+func (ch *Channel) PublishWithDeferredConfirmWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*amqp091.DeferredConfirmation, error) {
+	return ch.publish(ctx, exchange, key, mandatory, immediate, &msg, true)
+}
+
+// GetNextPublishSeqNo returns the sequence number the next publish will
+// have in confirm mode (the DeliveryTag of its Confirmation): 1 before the
+// first, and 1 for as long as the channel is not in confirm mode, as in
+// amqp091-go.
+func (ch *Channel) GetNextPublishSeqNo() uint64 { return ch.published.Load() + 1 }
+
+// publish is the publishes' work; with deferred, in confirm mode it
+// returns the publish's DeferredConfirmation.
+func (ch *Channel) publish(ctx context.Context, exchange, key string, mandatory, immediate bool, msg *amqp091.Publishing, deferred bool) (*amqp091.DeferredConfirmation, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	// While a resource alarm is raised the publish waits here, before
 	// sendMu, so Close is not held up by it (alarms.go).
 	if err := ch.conn.WaitUnblocked(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	if err := msg.Headers.Validate(); err != nil {
-		return err
+		return nil, err
 	}
-	p := amqpconv.Properties(&msg)
+	if deferred && ch.confirming.Load() && !deferredUsable() {
+		return nil, errDeferredUnusable
+	}
+	p := amqpconv.Properties(msg)
 	// One allocation for both: the broker keeps them as the stored message.
 	buf := make([]byte, 0, propertiesSize(&p)+len(msg.Body))
 	buf = p.Append(buf)
 	n := len(buf)
 	buf = append(buf, msg.Body...)
-	return ch.send(&amqp.BasicPublish{Exchange: exchange, RoutingKey: key, Mandatory: mandatory, Immediate: immediate}, buf[:n:n], buf[n:])
+	m := &amqp.BasicPublish{Exchange: exchange, RoutingKey: key, Mandatory: mandatory, Immediate: immediate}
+	if !ch.confirming.Load() {
+		return nil, ch.send(m, buf[:n:n], buf[n:])
+	}
+	// In confirm mode the sequence number is taken and the publish handed
+	// to the session under pubMu, so that the number is the delivery tag
+	// the broker gives it; its DeferredConfirmation is registered first,
+	// as the confirm may come before send returns.
+	ch.pubMu.Lock()
+	defer ch.pubMu.Unlock()
+	seq := ch.published.Add(1)
+	var dc *amqp091.DeferredConfirmation
+	if deferred {
+		dc = newDeferred(seq)
+		ch.mu.Lock()
+		if ch.mu.deferred == nil {
+			ch.mu.deferred = make(map[uint64]*amqp091.DeferredConfirmation)
+		}
+		ch.mu.deferred[seq] = dc
+		ch.mu.Unlock()
+	}
+	if err := ch.send(m, buf[:n:n], buf[n:]); err != nil {
+		// amqp091-go's unpublish: the number is given back and the
+		// DeferredConfirmation done, not acked.
+		ch.published.Add(^uint64(0))
+		if dc != nil {
+			ch.mu.Lock()
+			_, pending := ch.mu.deferred[seq]
+			delete(ch.mu.deferred, seq)
+			ch.mu.Unlock()
+			if pending {
+				settleDeferred(dc, false)
+			}
+		}
+		return nil, err
+	}
+	return dc, nil
 }
 
 // propertiesSize estimates the encoded size of p, so that one allocation

@@ -11,10 +11,23 @@ import (
 )
 
 // Confirm puts the channel in confirm mode: every later publish is
-// confirmed through NotifyPublish once every queue it reached has stored it
-// (synced to disk when persistent and durable).
+// confirmed through NotifyPublish, NotifyConfirm and its
+// DeferredConfirmation once every queue it reached has stored it (synced
+// to disk when persistent and durable).
 func (ch *Channel) Confirm(noWait bool) error {
-	_, err := ch.call(context.Background(), &amqp.ConfirmSelect{Nowait: noWait}, !noWait, amqp.MethodConfirmSelectOk)
+	if _, err := ch.call(context.Background(), &amqp.ConfirmSelect{Nowait: noWait}, !noWait, amqp.MethodConfirmSelectOk); err != nil {
+		return err
+	}
+	ch.confirming.Store(true)
+	return nil
+}
+
+// Flow asks the broker to pause (false) or resume (true) deliveries to the
+// channel's consumers. Like RabbitMQ, the broker refuses to pause: Flow(false)
+// fails with 540 NOT_IMPLEMENTED, which closes the Channel; Flow(true) is
+// accepted. Use Qos or Cancel to hold deliveries back.
+func (ch *Channel) Flow(active bool) error {
+	_, err := ch.call(context.Background(), &amqp.ChannelFlow{Active: active}, true, amqp.MethodChannelFlowOk)
 	return err
 }
 
@@ -149,6 +162,18 @@ func (ch *Channel) queueDeclare(name string, passive, durable, autoDelete, exclu
 		return amqp091.Queue{Name: name}, nil
 	}
 	return amqp091.Queue{Name: r.name, Messages: int(r.count), Consumers: int(r.consumers)}, nil
+}
+
+// QueueInspect is QueueDeclarePassive without its flags, amqp091-go's
+// deprecated form: the state of an existing queue (404 NOT_FOUND, closing
+// the channel, if there is none). On error the Queue still carries name,
+// as in amqp091-go.
+func (ch *Channel) QueueInspect(name string) (amqp091.Queue, error) {
+	q, err := ch.queueDeclare(name, true, false, false, false, false, nil)
+	if err != nil {
+		return amqp091.Queue{Name: name}, err
+	}
+	return q, nil
 }
 
 // QueueBind binds queue name to exchange with key.

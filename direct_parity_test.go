@@ -15,44 +15,8 @@ import (
 )
 
 // parityChannel is what an application would declare to run against either
-// door: the methods of *amqp091.Channel that *broker.Channel shares.
-type parityChannel interface {
-	ExchangeDeclare(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error
-	ExchangeDeclarePassive(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error
-	ExchangeDelete(name string, ifUnused, noWait bool) error
-	ExchangeBind(destination, key, source string, noWait bool, args amqp091.Table) error
-	ExchangeUnbind(destination, key, source string, noWait bool, args amqp091.Table) error
-	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error)
-	QueueDeclarePassive(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error)
-	QueueBind(name, key, exchange string, noWait bool, args amqp091.Table) error
-	QueueUnbind(name, key, exchange string, args amqp091.Table) error
-	QueuePurge(name string, noWait bool) (int, error)
-	QueueDelete(name string, ifUnused, ifEmpty, noWait bool) (int, error)
-	PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error
-	Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error)
-	ConsumeWithContext(ctx context.Context, queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error)
-	Get(queue string, autoAck bool) (amqp091.Delivery, bool, error)
-	Ack(tag uint64, multiple bool) error
-	Nack(tag uint64, multiple, requeue bool) error
-	Reject(tag uint64, requeue bool) error
-	Qos(prefetchCount, prefetchSize int, global bool) error
-	Cancel(consumer string, noWait bool) error
-	Confirm(noWait bool) error
-	NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation
-	NotifyReturn(c chan amqp091.Return) chan amqp091.Return
-	NotifyClose(c chan *amqp091.Error) chan *amqp091.Error
-	NotifyCancel(c chan string) chan string
-	Recover(requeue bool) error
-	Tx() error
-	TxCommit() error
-	TxRollback() error
-	Close() error
-}
-
-var (
-	_ parityChannel = (*amqp091.Channel)(nil)
-	_ parityChannel = (*broker.Channel)(nil)
-)
+// door: every method of *amqp091.Channel, which *broker.Channel has too.
+type parityChannel = amqp091Channel
 
 // parityDoors opens channels on a fresh broker through amqp091-go (over the
 // socket-free wire) or directly.

@@ -148,7 +148,7 @@ drain:
 	filler := fillDisk(t, dir)
 	st, err := os.Stat(filler)
 	require.NoError(t, err)
-	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.reserve.Size-b.alarm.diskHeadroom))
+	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.reserve.Target()-b.alarm.diskHeadroom))
 	require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint([]Alarm{AlarmDisk}) },
 		amqptest.Timeout, time.Millisecond, "the disk alarm on a full disk")
 

@@ -35,10 +35,12 @@
 //
 //	conn, err := amqp091.DialConfig(b.URL(), amqp091.Config{Dial: b.Dial})
 //
-// Channel, the direct API, with no frames at all. A *Channel has the method
-// names and signatures of *amqp091.Channel and uses amqp091-go's types
-// (Publishing, Delivery, Table, Queue, Confirmation, Return, *Error), so an
-// application interface over those methods accepts either.
+// Channel, the direct API, with no frames at all. A *Channel has every
+// method of *amqp091.Channel, with the same names and signatures, and uses
+// amqp091-go's types (Publishing, Delivery, Table, Queue, Confirmation,
+// Return, *DeferredConfirmation, *Error), so an application interface over
+// those methods accepts either (a test over the whole method set keeps it
+// so).
 //
 //	ch, err := b.Channel(ctx)
 //	if err != nil { ... }

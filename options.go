@@ -292,8 +292,8 @@ type Options struct {
 	// DiskFreeLimit is the disk alarm's limit: when the file system holding
 	// DataDir has fewer free bytes, publishing connections are blocked.
 	// The alarm keeps more free besides, for what Pebble may write at once
-	// (a preallocated WAL and a memtable flush, about twice the memtable,
-	// which Open sizes to the file system) and its pending compactions; a
+	// (a WAL and a memtable flush, about twice the memtable, which Open
+	// sizes to the file system) and its pending compactions; a
 	// reserve file in DataDir (storage/pebble.DiskReserve) is spent, and
 	// the alarm raised at once, if the disk fills up anyway (alarms.go).
 	// Zero means 50 MB, RabbitMQ's disk_free_limit; negative turns the

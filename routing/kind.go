@@ -115,6 +115,22 @@ func (k Kind) valid() bool { return k >= Direct && k <= LocalRandom }
 // needs the names, and the broker decides when a client may use them.
 func IsReserved(name string) bool { return strings.HasPrefix(name, "amq.") }
 
+// StripCRLF returns name without its carriage returns and line feeds.
+// RabbitMQ (rabbit_channel's strip_cr_lf, 3.7 to 4.x) removes them from
+// the exchange and queue names of exchange.declare, exchange.delete,
+// exchange.bind and unbind, queue.declare, queue.delete, queue.bind and
+// unbind, passive or not, and so from the management API's declares and
+// bindings, which run the same code; the other methods (basic.publish,
+// basic.get, basic.consume, queue.purge), definitions imports, users and
+// vhosts take names as sent. Every other byte, NUL and the other control
+// characters included, is kept, as RabbitMQ keeps it.
+func StripCRLF(name string) string {
+	if !strings.ContainsAny(name, "\r\n") {
+		return name
+	}
+	return strings.NewReplacer("\r", "", "\n", "").Replace(name)
+}
+
 // Predeclared lists the exchanges every vhost starts with, besides the
 // default exchange "": AMQP 0-9-1's amq.direct, amq.fanout, amq.topic,
 // amq.headers and amq.match (a headers exchange, §3.1.3.1). RabbitMQ's

@@ -46,6 +46,19 @@ func TestIsReserved(t *testing.T) {
 	require.False(t, IsReserved(""))
 }
 
+func TestStripCRLF(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"orders", "orders"},
+		{"a\r\nb", "ab"},
+		{"\ra\rb\n", "ab"},
+		{"\r\n", ""},
+		{"a\x00\t\x01\x7fb", "a\x00\t\x01\x7fb"},
+		{"", ""},
+	} {
+		require.Equal(t, tc.want, StripCRLF(tc.in), "%q", tc.in)
+	}
+}
+
 func TestDeclareDefaults(t *testing.T) {
 	tb := NewTable()
 	_, ok := tb.Exchange("")

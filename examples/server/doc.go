@@ -1,6 +1,6 @@
 // Command server runs Warren as a standalone AMQP 0-9-1 broker.
 //
-//	go run ./examples/server                      # 127.0.0.1:5672, data in ./warren-data
+//	go run ./examples/server                      # 127.0.0.1:5672, data in ~/.local/share/warren
 //	go run ./examples/server -memory -addr :5673  # nothing on disk
 //	go run ./examples/server -http 127.0.0.1:15672 -definitions defs.json
 //
@@ -38,6 +38,12 @@
 // verify_peer without fail_if_no_peer_cert); with EXTERNAL among
 // -auth-mechanisms such a client logs in as the user its certificate's CN
 // names. -addr "" turns the plain listener off when -tls-listen is set.
+//
+// Without -data the data goes to the per-user data directory:
+// $XDG_DATA_HOME/warren, else ~/.local/share/warren (macOS:
+// ~/Library/Application Support/warren; Windows: %LocalAppData%\warren),
+// wherever the server is started; the start-up log line names it
+// (storage=...).
 //
 // -rabbitmq-version picks the RabbitMQ release whose answers Warren copies
 // where releases differ (README's "RabbitMQ versions"): a series, such as

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:5672", "address to listen on (host:port)")
-	dataDir := fs.String("data", "./warren-data", "directory for persistent data (Pebble)")
+	dataDir := fs.String("data", defaultDataDir(), "directory for persistent data (Pebble)")
 	memory := fs.Bool("memory", false, "keep everything in memory; ignores -data")
 	user := fs.String("user", "guest", "user name clients log in with")
 	password := fs.String("password", "guest", "password for -user")
@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	storage := "memory"
 	if opts.DataDir != "" {
-		storage = opts.DataDir
+		storage = absDir(opts.DataDir)
 	}
 	if *addr != "" {
 		bound, err := b.Listen(*addr)

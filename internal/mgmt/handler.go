@@ -698,7 +698,10 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 		Internal   flexBool       `json:"internal"`
 		Arguments  map[string]any `json:"arguments"`
 	}
-	name := exchangeName(c.p("name"))
+	// RabbitMQ looks the name up as sent (201 or 204) and declares it
+	// without CR and LF, as exchange.declare does (routing.StripCRLF).
+	raw := exchangeName(c.p("name"))
+	name := routing.StripCRLF(raw)
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "exchange", name}) || !readBody(c, &body) {
 		return
 	}
@@ -710,7 +713,7 @@ func (m *mgmt) putExchange(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	_, existed := m.b.Exchange(vh, name)
+	_, existed := m.b.Exchange(vh, raw)
 	err := m.b.DeclareExchange(c.r.Context(), vh, &amqp.ExchangeDeclare{
 		Exchange: name, Type: body.Type, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete),
 		Internal: bool(body.Internal), Arguments: args,
@@ -884,7 +887,10 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 		AutoDelete flexBool       `json:"auto_delete"`
 		Arguments  map[string]any `json:"arguments"`
 	}
-	name := c.p("name")
+	// As for exchanges: looked up as sent, declared without CR and LF
+	// (a name of nothing else is a server-named queue, as in RabbitMQ).
+	raw := c.p("name")
+	name := routing.StripCRLF(raw)
 	if !m.permit(c, vh, mgmtCheck{mgmtConfigure, "queue", name}) || !readBody(c, &body) {
 		return
 	}
@@ -892,7 +898,7 @@ func (m *mgmt) putQueue(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	existed := m.b.HasQueue(vh, name)
+	existed := m.b.HasQueue(vh, raw)
 	// The management API declares no exclusive queues; redeclaring one
 	// fails with 405 RESOURCE_LOCKED (400 here), as in RabbitMQ.
 	err := m.b.DeclareQueue(c.r.Context(), vh, &amqp.QueueDeclare{Queue: name, Durable: bool(body.Durable), AutoDelete: bool(body.AutoDelete), Arguments: args})
@@ -1276,8 +1282,10 @@ func (m *mgmt) queueBindings(c *mgmtCall) {
 }
 
 // bindingEnds resolves the source and destination a binding path names,
-// answering 404 when either is missing.
-func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (string, routing.Binding, bool) {
+// answering 404 when either is missing. With strip, the names lose their
+// CR and LF first, as queue.bind's do in RabbitMQ, whose management API
+// creates bindings through it.
+func (m *mgmt) bindingEnds(c *mgmtCall, kind string, strip bool) (string, routing.Binding, bool) {
 	vh, ok := m.vhostParam(c)
 	if !ok {
 		return "", routing.Binding{}, false
@@ -1286,6 +1294,9 @@ func (m *mgmt) bindingEnds(c *mgmtCall, kind string) (string, routing.Binding, b
 	dst := routing.Destination{Name: c.p("dest"), Exchange: kind == "e"}
 	if dst.Exchange {
 		dst.Name = exchangeName(dst.Name)
+	}
+	if strip {
+		src, dst.Name = routing.StripCRLF(src), routing.StripCRLF(dst.Name)
 	}
 	_, srcOK := m.b.Exchange(vh, src)
 	dstOK := false
@@ -1314,7 +1325,7 @@ func (m *mgmt) between(vh string, b routing.Binding) []bindingJSON {
 
 func (m *mgmt) bindingsBetween(kind string) func(*mgmtCall) {
 	return func(c *mgmtCall) {
-		vh, b, ok := m.bindingEnds(c, kind)
+		vh, b, ok := m.bindingEnds(c, kind, false)
 		if !ok {
 			return
 		}
@@ -1324,7 +1335,7 @@ func (m *mgmt) bindingsBetween(kind string) func(*mgmtCall) {
 
 func (m *mgmt) postBinding(kind string) func(*mgmtCall) {
 	return func(c *mgmtCall) {
-		vh, b, ok := m.bindingEnds(c, kind)
+		vh, b, ok := m.bindingEnds(c, kind, true)
 		if !ok {
 			return
 		}
@@ -1364,7 +1375,7 @@ func bindChecks(b routing.Binding) []mgmtCheck {
 
 // findBinding returns the binding a props path segment names.
 func (m *mgmt) findBinding(c *mgmtCall, kind string) (string, routing.Binding, bool) {
-	vh, b, ok := m.bindingEnds(c, kind)
+	vh, b, ok := m.bindingEnds(c, kind, false)
 	if !ok {
 		return "", routing.Binding{}, false
 	}

@@ -15,6 +15,7 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 	vh := ch.conn.vh
 	switch m := m.(type) {
 	case *amqp.ExchangeDeclare:
+		m.Exchange = routing.StripCRLF(m.Exchange)
 		if !m.Passive {
 			if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
 				return err
@@ -31,6 +32,7 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 			ch.send(&amqp.ExchangeDeclareOk{})
 		}
 	case *amqp.ExchangeDelete:
+		m.Exchange = routing.StripCRLF(m.Exchange)
 		if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
 			return err
 		}
@@ -41,6 +43,7 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 			ch.send(&amqp.ExchangeDeleteOk{})
 		}
 	case *amqp.ExchangeBind:
+		m.Source, m.Destination = routing.StripCRLF(m.Source), routing.StripCRLF(m.Destination)
 		b := routing.Binding{Source: m.Source, Destination: routing.Destination{Name: m.Destination, Exchange: true}, Key: m.RoutingKey, Args: m.Arguments}
 		if err := ch.checkBind(b, m); err != nil {
 			return err
@@ -52,6 +55,7 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 			ch.send(&amqp.ExchangeBindOk{})
 		}
 	case *amqp.ExchangeUnbind:
+		m.Source, m.Destination = routing.StripCRLF(m.Source), routing.StripCRLF(m.Destination)
 		b := routing.Binding{Source: m.Source, Destination: routing.Destination{Name: m.Destination, Exchange: true}, Key: m.RoutingKey, Args: m.Arguments}
 		if err := ch.checkBind(b, m); err != nil {
 			return err
@@ -85,15 +89,21 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 	vh := ch.conn.vh
 	switch m := m.(type) {
 	case *amqp.QueueDeclare:
-		if m.Queue == vhost.ReplyQueue || vhost.IsReplyName(m.Queue) {
-			return ch.declareReply(m)
-		}
+		// The name as sent picks the last-queue shortcut and the
+		// reply-to pseudo-queue; then CR and LF go (routing.StripCRLF),
+		// and a name that was nothing else asks for a server-named
+		// queue, as in RabbitMQ.
 		if m.Passive && m.Queue == "" {
 			name, err := ch.queueName("")
 			if err != nil {
 				return err
 			}
 			m.Queue = name
+		}
+		reply := m.Queue == vhost.ReplyQueue || vhost.IsReplyName(m.Queue)
+		m.Queue = routing.StripCRLF(m.Queue)
+		if reply {
+			return ch.declareReply(m)
 		}
 		if m.Passive {
 			if err := ch.checkPassive("queue", m.Queue, m); err != nil {
@@ -134,6 +144,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		if key == "" && m.Queue == "" {
 			key = name // RabbitMQ's routing-key shortcut
 		}
+		name, m.Exchange = routing.StripCRLF(name), routing.StripCRLF(m.Exchange)
 		b := routing.Binding{Source: m.Exchange, Destination: routing.Destination{Name: name}, Key: key, Args: m.Arguments}
 		if err := ch.checkBind(b, m); err != nil {
 			return err
@@ -153,6 +164,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		if key == "" && m.Queue == "" {
 			key = name
 		}
+		name, m.Exchange = routing.StripCRLF(name), routing.StripCRLF(m.Exchange)
 		b := routing.Binding{Source: m.Exchange, Destination: routing.Destination{Name: name}, Key: key, Args: m.Arguments}
 		if err := ch.checkBind(b, m); err != nil {
 			return err
@@ -188,6 +200,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		if err != nil {
 			return err
 		}
+		name = routing.StripCRLF(name)
 		if err := ch.conn.access.check(permConfigure, "queue", name, m); err != nil {
 			return err
 		}

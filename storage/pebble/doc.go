@@ -88,13 +88,22 @@
 // (Store.Close stops it). A queue drained in step with its publishes
 // never gets its records out of the memtable and costs no compaction.
 //
-// What a data directory keeps once every queue is empty does not depend
-// on how much went through it: the reserve file (twice the memtable) and
-// the write-ahead logs, the live one and up to three Pebble keeps for
-// reuse, each preallocated to 110% of the memtable. With the default
-// 64 MiB memtable that is 128 + 282 MiB of allocated blocks; a smaller
-// memtable (broker.Options.StoreMemory) shrinks both in proportion, at
-// the price of more flushes and compactions while writing.
+// A data directory's footprint follows what went through it, up to a
+// ceiling. Fresh, it is a 2 MiB reserve file, an empty write-ahead log
+// (allocated 1 MiB ahead of its writes, not at Pebble's 110% of the
+// configured memtable) and a few small files: about 3 MiB, and about
+// 6 MiB after 1,700 small persistent messages. Pebble's memtables start
+// at 256 KiB and double, each new one, up to the configured size; the
+// reserve follows them (DiskReserve) and the write-ahead logs are as long
+// as what their memtables held. Once the memtables reached the default
+// 64 MiB (after about 128 MiB written since opening), what is kept when
+// every queue is empty is the 128 MiB reserve and four logs, the live one
+// and the three Pebble keeps for reuse, up to about 62 MiB each: 375 MiB
+// after 500,000 messages of 1 KiB were written and drained
+// (TestDrainDiskProbe; 409 MiB when every log was preallocated to
+// 70 MiB). A smaller memtable (broker.Options.StoreMemory) lowers that
+// ceiling in proportion, at the price of more flushes and compactions
+// while writing.
 //
 // A nil Properties or Body reads back nil, an empty one reads back empty.
 // Read decodes into fresh memory, one allocation per record.
@@ -121,12 +130,15 @@
 // failed WAL rotation panics with Pebble's locks in a state no recover can
 // repair, and a failed commit or MANIFEST write calls Logger.Fatalf. So a
 // full disk must never refuse Pebble such a write. Open with
-// WithDiskReserve keeps a reserve file (ReserveFile, twice the memtable
-// size by default) in the directory and wraps the file system: the first
-// WAL, MANIFEST, OPTIONS or marker write refused with ENOSPC deletes the
-// reserve, calls DiskReserve.OnFull and is retried in the space that frees
-// (Pebble's vfs.OnDiskFull, made for CockroachDB's ballast). A failed
-// sstable write (a flush or compaction) spends no reserve: Pebble drops
+// WithDiskReserve keeps a reserve file (ReserveFile; by default four
+// times what the memtables hold plus 1 MiB, up to twice the memtable
+// size: DiskReserve says why) in the directory and wraps the file
+// system: the first WAL, MANIFEST, OPTIONS or marker write refused with
+// ENOSPC deletes the reserve, calls DiskReserve.OnFull and is retried in
+// the space that frees (Pebble's vfs.OnDiskFull, made for CockroachDB's
+// ballast). The reserve grows with the memtables through
+// DiskReserve.Resize, which the broker's disk monitor and a GuardedBy
+// store call, and Restore. A failed sstable write (a flush or compaction) spends no reserve: Pebble drops
 // the output and retries. A Store made with GuardedBy refuses, with
 // ErrDiskFull, an Append whose batch would not fit twice (WAL and flush)
 // beside DiskReserve.Headroom, so a large batch of publishes is nacked
@@ -139,8 +151,8 @@
 // reopened.
 //
 // Open sizes the memtable to the file system: DefaultMemTableSize, halved
-// down to 1 MiB until it is at most 1/16 of it, since each WAL is
-// preallocated at 110% of the memtable and a flush needs as much again.
+// down to 1 MiB until it is at most 1/16 of it, since each WAL grows to
+// about the memtable's size and a flush needs as much again.
 //
 // # Opening and logging
 //

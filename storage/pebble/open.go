@@ -24,8 +24,8 @@ const (
 	// sstable (the flush drops the record and keeps only its tombstone),
 	// and fewer flushes mean fewer L0 files to compact. On a small file
 	// system Open halves it until it is at most 1/16 of the file system
-	// (and no less than minMemTableSize): a WAL is preallocated at 110% of
-	// it, and a 64 MiB memtable cannot be flushed on a 64 MiB disk.
+	// (and no less than minMemTableSize): a WAL grows to about its size,
+	// and a 64 MiB memtable cannot be flushed on a 64 MiB disk.
 	DefaultMemTableSize = 64 << 20
 
 	minMemTableSize = 1 << 20
@@ -128,6 +128,7 @@ func Open(dir string, opts ...Option) (*pebble.DB, error) {
 		}
 		po.FS = guardFS{FS: po.FS, critical: vfs.OnDiskFull(po.FS, r.release)}
 	}
+	po.FS = walFS{po.FS}
 	if ownFS {
 		po.WithFSDefaults() // Pebble's disk-health checks, as without an FS
 	}
@@ -135,7 +136,68 @@ func Open(dir string, opts ...Option) (*pebble.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage/pebble: open %s: %w", dir, err)
 	}
+	if r := c.reserve; r != nil {
+		r.db.Store(db)
+	}
 	return db, nil
+}
+
+// walFS preallocates the write-ahead logs as they are written, a
+// walPreallocation at a time. Pebble preallocates each new WAL at 110% of
+// the configured memtable size (its walPreallocateSize, RocksDB's rule),
+// however small the memtable in use is: 70 MiB of disk for the first WAL
+// of a fresh database with the default 64 MiB memtables, and as much for
+// every WAL it rotates to. Allocating ahead of the writes keeps what
+// preallocation is for (the file's blocks come in large extents, not
+// page by page at writeback) at the cost of at most one step of unused
+// disk per WAL. Pebble ignores preallocation errors, and so does this: a
+// write the disk refuses is the reserve's business either way.
+type walFS struct{ vfs.FS }
+
+// walPreallocation is how far ahead of its writes a WAL is allocated.
+const walPreallocation = 1 << 20
+
+func (w walFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	return wrapWAL(name)(w.FS.Create(name, cat))
+}
+
+func (w walFS) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
+	return wrapWAL(newname)(w.FS.ReuseForWrite(oldname, newname, cat))
+}
+
+func (w walFS) Unwrap() vfs.FS { return w.FS }
+
+// wrapWAL returns what hands a Create's results back, with a WAL's file
+// wrapped in a walFile.
+func wrapWAL(name string) func(vfs.File, error) (vfs.File, error) {
+	return func(f vfs.File, err error) (vfs.File, error) {
+		if err != nil || !strings.HasSuffix(name, ".log") {
+			return f, err
+		}
+		return &walFile{File: f}, nil
+	}
+}
+
+// walFile is a WAL file that ignores Pebble's preallocation and
+// preallocates ahead of its writes instead. Pebble writes a WAL from one
+// goroutine, sequentially, with Write.
+type walFile struct {
+	vfs.File
+	written, allocated int64
+}
+
+// Preallocate is Pebble's request for 110% of the memtable size: ignored.
+func (*walFile) Preallocate(offset, length int64) error { return nil }
+
+func (f *walFile) Write(p []byte) (int, error) {
+	if end := f.written + int64(len(p)); end > f.allocated {
+		step := (end - f.allocated + walPreallocation - 1) / walPreallocation * walPreallocation
+		_ = f.File.Preallocate(f.allocated, step)
+		f.allocated += step
+	}
+	n, err := f.File.Write(p)
+	f.written += int64(n)
+	return n, err
 }
 
 // ErrLocked is wrapped by Open's error when another process (or another
@@ -216,6 +278,12 @@ func eventListener(l *slog.Logger, r *DiskReserve) *pebble.EventListener {
 			l.Warn("pebble: write stall", "reason", info.Reason)
 		},
 		WriteStallEnd: func() { l.Info("pebble: write stall ended") },
+		WALCreated: func(pebble.WALCreateInfo) {
+			// A new memtable: a default-size reserve may have to grow.
+			if r != nil {
+				r.rotated.Store(true)
+			}
+		},
 		DiskSlow: func(info pebble.DiskSlowInfo) {
 			l.Warn("pebble: disk slow", "op", info.OpType.String(), "path", info.Path, "duration", info.Duration)
 		},
