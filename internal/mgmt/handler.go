@@ -229,6 +229,7 @@ func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, boo
 		u, err := a.Authenticate(r.Context(), name, password, remoteAddr(r))
 		switch {
 		case err == nil:
+			markLoggedIn(r) // the connection leaves its source's anonymous share (httplimits.go)
 			return u, true
 		case errors.Is(err, ErrShuttingDown):
 			WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,8 +97,10 @@ func TestHTTPTimeoutsCloseStalledConnections(t *testing.T) {
 	}
 }
 
-// TestHTTPConnectionLimit: beyond MaxConnections a connection is closed
-// unserved while AMQP goes on accepting; a slot freed is usable again.
+// TestHTTPConnectionLimit: beyond MaxConnections, with every slot busy
+// (each holding a request whose headers are still arriving), a connection
+// is closed unserved while AMQP goes on accepting; a slot freed is usable
+// again.
 func TestHTTPConnectionLimit(t *testing.T) {
 	const limit = 4
 	b := mgmtBroker(t)
@@ -111,7 +115,8 @@ func TestHTTPConnectionLimit(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		defer c.Close()
-		require.Equal(t, 200, rawGet(t, c, "/api/overview"), "within the limit: served, then kept alive")
+		_, err = io.WriteString(c, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		require.NoError(t, err)
 		held = append(held, c)
 	}
 	var flood []net.Conn
@@ -136,16 +141,216 @@ func TestHTTPConnectionLimit(t *testing.T) {
 			return false
 		}
 		defer c.Close()
-		_, err = io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-		if err != nil {
-			return false
-		}
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		status, err := roundTrip(c, "/metrics", false)
+		return err == nil && status == 200
 	}, 20*time.Second, 10*time.Millisecond, "a closed connection gives its slot back")
+}
+
+// dialFrom connects to addr from the loopback address ip (Linux routes
+// all of 127.0.0.0/8 to lo), so one test can be many sources.
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// roundTrip sends one GET of path on c, with guest's credentials when
+// login is set, and reads the response's status; an error when the server
+// closed c instead.
+func roundTrip(c net.Conn, path string, login bool) (int, error) {
+	auth := ""
+	if login {
+		auth = "Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n"
+	}
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", path, auth); err != nil {
+		return 0, err
+	}
+	if err := c.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// closedByServer reports whether the server has closed c: a read ends
+// with EOF or a reset rather than waiting. Run after whatever closed it
+// has answered, the FIN is already there on loopback.
+func closedByServer(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// countOpen is how many of cs the server still holds, probed at once.
+func countOpen(cs []net.Conn) int {
+	var open atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			if !closedByServer(c) {
+				open.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(open.Load())
+}
+
+// adminClient is an HTTP client whose connections come from the loopback
+// address ip.
+func adminClient(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// TestHTTPOneSourceCannotLockOutAdmins: one client holding 300 sockets
+// without logging in, silent or kept alive after a 401, gets its share of
+// the default limits (an eighth of 256), and an administrator's request
+// from another address is served while it holds them. Before the share,
+// the 300 took all 256 slots and every other request was reset until the
+// client let go. Its own address is not locked out either: a request
+// that logs in takes the place of one of the client's idle sockets.
+func TestHTTPOneSourceCannotLockOutAdmins(t *testing.T) {
+	const sockets, share = 300, 256 / 8
+	for _, keepAlive := range []bool{false, true} {
+		t.Run(map[bool]string{false: "silent", true: "kept alive after a 401"}[keepAlive], func(t *testing.T) {
+			b := mgmtBroker(t)
+			addr := serveLimited(t, b, broker.HTTPLimits{}) // the defaults
+			flood := make([]net.Conn, sockets)
+			for i := range flood {
+				flood[i] = dialFrom(t, "127.0.0.1", addr)
+				if keepAlive {
+					if status, err := roundTrip(flood[i], "/api/overview", false); err == nil {
+						require.Equal(t, http.StatusUnauthorized, status)
+					}
+				}
+			}
+
+			get := func(client *http.Client) {
+				t.Helper()
+				req, err := http.NewRequest("GET", "http://"+addr+"/api/overview", nil)
+				require.NoError(t, err)
+				req.SetBasicAuth("guest", "guest")
+				resp, err := client.Do(req)
+				require.NoError(t, err, "the administrator's request was refused")
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+			}
+			other := adminClient("127.0.0.2")
+			defer other.CloseIdleConnections()
+			get(other)
+			require.LessOrEqual(t, countOpen(flood), share, "the flooding source holds more than its share")
+
+			// From the flooding address itself: a silent socket is idle
+			// once a second has passed, a kept-alive one at once.
+			if !keepAlive {
+				time.Sleep(newConnGraceForTest)
+			}
+			same := adminClient("127.0.0.1")
+			defer same.CloseIdleConnections()
+			get(same)
+		})
+	}
+}
+
+// newConnGraceForTest is a little more than the time an accepted
+// connection may stay silent before it counts as idle (newConnGrace).
+const newConnGraceForTest = 1100 * time.Millisecond
+
+// TestHTTPReclaimsIdleConnections: with every slot taken, a new
+// connection takes the place of an idle one, chosen so that a flood
+// makes room from itself first: anonymous keep-alives of the source that
+// holds the most of them, else the logged-in keep-alive idle longest.
+// Idle sockets used to keep every slot until their idle timeout, and the
+// newcomer was closed.
+func TestHTTPReclaimsIdleConnections(t *testing.T) {
+	t.Run("anonymous, from the biggest holder", func(t *testing.T) {
+		b := mgmtBroker(t)
+		addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: 6, MaxUnauthenticatedPerSource: 3, IdleTimeout: time.Minute})
+		var anon []net.Conn
+		for _, ip := range []string{"127.0.0.3", "127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"} {
+			c := dialFrom(t, ip, addr)
+			status, err := roundTrip(c, "/api/overview", false)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusUnauthorized, status)
+			anon = append(anon, c)
+		}
+		c := dialFrom(t, "127.0.0.9", addr)
+		status, err := roundTrip(c, "/api/overview", true)
+		require.NoError(t, err, "the newcomer was refused")
+		require.Equal(t, http.StatusOK, status)
+		for i, c := range anon {
+			require.Equal(t, i == 1, closedByServer(c), "socket %d: only 127.0.0.1's oldest makes room", i)
+		}
+	})
+	t.Run("logged in, idle longest", func(t *testing.T) {
+		b := mgmtBroker(t)
+		addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: 3, IdleTimeout: time.Minute})
+		var held []net.Conn
+		for range 3 {
+			c := dialFrom(t, "127.0.0.1", addr)
+			status, err := roundTrip(c, "/api/overview", true)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, status)
+			held = append(held, c)
+		}
+		// The first is used again, so the second has been idle longest.
+		status, err := roundTrip(held[0], "/api/overview", true)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		c := dialFrom(t, "127.0.0.2", addr)
+		status, err = roundTrip(c, "/api/whoami", true)
+		require.NoError(t, err, "the newcomer was refused")
+		require.Equal(t, http.StatusOK, status)
+		for i, c := range held {
+			require.Equal(t, i == 1, closedByServer(c), "connection %d", i)
+		}
+	})
+	t.Run("a source at its share makes room from itself", func(t *testing.T) {
+		b := mgmtBroker(t)
+		addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: 100, MaxUnauthenticatedPerSource: 2, IdleTimeout: time.Minute})
+		busy := dialFrom(t, "127.0.0.1", addr) // headers still arriving: not idle
+		_, err := io.WriteString(busy, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		require.NoError(t, err)
+		idle := dialFrom(t, "127.0.0.1", addr)
+		status, err := roundTrip(idle, "/api/overview", false)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, status)
+		// Logged in, a connection leaves the share.
+		in := dialFrom(t, "127.0.0.1", addr)
+		status, err = roundTrip(in, "/api/overview", true)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+
+		third := dialFrom(t, "127.0.0.1", addr)
+		status, err = roundTrip(third, "/api/overview", true)
+		require.NoError(t, err, "refused although the source had an idle anonymous connection")
+		require.Equal(t, http.StatusOK, status)
+		require.True(t, closedByServer(idle), "the idle anonymous connection made room")
+		require.False(t, closedByServer(busy), "a busy connection was closed")
+		require.False(t, closedByServer(in), "a logged-in connection was closed")
+
+		// Now two anonymous (busy, and third until it logged in: it did,
+		// so one): another busy one fits, then the share is full of busy
+		// connections and the next is closed unserved.
+		busy2 := dialFrom(t, "127.0.0.1", addr)
+		_, err = io.WriteString(busy2, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+		require.NoError(t, err)
+		require.False(t, closedByServer(busy2))
+		waitClosed(t, dialFrom(t, "127.0.0.1", addr))
+		c := dialFrom(t, "127.0.0.2", addr)
+		status, err = roundTrip(c, "/api/overview", false)
+		require.NoError(t, err, "another source is refused")
+		require.Equal(t, http.StatusUnauthorized, status)
+	})
 }
