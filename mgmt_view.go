@@ -73,7 +73,19 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{b}))
+	return console.Handler(mgmt.New(mgmtView{b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
+}
+
+// validateManagement reports every entry of ManagementAllowedOrigins that
+// is not an origin.
+func (o *Options) validateManagement() error {
+	var errs []error
+	for i, origin := range o.ManagementAllowedOrigins {
+		if err := mgmt.CheckOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("broker: Options.ManagementAllowedOrigins[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // mgmtView is the broker as the management API (internal/mgmt) reads and

@@ -154,6 +154,7 @@ func FuzzManagementAPI(f *testing.F) {
 		if who != "" {
 			req.SetBasicAuth(who, who)
 		}
+		req.Header.Set("Content-Type", "application/json") // as every client does; csrf_test.go covers others
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 
