@@ -21,12 +21,16 @@ import (
 // theirs), the vhosts, the stored permissions, and the exchanges, queues
 // and bindings declared in every vhost, except what RabbitMQ leaves out
 // too (exclusive and server-named queues, predeclared exchanges). The
-// product fields name Warren and its Version.
+// version fields are the RabbitMQ version the broker behaves as
+// (Options.RabbitMQVersion's release, the one connection.start and
+// /api/overview report); the product fields name Warren and its Version.
 func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
 	d, err := definitions.Export(ctx, definitionsView{b})
 	if err != nil {
 		return nil, err
 	}
+	v := b.opts.profile().Version
+	d.RabbitVersion, d.RabbitMQVersion = v, v
 	d.ProductName, d.ProductVersion = "Warren", Version
 	return d, nil
 }

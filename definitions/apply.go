@@ -96,7 +96,8 @@ type Contents struct {
 // every vhost. Exclusive queues, server-named ones (amq.*), the default
 // and the predeclared exchanges are left out, as RabbitMQ leaves them out,
 // and so are the bindings that name a queue left out. The version fields
-// are CompatVersion; the product fields are left to the caller.
+// are CompatVersion, for the caller to replace with the RabbitMQ version
+// it behaves as; the product fields are left to the caller.
 func Export(ctx context.Context, b Broker) (*File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

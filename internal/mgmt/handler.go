@@ -564,13 +564,15 @@ func (m *mgmt) overview(c *mgmtCall) {
 	})
 }
 
-// nodes lists the one node with RabbitMQ's alarm fields.
-// mem_used is the message bytes the memory alarm watches, not the whole
-// process; disk_free is left out while the disk is not watched.
+// nodes lists the one node with RabbitMQ's alarm fields. mem_used is
+// the process's memory, as RabbitMQ's is (its default strategy reads the
+// RSS); Warren's memory alarm compares the message bytes held in memory
+// with mem_limit, shown as mem_message_bytes (a Warren extension).
+// disk_free is left out while the disk is not watched.
 func (m *mgmt) nodes(c *mgmtCall) {
 	a := m.b.Node()
 	node := map[string]any{"name": m.node(), "type": "disc", "running": true,
-		"mem_alarm": a.MemAlarm, "mem_used": a.MemUsed, "mem_limit": a.MemLimit,
+		"mem_alarm": a.MemAlarm, "mem_used": a.MemUsed, "mem_limit": a.MemLimit, "mem_message_bytes": a.MessageBytes,
 		"disk_free_alarm": a.DiskFreeAlarm, "disk_free_limit": a.DiskFreeLimit}
 	if a.DiskFree >= 0 {
 		node["disk_free"] = a.DiskFree
