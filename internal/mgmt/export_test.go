@@ -7,3 +7,7 @@ const MaxBody = mgmtMaxBody
 
 // GetResult is one message of a get's answer without its payload.
 type GetResult = getResult
+
+// NewConnGrace is how long an accepted connection may stay silent
+// before it counts as idle.
+const NewConnGrace = newConnGrace

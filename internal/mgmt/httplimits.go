@@ -111,8 +111,7 @@ func (l HTTPLimits) Server(h http.Handler) *http.Server {
 func (l HTTPLimits) Listener(ln net.Listener) net.Listener {
 	l = l.withDefaults()
 	ll := &limitListener{Listener: ln, max: l.MaxConnections, perSource: l.MaxUnauthenticatedPerSource}
-	ll.mu.conns = make(map[*limitConn]struct{})
-	ll.mu.unauth = make(map[netip.Prefix]int)
+	ll.mu.sources = make(map[netip.Prefix]*source)
 	return ll
 }
 
@@ -124,13 +123,19 @@ type limitListener struct {
 	observed atomic.Bool
 	mu       struct {
 		sync.Mutex
-		open  int
-		conns map[*limitConn]struct{}
-		// unauth counts each source's connections that have not logged
+		// conns are the open connections, in no order (each knows its
+		// index): a slice, as reclaiming scans them all, and a slice
+		// scans fastest.
+		conns []*limitConn
+		// sources are the sources with connections that have not logged
 		// in.
-		unauth map[netip.Prefix]int
+		sources map[netip.Prefix]*source
 	}
 }
+
+// source is what the listener counts of one source's connections, those
+// that have not logged in; guarded by the listener's mu.
+type source struct{ unauth int }
 
 // Accept returns the next connection that fits (admitLocked). One that
 // does not fit is closed unserved rather than left waiting: waiting ones
@@ -164,13 +169,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 func (l *limitListener) admitLocked(c *limitConn, now time.Time) (victim *limitConn, ok bool) {
 	known := l.observed.Load()
 	switch {
-	case known && l.mu.unauth[c.source] >= l.perSource:
+	case known && l.unauthLocked(c.source) >= l.perSource:
 		// The source's own idle anonymous connections make room; no
 		// one else's do.
 		victim = l.oldestIdleLocked(now, func(o *limitConn) bool { return o.source == c.source && !o.authed.Load() })
-	case l.mu.open >= l.max && known:
+	case len(l.mu.conns) >= l.max && known:
 		victim = l.reclaimLocked(now)
-	case l.mu.open >= l.max:
+	case len(l.mu.conns) >= l.max:
 		return nil, false
 	default:
 		l.addLocked(c)
@@ -193,11 +198,11 @@ func (l *limitListener) admitLocked(c *limitConn, now time.Time) (victim *limitC
 func (l *limitListener) reclaimLocked(now time.Time) *limitConn {
 	var best *limitConn
 	bestCount := 0
-	for o := range l.mu.conns {
+	for _, o := range l.mu.conns {
 		if o.authed.Load() || !o.idle(now) {
 			continue
 		}
-		n := l.mu.unauth[o.source]
+		n := o.src.unauth
 		if best == nil || n > bestCount || n == bestCount && o.changed() < best.changed() {
 			best, bestCount = o, n
 		}
@@ -212,7 +217,7 @@ func (l *limitListener) reclaimLocked(now time.Time) *limitConn {
 // has been in its state longest, nil when none is idle.
 func (l *limitListener) oldestIdleLocked(now time.Time, match func(*limitConn) bool) *limitConn {
 	var best *limitConn
-	for o := range l.mu.conns {
+	for _, o := range l.mu.conns {
 		if o.idle(now) && match(o) && (best == nil || o.changed() < best.changed()) {
 			best = o
 		}
@@ -220,12 +225,33 @@ func (l *limitListener) oldestIdleLocked(now time.Time, match func(*limitConn) b
 	return best
 }
 
+// unauthLocked is how many of src's connections have not logged in.
+func (l *limitListener) unauthLocked(src netip.Prefix) int {
+	if s := l.mu.sources[src]; s != nil {
+		return s.unauth
+	}
+	return 0
+}
+
 func (l *limitListener) addLocked(c *limitConn) {
 	c.listed = true
-	l.mu.open++
-	l.mu.conns[c] = struct{}{}
+	c.index = len(l.mu.conns)
+	l.mu.conns = append(l.mu.conns, c)
+	c.src = l.mu.sources[c.source]
+	if c.src == nil {
+		c.src = new(source)
+		l.mu.sources[c.source] = c.src
+	}
 	if !c.authed.Load() {
-		l.mu.unauth[c.source]++
+		c.src.unauth++
+	}
+}
+
+// logInLocked takes c out of its source's count of connections that
+// have not logged in.
+func (l *limitListener) logInLocked(c *limitConn) {
+	if c.src.unauth--; c.src.unauth <= 0 {
+		delete(l.mu.sources, c.source)
 	}
 }
 
@@ -235,12 +261,13 @@ func (l *limitListener) releaseLocked(c *limitConn) {
 		return
 	}
 	c.listed = false
-	l.mu.open--
-	delete(l.mu.conns, c)
+	last := len(l.mu.conns) - 1
+	l.mu.conns[c.index] = l.mu.conns[last]
+	l.mu.conns[c.index].index = c.index
+	l.mu.conns[last] = nil
+	l.mu.conns = l.mu.conns[:last]
 	if !c.authed.Load() {
-		if l.mu.unauth[c.source]--; l.mu.unauth[c.source] <= 0 {
-			delete(l.mu.unauth, c.source)
-		}
+		l.logInLocked(c)
 	}
 }
 
@@ -267,7 +294,7 @@ func sourceOf(a net.Addr) netip.Prefix {
 }
 
 // limitConn is one counted connection. Its state comes from the server
-// (setState); listed, and authed's changes, are guarded by l.mu.
+// (setState); listed, index, and authed's changes, are guarded by l.mu.
 type limitConn struct {
 	net.Conn
 	l      *limitListener
@@ -277,6 +304,8 @@ type limitConn struct {
 	state  atomic.Int64
 	authed atomic.Bool
 	listed bool
+	index  int     // in l.mu.conns while listed
+	src    *source // its source's count while listed
 }
 
 // limitConnKey is the request context key of the limitConn a request
@@ -332,9 +361,7 @@ func (c *limitConn) loggedIn() {
 		return
 	}
 	if c.listed {
-		if c.l.mu.unauth[c.source]--; c.l.mu.unauth[c.source] <= 0 {
-			delete(c.l.mu.unauth, c.source)
-		}
+		c.l.logInLocked(c)
 	}
 	c.authed.Store(true)
 }

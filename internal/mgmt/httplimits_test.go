@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/mgmt"
 )
 
 // serveLimited serves the management API and metrics of b on loopback
@@ -254,7 +255,7 @@ func TestHTTPOneSourceCannotLockOutAdmins(t *testing.T) {
 			// From the flooding address itself: a silent socket is idle
 			// once a second has passed, a kept-alive one at once.
 			if !keepAlive {
-				time.Sleep(newConnGraceForTest)
+				time.Sleep(mgmt.NewConnGrace + 100*time.Millisecond)
 			}
 			same := adminClient("127.0.0.1")
 			defer same.CloseIdleConnections()
@@ -262,10 +263,6 @@ func TestHTTPOneSourceCannotLockOutAdmins(t *testing.T) {
 		})
 	}
 }
-
-// newConnGraceForTest is a little more than the time an accepted
-// connection may stay silent before it counts as idle (newConnGrace).
-const newConnGraceForTest = 1100 * time.Millisecond
 
 // TestHTTPReclaimsIdleConnections: with every slot taken, a new
 // connection takes the place of an idle one, chosen so that a flood
