@@ -46,6 +46,12 @@ func waitFile(t *testing.T, dir, name string) []byte {
 	return body
 }
 
+// openPage opens the console, logs in as user (password = user name) and
+// clicks the menu entry nav.
+func openPage(srv *amqptest.API, user, nav string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(chromedp.Navigate(srv.URL()+"/"), login(user, user), chromedp.Click(tid(nav)))
+}
+
 // apiList GETs path from the API as user, requires 200 and decodes the
 // JSON array it answers.
 func apiList(t *testing.T, srv *amqptest.API, user, path string) []any {
@@ -76,9 +82,7 @@ func TestConsoleDefinitionsInBrowser(t *testing.T) {
 	ctx := browser(t, 1280, 800)
 	require.NoError(t, chromedp.Do(ctx,
 		downloadsTo(dir),
-		chromedp.Navigate(srv.URL()+"/"),
-		login("admin", "admin"),
-		chromedp.Click(tid("nav-definitions")),
+		openPage(srv, "admin", "nav-definitions"),
 		waitUntil(func(ctx context.Context, tab *chromedp.Target) bool {
 			v, err := chromedp.Evaluate[string](`document.querySelector('[data-testid="definitions-filename"]').value`)(ctx, tab)
 			return err == nil && strings.HasSuffix(v, ".json")
@@ -155,9 +159,7 @@ func TestConsoleLimitsInBrowser(t *testing.T) {
 
 	ctx := browser(t, 1280, 800)
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL()+"/"),
-		login("admin", "admin"),
-		chromedp.Click(tid("nav-limits")),
+		openPage(srv, "admin", "nav-limits"),
 		waitText(tid("limits"), "No limits."),
 		waitExists(`[data-testid="limit-vhost"] option[value="/"]`),
 		chromedp.SetValue(tid("limit-name"), "max-queues"),
@@ -201,9 +203,7 @@ func TestConsoleTopicPermissionsInBrowser(t *testing.T) {
 
 	ctx := browser(t, 1280, 800)
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL()+"/"),
-		login("admin", "admin"),
-		chromedp.Click(tid("nav-permissions")),
+		openPage(srv, "admin", "nav-permissions"),
 		waitText(tid("topic-permissions"), "No topic permissions."),
 		waitExists(`[data-testid="topic-vhost"] option[value="/"]`),
 		chromedp.SendKeys(tid("topic-user"), "app"),

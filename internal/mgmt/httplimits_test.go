@@ -181,6 +181,15 @@ func roundTrip(c net.Conn, path string, login bool) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// requireStatus sends one GET of path on c (logged in as guest when login
+// is set) and requires the server to answer it with want.
+func requireStatus(t *testing.T, c net.Conn, path string, login bool, want int, msgAndArgs ...any) {
+	t.Helper()
+	status, err := roundTrip(c, path, login)
+	require.NoError(t, err, msgAndArgs...)
+	require.Equal(t, want, status, msgAndArgs...)
+}
+
 // closedByServer reports whether the server has closed c: a read ends
 // with EOF or a reset rather than waiting. Run after whatever closed it
 // has answered, the FIN is already there on loopback.
@@ -277,15 +286,11 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 		var anon []net.Conn
 		for _, ip := range []string{"127.0.0.3", "127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"} {
 			c := dialFrom(t, ip, addr)
-			status, err := roundTrip(c, "/api/overview", false)
-			require.NoError(t, err)
-			require.Equal(t, http.StatusUnauthorized, status)
+			requireStatus(t, c, "/api/overview", false, http.StatusUnauthorized)
 			anon = append(anon, c)
 		}
 		c := dialFrom(t, "127.0.0.9", addr)
-		status, err := roundTrip(c, "/api/overview", true)
-		require.NoError(t, err, "the newcomer was refused")
-		require.Equal(t, http.StatusOK, status)
+		requireStatus(t, c, "/api/overview", true, http.StatusOK, "the newcomer was refused")
 		for i, c := range anon {
 			require.Equal(t, i == 1, closedByServer(c), "socket %d: only 127.0.0.1's oldest makes room", i)
 		}
@@ -296,19 +301,13 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 		var held []net.Conn
 		for range 3 {
 			c := dialFrom(t, "127.0.0.1", addr)
-			status, err := roundTrip(c, "/api/overview", true)
-			require.NoError(t, err)
-			require.Equal(t, http.StatusOK, status)
+			requireStatus(t, c, "/api/overview", true, http.StatusOK)
 			held = append(held, c)
 		}
 		// The first is used again, so the second has been idle longest.
-		status, err := roundTrip(held[0], "/api/overview", true)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, status)
+		requireStatus(t, held[0], "/api/overview", true, http.StatusOK)
 		c := dialFrom(t, "127.0.0.2", addr)
-		status, err = roundTrip(c, "/api/whoami", true)
-		require.NoError(t, err, "the newcomer was refused")
-		require.Equal(t, http.StatusOK, status)
+		requireStatus(t, c, "/api/whoami", true, http.StatusOK, "the newcomer was refused")
 		for i, c := range held {
 			require.Equal(t, i == 1, closedByServer(c), "connection %d", i)
 		}
@@ -320,19 +319,13 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 		_, err := io.WriteString(busy, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
 		require.NoError(t, err)
 		idle := dialFrom(t, "127.0.0.1", addr)
-		status, err := roundTrip(idle, "/api/overview", false)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusUnauthorized, status)
+		requireStatus(t, idle, "/api/overview", false, http.StatusUnauthorized)
 		// Logged in, a connection leaves the share.
 		in := dialFrom(t, "127.0.0.1", addr)
-		status, err = roundTrip(in, "/api/overview", true)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, status)
+		requireStatus(t, in, "/api/overview", true, http.StatusOK)
 
 		third := dialFrom(t, "127.0.0.1", addr)
-		status, err = roundTrip(third, "/api/overview", true)
-		require.NoError(t, err, "refused although the source had an idle anonymous connection")
-		require.Equal(t, http.StatusOK, status)
+		requireStatus(t, third, "/api/overview", true, http.StatusOK, "refused although the source had an idle anonymous connection")
 		require.True(t, closedByServer(idle), "the idle anonymous connection made room")
 		require.False(t, closedByServer(busy), "a busy connection was closed")
 		require.False(t, closedByServer(in), "a logged-in connection was closed")
@@ -346,8 +339,6 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 		require.False(t, closedByServer(busy2))
 		waitClosed(t, dialFrom(t, "127.0.0.1", addr))
 		c := dialFrom(t, "127.0.0.2", addr)
-		status, err = roundTrip(c, "/api/overview", false)
-		require.NoError(t, err, "another source is refused")
-		require.Equal(t, http.StatusUnauthorized, status)
+		requireStatus(t, c, "/api/overview", false, http.StatusUnauthorized, "another source is refused")
 	})
 }
