@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/mgmt"
 )
 
@@ -23,19 +24,38 @@ import (
 // with lim, stopped on cleanup; it returns the address.
 func serveLimited(t *testing.T, b *broker.Broker, lim broker.HTTPLimits) string {
 	t.Helper()
+	addr, _ := serveLimitedListener(t, b, lim)
+	return addr
+}
+
+// serveLimitedListener is serveLimited that also returns the limiting
+// listener, for waitIdle.
+func serveLimitedListener(t *testing.T, b *broker.Broker, lim broker.HTTPLimits) (string, net.Listener) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/api/", b.ManagementHandler())
 	mux.Handle("/metrics", b.MetricsHandler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := lim.Server(mux)
+	limited := lim.Listener(ln)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lim.Listener(ln)) }()
+	go func() { done <- srv.Serve(limited) }()
 	t.Cleanup(func() {
 		require.NoError(t, srv.Close())
 		require.ErrorIs(t, <-done, http.ErrServerClosed)
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), limited
+}
+
+// waitIdle waits until ln holds at least anonymous idle connections that
+// never logged in and loggedIn idle ones that did.
+func waitIdle(t *testing.T, ln net.Listener, anonymous, loggedIn int) {
+	t.Helper()
+	amqptest.Poll(t, func() bool {
+		a, l := mgmt.IdleConnections(ln)
+		return a >= anonymous && l >= loggedIn
+	}, "%d anonymous and %d logged-in idle connections", anonymous, loggedIn)
 }
 
 // waitClosed reads c until the server closes it (EOF or reset), failing
@@ -234,7 +254,7 @@ func TestHTTPOneSourceCannotLockOutAdmins(t *testing.T) {
 	for _, keepAlive := range []bool{false, true} {
 		t.Run(map[bool]string{false: "silent", true: "kept alive after a 401"}[keepAlive], func(t *testing.T) {
 			b := mgmtBroker(t)
-			addr := serveLimited(t, b, broker.HTTPLimits{}) // the defaults
+			addr, ln := serveLimitedListener(t, b, broker.HTTPLimits{}) // the defaults
 			flood := make([]net.Conn, sockets)
 			for i := range flood {
 				flood[i] = dialFrom(t, "127.0.0.1", addr)
@@ -261,11 +281,10 @@ func TestHTTPOneSourceCannotLockOutAdmins(t *testing.T) {
 			get(other)
 			require.LessOrEqual(t, countOpen(flood), share, "the flooding source holds more than its share")
 
-			// From the flooding address itself: a silent socket is idle
-			// once a second has passed, a kept-alive one at once.
-			if !keepAlive {
-				time.Sleep(mgmt.NewConnGrace + 100*time.Millisecond)
-			}
+			// From the flooding address itself, once one of its sockets
+			// is idle: a silent one a second after it was accepted, a
+			// kept-alive one as soon as its answer is written.
+			waitIdle(t, ln, 1, 0)
 			same := adminClient("127.0.0.1")
 			defer same.CloseIdleConnections()
 			get(same)
@@ -282,12 +301,13 @@ func TestHTTPOneSourceCannotLockOutAdmins(t *testing.T) {
 func TestHTTPReclaimsIdleConnections(t *testing.T) {
 	t.Run("anonymous, from the biggest holder", func(t *testing.T) {
 		b := mgmtBroker(t)
-		addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: 6, MaxUnauthenticatedPerSource: 3, IdleTimeout: time.Minute})
+		addr, ln := serveLimitedListener(t, b, broker.HTTPLimits{MaxConnections: 6, MaxUnauthenticatedPerSource: 3, IdleTimeout: time.Minute})
 		var anon []net.Conn
 		for _, ip := range []string{"127.0.0.3", "127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"} {
 			c := dialFrom(t, ip, addr)
 			requireStatus(t, c, "/api/overview", false, http.StatusUnauthorized)
 			anon = append(anon, c)
+			waitIdle(t, ln, len(anon), 0) // idle in this order, so "oldest" is known
 		}
 		c := dialFrom(t, "127.0.0.9", addr)
 		requireStatus(t, c, "/api/overview", true, http.StatusOK, "the newcomer was refused")
@@ -297,15 +317,17 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 	})
 	t.Run("logged in, idle longest", func(t *testing.T) {
 		b := mgmtBroker(t)
-		addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: 3, IdleTimeout: time.Minute})
+		addr, ln := serveLimitedListener(t, b, broker.HTTPLimits{MaxConnections: 3, IdleTimeout: time.Minute})
 		var held []net.Conn
 		for range 3 {
 			c := dialFrom(t, "127.0.0.1", addr)
 			requireStatus(t, c, "/api/overview", true, http.StatusOK)
 			held = append(held, c)
+			waitIdle(t, ln, 0, len(held))
 		}
 		// The first is used again, so the second has been idle longest.
 		requireStatus(t, held[0], "/api/overview", true, http.StatusOK)
+		waitIdle(t, ln, 0, len(held))
 		c := dialFrom(t, "127.0.0.2", addr)
 		requireStatus(t, c, "/api/whoami", true, http.StatusOK, "the newcomer was refused")
 		for i, c := range held {
@@ -314,30 +336,32 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 	})
 	t.Run("a source at its share makes room from itself", func(t *testing.T) {
 		b := mgmtBroker(t)
-		addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: 100, MaxUnauthenticatedPerSource: 2, IdleTimeout: time.Minute})
-		busy := dialFrom(t, "127.0.0.1", addr) // headers still arriving: not idle
-		_, err := io.WriteString(busy, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-		require.NoError(t, err)
+		addr, ln := serveLimitedListener(t, b, broker.HTTPLimits{MaxConnections: 100, MaxUnauthenticatedPerSource: 2, IdleTimeout: time.Minute})
+		busy := func() net.Conn { // headers still arriving: not idle
+			c := dialFrom(t, "127.0.0.1", addr)
+			_, err := io.WriteString(c, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+			require.NoError(t, err)
+			return c
+		}
+		busy1 := busy()
 		idle := dialFrom(t, "127.0.0.1", addr)
 		requireStatus(t, idle, "/api/overview", false, http.StatusUnauthorized)
-		// Logged in, a connection leaves the share.
+		waitIdle(t, ln, 1, 0)
+
+		// The share is full (busy1, idle): a third takes idle's place.
 		in := dialFrom(t, "127.0.0.1", addr)
-		requireStatus(t, in, "/api/overview", true, http.StatusOK)
-
-		third := dialFrom(t, "127.0.0.1", addr)
-		requireStatus(t, third, "/api/overview", true, http.StatusOK, "refused although the source had an idle anonymous connection")
+		requireStatus(t, in, "/api/overview", true, http.StatusOK, "refused although the source had an idle anonymous connection")
 		require.True(t, closedByServer(idle), "the idle anonymous connection made room")
-		require.False(t, closedByServer(busy), "a busy connection was closed")
-		require.False(t, closedByServer(in), "a logged-in connection was closed")
+		require.False(t, closedByServer(busy1), "a busy connection was closed")
 
-		// Now two anonymous (busy, and third until it logged in: it did,
-		// so one): another busy one fits, then the share is full of busy
-		// connections and the next is closed unserved.
-		busy2 := dialFrom(t, "127.0.0.1", addr)
-		_, err = io.WriteString(busy2, "GET /api/overview HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-		require.NoError(t, err)
+		// Logged in, in left the share: another anonymous one fits. Then
+		// the share is full of busy connections, and the next is closed
+		// unserved; in, logged in and idle, is not taken for it.
+		busy2 := busy()
 		require.False(t, closedByServer(busy2))
+		waitIdle(t, ln, 0, 1)
 		waitClosed(t, dialFrom(t, "127.0.0.1", addr))
+		require.False(t, closedByServer(in), "a logged-in connection made room for an anonymous one of its source")
 		c := dialFrom(t, "127.0.0.2", addr)
 		requireStatus(t, c, "/api/overview", false, http.StatusUnauthorized, "another source is refused")
 	})
