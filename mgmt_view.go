@@ -44,7 +44,12 @@ import (
 // rules are listed in internal/mgmt/access.go). Names and arguments meet
 // the limits AMQP's do, and request bodies are bounded (1 MiB;
 // definitions 64 MiB). Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
-// ("%2F" for "/"); the default exchange is "amq.default".
+// ("%2F" for "/"); the default exchange is "amq.default". A change that a
+// web page of another origin asks for is refused with 403 (unless
+// Options.ManagementAllowedOrigins lists it), and a change's body must be
+// application/json (415 otherwise), so that another site cannot use the
+// credentials a browser keeps for the API; clients that are not browsers
+// send no Origin and are unaffected (docs/management.md).
 //
 // Served: /api/overview, /api/nodes (the one node, its resource alarms
 // and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
