@@ -58,17 +58,6 @@ func waitIdle(t *testing.T, ln net.Listener, anonymous, loggedIn int) {
 	}, "%d anonymous and %d logged-in idle connections", anonymous, loggedIn)
 }
 
-// waitClosed reads c until the server closes it (EOF or reset), failing
-// if that takes longer than a generous bound: the timeouts under test are
-// a fraction of it.
-func waitClosed(t *testing.T, c net.Conn) {
-	t.Helper()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server never closed the connection")
-}
-
 // rawGet sends one complete request on c and reads the response status.
 func rawGet(t *testing.T, c net.Conn, path string) int {
 	t.Helper()
@@ -113,7 +102,7 @@ func TestHTTPTimeoutsCloseStalledConnections(t *testing.T) {
 				_, err = io.WriteString(c, tc.send)
 				require.NoError(t, err)
 			}
-			waitClosed(t, c)
+			amqptest.WaitClosed(t, c)
 		})
 	}
 }
@@ -127,8 +116,8 @@ func TestHTTPConnectionLimit(t *testing.T) {
 	b := mgmtBroker(t)
 	amqpAddr, err := b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	// Timeouts far longer than waitClosed waits: only the limit closes
-	// the flood.
+	// Timeouts far longer than amqptest.WaitClosed waits: only the limit
+	// closes the flood.
 	addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: limit, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
 
 	var held []net.Conn
@@ -148,7 +137,7 @@ func TestHTTPConnectionLimit(t *testing.T) {
 		flood = append(flood, c)
 	}
 	for _, c := range flood {
-		waitClosed(t, c) // over the limit: closed without a byte
+		amqptest.WaitClosed(t, c) // over the limit: closed without a byte
 	}
 
 	conn, err := amqp091.DialConfig("amqp://guest:guest@"+amqpAddr.String()+"/", amqp091.Config{Dial: amqp091.DefaultDial(10 * time.Second)})
@@ -360,7 +349,7 @@ func TestHTTPReclaimsIdleConnections(t *testing.T) {
 		busy2 := busy()
 		require.False(t, closedByServer(busy2))
 		waitIdle(t, ln, 0, 1)
-		waitClosed(t, dialFrom(t, "127.0.0.1", addr))
+		amqptest.WaitClosed(t, dialFrom(t, "127.0.0.1", addr))
 		require.False(t, closedByServer(in), "a logged-in connection made room for an anonymous one of its source")
 		c := dialFrom(t, "127.0.0.2", addr)
 		requireStatus(t, c, "/api/overview", false, http.StatusUnauthorized, "another source is refused")
