@@ -23,12 +23,16 @@ import (
 // too (exclusive queues, predeclared exchanges), and server-named (amq.*)
 // queues, which every RabbitMQ import skips. Bindings to exclusive queues
 // are in it under the releases whose export has them (4.2.9, 4.3.3 to
-// 4.4.0). The product fields name Warren and its Version.
+// 4.4.0). The version fields are the RabbitMQ version the broker behaves
+// as (Options.RabbitMQVersion's release, the one connection.start and
+// /api/overview report); the product fields name Warren and its Version.
 func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
 	d, err := definitions.Export(ctx, definitionsView{b})
 	if err != nil {
 		return nil, err
 	}
+	v := b.opts.profile().Version
+	d.RabbitVersion, d.RabbitMQVersion = v, v
 	d.ProductName, d.ProductVersion = "Warren", Version
 	return d, nil
 }

@@ -26,10 +26,26 @@ import (
 // more.
 type HTTPLimits struct {
 	// MaxConnections is how many connections the listener keeps open at
-	// once (default 256); one more is closed as soon as it is accepted.
-	// Keep it well under the process's file descriptor limit
-	// (ulimit -n), which AMQP connections need too.
+	// once (default 256). Keep it well under the process's file
+	// descriptor limit (ulimit -n), which AMQP connections need too. When
+	// all are open, a new connection takes the place of an idle one: a
+	// keep-alive connection between requests, or one silent for a second
+	// since it was accepted. The first chosen is the oldest idle
+	// connection that never logged in, of the source holding the most of
+	// those; then the logged-in connection idle longest. Only when none
+	// is idle is the new connection closed as soon as it is accepted.
 	MaxConnections int
+	// MaxUnauthenticatedPerSource is how many connections one source (an
+	// IPv4 address, an IPv6 /64) may hold that have not yet carried a
+	// request with valid credentials (default an eighth of
+	// MaxConnections, at least 8 or MaxConnections if that is fewer).
+	// Beyond it the source's own oldest idle such connection makes room,
+	// or, when it has none, the new connection is closed: one client
+	// holding sockets without logging in cannot take the slots other
+	// sources' administrators need. A connection stops counting here once
+	// a request on it logs in. Behind a reverse proxy every connection
+	// comes from the proxy's address; raise this to MaxConnections there.
+	MaxUnauthenticatedPerSource int
 	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included (default
@@ -47,10 +63,16 @@ type HTTPLimits struct {
 
 // Server returns an http.Server for h with the limits' timeouts and
 // header bound set. Serve it on Listener's listener for the connection
-// limit.
+// limits: the server tells the listener which connections are idle and
+// which have logged in, which the share per source and the reclaiming
+// of idle connections need.
 func (l HTTPLimits) Server(h http.Handler) *http.Server { return mgmt.HTTPLimits(l).Server(h) }
 
 // Listener wraps ln so that at most MaxConnections of its connections are
-// open at once: Accept closes any connection beyond that at once and
-// waits for the next. A connection counts until it is closed.
+// open at once, and at most MaxUnauthenticatedPerSource of one source's
+// before they log in: a connection beyond either takes an idle one's
+// place, or Accept closes it at once and waits for the next. A
+// connection counts until it is closed. Served by an http.Server other
+// than Server's, the listener cannot tell idle connections from busy
+// ones and keeps to MaxConnections alone.
 func (l HTTPLimits) Listener(ln net.Listener) net.Listener { return mgmt.HTTPLimits(l).Listener(ln) }

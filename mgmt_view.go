@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/metrics"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
@@ -43,7 +44,12 @@ import (
 // rules are listed in internal/mgmt/access.go). Names and arguments meet
 // the limits AMQP's do, and request bodies are bounded (1 MiB;
 // definitions 64 MiB). Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
-// ("%2F" for "/"); the default exchange is "amq.default".
+// ("%2F" for "/"); the default exchange is "amq.default". A change that a
+// web page of another origin asks for is refused with 403 (unless
+// Options.ManagementAllowedOrigins lists it), and a change's body must be
+// application/json (415 otherwise), so that another site cannot use the
+// credentials a browser keeps for the API; clients that are not browsers
+// send no Origin and are unaffected (docs/management.md).
 //
 // Served: /api/overview, /api/nodes (the one node, its resource alarms
 // and, on a cluster member, its raft state), /api/whoami, /api/vhosts[/v], /api/users[/u]
@@ -73,7 +79,19 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{b}))
+	return console.Handler(mgmt.New(mgmtView{b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
+}
+
+// validateManagement reports every entry of ManagementAllowedOrigins that
+// is not an origin.
+func (o *Options) validateManagement() error {
+	var errs []error
+	for i, origin := range o.ManagementAllowedOrigins {
+		if err := mgmt.CheckOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("broker: Options.ManagementAllowedOrigins[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // mgmtView is the broker as the management API (internal/mgmt) reads and
@@ -114,14 +132,24 @@ func (v mgmtView) Overview() mgmt.Overview {
 func (v mgmtView) Node() mgmt.Node {
 	a := v.b.alarmStatus()
 	n := mgmt.Node{
-		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: a.MemUsed, MemLimit: a.MemLimit,
-		DiskFree: a.DiskFree, DiskFreeLimit: a.DiskFreeLimit,
+		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: processMemory(), MemLimit: a.MemLimit,
+		MessageBytes: a.MemUsed, DiskFree: a.DiskFree, DiskFreeLimit: a.DiskFreeLimit,
 	}
 	if r, ok := v.b.stores.meta.(meta.Replicated); ok {
 		s := r.ReplicationStatus()
 		n.Raft = &s
 	}
 	return n
+}
+
+// processMemory is the memory the process holds from the OS for Go's
+// runtime (heap, stacks, runtime structures), less the heap it has given
+// back: runtime/metrics' nearest to the RSS that RabbitMQ's mem_used
+// reports by default.
+func processMemory() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }
 
 func (v mgmtView) VHosts() []string { return definitionsView(v).VHosts() }

@@ -278,6 +278,15 @@ type Options struct {
 	// ManagementHandler call. Zero means DefaultStatsInterval (5 s);
 	// negative keeps no history, and the API then shows no details.
 	StatsInterval time.Duration
+	// ManagementAllowedOrigins lists the origins ("https://host[:port]")
+	// whose web pages may change things through ManagementHandler's API
+	// and read its answers (CORS), besides the pages it serves itself;
+	// "*" allows every origin, which turns the check off. By default a
+	// change that a page of another origin asks for is refused with 403,
+	// so that a site a logged-in administrator visits cannot use the
+	// browser's saved credentials (docs/management.md, "Requests from
+	// browsers"). RabbitMQ's management.cors.allow_origins.
+	ManagementAllowedOrigins []string
 
 	// MemoryHighWatermark is the memory alarm's limit in bytes of message
 	// data held in memory: the Properties and Body bytes of every message
@@ -335,6 +344,7 @@ func (o Options) clone() Options {
 	o.OperatorPolicies = slices.Clone(o.OperatorPolicies)
 	o.VHostMaxConnections = maps.Clone(o.VHostMaxConnections)
 	o.AuthMechanisms = slices.Clone(o.AuthMechanisms)
+	o.ManagementAllowedOrigins = slices.Clone(o.ManagementAllowedOrigins)
 	if o.TLSConfig != nil {
 		o.TLSConfig = o.TLSConfig.Clone()
 	}
@@ -438,7 +448,7 @@ func (o *Options) validate() error {
 	if o.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
-	errs = append(errs, o.validateShared(), o.validateStores())
+	errs = append(errs, o.validateShared(), o.validateStores(), o.validateManagement())
 	if _, err := compat.Parse(o.RabbitMQVersion); err != nil {
 		errs = append(errs, fmt.Errorf("broker: Options.RabbitMQVersion: %w", err))
 	}

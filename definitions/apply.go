@@ -124,7 +124,8 @@ type Contents struct {
 // those that are not exclusive, and every import skips them) and the
 // bindings that name a queue left out, but for the bindings to exclusive
 // queues when b.Rules().ExportExclusiveBindings. The version fields are
-// CompatVersion; the product fields are left to the caller.
+// CompatVersion, for the caller to replace with the RabbitMQ version it
+// behaves as; the product fields are left to the caller.
 func Export(ctx context.Context, b Broker) (*File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

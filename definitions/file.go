@@ -22,8 +22,10 @@ import (
 // something it cannot (see Import).
 type File struct {
 	// The version fields say who wrote the file; Import ignores them.
-	// Export writes CompatVersion as rabbit(mq)_version; the broker adds
-	// its own name and version as product.
+	// Export writes CompatVersion as rabbit(mq)_version; a broker writes
+	// the RabbitMQ version it behaves as there instead (the one its
+	// connection.start and /api/overview report), and its own name and
+	// version as product.
 	RabbitVersion   string `json:"rabbit_version,omitempty"`
 	RabbitMQVersion string `json:"rabbitmq_version,omitempty"`
 	ProductName     string `json:"product_name,omitempty"`

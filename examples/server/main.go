@@ -42,7 +42,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	password := fs.String("password", "guest", "password for -user")
 	verbose := fs.Bool("v", false, "log connection events at debug level")
 	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics, /metrics/per-object) on this address")
-	httpMaxConns := fs.Int("http-max-connections", 0, "HTTP connections open at once on -http; more are closed at once (0: 256)")
+	httpMaxConns := fs.Int("http-max-connections", 0, "HTTP connections open at once on -http; more take an idle one's place or are closed (0: 256)")
+	httpOrigins := fs.String("http-allow-origins", "", "origins (scheme://host[:port], comma-separated, or *) whose web pages may change things through the management API (RabbitMQ's management.cors.allow_origins)")
 	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
 	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
 	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
@@ -108,6 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		RabbitMQVersion:  *rabbitVersion,
 		TLSConfig:        tlsConfig,
 		AuthMechanisms:   splitList(*mechanisms),
+
+		ManagementAllowedOrigins: splitList(*httpOrigins),
 
 		MemoryHighWatermark: *memWatermark,
 		DiskFreeLimit:       *diskFreeLimit,

@@ -337,7 +337,7 @@ func samplesAPI() http.Handler {
 		case "/api/whoami":
 			v = map[string]any{"name": "admin", "tags": []string{"administrator"}}
 		case "/api/nodes":
-			v = []map[string]any{{"name": "warren@test", "running": true, "mem_used": 1 << 20, "mem_limit": 1 << 30}}
+			v = []map[string]any{{"name": "warren@test", "running": true, "mem_used": 64 << 20, "mem_message_bytes": 1 << 20, "mem_limit": 1 << 30}}
 		case "/api/overview":
 			if r.URL.Query().Get("msg_rates_age") != "600" || r.URL.Query().Get("lengths_incr") != "5" {
 				http.Error(w, `{"error":"bad_request","reason":"no history asked for"}`, http.StatusBadRequest)
@@ -346,7 +346,9 @@ func samplesAPI() http.Handler {
 			v = map[string]any{
 				"cluster_name": "test", "rabbitmq_version": "4.1.0",
 				"message_stats": map[string]any{"publish": 500, "publish_details": details(50)},
-				"queue_totals":  map[string]any{"messages_ready": 120, "messages_ready_details": gauge(120)},
+				"queue_totals": map[string]any{"messages_ready": 120, "messages_ready_details": gauge(120),
+					"messages_unacknowledged": 0, "messages_unacknowledged_details": gauge(0),
+					"messages": 120, "messages_details": gauge(120)},
 				"object_totals": map[string]any{"queues": 1},
 			}
 		default:
@@ -360,7 +362,12 @@ func samplesAPI() http.Handler {
 
 // TestConsoleChartsInBrowser: the overview's charts draw the API's
 // samples as rates (counter differences over time) and lengths, with the
-// latest value in the legend.
+// latest value in the legend. With nothing unacked, Ready and Total are
+// the same line: Total is drawn first as a wide pale band and Ready over
+// it, so both show (Total used to be drawn last, over Ready, at the same
+// width); a legend entry turns its line off, and a refresh keeps it off.
+// #/overview is the overview too (it was "Not found"). The nodes table
+// shows the process's memory beside the message memory the alarm watches.
 func TestConsoleChartsInBrowser(t *testing.T) {
 	srv := httptest.NewServer(console.Handler(samplesAPI()))
 	t.Cleanup(srv.Close)
@@ -370,6 +377,9 @@ func TestConsoleChartsInBrowser(t *testing.T) {
 		login("admin", "admin"),
 		waitText(tid("chart-rates"), "Publish 10/s"),
 		waitText(tid("chart-depth"), "Ready 120"),
+		// The process's memory, and the message bytes the alarm watches.
+		waitText(in(tid("nodes-table"), "node-memory"), "64.0 MiB"),
+		waitText(in(tid("nodes-table"), "node-message-memory"), "1.0 MiB of 1.0 GiB"),
 	))
 	lines, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="chart-rates"] svg polyline').length`))
 	require.NoError(t, err)
@@ -377,7 +387,42 @@ func TestConsoleChartsInBrowser(t *testing.T) {
 	noData, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="chart-nodata"]').length`))
 	require.NoError(t, err)
 	require.Zero(t, noData)
+
+	type line struct {
+		Series string  `json:"series"`
+		Width  float64 `json:"width"`
+	}
+	depthLines := func() []line {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]line](`[...document.querySelectorAll('[data-testid="chart-depth"] svg polyline')]
+			.filter((p) => p.getAttribute('visibility') !== 'hidden')
+			.map((p) => ({series: p.dataset.series, width: +getComputedStyle(p).strokeWidth.replace('px', '')}))`))
+		require.NoError(t, err)
+		return v
+	}
+	lines3 := depthLines()
+	require.Len(t, lines3, 3)
+	require.Equal(t, "messages", lines3[0].Series, "Total is drawn first, under Ready and Unacked")
+	require.Equal(t, "messages_ready", lines3[1].Series)
+	require.Greater(t, lines3[0].Width, lines3[1].Width, "Total is not wider than the Ready line drawn over it")
 	screenshot(t, ctx, artifacts(t), "overview-charts")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(tid("chart-toggle-messages")),
+		waitExists(`[data-testid="chart-toggle-messages"][aria-pressed="false"]`),
+		refreshed(chromedp.KeyEvent("r")),
+	))
+	var series []string
+	for _, l := range depthLines() {
+		series = append(series, l.Series)
+	}
+	require.Equal(t, []string{"messages_ready", "messages_unacknowledged"}, series, "Total turned off stays off after a refresh")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/#/overview"),
+		waitText("#page h1", "Overview"),
+		waitText(tid("chart-depth"), "Ready 120"),
+	))
 }
 
 // TestConsoleNavigateDuringRefresh: a page opened while the previous

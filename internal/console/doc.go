@@ -32,9 +32,14 @@
 //     there are fewer than two samples.
 //   - Elements tests drive carry stable data-testid attributes
 //     (docs/console.md lists them), every control is reachable with the
-//     keyboard (plus shortcuts: g then o/q/e/c/h/v/u/p/l to go to a page,
-//     / to filter, r to refresh, ? for help), and the layout works from a
-//     phone's width up.
+//     keyboard (plus shortcuts: g then o/q/e/c/h/v/u/p/l/i/d to go to a
+//     page, / to filter, r to refresh, ? for help), and the layout works
+//     from a phone's width up.
+//   - Every change the page asks for is a fetch with an application/json
+//     body from the API's own origin, the only kind the API accepts from
+//     a browser (internal/mgmt csrf.go): a page of another site cannot
+//     make one with the browser's saved credentials. A definitions file
+//     is sent as the JSON it is, not as a form upload.
 //   - Assets are served with a content hash ETag, Cache-Control no-cache
 //     and a Content-Security-Policy that allows only the console's own
 //     scripts and styles (no inline script, no other origin).

@@ -44,6 +44,16 @@
 //     names and arguments meet the limits AMQP's do, a get holds one
 //     message at a time however many it returns, and no input makes the
 //     handler panic or answer 500 (FuzzManagementAPI).
+//   - A browser's saved credentials cannot be used by another site
+//     (csrf.go): a change a page of another origin asks for is 403 (the
+//     origins Config.AllowOrigins lists excepted, with CORS answers), and
+//     a change's body must be application/json (415), multipart/form-data
+//     also for the definitions upload. OPTIONS is answered as RabbitMQ
+//     does, without a login.
+//   - HTTPLimits' listener gives each source a share of its connections
+//     until they log in, and at its cap puts a new connection in an idle
+//     one's place (httplimits.go), so a client holding sockets cannot
+//     lock administrators out.
 //   - Errors are RabbitMQ's {"error": ..., "reason": ...} objects with the
 //     status RabbitMQ's plugin uses for the AMQP reply code; a failed
 //     health check or aliveness test is 503 with RabbitMQ's

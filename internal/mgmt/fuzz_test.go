@@ -19,11 +19,18 @@ import (
 )
 
 // fuzzMethods and fuzzUsers are what a fuzz input's first two bytes pick
-// from; "nobody" does not exist.
+// from; "nobody" does not exist. The first byte's multiples of
+// len(fuzzMethods) pick the Content-Type from fuzzTypes (the seeds below
+// it send JSON).
 var (
 	fuzzMethods = []string{"GET", "PUT", "POST", "DELETE", "HEAD", "PATCH"}
 	fuzzUsers   = []string{"guest", "mon", "mgr", "nobody", ""}
+	fuzzTypes   = []string{"application/json", "multipart/form-data; boundary=fuzz", "text/plain", "", "application/json; charset=utf-8"}
 )
+
+// fuzzUpload is a multipart body of the boundary fuzzTypes names.
+const fuzzUpload = "--fuzz\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d.json\"\r\n\r\n" +
+	`{"vhosts":[{"name":"uploaded"}],"queues":[{"name":"mq","vhost":"uploaded","durable":true}]}` + "\r\n--fuzz--\r\n"
 
 // fuzzBroker is the management fuzzer's broker: vhosts "/" and "secret"
 // with the users of mgmtAuthzBroker's rules (mon and mgr have no
@@ -123,6 +130,12 @@ func FuzzManagementAPI(f *testing.F) {
 		{0, 0, "channels?page_size=x", ""},
 		{0, 0, "queues/%2F/q/unacked", ""},
 		{0, 2, "queues/secret/q/unacked", ""},
+		{2 + 6, 0, "definitions", fuzzUpload},
+		{2 + 6, 0, "definitions", "--fuzz\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--fuzz--\r\n"},
+		{1 + 6, 0, "vhosts/mp", fuzzUpload},
+		{2 + 12, 0, "definitions", `{"vhosts":[{"name":"plain"}]}`},
+		{1 + 18, 0, "vhosts/none", `{}`},
+		{1 + 24, 0, "vhosts/charset", `{}`},
 	} {
 		f.Add(s.method, s.user, s.path, []byte(s.body))
 	}
@@ -154,11 +167,14 @@ func FuzzManagementAPI(f *testing.F) {
 		if who != "" {
 			req.SetBasicAuth(who, who)
 		}
+		if ct := fuzzTypes[int(method)/len(fuzzMethods)%len(fuzzTypes)]; ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 
 		status := rec.Code
-		known := []int{200, 201, 204, 400, 401, 404, 405, 413}
+		known := []int{200, 201, 204, 400, 401, 404, 405, 413, 415}
 		if strings.HasPrefix(u.Path, "/api/health/checks/") || strings.HasPrefix(u.Path, "/api/aliveness-test/") {
 			known = append(known, 503) // a failed check
 		}

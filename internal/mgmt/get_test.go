@@ -41,6 +41,7 @@ func TestManagementGetHeapBounded(t *testing.T) {
 		strings.NewReader(`{"count":16,"ackmode":"ack_requeue_true","encoding":"auto"}`))
 	require.NoError(t, err)
 	req.SetBasicAuth("guest", "guest")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.Client().Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -30,15 +31,16 @@ import (
 )
 
 // New returns the management API's handler, serving b (see the package
-// doc for what it serves and who may do what).
-func New(b Broker) http.Handler {
-	m := &mgmt{b: b}
+// doc for what it serves and who may do what) with cfg.
+func New(b Broker, cfg Config) http.Handler {
+	m := &mgmt{b: b, guard: newOriginGuard(cfg.AllowOrigins)}
 	m.register()
 	return m
 }
 
 type mgmt struct {
 	b      Broker
+	guard  *originGuard // csrf.go
 	routes []mgmtRoute
 }
 
@@ -56,6 +58,8 @@ type mgmtRoute struct {
 	segs   []string // literal segments, "{name}" for a parameter
 	need   access
 	h      func(*mgmtCall)
+	// upload: the body may be multipart/form-data too (csrf.go).
+	upload bool
 }
 
 // mgmtCall is one request being served.
@@ -75,6 +79,13 @@ func (c *mgmtCall) p(name string) string { return c.params[name] }
 
 func (m *mgmt) handle(method, pattern string, need access, h func(*mgmtCall)) {
 	m.routes = append(m.routes, mgmtRoute{method: method, segs: strings.Split(strings.Trim(pattern, "/"), "/"), need: need, h: h})
+}
+
+// handleUpload is handle for a route that also takes a multipart form
+// upload.
+func (m *mgmt) handleUpload(method, pattern string, need access, h func(*mgmtCall)) {
+	m.handle(method, pattern, need, h)
+	m.routes[len(m.routes)-1].upload = true
 }
 
 func (m *mgmt) register() {
@@ -135,7 +146,7 @@ func (m *mgmt) register() {
 	m.handle("GET", "/api/health/checks/port-listener/{port}", anyManagement, m.portListenerCheck)
 	m.handle("GET", "/api/health/checks/protocol-listener/{protocol}", anyManagement, m.protocolListenerCheck)
 	m.handle("GET", "/api/aliveness-test/{vhost}", anyManagement, m.alivenessTest)
-	m.handle("POST", "/api/definitions", administrator, m.postDefinitions)
+	m.handleUpload("POST", "/api/definitions", administrator, m.postDefinitions)
 	m.registerSettings()
 	m.registerPolicies()
 }
@@ -143,8 +154,14 @@ func (m *mgmt) register() {
 // ServeHTTP routes on the escaped path, segment by segment, so that a
 // vhost named "/" ("%2F") is one segment. (net/http's ServeMux treats an
 // unescaped "/" segment as a trailing slash and would not match it.)
+// A change from another origin is refused before anything else, a body
+// of the wrong type after the login (as RabbitMQ's 415 comes after its
+// 401), and OPTIONS is answered for any path that has routes.
 func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
+	if !m.guard.admit(w, r) {
+		return
+	}
 	raw := strings.Split(strings.Trim(r.URL.EscapedPath(), "/"), "/")
 	segs := make([]string, len(raw))
 	for i, s := range raw {
@@ -161,7 +178,7 @@ func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			continue
 		}
-		if rt.method != r.Method && !(rt.method == "GET" && r.Method == "HEAD") {
+		if r.Method == http.MethodOptions || rt.method != r.Method && !(rt.method == "GET" && r.Method == "HEAD") {
 			allowed = append(allowed, rt.method)
 			continue
 		}
@@ -181,7 +198,14 @@ func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, http.StatusUnauthorized, "not_authorised", "User not authorised to access object")
 			return
 		}
+		if !acceptsBody(w, r, rt.upload) {
+			return
+		}
 		rt.h(&mgmtCall{w: w, r: r, user: user, params: params, all: HasTag(user, "administrator", "monitoring")})
+		return
+	}
+	if len(allowed) > 0 && r.Method == http.MethodOptions {
+		m.guard.preflight(w, r, optionsAllow(allowed))
 		return
 	}
 	if len(allowed) > 0 {
@@ -190,6 +214,22 @@ func (m *mgmt) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	notFound(w)
+}
+
+// optionsAllow is the Allow list of an OPTIONS answer for a resource
+// with routes for methods, in RabbitMQ's order: HEAD with GET first,
+// OPTIONS last.
+func optionsAllow(methods []string) []string {
+	var out []string
+	if slices.Contains(methods, "GET") {
+		out = append(out, "HEAD")
+	}
+	for _, m := range methods {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return append(out, http.MethodOptions)
 }
 
 func matchSegs(pattern, segs []string) (map[string]string, bool) {
@@ -229,6 +269,7 @@ func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, boo
 		u, err := a.Authenticate(r.Context(), name, password, remoteAddr(r))
 		switch {
 		case err == nil:
+			markLoggedIn(r) // the connection leaves its source's anonymous share (httplimits.go)
 			return u, true
 		case errors.Is(err, ErrShuttingDown):
 			WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")
@@ -369,7 +410,12 @@ func readBody(c *mgmtCall, v any) bool { return readBodyMax(c, v, mgmtMaxBody) }
 // readBodyMax is readBody with the bound max: a longer body is 413 and is
 // not read further.
 func readBodyMax(c *mgmtCall, v any, max int64) bool {
-	body := http.MaxBytesReader(c.w, c.r.Body, max)
+	return decodeBody(c, http.MaxBytesReader(c.w, c.r.Body, max), v, max)
+}
+
+// decodeBody decodes JSON from body, a reader of the request's body
+// bounded by max, into v, answering 413 or 400 when it fails.
+func decodeBody(c *mgmtCall, body io.Reader, v any, max int64) bool {
 	err := definitions.DecodeJSON(body, v)
 	if err == nil || errors.Is(err, io.EOF) {
 		return true // an empty body is {}
@@ -521,13 +567,15 @@ func (m *mgmt) overview(c *mgmtCall) {
 	})
 }
 
-// nodes lists the one node with RabbitMQ's alarm fields.
-// mem_used is the message bytes the memory alarm watches, not the whole
-// process; disk_free is left out while the disk is not watched.
+// nodes lists the one node with RabbitMQ's alarm fields. mem_used is
+// the process's memory, as RabbitMQ's is (its default strategy reads the
+// RSS); Warren's memory alarm compares the message bytes held in memory
+// with mem_limit, shown as mem_message_bytes (a Warren extension).
+// disk_free is left out while the disk is not watched.
 func (m *mgmt) nodes(c *mgmtCall) {
 	a := m.b.Node()
 	node := map[string]any{"name": m.node(), "type": "disc", "running": true,
-		"mem_alarm": a.MemAlarm, "mem_used": a.MemUsed, "mem_limit": a.MemLimit,
+		"mem_alarm": a.MemAlarm, "mem_used": a.MemUsed, "mem_limit": a.MemLimit, "mem_message_bytes": a.MessageBytes,
 		"disk_free_alarm": a.DiskFreeAlarm, "disk_free_limit": a.DiskFreeLimit}
 	if a.DiskFree >= 0 {
 		node["disk_free"] = a.DiskFree
@@ -1651,7 +1699,7 @@ func (m *mgmt) definitions(c *mgmtCall) {
 
 func (m *mgmt) postDefinitions(c *mgmtCall) {
 	var d definitions.File
-	if !readBodyMax(c, &d, mgmtMaxDefinitionsBody) {
+	if !readDefinitions(c, &d) {
 		return
 	}
 	if err := m.b.ImportDefinitions(c.r.Context(), &d); err != nil {
@@ -1659,6 +1707,42 @@ func (m *mgmt) postDefinitions(c *mgmtCall) {
 		return
 	}
 	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// readDefinitions decodes the definitions a POST carries: the body
+// itself, or, in a multipart/form-data upload (RabbitMQ's UI, curl -F
+// file=@defs.json), the part named "file", as RabbitMQ's
+// rabbit_mgmt_wm_definitions reads it. Other parts are skipped
+// (RabbitMQ's "redirect" among them: the answer is 204, not a redirect).
+// The whole body is bounded by mgmtMaxDefinitionsBody.
+func readDefinitions(c *mgmtCall, d *definitions.File) bool {
+	if mt, _, _ := mime.ParseMediaType(c.r.Header.Get("Content-Type")); mt != "multipart/form-data" {
+		return readBodyMax(c, d, mgmtMaxDefinitionsBody)
+	}
+	c.r.Body = http.MaxBytesReader(c.w, c.r.Body, mgmtMaxDefinitionsBody)
+	mr, err := c.r.MultipartReader()
+	if err != nil {
+		WriteError(c.w, http.StatusBadRequest, "bad_request", "multipart upload: "+err.Error())
+		return false
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			WriteError(c.w, http.StatusBadRequest, "bad_request", `multipart upload without a "file" part`)
+			return false
+		}
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			WriteError(c.w, http.StatusRequestEntityTooLarge, "bad_request", fmt.Sprintf("request body larger than %d bytes", mgmtMaxDefinitionsBody))
+			return false
+		}
+		if err != nil {
+			WriteError(c.w, http.StatusBadRequest, "bad_request", "multipart upload: "+err.Error())
+			return false
+		}
+		if part.FormName() == "file" {
+			return decodeBody(c, part, d, mgmtMaxDefinitionsBody)
+		}
+	}
 }
 
 // remoteAddr is the request's peer as a net.Addr for the login throttle.

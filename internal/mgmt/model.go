@@ -194,11 +194,14 @@ type Overview struct {
 }
 
 // Node is what /api/nodes shows beyond the name: RabbitMQ's alarm fields
-// (a limit of 0 is not monitored, DiskFree is -1 when unknown) and the
-// raft state of a replicated meta store (nil otherwise).
+// (a limit of 0 is not monitored, DiskFree is -1 when unknown), the
+// process's memory (MemUsed, as RabbitMQ's mem_used) and the message bytes
+// the memory alarm compares with MemLimit, and the raft state of a
+// replicated meta store (nil otherwise).
 type Node struct {
 	MemAlarm, DiskFreeAlarm bool
 	MemUsed, MemLimit       int64
+	MessageBytes            int64
 	DiskFree, DiskFreeLimit int64
 	Raft                    *meta.ReplicationStatus
 }

@@ -40,7 +40,7 @@ func (overviewModel) Authenticate(_ context.Context, name, password string, _ ne
 // TestHandlerServesAnyModel: the handler is fed by the model alone, so a
 // model that is not a broker is served like one.
 func TestHandlerServesAnyModel(t *testing.T) {
-	h := mgmt.New(overviewModel{})
+	h := mgmt.New(overviewModel{}, mgmt.Config{})
 	req := httptest.NewRequest("GET", "/api/overview", nil)
 	req.SetBasicAuth("ops", "pw")
 	w := httptest.NewRecorder()

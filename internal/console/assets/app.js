@@ -74,12 +74,19 @@
     get denied() { return this.status === 401 || this.status === 403; }
   }
 
+  // RawJSON is a request body that is JSON text already (a definitions
+  // file), sent as it is.
+  class RawJSON { constructor(text) { this.text = text; } }
+
+  // api calls the management API. A body is sent as application/json, the
+  // only type the API takes for a change (a form post of another site
+  // cannot send it).
   async function api(method, path, body, headers) {
     const init = { method, headers: Object.assign({ 'X-Requested-With': 'XMLHttpRequest' }, headers || {}) };
     if (state.auth) init.headers.Authorization = 'Basic ' + state.auth;
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
-      init.body = JSON.stringify(body);
+      init.body = body instanceof RawJSON ? body.text : JSON.stringify(body);
     }
     const r = await fetch('api/' + path, init);
     const text = await r.text();
@@ -161,8 +168,17 @@
     return s.slice().reverse().map((p) => [p.timestamp, p.sample]);
   }
 
-  // chart draws series ([{label, points, now}]) as an SVG line chart in
-  // box, or "no data yet" while no series has two points.
+  // hiddenSeries holds the chart lines turned off in their legend, by
+  // chart title and series key, so that a refresh redraws them off too.
+  const hiddenSeries = new Set();
+
+  // chart draws series ([{key, label, points, under}]) as an SVG line
+  // chart in box, or "no data yet" while no series has two points. A
+  // series marked under (a total that equals a part of it when the other
+  // parts are 0, as Total and Ready with nothing unacked) is drawn first,
+  // as a wide pale band, so the thin lines drawn over it stay visible and
+  // it stays visible round them. Each legend entry is a button that turns
+  // its line off and on (RabbitMQ's "click to toggle line").
   function chart(box, title, series, unit) {
     const svgNS = 'http://www.w3.org/2000/svg';
     const live = series.filter((s) => s.points && s.points.length > 1);
@@ -195,16 +211,32 @@
     mk('text', { x: L - 4, y: y(0), 'text-anchor': 'end' }, '0');
     mk('text', { x: L, y: H - 2 }, '-' + Math.round((t1 - t0) / 60000) + ' min');
     mk('text', { x: W - 4, y: H - 2, 'text-anchor': 'end' }, 'now');
-    series.forEach((s, i) => {
-      if (!s.points || s.points.length < 2) return;
-      mk('polyline', {
+    const id = (s) => title + '\u0000' + s.key;
+    const lines = new Map();
+    const order = series.map((s, i) => [s, i]).sort(([a], [b]) => (b.under ? 1 : 0) - (a.under ? 1 : 0));
+    for (const [s, i] of order) {
+      if (!s.points || s.points.length < 2) continue;
+      const line = mk('polyline', {
         points: s.points.map(([t, v]) => x(t).toFixed(1) + ',' + y(v).toFixed(1)).join(' '),
-        fill: 'none', stroke: color(i), 'stroke-width': 2, 'vector-effect': 'non-scaling-stroke',
+        fill: 'none', stroke: color(i), 'stroke-width': s.under ? 7 : 2, 'stroke-opacity': s.under ? 0.4 : 1,
+        'stroke-linejoin': 'round', 'vector-effect': 'non-scaling-stroke', 'data-series': s.key,
       });
-    });
-    const swatch = (i) => { const e = h('i'); e.style.background = color(i); return e; };
-    const legend = h('ul', { class: 'legend' }, series.map((s, i) => h('li', null, swatch(i),
-      s.label + ' ' + (s.points && s.points.length ? fmtVal(s.points[s.points.length - 1][1], unit) : '–'))));
+      if (hiddenSeries.has(id(s))) line.setAttribute('visibility', 'hidden');
+      lines.set(s.key, line);
+    }
+    const swatch = (i, s) => { const e = h('i', { class: s.under ? 'under' : null }); e.style.background = color(i); return e; };
+    const legend = h('ul', { class: 'legend' }, series.map((s, i) => {
+      const shown = !hiddenSeries.has(id(s));
+      const b = h('button', { type: 'button', class: 'series', 'aria-pressed': String(shown), title: 'Show or hide this line', testid: 'chart-toggle-' + s.key,
+        onclick: () => {
+          const on = hiddenSeries.has(id(s));
+          if (on) hiddenSeries.delete(id(s)); else hiddenSeries.add(id(s));
+          b.setAttribute('aria-pressed', String(on));
+          const line = lines.get(s.key);
+          if (line) { if (on) line.removeAttribute('visibility'); else line.setAttribute('visibility', 'hidden'); }
+        } }, swatch(i, s), s.label + ' ' + (s.points && s.points.length ? fmtVal(s.points[s.points.length - 1][1], unit) : '–'));
+      return h('li', null, b);
+    }));
     fill(box, head, svg, legend);
   }
   // niceCeil rounds a chart's top up to 1, 2 or 5 times a power of ten.
@@ -217,10 +249,12 @@
   const fmtVal = (v, unit) => unit === '/s' ? (v < 10 ? v.toFixed(1) : Math.round(v).toLocaleString('en')) + '/s' : Math.round(v).toLocaleString('en');
 
   function rateChart(box, title, stats, keys) {
-    chart(box, title, keys.map(([k, label]) => ({ label, points: ratePoints(stats && stats[k + '_details']) })), '/s');
+    chart(box, title, keys.map(([k, label]) => ({ key: k, label, points: ratePoints(stats && stats[k + '_details']) })), '/s');
   }
+  // lengthChart draws queue lengths; the total ('messages') goes under
+  // the parts it adds up.
   function lengthChart(box, title, obj, keys) {
-    chart(box, title, keys.map(([k, label]) => ({ label, points: lengthPoints(obj && obj[k + '_details']) })), '');
+    chart(box, title, keys.map(([k, label]) => ({ key: k, label, points: lengthPoints(obj && obj[k + '_details']), under: k === 'messages' })), '');
   }
 
   // ---- Shared widgets ------------------------------------------------
@@ -424,7 +458,8 @@
       fill(nodes, table([
         { label: 'Name', cell: (n) => n.name },
         { label: 'State', cell: (n) => n.running ? 'running' : 'down' },
-        { label: 'Message memory', cell: (n) => [fmtBytes(n.mem_used), n.mem_limit ? ' of ' + fmtBytes(n.mem_limit) : '', n.mem_alarm ? h('strong', { class: 'error' }, ' ALARM') : ''] },
+        { label: 'Memory', cell: (n) => fmtBytes(n.mem_used), testid: 'node-memory' },
+        { label: 'Message memory', cell: (n) => [fmtBytes(n.mem_message_bytes), n.mem_limit ? ' of ' + fmtBytes(n.mem_limit) : '', n.mem_alarm ? h('strong', { class: 'error' }, ' ALARM') : ''], testid: 'node-message-memory' },
         { label: 'Disk free', cell: (n) => [n.disk_free === undefined ? 'not watched' : fmtBytes(n.disk_free), n.disk_free_limit ? ' (limit ' + fmtBytes(n.disk_free_limit) + ')' : '', n.disk_free_alarm ? h('strong', { class: 'error' }, ' ALARM') : ''] },
         { label: 'Raft', cell: (n) => n.raft ? `${n.raft.role}, term ${n.raft.term}, leader ${n.raft.leader}, ${n.raft.peers.length} peers` : 'single node' },
       ], ns, { testid: 'nodes-table' }));
@@ -742,19 +777,26 @@
     } };
   };
 
-  // adminPage renders a list that only some tags may see: the API's 401
-  // or 403 becomes the "access refused" panel.
-  function adminList(main, title, what, load, cols, forms) {
-    const box = h('div', { testid: what });
-    fill(main, h('h1', null, title), box, h('div', { class: 'grid2' }, forms || []));
+  // adminPage renders lists that only some tags may see, one section
+  // each ({heading, what, load, cols, forms}; the first without a
+  // heading), each with its forms below it: the API's 401 or 403 for any
+  // of them becomes the "access refused" panel.
+  function adminPage(main, title, sections) {
+    const boxes = sections.map((sec) => h('div', { testid: sec.what }));
+    fill(main, h('h1', null, title), sections.map((sec, i) => [sec.heading ? h('h2', null, sec.heading) : null, boxes[i],
+      h('div', { class: 'grid2 forms' }, sec.forms || [])]));
     return { async refresh() {
       let rows;
-      try { rows = await load(); } catch (e) {
+      try { rows = await Promise.all(sections.map((sec) => sec.load())); } catch (e) {
         if (e.denied) { denied(main, e, title); return; }
         throw e;
       }
-      fill(box, table(cols, rows, { testid: what + '-table', rowTestid: what.replace(/ies$/, 'y').replace(/s$/, '') + '-row' }));
+      sections.forEach((sec, i) => fill(boxes[i], table(sec.cols, rows[i], { testid: sec.what + '-table',
+        rowTestid: sec.row || sec.what.replace(/ies$/, 'y').replace(/s$/, '') + '-row', empty: sec.empty })));
     } };
+  }
+  function adminList(main, title, what, load, cols, forms) {
+    return adminPage(main, title, [{ what, load, cols, forms }]);
   }
 
   pages.vhosts = (main) => {
@@ -802,16 +844,40 @@
     const conf = h('input', { value: '.*', testid: 'perm-configure' });
     const write = h('input', { value: '.*', testid: 'perm-write' });
     const read = h('input', { value: '.*', testid: 'perm-read' });
-    return adminList(main, 'Permissions', 'permissions', () => api('GET', 'permissions'), [
-      { label: 'User', cell: (p) => p.user }, { label: 'Virtual host', cell: (p) => p.vhost },
-      { label: 'Configure', cell: (p) => h('code', null, p.configure) }, { label: 'Write', cell: (p) => h('code', null, p.write) },
-      { label: 'Read', cell: (p) => h('code', null, p.read) },
-      { label: '', cell: (p) => confirmButton('Clear', 'permission-delete', async () => { await api('DELETE', 'permissions/' + enc(p.vhost) + '/' + enc(p.user)); toast('Permissions cleared.'); refreshNow(); }, p.vhost + '/' + p.user) },
-    ], [form('Set permissions', 'set-permission', [['User', 'user', user], ['Virtual host', 'vhost', vh], ['Configure', 'configure', conf], ['Write', 'write', write], ['Read', 'read', read]],
-      'Set permissions', async (v) => {
-        await api('PUT', 'permissions/' + enc(v.vhost) + '/' + enc(v.user), { configure: v.configure, write: v.write, read: v.read });
-        return 'Permissions set.';
-      })]);
+    const tUser = h('input', { required: true, testid: 'topic-user' });
+    const tVh = vhostSelect('topic-vhost');
+    const tExchange = h('input', { required: true, value: 'amq.topic', testid: 'topic-exchange' });
+    const tWrite = h('input', { value: '.*', testid: 'topic-write' });
+    const tRead = h('input', { value: '.*', testid: 'topic-read' });
+    return adminPage(main, 'Permissions', [{
+      what: 'permissions', load: () => api('GET', 'permissions'), cols: [
+        { label: 'User', cell: (p) => p.user }, { label: 'Virtual host', cell: (p) => p.vhost },
+        { label: 'Configure', cell: (p) => h('code', null, p.configure) }, { label: 'Write', cell: (p) => h('code', null, p.write) },
+        { label: 'Read', cell: (p) => h('code', null, p.read) },
+        { label: '', cell: (p) => confirmButton('Clear', 'permission-delete', async () => { await api('DELETE', 'permissions/' + enc(p.vhost) + '/' + enc(p.user)); toast('Permissions cleared.'); refreshNow(); }, p.vhost + '/' + p.user) },
+      ], forms: [form('Set permissions', 'set-permission', [['User', 'user', user], ['Virtual host', 'vhost', vh], ['Configure', 'configure', conf], ['Write', 'write', write], ['Read', 'read', read]],
+        'Set permissions', async (v) => {
+          await api('PUT', 'permissions/' + enc(v.vhost) + '/' + enc(v.user), { configure: v.configure, write: v.write, read: v.read });
+          return 'Permissions set.';
+        })],
+    }, {
+      // RabbitMQ's topic permissions: which routing keys a user may
+      // publish with (write) and bind with (read) on a topic exchange.
+      heading: 'Topic permissions', what: 'topic-permissions', row: 'topic-permission-row', empty: 'No topic permissions.',
+      load: () => api('GET', 'topic-permissions'), cols: [
+        { label: 'User', cell: (p) => p.user }, { label: 'Virtual host', cell: (p) => p.vhost },
+        { label: 'Exchange', cell: (p) => p.exchange },
+        { label: 'Write', cell: (p) => h('code', null, p.write) }, { label: 'Read', cell: (p) => h('code', null, p.read) },
+        { label: '', cell: (p) => confirmButton('Clear', 'topic-permission-delete', async () => {
+          await api('DELETE', 'topic-permissions/' + enc(p.vhost) + '/' + enc(p.user));
+          toast('Topic permissions of ' + p.user + ' on ' + p.vhost + ' cleared.'); refreshNow();
+        }, p.vhost + '/' + p.user + '/' + p.exchange) },
+      ], forms: [form('Set a topic permission', 'set-topic-permission', [['User', 'user', tUser], ['Virtual host', 'vhost', tVh], ['Exchange', 'exchange', tExchange],
+        ['Write', 'write', tWrite], ['Read', 'read', tRead]], 'Set topic permission', async (v) => {
+        await api('PUT', 'topic-permissions/' + enc(v.vhost) + '/' + enc(v.user), { exchange: v.exchange, write: v.write, read: v.read });
+        return 'Topic permission set.';
+      })],
+    }]);
   };
 
   pages.policies = (main) => {
@@ -833,10 +899,95 @@
     })]);
   };
 
+  // limits lists every vhost's limits (RabbitMQ's max-connections and
+  // max-queues), one row per limit.
+  pages.limits = (main) => {
+    const vh = vhostSelect('limit-vhost');
+    const name = h('select', { testid: 'limit-name' }, ['max-connections', 'max-queues'].map((n) => h('option', { value: n }, n)));
+    const value = h('input', { type: 'number', required: true, step: 'any', testid: 'limit-value' });
+    return adminPage(main, 'Virtual host limits', [{
+      what: 'limits', empty: 'No limits.',
+      load: async () => (await api('GET', 'vhost-limits')).flatMap((l) => Object.entries(l.value || {}).map(([n, v]) => ({ vhost: l.vhost, name: n, value: v }))),
+      cols: [
+        { label: 'Virtual host', cell: (l) => l.vhost }, { label: 'Limit', cell: (l) => l.name },
+        { label: 'Value', n: true, cell: (l) => l.value < 0 ? 'none' : fmtNum(l.value) },
+        { label: '', cell: (l) => confirmButton('Clear', 'limit-delete', async () => {
+          await api('DELETE', 'vhost-limits/' + enc(l.vhost) + '/' + enc(l.name));
+          toast('Limit ' + l.name + ' on ' + l.vhost + ' cleared.'); refreshNow();
+        }, l.vhost + '/' + l.name) },
+      ],
+      forms: [form('Set a limit', 'set-limit', [['Virtual host', 'vhost', vh], ['Limit', 'name', name], ['Value', 'value', value]], 'Set limit', async (v) => {
+        if (!/^-?\d+$/.test(v.value)) throw new Error('Value must be a whole number (negative: no limit).');
+        await api('PUT', 'vhost-limits/' + enc(v.vhost) + '/' + enc(v.name), { value: +v.value });
+        return 'Limit ' + v.name + ' on ' + v.vhost + ' set to ' + v.value + '.';
+      })],
+    }]);
+  };
+
+  // definitions exports the broker's definitions as a file (GET
+  // api/definitions) and imports one (POST, as JSON: the API takes no
+  // other type from a page).
+  pages.definitions = (main) => {
+    const filename = h('input', { testid: 'definitions-filename', 'aria-label': 'File name' });
+    const exportStatus = h('p', { class: 'status', role: 'status', testid: 'definitions-export-status' });
+    const download = h('a', { hidden: true, testid: 'definitions-download' });
+    const count = (d, k) => (Array.isArray(d[k]) ? d[k].length : 0);
+    const summary = (d) => ['users', 'vhosts', 'permissions', 'topic_permissions', 'policies', 'queues', 'exchanges', 'bindings']
+      .map((k) => fmtNum(count(d, k)) + ' ' + k.replace('_', ' ')).join(', ');
+    const exportBox = h('div', { class: 'box', testid: 'definitions-export' }, h('h2', null, 'Export definitions'),
+      h('p', null, 'Users with their password hashes, virtual hosts, permissions, policies, exchanges, queues and bindings, in RabbitMQ\'s format.'),
+      field('File name', filename),
+      h('p', null, h('button', { type: 'button', testid: 'definitions-export-submit', onclick: async () => {
+        exportStatus.textContent = '';
+        exportStatus.classList.remove('error');
+        try {
+          const d = await api('GET', 'definitions');
+          const url = URL.createObjectURL(new Blob([JSON.stringify(d, null, 2) + '\n'], { type: 'application/json' }));
+          download.href = url;
+          download.download = filename.value || 'definitions.json';
+          download.click();
+          setTimeout(() => URL.revokeObjectURL(url), 60000);
+          exportStatus.textContent = 'Exported ' + summary(d) + '.';
+        } catch (e) {
+          exportStatus.textContent = e.message;
+          exportStatus.classList.add('error');
+        }
+      } }, 'Download definitions')), exportStatus, download);
+    const file = h('input', { type: 'file', accept: '.json,application/json', testid: 'definitions-file' });
+    const text = h('textarea', { placeholder: '{"queues": [...]}', testid: 'definitions-text' });
+    const importForm = form('Import definitions', 'definitions-import', [['File', 'file', file], ['Or paste', 'text', text]], 'Import definitions', async (v) => {
+      const body = file.files.length ? await file.files[0].text() : v.text;
+      if (!body.trim()) throw new Error('Choose a file or paste definitions.');
+      let d;
+      try { d = JSON.parse(body); } catch (e) { throw new Error('Not JSON: ' + e.message); }
+      await api('POST', 'definitions', new RawJSON(body));
+      file.value = '';
+      return 'Imported ' + summary(d) + '.';
+    });
+    fill(main, h('h1', null, 'Definitions'), h('div', { class: 'grid2' }, exportBox, importForm));
+    // The page has nothing to refresh: it asks once for the cluster's
+    // name (the file name) and whether the user may use it (a user's own
+    // record, which only an administrator may read, as the export).
+    let asked = false;
+    return { async refresh() {
+      if (asked) return;
+      try {
+        const [o] = await Promise.all([api('GET', 'overview'), api('GET', 'users/' + enc(state.user))]);
+        asked = true;
+        // RabbitMQ's UI names it rabbit_<host>_<date>.json.
+        if (!filename.value) filename.value = String(o.cluster_name || 'warren').replace(/[^A-Za-z0-9_.-]+/g, '_') + '_' + new Date().toISOString().slice(0, 10) + '.json';
+      } catch (e) {
+        if (e.denied) { denied(main, e, 'Definitions'); return; }
+        throw e;
+      }
+    } };
+  };
+
   // ---- Routing and refresh -------------------------------------------
 
   const routes = [
     [/^\/?$/, 'overview', 'overview'],
+    [/^\/overview$/, 'overview', 'overview'],
     [/^\/queues$/, 'queues', 'queues'],
     [/^\/queues\/([^/]+)\/([^/]+)$/, 'queue', 'queues'],
     [/^\/exchanges$/, 'exchanges', 'exchanges'],
@@ -848,6 +999,8 @@
     [/^\/users$/, 'users', 'users'],
     [/^\/permissions$/, 'permissions', 'permissions'],
     [/^\/policies$/, 'policies', 'policies'],
+    [/^\/limits$/, 'limits', 'limits'],
+    [/^\/definitions$/, 'definitions', 'definitions'],
   ];
 
   function route() {
@@ -924,7 +1077,7 @@
 
   // Keyboard: g then a letter goes to a page; / filters; j and k move
   // between rows; r refreshes; ? shows help. Ignored while typing.
-  const goKeys = { o: '#/', q: '#/queues', e: '#/exchanges', c: '#/connections', h: '#/channels', v: '#/vhosts', u: '#/users', p: '#/permissions', l: '#/policies' };
+  const goKeys = { o: '#/', q: '#/queues', e: '#/exchanges', c: '#/connections', h: '#/channels', v: '#/vhosts', u: '#/users', p: '#/permissions', l: '#/policies', i: '#/limits', d: '#/definitions' };
   let pendingG = false;
   document.addEventListener('keydown', (ev) => {
     if (!state.user || ev.ctrlKey || ev.metaKey || ev.altKey) return;
