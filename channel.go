@@ -313,7 +313,7 @@ func (ch *Channel) release(n int) {
 	close(ch.done)
 	b := ch.b
 	b.mu.Lock()
-	delete(b.mu.conns, ch.conn)
+	b.forgetConnLocked(ch.conn)
 	b.mu.Unlock()
 	if ch.admitted != nil {
 		ch.admitted()

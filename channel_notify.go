@@ -100,7 +100,7 @@ func (s *channelSink) Closed(err *amqp.Error) {
 	// before NotifyClose fires, so whoever saw the close sees it gone; the
 	// broker still waits for the Channel's goroutines through release.
 	ch.b.mu.Lock()
-	delete(ch.b.mu.conns, ch.conn)
+	ch.b.forgetConnLocked(ch.conn)
 	ch.b.mu.Unlock()
 	ch.mu.Lock()
 	if !ch.mu.closed {

@@ -3,6 +3,8 @@ package rates
 import (
 	"sync"
 	"time"
+
+	"github.com/warrenmq/broker/internal/shrink"
 )
 
 // Config sizes a Recorder. Zero fields take the defaults: RabbitMQ's
@@ -45,6 +47,10 @@ type Recorder struct {
 	at      time.Time // of the round being recorded
 	objects map[string]*object
 	watched map[string]*object // objects with a full history that are not pinned
+	// objectsPeak rebuilds objects once it holds a quarter of its largest
+	// size (shrink.Map): deleted queues and closed connections would
+	// otherwise leave the table of the most the broker ever had.
+	objectsPeak shrink.Peak
 }
 
 // object is one sampled thing: a queue, a connection, the broker.
@@ -130,12 +136,14 @@ func (o *object) restarted(vals []uint64) bool {
 func (r *Recorder) EndRound() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.objectsPeak.Saw(len(r.objects))
 	for k, o := range r.objects {
 		if o.round != r.round {
 			delete(r.objects, k)
 			delete(r.watched, k)
 		}
 	}
+	r.objects = shrink.Map(r.objects, &r.objectsPeak)
 	for k, o := range r.watched {
 		if r.at.After(o.watchedUntil) {
 			o.hist = nil

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenmq/broker/internal/delayed"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -121,6 +122,10 @@ type VHost struct {
 	routes    *routing.Table
 	exchanges map[string]*exchange
 	queues    map[string]*Queue
+	// queuesPeak rebuilds queues once deletes left it a quarter of its
+	// largest size (shrink.Map): a burst of queues declared and deleted
+	// would otherwise keep the map's table for good.
+	queuesPeak shrink.Peak
 	// headersX names the exchanges of kind headers, so routing decodes a
 	// message's headers only while one of them has bindings (the
 	// predeclared amq.headers and amq.match alone cost nothing).
@@ -1032,6 +1037,7 @@ func (v *VHost) removeQueueLocked(ctx context.Context, q *Queue) (uint64, error)
 	}
 	v.mu.Lock()
 	delete(v.queues, q.Def.Name)
+	v.queues = shrink.Map(v.queues, &v.queuesPeak)
 	removed := v.routes.RemoveQueue(q.Def.Name)
 	v.mu.Unlock()
 
