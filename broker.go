@@ -71,6 +71,7 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
+	held     heldMemory      // caches and holding stores, for the memory alarm (alarms.go)
 	acct     accountState    // logins and access (accounts.go)
 	limits   connCounts      // open connections, for the limits (limits.go)
 	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)

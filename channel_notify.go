@@ -62,6 +62,9 @@ func (s *channelSink) Content(channel uint16, m amqp.Method, props, body []byte)
 		if c == nil {
 			return // cancelled with noWait while this was on its way
 		}
+		if !c.admitReply(len(props) + len(body)) {
+			return // a requester that does not receive: the reply is dropped
+		}
 		r := newRawMessage(props, body)
 		r.consumerTag = m.ConsumerTag
 		r.deliveryTag = m.DeliveryTag

@@ -289,7 +289,8 @@ func (v *VHost) newQueue(actor *queue.Queue, def meta.Queue, args amqp.Table) *Q
 // Name returns the vhost's name.
 func (v *VHost) Name() string { return v.cfg.Name }
 
-// Close stops every queue actor without deleting anything. The queues stop
+// Close stops every queue actor without deleting anything stored, and lets
+// go of what the deduplication caches in memory hold. The queues stop
 // together (queue.StopAll): a message being dead-lettered from one queue
 // to another when Close begins is stored in the target and deleted from
 // the source before either stops.
@@ -298,6 +299,11 @@ func (v *VHost) Close() {
 	qs := make([]*queue.Queue, 0, len(v.queues))
 	for _, q := range v.queues {
 		qs = append(qs, q.Queue)
+	}
+	for _, x := range v.exchanges {
+		if x.dedup != nil {
+			x.dedup.Release()
+		}
 	}
 	v.mu.Unlock()
 	queue.StopAll(qs)
@@ -346,6 +352,9 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	if err := v.routes.DeclareExchange(routing.Exchange{
 		Name: def.Name, Kind: kind, Internal: def.Internal, AlternateExchange: ae, HashOn: on,
 	}); err != nil {
+		if x.dedup != nil {
+			x.dedup.Release()
+		}
 		return err
 	}
 	v.setExchangeLocked(def.Name, x)
