@@ -20,8 +20,10 @@ import (
 // rabbit_password_hashing_sha256; imported sha512 and md5 hashes keep
 // theirs), the vhosts, the stored permissions, and the exchanges, queues
 // and bindings declared in every vhost, except what RabbitMQ leaves out
-// too (exclusive and server-named queues, predeclared exchanges). The
-// product fields name Warren and its Version.
+// too (exclusive queues, predeclared exchanges), and server-named (amq.*)
+// queues, which every RabbitMQ import skips. Bindings to exclusive queues
+// are in it under the releases whose export has them (4.2.9, 4.3.3 to
+// 4.4.0). The product fields name Warren and its Version.
 func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
 	d, err := definitions.Export(ctx, definitionsView{b})
 	if err != nil {
@@ -59,6 +61,21 @@ func (b *Broker) ImportDefinitions(ctx context.Context, d *definitions.File) err
 type definitionsView struct{ b *Broker }
 
 var _ definitions.Broker = definitionsView{}
+
+// Rules are the definitions rules of the release Options.RabbitMQVersion
+// names.
+func (v definitionsView) Rules() definitions.Rules {
+	p := v.b.opts.profile()
+	return definitions.Rules{
+		ExportExclusiveBindings:   p.ExportExclusiveBindings,
+		SkipReservedQueueBindings: p.ImportSkipsReservedBindings,
+	}
+}
+
+// Skipped logs what an import left out, as RabbitMQ logs a warning.
+func (v definitionsView) Skipped(what string) {
+	v.b.log.Warn("broker: definitions: skipped "+what, "rabbitmq_version", v.b.opts.profile().Version)
+}
 
 func (v definitionsView) VHosts() []string {
 	vhs := v.b.sortedVHosts()

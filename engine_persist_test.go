@@ -139,6 +139,13 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 		// before reaching the crash point: a claimed message counts as
 		// delivered, so it rightly comes back flagged.
 		mayAlsoRedeliver string
+		// maySurvive is an acked message whose settle may not have run
+		// when the crash hit: the channel queues the ack and frees the
+		// consumer's credit at once, so an actor step already past its
+		// mailbox can see the credit, claim the next message and reach
+		// the crash point before it reads the ack. The ack then comes
+		// back, flagged, as at-least-once allows; otherwise it is gone.
+		maySurvive string
 	}{{
 		name:  "after index write, before cursor CAS",
 		crash: faultstore.On(faultstore.CompareAndSwapOffset),
@@ -147,6 +154,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 		drive:       func(m0, _ amqp091.Delivery) error { return m0.Ack(false) },
 		gone:        []string{"m-0"},
 		redelivered: []string{"m-1"},
+		maySurvive:  "m-0",
 	}, {
 		name:  "between the two ack deletes",
 		crash: faultstore.On(faultstore.IndexDelete),
@@ -209,18 +217,23 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 					flagged = append(flagged, string(d.Body))
 				}
 			}
+			gone, redelivered := tc.gone, tc.redelivered
+			if tc.maySurvive != "" && slices.Contains(bodies, tc.maySurvive) {
+				gone = slices.DeleteFunc(slices.Clone(gone), func(s string) bool { return s == tc.maySurvive })
+				redelivered = append([]string{tc.maySurvive}, redelivered...)
+			}
 			var want []string
 			for _, body := range all {
-				if !slices.Contains(tc.gone, body) {
+				if !slices.Contains(gone, body) {
 					want = append(want, body)
 				}
 			}
 			require.Equal(t, want, bodies, "every message not acked, once, in order")
-			if tc.mayAlsoRedeliver != "" && len(flagged) == len(tc.redelivered)+1 {
-				require.Equal(t, append(slices.Clone(tc.redelivered), tc.mayAlsoRedeliver), flagged)
+			if tc.mayAlsoRedeliver != "" && len(flagged) == len(redelivered)+1 {
+				require.Equal(t, append(slices.Clone(redelivered), tc.mayAlsoRedeliver), flagged)
 				return
 			}
-			require.Equal(t, tc.redelivered, flagged)
+			require.Equal(t, redelivered, flagged)
 		})
 	}
 }

@@ -13,6 +13,42 @@ import (
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
+// TestStreamMaxAgeKeepsYoungMessages: a stream with an age limit, by
+// x-max-age or by a max-age policy, keeps every confirmed message younger
+// than the age, however many segments they fill. Messages were dated only
+// when the broker had a Clock, so on real time every closed segment looked
+// 56 years old and went: of 200 messages in 20 segments, a consumer from
+// first got the last 10.
+func TestStreamMaxAgeKeepsYoungMessages(t *testing.T) {
+	bodies := make([]string, 200)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("%-100s", fmt.Sprint("m", i))
+	}
+	for name, opts := range streamBackends() {
+		t.Run(name, func(t *testing.T) {
+			b := startBroker(t, opts(t))
+			conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+			ch := amqptest.Channel(t, conn)
+			declareStream(t, ch, "by-arg", amqp091.Table{"x-max-age": "1h", "x-stream-max-segment-size-bytes": int64(1000)})
+			declareStream(t, ch, "by-policy", amqp091.Table{"x-stream-max-segment-size-bytes": int64(1000)})
+			require.NoError(t, b.SetPolicy(context.Background(), broker.Policy{Name: "age", Pattern: "^by-policy$",
+				ApplyTo: "streams", Definition: map[string]any{"max-age": "1h"}}))
+			for _, s := range []string{"by-arg", "by-policy"} {
+				amqptest.PublishConfirmed(t, amqptest.Channel(t, conn), s, false, bodies...)
+				info := streamStats(t, b, s)
+				require.Equal(t, uint64(200), info.Messages, s)
+				require.Equal(t, 20, info.Segments, "%s: segments of 1000 bytes hold ten 100-byte messages", s)
+				_, ds := streamReader(t, conn, s, 50, amqp091.Table{"x-stream-offset": "first"})
+				got, offs := readN(t, ds, len(bodies))
+				require.Equal(t, bodies, got, s)
+				for i, off := range offs {
+					require.Equal(t, int64(i), off, s)
+				}
+			}
+		})
+	}
+}
+
 // TestStreamSurvivesRestart: a stream on Pebble keeps its messages (even
 // transient ones: a stream stores every message), its offsets and its
 // retention across a restart; offsets go on where they stopped.

@@ -13,16 +13,22 @@ import (
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-// streamSegments returns the number of segments stream name holds.
-func streamSegments(t *testing.T, b *broker.Broker, name string) int {
+// streamStats returns what stream name on vhost "/" holds.
+func streamStats(t *testing.T, b *broker.Broker, name string) *broker.StreamStats {
 	t.Helper()
 	for _, q := range b.Stats().QueueDetails {
 		if q.VHost == "/" && q.Name == name && q.Stream != nil {
-			return q.Stream.Segments
+			return q.Stream
 		}
 	}
 	require.FailNow(t, "no such stream", name)
-	return 0
+	return nil
+}
+
+// streamSegments returns the number of segments stream name holds.
+func streamSegments(t *testing.T, b *broker.Broker, name string) int {
+	t.Helper()
+	return streamStats(t, b, name).Segments
 }
 
 // TestStreamPolicyRetention: policies set a stream's retention as RabbitMQ

@@ -3,11 +3,13 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
@@ -83,6 +85,19 @@ func requireNothing(t testing.TB, ch *amqp091.Channel, ds <-chan amqp091.Deliver
 	}
 }
 
+// requireOnlyNew checks that nothing more waits for the consumer on rch
+// and that a message published now reaches it, at offset next, whatever
+// its start; then it closes rch.
+func requireOnlyNew(t testing.TB, pub, rch *amqp091.Channel, ds <-chan amqp091.Delivery, name, body string, next int64) {
+	t.Helper()
+	requireNothing(t, rch, ds)
+	publishStream(t, pub, name, nil, body)
+	got, offs := readN(t, ds, 1)
+	require.Equal(t, []string{body}, got)
+	require.Equal(t, []int64{next}, offs)
+	require.NoError(t, rch.Close())
+}
+
 func TestStreamOffsetSpecs(t *testing.T) {
 	b, fake, ch := featureBroker(t)
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
@@ -127,15 +142,78 @@ func TestStreamOffsetSpecs(t *testing.T) {
 				n, _ := strconv.Atoi(bodies[i][1:])
 				require.Equal(t, int64(n), off, "x-stream-offset of %s", bodies[i])
 			}
-			requireNothing(t, rch, ds)
-			// and a message published now reaches the consumer, whatever
-			// its start
-			publishStream(t, pub, name, nil, "m5")
-			got, offs := readN(t, ds, 1)
-			require.Equal(t, []string{"m5"}, got)
-			require.Equal(t, []int64{5}, offs)
-			require.NoError(t, rch.Close())
+			requireOnlyNew(t, pub, rch, ds, name, "m5", 5)
 		})
+	}
+}
+
+// TestStreamTimeOffsets: x-stream-offset as an interval or a timestamp on
+// real time, as RabbitMQ reads them (rabbit_stream_queue:parse_offset_arg
+// and osiris's timestamp search; checked against RabbitMQ 3.10.8): an
+// interval of any unit and size starts that long before now, a timestamp
+// (AMQP seconds, unsigned) before the first message starts at the first,
+// one after the last at next. Huge values neither overflow nor wrap: a
+// timestamp past 2262 or a negative one (2^64-60 on the wire) is in the
+// future, 300 years back is before everything.
+func TestStreamTimeOffsets(t *testing.T) {
+	before := time.Now() // before anything is published
+	tests := []struct {
+		name   string
+		offset any
+		all    bool // every message, else only those published after
+	}{
+		{"interval 10s", "10s", true},
+		{"interval 10m", "10m", true},
+		{"interval 1h", "1h", true},
+		{"interval 1D", "1D", true},
+		{"interval 1M", "1M", true},
+		{"interval 1Y", "1Y", true},
+		{"interval 007s", "007s", true},
+		{"interval 300Y, past int64 nanoseconds", "300Y", true},
+		{"interval 20 digits", "99999999999999999999Y", true},
+		{"timestamp one minute back", before.Add(-time.Minute), true},
+		{"timestamp before the first message", time.Unix(1, 0), true},
+		{"timestamp zero", time.Unix(0, 0), true},
+		{"timestamp after the last message", before.Add(time.Hour), false},
+		{"timestamp past 2262", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"timestamp in 9999", time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), false},
+		{"timestamp negative", time.Unix(-60, 0), false},
+		{"timestamp max int64", time.Unix(math.MaxInt64, 0), false},
+		{"timestamp min int64", time.Unix(math.MinInt64, 0), false},
+	}
+	bodies := amqptest.Numbered("m", 20)
+	for backend, opts := range streamBackends() {
+		t.Run(backend, func(t *testing.T) {
+			b := startBroker(t, opts(t))
+			conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
+			ch := amqptest.Channel(t, conn)
+			pub := amqptest.ConfirmChannel(t, conn)
+			for i, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					name := fmt.Sprintf("s%d", i)
+					declareStream(t, ch, name, nil)
+					amqptest.PublishConfirmed(t, amqptest.Channel(t, conn), name, false, bodies...)
+					rch, ds := streamReader(t, conn, name, 50, amqp091.Table{"x-stream-offset": tt.offset})
+					if tt.all {
+						got, _ := readN(t, ds, len(bodies))
+						require.Equal(t, bodies, got)
+					}
+					requireOnlyNew(t, pub, rch, ds, name, "later", 20)
+				})
+			}
+		})
+	}
+}
+
+// streamBackends are the stores a stream test runs on: the memory store,
+// Pebble under DataDir, and Pebble on an in-memory file system given as
+// the broker's own stores. None has a Clock: the broker runs on real time,
+// as examples/server does.
+func streamBackends() map[string]func(t *testing.T) broker.Options {
+	return map[string]func(t *testing.T) broker.Options{
+		"memory":           func(*testing.T) broker.Options { return broker.Options{} },
+		"DataDir":          func(t *testing.T) broker.Options { return broker.Options{DataDir: t.TempDir()} },
+		"pebble in memory": func(t *testing.T) broker.Options { return pebbleOptions(t, vfs.NewMem()) },
 	}
 }
 

@@ -1,14 +1,19 @@
 package broker_test
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/meta/local"
+	"github.com/warrenmq/broker/storage/pebble"
 )
 
 // The broker-bound helpers of the root's tests in package broker_test; they
@@ -102,4 +107,17 @@ func requireServes(tb testing.TB, conn *amqp091.Connection) {
 func awaitQueueGone(tb testing.TB, conn *amqp091.Connection, name string) {
 	tb.Helper()
 	amqptest.Poll(tb, func() bool { return !amqptest.QueueExists(tb, conn, name) }, "queue %q still exists", name)
+}
+
+// pebbleOptions are broker options whose stores are one Pebble DB on fs,
+// given as the broker's own stores (Meta, Shards, Unacked) rather than by
+// DataDir; the DB is closed on cleanup.
+func pebbleOptions(t *testing.T, fs vfs.FS) broker.Options {
+	t.Helper()
+	db, err := pebble.Open("db", pebble.WithFS(fs), pebble.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	m, err := local.New(db)
+	require.NoError(t, err)
+	return broker.Options{Meta: m, Shards: pebble.New(db), Unacked: pebble.NewIndex(db)}
 }

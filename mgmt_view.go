@@ -92,9 +92,10 @@ func (v mgmtView) Rates() *rates.Recorder { return v.b.rateHistory() }
 func (v mgmtView) Overview() mgmt.Overview {
 	s := v.b.stats(context.Background(), noDetails) // totals: no actor asked
 	o := mgmt.Overview{
-		ProductVersion:  Version,
-		RabbitMQVersion: v.b.opts.profile().Version,
-		Connections:     s.Connections, Channels: s.Channels, Consumers: s.Consumers,
+		ProductVersion:      Version,
+		RabbitMQVersion:     v.b.opts.profile().Version,
+		LocalRandomExchange: v.b.opts.profile().LocalRandomExchange,
+		Connections:         s.Connections, Channels: s.Channels, Consumers: s.Consumers,
 		Exchanges: s.Exchanges, Queues: s.Queues, Ready: s.Ready, Unacked: s.Unacked,
 		Totals:            mgmt.Counters(s.Totals),
 		ConnectionsOpened: s.ConnectionsOpened, ConnectionsClosed: s.ConnectionsClosed,

@@ -157,13 +157,16 @@ type Options struct {
 	// frame sanity check.
 	MaxMessageSize int
 
-	// RabbitMQVersion selects the RabbitMQ release series whose AMQP 0-9-1
-	// behaviour the broker copies where 3.13 and 4.x differ: "3.13",
-	// "4.0", "4.1", "4.2" or "4.3" (a patch release such as "4.1.2"
-	// selects its series). "" means "3.13", the most permissive: existing
-	// client code runs unchanged. The version is reported in
-	// connection.start's server properties and /api/overview. README's
-	// "RabbitMQ versions" lists what each one changes.
+	// RabbitMQVersion selects the RabbitMQ release whose AMQP 0-9-1
+	// behaviour the broker copies where 3.13 and 4.x differ: a series,
+	// "3.13", "4.0", "4.1", "4.2", "4.3" or "4.4", which copies the
+	// newest release of it that Warren knows (4.2.9, 4.3.5, 4.4.1), or a
+	// release such as "4.3.2", which copies the answers of that patch
+	// release where the patches of its series differ. "" means "3.13",
+	// the most permissive: existing client code runs unchanged. The
+	// release is reported in connection.start's server properties and
+	// /api/overview. README's "RabbitMQ versions" lists what each one
+	// changes.
 	RabbitMQVersion string
 
 	// Users seeds the accounts in the meta store (accounts.go): at New each
@@ -196,7 +199,8 @@ type Options struct {
 	AllowRemoteGuest bool
 
 	// MaxConnections bounds the open connections of the whole broker
-	// (RabbitMQ's connection_max); connection.open beyond it is refused
+	// (RabbitMQ's max_connections, called connection_max before 4.3.1);
+	// connection.open beyond it is refused
 	// with 530 NOT_ALLOWED. Zero or negative means no limit.
 	MaxConnections int
 	// VHostMaxConnections bounds the open connections per vhost
@@ -247,8 +251,9 @@ type Options struct {
 	// values below 4096 (the spec's frame-min-size) are rejected.
 	FrameMax uint32
 
-	// ChannelMax is the highest channel number a client may open. Zero means
-	// DefaultChannelMax (2047).
+	// ChannelMax is the highest channel number a client may open
+	// (RabbitMQ's max_channels_per_connection, called channel_max before
+	// 4.3.1). Zero means DefaultChannelMax (2047).
 	ChannelMax uint16
 
 	// ConsumerTimeout is how long a delivery may stay unacknowledged before

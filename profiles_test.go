@@ -3,6 +3,8 @@ package broker_test
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +15,12 @@ import (
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/compat"
 )
 
-// profileVersions are the RabbitMQ series of Options.RabbitMQVersion.
-var profileVersions = []string{"3.13", "4.0", "4.1", "4.2", "4.3"}
+// profileVersions are the releases of Options.RabbitMQVersion whose
+// answers differ from the release before them: every profile.
+var profileVersions = compat.Releases()
 
 // outcome renders what a client saw: "ok", or the reply code and text of
 // the channel or connection close that refused it.
@@ -40,16 +44,36 @@ func same(want string) map[string]string {
 	return m
 }
 
-// from is before for the profiles older than first and after from first on.
+// from is before for the profiles older than first and after from first
+// on; first is a release ("4.3.2") or a series ("4.3": its first release).
 func from(first, before, after string) map[string]string {
 	m := make(map[string]string, len(profileVersions))
 	later := false
 	for _, v := range profileVersions {
-		later = later || v == first
+		later = later || v == first || strings.HasPrefix(v, first+".")
 		m[v] = before
 		if later {
 			m[v] = after
 		}
+	}
+	return m
+}
+
+// bySeries gives every release of a series the answer m names for it.
+func bySeries(m map[string]string) map[string]string {
+	out := make(map[string]string, len(profileVersions))
+	for _, v := range profileVersions {
+		out[v] = m[v[:strings.LastIndexByte(v, '.')]]
+	}
+	return out
+}
+
+// reported is each profile's answer when it is the release itself,
+// printed by format.
+func reported(format string) map[string]string {
+	m := make(map[string]string, len(profileVersions))
+	for _, v := range profileVersions {
+		m[v] = fmt.Sprintf(format, v, v)
 	}
 	return m
 }
@@ -116,7 +140,9 @@ func consumeUntilTimeout(t *testing.T, conn *amqp091.Connection, q string, args 
 	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	cancelled := ch.NotifyCancel(make(chan string, 1))
 	msgs, err := ch.Consume(q, "c1", false, false, false, false, args)
-	require.NoError(t, err)
+	if err != nil {
+		return outcome(err)
+	}
 	amqptest.Next(t, msgs)
 	select {
 	case e := <-closed:
@@ -129,12 +155,15 @@ func consumeUntilTimeout(t *testing.T, conn *amqp091.Connection, q string, args 
 	}
 }
 
-// timeoutQueue declares a durable queue with args and one message.
-func timeoutQueue(t *testing.T, ch *amqp091.Channel, name string, args amqp091.Table) {
+// timeoutQueue declares a durable queue with args and one message, and
+// says why not when the declare is refused.
+func timeoutQueue(t *testing.T, ch *amqp091.Channel, name string, args amqp091.Table) error {
 	t.Helper()
-	_, err := ch.QueueDeclare(name, true, false, false, false, args)
-	require.NoError(t, err)
+	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+		return err
+	}
 	amqptest.Publish(t, ch, "", name, "slow")
+	return nil
 }
 
 var profileScenarios = []profileScenario{
@@ -144,7 +173,7 @@ var profileScenarios = []profileScenario{
 			conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 			return fmt.Sprint(conn.Properties["version"])
 		},
-		want: map[string]string{"3.13": "3.13.7", "4.0": "4.0.0", "4.1": "4.1.0", "4.2": "4.2.0", "4.3": "4.3.0"},
+		want: reported("%[1]s"),
 	},
 	{
 		name: "api overview rabbitmq_version",
@@ -153,7 +182,7 @@ var profileScenarios = []profileScenario{
 			o := api.Get("/api/overview").(map[string]any)
 			return fmt.Sprint(o["rabbitmq_version"], " ", o["management_version"])
 		},
-		want: map[string]string{"3.13": "3.13.7 3.13.7", "4.0": "4.0.0 4.0.0", "4.1": "4.1.0 4.1.0", "4.2": "4.2.0 4.2.0", "4.3": "4.3.0 4.3.0"},
+		want: reported("%s %s"),
 	},
 	{
 		// 4.3 refuses the transient non-exclusive queue before the queue
@@ -201,7 +230,7 @@ var profileScenarios = []profileScenario{
 			declareQuorumWithOne(t, ch, "qq")
 			return requeueTimes(t, ch, "qq", 21, nackRequeue)
 		},
-		want: map[string]string{"3.13": "present", "4.0": "gone", "4.1": "gone", "4.2": "gone", "4.3": "present"},
+		want: bySeries(map[string]string{"3.13": "present", "4.0": "gone", "4.1": "gone", "4.2": "gone", "4.3": "present", "4.4": "present"}),
 	},
 	{
 		name: "unlimited x-delivery-limit",
@@ -309,21 +338,31 @@ var profileScenarios = []profileScenario{
 		want: from("4.1", "ok", "530 NOT_ALLOWED - negotiated frame_max = 4096 is lower than the minimum allowed value (8192)"),
 	},
 	{
+		// 4.3.0 and 4.3.1 accept the argument on a classic queue, which
+		// has no consumer timeout any more; 4.3.2 refuses it.
 		name: "classic queue x-consumer-timeout",
 		run: func(t *testing.T, b *broker.Broker, ch *amqp091.Channel) string {
-			timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(200)})
+			if err := timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(200)}); err != nil {
+				return outcome(err)
+			}
 			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", nil)
 		},
-		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more", "no timeout"),
+		want: merge(from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more", "no timeout"),
+			from("4.3.2", "", "406 PRECONDITION_FAILED - invalid arg 'x-consumer-timeout' for queue 'cq' in vhost '/' of queue type rabbit_classic_queue")),
 	},
 	{
-		// The consumer's argument wins over the queue's.
+		// The consumer's argument wins over the queue's. From 4.3 a
+		// classic queue's consumer may not have one (from 4.3.2 the
+		// queue may not either).
 		name: "consumer x-consumer-timeout",
 		run: func(t *testing.T, b *broker.Broker, ch *amqp091.Channel) string {
-			timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(600_000)})
+			if err := timeoutQueue(t, ch, "cq", amqp091.Table{"x-consumer-timeout": int32(600_000)}); err != nil {
+				return outcome(err)
+			}
 			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "cq", amqp091.Table{"x-consumer-timeout": int64(200)})
 		},
-		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more", "no timeout"),
+		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more",
+			"406 PRECONDITION_FAILED - invalid arg 'x-consumer-timeout' for queue 'cq' in vhost '/' of queue type rabbit_classic_queue"),
 	},
 	{
 		// 4.3 quorum queues cancel the consumer (amqp091-go announces
@@ -331,7 +370,7 @@ var profileScenarios = []profileScenario{
 		// failed delivery.
 		name: "quorum queue x-consumer-timeout",
 		run: func(t *testing.T, b *broker.Broker, ch *amqp091.Channel) string {
-			timeoutQueue(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(200)})
+			require.NoError(t, timeoutQueue(t, ch, "qq", amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(200)}))
 			return consumeUntilTimeout(t, amqptest.Dial(t, b.URL(), amqp091.Config{}), "qq", nil)
 		},
 		want: from("4.3", "406 PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 200 ms. This timeout value can be configured, see consumers doc guide to learn more",
@@ -345,7 +384,7 @@ var profileScenarios = []profileScenario{
 			_, err = ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-consumer-timeout": int32(2000)})
 			return outcome(err)
 		},
-		want: from("4.3", "ok", "406 PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' for queue 'qq' in vhost '/': received '2000' but current is '1000'"),
+		want: from("4.3.2", "ok", "406 PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' for queue 'qq' in vhost '/': received '2000' but current is '1000'"),
 	},
 	{
 		// Published in this order with these priorities (none: 0).
@@ -361,7 +400,7 @@ var profileScenarios = []profileScenario{
 			}
 			return strings.Join(amqptest.GetAll(t, ch, "qq"), " ")
 		},
-		want: map[string]string{"3.13": "a b c d e f", "4.0": "b d a f c e", "4.1": "b d a f c e", "4.2": "b d a f c e", "4.3": "d b f e a c"},
+		want: bySeries(map[string]string{"3.13": "a b c d e f", "4.0": "b d a f c e", "4.1": "b d a f c e", "4.2": "b d a f c e", "4.3": "d b f e a c", "4.4": "d b f e a c"}),
 	},
 	{
 		// A rejected message is held for x-delayed-retry-min (4.3).
@@ -451,6 +490,17 @@ var profileScenarios = []profileScenario{
 	},
 }
 
+// merge is a with b's non-empty answers over it.
+func merge(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	for v, want := range b {
+		if want != "" {
+			out[v] = want
+		}
+	}
+	return out
+}
+
 // deadLetterPair declares src, dead-lettering to dlq, and dlq, whose
 // messages expire after 100 ms back to src.
 func deadLetterPair(t *testing.T, ch *amqp091.Channel) {
@@ -497,7 +547,7 @@ func deathSummary(h amqp091.Table) string {
 // broker of each RabbitMQ version profile and checks each profile's
 // answers: reply codes and texts, headers, what stays in the queue.
 func TestRabbitMQVersionProfiles(t *testing.T) {
-	for _, sc := range profileScenarios {
+	for _, sc := range slices.Concat(profileScenarios, releaseScenarios) {
 		t.Run(sc.name, func(t *testing.T) {
 			for _, v := range profileVersions {
 				t.Run(v, func(t *testing.T) {
@@ -512,14 +562,18 @@ func TestRabbitMQVersionProfiles(t *testing.T) {
 	}
 }
 
-// TestRabbitMQVersionOption: "" is 3.13, a patch release picks its
-// series, anything else is refused by New.
+// TestRabbitMQVersionOption: "" is 3.13, a series is its newest release,
+// a patch release is itself (the answers of the newest release of its
+// series at or before it), anything else is refused by New.
 func TestRabbitMQVersionOption(t *testing.T) {
 	for _, tc := range []struct{ in, version, err string }{
 		{"", "3.13.7", ""},
-		{"4.1.3", "4.1.0", ""},
-		{"4.3", "4.3.0", ""},
-		{"3.12", "", `broker: Options.RabbitMQVersion: compat: unknown RabbitMQ version "3.12" (supported: 3.13, 4.0, 4.1, 4.2, 4.3)`},
+		{"4.1.3", "4.1.3", ""},
+		{"4.3", "4.3.5", ""},
+		{"4.3.4", "4.3.4", ""},
+		{"4.4", "4.4.1", ""},
+		{"4.4.0", "4.4.0", ""},
+		{"3.12", "", `broker: Options.RabbitMQVersion: compat: unknown RabbitMQ version "3.12" (supported: 3.13, 4.0, 4.1, 4.2, 4.3, 4.4, or a release of one such as 4.3.2)`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			if tc.err != "" {

@@ -3,8 +3,6 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +16,6 @@ import (
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/definitions"
-	"github.com/warrenmq/broker/meta/local"
-	"github.com/warrenmq/broker/storage/pebble"
 )
 
 // walSyncs counts the syncs of Pebble's WAL files, each taking delay.
@@ -46,13 +42,7 @@ func (c *walSyncs) MaybeError(op errorfs.Op) error {
 func countingBroker(t *testing.T, delay time.Duration) (*broker.Broker, *walSyncs) {
 	t.Helper()
 	syncs := &walSyncs{delay: delay}
-	db, err := pebble.Open("db", pebble.WithFS(errorfs.Wrap(vfs.NewMem(), syncs)),
-		pebble.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	m, err := local.New(db)
-	require.NoError(t, err)
-	b := brokertest.NewUnstarted(t, broker.Options{Meta: m, Shards: pebble.New(db), Unacked: pebble.NewIndex(db)})
+	b := brokertest.NewUnstarted(t, pebbleOptions(t, errorfs.Wrap(vfs.NewMem(), syncs)))
 	return b, syncs
 }
 

@@ -62,6 +62,27 @@
 // (Peer.AMQPAddr is stored but not announced); single-active-consumer and
 // x-expires are enforced per node.
 //
+// # Members authenticate each other
+//
+// The members' raft transport (Config.Raft.Transport, a
+// raft.TCPTransport across machines) carries everything the cluster
+// shares, so it takes only members that prove themselves (package raft,
+// "Members authenticate each other"): with the cluster secret
+// (raft.TCPConfig.Secret), the same on every member as RabbitMQ's Erlang
+// cookie, each side of a connection proves it holds it, without sending
+// it, before anything is read, and every frame after is sealed; or with
+// mutual TLS; or with neither, only through raft.TCPConfig.Insecure, which
+// logs a warning. Where the secret lives is the caller's choice:
+// raft.LoadSecret keeps it in the member's raft directory
+// (raft.SecretFile, owner only) and generates it on a founding member's
+// first start; every other member, and a member that joins later, must be
+// given the same one (copy the file into its directory before its first
+// start, or pass it as raft.TCPConfig.Secret), and a joining member
+// without one gets raft.ErrNoSecret rather than a secret of its own that
+// would shut it out. examples/server does this with -cluster-secret-file
+// and -raft-insecure. Every raft message is checked before raft steps it
+// (sender, bounds, type), so a forged packet cannot stop the cluster.
+//
 // # Direct reply-to
 //
 // A requester's reply name says which member holds it:
@@ -71,9 +92,11 @@
 // key, in the same place). A member that gets a reply to another member's
 // name forwards it (replyRouter, the broker's Options.Replies) as a
 // raft.Message: the members' own traffic, which the raft transport carries
-// beside raft's (TCP: over a connection of its own per peer, mTLS like
-// raft's), so forwarding needs no second listener or certificate and never
-// delays raft's appends or heartbeats. The raft log was the alternative
+// beside raft's (TCP: over a connection of its own per peer, authenticated
+// like raft's), so forwarding needs no second listener, secret or
+// certificate and never delays raft's appends or heartbeats. A member
+// takes such a message only from a member it knows, as the transport
+// authenticated it. The raft log was the alternative
 // and is not used: a reply would cost a quorum round trip and an fsync on
 // every member, and would be replicated to members that have nothing to
 // do with it, for a message RabbitMQ keeps in memory only.

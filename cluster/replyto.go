@@ -303,7 +303,18 @@ func (r *replyRouter) receive() {
 	}
 }
 
+// handle serves one message from another member. The TCP transport
+// delivers only what an authenticated member sent, with its id; one from
+// an id that is not a member (a transport that does not authenticate, or a
+// member removed meanwhile) is dropped.
 func (r *replyRouter) handle(m raft.Message) {
+	r.mu.Lock()
+	member := r.isMember[m.From] && m.From != r.self
+	r.mu.Unlock()
+	if !member {
+		r.log.Warn("cluster: dropped a member message from a non-member", "from", m.From)
+		return
+	}
 	msg, err := decodeReply(m.Data)
 	if err != nil {
 		r.log.Warn("cluster: dropped a malformed member message", "from", m.From, "err", err)

@@ -159,3 +159,39 @@ func TestReplyQueueCounted(t *testing.T) {
 	r.close()
 	require.Zero(t, r.MemoryBytes(), "dropped with the router")
 }
+
+// recordingMessenger delivers what the test puts in in and records what
+// the router sends.
+type recordingMessenger struct {
+	in   chan raft.Message
+	sent chan raft.Message
+}
+
+func (m recordingMessenger) SendMessages(_ context.Context, msgs []raft.Message) error {
+	for _, msg := range msgs {
+		m.sent <- msg
+	}
+	return nil
+}
+func (m recordingMessenger) Messages() <-chan raft.Message { return m.in }
+
+// TestReplyRouterDropsNonMembers: an answer from an id that is not a
+// member does not resolve a member's pending question; the member's own
+// answer does.
+func TestReplyRouterDropsNonMembers(t *testing.T) {
+	msgr := recordingMessenger{in: make(chan raft.Message, 2), sent: make(chan raft.Message, 2)}
+	r := startReplyRouter(&replyRouter{
+		msgr: msgr, self: 1, timeout: 30 * time.Second,
+		log: slog.New(slog.DiscardHandler), broker: func() *broker.Broker { return nil },
+		members: func(context.Context) ([]raft.Peer, error) { return []raft.Peer{{ID: 1}, {ID: 2}}, nil },
+	}, []raft.Peer{{ID: 1}, {ID: 2}})
+	defer r.close()
+	got := make(chan bool, 1)
+	go func() { got <- r.ReplyExists("/", "2", "amq.rabbitmq.reply-to.2.x") }()
+	probe := <-msgr.sent
+	_, id, ok := requestID(probe.Data)
+	require.True(t, ok)
+	msgr.in <- raft.Message{From: 7, To: 1, Data: encodeAnswer(id, true)}
+	msgr.in <- raft.Message{From: 2, To: 1, Data: encodeAnswer(id, false)}
+	require.False(t, <-got, "the member's answer, not the outsider's")
+}

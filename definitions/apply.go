@@ -66,6 +66,14 @@ type Broker interface {
 	DeclareQueue(ctx context.Context, q Queue, args amqp.Table) error
 	Bind(ctx context.Context, b Binding, args amqp.Table) error
 
+	// Rules says which of RabbitMQ's export and import rules that changed
+	// between releases apply: those of the release the broker copies.
+	Rules() Rules
+	// Skipped is told of each part of a file Import leaves out, as
+	// RabbitMQ's import leaves it out with a warning in its log: what
+	// names the part and says why.
+	Skipped(what string)
+
 	// Policies lists every vhost's stored policies (operator: operator
 	// policies). CheckPolicy reports why p could not be set, in
 	// RabbitMQ's words, nil when it can; SetPolicy stores and applies p,
@@ -73,6 +81,23 @@ type Broker interface {
 	Policies(ctx context.Context, operator bool) ([]Policy, error)
 	CheckPolicy(p Policy, operator bool) error
 	SetPolicy(ctx context.Context, p Policy, operator bool) error
+}
+
+// Rules are the parts of RabbitMQ's definitions export and import that
+// changed between releases.
+type Rules struct {
+	// ExportExclusiveBindings keeps the bindings to exclusive queues in an
+	// export, though the queues are left out: RabbitMQ 4.2.9 and 4.3.3 to
+	// 4.4.0, whose streamed export writes every explicit binding
+	// (rabbitmq-server#16734); before and after (4.4.1,
+	// rabbitmq-server#17838) only the bindings of exported queues.
+	ExportExclusiveBindings bool
+	// SkipReservedQueueBindings makes Import skip, as it skips the queues
+	// themselves, the bindings to queues whose name begins with "amq."
+	// (RabbitMQ 4.4.1, rabbitmq-server#17838 and #17841). Before, such a
+	// binding needs its queue, which no import creates: Import refuses a
+	// file with one unless the broker has the queue.
+	SkipReservedQueueBindings bool
 }
 
 // Contents is what one vhost holds, as Export writes it and Import checks
@@ -93,14 +118,18 @@ type Contents struct {
 // Export returns b's definitions: the stored users with their salted
 // password hashes and each hash's hashing_algorithm, the vhosts, the
 // stored permissions, and the exchanges, queues and bindings declared in
-// every vhost. Exclusive queues, server-named ones (amq.*), the default
-// and the predeclared exchanges are left out, as RabbitMQ leaves them out,
-// and so are the bindings that name a queue left out. The version fields
-// are CompatVersion; the product fields are left to the caller.
+// every vhost. Exclusive queues, the default and the predeclared
+// exchanges are left out, as RabbitMQ leaves them out, and so are queues
+// whose name begins with "amq." (server-named ones: RabbitMQ exports
+// those that are not exclusive, and every import skips them) and the
+// bindings that name a queue left out, but for the bindings to exclusive
+// queues when b.Rules().ExportExclusiveBindings. The version fields are
+// CompatVersion; the product fields are left to the caller.
 func Export(ctx context.Context, b Broker) (*File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	rules := b.Rules()
 	d := &File{
 		RabbitVersion: CompatVersion, RabbitMQVersion: CompatVersion,
 		Users: []User{}, VHosts: []VHost{}, Permissions: []Permission{},
@@ -161,13 +190,16 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 		if !ok {
 			continue // deleted meanwhile
 		}
-		skipped := make(map[string]bool) // queues left out
+		skipped := make(map[string]bool) // queues whose bindings are left out
 		for _, q := range c.Queues {
-			if c.Exclusive[q.Name] || routing.IsReserved(q.Name) {
+			switch {
+			case c.Exclusive[q.Name]:
+				skipped[q.Name] = !rules.ExportExclusiveBindings
+			case routing.IsReserved(q.Name):
 				skipped[q.Name] = true
-				continue
+			default:
+				d.Queues = append(d.Queues, q)
 			}
-			d.Queues = append(d.Queues, q)
 		}
 		for _, x := range c.Exchanges {
 			if x.Name == "" || routing.IsReserved(x.Name) {
@@ -284,7 +316,12 @@ func Import(ctx context.Context, b Broker, d *File) error {
 			fail(fmt.Sprintf("exchange %q in vhost %q", x.Name, x.VHost), err)
 		}
 	}
+	rules := b.Rules()
 	for _, q := range d.Queues {
+		if routing.IsReserved(q.Name) {
+			b.Skipped(fmt.Sprintf("queue %q in vhost %q: its name begins with 'amq.'", q.Name, q.VHost))
+			continue
+		}
 		args, err := JSONTable(q.Arguments)
 		if err == nil {
 			err = b.DeclareQueue(ctx, q, args)
@@ -294,6 +331,10 @@ func Import(ctx context.Context, b Broker, d *File) error {
 		}
 	}
 	for _, bd := range d.Bindings {
+		if rules.SkipReservedQueueBindings && reservedQueueBinding(bd) {
+			b.Skipped(fmt.Sprintf("binding %q -> queue %q in vhost %q: the queue's name begins with 'amq.'", bd.Source, bd.Destination, bd.VHost))
+			continue
+		}
 		args, err := JSONTable(bd.Arguments)
 		if err == nil {
 			err = b.Bind(ctx, bd, args)
@@ -303,6 +344,12 @@ func Import(ctx context.Context, b Broker, d *File) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reservedQueueBinding reports whether bd binds a queue whose name begins
+// with "amq.", a queue no import creates.
+func reservedQueueBinding(bd Binding) bool {
+	return bd.DestinationType == "queue" && routing.IsReserved(bd.Destination)
 }
 
 // canonicalVHost maps "" to "/": both name the default vhost, as the
@@ -453,18 +500,25 @@ func check(ctx context.Context, b Broker, d *File) error {
 		if !vhostOK(what, q.VHost) {
 			continue
 		}
-		queues[[2]string{canonicalVHost(q.VHost), q.Name}] = true
-		if q.Name == "" || routing.IsReserved(q.Name) {
-			bad("%s: the name is empty or reserved (amq.*)", what)
+		if q.Name == "" {
+			bad("%s: the name is empty", what)
 		}
+		if routing.IsReserved(q.Name) {
+			continue // skipped, as RabbitMQ skips it: no binding can count on it
+		}
+		queues[[2]string{canonicalVHost(q.VHost), q.Name}] = true
 		if _, err := JSONTable(q.Arguments); err != nil {
 			bad("%s: %v", what, err)
 		}
 	}
+	rules := b.Rules()
 	for _, bd := range d.Bindings {
 		what := fmt.Sprintf("binding %q -> %q", bd.Source, bd.Destination)
 		if !vhostOK(what, bd.VHost) {
 			continue
+		}
+		if rules.SkipReservedQueueBindings && reservedQueueBinding(bd) {
+			continue // skipped (Import)
 		}
 		vhName := canonicalVHost(bd.VHost)
 		c, existingVHost := lookup(vhName)

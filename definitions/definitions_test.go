@@ -179,7 +179,6 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 			d.Parameters = []json.RawMessage{json.RawMessage(`{"vhost":"/","component":"federation-upstream","name":"up","value":{"uri":"amqp://x"}}`)}
 		}, `component "federation-upstream"`},
 		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-random" }, "unknown type"},
-		{"reserved queue", nil, func(d *definitions.File) { d.Queues[0].Name = "amq.gen-1" }, "reserved"},
 		{"dangling binding", nil, func(d *definitions.File) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},
 		{"destination type", nil, func(d *definitions.File) { d.Bindings[0].DestinationType = "topic" }, "destination_type"},
 	} {

@@ -12,9 +12,16 @@
 // root package's Broker implements (its ExportDefinitions and
 // ImportDefinitions methods call them), so the rules live here once:
 //
-//   - Export leaves out what RabbitMQ leaves out: exclusive and
-//     server-named (amq.*) queues, the default and predeclared exchanges,
-//     and bindings to a queue left out.
+//   - Export leaves out what RabbitMQ leaves out: exclusive queues, the
+//     default and predeclared exchanges, and bindings to a queue left out
+//     (but those to exclusive queues under the releases whose export
+//     keeps them, Broker.Rules); and server-named (amq.*) queues, which
+//     every import skips.
+//   - Import skips, as RabbitMQ does with a warning (Broker.Skipped),
+//     queues whose name begins with "amq." and, from RabbitMQ 4.4.1
+//     (Rules.SkipReservedQueueBindings), the bindings to such queues;
+//     before, such a binding is refused by the checks like any binding
+//     to a missing queue.
 //   - Import checks the whole file against the broker first and changes
 //     nothing when a check fails; the error lists every problem. The
 //     checks cover names, vhosts, users and their hashes, permission

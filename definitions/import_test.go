@@ -14,12 +14,16 @@ import (
 )
 
 // recorder is a definitions.Broker with one vhost "/" holding the default
-// exchange and amq.direct; it records every write and fails the ones
-// named in fail.
+// exchange and amq.direct; it records every write and every part skipped,
+// and fails the writes named in fail. rules are its Rules.
 type recorder struct {
 	writes []string
 	fail   map[string]bool
+	rules  definitions.Rules
 }
+
+func (r *recorder) Rules() definitions.Rules { return r.rules }
+func (r *recorder) Skipped(what string)      { r.writes = append(r.writes, "skipped "+what) }
 
 func (r *recorder) VHosts() []string { return []string{"/"} }
 
@@ -193,6 +197,45 @@ func TestImportOrderAndAllOrNothing(t *testing.T) {
 		err := definitions.Import(ctx, r, importFile(t))
 		require.ErrorContains(t, err, `broker: definitions: queue "q" in vhost "v": refused`)
 		require.Equal(t, applied, r.writes, "the writes after the failed one are still made")
+	})
+}
+
+// TestImportReservedQueues: a queue whose name begins with "amq." is
+// skipped, as every RabbitMQ import skips it; a binding to one needs the
+// queue up to RabbitMQ 4.4.0 (the file is refused: nothing creates it) and
+// is skipped too from 4.4.1.
+func TestImportReservedQueues(t *testing.T) {
+	ctx := context.Background()
+	withReserved := func(t *testing.T, binding bool) *definitions.File {
+		d := importFile(t)
+		d.Queues = append(d.Queues, definitions.Queue{Name: "amq.gen-1", VHost: "/", Durable: true})
+		if binding {
+			d.Bindings = append(d.Bindings, definitions.Binding{Source: "amq.direct", VHost: "/",
+				Destination: "amq.gen-1", DestinationType: "queue", RoutingKey: "k"})
+		}
+		return d
+	}
+	skippedQueue := `skipped queue "amq.gen-1" in vhost "/": its name begins with 'amq.'`
+	for _, rules := range []definitions.Rules{{}, {SkipReservedQueueBindings: true}} {
+		t.Run(fmt.Sprintf("queue alone, %+v", rules), func(t *testing.T) {
+			r := &recorder{rules: rules}
+			require.NoError(t, definitions.Import(ctx, r, withReserved(t, false)))
+			require.Contains(t, r.writes, skippedQueue)
+			require.NotContains(t, r.writes, "queue //amq.gen-1 map[]")
+		})
+	}
+	t.Run("binding, before 4.4.1", func(t *testing.T) {
+		r := &recorder{}
+		err := definitions.Import(ctx, r, withReserved(t, true))
+		require.ErrorContains(t, err, `binding "amq.direct" -> "amq.gen-1": no queue "amq.gen-1"`)
+		require.Empty(t, r.writes)
+	})
+	t.Run("binding, 4.4.1", func(t *testing.T) {
+		r := &recorder{rules: definitions.Rules{SkipReservedQueueBindings: true}}
+		require.NoError(t, definitions.Import(ctx, r, withReserved(t, true)))
+		require.Contains(t, r.writes, skippedQueue)
+		require.Contains(t, r.writes, `skipped binding "amq.direct" -> queue "amq.gen-1" in vhost "/": the queue's name begins with 'amq.'`)
+		require.Contains(t, r.writes, "bind //amq.direct->r", "the other bindings are applied")
 	})
 }
 

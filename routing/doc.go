@@ -71,6 +71,13 @@
 // binding hash(routing keys) mod n, the bindings sorted by destination,
 // so the same bindings always route a key the same way. See hash.go.
 //
+// x-local-random (RabbitMQ 4.0's core) ignores routing keys and sends each
+// message to one bound queue picked at random (math/rand/v2's global
+// source, so Route still writes nothing shared). Bind refuses a non-empty
+// key and an exchange destination (ErrInvalidBinding, RabbitMQ's texts);
+// that the queue is a classic one, and local to the publisher's node, is
+// the broker's to know: a Table is one node's. See local_random.go.
+//
 // Bindings are identified by (source, destination, key, args), args
 // compared by type and value, so the same queue may be bound twice with
 // different arguments; binding an identical binding again is a no-op

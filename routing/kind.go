@@ -34,8 +34,8 @@ var (
 // Kind is an exchange type.
 type Kind uint8
 
-// The exchange kinds of AMQP 0-9-1 (§3.1.3), and the two hashing kinds
-// RabbitMQ adds (hash.go). The zero Kind is invalid so an Exchange literal
+// The exchange kinds of AMQP 0-9-1 (§3.1.3), the two hashing kinds
+// RabbitMQ adds (hash.go) and its local random one (local_random.go). The zero Kind is invalid so an Exchange literal
 // that forgets its Kind is refused rather than silently becoming a direct
 // exchange.
 const (
@@ -52,10 +52,16 @@ const (
 	// binding keys are ignored, and each message goes to binding
 	// hash(routing keys) mod the number of bindings.
 	ModulusHash
+	// LocalRandom is "x-local-random" (in RabbitMQ's core from 4.0,
+	// local_random.go): bindings have the empty key and name a queue,
+	// and each message goes to one of the bound queues at random,
+	// whatever its routing key.
+	LocalRandom
 )
 
 // ParseKind maps the exchange.declare type field ("direct", "fanout",
-// "topic", "headers", "x-consistent-hash", "x-modulus-hash") to a Kind.
+// "topic", "headers", "x-consistent-hash", "x-modulus-hash",
+// "x-local-random") to a Kind.
 // Anything else is ErrUnknownKind; the types that wrap a kind
 // (x-delayed-message, x-message-deduplication) are ResolveType's.
 func ParseKind(s string) (Kind, error) {
@@ -72,6 +78,8 @@ func ParseKind(s string) (Kind, error) {
 		return ConsistentHash, nil
 	case "x-modulus-hash":
 		return ModulusHash, nil
+	case "x-local-random":
+		return LocalRandom, nil
 	}
 	return 0, fmt.Errorf("%w: %q", ErrUnknownKind, s)
 }
@@ -92,11 +100,13 @@ func (k Kind) String() string {
 		return "x-consistent-hash"
 	case ModulusHash:
 		return "x-modulus-hash"
+	case LocalRandom:
+		return "x-local-random"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-func (k Kind) valid() bool { return k >= Direct && k <= ModulusHash }
+func (k Kind) valid() bool { return k >= Direct && k <= LocalRandom }
 
 // IsReserved reports whether name starts with "amq.", the prefix AMQP
 // 0-9-1 reserves for predeclared exchanges (§3.1.3.1; RabbitMQ refuses a

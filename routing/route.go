@@ -144,12 +144,16 @@ func (t *Table) route(name, key string, more []string, m *Message, dst []string)
 	for i := 0; i < len(seen); i++ {
 		x := seen[i]
 		w.hits = 0
-		if x.Kind == ConsistentHash || x.Kind == ModulusHash {
+		switch x.Kind {
+		case ConsistentHash, ModulusHash:
 			// One destination per message: a consistent-hash
 			// exchange hashes the first routing key (RabbitMQ takes
 			// the head of the list), a modulus-hash one all of them.
 			dst, seen = w.routeHashed(x, key, more, m, dst, seen)
-		} else {
+		case LocalRandom:
+			// One queue per message, whatever its keys.
+			dst = w.routeLocalRandom(x, dst)
+		default:
 			dst, seen = t.routeOne(x, key, m.Headers, dst, seen, &w)
 		}
 		if x.Kind == Direct || x.Kind == Topic {

@@ -91,6 +91,7 @@ type exchange struct {
 	headers []*binding
 	ring    hashRing
 	modulus modulusSlots
+	random  destList // LocalRandom: the bound queues (local_random.go)
 }
 
 type queue struct {
@@ -156,7 +157,7 @@ func newExchange(e Exchange) *exchange {
 
 func (x *exchange) resetIndex() {
 	x.direct, x.fanout, x.topic, x.headers = nil, destList{}, nil, nil
-	x.ring, x.modulus = hashRing{}, modulusSlots{}
+	x.ring, x.modulus, x.random = hashRing{}, modulusSlots{}, destList{}
 	switch x.Kind {
 	case Direct:
 		x.direct = make(map[string]*destList)
@@ -305,8 +306,9 @@ func (t *Table) endpoints(b *Binding) (src, destX *exchange, q *queue, err error
 // Bind adds b. It reports added=false, and changes nothing, when an
 // identical binding exists. Errors: ErrDefaultExchange when either end is
 // the default exchange, ErrExchangeNotFound / ErrQueueNotFound for a
-// missing end, ErrInvalidBinding for a bad x-match on a headers exchange or
-// arguments no field table can hold.
+// missing end, ErrInvalidBinding for a bad x-match on a headers exchange, a
+// consistent-hash key that is no weight, a local-random binding with a key
+// or to an exchange, or arguments no field table can hold.
 // The table keeps a copy of the top level of b.Args; nested values are
 // shared and must not be changed afterwards.
 func (t *Table) Bind(b Binding) (added bool, err error) {
@@ -329,6 +331,11 @@ func (t *Table) Bind(b Binding) (added bool, err error) {
 	}
 	if src.Kind == Headers {
 		if nb.hm, err = compileHeaders(b.Args, true); err != nil {
+			return false, err
+		}
+	}
+	if src.Kind == LocalRandom {
+		if err := checkLocalRandom(&b); err != nil {
 			return false, err
 		}
 	}
@@ -487,6 +494,10 @@ func (x *exchange) indexAdd(b *binding) {
 		}
 	case ModulusHash:
 		x.modulus.add(b)
+	case LocalRandom:
+		if localRandomIndexed(b) {
+			x.random.add(k, nil)
+		}
 	}
 }
 
@@ -511,5 +522,9 @@ func (x *exchange) indexRemove(b *binding) {
 		x.ring.remove(b)
 	case ModulusHash:
 		x.modulus.remove(b)
+	case LocalRandom:
+		if localRandomIndexed(b) {
+			x.random.remove(k)
+		}
 	}
 }

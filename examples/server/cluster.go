@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +71,42 @@ type clusterFlags struct {
 	httpLimits              broker.HTTPLimits
 	dataDir                 string
 	deadAfter               time.Duration
-	raftTLS                 *raft.TCPConfig // nil: plain TCP between members
+	raftTLS                 *raft.TCPConfig // nil: no TLS between members
+	secretFile              string          // -cluster-secret-file
+	insecure                bool            // -raft-insecure
+}
+
+// memberAuth sets how this member and the others prove to each other
+// that they belong to the cluster: the cluster secret of -cluster-secret-file,
+// or else the one in the data directory (generated on a founding member's
+// first start), unless they use mutual TLS (-raft-tls-*) without a secret,
+// or -raft-insecure turned authentication off.
+func memberAuth(f clusterFlags, tcfg *raft.TCPConfig, logger *slog.Logger) error {
+	switch {
+	case f.insecure:
+		tcfg.Insecure = true
+	case f.secretFile != "":
+		secret, err := raft.ReadSecretFile(f.secretFile)
+		if err != nil {
+			return err
+		}
+		tcfg.Secret = secret
+	case f.raftTLS == nil:
+		secret, generated, err := raft.LoadSecret(f.dataDir, false)
+		if errors.Is(err, raft.ErrNoSecret) {
+			return fmt.Errorf("%w; or give every member the same secret file with -cluster-secret-file", err)
+		}
+		if err != nil {
+			return err
+		}
+		if generated {
+			file := filepath.Join(f.dataDir, raft.SecretFile)
+			logger.Warn("cluster: generated a new cluster secret: every other member needs the same one, "+
+				"copy this file into their -data directories or start them with -cluster-secret-file", "file", file)
+		}
+		tcfg.Secret = secret
+	}
+	return nil
 }
 
 // runCluster runs this process as member f.id of a raft cluster: it
@@ -97,9 +133,13 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
-	tcfg := raft.TCPConfig{ID: f.id, Listener: l, Peers: others}
+	tcfg := raft.TCPConfig{ID: f.id, Listener: l, Peers: others, Logger: logger}
 	if f.raftTLS != nil {
 		tcfg.ServerTLS, tcfg.ClientTLS = f.raftTLS.ServerTLS, f.raftTLS.ClientTLS
+	}
+	if err := memberAuth(f, &tcfg, logger); err != nil {
+		l.Close()
+		return err
 	}
 	transport, err := raft.NewTCPTransport(tcfg)
 	if err != nil {
@@ -119,6 +159,7 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 		return err
 	}
 	logger.Info("warren cluster node", "id", f.id, "raft", l.Addr().String(), "raft_tls", f.raftTLS != nil,
+		"cluster_secret", tcfg.Secret != nil,
 		"amqp", f.addr, "amqps", f.tlsAddr, "data", f.dataDir)
 	fmt.Fprintln(stdout, "raft listening on", l.Addr().String())
 

@@ -124,8 +124,8 @@ func TestClusterProcessesSurviveKill9(t *testing.T) {
 }
 
 // startClusterProcesses builds the server and starts three of it as a
-// cluster on loopback, each with its own data directory and extra flags,
-// killed at cleanup.
+// cluster on loopback, each with its own data directory, the cluster's
+// secret (-cluster-secret-file) and extra flags, killed at cleanup.
 // It returns the processes and their AMQP addresses.
 func startClusterProcesses(t *testing.T, extra ...string) ([]*exec.Cmd, []string) {
 	t.Helper()
@@ -143,10 +143,12 @@ func startClusterProcesses(t *testing.T, extra ...string) ([]*exec.Cmd, []string
 	for i, a := range raftAddrs {
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, a))
 	}
+	secret := clusterSecret(t, dir)
 	procs := make([]*exec.Cmd, 3)
 	for i := range procs {
 		args := append([]string{"-node-id", fmt.Sprint(i + 1), "-peers", strings.Join(peers, ","),
 			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1))}, extra...)
+		args = append(args, secret...)
 		cmd := exec.Command(bin, args...)
 		require.NoError(t, cmd.Start())
 		procs[i] = cmd

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,9 +70,17 @@ func publishOne(t *testing.T, conn *amqp091.Connection, queue, body string) {
 	require.True(t, (<-confirms).Ack)
 }
 
+// clusterSecret writes a cluster secret into dir and returns the
+// -cluster-secret-file flag that gives it to a member.
+func clusterSecret(t *testing.T, dir string) []string {
+	return []string{"-cluster-secret-file", writeFile(t, dir, "cluster-secret", []byte("the cluster's secret, given to every member\n"))}
+}
+
 // startCluster runs three servers as a raft cluster over loopback TCP
 // through run, each with its -node-id, -peers, -addr and -data plus
 // extra(i), and returns their AMQP addresses and a func that stops one.
+// The members share a cluster secret (-cluster-secret-file) unless extra
+// makes them use mutual TLS.
 func startCluster(t *testing.T, extra func(i int) []string) ([]string, func(i int)) {
 	raftAddrs, amqpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)
 	var peers []string
@@ -78,6 +88,7 @@ func startCluster(t *testing.T, extra func(i int) []string) ([]string, func(i in
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, a))
 	}
 	dir := t.TempDir()
+	secret := clusterSecret(t, dir)
 	stops := make([]context.CancelFunc, 3)
 	dones := make([]chan error, 3)
 	for i := range 3 {
@@ -87,6 +98,9 @@ func startCluster(t *testing.T, extra func(i int) []string) ([]string, func(i in
 			"-addr", amqpAddrs[i], "-data", filepath.Join(dir, fmt.Sprint(i+1))}
 		if extra != nil {
 			args = append(args, extra(i)...)
+		}
+		if !slices.Contains(args, "-raft-tls-cert") {
+			args = append(args, secret...)
 		}
 		logs := new(amqptest.SyncBuffer)
 		go func() { dones[i] <- run(ctx, args, logs, logs) }()
@@ -238,6 +252,52 @@ func TestClusterTLSAndManagement(t *testing.T) {
 	}
 }
 
+// TestClusterSecret runs a one-member cluster without a secret given: its
+// first start generates one in -data (owner only, logged), its restart
+// reads the same one, and once the file is gone the member, whose data
+// directory holds raft state, refuses to start rather than make up
+// another. With -raft-insecure it serves and warns that members are not
+// authenticated.
+func TestClusterSecret(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "1")
+	serve := func(extra ...string) string {
+		raftAddr, amqpAddr := freeAddrs(t, 1)[0], freeAddrs(t, 1)[0]
+		args := append([]string{"-node-id", "1", "-peers", "1=" + raftAddr, "-addr", amqpAddr, "-data", data}, extra...)
+		ctx, cancel := context.WithCancel(context.Background())
+		logs := new(amqptest.SyncBuffer)
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, args, logs, logs) }()
+		conn, _ := dialAny(t, []string{amqpAddr}, "")
+		conn.Close()
+		cancel()
+		require.NoError(t, <-done)
+		return logs.String()
+	}
+	logs := serve()
+	require.Contains(t, logs, "generated a new cluster secret")
+	file := filepath.Join(data, "cluster-secret")
+	secret, err := os.ReadFile(file)
+	require.NoError(t, err)
+	fi, err := os.Stat(file)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	logs = serve()
+	require.NotContains(t, logs, "generated")
+	again, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, secret, again)
+
+	require.NoError(t, os.Remove(file))
+	err = run(context.Background(), []string{"-node-id", "1", "-peers", "1=127.0.0.1:0", "-data", data}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "no cluster secret")
+	require.ErrorContains(t, err, "-cluster-secret-file")
+
+	logs = serve("-raft-insecure")
+	require.Contains(t, logs, "members are NOT authenticated")
+}
+
 func TestClusterFlagErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -252,6 +312,11 @@ func TestClusterFlagErrors(t *testing.T) {
 		{[]string{"-node-id", "1", "-peers", "1=127.0.0.1:1", "-addr", ""}, "nothing to listen on"},
 		{[]string{"-node-id", "1", "-peers", "x=127.0.0.1:1"}, "is not id=host:port"},
 		{[]string{"-node-id", "4", "-peers", "1=127.0.0.1:1"}, "no entry for -node-id 4"},
+		{[]string{"-cluster-secret-file", "secret"}, "are for cluster nodes"},
+		{[]string{"-raft-insecure"}, "are for cluster nodes"},
+		{[]string{"-node-id", "1", "-peers", "1=127.0.0.1:0", "-raft-insecure", "-cluster-secret-file", "secret"}, "excludes -cluster-secret-file"},
+		{[]string{"-node-id", "1", "-peers", "1=127.0.0.1:0", "-data", t.TempDir(), "-cluster-secret-file", filepath.Join(t.TempDir(), "none")},
+			"read cluster secret"},
 	} {
 		err := run(context.Background(), tc.args, io.Discard, io.Discard)
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)

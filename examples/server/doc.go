@@ -18,12 +18,32 @@
 // start (its vhosts, users with their password hashes, permissions and
 // topology, as RabbitMQ's import does).
 //
+// -node-id and -peers run the process as a member of a raft cluster (see
+// package cluster), each member with its own -data. Members authenticate
+// each other with a cluster secret, the same on every member (as
+// RabbitMQ's Erlang cookie): -cluster-secret-file names a file holding it;
+// without it the member uses cluster-secret in its -data directory, which
+// a founding member's first start generates (and logs: copy that file into
+// the other members' -data directories, or start them with
+// -cluster-secret-file pointing at a copy). A member whose -data already
+// holds raft state never generates one: it refuses to start without the
+// cluster's. -raft-tls-cert, -raft-tls-key and -raft-tls-ca make the
+// members talk mutual TLS instead (with -cluster-secret-file, as well);
+// -raft-insecure turns authentication off, with a warning at start, for
+// a network nobody else reaches.
+//
 // -tls-listen adds an AMQPS listener with the PEM certificate and key of
 // -tls-cert and -tls-key. With -tls-ca, clients are asked for a
 // certificate, which must then verify against that CA bundle (RabbitMQ's
 // verify_peer without fail_if_no_peer_cert); with EXTERNAL among
 // -auth-mechanisms such a client logs in as the user its certificate's CN
 // names. -addr "" turns the plain listener off when -tls-listen is set.
+//
+// -rabbitmq-version picks the RabbitMQ release whose answers Warren copies
+// where releases differ (README's "RabbitMQ versions"): a series, such as
+// -rabbitmq-version 4.4 (RabbitMQ 4.4.1, the newest 4.4 release Warren
+// knows), or a release, such as -rabbitmq-version 4.3.2. The default is
+// 3.13.
 //
 // It logs with slog to stderr, prints the address it listens on to stdout,
 // and shuts down gracefully on SIGINT or SIGTERM: connected clients get

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
 	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
 	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
-	rabbitVersion := fs.String("rabbitmq-version", "", `RabbitMQ series whose behaviour to copy where versions differ: 3.13, 4.0, 4.1, 4.2 or 4.3 ("" means 3.13)`)
+	rabbitVersion := fs.String("rabbitmq-version", "", `RabbitMQ release whose behaviour to copy where versions differ: a series (3.13, 4.0, 4.1, 4.2, 4.3, 4.4: its newest release) or a release such as 4.3.2 ("" means 3.13)`)
 	product := fs.String("product", "", `product name in connection.start ("" means Warren; "RabbitMQ" for clients that gate features on it)`)
 	tlsAddr := fs.String("tls-listen", "", "also serve AMQP over TLS on this address (host:port); off when empty")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the TLS listener")
@@ -62,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	raftCert := fs.String("raft-tls-cert", "", "cluster: PEM certificate of this member (for server and client auth): members talk mutual TLS")
 	raftKey := fs.String("raft-tls-key", "", "cluster: PEM private key of -raft-tls-cert")
 	raftCA := fs.String("raft-tls-ca", "", "cluster: PEM CA bundle the other members' certificates must verify against")
+	secretFile := fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
+	raftInsecure := fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,8 +73,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *nodeID != 0 && (*memory || *defsFile != "") {
 		return errors.New("a cluster node does not take -memory or -definitions: the raft group holds the data")
 	}
-	if *nodeID == 0 && (*deadAfter != 0 || *raftCert != "" || *raftKey != "" || *raftCA != "") {
-		return errors.New("-dead-after and -raft-tls-* are for cluster nodes (-node-id, -peers)")
+	if *nodeID == 0 && (*deadAfter != 0 || *raftCert != "" || *raftKey != "" || *raftCA != "" || *secretFile != "" || *raftInsecure) {
+		return errors.New("-dead-after, -raft-tls-*, -cluster-secret-file and -raft-insecure are for cluster nodes (-node-id, -peers)")
+	}
+	if *raftInsecure && (*secretFile != "" || *raftCert != "" || *raftKey != "" || *raftCA != "") {
+		return errors.New("-raft-insecure turns member authentication off: it excludes -cluster-secret-file and -raft-tls-*")
 	}
 	raftTLS, err := memberTLS(*raftCert, *raftKey, *raftCA)
 	if err != nil {
@@ -115,6 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			id: *nodeID, peers: *peers, addr: *addr, tlsAddr: *tlsAddr, httpAddr: *httpAddr,
 			httpLimits: broker.HTTPLimits{MaxConnections: *httpMaxConns},
 			dataDir:    *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
+			secretFile: *secretFile, insecure: *raftInsecure,
 		}, opts, stdout, logger)
 	}
 	var defs *definitions.File

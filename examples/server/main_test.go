@@ -18,21 +18,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		{"-allow-remote-guest", "-consumer-timeout", "45s", "-memory", "-addr", "127.0.0.1:0", "-user", "app", "-password", "pw"},
 	} {
 		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			stdoutR, stdoutW := io.Pipe()
-			done := make(chan error, 1)
-			go func() {
-				done <- run(ctx, args, stdoutW, io.Discard)
-				stdoutW.Close()
-			}()
-
-			line, err := bufio.NewReader(stdoutR).ReadString('\n')
-			require.NoError(t, err)
-			addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-			require.True(t, ok, "first line %q", line)
-			go io.Copy(io.Discard, stdoutR)
-
+			addr, stop := serve(t, args)
 			conn, err := amqp091.Dial("amqp://app:pw@" + addr + "/")
 			require.NoError(t, err)
 			closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
@@ -40,12 +26,46 @@ func TestRunServesUntilCancelled(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, ch.Close())
 
-			cancel()
-			require.NoError(t, <-done)
+			require.NoError(t, stop())
 			cerr := <-closed
 			require.NotNil(t, cerr)
 			require.Equal(t, amqp091.ConnectionForced, cerr.Code)
 		})
+	}
+}
+
+// TestRunRabbitMQVersion: -rabbitmq-version 4.4 answers as RabbitMQ
+// 4.4.1, the newest 4.4 release Warren knows, and says so in
+// connection.start.
+func TestRunRabbitMQVersion(t *testing.T) {
+	addr, stop := serve(t, []string{"-memory", "-addr", "127.0.0.1:0", "-user", "app", "-password", "pw", "-rabbitmq-version", "4.4"})
+	conn, err := amqp091.Dial("amqp://app:pw@" + addr + "/")
+	require.NoError(t, err)
+	require.Equal(t, "4.4.1", conn.Properties["version"])
+	require.NoError(t, conn.Close())
+	require.NoError(t, stop())
+}
+
+// serve runs the server with args until stop, which cancels it and
+// returns run's error; addr is where it listens.
+func serve(t *testing.T, args []string) (addr string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stdoutR, stdoutW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, stdoutW, io.Discard)
+		stdoutW.Close()
+	}()
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	require.NoError(t, err)
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	require.True(t, ok, "first line %q", line)
+	go io.Copy(io.Discard, stdoutR)
+	return addr, func() error {
+		cancel()
+		return <-done
 	}
 }
 
@@ -56,4 +76,6 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	require.Error(t, err)
 	err = run(context.Background(), []string{"-consumer-timeout", "soon"}, io.Discard, io.Discard)
 	require.Error(t, err)
+	err = run(context.Background(), []string{"-memory", "-addr", "127.0.0.1:0", "-rabbitmq-version", "4.5"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, `unknown RabbitMQ version "4.5"`)
 }

@@ -14,8 +14,9 @@
 //   - waiting: every wait is bounded by Timeout, which only turns a hang
 //     into a failure; Receive reads a channel, Poll waits for an effect the
 //     broker applies asynchronously, Idle waits for a broker's WaitIdle
-//     (bounded by IdleTimeout), and CheckGoroutines fails a test that
-//     leaves goroutines behind;
+//     (bounded by IdleTimeout), WaitClosed reads a raw socket until the
+//     server closes it (bounded by ClosedTimeout), and CheckGoroutines
+//     fails a test that leaves goroutines behind;
 //   - the management API: API serves any http.Handler on an httptest
 //     server and sends requests as a user whose password is its name (Do),
 //     Get decodes a 200's JSON, URL and Client serve other clients, and

@@ -2,6 +2,9 @@ package amqptest
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -108,4 +111,19 @@ func CheckGoroutines(tb testing.TB) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// ClosedTimeout bounds WaitClosed: twice Timeout, so that a server's own
+// timeouts of a few seconds fit in it many times.
+const ClosedTimeout = 2 * Timeout
+
+// WaitClosed reads c until the server closes it (EOF, or a reset when it
+// closed with bytes unread), failing the test if that takes longer than
+// ClosedTimeout.
+func WaitClosed(tb testing.TB, c net.Conn) {
+	tb.Helper()
+	require.NoError(tb, c.SetReadDeadline(time.Now().Add(ClosedTimeout)))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	require.False(tb, errors.As(err, &ne) && ne.Timeout(), "the server never closed the connection")
 }

@@ -5,15 +5,18 @@ import (
 	"strings"
 )
 
-// Profile is one RabbitMQ release series whose AMQP 0-9-1 behaviour Warren
-// copies. Every way the series differ is a field here, so the table below
-// (profiles) is the whole list, and code asks the profile a question
-// (p.QuorumDeliveryLimit) instead of comparing version numbers.
+// Profile is one RabbitMQ release whose AMQP 0-9-1 behaviour Warren
+// copies. Every way the releases differ is a field here, so the tables
+// below (series and patches) are the whole list, and code asks the
+// profile a question (p.QuorumDeliveryLimit) instead of comparing version
+// numbers.
 type Profile struct {
 	// Name is the series as Options.RabbitMQVersion spells it: "4.1".
 	Name string
 	// Version is the release reported to clients: connection.start's
 	// server property "version" and /api/overview's rabbitmq_version.
+	// It is the release asked for ("4.3.4"), or the series' newest
+	// release the tables know when only the series was named.
 	Version string
 
 	// MaxMessageSize is the largest message body accepted when the
@@ -51,8 +54,7 @@ type Profile struct {
 	QuorumPriorities Priorities
 	// QuorumConsumerTimeoutCancel makes a quorum queue's consumer timeout
 	// cancel the consumer with basic.cancel when the client announced
-	// consumer_cancel_notify (the channel is closed otherwise), and makes
-	// x-consumer-timeout an argument compared on redeclaration: 4.3
+	// consumer_cancel_notify (the channel is closed otherwise): 4.3
 	// (quorum-queues guide, "Consumer Timeout").
 	QuorumConsumerTimeoutCancel bool
 	// ClassicConsumerTimeout applies the consumer timeout to classic
@@ -60,6 +62,9 @@ type Profile struct {
 	// types and classic queues do not implement it
 	// (rabbitmq-server#16983).
 	ClassicConsumerTimeout bool
+	// ConsumerTimeoutArgs is which queues take x-consumer-timeout as a
+	// queue or basic.consume argument, and how strictly.
+	ConsumerTimeoutArgs TimeoutArgs
 	// DelayedRetry accepts x-delayed-retry-type, -min and -max on quorum
 	// queues: a returned message is held for min(min × count, max) before
 	// it is ready again (4.3, quorum-queues guide, "Delayed Retry").
@@ -82,12 +87,38 @@ type Profile struct {
 	// from 4.3: the request is answered qos-ok and the limit applies per
 	// consumer).
 	GlobalQoSPerConsumer bool
+	// PassiveDeclare is the permission a passive queue.declare or
+	// exchange.declare needs on the entity it names.
+	PassiveDeclare PassivePermission
 
 	// ReplyToMandatoryRouted counts a mandatory publish to a direct
 	// reply-to name as routed without checking that the requester is
 	// still there: 4.2 (4.2.0 release notes, "Mandatory flag in Direct
 	// Reply-To").
 	ReplyToMandatoryRouted bool
+
+	// LocalRandomExchange serves the x-local-random exchange type, which
+	// routes each message to one of the classic queues bound to it that
+	// are local to the publisher's node: 4.0
+	// (rabbit_exchange_type_local_random); 3.13 refuses the type as
+	// unknown.
+	LocalRandomExchange bool
+	// TopicHashWildcards is the most '#' words a topic exchange's binding
+	// key may hold, 0 for no limit: 2 from 4.3.5 (rabbitmq-server#17039,
+	// rabbit_exchange_type_topic:validate_binding).
+	TopicHashWildcards int
+
+	// ExportExclusiveBindings puts the bindings to exclusive queues in a
+	// definitions export, though the queues themselves are left out: the
+	// streamed export of 4.2.9 and 4.3.3 to 4.4.0 (rabbitmq-server#16734
+	// folds every explicit binding); earlier releases exported only the
+	// bindings of exported queues, and 4.4.1 does again
+	// (rabbitmq-server#17838).
+	ExportExclusiveBindings bool
+	// ImportSkipsReservedBindings makes a definitions import skip, with a
+	// warning, the bindings whose destination is a queue named "amq.*"
+	// instead of failing on them: 4.4.1 (rabbitmq-server#17838, #17841).
+	ImportSkipsReservedBindings bool
 }
 
 // Priorities is how a quorum queue treats message priorities.
@@ -106,8 +137,46 @@ const (
 	StrictLevels
 )
 
-// profiles is the table: one entry per supported series, oldest first.
-var profiles = []Profile{
+// TimeoutArgs is where x-consumer-timeout is an argument RabbitMQ checks
+// (the queue types' capabilities: rabbit_amqqueue's
+// check_declare_arguments and check_consume_arguments refuse an argument
+// that another queue type lists and this one does not).
+type TimeoutArgs uint8
+
+const (
+	// TimeoutArgsAnywhere: a queue or consumer argument of any queue,
+	// never compared on redeclare; a value that is not an integer is
+	// ignored (3.12 to 4.2).
+	TimeoutArgsAnywhere TimeoutArgs = iota
+	// TimeoutArgsQuorumConsumers: a basic.consume argument of quorum
+	// queues only (406 on a classic queue or a stream); as a queue
+	// argument still accepted anywhere and not compared (4.3.0, 4.3.1).
+	TimeoutArgsQuorumConsumers
+	// TimeoutArgsQuorum: a queue and basic.consume argument of quorum
+	// queues only, a non-negative integer, compared on redeclare; 406 on
+	// a classic queue or a stream (4.3.2 and later,
+	// rabbitmq-server#16557).
+	TimeoutArgsQuorum
+)
+
+// PassivePermission is the permission a passive declare needs.
+type PassivePermission uint8
+
+const (
+	// PassiveNone: any user with access to the vhost (3.13 to 4.2.5).
+	PassiveNone PassivePermission = iota
+	// PassiveConfigure: configure on the entity, as a declare (4.2.6 and
+	// 4.3.0, rabbitmq-server#16085).
+	PassiveConfigure
+	// PassiveAny: configure, write or read on the entity; a user with none
+	// is refused as for configure (4.2.7 and 4.3.1 and later,
+	// rabbitmq-server#16272).
+	PassiveAny
+)
+
+// series is the first table: one entry per supported series, oldest
+// first, with every answer of its first release the tables know.
+var series = []Profile{
 	{
 		Name: "3.13", Version: "3.13.7",
 		MaxMessageSize: 128 << 20, FrameMinSize: 4096,
@@ -120,12 +189,14 @@ var profiles = []Profile{
 		MaxMessageSize: 16 << 20, FrameMinSize: 4096,
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: TwoLevels,
 		ClassicConsumerTimeout: true,
+		LocalRandomExchange:    true,
 	},
 	{
 		Name: "4.1", Version: "4.1.0",
 		MaxMessageSize: 16 << 20, FrameMinSize: 8192,
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: TwoLevels,
 		ClassicConsumerTimeout: true,
+		LocalRandomExchange:    true,
 	},
 	{
 		Name: "4.2", Version: "4.2.0",
@@ -133,15 +204,83 @@ var profiles = []Profile{
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: TwoLevels,
 		ClassicConsumerTimeout: true,
 		ReplyToMandatoryRouted: true,
+		LocalRandomExchange:    true,
 	},
 	{
 		Name: "4.3", Version: "4.3.0",
 		MaxMessageSize: 16 << 20, FrameMinSize: 8192,
 		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: StrictLevels,
 		FailedDeliveryCount: true, QuorumConsumerTimeoutCancel: true, DelayedRetry: true,
+		ConsumerTimeoutArgs:         TimeoutArgsQuorumConsumers,
 		RefuseTransientNonExclusive: true, RefuseQueueMode: true, GlobalQoSPerConsumer: true,
+		PassiveDeclare:         PassiveConfigure,
 		ReplyToMandatoryRouted: true,
+		LocalRandomExchange:    true,
 	},
+	{
+		// 4.4.0 keeps 4.3.5's answers: its release notes list nothing
+		// else an AMQP 0-9-1 client sees (the x-amqp-1.0-* headers and
+		// x-basic-* annotations it stops parsing are read only when a
+		// message is converted to AMQP 1.0, which Warren never does).
+		Name: "4.4", Version: "4.4.0",
+		MaxMessageSize: 16 << 20, FrameMinSize: 8192,
+		QuorumDeliveryLimit: 20, NegativeDeliveryLimit: true, QuorumPriorities: StrictLevels,
+		FailedDeliveryCount: true, QuorumConsumerTimeoutCancel: true, DelayedRetry: true,
+		ConsumerTimeoutArgs:         TimeoutArgsQuorum,
+		RefuseTransientNonExclusive: true, RefuseQueueMode: true, GlobalQoSPerConsumer: true,
+		PassiveDeclare:          PassiveAny,
+		ReplyToMandatoryRouted:  true,
+		LocalRandomExchange:     true,
+		TopicHashWildcards:      2,
+		ExportExclusiveBindings: true,
+	},
+}
+
+// patches is the second table: the patch releases that changed an answer
+// of their series, oldest first, each with what it changed. A release's
+// profile is its series' entry with every patch of the series up to it
+// applied.
+var patches = []struct {
+	version string
+	change  func(*Profile)
+}{
+	{"4.2.6", func(p *Profile) { p.PassiveDeclare = PassiveConfigure }},
+	{"4.2.7", func(p *Profile) { p.PassiveDeclare = PassiveAny }},
+	{"4.2.9", func(p *Profile) { p.ExportExclusiveBindings = true }},
+	{"4.3.1", func(p *Profile) { p.PassiveDeclare = PassiveAny }},
+	{"4.3.2", func(p *Profile) { p.ConsumerTimeoutArgs = TimeoutArgsQuorum }},
+	{"4.3.3", func(p *Profile) { p.ExportExclusiveBindings = true }},
+	{"4.3.5", func(p *Profile) { p.TopicHashWildcards = 2 }},
+	{"4.4.1", func(p *Profile) {
+		p.ExportExclusiveBindings = false
+		p.ImportSkipsReservedBindings = true
+	}},
+}
+
+// releases is every profile the tables give, oldest first: each series'
+// first release, then one per patch of it.
+var releases = buildReleases()
+
+func buildReleases() []Profile {
+	var out []Profile
+	for _, s := range series {
+		p := s
+		out = append(out, p)
+		for _, patch := range patches {
+			if seriesOf(patch.version) != s.Name {
+				continue
+			}
+			patch.change(&p)
+			p.Version = patch.version
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// seriesOf cuts a release ("4.3.2") to its series ("4.3").
+func seriesOf(release string) string {
+	return release[:strings.LastIndexByte(release, '.')]
 }
 
 // DefaultName is the series used when none is chosen. 3.13 is the most
@@ -155,34 +294,88 @@ const DefaultName = "3.13"
 
 // Names lists the supported series, oldest first.
 func Names() []string {
-	names := make([]string, len(profiles))
-	for i, p := range profiles {
+	names := make([]string, len(series))
+	for i, p := range series {
 		names[i] = p.Name
 	}
 	return names
 }
 
-// Parse returns the profile of a series: "3.13", "4.0", "4.1", "4.2" or
-// "4.3". A patch release ("4.1.2") selects its series; "" selects
-// DefaultName.
+// Releases lists the releases whose answers differ from the release
+// before them in their series, oldest first: every distinct profile.
+func Releases() []string {
+	out := make([]string, len(releases))
+	for i, p := range releases {
+		out[i] = p.Version
+	}
+	return out
+}
+
+// Parse returns the profile of a series ("3.13", "4.0" to "4.4": its
+// newest release the tables know) or of a release of one ("4.3.2": the
+// answers of 4.3.2, reported as 4.3.2; a release older than its series'
+// first entry gets that entry, a newer one than the tables know the
+// newest). "" selects DefaultName.
 func Parse(s string) (Profile, error) {
 	name := strings.TrimSpace(s)
 	if name == "" {
 		name = DefaultName
 	}
-	// A patch release: cut at the second dot (no allocation: the broker
-	// parses its option on hot paths such as the unacked scan).
+	// No allocation: the broker parses its option on hot paths such as
+	// the unacked scan.
+	seriesName, patch, isRelease := name, 0, false
 	if i := strings.IndexByte(name, '.'); i >= 0 {
-		if j := strings.IndexByte(name[i+1:], '.'); j >= 0 && strings.Count(name, ".") == 2 {
-			name = name[:i+1+j]
+		if j := strings.IndexByte(name[i+1:], '.'); j >= 0 {
+			n, ok := decimal(name[i+2+j:])
+			if !ok {
+				return Profile{}, unknown(s)
+			}
+			seriesName, patch, isRelease = name[:i+1+j], n, true
 		}
 	}
-	for _, p := range profiles {
-		if p.Name == name {
-			return p, nil
+	found := false
+	var p Profile
+	for _, r := range releases {
+		if r.Name != seriesName {
+			continue
+		}
+		if !found || !isRelease || releasePatch(r.Version) <= patch {
+			p, found = r, true
 		}
 	}
-	return Profile{}, fmt.Errorf("compat: unknown RabbitMQ version %q (supported: %s)", s, strings.Join(Names(), ", "))
+	if !found {
+		return Profile{}, unknown(s)
+	}
+	if isRelease {
+		p.Version = name
+	}
+	return p, nil
+}
+
+// releasePatch is the patch number of a release the tables name.
+func releasePatch(release string) int {
+	n, _ := decimal(release[strings.LastIndexByte(release, '.')+1:])
+	return n
+}
+
+// decimal parses a patch number: 1 to 4 decimal digits.
+func decimal(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 4 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+func unknown(s string) error {
+	return fmt.Errorf("compat: unknown RabbitMQ version %q (supported: %s, or a release of one such as 4.3.2)", s, strings.Join(Names(), ", "))
 }
 
 // Default returns the profile of DefaultName.

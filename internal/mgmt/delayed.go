@@ -76,6 +76,12 @@ func (m *mgmt) delayed(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, map[string]any{"messages_delayed": d.DelayedCount(vh, name), "messages": out})
 }
 
+// localRandomExchangeType is the x-local-random exchange, in RabbitMQ's
+// core from 4.0, with its description (rabbit_exchange_type_local_random).
+var localRandomExchangeType = map[string]any{
+	"name": "x-local-random", "description": "Picks one random local binding (queue) to route via (to).", "enabled": true,
+}
+
 // pluginExchangeTypes are the exchange types Warren builds in beside
 // AMQP's four, as /api/overview lists them (RabbitMQ lists a plugin's
 // type once the plugin is enabled).

@@ -491,6 +491,9 @@ func (m *mgmt) overview(c *mgmtCall) {
 	for _, k := range []string{"direct", "fanout", "headers", "topic"} {
 		types = append(types, map[string]any{"name": k, "description": "AMQP " + k + " exchange, as per the AMQP specification", "enabled": true})
 	}
+	if s.LocalRandomExchange {
+		types = append(types, localRandomExchangeType)
+	}
 	types = append(types, pluginExchangeTypes...)
 	queueTotals := map[string]any{}
 	addLengths(queueTotals, lengthsOf(s.Ready, s.Unacked), m.details(rates.BrokerKey, rq.lengths))

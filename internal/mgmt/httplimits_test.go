@@ -2,7 +2,6 @@ package mgmt_test
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/amqptest"
 )
 
 // serveLimited serves the management API and metrics of b on loopback
@@ -33,17 +33,6 @@ func serveLimited(t *testing.T, b *broker.Broker, lim broker.HTTPLimits) string 
 		require.ErrorIs(t, <-done, http.ErrServerClosed)
 	})
 	return ln.Addr().String()
-}
-
-// waitClosed reads c until the server closes it (EOF or reset), failing
-// if that takes longer than a generous bound: the timeouts under test are
-// a fraction of it.
-func waitClosed(t *testing.T, c net.Conn) {
-	t.Helper()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(20*time.Second)))
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server never closed the connection")
 }
 
 // rawGet sends one complete request on c and reads the response status.
@@ -90,7 +79,7 @@ func TestHTTPTimeoutsCloseStalledConnections(t *testing.T) {
 				_, err = io.WriteString(c, tc.send)
 				require.NoError(t, err)
 			}
-			waitClosed(t, c)
+			amqptest.WaitClosed(t, c)
 		})
 	}
 }
@@ -102,7 +91,7 @@ func TestHTTPConnectionLimit(t *testing.T) {
 	b := mgmtBroker(t)
 	amqpAddr, err := b.Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	// Timeouts far longer than waitClosed waits: only the limit closes
+	// Timeouts far longer than amqptest.WaitClosed waits: only the limit closes
 	// the flood.
 	addr := serveLimited(t, b, broker.HTTPLimits{MaxConnections: limit, ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute})
 
@@ -122,7 +111,7 @@ func TestHTTPConnectionLimit(t *testing.T) {
 		flood = append(flood, c)
 	}
 	for _, c := range flood {
-		waitClosed(t, c) // over the limit: closed without a byte
+		amqptest.WaitClosed(t, c) // over the limit: closed without a byte
 	}
 
 	conn, err := amqp091.DialConfig("amqp://guest:guest@"+amqpAddr.String()+"/", amqp091.Config{Dial: amqp091.DefaultDial(10 * time.Second)})

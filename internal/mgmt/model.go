@@ -181,6 +181,9 @@ type Overview struct {
 	// RabbitMQVersion is the RabbitMQ release whose behaviour the broker
 	// copies (its version profile), reported as rabbitmq_version.
 	RabbitMQVersion string
+	// LocalRandomExchange: that release has the x-local-random exchange
+	// type (4.0 and later), listed among the exchange types.
+	LocalRandomExchange bool
 	// Listeners are the AMQP listeners' addresses.
 	Listeners                                           []*net.TCPAddr
 	Connections, Channels, Consumers, Exchanges, Queues int

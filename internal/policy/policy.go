@@ -236,14 +236,15 @@ func intIn(lo, hi int64) func(any) bool {
 	}
 }
 
-// isMaxAge is rabbit_amqqueue:check_max_age: digits and a unit (Y, M, D,
-// h, m, s).
+// isMaxAge is rabbit_amqqueue:check_max_age, as the stream argument
+// x-max-age is checked (queue.ParseMaxAge): a positive integer and a unit
+// (Y, M, D, h, m, s).
 func isMaxAge(v any) bool {
 	s, ok := v.(string)
-	if !ok || len(s) < 2 || !strings.ContainsRune("YMDhms", rune(s[len(s)-1])) {
+	if !ok {
 		return false
 	}
-	_, err := strconv.ParseUint(s[:len(s)-1], 10, 63)
+	_, err := queue.ParseMaxAge(s)
 	return err == nil
 }
 

@@ -47,6 +47,12 @@ func TestParseValidation(t *testing.T) {
 		{"queue-mode", false, Fields{Pattern: "."}, `{"queue-mode":"eager"}`, `<<"eager">> is not a valid queue-mode value`},
 		{"queue-version", false, Fields{Pattern: "."}, `{"queue-version":3}`, `3 is not a valid queue-version value`},
 		{"consumer-timeout", false, Fields{Pattern: "."}, `{"consumer-timeout":"86400000"}`, `<<"86400000">> is not a valid consumer timeout`},
+		// RabbitMQ 3.10.8's set_policy refuses "0D" and "1hh" and takes
+		// "300Y" and more digits than 64 bits hold.
+		{"max-age zero", false, Fields{Pattern: "."}, `{"max-age":"0D"}`, `<<"0D">> is not a valid max age`},
+		{"max-age unit", false, Fields{Pattern: "."}, `{"max-age":"1hh"}`, `<<"1hh">> is not a valid max age`},
+		{"max-age past a Duration", false, Fields{Pattern: "."}, `{"max-age":"300Y"}`, ""},
+		{"max-age of twenty digits", false, Fields{Pattern: "."}, `{"max-age":"99999999999999999999D"}`, ""},
 		{"max-priority is not a policy key", false, Fields{Pattern: "."}, `{"max-priority":10}`, `[{<<"max-priority">>,10}] are not recognised policy settings`},
 		{"single-active-consumer is not a policy key", false, Fields{Pattern: "."}, `{"single-active-consumer":true}`, `[{<<"single-active-consumer">>,true}] are not recognised policy settings`},
 		{"ha-mode is gone in 4.x", false, Fields{Pattern: "."}, `{"ha-mode":"all","ha-sync-mode":"automatic"}`, `[{<<"ha-mode">>,<<"all">>},{<<"ha-sync-mode">>,<<"automatic">>}] are not recognised policy settings`},

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,14 @@ import (
 // offset (stream_consume.go). The actor keeps what the log holds as
 // segments, and retention removes whole segments from the head. See
 // docs/streams.md for what each choice copies from RabbitMQ 4.x.
+//
+// Every message is dated when the queue accepts it (stampStream), and a
+// segment keeps the oldest and newest date of its records. Retention by
+// age removes a closed segment at the head once its newest message is
+// older than x-max-age (osiris_log's eval_age), so no message younger
+// than the age ever goes; x-stream-offset times are found through the
+// same dates (byTime). Time arithmetic saturates (addClamped): no
+// argument, policy or stored date makes it wrap.
 //
 // A segment is a run of consecutive offsets: it closes once it holds
 // StreamArgs.SegmentBytes bytes (each record counts its properties and
@@ -35,8 +44,11 @@ type segment struct {
 	first, last uint64
 	n           uint64
 	bytes       int64
-	newest      int64 // EnqueuedAt of its last record, Unix nanoseconds
-	oldest      int64 // EnqueuedAt of its first record
+	// newest and oldest are the latest and earliest date of its records
+	// (dated), Unix nanoseconds: in offset order dates may step back a
+	// little (publishes are dated when their bytes arrived, on each
+	// connection's goroutine), so neither is simply the last or first.
+	newest, oldest int64
 }
 
 // streamState is a stream's log view and its readers, owned by the
@@ -64,6 +76,9 @@ type streamState struct {
 	// segBytes is the segment size, fixed when the stream was created
 	// (stream_policy.go).
 	segBytes int64
+	// undated is the date of records stored without one (dated): when
+	// this actor started.
+	undated int64
 }
 
 // IsStream reports whether the queue is a stream.
@@ -90,6 +105,7 @@ func (c *streamClaimer) purge(context.Context) (uint64, error)                 {
 // recover reads the log once to rebuild its segments.
 func (c *streamClaimer) recover(ctx context.Context) error {
 	s := c.s
+	s.undated = s.q.cfg.Clock.Now().UnixNano()
 	if err := s.loadSegmentBytes(ctx); err != nil {
 		return err
 	}
@@ -145,6 +161,41 @@ func (s *streamState) observe(c meta.Change) {
 	s.q.Kick()
 }
 
+// stampStream dates a publish to the stream: when the queue accepted it
+// (o.at, set by Publish from the session's read time or the clock), or
+// now for a copy another actor posted. A stream takes no TTL, so nothing
+// expires.
+func (q *Queue) stampStream(o *op) {
+	if o.at == 0 {
+		o.at = q.cfg.Clock.Now().UnixNano()
+	}
+	o.rec.EnqueuedAt, o.rec.ExpiresAt = o.at, 0
+}
+
+// dated is the date retention and time offsets take for r: its
+// EnqueuedAt, or, for a record stored without one (by a Warren that did
+// not date stream messages, which left 0), when this actor started. Such
+// a message counts as young rather than 56 years old: it goes x-max-age
+// after the first start that read it, never before.
+func (s *streamState) dated(r *storage.Record) int64 {
+	if r.EnqueuedAt == 0 {
+		return s.undated
+	}
+	return r.EnqueuedAt
+}
+
+// addClamped is a+b, saturated to the range of int64.
+func addClamped(a, b int64) int64 {
+	c := a + b
+	switch {
+	case b > 0 && c < a:
+		return math.MaxInt64
+	case b < 0 && c > a:
+		return math.MinInt64
+	}
+	return c
+}
+
 // recordBytes is what a record counts toward segment and retention sizes.
 func recordBytes(r *storage.Record) int64 {
 	return int64(len(r.Properties) + len(r.Body))
@@ -162,11 +213,13 @@ func (s *streamState) add(recs []storage.Record) {
 			s.first = r.Offset
 		}
 		b := recordBytes(r)
+		at := s.dated(r)
 		if n := len(s.segs); n == 0 || s.segs[n-1].bytes >= limit {
-			s.segs = append(s.segs, segment{first: r.Offset, oldest: r.EnqueuedAt})
+			s.segs = append(s.segs, segment{first: r.Offset, oldest: at, newest: at})
 		}
 		g := &s.segs[len(s.segs)-1]
-		g.last, g.newest = r.Offset, r.EnqueuedAt
+		g.last = r.Offset
+		g.newest, g.oldest = max(g.newest, at), min(g.oldest, at)
 		g.n++
 		g.bytes += b
 		s.bytes += b
@@ -186,18 +239,26 @@ func (s *streamState) count() uint64 {
 // retain removes whole segments from the head while the stream is over
 // x-max-length-bytes or their newest message is older than x-max-age,
 // never the open segment; then it arms the age timer for the next one.
+// This is osiris_log's evaluate_retention with both limits (max_bytes,
+// then max_age, each dropping a prefix of the segments, come to the same
+// prefix as one pass that drops while either holds). osiris evaluates it
+// when a segment fills, when the retention changes and, with a max age,
+// hourly; the actor does after every batch of ops (dispatch) and when the
+// age timer fires, so a segment goes as soon as it may, never earlier.
 func (s *streamState) retain(ctx context.Context) {
 	a := s.q.cfg.Features.Args.StreamArgs
 	if a.MaxBytes < 0 && a.MaxAge == 0 {
 		return
 	}
-	now := s.q.cfg.Clock.Now().UnixNano()
+	// A segment is old when its newest message is older than the age:
+	// dated before now minus it (osiris: Ts < Now - Age).
+	cutoff := addClamped(s.q.cfg.Clock.Now().UnixNano(), -int64(a.MaxAge))
 	drop := 0
 	total := s.bytes
 	for drop < len(s.segs)-1 {
 		g := &s.segs[drop]
 		over := a.MaxBytes >= 0 && total > a.MaxBytes
-		old := a.MaxAge > 0 && now-g.newest > int64(a.MaxAge)
+		old := a.MaxAge > 0 && g.newest < cutoff
 		if !over && !old {
 			break
 		}
@@ -239,13 +300,17 @@ func (s *streamState) deleteSegments(ctx context.Context, segs []segment) error 
 }
 
 // armAge arms the x-max-age timer for when the oldest closed segment's
-// newest message passes the age.
+// newest message passes the age; never, when that is past what int64
+// holds.
 func (s *streamState) armAge() {
 	a := s.q.cfg.Features.Args.StreamArgs
 	if a.MaxAge == 0 || len(s.segs) < 2 {
 		return
 	}
-	at := s.segs[0].newest + int64(a.MaxAge) + 1
+	at := addClamped(addClamped(s.segs[0].newest, int64(a.MaxAge)), 1)
+	if at == math.MaxInt64 {
+		return
+	}
 	if at == s.ageAt && s.ageTimer != nil {
 		return
 	}

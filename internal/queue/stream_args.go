@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -129,24 +130,50 @@ func parseStreamArgs(t amqp.Table, a Args) (Args, error) {
 	return a, nil
 }
 
-// ParseMaxAge reads a RabbitMQ age: a positive integer and one unit of
-// Y (365 days), M (30 days), D, h, m or s, as rabbit_amqqueue:check_max_age
-// reads x-max-age and an x-stream-offset interval.
+// ParseMaxAge reads a RabbitMQ age: a positive integer of any number of
+// ASCII digits and one unit of Y (365 days), M (30 days), D, h, m or s, as
+// rabbit_amqqueue:check_max_age reads x-max-age, the max-age policy key
+// and an x-stream-offset interval (RabbitMQ 3.10 to 4.x). RabbitMQ's
+// integers have no bound, so "300Y" or twenty digits are accepted there;
+// here an age past what a time.Duration holds (about 292 years) is that
+// maximum, which outlasts every message a clock can date.
 func ParseMaxAge(s string) (time.Duration, error) {
 	if len(s) < 2 {
 		return 0, fmt.Errorf("invalid max age %q", s)
 	}
-	n, err := strconv.ParseUint(s[:len(s)-1], 10, 32)
-	if err != nil || n == 0 || s[0] == '+' {
+	var unit time.Duration
+	switch s[len(s)-1] {
+	case 'Y':
+		unit = 365 * 24 * time.Hour
+	case 'M':
+		unit = 30 * 24 * time.Hour
+	case 'D':
+		unit = 24 * time.Hour
+	case 'h':
+		unit = time.Hour
+	case 'm':
+		unit = time.Minute
+	case 's':
+		unit = time.Second
+	default:
 		return 0, fmt.Errorf("invalid max age %q", s)
 	}
-	day := 24 * time.Hour
-	units := map[byte]time.Duration{'Y': 365 * day, 'M': 30 * day, 'D': day, 'h': time.Hour, 'm': time.Minute, 's': time.Second}
-	u, ok := units[s[len(s)-1]]
-	if !ok {
+	digits := s[:len(s)-1]
+	for _, c := range []byte(digits) {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("invalid max age %q", s)
+		}
+	}
+	// Only digits: the one error left is a value past uint64.
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err == nil && n == 0 {
 		return 0, fmt.Errorf("invalid max age %q", s)
 	}
-	return time.Duration(n) * u, nil
+	const most = time.Duration(math.MaxInt64)
+	if err != nil || n > uint64(most/unit) {
+		return most, nil
+	}
+	return time.Duration(n) * unit, nil
 }
 
 // OffsetKind is where a stream consumer starts (x-stream-offset).
@@ -164,15 +191,20 @@ const (
 	OffsetLast
 	// OffsetAt starts at an offset (clamped to what the stream holds).
 	OffsetAt
-	// OffsetTime starts at the first message stored at or after a time.
+	// OffsetTime starts at the first message stored at or after a time:
+	// Ago before basic.consume (an interval), else Timestamp.
 	OffsetTime
 )
 
 // StreamConsume is a stream consumer's basic.consume arguments.
 type StreamConsume struct {
 	Kind   OffsetKind
-	Offset uint64    // OffsetAt
-	Time   time.Time // OffsetTime, unless Ago is set
+	Offset uint64 // OffsetAt
+	// Timestamp is an x-stream-offset timestamp (OffsetTime, Ago 0), in
+	// seconds as AMQP carries it: unsigned, so a time before 1970 sent
+	// by a client (amqp091-go writes uint64(t.Unix())) is read, as
+	// RabbitMQ reads it, as one far in the future.
+	Timestamp uint64
 	// Ago is an interval string's age (OffsetTime): the start is that
 	// long before the broker's clock reads at basic.consume.
 	Ago time.Duration
@@ -193,6 +225,7 @@ type StreamConsume struct {
 // 4.x's parse_offset_arg and filter_spec do: x-stream-offset is "first",
 // "last", "next", an interval ("1h": now minus it), a timestamp (seconds)
 // or an integer offset; other types and strings are refused with 406.
+// Where a time offset starts is resolved at basic.consume (startTime).
 func ParseStreamConsume(t amqp.Table) (StreamConsume, error) {
 	var sc StreamConsume
 	if v, ok := t["x-stream-offset"]; ok {
@@ -216,7 +249,8 @@ func ParseStreamConsume(t amqp.Table) (StreamConsume, error) {
 				sc.Kind, sc.Ago = OffsetTime, d
 			}
 		case time.Time:
-			sc.Kind, sc.Time = OffsetTime, x
+			// As it was on the wire, whatever door it came through.
+			sc.Kind, sc.Timestamp = OffsetTime, uint64(x.Unix())
 		default:
 			n, ok := IntArg(v)
 			if !ok || n < 0 {
@@ -246,4 +280,22 @@ func ParseStreamConsume(t amqp.Table) (StreamConsume, error) {
 		sc.Track = sc.Track || v == "true"
 	}
 	return sc, nil
+}
+
+// startTime is where an OffsetTime consumer starts, in Unix nanoseconds
+// on a clock that reads now: RabbitMQ's arithmetic (milliseconds in
+// integers without bound) done in int64 without wrapping. An interval
+// reaching before the earliest time int64 holds starts there, before
+// every message; a timestamp past 2262 starts at the latest, after every
+// message. Nanoseconds keep RabbitMQ's comparisons exact: a message
+// stamped t (ns) is at or after a timestamp of s seconds exactly when its
+// millisecond stamp is at or after s*1000.
+func (sc *StreamConsume) startTime(now int64) int64 {
+	if sc.Ago > 0 {
+		return addClamped(now, -int64(sc.Ago))
+	}
+	if sc.Timestamp > math.MaxInt64/uint64(time.Second) {
+		return math.MaxInt64
+	}
+	return int64(sc.Timestamp) * int64(time.Second)
 }

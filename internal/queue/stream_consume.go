@@ -90,8 +90,8 @@ func (s *streamState) remove(ctx context.Context, owner Owner, tag string) {
 // startOffset resolves x-stream-offset against the log, as RabbitMQ
 // 4.x's osiris reader does: first is the head; next the tail; last the
 // last message (see docs/streams.md); an offset is clamped to
-// [first, tail]; a time is the first message stored at or after it
-// (next when there is none).
+// [first, tail]; a time (startTime) is the first message dated at or
+// after it: the head when it is before every message, next when after.
 func (s *streamState) startOffset(ctx context.Context, sc *StreamConsume) (uint64, error) {
 	if sc == nil {
 		return s.tail, nil
@@ -107,17 +107,14 @@ func (s *streamState) startOffset(ctx context.Context, sc *StreamConsume) (uint6
 	case OffsetAt:
 		return min(max(sc.Offset, s.first), s.tail), nil
 	case OffsetTime:
-		t := sc.Time
-		if sc.Ago > 0 {
-			t = s.q.cfg.Clock.Now().Add(-sc.Ago)
-		}
-		return s.byTime(ctx, t.UnixNano())
+		return s.byTime(ctx, sc.startTime(s.q.cfg.Clock.Now().UnixNano()))
 	}
 	return s.tail, nil
 }
 
-// byTime finds the first message stored at or after ns: the segment by
-// its newest message, then the record within it.
+// byTime finds the first message dated at or after ns: the first segment
+// whose newest message is (osiris's timestamp_idx_file_search), then the
+// record within it; the tail when there is none.
 func (s *streamState) byTime(ctx context.Context, ns int64) (uint64, error) {
 	i, _ := slices.BinarySearchFunc(s.segs, ns, func(g segment, t int64) int {
 		if g.newest < t {
@@ -135,7 +132,7 @@ func (s *streamState) byTime(ctx context.Context, ns int64) (uint64, error) {
 	found := s.tail
 	err := s.q.eachRecord(ctx, g.first, g.last+1, func(recs []storage.Record) error {
 		for j := range recs {
-			if recs[j].EnqueuedAt >= ns {
+			if s.dated(&recs[j]) >= ns {
 				found = recs[j].Offset
 				return errFound
 			}
@@ -373,6 +370,7 @@ func (q *Queue) execStream(ctx context.Context, o op) (r reply, done bool) {
 		// is stored durably whatever its delivery mode (RabbitMQ's
 		// streams persist every message): a confirm means on disk.
 		o.rec.Persistent = true
+		q.stampStream(&o)
 		q.publishes = append(q.publishes, o.rec)
 		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
 		if len(q.publishes) >= maxBatch {

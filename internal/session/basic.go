@@ -289,6 +289,9 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if err != nil {
 		return err
 	}
+	if err := ch.conn.vh.CheckConsumeArgs(q, m.Arguments); err != nil {
+		return err // before the queue type's own checks, as in RabbitMQ
+	}
 	if ch.credit.Limit() > 0 && q.Args["x-queue-type"] == "quorum" {
 		// rabbit_quorum_queue:consume refuses a channel with a global
 		// prefetch limit (global_qos_not_supported_for_queue_type).

@@ -119,9 +119,10 @@ type Config struct {
 	// (events.go). nil reports nothing.
 	Events *events.Hub
 
-	// Profile is the RabbitMQ series whose answers differ by version
+	// Profile is the RabbitMQ release whose answers differ by version
 	// (internal/compat): the smallest frame-max in tune-ok, global QoS,
-	// direct reply-to with mandatory. The zero Profile is the default one.
+	// direct reply-to with mandatory, passive declares' permission. The
+	// zero Profile is the default one.
 	Profile compat.Profile
 }
 

@@ -277,7 +277,12 @@
 // RabbitMQ series: the smallest frame-max tune-ok may choose (4096; 8192
 // from 4.1; frames before tune-ok may still be as large as the server's
 // frame-max, more than any RabbitMQ reads), basic.qos global=true
-// (per consumer from 4.3), and direct reply-to with mandatory (above). In
+// (per consumer from 4.3), direct reply-to with mandatory (above), and
+// the permission a passive queue.declare or exchange.declare needs (none
+// up to 4.2.5; configure in 4.2.6 and 4.3.0; configure, write or read
+// from 4.2.7 and 4.3.1; the default exchange is refused first). The
+// consumer arguments a queue's type refuses are the vhost's
+// (CheckConsumeArgs: x-consumer-timeout from 4.3). In
 // every series a consume from a quorum queue on a channel with a global
 // prefetch limit is 540 NOT_IMPLEMENTED "... does not support global qos".
 // queue.declare of amq.rabbitmq.reply-to, or of a live generated name, passive

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/routing"
 )
@@ -16,6 +17,10 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 	case *amqp.ExchangeDeclare:
 		if !m.Passive {
 			if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
+				return err
+			}
+		} else if m.Exchange != "" { // the default exchange is refused first (403)
+			if err := ch.checkPassive("exchange", m.Exchange, m); err != nil {
 				return err
 			}
 		}
@@ -89,6 +94,11 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 				return err
 			}
 			m.Queue = name
+		}
+		if m.Passive {
+			if err := ch.checkPassive("queue", m.Queue, m); err != nil {
+				return err
+			}
 		}
 		if !m.Passive {
 			// A server-named queue is checked under a name of the shape
@@ -194,6 +204,26 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		}
 	default:
 		return serverOnly(m)
+	}
+	return nil
+}
+
+// checkPassive applies the profile's rule for a passive declare of the
+// named exchange or queue (compat.PassivePermission): none up to 4.2.5,
+// configure in 4.2.6 and 4.3.0, any of read, write and configure from
+// 4.2.7 and 4.3.1, refused as configure is when the user has none
+// (rabbit_channel's check_any_resource_access_permitted tries configure
+// last so that the refusal reads as a declare's).
+func (ch *Channel) checkPassive(resource, name string, m amqp.Method) error {
+	a := ch.conn.access
+	switch ch.conn.set.profile.PassiveDeclare {
+	case compat.PassiveConfigure:
+		return a.check(permConfigure, resource, name, m)
+	case compat.PassiveAny:
+		if a.check(permRead, resource, name, m) == nil || a.check(permWrite, resource, name, m) == nil {
+			return nil
+		}
+		return a.check(permConfigure, resource, name, m)
 	}
 	return nil
 }

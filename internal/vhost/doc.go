@@ -96,10 +96,22 @@
 //     its default delivery limit (20 from 4.0), negative x-delivery-limit
 //     (unlimited from 4.0), x-max-priority (refused before 4.3), and the
 //     4.3 refusals (transient non-exclusive queues 541, x-queue-mode and
-//     x-queue-version=1 406) come from the profile.
-//   - exchange types: besides AMQP's four, the types of
-//     RabbitMQ's common plugins are built in (plugins.go, dedup.go,
-//     docs/exchange-types.md): x-consistent-hash, x-modulus-hash,
+//     x-queue-version=1 406) come from the profile, and so do the
+//     x-local-random type (4.0), the topic binding key's limit of two '#'
+//     (4.3.5, 406) and where x-consumer-timeout is an argument (from 4.3
+//     a quorum queue's consumer argument, from 4.3.2 its queue argument
+//     too: 406 on other types, a non-negative integer, compared on
+//     redeclare; CheckConsumeArgs for basic.consume).
+//   - binding rules that need more than the routing table knows
+//     (checkBindingLocked) are checked after both ends are found and
+//     before an exclusive queue's owner, as RabbitMQ's validate_binding
+//     runs: an x-local-random exchange binds classic queues only (406
+//     "Queue type rabbit_quorum_queue not valid for this exchange type"),
+//     with the empty key, and no exchange ("Destination not found").
+//   - exchange types: besides AMQP's four and RabbitMQ 4.0's
+//     x-local-random (one bound queue of this broker's, at random), the
+//     types of RabbitMQ's common plugins are built in (plugins.go,
+//     dedup.go, docs/exchange-types.md): x-consistent-hash, x-modulus-hash,
 //     x-delayed-message (held by Config.Delayed until due, confirmed once
 //     stored, never returned; dead letters with an x-delay are held too)
 //     and x-message-deduplication (a fanout

@@ -52,8 +52,9 @@ type Config struct {
 	// the package documentation and shared.go): Open deletes nothing, and
 	// Sync follows what the others declare and delete.
 	Shared bool
-	// Profile is the RabbitMQ series whose declare rules the vhost copies
-	// where versions differ (profile.go); the zero Profile is the default.
+	// Profile is the RabbitMQ release whose declare and binding rules
+	// the vhost copies where versions differ (profile.go); the zero
+	// Profile is the default.
 	Profile compat.Profile
 	// Delayed holds the messages of x-delayed-message exchanges until
 	// they are due (plugins.go); nil routes them at once.
@@ -446,7 +447,7 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 		}
 		return nil
 	}
-	if !knownType(m.Type) {
+	if !v.exchangeTypeKnown(m.Type) {
 		// 406 closing the channel, as RabbitMQ 3.13.3 and later answer
 		// (rabbitmq-server#11215); 3.10 to 3.13.2 closed the connection
 		// with 503 COMMAND_INVALID. Every supported profile answers 406.
@@ -660,6 +661,11 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 			}
 			return notFound("exchange", b.Destination.Name, v.cfg.Name)
 		}
+		if add {
+			if err := v.checkBindingLocked(b, nil); err != nil {
+				return err
+			}
+		}
 	} else {
 		q, ok := v.queues[b.Destination.Name]
 		if !ok {
@@ -667,6 +673,11 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 				return nil
 			}
 			return notFound("queue", b.Destination.Name, v.cfg.Name)
+		}
+		if add {
+			if err := v.checkBindingLocked(b, q); err != nil {
+				return err
+			}
 		}
 		if q.Def.Exclusive && q.Def.Owner != connection {
 			return lockedError(q.Def.Name, v.cfg.Name)
@@ -850,7 +861,7 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	case d.AutoDelete != def.AutoDelete:
 		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
 	}
-	keys := v.comparedQueueArgs()
+	keys := v.comparedQueueArgs(q.Args["x-queue-type"] == "quorum")
 	if q.IsStream() {
 		keys = streamComparedArgs
 	}

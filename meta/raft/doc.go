@@ -151,12 +151,78 @@
 // Transport is the package's interface to the network; the Node calls its
 // Send from each peer's sender goroutine. NewTCPTransport sends
 // length-prefixed protobuf messages over one connection per peer,
-// reconnecting as needed, optionally with TLS. Both also carry Messages
-// (Messenger): the members' own traffic, not raft's (package cluster
-// forwards direct reply-to replies with them), over separate connections
-// and queues so that neither delays the other. Network connects nodes in
-// one process for tests and can drop, delay and partition messages, and
-// pause a node's traffic as a stopped process's.
+// reconnecting as needed. Both also carry Messages (Messenger): the
+// members' own traffic, not raft's (package cluster forwards direct
+// reply-to replies with them), over separate connections and queues so
+// that neither delays the other. Network connects nodes in one process for
+// tests and can drop, delay and partition messages, and pause a node's
+// traffic as a stopped process's.
+//
+// # Members authenticate each other
+//
+// A TCPTransport takes a connection for a member's only once the member
+// proved it, and reads nothing from it before. It needs one of:
+//
+//   - TCPConfig.Secret, the cluster secret, the same on every member (as
+//     RabbitMQ's Erlang cookie). Every connection starts with a handshake
+//     in which both sides prove they hold it without sending it: an
+//     HMAC-SHA256 keyed with it over a transcript that carries a fresh
+//     random nonce from each side, so a recorded handshake replayed to
+//     either side fails. Every frame after is sealed (AES-256-GCM under a
+//     key derived from the secret and that transcript, with the record's
+//     sequence number as nonce): nothing can be injected into a session,
+//     changed, replayed or moved to another connection, and the traffic is
+//     encrypted. LoadSecret keeps the secret in the member's directory
+//     (SecretFile, owner-only): a founding member's first start generates
+//     one, and the others must be given the same (copy the file, or read it
+//     with ReadSecretFile from where it is kept); a member that joins, or a
+//     directory holding raft state but no secret, gets ErrNoSecret rather
+//     than a secret of its own that would shut it out.
+//   - mutual TLS (ServerTLS requiring and verifying client certificates,
+//     ClientTLS presenting one); any holder of a certificate the CAs accept
+//     is taken for the member whose id it names. With a Secret as well,
+//     both apply.
+//   - TCPConfig.Insecure, the opt-out: no authentication, logged as a
+//     warning at start. Whoever reaches the listener can then forge raft
+//     messages; only for a network nobody else reaches.
+//
+// In every mode the handshake names the dialer and the member it wants
+// (a wrong address is told apart from a wrong secret), and the acceptor
+// takes only a member it knows (TCPConfig.Peers and SetPeer, which the
+// Node calls as membership commits: a removed member is refused and its
+// connections closed). Every raft message on a connection must be from
+// that connection's member and to this one, else the connection is closed;
+// Messages carry the connection's member as their From.
+//
+// Before raft's Step, the Node checks every incoming message (any
+// transport): a type peers send (none of raft's local ones), terms of at
+// most 2^48 and indexes of at most 2^62 (etcd raft adds to both without
+// checking; a forged heartbeat with term 2^64-1 made the next campaign's
+// term wrap to 0 and raft panic on every member, again at every restart,
+// the term being persisted), a term on everything but proposals and
+// forwarded reads, entries of an append that follow its index with terms
+// that never decrease nor pass the message's, a snapshot only on MsgSnap.
+// Refused messages and connections are logged, at most once every 10
+// seconds each. Start refuses, with ErrTermOutOfRange and without changing
+// anything, a directory whose raft state already holds a term or index
+// past those bounds (left by such a packet on an earlier version): raft's
+// safety rests on a member remembering the highest term it took part in,
+// which is lost, so the member cannot safely vote again. Start it on an
+// empty directory and let it catch up from the others (RemoveNode, AddNode
+// and Config.Join, or the founding Peers); if every member holds such a
+// term, no leader can be elected safely and the cluster must be started
+// anew.
+//
+// Memory follows what arrived, not what a peer announces: a frame is at
+// most TCPConfig.MaxMessageBytes (1 GiB; a snapshot is one frame) and its
+// buffer grows with its bytes; a sealed record is at most 16 KiB. At most
+// TCPConfig.MaxHandshakes (64) accepted connections wait to authenticate,
+// each at most HandshakeTimeout (5 s); past the count the oldest waiting
+// is closed, so sockets that never speak delay a member's connection by
+// at most the time its handshake takes.
+//
+// The handshake is versioned; this version's members refuse connections
+// of earlier ones, which spoke raft on the bare connection.
 //
 // # Who uses it
 //

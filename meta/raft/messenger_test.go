@@ -12,7 +12,7 @@ import (
 )
 
 // TestMessenger sends Messages both ways between two transports, over TCP
-// (plain and mutual TLS) and the in-memory network: they arrive in order
+// (cluster secret and mutual TLS) and the in-memory network: they arrive in order
 // with the sender's id, and a dropped link drops them.
 func TestMessenger(t *testing.T) {
 	type pair struct {
@@ -31,6 +31,9 @@ func TestMessenger(t *testing.T) {
 			var trs [2]*raft.TCPTransport
 			for i := range trs {
 				cfgs[i] = raft.TCPConfig{ID: uint64(i + 1), Listener: lns[i], Peers: map[uint64]string{uint64(2 - i): lns[1-i].Addr().String()}}
+				if !withTLS {
+					cfgs[i].Secret = testSecret
+				}
 			}
 			if withTLS {
 				// Both ends must trust one CA.

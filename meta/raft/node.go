@@ -131,6 +131,9 @@ type Node struct {
 		ch    chan struct{} // closed and replaced when index grows
 	}
 
+	// refused logs the incoming messages checkMessage refuses.
+	refused rateLog
+
 	// queues holds each peer's outgoing queue (sender.go).
 	queues struct {
 		sync.Mutex
@@ -242,6 +245,9 @@ func (n *Node) open() error {
 	}
 	snap, hs, ents, err := n.log.load()
 	if err != nil {
+		return err
+	}
+	if err := checkStored(n.cfg.Dir, hs, ents, snap); err != nil {
 		return err
 	}
 	if err := n.loadApplied(); err != nil {
@@ -832,17 +838,23 @@ func (n *Node) publishApplied(idx uint64) {
 
 // --- the Ready loop ---------------------------------------------------
 
-// receive steps incoming messages into raft. Proposals forwarded by other
-// members go to stepProposals instead: raft takes a proposal only once it
-// knows a leader, so stepping one here, while this node knows none (say a
-// leader resumed after a pause, deposed, with its old followers' writes in
-// its inbox), would wait for a leader whose messages are queued behind it,
+// receive steps incoming messages into raft, those checkMessage passes
+// (the rest are dropped and logged: raft trusts what it steps, and a
+// forged term panics it). Proposals forwarded by other members go to
+// stepProposals instead: raft takes a proposal only once it knows a
+// leader, so stepping one here, while this node knows none (say a leader
+// resumed after a pause, deposed, with its old followers' writes in its
+// inbox), would wait for a leader whose messages are queued behind it,
 // forever.
 func (n *Node) receive() {
 	in := n.cfg.Transport.Receive()
 	for {
 		select {
 		case m := <-in:
+			if err := checkMessage(m, n.cfg.ID); err != nil {
+				n.refused.warn(n.cfg.Logger, "raft: refused a message", "id", n.cfg.ID, "from", m.GetFrom(), "err", err)
+				continue
+			}
 			if m.GetType() == raftpb.MsgProp {
 				select {
 				case n.forwarded <- m:

@@ -2,13 +2,17 @@ package raft
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,21 +29,93 @@ type TCPConfig struct {
 	Listener net.Listener
 	// Peers maps the other members' ids to their raft addresses. More can
 	// be set later (SetPeer); a Node does so as membership changes commit.
+	// Only the members set here or by SetPeer may connect: a member that
+	// joins must be given the current ones (Config.Peers does it).
 	Peers map[uint64]string
-	// ServerTLS, when set, wraps accepted connections in TLS (peers must
-	// present what it requires). ClientTLS, when set, is used to dial.
+
+	// Secret is the cluster secret, the same on every member (as
+	// RabbitMQ's Erlang cookie is): members prove to each other that they
+	// hold it, without sending it, before anything else is read, and seal
+	// every frame with a key derived from it and the handshake (see
+	// handshake.go). At least 16 bytes; LoadSecret keeps one in a member's
+	// directory. Either Secret or mutual TLS (or both) is required, unless
+	// Insecure.
+	Secret []byte
+	// ServerTLS, when set, wraps accepted connections in TLS; ClientTLS,
+	// when set, is used to dial. Without Secret they must be mutual TLS:
+	// ServerTLS requires and verifies client certificates
+	// (tls.RequireAndVerifyClientCert, or RequireAnyClientCert with a
+	// VerifyPeerCertificate or VerifyConnection of its own) and ClientTLS
+	// presents one. Any holder of a certificate the CAs accept is then
+	// taken for the member whose id it names.
 	ServerTLS *tls.Config
 	ClientTLS *tls.Config
-	// DialTimeout bounds one connection attempt. Default 2s.
+	// Insecure turns member authentication off: whoever reaches Listener is
+	// taken for the member whose id it names, and can forge raft messages
+	// that stop the cluster. Only for a network nobody else reaches; it
+	// excludes Secret and TLS, and NewTCPTransport logs a warning.
+	Insecure bool
+
+	// DialTimeout bounds one connection attempt, the handshake included.
+	// Default 2s.
 	DialTimeout time.Duration
+	// HandshakeTimeout bounds how long an accepted connection may take to
+	// authenticate before it is closed. Default 5s.
+	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the accepted connections that have not
+	// authenticated yet; past it the oldest of them is closed, so sockets
+	// that never speak cannot keep members out for longer than the time
+	// between a member's connect and its proof. Default 64.
+	MaxHandshakes int
 	// MaxMessageBytes bounds an incoming message (snapshots included);
-	// a larger frame closes the connection. Default 1 GiB, also for 2 GiB
-	// or more (a frame's length has 31 bits).
+	// a larger frame closes the connection. Memory follows what arrives:
+	// a frame's buffer grows with its bytes, never to the length its header
+	// announces. Default 1 GiB, also for 2 GiB or more.
 	MaxMessageBytes int
 	// WriteTimeout bounds one Send's writes to a peer that does not read
 	// (stopped, or on a dead link); the connection is then closed and
 	// redialed at the next Send. Default 5s.
 	WriteTimeout time.Duration
+	// Logger receives the connections refused (at most one line every 10
+	// seconds) and the warning of Insecure. Default: slog.Default(), so
+	// that they are not lost.
+	Logger *slog.Logger
+}
+
+// validate reports every bad field at once.
+func (c *TCPConfig) validate() error {
+	var errs []error
+	if c.Listener == nil {
+		errs = append(errs, errors.New("raft: TCPConfig.Listener is required"))
+	}
+	if c.ID == 0 {
+		errs = append(errs, errors.New("raft: TCPConfig.ID must not be 0"))
+	}
+	if c.Secret != nil && len(c.Secret) < minSecretBytes {
+		errs = append(errs, fmt.Errorf("raft: TCPConfig.Secret has %d bytes, fewer than %d", len(c.Secret), minSecretBytes))
+	}
+	switch {
+	case c.Insecure:
+		if c.Secret != nil || c.ServerTLS != nil || c.ClientTLS != nil {
+			errs = append(errs, errors.New("raft: TCPConfig.Insecure turns authentication off: it excludes Secret, ServerTLS and ClientTLS"))
+		}
+	case c.Secret == nil && !mutualTLS(c.ServerTLS, c.ClientTLS):
+		errs = append(errs, errors.New("raft: TCPConfig needs Secret (the cluster secret) or mutual TLS (ServerTLS requiring client certificates, "+
+			"ClientTLS presenting one) to authenticate members; Insecure turns authentication off"))
+	}
+	return errors.Join(errs...)
+}
+
+// mutualTLS reports whether server requires and verifies a certificate of
+// every client and client presents one.
+func mutualTLS(server, client *tls.Config) bool {
+	if server == nil || client == nil {
+		return false
+	}
+	verified := server.ClientAuth == tls.RequireAndVerifyClientCert ||
+		server.ClientAuth == tls.RequireAnyClientCert && (server.VerifyPeerCertificate != nil || server.VerifyConnection != nil) ||
+		server.GetConfigForClient != nil
+	return verified && (len(client.Certificates) > 0 || client.GetClientCertificate != nil)
 }
 
 // TCPTransport sends raft messages to each peer over one TCP connection
@@ -50,24 +126,48 @@ type TCPConfig struct {
 // WriteTimeout. It is safe for concurrent use; Close stops its goroutines
 // and closes its listener and connections.
 //
+// Every connection starts with the members' handshake (handshake.go): the
+// dialer names itself and the member it wants, and with the cluster
+// secret both prove they hold it and every frame after is sealed. An
+// accepted connection is read only once its dialer proved to be a member
+// this one knows, and then every raft message on it must be from that
+// member and to this one; anything else closes it. At most MaxHandshakes
+// accepted connections wait to authenticate, each at most
+// HandshakeTimeout.
+//
 // Messages (Messenger) go to each peer over a second connection of their
-// own, so they never wait behind raft's appends nor raft behind them. A
-// Message frame has the top bit of its length set (raft frames are at
-// most MaxMessageBytes, below 2^31) and carries the sender's raft id (8
-// bytes, big-endian) before the data. A reader of Messages that falls
+// own (its handshake says which kind it is), so they never wait behind
+// raft's appends nor raft behind them. A Message frame is its data, with
+// the sender's id from the handshake. A reader of Messages that falls
 // behind stops the reading of that connection only.
 type TCPTransport struct {
 	cfg   TCPConfig
+	hs    handshaker
 	inbox chan *raftpb.Message
 	msgs  chan Message
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
-	mu     sync.Mutex
-	peers  map[uint64]*tcpPeer
-	mpeers map[uint64]*tcpPeer // the Message connections
-	conns  map[net.Conn]struct{}
-	closed bool
+	// refused and unreached log failed handshakes, accepted and dialed.
+	refused, unreached rateLog
+
+	mu      sync.Mutex
+	peers   map[uint64]*tcpPeer
+	mpeers  map[uint64]*tcpPeer // the Message connections
+	conns   map[net.Conn]*connState
+	pending int // accepted connections not authenticated yet
+	closed  bool
+}
+
+// connState is what the transport knows of an open connection.
+type connState struct {
+	raw net.Conn // under TLS, the TCP connection: closing it never blocks
+	// For an accepted connection: when, whether it still authenticates,
+	// and then the member it is from.
+	accepted bool
+	since    time.Time
+	pending  bool
+	peer     uint64
 }
 
 var (
@@ -76,38 +176,44 @@ var (
 	_ Messenger  = (*TCPTransport)(nil)
 )
 
-// messageFrame marks a Message frame's length; messageHeader is the sender
-// id that starts its payload.
-const (
-	messageFrame  = 1 << 31
-	messageHeader = 8
-)
-
 // NewTCPTransport starts serving on cfg.Listener.
 func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
-	if cfg.Listener == nil {
-		return nil, errors.New("raft: TCPConfig.Listener is required")
-	}
-	if cfg.ID == 0 {
-		return nil, errors.New("raft: TCPConfig.ID must not be 0")
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 2 * time.Second
 	}
-	if cfg.MaxMessageBytes <= 0 || cfg.MaxMessageBytes >= messageFrame {
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = 64
+	}
+	if cfg.MaxMessageBytes <= 0 || cfg.MaxMessageBytes >= 1<<31 {
 		cfg.MaxMessageBytes = 1 << 30
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 5 * time.Second
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Secret = bytes.Clone(cfg.Secret)
 	t := &TCPTransport{
 		cfg:    cfg,
+		hs:     handshaker{self: cfg.ID, secret: cfg.Secret, rand: rand.Reader},
 		inbox:  make(chan *raftpb.Message, 4096),
 		msgs:   make(chan Message, 1024),
 		stop:   make(chan struct{}),
 		peers:  map[uint64]*tcpPeer{},
 		mpeers: map[uint64]*tcpPeer{},
-		conns:  map[net.Conn]struct{}{},
+		conns:  map[net.Conn]*connState{},
+	}
+	if cfg.Insecure {
+		cfg.Logger.Warn("raft: members are NOT authenticated (TCPConfig.Insecure): anyone who reaches the raft address "+
+			"can forge raft messages and stop or corrupt the cluster; use a cluster secret or mutual TLS",
+			"id", cfg.ID, "addr", cfg.Listener.Addr().String())
 	}
 	for id, addr := range cfg.Peers {
 		t.SetPeer(id, addr)
@@ -165,7 +271,7 @@ func (t *TCPTransport) SendMessages(ctx context.Context, msgs []Message) error {
 	})
 }
 
-// SetPeer sets (or changes) the address of peer id.
+// SetPeer sets (or changes) the address of peer id, and lets it connect.
 func (t *TCPTransport) SetPeer(id uint64, addr string) {
 	if id == t.cfg.ID {
 		return
@@ -180,7 +286,7 @@ func (t *TCPTransport) SetPeer(id uint64, addr string) {
 		t.mu.Unlock()
 		return
 	}
-	t.peers[id], t.mpeers[id] = t.newPeer(addr), t.newPeer(addr)
+	t.peers[id], t.mpeers[id] = t.newPeer(id, addr, kindRaft), t.newPeer(id, addr, kindMessages)
 	t.mu.Unlock()
 	// Not under t.mu: closing a TLS connection may wait on a write in
 	// progress.
@@ -191,24 +297,41 @@ func (t *TCPTransport) SetPeer(id uint64, addr string) {
 	}
 }
 
-func (t *TCPTransport) newPeer(addr string) *tcpPeer {
-	p := &tcpPeer{t: t, addr: addr}
+func (t *TCPTransport) newPeer(id uint64, addr string, kind byte) *tcpPeer {
+	p := &tcpPeer{t: t, id: id, addr: addr, kind: kind}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
 
-// RemovePeer forgets peer id and closes its connections.
+// RemovePeer forgets peer id, closes its connections and refuses it from
+// now on.
 func (t *TCPTransport) RemovePeer(id uint64) {
 	t.mu.Lock()
 	p, pm := t.peers[id], t.mpeers[id]
 	delete(t.peers, id)
 	delete(t.mpeers, id)
+	var in []net.Conn
+	for _, st := range t.conns {
+		if st.accepted && st.peer == id {
+			in = append(in, st.raw)
+		}
+	}
 	t.mu.Unlock()
 	for _, p := range []*tcpPeer{p, pm} {
 		if p != nil {
 			p.close()
 		}
 	}
+	for _, c := range in {
+		c.Close()
+	}
+}
+
+// isMember reports whether id may connect: a member this one knows.
+func (t *TCPTransport) isMember(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peers[id] != nil
 }
 
 // Close stops the transport: the listener, every connection, every
@@ -229,8 +352,8 @@ func (t *TCPTransport) Close() error {
 		p.cancel()
 		delete(t.mpeers, id)
 	}
-	for c := range t.conns {
-		c.Close()
+	for _, st := range t.conns {
+		st.raw.Close()
 	}
 	t.mu.Unlock()
 	err := t.cfg.Listener.Close()
@@ -241,21 +364,83 @@ func (t *TCPTransport) Close() error {
 	return nil
 }
 
+// rawConn is the TCP connection under c.
+func rawConn(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
+}
+
+// track registers a dialed connection, false once the transport closed.
 func (t *TCPTransport) track(c net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
-	t.conns[c] = struct{}{}
+	t.conns[c] = &connState{raw: rawConn(c)}
+	return true
+}
+
+// admit registers an accepted connection as waiting to authenticate,
+// false once the transport closed. At MaxHandshakes waiting it closes the
+// one waiting longest.
+func (t *TCPTransport) admit(c net.Conn) bool {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return false
+	}
+	var evict *connState
+	if t.pending >= t.cfg.MaxHandshakes {
+		for _, st := range t.conns {
+			if st.pending && (evict == nil || st.since.Before(evict.since)) {
+				evict = st
+			}
+		}
+		evict.pending = false
+		t.pending--
+	}
+	t.conns[c] = &connState{raw: rawConn(c), accepted: true, since: time.Now(), pending: true}
+	t.pending++
+	t.mu.Unlock()
+	if evict != nil {
+		evict.raw.Close()
+	}
+	return true
+}
+
+// authenticated records that accepted connection c is from member peer;
+// false when it was closed meanwhile (evicted, the transport closed, the
+// member removed).
+func (t *TCPTransport) authenticated(c net.Conn, peer uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.conns[c]
+	if st == nil || !st.pending || t.peers[peer] == nil {
+		return false
+	}
+	st.pending, st.peer = false, peer
+	t.pending--
 	return true
 }
 
 func (t *TCPTransport) untrack(c net.Conn) {
 	t.mu.Lock()
+	if st := t.conns[c]; st != nil && st.pending {
+		t.pending--
+	}
 	delete(t.conns, c)
 	t.mu.Unlock()
 	c.Close()
+}
+
+// Pending returns how many accepted connections wait to authenticate.
+func (t *TCPTransport) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending
 }
 
 func (t *TCPTransport) accept() {
@@ -281,7 +466,7 @@ func (t *TCPTransport) accept() {
 		if t.cfg.ServerTLS != nil {
 			c = tls.Server(c, t.cfg.ServerTLS)
 		}
-		if !t.track(c) {
+		if !t.admit(c) {
 			c.Close()
 			return
 		}
@@ -289,41 +474,101 @@ func (t *TCPTransport) accept() {
 		go func() {
 			defer t.wg.Done()
 			defer t.untrack(c)
-			t.read(c)
+			t.serve(c)
 		}()
 	}
 }
 
-// read delivers the frames of one incoming connection until it fails.
-func (t *TCPTransport) read(c net.Conn) {
-	r := bufio.NewReaderSize(c, 64<<10)
+// serve authenticates an accepted connection, within HandshakeTimeout,
+// and then reads it until it fails.
+func (t *TCPTransport) serve(c net.Conn) {
+	if err := c.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout)); err != nil {
+		return
+	}
+	// Under TLS the TLS handshake runs in the first read, within the
+	// same deadline.
+	br := bufio.NewReaderSize(c, maxRecordPlain+recordTag+2)
+	h, r, err := t.hs.accept(br, c, t.isMember)
+	if err != nil {
+		t.refused.warn(t.cfg.Logger, "raft: refused a connection that did not authenticate as a member",
+			"id", t.cfg.ID, "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	if !t.authenticated(c, h.from) || c.SetDeadline(time.Time{}) != nil {
+		return
+	}
+	if h.kind == kindMessages {
+		t.readMessages(r, h.from)
+	} else {
+		t.readRaft(r, h.from)
+	}
+}
+
+// frameChunk is what a frame's buffer starts at and grows by, doubling:
+// the length a frame announces is only an upper bound until its bytes
+// arrive.
+const frameChunk = 64 << 10
+
+var errFrameSize = errors.New("raft: frame too large")
+
+// readFrame reads one frame from r (a 4-byte big-endian length of at most
+// limit, then that many bytes) into buf, which grows as the bytes arrive,
+// and returns it.
+func readFrame(r io.Reader, limit int, buf []byte) ([]byte, error) {
 	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if uint64(size) > uint64(limit) {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errFrameSize, size, limit)
+	}
+	n := int(size)
+	buf = buf[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(n, max(2*cap(buf), frameChunk))-len(buf))
+		}
+		k, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			return nil, noEOF(err)
+		}
+	}
+	return buf, nil
+}
+
+// readFailed logs why the connection of member peer ended, unless it just
+// closed.
+func (t *TCPTransport) readFailed(peer uint64, err error) {
+	select {
+	case <-t.stop:
+		return
+	default:
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	t.refused.warn(t.cfg.Logger, "raft: closed a member's connection", "id", t.cfg.ID, "peer", peer, "err", err)
+}
+
+// readRaft delivers the raft messages of member peer's connection until
+// it fails or carries a message that is not from peer to this member.
+func (t *TCPTransport) readRaft(r io.Reader, peer uint64) {
+	var buf []byte
 	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		b, err := readFrame(r, t.cfg.MaxMessageBytes, buf)
+		if err != nil {
+			t.readFailed(peer, err)
 			return
 		}
-		size := binary.BigEndian.Uint32(hdr[:])
-		isMsg := size&messageFrame != 0
-		size &^= messageFrame
-		if uint64(size) > uint64(t.cfg.MaxMessageBytes) || isMsg && size < messageHeader {
-			return // not a peer speaking our protocol, or a bug: drop it
-		}
-		buf := make([]byte, size)
-		if _, err := io.ReadFull(r, buf); err != nil {
+		m, err := decodeRaft(b, peer, t.cfg.ID)
+		if err != nil {
+			t.readFailed(peer, err)
 			return
 		}
-		if isMsg {
-			m := Message{From: binary.BigEndian.Uint64(buf), To: t.cfg.ID, Data: buf[messageHeader:]}
-			select {
-			case t.msgs <- m:
-			case <-t.stop:
-				return
-			}
-			continue
-		}
-		m := &raftpb.Message{}
-		if err := proto.Unmarshal(buf, m); err != nil {
-			return
+		if buf = b[:0]; cap(buf) > 1<<20 {
+			buf = nil // a snapshot's buffer is not kept
 		}
 		select {
 		case t.inbox <- m:
@@ -333,10 +578,42 @@ func (t *TCPTransport) read(c net.Conn) {
 	}
 }
 
-// tcpPeer owns the outgoing connection to one peer.
+// decodeRaft decodes a raft frame of member peer's connection to member
+// self: a message that is not from peer to self is refused.
+func decodeRaft(b []byte, peer, self uint64) (*raftpb.Message, error) {
+	m := &raftpb.Message{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("raft: undecodable message: %w", err)
+	}
+	if m.GetFrom() != peer || m.GetTo() != self {
+		return nil, fmt.Errorf("raft: a message from %d to %d on the connection of member %d", m.GetFrom(), m.GetTo(), peer)
+	}
+	return m, nil
+}
+
+// readMessages delivers the Messages of member peer's connection until it
+// fails.
+func (t *TCPTransport) readMessages(r io.Reader, peer uint64) {
+	for {
+		b, err := readFrame(r, t.cfg.MaxMessageBytes, nil)
+		if err != nil {
+			t.readFailed(peer, err)
+			return
+		}
+		select {
+		case t.msgs <- Message{From: peer, To: t.cfg.ID, Data: b}:
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+// tcpPeer owns the outgoing connection of one kind to one peer.
 type tcpPeer struct {
 	t    *TCPTransport
+	id   uint64
 	addr string
+	kind byte
 	// ctx ends when the peer is removed or the transport closes.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -391,7 +668,7 @@ func (p *tcpPeer) sendFrames(ctx context.Context, write func() error) error {
 		if time.Now().Before(p.retryAt) {
 			return fmt.Errorf("raft: peer %s unreachable", p.addr)
 		}
-		c, err := p.dial(ctx)
+		c, w, err := p.dial(ctx)
 		if err != nil {
 			p.retryAt = time.Now().Add(100 * time.Millisecond)
 			return fmt.Errorf("raft: dial peer %s: %w", p.addr, err)
@@ -401,7 +678,7 @@ func (p *tcpPeer) sendFrames(ctx context.Context, write func() error) error {
 			return errors.New("raft: transport closed")
 		}
 		p.setConn(c)
-		p.w = bufio.NewWriterSize(c, 64<<10)
+		p.w = bufio.NewWriterSize(w, 64<<10)
 	}
 	conn := p.conn
 	err := conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
@@ -427,29 +704,55 @@ func (p *tcpPeer) sendFrames(ctx context.Context, write func() error) error {
 	return nil
 }
 
-func (p *tcpPeer) dial(ctx context.Context) (net.Conn, error) {
+// dial connects to the peer and runs the handshake, both within
+// DialTimeout, and returns the connection and what frames are written to.
+func (p *tcpPeer) dial(ctx context.Context) (net.Conn, io.Writer, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.t.cfg.DialTimeout)
 	defer cancel()
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
+	var c net.Conn
+	var err error
 	if p.t.cfg.ClientTLS != nil {
 		d := tls.Dialer{Config: p.t.cfg.ClientTLS}
-		return d.DialContext(ctx, "tcp", p.addr)
+		c, err = d.DialContext(ctx, "tcp", p.addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", p.addr)
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	err = c.SetDeadline(deadline)
+	cut := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	var w io.Writer
+	if err == nil {
+		w, err = p.t.hs.dial(c, p.kind, p.id)
+	}
+	if cut() && err == nil {
+		err = c.SetDeadline(time.Time{})
+	} else if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		c.Close()
+		if ctx.Err() == nil {
+			p.t.unreached.warn(p.t.cfg.Logger, "raft: could not authenticate to a member", "id", p.t.cfg.ID, "peer", p.id, "addr", p.addr, "err", err)
+		}
+		return nil, nil, err
+	}
+	return c, w, nil
 }
 
 // writeMessage writes m as one Message frame. One the peer would refuse is
 // dropped, as an oversized raft message is.
 func (p *tcpPeer) writeMessage(m Message) error {
-	size := messageHeader + len(m.Data)
-	if size > p.t.cfg.MaxMessageBytes {
+	if len(m.Data) > p.t.cfg.MaxMessageBytes {
 		return nil
 	}
-	var hdr [4 + messageHeader]byte
-	binary.BigEndian.PutUint32(hdr[:4], uint32(size)|messageFrame)
-	binary.BigEndian.PutUint64(hdr[4:], p.t.cfg.ID)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(m.Data)))
 	if _, err := p.w.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -464,7 +767,7 @@ func (p *tcpPeer) write(m *raftpb.Message) error {
 		return fmt.Errorf("raft: encode message: %w", err)
 	}
 	p.buf = b
-	if len(b) > p.t.cfg.MaxMessageBytes || len(b) > 1<<32-1 {
+	if len(b) > p.t.cfg.MaxMessageBytes {
 		return nil // the peer would refuse it: drop it, raft recovers
 	}
 	var hdr [4]byte
