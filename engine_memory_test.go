@@ -157,7 +157,7 @@ func TestEngineQueueChurnKeepsNoMemory(t *testing.T) {
 		{"memory", []string{"tcp", "dial", "direct"}, 10_000, 3, false},
 		// Durable, so the queues' metadata and cursors are Pebble's; each
 		// declare and delete waits for an fsync, hence fewer queues.
-		{"datadir", []string{"tcp", "direct"}, 5_000, 1, true},
+		{"datadir", []string{"tcp", "dial", "direct"}, 5_000, 1, true},
 	} {
 		for _, door := range doors {
 			if !slices.Contains(tc.doors, door.name) {
