@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/broker/internal/dedup"
+	"github.com/warrenmq/broker/internal/memuse"
+	"github.com/warrenmq/broker/internal/rates"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage"
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
@@ -116,6 +119,74 @@ func (a Alarm) String() string {
 	return fmt.Sprintf("Alarm(%d)", uint8(a))
 }
 
+// memoryWatermark is the memory alarm's limit for Options.MemoryHighWatermark
+// w: w itself, or DefaultMemoryHighWatermarkRatio of the machine's memory
+// when w is 0 (and when it is negative, for the limits derived from it:
+// the alarm is off, the caches' bound is not).
+func memoryWatermark(w int64) int64 {
+	if w > 0 {
+		return w
+	}
+	return int64(DefaultMemoryHighWatermarkRatio * float64(totalMemory()))
+}
+
+// heldMemory is what the broker keeps in the heap besides its queues'
+// messages, each part counted by its holder and added to the memory
+// alarm's measure (docs: Flow control): the deduplication caches of
+// exchanges in memory (bounded by their Budget: half the watermark) and
+// the keys of deduplicating queues; delayed messages held in memory and
+// those on their way to the delayed store; direct reply-to replies
+// waiting for their requester; the rate history; and what a
+// ReplyForwarder given in Options reports (a cluster's queues of replies
+// for other members).
+type heldMemory struct {
+	dedup     *dedup.Budget
+	dedupKeys memuse.Counter
+	delayed   memuse.Counter
+	replies   memuse.Counter
+	rates     atomic.Pointer[rates.Recorder] // set once the history starts
+	forwarder storage.MemoryReporter         // Options.Replies, when it reports
+}
+
+// heldPart is one holder's bytes, under the name the alarm's log gives it.
+type heldPart struct {
+	name string
+	n    int64
+}
+
+func (h *heldMemory) parts() []heldPart {
+	out := []heldPart{
+		{"dedup_caches", h.dedup.MemoryBytes()},
+		{"dedup_queue_keys", h.dedupKeys.MemoryBytes()},
+		{"delayed", h.delayed.MemoryBytes()},
+		{"replies", h.replies.MemoryBytes()},
+	}
+	if r := h.rates.Load(); r != nil {
+		out = append(out, heldPart{"rates", r.MemoryBytes()})
+	}
+	if h.forwarder != nil {
+		out = append(out, heldPart{"forwarded_replies", h.forwarder.MemoryBytes()})
+	}
+	return out
+}
+
+func (h *heldMemory) total() int64 {
+	var n int64
+	for _, p := range h.parts() {
+		n += p.n
+	}
+	return n
+}
+
+// attrs are the parts as log attributes, in bytes.
+func (h *heldMemory) attrs() []any {
+	var out []any
+	for _, p := range h.parts() {
+		out = append(out, p.name, p.n)
+	}
+	return out
+}
+
 // assumedTotalMemory is what the default watermark is a share of when the
 // machine's memory cannot be read (not Linux): RabbitMQ assumes 1 GiB too.
 const assumedTotalMemory = 1 << 30
@@ -158,6 +229,7 @@ type alarmState struct {
 	reclaim     func(context.Context) error
 	lastReclaim time.Time
 	sources     []storage.MemoryReporter
+	held        *heldMemory
 	poll        alarmPolling
 
 	memUsed, diskFree atomic.Int64 // last samples, for the management API and metrics
@@ -198,11 +270,8 @@ func (b *Broker) setupAlarms() {
 	if a.poll.statfs == nil {
 		a.poll.statfs = statfsFree
 	}
-	switch w := b.opts.MemoryHighWatermark; {
-	case w > 0:
-		a.memLimit = w
-	case w == 0:
-		a.memLimit = int64(DefaultMemoryHighWatermarkRatio * float64(totalMemory()))
+	if b.opts.MemoryHighWatermark >= 0 {
+		a.memLimit = memoryWatermark(b.opts.MemoryHighWatermark)
 	}
 	if b.opts.DataDir != "" {
 		switch l := b.opts.DiskFreeLimit; {
@@ -232,6 +301,7 @@ func (b *Broker) setupAlarms() {
 			a.sources = append(a.sources, s)
 		}
 	}
+	a.held = &b.held
 	a.stop = make(chan struct{})
 }
 
@@ -343,13 +413,17 @@ func (a *alarmState) reserveMissing() int64 {
 	return a.reserve.Missing()
 }
 
-// memoryUsed adds up the message bytes of every memory source, and those
+// memoryUsed adds up the message bytes of every memory source, those
 // the connections hold before a queue has them (session.Alarms.Buffered:
-// bodies still arriving, uncommitted transactions).
+// bodies still arriving, uncommitted transactions), and what the caches
+// and holding stores keep (heldMemory).
 func (a *alarmState) memoryUsed() int64 {
 	n := a.gate.Buffered()
 	for _, s := range a.sources {
 		n += s.MemoryBytes()
+	}
+	if a.held != nil {
+		n += a.held.total()
 	}
 	return n
 }
@@ -536,6 +610,10 @@ func (b *Broker) applyAlarmsLocked(by string) {
 		attrs := []any{"alarm", k.String(), "by", by}
 		if k == AlarmMemory {
 			attrs = append(attrs, "mem_used", a.memUsed.Load(), "mem_limit", a.memLimit)
+			if is && a.held != nil {
+				// Which of the holders besides the queues holds the memory.
+				attrs = append(attrs, a.held.attrs()...)
+			}
 		} else {
 			attrs = append(attrs, "disk_free", a.diskFree.Load(), "disk_free_limit", a.diskLimit)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -51,6 +52,9 @@ type Broker struct {
 		closed    bool
 		listeners map[net.Listener]struct{}
 		conns     map[*session.Conn]struct{}
+		// connsPeak rebuilds conns once closes left it a quarter of its
+		// largest size (forgetConnLocked).
+		connsPeak shrink.Peak
 		addr      net.Addr // first listener's address, for Addr and URL
 	}
 	// wg counts every goroutine the broker started: connection servers and
@@ -67,6 +71,7 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
+	held     heldMemory      // caches and holding stores, for the memory alarm (alarms.go)
 	acct     accountState    // logins and access (accounts.go)
 	limits   connCounts      // open connections, for the limits (limits.go)
 	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)
@@ -320,10 +325,18 @@ func (b *Broker) serveConn(rwc io.ReadWriteCloser, id string) bool {
 			b.log.Debug("broker: connection ended", "conn", id, "err", err)
 		}
 		b.mu.Lock()
-		delete(b.mu.conns, c)
+		b.forgetConnLocked(c)
 		b.mu.Unlock()
 	}()
 	return true
+}
+
+// forgetConnLocked takes a finished connection out of b.mu.conns (b.mu
+// held), and rebuilds the map once closes left it a quarter of its largest
+// size: a burst of connections would otherwise keep its table for good.
+func (b *Broker) forgetConnLocked(c *session.Conn) {
+	delete(b.mu.conns, c)
+	b.mu.conns = shrink.Map(b.mu.conns, &b.mu.connsPeak)
 }
 
 func (b *Broker) addListener(l net.Listener) bool {

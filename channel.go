@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/memuse"
 	"github.com/warrenmq/broker/internal/session"
 )
 
@@ -175,6 +176,13 @@ type consumerBuf struct {
 	queue  []rawMessage
 	ended  bool // cancelled: close out once queue is drained
 	closed bool // the pump exited: drop pushes
+
+	// replies is set for a direct reply-to consumer: no queue or credit
+	// bounds what it is sent, so the replies it holds for the
+	// application (held, their bytes) are bounded by maxDirectReplies
+	// and counted against the memory alarm in replies.
+	replies *memuse.Counter
+	held    int64
 }
 
 // event is one notification for the notifier goroutine.
@@ -345,7 +353,7 @@ func (ch *Channel) release(n int) {
 	close(ch.done)
 	b := ch.b
 	b.mu.Lock()
-	delete(b.mu.conns, ch.conn)
+	b.forgetConnLocked(ch.conn)
 	b.mu.Unlock()
 	if ch.admitted != nil {
 		ch.admitted()

@@ -48,6 +48,9 @@ func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer strin
 	// Registered before basic.consume: the first delivery may reach the sink
 	// before the call returns.
 	c := &consumerBuf{tag: consumer, out: make(chan amqp091.Delivery), wake: make(chan struct{}, 1)}
+	if queue == replyToQueue {
+		c.replies = &ch.b.held.replies
+	}
 	ch.mu.Lock()
 	dup := ch.mu.consumers[consumer] != nil
 	if !dup {
@@ -109,9 +112,51 @@ func (ch *Channel) Cancel(consumer string, noWait bool) error {
 	return nil
 }
 
+// replyToQueue is the pseudo-queue a direct reply-to requester consumes.
+const replyToQueue = "amq.rabbitmq.reply-to"
+
+// maxDirectReplies bounds the bytes of replies a direct reply-to consumer
+// holds for an application that does not receive them, as a TCP
+// requester's outbox bounds them (512 KiB): past it a reply is dropped,
+// as RabbitMQ drops what a requester cannot take. A single reply larger
+// than that still goes alone.
+const maxDirectReplies = 512 << 10
+
+// admitReply reports whether a reply consumer takes a reply of n bytes,
+// and counts them if so; other consumers take everything.
+func (c *consumerBuf) admitReply(n int) bool {
+	if c.replies == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended || c.closed || c.held > 0 && c.held+int64(n) > maxDirectReplies {
+		return false
+	}
+	c.held += int64(n)
+	c.replies.Add(int64(n))
+	return true
+}
+
+// handedOver stops counting a reply of n bytes the application received
+// (or that was dropped with the consumer).
+func (c *consumerBuf) handedOver(n int) {
+	if c.replies == nil {
+		return
+	}
+	c.mu.Lock()
+	c.held -= int64(n)
+	c.replies.Add(-int64(n))
+	c.mu.Unlock()
+}
+
 func (c *consumerBuf) push(r rawMessage) {
 	c.mu.Lock()
 	if c.ended || c.closed {
+		if c.replies != nil {
+			c.held -= int64(len(r.raw))
+			c.replies.Add(-int64(len(r.raw)))
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -170,6 +215,8 @@ func (ch *Channel) pump(c *consumerBuf) {
 		c.mu.Lock()
 		c.closed = true
 		c.queue = nil
+		c.replies.Add(-c.held) // what was never received
+		c.held = 0
 		c.mu.Unlock()
 	}()
 	var batch []rawMessage
@@ -191,9 +238,11 @@ func (ch *Channel) pump(c *consumerBuf) {
 		}
 		for i := range batch {
 			d := ch.delivery(&batch[i])
+			n := len(batch[i].raw)
 			batch[i] = rawMessage{}
 			select {
 			case c.out <- d:
+				c.handedOver(n)
 			case <-ch.quit:
 				return
 			}

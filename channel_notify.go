@@ -65,6 +65,9 @@ func (s *channelSink) Content(channel uint16, m amqp.Method, props, body []byte)
 		if c == nil {
 			return // cancelled with noWait while this was on its way
 		}
+		if !c.admitReply(len(props) + len(body)) {
+			return // a requester that does not receive: the reply is dropped
+		}
 		r := newRawMessage(props, body)
 		r.consumerTag = m.ConsumerTag
 		r.deliveryTag = m.DeliveryTag
@@ -103,7 +106,7 @@ func (s *channelSink) Closed(err *amqp.Error) {
 	// before NotifyClose fires, so whoever saw the close sees it gone; the
 	// broker still waits for the Channel's goroutines through release.
 	ch.b.mu.Lock()
-	delete(ch.b.mu.conns, ch.conn)
+	ch.b.forgetConnLocked(ch.conn)
 	ch.b.mu.Unlock()
 	ch.mu.Lock()
 	if !ch.mu.closed {

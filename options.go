@@ -292,11 +292,15 @@ type Options struct {
 	// data held in memory: the Properties and Body bytes of every message
 	// in the in-memory stores (non-durable queues' store, and the durable
 	// one without DataDir), plus what a store given as Shards reports when
-	// it implements storage.MemoryReporter. Above it, publishing
-	// connections are blocked (alarms.go). Zero means 40% of the machine's
-	// memory or of the cgroup's limit, RabbitMQ's default
-	// vm_memory_high_watermark of 0.4; negative turns the alarm off
-	// (RaiseAlarm still works).
+	// it implements storage.MemoryReporter, plus what the caches and
+	// holding stores keep in memory (deduplication caches and keys,
+	// delayed messages, reply-to replies, the rate history; README, "Flow
+	// control"). Above it, publishing connections are blocked
+	// (alarms.go). The deduplication caches in memory hold half of it at
+	// most together. Zero means 40% of the machine's memory or of the
+	// cgroup's limit, RabbitMQ's default vm_memory_high_watermark of 0.4;
+	// negative turns the alarm off (RaiseAlarm still works; the caches
+	// keep half of that default as their bound).
 	MemoryHighWatermark int64
 	// DiskFreeLimit is the disk alarm's limit: when the file system holding
 	// DataDir has fewer free bytes, publishing connections are blocked.

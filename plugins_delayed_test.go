@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -174,6 +175,10 @@ func TestDelayedDeclareErrors(t *testing.T) {
 		{"hash args both", "x-consistent-hash", amqp091.Table{"hash-header": "h", "hash-property": "message_id"}, amqp091.PreconditionFailed, "mutually exclusive"},
 		{"hash property", "x-consistent-hash", amqp091.Table{"hash-property": "app_id"}, amqp091.PreconditionFailed, "Unsupported property: app_id"},
 		{"dedup without size", "x-message-deduplication", nil, amqp091.PreconditionFailed, "'x-cache-size' must be an integer greater than 0"},
+		{"dedup size above the maximum", "x-message-deduplication", amqp091.Table{"x-cache-size": int64(math.MaxInt64)}, amqp091.PreconditionFailed,
+			"Invalid argument, 'x-cache-size' must be at most 100000000, was 9223372036854775807"},
+		{"dedup size above the maximum as a string", "x-message-deduplication", amqp091.Table{"x-cache-size": "100000001"}, amqp091.PreconditionFailed,
+			"'x-cache-size' must be at most 100000000"},
 		{"dedup bad ttl", "x-message-deduplication", amqp091.Table{"x-cache-size": int32(5), "x-cache-ttl": int32(0)}, amqp091.PreconditionFailed, "'x-cache-ttl' must be an integer greater than 0"},
 		{"dedup bad persistence", "x-message-deduplication", amqp091.Table{"x-cache-size": int32(5), "x-cache-persistence": "tape"}, amqp091.PreconditionFailed, "'x-cache-persistence' must be either 'disk' or 'memory'"},
 		{"unknown type", "x-random", nil, amqp091.PreconditionFailed, "unknown exchange type 'x-random'"},

@@ -299,3 +299,67 @@ func TestScaleConsumersProbe(t *testing.T) {
 	t.Logf("%d queues, %d consumers: %d messages in %v, %.0f msg/s; heap %d MiB (+%d MiB during the run), rss %d MiB, goroutines %d",
 		queues, queues*perQueue, total, el.Round(time.Millisecond), float64(total)/el.Seconds(), heap>>20, (heap-base)>>20, rss>>20, runtime.NumGoroutine())
 }
+
+// TestScaleChurnProbe measures what queues declared and deleted in bursts
+// leave behind: WARREN_SCALE_CHURN="total,burst" declare/delete cycles
+// over TCP, declaring burst queues and then deleting them all, with the
+// rate sampler on (1 s), and reports RSS, heap in use (before and after a
+// collection) and the live heap every 50,000 cycles and at the end, each
+// time once the sampler has had a round to forget the deleted queues.
+// WARREN_SCALE_CHURN_DATA=1 runs durable queues on a data directory
+// (WARREN_SCALE_CHURN_STORE_MEMORY sets Options.StoreMemory). A measuring
+// tool, not a check: TestEngineQueueChurnKeepsNoMemory is the check.
+func TestScaleChurnProbe(t *testing.T) {
+	spec := os.Getenv("WARREN_SCALE_CHURN")
+	if spec == "" {
+		t.Skip("WARREN_SCALE_CHURN not set")
+	}
+	var total, burst int
+	_, err := fmt.Sscanf(spec, "%d,%d", &total, &burst)
+	require.NoError(t, err, "WARREN_SCALE_CHURN is total,burst")
+	opts := broker.Options{StatsInterval: time.Second}
+	durable := os.Getenv("WARREN_SCALE_CHURN_DATA") != ""
+	if durable {
+		opts.DataDir = t.TempDir()
+		opts.StoreMemory, _ = strconv.ParseInt(os.Getenv("WARREN_SCALE_CHURN_STORE_MEMORY"), 10, 64)
+	}
+	b := brokertest.NewUnstarted(t, opts)
+	brokertest.Start(t, b)
+	_ = b.ManagementHandler() // starts the rate sampler
+	conn, err := amqp091.Dial(b.URL())
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	report := func(done int) {
+		if done > 0 {
+			time.Sleep(opts.StatsInterval + opts.StatsInterval/2) // the sampler forgets the deleted queues
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		inuse := ms.HeapInuse
+		rss, _ := procStatus("VmRSS")
+		live := measure.LiveHeap()
+		runtime.ReadMemStats(&ms)
+		t.Logf("cycles %7d: RSS %4d MiB, heap in use %3d MiB (%3d MiB after a GC), live heap %6d KiB, goroutines %d",
+			done, rss>>20, inuse>>20, ms.HeapInuse>>20, live>>10, runtime.NumGoroutine())
+	}
+	report(0)
+	start := time.Now()
+	for done, r := 0, 0; done < total; r++ {
+		n := min(burst, total-done)
+		for i := range n {
+			_, err := ch.QueueDeclare(fmt.Sprintf("churn-%d-%d", r, i), durable, false, false, false, nil)
+			require.NoError(t, err)
+		}
+		for i := range n {
+			_, err := ch.QueueDelete(fmt.Sprintf("churn-%d-%d", r, i), false, false, false)
+			require.NoError(t, err)
+		}
+		if done/50_000 != (done+n)/50_000 || done+n == total {
+			report(done + n)
+		}
+		done += n
+	}
+	t.Logf("%d cycles in %v", total, time.Since(start).Round(time.Second))
+}

@@ -62,6 +62,10 @@ type replyRouter struct {
 	members func(context.Context) ([]raft.Peer, error)
 
 	nextID atomic.Uint64
+	// queued is the bytes of the messages in every peer's queue and in the
+	// batches being sent, which the broker's memory alarm counts
+	// (MemoryBytes).
+	queued atomic.Int64
 
 	mu       sync.Mutex
 	isMember map[uint64]bool
@@ -85,6 +89,7 @@ type replyPeer struct {
 	mu    sync.Mutex
 	msgs  []raft.Message
 	bytes int
+	gone  bool // the sender exited (release): nothing is queued any more
 }
 
 func newReplyRouter(n *Node, msgr raft.Messenger, timeout time.Duration) *replyRouter {
@@ -118,6 +123,12 @@ func (r *replyRouter) close() {
 	r.cancel()
 	r.wg.Wait()
 }
+
+// MemoryBytes returns the bytes of the replies, probes and answers queued
+// for other members, or being handed to the transport: the broker counts
+// them against its memory alarm (storage.MemoryReporter). Each member's
+// queue is bounded by maxReplyQueueBytes too.
+func (r *replyRouter) MemoryBytes() int64 { return r.queued.Load() }
 
 // ReplyTag implements broker.ReplyForwarder: the member's raft id.
 func (r *replyRouter) ReplyTag() string { return strconv.FormatUint(r.self, 10) }
@@ -220,12 +231,13 @@ func (r *replyRouter) enqueue(to uint64, data []byte) bool {
 
 func (p *replyPeer) push(m raft.Message) bool {
 	p.mu.Lock()
-	if len(p.msgs) >= maxReplyQueueMsgs || len(p.msgs) > 0 && p.bytes+len(m.Data) > maxReplyQueueBytes {
+	if p.gone || len(p.msgs) >= maxReplyQueueMsgs || len(p.msgs) > 0 && p.bytes+len(m.Data) > maxReplyQueueBytes {
 		p.mu.Unlock()
 		return false
 	}
 	p.msgs = append(p.msgs, m)
 	p.bytes += len(m.Data)
+	p.r.queued.Add(int64(len(m.Data)))
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -244,18 +256,22 @@ func (p *replyPeer) run() {
 		select {
 		case <-p.wake:
 		case <-p.quit:
+			p.release()
 			return
 		case <-r.ctx.Done():
+			p.release()
 			return
 		}
 		p.mu.Lock()
-		batch := p.msgs
+		batch, n := p.msgs, p.bytes
 		p.msgs, p.bytes = nil, 0
 		p.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
-		if err := r.msgr.SendMessages(r.ctx, batch); err != nil {
+		err := r.msgr.SendMessages(r.ctx, batch)
+		r.queued.Add(-int64(n)) // counted until the transport has it
+		if err != nil {
 			for _, m := range batch {
 				if kind, id, ok := requestID(m.Data); ok && id != 0 && kind != kindAnswer {
 					r.resolve(id, false)
@@ -263,6 +279,15 @@ func (p *replyPeer) run() {
 			}
 		}
 	}
+}
+
+// release drops what is still queued for a member that left or a router
+// that closed.
+func (p *replyPeer) release() {
+	p.mu.Lock()
+	p.r.queued.Add(-int64(p.bytes))
+	p.msgs, p.bytes, p.gone = nil, 0, true
+	p.mu.Unlock()
 }
 
 // receive delivers the replies and answers other members send.

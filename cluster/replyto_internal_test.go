@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/meta/raft"
+	"github.com/warrenmq/broker/storage"
 )
 
 // TestReplyCodec round-trips each kind of the router's messages and
@@ -136,6 +137,27 @@ func TestReplyQueueBounded(t *testing.T) {
 	start = time.Now()
 	require.False(t, r.ReplyExists("/", "5", "amq.rabbitmq.reply-to.5.x"))
 	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+}
+
+// TestReplyQueueCounted: what the queues of replies for other members hold
+// is counted for the broker's memory alarm (MemoryBytes), the batch the
+// stuck transport holds included, until the router lets go of it.
+func TestReplyQueueCounted(t *testing.T) {
+	r := startReplyRouter(&replyRouter{
+		msgr: stuckMessenger{in: make(chan raft.Message)}, self: 1, timeout: 50 * time.Millisecond,
+		log: slog.New(slog.DiscardHandler), broker: func() *broker.Broker { return nil },
+		members: func(context.Context) ([]raft.Peer, error) { return []raft.Peer{{ID: 1}, {ID: 2}}, nil },
+	}, []raft.Peer{{ID: 1}, {ID: 2}})
+	var _ storage.MemoryReporter = r
+	body := make([]byte, 1000)
+	want := 0
+	for range 100 {
+		require.True(t, r.ForwardReply("/", "2", "amq.rabbitmq.reply-to.2.x", nil, body, false))
+		want += len(encodeReply(kindReply, 0, "/", "amq.rabbitmq.reply-to.2.x", nil, body))
+	}
+	require.EqualValues(t, want, r.MemoryBytes())
+	r.close()
+	require.Zero(t, r.MemoryBytes(), "dropped with the router")
 }
 
 // recordingMessenger delivers what the test puts in in and records what

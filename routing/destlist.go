@@ -25,7 +25,10 @@ type destList struct {
 	items []dest
 	// pos indexes items once the list is long enough for a linear scan to
 	// hurt (fanout exchanges with thousands of queues); nil until then.
-	pos map[destKey]int
+	// pos and items are rebuilt once removes left them a quarter of their
+	// largest size (shrinkMap, shrinkSlice).
+	pos     map[destKey]int
+	posPeak peak
 }
 
 // posThreshold is the list length from which add and remove use pos.
@@ -99,11 +102,12 @@ func (l *destList) remove(k destKey) (empty bool) {
 		}
 	}
 	l.items[last] = dest{} // drop references for the GC
-	l.items = l.items[:last]
+	l.items = shrinkSlice(l.items[:last])
 	if l.pos != nil {
 		delete(l.pos, k)
+		l.pos = shrinkMap(l.pos, &l.posPeak)
 		if len(l.items) < posThreshold/2 {
-			l.pos = nil
+			l.pos, l.posPeak = nil, peak{}
 		}
 	}
 	return len(l.items) == 0

@@ -79,6 +79,10 @@ type exchange struct {
 
 	out map[*binding]struct{} // bindings with this exchange as source
 	in  map[*binding]struct{} // bindings with this exchange as destination
+	// The peaks of out, in and direct: each is rebuilt once deletes left
+	// it a quarter of its largest size (shrinkMap), so a burst of
+	// bindings does not keep its table for good.
+	outPeak, inPeak, directPeak peak
 
 	// The routing index, by Kind: only the one matching Kind is in use.
 	direct  map[string]*destList
@@ -101,6 +105,9 @@ type Table struct {
 	exchanges map[string]*exchange
 	queues    map[string]*queue
 	bindings  map[bindingID]*binding
+	// The peaks of queues and bindings (shrinkMap): a burst of queues
+	// declared and deleted would otherwise keep both tables for good.
+	queuesPeak, bindingsPeak peak
 }
 
 // NewTable returns an empty table: no exchanges, not even the default one
@@ -270,6 +277,7 @@ func (t *Table) RemoveQueue(name string) (removed []Binding) {
 		doomed = append(doomed, b)
 	}
 	delete(t.queues, name)
+	t.queues = shrinkMap(t.queues, &t.queuesPeak)
 	return t.removeBindings(doomed)
 }
 
@@ -377,12 +385,15 @@ func (t *Table) removeBindings(bs []*binding) []Binding {
 	}
 	for _, b := range bs {
 		delete(t.bindings, b.id)
+		t.bindings = shrinkMap(t.bindings, &t.bindingsPeak)
 		if src, ok := t.exchanges[b.Source]; ok {
 			delete(src.out, b)
+			src.out = shrinkMap(src.out, &src.outPeak)
 			src.indexRemove(b)
 		}
 		if b.destX != nil {
 			delete(b.destX.in, b)
+			b.destX.in = shrinkMap(b.destX.in, &b.destX.inPeak)
 		} else if q, ok := t.queues[b.Destination.Name]; ok {
 			delete(q.in, b)
 		}
@@ -497,6 +508,7 @@ func (x *exchange) indexRemove(b *binding) {
 	case Direct:
 		if l := x.direct[b.Key]; l != nil && l.remove(k) {
 			delete(x.direct, b.Key)
+			x.direct = shrinkMap(x.direct, &x.directPeak)
 		}
 	case Fanout:
 		x.fanout.remove(k)

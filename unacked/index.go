@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/warrenmq/broker/internal/shrink"
 )
 
 var (
@@ -35,6 +37,9 @@ type MemoryIndex struct {
 	mu struct {
 		sync.RWMutex
 		queues map[queueName]map[uint64]Entry
+		// queuesPeak rebuilds queues once deletes left it a quarter of
+		// its largest size (shrink.Map).
+		queuesPeak shrink.Peak
 	}
 }
 
@@ -137,6 +142,7 @@ func (x *MemoryIndex) DeleteQueue(ctx context.Context, vhost, queue string) erro
 	}
 	x.mu.Lock()
 	delete(x.mu.queues, queueName{vhost, queue})
+	x.mu.queues = shrink.Map(x.mu.queues, &x.mu.queuesPeak)
 	x.mu.Unlock()
 	return nil
 }

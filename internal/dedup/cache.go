@@ -2,17 +2,24 @@ package dedup
 
 import (
 	"bytes"
-	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/shrink"
 )
+
+// MaxSize is the largest x-cache-size a cache accepts. The plugin takes
+// any positive integer; users size caches in millions (an hour of
+// publishes at a few thousand a second), and a bound keeps a declare
+// from asking for a cache no disk or memory holds.
+const MaxSize = 100_000_000
 
 // Cache is one exchange's deduplication cache.
 type Cache struct {
@@ -23,6 +30,14 @@ type Cache struct {
 	size   int64
 	ttl    time.Duration // default; 0 never expires
 	seq    uint64
+
+	// The memory of a cache in memory (mem is its backend, nil for the
+	// others): the Budget it shares with the broker's other caches (nil:
+	// none), its name in the logs, whether it said it evicts for memory.
+	mem    *memBackend
+	budget *Budget
+	name   string
+	warned bool
 }
 
 // entry is what the cache keeps per key: its expiry (Unix nanoseconds, 0
@@ -43,11 +58,13 @@ type backend interface {
 	drop() error
 }
 
-// NewMemory returns a cache in memory: size entries at most (no bound when
-// 0), each expiring ttl after it is recorded unless the publish gives its
-// own (0: never).
+// NewMemory returns a cache in memory, on no Budget: size entries at most
+// (no bound when 0), each expiring ttl after it is recorded unless the
+// publish gives its own (0: never). Budget.NewCache makes one whose memory
+// counts.
 func NewMemory(c clock.Clock, size int64, ttl time.Duration) *Cache {
-	return &Cache{b: &memBackend{m: make(map[string]*list.Element)}, clock: c, size: size, ttl: ttl}
+	mem := newMemBackend(nil)
+	return &Cache{b: mem, mem: mem, clock: c, size: size, ttl: ttl}
 }
 
 // OpenPebble returns the cache named scope (a vhost and exchange, say) in
@@ -62,13 +79,22 @@ func OpenPebble(db *pebble.DB, scope string, c clock.Clock, size int64, ttl time
 
 // Seen reports whether key was recorded and has not expired; when not, it
 // records key, expiring ttl from now (the cache's default when ttl is 0,
-// never when both are 0).
+// never when both are 0). A cache in memory whose Budget is spent then
+// has the budget's largest cache evict its oldest entries.
 func (c *Cache) Seen(key []byte, ttl time.Duration) (bool, error) {
 	if c.shared != nil {
 		return c.shared.seen(c, key, ttl)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	seen, err := c.seenLocked(key, ttl)
+	c.mu.Unlock()
+	if !seen && c.budget != nil && c.budget.over() {
+		c.budget.shed()
+	}
+	return seen, err
+}
+
+func (c *Cache) seenLocked(key []byte, ttl time.Duration) (bool, error) {
 	now := c.clock.Now().UnixNano()
 	e, ok, err := c.b.get(key)
 	if err != nil {
@@ -81,6 +107,12 @@ func (c *Cache) Seen(key []byte, ttl time.Duration) (bool, error) {
 		if err := c.b.del(key, e); err != nil {
 			return false, err
 		}
+	}
+	if c.mem != nil {
+		// Expired entries go when looked up or evicted; the oldest one
+		// goes now too, so a cache whose entries expire gives their
+		// memory back as it records.
+		c.mem.dropExpiredOldest(now)
 	}
 	for c.size > 0 && c.b.count() >= c.size {
 		k, old, ok, err := c.b.oldest()
@@ -115,60 +147,153 @@ func (c *Cache) Len() int64 {
 	return c.b.count()
 }
 
-// Drop deletes the cache's entries (its exchange was deleted).
+// MemoryBytes returns what a cache in memory holds in the heap, by the
+// estimate its Budget counts (len(key) plus memEntryOverhead an entry);
+// 0 for a cache on disk or in the shared store.
+func (c *Cache) MemoryBytes() int64 {
+	if c.mem == nil {
+		return 0
+	}
+	return c.mem.bytes.Load()
+}
+
+// Drop deletes the cache's entries (its exchange was deleted); a cache in
+// memory also leaves its Budget.
 func (c *Cache) Drop() error {
 	if c.shared != nil {
 		return c.shared.drop()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.b.drop()
+	err := c.b.drop()
+	c.mu.Unlock()
+	if c.budget != nil {
+		c.budget.remove(c)
+	}
+	return err
 }
 
-type memEntry struct {
-	key string
-	e   entry
+// Release lets go of what a cache in memory holds, as Drop does, and does
+// nothing to a cache on disk or in the shared store: its exchange is gone
+// from this broker, not from the store (its vhost closed, another broker
+// replaced it).
+func (c *Cache) Release() {
+	if c.mem != nil {
+		_ = c.Drop()
+	}
+}
+
+// memEntryOverhead is what an entry of a cache in memory costs in the
+// heap besides its key: its node (key header, entry, two links: 48
+// bytes) and its slot in the map (key header and pointer, at the map's
+// load factor). TestMemoryEntryBytes checks it against the live heap.
+const memEntryOverhead = 88
+
+func memEntryBytes(key string) int64 { return int64(len(key)) + memEntryOverhead }
+
+// memNode is one entry of a cache in memory, in a list oldest first.
+type memNode struct {
+	key        string
+	e          entry
+	prev, next *memNode
 }
 
 type memBackend struct {
-	m     map[string]*list.Element
-	order list.List // of memEntry, oldest first
+	m          map[string]*memNode
+	peak       shrink.Peak // rebuilds m once it shrank (shrink.Map)
+	head, tail *memNode    // the oldest entry and the newest
+	// bytes is what the entries hold (memEntryBytes each), read without
+	// the cache's lock by its Budget; budget, when set, counts it too.
+	bytes  atomic.Int64
+	budget *Budget
+}
+
+func newMemBackend(budget *Budget) *memBackend {
+	return &memBackend{m: make(map[string]*memNode), budget: budget}
+}
+
+func (b *memBackend) account(n int64) {
+	b.bytes.Add(n)
+	if b.budget != nil {
+		b.budget.used.Add(n)
+	}
 }
 
 func (b *memBackend) get(key []byte) (entry, bool, error) {
-	if el, ok := b.m[string(key)]; ok {
-		return el.Value.(memEntry).e, true, nil
+	if n, ok := b.m[string(key)]; ok {
+		return n.e, true, nil
 	}
 	return entry{}, false, nil
 }
 
 func (b *memBackend) put(key []byte, e entry) error {
-	b.m[string(key)] = b.order.PushBack(memEntry{key: string(key), e: e})
+	k := string(key) // one copy, shared by the map and the node
+	n := &memNode{key: k, e: e, prev: b.tail}
+	if b.tail != nil {
+		b.tail.next = n
+	} else {
+		b.head = n
+	}
+	b.tail = n
+	b.m[k] = n
+	b.account(memEntryBytes(k))
 	return nil
 }
 
 func (b *memBackend) del(key []byte, _ entry) error {
-	if el, ok := b.m[string(key)]; ok {
-		b.order.Remove(el)
-		delete(b.m, string(key))
+	n, ok := b.m[string(key)]
+	if !ok {
+		return nil
 	}
+	b.unlink(n)
 	return nil
 }
 
+func (b *memBackend) unlink(n *memNode) {
+	if n.prev != nil {
+		n.prev.next = n.next
+	} else {
+		b.head = n.next
+	}
+	if n.next != nil {
+		n.next.prev = n.prev
+	} else {
+		b.tail = n.prev
+	}
+	delete(b.m, n.key)
+	b.m = shrink.Map(b.m, &b.peak)
+	b.account(-memEntryBytes(n.key))
+}
+
 func (b *memBackend) oldest() ([]byte, entry, bool, error) {
-	el := b.order.Front()
-	if el == nil {
+	if b.head == nil {
 		return nil, entry{}, false, nil
 	}
-	me := el.Value.(memEntry)
-	return []byte(me.key), me.e, true, nil
+	return []byte(b.head.key), b.head.e, true, nil
+}
+
+// dropExpiredOldest drops the oldest entry if it has expired by now.
+func (b *memBackend) dropExpiredOldest(now int64) {
+	if n := b.head; n != nil && n.e.expires != 0 && n.e.expires <= now {
+		b.unlink(n)
+	}
+}
+
+// evictOldest drops the oldest entries, keeping the newest, until want
+// bytes are freed; it returns what it freed.
+func (b *memBackend) evictOldest(want int64) (freed int64) {
+	for freed < want && b.head != nil && b.head != b.tail {
+		freed += memEntryBytes(b.head.key)
+		b.unlink(b.head)
+	}
+	return freed
 }
 
 func (b *memBackend) count() int64   { return int64(len(b.m)) }
 func (b *memBackend) maxSeq() uint64 { return 0 }
 func (b *memBackend) drop() error {
-	clear(b.m)
-	b.order.Init()
+	b.m, b.peak = make(map[string]*memNode), shrink.Peak{}
+	b.head, b.tail = nil, nil
+	b.account(-b.bytes.Load())
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/memuse"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/storage"
 )
 
@@ -91,18 +93,36 @@ func recordKey(rec *storage.Record) (string, bool) {
 // (ack, expiry, dead-lettering, a limit, purge: every way out deletes the
 // record), and Admit refuses a message whose key is in the queue or on
 // its way in. The keys are in memory, one map entry per message that has
-// one; Load rebuilds them from the stored records at start.
+// one, counted against the memory alarm (queueKeyBytes each); Load
+// rebuilds them from the stored records at start.
 type QueueStore struct {
 	storage.ShardStore
+	held *memuse.Counter
+
 	mu       sync.Mutex
 	byKey    map[string]int // messages in the queue (or being appended) per key
 	byOffset map[uint64]string
+	// bytes is what the two maps hold, by queueKeyBytes, as added to held.
+	bytes int64
+	// The maps' peaks: each is rebuilt once it shrank to a quarter
+	// (shrink.Map), so a queue that held many messages gives their
+	// tables back once drained.
+	keyPeak, offsetPeak shrink.Peak
 }
 
-// NewQueueStore wraps inner for one deduplicating queue. When inner syncs
+// The heap an entry of QueueStore's maps costs besides its key's bytes:
+// the key's header and the count or offset, at the map's load factor.
+// TestQueueKeyBytes checks them against the live heap.
+const (
+	keyCountOverhead  = 48 // byKey: string header, int
+	offsetKeyOverhead = 48 // byOffset: uint64, string header
+)
+
+// NewQueueStore wraps inner for one deduplicating queue, counting the
+// memory of its keys in held (nil: not counted). When inner syncs
 // (storage.Syncer), so does the result.
-func NewQueueStore(inner storage.ShardStore) (*QueueStore, storage.ShardStore) {
-	s := &QueueStore{ShardStore: inner, byKey: make(map[string]int), byOffset: make(map[uint64]string)}
+func NewQueueStore(inner storage.ShardStore, held *memuse.Counter) (*QueueStore, storage.ShardStore) {
+	s := &QueueStore{ShardStore: inner, held: held, byKey: make(map[string]int), byOffset: make(map[uint64]string)}
 	if sy, ok := inner.(storage.Syncer); ok {
 		return s, syncingQueueStore{s, sy}
 	}
@@ -133,8 +153,8 @@ func (s *QueueStore) Load(ctx context.Context, shard string) error {
 		s.mu.Lock()
 		for i := range recs {
 			if k, ok := recordKey(&recs[i]); ok {
-				s.byKey[k]++
-				s.byOffset[recs[i].Offset] = k
+				s.addKeyLocked(k)
+				s.setOffsetLocked(recs[i].Offset, k)
 			}
 		}
 		s.mu.Unlock()
@@ -157,7 +177,7 @@ func (s *QueueStore) Admit(rec *storage.Record) bool {
 	if s.byKey[k] > 0 {
 		return false
 	}
-	s.byKey[k]++
+	s.addKeyLocked(k)
 	return true
 }
 
@@ -166,6 +186,14 @@ func (s *QueueStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.byKey)
+}
+
+// MemoryBytes returns what the queue's keys hold in the heap, by the
+// estimate counted in held.
+func (s *QueueStore) MemoryBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
 }
 
 func (s *QueueStore) Append(ctx context.Context, shard string, recs []storage.Record) (uint64, error) {
@@ -181,15 +209,36 @@ func (s *QueueStore) Append(ctx context.Context, shard string, recs []storage.Re
 			s.releaseLocked(k) // not stored: no longer on its way in
 			continue
 		}
-		s.byOffset[recs[i].Offset] = k
+		s.setOffsetLocked(recs[i].Offset, k)
 	}
 	return first, err
+}
+
+func (s *QueueStore) account(n int64) {
+	s.bytes += n
+	s.held.Add(n)
+}
+
+func (s *QueueStore) addKeyLocked(k string) {
+	if s.byKey[k]++; s.byKey[k] == 1 {
+		s.account(int64(len(k)) + keyCountOverhead)
+	}
 }
 
 func (s *QueueStore) releaseLocked(k string) {
 	if s.byKey[k]--; s.byKey[k] <= 0 {
 		delete(s.byKey, k)
+		s.byKey = shrink.Map(s.byKey, &s.keyPeak)
+		s.account(-int64(len(k)) - keyCountOverhead)
 	}
+}
+
+func (s *QueueStore) setOffsetLocked(off uint64, k string) {
+	if old, ok := s.byOffset[off]; ok {
+		s.account(-int64(len(old)) - offsetKeyOverhead)
+	}
+	s.byOffset[off] = k
+	s.account(int64(len(k)) + offsetKeyOverhead)
 }
 
 func (s *QueueStore) DeleteByOffsets(ctx context.Context, shard string, offsets []uint64) error {
@@ -201,6 +250,8 @@ func (s *QueueStore) DeleteByOffsets(ctx context.Context, shard string, offsets 
 	for _, off := range offsets {
 		if k, ok := s.byOffset[off]; ok {
 			delete(s.byOffset, off)
+			s.byOffset = shrink.Map(s.byOffset, &s.offsetPeak)
+			s.account(-int64(len(k)) - offsetKeyOverhead)
 			s.releaseLocked(k)
 		}
 	}
@@ -213,7 +264,8 @@ func (s *QueueStore) DeleteShard(ctx context.Context, shard string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	clear(s.byKey)
-	clear(s.byOffset)
+	s.byKey, s.byOffset = make(map[string]int), make(map[uint64]string)
+	s.keyPeak, s.offsetPeak = shrink.Peak{}, shrink.Peak{}
+	s.account(-s.bytes)
 	return nil
 }

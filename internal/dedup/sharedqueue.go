@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/memuse"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
 )
@@ -34,9 +36,16 @@ type SharedQueueStore struct {
 	shard string
 	clock clock.Clock
 
+	held *memuse.Counter
+
 	mu       sync.Mutex
 	reserved map[string][]byte // key -> the reservation this broker wrote
 	byOffset map[uint64]string // keys of the messages this broker appended
+	// bytes is what byOffset holds (len(key)+offsetKeyOverhead an entry),
+	// as added to held; offsetPeak rebuilds it once it shrank
+	// (shrink.Map). Reservations last an append and are not counted.
+	bytes      int64
+	offsetPeak shrink.Peak
 }
 
 // reserveFor is how long a reservation holds without its message: far
@@ -50,10 +59,11 @@ const (
 )
 
 // NewSharedQueueStore wraps inner, the shared shard store, for the
-// deduplicating queue whose shard is shard. When inner syncs
+// deduplicating queue whose shard is shard, counting the memory of the
+// keys it keeps in held (nil: not counted). When inner syncs
 // (storage.Syncer), so does the result.
-func NewSharedQueueStore(inner storage.ShardStore, rs meta.Records, shard string, c clock.Clock) (*SharedQueueStore, storage.ShardStore) {
-	s := &SharedQueueStore{ShardStore: inner, rs: rs, shard: shard, clock: c,
+func NewSharedQueueStore(inner storage.ShardStore, rs meta.Records, shard string, c clock.Clock, held *memuse.Counter) (*SharedQueueStore, storage.ShardStore) {
+	s := &SharedQueueStore{ShardStore: inner, rs: rs, shard: shard, clock: c, held: held,
 		reserved: make(map[string][]byte), byOffset: make(map[uint64]string)}
 	if sy, ok := inner.(storage.Syncer); ok {
 		return s, syncingSharedQueueStore{s, sy}
@@ -180,7 +190,7 @@ func (s *SharedQueueStore) Append(ctx context.Context, shard string, recs []stor
 		switch {
 		case err == nil:
 			u.Set = append(u.Set, meta.Record{Key: rk, Value: stateValue(stateOffset, recs[i].Offset)})
-			s.byOffset[recs[i].Offset] = k
+			s.setOffsetLocked(recs[i].Offset, k)
 		case errors.Is(err, storage.ErrOutcomeUnknown):
 			// Maybe stored: the reservation stands until it goes stale.
 			u.Match = u.Match[:len(u.Match)-1]
@@ -191,6 +201,25 @@ func (s *SharedQueueStore) Append(ctx context.Context, shard string, recs []stor
 	s.mu.Unlock()
 	s.update(ctx, u)
 	return first, err
+}
+
+func (s *SharedQueueStore) account(n int64) {
+	s.bytes += n
+	s.held.Add(n)
+}
+
+func (s *SharedQueueStore) setOffsetLocked(off uint64, k string) {
+	s.deleteOffsetLocked(off)
+	s.byOffset[off] = k
+	s.account(int64(len(k)) + offsetKeyOverhead)
+}
+
+func (s *SharedQueueStore) deleteOffsetLocked(off uint64) {
+	if k, ok := s.byOffset[off]; ok {
+		delete(s.byOffset, off)
+		s.byOffset = shrink.Map(s.byOffset, &s.offsetPeak)
+		s.account(-int64(len(k)) - offsetKeyOverhead)
+	}
 }
 
 // update applies u, or, when one of its conditions fails (a record taken
@@ -251,7 +280,7 @@ func (s *SharedQueueStore) DeleteByOffsets(ctx context.Context, shard string, of
 	var u meta.RecordUpdate
 	s.mu.Lock()
 	for off, k := range keys {
-		delete(s.byOffset, off)
+		s.deleteOffsetLocked(off)
 		rk := s.recKey(k)
 		u.Match = append(u.Match, meta.Record{Key: rk, Value: stateValue(stateOffset, off)})
 		u.Delete = append(u.Delete, rk)
@@ -267,8 +296,9 @@ func (s *SharedQueueStore) DeleteShard(ctx context.Context, shard string) error 
 		return err
 	}
 	s.mu.Lock()
-	clear(s.byOffset)
+	s.byOffset, s.offsetPeak = make(map[uint64]string), shrink.Peak{}
 	clear(s.reserved)
+	s.account(-s.bytes)
 	s.mu.Unlock()
 	p := s.prefix()
 	for {

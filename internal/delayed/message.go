@@ -45,6 +45,23 @@ type Message struct {
 	Delay int64
 }
 
+// messageOverhead is what a held message costs in the heap besides its
+// strings and slices: the Message struct and its slice headers, the
+// memory store's item, heap slot and map entry. TestMessageHeapBytes
+// checks it against the live heap.
+const messageOverhead = 208
+
+// HeapBytes is what m holds in the heap while held in memory, by the
+// estimate the memory alarm counts: its strings, routing keys, properties
+// and body, plus messageOverhead.
+func (m *Message) HeapBytes() int64 {
+	n := int64(messageOverhead + len(m.VHost) + len(m.Exchange) + len(m.RoutingKey) + len(m.Properties) + len(m.Body))
+	for _, k := range m.CC {
+		n += int64(len(k)) + 16
+	}
+	return n
+}
+
 // ParseDelay reads the x-delay header as rabbitmq-delayed-message-exchange
 // (rabbit_delayed_message_utils:get_delay, 4.0) does: an integer of any
 // AMQP integer type but the unsigned 64-bit one, a decimal string, or a

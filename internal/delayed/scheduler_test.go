@@ -55,7 +55,7 @@ func TestSchedulerFakeClock(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	fc := clock.NewFake(start)
 	r := &routed{c: fc, ch: make(chan struct{}, 1)}
-	st := NewMemory()
+	st := NewMemory(nil)
 	s := NewScheduler(fc, r.route, nil, st)
 	s.Start()
 	defer s.Close()
@@ -101,7 +101,7 @@ func TestSchedulerRetriesAfterRouteError(t *testing.T) {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Unix(0, 0))
 	r := &routed{c: fc, fail: 1, ch: make(chan struct{}, 1)}
-	st := NewMemory()
+	st := NewMemory(nil)
 	s := NewScheduler(fc, r.route, nil, st)
 	s.Start()
 	defer s.Close()
@@ -116,7 +116,7 @@ func TestSchedulerRetriesAfterRouteError(t *testing.T) {
 }
 
 func TestSchedulerCloseUnstarted(t *testing.T) {
-	s := NewScheduler(clock.Real, func(_ context.Context, _ []Message, done func(error)) { done(nil) }, nil, NewMemory())
+	s := NewScheduler(clock.Real, func(_ context.Context, _ []Message, done func(error)) { done(nil) }, nil, NewMemory(nil))
 	s.Close()
 	s.Close()
 }

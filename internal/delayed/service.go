@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/memuse"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -31,6 +32,12 @@ type Service struct {
 	started bool
 
 	unfollow func() // stops following a shared store (Replicated)
+
+	// held counts the messages of the holds queued for the writer
+	// (Message.HeapBytes each) until it hands them to their store (which
+	// counts them from there when it keeps them in memory); nil: not
+	// counted.
+	held *memuse.Counter
 }
 
 type holdReq struct {
@@ -55,6 +62,11 @@ func NewService(c clock.Clock, durable, transient Store, route Router, log *slog
 		done:  make(chan struct{}),
 	}
 }
+
+// CountHolds has the messages queued for the writer, up to holdQueue of
+// them, count in held until the writer hands them to their store. Call it
+// before Start.
+func (s *Service) CountHolds(held *memuse.Counter) { s.held = held }
 
 // Scheduler returns the service's scheduler (for SetLateness).
 func (s *Service) Scheduler() *Scheduler { return s.sched }
@@ -109,9 +121,12 @@ func (s *Service) Hold(m Message, durable, sync bool, done func(error)) {
 		done(ErrClosed)
 		return
 	}
+	n := m.HeapBytes()
+	s.held.Add(n)
 	select {
 	case s.in <- holdReq{m: m, durable: durable, sync: sync, done: done}:
 	case <-s.stop:
+		s.held.Add(-n)
 		done(ErrClosed)
 	}
 }
@@ -127,6 +142,7 @@ func (s *Service) write() {
 			for {
 				select {
 				case r := <-s.in:
+					s.held.Add(-r.m.HeapBytes())
 					r.done(ErrClosed)
 				default:
 					return
@@ -141,6 +157,11 @@ func (s *Service) write() {
 			default:
 				break drain
 			}
+		}
+		// The store counts what it keeps in memory from Put on: the
+		// holds stop counting first, so no message counts twice.
+		for i := range batch {
+			s.held.Add(-batch[i].m.HeapBytes())
 		}
 		s.store(batch)
 		clear(batch)

@@ -5,6 +5,9 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/warrenmq/broker/internal/memuse"
+	"github.com/warrenmq/broker/internal/shrink"
 )
 
 // Store holds delayed messages keyed by (due time, sequence number). The
@@ -88,11 +91,17 @@ func (c *counts) lastSeq() uint64 {
 
 // Memory is a Store in the Go heap, for non-durable exchanges and brokers
 // without a data directory: a binary heap by key, plus a map for deletes.
+// What its messages hold (Message.HeapBytes each) counts against the
+// memory alarm through held.
 type Memory struct {
 	mu    sync.Mutex
 	h     memHeap
 	byKey map[Key]*memItem
-	c     counts
+	// keyPeak rebuilds byKey, and the heap's array, once deletes left
+	// them a quarter of their largest size (shrink.Map, shrink.Slice).
+	keyPeak shrink.Peak
+	c       counts
+	held    *memuse.Counter
 }
 
 type memItem struct {
@@ -123,8 +132,11 @@ func (h *memHeap) Pop() any {
 
 var _ Store = (*Memory)(nil)
 
-// NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{byKey: make(map[Key]*memItem)} }
+// NewMemory returns an empty in-memory store, whose messages count in
+// held (nil: not counted).
+func NewMemory(held *memuse.Counter) *Memory {
+	return &Memory{byKey: make(map[Key]*memItem), held: held}
+}
 
 func (s *Memory) Put(_ context.Context, msgs []Message, _ bool) error {
 	s.mu.Lock()
@@ -138,6 +150,7 @@ func (s *Memory) Put(_ context.Context, msgs []Message, _ bool) error {
 		s.byKey[m.Key] = it
 		s.c.add(m.VHost, m.Exchange, 1)
 		s.c.sawSeq(m.Seq)
+		s.held.Add(m.HeapBytes())
 	}
 	return nil
 }
@@ -195,7 +208,10 @@ func (s *Memory) Delete(_ context.Context, msgs []Message) error {
 		}
 		heap.Remove(&s.h, it.idx)
 		delete(s.byKey, m.Key)
+		s.byKey = shrink.Map(s.byKey, &s.keyPeak)
+		s.h = shrink.Slice(s.h)
 		s.c.add(it.m.VHost, it.m.Exchange, -1)
+		s.held.Add(-it.m.HeapBytes())
 	}
 	return nil
 }

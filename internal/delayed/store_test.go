@@ -3,10 +3,13 @@ package delayed
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/measure"
+	"github.com/warrenmq/broker/internal/memuse"
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
 )
 
@@ -20,7 +23,7 @@ func stores(t *testing.T) map[string]func() Store {
 			closeDB()
 		}
 	})
-	mem := NewMemory()
+	mem := NewMemory(nil)
 	return map[string]func() Store{
 		"memory": func() Store { return mem },
 		"pebble": func() Store {
@@ -133,4 +136,33 @@ func FuzzDecode(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, m, again)
 	})
+}
+
+// What the memory store counts for its messages (Message.HeapBytes) is
+// what they hold in the heap, within a fifth, small and large, and it is
+// given back as they are deleted.
+func TestMessageHeapBytes(t *testing.T) {
+	for _, size := range []int{10, 4096} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			const n = 10_000
+			var held memuse.Counter
+			base := measure.LiveHeap()
+			s := NewMemory(&held)
+			msgs := make([]Message, n)
+			for i := range msgs {
+				msgs[i] = Message{Key: Key{Due: int64(i), Seq: uint64(i)}, VHost: "/", Exchange: "delayed",
+					RoutingKey: fmt.Sprint("key-", i), Properties: make([]byte, 20), Body: make([]byte, size), Delay: 1000}
+			}
+			require.NoError(t, s.Put(t.Context(), msgs, false))
+			msgs = nil
+			heap := measure.LiveHeap() - base
+			t.Logf("%d messages of %d bytes: counted %d bytes each, live heap %d", n, size, held.MemoryBytes()/n, heap/n)
+			require.InDelta(t, float64(heap), float64(held.MemoryBytes()), float64(heap)/5)
+			due, err := s.Due(t.Context(), n, n)
+			require.NoError(t, err)
+			require.NoError(t, s.Delete(t.Context(), due))
+			require.Zero(t, held.MemoryBytes())
+			runtime.KeepAlive(s)
+		})
+	}
 }

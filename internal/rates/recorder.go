@@ -2,7 +2,10 @@ package rates
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/warrenmq/broker/internal/shrink"
 )
 
 // Config sizes a Recorder. Zero fields take the defaults: RabbitMQ's
@@ -45,6 +48,13 @@ type Recorder struct {
 	at      time.Time // of the round being recorded
 	objects map[string]*object
 	watched map[string]*object // objects with a full history that are not pinned
+	// objectsPeak rebuilds objects once it holds a quarter of its largest
+	// size (shrink.Map): deleted queues and closed connections would
+	// otherwise leave the table of the most the broker ever had.
+	objectsPeak shrink.Peak
+	// bytes is what the objects hold in the heap, by the estimate
+	// EndRound takes (objectBytes each).
+	bytes atomic.Int64
 }
 
 // object is one sampled thing: a queue, a connection, the broker.
@@ -130,12 +140,19 @@ func (o *object) restarted(vals []uint64) bool {
 func (r *Recorder) EndRound() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.objectsPeak.Saw(len(r.objects))
 	for k, o := range r.objects {
 		if o.round != r.round {
 			delete(r.objects, k)
 			delete(r.watched, k)
 		}
 	}
+	r.objects = shrink.Map(r.objects, &r.objectsPeak)
+	var n int64
+	for k, o := range r.objects {
+		n += o.heapBytes(k)
+	}
+	r.bytes.Store(n)
 	for k, o := range r.watched {
 		if r.at.After(o.watchedUntil) {
 			o.hist = nil
@@ -143,6 +160,27 @@ func (r *Recorder) EndRound() {
 		}
 	}
 }
+
+// objectOverhead is what an object costs in the heap besides its key and
+// values: the object struct and its slot in the map.
+// TestRecorderMemoryBytes checks it against the live heap.
+const objectOverhead = 200
+
+// heapBytes estimates what o, recorded under key, holds: its key, its two
+// newest samples and its history when it keeps one.
+func (o *object) heapBytes(key string) int64 {
+	n := int64(objectOverhead+len(key)) + 8*int64(cap(o.newest.vals)+cap(o.older.vals))
+	if o.hist != nil {
+		n += int64(24*len(o.hist.at) + 8*len(o.hist.vals))
+	}
+	return n
+}
+
+// MemoryBytes returns what the recorded objects hold in the heap, as the
+// last EndRound estimated it: about objectOverhead plus their key and
+// values each, plus the full histories (storage.MemoryReporter, so the
+// history counts against the memory alarm).
+func (r *Recorder) MemoryBytes() int64 { return r.bytes.Load() }
 
 // Len is the number of objects held; Watched those of them with a full
 // history that are not pinned.

@@ -168,6 +168,11 @@
 //     memory raises the alarm and its publisher is held at its next
 //     publish; it may then wait until it hangs up, when the bytes are
 //     released.
+//   - Direct reply-to replies in a requester's outbox, until they are
+//     written to its socket (or dropped with the connection): no queue
+//     holds them. A requester's outbox takes a reply only while it holds
+//     less than its bound (512 KiB), so a requester that does not
+//     read loses replies rather than growing it.
 //
 // Every path that ends a content or a transaction (completion, commit,
 // rollback, a channel's close, the server closing a channel, the

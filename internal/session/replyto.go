@@ -48,7 +48,7 @@ func (r *replyConsumer) DeliverReply(routingKey string, props, body []byte) bool
 		DeliveryTag: d.nextTag,
 		RoutingKey:  routingKey,
 	}
-	ch.conn.sendContent(ch.id, &d.deliver, props, body)
+	ch.conn.sendReply(ch.id, &d.deliver, props, body)
 	return true
 }
 

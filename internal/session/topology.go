@@ -122,7 +122,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 				return err
 			}
 		}
-		q, err := vh.DeclareQueue(ctx, ch.conn.id, m)
+		q, created, err := vh.DeclareQueueCreated(ctx, ch.conn.id, m)
 		if err != nil {
 			return err
 		}
@@ -130,9 +130,13 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		if m.NoWait {
 			return nil
 		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return queueGone(q.Def.Name, vh.Name())
+		// A queue this declare created is empty and has no consumer: its
+		// counts say so without waking its actor.
+		st := q.Counts()
+		if !created {
+			if st, err = q.Stats(ctx); err != nil {
+				return queueGone(q.Def.Name, vh.Name())
+			}
 		}
 		ch.send(&amqp.QueueDeclareOk{Queue: q.Def.Name, MessageCount: clamp32(st.Ready), ConsumerCount: uint32(st.Consumers)})
 	case *amqp.QueueBind:

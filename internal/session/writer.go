@@ -34,6 +34,11 @@ type outbox struct {
 	// writing is the size of the batch the writer is writing: still held
 	// for the client, so it counts against maxPending.
 	writing int
+	// replies and repliesWriting are the bytes of direct reply-to replies
+	// in buf and in the batch being written: no queue holds them, so they
+	// count in Alarms.Buffered (the memory alarm's) until written or
+	// dropped (releaseRepliesLocked).
+	replies, repliesWriting int64
 	// flushing: a goroutine is in flush (the writer, or a reader answering
 	// a basic.get in place, see flushNow) and writes until buf is empty;
 	// any other flush leaves the batch to it, so writes never interleave,
@@ -289,6 +294,30 @@ func (c *Conn) queueContent(ch uint16, m amqp.Method, props, body []byte) bool {
 	return c.queueContentLocked(ch, m, props, body)
 }
 
+// sendReply is sendContent for a direct reply-to reply, whose bytes count
+// in Alarms.Buffered while the outbox holds them: no queue does.
+func (c *Conn) sendReply(ch uint16, m amqp.Method, props, body []byte) {
+	c.out.Lock()
+	before := len(c.out.buf)
+	queued := c.queueContentLocked(ch, m, props, body)
+	if n := int64(len(c.out.buf) - before); queued && n > 0 {
+		c.out.replies += n
+		c.alarms.addBuffered(n)
+	}
+	start := queued && c.out.claimWriterLocked()
+	c.out.Unlock()
+	if start {
+		go c.writeLoop()
+	}
+}
+
+// releaseRepliesLocked stops counting the replies of an outbox whose
+// frames are dropped (the writer stopped).
+func (c *Conn) releaseRepliesLocked() {
+	c.alarms.addBuffered(-c.out.replies - c.out.repliesWriting)
+	c.out.replies, c.out.repliesWriting = 0, 0
+}
+
 // queueContentLocked is queueContent under the outbox lock.
 func (c *Conn) queueContentLocked(ch uint16, m amqp.Method, props, body []byte) bool {
 	maxPayload := int(c.frameMax.Load()) - 8 // type, channel, size, end octet
@@ -337,6 +366,7 @@ func (c *Conn) stopWriter() {
 	}
 	c.out.stopped = true
 	c.out.buf = nil
+	c.releaseRepliesLocked()
 	c.out.Unlock()
 }
 
@@ -412,6 +442,7 @@ func (c *Conn) flushClaimed(inPlace bool) error {
 		c.out.buf = c.out.spare[:0]
 		c.out.spare = nil
 		c.out.writing = len(batch)
+		c.out.repliesWriting, c.out.replies = c.out.replies, 0
 		c.out.Unlock()
 
 		onlyHeartbeat := len(batch) == heartbeatFrameSize && batch[0] == amqp.FrameHeartbeat
@@ -426,6 +457,8 @@ func (c *Conn) flushClaimed(inPlace bool) error {
 			return err
 		}
 		c.out.writing = 0
+		c.alarms.addBuffered(-c.out.repliesWriting)
+		c.out.repliesWriting = 0
 		fns := c.out.roomLocked(false)
 		c.out.Unlock()
 		runAll(fns)
@@ -445,6 +478,7 @@ func (c *Conn) writeFailedLocked(err error) {
 	c.out.stopped = true
 	c.out.buf = nil
 	c.out.writing = 0
+	c.releaseRepliesLocked()
 	fns := c.out.roomLocked(true)
 	c.out.endFlushLocked()
 	c.out.Unlock()

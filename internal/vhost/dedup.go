@@ -26,12 +26,17 @@ type dedupArgs struct {
 // (rabbitmq-message-deduplication 0.6): x-cache-size required, an integer
 // (or a decimal long string) above 0; x-cache-ttl likewise when present,
 // in milliseconds; x-cache-persistence "disk" or "memory" when present.
-// Errors are 406 with the plugin's texts.
+// Errors are 406 with the plugin's texts. Unlike the plugin, an
+// x-cache-size above dedup.MaxSize is refused too, with a text that names
+// the maximum.
 func parseDedupArgs(args amqp.Table) (dedupArgs, error) {
 	var a dedupArgs
 	size, ok := positiveArg(args["x-cache-size"])
 	if !ok {
 		return a, amqp.NewError(amqp.PreconditionFailed, 0, 0, "Missing or invalid argument, 'x-cache-size' must be an integer greater than 0")
+	}
+	if size > dedup.MaxSize {
+		return a, amqp.NewError(amqp.PreconditionFailed, 0, 0, "Invalid argument, 'x-cache-size' must be at most %d, was %d", dedup.MaxSize, size)
 	}
 	a.size = size
 	if v, present := args["x-cache-ttl"]; present {
@@ -105,7 +110,7 @@ func (v *VHost) openDedupLocked(name string, durable bool, args amqp.Table) (*de
 		// with a cache of RabbitMQ's default-less minimum.
 		a = dedupArgs{size: 1}
 		if s, ok := positiveArg(args["x-cache-size"]); ok {
-			a.size = s
+			a.size = min(s, dedup.MaxSize)
 		}
 	}
 	if v.cfg.Dedup == nil {

@@ -309,11 +309,16 @@ func (w *delayWait) Confirm(seqs []uint64, err error) {
 }
 
 // setExchangeLocked puts x in the exchange map under name (nil removes
-// it), keeping the plugin count and the property-reading set in step.
-// The caller holds mu for writing.
+// it), keeping the plugin count and the property-reading set in step. An
+// exchange leaving the map releases the memory its deduplication cache
+// holds (deleteExchangeLocked drops the cache from its store too). The
+// caller holds mu for writing.
 func (v *VHost) setExchangeLocked(name string, x *exchange) {
 	if old, ok := v.exchanges[name]; ok && (old.delayed || old.dedup != nil) {
 		v.plugins.Add(-1)
+		if old.dedup != nil && (x == nil || x.dedup != old.dedup) {
+			old.dedup.Release()
+		}
 	}
 	delete(v.headersX, name)
 	if x == nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -175,6 +176,7 @@ func (v *VHost) detachLocked(q *Queue) {
 	v.mu.Lock()
 	if v.queues[q.Def.Name] == q {
 		delete(v.queues, q.Def.Name)
+		v.queues = shrink.Map(v.queues, &v.queuesPeak)
 		v.routes.RemoveQueue(q.Def.Name)
 	}
 	v.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenmq/broker/internal/delayed"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -122,6 +123,10 @@ type VHost struct {
 	routes    *routing.Table
 	exchanges map[string]*exchange
 	queues    map[string]*Queue
+	// queuesPeak rebuilds queues once deletes left it a quarter of its
+	// largest size (shrink.Map): a burst of queues declared and deleted
+	// would otherwise keep the map's table for good.
+	queuesPeak shrink.Peak
 	// headersX names the exchanges of kind headers, so routing decodes a
 	// message's headers only while one of them has bindings (the
 	// predeclared amq.headers and amq.match alone cost nothing).
@@ -285,7 +290,8 @@ func (v *VHost) newQueue(actor *queue.Queue, def meta.Queue, args amqp.Table) *Q
 // Name returns the vhost's name.
 func (v *VHost) Name() string { return v.cfg.Name }
 
-// Close stops every queue actor without deleting anything. The queues stop
+// Close stops every queue actor without deleting anything stored, and lets
+// go of what the deduplication caches in memory hold. The queues stop
 // together (queue.StopAll): a message being dead-lettered from one queue
 // to another when Close begins is stored in the target and deleted from
 // the source before either stops.
@@ -294,6 +300,11 @@ func (v *VHost) Close() {
 	qs := make([]*queue.Queue, 0, len(v.queues))
 	for _, q := range v.queues {
 		qs = append(qs, q.Queue)
+	}
+	for _, x := range v.exchanges {
+		if x.dedup != nil {
+			x.dedup.Release()
+		}
 	}
 	v.mu.Unlock()
 	queue.StopAll(qs)
@@ -342,6 +353,9 @@ func (v *VHost) addExchangeLocked(def meta.Exchange, args amqp.Table) error {
 	if err := v.routes.DeclareExchange(routing.Exchange{
 		Name: def.Name, Kind: kind, Internal: def.Internal, AlternateExchange: ae, HashOn: on,
 	}); err != nil {
+		if x.dedup != nil {
+			x.dedup.Release()
+		}
 		return err
 	}
 	v.setExchangeLocked(def.Name, x)
@@ -702,21 +716,32 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 
 // DeclareQueue implements queue.declare for a connection. It returns the
 // queue (with the server-generated name when name was empty).
-func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (_ *Queue, err error) {
+func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.QueueDeclare) (*Queue, error) {
+	q, _, err := v.DeclareQueueCreated(ctx, connection, m)
+	return q, err
+}
+
+// DeclareQueueCreated is DeclareQueue that also reports whether this call
+// created the queue. A queue just created holds no message and has no
+// consumer, so queue.declare-ok need not ask its actor: asking would start
+// the actor's goroutine for its idle period, and a burst of declares would
+// keep one goroutine per queue at once (the runtime keeps the records of
+// that many goroutines after they exit, and the stacks until it scavenges).
+func (v *VHost) DeclareQueueCreated(ctx context.Context, connection string, m *amqp.QueueDeclare) (_ *Queue, created bool, err error) {
 	name := m.Queue
 	if m.Passive {
 		q, err := v.Queue(connection, name)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return q, nil
+		return q, false, nil
 	}
 	if name == "" {
 		name = GenerateName("amq.gen-")
 	} else if routing.IsReserved(name) {
-		return nil, amqp.NewError(amqp.AccessRefused, 0, 0, "queue name '%s' contains reserved prefix 'amq.*'", name)
+		return nil, false, amqp.NewError(amqp.AccessRefused, 0, 0, "queue name '%s' contains reserved prefix 'amq.*'", name)
 	} else if err := v.checkName("queue", name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	def := meta.Queue{
 		VHost:      v.cfg.Name,
@@ -750,69 +775,69 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	}()
 	if q, ok := v.queues[name]; ok {
 		if err := v.queueEquivalent(q, def, args); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		q.Touch() // a redeclaration is a use (x-expires)
 		if syncLater && q.Def.Durable && !q.synced.Load() {
 			unsynced = q
 		}
-		return q, nil
+		return q, false, nil
 	}
 	if v.cfg.Shared {
 		// Another broker may have declared it a moment ago, before Sync
 		// caught up: serve that queue rather than overwrite its definition.
 		q, err := v.adoptLocked(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if q != nil {
 			if err := v.queueEquivalent(q, def, args); err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			return q, nil
+			return q, false, nil
 		}
 	}
 	if err := v.queueLimitReachedLocked(name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := v.checkExchangeName(args, "x-dead-letter-exchange", "queue", name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	parsed, err := v.parseQueueArgs(args)
 	if err != nil {
 		var ae *queue.ArgError
 		if errors.As(err, &ae) && ae.Text != "" {
-			return nil, amqp.NewError(ae.Code, 0, 0, "%s", strings.ReplaceAll(ae.Text, "{queue}", v.resource("queue", name)))
+			return nil, false, amqp.NewError(ae.Code, 0, 0, "%s", strings.ReplaceAll(ae.Text, "{queue}", v.resource("queue", name)))
 		}
 		if errors.As(err, &ae) {
-			return nil, amqp.NewError(ae.Code, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
+			return nil, false, amqp.NewError(ae.Code, 0, 0, "invalid arg '%s' for queue '%s' in vhost '%s': %s",
 				ae.Arg, name, v.cfg.Name, ae.Reason)
 		}
-		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
+		return nil, false, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
 	}
 	if err := v.checkDeclare(def, m, parsed); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if parsed.Stream {
 		if err := v.streamProperties(name, m); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	raw, err := encodeArgs(args)
 	if err != nil {
-		return nil, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
+		return nil, false, amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arguments for queue '%s': %v", name, err)
 	}
 	if err := v.checkArgsSize(raw, "queue", name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	def.Arguments = raw
 	if err := v.cfg.Store.PutQueue(written, def); err != nil {
-		return nil, storeError(err)
+		return nil, false, storeError(err)
 	}
 	actor, err := v.cfg.StartQueue(ctx, def, v.features(def, parsed))
 	if err != nil {
 		_ = v.cfg.Store.DeleteQueue(ctx, def.VHost, def.Name)
-		return nil, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
+		return nil, false, amqp.NewError(amqp.InternalError, 0, 0, "start queue '%s': %v", name, err)
 	}
 	q := v.newQueue(actor, def, args)
 	if syncLater {
@@ -822,7 +847,7 @@ func (v *VHost) DeclareQueue(ctx context.Context, connection string, m *amqp.Que
 	v.queues[name] = q
 	v.routes.AddQueue(name)
 	v.mu.Unlock()
-	return q, nil
+	return q, true, nil
 }
 
 func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error {
@@ -1032,6 +1057,7 @@ func (v *VHost) removeQueueLocked(ctx context.Context, q *Queue) (uint64, error)
 	}
 	v.mu.Lock()
 	delete(v.queues, q.Def.Name)
+	v.queues = shrink.Map(v.queues, &v.queuesPeak)
 	removed := v.routes.RemoveQueue(q.Def.Name)
 	v.mu.Unlock()
 

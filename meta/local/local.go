@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/warrenmq/broker/internal/codec"
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
@@ -31,6 +32,10 @@ type Store struct {
 	cursors struct {
 		sync.Mutex
 		m map[meta.QueueKey]*cursor
+		// peak rebuilds m once deletes left it a quarter of its largest
+		// size (shrink.Map): deleted queues would otherwise leave its
+		// table behind.
+		peak shrink.Peak
 	}
 }
 
@@ -247,6 +252,7 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 	s.cursors.Lock()
 	if s.cursors.m[qk] == c {
 		delete(s.cursors.m, qk)
+		s.cursors.m = shrink.Map(s.cursors.m, &s.cursors.peak)
 	}
 	s.cursors.Unlock()
 	return nil

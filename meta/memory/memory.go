@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -37,6 +38,9 @@ type Store struct {
 		// dropped word: it is ordered before the delete, which is allowed
 		// because the two calls overlapped.
 		m map[meta.QueueKey]*atomic.Uint64
+		// peak rebuilds m once deletes left it a quarter of its largest
+		// size (shrink.Map).
+		peak shrink.Peak
 	}
 }
 
@@ -203,6 +207,7 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 	// Under s.mu too, so nobody sees the queue gone but its cursor still set.
 	s.cursors.Lock()
 	delete(s.cursors.m, meta.QueueKey{VHost: vhost, Name: name})
+	s.cursors.m = shrink.Map(s.cursors.m, &s.cursors.peak)
 	s.cursors.Unlock()
 	return nil
 }
