@@ -8,6 +8,14 @@
 #   scripts/compare.sh -install              # apt-get install -y rabbitmq-server first
 #   scripts/compare.sh scale                 # how cost grows: the scale scenario set
 #   scripts/compare.sh scale -messages 10000000 -brokers warren
+#   scripts/compare.sh -strangeq /tmp/strangeq-server -rounds 3
+#
+# -strangeq BIN also measures a StrangeQ server binary the caller built
+# (github.com/maxpert/strangeq, src/amqp-go/cmd/amqp-server; this script
+# neither fetches nor builds it): its default config from -generate-config
+# with address, port and storage path set, a fresh data directory per run
+# (fsync as its default config has it), and a second table with Warren/StrangeQ
+# ratios.
 #
 # scale runs examples/perftest's scale phases against each broker in turn:
 # fill one queue with -messages persistent 1 KiB confirmed messages, restart
@@ -46,6 +54,7 @@ usage: scripts/compare.sh [flags]
   -warren-memory      run Warren with -memory (durable queues in memory, confirms not synced)
   -reuse              one process per broker for all runs (faster; RSS then carries over)
   -keep               keep the temporary directory (logs, data) for inspection
+  -strangeq BIN       also run this StrangeQ amqp-server binary, alternated with the others
 scale mode (first argument "scale"):
   -messages N         messages in the deep queue (default 500000)
   -queues N           durable queues declared, published to and deleted (default 10000)
@@ -68,6 +77,7 @@ messages=500000
 scale_queues=10000
 scale_connections=2000
 brokers="warren rabbitmq"
+strangeq=""
 if [ "${1:-}" = scale ]; then
 	mode=scale
 	out=scale-compare.md
@@ -84,6 +94,7 @@ while [ $# -gt 0 ]; do
 	-warren-memory) warren_memory=1 ;;
 	-reuse) reuse=1 ;;
 	-keep) keep=1 ;;
+	-strangeq) strangeq=$2; shift ;;
 	-messages) messages=$2; shift ;;
 	-queues) scale_queues=$2; shift ;;
 	-connections) scale_connections=$2; shift ;;
@@ -98,6 +109,7 @@ for v in "$messages" "$scale_queues" "$scale_connections"; do
 	case "$v" in '' | *[!0-9]* | 0) echo "compare.sh: -messages, -queues and -connections want positive numbers" >&2; exit 2 ;; esac
 done
 
+if [ -n "$strangeq" ] && [ ! -x "$strangeq" ]; then echo "compare.sh: -strangeq $strangeq is not an executable" >&2; exit 2; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
 [ -n "$results" ] || results=$tmp/results.jsonl
@@ -105,6 +117,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
 
 warren_pid=""
 rabbit_pid=""
+strangeq_pid=""
+strangeq_run=0
 rabbit_started=0
 epmd_port=""
 
@@ -186,10 +200,49 @@ stop_warren() {
 	warren_pid=""
 }
 
+# --- StrangeQ ------------------------------------------------------------------
+# start_strangeq runs the -strangeq binary on a free loopback port with its
+# own generated config and a data directory of its own for this run (it
+# can stop delivering after some scenarios when a directory is reused).
+start_strangeq() {
+	local port dir
+	strangeq_run=$((strangeq_run + 1))
+	dir=$tmp/strangeq/$strangeq_run
+	mkdir -p "$dir"
+	port=$(free_port)
+	"$strangeq" -generate-config "$dir/template.yaml" >/dev/null 2>&1
+	sed -e "s|^\( *address:\).*|\1 127.0.0.1:$port|" \
+		-e "s|^\( *port:\) 5672$|\1 $port|" \
+		-e "s|^\( *path:\) \./data$|\1 $dir/data|" \
+		"$dir/template.yaml" >"$dir/config.yaml"
+	(cd "$dir" && exec "$strangeq" -config "$dir/config.yaml") >>"$dir/log" 2>&1 &
+	strangeq_pid=$!
+	for _ in $(seq 300); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		kill -0 "$strangeq_pid" 2>/dev/null || { log "StrangeQ did not start:"; tail -n 20 "$dir/log" >&2; exit 1; }
+		sleep 0.1
+	done
+	strangeq_url="amqp://guest:guest@127.0.0.1:$port/"
+	log "started StrangeQ on 127.0.0.1:$port (pid $strangeq_pid)"
+}
+
+stop_strangeq() {
+	[ -n "$strangeq_pid" ] || return 0
+	kill -TERM "$strangeq_pid" 2>/dev/null || true
+	for _ in $(seq 100); do
+		kill -0 "$strangeq_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$strangeq_pid" 2>/dev/null || true
+	wait "$strangeq_pid" 2>/dev/null || true
+	strangeq_pid=""
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	stop_warren
+	stop_strangeq
 	if [ "$rabbit_started" = 1 ]; then
 		stop_rabbit
 		# This epmd listens on our own port, so stopping it touches no one else.
@@ -264,11 +317,13 @@ run_one() {
 	case "$1" in
 	warren) pid=$warren_pid ;;
 	rabbitmq) pid=$rabbit_pid ;;
+	strangeq) pid=$strangeq_pid ;;
 	esac
 	if [ -z "$pid" ]; then
 		case "$1" in
 		warren) start_warren; pid=$warren_pid ;;
 		rabbitmq) start_rabbit; pid=$rabbit_pid ;;
+		strangeq) start_strangeq; pid=$strangeq_pid ;;
 		esac
 		sleep 2
 		printf '{"label":"%s","scenario":"idle","rss_start_mib":%s,"verified":true}\n' "$1" "$(rss_mib "$pid")" >>"$results"
@@ -276,6 +331,7 @@ run_one() {
 	case "$1" in
 	warren) url=$warren_url ;;
 	rabbitmq) url=$rabbit_url ;;
+	strangeq) url=$strangeq_url ;;
 	esac
 	log "$1: $2 ($3 B)"
 	"$tmp/bin/perftest" -url "$url" -broker-pid "$pid" -label "$1" -json \
@@ -288,6 +344,7 @@ run_one() {
 		case "$1" in
 		warren) stop_warren ;;
 		rabbitmq) stop_rabbit ;;
+		strangeq) stop_strangeq ;;
 		esac
 	fi
 }
@@ -360,13 +417,17 @@ for round in $(seq "$rounds"); do
 		[ "$s" != "$scenario" ] && size=${s#*:}
 		# Alternate which broker goes first, so neither always runs on a
 		# machine the other has just warmed (or heated).
-		if [ "$have_rabbit" = 1 ] && [ $((round % 2)) = 1 ]; then
-			run_one rabbitmq "$scenario" "$size"
-			run_one warren "$scenario" "$size"
-		else
-			run_one warren "$scenario" "$size"
-			if [ "$have_rabbit" = 1 ]; then run_one rabbitmq "$scenario" "$size"; fi
-		fi
+		order="warren"
+		[ "$have_rabbit" = 1 ] && order="$order rabbitmq"
+		[ -n "$strangeq" ] && order="$order strangeq"
+		# Rotate the order by the round number.
+		set -- $order
+		for _ in $(seq $(( (round - 1) % $# ))); do
+			set -- "${@:2}" "$1"
+		done
+		for b in "$@"; do
+			run_one "$b" "$scenario" "$size"
+		done
 	done
 done
 
@@ -382,6 +443,12 @@ fi
 	fi
 	echo
 	"$tmp/bin/perftest" -table "$results"
+	if [ -n "$strangeq" ] && [ "$mode" != scale ]; then
+		echo
+		echo "StrangeQ ($strangeq, $(cd "$(dirname "$strangeq")" && "$strangeq" -version 2>&1 | head -n1)) vs Warren, same runs:"
+		echo
+		"$tmp/bin/perftest" -table "$results" -baseline strangeq
+	fi
 } | tee "$out"
 log "table written to $out; raw results in $results"
 exit "$failed"
