@@ -67,8 +67,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	raftCA := fs.String("raft-tls-ca", "", "cluster: PEM CA bundle the other members' certificates must verify against")
 	secretFile := fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
 	raftInsecure := fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
+	configFile := fs.String("config", os.Getenv("RABBITMQ_CONFIG_FILE"), "read settings from this rabbitmq.conf file (RabbitMQ's key = value format); flags given on the command line win (default: $RABBITMQ_CONFIG_FILE)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *configFile != "" {
+		if err := applyConfigFile(fs, *configFile); err != nil {
+			return err
+		}
 	}
 	if (*nodeID == 0) != (*peers == "") {
 		return errors.New("-node-id and -peers go together")
