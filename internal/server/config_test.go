@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
 )
 
 // TestConfigFile: a rabbitmq.conf of the kind RabbitMQ's docs show starts
@@ -57,4 +60,11 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 	err := run(context.Background(), []string{"-config", filepath.Join(dir, "missing.conf")}, io.Discard, io.Discard)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestVersionFlag(t *testing.T) {
+	var out strings.Builder
+	require.NoError(t, run(context.Background(), []string{"-version"}, &out, io.Discard))
+	require.Contains(t, out.String(), "warren "+broker.Version+"\n")
+	require.Contains(t, out.String(), "\ngo go1.")
 }

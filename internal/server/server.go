@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -68,8 +69,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secretFile := fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
 	raftInsecure := fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
 	configFile := fs.String("config", os.Getenv("RABBITMQ_CONFIG_FILE"), "read settings from this rabbitmq.conf file (RabbitMQ's key = value format); flags given on the command line win (default: $RABBITMQ_CONFIG_FILE)")
+	showVersion := fs.Bool("version", false, "print the version and build information and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		printVersion(stdout)
+		return nil
 	}
 	if *configFile != "" {
 		if err := applyConfigFile(fs, *configFile); err != nil {
@@ -201,6 +207,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// printVersion writes Warren's version and, from runtime/debug, the
+// module version, Go version and VCS revision the binary was built from.
+func printVersion(w io.Writer) {
+	fmt.Fprintln(w, "warren", broker.Version)
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	fmt.Fprintln(w, "module", bi.Main.Path, bi.Main.Version)
+	fmt.Fprintln(w, "go", bi.GoVersion)
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" || s.Key == "vcs.time" || s.Key == "vcs.modified" {
+			fmt.Fprintln(w, s.Key, s.Value)
+		}
+	}
 }
 
 // serverTLS builds the TLS listener's config from the flags; nil when
