@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -135,7 +135,7 @@ func startClusterProcesses(t *testing.T, extra ...string) ([]*exec.Cmd, []string
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "warren-server")
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command(goBin, "build", "-o", bin, "../../cmd/warren").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
 	raftAddrs, amqpAddrs := freeAddrs(t, 3), freeAddrs(t, 3)

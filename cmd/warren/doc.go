@@ -1,10 +1,10 @@
-// Command server runs Warren as a standalone AMQP 0-9-1 broker.
+// Command warren runs Warren as a standalone AMQP 0-9-1 broker.
 //
-//	go run ./examples/server                      # 127.0.0.1:5672, data in ~/.local/share/warren
-//	go run ./examples/server -memory -addr :5673  # nothing on disk
-//	go run ./examples/server -http 127.0.0.1:15672 -definitions defs.json
+//	go run ./cmd/warren                      # 127.0.0.1:5672, data in ~/.local/share/warren
+//	go run ./cmd/warren -memory -addr :5673  # nothing on disk
+//	go run ./cmd/warren -http 127.0.0.1:15672 -definitions defs.json
 //
-//	go run ./examples/server -tls-listen 127.0.0.1:5671 -tls-cert server.pem -tls-key server.key \
+//	go run ./cmd/warren -tls-listen 127.0.0.1:5671 -tls-cert server.pem -tls-key server.key \
 //	    -tls-ca clients-ca.pem -auth-mechanisms PLAIN,AMQPLAIN,EXTERNAL
 //
 // -http serves the web console at / (open http://ADDR/ in a browser and log

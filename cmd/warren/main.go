@@ -1,0 +1,5 @@
+package main
+
+import "github.com/warrenmq/broker/internal/server"
+
+func main() { server.Main() }
