@@ -147,3 +147,12 @@ func (c Chain) Authenticate(ctx context.Context, req Request) (Login, error) {
 	}
 	return Login{}, errors.Join(append(refusals, failures...)...)
 }
+
+// InternalName names the broker's own user database in a Chain.
+const InternalName = "internal"
+
+// Internal is the broker's own user database (RabbitMQ's
+// rabbit_auth_backend_internal) as a Chain entry: the broker supplies its
+// Authn when it is in Options.Auth. Outside a broker it authenticates
+// nobody.
+var Internal = Backend{Name: InternalName}
