@@ -119,4 +119,3 @@ func (b *Broker) chainPasswordLogin(ctx context.Context, chain auth.Chain, peer 
 	}
 	return User{}, fmt.Errorf("%w: %w", login.ErrUnavailable, err)
 }
-
