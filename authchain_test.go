@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +111,29 @@ func TestAuthChainHungBackend(t *testing.T) {
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	}
 	require.Positive(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "refusals through the chain are throttled")
+}
+
+// TestAuthChainCache: a chain internal -> cache(hook): the hook is asked
+// once for repeated AMQP logins with the same credentials, and every time
+// for a refused one.
+func TestAuthChainCache(t *testing.T) {
+	var asked atomic.Int32
+	hook := auth.Funcs{Login: func(ctx context.Context, req auth.Request) (auth.Identity, error) {
+		asked.Add(1)
+		return hookLogin(ctx, req)
+	}}
+	cache := &auth.Cache{Authn: hook, TTL: time.Hour}
+	b := startBroker(t, Options{Auth: auth.Chain{auth.Internal, cache.Backend("cache")}})
+	ctx := context.Background()
+	require.NoError(t, b.AddUser(ctx, "svc", "stored-password"))
+	require.NoError(t, b.SetPermissions(ctx, "svc", "/", fullPermission))
+	for range 3 {
+		amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "svc", "svc"), amqp091.Config{}))
+	}
+	require.EqualValues(t, 1, asked.Load(), "allowed login answered from the cache")
+	for range 2 {
+		_, err := amqp091.Dial(amqptest.UserURL(b.URL(), "svc", "wrong"))
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
+	}
+	require.EqualValues(t, 3, asked.Load(), "refusals are asked each time")
 }
