@@ -113,6 +113,9 @@ func (b *Broker) login(at *session.LoginAttempt) (bool, string, error) {
 	if !b.acct.logins.Wait(context.Background(), src) {
 		return false, "", amqp.NewError(amqp.ConnectionForced, amqp.ClassConnection, amqp.MethodConnectionStartOk, "broker shutdown")
 	}
+	if chain := b.authChain(); chain != nil {
+		return b.chainAMQPLogin(chain, src, at)
+	}
 	ok, reason, err := b.checkLogin(at)
 	if !ok && err == nil {
 		b.acct.logins.Throttle.Failed(src)
@@ -149,6 +152,9 @@ func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
 // the log line an unavailable store deserves. Errors wrap
 // login.ErrRefused, login.ErrUnavailable or login.ErrClosed.
 func (b *Broker) passwordLogin(ctx context.Context, peer net.Addr, name, password string) (User, error) {
+	if chain := b.authChain(); chain != nil {
+		return b.chainPasswordLogin(ctx, chain, peer, name, password)
+	}
 	u, err := b.acct.logins.Password(ctx, peer, name, password)
 	if errors.Is(err, login.ErrUnavailable) {
 		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)

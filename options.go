@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/session"
@@ -235,6 +236,15 @@ type Options struct {
 	// CONNECTION_FORCED (HTTP 503), not 403: the credentials were not
 	// checked (internal/login). Zero means DefaultLoginTimeout (5 s).
 	LoginTimeout time.Duration
+	// Auth, when not empty, decides who logs in: its backends are tried in
+	// order (RabbitMQ's auth_backends.N), through every door that takes a
+	// password or certificate (AMQP over TCP and Dial, the management API
+	// and console, the metrics handler), each login under the throttle and
+	// within LoginTimeout. auth.Internal is the user database; without it
+	// in the chain the database logs nobody in. Permissions stay those set
+	// with SetPermissions (docs/authentication.md). Empty: the database
+	// alone, as before.
+	Auth auth.Chain
 
 	// Logger receives connection events. nil discards them.
 	Logger *slog.Logger
