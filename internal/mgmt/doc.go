@@ -13,9 +13,9 @@
 // their own; a direct channel opened as a given user on a given vhost (for
 // POST /api/queues/v/q/get, POST /api/exchanges/v/x/publish (publish.go)
 // and the aliveness test); closing a
-// connection; creating and deleting vhosts, users and permissions
-// (admin.go); vhost metadata, vhost limits and topic permissions
-// (settings.go, the Settings part of Broker); node status and listeners
+// connection; creating and deleting vhosts, users and permissions;
+// vhost metadata, vhost limits and topic permissions (the Settings part
+// of Broker); node status and listeners
 // (the health checks, health.go); the definitions export and import
 // (package definitions); and, through the optional Policies interface,
 // policies and operator policies (/api/policies, /api/operator-policies
@@ -30,6 +30,20 @@
 // (Broker.ManagementHandler returns New's handler), so nothing here
 // reaches into the broker's fields, and a test can feed the handler any
 // model.
+//
+// Each resource has a file that declares its routes (its ...Routes
+// method, which register calls) and serves them: overview.go, vhosts.go,
+// users.go, permissions.go, topicpermissions.go, vhostlimits.go,
+// policies.go, exchanges.go (with delayed.go and publish.go), queues.go
+// (with get.go and unacked.go), bindings.go, connections.go,
+// channels.go, consumers.go, definitions.go and health.go; a new
+// endpoint is one handle call there and its method beside it. handler.go
+// routes them with a net/http ServeMux (method and wildcard patterns) and
+// checks the login and the tags a route needs; request.go and respond.go
+// are what every resource reads requests and answers with. A path
+// parameter is its segment unescaped after the path is split (the vhost
+// "/" is "%2F"), and paths route as the hand-made router before the
+// ServeMux routed them (routable; TestRoutingMatchesSegmentRouter).
 //
 // What the handler promises:
 //

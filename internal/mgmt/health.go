@@ -9,13 +9,21 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
-// Health checks and the aliveness test, as RabbitMQ 4.x's
+// healthRoutes: health checks and the aliveness test, as RabbitMQ 4.x's
 // rabbit_mgmt_wm_health_check_alarms, _local_alarms, _virtual_hosts,
 // _port_listener and _protocol_listener, and 3.13's
 // rabbit_mgmt_wm_aliveness_test: any management user may ask
 // (is_authorized; the aliveness test needs the vhost visible, as
 // is_authorized_vhost). A passing check is 200 {"status":"ok",...}, a
 // failing one 503 {"status":"failed","reason":...,...}.
+func (m *mgmt) healthRoutes() {
+	m.handle("GET", "/api/health/checks/alarms", anyManagement, m.alarmsCheck("There are alarms in effect in the cluster"))
+	m.handle("GET", "/api/health/checks/local-alarms", anyManagement, m.alarmsCheck("There are alarms in effect on the node"))
+	m.handle("GET", "/api/health/checks/virtual-hosts", anyManagement, m.vhostsCheck)
+	m.handle("GET", "/api/health/checks/port-listener/{port}", anyManagement, m.portListenerCheck)
+	m.handle("GET", "/api/health/checks/protocol-listener/{protocol}", anyManagement, m.protocolListenerCheck)
+	m.handle("GET", "/api/aliveness-test/{vhost}", anyManagement, m.alivenessTest)
+}
 
 // healthFailed answers a failed check: 503 with RabbitMQ's body.
 func healthFailed(w http.ResponseWriter, reason string, extra map[string]any) {

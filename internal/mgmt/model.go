@@ -281,3 +281,28 @@ type Consumer struct {
 	NoAck, Exclusive  bool
 	Prefetch          uint16
 }
+
+// Settings are the vhosts' metadata and limits and the users' topic
+// permissions: what RabbitMQ 3.13/4.x's rabbit_mgmt_wm_vhost (metadata),
+// rabbit_mgmt_wm_limits, rabbit_mgmt_wm_limit and
+// rabbit_mgmt_wm_topic_permission(s)[_user|_vhost] read and write.
+type Settings interface {
+	// VHostInfo returns a vhost's metadata and limits (an error wrapping
+	// meta.ErrNotFound when there is no such vhost); PutVHost creates a
+	// vhost with v's metadata or replaces an existing one's (created
+	// reports which), a bad default queue type wrapping ErrInvalid.
+	VHostInfo(ctx context.Context, vhost string) (definitions.VHost, error)
+	PutVHost(ctx context.Context, v definitions.VHost) (created bool, err error)
+	// VHostLimits returns every vhost's limits by vhost and name;
+	// SetVHostLimit and ClearVHostLimit change one.
+	VHostLimits() map[string]map[string]int64
+	SetVHostLimit(ctx context.Context, vhost, name string, value int64) error
+	ClearVHostLimit(ctx context.Context, vhost, name string) error
+	// TopicPermissions lists the stored topic permissions;
+	// PutTopicPermission replaces the user's on p's exchange (a regexp
+	// that does not compile wraps ErrInvalid), DeleteTopicPermission
+	// removes the user's on every exchange of the vhost.
+	TopicPermissions(ctx context.Context) ([]definitions.TopicPermission, error)
+	PutTopicPermission(ctx context.Context, p definitions.TopicPermission) error
+	DeleteTopicPermission(ctx context.Context, user, vhost string) error
+}

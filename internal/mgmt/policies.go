@@ -8,9 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/policy"
-	"github.com/warrenmq/broker/routing"
 )
 
 // Policies is the model's side of /api/policies and /api/operator-policies
@@ -70,32 +68,9 @@ func policyFieldsOf(m policy.Match) policyFields {
 	return f
 }
 
-// exchangeJSON is an exchange as the API lists it: as the definitions
-// file carries it, with the name of the policy that applies (RabbitMQ's
-// exchange objects carry "policy" only when one does, as
-// rabbit_exchange:info drops the empty value, and no operator policy)
-// and, for an x-delayed-message exchange, the count of messages it holds,
-// as the plugin's messages_delayed.
-type exchangeJSON struct {
-	definitions.Exchange
-	Policy          string `json:"policy,omitempty"`
-	MessagesDelayed *int64 `json:"messages_delayed,omitempty"`
-}
-
-// exchangeOf is exchange x of vhost vh as the API lists it.
-func (m *mgmt) exchangeOf(vh string, x definitions.Exchange) exchangeJSON {
-	out := exchangeJSON{Exchange: x}
-	if ps, ok := m.b.(Policies); ok {
-		out.Policy, _ = ps.ExchangePolicy(vh, x.Name).Names()
-	}
-	if d, ok := m.b.(Delayed); ok && x.Type == routing.TypeDelayed {
-		n := d.DelayedCount(x.VHost, x.Name)
-		out.MessagesDelayed = &n
-	}
-	return out
-}
-
-func (m *mgmt) registerPolicies() {
+// policyRoutes: policies and operator policies (RabbitMQ 4.x's
+// rabbit_mgmt_wm_policy(ies) and _operator_policy(ies)).
+func (m *mgmt) policyRoutes() {
 	for _, kind := range []struct {
 		path     string
 		operator bool
