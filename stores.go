@@ -264,6 +264,7 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 		Profile:          b.opts.profile(),
 		Delayed:          b.plugins.delayed,
 		Dedup:            b.openDedup,
+		VolatileHolds:    b.volatileHolds(),
 		ReplyTag:         b.replyTag(),
 		Replies:          b.opts.Replies,
 	})
@@ -298,3 +299,26 @@ func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
 
 // shared reports whether the broker runs in shared mode (shared.go).
 func (b *Broker) shared() bool { return b.stores.shared }
+
+// volatileHolds reports whether durable delayed and deduplicating
+// exchanges would hold their records in memory while the given stores
+// keep durable queues across restarts: the broker opened no Pebble
+// database (every store given, or given stores and no Options.DataDir),
+// a given Meta or Shards store is not one of the in-memory ones (with
+// those a restart loses every durable message alike, and nothing more is
+// promised), and the broker is not in shared mode (see openPlugins and
+// openDedup). Such
+// exchanges are refused at declare, never confirmed and lost.
+func (b *Broker) volatileHolds() bool {
+	if b.stores.db != nil {
+		return false
+	}
+	if b.shared() {
+		// meta.Records replicates them; without it the accepting node
+		// holds them, as docs/exchange-types.md says of a cluster.
+		return false
+	}
+	_, memMeta := b.stores.meta.(*metamemory.Store)
+	_, memShards := b.stores.durable.Shards.(*memory.Store)
+	return !memMeta || !memShards
+}

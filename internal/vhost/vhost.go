@@ -62,6 +62,12 @@ type Config struct {
 	// Dedup opens the caches of x-message-deduplication exchanges
 	// (dedup.go); nil keeps them in memory.
 	Dedup DedupOpener
+	// VolatileHolds says the stores cannot persist what durable delayed
+	// and deduplicating exchanges hold (the broker has no Pebble
+	// database of its own and the given meta store no meta.Records):
+	// DeclareExchange refuses such an exchange with 406 rather than
+	// confirm messages a restart would lose.
+	VolatileHolds bool
 	// Policies are the vhost's policies when it opens (policy.go); nil
 	// is none. SetPolicies replaces them.
 	Policies *policy.Set
@@ -472,6 +478,11 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	}
 	if _, _, err := exchangeRouting(m.Type, m.Arguments); err != nil {
 		return err
+	}
+	if m.Durable && v.cfg.VolatileHolds && (m.Type == routing.TypeDelayed || m.Type == routing.TypeDeduplication) {
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0,
+			"durable exchange '%s' of type '%s' in vhost '%s' needs stores that persist its held records: the broker has no Options.DataDir and Options.Meta has no meta.Records; declare it non-durable or set Options.DataDir",
+			name, m.Type, v.cfg.Name)
 	}
 	raw, err := encodeArgs(m.Arguments)
 	if err != nil {
