@@ -503,7 +503,10 @@ func isConnectionCode(code uint16) bool {
 //   - every queue actor with an empty mailbox, every publish stored and
 //     confirmed, and every ready message delivered that its consumers'
 //     prefetch allows. A queue waiting to retry after a store error is not
-//     idle.
+//     idle;
+//   - every message an x-delayed-message exchange accepted stored by the
+//     delayed service (DelayedCount counts it). A held message that came
+//     due and is being routed is not waited for.
 //
 // What the client does with what it received (an ack it has not sent yet)
 // is the client's work. WaitIdle polls internally with a short backoff;
@@ -537,8 +540,8 @@ func (b *Broker) WaitIdle(ctx context.Context) error {
 	}
 }
 
-// idlePass checks every connection, then every queue, then every
-// connection again; it reports true when all were idle and no byte moved
+// idlePass checks every connection, then every queue and the delayed
+// messages being stored, then every connection again; it reports true when all were idle and no byte moved
 // on any connection meanwhile.
 func (b *Broker) idlePass(ctx context.Context) bool {
 	before, ok := b.connsIdle()
@@ -555,6 +558,9 @@ func (b *Broker) idlePass(ctx context.Context) bool {
 				return false
 			}
 		}
+	}
+	if d := b.plugins.delayed; d != nil && !d.Idle() {
+		return false
 	}
 	after, ok := b.connsIdle()
 	return ok && slices.Equal(before, after)

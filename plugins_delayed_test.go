@@ -331,3 +331,23 @@ func TestDelayedTransaction(t *testing.T) {
 	require.NoError(t, ch.TxCommit())
 	require.EqualValues(t, 1, delayedCount(t, b, "dx"), "commit-ok follows the hold")
 }
+
+// Publish, WaitIdle, then look: a message published to an
+// x-delayed-message exchange without confirms is held by the time
+// WaitIdle returns, on every door, every time (the delayed service stores
+// it on its own goroutine, after the publisher's channel moved on).
+func TestWaitIdleCoversDelayedPublishes(t *testing.T) {
+	for _, door := range parityDoors {
+		t.Run(door.name, func(t *testing.T) {
+			b := startBroker(t, broker.Options{})
+			ch := door.open(t, b)()
+			require.NoError(t, ch.ExchangeDeclare("dx", "x-delayed-message", false, false, false, false,
+				amqp091.Table{"x-delayed-type": "fanout"}))
+			for i := range 20 {
+				require.NoError(t, ch.PublishWithContext(t.Context(), "dx", "", false, false, delayedMsg("m", 3_600_000, nil)))
+				require.NoError(t, b.WaitIdle(t.Context()))
+				require.Equal(t, int64(i+1), delayedCount(t, b, "dx"), "after publish %d", i+1)
+			}
+		})
+	}
+}

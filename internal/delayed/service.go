@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/memuse"
@@ -38,6 +39,11 @@ type Service struct {
 	// counts them from there when it keeps them in memory); nil: not
 	// counted.
 	held *memuse.Counter
+
+	// pending counts the holds handed to Hold whose done has not
+	// returned yet: Idle reads it, so Broker.WaitIdle waits for a
+	// publish to a delayed exchange to be stored.
+	pending atomic.Int64
 }
 
 type holdReq struct {
@@ -121,15 +127,25 @@ func (s *Service) Hold(m Message, durable, sync bool, done func(error)) {
 		done(ErrClosed)
 		return
 	}
+	s.pending.Add(1)
+	answer := func(err error) {
+		done(err)
+		s.pending.Add(-1)
+	}
 	n := m.HeapBytes()
 	s.held.Add(n)
 	select {
-	case s.in <- holdReq{m: m, durable: durable, sync: sync, done: done}:
+	case s.in <- holdReq{m: m, durable: durable, sync: sync, done: answer}:
 	case <-s.stop:
 		s.held.Add(-n)
-		done(ErrClosed)
+		answer(ErrClosed)
 	}
 }
+
+// Idle reports whether every hold handed to Hold has been stored (or
+// refused) and its done has returned. A message due and being routed is
+// not counted here.
+func (s *Service) Idle() bool { return s.pending.Load() == 0 }
 
 func (s *Service) write() {
 	defer close(s.done)
