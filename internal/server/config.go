@@ -18,7 +18,8 @@ const defaultRaftPort = "25672"
 // applyConfigFile sets, from the rabbitmq.conf file path, every setting
 // that the command line and the environment left unset. Keys are
 // RabbitMQ 4.x's names; a key Warren does not map is refused with its
-// line. A key repeated in the file takes its last value.
+// line (or, with -unknown-keys warn, noted in s.ignored and skipped). A
+// key repeated in the file takes its last value.
 func applyConfigFile(s *settings, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -155,7 +156,14 @@ func applyConfigFile(s *settings, path string) error {
 		return nil
 	})
 
-	if err := tab.Apply(entries, nil); err != nil {
+	var unknown func(rabbitconf.Entry) error // nil: refused
+	if *s.unknownKeys == "warn" {
+		unknown = func(e rabbitconf.Entry) error {
+			s.ignored = append(s.ignored, fmt.Sprintf("%s: line %d: unknown key %s", path, e.Line, e.Key))
+			return nil
+		}
+	}
+	if err := tab.Apply(entries, unknown); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if mgmtPort != nil || mgmtIP != nil {

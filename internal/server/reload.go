@@ -44,6 +44,9 @@ func reload(args []string, started *settings, level *slog.LevelVar, logger *slog
 	}
 	// The new level first, so that what follows is logged at it.
 	level.Set(l)
+	for _, ig := range s.ignored {
+		logger.Warn("reload: config key ignored (-unknown-keys warn)", "key", ig)
+	}
 	changed := 0
 	s.fs.VisitAll(func(f *flag.Flag) {
 		was := started.fs.Lookup(f.Name).Value.String()

@@ -62,6 +62,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if err != nil {
 		return err
 	}
+	for _, ig := range s.ignored {
+		logger.Warn("config: key ignored (-unknown-keys warn)", "key", ig)
+	}
 	addr, dataDir, memory, defsFile, httpAddr := s.addr, s.dataDir, s.memory, s.defsFile, s.httpAddr
 	nodeID, peers, deadAfter := s.nodeID, s.peers, s.deadAfter
 	raftCert, raftKey, raftCA, secretFile, raftInsecure := s.raftCert, s.raftKey, s.raftCA, s.secretFile, s.raftInsecure

@@ -390,3 +390,30 @@ type fakeSignal int
 
 func (fakeSignal) Signal()          {}
 func (s fakeSignal) String() string { return fmt.Sprint("signal ", int(s)) }
+
+// TestUnknownKeysWarn: with -unknown-keys warn a key Warren does not map
+// is logged with its line and ignored, and the server starts; the
+// default refuses it.
+func TestUnknownKeysWarn(t *testing.T) {
+	conf := writeFile(t, t.TempDir(), "rabbitmq.conf", []byte("listeners.tcp.default = 127.0.0.1:0\nclustering.partition_handling = autoheal\n"))
+	err := run(context.Background(), []string{"-memory", "-config", conf}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "line 2: unknown key clustering.partition_handling")
+	err = run(context.Background(), []string{"-memory", "-config", conf, "-unknown-keys", "ignore"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "-unknown-keys is refuse or warn")
+
+	logs := new(amqptest.SyncBuffer)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-memory", "-config", conf, "-unknown-keys", "warn"}, stdoutW, logs)
+		stdoutW.Close()
+	}()
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "listening on "), line)
+	go io.Copy(io.Discard, stdoutR)
+	cancel()
+	require.NoError(t, <-done)
+	require.Contains(t, logs.String(), `level=WARN msg="config: key ignored (-unknown-keys warn)" key="`+conf+`: line 2: unknown key clustering.partition_handling"`)
+}
