@@ -52,7 +52,8 @@
 // 3.13.
 //
 // -config reads RabbitMQ's rabbitmq.conf (the keys that map to Warren's
-// settings; any other is refused with its line), WARREN_* variables (one
+// settings; any other is refused with its line, or with -unknown-keys
+// warn logged and ignored), WARREN_* variables (one
 // per flag: WARREN_ADDR, WARREN_NODE_ID, ...) and the RabbitMQ variables
 // that map (RABBITMQ_NODE_PORT, RABBITMQ_DEFAULT_USER, RABBITMQ_MNESIA_DIR,
 // ...) set what the command line does not; -print-config shows every

@@ -99,7 +99,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 		return s.print(stdout)
 	}
 	if hup != nil {
-		go watchReload(ctx, hup, args, s, levelVar, logger)
+		// Its own context, so that the watcher also ends when the start
+		// fails.
+		rctx, stopReload := context.WithCancel(ctx)
+		defer stopReload()
+		go watchReload(rctx, hup, args, s, levelVar, logger)
 	}
 
 	opts := broker.Options{
@@ -165,7 +169,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 			b.Close()
 			return err
 		}
-		logger.Info("warren listening", "addr", bound.String(), "storage", storage, "version", broker.Version)
+		logger.Info("warren listening", "addr", bound.String(), "storage", storage, "version", broker.Version, "revision", buildRevision())
 		// The address, not the URL: the URL would print the password.
 		fmt.Fprintln(stdout, "listening on", bound.String())
 	}
@@ -218,6 +222,29 @@ func printVersion(w io.Writer) {
 			fmt.Fprintln(w, s.Key, s.Value)
 		}
 	}
+}
+
+// buildRevision is the VCS revision the binary was built from
+// (runtime/debug's vcs.revision, "+dirty" when vcs.modified), "" when the
+// build recorded none.
+func buildRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" && dirty {
+		rev += "+dirty"
+	}
+	return rev
 }
 
 // serverTLS builds the TLS listener's config from the flags; nil when
