@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,12 +99,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if *s.printIt {
 		return s.print(stdout)
 	}
+	live := new(atomic.Pointer[broker.Broker]) // the single node's broker, for reloads
 	if hup != nil {
 		// Its own context, so that the watcher also ends when the start
 		// fails.
 		rctx, stopReload := context.WithCancel(ctx)
 		defer stopReload()
-		go watchReload(rctx, hup, args, s, levelVar, logger)
+		go watchReload(rctx, hup, args, s, levelVar, live, logger)
 	}
 
 	opts := broker.Options{
@@ -151,6 +153,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if err != nil {
 		return err
 	}
+	live.Store(b)
 	if defs != nil {
 		if err := b.ImportDefinitions(ctx, defs); err != nil {
 			b.Close()

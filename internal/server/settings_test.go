@@ -334,11 +334,14 @@ func TestConfigFileMoreErrors(t *testing.T) {
 }
 
 // TestReload: SIGHUP (a value on hup) re-reads the file: the log level
-// takes effect at once, a changed limit is logged as needing a restart,
-// and a file that no longer reads changes nothing and says so.
+// and the memory watermark take effect at once (the management API shows
+// the new limit), a changed consumer timeout or password is logged as
+// needing a restart, and a file that no longer reads changes nothing and
+// says so.
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "rabbitmq.conf", []byte("listeners.tcp.default = 127.0.0.1:0\nlog.console.level = warning\nconsumer_timeout = 60000\ndefault_pass = one\n"))
+	const common = "listeners.tcp.default = 127.0.0.1:0\nmanagement.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 0\n"
+	conf := writeFile(t, dir, "rabbitmq.conf", []byte(common+"log.console.level = warning\nconsumer_timeout = 60000\ndefault_pass = one\nvm_memory_high_watermark.absolute = 1GB\n"))
 	logs := new(amqptest.SyncBuffer)
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -352,11 +355,16 @@ func TestReload(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	rd := bufio.NewReader(stdoutR)
+	line, err := rd.ReadString('\n')
 	require.NoError(t, err)
 	addr := strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
-	go io.Copy(io.Discard, stdoutR)
+	line, err = rd.ReadString('\n')
+	require.NoError(t, err)
+	web := strings.TrimPrefix(strings.TrimSpace(line), "management on ")
+	go io.Copy(io.Discard, rd)
 	require.NotContains(t, logs.String(), "level=INFO", "warning and above only")
+	require.Equal(t, float64(1e9), nodeInfo(t, web, "guest", "one")["mem_limit"])
 
 	reloaded := func(n int) {
 		t.Helper()
@@ -365,13 +373,15 @@ func TestReload(t *testing.T) {
 			return strings.Count(logs.String(), "reload: done")+strings.Count(logs.String(), "settings not read") >= n
 		}, 10*time.Second, 5*time.Millisecond)
 	}
-	require.NoError(t, os.WriteFile(conf, []byte("listeners.tcp.default = 127.0.0.1:0\nlog.console.level = debug\nconsumer_timeout = 120000\ndefault_pass = two\n"), 0o600))
+	require.NoError(t, os.WriteFile(conf, []byte(common+"log.console.level = debug\nconsumer_timeout = 120000\ndefault_pass = two\nvm_memory_high_watermark.absolute = 2GB\n"), 0o600))
 	reloaded(1)
 	out := logs.String()
-	require.Contains(t, out, `msg="reload: applied" setting=log-level from=warning to=debug source="file `+conf+`:2"`)
+	require.Contains(t, out, `msg="reload: applied" setting=log-level from=warning to=debug source="file `+conf+`:4"`)
+	require.Contains(t, out, `msg="reload: applied" setting=memory-high-watermark from=1000000000 to=2000000000`)
 	require.Contains(t, out, `msg="reload: changed, takes effect after a restart" setting=consumer-timeout from=1m0s to=2m0s`)
 	require.Contains(t, out, `setting=password from=******** to=********`)
 	require.NotContains(t, out, "two", "no password in the log")
+	require.Equal(t, float64(2e9), nodeInfo(t, web, "guest", "one")["mem_limit"], "the new watermark is in force")
 
 	conn, err := amqp091.Dial("amqp://guest:one@" + addr + "/")
 	require.NoError(t, err, "the password of the start still holds")
