@@ -61,7 +61,8 @@
 //
 // It logs with slog to stderr (-log-format text or json, -log-level),
 // prints the address it listens on to stdout, re-reads its settings on
-// SIGHUP (the log level and, on a single node, the memory and disk alarm
-// limits take effect; any other change is logged as needing a restart), and shuts down gracefully on SIGINT or SIGTERM:
+// SIGHUP (the log level and, on a single node, the consumer timeout and
+// the memory and disk alarm limits take effect; any other change is
+// logged as needing a restart), and shuts down gracefully on SIGINT or SIGTERM:
 // connected clients get connection.close 320 CONNECTION_FORCED.
 package main

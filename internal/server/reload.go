@@ -13,9 +13,10 @@ import (
 )
 
 // liveSettings are the settings a reload applies to the running server:
-// the log level always, the alarm limits on a single node
-// (broker.SetAlarmLimits); a change to any other is logged as needing a
-// restart.
+// the log level always; on a single node the alarm limits
+// (broker.SetAlarmLimits) and the consumer timeout
+// (broker.SetConsumerTimeout); a change to any other is logged as needing
+// a restart.
 var liveSettings = map[string]bool{"log-level": true, "v": true}
 
 // alarmSettings are applied through broker.SetAlarmLimits.
@@ -37,8 +38,9 @@ func watchReload(ctx context.Context, hup <-chan os.Signal, args []string, start
 
 // reload reads the settings again and compares them with those the
 // server started with: the log level takes effect now, and so do the
-// memory and disk alarm limits on a single node b (nil: a cluster member,
-// or not started yet), unless turning a check on that was off at start;
+// consumer timeout and the memory and disk alarm limits on a single node
+// b (nil: a cluster member, or not started yet), the limits unless
+// turning a check on that was off at start;
 // every other change is logged as needing a restart (the listeners,
 // users and stores are built at start). A file that does not read is
 // logged and changes nothing.
@@ -64,6 +66,11 @@ func reload(args []string, started *settings, level *slog.LevelVar, b *broker.Br
 	default:
 		limitsErr = b.SetAlarmLimits(*s.memWatermark, *s.diskFreeLimit)
 	}
+	timeoutApplied := false
+	if *s.consumerTimeout != *started.consumerTimeout && b != nil {
+		b.SetConsumerTimeout(*s.consumerTimeout)
+		timeoutApplied = true
+	}
 	for _, ig := range s.ignored {
 		logger.Warn("reload: config key ignored (-unknown-keys warn)", "key", ig)
 	}
@@ -82,13 +89,16 @@ func reload(args []string, started *settings, level *slog.LevelVar, b *broker.Br
 		if o, ok := s.origin[f.Name]; ok {
 			src = o.source
 		}
-		if liveSettings[f.Name] || alarmSettings[f.Name] && limitsErr == nil {
+		if liveSettings[f.Name] || alarmSettings[f.Name] && limitsErr == nil || f.Name == "consumer-timeout" && timeoutApplied {
 			logger.Info("reload: applied", "setting", f.Name, "from", was, "to", now, "source", src)
 			return
 		}
 		attrs := []any{"setting", f.Name, "from", was, "to", now, "source", src}
-		if alarmSettings[f.Name] {
+		switch {
+		case alarmSettings[f.Name]:
 			attrs = append(attrs, "why", limitsErr.Error())
+		case f.Name == "consumer-timeout":
+			attrs = append(attrs, "why", errNoLiveLimits.Error())
 		}
 		logger.Warn("reload: changed, takes effect after a restart", attrs...)
 	})
@@ -96,6 +106,7 @@ func reload(args []string, started *settings, level *slog.LevelVar, b *broker.Br
 }
 
 // errNoLiveLimits is why a cluster member (or a server still starting)
-// takes new alarm limits only at a restart: its brokers are the cluster
-// node's, built from the settings it started with.
-var errNoLiveLimits = errors.New("the alarm limits of a cluster member (or of a server still starting) change at a restart")
+// takes new alarm limits and consumer timeouts only at a restart: its
+// brokers are the cluster node's, built from the settings it started
+// with.
+var errNoLiveLimits = errors.New("the limits of a cluster member (or of a server still starting) change at a restart")
