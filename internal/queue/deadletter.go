@@ -6,6 +6,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/events"
+	"github.com/warrenmq/broker/internal/queueargs"
 	"github.com/warrenmq/broker/storage"
 )
 
@@ -153,27 +154,7 @@ func IsDeadLetterCycle(raw []byte, reason, target string) bool {
 
 // IntArg reads an AMQP integer of any width from a table value, the way
 // RabbitMQ accepts integer arguments.
-func IntArg(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
-}
+func IntArg(v any) (int64, bool) { return queueargs.IntArg(v) }
 
 // DeadLetterCounts count messages that died, by reason and by whether the
 // queue had a dead-letter exchange: RabbitMQ 3.10's
