@@ -27,7 +27,7 @@ const (
 	opStats
 	opDelete
 	opInspect
-	opTimer        // a TTL or x-expires timer fired (features.go)
+	opTimer        // a TTL or x-expires timer fired (ttl.go, expires.go)
 	opDeadLettered // every target stored a dead-lettered copy
 	opTouch        // the queue was redeclared: it is in use
 	opUnused       // is the queue unused for x-expires?

@@ -19,7 +19,7 @@
 // holds 2 ops' worth; a stopped actor lets go of everything it cached (a
 // channel holding an unacked delivery of a deleted queue keeps only the
 // Queue struct reachable). Other actors and timers post to a second,
-// unbounded inbox instead (features.go), so an actor never waits on
+// unbounded inbox instead (inbox.go), so an actor never waits on
 // another. Credit is shared between the actor (Acquire) and the channel
 // that settles (Release) and is lock-free.
 //

@@ -228,7 +228,7 @@ type Queue struct {
 	// run loop handle the requeue first: the freed credit then serves the
 	// requeued message at the head, not the next one from the cursor.
 	requeuing atomic.Int32
-	// inbox is the non-blocking mailbox (features.go): dead-lettered
+	// inbox is the non-blocking mailbox (inbox.go): dead-lettered
 	// copies from other actors, their confirms and timer firings.
 	inbox struct {
 		sync.Mutex
