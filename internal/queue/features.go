@@ -93,9 +93,7 @@ func (q *Queue) stopFeatures() {
 	if t := q.feat.expiresTimer; t != nil {
 		t.Stop()
 	}
-	if q.stream != nil && q.stream.ageTimer != nil {
-		q.stream.ageTimer.Stop()
-	}
+	q.kind.stopTimers()
 }
 
 // addConsumerSorted adds c after every consumer of its priority or
