@@ -1,0 +1,363 @@
+package ldap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	goldap "github.com/go-ldap/ldap/v3"
+
+	"github.com/warrenmq/broker/auth"
+)
+
+// Name is the backend's name in a Chain and in log lines (RabbitMQ's
+// auth_backends.N = ldap).
+const Name = "ldap"
+
+// Backend authenticates by binding to an LDAP directory as the user and
+// authorises with queries against it, as rabbitmq_auth_backend_ldap does.
+// It is an auth.Authenticator and an auth.Authorizer, safe for
+// concurrent use; Close it when done.
+type Backend struct {
+	cfg  *compiled
+	pool *pool
+	log  *slog.Logger
+
+	// mu guards sessions: the DN and password of each user's latest
+	// login, for other_bind = as_user (RabbitMQ keeps them with the
+	// connection's user; an Identity carries no secret).
+	mu       sync.Mutex
+	sessions map[string]session
+}
+
+type session struct{ dn, pw string }
+
+// maxSessions bounds the remembered logins; when full they are
+// forgotten all at once and users' next decisions fail until they log in
+// again, which beats growing without bound.
+const maxSessions = 10000
+
+// New checks c and returns a Backend for it. It does not connect: the
+// first login does.
+func New(c Config) (*Backend, error) {
+	k, err := compile(c)
+	if err != nil {
+		return nil, err
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{cfg: k, pool: newPool(k), log: log, sessions: map[string]session{}}, nil
+}
+
+// Close closes the pooled connections; calls after it fail.
+func (b *Backend) Close() error {
+	b.pool.close()
+	return nil
+}
+
+// Backend is the Chain entry name answering with b for both
+// authentication and authorisation; wrap b in an auth.Cache first to
+// cache its answers.
+func (b *Backend) Backend(name string) auth.Backend {
+	return auth.Backend{Name: name, Authn: b, Authz: b}
+}
+
+// Dials reports how many connections b has opened, which shows the pool
+// at work.
+func (b *Backend) Dials() int64 { return b.pool.dials.Load() }
+
+// with runs fn on a pooled connection within ctx and Config.Timeout.
+// When the time runs out the connection is closed under fn, which then
+// fails; the answer is a timeout error, never a refusal.
+func (b *Backend) with(ctx context.Context, fn func(pc *pconn) error) error {
+	if b.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
+		defer cancel()
+	}
+	pc, err := b.pool.get(ctx)
+	if err == nil {
+		stop := context.AfterFunc(ctx, func() { _ = pc.c.Close() })
+		err = fn(pc)
+		aborted := !stop()
+		b.pool.put(pc, !aborted && !clientSide(err))
+	}
+	if err != nil && ctx.Err() != nil && !errors.Is(err, auth.ErrRefused) && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("ldap: no answer in time: %w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// clientSide reports whether err came from the connection rather than
+// the server's answer (go-ldap's codes from 200 up, or no LDAP result),
+// after which the connection is not reused.
+func clientSide(err error) bool {
+	if err == nil || errors.Is(err, auth.ErrRefused) {
+		return false
+	}
+	var le *goldap.Error
+	if errors.As(err, &le) {
+		return le.ResultCode >= goldap.ErrorNetwork
+	}
+	return !errors.Is(err, errQuery)
+}
+
+// Authenticate binds as the user with the password (RabbitMQ's
+// check_user_login): an empty password is refused without asking the
+// server, wrong credentials and unknown users are refused, a directory
+// that cannot be reached or does not answer in time is an error (try
+// again). The tags are those whose tag query holds for the user.
+func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Identity, error) {
+	if req.Secret == "" {
+		return auth.Identity{}, auth.Refuse("user '%s' - unauthenticated bind not allowed", req.User)
+	}
+	if !validName(req.User) {
+		return auth.Identity{}, auth.Refuse("user name is empty or not UTF-8")
+	}
+	var id auth.Identity
+	var dn string
+	err := b.with(ctx, func(pc *pconn) error {
+		var err error
+		if dn, err = b.loginDN(pc, req.User, req.Secret); err != nil {
+			return err
+		}
+		if err := b.bindOther(pc, dn, req.Secret); err != nil {
+			return err
+		}
+		v := vars{"username": req.User, "user_dn": dn}
+		id = auth.Identity{User: req.User}
+		for _, t := range b.cfg.tags {
+			ok, err := t.q.eval(&env{v: v, dir: dirConn{pc}})
+			if err != nil {
+				return fmt.Errorf("ldap: tag query %s: %w", t.name, err)
+			}
+			if ok {
+				id.Tags = append(id.Tags, t.name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, auth.ErrRefused) {
+			b.forget(req.User)
+		}
+		b.log.Debug("ldap: login", "user", req.User, "error", err)
+		return auth.Identity{}, err
+	}
+	b.remember(req.User, session{dn, req.Secret})
+	b.log.Debug("ldap: login", "user", req.User, "dn", dn, "tags", id.Tags)
+	return id, nil
+}
+
+// loginDN checks the password by a bind and returns the user's DN: the
+// filled user_dn_pattern, or the DN found by dn_lookup_attribute, looked
+// up before the bind (dn_lookup_bind anon or a service account) or after
+// binding with the filled pattern (as_user).
+func (b *Backend) loginDN(pc *pconn, user, pw string) (string, error) {
+	pattern := fill(b.cfg.UserDNPattern, vars{"username": user}, sinkDN)
+	if !b.cfg.lookup {
+		return pattern, userBind(pc, user, pattern, pw)
+	}
+	if b.cfg.DNLookupBind.asUser() {
+		if err := userBind(pc, user, pattern, pw); err != nil {
+			return "", err
+		}
+		return b.lookupDN(pc, user, pattern)
+	}
+	lb := b.cfg.DNLookupBind
+	if err := pc.bindAs(lb.Anon, lb.DN, lb.Password); err != nil {
+		return "", fmt.Errorf("ldap: dn_lookup_bind: %w", err)
+	}
+	dn, err := b.lookupDN(pc, user, fill(b.cfg.UserDNPattern, vars{"username": user}, sinkString))
+	if err != nil {
+		return "", err
+	}
+	return dn, userBind(pc, user, dn, pw)
+}
+
+// userBind binds as the user: invalid credentials (49), and any other
+// answer of the server's refusing the bind, is a refusal.
+func userBind(pc *pconn, user, dn, pw string) error {
+	err := pc.bindAs(false, dn, pw)
+	if err == nil {
+		return nil
+	}
+	var le *goldap.Error
+	if errors.As(err, &le) && le.ResultCode < goldap.ErrorNetwork {
+		if le.ResultCode == goldap.LDAPResultInvalidCredentials {
+			return auth.Refuse("user '%s' - invalid credentials", user)
+		}
+		return auth.Refuse("user '%s' - bind refused: %s", user, goldap.LDAPResultCodeMap[le.ResultCode])
+	}
+	return err
+}
+
+// lookupDN searches dn_lookup_base for dn_lookup_attribute = value (the
+// filled user_dn_pattern: as bound with when dn_lookup_bind is as_user,
+// else the name as given), escaped for the filter. Exactly one entry is
+// the user; none or several is a refusal.
+func (b *Backend) lookupDN(pc *pconn, user, value string) (string, error) {
+	filter := "(" + b.cfg.DNLookupAttribute + "=" + EscapeFilterValue(value) + ")"
+	res, err := pc.c.Search(goldap.NewSearchRequest(b.cfg.DNLookupBase, goldap.ScopeWholeSubtree,
+		goldap.NeverDerefAliases, 2, 0, false, filter, []string{"1.1"}, nil))
+	switch {
+	case goldap.IsErrorWithCode(err, goldap.LDAPResultSizeLimitExceeded):
+		return "", auth.Refuse("user '%s' - several entries match", user)
+	case goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject):
+		return "", fmt.Errorf("ldap: dn_lookup_base %q does not exist", b.cfg.DNLookupBase)
+	case err != nil:
+		return "", fmt.Errorf("ldap: dn lookup: %w", err)
+	case len(res.Entries) == 0:
+		return "", auth.Refuse("user '%s' - no such user", user)
+	case len(res.Entries) > 1:
+		return "", auth.Refuse("user '%s' - several entries match", user)
+	}
+	return res.Entries[0].DN, nil
+}
+
+// bindOther binds pc as other_bind says, for queries about the user dn.
+func (b *Backend) bindOther(pc *pconn, dn, pw string) error {
+	ob := b.cfg.OtherBind
+	var err error
+	if ob.asUser() {
+		err = pc.bindAs(false, dn, pw)
+	} else {
+		err = pc.bindAs(ob.Anon, ob.DN, ob.Password)
+	}
+	if err != nil {
+		return fmt.Errorf("ldap: other_bind: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) remember(user string, s session) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.sessions[user]; !ok && len(b.sessions) >= maxSessions {
+		clear(b.sessions)
+	}
+	b.sessions[user] = s
+}
+
+func (b *Backend) forget(user string) {
+	b.mu.Lock()
+	delete(b.sessions, user)
+	b.mu.Unlock()
+}
+
+func (b *Backend) session(user string) (session, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[user]
+	return s, ok
+}
+
+// decide evaluates q for the user with v (username and user_dn are
+// added), bound as other_bind.
+func (b *Backend) decide(ctx context.Context, what string, id auth.Identity, q Query, v vars) (bool, error) {
+	if !validName(id.User) {
+		return false, nil
+	}
+	s, known := b.session(id.User)
+	if b.cfg.OtherBind.asUser() && !known {
+		return false, fmt.Errorf("ldap: other_bind is as_user but user '%s' has not logged in through this backend", id.User)
+	}
+	var ok bool
+	err := b.with(ctx, func(pc *pconn) error {
+		if known {
+			if err := b.bindOther(pc, s.dn, s.pw); err != nil {
+				return err
+			}
+		} else {
+			if err := b.bindOther(pc, "", ""); err != nil {
+				return err
+			}
+			s.dn = fill(b.cfg.UserDNPattern, vars{"username": id.User}, sinkDN)
+			if b.cfg.lookup {
+				dn, err := b.lookupDN(pc, id.User, fill(b.cfg.UserDNPattern, vars{"username": id.User}, sinkString))
+				if errors.Is(err, auth.ErrRefused) {
+					return nil // no such user: nothing is granted
+				}
+				if err != nil {
+					return err
+				}
+				s.dn = dn
+			}
+		}
+		v["username"], v["user_dn"] = id.User, s.dn
+		var err error
+		ok, err = q.eval(&env{v: v, dir: dirConn{pc}})
+		return err
+	})
+	if err != nil {
+		b.log.Debug("ldap: "+what, "user", id.User, "error", err)
+		return false, err
+	}
+	b.log.Debug("ldap: "+what, "user", id.User, "allowed", ok)
+	return ok, nil
+}
+
+// VHostAccess evaluates vhost_access_query with ${vhost}.
+func (b *Backend) VHostAccess(ctx context.Context, id auth.Identity, vhost string) (bool, error) {
+	return b.decide(ctx, "vhost access", id, b.cfg.vhostQ, vars{"vhost": vhost})
+}
+
+// ResourceAccess evaluates resource_access_query with ${vhost},
+// ${resource} (exchange or queue), ${name} and ${permission} (configure,
+// write or read).
+func (b *Backend) ResourceAccess(ctx context.Context, id auth.Identity, r auth.Resource, p auth.Permission) (bool, error) {
+	return b.decide(ctx, "resource access", id, b.cfg.resourceQ, vars{
+		"vhost": r.VHost, "resource": r.Kind, "name": r.Name, "permission": p.String(),
+	})
+}
+
+// TopicAccess evaluates topic_access_query with ${vhost}, ${resource}
+// (topic), ${name} (the exchange), ${permission} and ${routing_key}.
+func (b *Backend) TopicAccess(ctx context.Context, id auth.Identity, r auth.Resource, p auth.Permission, routingKey string) (bool, error) {
+	return b.decide(ctx, "topic access", id, b.cfg.topicQ, vars{
+		"vhost": r.VHost, "resource": "topic", "name": r.Name, "permission": p.String(), "routing_key": routingKey,
+	})
+}
+
+// dirConn is a directory over a bound connection.
+type dirConn struct{ pc *pconn }
+
+// exists reports whether dn exists and matches filter (a base-object
+// search). A DN that does not exist, or is not a DN at all once filled,
+// is false.
+func (d dirConn) exists(dn, filter string) (bool, error) {
+	res, err := d.pc.c.Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject,
+		goldap.NeverDerefAliases, 1, 0, false, filter, []string{"1.1"}, nil))
+	switch {
+	case goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject),
+		goldap.IsErrorWithCode(err, goldap.LDAPResultInvalidDNSyntax):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return len(res.Entries) > 0, nil
+}
+
+// attribute returns attr of entry dn when it has exactly one value.
+func (d dirConn) attribute(dn, attr string) (string, bool, error) {
+	res, err := d.pc.c.Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject,
+		goldap.NeverDerefAliases, 1, 0, false, "(objectClass=*)", []string{attr}, nil))
+	switch {
+	case goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject),
+		goldap.IsErrorWithCode(err, goldap.LDAPResultInvalidDNSyntax):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	case len(res.Entries) != 1:
+		return "", false, nil
+	}
+	vals := res.Entries[0].GetAttributeValues(attr)
+	if len(vals) != 1 {
+		return "", false, nil
+	}
+	return vals[0], true, nil
+}

@@ -1,0 +1,408 @@
+package ldap
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Query is a parsed RabbitMQ LDAP query (rabbitmq_auth_backend_ldap's
+// vhost_access_query, resource_access_query, topic_access_query and each
+// of tag_queries), written as in RabbitMQ's advanced.config:
+//
+//	{constant, true}
+//	{in_group, "cn=${vhost}-users,ou=groups,dc=example,dc=com"}
+//	{in_group, "cn=admins,ou=groups,dc=example,dc=com", "uniqueMember"}
+//	{exists, "ou=${vhost},ou=vhosts,dc=example,dc=com"}
+//	{'not', Q}  {'and', [Q, ...]}  {'or', [Q, ...]}
+//	{for, [{permission, configure, Q}, {resource, queue, Q}, ...]}
+//	{equals, S1, S2}  {match, S, RE}
+//
+// where S is a string: "text with ${variables}", {string, "..."} or
+// {attribute, "DN pattern", "attributeName"}. The zero Query is
+// {constant, false}.
+type Query struct {
+	src  string
+	root boolNode
+}
+
+// String is the query as written (re-parsable).
+func (q Query) String() string {
+	if q.root == nil {
+		return "{constant, false}"
+	}
+	return q.src
+}
+
+// directory is what evaluating a query asks of the LDAP server: a
+// base-object search of dn with filter (whether the entry exists and
+// matches), and one attribute of the entry dn.
+type directory interface {
+	exists(dn, filter string) (bool, error)
+	attribute(dn, attr string) (value string, ok bool, err error)
+}
+
+// env is one evaluation: the variables and the user's DN (user_dn is
+// also among the variables).
+type env struct {
+	v   vars
+	dir directory
+}
+
+// errQuery wraps a query that cannot be evaluated with these variables
+// (a for with no matching case): a configuration error, not a refusal.
+var errQuery = errors.New("ldap: query")
+
+// eval decides q in e. An error means the directory could not answer.
+func (q Query) eval(e *env) (bool, error) {
+	if q.root == nil {
+		return false, nil
+	}
+	return q.root.test(e)
+}
+
+type boolNode interface {
+	test(e *env) (bool, error)
+}
+
+// strNode yields a string; ok is false when there is none (an attribute
+// that is absent), which makes equals and match false, as RabbitMQ's
+// safe_eval does.
+type strNode interface {
+	str(e *env, s sink) (v string, ok bool, err error)
+}
+
+type constNode bool
+
+func (c constNode) test(*env) (bool, error) { return bool(c), nil }
+
+type existsNode struct{ dn string }
+
+func (n existsNode) test(e *env) (bool, error) {
+	return e.dir.exists(fill(n.dn, e.v, sinkDN), "(objectClass=*)")
+}
+
+// inGroupNode is {in_group, DN, Attr}: the group entry DN exists and its
+// attribute Attr (member by default) holds the user's DN.
+type inGroupNode struct{ dn, attr string }
+
+func (n inGroupNode) test(e *env) (bool, error) {
+	filter := "(" + n.attr + "=" + EscapeFilterValue(e.v["user_dn"]) + ")"
+	return e.dir.exists(fill(n.dn, e.v, sinkDN), filter)
+}
+
+type notNode struct{ q boolNode }
+
+func (n notNode) test(e *env) (bool, error) {
+	ok, err := n.q.test(e)
+	return !ok, err
+}
+
+type andNode []boolNode
+
+func (n andNode) test(e *env) (bool, error) {
+	for _, q := range n {
+		if ok, err := q.test(e); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+type orNode []boolNode
+
+func (n orNode) test(e *env) (bool, error) {
+	for _, q := range n {
+		if ok, err := q.test(e); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+type forCase struct {
+	name, value string
+	q           boolNode
+}
+
+// forNode is {for, [{Var, Value, Q}, ...]}: the first case whose variable
+// has that value decides.
+type forNode []forCase
+
+func (n forNode) test(e *env) (bool, error) {
+	for _, c := range n {
+		v, ok := e.v[c.name]
+		if !ok {
+			return false, fmt.Errorf("%w: for: no variable %q here", errQuery, c.name)
+		}
+		if v == c.value {
+			return c.q.test(e)
+		}
+	}
+	return false, fmt.Errorf("%w: for: no case matches", errQuery)
+}
+
+type equalsNode struct{ a, b strNode }
+
+func (n equalsNode) test(e *env) (bool, error) {
+	a, okA, err := n.a.str(e, sinkString)
+	if err != nil {
+		return false, err
+	}
+	b, okB, err := n.b.str(e, sinkString)
+	if err != nil {
+		return false, err
+	}
+	return okA && okB && a == b, nil
+}
+
+// matchNode is {match, S, RE}: RE (RE2 syntax, unanchored as Erlang's
+// re:run is) matches S. Values substituted into RE are quoted, so a
+// user name can match only itself.
+type matchNode struct{ s, re strNode }
+
+func (n matchNode) test(e *env) (bool, error) {
+	s, okS, err := n.s.str(e, sinkString)
+	if err != nil {
+		return false, err
+	}
+	re, okRE, err := n.re.str(e, sinkRegexp)
+	if err != nil || !okS || !okRE {
+		return false, err
+	}
+	rx, err := regexp.Compile(re)
+	if err != nil {
+		// RabbitMQ's safe_eval: a sub-evaluation that fails is false.
+		return false, nil
+	}
+	return rx.MatchString(s), nil
+}
+
+type stringNode struct{ pattern string }
+
+func (n stringNode) str(e *env, s sink) (string, bool, error) {
+	return fill(n.pattern, e.v, s), true, nil
+}
+
+type attributeNode struct{ dn, attr string }
+
+func (n attributeNode) str(e *env, s sink) (string, bool, error) {
+	v, ok, err := e.dir.attribute(fill(n.dn, e.v, sinkDN), n.attr)
+	if s == sinkRegexp {
+		v = regexp.QuoteMeta(v)
+	}
+	return v, ok, err
+}
+
+// ParseQuery parses a query written as in RabbitMQ's advanced.config
+// (see Query). Attribute names are checked (letters, digits and '-', or
+// a numeric OID) since they are put into search filters as written.
+func ParseQuery(src string) (Query, error) {
+	p := &termParser{s: src}
+	t, err := p.term()
+	if err != nil {
+		return Query{}, fmt.Errorf("ldap: query %q: %w", src, err)
+	}
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == '.' {
+		p.i++ // advanced.config terms may end with a full stop
+		p.space()
+	}
+	if p.i != len(p.s) {
+		return Query{}, fmt.Errorf("ldap: query %q: unexpected %q at offset %d", src, p.s[p.i:], p.i)
+	}
+	root, err := boolQuery(t, 0)
+	if err != nil {
+		return Query{}, fmt.Errorf("ldap: query %q: %w", src, err)
+	}
+	return Query{src: strings.TrimSpace(src), root: root}, nil
+}
+
+// MustParseQuery is ParseQuery for queries written in the program; it
+// panics on an error.
+func MustParseQuery(src string) Query {
+	q, err := ParseQuery(src)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// maxDepth bounds query nesting, so a hostile configuration string
+// cannot exhaust the stack.
+const maxDepth = 32
+
+func boolQuery(t term, depth int) (boolNode, error) {
+	if depth > maxDepth {
+		return nil, errors.New("nested too deeply")
+	}
+	tup, ok := t.(tuple)
+	if !ok || len(tup) == 0 {
+		return nil, fmt.Errorf("want a query tuple, got %s", t)
+	}
+	tag, ok := tup[0].(atom)
+	if !ok {
+		return nil, fmt.Errorf("want a query name, got %s", tup[0])
+	}
+	args := tup[1:]
+	switch tag {
+	case "constant":
+		if len(args) == 1 {
+			switch args[0] {
+			case atom("true"):
+				return constNode(true), nil
+			case atom("false"):
+				return constNode(false), nil
+			}
+		}
+		return nil, errors.New("constant takes true or false")
+	case "exists":
+		if len(args) == 1 {
+			if dn, ok := args[0].(str); ok {
+				return existsNode{string(dn)}, nil
+			}
+		}
+		return nil, errors.New("exists takes a DN pattern")
+	case "in_group":
+		if len(args) < 1 || len(args) > 2 {
+			return nil, errors.New("in_group takes a DN pattern and optionally an attribute")
+		}
+		dn, ok := args[0].(str)
+		if !ok {
+			return nil, errors.New("in_group takes a DN pattern")
+		}
+		attr := "member"
+		if len(args) == 2 {
+			a, ok := args[1].(str)
+			if !ok || !validAttr(string(a)) {
+				return nil, fmt.Errorf("in_group: bad attribute name %s", args[1])
+			}
+			attr = string(a)
+		}
+		return inGroupNode{string(dn), attr}, nil
+	case "not":
+		if len(args) != 1 {
+			return nil, errors.New("not takes one query")
+		}
+		q, err := boolQuery(args[0], depth+1)
+		return notNode{q}, err
+	case "and", "or":
+		if len(args) != 1 {
+			return nil, fmt.Errorf("%s takes a list of queries", tag)
+		}
+		l, ok := args[0].(list)
+		if !ok {
+			return nil, fmt.Errorf("%s takes a list of queries", tag)
+		}
+		qs := make([]boolNode, len(l))
+		for i, e := range l {
+			q, err := boolQuery(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			qs[i] = q
+		}
+		if tag == "and" {
+			return andNode(qs), nil
+		}
+		return orNode(qs), nil
+	case "for":
+		l, ok := list(nil), false
+		if len(args) == 1 {
+			l, ok = args[0].(list)
+		}
+		if !ok {
+			return nil, errors.New("for takes a list of {Variable, Value, Query}")
+		}
+		var cases forNode
+		for _, e := range l {
+			c, ok := e.(tuple)
+			if !ok || len(c) != 3 {
+				return nil, fmt.Errorf("for: want {Variable, Value, Query}, got %s", e)
+			}
+			name, ok := c[0].(atom)
+			if !ok {
+				return nil, fmt.Errorf("for: want a variable name, got %s", c[0])
+			}
+			var value string
+			switch v := c[1].(type) {
+			case atom:
+				value = string(v)
+			case str:
+				value = string(v)
+			default:
+				return nil, fmt.Errorf("for: want a value, got %s", c[1])
+			}
+			q, err := boolQuery(c[2], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			cases = append(cases, forCase{string(name), value, q})
+		}
+		return cases, nil
+	case "equals", "match":
+		if len(args) != 2 {
+			return nil, fmt.Errorf("%s takes two strings", tag)
+		}
+		a, err := strQuery(args[0])
+		if err != nil {
+			return nil, err
+		}
+		b, err := strQuery(args[1])
+		if err != nil {
+			return nil, err
+		}
+		if tag == "equals" {
+			return equalsNode{a, b}, nil
+		}
+		return matchNode{a, b}, nil
+	}
+	return nil, fmt.Errorf("unknown query %s", tag)
+}
+
+func strQuery(t term) (strNode, error) {
+	switch v := t.(type) {
+	case str:
+		return stringNode{string(v)}, nil
+	case tuple:
+		if len(v) == 2 && v[0] == atom("string") {
+			if s, ok := v[1].(str); ok {
+				return stringNode{string(s)}, nil
+			}
+		}
+		if len(v) == 3 && v[0] == atom("attribute") {
+			dn, ok1 := v[1].(str)
+			a, ok2 := v[2].(str)
+			if ok1 && ok2 && validAttr(string(a)) {
+				return attributeNode{string(dn), string(a)}, nil
+			}
+			return nil, fmt.Errorf("attribute takes a DN pattern and an attribute name, got %s", t)
+		}
+	}
+	return nil, fmt.Errorf("want a string, {string, S} or {attribute, DN, Attr}, got %s", t)
+}
+
+// validAttr reports whether a is an attribute description RFC 4512 allows
+// as written in a filter: a descriptor (a letter, then letters, digits,
+// '-') or a numeric OID.
+func validAttr(a string) bool {
+	if a == "" || len(a) > 128 {
+		return false
+	}
+	if a[0] >= '0' && a[0] <= '9' {
+		for i := 0; i < len(a); i++ {
+			if (a[i] < '0' || a[i] > '9') && a[i] != '.' {
+				return false
+			}
+		}
+		return !strings.Contains(a, "..") && a[len(a)-1] != '.'
+	}
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
