@@ -108,10 +108,10 @@ type tag struct {
 // compiled is a checked Config.
 type compiled struct {
 	Config
-	tls                           *tls.Config
-	tags                          []tag
-	vhostQ, resourceQ, topicQ     Query
-	lookup                        bool
+	tls                       *tls.Config
+	tags                      []tag
+	vhostQ, resourceQ, topicQ Query
+	lookup                    bool
 }
 
 func compile(c Config) (*compiled, error) {
