@@ -3,7 +3,6 @@ package ldap
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -20,8 +19,47 @@ type (
 
 func (t tuple) String() string { return "{" + joinTerms(t) + "}" }
 func (l list) String() string  { return "[" + joinTerms(l) + "]" }
-func (s str) String() string   { return strconv.Quote(string(s)) }
-func (a atom) String() string  { return string(a) }
+func (s str) String() string   { return quote(string(s), '"') }
+
+// String is the atom bare when Erlang allows it, else quoted.
+func (a atom) String() string {
+	s := string(a)
+	if s != "" && s[0] >= 'a' && s[0] <= 'z' && s != "not" && s != "and" && s != "or" {
+		bare := true
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '@') {
+				bare = false
+				break
+			}
+		}
+		if bare {
+			return s
+		}
+	}
+	return quote(s, '\'')
+}
+
+// quote writes s between q, with \\ and \q escaped as quoted reads them.
+func quote(s string, q byte) string {
+	var b strings.Builder
+	b.WriteByte(q)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', q:
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}
 
 func joinTerms(ts []term) string {
 	parts := make([]string, len(ts))
