@@ -1,0 +1,75 @@
+package ldap_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/auth"
+	"github.com/warrenmq/broker/auth/ldap"
+	"github.com/warrenmq/broker/brokertest"
+	"github.com/warrenmq/broker/internal/amqptest"
+)
+
+// TestBrokerChain: Options.Auth = internal, then LDAP behind an
+// auth.Cache. Over TCP and through Broker.Dial, LDAP users log in with
+// their directory passwords and the internal user with its stored one;
+// wrong, empty and unknown credentials are 403 ACCESS_REFUSED with the
+// reason in the log. With slapd stopped, a login the cache has seen still
+// works; one it has not is refused (the internal database said no and
+// LDAP could not answer).
+func TestBrokerChain(t *testing.T) {
+	s := server(t)
+	lb := newBackend(t, baseConfig(s))
+	cache := &auth.Cache{Authn: lb, Authz: lb, TTL: time.Minute}
+	var logs amqptest.SyncBuffer
+	b := brokertest.NewUnstarted(t, broker.Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Auth:   auth.Chain{auth.Internal, cache.Backend(ldap.Name)},
+	})
+	brokertest.Start(t, b)
+	ctx := context.Background()
+	// The vhost permissions the broker checks are also stored ones
+	// (docs/authentication.md); the users' stored passwords are not their
+	// directory passwords, so only LDAP can let them in with those.
+	full := broker.Permission{Configure: ".*", Write: ".*", Read: ".*"}
+	for _, u := range []string{"alice", "bob"} {
+		require.NoError(t, b.AddUser(ctx, u, "stored-"+u))
+		require.NoError(t, b.SetPermissions(ctx, u, "/", full))
+	}
+
+	viaDial := amqp091.Config{Dial: func(network, addr string) (net.Conn, error) { return b.Dial(network, addr) }}
+	doors := []struct {
+		name string
+		cfg  amqp091.Config
+	}{{"tcp", amqp091.Config{}}, {"dial", viaDial}}
+	for _, door := range doors {
+		t.Run(door.name, func(t *testing.T) {
+			amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "alice", "alicepw"), door.cfg))
+			amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "guest", "guest"), door.cfg))
+			amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "alice", "stored-alice"), door.cfg))
+			for _, bad := range [][2]string{{"alice", "wrong"}, {"alice", ""}, {"nobody", "x"}, {"*", "alicepw"}} {
+				_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), bad[0], bad[1]), door.cfg)
+				amqptest.RequireCode(t, err, amqp091.AccessRefused, "%q/%q", bad[0], bad[1])
+			}
+		})
+	}
+	require.Contains(t, logs.String(), "invalid credentials")
+	require.Contains(t, logs.String(), "backend=ldap")
+
+	s.Stop()
+	for _, door := range doors {
+		t.Run(door.name+" directory down", func(t *testing.T) {
+			amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "alice", "alicepw"), door.cfg))
+			_, err := amqp091.DialConfig(amqptest.UserURL(b.URL(), "bob", "bobpw"), door.cfg)
+			amqptest.RequireCode(t, err, amqp091.AccessRefused)
+		})
+	}
+	require.Contains(t, logs.String(), "no server reachable")
+}
