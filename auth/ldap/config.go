@@ -73,9 +73,11 @@ type Config struct {
 	// (auth_ldap.idle_timeout, default 300s; negative: never).
 	IdleTimeout time.Duration
 
-	// Logger, when set, receives each decision at debug level
-	// (auth_ldap.log = true); passwords are never logged.
+	// Logger, when set, receives each login and decision: at info level
+	// when Log is set (auth_ldap.log = true), else at debug level.
+	// Passwords are never logged.
 	Logger *slog.Logger
+	Log    bool
 }
 
 // Bind is how the backend binds for a lookup or a query: as the user

@@ -21,9 +21,10 @@ const Name = "ldap"
 // It is an auth.Authenticator and an auth.Authorizer, safe for
 // concurrent use; Close it when done.
 type Backend struct {
-	cfg  *compiled
-	pool *pool
-	log  *slog.Logger
+	cfg   *compiled
+	pool  *pool
+	log   *slog.Logger
+	level slog.Level
 
 	// mu guards sessions: the DN and password of each user's latest
 	// login, for other_bind = as_user (RabbitMQ keeps them with the
@@ -50,7 +51,11 @@ func New(c Config) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{cfg: k, pool: newPool(k), log: log, sessions: map[string]session{}}, nil
+	level := slog.LevelDebug
+	if c.Log {
+		level = slog.LevelInfo
+	}
+	return &Backend{cfg: k, pool: newPool(k), log: log, level: level, sessions: map[string]session{}}, nil
 }
 
 // Close closes the pooled connections; calls after it fail.
@@ -145,11 +150,11 @@ func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Iden
 		if errors.Is(err, auth.ErrRefused) {
 			b.forget(req.User)
 		}
-		b.log.Debug("ldap: login", "user", req.User, "error", err)
+		b.log.Log(ctx, b.level, "ldap: login", "user", req.User, "error", err)
 		return auth.Identity{}, err
 	}
 	b.remember(req.User, session{dn, req.Secret})
-	b.log.Debug("ldap: login", "user", req.User, "dn", dn, "tags", id.Tags)
+	b.log.Log(ctx, b.level, "ldap: login", "user", req.User, "dn", dn, "tags", id.Tags)
 	return id, nil
 }
 
@@ -294,10 +299,10 @@ func (b *Backend) decide(ctx context.Context, what string, id auth.Identity, q Q
 		return err
 	})
 	if err != nil {
-		b.log.Debug("ldap: "+what, "user", id.User, "error", err)
+		b.log.Log(ctx, b.level, "ldap: "+what, "user", id.User, "error", err)
 		return false, err
 	}
-	b.log.Debug("ldap: "+what, "user", id.User, "allowed", ok)
+	b.log.Log(ctx, b.level, "ldap: "+what, "user", id.User, "allowed", ok)
 	return ok, nil
 }
 
