@@ -115,19 +115,31 @@ func clientSide(err error) bool {
 // check_user_login): an empty password is refused without asking the
 // server, wrong credentials and unknown users are refused, a directory
 // that cannot be reached or does not answer in time is an error (try
-// again). The tags are those whose tag query holds for the user.
+// again). The tags are those whose tag query holds for the user. An
+// EXTERNAL login (a verified client certificate, no password) is
+// accepted when the user's entry exists, looked up as other_bind, which
+// must then be anon or a service account, as in RabbitMQ.
 func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Identity, error) {
-	if req.Secret == "" {
-		return auth.Identity{}, auth.Refuse("user '%s' - unauthenticated bind not allowed", req.User)
-	}
 	if !validName(req.User) {
 		return auth.Identity{}, auth.Refuse("user name is empty or not UTF-8")
+	}
+	passwordless := req.Mechanism == "EXTERNAL" && req.Cert != nil && req.Secret == ""
+	switch {
+	case passwordless && b.cfg.OtherBind.asUser():
+		return auth.Identity{}, auth.Refuse("user '%s' - passwordless login needs other_bind to be anon or a service account", req.User)
+	case req.Secret == "" && !passwordless:
+		return auth.Identity{}, auth.Refuse("user '%s' - unauthenticated bind not allowed", req.User)
 	}
 	var id auth.Identity
 	var dn string
 	err := b.with(ctx, func(pc *pconn) error {
 		var err error
-		if dn, err = b.loginDN(pc, req.User, req.Secret); err != nil {
+		if passwordless {
+			dn, err = b.passwordlessDN(pc, req.User)
+		} else {
+			dn, err = b.loginDN(pc, req.User, req.Secret)
+		}
+		if err != nil {
 			return err
 		}
 		if err := b.bindOther(pc, dn, req.Secret); err != nil {
@@ -156,6 +168,28 @@ func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Iden
 	b.remember(req.User, session{dn, req.Secret})
 	b.log.Log(ctx, b.level, "ldap: login", "user", req.User, "dn", dn, "tags", id.Tags)
 	return id, nil
+}
+
+// passwordlessDN is the DN of a user whose client certificate the broker
+// verified (SASL EXTERNAL; RabbitMQ's check_user_login without a
+// password), found bound as other_bind: the filled user_dn_pattern, which
+// must exist, or the DN lookup's entry.
+func (b *Backend) passwordlessDN(pc *pconn, user string) (string, error) {
+	if err := b.bindOther(pc, "", ""); err != nil {
+		return "", err
+	}
+	if b.cfg.lookup {
+		return b.lookupDN(pc, user, fill(b.cfg.UserDNPattern, vars{"username": user}, sinkString))
+	}
+	dn := fill(b.cfg.UserDNPattern, vars{"username": user}, sinkDN)
+	ok, err := dirConn{pc}.exists(dn, "(objectClass=*)")
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", auth.Refuse("user '%s' - no such user", user)
+	}
+	return dn, nil
 }
 
 // loginDN checks the password by a bind and returns the user's DN: the

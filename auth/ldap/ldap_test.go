@@ -2,6 +2,7 @@ package ldap_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net"
 	"os"
@@ -419,4 +420,48 @@ func TestDirectoryDown(t *testing.T) {
 	_, err = login(b, "admin", "x")
 	require.Error(t, err)
 	require.NotErrorIs(t, err, auth.ErrRefused)
+}
+
+// TestExternal: a passwordless EXTERNAL login (the broker verified the
+// client certificate) is accepted for an existing entry with its tags
+// when other_bind is a service account, and refused for an unknown
+// user, with other_bind as_user, without a certificate, or for any other
+// mechanism.
+func TestExternal(t *testing.T) {
+	s := server(t)
+	cert := &x509.Certificate{}
+	ext := func(b *ldap.Backend, user string, cert *x509.Certificate, mech string) (auth.Identity, error) {
+		return b.Authenticate(context.Background(), auth.Request{Mechanism: mech, User: user, Cert: cert})
+	}
+	for name, cfg := range map[string]ldap.Config{
+		"pattern": func() ldap.Config {
+			c := baseConfig(s)
+			c.OtherBind = ldap.Bind{DN: slapdtest.RootDN, Password: slapdtest.RootPass}
+			return c
+		}(),
+		"lookup": func() ldap.Config {
+			c := baseConfig(s)
+			c.UserDNPattern, c.DNLookupAttribute, c.DNLookupBase = "", "uid", people
+			c.DNLookupBind = ldap.Bind{Anon: true}
+			c.OtherBind = ldap.Bind{Anon: true}
+			return c
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBackend(t, cfg)
+			id, err := ext(b, "alice", cert, "EXTERNAL")
+			require.NoError(t, err)
+			require.ElementsMatch(t, []string{"administrator", "management"}, id.Tags)
+			for _, tc := range []struct {
+				user string
+				cert *x509.Certificate
+				mech string
+			}{{"nobody", cert, "EXTERNAL"}, {"*", cert, "EXTERNAL"}, {"alice", nil, "EXTERNAL"}, {"alice", cert, "PLAIN"}} {
+				_, err := ext(b, tc.user, tc.cert, tc.mech)
+				require.ErrorIs(t, err, auth.ErrRefused, "%+v", tc)
+			}
+		})
+	}
+	_, err := ext(newBackend(t, baseConfig(s)), "alice", cert, "EXTERNAL")
+	require.ErrorIs(t, err, auth.ErrRefused, "other_bind as_user has no password to bind with")
 }
