@@ -51,6 +51,10 @@ type Config struct {
 	// anonymously, or as a service account.
 	OtherBind Bind
 
+	// GroupLookupBase is where in_group_nested searches for groups
+	// (auth_ldap.group_lookup_base; DNLookupBase when empty).
+	GroupLookupBase string
+
 	// TagQueries maps a user tag (administrator, management, ...) to the
 	// query that grants it (tag_queries); RabbitMQ's default grants none.
 	TagQueries map[string]string

@@ -17,8 +17,9 @@ const KeyPrefix = "auth_ldap."
 //	servers.N (in file order), port, use_ssl, use_starttls,
 //	ssl_options.cacertfile, .certfile, .keyfile, .verify (verify_peer or
 //	verify_none), .server_name_indication, user_dn_pattern,
-//	dn_lookup_attribute, dn_lookup_base, dn_lookup_bind (as_user or
-//	anon), dn_lookup_bind.user_dn, dn_lookup_bind.password, other_bind,
+//	dn_lookup_attribute, dn_lookup_base, group_lookup_base,
+//	dn_lookup_bind (as_user or anon), dn_lookup_bind.user_dn,
+//	dn_lookup_bind.password, other_bind,
 //	other_bind.user_dn, other_bind.password, timeout and idle_timeout
 //	(milliseconds or infinity), connection_pool_size, log
 //
@@ -115,6 +116,8 @@ func (c *Config) Set(key, value string) error {
 		c.DNLookupAttribute = noneIsEmpty(value)
 	case k == "dn_lookup_base":
 		c.DNLookupBase = noneIsEmpty(value)
+	case k == "group_lookup_base":
+		c.GroupLookupBase = noneIsEmpty(value)
 	case k == "dn_lookup_bind" || strings.HasPrefix(k, "dn_lookup_bind."):
 		return setBind(&c.DNLookupBind, strings.TrimPrefix(k, "dn_lookup_bind"))
 	case k == "other_bind" || strings.HasPrefix(k, "other_bind."):

@@ -25,6 +25,7 @@ auth_ldap.ssl_options.server_name_indication = ldap.example.com
 auth_ldap.user_dn_pattern = ${username}
 auth_ldap.dn_lookup_attribute = uid
 auth_ldap.dn_lookup_base = ou=People,dc=example,dc=com
+auth_ldap.group_lookup_base = ou=Groups,dc=example,dc=com
 auth_ldap.dn_lookup_bind.user_dn = cn=svc,dc=example,dc=com
 auth_ldap.dn_lookup_bind.password = s3cret
 auth_ldap.other_bind = anon
@@ -48,6 +49,7 @@ auth_ldap.tag_queries.administrator = {in_group, "cn=admins,ou=Groups,dc=example
 		UserDNPattern:     "${username}",
 		DNLookupAttribute: "uid",
 		DNLookupBase:      "ou=People,dc=example,dc=com",
+		GroupLookupBase:   "ou=Groups,dc=example,dc=com",
 		DNLookupBind:      ldap.Bind{DN: "cn=svc,dc=example,dc=com", Password: "s3cret"},
 		OtherBind:         ldap.Bind{Anon: true},
 		Timeout:           1500 * time.Millisecond,

@@ -148,7 +148,7 @@ func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Iden
 		v := vars{"username": req.User, "user_dn": dn}
 		id = auth.Identity{User: req.User}
 		for _, t := range b.cfg.tags {
-			ok, err := t.q.eval(&env{v: v, dir: dirConn{pc}})
+			ok, err := t.q.eval(b.env(v, pc))
 			if err != nil {
 				return fmt.Errorf("ldap: tag query %s: %w", t.name, err)
 			}
@@ -329,7 +329,7 @@ func (b *Backend) decide(ctx context.Context, what string, id auth.Identity, q Q
 		}
 		v["username"], v["user_dn"] = id.User, s.dn
 		var err error
-		ok, err = q.eval(&env{v: v, dir: dirConn{pc}})
+		ok, err = q.eval(b.env(v, pc))
 		return err
 	})
 	if err != nil {
@@ -362,6 +362,15 @@ func (b *Backend) TopicAccess(ctx context.Context, id auth.Identity, r auth.Reso
 	})
 }
 
+// env is an evaluation of a query with v over pc.
+func (b *Backend) env(v vars, pc *pconn) *env {
+	base := b.cfg.GroupLookupBase
+	if base == "" {
+		base = b.cfg.DNLookupBase
+	}
+	return &env{v: v, dir: dirConn{pc}, groupBase: base}
+}
+
 // dirConn is a directory over a bound connection.
 type dirConn struct{ pc *pconn }
 
@@ -379,6 +388,28 @@ func (d dirConn) exists(dn, filter string) (bool, error) {
 		return false, err
 	}
 	return len(res.Entries) > 0, nil
+}
+
+// search returns the DNs of the entries under base matching filter. A
+// base that does not exist holds none.
+func (d dirConn) search(base string, oneLevel bool, filter string) ([]string, error) {
+	scope := goldap.ScopeWholeSubtree
+	if oneLevel {
+		scope = goldap.ScopeSingleLevel
+	}
+	res, err := d.pc.c.Search(goldap.NewSearchRequest(base, scope,
+		goldap.NeverDerefAliases, maxNestedGroups, 0, false, filter, []string{"1.1"}, nil))
+	switch {
+	case goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	dns := make([]string, len(res.Entries))
+	for i, e := range res.Entries {
+		dns[i] = e.DN
+	}
+	return dns, nil
 }
 
 // attribute returns attr of entry dn when it has exactly one value.

@@ -73,6 +73,27 @@ cn: managers
 member: cn=alice,` + people + `
 member: cn=bob,` + people + `
 
+dn: cn=ops,` + groups + `
+objectClass: groupOfNames
+cn: ops
+member: cn=bob,` + people + `
+
+dn: cn=staff,` + groups + `
+objectClass: groupOfNames
+cn: staff
+member: cn=ops,` + groups + `
+
+dn: cn=loop-a,` + groups + `
+objectClass: groupOfNames
+cn: loop-a
+member: cn=alice,` + people + `
+member: cn=loop-b,` + groups + `
+
+dn: cn=loop-b,` + groups + `
+objectClass: groupOfNames
+cn: loop-b
+member: cn=loop-a,` + groups + `
+
 dn: cn=vh1-users,` + groups + `
 objectClass: groupOfNames
 cn: vh1-users
@@ -464,4 +485,27 @@ func TestExternal(t *testing.T) {
 	}
 	_, err := ext(newBackend(t, baseConfig(s)), "alice", cert, "EXTERNAL")
 	require.ErrorIs(t, err, auth.ErrRefused, "other_bind as_user has no password to bind with")
+}
+
+// TestNestedGroups: in_group_nested finds membership through groups that
+// are members of the group (bob in ops in staff), not for users outside
+// it, and a membership cycle (loop-a, loop-b) ends the walk.
+func TestNestedGroups(t *testing.T) {
+	s := server(t)
+	c := baseConfig(s)
+	c.OtherBind = ldap.Bind{DN: slapdtest.RootDN, Password: slapdtest.RootPass}
+	c.GroupLookupBase = groups
+	c.VHostAccessQuery = `{in_group_nested, "cn=${vhost},` + groups + `"}`
+	b := newBackend(t, c)
+	for _, tc := range []struct {
+		user, vhost string
+		want        bool
+	}{
+		{"bob", "ops", true}, {"bob", "staff", true}, {"alice", "staff", false}, {"bob", "administrators", false},
+		{"alice", "loop-a", true}, {"alice", "loop-b", true}, {"alice", "nonexistent", false}, {"bob", "loop-a", false},
+	} {
+		ok, err := b.VHostAccess(context.Background(), auth.Identity{User: tc.user}, tc.vhost)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, ok, "%s in %s", tc.user, tc.vhost)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // Query is a parsed RabbitMQ LDAP query (rabbitmq_auth_backend_ldap's
@@ -14,6 +16,8 @@ import (
 //	{constant, true}
 //	{in_group, "cn=${vhost}-users,ou=groups,dc=example,dc=com"}
 //	{in_group, "cn=admins,ou=groups,dc=example,dc=com", "uniqueMember"}
+//	{in_group_nested, "cn=admins,ou=groups,dc=example,dc=com"}
+//	{in_group_nested, DN, "member", single_level}
 //	{exists, "ou=${vhost},ou=vhosts,dc=example,dc=com"}
 //	{'not', Q}  {'and', [Q, ...]}  {'or', [Q, ...]}
 //	{for, [{permission, configure, Q}, {resource, queue, Q}, ...]}
@@ -41,6 +45,9 @@ func (q Query) String() string {
 type directory interface {
 	exists(dn, filter string) (bool, error)
 	attribute(dn, attr string) (value string, ok bool, err error)
+	// search returns the DNs of the entries under base (subtree, or one
+	// level when oneLevel) that match filter.
+	search(base string, oneLevel bool, filter string) ([]string, error)
 }
 
 // env is one evaluation: the variables and the user's DN (user_dn is
@@ -48,6 +55,9 @@ type directory interface {
 type env struct {
 	v   vars
 	dir directory
+	// groupBase is where in_group_nested searches for groups
+	// (group_lookup_base, else dn_lookup_base).
+	groupBase string
 }
 
 // errQuery wraps a query that cannot be evaluated with these variables
@@ -90,6 +100,57 @@ type inGroupNode struct{ dn, attr string }
 func (n inGroupNode) test(e *env) (bool, error) {
 	filter := "(" + n.attr + "=" + EscapeFilterValue(e.v["user_dn"]) + ")"
 	return e.dir.exists(fill(n.dn, e.v, sinkDN), filter)
+}
+
+// inGroupNestedNode is {in_group_nested, DN, Attr, Scope}: the user is a
+// member of group DN directly or through groups that are members of it.
+// Starting from the user's DN it searches the group lookup base for the
+// groups whose Attr holds the DNs found so far, level by level, until DN
+// is among them (RabbitMQ's breadth-first walk); cycles end the walk.
+type inGroupNestedNode struct {
+	dn, attr string
+	oneLevel bool
+}
+
+// maxNestedGroups bounds the groups one in_group_nested walks, so a
+// directory with huge or cyclic nesting cannot hold a login.
+const maxNestedGroups = 1000
+
+func (n inGroupNestedNode) test(e *env) (bool, error) {
+	if e.groupBase == "" {
+		return false, fmt.Errorf("%w: in_group_nested needs group_lookup_base or dn_lookup_base", errQuery)
+	}
+	target, err := goldap.ParseDN(fill(n.dn, e.v, sinkDN))
+	if err != nil {
+		return false, nil
+	}
+	seen := map[string]bool{}
+	frontier := []string{e.v["user_dn"]}
+	for len(frontier) > 0 {
+		var next []string
+		for _, member := range frontier {
+			groups, err := e.dir.search(e.groupBase, n.oneLevel, "("+n.attr+"="+EscapeFilterValue(member)+")")
+			if err != nil {
+				return false, err
+			}
+			for _, g := range groups {
+				key := strings.ToLower(g)
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				if d, err := goldap.ParseDN(g); err == nil && d.EqualFold(target) {
+					return true, nil
+				}
+				if len(seen) > maxNestedGroups {
+					return false, fmt.Errorf("%w: in_group_nested: more than %d groups", errQuery, maxNestedGroups)
+				}
+				next = append(next, g)
+			}
+		}
+		frontier = next
+	}
+	return false, nil
 }
 
 type notNode struct{ q boolNode }
@@ -281,6 +342,32 @@ func boolQuery(t term, depth int) (boolNode, error) {
 			attr = string(a)
 		}
 		return inGroupNode{string(dn), attr}, nil
+	case "in_group_nested":
+		if len(args) < 1 || len(args) > 3 {
+			return nil, errors.New("in_group_nested takes a DN pattern, optionally an attribute and a scope")
+		}
+		dn, ok := args[0].(str)
+		if !ok {
+			return nil, errors.New("in_group_nested takes a DN pattern")
+		}
+		n := inGroupNestedNode{dn: string(dn), attr: "member"}
+		if len(args) >= 2 {
+			a, ok := args[1].(str)
+			if !ok || !validAttr(string(a)) {
+				return nil, fmt.Errorf("in_group_nested: bad attribute name %s", args[1])
+			}
+			n.attr = string(a)
+		}
+		if len(args) == 3 {
+			switch args[2] {
+			case atom("subtree"):
+			case atom("single_level"):
+				n.oneLevel = true
+			default:
+				return nil, fmt.Errorf("in_group_nested: scope is subtree or single_level, not %s", args[2])
+			}
+		}
+		return n, nil
 	case "not":
 		if len(args) != 1 {
 			return nil, errors.New("not takes one query")

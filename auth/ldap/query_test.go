@@ -38,6 +38,10 @@ func (d *fakeDir) attribute(dn, attr string) (string, bool, error) {
 	return v, ok, nil
 }
 
+func (d *fakeDir) search(base string, oneLevel bool, filter string) ([]string, error) {
+	return nil, d.err
+}
+
 // TestParseQueryErrors: malformed queries are refused with a reason at
 // configuration time.
 func TestParseQueryErrors(t *testing.T) {
@@ -46,7 +50,8 @@ func TestParseQueryErrors(t *testing.T) {
 		`{in_group, "cn=g", "a", "b"}`, "{'and', {constant, true}}", "{'or'}", "{frobnicate, true}",
 		`{exists, cn}`, `{equals, "a"}`, `{match, "a", {constant, true}}`, `{for, [{permission, read}]}`,
 		`{constant, true} extra`, `"just a string"`, `{attribute, "cn=x", "bad attr"}`, `{constant, "true}`,
-		`{'not', {constant, true}, {constant, false}}`,
+		`{'not', {constant, true}, {constant, false}}`, `{in_group_nested, "cn=g", "member", everywhere}`,
+		`{in_group_nested}`, `{in_group_nested, "cn=g", "mem ber"}`,
 	} {
 		_, err := ParseQuery(src)
 		require.Error(t, err, "%q", src)
