@@ -2,11 +2,11 @@
 // the broker's auth seam, compatible with RabbitMQ 4.x's
 // rabbitmq_auth_backend_ldap in its common settings: servers and port,
 // user_dn_pattern or a DN lookup (dn_lookup_attribute, dn_lookup_base,
-// dn_lookup_bind), other_bind, group_lookup_base, tag_queries, vhost_access_query,
-// resource_access_query and topic_access_query (constant, exists,
-// in_group, in_group_nested, for, not, and, or, equals, match, string,
-// attribute),
-// use_ssl / use_starttls, timeout, connection_pool_size and idle_timeout.
+// dn_lookup_bind), other_bind, group_lookup_base, tag_queries,
+// vhost_access_query, resource_access_query and topic_access_query
+// (constant, exists, in_group, in_group_nested, for, not, and, or,
+// equals, match, string, attribute), use_ssl / use_starttls, timeout,
+// connection_pool_size and idle_timeout.
 //
 // New takes a plain Config whose fields are RabbitMQ's settings (the
 // queries as written in advanced.config, parsed by ParseQuery), so that a
