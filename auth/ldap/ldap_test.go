@@ -58,6 +58,20 @@ sn: C
 uid: c,d+e
 userPassword: cpw
 
+dn: cn=twin1,` + people + `
+objectClass: inetOrgPerson
+cn: twin1
+sn: T
+uid: twin
+userPassword: twinpw
+
+dn: cn=twin2,` + people + `
+objectClass: inetOrgPerson
+cn: twin2
+sn: T
+uid: twin
+userPassword: twinpw
+
 dn: ` + groups + `
 objectClass: organizationalUnit
 ou: Groups
@@ -186,6 +200,7 @@ func TestAuthenticate(t *testing.T) {
 				{"alice," + people, "alicepw", false, nil},
 				{"x*(y", "xpw", false, nil},
 				{"\x00", "x", false, nil},
+				{"twin", "twinpw", false, nil}, // two entries have uid twin
 			} {
 				id, err := login(b, tc.user, tc.pw)
 				if !tc.ok {
@@ -198,6 +213,17 @@ func TestAuthenticate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAmbiguousLookup: a DN lookup that finds two entries refuses.
+func TestAmbiguousLookup(t *testing.T) {
+	s := server(t)
+	c := baseConfig(s)
+	c.UserDNPattern, c.DNLookupAttribute, c.DNLookupBase = "", "uid", people
+	c.DNLookupBind = ldap.Bind{Anon: true}
+	_, err := login(newBackend(t, c), "twin", "twinpw")
+	require.ErrorIs(t, err, auth.ErrRefused)
+	require.ErrorContains(t, err, "several entries match")
 }
 
 // TestEmptyPasswordNeverReachesTheServer: an empty password is refused
