@@ -73,3 +73,39 @@ func TestBrokerChain(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "no server reachable")
 }
+
+// TestBrokerHungDirectory: a directory that accepts connections and
+// never answers, first in the chain. Without Config.Timeout the LDAP
+// entry holds the whole chain to Options.LoginTimeout: every login is
+// 320 CONNECTION_FORCED (not decided: try again), never 403. With
+// Config.Timeout below the login timeout the chain moves on past LDAP in
+// time: the internal user logs in, and a user only LDAP knows is refused.
+func TestBrokerHungDirectory(t *testing.T) {
+	hung := hungServer(t)
+	for _, tc := range []struct {
+		name         string
+		timeout      time.Duration
+		alice, guest int
+	}{
+		{"no ldap timeout", 0, amqp091.ConnectionForced, amqp091.ConnectionForced},
+		{"ldap timeout", 100 * time.Millisecond, amqp091.AccessRefused, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lb := newBackend(t, ldap.Config{Servers: []string{hung}, Timeout: tc.timeout, UserDNPattern: "cn=${username}," + people})
+			b := brokertest.NewUnstarted(t, broker.Options{
+				LoginTimeout: time.Second,
+				Auth:         auth.Chain{lb.Backend(ldap.Name), auth.Internal},
+			})
+			brokertest.Start(t, b)
+			_, err := amqp091.Dial(amqptest.UserURL(b.URL(), "alice", "alicepw"))
+			amqptest.RequireCode(t, err, tc.alice)
+			url := amqptest.UserURL(b.URL(), "guest", "guest")
+			if tc.guest == 0 {
+				amqptest.RequireWorks(t, amqptest.Dial(t, url, amqp091.Config{}))
+				return
+			}
+			_, err = amqp091.Dial(url)
+			amqptest.RequireCode(t, err, tc.guest)
+		})
+	}
+}
