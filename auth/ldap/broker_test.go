@@ -2,8 +2,12 @@ package ldap_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -21,7 +25,8 @@ import (
 // auth.Cache. Over TCP and through Broker.Dial, LDAP users log in with
 // their directory passwords and the internal user with its stored one;
 // wrong, empty and unknown credentials are 403 ACCESS_REFUSED with the
-// reason in the log. With slapd stopped, a login the cache has seen still
+// reason in the log; the management API logs alice in with her
+// directory password and her tags from its groups. With slapd stopped, a login the cache has seen still
 // works; one it has not is refused (the internal database said no and
 // LDAP could not answer).
 func TestBrokerChain(t *testing.T) {
@@ -62,6 +67,24 @@ func TestBrokerChain(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "invalid credentials")
 	require.Contains(t, logs.String(), "backend=ldap")
+
+	// The management API's basic auth goes through the chain too, and
+	// the tags come from the directory's groups.
+	api := amqptest.NewAPI(t, b.ManagementHandler())
+	basic := func(user, pw string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
+	}
+	status, _, body := api.Do("GET", "/api/whoami", "", nil, "Authorization", basic("alice", "alicepw"))
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var who struct {
+		Name string `json:"name"`
+		Tags any    `json:"tags"`
+	}
+	require.NoError(t, json.Unmarshal(body, &who))
+	require.Equal(t, "alice", who.Name)
+	require.Contains(t, fmt.Sprint(who.Tags), "administrator")
+	status, _, _ = api.Do("GET", "/api/whoami", "", nil, "Authorization", basic("alice", "wrong"))
+	require.Equal(t, http.StatusUnauthorized, status)
 
 	s.Stop()
 	for _, door := range doors {

@@ -64,7 +64,7 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Backend is the Chain entry name answering with b for both
+// Backend is a Chain entry called name that answers with b for both
 // authentication and authorisation; wrap b in an auth.Cache first to
 // cache its answers.
 func (b *Backend) Backend(name string) auth.Backend {
