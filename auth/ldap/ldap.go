@@ -412,22 +412,19 @@ func (d dirConn) search(base string, oneLevel bool, filter string) ([]string, er
 	return dns, nil
 }
 
-// attribute returns attr of entry dn when it has exactly one value.
-func (d dirConn) attribute(dn, attr string) (string, bool, error) {
+// attribute returns the values of attr of entry dn; none when the entry
+// or the attribute is absent.
+func (d dirConn) attribute(dn, attr string) ([]string, error) {
 	res, err := d.pc.c.Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject,
 		goldap.NeverDerefAliases, 1, 0, false, "(objectClass=*)", []string{attr}, nil))
 	switch {
 	case goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject),
 		goldap.IsErrorWithCode(err, goldap.LDAPResultInvalidDNSyntax):
-		return "", false, nil
+		return nil, nil
 	case err != nil:
-		return "", false, err
+		return nil, err
 	case len(res.Entries) != 1:
-		return "", false, nil
+		return nil, nil
 	}
-	vals := res.Entries[0].GetAttributeValues(attr)
-	if len(vals) != 1 {
-		return "", false, nil
-	}
-	return vals[0], true, nil
+	return res.Entries[0].GetEqualFoldAttributeValues(attr), nil
 }

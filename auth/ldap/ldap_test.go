@@ -535,3 +535,25 @@ func TestNestedGroups(t *testing.T) {
 		require.Equal(t, tc.want, ok, "%s in %s", tc.user, tc.vhost)
 	}
 }
+
+// TestAttributeQuery: equals against a multi-valued attribute read from
+// the directory holds when one of its values is equal (the managers
+// group's member values), as RabbitMQ compares them.
+func TestAttributeQuery(t *testing.T) {
+	s := server(t)
+	c := baseConfig(s)
+	c.TagQueries = map[string]string{
+		"monitoring":  `{equals, {attribute, "cn=managers,` + groups + `", "member"}, "${user_dn}"}`,
+		"policymaker": `{match, {attribute, "cn=managers,` + groups + `", "member"}, "^cn=${username},"}`,
+	}
+	b := newBackend(t, c)
+	for user, want := range map[[2]string][]string{
+		{"bob", "bobpw"}:     {"monitoring", "policymaker"},
+		{"alice", "alicepw"}: {"monitoring", "policymaker"},
+		{"x*(y)", "xpw"}:     nil,
+	} {
+		id, err := login(b, user[0], user[1])
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, id.Tags, user[0])
+	}
+}

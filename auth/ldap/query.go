@@ -41,10 +41,11 @@ func (q Query) String() string {
 
 // directory is what evaluating a query asks of the LDAP server: a
 // base-object search of dn with filter (whether the entry exists and
-// matches), and one attribute of the entry dn.
+// matches), the values of one attribute of the entry dn, and a search
+// for the DNs of matching entries.
 type directory interface {
 	exists(dn, filter string) (bool, error)
-	attribute(dn, attr string) (value string, ok bool, err error)
+	attribute(dn, attr string) (values []string, err error)
 	// search returns the DNs of the entries under base (subtree, or one
 	// level when oneLevel) that match filter.
 	search(base string, oneLevel bool, filter string) ([]string, error)
@@ -76,11 +77,11 @@ type boolNode interface {
 	test(e *env) (bool, error)
 }
 
-// strNode yields a string; ok is false when there is none (an attribute
-// that is absent), which makes equals and match false, as RabbitMQ's
-// safe_eval does.
+// strNode yields the strings of a string query: one for a template,
+// each value of an attribute (none when it is absent, which makes equals
+// and match false, as RabbitMQ's safe_eval does).
 type strNode interface {
-	str(e *env, s sink) (v string, ok bool, err error)
+	strs(e *env, s sink) ([]string, error)
 }
 
 type constNode bool
@@ -204,56 +205,77 @@ func (n forNode) test(e *env) (bool, error) {
 	return false, fmt.Errorf("%w: for: no case matches", errQuery)
 }
 
+// equalsNode is {equals, S1, S2}: some value of S1 equals some value of
+// S2 (RabbitMQ compares a multi-valued attribute by membership).
 type equalsNode struct{ a, b strNode }
 
 func (n equalsNode) test(e *env) (bool, error) {
-	a, okA, err := n.a.str(e, sinkString)
+	as, err := n.a.strs(e, sinkString)
 	if err != nil {
 		return false, err
 	}
-	b, okB, err := n.b.str(e, sinkString)
+	bs, err := n.b.strs(e, sinkString)
 	if err != nil {
 		return false, err
 	}
-	return okA && okB && a == b, nil
+	for _, a := range as {
+		for _, b := range bs {
+			if a == b {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
-// matchNode is {match, S, RE}: RE (RE2 syntax, unanchored as Erlang's
-// re:run is) matches S. Values substituted into RE are quoted, so a
-// user name can match only itself.
+// matchNode is {match, S, RE}: some value of RE (RE2 syntax, unanchored
+// as Erlang's re:run is) matches some value of S. Values substituted into
+// RE, and attribute values used as RE, are quoted, so a user name can
+// match only itself.
 type matchNode struct{ s, re strNode }
 
 func (n matchNode) test(e *env) (bool, error) {
-	s, okS, err := n.s.str(e, sinkString)
+	ss, err := n.s.strs(e, sinkString)
 	if err != nil {
 		return false, err
 	}
-	re, okRE, err := n.re.str(e, sinkRegexp)
-	if err != nil || !okS || !okRE {
+	res, err := n.re.strs(e, sinkRegexp)
+	if err != nil {
 		return false, err
 	}
-	rx, err := regexp.Compile(re)
-	if err != nil {
-		// RabbitMQ's safe_eval: a sub-evaluation that fails is false.
-		return false, nil
+	for _, re := range res {
+		rx, err := regexp.Compile(re)
+		if err != nil {
+			// RabbitMQ's safe_eval: a sub-evaluation that fails is false.
+			continue
+		}
+		for _, s := range ss {
+			if rx.MatchString(s) {
+				return true, nil
+			}
+		}
 	}
-	return rx.MatchString(s), nil
+	return false, nil
 }
 
 type stringNode struct{ pattern string }
 
-func (n stringNode) str(e *env, s sink) (string, bool, error) {
-	return fill(n.pattern, e.v, s), true, nil
+func (n stringNode) strs(e *env, s sink) ([]string, error) {
+	return []string{fill(n.pattern, e.v, s)}, nil
 }
 
+// attributeNode is {attribute, DN, Attr}: the values of attribute Attr
+// of entry DN.
 type attributeNode struct{ dn, attr string }
 
-func (n attributeNode) str(e *env, s sink) (string, bool, error) {
-	v, ok, err := e.dir.attribute(fill(n.dn, e.v, sinkDN), n.attr)
+func (n attributeNode) strs(e *env, s sink) ([]string, error) {
+	vs, err := e.dir.attribute(fill(n.dn, e.v, sinkDN), n.attr)
 	if s == sinkRegexp {
-		v = regexp.QuoteMeta(v)
+		for i, v := range vs {
+			vs[i] = regexp.QuoteMeta(v)
+		}
 	}
-	return v, ok, err
+	return vs, err
 }
 
 // ParseQuery parses a query written as in RabbitMQ's advanced.config
@@ -361,7 +383,7 @@ func boolQuery(t term, depth int) (boolNode, error) {
 		if len(args) == 3 {
 			switch args[2] {
 			case atom("subtree"):
-			case atom("single_level"):
+			case atom("single_level"), atom("singlelevel"), atom("one_level"), atom("onelevel"):
 				n.oneLevel = true
 			default:
 				return nil, fmt.Errorf("in_group_nested: scope is subtree or single_level, not %s", args[2])

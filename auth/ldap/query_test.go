@@ -12,7 +12,7 @@ import (
 // attribute values; err, when set, is every answer.
 type fakeDir struct {
 	entries map[string][]string
-	attrs   map[string]string
+	attrs   map[string][]string
 	err     error
 	asked   []string
 }
@@ -30,12 +30,11 @@ func (d *fakeDir) exists(dn, filter string) (bool, error) {
 	return false, nil
 }
 
-func (d *fakeDir) attribute(dn, attr string) (string, bool, error) {
+func (d *fakeDir) attribute(dn, attr string) ([]string, error) {
 	if d.err != nil {
-		return "", false, d.err
+		return nil, d.err
 	}
-	v, ok := d.attrs[dn+" "+attr]
-	return v, ok, nil
+	return d.attrs[dn+" "+attr], nil
 }
 
 func (d *fakeDir) search(base string, oneLevel bool, filter string) ([]string, error) {
@@ -73,7 +72,11 @@ func TestQueryEval(t *testing.T) {
 			`cn=a\,b-users,ou=g`: {"(uniqueMember=cn=alice,ou=p)"},
 			"ou=vh1,ou=vhosts":   {"(objectClass=*)"},
 		},
-		attrs: map[string]string{"cn=alice,ou=p description": "vh1"},
+		attrs: map[string][]string{
+			"cn=alice,ou=p description": {"vh1"},
+			"cn=alice,ou=p memberOf":    {"cn=a,ou=g", "cn=wheel,ou=g"},
+			"cn=alice,ou=p seeAlso":     {"a.c"},
+		},
 	}
 	v := vars{"username": "alice", "user_dn": "cn=alice,ou=p", "vhost": "vh1", "permission": "read", "name": "alice-q"}
 	for _, tc := range []struct {
@@ -103,12 +106,19 @@ func TestQueryEval(t *testing.T) {
 		{`{match, "${name}", "^${username}-"}`, vars{"name": "xxy-q", "username": "x*(y)"}, false},
 		{`{match, "${name}", "^${username}-"}`, vars{"name": "x*(y)-q", "username": "x*(y)"}, true},
 		{`{match, "a", "("}`, v, false},
+		// Multi-valued attributes: equals by membership, match any value.
+		{`{equals, {attribute, "${user_dn}", "memberOf"}, "cn=wheel,ou=g"}`, v, true},
+		{`{equals, {attribute, "${user_dn}", "memberOf"}, "cn=b,ou=g"}`, v, false},
+		{`{match, {attribute, "${user_dn}", "memberOf"}, "^cn=wheel,"}`, v, true},
+		{`{match, {string, "cn=wheel,ou=g"}, {attribute, "${user_dn}", "memberOf"}}`, v, true},
+		{`{match, {string, "abc"}, {attribute, "${user_dn}", "seeAlso"}}`, v, false},
+		{`{in_group_nested, "cn=g", "member", singlelevel}`, v, false},
 		{`% a comment
 		  {constant, true}`, v, true},
 	} {
 		q, err := ParseQuery(tc.src)
 		require.NoError(t, err, tc.src)
-		got, err := q.eval(&env{v: tc.v, dir: dir})
+		got, err := q.eval(&env{v: tc.v, dir: dir, groupBase: "ou=g"})
 		require.NoError(t, err, tc.src)
 		require.Equal(t, tc.want, got, tc.src)
 		again, err := ParseQuery(q.String())
