@@ -36,6 +36,11 @@ type Config struct {
 	// (auth_ldap.user_dn_pattern, default "${username}"). The name is
 	// escaped as an RFC 4514 attribute value.
 	UserDNPattern string
+	// UserBindPattern, when set, is the name the user binds with instead
+	// of the filled UserDNPattern (auth_ldap.user_bind_pattern), such as
+	// Active Directory's "${ad_user}@${ad_domain}.example.com". The user
+	// name DOMAIN\user gives ${ad_domain} and ${ad_user} everywhere.
+	UserBindPattern string
 	// DNLookupAttribute and DNLookupBase, when both set, find the user's
 	// DN by a search of DNLookupBase for DNLookupAttribute = the filled
 	// UserDNPattern (auth_ldap.dn_lookup_attribute, dn_lookup_base).

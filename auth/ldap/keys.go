@@ -17,6 +17,7 @@ const KeyPrefix = "auth_ldap."
 //	servers.N (in file order), port, use_ssl, use_starttls,
 //	ssl_options.cacertfile, .certfile, .keyfile, .verify (verify_peer or
 //	verify_none), .server_name_indication, user_dn_pattern,
+//	user_bind_pattern,
 //	dn_lookup_attribute, dn_lookup_base, group_lookup_base,
 //	dn_lookup_bind (as_user or anon), dn_lookup_bind.user_dn,
 //	dn_lookup_bind.password, other_bind,
@@ -112,6 +113,8 @@ func (c *Config) Set(key, value string) error {
 		}
 	case k == "user_dn_pattern":
 		c.UserDNPattern = value
+	case k == "user_bind_pattern":
+		c.UserBindPattern = value
 	case k == "dn_lookup_attribute":
 		c.DNLookupAttribute = noneIsEmpty(value)
 	case k == "dn_lookup_base":

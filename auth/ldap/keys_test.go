@@ -23,6 +23,7 @@ auth_ldap.use_ssl = true
 auth_ldap.ssl_options.verify = verify_none
 auth_ldap.ssl_options.server_name_indication = ldap.example.com
 auth_ldap.user_dn_pattern = ${username}
+auth_ldap.user_bind_pattern = ${ad_user}@${ad_domain}.example.com
 auth_ldap.dn_lookup_attribute = uid
 auth_ldap.dn_lookup_base = ou=People,dc=example,dc=com
 auth_ldap.group_lookup_base = ou=Groups,dc=example,dc=com
@@ -47,6 +48,7 @@ auth_ldap.tag_queries.administrator = {in_group, "cn=admins,ou=Groups,dc=example
 		UseSSL:            true,
 		SSL:               ldap.SSLOptions{VerifyNone: true, ServerName: "ldap.example.com"},
 		UserDNPattern:     "${username}",
+		UserBindPattern:   "${ad_user}@${ad_domain}.example.com",
 		DNLookupAttribute: "uid",
 		DNLookupBase:      "ou=People,dc=example,dc=com",
 		GroupLookupBase:   "ou=Groups,dc=example,dc=com",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	goldap "github.com/go-ldap/ldap/v3"
@@ -145,7 +146,8 @@ func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Iden
 		if err := b.bindOther(pc, dn, req.Secret); err != nil {
 			return err
 		}
-		v := vars{"username": req.User, "user_dn": dn}
+		v := userVars(req.User)
+		v["user_dn"] = dn
 		id = auth.Identity{User: req.User}
 		for _, t := range b.cfg.tags {
 			ok, err := t.q.eval(b.env(v, pc))
@@ -179,9 +181,9 @@ func (b *Backend) passwordlessDN(pc *pconn, user string) (string, error) {
 		return "", err
 	}
 	if b.cfg.lookup {
-		return b.lookupDN(pc, user, fill(b.cfg.UserDNPattern, vars{"username": user}, sinkString))
+		return b.lookupDN(pc, user, fill(b.cfg.UserDNPattern, userVars(user), sinkString))
 	}
-	dn := fill(b.cfg.UserDNPattern, vars{"username": user}, sinkDN)
+	dn := fill(b.cfg.UserDNPattern, userVars(user), sinkDN)
 	ok, err := dirConn{pc}.exists(dn, "(objectClass=*)")
 	if err != nil {
 		return "", err
@@ -195,14 +197,22 @@ func (b *Backend) passwordlessDN(pc *pconn, user string) (string, error) {
 // loginDN checks the password by a bind and returns the user's DN: the
 // filled user_dn_pattern, or the DN found by dn_lookup_attribute, looked
 // up before the bind (dn_lookup_bind anon or a service account) or after
-// binding with the filled pattern (as_user).
+// binding with the filled pattern (as_user). user_bind_pattern, when
+// set, is the name bound with instead of the filled user_dn_pattern
+// (RabbitMQ's simple_bind_fill_pattern; Active Directory's
+// ${ad_user}@${ad_domain}).
 func (b *Backend) loginDN(pc *pconn, user, pw string) (string, error) {
-	pattern := fill(b.cfg.UserDNPattern, vars{"username": user}, sinkDN)
+	v := userVars(user)
+	pattern := fill(b.cfg.UserDNPattern, v, sinkDN)
+	bindName := pattern
+	if b.cfg.UserBindPattern != "" {
+		bindName = fill(b.cfg.UserBindPattern, v, sinkDN)
+	}
 	if !b.cfg.lookup {
-		return pattern, userBind(pc, user, pattern, pw)
+		return pattern, userBind(pc, user, bindName, pw)
 	}
 	if b.cfg.DNLookupBind.asUser() {
-		if err := userBind(pc, user, pattern, pw); err != nil {
+		if err := userBind(pc, user, bindName, pw); err != nil {
 			return "", err
 		}
 		return b.lookupDN(pc, user, pattern)
@@ -211,11 +221,22 @@ func (b *Backend) loginDN(pc *pconn, user, pw string) (string, error) {
 	if err := pc.bindAs(lb.Anon, lb.DN, lb.Password); err != nil {
 		return "", fmt.Errorf("ldap: dn_lookup_bind: %w", err)
 	}
-	dn, err := b.lookupDN(pc, user, fill(b.cfg.UserDNPattern, vars{"username": user}, sinkString))
+	dn, err := b.lookupDN(pc, user, fill(b.cfg.UserDNPattern, v, sinkString))
 	if err != nil {
 		return "", err
 	}
 	return dn, userBind(pc, user, dn, pw)
+}
+
+// userVars are the variables of a user name: username, and when it is
+// DOMAIN\user, ad_domain and ad_user (RabbitMQ's
+// get_active_directory_args splits at the first backslash).
+func userVars(user string) vars {
+	v := vars{"username": user}
+	if i := strings.IndexByte(user, '\\'); i > 0 && i < len(user)-1 {
+		v["ad_domain"], v["ad_user"] = user[:i], user[i+1:]
+	}
+	return v
 }
 
 // userBind binds as the user: invalid credentials (49), and any other
@@ -315,9 +336,9 @@ func (b *Backend) decide(ctx context.Context, what string, id auth.Identity, q Q
 			if err := b.bindOther(pc, "", ""); err != nil {
 				return err
 			}
-			s.dn = fill(b.cfg.UserDNPattern, vars{"username": id.User}, sinkDN)
+			s.dn = fill(b.cfg.UserDNPattern, userVars(id.User), sinkDN)
 			if b.cfg.lookup {
-				dn, err := b.lookupDN(pc, id.User, fill(b.cfg.UserDNPattern, vars{"username": id.User}, sinkString))
+				dn, err := b.lookupDN(pc, id.User, fill(b.cfg.UserDNPattern, userVars(id.User), sinkString))
 				if errors.Is(err, auth.ErrRefused) {
 					return nil // no such user: nothing is granted
 				}
@@ -327,7 +348,10 @@ func (b *Backend) decide(ctx context.Context, what string, id auth.Identity, q Q
 				s.dn = dn
 			}
 		}
-		v["username"], v["user_dn"] = id.User, s.dn
+		for k, val := range userVars(id.User) {
+			v[k] = val
+		}
+		v["user_dn"] = s.dn
 		var err error
 		ok, err = q.eval(b.env(v, pc))
 		return err

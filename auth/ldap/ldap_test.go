@@ -557,3 +557,30 @@ func TestAttributeQuery(t *testing.T) {
 		require.ElementsMatch(t, want, id.Tags, user[0])
 	}
 }
+
+// TestUserBindPattern: user_bind_pattern is the name bound with, while
+// user_dn_pattern still names the entry the queries ask about; a
+// DOMAIN\user name gives ${ad_domain} and ${ad_user}.
+func TestUserBindPattern(t *testing.T) {
+	s := server(t)
+	c := baseConfig(s)
+	c.UserBindPattern = "cn=${ad_user},ou=${ad_domain}," + slapdtest.Suffix
+	c.UserDNPattern = "cn=${ad_user},ou=People," + slapdtest.Suffix
+	b := newBackend(t, c)
+	id, err := login(b, `People\alice`, "alicepw")
+	require.NoError(t, err)
+	require.Equal(t, `People\alice`, id.User)
+	require.ElementsMatch(t, []string{"administrator", "management"}, id.Tags)
+	_, err = login(b, `Elsewhere\alice`, "alicepw")
+	require.ErrorIs(t, err, auth.ErrRefused)
+
+	// The DN the queries use is user_dn_pattern's, here an entry that
+	// does not exist: the bind succeeds, no group holds it (the queries
+	// bind as a service account: as_user would bind as that DN).
+	c.UserDNPattern = "cn=${username},ou=People," + slapdtest.Suffix
+	c.OtherBind = ldap.Bind{DN: slapdtest.RootDN, Password: slapdtest.RootPass}
+	b = newBackend(t, c)
+	id, err = login(b, `People\alice`, "alicepw")
+	require.NoError(t, err)
+	require.Empty(t, id.Tags)
+}

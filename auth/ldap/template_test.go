@@ -112,3 +112,13 @@ func FuzzEscape(f *testing.F) {
 		require.Equal(t, tm, tm2, "%q printed as %q", s, tm.String())
 	})
 }
+
+// TestUserVars: DOMAIN\user gives ad_domain and ad_user, split at the
+// first backslash; other names give only username.
+func TestUserVars(t *testing.T) {
+	require.Equal(t, vars{"username": `CORP\alice`, "ad_domain": "CORP", "ad_user": "alice"}, userVars(`CORP\alice`))
+	require.Equal(t, vars{"username": `a\b\c`, "ad_domain": "a", "ad_user": `b\c`}, userVars(`a\b\c`))
+	for _, u := range []string{"alice", `\alice`, `alice\`, `\`} {
+		require.Equal(t, vars{"username": u}, userVars(u), u)
+	}
+}
