@@ -112,19 +112,26 @@ func clientSide(err error) bool {
 	return !errors.Is(err, errQuery)
 }
 
+// mechanismDirect is the Request.Mechanism of a direct Channel the
+// embedding program opens as a named user: the program vouches for the
+// name and sends no secret, as RabbitMQ's direct connections ask their
+// backends by user name alone.
+const mechanismDirect = "DIRECT"
+
 // Authenticate binds as the user with the password (RabbitMQ's
 // check_user_login): an empty password is refused without asking the
 // server, wrong credentials and unknown users are refused, a directory
 // that cannot be reached or does not answer in time is an error (try
 // again). The tags are those whose tag query holds for the user. An
-// EXTERNAL login (a verified client certificate, no password) is
-// accepted when the user's entry exists, looked up as other_bind, which
-// must then be anon or a service account, as in RabbitMQ.
+// EXTERNAL login (a verified client certificate, no password) or a
+// direct one (mechanismDirect) is accepted when the user's entry exists,
+// looked up as other_bind, which must then be anon or a service account,
+// as RabbitMQ's passwordless logins are.
 func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Identity, error) {
 	if !validName(req.User) {
 		return auth.Identity{}, auth.Refuse("user name is empty or not UTF-8")
 	}
-	passwordless := req.Mechanism == "EXTERNAL" && req.Cert != nil && req.Secret == ""
+	passwordless := req.Secret == "" && (req.Mechanism == "EXTERNAL" && req.Cert != nil || req.Mechanism == mechanismDirect)
 	switch {
 	case passwordless && b.cfg.OtherBind.asUser():
 		return auth.Identity{}, auth.Refuse("user '%s' - passwordless login needs other_bind to be anon or a service account", req.User)

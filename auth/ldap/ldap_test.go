@@ -470,10 +470,10 @@ func TestDirectoryDown(t *testing.T) {
 }
 
 // TestExternal: a passwordless EXTERNAL login (the broker verified the
-// client certificate) is accepted for an existing entry with its tags
-// when other_bind is a service account, and refused for an unknown
-// user, with other_bind as_user, without a certificate, or for any other
-// mechanism.
+// client certificate) or DIRECT one (a direct Channel as a named user) is
+// accepted for an existing entry with its tags when other_bind is a
+// service account or anon, and refused for an unknown user, with
+// other_bind as_user, without a certificate, or for any other mechanism.
 func TestExternal(t *testing.T) {
 	s := server(t)
 	cert := &x509.Certificate{}
@@ -499,11 +499,16 @@ func TestExternal(t *testing.T) {
 			id, err := ext(b, "alice", cert, "EXTERNAL")
 			require.NoError(t, err)
 			require.ElementsMatch(t, []string{"administrator", "management"}, id.Tags)
+			// A direct Channel opened as a named user (the program vouches).
+			id, err = ext(b, "bob", nil, "DIRECT")
+			require.NoError(t, err)
+			require.ElementsMatch(t, []string{"management"}, id.Tags)
 			for _, tc := range []struct {
 				user string
 				cert *x509.Certificate
 				mech string
-			}{{"nobody", cert, "EXTERNAL"}, {"*", cert, "EXTERNAL"}, {"alice", nil, "EXTERNAL"}, {"alice", cert, "PLAIN"}} {
+			}{{"nobody", cert, "EXTERNAL"}, {"*", cert, "EXTERNAL"}, {"alice", nil, "EXTERNAL"}, {"alice", cert, "PLAIN"},
+				{"alice", nil, "HTTP"}, {"nobody", nil, "DIRECT"}} {
 				_, err := ext(b, tc.user, tc.cert, tc.mech)
 				require.ErrorIs(t, err, auth.ErrRefused, "%+v", tc)
 			}
