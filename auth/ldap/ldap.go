@@ -85,12 +85,26 @@ func (b *Backend) with(ctx context.Context, fn func(pc *pconn) error) error {
 		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
 		defer cancel()
 	}
-	pc, err := b.pool.get(ctx)
-	if err == nil {
+	var err error
+	for attempt := 0; ; attempt++ {
+		var pc *pconn
+		var reused bool
+		if pc, reused, err = b.pool.get(ctx); err != nil {
+			break
+		}
 		stop := context.AfterFunc(ctx, func() { _ = pc.c.Close() })
 		err = fn(pc)
 		aborted := !stop()
-		b.pool.put(pc, !aborted && !clientSide(err))
+		broken := aborted || clientSide(err)
+		b.pool.put(pc, !broken)
+		// A pooled connection the server dropped while it sat idle
+		// (restarted, or a firewall forgot it) fails on first use: once,
+		// try again on a fresh one. fn only binds and reads, so running it
+		// again is safe.
+		if broken && !aborted && reused && attempt == 0 && ctx.Err() == nil {
+			continue
+		}
+		break
 	}
 	if err != nil && ctx.Err() != nil && !errors.Is(err, auth.ErrRefused) && !errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("ldap: no answer in time: %w (%v)", ctx.Err(), err)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,18 +457,26 @@ func TestPoolBounded(t *testing.T) {
 }
 
 // TestDirectoryDown: with slapd stopped a login is an error (try again),
-// not a refusal.
+// not a refusal; when it is back on the same port the next login works
+// (the pooled connection it closed is not reused).
 func TestDirectoryDown(t *testing.T) {
-	s := slapdtest.Start(t, "")
-	c := baseConfig(s)
-	c.TagQueries = nil
-	b := newBackend(t, c)
-	_, err := login(b, "admin", "x")
-	require.ErrorIs(t, err, auth.ErrRefused, "no such entry")
+	s := server(t)
+	b := newBackend(t, baseConfig(s))
+	_, err := login(b, "alice", "alicepw")
+	require.NoError(t, err)
 	s.Stop()
-	_, err = login(b, "admin", "x")
+	_, err = login(b, "alice", "alicepw")
 	require.Error(t, err)
 	require.NotErrorIs(t, err, auth.ErrRefused)
+	s.Restart(t)
+	_, err = login(b, "alice", "alicepw")
+	require.NoError(t, err)
+
+	// A restart between two logins: the pooled connection died with the
+	// old process.
+	s.Restart(t)
+	_, err = login(b, "bob", "bobpw")
+	require.NoError(t, err)
 }
 
 // TestExternal: a passwordless EXTERNAL login (the broker verified the
@@ -588,4 +598,99 @@ func TestUserBindPattern(t *testing.T) {
 	id, err = login(b, `People\alice`, "alicepw")
 	require.NoError(t, err)
 	require.Empty(t, id.Tags)
+}
+
+// dropProxy forwards TCP connections to a server; drop makes each
+// connection open at that moment close when the client next sends on it,
+// as a server (or a firewall) that forgot an idle connection does.
+type dropProxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	dead   map[net.Conn]*atomic.Bool
+	wg     sync.WaitGroup
+}
+
+func newDropProxy(t *testing.T, target string) *dropProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &dropProxy{l: l, target: target, dead: map[net.Conn]*atomic.Bool{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = l.Close()
+		p.mu.Lock()
+		for c := range p.dead {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *dropProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		dead := new(atomic.Bool)
+		p.mu.Lock()
+		p.dead[client], p.dead[server] = dead, dead
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { // client -> server, unless dropped
+			defer p.wg.Done()
+			buf := make([]byte, 4096)
+			for {
+				n, err := client.Read(buf)
+				if err != nil || dead.Load() {
+					_ = client.Close()
+					_ = server.Close()
+					return
+				}
+				if _, err := server.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // server -> client
+			defer p.wg.Done()
+			_, _ = io.Copy(client, server)
+		}()
+	}
+}
+
+func (p *dropProxy) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.dead {
+		d.Store(true)
+	}
+}
+
+// TestStalePooledConnection: a pooled connection that the far side
+// dropped while idle fails on first use; the call is retried once on a
+// fresh connection and succeeds.
+func TestStalePooledConnection(t *testing.T) {
+	s := server(t)
+	p := newDropProxy(t, s.Addr())
+	c := baseConfig(s)
+	c.Servers = []string{p.l.Addr().String()}
+	b := newBackend(t, c)
+	_, err := login(b, "alice", "alicepw")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, b.Dials())
+	p.drop()
+	id, err := login(b, "bob", "bobpw")
+	require.NoError(t, err)
+	require.Equal(t, []string{"management"}, id.Tags)
+	require.EqualValues(t, 2, b.Dials())
 }

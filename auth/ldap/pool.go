@@ -42,18 +42,18 @@ func newPool(cfg *compiled) *pool {
 var errClosed = errors.New("ldap: backend closed")
 
 // get takes a slot (waiting within ctx) and an idle connection that is
-// still fresh, or dials one.
-func (p *pool) get(ctx context.Context) (*pconn, error) {
+// still fresh (reused), or dials one.
+func (p *pool) get(ctx context.Context) (pc *pconn, reused bool, err error) {
 	if p.closed.Load() {
-		return nil, errClosed
+		return nil, false, errClosed
 	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("ldap: all %d connections busy: %w", cap(p.slots), ctx.Err())
+		return nil, false, fmt.Errorf("ldap: all %d connections busy: %w", cap(p.slots), ctx.Err())
 	}
 	for {
-		var pc *pconn
+		pc = nil
 		select {
 		case pc = <-p.idle:
 		default:
@@ -65,14 +65,14 @@ func (p *pool) get(ctx context.Context) (*pconn, error) {
 			_ = pc.c.Close()
 			continue
 		}
-		return pc, nil
+		return pc, true, nil
 	}
 	c, err := p.dial(ctx)
 	if err != nil {
 		<-p.slots
-		return nil, err
+		return nil, false, err
 	}
-	return &pconn{c: c}, nil
+	return &pconn{c: c}, false, nil
 }
 
 // put gives back the connection taken by get: kept for the next call

@@ -40,8 +40,8 @@ type Server struct {
 	// verify the server.
 	CA *testcert.CA
 
-	dir string
-	cmd *exec.Cmd
+	dir, bin, conf string
+	cmd            *exec.Cmd
 	// exited is closed when slapd has exited.
 	exited chan struct{}
 }
@@ -118,37 +118,58 @@ func Start(t testing.TB, ldif string) *Server {
 // accept connections.
 func (s *Server) start(t testing.TB, bin, conf string) {
 	t.Helper()
-	logPath := filepath.Join(s.dir, "slapd.log")
+	s.bin, s.conf = bin, conf
 	for range 5 {
 		s.Port, s.TLSPort = freePort(t), freePort(t)
-		urls := fmt.Sprintf("ldap://%s/ ldaps://%s/", s.Addr(), s.TLSAddr())
-		logf, err := os.Create(logPath)
-		if err != nil {
-			t.Fatalf("slapdtest: %v", err)
-		}
-		s.cmd = exec.Command(bin, "-f", conf, "-h", urls, "-d", "0")
-		s.cmd.Stdout, s.cmd.Stderr = logf, logf
-		// Its own process group, so that nothing the test's terminal
-		// sends reaches it and Stop ends exactly this process.
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = s.cmd.Start()
-		_ = logf.Close() // slapd has its own descriptor
-		if err != nil {
-			t.Fatalf("slapdtest: start slapd: %v", err)
-		}
-		s.exited = make(chan struct{})
-		go func(cmd *exec.Cmd, exited chan struct{}) {
-			_ = cmd.Wait()
-			close(exited)
-		}(s.cmd, s.exited)
-		if s.waitReady(10 * time.Second) {
+		if s.run(t) {
 			t.Cleanup(s.Stop)
 			return
 		}
-		s.Stop()
 	}
-	out, _ := os.ReadFile(logPath)
+	out, _ := os.ReadFile(filepath.Join(s.dir, "slapd.log"))
 	t.Fatalf("slapdtest: slapd did not start: %s", out)
+}
+
+// Restart stops slapd and starts it again on the same ports with the
+// same database: a directory that went away and came back.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	if !s.run(t) {
+		out, _ := os.ReadFile(filepath.Join(s.dir, "slapd.log"))
+		t.Fatalf("slapdtest: slapd did not restart: %s", out)
+	}
+}
+
+// run starts slapd on s.Port and s.TLSPort and reports whether it is
+// ready; when not, it has been stopped.
+func (s *Server) run(t testing.TB) bool {
+	t.Helper()
+	urls := fmt.Sprintf("ldap://%s/ ldaps://%s/", s.Addr(), s.TLSAddr())
+	logf, err := os.OpenFile(filepath.Join(s.dir, "slapd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatalf("slapdtest: %v", err)
+	}
+	s.cmd = exec.Command(s.bin, "-f", s.conf, "-h", urls, "-d", "0")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	// Its own process group, so that nothing the test's terminal sends
+	// reaches it and Stop ends exactly this process.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = s.cmd.Start()
+	_ = logf.Close() // slapd has its own descriptor
+	if err != nil {
+		t.Fatalf("slapdtest: start slapd: %v", err)
+	}
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		close(exited)
+	}(s.cmd, s.exited)
+	if s.waitReady(10 * time.Second) {
+		return true
+	}
+	s.Stop()
+	return false
 }
 
 // waitReady reports whether both ports accept connections within d.

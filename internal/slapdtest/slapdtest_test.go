@@ -14,7 +14,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestStart: the loaded entry binds with its password over plain LDAP,
 // StartTLS and LDAPS (verified against the Server's CA); a wrong password
-// is invalid credentials; after Stop the port refuses connections.
+// is invalid credentials; Restart serves the same data on the same port;
+// after Stop the port refuses connections.
 func TestStart(t *testing.T) {
 	s := Start(t, `dn: cn=alice,`+Suffix+`
 objectClass: inetOrgPerson
@@ -51,7 +52,12 @@ userPassword: alicepw
 			require.NoError(t, c.Bind(RootDN, RootPass))
 		})
 	}
+	s.Restart(t)
+	c, err := ldap.DialURL("ldap://" + s.Addr())
+	require.NoError(t, err)
+	require.NoError(t, c.Bind("cn=alice,"+Suffix, "alicepw"), "same port, same data after Restart")
+	require.NoError(t, c.Close())
 	s.Stop()
-	_, err := net.Dial("tcp", s.Addr())
+	_, err = net.Dial("tcp", s.Addr())
 	require.Error(t, err)
 }
