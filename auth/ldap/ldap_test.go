@@ -694,3 +694,22 @@ func TestStalePooledConnection(t *testing.T) {
 	require.Equal(t, []string{"management"}, id.Tags)
 	require.EqualValues(t, 2, b.Dials())
 }
+
+// TestIdleTimeout: a pooled connection idle longer than IdleTimeout is
+// closed and replaced; within it, reused.
+func TestIdleTimeout(t *testing.T) {
+	s := server(t)
+	for _, tc := range []struct {
+		idle  time.Duration
+		dials int64
+	}{{time.Nanosecond, 3}, {time.Hour, 1}, {-1, 1}} {
+		c := baseConfig(s)
+		c.IdleTimeout = tc.idle
+		b := newBackend(t, c)
+		for range 3 {
+			_, err := login(b, "alice", "alicepw")
+			require.NoError(t, err)
+		}
+		require.Equal(t, tc.dials, b.Dials(), "idle_timeout %v", tc.idle)
+	}
+}
