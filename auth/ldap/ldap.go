@@ -188,7 +188,12 @@ func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Iden
 		b.log.Log(ctx, b.level, "ldap: login", "user", req.User, "error", err)
 		return auth.Identity{}, err
 	}
-	b.remember(req.User, session{dn, req.Secret})
+	// The password is kept only when other_bind = as_user needs it.
+	pw := ""
+	if b.cfg.OtherBind.asUser() {
+		pw = req.Secret
+	}
+	b.remember(req.User, session{dn, pw})
 	b.log.Log(ctx, b.level, "ldap: login", "user", req.User, "dn", dn, "tags", id.Tags)
 	return id, nil
 }
