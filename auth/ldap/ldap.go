@@ -143,7 +143,7 @@ const mechanismDirect = "DIRECT"
 // as RabbitMQ's passwordless logins are.
 func (b *Backend) Authenticate(ctx context.Context, req auth.Request) (auth.Identity, error) {
 	if !validName(req.User) {
-		return auth.Identity{}, auth.Refuse("user name is empty or not UTF-8")
+		return auth.Identity{}, auth.Refuse("user name is empty, longer than %d bytes or not UTF-8", maxName)
 	}
 	passwordless := req.Secret == "" && (req.Mechanism == "EXTERNAL" && req.Cert != nil || req.Mechanism == mechanismDirect)
 	switch {

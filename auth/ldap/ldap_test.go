@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +204,8 @@ func TestAuthenticate(t *testing.T) {
 				{"x*(y", "xpw", false, nil},
 				{"\x00", "x", false, nil},
 				{"twin", "twinpw", false, nil}, // two entries have uid twin
+				{strings.Repeat("a", 256), "x", false, nil},
+				{"\xff", "x", false, nil},
 			} {
 				id, err := login(b, tc.user, tc.pw)
 				if !tc.ok {

@@ -97,6 +97,12 @@ func EscapeDNValue(s string) string {
 // and cannot turn an equality test into a wildcard or add a clause.
 func EscapeFilterValue(s string) string { return goldap.EscapeFilter(s) }
 
+// maxName bounds a user name sent to the directory, as Warren's own user
+// names are bounded (an AMQP short string): a longer one is refused
+// before any DN or filter is built from it.
+const maxName = 255
+
 // validName reports whether a user name can be put into a DN or a
-// filter: valid UTF-8 (what a DN string is) and not empty.
-func validName(s string) bool { return s != "" && utf8.ValidString(s) }
+// filter: valid UTF-8 (what a DN string is), not empty, at most maxName
+// bytes.
+func validName(s string) bool { return s != "" && len(s) <= maxName && utf8.ValidString(s) }
