@@ -125,6 +125,8 @@ type compiled struct {
 	lookup                    bool
 }
 
+// compile fills in RabbitMQ's defaults, checks c and parses its
+// queries, so that a bad setting fails New rather than a login.
 func compile(c Config) (*compiled, error) {
 	if len(c.Servers) == 0 {
 		return nil, errors.New("ldap: no servers (auth_ldap.servers.1)")
@@ -211,6 +213,7 @@ func compile(c Config) (*compiled, error) {
 	return k, nil
 }
 
+// tlsConfig is Config.TLSConfig, or one built from Config.SSL's files.
 func tlsConfig(c Config) (*tls.Config, error) {
 	if c.TLSConfig != nil {
 		return c.TLSConfig.Clone(), nil

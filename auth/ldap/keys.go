@@ -174,6 +174,7 @@ func (c *Config) Set(key, value string) error {
 	return nil
 }
 
+// noneIsEmpty reads RabbitMQ's none (unset) as the empty string.
 func noneIsEmpty(v string) string {
 	if v == "none" {
 		return ""

@@ -320,6 +320,7 @@ func (b *Backend) bindOther(pc *pconn, dn, pw string) error {
 	return nil
 }
 
+// remember keeps s as user's latest login through b.
 func (b *Backend) remember(user string, s session) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -329,12 +330,15 @@ func (b *Backend) remember(user string, s session) {
 	b.sessions[user] = s
 }
 
+// forget drops user's session after a refused login: its password
+// may have changed.
 func (b *Backend) forget(user string) {
 	b.mu.Lock()
 	delete(b.sessions, user)
 	b.mu.Unlock()
 }
 
+// session is user's latest login through b, if any.
 func (b *Backend) session(user string) (session, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -35,6 +35,7 @@ type pconn struct {
 	dn, pw   string
 }
 
+// newPool is an empty pool of cfg.PoolSize connections.
 func newPool(cfg *compiled) *pool {
 	return &pool{cfg: cfg, slots: make(chan struct{}, cfg.PoolSize), idle: make(chan *pconn, cfg.PoolSize)}
 }
@@ -125,6 +126,7 @@ func (p *pool) dial(ctx context.Context) (*goldap.Conn, error) {
 	return nil, fmt.Errorf("ldap: no server reachable: %w", errors.Join(errs...))
 }
 
+// dialOne connects to server (host, or host:port) as dial describes.
 func (p *pool) dialOne(ctx context.Context, server string) (*goldap.Conn, error) {
 	host, addr := server, server
 	if h, _, err := net.SplitHostPort(server); err == nil {

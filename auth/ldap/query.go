@@ -316,6 +316,8 @@ func MustParseQuery(src string) Query {
 // cannot exhaust the stack.
 const maxDepth = 32
 
+// boolQuery turns a parsed term into a query that decides, checking
+// each form's arguments so a mistake fails at configuration time.
 func boolQuery(t term, depth int) (boolNode, error) {
 	if depth > maxDepth {
 		return nil, errors.New("nested too deeply")
@@ -470,6 +472,8 @@ func boolQuery(t term, depth int) (boolNode, error) {
 	return nil, fmt.Errorf("unknown query %s", tag)
 }
 
+// strQuery turns a term into a string query: a template string,
+// {string, S} or {attribute, DN, Attr}.
 func strQuery(t term) (strNode, error) {
 	switch v := t.(type) {
 	case str:

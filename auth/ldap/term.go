@@ -76,6 +76,7 @@ type termParser struct {
 	depth int
 }
 
+// space skips white space and % comments.
 func (p *termParser) space() {
 	for p.i < len(p.s) {
 		switch p.s[p.i] {
@@ -91,6 +92,7 @@ func (p *termParser) space() {
 	}
 }
 
+// term reads one tuple, list, string or atom; nesting is bounded.
 func (p *termParser) term() (term, error) {
 	p.space()
 	if p.i >= len(p.s) {
