@@ -43,10 +43,9 @@ func TestBrokerChain(t *testing.T) {
 	// The vhost permissions the broker checks are also stored ones
 	// (docs/authentication.md); the users' stored passwords are not their
 	// directory passwords, so only LDAP can let them in with those.
-	full := broker.Permission{Configure: ".*", Write: ".*", Read: ".*"}
 	for _, u := range []string{"alice", "bob"} {
-		require.NoError(t, b.AddUser(ctx, u, "stored-"+u))
-		require.NoError(t, b.SetPermissions(ctx, u, "/", full))
+		require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: u, Password: "stored-" + u}))
+		require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: u, VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}))
 	}
 
 	viaDial := amqp091.Config{Dial: func(network, addr string) (net.Conn, error) { return b.Dial(network, addr) }}
