@@ -423,9 +423,9 @@ func TestHungServer(t *testing.T) {
 	})
 }
 
-// TestPoolBounded: many concurrent logins share at most PoolSize
-// connections, and a pooled connection bound as one user checks the
-// next user's password afresh.
+// TestPoolBounded: many concurrent logins and decisions share at most
+// PoolSize connections, and a pooled connection bound as one user checks
+// the next user's password afresh.
 func TestPoolBounded(t *testing.T) {
 	s := server(t)
 	c := baseConfig(s)
@@ -447,6 +447,13 @@ func TestPoolBounded(t *testing.T) {
 			_, err := login(b, user, pw)
 			if want != (err == nil) {
 				errs <- errors.Join(errors.New(user+"/"+pw), err)
+			}
+			if user == "bob" && want {
+				// Decisions share the pool and the remembered logins.
+				ok, err := b.VHostAccess(context.Background(), auth.Identity{User: "bob"}, "vh1")
+				if err != nil || !ok {
+					errs <- errors.Join(errors.New("bob on vh1"), err)
+				}
 			}
 		}()
 	}
