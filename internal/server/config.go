@@ -12,8 +12,9 @@ import (
 
 // applyConfigFile sets, from the rabbitmq.conf file path, every flag the
 // command line did not set (the command line wins). Keys are RabbitMQ
-// 4.x's names; a key Warren does not map is refused with its line.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
+// 4.x's names; a key Warren does not map is refused with its line. The
+// auth keys go to ac (auth_config.go), which builds Options.Auth.
+func applyConfigFile(fs *flag.FlagSet, path string, ac *authConfig) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -85,7 +86,11 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		mgmtIP = e.Value
 		return nil
 	})
+	ac.register(&tab)
 	if err := tab.Apply(entries, nil); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := ac.build(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if mgmtPort != "" {

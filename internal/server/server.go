@@ -77,8 +77,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printVersion(stdout)
 		return nil
 	}
+	var authConf authConfig
 	if *configFile != "" {
-		if err := applyConfigFile(fs, *configFile); err != nil {
+		if err := applyConfigFile(fs, *configFile, &authConf); err != nil {
 			return err
 		}
 	}
@@ -128,6 +129,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 		MemoryHighWatermark: *memWatermark,
 		DiskFreeLimit:       *diskFreeLimit,
+
+		Auth: authConf.chain, // rabbitmq.conf's auth_backends (auth_config.go)
 	}
 	if *memory {
 		opts.DataDir = ""
