@@ -242,3 +242,17 @@ func (b *Broker) chainDirectAccess(ctx context.Context, chain auth.Chain, user, 
 	}
 	return a, nil
 }
+
+// storedChannel opens a direct Channel on the vhost named vhostName with
+// user's stored permissions, for a user the chain already let in.
+func (b *Broker) storedChannel(ctx context.Context, user, vhostName string) (*Channel, error) {
+	vh, ok := b.lookupVHost(canonicalVHost(vhostName))
+	if !ok {
+		return nil, toError(amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", vhostName))
+	}
+	a, err := b.storedAccess(ctx, user, vh.Name())
+	if err != nil {
+		return nil, err
+	}
+	return b.openChannel(ctx, vh, user, a)
+}

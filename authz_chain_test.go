@@ -311,3 +311,34 @@ func TestAuthzChainManagement(t *testing.T) {
 	require.Equal(t, 401, status, string(body))
 	require.Contains(t, string(body), "access to queue 'no-read-q' in vhost '/' refused for user 'svc'")
 }
+
+// TestAuthzChainManagementStored: a user a hook lets into the management
+// API, whose permissions are the stored ones (auth.InternalAuthz), gets
+// and is refused by those permissions, on a channel opened without a
+// second login by name (the hook refuses direct logins).
+func TestAuthzChainManagementStored(t *testing.T) {
+	hook := auth.Funcs{Login: func(ctx context.Context, req auth.Request) (auth.Identity, error) {
+		if req.User == "ext" && req.Secret == "token" {
+			return auth.Identity{User: "ext", Tags: []string{"management"}}, nil
+		}
+		return auth.Identity{}, auth.Refuse("not ext with its token")
+	}}
+	b := startBroker(t, Options{Auth: auth.Chain{{Name: "sso", Authn: hook, Authz: auth.InternalAuthz}}})
+	ctx := context.Background()
+	require.NoError(t, b.AddUser(ctx, "ext", "stored"))
+	require.NoError(t, b.SetPermissions(ctx, "ext", "/", Permission{Configure: ".*", Write: ".*", Read: "^ext-"}))
+	admin, err := b.Channel(ctx)
+	require.NoError(t, err)
+	for _, q := range []string{"ext-q", "other-q"} {
+		_, err := admin.QueueDeclare(q, false, false, false, false, nil)
+		require.NoError(t, err)
+	}
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	const basic = "Basic ZXh0OnRva2Vu" // ext:token
+	get := map[string]any{"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"}
+	status, _, body := h.Do("POST", "/api/queues/%2F/ext-q/get", "ext", get, "Authorization", basic)
+	require.Equal(t, 200, status, string(body))
+	status, _, body = h.Do("POST", "/api/queues/%2F/other-q/get", "ext", get, "Authorization", basic)
+	require.Equal(t, 401, status, string(body))
+	require.Contains(t, string(body), "access to queue 'other-q' in vhost '/' refused for user 'ext'")
+}

@@ -515,11 +515,16 @@ func (v mgmtView) CloseConnection(id string, code uint16, reason string) {
 func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.User, vhostName string) (mgmt.DirectChannel, error) {
 	var ch *Channel
 	var err error
-	if z, ok := user.Authz.(authzAsker); ok {
+	switch z, ok := user.Authz.(authzAsker); {
+	case ok:
 		// Decided by the backend that let the user in, as its AMQP
 		// connections are: no second login by name.
 		ch, err = v.b.authzChannel(ctx, z.z, vhostName)
-	} else {
+	case v.b.authChain() != nil:
+		// Let in through Options.Auth by an entry whose authorisation is
+		// the user database: its stored permissions, no second login.
+		ch, err = v.b.storedChannel(ctx, user.Name, vhostName)
+	default:
 		ch, err = v.b.Channel(ctx, AsUser(user.Name), OnVHost(vhostName))
 	}
 	if err != nil {
