@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/auth"
 )
 
 // TestDecisions: a connection keeps its last permCacheSize allowed
@@ -51,4 +55,30 @@ func TestAuthzAsk(t *testing.T) {
 	ok, err = z.Ask(func(ctx context.Context) (bool, error) { <-release; return true, nil })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.False(t, ok)
+}
+
+// BenchmarkPermissionCheck is the permission check of one basic.publish
+// to the same exchange: by the user database's grant ("grant", what
+// Options.Auth = auth.Internal runs too), and by an Authorizer answered
+// from the connection's cache ("authz").
+func BenchmarkPermissionCheck(b *testing.B) {
+	m := &amqp.BasicPublish{Exchange: "orders", RoutingKey: "k"}
+	grant := &Grant{Configure: regexp.MustCompile(".*"), Write: regexp.MustCompile("^orders$"), Read: regexp.MustCompile(".*")}
+	for _, bc := range []struct {
+		name   string
+		access *Access
+	}{
+		{"grant", NewAccess("u", "/", grant)},
+		{"authz", NewAuthzAccess("/", &Authz{Authorizer: auth.Funcs{}, Identity: auth.Identity{User: "u"}, Timeout: time.Second})},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := &Conn{access: bc.access}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.checkPublish(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
