@@ -80,13 +80,13 @@ func errAuthzUnavailable(backend string, err error) *amqp.Error {
 }
 
 // authzAccess is the Access of a user whose permissions z decides on the
-// vhost named vh: nil (unrestricted) for a nil Authorizer, else after the
-// Authorizer allowed the vhost (RabbitMQ's check_vhost_access at
-// connection.open): a refusal is RabbitMQ's 530 text, an undecided
-// answer 320.
+// vhost named vh, once the Authorizer allowed the vhost (RabbitMQ's
+// check_vhost_access at connection.open): a refusal is RabbitMQ's 530
+// text, an undecided answer 320. A nil Authorizer allows every vhost and
+// permission; its Access still holds the identity for the user_id check.
 func (b *Broker) authzAccess(z *session.Authz, vh string) (*session.Access, *amqp.Error) {
 	if z.Authorizer == nil {
-		return nil, nil
+		return session.NewAuthzAccess(vh, z), nil
 	}
 	ok, err := z.Ask(func(ctx context.Context) (bool, error) { return z.Authorizer.VHostAccess(ctx, z.Identity, vh) })
 	switch {

@@ -342,3 +342,36 @@ func TestAuthzChainManagementStored(t *testing.T) {
 	require.Equal(t, 401, status, string(body))
 	require.Contains(t, string(body), "access to queue 'other-q' in vhost '/' refused for user 'ext'")
 }
+
+// TestAuthzChainUserID: a user a backend let in may not publish with
+// another user's user_id (406), even when the backend allows every
+// permission, unless its identity carries the impersonator tag.
+func TestAuthzChainUserID(t *testing.T) {
+	b := startBroker(t, Options{Auth: auth.Hook(auth.Funcs{Login: func(ctx context.Context, req auth.Request) (auth.Identity, error) {
+		id := auth.Identity{User: req.User}
+		if req.User == "proxy" {
+			id.Tags = []string{"impersonator"}
+		}
+		return id, nil
+	}})})
+	publishAs := func(user, userID string) error {
+		conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), user, "x"), amqp091.Config{})
+		ch := amqptest.Channel(t, conn)
+		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
+		require.NoError(t, ch.Confirm(false))
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "amq.direct", "k", false, false, amqp091.Publishing{UserId: userID})
+		require.NoError(t, err)
+		select {
+		case <-dc.Done():
+			if dc.Acked() {
+				return nil
+			}
+			return amqptest.AwaitClose(t, errs)
+		case e := <-errs:
+			return e
+		}
+	}
+	require.NoError(t, publishAs("app", "app"))
+	amqptest.RequireReply(t, publishAs("app", "someone-else"), amqp091.PreconditionFailed, "user_id property set to 'someone-else' but authenticated user was 'app'")
+	require.NoError(t, publishAs("proxy", "someone-else"))
+}

@@ -58,9 +58,10 @@ func (z *Authz) Ask(f func(ctx context.Context) (bool, error)) (bool, error) {
 }
 
 // NewAuthzAccess returns the Access of z's identity on vhost, deciding
-// through z (which must have an Authorizer). Unlike the user database's
-// Access it belongs to one connection: the decisions it caches are that
-// connection's (Conn.decided and Conn.topicDecided).
+// through z; a nil Authorizer allows every resource and topic, while the
+// user_id check (checkUserID) still applies to the identity. Unlike the
+// user database's Access it belongs to one connection: the decisions it
+// caches are that connection's (Conn.decided and Conn.topicDecided).
 func NewAuthzAccess(vhost string, z *Authz) *Access {
 	return &Access{user: z.Identity.User, vhost: vhost, authz: z}
 }
@@ -143,6 +144,9 @@ func (c *Conn) check(kind permKind, resource, name string, m amqp.Method) error 
 	}
 	if a.authz == nil {
 		return a.check(kind, resource, name, m)
+	}
+	if a.authz.Authorizer == nil {
+		return nil
 	}
 	if resource == "exchange" && name == "" {
 		name = "amq.default" // rabbit_access_control's name for every backend

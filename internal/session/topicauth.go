@@ -51,7 +51,7 @@ func (c *Conn) checkTopic(kind permKind, exchange, key string, m amqp.Method) er
 		return nil
 	}
 	if a.authz != nil {
-		if c.vh == nil || c.vh.ExchangeType(exchange) != "topic" {
+		if a.authz.Authorizer == nil || c.vh == nil || c.vh.ExchangeType(exchange) != "topic" {
 			return nil
 		}
 		return c.decide(kind, "topic", exchange, key, m)
