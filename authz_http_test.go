@@ -70,7 +70,7 @@ func httpBackendConfig(srv *httptest.Server) httpbackend.Config {
 // decides their permissions through an HTTP service, through TCP, Dial
 // and the direct Channel; a service that hangs on one user answers that
 // login 320 CONNECTION_FORCED within Options.LoginTimeout while other
-// logins go through.
+// logins go through; a flood of denied logins is throttled.
 func TestAuthzHTTPBackend(t *testing.T) {
 	release := make(chan struct{})
 	var users atomic.Int32
@@ -125,6 +125,13 @@ func TestAuthzHTTPBackend(t *testing.T) {
 	status, _, body := h.Do("GET", "/api/vhosts", "app", nil, "Authorization", "Basic YXBwOnB3") // app:pw
 	require.Equal(t, 200, status, string(body))
 	require.NotContains(t, string(body), `"private"`)
+
+	// A flood of logins the service denies is throttled like any other.
+	for range 12 {
+		_, err := amqp091.Dial(amqptest.UserURL(b.URL(), "app", "wrong"))
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
+	}
+	require.Positive(t, b.acct.logins.Throttle.Admit("127.0.0.1"), "refusals by the HTTP service are throttled")
 }
 
 // TestAuthzHTTPBackendCached: auth_backends.1 = cache with cached_backend =
