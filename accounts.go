@@ -152,6 +152,15 @@ func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
 // the log line an unavailable store deserves. Errors wrap
 // login.ErrRefused, login.ErrUnavailable or login.ErrClosed.
 func (b *Broker) passwordLogin(ctx context.Context, peer net.Addr, name, password string) (User, error) {
+	u, _, err := b.passwordLoginAuthz(ctx, peer, name, password)
+	return u, err
+}
+
+// passwordLoginAuthz is passwordLogin that also returns how the user's
+// permissions are decided: nil for the user database, else the Authorizer
+// of the Options.Auth entry that let the user in (the management API asks
+// it for vhost access and permissions).
+func (b *Broker) passwordLoginAuthz(ctx context.Context, peer net.Addr, name, password string) (User, *session.Authz, error) {
 	if chain := b.authChain(); chain != nil {
 		return b.chainPasswordLogin(ctx, chain, peer, name, password)
 	}
@@ -160,9 +169,9 @@ func (b *Broker) passwordLogin(ctx context.Context, peer net.Addr, name, passwor
 		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
 	}
 	if err != nil {
-		return User{}, err
+		return User{}, nil, err
 	}
-	return User{Name: u.Name, Tags: u.Tags}, nil
+	return User{Name: u.Name, Tags: u.Tags}, nil, nil
 }
 
 // isLoopback reports whether a peer address is local: a loopback IP, a unix
@@ -189,12 +198,21 @@ func isLoopback(a net.Addr) bool {
 
 // openAccess is session.Config.Open: connection limits, then the user's
 // permissions on the vhost (RabbitMQ's order in handle_method0 for
-// connection.open).
-func (b *Broker) openAccess(user, vhostName string) (*session.Access, func(), error) {
+// connection.open): the stored ones, or those the login's Authorizer
+// decides (z, from Options.Auth).
+func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.Access, func(), error) {
 	vh := canonicalVHost(vhostName)
 	release, aerr := b.admitConnection(user, vh)
 	if aerr != nil {
 		return nil, nil, aerr
+	}
+	if z != nil {
+		a, aerr := b.authzAccess(z, vh)
+		if aerr != nil {
+			release()
+			return nil, nil, aerr
+		}
+		return a, release, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
 	p, err := b.stores.meta.GetPermission(ctx, user, vh)

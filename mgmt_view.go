@@ -309,10 +309,14 @@ func (v mgmtView) Connections() []mgmt.Connection {
 // user store that does not answer in time is mgmt.ErrUnavailable, not a
 // failed login.
 func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
-	u, err := v.b.passwordLogin(ctx, from, name, password)
+	u, z, err := v.b.passwordLoginAuthz(ctx, from, name, password)
 	switch {
 	case err == nil:
-		return mgmt.User{Name: u.Name, Tags: u.Tags}, nil
+		mu := mgmt.User{Name: u.Name, Tags: u.Tags}
+		if z != nil {
+			mu.Authz = authzAsker{z}
+		}
+		return mu, nil
 	case errors.Is(err, login.ErrUnavailable):
 		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
 	case errors.Is(err, login.ErrClosed):
@@ -508,8 +512,21 @@ func (v mgmtView) CloseConnection(id string, code uint16, reason string) {
 	}
 }
 
-func (v mgmtView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt.DirectChannel, error) {
-	ch, err := v.b.Channel(ctx, AsUser(user), OnVHost(vhostName))
+func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.User, vhostName string) (mgmt.DirectChannel, error) {
+	var ch *Channel
+	var err error
+	switch z, ok := user.Authz.(authzAsker); {
+	case ok:
+		// Decided by the backend that let the user in, as its AMQP
+		// connections are: no second login by name.
+		ch, err = v.b.authzChannel(ctx, z.z, vhostName)
+	case v.b.authChain() != nil:
+		// Let in through Options.Auth by an entry whose authorisation is
+		// the user database: its stored permissions, no second login.
+		ch, err = v.b.storedChannel(ctx, user.Name, vhostName)
+	default:
+		ch, err = v.b.Channel(ctx, AsUser(user.Name), OnVHost(vhostName))
+	}
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}

@@ -227,9 +227,12 @@ type Options struct {
 	// password or certificate (AMQP over TCP and Dial, the management API
 	// and console, the metrics handler), each login under the throttle and
 	// within LoginTimeout. auth.Internal is the user database; without it
-	// in the chain the database logs nobody in. Permissions stay those set
-	// with SetPermissions (docs/authentication.md). Empty: the database
-	// alone, as before.
+	// in the chain the database logs nobody in. The entry that let a user
+	// in decides the user's vhost access, permissions and topic access
+	// (its Authz; auth.InternalAuthz and auth.Internal: those stored with
+	// SetPermissions) on every door, the direct Channel opened AsUser and
+	// the management API included (docs/authentication.md). Empty: the
+	// database alone, as before.
 	Auth auth.Chain
 
 	// Logger receives connection events. nil discards them.

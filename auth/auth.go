@@ -20,8 +20,9 @@ func Refuse(format string, args ...any) error {
 
 // Request is one login.
 type Request struct {
-	// Mechanism is the SASL mechanism: PLAIN, AMQPLAIN, EXTERNAL, or
-	// "HTTP" for the management API's and metrics handler's basic auth.
+	// Mechanism is the SASL mechanism: PLAIN, AMQPLAIN, EXTERNAL,
+	// "HTTP" for the management API's and metrics handler's basic auth,
+	// or MechanismDirect.
 	Mechanism string
 	// User is the user name; for EXTERNAL the client certificate's
 	// subject common name.
@@ -33,6 +34,12 @@ type Request struct {
 	// Peer is the client's address; nil or a pipe address in process.
 	Peer net.Addr
 }
+
+// MechanismDirect is Request.Mechanism for a direct Channel the embedding
+// program opens AsUser: the program vouches for the user name and there
+// is no secret (RabbitMQ's direct connections ask their backends by user
+// name alone). A backend that needs proof refuses it.
+const MechanismDirect = "DIRECT"
 
 // Identity is an authenticated user.
 type Identity struct {

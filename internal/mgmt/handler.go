@@ -55,8 +55,10 @@ type mgmtCall struct {
 	// all: the user may see every vhost and connection (administrator,
 	// monitoring).
 	all bool
-	// grants caches the user's permissions per vhost (access.go).
-	grants map[string]*Grant
+	// grants caches the user's permissions per vhost (access.go), and
+	// vhostOK the vhost access user.Authz decided.
+	grants  map[string]*Grant
+	vhostOK map[string]bool
 }
 
 // p is the path parameter name: the segment it matched, unescaped (a

@@ -18,7 +18,8 @@ const defaultRaftPort = "25672"
 // applyConfigFile sets, from the rabbitmq.conf file path, every setting
 // that the command line and the environment left unset. Keys are
 // RabbitMQ 4.x's names; a key Warren does not map is refused with its
-// line. A key repeated in the file takes its last value.
+// line. A key repeated in the file takes its last value. The auth keys go
+// to s.auth (auth_config.go), which builds Options.Auth.
 func applyConfigFile(s *settings, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -155,7 +156,11 @@ func applyConfigFile(s *settings, path string) error {
 		return nil
 	})
 
+	s.auth.register(&tab)
 	if err := tab.Apply(entries, nil); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := s.auth.build(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if mgmtPort != nil || mgmtIP != nil {

@@ -119,6 +119,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 
 		MemoryHighWatermark: *s.memWatermark,
 		DiskFreeLimit:       *s.diskFreeLimit,
+
+		Auth: s.auth.chain, // rabbitmq.conf's auth_backends (auth_config.go)
 	}
 	if *memory {
 		opts.DataDir = ""

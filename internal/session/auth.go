@@ -92,6 +92,8 @@ type Access struct {
 	// topics are the user's topic permissions on the vhost (topicauth.go),
 	// nil for none; apart from cur, so SetPermissions leaves them alone.
 	topics atomic.Pointer[TopicGrants]
+	// authz, when set, decides instead of cur and topics (authz.go).
+	authz *Authz
 }
 
 // NewAccess returns the Access of user on vhost holding g (nil: no access).
@@ -174,6 +176,9 @@ func (c *Conn) checkCached(cache *accessCache, kind permKind, resource, name str
 	if a == nil {
 		return nil
 	}
+	if a.authz != nil {
+		return c.check(kind, resource, name, m) // its own cache
+	}
 	g := a.cur.Load()
 	if g != nil && g == cache.grant && name == cache.name {
 		return nil
@@ -202,6 +207,12 @@ type LoginAttempt struct {
 	Peer net.Addr
 	// TLS is the handshake state when the transport is TLS, nil otherwise.
 	TLS *tls.ConnectionState
+
+	// Authz is set by Config.Login when a backend other than the user
+	// database let the user in: it decides the connection's permissions
+	// and is handed to Config.Open; its Identity's User, when set, is the
+	// connection's user. nil: the user database decides.
+	Authz *Authz
 }
 
 // externalUser returns the user name EXTERNAL authenticates: the subject
@@ -274,6 +285,12 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 		}
 		if !ok {
 			return "", refused(reason)
+		}
+		if at.Authz != nil {
+			c.authz = at.Authz
+			if at.Authz.Identity.User != "" {
+				at.User = at.Authz.Identity.User
+			}
 		}
 	case c.cfg.Authenticate != nil && m.Mechanism != "EXTERNAL":
 		if !c.cfg.Authenticate(at.User, at.Password) {

@@ -59,8 +59,9 @@ type Config struct {
 	// found): the user's Access there (nil: unrestricted) and a release
 	// func the connection calls once when it ends, or the error to close
 	// the connection with (530 for refused vhosts and connection limits).
-	// nil admits everyone with no permission checks.
-	Open func(user, vhost string) (access *Access, release func(), err error)
+	// nil admits everyone with no permission checks. z is the login's
+	// LoginAttempt.Authz: nil when the user database decides.
+	Open func(user, vhost string, z *Authz) (access *Access, release func(), err error)
 	// Impersonator reports whether user has RabbitMQ's impersonator tag,
 	// which lets its publishes carry another user's user_id property. It
 	// is asked only for such a publish on a connection with permission

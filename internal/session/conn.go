@@ -92,6 +92,12 @@ type Conn struct {
 	admit    func()
 	pubCache accessCache
 	getCache accessCache
+	// authz is what Config.Login decided the user's permissions by, for
+	// Config.Open; decided and topicDecided cache an Access's allowed
+	// Authorizer answers (authz.go).
+	authz        *Authz
+	decided      decisions
+	topicDecided decisions
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
@@ -812,7 +818,7 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 		}
 	}
 	if c.cfg.Open != nil {
-		access, release, err := c.cfg.Open(c.user, m.VirtualHost)
+		access, release, err := c.cfg.Open(c.user, m.VirtualHost, c.authz)
 		if err != nil {
 			return err
 		}
