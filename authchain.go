@@ -92,9 +92,12 @@ func (b *Broker) chainAMQPLogin(chain auth.Chain, src string, at *session.LoginA
 	if at.TLS != nil && len(at.TLS.VerifiedChains) > 0 {
 		req.Cert = at.TLS.PeerCertificates[0]
 	}
-	_, err := b.chainLogin(context.Background(), chain, src, req)
+	l, err := b.chainLogin(context.Background(), chain, src, req)
 	switch {
 	case err == nil:
+		// The backend names the user, as RabbitMQ's auth_user does: an
+		// OAuth 2 token's claim, whatever user name the client sent.
+		at.User = l.Identity.User
 		return true, "", nil
 	case errors.Is(err, auth.ErrRefused):
 		// The reason is logged (chainLogin); the client gets RabbitMQ's

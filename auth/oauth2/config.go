@@ -25,6 +25,9 @@ type Config struct {
 	// ScopePrefix is auth_oauth2.scope_prefix; empty means
 	// ResourceServerID + ".". Scopes without it are ignored.
 	ScopePrefix string
+	// EmptyScopePrefix is auth_oauth2.scope_prefix = '': every scope
+	// counts, none has a prefix removed (ScopePrefix is then ignored).
+	EmptyScopePrefix bool
 	// SkipAudienceCheck is auth_oauth2.verify_aud = false: accept tokens
 	// whose aud does not name ResourceServerID.
 	SkipAudienceCheck bool
@@ -45,8 +48,11 @@ type Config struct {
 	// fetched (and fetched again when a token names an unknown kid).
 	JWKSURL string
 	// Issuer is auth_oauth2.issuer: when JWKSURL is empty, jwks_uri is
-	// read from Issuer + "/.well-known/openid-configuration".
+	// read from Issuer + DiscoveryPath.
 	Issuer string
+	// DiscoveryPath is auth_oauth2.discovery_endpoint_path; empty means
+	// "/.well-known/openid-configuration".
+	DiscoveryPath string
 	// DefaultKey is auth_oauth2.default_key: the kid of the key that
 	// checks tokens whose header names none.
 	DefaultKey string
@@ -129,7 +135,10 @@ func (cfg Config) compile() (*compiled, error) {
 		nbfLeeway:        cfg.NotBeforeLeeway,
 		now:              cfg.Now,
 	}
-	if c.scopePrefix == "" {
+	switch {
+	case cfg.EmptyScopePrefix:
+		c.scopePrefix = ""
+	case c.scopePrefix == "":
 		c.scopePrefix = cfg.ResourceServerID + "."
 	}
 	if c.maxTokenBytes <= 0 {

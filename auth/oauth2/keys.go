@@ -60,7 +60,7 @@ func newKeyring(cfg Config, now func() time.Time) (*keyring, error) {
 			client = &http.Client{Transport: tr}
 		}
 		c := &jwksCache{
-			url: cfg.JWKSURL, issuer: strings.TrimSuffix(cfg.Issuer, "/"), client: client,
+			url: cfg.JWKSURL, discovery: strings.TrimSuffix(cfg.Issuer, "/") + discoveryPath(cfg.DiscoveryPath), client: client,
 			timeout: cfg.FetchTimeout, minInterval: cfg.RefreshInterval, maxAge: cfg.KeysMaxAge, now: now,
 		}
 		if c.timeout <= 0 {
@@ -83,6 +83,16 @@ func newKeyring(cfg Config, now func() time.Time) (*keyring, error) {
 		}
 	}
 	return kr, nil
+}
+
+func discoveryPath(p string) string {
+	switch {
+	case p == "":
+		return "/.well-known/openid-configuration"
+	case !strings.HasPrefix(p, "/"):
+		return "/" + p
+	}
+	return p
 }
 
 // lookup returns the key for kid (default_key when the token names
@@ -108,7 +118,8 @@ func (kr *keyring) lookup(ctx context.Context, kid string) (key, error) {
 // mu are guarded by mu; at most one fetch runs at a time, started by a
 // lookup that needs it and waited for by every lookup meanwhile.
 type jwksCache struct {
-	url, issuer string
+	url         string
+	discovery   string // the issuer's discovery document, used without url
 	client      *http.Client
 	timeout     time.Duration
 	minInterval time.Duration
@@ -191,7 +202,7 @@ func (c *jwksCache) download(ctx context.Context) (map[string]key, error) {
 		var doc struct {
 			JWKSURI string `json:"jwks_uri"`
 		}
-		if err := c.getJSON(ctx, c.issuer+"/.well-known/openid-configuration", &doc); err != nil {
+		if err := c.getJSON(ctx, c.discovery, &doc); err != nil {
 			return nil, fmt.Errorf("discovery: %w", err)
 		}
 		if err := validURL("jwks_uri", doc.JWKSURI); err != nil {

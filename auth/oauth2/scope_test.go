@@ -203,6 +203,13 @@ func TestScopeSources(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"read:*/*"}, id.Impl.(*oauth2.Token).Scopes, "scope_prefix replaces <resource_server_id>.")
 
+	bare := newBackend(t, oauth2.Config{ResourceServerID: "rabbitmq", JWKSURL: is.URL(), EmptyScopePrefix: true})
+	c4 := oauth2test.Claims("rabbitmq", "alice", "read:*/* tag:management rabbitmq.write:*/*", time.Hour)
+	id, err = bare.Authenticate(context.Background(), login(is.Sign(c4, "", false)))
+	require.NoError(t, err)
+	require.Equal(t, []string{"rabbitmq.write:*/*", "read:*/*", "tag:management"}, id.Impl.(*oauth2.Token).Scopes, "scope_prefix = '' keeps every scope as it is")
+	require.Equal(t, []string{"management"}, id.Tags)
+
 	many := make([]any, 2049)
 	for i := range many {
 		many[i] = fmt.Sprintf("rabbitmq.read:v%d/*", i)
