@@ -17,6 +17,7 @@ import (
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/auth/oauth2"
 	"github.com/warrenmq/broker/auth/oauth2/oauth2test"
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -183,4 +184,66 @@ func TestOAuth2ScopesAsPermissions(t *testing.T) {
 	require.NoError(t, b.AddVHost(context.Background(), "other-vhost"))
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL()+"other-vhost", "x", tok))
 	amqptest.RequireCode(t, err, amqp091.NotAllowed, "no scope names vhost other-vhost")
+}
+
+// TestOAuth2TokenExpiry: a connection logged in with a token is closed
+// with 403 ACCESS_REFUSED "credential expired" when the token expires;
+// connection.update-secret with a fresh token for the same user (through
+// amqp091-go's UpdateSecret) moves the expiry, and one for another user,
+// or an expired one, is refused with 530 NOT_ALLOWED. Time is the
+// broker's fake clock, which the backend reads too.
+func TestOAuth2TokenExpiry(t *testing.T) {
+	is := oauth2test.NewIssuer(t)
+	clk := clock.NewFake(time.Now())
+	be, err := oauth2.New(oauth2.Config{ResourceServerID: "rabbitmq", JWKSURL: is.URL(), Now: clk.Now})
+	require.NoError(t, err)
+	b := startBroker(t, broker.Options{Clock: clk, Auth: auth.Chain{be.Entry()}})
+	require.NoError(t, b.AddUser(context.Background(), "alice", "unused-password-0"))
+	require.NoError(t, b.SetPermissions(context.Background(), "alice", "/", fullPermission))
+	token := func(sub string, ttl time.Duration) string {
+		c := oauth2test.Claims("rabbitmq", sub, "rabbitmq.read:*/*", 0)
+		c["exp"] = clk.Now().Add(ttl).Unix()
+		return is.Sign(c, "", false)
+	}
+	dial := func() (*amqp091.Connection, chan *amqp091.Error) {
+		conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "x", token("alice", time.Minute)), amqp091.Config{})
+		return conn, conn.NotifyClose(make(chan *amqp091.Error, 1))
+	}
+	closedWith := func(t *testing.T, closed chan *amqp091.Error, code int, text string) {
+		t.Helper()
+		select {
+		case e := <-closed:
+			require.NotNil(t, e)
+			require.Equal(t, code, e.Code)
+			require.Contains(t, e.Reason, text)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the connection was not closed")
+		}
+	}
+
+	t.Run("expires", func(t *testing.T) {
+		conn, closed := dial()
+		amqptest.RequireWorks(t, conn)
+		clk.Advance(time.Minute)
+		closedWith(t, closed, amqp091.AccessRefused, "credential expired")
+	})
+	t.Run("refreshed", func(t *testing.T) {
+		conn, closed := dial()
+		require.NoError(t, conn.UpdateSecret(token("alice", time.Hour), "refresh"))
+		clk.Advance(30 * time.Minute)
+		amqptest.RequireWorks(t, conn)
+		clk.Advance(31 * time.Minute)
+		closedWith(t, closed, amqp091.AccessRefused, "credential expired")
+	})
+	for _, tc := range []struct{ name, secret string }{
+		{"another user", token("mallory", time.Hour)},
+		{"expired token", token("alice", -time.Second)},
+		{"not a token", "password"},
+	} {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			conn, closed := dial()
+			_ = conn.UpdateSecret(tc.secret, "refresh")
+			closedWith(t, closed, amqp091.NotAllowed, "New secret was refused")
+		})
+	}
 }

@@ -5,10 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"math/big"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,7 +276,7 @@ func TestDiscovery(t *testing.T) {
 }
 
 // TestSigningKeys: configured keys (auth_oauth2.signing_keys) as a PEM
-// public key, a certificate-free JWK and an HMAC JWK; default_key checks
+// public key, a PEM certificate (RSA) and an HMAC JWK; default_key checks
 // tokens without a kid; HS256 is accepted only when listed in
 // Algorithms.
 func TestSigningKeys(t *testing.T) {
@@ -285,7 +288,13 @@ func TestSigningKeys(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	octJWK, err := json.Marshal(jose.JSONWebKey{Key: secret, KeyID: "hmac", Algorithm: "HS256"})
 	require.NoError(t, err)
-	keys := map[string][]byte{"pem": pemKey, "hmac": octJWK}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "idp"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	certDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &rsaKey.PublicKey, rsaKey)
+	require.NoError(t, err)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER})
+	keys := map[string][]byte{"pem": pemKey, "hmac": octJWK, "cert": certPEM}
 	claims := oauth2test.Claims("rabbitmq", "svc", "rabbitmq.configure:*/*", time.Hour)
 	sign := func(alg jose.SignatureAlgorithm, k any, kid string) string {
 		opts := &jose.SignerOptions{}
@@ -309,6 +318,9 @@ func TestSigningKeys(t *testing.T) {
 		ok   bool
 	}{
 		{"pem by kid", asym, sign(jose.ES256, ec, "pem"), true},
+		{"certificate, RS256", asym, sign(jose.RS256, rsaKey, "cert"), true},
+		{"certificate, PS256", asym, sign(jose.PS256, rsaKey, "cert"), true},
+		{"key of another kid", asym, sign(jose.ES256, ec, "cert"), false},
 		{"pem as default_key", asym, sign(jose.ES256, ec, ""), true},
 		{"hmac not in default algorithms", asym, sign(jose.HS256, secret, "hmac"), false},
 		{"hmac listed", withHS, sign(jose.HS256, secret, "hmac"), true},
@@ -329,6 +341,11 @@ func TestSigningKeys(t *testing.T) {
 
 // TestNewErrors: a Config New cannot use is an error naming the key.
 func TestNewErrors(t *testing.T) {
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKIXPublicKey(&ec.PublicKey)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	for _, tc := range []struct {
 		name string
 		cfg  oauth2.Config
@@ -339,7 +356,8 @@ func TestNewErrors(t *testing.T) {
 		{"bad url", oauth2.Config{ResourceServerID: "r", JWKSURL: "ftp://x"}, "jwks_url"},
 		{"bad key", oauth2.Config{ResourceServerID: "r", SigningKeys: map[string][]byte{"k": []byte("junk")}}, `signing key "k"`},
 		{"bad algorithm", oauth2.Config{ResourceServerID: "r", JWKSURL: "https://idp/jwks", Algorithms: []string{"none"}}, `"none"`},
-		{"default_key unknown", oauth2.Config{ResourceServerID: "r", SigningKeys: map[string][]byte{}, DefaultKey: "x", JWKSURL: ""}, "no signing keys"},
+		{"default_key unknown", oauth2.Config{ResourceServerID: "r", SigningKeys: map[string][]byte{"k": pemKey}, DefaultKey: "x"}, "default_key"},
+		{"private key", oauth2.Config{ResourceServerID: "r", SigningKeys: map[string][]byte{"k": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte{1}})}}, "not a public key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := oauth2.New(tc.cfg)
