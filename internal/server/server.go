@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if defs != nil {
-		if err := b.ImportDefinitions(ctx, defs); err != nil {
+		if err := b.Admin().Import(ctx, defs); err != nil {
 			b.Close()
 			return err
 		}
