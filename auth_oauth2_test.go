@@ -46,10 +46,10 @@ func TestOAuth2Login(t *testing.T) {
 	ctx := context.Background()
 	// Until the broker asks the chain's Authorizer, a token's user needs
 	// stored permissions to open the vhost.
-	require.NoError(t, b.AddUser(ctx, "alice", "unused-password-0"))
-	require.NoError(t, b.SetPermissions(ctx, "alice", "/", fullPermission))
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "alice", Password: "unused-password-0"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("alice", "/")))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/")))
 
 	good := is.Sign(oauth2test.Claims("rabbitmq", "alice", "rabbitmq.read:*/* rabbitmq.write:*/* rabbitmq.configure:*/*", time.Hour), "", false)
 	expired := is.Sign(oauth2test.Claims("rabbitmq", "alice", "rabbitmq.read:*/*", -time.Second), "", false)
@@ -181,7 +181,8 @@ func TestOAuth2ScopesAsPermissions(t *testing.T) {
 		t.Fatal("publishing payments.eu was not refused")
 	}
 
-	require.NoError(t, b.AddVHost(context.Background(), "other-vhost"))
+	_, err = b.Admin().PutVHost(context.Background(), broker.VHost{Name: "other-vhost"})
+	require.NoError(t, err)
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL()+"other-vhost", "x", tok))
 	amqptest.RequireCode(t, err, amqp091.NotAllowed, "no scope names vhost other-vhost")
 }
@@ -198,8 +199,8 @@ func TestOAuth2TokenExpiry(t *testing.T) {
 	be, err := oauth2.New(oauth2.Config{ResourceServerID: "rabbitmq", JWKSURL: is.URL(), Now: clk.Now})
 	require.NoError(t, err)
 	b := startBroker(t, broker.Options{Clock: clk, Auth: auth.Chain{be.Entry()}})
-	require.NoError(t, b.AddUser(context.Background(), "alice", "unused-password-0"))
-	require.NoError(t, b.SetPermissions(context.Background(), "alice", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(context.Background(), broker.User{Name: "alice", Password: "unused-password-0"}))
+	require.NoError(t, b.Admin().PutPermission(context.Background(), fullPermissionOn("alice", "/")))
 	token := func(sub string, ttl time.Duration) string {
 		c := oauth2test.Claims("rabbitmq", sub, "rabbitmq.read:*/*", 0)
 		c["exp"] = clk.Now().Add(ttl).Unix()
