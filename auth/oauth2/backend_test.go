@@ -93,7 +93,7 @@ func TestAuthenticate(t *testing.T) {
 		{name: "tampered signature", tok: parts[0] + "." + parts[1] + "." + flip(parts[2]), refuse: "signature"},
 		{name: "signed by another key under the kid", tok: forgedTok, refuse: "signature"},
 		{name: "alg none", tok: b64(map[string]string{"alg": "none", "kid": is.Kid()}) + "." + parts[1] + ".", refuse: "JWS"},
-		{name: "alg HS256 with the public key", tok: hmacWithPublicKey(t, is, good), refuse: "JWS"},
+		{name: "alg HS256 (algorithm confusion)", tok: hmacWithPublicKey(t, is, good), refuse: "JWS"},
 		{name: "oversize", tok: valid + strings.Repeat("A", 40<<10), refuse: "longer than"},
 		{name: "not a JWT", tok: "hunter2", refuse: "not a JWT"},
 		{name: "JWE-shaped", tok: "a.b.c.d.e", refuse: "not a JWT"},
@@ -125,6 +125,11 @@ func TestAuthenticate(t *testing.T) {
 	require.Equal(t, []string{"monitoring"}, id.Tags)
 	require.Equal(t, []string{"read:*/*", "tag:monitoring"}, id.Impl.(*oauth2.Token).Scopes, "other resource servers' scopes are dropped")
 
+	hs := newBackend(t, oauth2.Config{ResourceServerID: "rabbitmq", JWKSURL: is.URL(), Algorithms: []string{"ES256", "HS256"}})
+	_, err = hs.Authenticate(context.Background(), login(hmacWithPublicKey(t, is, good)))
+	require.ErrorIs(t, err, auth.ErrRefused, "HS256 listed still never checks against a public key")
+	require.ErrorContains(t, err, "is for ES256", "the JWK's alg pins its algorithm")
+
 	skip := newBackend(t, oauth2.Config{ResourceServerID: "rabbitmq", JWKSURL: is.URL(), SkipAudienceCheck: true})
 	_, err = skip.Authenticate(context.Background(), login(is.Sign(with("aud", "other"), "", false)))
 	require.NoError(t, err, "verify_aud = false accepts another audience")
@@ -144,8 +149,9 @@ func flip(s string) string {
 	return string(b)
 }
 
-// hmacWithPublicKey is the classic algorithm-confusion forgery: HS256
-// keyed with the provider's public key.
+// hmacWithPublicKey is the algorithm-confusion forgery: HS256 under the
+// kid of the provider's public key, keyed with bytes anyone can have
+// (here a made-up secret; the public key's encoding in a real attack).
 func hmacWithPublicKey(t *testing.T, is *oauth2test.Issuer, claims map[string]any) string {
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte("not-a-secret-of-the-provider-0123456789")},
 		(&jose.SignerOptions{}).WithHeader("kid", is.Kid()))
@@ -294,7 +300,9 @@ func TestSigningKeys(t *testing.T) {
 	certDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &rsaKey.PublicKey, rsaKey)
 	require.NoError(t, err)
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER})
-	keys := map[string][]byte{"pem": pemKey, "hmac": octJWK, "cert": certPEM}
+	ecJWK, err := json.Marshal(jose.JSONWebKey{Key: &ec.PublicKey, KeyID: "ec-jwk"}) // no alg
+	require.NoError(t, err)
+	keys := map[string][]byte{"pem": pemKey, "hmac": octJWK, "cert": certPEM, "ec-jwk": ecJWK}
 	claims := oauth2test.Claims("rabbitmq", "svc", "rabbitmq.configure:*/*", time.Hour)
 	sign := func(alg jose.SignatureAlgorithm, k any, kid string) string {
 		opts := &jose.SignerOptions{}
@@ -324,6 +332,9 @@ func TestSigningKeys(t *testing.T) {
 		{"pem as default_key", asym, sign(jose.ES256, ec, ""), true},
 		{"hmac not in default algorithms", asym, sign(jose.HS256, secret, "hmac"), false},
 		{"hmac listed", withHS, sign(jose.HS256, secret, "hmac"), true},
+		{"ES256 by an alg-less JWK", withHS, sign(jose.ES256, ec, "ec-jwk"), true},
+		{"hmac under an alg-less public JWK", withHS, sign(jose.HS256, secret, "ec-jwk"), false},
+		{"hmac under a PEM public key", withHS, sign(jose.HS256, secret, "pem"), false},
 		{"hmac with a wrong secret", withHS, sign(jose.HS256, []byte("not-the-secret-not-the-secret-xx"), "hmac"), false},
 		{"no kid without default_key", withHS, sign(jose.ES256, ec, ""), false},
 	} {
