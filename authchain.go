@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/auth"
@@ -146,6 +147,10 @@ func (b *Broker) chainAMQPLogin(chain auth.Chain, src string, at *session.LoginA
 	l, err := b.chainLogin(context.Background(), chain, src, req)
 	switch {
 	case err == nil:
+		// The backend names the user, as RabbitMQ's auth_user does: an
+		// OAuth 2 token's claim, whatever user name the client sent.
+		at.User = l.Identity.User
+		at.Expires = l.Identity.Expires
 		at.Authz = b.loginAuthz(l, at.Peer)
 		return true, "", nil
 	case errors.Is(err, auth.ErrRefused):
@@ -255,4 +260,29 @@ func (b *Broker) storedChannel(ctx context.Context, user, vhostName string) (*Ch
 		return nil, err
 	}
 	return b.openChannel(ctx, vh, user, a)
+}
+
+// updateSecret is session.Config.UpdateSecret, asked only on connections
+// whose credential expires (an OAuth 2 token): the chain checks the new
+// secret as a login, as RabbitMQ's update_state asks the backends whose
+// credentials expire, and the new credential must name the same user
+// (RabbitMQ: "Not allowed to change username on refreshed token"). Its
+// expiry replaces the connection's.
+func (b *Broker) updateSecret(user, secret string, peer net.Addr) (bool, time.Time, error) {
+	chain := b.authChain()
+	if chain == nil {
+		// Only chain logins expire; nothing can check the secret.
+		return false, time.Time{}, nil
+	}
+	l, err := b.chainLogin(context.Background(), chain, login.SourceKey(peer), auth.Request{Mechanism: "PLAIN", User: user, Secret: secret, Peer: peer})
+	switch {
+	case err == nil && l.Identity.User == user:
+		return true, l.Identity.Expires, nil
+	case err == nil:
+		b.log.Warn("broker: new secret refused: not allowed to change username on refreshed token", "user", session.LogName(user), "new_user", session.LogName(l.Identity.User))
+		return false, time.Time{}, nil
+	case errors.Is(err, auth.ErrRefused):
+		return false, time.Time{}, nil
+	}
+	return false, time.Time{}, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionUpdateSecret)
 }

@@ -114,6 +114,7 @@ func New(opts Options) (*Broker, error) {
 	heartbeat := o.Heartbeat
 	b.cfg = &session.Config{
 		Login:          b.login,
+		UpdateSecret:   b.updateSecret,
 		External:       slices.Contains(o.AuthMechanisms, "EXTERNAL"),
 		Open:           b.openAccess,
 		Impersonator:   b.isImpersonator,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 )
 
 // ErrRefused is wrapped by every refusal: wrong credentials, no such user,
@@ -46,6 +47,14 @@ type Identity struct {
 	User string
 	// Tags are RabbitMQ's user tags (administrator, monitoring, ...).
 	Tags []string
+	// Expires, when not zero, is when the credential stops being valid
+	// (an OAuth 2 token's exp; RabbitMQ's expiry_timestamp): the
+	// backend's Authorizer allows nothing after it.
+	Expires time.Time
+	// Impl is the authenticating backend's own state, which its
+	// Authorizer reads (RabbitMQ's auth_user impl: an OAuth 2 token's
+	// scopes). The broker carries it untouched with the Identity.
+	Impl any
 }
 
 // Permission is one of RabbitMQ's three permission kinds.

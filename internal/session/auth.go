@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/warrenmq/broker/amqp"
@@ -213,6 +214,11 @@ type LoginAttempt struct {
 	// and is handed to Config.Open; its Identity's User, when set, is the
 	// connection's user. nil: the user database decides.
 	Authz *Authz
+	// Expires is set by a Config.Login that accepted a credential which
+	// stops being valid then (an OAuth 2 token's exp); zero: never. The
+	// connection is closed at that time unless update-secret extends it
+	// (expiry.go).
+	Expires time.Time
 }
 
 // externalUser returns the user name EXTERNAL authenticates: the subject
@@ -292,6 +298,7 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 				at.User = at.Authz.Identity.User
 			}
 		}
+		c.credExpires = at.Expires
 	case c.cfg.Authenticate != nil && m.Mechanism != "EXTERNAL":
 		if !c.cfg.Authenticate(at.User, at.Password) {
 			return "", refused("")
@@ -333,7 +340,14 @@ func LogName(name string) string {
 // ClearPermissions change the shared Access; DeleteUser closes the user's
 // connections with 320 CONNECTION_FORCED). The new secret is not kept:
 // a later login still needs the user's password.
+//
+// A connection whose credential expires is the exception: its new secret
+// is checked (checkNewSecret, expiry.go), as the backends that issued it
+// check it in RabbitMQ.
 func (c *Conn) handleUpdateSecret(m *amqp.ConnectionUpdateSecret) error {
+	if err := c.checkNewSecret(m); err != nil {
+		return err
+	}
 	c.log.Info("session: user updated secret", "user", LogName(c.user), "reason", LogName(m.Reason))
 	c.sendMethod(0, &amqp.ConnectionUpdateSecretOk{})
 	return nil

@@ -2,6 +2,7 @@ package session
 
 import (
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,14 @@ type Config struct {
 	// with err (an *amqp.Error, else 541) instead of 403, so clients do
 	// not take a passing failure for bad credentials. See auth.go.
 	Login func(*LoginAttempt) (ok bool, reason string, err error)
+	// UpdateSecret, when set, checks connection.update-secret's new
+	// secret on a connection whose credential expires (Login set
+	// LoginAttempt.Expires): ok false refuses it (530 NOT_ALLOWED), a
+	// non-nil err closes the connection with err (an *amqp.Error, else
+	// 541); when accepted, expires is the new credential's expiry. On
+	// other connections update-secret is answered unchecked (expiry.go).
+	// peer is the client's address, as in LoginAttempt.
+	UpdateSecret func(user, secret string, peer net.Addr) (ok bool, expires time.Time, err error)
 	// External offers the EXTERNAL mechanism to TLS clients that presented
 	// a certificate; the user is the certificate's subject CN.
 	External bool

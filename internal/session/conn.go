@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -127,6 +128,12 @@ type Conn struct {
 	// that replaces the reader goroutine (see direct.go).
 	sink   Sink
 	direct directState
+
+	// credExpires is when the credential the connection logged in with
+	// stops being valid (zero: never), credExpiry the timer closing the
+	// connection then (expiry.go); the reader owns both.
+	credExpires time.Time
+	credExpiry  clock.Timer
 }
 
 // NewConn returns a connection that will speak AMQP over rwc (a net.Conn, a
@@ -217,6 +224,7 @@ func (c *Conn) Shutdown(code uint16, text string) {
 // finish stops the writer (after it flushed what is queued, within the close
 // timeout), every timer and the socket, then releases the channels.
 func (c *Conn) finish() {
+	c.stopCredentialExpiry()
 	c.stopWriter()
 	c.out.Lock()
 	c.stopTimersLocked()
@@ -767,6 +775,7 @@ func (c *Conn) handleStartOk(m *amqp.ConnectionStartOk) error {
 		return err
 	}
 	c.user = user
+	c.armCredentialExpiry()
 	c.state.Store(int32(stateTuning))
 	c.sendMethod(0, &amqp.ConnectionTune{
 		ChannelMax: c.set.channelMax,
