@@ -99,6 +99,15 @@ func New(opts Options) (*Broker, error) {
 	o := opts.clone()
 	o.ensureDefaults()
 	if err := o.validate(); err != nil {
+		// The fields checked against the stores' contents are reported
+		// with the others, not after they are fixed.
+		if o.validateShared() == nil && o.validateStores() == nil {
+			vs, serr := storedVHosts(&o)
+			if serr == nil {
+				serr = o.checkStoredNames(vs)
+			}
+			err = errors.Join(err, serr)
+		}
 		return nil, err
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
@@ -140,6 +149,10 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	if err := b.checkStores(); err != nil {
+		st.close()
+		return nil, err
+	}
 	b.acct.logins.Users = st.meta
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
@@ -151,12 +164,6 @@ func New(opts Options) (*Broker, error) {
 	}
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
-		st.close()
-		return nil, err
-	}
-	if err := b.checkVHostLimits(); err != nil {
-		b.stopFollowing()
-		b.closeVHosts()
 		st.close()
 		return nil, err
 	}

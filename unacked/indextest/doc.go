@@ -3,7 +3,8 @@
 // through broker.Options.
 //
 //	func TestIndex(t *testing.T) {
-//		indextest.Run(t, func(t *testing.T) unacked.Index { return unacked.NewMemoryIndex() })
+//		indextest.Run(t, func(t *testing.T) unacked.Index { return unacked.NewMemoryIndex() },
+//			indextest.Without("unacked.Claimer"))
 //	}
 //
 // Run checks put, replace, get, delete, all-or-none batches, per-queue
