@@ -3,7 +3,9 @@ package metatest
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +70,40 @@ func testCapabilities(t *testing.T, s meta.Store, c config) {
 				return true
 			}))
 			require.Equal(t, [][2]string{{"metatest/k", "v1"}}, got)
+		})
+	}
+	if cf, ok := s.(meta.ChangeFeed); ok {
+		t.Run("ChangeFeed", func(t *testing.T) {
+			// A topology write is told as ChangeTopology of its vhost, and
+			// after cancel returns fn is not called again.
+			var mu sync.Mutex
+			calls, stopped := 0, false
+			seen := make(chan struct{}, 1)
+			cancel := cf.Watch(func(c meta.Change) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if stopped {
+					t.Errorf("metatest: Watch called fn after cancel returned: %+v", c)
+				}
+				if c.Kind == meta.ChangeTopology && c.VHost == "watched" {
+					select {
+					case seen <- struct{}{}:
+					default:
+					}
+				}
+			})
+			require.NoError(t, s.PutExchange(ctx, meta.Exchange{VHost: "watched", Name: "x", Type: "direct", Durable: true}))
+			select {
+			case <-seen:
+			case <-time.After(10 * time.Second):
+				t.Fatal("metatest: no ChangeTopology for vhost \"watched\" within 10s of PutExchange")
+			}
+			cancel()
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
+			require.NoError(t, s.PutExchange(ctx, meta.Exchange{VHost: "watched", Name: "y", Type: "direct", Durable: true}))
 		})
 	}
 	if rp, ok := s.(meta.Replicated); ok {
