@@ -110,6 +110,12 @@ func New(opts Options) (*Broker, error) {
 		}
 		return nil, err
 	}
+	if freshStores(&o) {
+		// Nothing stored yet: refuse before DataDir is created.
+		if err := o.checkStoredNames(nil); err != nil {
+			return nil, err
+		}
+	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
 	b.events = events.NewHub(o.Clock)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}

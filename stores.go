@@ -262,6 +262,19 @@ func (o *Options) checkStoredNames(stored []meta.VHost) error {
 	return errors.Join(errs...)
 }
 
+// freshStores reports whether the meta store New would open holds
+// nothing yet: none is given, and DataDir is unset, missing or empty.
+func freshStores(o *Options) bool {
+	if o.Meta != nil {
+		return false
+	}
+	if o.DataDir == "" {
+		return true
+	}
+	entries, err := os.ReadDir(o.DataDir)
+	return errors.Is(err, os.ErrNotExist) || err == nil && len(entries) == 0
+}
+
 // checkStores runs, once the stores are open, the checks of Options
 // against what the meta store holds (checkStoredNames), and logs at Info
 // each optional interface a store given in Options lacks, with what the
@@ -326,11 +339,7 @@ func storedVHosts(o *Options) ([]meta.VHost, error) {
 		}
 		return vs, nil
 	}
-	if o.DataDir == "" {
-		return nil, nil
-	}
-	entries, err := os.ReadDir(o.DataDir)
-	if errors.Is(err, os.ErrNotExist) || err == nil && len(entries) == 0 {
+	if freshStores(o) {
 		return nil, nil
 	}
 	st, err := openStores(o, nil)

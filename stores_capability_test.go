@@ -122,9 +122,13 @@ func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 			require.Equal(t, len(want)+map[bool]int{true: 1}[strings.Contains(err.Error(), `["kept"]`)], strings.Count(err.Error(), "broker: Options."), err.Error())
 		})
 	}
-	// A fresh DataDir is not created by a New that fails.
+	// A New that fails creates no DataDir: with static errors, or with
+	// only a vhost the fresh store cannot have.
 	_, err = broker.New(bad(broker.Options{DataDir: dataDir + "-never"}))
 	require.Error(t, err)
+	require.NoDirExists(t, dataDir+"-never")
+	_, err = broker.New(broker.Options{DataDir: dataDir + "-never", VHostMaxConnections: map[string]int{"nope": 1}})
+	require.ErrorContains(t, err, `Options.VHostMaxConnections["nope"]: no such vhost`)
 	require.NoDirExists(t, dataDir+"-never")
 }
 
