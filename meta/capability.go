@@ -21,7 +21,7 @@ func has[T any](s Store) bool { _, ok := s.(T); return ok }
 // the package documentation. broker.New, metatest.Run and Wrap go by it.
 var Capabilities = []Capability{
 	{"meta.ChangeFeed", "the broker is the store's only writer: it does not follow other brokers (no shared mode)", has[ChangeFeed]},
-	{"meta.Records", "in shared mode, delayed messages and deduplication caches stay on the broker that accepted them", has[Records]},
+	{"meta.Records", "in shared mode, a durable delayed exchange holds its messages in the memory of the broker that accepted them (a restart of that broker loses them), a deduplicating exchange keeps a cache per broker and a deduplicating queue is not enforced", has[Records]},
 	{"meta.Replicated", "the management API and metrics report no replication status", has[Replicated]},
 	{"meta.Syncer", "a bulk change (a definitions import) waits for each durable write instead of one sync at its end", has[Syncer]},
 }

@@ -22,9 +22,10 @@
 //	interface    what it offers                             without it                                 memory local raft
 //	ChangeFeed   other brokers write the store too: the     the broker is the store's only writer        -     -    yes
 //	             broker follows them (shared mode)
-//	Records      the broker's own keyed records with        in shared mode, delayed messages and         -     -    yes
-//	             conditional updates (delayed messages,     dedup caches stay on the accepting broker
-//	             dedup caches), shared by every broker
+//	Records      the broker's own keyed records with        in shared mode, durable delayed messages     -     -    yes
+//	             conditional updates (delayed messages,     stay in the accepting broker's memory
+//	             dedup caches), shared by every broker      (lost with it), dedup caches are per
+//	                                                        broker, dedup queues are not enforced
 //	Replicated   the consensus member's role, term,         no replication status in the management     -     -    yes
 //	             indexes and peers' progress                API and metrics
 //	Syncer       Sync after writes made under DeferSync     a bulk change (definitions import) waits     -    yes    -
