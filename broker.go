@@ -99,7 +99,22 @@ func New(opts Options) (*Broker, error) {
 	o := opts.clone()
 	o.ensureDefaults()
 	if err := o.validate(); err != nil {
+		// The fields checked against the stores' contents are reported
+		// with the others, not after they are fixed.
+		if o.validateShared() == nil && o.validateStores() == nil {
+			vs, serr := storedVHosts(&o)
+			if serr == nil {
+				serr = o.checkStoredNames(vs)
+			}
+			err = errors.Join(err, serr)
+		}
 		return nil, err
+	}
+	if freshStores(&o) {
+		// Nothing stored yet: refuse before DataDir is created.
+		if err := o.checkStoredNames(nil); err != nil {
+			return nil, err
+		}
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
 	b.events = events.NewHub(o.Clock)
@@ -141,6 +156,10 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	if err := b.checkStores(); err != nil {
+		st.close()
+		return nil, err
+	}
 	b.acct.logins.Users = st.meta
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
@@ -152,12 +171,6 @@ func New(opts Options) (*Broker, error) {
 	}
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
-		st.close()
-		return nil, err
-	}
-	if err := b.checkVHostLimits(); err != nil {
-		b.stopFollowing()
-		b.closeVHosts()
 		st.close()
 		return nil, err
 	}

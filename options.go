@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/compat"
+	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -451,7 +453,7 @@ func (o *Options) validate() error {
 	if o.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
-	errs = append(errs, o.validateShared(), o.validateStores(), o.validateManagement())
+	errs = append(errs, o.validateShared(), o.validateStores(), o.validateCapabilities(), o.validatePolicies(), o.validateManagement())
 	if _, err := compat.Parse(o.RabbitMQVersion); err != nil {
 		errs = append(errs, fmt.Errorf("broker: Options.RabbitMQVersion: %w", err))
 	}
@@ -481,6 +483,65 @@ func (o *Options) validateStores() error {
 	}
 	if _, ok := o.Unacked.(*unacked.MemoryIndex); ok {
 		lost("Unacked", "unacknowledged deliveries (redelivered=true after a restart)")
+	}
+	return errors.Join(errs...)
+}
+
+// validateCapabilities refuses a given store that hides optional
+// interfaces of a store it embeds (meta.Hidden, storage.Hidden,
+// unacked.Hidden): a wrapper written by embedding the store interface
+// forwards only its methods, and the broker, finding the optional ones by
+// type assertion, would silently run without them (without
+// meta.ChangeFeed it would not even know the store is shared). Embedding
+// is taken as the intent to forward everything; the fix is one call
+// (meta.Wrap, storage.Wrap, unacked.Wrap). A wrapper that means to hide
+// one holds the store in a named field instead.
+func (o *Options) validateCapabilities() error {
+	var errs []error
+	hidden := func(field, wrap string, names []string, s any) {
+		if len(names) > 0 {
+			errs = append(errs, fmt.Errorf("broker: Options.%s (%T) embeds a store that implements %s, but does not itself: the broker would run without %s (return %s(wrapper, inner) to keep them)",
+				field, s, strings.Join(names, ", "), pronoun(len(names)), wrap))
+		}
+	}
+	if o.Meta != nil {
+		hidden("Meta", "meta.Wrap", meta.Hidden(o.Meta), o.Meta)
+	}
+	if o.Shards != nil {
+		hidden("Shards", "storage.Wrap", storage.Hidden(o.Shards), o.Shards)
+	}
+	if o.Unacked != nil {
+		hidden("Unacked", "unacked.Wrap", unacked.Hidden(o.Unacked), o.Unacked)
+	}
+	return errors.Join(errs...)
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// validatePolicies checks Options.Policies and OperatorPolicies as
+// SetPolicy would (their vhosts are checkStoredNames' job): New reports
+// a bad one with every other bad field.
+func (o *Options) validatePolicies() error {
+	var errs []error
+	for _, set := range []struct {
+		ps       []Policy
+		operator bool
+		field    string
+	}{{o.Policies, false, "Policies"}, {o.OperatorPolicies, true, "OperatorPolicies"}} {
+		for i, p := range set.ps {
+			if p.Name == "" {
+				errs = append(errs, fmt.Errorf("broker: Options.%s[%d]: policy name must not be empty", set.field, i))
+				continue
+			}
+			if _, err := policy.Check(internalPolicy(p), set.operator); err != nil {
+				errs = append(errs, fmt.Errorf("broker: Options.%s[%d] (%q): %w", set.field, i, p.Name, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/warrenmq/broker/meta"
 )
 
-// ErrPoliciesUnsupported is returned by the policy methods when
-// Options.Meta does not store policies (it does not implement
-// meta.Policies).
+// ErrPoliciesUnsupported was returned by the policy methods when
+// Options.Meta did not store policies.
+//
+// Deprecated: meta.Policies is part of meta.Store: every store keeps
+// policies, and nothing returns this error any more.
 var ErrPoliciesUnsupported = errors.New("broker: the meta store does not store policies (meta.Policies)")
 
 func publicPolicy(p policy.Policy) Policy {
@@ -31,11 +33,7 @@ type policyValue struct {
 }
 
 func (b *Broker) policyStore() (meta.Policies, error) {
-	st, ok := b.stores.meta.(meta.Policies)
-	if !ok {
-		return nil, ErrPoliciesUnsupported
-	}
-	return st, nil
+	return b.stores.meta, nil
 }
 
 // putPolicy checks, stores and applies p; created reports that no policy

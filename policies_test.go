@@ -376,7 +376,7 @@ func TestOptionsPolicies(t *testing.T) {
 	require.Equal(t, []string{"b"}, bodiesOf(t, ch, "pq"))
 
 	_, err := broker.New(broker.Options{Policies: []broker.Policy{{Name: "bad", Pattern: ".", Definition: map[string]any{"message-ttl": "soon"}}}})
-	require.ErrorContains(t, err, `Options.Policies "bad"`)
+	require.ErrorContains(t, err, `Options.Policies[0] ("bad")`)
 	require.ErrorContains(t, err, `<<"soon">> is not a valid message TTL`)
 }
 
