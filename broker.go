@@ -99,7 +99,22 @@ func New(opts Options) (*Broker, error) {
 	o := opts.clone()
 	o.ensureDefaults()
 	if err := o.validate(); err != nil {
+		// The fields checked against the stores' contents are reported
+		// with the others, not after they are fixed.
+		if o.validateShared() == nil && o.validateStores() == nil {
+			vs, serr := storedVHosts(&o)
+			if serr == nil {
+				serr = o.checkStoredNames(vs)
+			}
+			err = errors.Join(err, serr)
+		}
 		return nil, err
+	}
+	if freshStores(&o) {
+		// Nothing stored yet: refuse before DataDir is created.
+		if err := o.checkStoredNames(nil); err != nil {
+			return nil, err
+		}
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
 	b.events = events.NewHub(o.Clock)
@@ -114,6 +129,7 @@ func New(opts Options) (*Broker, error) {
 	heartbeat := o.Heartbeat
 	b.cfg = &session.Config{
 		Login:          b.login,
+		UpdateSecret:   b.updateSecret,
 		External:       slices.Contains(o.AuthMechanisms, "EXTERNAL"),
 		Open:           b.openAccess,
 		Impersonator:   b.isImpersonator,
@@ -140,6 +156,10 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	if err := b.checkStores(); err != nil {
+		st.close()
+		return nil, err
+	}
 	b.acct.logins.Users = st.meta
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
@@ -151,12 +171,6 @@ func New(opts Options) (*Broker, error) {
 	}
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
-		st.close()
-		return nil, err
-	}
-	if err := b.checkVHostLimits(); err != nil {
-		b.stopFollowing()
-		b.closeVHosts()
 		st.close()
 		return nil, err
 	}
@@ -182,6 +196,9 @@ func New(opts Options) (*Broker, error) {
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
 	b.startAlarms() // last: nothing after it can fail
+	if b.opts.Replies != nil {
+		b.opts.Replies.Attach(replyReceiver{b})
+	}
 	return b, nil
 }
 
@@ -436,6 +453,9 @@ func (b *Broker) Close() error {
 			c.Shutdown(amqp.ConnectionForced, shutdownReason)
 		}
 		b.wg.Wait()
+		if b.opts.Replies != nil {
+			b.opts.Replies.Attach(nil) // no requester is left to take a reply
+		}
 		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()
 		if err := b.stores.close(); err != nil {

@@ -29,7 +29,7 @@ type channelOptions struct {
 // AMQP: the user must exist and have permissions on the vhost (set with
 // SetPermissions, or Options.Users' full grant), and a refused operation
 // fails with 403 ACCESS_REFUSED. SetPermissions, ClearPermissions and
-// DeleteUser apply to the open Channel at once, as to the user's AMQP
+// deleteUser apply to the open Channel at once, as to the user's AMQP
 // connections. Without AsUser the Channel is unrestricted: it is the
 // embedding program's own, acting as the first of Options.Users.
 func AsUser(name string) ChannelOption {
@@ -96,23 +96,38 @@ func (b *Broker) Channel(ctx context.Context, opts ...ChannelOption) (*Channel, 
 // authenticate the user without a password) and have permissions on vh.
 // The Access is shared with the user's connections there (accounts.go),
 // so permission changes reach the Channel.
+//
+// With Options.Auth the chain decides instead (chainDirectAccess).
 func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	refused := func(code uint16, format string, args ...any) error {
-		return toError(amqp.NewError(code, amqp.ClassConnection, amqp.MethodConnectionOpen, format, args...))
-	}
-	failed := func(err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err() // the caller gave up; the store may be fine
-		}
-		return toError(errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
+	if chain := b.authChain(); chain != nil {
+		return b.chainDirectAccess(ctx, chain, user, vh)
 	}
 	_, err := b.acct.logins.Lookup(ctx, user)
 	switch {
 	case login.Unavailable(err):
-		return nil, failed(err)
+		return nil, directFailed(ctx, err)
 	case err != nil:
-		return nil, refused(amqp.AccessRefused, "user '%s' - no such user", user)
+		return nil, directRefused(amqp.AccessRefused, "user '%s' - no such user", user)
 	}
+	return b.storedAccess(ctx, user, vh)
+}
+
+func directRefused(code uint16, format string, args ...any) error {
+	return toError(amqp.NewError(code, amqp.ClassConnection, amqp.MethodConnectionOpen, format, args...))
+}
+
+func directFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // the caller gave up; the store may be fine
+	}
+	return toError(errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
+}
+
+// storedAccess is the shared Access of user on vh from the stored
+// permissions (the user database's authorisation), or the error an AMQP
+// client would get at connection.open.
+func (b *Broker) storedAccess(ctx context.Context, user, vh string) (*session.Access, error) {
+	refused, failed := directRefused, func(err error) error { return directFailed(ctx, err) }
 	lctx, cancel := context.WithTimeout(ctx, b.opts.LoginTimeout)
 	p, err := b.stores.meta.GetPermission(lctx, user, vh)
 	cancel()

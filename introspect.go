@@ -505,8 +505,15 @@ func isConnectionCode(code uint16) bool {
 //     prefetch allows. A queue waiting to retry after a store error is not
 //     idle;
 //   - every message an x-delayed-message exchange accepted stored by the
-//     delayed service (DelayedCount counts it). A held message that came
-//     due and is being routed is not waited for.
+//     delayed service (DelayedCount counts it), and every held message
+//     due by the broker's clock routed, stored by its queues and deleted
+//     from DelayedCount.
+//
+// A dead-lettered copy (rejected, over a length limit) is posted to its
+// target queues within the step that dead-letters it, so it is covered
+// by the queues' check; so is a deduplicating exchange's routing. A
+// message that expires by TTL is not yet: its queue may arm or fire the
+// expiry after it answered idle.
 //
 // What the client does with what it received (an ack it has not sent yet)
 // is the client's work. WaitIdle polls internally with a short backoff;

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/compat"
+	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
 	metamemory "github.com/warrenmq/broker/meta/memory"
@@ -68,20 +70,6 @@ const (
 	// DefaultDiskFreeLimit is RabbitMQ's disk_free_limit: 50 MB.
 	DefaultDiskFreeLimit = 50_000_000
 )
-
-// User is an account clients authenticate as: with its Password (PLAIN,
-// AMQPLAIN, HTTP basic auth), or by certificate (EXTERNAL, when
-// Options.AuthMechanisms offers it).
-type User struct {
-	Name     string
-	Password string
-	// Tags are RabbitMQ's user tags ("administrator", "monitoring",
-	// "management", ...). As in RabbitMQ, they decide what a user may do
-	// through the management API and whether MetricsHandlerWith's
-	// Authenticate lets the user scrape; AMQP and the direct Channel
-	// ignore them (permissions decide there).
-	Tags []string
-}
 
 // Options configures a Broker. The zero value works; each field documents its
 // default. New copies Options, so the caller may reuse or change the struct
@@ -176,8 +164,8 @@ type Options struct {
 	// are. nil means one user guest/guest tagged administrator, as
 	// RabbitMQ ships; guest may log in only from loopback unless
 	// AllowRemoteGuest. An empty non-nil slice seeds nobody. Manage users
-	// afterwards with AddUser, DeleteUser, SetPermissions and
-	// ClearPermissions. A user needs a password (New refuses an empty
+	// afterwards through Broker.Admin (PutUser, DeleteUser, PutPermission,
+	// DeletePermission). A user needs a password (New refuses an empty
 	// one: PLAIN and AMQPLAIN never accept it) unless AuthMechanisms
 	// offers EXTERNAL, for users who log in by certificate.
 	Users []User
@@ -185,8 +173,8 @@ type Options struct {
 	// VHosts are the virtual hosts clients may open. nil means ["/"].
 	VHosts []string
 
-	// Policies and OperatorPolicies are stored (SetPolicy,
-	// SetOperatorPolicy) when New has opened the vhosts, replacing stored
+	// Policies and OperatorPolicies are stored (Admin.PutPolicy,
+	// Admin.PutOperatorPolicy) when New has opened the vhosts, replacing stored
 	// ones of the same name: a test suite reproduces production's
 	// policies in one line. A policy that is invalid or names a vhost not
 	// in VHosts (nor stored) makes New fail.
@@ -209,14 +197,14 @@ type Options struct {
 	// connection), 530 NOT_ALLOWED beyond it; direct Channels count too,
 	// as RabbitMQ's direct connections do. A vhost not listed, or a
 	// negative value (-1), has no limit; a limit stored with
-	// Broker.SetVHostLimit (or the management API) overrides it. Every vhost named must exist
-	// (Options.VHosts, or one AddVHost stored in DataDir): New refuses a
+	// Admin.PutVHostLimit (or the management API) overrides it. Every vhost named must exist
+	// (Options.VHosts, or one Admin.PutVHost stored in DataDir): New refuses a
 	// limit that would never apply.
 	VHostMaxConnections map[string]int
 	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
 	// max-queues vhost limit): declaring a new queue beyond it closes the
 	// channel with 406 PRECONDITION_FAILED. Zero or negative means no
-	// limit. A max-queues limit stored with Broker.SetVHostLimit
+	// limit. A max-queues limit stored with Admin.PutVHostLimit
 	// overrides it for its vhost.
 	MaxQueuesPerVHost int
 
@@ -241,9 +229,12 @@ type Options struct {
 	// password or certificate (AMQP over TCP and Dial, the management API
 	// and console, the metrics handler), each login under the throttle and
 	// within LoginTimeout. auth.Internal is the user database; without it
-	// in the chain the database logs nobody in. Permissions stay those set
-	// with SetPermissions (docs/authentication.md). Empty: the database
-	// alone, as before.
+	// in the chain the database logs nobody in. The entry that let a user
+	// in decides the user's vhost access, permissions and topic access
+	// (its Authz; auth.InternalAuthz and auth.Internal: those stored with
+	// SetPermissions) on every door, the direct Channel opened AsUser and
+	// the management API included (docs/authentication.md). Empty: the
+	// database alone, as before.
 	Auth auth.Chain
 
 	// Logger receives connection events. nil discards them.
@@ -462,7 +453,7 @@ func (o *Options) validate() error {
 	if o.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
-	errs = append(errs, o.validateShared(), o.validateStores(), o.validateManagement())
+	errs = append(errs, o.validateShared(), o.validateStores(), o.validateCapabilities(), o.validatePolicies(), o.validateManagement())
 	if _, err := compat.Parse(o.RabbitMQVersion); err != nil {
 		errs = append(errs, fmt.Errorf("broker: Options.RabbitMQVersion: %w", err))
 	}
@@ -492,6 +483,65 @@ func (o *Options) validateStores() error {
 	}
 	if _, ok := o.Unacked.(*unacked.MemoryIndex); ok {
 		lost("Unacked", "unacknowledged deliveries (redelivered=true after a restart)")
+	}
+	return errors.Join(errs...)
+}
+
+// validateCapabilities refuses a given store that hides optional
+// interfaces of a store it embeds (meta.Hidden, storage.Hidden,
+// unacked.Hidden): a wrapper written by embedding the store interface
+// forwards only its methods, and the broker, finding the optional ones by
+// type assertion, would silently run without them (without
+// meta.ChangeFeed it would not even know the store is shared). Embedding
+// is taken as the intent to forward everything; the fix is one call
+// (meta.Wrap, storage.Wrap, unacked.Wrap). A wrapper that means to hide
+// one holds the store in a named field instead.
+func (o *Options) validateCapabilities() error {
+	var errs []error
+	hidden := func(field, wrap string, names []string, s any) {
+		if len(names) > 0 {
+			errs = append(errs, fmt.Errorf("broker: Options.%s (%T) embeds a store that implements %s, but does not itself: the broker would run without %s (return %s(wrapper, inner) to keep them)",
+				field, s, strings.Join(names, ", "), pronoun(len(names)), wrap))
+		}
+	}
+	if o.Meta != nil {
+		hidden("Meta", "meta.Wrap", meta.Hidden(o.Meta), o.Meta)
+	}
+	if o.Shards != nil {
+		hidden("Shards", "storage.Wrap", storage.Hidden(o.Shards), o.Shards)
+	}
+	if o.Unacked != nil {
+		hidden("Unacked", "unacked.Wrap", unacked.Hidden(o.Unacked), o.Unacked)
+	}
+	return errors.Join(errs...)
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// validatePolicies checks Options.Policies and OperatorPolicies as
+// SetPolicy would (their vhosts are checkStoredNames' job): New reports
+// a bad one with every other bad field.
+func (o *Options) validatePolicies() error {
+	var errs []error
+	for _, set := range []struct {
+		ps       []Policy
+		operator bool
+		field    string
+	}{{o.Policies, false, "Policies"}, {o.OperatorPolicies, true, "OperatorPolicies"}} {
+		for i, p := range set.ps {
+			if p.Name == "" {
+				errs = append(errs, fmt.Errorf("broker: Options.%s[%d]: policy name must not be empty", set.field, i))
+				continue
+			}
+			if _, err := policy.Check(internalPolicy(p), set.operator); err != nil {
+				errs = append(errs, fmt.Errorf("broker: Options.%s[%d] (%q): %w", set.field, i, p.Name, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

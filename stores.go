@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/broker/meta"
 	metalocal "github.com/warrenmq/broker/meta/local"
 	metamemory "github.com/warrenmq/broker/meta/memory"
+	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/storage/memory"
 	pebblestore "github.com/warrenmq/broker/storage/pebble"
 	"github.com/warrenmq/broker/unacked"
@@ -47,7 +48,8 @@ type stores struct {
 // DataDir, else memory. One Pebble DB holds all three persistent stores
 // under their own key prefixes, so its single WAL orders their writes
 // (index entry before cursor) without an fsync each. onDiskFull is the
-// DB's disk reserve's OnFull: it may run before openStores returns.
+// DB's disk reserve's OnFull: it may run before openStores returns; nil
+// opens the DB without a reserve (storedVHosts only reads it).
 func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*stores, error) {
 	_, shared := o.Meta.(meta.ChangeFeed)
 	s := &stores{
@@ -63,8 +65,11 @@ func openStores(o *Options, onDiskFull func(released int64, critical bool)) (*st
 		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("broker: Options.DataDir %s cannot be created: %w", o.DataDir, err)
 		}
-		s.reserve = &pebblestore.DiskReserve{OnFull: onDiskFull}
-		popts := []pebblestore.Option{pebblestore.WithLogger(o.Logger), pebblestore.WithDiskReserve(s.reserve)}
+		popts := []pebblestore.Option{pebblestore.WithLogger(o.Logger)}
+		if onDiskFull != nil {
+			s.reserve = &pebblestore.DiskReserve{OnFull: onDiskFull}
+			popts = append(popts, pebblestore.WithDiskReserve(s.reserve))
+		}
 		if m := o.StoreMemory; m > 0 {
 			m = max(m, 4<<20)
 			popts = append(popts, pebblestore.WithCacheSize(m), pebblestore.WithMemTableSize(uint64(m/4)))
@@ -186,7 +191,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 }
 
 // openVHosts opens every configured vhost and every vhost stored by
-// AddVHost (accounts.go), each with its durable topology.
+// addVHost (accounts.go), each with its durable topology.
 func (b *Broker) openVHosts(ctx context.Context) error {
 	b.vhostsMu.Lock()
 	defer b.vhostsMu.Unlock()
@@ -225,17 +230,128 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 	return nil
 }
 
-// checkVHostLimits refuses a VHostMaxConnections entry for a vhost that
-// neither Options.VHosts nor the meta store has: it would never apply.
-// It runs in New once the vhosts are open.
-func (b *Broker) checkVHostLimits() error {
+// checkStoredNames refuses the Options fields that name a vhost neither
+// Options.VHosts nor the meta store has: a VHostMaxConnections entry
+// would never apply, a policy could not be stored. stored lists the
+// store's vhosts (nil: it holds none). New runs it with the static checks
+// (Options.validate), so every bad field comes back in one error.
+func (o *Options) checkStoredNames(stored []meta.VHost) error {
+	known := make(map[string]bool, len(o.VHosts)+len(stored))
+	for _, v := range o.VHosts {
+		known[canonicalVHost(v)] = true
+	}
+	for _, v := range stored {
+		known[canonicalVHost(v.Name)] = true
+	}
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(b.opts.VHostMaxConnections)) {
-		if _, ok := b.lookupVHost(name); !ok {
+	for _, name := range slices.Sorted(maps.Keys(o.VHostMaxConnections)) {
+		if !known[name] {
 			errs = append(errs, fmt.Errorf("broker: Options.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
 		}
 	}
+	for _, set := range []struct {
+		ps    []Policy
+		field string
+	}{{o.Policies, "Policies"}, {o.OperatorPolicies, "OperatorPolicies"}} {
+		for i, p := range set.ps {
+			if vh := canonicalVHost(p.VHost); !known[vh] {
+				errs = append(errs, fmt.Errorf("broker: Options.%s[%d] (%q): no such vhost %q (add it to Options.VHosts)", set.field, i, p.Name, vh))
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// freshStores reports whether the meta store New would open holds
+// nothing yet: none is given, and DataDir is unset, missing or empty.
+func freshStores(o *Options) bool {
+	if o.Meta != nil {
+		return false
+	}
+	if o.DataDir == "" {
+		return true
+	}
+	entries, err := os.ReadDir(o.DataDir)
+	return errors.Is(err, os.ErrNotExist) || err == nil && len(entries) == 0
+}
+
+// checkStores runs, once the stores are open, the checks of Options
+// against what the meta store holds (checkStoredNames), and logs at Info
+// each optional interface a store given in Options lacks, with what the
+// broker does instead (the tables in the meta, storage and unacked
+// package documentation). Lacking one is a backend's choice and degrades
+// as logged; the ones Options need are refused by validate (a hidden one,
+// unacked.Claimer in shared mode).
+func (b *Broker) checkStores() error {
+	vs, err := b.stores.meta.ListVHosts(context.Background())
+	if err != nil {
+		return fmt.Errorf("broker: list vhosts: %w", err)
+	}
+	if err := b.opts.checkStoredNames(vs); err != nil {
+		return err
+	}
+	logLacks := func(field string, s any, names []string, without func(string) string) {
+		for _, n := range names {
+			b.log.Info("broker: a given store lacks an optional interface", "field", "Options."+field,
+				"store", fmt.Sprintf("%T", s), "lacks", n, "so", without(n))
+		}
+	}
+	if o := b.opts.Meta; o != nil {
+		logLacks("Meta", o, meta.Lacks(o), func(n string) string {
+			return capabilityWithout(meta.Capabilities, n, func(c meta.Capability) (string, string) { return c.Name, c.Without })
+		})
+	}
+	if o := b.opts.Shards; o != nil {
+		logLacks("Shards", o, storage.Lacks(o), func(n string) string {
+			return capabilityWithout(storage.Capabilities, n, func(c storage.Capability) (string, string) { return c.Name, c.Without })
+		})
+	}
+	if o := b.opts.Unacked; o != nil {
+		logLacks("Unacked", o, unacked.Lacks(o), func(n string) string {
+			return capabilityWithout(unacked.Capabilities, n, func(c unacked.Capability) (string, string) { return c.Name, c.Without })
+		})
+	}
+	return nil
+}
+
+// capabilityWithout returns the Without text of the capability named n.
+func capabilityWithout[C any](cs []C, n string, f func(C) (name, without string)) string {
+	for _, c := range cs {
+		if name, w := f(c); name == n {
+			return w
+		}
+	}
+	return ""
+}
+
+// storedVHosts lists the vhosts the meta store New would open holds,
+// for checkStoredNames when other fields are bad already: then it opens
+// nothing that New would create. A given Meta store is asked; a DataDir
+// that does not exist yet, or is empty, holds none; an existing one is
+// opened (and closed again) as New opens it. Without either the store is
+// a fresh memory one.
+func storedVHosts(o *Options) ([]meta.VHost, error) {
+	ctx := context.Background()
+	if o.Meta != nil {
+		vs, err := o.Meta.ListVHosts(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("broker: Options.Meta: list vhosts: %w", err)
+		}
+		return vs, nil
+	}
+	if freshStores(o) {
+		return nil, nil
+	}
+	st, err := openStores(o, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	vs, err := st.meta.ListVHosts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("broker: Options.DataDir: list vhosts: %w", err)
+	}
+	return vs, nil
 }
 
 // openVHostLocked stores rec (when store is set) and opens its vhost

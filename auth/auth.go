@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 )
 
 // ErrRefused is wrapped by every refusal: wrong credentials, no such user,
@@ -20,8 +21,9 @@ func Refuse(format string, args ...any) error {
 
 // Request is one login.
 type Request struct {
-	// Mechanism is the SASL mechanism: PLAIN, AMQPLAIN, EXTERNAL, or
-	// "HTTP" for the management API's and metrics handler's basic auth.
+	// Mechanism is the SASL mechanism: PLAIN, AMQPLAIN, EXTERNAL,
+	// "HTTP" for the management API's and metrics handler's basic auth,
+	// or MechanismDirect.
 	Mechanism string
 	// User is the user name; for EXTERNAL the client certificate's
 	// subject common name.
@@ -34,11 +36,25 @@ type Request struct {
 	Peer net.Addr
 }
 
+// MechanismDirect is Request.Mechanism for a direct Channel the embedding
+// program opens AsUser: the program vouches for the user name and there
+// is no secret (RabbitMQ's direct connections ask their backends by user
+// name alone). A backend that needs proof refuses it.
+const MechanismDirect = "DIRECT"
+
 // Identity is an authenticated user.
 type Identity struct {
 	User string
 	// Tags are RabbitMQ's user tags (administrator, monitoring, ...).
 	Tags []string
+	// Expires, when not zero, is when the credential stops being valid
+	// (an OAuth 2 token's exp; RabbitMQ's expiry_timestamp): the
+	// backend's Authorizer allows nothing after it.
+	Expires time.Time
+	// Impl is the authenticating backend's own state, which its
+	// Authorizer reads (RabbitMQ's auth_user impl: an OAuth 2 token's
+	// scopes). The broker carries it untouched with the Identity.
+	Impl any
 }
 
 // Permission is one of RabbitMQ's three permission kinds.

@@ -17,6 +17,15 @@
 // not decide (it was down or too slow), which the broker answers as
 // "try again" rather than as bad credentials. Every method takes a
 // context that the broker bounds with Options.LoginTimeout; an
-// implementation must return when it ends. Every type here is safe for
-// concurrent use when its parts are.
+// implementation must return when it ends; an Authorizer's context
+// carries the client's address (PeerFrom) when there is one. Every type
+// here is safe for concurrent use when its parts are.
+//
+// The broker asks the Authorizer of the entry that let a user in at every
+// check RabbitMQ makes: vhost access at connection.open, configure, write
+// and read on each method that names an exchange or queue, topic access
+// on publishes to and bindings of topic exchanges. A connection remembers
+// its last allowed answers for a few seconds (a stream of publishes to one
+// exchange asks once), refusals never. InternalAuthz (the user database)
+// is checked by the broker itself, with no call per check.
 package auth

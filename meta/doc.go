@@ -12,12 +12,34 @@
 //     it (a Node is the Store); package cluster runs a broker on it.
 //   - meta/metatest: the conformance suite every implementation passes.
 //
-// Optional interfaces, found by type assertion: ChangeFeed (a store other
-// brokers write too) and Replicated (a store replicated by a consensus
-// group reports its member's role, term, indexes and peers' progress, for
-// the management API and metrics) and Records (the broker's own keyed
-// records with conditional updates: delayed messages, deduplication
-// caches, shared by every broker); meta/raft implements all three.
+// # Optional interfaces
+//
+// Store is what every store offers: cursors, topology, accounts (vhost
+// limits and topic permissions included) and policies. These are
+// optional, found by type assertion, and listed in code as Capabilities
+// (broker.New, metatest.Run and Wrap go by that list):
+//
+//	interface    what it offers                             without it                                 memory local raft
+//	ChangeFeed   other brokers write the store too: the     the broker is the store's only writer        -     -    yes
+//	             broker follows them (shared mode)
+//	Records      the broker's own keyed records with        in shared mode, durable delayed messages     -     -    yes
+//	             conditional updates (delayed messages,     stay in the accepting broker's memory
+//	             dedup caches), shared by every broker      (lost with it), dedup caches are per
+//	                                                        broker, dedup queues are not enforced
+//	Replicated   the consensus member's role, term,         no replication status in the management     -     -    yes
+//	             indexes and peers' progress                API and metrics
+//	Syncer       Sync after writes made under DeferSync     a bulk change (definitions import) waits     -    yes    -
+//	                                                        for each durable write
+//
+// A wrapper written by embedding Store forwards Store's methods only and
+// hides the optional interfaces of the store it wraps: broker.New refuses
+// such a store (Hidden names what is hidden) and metatest.Run fails it.
+// Wrap(wrapper, inner) returns the wrapper with inner's optional
+// interfaces that the wrapper does not implement itself:
+//
+//	type logging struct{ meta.Store }
+//	func (l logging) PutQueue(ctx context.Context, q meta.Queue) error { ...; return l.Store.PutQueue(ctx, q) }
+//	store := meta.Wrap(logging{inner}, inner) // keeps inner's ChangeFeed, Records, ...
 //
 // # What every Store promises
 //

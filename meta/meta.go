@@ -147,6 +147,7 @@ type Store interface {
 	Cursors
 	Topology
 	Accounts
+	Policies
 	// IsLeader reports whether this node runs the leader-only work (the
 	// unacked scanner). A single node is always the leader.
 	IsLeader() bool

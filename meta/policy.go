@@ -15,11 +15,8 @@ type Policy struct {
 	Value    json.RawMessage
 }
 
-// Policies stores policies. It is a separate interface, found by type
-// assertion, so that a Store written before policies existed still
-// works: a broker on such a store refuses to set policies. The stores in
-// this module implement it. A Put of a policy is on disk before it
-// returns.
+// Policies stores policies; it is part of Store (every store the broker
+// runs on keeps them). A Put of a policy is on disk before it returns.
 type Policies interface {
 	PutPolicy(ctx context.Context, p Policy) error
 	// DeletePolicy of a missing policy is not an error.

@@ -21,13 +21,28 @@
 //   - storage/storagetest is the conformance suite every backend passes,
 //     including third-party ones.
 //
-// Optional interfaces, found by type assertion: Syncer (make every earlier
-// write durable on demand; storage/pebble), MemoryReporter (the message
-// bytes a store holds in the Go heap, which count against the broker's
-// memory alarm; storage/memory), TransientDropper and Purger (delete a
-// shard's non-persistent records, or every record from an offset on,
-// without reading them; storage/pebble). The conformance suite checks
-// each one a store implements and skips the others.
+// # Optional interfaces
+//
+// ShardStore is what every backend offers. These are optional, found by
+// type assertion, and listed in code as Capabilities (broker.New,
+// storagetest.Run and Wrap go by that list):
+//
+//	interface         what it offers                          without it                                memory pebble raft
+//	MemoryReporter    the message bytes held in the Go heap,  the store's bytes do not count against     yes     -      -
+//	                  counted against the memory alarm        the memory alarm
+//	Syncer            make every earlier write durable        each publish batch with a persistent        -     yes    yes
+//	                                                          message is made durable in its Append
+//	TransientDropper  delete a shard's non-persistent         a durable queue reads its shard at start    -     yes     -
+//	                  records without reading them            to find them
+//	Purger            delete every record from an offset on   queue.purge reads the records first         -     yes     -
+//	                  without reading them
+//
+// storagetest.Run checks every one unless the test says the store does
+// not offer it (storagetest.Without), so a backend that loses one by
+// accident fails. A wrapper written by embedding ShardStore hides the
+// optional interfaces of the store it wraps: broker.New refuses it
+// (Hidden names them); Wrap(wrapper, inner) keeps them, as
+// examples/countingstore does.
 //
 // # Contract details the interface comments leave open
 //

@@ -39,6 +39,19 @@
 // every entry of a queue is simply Returned. Whoever changes an entry first
 // owns the message; a second requeue or a late ack of it does nothing.
 //
+// # Optional interfaces
+//
+// Index is what every index offers. One interface is optional, found by
+// type assertion, and listed in code as Capabilities (broker.New,
+// indextest.Run and Wrap go by that list):
+//
+//	interface  what it offers                               without it                          MemoryIndex pebble raft
+//	Claimer    the index entry and the cursor move of a     broker.New refuses it in shared           -        -    yes
+//	           claim in one atomic write                    mode (meta.ChangeFeed)
+//
+// A wrapper written by embedding Index hides it: broker.New refuses such
+// an index (Hidden names it); Wrap(wrapper, inner) keeps it.
+//
 // # What each type promises
 //
 //   - Table: one channel's unacked deliveries by tag. Not safe for

@@ -8,7 +8,7 @@ import (
 )
 
 func TestMemoryIndex(t *testing.T) {
-	indextest.Run(t, func(t *testing.T) unacked.Index { return unacked.NewMemoryIndex() })
+	indextest.Run(t, func(t *testing.T) unacked.Index { return unacked.NewMemoryIndex() }, indextest.Without("unacked.Claimer"))
 }
 
 func BenchmarkMemoryIndex(b *testing.B) {

@@ -24,14 +24,17 @@ type Counts struct {
 }
 
 // Wrap returns a store that forwards every call to inner and counts it in
-// the returned Counts. The wrapper implements storage.Syncer exactly when
-// inner does, so wrapping never changes what the broker may rely on.
+// the returned Counts. The wrapper has every optional interface of inner
+// (storage.Capabilities) and no other, so wrapping never changes what the
+// broker may rely on: it counts Sync itself, and storage.Wrap forwards
+// the optional interfaces it does not count (MemoryReporter,
+// TransientDropper, Purger) straight to inner.
 func Wrap(inner storage.ShardStore) (storage.ShardStore, *Counts) {
 	s := &Store{inner: inner, counts: &Counts{}}
 	if sy, ok := inner.(storage.Syncer); ok {
-		return &syncStore{Store: s, syncer: sy}, s.counts
+		return storage.Wrap(&syncStore{Store: s, syncer: sy}, inner), s.counts
 	}
-	return s, s.counts
+	return storage.Wrap(s, inner), s.counts
 }
 
 // Store is the counting wrapper of a store that cannot sync.

@@ -22,7 +22,7 @@ func TestConformanceMemory(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) (storage.ShardStore, func() storage.ShardStore) {
 		s, _ := countingstore.Wrap(memory.New())
 		return s, nil
-	})
+	}, storagetest.Without("storage.Syncer", "storage.TransientDropper", "storage.Purger"))
 }
 
 // TestConformancePebble runs the whole suite, restarts and Sync included,
@@ -47,7 +47,7 @@ func TestConformancePebble(t *testing.T) {
 			return s
 		}
 		return s, reopen
-	})
+	}, storagetest.Without("storage.MemoryReporter"))
 }
 
 func TestWrapKeepsSyncerOptional(t *testing.T) {
@@ -63,6 +63,11 @@ func TestWrapKeepsSyncerOptional(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, sy.Sync(context.Background()))
 	require.Equal(t, uint64(1), counts.Syncs.Load())
+
+	// Every optional interface, not only Syncer: the wrapper lacks what
+	// its inner store lacks, nothing more.
+	require.Equal(t, storage.Lacks(memory.New()), storage.Lacks(mem))
+	require.Equal(t, storage.Lacks(pebble.New(db)), storage.Lacks(peb))
 }
 
 func TestCountsErrors(t *testing.T) {

@@ -12,7 +12,8 @@
 //     memory); see Example.
 //
 // A wrapper must not change what the broker may rely on: Wrap's store
-// implements the optional storage.Syncer exactly when the wrapped store
-// does. Counts are atomics, safe to read while the broker runs; the store
+// implements each optional interface (storage.Capabilities) exactly when
+// the wrapped store does, counting Sync itself and handing the others to
+// storage.Wrap. Counts are atomics, safe to read while the broker runs; the store
 // is as safe for concurrent use as the store it wraps.
 package countingstore

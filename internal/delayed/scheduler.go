@@ -60,6 +60,17 @@ type Scheduler struct {
 	// it only for an earlier message, or when it may have read the
 	// stores before the message was written.
 	next atomic.Int64
+	// earliest is the due time of the earliest held message not being
+	// routed, as the goroutine last read it (idle: none), and routing
+	// counts the messages routed and not yet deleted from their store:
+	// Idle reads both.
+	earliest atomic.Int64
+	routing  atomic.Int64
+	// notified counts Notify calls and seen the count routeDue last
+	// started from: between a wake and the goroutine marking itself
+	// awake (it may be descheduled there) they differ, so Idle does not
+	// read the state of the pass before.
+	notified, seen atomic.Uint64
 
 	// inflight holds the keys of the batches routed and not yet
 	// stored; only the goroutine touches it. finished collects the
@@ -111,7 +122,27 @@ func NewScheduler(c clock.Clock, route Router, log *slog.Logger, stores ...Store
 		}
 	}
 	s.next.Store(idle)
+	s.earliest.Store(awake) // nothing read yet: whatever is held may be due
 	return s
+}
+
+// Idle reports whether nothing held is due by the clock and nothing
+// routed is waiting for its queues or its deletion: Broker.WaitIdle
+// waits for a message that came due to be in its queues (and gone from
+// DelayedCount). A scheduler not running routes nothing: it is idle.
+func (s *Scheduler) Idle() bool {
+	if !s.started.Load() {
+		return true
+	}
+	select {
+	case <-s.done:
+		return true // closed: nothing more is routed
+	default:
+	}
+	if s.next.Load() == awake || s.notified.Load() != s.seen.Load() || s.routing.Load() > 0 {
+		return false
+	}
+	return s.earliest.Load() > s.clock.Now().UnixNano()
 }
 
 // Start starts the goroutine.
@@ -158,6 +189,7 @@ func (s *Scheduler) held(due int64) {
 
 // Notify makes the goroutine look at its stores again.
 func (s *Scheduler) Notify() {
+	s.notified.Add(1)
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -216,6 +248,7 @@ func (s *Scheduler) routeDue(ctx context.Context) (int64, error) {
 	// Mark the goroutine awake before reading the stores, so a Hold
 	// that writes after the reads below always wakes it.
 	s.next.Store(awake)
+	s.seen.Store(s.notified.Load())
 	if err := s.reap(ctx); err != nil {
 		return 0, err
 	}
@@ -247,6 +280,7 @@ func (s *Scheduler) routeDue(ctx context.Context) (int64, error) {
 		for _, m := range batch {
 			s.inflight[m.Key] = struct{}{}
 		}
+		s.routing.Add(int64(len(batch)))
 		s.batches++
 		routedAt := s.clock.Now().UnixNano()
 		s.route(ctx, batch, func(err error) {
@@ -270,6 +304,7 @@ func (s *Scheduler) routeDue(ctx context.Context) (int64, error) {
 			next = k.Due
 		}
 	}
+	s.earliest.Store(next)
 	if s.batches >= maxInflight && next <= now {
 		// Full: a finishing batch wakes the goroutine.
 		next = idle
@@ -325,12 +360,14 @@ func (s *Scheduler) reap(ctx context.Context) error {
 		for _, m := range f.batch {
 			delete(s.inflight, m.Key)
 		}
+		s.routing.Add(-int64(len(f.batch)))
 		if f.err != nil && firstErr == nil {
 			firstErr = f.err
 		}
 	}
 	if firstErr != nil {
 		s.retryAt = s.clock.Now().Add(retryAfter).UnixNano()
+		s.earliest.Store(awake) // the failed batch is due again
 		s.log.Error("delayed: routing due messages", "err", firstErr)
 	}
 	return nil

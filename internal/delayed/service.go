@@ -143,9 +143,9 @@ func (s *Service) Hold(m Message, durable, sync bool, done func(error)) {
 }
 
 // Idle reports whether every hold handed to Hold has been stored (or
-// refused) and its done has returned. A message due and being routed is
-// not counted here.
-func (s *Service) Idle() bool { return s.pending.Load() == 0 }
+// refused) and its done has returned, and the scheduler has routed
+// every message due by the clock (Scheduler.Idle).
+func (s *Service) Idle() bool { return s.pending.Load() == 0 && s.sched.Idle() }
 
 func (s *Service) write() {
 	defer close(s.done)

@@ -28,21 +28,21 @@ func TestPassThroughConformance(t *testing.T) {
 			in.SetTracing(false)
 			s := faultstore.WrapShards(inner, in)
 			return s, func() storage.ShardStore { return s }
-		})
+		}, storagetest.Without("storage.MemoryReporter", "storage.TransientDropper", "storage.Purger"))
 	})
 	t.Run("meta", func(t *testing.T) {
 		metatest.Run(t, func(t *testing.T) meta.Store {
 			in := faultstore.New()
 			in.SetTracing(false)
 			return faultstore.WrapMeta(metamemory.New(), in)
-		})
+		}, metatest.Without("meta.ChangeFeed", "meta.Records", "meta.Replicated", "meta.Syncer"))
 	})
 	t.Run("index", func(t *testing.T) {
 		indextest.Run(t, func(t *testing.T) unacked.Index {
 			in := faultstore.New()
 			in.SetTracing(false)
 			return faultstore.WrapIndex(unacked.NewMemoryIndex(), in)
-		})
+		}, indextest.Without("unacked.Claimer"))
 	})
 }
 

@@ -59,7 +59,7 @@ func TestMetricsScrape(t *testing.T) {
 	odd := "odd \"q\"\\\nname"
 	_, err := ch.QueueDeclare("plain", false, false, false, false, nil)
 	require.NoError(t, err)
-	require.NoError(t, b.ImportDefinitions(context.Background(), &definitions.File{
+	require.NoError(t, b.Admin().Import(context.Background(), &definitions.File{
 		Queues: []definitions.Queue{{Name: odd, VHost: "/"}},
 	}))
 	require.NoError(t, ch.Confirm(false))

@@ -1,7 +1,10 @@
 package mgmt
 
 import (
+	"context"
 	"net/http"
+
+	"github.com/warrenmq/broker/auth"
 )
 
 // The management API's authorization, copied from RabbitMQ 4.x's
@@ -63,8 +66,83 @@ func (m *mgmt) visible(c *mgmtCall, vh string) bool {
 	if c.all {
 		return true
 	}
+	if c.user.Authz != nil {
+		ok, err := m.vhostAccess(c, vh)
+		return err == nil && ok
+	}
 	g, err := m.grantOf(c, vh)
 	return err == nil && g != nil
+}
+
+// identity is the user as auth.Authorizer knows it.
+func (c *mgmtCall) identity() auth.Identity {
+	return auth.Identity{User: c.user.Name, Tags: c.user.Tags}
+}
+
+// authzContext is the request's context with the client's address for
+// the Authorizer (auth.WithPeer).
+func (c *mgmtCall) authzContext() context.Context {
+	return auth.WithPeer(c.r.Context(), remoteAddr(c.r))
+}
+
+// vhostAccess asks user.Authz whether the user may use vh; an allowed
+// answer is kept for the rest of the call.
+func (m *mgmt) vhostAccess(c *mgmtCall, vh string) (bool, error) {
+	if ok, seen := c.vhostOK[vh]; seen {
+		return ok, nil
+	}
+	ok, err := c.user.Authz.VHostAccess(c.authzContext(), c.identity(), vh)
+	if err != nil {
+		return false, err
+	}
+	if c.vhostOK == nil {
+		c.vhostOK = make(map[string]bool, 1)
+	}
+	c.vhostOK[vh] = ok
+	return ok, nil
+}
+
+// notDecided answers 503 for a permission an Authorizer could not decide:
+// "try again", not 401, as an undecided login.
+func notDecided(c *mgmtCall, err error) {
+	WriteError(c.w, http.StatusServiceUnavailable, "service_unavailable", "cannot check permissions now: the authorisation backend did not decide ("+err.Error()+"); try again")
+}
+
+// permitAuthz is permit for a user whose Authz decides.
+func (m *mgmt) permitAuthz(c *mgmtCall, vh string, checks []mgmtCheck) bool {
+	ok, err := m.vhostAccess(c, vh)
+	if err != nil {
+		notDecided(c, err)
+		return false
+	}
+	if !ok {
+		WriteError(c.w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+		return false
+	}
+	for _, ck := range checks {
+		name := ck.name
+		if ck.resource == "exchange" && name == "" {
+			name = "amq.default"
+		}
+		p := auth.Configure
+		switch ck.kind {
+		case mgmtWrite:
+			p = auth.Write
+		case mgmtRead:
+			p = auth.Read
+		}
+		ok, err := c.user.Authz.ResourceAccess(c.authzContext(), c.identity(), auth.Resource{VHost: vh, Kind: ck.resource, Name: name}, p)
+		if err != nil {
+			notDecided(c, err)
+			return false
+		}
+		if !ok {
+			WriteError(c.w, http.StatusUnauthorized, "not_authorised",
+				"access to "+ck.resource+" '"+name+"' in vhost '"+vh+"' refused for user '"+c.user.Name+"'")
+			return false
+		}
+	}
+	return true
 }
 
 // visibleVHosts lists the vhosts the user may see.
@@ -90,6 +168,9 @@ type mgmtCheck struct {
 // vh, as AMQP checks them for the same operation; otherwise it answers 401
 // and returns false.
 func (m *mgmt) permit(c *mgmtCall, vh string, checks ...mgmtCheck) bool {
+	if c.user.Authz != nil {
+		return m.permitAuthz(c, vh, checks)
+	}
 	g, err := m.grantOf(c, vh)
 	if err != nil {
 		writeAMQPError(c.w, err)

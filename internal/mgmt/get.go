@@ -81,7 +81,7 @@ func (m *mgmt) get(c *mgmtCall) {
 	}
 	// As RabbitMQ's with_channel: a direct connection as the requesting
 	// user, with that user's permissions.
-	ch, err := m.b.OpenChannel(c.r.Context(), c.user.Name, vh)
+	ch, err := m.b.OpenChannel(c.r.Context(), c.user, vh)
 	if err != nil {
 		writeChannelError(c.w, err)
 		return

@@ -55,8 +55,10 @@ type mgmtCall struct {
 	// all: the user may see every vhost and connection (administrator,
 	// monitoring).
 	all bool
-	// grants caches the user's permissions per vhost (access.go).
-	grants map[string]*Grant
+	// grants caches the user's permissions per vhost (access.go), and
+	// vhostOK the vhost access user.Authz decided.
+	grants  map[string]*Grant
+	vhostOK map[string]bool
 }
 
 // p is the path parameter name: the segment it matched, unescaped (a
@@ -294,6 +296,9 @@ func optionsAllow(methods []string) []string {
 // The metrics handler authenticates its scrapes with it too.
 func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, bool) {
 	name, password, ok := r.BasicAuth()
+	if !ok {
+		name, password, ok = bearer(r)
+	}
 	if ok {
 		u, err := a.Authenticate(r.Context(), name, password, remoteAddr(r))
 		switch {
@@ -311,6 +316,20 @@ func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, boo
 	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 	WriteError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
 	return User{}, false
+}
+
+// bearer reads "Authorization: Bearer <token>" (RFC 6750) as a login
+// with no user name and the token as the password, as RabbitMQ's
+// management API takes an OAuth 2 access token: the backend that checks
+// tokens (Options.Auth's oauth2) names the user from it; any other
+// backend refuses it as it would a wrong password.
+func bearer(r *http.Request) (name, token string, ok bool) {
+	h := r.Header.Get("Authorization")
+	const scheme = "Bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", "", false
+	}
+	return "", strings.TrimSpace(h[len(scheme):]), true
 }
 
 // HasTag reports whether u has one of tags.

@@ -132,7 +132,7 @@ func (m *mgmt) alivenessTest(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	ch, err := m.b.OpenChannel(c.r.Context(), c.user.Name, vh)
+	ch, err := m.b.OpenChannel(c.r.Context(), c.user, vh)
 	if err != nil {
 		writeChannelError(c.w, err)
 		return

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/meta"
@@ -119,8 +120,9 @@ type Writer interface {
 	// reason; one that is gone already is left alone.
 	CloseConnection(id string, code uint16, reason string)
 	// OpenChannel opens a direct channel as user on vhost, with that
-	// user's permissions (amqp091 errors, as the client library's).
-	OpenChannel(ctx context.Context, user, vhost string) (DirectChannel, error)
+	// user's permissions (amqp091 errors, as the client library's):
+	// user.Authz's when set, else the stored ones.
+	OpenChannel(ctx context.Context, user User, vhost string) (DirectChannel, error)
 	// AddVHost creates and opens a vhost; DeleteVHost deletes one with
 	// everything in it and closes its connections (ErrNotFound when
 	// there is none). A bad name is an error wrapping ErrInvalid.
@@ -158,6 +160,12 @@ var (
 type User struct {
 	Name string
 	Tags []string
+	// Authz, when set, decides the user's vhost access and permissions in
+	// place of the stored grants (Accounts.Grant): the Authorizer of the
+	// Options.Auth backend that let the user in, asked about
+	// auth.Identity{User: Name, Tags: Tags}. OpenChannel's channel then
+	// decides through it too.
+	Authz auth.Authorizer
 }
 
 // Grant is a user's permissions on one vhost: a name matches when the

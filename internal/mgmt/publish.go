@@ -82,7 +82,7 @@ func (m *mgmt) publish(c *mgmtCall) {
 		WriteError(c.w, http.StatusServiceUnavailable, "service_unavailable", "a resource alarm is in effect: publishing is blocked until it clears")
 		return
 	}
-	ch, err := m.b.OpenChannel(c.r.Context(), c.user.Name, vh)
+	ch, err := m.b.OpenChannel(c.r.Context(), c.user, vh)
 	if err != nil {
 		writeChannelError(c.w, err)
 		return

@@ -197,7 +197,9 @@ type Queue struct {
 	// may run on the caller's goroutine (actor.go, "Ownership"): shared
 	// queues keep the mailbox, their answers wait on observed changes.
 	claimer claimer
-	inPlace bool
+	// kind is the queue's kind (kind.go): messages, or the stream.
+	// Chosen once at Start, like claimer.
+	kind kind
 
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
 	mbox mailbox // calls to the actor (mailbox.go)
@@ -219,16 +221,22 @@ type Queue struct {
 	// one's vhost (Group); leavingN counts this queue's leaving messages.
 	group    *Group
 	leavingN Group
-	stepOps  int          // inbox ops taken in this step, given back by endStep
-	closing  atomic.Bool  // set by the actor when it stops taking ops
-	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
+	stepOps  int         // inbox ops taken in this step, given back by endStep
+	closing  atomic.Bool // set by the actor when it stops taking ops
+	// inPlace is claimer's (above), here in closing's padding (inboxLen).
+	inPlace bool
+	queued  atomic.Int64 // ops sent to the mailbox and not yet handled
 	// requeuing counts requeue ops sent but not yet handled. A channel
 	// requeues before it frees the prefetch credit the delivery held, so a
 	// dispatch that finds credit and a requeue on its way stops and lets the
 	// run loop handle the requeue first: the freed credit then serves the
 	// requeued message at the head, not the next one from the cursor.
 	requeuing atomic.Int32
-	// inbox is the non-blocking mailbox (features.go): dead-lettered
+	// inboxLen is the inbox's length (inbox.go). It sits next to
+	// requeuing, and inPlace in closing's padding, so that a Queue with
+	// its 8-byte allocation header stays in the 1408-byte size class.
+	inboxLen atomic.Int32
+	// inbox is the non-blocking mailbox (inbox.go): dead-lettered
 	// copies from other actors, their confirms and timer firings.
 	inbox struct {
 		sync.Mutex
@@ -236,7 +244,6 @@ type Queue struct {
 		closed  bool
 		deleted bool // closed because the queue was deleted
 	}
-	inboxLen atomic.Int32
 
 	// own is the state token: whoever holds it owns everything below
 	// (owner.go).
@@ -357,6 +364,7 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		// A stream claims nothing: its consumers read the log (stream.go).
 		q.stream = &streamState{q: q}
 		q.claimer = &streamClaimer{s: q.stream}
+		q.kind = q.stream
 	} else if cfg.Shared {
 		c, ok := cfg.Stores.Index.(unacked.Claimer)
 		if !ok {
@@ -366,6 +374,10 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	} else {
 		q.claimer = &localClaimer{q: q}
 		q.inPlace = true
+	}
+	// So is the kind (kind.go).
+	if q.kind == nil {
+		q.kind = messages{q: q}
 	}
 	// Start owns the state until the actor runs (owner.go).
 	q.own.acquire()
@@ -448,10 +460,10 @@ func (q *Queue) publishCounts() {
 	q.counts.consumers.Store(int64(st.Consumers))
 }
 
-func (q *Queue) stats() Stats {
-	if q.stream != nil {
-		return q.stream.stats()
-	}
+func (q *Queue) stats() Stats { return q.kind.stats() }
+
+// messageStats is stats for a classic or quorum queue (messages).
+func (q *Queue) messageStats() Stats {
 	return Stats{
 		Ready:     q.fromCursor + uint64(len(q.returned)),
 		Unacked:   uint64(len(q.out)),

@@ -19,7 +19,8 @@ const defaultRaftPort = "25672"
 // that the command line and the environment left unset. Keys are
 // RabbitMQ 4.x's names; a key Warren does not map is refused with its
 // line (or, with -unknown-keys warn, noted in s.ignored and skipped). A
-// key repeated in the file takes its last value.
+// key repeated in the file takes its last value. The auth keys go to
+// s.auth (auth_config.go), which builds Options.Auth.
 func applyConfigFile(s *settings, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -156,6 +157,7 @@ func applyConfigFile(s *settings, path string) error {
 		return nil
 	})
 
+	s.auth.register(&tab)
 	var unknown func(rabbitconf.Entry) error // nil: refused
 	if *s.unknownKeys == "warn" {
 		unknown = func(e rabbitconf.Entry) error {
@@ -164,6 +166,9 @@ func applyConfigFile(s *settings, path string) error {
 		}
 	}
 	if err := tab.Apply(entries, unknown); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := s.auth.build(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if mgmtPort != nil || mgmtIP != nil {

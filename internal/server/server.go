@@ -128,6 +128,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 
 		MemoryHighWatermark: *s.memWatermark,
 		DiskFreeLimit:       *s.diskFreeLimit,
+
+		Auth: s.auth.chain, // rabbitmq.conf's auth_backends (auth_config.go)
 	}
 	if *memory {
 		opts.DataDir = ""
@@ -155,7 +157,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	}
 	live.Store(b)
 	if defs != nil {
-		if err := b.ImportDefinitions(ctx, defs); err != nil {
+		if err := b.Admin().Import(ctx, defs); err != nil {
 			b.Close()
 			return err
 		}

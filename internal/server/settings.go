@@ -39,6 +39,10 @@ type settings struct {
 	memWatermark, storeMemory, diskFreeLimit                         *int64
 	nodeID                                                           *uint64
 	frameMax, channelMax, maxMessageSize                             *uint
+
+	// auth holds rabbitmq.conf's auth_* keys and the chain they build
+	// (auth_config.go).
+	auth authConfig
 }
 
 // origin is where a flag's value came from: what print-config shows and

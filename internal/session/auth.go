@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/warrenmq/broker/amqp"
@@ -92,6 +93,8 @@ type Access struct {
 	// topics are the user's topic permissions on the vhost (topicauth.go),
 	// nil for none; apart from cur, so SetPermissions leaves them alone.
 	topics atomic.Pointer[TopicGrants]
+	// authz, when set, decides instead of cur and topics (authz.go).
+	authz *Authz
 }
 
 // NewAccess returns the Access of user on vhost holding g (nil: no access).
@@ -174,6 +177,9 @@ func (c *Conn) checkCached(cache *accessCache, kind permKind, resource, name str
 	if a == nil {
 		return nil
 	}
+	if a.authz != nil {
+		return c.check(kind, resource, name, m) // its own cache
+	}
 	g := a.cur.Load()
 	if g != nil && g == cache.grant && name == cache.name {
 		return nil
@@ -202,6 +208,17 @@ type LoginAttempt struct {
 	Peer net.Addr
 	// TLS is the handshake state when the transport is TLS, nil otherwise.
 	TLS *tls.ConnectionState
+
+	// Authz is set by Config.Login when a backend other than the user
+	// database let the user in: it decides the connection's permissions
+	// and is handed to Config.Open; its Identity's User, when set, is the
+	// connection's user. nil: the user database decides.
+	Authz *Authz
+	// Expires is set by a Config.Login that accepted a credential which
+	// stops being valid then (an OAuth 2 token's exp); zero: never. The
+	// connection is closed at that time unless update-secret extends it
+	// (expiry.go).
+	Expires time.Time
 }
 
 // externalUser returns the user name EXTERNAL authenticates: the subject
@@ -275,6 +292,13 @@ func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 		if !ok {
 			return "", refused(reason)
 		}
+		if at.Authz != nil {
+			c.authz = at.Authz
+			if at.Authz.Identity.User != "" {
+				at.User = at.Authz.Identity.User
+			}
+		}
+		c.credExpires = at.Expires
 	case c.cfg.Authenticate != nil && m.Mechanism != "EXTERNAL":
 		if !c.cfg.Authenticate(at.User, at.Password) {
 			return "", refused("")
@@ -316,7 +340,14 @@ func LogName(name string) string {
 // ClearPermissions change the shared Access; DeleteUser closes the user's
 // connections with 320 CONNECTION_FORCED). The new secret is not kept:
 // a later login still needs the user's password.
+//
+// A connection whose credential expires is the exception: its new secret
+// is checked (checkNewSecret, expiry.go), as the backends that issued it
+// check it in RabbitMQ.
 func (c *Conn) handleUpdateSecret(m *amqp.ConnectionUpdateSecret) error {
+	if err := c.checkNewSecret(m); err != nil {
+		return err
+	}
 	c.log.Info("session: user updated secret", "user", LogName(c.user), "reason", LogName(m.Reason))
 	c.sendMethod(0, &amqp.ConnectionUpdateSecretOk{})
 	return nil

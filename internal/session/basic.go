@@ -282,7 +282,7 @@ func (ch *Channel) consume(ctx context.Context, m *amqp.BasicConsume) error {
 	if err != nil {
 		return err
 	}
-	if err := ch.conn.access.check(permRead, "queue", name, m); err != nil {
+	if err := ch.conn.check(permRead, "queue", name, m); err != nil {
 		return err
 	}
 	q, err := ch.conn.vh.Queue(ch.conn.id, name)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,14 @@ type Config struct {
 	// with err (an *amqp.Error, else 541) instead of 403, so clients do
 	// not take a passing failure for bad credentials. See auth.go.
 	Login func(*LoginAttempt) (ok bool, reason string, err error)
+	// UpdateSecret, when set, checks connection.update-secret's new
+	// secret on a connection whose credential expires (Login set
+	// LoginAttempt.Expires): ok false refuses it (530 NOT_ALLOWED), a
+	// non-nil err closes the connection with err (an *amqp.Error, else
+	// 541); when accepted, expires is the new credential's expiry. On
+	// other connections update-secret is answered unchecked (expiry.go).
+	// peer is the client's address, as in LoginAttempt.
+	UpdateSecret func(user, secret string, peer net.Addr) (ok bool, expires time.Time, err error)
 	// External offers the EXTERNAL mechanism to TLS clients that presented
 	// a certificate; the user is the certificate's subject CN.
 	External bool
@@ -59,8 +68,9 @@ type Config struct {
 	// found): the user's Access there (nil: unrestricted) and a release
 	// func the connection calls once when it ends, or the error to close
 	// the connection with (530 for refused vhosts and connection limits).
-	// nil admits everyone with no permission checks.
-	Open func(user, vhost string) (access *Access, release func(), err error)
+	// nil admits everyone with no permission checks. z is the login's
+	// LoginAttempt.Authz: nil when the user database decides.
+	Open func(user, vhost string, z *Authz) (access *Access, release func(), err error)
 	// Impersonator reports whether user has RabbitMQ's impersonator tag,
 	// which lets its publishes carry another user's user_id property. It
 	// is asked only for such a publish on a connection with permission

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -92,6 +93,12 @@ type Conn struct {
 	admit    func()
 	pubCache accessCache
 	getCache accessCache
+	// authz is what Config.Login decided the user's permissions by, for
+	// Config.Open; decided and topicDecided cache an Access's allowed
+	// Authorizer answers (authz.go).
+	authz        *Authz
+	decided      decisions
+	topicDecided decisions
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)
@@ -121,6 +128,12 @@ type Conn struct {
 	// that replaces the reader goroutine (see direct.go).
 	sink   Sink
 	direct directState
+
+	// credExpires is when the credential the connection logged in with
+	// stops being valid (zero: never), credExpiry the timer closing the
+	// connection then (expiry.go); the reader owns both.
+	credExpires time.Time
+	credExpiry  clock.Timer
 }
 
 // NewConn returns a connection that will speak AMQP over rwc (a net.Conn, a
@@ -211,6 +224,7 @@ func (c *Conn) Shutdown(code uint16, text string) {
 // finish stops the writer (after it flushed what is queued, within the close
 // timeout), every timer and the socket, then releases the channels.
 func (c *Conn) finish() {
+	c.stopCredentialExpiry()
 	c.stopWriter()
 	c.out.Lock()
 	c.stopTimersLocked()
@@ -761,6 +775,7 @@ func (c *Conn) handleStartOk(m *amqp.ConnectionStartOk) error {
 		return err
 	}
 	c.user = user
+	c.armCredentialExpiry()
 	c.state.Store(int32(stateTuning))
 	c.sendMethod(0, &amqp.ConnectionTune{
 		ChannelMax: c.set.channelMax,
@@ -812,7 +827,7 @@ func (c *Conn) handleOpen(m *amqp.ConnectionOpen) error {
 		}
 	}
 	if c.cfg.Open != nil {
-		access, release, err := c.cfg.Open(c.user, m.VirtualHost)
+		access, release, err := c.cfg.Open(c.user, m.VirtualHost, c.authz)
 		if err != nil {
 			return err
 		}

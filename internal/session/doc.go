@@ -78,8 +78,13 @@
 // 3.10 to 4.x answer it with their internal user database: the new secret
 // is neither checked nor kept, and nothing is re-checked, because the
 // user's permissions already apply to open connections and deleting the
-// user closes them with 320 (handleUpdateSecret in auth.go). Before
-// connection.open-ok it is 503 like any method out of sequence. The
+// user closes them with 320 (handleUpdateSecret in auth.go). A credential
+// that expires (Config.Login set LoginAttempt.Expires: an OAuth 2 token)
+// is the exception: the connection is closed with 403 "credential
+// expired" at that time, and update-secret's new secret is checked with
+// Config.UpdateSecret, which moves the expiry or refuses it with 530
+// (expiry.go). Before connection.open-ok it is 503 like any method out of
+// sequence. The
 // broker's Go-API Channel has no connection to refresh and so no such
 // method; Broker.Dial connections are served here like TCP ones.
 //

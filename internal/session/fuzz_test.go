@@ -141,7 +141,7 @@ func runFuzzSession(t *testing.T, data []byte) {
 	vh := testVHost(t)
 	cfg := testConfig()
 	cfg.VHost = func(name string) (*vhost.VHost, bool) { return vh, name == "/" }
-	cfg.Open = func(user, vhost string) (*Access, func(), error) {
+	cfg.Open = func(user, vhost string, _ *Authz) (*Access, func(), error) {
 		return NewAccess(user, vhost, fuzzGrant), func() {}, nil
 	}
 	cfg.CloseTimeout = 100 * time.Millisecond

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -525,7 +526,11 @@ func (c *Conn) checkUserID(m *amqp.BasicPublish, claimed string) error {
 	if claimed == "" || claimed == c.user || c.access == nil {
 		return nil
 	}
-	if c.cfg.Impersonator != nil && c.cfg.Impersonator(c.user) {
+	if z := c.access.authz; z != nil {
+		if slices.Contains(z.Identity.Tags, "impersonator") {
+			return nil
+		}
+	} else if c.cfg.Impersonator != nil && c.cfg.Impersonator(c.user) {
 		return nil
 	}
 	return amqp.NewError(amqp.PreconditionFailed, m.ClassID(), m.MethodID(),

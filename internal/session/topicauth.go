@@ -50,6 +50,12 @@ func (c *Conn) checkTopic(kind permKind, exchange, key string, m amqp.Method) er
 	if a == nil {
 		return nil
 	}
+	if a.authz != nil {
+		if a.authz.Authorizer == nil || c.vh == nil || c.vh.ExchangeType(exchange) != "topic" {
+			return nil
+		}
+		return c.decide(kind, "topic", exchange, key, m)
+	}
 	p := a.topics.Load()
 	if p == nil {
 		return nil

@@ -17,7 +17,7 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 	case *amqp.ExchangeDeclare:
 		m.Exchange = routing.StripCRLF(m.Exchange)
 		if !m.Passive {
-			if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
+			if err := ch.conn.check(permConfigure, "exchange", m.Exchange, m); err != nil {
 				return err
 			}
 		} else if m.Exchange != "" { // the default exchange is refused first (403)
@@ -33,7 +33,7 @@ func (ch *Channel) handleExchange(ctx context.Context, m amqp.Method) error {
 		}
 	case *amqp.ExchangeDelete:
 		m.Exchange = routing.StripCRLF(m.Exchange)
-		if err := ch.conn.access.check(permConfigure, "exchange", m.Exchange, m); err != nil {
+		if err := ch.conn.check(permConfigure, "exchange", m.Exchange, m); err != nil {
 			return err
 		}
 		if err := vh.DeleteExchange(ctx, m.Exchange, m.IfUnused); err != nil {
@@ -118,7 +118,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 			if name == "" {
 				name = vhost.GenerateName("amq.gen-")
 			}
-			if err := ch.conn.access.check(permConfigure, "queue", name, m); err != nil {
+			if err := ch.conn.check(permConfigure, "queue", name, m); err != nil {
 				return err
 			}
 		}
@@ -182,7 +182,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 		if err != nil {
 			return err
 		}
-		if err := ch.conn.access.check(permRead, "queue", name, m); err != nil {
+		if err := ch.conn.check(permRead, "queue", name, m); err != nil {
 			return err
 		}
 		q, err := vh.Queue(ch.conn.id, name)
@@ -205,7 +205,7 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 			return err
 		}
 		name = routing.StripCRLF(name)
-		if err := ch.conn.access.check(permConfigure, "queue", name, m); err != nil {
+		if err := ch.conn.check(permConfigure, "queue", name, m); err != nil {
 			return err
 		}
 		n, err := vh.DeleteQueue(ctx, ch.conn.id, name, m.IfUnused, m.IfEmpty)
@@ -228,15 +228,15 @@ func (ch *Channel) handleQueue(ctx context.Context, m amqp.Method) error {
 // (rabbit_channel's check_any_resource_access_permitted tries configure
 // last so that the refusal reads as a declare's).
 func (ch *Channel) checkPassive(resource, name string, m amqp.Method) error {
-	a := ch.conn.access
-	switch ch.conn.set.profile.PassiveDeclare {
+	c := ch.conn
+	switch c.set.profile.PassiveDeclare {
 	case compat.PassiveConfigure:
-		return a.check(permConfigure, resource, name, m)
+		return c.check(permConfigure, resource, name, m)
 	case compat.PassiveAny:
-		if a.check(permRead, resource, name, m) == nil || a.check(permWrite, resource, name, m) == nil {
+		if c.check(permRead, resource, name, m) == nil || c.check(permWrite, resource, name, m) == nil {
 			return nil
 		}
-		return a.check(permConfigure, resource, name, m)
+		return c.check(permConfigure, resource, name, m)
 	}
 	return nil
 }
@@ -261,10 +261,10 @@ func (ch *Channel) checkBind(b routing.Binding, m amqp.Method) error {
 	if b.Destination.Exchange {
 		kind = "exchange"
 	}
-	if err := ch.conn.access.check(permWrite, kind, b.Destination.Name, m); err != nil {
+	if err := ch.conn.check(permWrite, kind, b.Destination.Name, m); err != nil {
 		return err
 	}
-	if err := ch.conn.access.check(permRead, "exchange", b.Source, m); err != nil {
+	if err := ch.conn.check(permRead, "exchange", b.Source, m); err != nil {
 		return err
 	}
 	return ch.conn.checkTopic(permRead, b.Source, b.Key, m)

@@ -43,7 +43,7 @@ func newStore(tb testing.TB, db *pebble.DB) *local.Store {
 func TestConformance(t *testing.T) {
 	metatest.Run(t, func(t *testing.T) meta.Store {
 		return newStore(t, openDB(t, t.TempDir(), vfs.Default))
-	})
+	}, metatest.Without("meta.ChangeFeed", "meta.Records", "meta.Replicated"))
 }
 
 func TestPersistence(t *testing.T) {

@@ -13,7 +13,8 @@ import (
 func open(testing.TB) meta.Store { return memory.New() }
 
 func TestConformance(t *testing.T) {
-	metatest.Run(t, func(t *testing.T) meta.Store { return open(t) })
+	metatest.Run(t, func(t *testing.T) meta.Store { return open(t) },
+		metatest.Without("meta.ChangeFeed", "meta.Records", "meta.Replicated", "meta.Syncer"))
 }
 
 func TestIsLeader(t *testing.T) {

@@ -293,8 +293,17 @@ func equalBinding(a, b meta.Binding) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// Run runs the conformance suite against stores returned by open.
-func Run(t *testing.T, open func(t *testing.T) meta.Store) {
+// Run runs the conformance suite against stores returned by open: the
+// entities of Store, its policies (meta.Policies), and every optional
+// interface in meta.Capabilities unless opts say the store does not offer
+// it (Without).
+func Run(t *testing.T, open func(t *testing.T) meta.Store, opts ...Option) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	t.Run("capabilities", func(t *testing.T) { testCapabilities(t, open(t), c) })
+	t.Run("policies", func(t *testing.T) { RunPolicies(t, open(t), nil) })
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) { runKind(t, k, open) })
 	}

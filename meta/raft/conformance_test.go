@@ -16,13 +16,13 @@ func TestMetaConformance(t *testing.T) {
 		metatest.Run(t, func(t *testing.T) meta.Store {
 			c := newCluster(t, 3, 0)
 			return c.nodes[c.waitLeader(testCtx(t))]
-		})
+		}, metatest.Without("meta.Syncer"))
 	})
 	t.Run("follower", func(t *testing.T) {
 		metatest.Run(t, func(t *testing.T) meta.Store {
 			c := newCluster(t, 3, 0)
 			return c.nodes[c.follower(testCtx(t))]
-		})
+		}, metatest.Without("meta.Syncer"))
 	})
 }
 
@@ -57,7 +57,7 @@ func TestShardConformance(t *testing.T) {
 			return c.nodes[c.follower(testCtx(t))].Shards()
 		}
 		return c.nodes[c.follower(testCtx(t))].Shards(), reopen
-	})
+	}, storagetest.Without("storage.MemoryReporter", "storage.TransientDropper", "storage.Purger"))
 }
 
 func TestIndexConformance(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) (storage.ShardStore, func() storage.ShardStore) {
 		return memory.New(), nil // nothing to reopen: memory does not persist
-	})
+	}, storagetest.Without("storage.Syncer", "storage.TransientDropper", "storage.Purger"))
 }
 
 func BenchmarkStore(b *testing.B) {

@@ -14,7 +14,8 @@ import (
 )
 
 func TestIndex(t *testing.T) {
-	indextest.Run(t, func(t *testing.T) unacked.Index { return pebble.NewIndex(openDB(t, t.TempDir()).DB) })
+	indextest.Run(t, func(t *testing.T) unacked.Index { return pebble.NewIndex(openDB(t, t.TempDir()).DB) },
+		indextest.Without("unacked.Claimer"))
 }
 
 // TestIndexSharedDB checks the index reads only its 'u' keys and

@@ -62,10 +62,10 @@ func opener(newFS func() vfs.FS) func(t *testing.T) (storage.ShardStore, func() 
 
 func TestConformance(t *testing.T) {
 	t.Run("Disk", func(t *testing.T) {
-		storagetest.Run(t, opener(nil))
+		storagetest.Run(t, opener(nil), storagetest.Without("storage.MemoryReporter"))
 	})
 	t.Run("MemFS", func(t *testing.T) {
-		storagetest.Run(t, opener(func() vfs.FS { return vfs.NewMem() }))
+		storagetest.Run(t, opener(func() vfs.FS { return vfs.NewMem() }), storagetest.Without("storage.MemoryReporter"))
 	})
 }
 

@@ -28,8 +28,12 @@
 // back nil or empty); the caller's recs slice and the returned Records not
 // aliasing the store's bookkeeping; concurrent appends to different shards
 // and to one shard, and appends racing deletes and reads (run with -race);
-// a done context honoured by every method, with nothing written. A backend
-// that implements storage.Syncer has Sync checked too.
+// a done context honoured by every method, with nothing written. Every
+// optional interface in storage.Capabilities is checked as well: the store
+// must implement exactly those the test does not list in Without (a
+// wrapper that embeds storage.ShardStore loses them: use storage.Wrap),
+// and each one it offers (Syncer, Purger, MemoryReporter,
+// TransientDropper) is exercised.
 //
 // Benchmark runs the standard benchmarks (Append, Read, DeleteByOffsets at
 // batch sizes 1 and 64) so backends can be compared on equal terms.

@@ -40,8 +40,16 @@ func openMemory(*testing.T) (storage.ShardStore, func() storage.ShardStore) {
 
 // A backend's test file passes Run its opener from a Test function:
 //
-//	func TestConformance(t *testing.T) { storagetest.Run(t, openPebble) }
-//	func TestMemory(t *testing.T)      { storagetest.Run(t, openMemory) }
+//	func TestConformance(t *testing.T) {
+//		storagetest.Run(t, openPebble, storagetest.Without("storage.MemoryReporter"))
+//	}
+//	func TestMemory(t *testing.T) {
+//		storagetest.Run(t, openMemory,
+//			storagetest.Without("storage.Syncer", "storage.TransientDropper", "storage.Purger"))
+//	}
+//
+// Without lists the optional interfaces (storage.Capabilities) the store
+// does not offer; Run fails a store that lacks one it does not list.
 //
 // and may add a benchmark the same way:
 //

@@ -38,8 +38,17 @@ type opener = func(t *testing.T) (s storage.ShardStore, reopen func() storage.Sh
 // deleted; a deleted shard stays deleted; no offset is assigned twice. A
 // record appended without Persistent may survive a reopen or not (RabbitMQ
 // drops transient messages at restart); if it survives it must be intact.
-func Run(t *testing.T, open func(t *testing.T) (s storage.ShardStore, reopen func() storage.ShardStore)) {
+//
+// Every optional interface in storage.Capabilities is checked unless opts
+// say the store does not offer it (Without): a store that lacks one it
+// does not declare fails.
+func Run(t *testing.T, open func(t *testing.T) (s storage.ShardStore, reopen func() storage.ShardStore), opts ...Option) {
 	t.Helper()
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	t.Run("Capabilities", func(t *testing.T) { testCapabilities(t, open, c) })
 	tests := []struct {
 		name string
 		run  func(t *testing.T, open opener)
@@ -65,6 +74,8 @@ func Run(t *testing.T, open func(t *testing.T) (s storage.ShardStore, reopen fun
 		{"ContextDone", testContextDone},
 		{"Syncer", testSyncer},
 		{"Purger", testPurger},
+		{"MemoryReporter", testMemoryReporter},
+		{"TransientDropper", testTransientDropper},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, open) })

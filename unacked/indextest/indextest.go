@@ -50,9 +50,17 @@ func scanEntries(t *testing.T, x unacked.Index) []unacked.Entry {
 	return got
 }
 
-// Run runs the conformance suite against indexes returned by open.
-func Run(t *testing.T, open func(t *testing.T) unacked.Index) {
+// Run runs the conformance suite against indexes returned by open,
+// every optional interface in unacked.Capabilities included unless opts
+// say the index does not offer it (Without).
+func Run(t *testing.T, open func(t *testing.T) unacked.Index, opts ...Option) {
 	ctx := context.Background()
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	t.Run("capabilities", func(t *testing.T) { testCapabilities(t, open(t), c) })
+	t.Run("claimer", func(t *testing.T) { testClaimer(t, open(t)) })
 
 	t.Run("get-missing", func(t *testing.T) {
 		x := open(t)
