@@ -608,20 +608,21 @@ func (b *Broker) setMonitored(kind Alarm, on bool) {
 	b.applyAlarmsLocked("monitor")
 }
 
-// RaiseAlarm raises the alarm of kind by hand, as if its resource had run
-// low: publishing connections are blocked until ClearAlarm (and until the
+// raiseAlarm raises the alarm of kind by hand, as if its resource had run
+// low: publishing connections are blocked until clearAlarm (and until the
 // monitored alarm of that kind, if any, clears too). Unknown kinds are
-// ignored. Tests use it to exercise flow control without filling memory.
-func (b *Broker) RaiseAlarm(kind Alarm) {
+// ignored. Tests reach it through brokertest (testhook.RaiseAlarm) to
+// exercise flow control without filling memory.
+func (b *Broker) raiseAlarm(kind Alarm) {
 	a := &b.alarm
 	a.mu.Lock()
 	a.mu.manual |= kind & allAlarms
 	b.applyAlarmsLocked("manual")
 }
 
-// ClearAlarm clears the alarm of kind that RaiseAlarm raised. An alarm the
+// clearAlarm clears the alarm of kind that raiseAlarm raised. An alarm the
 // monitor raised stays until its resource is back under the limit.
-func (b *Broker) ClearAlarm(kind Alarm) {
+func (b *Broker) clearAlarm(kind Alarm) {
 	a := &b.alarm
 	a.mu.Lock()
 	a.mu.manual &^= kind

@@ -102,7 +102,7 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 // the alarm is still raised.
 func TestBlockedPublisherHangupFreesConnection(t *testing.T) {
 	b := startBroker(t, Options{})
-	b.RaiseAlarm(AlarmMemory)
+	b.raiseAlarm(AlarmMemory)
 	hangUps := []func(*net.TCPConn){
 		func(c *net.TCPConn) { c.Close() },
 		func(c *net.TCPConn) { c.CloseWrite() },

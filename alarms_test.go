@@ -123,8 +123,8 @@ func TestAlarmManual(t *testing.T) {
 			amqptest.DeclareQueue(t, pch, "q", false)
 			amqptest.PublishConfirmed(t, pch, "q", false, amqptest.Numbered("before", 10)...)
 
-			b.RaiseAlarm(tc.kind)
-			b.RaiseAlarm(tc.kind) // idempotent
+			b.raiseAlarm(tc.kind)
+			b.raiseAlarm(tc.kind) // idempotent
 			require.Equal(t, []Alarm{tc.kind}, b.Alarms())
 			amqptest.PublishBodies(t, pch, "q", false, amqptest.Numbered("held", 5)...)
 			expectBlocking(t, blocked, true, tc.reason)
@@ -139,11 +139,11 @@ func TestAlarmManual(t *testing.T) {
 			for range 10 {
 				got[string(amqptest.Next(t, msgs).Body)]++
 			}
-			require.Equal(t, uint64(10), b.Stats().Totals.Published, "nothing more was routed meanwhile")
+			require.Equal(t, uint64(10), b.Stats(context.Background()).Totals.Published, "nothing more was routed meanwhile")
 			require.ElementsMatch(t, []string{"blocked", "blocking"}, connectionStates(b),
 				"the held publisher is blocked, the consumer only blocking")
 
-			b.ClearAlarm(tc.kind)
+			b.clearAlarm(tc.kind)
 			expectBlocking(t, blocked, false, "")
 			require.Empty(t, b.Alarms())
 			for range 5 {
@@ -182,17 +182,17 @@ func TestAlarmManualAndMonitoredAreORed(t *testing.T) {
 	ch := amqptest.Channel(t, pub)
 	amqptest.DeclareQueue(t, ch, "q", false)
 
-	b.RaiseAlarm(AlarmDisk)
+	b.raiseAlarm(AlarmDisk)
 	free.Store(10)
 	seen := calls.Load() // two samples later the monitor has seen it
 	require.Eventually(t, func() bool { return calls.Load() >= seen+2 }, amqptest.Timeout, time.Millisecond)
 	amqptest.PublishBodies(t, ch, "q", false, "x")
 	expectBlocking(t, blocked, true, "low on disk")
-	b.ClearAlarm(AlarmDisk)
+	b.clearAlarm(AlarmDisk)
 	require.Equal(t, []Alarm{AlarmDisk}, b.Alarms(), "the monitored alarm holds")
-	b.RaiseAlarm(AlarmMemory)
+	b.raiseAlarm(AlarmMemory)
 	require.Equal(t, []Alarm{AlarmMemory, AlarmDisk}, b.Alarms())
-	b.ClearAlarm(AlarmMemory)
+	b.clearAlarm(AlarmMemory)
 	free.Store(1 << 40)
 	expectBlocking(t, blocked, false, "")
 	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
@@ -492,7 +492,7 @@ func TestAlarmCloseWhileBlocked(t *testing.T) {
 	direct, err := b.Channel(context.Background())
 	require.NoError(t, err)
 
-	b.RaiseAlarm(AlarmMemory)
+	b.raiseAlarm(AlarmMemory)
 	amqptest.PublishBodies(t, ch, "q", false, "held")
 	expectBlocking(t, blocked, true, "low on memory")
 	directDone := make(chan error, 1)
@@ -518,7 +518,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 	require.NoError(t, err)
 	msg := amqp091.Publishing{Body: []byte("x")}
 
-	b.RaiseAlarm(AlarmMemory)
+	b.raiseAlarm(AlarmMemory)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, ch.PublishWithContext(ctx, "", "q", false, false, msg), context.DeadlineExceeded)
@@ -527,16 +527,16 @@ func TestAlarmDirectChannel(t *testing.T) {
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()
 	require.Eventually(t, ch.conn.Blocked, amqptest.Timeout, time.Millisecond)
 	require.Zero(t, queueStats(t, b, "q").Ready, "nothing published while blocked")
-	b.ClearAlarm(AlarmMemory)
+	b.clearAlarm(AlarmMemory)
 	require.NoError(t, <-done)
 	waitStats(t, b, "q", func(st queue.Stats) bool { return st.Ready == 1 })
 
-	b.RaiseAlarm(AlarmDisk)
+	b.raiseAlarm(AlarmDisk)
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()
 	require.Eventually(t, ch.conn.Blocked, amqptest.Timeout, time.Millisecond)
 	require.NoError(t, ch.Close())
 	require.Error(t, <-done)
-	b.ClearAlarm(AlarmDisk)
+	b.clearAlarm(AlarmDisk)
 	require.Equal(t, uint64(1), queueStats(t, b, "q").Ready)
 }
 
@@ -550,10 +550,10 @@ func TestAlarmOperatorSurfaces(t *testing.T) {
 	require.Eventually(t, func() bool { return b.alarmStatus().DiskFree == 1<<30 }, amqptest.Timeout, time.Millisecond)
 	for _, raised := range []bool{false, true, false} {
 		if raised {
-			b.RaiseAlarm(AlarmMemory)
-			b.RaiseAlarm(AlarmDisk)
+			b.raiseAlarm(AlarmMemory)
+			b.raiseAlarm(AlarmDisk)
 		} else {
-			b.ClearAlarm(AlarmMemory | AlarmDisk)
+			b.clearAlarm(AlarmMemory | AlarmDisk)
 		}
 		var nodes []map[string]any
 		require.NoError(t, json.Unmarshal([]byte(get(b.ManagementHandler(), "/api/nodes")), &nodes))

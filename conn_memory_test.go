@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -112,7 +113,7 @@ func liveHeapAndStacks() (heap, stacks uint64) {
 // waitConnections waits until the broker counts n open connections.
 func waitConnections(tb testing.TB, b *broker.Broker, n int) {
 	tb.Helper()
-	amqptest.Poll(tb, func() bool { return b.Stats().Connections >= n }, "%d connections open", n)
+	amqptest.Poll(tb, func() bool { return b.Stats(context.Background()).Connections >= n }, "%d connections open", n)
 }
 
 // TestIdleConnectionMemory guards the memory an idle connection costs:

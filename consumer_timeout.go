@@ -7,7 +7,6 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
-	"github.com/warrenmq/broker/internal/testhook"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -97,12 +96,6 @@ func (b *Broker) isQuorum(e unacked.Entry) bool {
 	}
 	q, err := vh.Queue(e.Connection, e.Queue)
 	return err == nil && q.Args["x-queue-type"] == "quorum"
-}
-
-func init() {
-	testhook.ForceConsumerTimeout = func(b any, id string, ch uint16) error {
-		return b.(*Broker).forceConsumerTimeout(id, ch)
-	}
 }
 
 // forceConsumerTimeout closes channel ch of the connection with the given

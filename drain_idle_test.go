@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // readyIn returns how many messages queue q of vhost "/" holds ready.
 func readyIn(t *testing.T, b *broker.Broker, q string) uint64 {
 	t.Helper()
-	for _, s := range b.Stats().QueueDetails {
+	for _, s := range b.Stats(context.Background()).QueueDetails {
 		if s.VHost == "/" && s.Name == q {
 			return s.Ready
 		}

@@ -30,7 +30,7 @@ func declareHolding(t *testing.T, b *broker.Broker, ch *broker.Channel, prefix s
 	// The publishes reached every actor: each queue holds its message.
 	// One Stats call asks every actor, so the check stays linear in n.
 	ready := map[string]uint64{}
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		ready[q.Name] = q.Ready
 	}
 	for i := range n {

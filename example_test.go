@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 )
 
 // The first door: a TCP listener any AMQP 0-9-1 client can use.
@@ -215,8 +216,9 @@ func ExampleChannel_Nack() {
 
 // Flow control: while a resource alarm is in effect, a connection that
 // publishes is blocked (its publish is held, not lost) and told so; it is
-// unblocked once the alarm clears. Tests raise alarms by hand.
-func ExampleBroker_RaiseAlarm() {
+// unblocked once the alarm clears. Tests raise alarms by hand with
+// brokertest.RaiseAlarm.
+func ExampleBroker_Alarms() {
 	b, err := broker.New(broker.Options{MemoryHighWatermark: 64 << 20})
 	if err != nil {
 		log.Fatal(err)
@@ -237,7 +239,7 @@ func ExampleBroker_RaiseAlarm() {
 		log.Fatal(err)
 	}
 
-	b.RaiseAlarm(broker.AlarmMemory)
+	brokertest.RaiseAlarm(b, broker.AlarmMemory)
 	fmt.Println("alarms:", b.Alarms())
 	err = ch.PublishWithContext(context.Background(), "", "jobs", false, false, amqp091.Publishing{Body: []byte("job 1")})
 	if err != nil {
@@ -245,12 +247,12 @@ func ExampleBroker_RaiseAlarm() {
 	}
 	fmt.Printf("%+v\n", <-blocked)
 
-	b.ClearAlarm(broker.AlarmMemory)
+	brokertest.ClearAlarm(b, broker.AlarmMemory)
 	fmt.Printf("%+v\n", <-blocked)
 	if err := b.WaitIdle(context.Background()); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("ready:", b.Stats().Ready)
+	fmt.Println("ready:", b.Stats(context.Background()).Ready)
 	// Output:
 	// alarms: [memory]
 	// {Active:true Reason:low on memory}

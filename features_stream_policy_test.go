@@ -16,7 +16,7 @@ import (
 // streamStats returns what stream name on vhost "/" holds.
 func streamStats(t *testing.T, b *broker.Broker, name string) *broker.StreamStats {
 	t.Helper()
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		if q.VHost == "/" && q.Name == name && q.Stream != nil {
 			return q.Stream
 		}

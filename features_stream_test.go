@@ -513,7 +513,7 @@ func TestStreamIntrospection(t *testing.T) {
 	st := waitStats(t, b, "s", func(c queueCounts) bool { return c.Unacked == 1 })
 	require.Equal(t, uint64(4), st.Ready)
 	var qs *broker.QueueStats
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		if q.Name == "s" {
 			qs = &q
 		}

@@ -74,7 +74,7 @@ type queueCounts struct {
 // broker has already handed the queue. The queue must exist.
 func queueStats(tb testing.TB, b *broker.Broker, name string) queueCounts {
 	tb.Helper()
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		if q.VHost == "/" && q.Name == name {
 			return queueCounts{Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}
 		}
@@ -87,7 +87,7 @@ func queueStats(tb testing.TB, b *broker.Broker, name string) queueCounts {
 // unlike a passive declare, asking does not count as using the queue
 // (x-expires).
 func queueExists(b *broker.Broker, name string) bool {
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		if q.VHost == "/" && q.Name == name {
 			return true
 		}

@@ -99,8 +99,9 @@ type Stats struct {
 // not one instant while clients are active (call WaitIdle first for that).
 // It asks every queue's actor, so it starts the goroutine of every idle
 // one (about 5 µs each): the management API and the Prometheus metrics
-// read the sampled counts instead (docs/management.md).
-func (b *Broker) Stats() Stats { return b.stats(context.Background(), exactDetails) }
+// read the sampled counts instead (docs/management.md). A queue whose
+// actor has not answered when ctx ends is left out, as a deleted one is.
+func (b *Broker) Stats(ctx context.Context) Stats { return b.stats(ctx, exactDetails) }
 
 // statsDetail says what stats tells of each queue and how it learns it.
 type statsDetail int

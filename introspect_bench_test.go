@@ -47,7 +47,7 @@ func BenchmarkStats(b *testing.B) {
 			br := benchBroker(b, n, 1)
 			b.ReportAllocs()
 			for b.Loop() {
-				if s := br.Stats(); s.Queues != n {
+				if s := br.Stats(context.Background()); s.Queues != n {
 					b.Fatalf("%d queues", s.Queues)
 				}
 			}

@@ -44,7 +44,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	// Without WaitIdle the publishes could still be on their way to the
 	// queue: Publish returns once the client wrote the frames.
 	amqptest.Idle(t, b.WaitIdle)
-	q := queueDetail(t, b.Stats(), "jobs")
+	q := queueDetail(t, b.Stats(context.Background()), "jobs")
 	require.Equal(t, uint64(100), q.Ready)
 	require.Equal(t, uint64(100), q.Counters.Enqueued)
 
@@ -75,7 +75,7 @@ func TestWaitIdleReplacesSleep(t *testing.T) {
 	require.Equal(t, uint64(11), last.DeliveryTag)
 	require.Equal(t, uint32(2), last.DeliveryCount)
 
-	s := b.Stats()
+	s := b.Stats(context.Background())
 	q = queueDetail(t, s, "jobs")
 	require.Equal(t, uint64(90), q.Ready)
 	require.Equal(t, uint64(10), q.Unacked)
@@ -237,7 +237,7 @@ func TestStatsCountsMessages(t *testing.T) {
 	require.NoError(t, d.Ack(false))
 	amqptest.Idle(t, b.WaitIdle)
 
-	s := b.Stats()
+	s := b.Stats(context.Background())
 	require.Equal(t, MessageCounters{
 		Published: 5, ReturnedUnroutable: 1, DroppedUnroutable: 1, Confirmed: 5,
 		Enqueued: 6, Got: 1, GotNoAck: 1, Acked: 1,
@@ -256,10 +256,10 @@ func TestStatsCountsMessages(t *testing.T) {
 	// Counters of a deleted queue stay in the totals.
 	_, err = ch.QueueDelete("b", false, false, false)
 	require.NoError(t, err)
-	require.Equal(t, uint64(6), b.Stats().Totals.Enqueued)
+	require.Equal(t, uint64(6), b.Stats(context.Background()).Totals.Enqueued)
 	require.NoError(t, ch.Close())
 	amqptest.Idle(t, b.WaitIdle)
-	s = b.Stats()
+	s = b.Stats(context.Background())
 	require.Equal(t, uint64(1), s.ChannelsClosed)
 	require.Zero(t, s.Channels)
 }
@@ -296,7 +296,7 @@ func TestWaitIdleCoversTCP(t *testing.T) {
 	_, err = ch.QueueDeclarePassive("tcp", false, false, false, false, nil)
 	require.NoError(t, err)
 	amqptest.Idle(t, b.WaitIdle)
-	require.Equal(t, uint64(10), queueDetail(t, b.Stats(), "tcp").Ready)
+	require.Equal(t, uint64(10), queueDetail(t, b.Stats(context.Background()), "tcp").Ready)
 }
 
 func TestUnackedErrors(t *testing.T) {

@@ -100,7 +100,7 @@ func declareIdleQueues(t testing.TB, br *Broker, n int) idleQueues {
 		require.NoError(t, err)
 		require.NoError(t, ch.PublishWithContext(context.Background(), "", name, false, false, amqp091.Publishing{Body: []byte("x")}))
 	}
-	require.Equal(t, uint64(n), br.Stats().Ready) // asks every actor: all published
+	require.Equal(t, uint64(n), br.Stats(context.Background()).Ready) // asks every actor: all published
 	qs.wait(t)
 	return qs
 }

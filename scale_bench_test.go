@@ -90,7 +90,7 @@ func BenchmarkIdleQueueHeap(b *testing.B) {
 	for i := range b.N {
 		declare("q" + strconv.Itoa(i))
 	}
-	br.Stats() // asks every actor: the publishes were handled
+	br.Stats(context.Background()) // asks every actor: the publishes were handled
 	b.StopTimer()
 	waitGoroutines(b, baseG)
 	b.ReportMetric(float64(measure.LiveHeap()-base)/float64(b.N), "heap-B/queue")
@@ -143,7 +143,7 @@ func BenchmarkQueuePurge(b *testing.B) {
 			for _, name := range names {
 				publish(name)
 			}
-			br.Stats() // asks every actor: the publishes were handled
+			br.Stats(context.Background()) // asks every actor: the publishes were handled
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {

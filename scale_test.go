@@ -64,7 +64,7 @@ func TestImportDefinitionsSyncsOnce(t *testing.T) {
 	t.Logf("%d WAL syncs for %d queues and %d bindings", got, n, n)
 	require.LessOrEqual(t, got, int64(2))
 	require.GreaterOrEqual(t, got, int64(1), "the import is on disk when it returns")
-	st := b.Stats()
+	st := b.Stats(context.Background())
 	require.Len(t, st.QueueDetails, n)
 }
 
@@ -85,7 +85,7 @@ func TestQueueDeleteSyncsOnce(t *testing.T) {
 	got := syncs.n.Load() - before
 	t.Logf("%d WAL syncs to delete a queue with 3 bindings", got)
 	require.EqualValues(t, 1, got)
-	require.Empty(t, b.Stats().QueueDetails)
+	require.Empty(t, b.Stats(context.Background()).QueueDetails)
 }
 
 // Declarations on different connections share fsyncs: each used to hold
@@ -118,7 +118,7 @@ func TestConcurrentDeclaresShareSyncs(t *testing.T) {
 	got := syncs.n.Load() - before
 	t.Logf("%d WAL syncs for %d concurrent durable declarations", got, clients*each)
 	require.Less(t, got, int64(clients*each*3/4))
-	require.Len(t, b.Stats().QueueDetails, clients*each)
+	require.Len(t, b.Stats(context.Background()).QueueDetails, clients*each)
 }
 
 // A redeclaration of a durable queue whose declaration has synced costs

@@ -84,16 +84,27 @@ func (l *Lab) ForceConsumerTimeout(name string, ch uint16) error {
 // until cleared, whatever the monitor measures, and ends with a restart.
 func (l *Lab) RaiseAlarm(kind broker.Alarm) {
 	if b, _ := l.current(); b != nil {
-		b.RaiseAlarm(kind)
+		RaiseAlarm(b, kind)
 	}
 }
 
 // ClearAlarm clears an alarm RaiseAlarm raised.
 func (l *Lab) ClearAlarm(kind broker.Alarm) {
 	if b, _ := l.current(); b != nil {
-		b.ClearAlarm(kind)
+		ClearAlarm(b, kind)
 	}
 }
+
+// RaiseAlarm raises a memory or disk alarm on b by hand, as if its
+// resource had run low: publishing connections are blocked
+// (connection.blocked, with RabbitMQ's reason) until ClearAlarm, whatever
+// the monitor measures. It is how a test exercises flow control without
+// filling memory or the disk.
+func RaiseAlarm(b *broker.Broker, kind broker.Alarm) { testhook.RaiseAlarm(b, kind) }
+
+// ClearAlarm clears an alarm RaiseAlarm raised on b. An alarm the monitor
+// raised stays until its resource is back under the limit.
+func ClearAlarm(b *broker.Broker, kind broker.Alarm) { testhook.ClearAlarm(b, kind) }
 
 // StoreOp names a store call the store faults can break; the ones that
 // matter to clients are StoreAppend (storing published messages) and
@@ -203,7 +214,7 @@ func WaitQueue(ctx context.Context, current func() *broker.Broker, vhost, name s
 	var last QueueState
 	for {
 		if b := current(); b != nil {
-			for _, q := range b.Stats().QueueDetails {
+			for _, q := range b.Stats(context.Background()).QueueDetails {
 				if q.VHost == vhost && q.Name == name {
 					last = QueueState{Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers}
 					if cond(last) {

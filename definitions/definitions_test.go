@@ -88,7 +88,7 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 		Headers: amqp091.Table{"k": "v", "n": int32(3)}, Body: []byte("h"),
 	}))
 	require.NoError(t, dst.WaitIdle(context.Background()))
-	s := dst.Stats()
+	s := dst.Stats(context.Background())
 	for _, q := range s.QueueDetails {
 		switch q.Name {
 		case "q1":
@@ -145,7 +145,7 @@ func TestDefinitionsImportRabbitMQFile(t *testing.T) {
 	require.NoError(t, ch.PublishWithContext(ctx, "orders", "order.lost", false, false, amqp091.Publishing{Body: []byte("3")}))
 	require.NoError(t, b.WaitIdle(ctx))
 	ready := map[string]uint64{}
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		ready[q.Name] = q.Ready
 	}
 	require.Equal(t, map[string]uint64{"orders.created": 1, "orders.audit": 1, "orders.dead": 0, "scratch": 0}, ready)
@@ -241,7 +241,7 @@ func exchangeIn(d *definitions.File, vhost, name string) (definitions.Exchange, 
 // queueIn finds a queue among b's, exclusive ones included, with its
 // arguments as declared.
 func queueIn(b *broker.Broker, vhost, name string) (broker.QueueStats, bool) {
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		if q.VHost == vhost && q.Name == name {
 			return q, true
 		}

@@ -45,7 +45,7 @@ func publishInvoices(t *testing.T, b *broker.Broker) map[string]uint64 {
 	amqptest.Publish(t, ch, "payments", "nobody", "lost")
 	require.NoError(t, b.WaitIdle(context.Background()))
 	ready := map[string]uint64{}
-	for _, q := range b.Stats().QueueDetails {
+	for _, q := range b.Stats(context.Background()).QueueDetails {
 		ready[q.VHost+"/"+q.Name] = q.Ready
 	}
 	return ready

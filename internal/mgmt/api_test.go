@@ -514,7 +514,7 @@ func TestManagementGetAckModes(t *testing.T) {
 	ready := func(name string) uint64 {
 		t.Helper()
 		amqptest.Idle(t, b.WaitIdle)
-		for _, q := range b.Stats().QueueDetails {
+		for _, q := range b.Stats(context.Background()).QueueDetails {
 			if q.Name == name {
 				return q.Ready
 			}
@@ -569,7 +569,7 @@ func TestManagementGetAckModes(t *testing.T) {
 	require.True(t, d.Redelivered)
 
 	// Nothing left unacked behind, and the internal channels are gone.
-	require.EqualValues(t, 0, b.Stats().Unacked)
+	require.EqualValues(t, 0, b.Stats(context.Background()).Unacked)
 	require.Len(t, b.Connections(), 1)
 }
 

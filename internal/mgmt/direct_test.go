@@ -1,6 +1,7 @@
 package mgmt_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"testing"
@@ -62,7 +63,7 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	require.True(t, infos[0].Direct)
 	require.Equal(t, name, infos[0].ID)
 	require.Equal(t, 1, infos[0].Channels)
-	s := b.Stats()
+	s := b.Stats(context.Background())
 	require.Equal(t, 1, s.Connections)
 	require.Equal(t, 1, s.Channels)
 	require.Equal(t, 1, s.Consumers)
@@ -83,7 +84,7 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	require.Equal(t, "CONNECTION_FORCED - Closed via management plugin", e.Reason)
 	require.True(t, ch.IsClosed())
 	amqptest.Idle(t, b.WaitIdle)
-	s = b.Stats()
+	s = b.Stats(context.Background())
 	require.Zero(t, s.Connections)
 	require.EqualValues(t, 1, s.ConnectionsClosed)
 	require.EqualValues(t, 1, s.ChannelsClosed)

@@ -194,7 +194,7 @@ func FuzzManagementAPI(f *testing.F) {
 				require.NotEqual(t, "mon", who, "monitoring user without permissions wrote to secret: %s %s", m, path)
 			}
 		}
-		for _, q := range b.Stats().QueueDetails {
+		for _, q := range b.Stats(context.Background()).QueueDetails {
 			requireAddressable(t, "queue", q.Name)
 		}
 		// Every exchange the API could have declared is in an export:

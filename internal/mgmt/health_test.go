@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -53,13 +54,13 @@ func TestManagementHealthChecks(t *testing.T) {
 		t.Run(tc.user+" "+tc.path, func(t *testing.T) { check(t, tc.user, tc.path, tc.status, tc.want) })
 	}
 
-	b.RaiseAlarm(broker.AlarmMemory)
+	brokertest.RaiseAlarm(b, broker.AlarmMemory)
 	node := h.Get("/api/overview").(map[string]any)["node"].(string)
 	check(t, "guest", "/api/health/checks/alarms", 503,
 		`{"status":"failed","reason":"There are alarms in effect in the cluster","alarms":[{"resource":"memory","node":"`+node+`"}]}`)
 	check(t, "guest", "/api/health/checks/local-alarms", 503,
 		`{"status":"failed","reason":"There are alarms in effect on the node","alarms":[{"resource":"memory","node":"`+node+`"}]}`)
-	b.ClearAlarm(broker.AlarmMemory)
+	brokertest.ClearAlarm(b, broker.AlarmMemory)
 	check(t, "guest", "/api/health/checks/alarms", 200, `{"status":"ok"}`)
 }
 

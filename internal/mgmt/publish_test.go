@@ -175,9 +175,9 @@ func TestManagementPublishAlarm(t *testing.T) {
 	_, err := ch.QueueDeclare("pq", false, false, false, false, nil)
 	require.NoError(t, err)
 	const path = "/api/exchanges/%2F/amq.default/publish"
-	b.RaiseAlarm(broker.AlarmMemory)
+	brokertest.RaiseAlarm(b, broker.AlarmMemory)
 	runAPICases(t, h, []apiCase{{"guest", "POST", path, pub("pq", "x", "string", nil), 503, "a resource alarm is in effect: publishing is blocked until it clears"}})
-	b.ClearAlarm(broker.AlarmMemory)
+	brokertest.ClearAlarm(b, broker.AlarmMemory)
 	runAPICases(t, h, []apiCase{{"guest", "POST", path, pub("pq", "y", "string", nil), 200, ""}})
 	d, ok, err := ch.Get("pq", true)
 	require.NoError(t, err)

@@ -1,5 +1,6 @@
 // Package testhook is how package brokertest reaches what the broker does
-// on purpose not export: operations that only a test should call, kept off
+// on purpose not export: operations that only a test should call (forcing
+// a consumer timeout, raising an alarm by hand), kept off
 // Broker's public method set. The root package fills the hooks in when it
 // is initialised, so a hook is never nil in a program that links the
 // broker; brokertest calls them.

@@ -7,3 +7,11 @@ package testhook
 // queue (redelivered). It returns an error wrapping broker.ErrNotFound
 // when no such connection or open channel exists.
 var ForceConsumerTimeout func(b any, id string, ch uint16) error
+
+// RaiseAlarm raises the alarm kind (a broker.Alarm) on broker b by hand, as
+// if its resource had run low: publishing connections are blocked until
+// ClearAlarm, whatever the monitor measures.
+var RaiseAlarm func(b, kind any)
+
+// ClearAlarm clears the alarm kind that RaiseAlarm raised on broker b.
+var ClearAlarm func(b, kind any)
