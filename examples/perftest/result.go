@@ -10,9 +10,11 @@ import (
 
 // result is what one run reports; -json prints it as one line.
 type result struct {
-	Label     string  `json:"label,omitempty"`
-	Target    string  `json:"target"`
-	Scenario  string  `json:"scenario"`
+	Label    string `json:"label,omitempty"`
+	Target   string `json:"target"`
+	Scenario string `json:"scenario"`
+	// Client is "raw" for -client raw, empty for amqp091-go.
+	Client    string  `json:"client,omitempty"`
 	Size      int     `json:"size"`
 	DurationS float64 `json:"duration_s"`
 
@@ -48,6 +50,7 @@ type result struct {
 	BrokerCPUCores    *float64 `json:"broker_cpu_cores,omitempty"`
 	CPUSource         string   `json:"cpu_source,omitempty"`
 	ClientCPUS        float64  `json:"client_cpu_s"`
+	ClientCPUUSPerMsg *float64 `json:"client_cpu_us_per_msg,omitempty"`
 
 	RSSStartMiB *float64 `json:"rss_start_mib,omitempty"`
 	RSSPeakMiB  *float64 `json:"rss_peak_mib,omitempty"`
@@ -113,6 +116,9 @@ const mib = 1 << 20
 // message counts once per queue; for get, per get) over the measured window.
 func (r *result) setResources(c cpuSample, m memSample, window int64) {
 	r.ClientCPUS = c.client.Seconds()
+	if r.Consumed > 0 {
+		r.ClientCPUUSPerMsg = ptr(micros(c.client) / float64(r.Consumed))
+	}
 	if c.brokerOK {
 		r.BrokerCPUS = ptr(c.broker.Seconds())
 		if r.Consumed > 0 {
@@ -166,7 +172,11 @@ func (r *result) writeText(w io.Writer) {
 		r.writeScaleText(w)
 		return
 	}
-	fmt.Fprintf(w, "scenario %s, %d B bodies, %v, against %s\n", r.Scenario, r.Size, time.Duration(r.DurationS*1e9), r.Target)
+	client := ""
+	if r.Client != "" {
+		client = " (" + r.Client + " client)"
+	}
+	fmt.Fprintf(w, "scenario %s%s, %d B bodies, %v, against %s\n", r.Scenario, client, r.Size, time.Duration(r.DurationS*1e9), r.Target)
 	fmt.Fprintf(w, "  %d connections, %d queues", r.Connections, r.Queues)
 	if r.Rate > 0 {
 		fmt.Fprintf(w, ", %d msg/s per publisher", r.Rate)
@@ -201,7 +211,11 @@ func (r *result) writeText(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "  broker CPU unknown (give -broker-pid)")
 	}
-	fmt.Fprintf(w, "  client CPU %.2f s\n", r.ClientCPUS)
+	fmt.Fprintf(w, "  client CPU %.2f s", r.ClientCPUS)
+	if r.ClientCPUUSPerMsg != nil {
+		fmt.Fprintf(w, ", %.1f µs/msg", *r.ClientCPUUSPerMsg)
+	}
+	fmt.Fprintln(w)
 	if r.RSSPeakMiB != nil {
 		fmt.Fprintf(w, "  RSS        %.1f MiB at start, %.1f MiB peak during the run, VmHWM %.1f MiB\n",
 			*r.RSSStartMiB, *r.RSSPeakMiB, *r.RSSHWMMiB)
