@@ -51,6 +51,13 @@ type result struct {
 	CPUSource         string   `json:"cpu_source,omitempty"`
 	ClientCPUS        float64  `json:"client_cpu_s"`
 	ClientCPUUSPerMsg *float64 `json:"client_cpu_us_per_msg,omitempty"`
+	// Read and write system calls per consumed message (syscr, syscw of
+	// /proc/PID/io): the client's (this process, every connection), and
+	// the broker's when -broker-pid gives it.
+	ClientReadsPerMsg  *float64 `json:"client_reads_per_msg,omitempty"`
+	ClientWritesPerMsg *float64 `json:"client_writes_per_msg,omitempty"`
+	BrokerReadsPerMsg  *float64 `json:"broker_reads_per_msg,omitempty"`
+	BrokerWritesPerMsg *float64 `json:"broker_writes_per_msg,omitempty"`
 
 	RSSStartMiB *float64 `json:"rss_start_mib,omitempty"`
 	RSSPeakMiB  *float64 `json:"rss_peak_mib,omitempty"`
@@ -117,7 +124,16 @@ const mib = 1 << 20
 func (r *result) setResources(c cpuSample, m memSample, window int64) {
 	r.ClientCPUS = c.client.Seconds()
 	if r.Consumed > 0 {
-		r.ClientCPUUSPerMsg = ptr(micros(c.client) / float64(r.Consumed))
+		n := float64(r.Consumed)
+		r.ClientCPUUSPerMsg = ptr(micros(c.client) / n)
+		if c.clientIOOK {
+			r.ClientReadsPerMsg = ptr(float64(c.clientIO.reads) / n)
+			r.ClientWritesPerMsg = ptr(float64(c.clientIO.writes) / n)
+		}
+		if c.brokerIOOK {
+			r.BrokerReadsPerMsg = ptr(float64(c.brokerIO.reads) / n)
+			r.BrokerWritesPerMsg = ptr(float64(c.brokerIO.writes) / n)
+		}
 	}
 	if c.brokerOK {
 		r.BrokerCPUS = ptr(c.broker.Seconds())
@@ -216,6 +232,13 @@ func (r *result) writeText(w io.Writer) {
 		fmt.Fprintf(w, ", %.1f µs/msg", *r.ClientCPUUSPerMsg)
 	}
 	fmt.Fprintln(w)
+	if r.ClientReadsPerMsg != nil {
+		fmt.Fprintf(w, "  syscalls   client %.3f reads, %.3f writes per message", *r.ClientReadsPerMsg, *r.ClientWritesPerMsg)
+		if r.BrokerReadsPerMsg != nil {
+			fmt.Fprintf(w, "; broker %.3f reads, %.3f writes", *r.BrokerReadsPerMsg, *r.BrokerWritesPerMsg)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.RSSPeakMiB != nil {
 		fmt.Fprintf(w, "  RSS        %.1f MiB at start, %.1f MiB peak during the run, VmHWM %.1f MiB\n",
 			*r.RSSStartMiB, *r.RSSPeakMiB, *r.RSSHWMMiB)
@@ -234,6 +257,9 @@ type cpuSample struct {
 	broker   time.Duration
 	brokerOK bool
 	client   time.Duration
+
+	clientIO, brokerIO     ioCounts
+	clientIOOK, brokerIOOK bool
 }
 
 type memSample struct {
@@ -248,6 +274,12 @@ type meter struct {
 	cpu0    time.Duration
 	cpuOK   bool
 	client0 time.Duration
+	// io0 and brokerIO0 are the syscall counts at the start; ioPID is
+	// whose /proc io the broker's are read from (-1: nobody's, and
+	// in-process runs count none: the process is client and broker).
+	io0, brokerIO0   ioCounts
+	ioOK, brokerIOOK bool
+	ioPID            int
 
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -261,6 +293,16 @@ func startMeter(tgt *target) *meter {
 		if c, err := tgt.cpu(); err == nil {
 			m.cpu0, m.cpuOK = c, true
 		}
+	}
+	m.ioPID = -1
+	if tgt.memPID > 0 {
+		m.ioPID = tgt.memPID
+	}
+	if tgt.memPID != 0 {
+		m.io0, m.ioOK = mustIO(0)
+	}
+	if m.ioPID > 0 {
+		m.brokerIO0, m.brokerIOOK = mustIO(m.ioPID)
 	}
 	if tgt.memPID >= 0 {
 		if rss, _, err := memStatus(tgt.memPID); err == nil {
@@ -292,12 +334,31 @@ func (m *meter) sample() {
 
 func (m *meter) cpu() cpuSample {
 	s := cpuSample{client: selfCPU() - m.client0}
+	if m.ioOK {
+		if c, ok := mustIO(0); ok {
+			s.clientIO, s.clientIOOK = c.minus(m.io0), true
+		}
+	}
+	if m.brokerIOOK {
+		if c, ok := mustIO(m.ioPID); ok {
+			s.brokerIO, s.brokerIOOK = c.minus(m.brokerIO0), true
+		}
+	}
 	if m.cpuOK {
 		if c, err := m.tgt.cpu(); err == nil {
 			s.broker, s.brokerOK = c-m.cpu0, true
 		}
 	}
 	return s
+}
+
+func mustIO(pid int) (ioCounts, bool) {
+	c, err := procIO(pid)
+	return c, err == nil
+}
+
+func (c ioCounts) minus(o ioCounts) ioCounts {
+	return ioCounts{reads: c.reads - o.reads, writes: c.writes - o.writes}
 }
 
 // stop ends sampling and returns the memory figures; safe to call twice.
