@@ -33,8 +33,8 @@ type rawConn struct {
 	frameMax uint32
 }
 
-// rawAddrFor is the host:port and credentials the raw client dials: the
-// -url's, or the in-process listener's.
+// rawDial dials and handshakes a raw client connection to the broker the
+// run measures: -url, or the in-process listener.
 func rawDial(tgt *target, name string) (*rawConn, error) {
 	if tgt.rawURL == "" {
 		return nil, errors.New("perftest: -client raw needs a TCP broker: -url, or -inprocess=tcp")
