@@ -27,7 +27,7 @@ import (
 //
 // Connections look permissions up once, at connection.open, and keep a
 // shared *session.Access per (user, vhost) that SetPermissions,
-// ClearPermissions and DeleteUser update in place: open connections see a
+// clearPermissions and DeleteUser update in place: open connections see a
 // change at their next check.
 //
 // Password hashes are RabbitMQ's password_hash, made and checked by
@@ -86,7 +86,7 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 		for _, v := range b.opts.VHosts {
-			p := fullPermission.metaPermission(u.Name, canonicalVHost(v))
+			p := metaPermission(fullPermission, u.Name, canonicalVHost(v))
 			if err := b.stores.meta.PutPermission(ctx, p); err != nil {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
@@ -267,24 +267,24 @@ func (b *Broker) updateAccess(user, vh string, g *session.Grant) {
 	}
 }
 
-// AddUser stores a user with a salted SHA-256 hash of password and tags
+// addUser stores a user with a salted SHA-256 hash of password and tags
 // (RabbitMQ's "administrator", "monitoring", ...), replacing an existing
 // user of that name (as rabbitmqctl add_user would refuse and
 // change_password would do; here one call does both). It grants nothing:
 // call SetPermissions.
-func (b *Broker) AddUser(ctx context.Context, name, password string, tags ...string) error {
+func (b *Broker) addUser(ctx context.Context, name, password string, tags ...string) error {
 	if name == "" || len(name) > 255 {
 		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(name))
 	}
 	return b.stores.meta.PutUser(ctx, meta.User{Name: name, PasswordHash: passwd.Hash(password), Tags: slices.Clone(tags)})
 }
 
-// DeleteUser deletes a user and all its permissions, then closes the
+// deleteUser deletes a user and all its permissions, then closes the
 // user's open connections (direct Channels included) with 320
 // CONNECTION_FORCED "user 'name' is deleted", as RabbitMQ's connection
 // tracking does on its user_deleted event. A connection racing the delete
 // is still refused every permission check (403) until it is closed.
-func (b *Broker) DeleteUser(ctx context.Context, name string) error {
+func (b *Broker) deleteUser(ctx context.Context, name string) error {
 	if _, err := b.stores.meta.GetUser(ctx, name); err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
@@ -337,47 +337,28 @@ func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text stri
 	}
 }
 
-// Permission is one user's permissions on one virtual host: RabbitMQ's
-// configure, write and read regular expressions. Each is matched
-// unanchored against an exchange or queue name, as RabbitMQ does, so ".*"
-// allows every name, "" none and "^q\." every name starting "q."; anchor
-// with ^ and $ to mean a whole name. Go's RE2 syntax applies (PCRE's minus
-// backreferences and lookaround). SetPermissions takes it and Permissions
-// returns it.
-type Permission struct {
-	// Configure: declare and delete exchanges and queues (RabbitMQ's
-	// configure).
-	Configure string
-	// Write: publish to an exchange, bind a queue or exchange as the
-	// destination.
-	Write string
-	// Read: consume, get and purge from a queue; be the source of a
-	// binding.
-	Read string
-}
-
 // fullPermission grants everything: what Options.Users get on every
 // configured vhost.
 var fullPermission = Permission{Configure: ".*", Write: ".*", Read: ".*"}
 
 // metaPermission is p as the meta store keeps it, for user on vhost.
-func (p Permission) metaPermission(user, vhost string) meta.Permission {
+func metaPermission(p Permission, user, vhost string) meta.Permission {
 	return meta.Permission{User: user, VHost: vhost, Configure: p.Configure, Write: p.Write, Read: p.Read}
 }
 
 // permissionOf is a stored permission without its user and vhost.
 func permissionOf(p meta.Permission) Permission {
-	return Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}
+	return Permission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
 }
 
-// SetPermissions grants user perm on vhost (RabbitMQ's set_permissions),
+// setPermissions grants user perm on vhost (RabbitMQ's set_permissions),
 // replacing what the user had there. The user and the vhost must exist
 // (else an error wrapping meta.ErrNotFound), and each expression must
 // compile. Open connections of the user on the vhost, direct Channels
 // included, use the new permissions from their next check.
-func (b *Broker) SetPermissions(ctx context.Context, user, vhostName string, perm Permission) error {
+func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, perm Permission) error {
 	vh := canonicalVHost(vhostName)
-	p := perm.metaPermission(user, vh)
+	p := metaPermission(perm, user, vh)
 	g, err := compileGrant(p)
 	if err != nil {
 		return err
@@ -395,9 +376,9 @@ func (b *Broker) SetPermissions(ctx context.Context, user, vhostName string, per
 	return nil
 }
 
-// ClearPermissions removes user's permissions on vhost: new connections of
+// clearPermissions removes user's permissions on vhost: new connections of
 // the user to it are refused (530) and open ones get 403 on every check.
-func (b *Broker) ClearPermissions(ctx context.Context, user, vhostName string) error {
+func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) error {
 	vh := canonicalVHost(vhostName)
 	if err := b.stores.meta.DeletePermission(ctx, user, vh); err != nil {
 		return fmt.Errorf("broker: clear permissions of %q: %w", user, err)
@@ -406,9 +387,9 @@ func (b *Broker) ClearPermissions(ctx context.Context, user, vhostName string) e
 	return nil
 }
 
-// Permissions returns user's permissions on vhost, as SetPermissions
+// permissions returns user's permissions on vhost, as SetPermissions
 // stored them; an error wrapping meta.ErrNotFound when there are none.
-func (b *Broker) Permissions(ctx context.Context, user, vhostName string) (Permission, error) {
+func (b *Broker) permissions(ctx context.Context, user, vhostName string) (Permission, error) {
 	p, err := b.stores.meta.GetPermission(ctx, user, canonicalVHost(vhostName))
 	if err != nil {
 		return Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
@@ -416,9 +397,9 @@ func (b *Broker) Permissions(ctx context.Context, user, vhostName string) (Permi
 	return permissionOf(p), nil
 }
 
-// AddVHost creates and opens a virtual host (stored, so it is reopened at
+// addVHost creates and opens a virtual host (stored, so it is reopened at
 // the next New). It grants nobody anything: call SetPermissions.
-func (b *Broker) AddVHost(ctx context.Context, name string) error {
+func (b *Broker) addVHost(ctx context.Context, name string) error {
 	name = canonicalVHost(name)
 	if len(name) > 255 {
 		return fmt.Errorf("broker: vhost name longer than 255 bytes")
@@ -431,12 +412,12 @@ func (b *Broker) AddVHost(ctx context.Context, name string) error {
 	return b.openVHostLocked(ctx, meta.VHost{Name: name}, true)
 }
 
-// DeleteVHost deletes a virtual host with everything in it: its open
+// deleteVHost deletes a virtual host with everything in it: its open
 // connections are closed with 320 CONNECTION_FORCED, its queues (and their
 // messages), exchanges and bindings are deleted, and so are all
 // permissions on it. A vhost listed in Options.VHosts comes back, empty,
 // at the next New.
-func (b *Broker) DeleteVHost(ctx context.Context, name string) error {
+func (b *Broker) deleteVHost(ctx context.Context, name string) error {
 	name = canonicalVHost(name)
 	b.vhostsMu.Lock()
 	vh, ok := b.vhosts[name]

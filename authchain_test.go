@@ -37,11 +37,11 @@ func TestAuthChainEveryDoor(t *testing.T) {
 		Auth:   auth.Chain{auth.Internal, auth.Hook(auth.Funcs{Login: hookLogin})[0]},
 	})
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "u", Password: "p"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/")))
 	// svc's stored password differs: only the hook lets svc/svc in.
-	require.NoError(t, b.AddUser(ctx, "svc", "stored-password"))
-	require.NoError(t, b.SetPermissions(ctx, "svc", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "svc", Password: "stored-password"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("svc", "/")))
 
 	viaDial := amqp091.Config{Dial: func(network, addr string) (net.Conn, error) { return b.Dial(network, addr) }}
 	for _, door := range []struct {
@@ -92,8 +92,8 @@ func TestAuthChainHungBackend(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "u", Password: "p"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/")))
 
 	errs := make(chan error, 1)
 	go func() {
@@ -125,8 +125,8 @@ func TestAuthChainCache(t *testing.T) {
 	cache := &auth.Cache{Authn: hook, TTL: time.Hour}
 	b := startBroker(t, Options{Auth: auth.Chain{auth.Internal, cache.Backend("cache")}})
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "svc", "stored-password"))
-	require.NoError(t, b.SetPermissions(ctx, "svc", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "svc", Password: "stored-password"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("svc", "/")))
 	for range 3 {
 		amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b.URL(), "svc", "svc"), amqp091.Config{}))
 	}

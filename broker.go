@@ -182,6 +182,9 @@ func New(opts Options) (*Broker, error) {
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
 	b.startAlarms() // last: nothing after it can fail
+	if b.opts.Replies != nil {
+		b.opts.Replies.Attach(replyReceiver{b})
+	}
 	return b, nil
 }
 
@@ -436,6 +439,9 @@ func (b *Broker) Close() error {
 			c.Shutdown(amqp.ConnectionForced, shutdownReason)
 		}
 		b.wg.Wait()
+		if b.opts.Replies != nil {
+			b.opts.Replies.Attach(nil) // no requester is left to take a reply
+		}
 		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()
 		if err := b.stores.close(); err != nil {

@@ -29,7 +29,7 @@ type channelOptions struct {
 // AMQP: the user must exist and have permissions on the vhost (set with
 // SetPermissions, or Options.Users' full grant), and a refused operation
 // fails with 403 ACCESS_REFUSED. SetPermissions, ClearPermissions and
-// DeleteUser apply to the open Channel at once, as to the user's AMQP
+// deleteUser apply to the open Channel at once, as to the user's AMQP
 // connections. Without AsUser the Channel is unrestricted: it is the
 // embedding program's own, acting as the first of Options.Users.
 func AsUser(name string) ChannelOption {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/testhook"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -97,14 +98,21 @@ func (b *Broker) isQuorum(e unacked.Entry) bool {
 	return err == nil && q.Args["x-queue-type"] == "quorum"
 }
 
-// ForceConsumerTimeout closes channel ch of the connection with the given
+func init() {
+	testhook.ForceConsumerTimeout = func(b any, id string, ch uint16) error {
+		return b.(*Broker).forceConsumerTimeout(id, ch)
+	}
+}
+
+// forceConsumerTimeout closes channel ch of the connection with the given
 // id (ConnectionInfo.ID) now, exactly as the consumer timeout does when a
 // delivery outlives Options.ConsumerTimeout: channel.close 406
 // PRECONDITION_FAILED with RabbitMQ's text, and every delivery the channel
-// held goes back to its queue (redelivered). Tests use it to see a
-// consumer survive the timeout without waiting for it. It returns
-// ErrNotFound (wrapped) when no such connection or open channel exists.
-func (b *Broker) ForceConsumerTimeout(id string, ch uint16) error {
+// held goes back to its queue (redelivered). Tests reach it through
+// brokertest's Lab (testhook.ForceConsumerTimeout) to see a consumer
+// survive the timeout without waiting for it. It returns ErrNotFound
+// (wrapped) when no such connection or open channel exists.
+func (b *Broker) forceConsumerTimeout(id string, ch uint16) error {
 	for _, c := range b.sortedConns() {
 		if c.ID() != id {
 			continue

@@ -14,7 +14,7 @@ import (
 	"github.com/warrenmq/broker/routing"
 )
 
-// ExportDefinitions returns the broker's definitions in RabbitMQ's format
+// exportDefinitions returns the broker's definitions in RabbitMQ's format
 // (definitions.Export): the stored users with their salted password
 // hashes and each hash's hashing_algorithm (what Warren hashes itself is
 // rabbit_password_hashing_sha256; imported sha512 and md5 hashes keep
@@ -26,8 +26,8 @@ import (
 // 4.4.0). The version fields are the RabbitMQ version the broker behaves
 // as (Options.RabbitMQVersion's release, the one connection.start and
 // /api/overview report); the product fields name Warren and its Version.
-func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
-	d, err := definitions.Export(ctx, definitionsView{b})
+func (b *Broker) exportDefinitions(ctx context.Context) (*definitions.File, error) {
+	d, err := definitions.Export(ctx, b.definitions())
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, erro
 	return d, nil
 }
 
-// ImportDefinitions applies d to the broker as RabbitMQ's import does
+// importDefinitions applies d to the broker as RabbitMQ's import does
 // (definitions.Import): every part is checked first and a file that fails
 // a check changes nothing; then vhosts, users, permissions, exchanges,
 // queues and bindings are created or declared, and an error while doing so
@@ -47,13 +47,13 @@ func (b *Broker) ExportDefinitions(ctx context.Context) (*definitions.File, erro
 // The import is one fsync, at its end (meta.DeferSync), not one per
 // entity: a file of 100,000 durable queues was 100,000 syncs. What it
 // applied, also when part of it failed, is on disk when it returns.
-func (b *Broker) ImportDefinitions(ctx context.Context, d *definitions.File) error {
+func (b *Broker) importDefinitions(ctx context.Context, d *definitions.File) error {
 	s, ok := b.stores.meta.(meta.Syncer)
 	if !ok {
 		// A store that cannot be synced later is not asked to wait.
-		return definitions.Import(ctx, definitionsView{b}, d)
+		return definitions.Import(ctx, b.definitions(), d)
 	}
-	err := definitions.Import(meta.DeferSync(ctx), definitionsView{b}, d)
+	err := definitions.Import(meta.DeferSync(ctx), b.definitions(), d)
 	if serr := s.Sync(context.WithoutCancel(ctx)); serr != nil {
 		err = errors.Join(err, fmt.Errorf("broker: definitions: sync: %w", serr))
 	}
@@ -62,9 +62,15 @@ func (b *Broker) ImportDefinitions(ctx context.Context, d *definitions.File) err
 
 // definitionsView is the broker as package definitions reads and changes
 // it.
-type definitionsView struct{ b *Broker }
+type definitionsView struct {
+	*Admin
+	b *Broker
+}
 
 var _ definitions.Broker = definitionsView{}
+
+// definitions is the broker as package definitions reads and changes it.
+func (b *Broker) definitions() definitionsView { return definitionsView{b.Admin(), b} }
 
 // Rules are the definitions rules of the release Options.RabbitMQVersion
 // names.
@@ -122,18 +128,6 @@ func exchangeDefinition(x vhost.ExchangeInfo) definitions.Exchange {
 	}
 }
 
-func (v definitionsView) Users(ctx context.Context) ([]definitions.User, error) {
-	users, err := v.b.stores.meta.ListUsers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]definitions.User, 0, len(users))
-	for _, u := range users {
-		out = append(out, userDefinition(u))
-	}
-	return out, nil
-}
-
 // userDefinition is a stored user in the definitions format: its salted
 // hash and the hash's algorithm (accounts.go).
 func userDefinition(u meta.User) definitions.User {
@@ -155,23 +149,6 @@ func storedUser(u definitions.User) (meta.User, error) {
 	return meta.User{Name: u.Name, PasswordHash: stored, Tags: slices.Clone([]string(u.Tags))}, nil
 }
 
-func (v definitionsView) UserExists(ctx context.Context, name string) bool {
-	_, err := v.b.stores.meta.GetUser(ctx, name)
-	return err == nil
-}
-
-func (v definitionsView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
-	ps, err := v.b.stores.meta.ListPermissions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]definitions.Permission, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, permissionDefinition(p))
-	}
-	return out, nil
-}
-
 func permissionDefinition(p meta.Permission) definitions.Permission {
 	return definitions.Permission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
 }
@@ -184,18 +161,6 @@ func (v definitionsView) CheckUser(u definitions.User) error {
 func (v definitionsView) CheckPermission(p definitions.Permission) error {
 	_, err := compileGrant(meta.Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
 	return err
-}
-
-func (v definitionsView) PutUser(ctx context.Context, u definitions.User) error {
-	mu, err := storedUser(u)
-	if err != nil {
-		return err
-	}
-	return v.b.stores.meta.PutUser(ctx, mu)
-}
-
-func (v definitionsView) SetPermission(ctx context.Context, p definitions.Permission) error {
-	return v.b.SetPermissions(ctx, p.User, p.VHost, Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
 }
 
 // vhost finds the vhost an operator call names.

@@ -26,11 +26,11 @@ func asUserBroker(t *testing.T) *broker.Broker {
 		"bob":    {Configure: "^bob-"},
 		"reader": {Read: ".*"},
 	} {
-		require.NoError(t, b.AddUser(ctx, user, "pw"))
-		require.NoError(t, b.SetPermissions(ctx, user, "orders", perm))
+		require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: user, Password: "pw"}))
+		require.NoError(t, b.Admin().PutPermission(ctx, permissionOn(perm, user, "orders")))
 	}
-	require.NoError(t, b.AddUser(ctx, "carol", "pw"))
-	require.NoError(t, b.SetPermissions(ctx, "carol", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "carol", Password: "pw"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("carol", "/")))
 	admin, err := b.Channel(ctx, broker.OnVHost("orders"))
 	require.NoError(t, err)
 	defer admin.Close()
@@ -136,14 +136,14 @@ func TestChannelAsUserFollowsAccountChanges(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = ch.Get("orders-q", true)
 	require.NoError(t, err)
-	require.NoError(t, b.SetPermissions(ctx, "alice", "orders", broker.Permission{Configure: ".*", Write: ".*"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "alice", VHost: "orders", Configure: ".*", Write: ".*"}))
 	_, _, err = ch.Get("orders-q", true)
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 	ch, err = b.Channel(ctx, broker.AsUser("alice"), broker.OnVHost("orders"))
 	require.NoError(t, err)
 	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
-	require.NoError(t, b.DeleteUser(ctx, "alice"))
+	require.NoError(t, b.Admin().DeleteUser(ctx, "alice"))
 	e := <-closed
 	require.NotNil(t, e)
 	require.Equal(t, amqp091.ConnectionForced, e.Code, e.Reason)

@@ -31,7 +31,7 @@ func TestStreamMaxAgeKeepsYoungMessages(t *testing.T) {
 			ch := amqptest.Channel(t, conn)
 			declareStream(t, ch, "by-arg", amqp091.Table{"x-max-age": "1h", "x-stream-max-segment-size-bytes": int64(1000)})
 			declareStream(t, ch, "by-policy", amqp091.Table{"x-stream-max-segment-size-bytes": int64(1000)})
-			require.NoError(t, b.SetPolicy(context.Background(), broker.Policy{Name: "age", Pattern: "^by-policy$",
+			require.NoError(t, b.Admin().PutPolicy(context.Background(), broker.Policy{Name: "age", Pattern: "^by-policy$",
 				ApplyTo: "streams", Definition: map[string]any{"max-age": "1h"}}))
 			for _, s := range []string{"by-arg", "by-policy"} {
 				amqptest.PublishConfirmed(t, amqptest.Channel(t, conn), s, false, bodies...)

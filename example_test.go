@@ -122,11 +122,11 @@ func ExampleAsUser() {
 	}
 	defer b.Close()
 	ctx := context.Background()
-	if err := b.AddUser(ctx, "alice", "secret"); err != nil {
+	if err := b.Admin().PutUser(ctx, broker.User{Name: "alice", Password: "secret"}); err != nil {
 		log.Fatal(err)
 	}
-	perm := broker.Permission{Configure: "^alice-", Write: ".*", Read: ".*"}
-	if err := b.SetPermissions(ctx, "alice", "orders", perm); err != nil {
+	perm := broker.Permission{User: "alice", VHost: "orders", Configure: "^alice-", Write: ".*", Read: ".*"}
+	if err := b.Admin().PutPermission(ctx, perm); err != nil {
 		log.Fatal(err)
 	}
 

@@ -79,17 +79,17 @@ func TestStreamPolicyRetention(t *testing.T) {
 			declareStream(t, ch, "s", args)
 			publishStream(t, pub, "s", nil, bodies50(0, 20)...)
 			ctx := context.Background()
-			require.NoError(t, b.SetPolicy(ctx, broker.Policy{Name: "p", Pattern: "^s$", ApplyTo: tc.applyTo, Definition: tc.def}))
+			require.NoError(t, b.Admin().PutPolicy(ctx, broker.Policy{Name: "p", Pattern: "^s$", ApplyTo: tc.applyTo, Definition: tc.def}))
 			if tc.op != nil {
-				require.NoError(t, b.SetOperatorPolicy(ctx, broker.Policy{Name: "op", Pattern: "^s$", ApplyTo: "queues", Definition: tc.op}))
+				require.NoError(t, b.Admin().PutOperatorPolicy(ctx, broker.Policy{Name: "op", Pattern: "^s$", ApplyTo: "queues", Definition: tc.op}))
 			}
 			fake.Advance(tc.advance)
 			waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == tc.set })
 			publishStream(t, pub, "s", nil, bodies50(20, 40)...)
 			require.Equal(t, tc.more, queueStats(t, b, "s").Ready)
-			require.NoError(t, b.DeletePolicy(ctx, "/", "p"))
+			require.NoError(t, b.Admin().DeletePolicy(ctx, "/", "p"))
 			if tc.op != nil {
-				require.NoError(t, b.DeleteOperatorPolicy(ctx, "/", "op"))
+				require.NoError(t, b.Admin().DeleteOperatorPolicy(ctx, "/", "op"))
 			}
 			fake.Advance(tc.advance)
 			waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == tc.deleted })
@@ -110,7 +110,7 @@ func TestStreamPolicySegmentSize(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := startBroker(t, broker.Options{DataDir: dir, Clock: fake})
 	ctx := context.Background()
-	require.NoError(t, b.SetPolicy(ctx, broker.Policy{Name: "seg", Pattern: "^s", ApplyTo: "streams",
+	require.NoError(t, b.Admin().PutPolicy(ctx, broker.Policy{Name: "seg", Pattern: "^s", ApplyTo: "streams",
 		Definition: map[string]any{"stream-max-segment-size-bytes": 100}}))
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
@@ -127,7 +127,7 @@ func TestStreamPolicySegmentSize(t *testing.T) {
 
 	// A changed policy does not resize the segments of s1 and s2, nor
 	// give t small ones.
-	require.NoError(t, b.SetPolicy(ctx, broker.Policy{Name: "seg", Pattern: "^(s|t)", ApplyTo: "streams",
+	require.NoError(t, b.Admin().PutPolicy(ctx, broker.Policy{Name: "seg", Pattern: "^(s|t)", ApplyTo: "streams",
 		Definition: map[string]any{"stream-max-segment-size-bytes": 1000}}))
 	for _, q := range []string{"s1", "s2", "t"} {
 		publishStream(t, pub, q, nil, bodies50(10, 14)...)
@@ -135,7 +135,7 @@ func TestStreamPolicySegmentSize(t *testing.T) {
 	require.Equal(t, 7, streamSegments(t, b, "s1"))
 	require.Equal(t, 7, streamSegments(t, b, "s2"))
 	require.Equal(t, 1, streamSegments(t, b, "t"))
-	require.NoError(t, b.DeletePolicy(ctx, "/", "seg"))
+	require.NoError(t, b.Admin().DeletePolicy(ctx, "/", "seg"))
 	require.NoError(t, conn.Close())
 	require.NoError(t, b.Close())
 

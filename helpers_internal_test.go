@@ -73,3 +73,11 @@ func getOK(t *testing.T, h http.Handler, path string) string {
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	return rec.Body.String()
 }
+
+// fullPermissionOn is fullPermission for user on vhost, as
+// Admin.PutPermission takes it.
+func fullPermissionOn(user, vhost string) Permission {
+	p := fullPermission
+	p.User, p.VHost = user, vhost
+	return p
+}

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -32,6 +33,26 @@ func startBroker(tb testing.TB, opts broker.Options) *broker.Broker {
 
 // fullPermission grants everything, as Options.Users get on every vhost.
 var fullPermission = broker.Permission{Configure: ".*", Write: ".*", Read: ".*"}
+
+// fullPermissionOn is fullPermission for user on vhost, as
+// Admin.PutPermission takes it.
+func fullPermissionOn(user, vhost string) broker.Permission {
+	return permissionOn(fullPermission, user, vhost)
+}
+
+// permissionOn is p's expressions for user on vhost.
+func permissionOn(p broker.Permission, user, vhost string) broker.Permission {
+	p.User, p.VHost = user, vhost
+	return p
+}
+
+// addVHost creates the vhost name on b, which must not exist yet.
+func addVHost(t testing.TB, b *broker.Broker, name string) {
+	t.Helper()
+	created, err := b.Admin().PutVHost(context.Background(), broker.VHost{Name: name})
+	require.NoError(t, err)
+	require.True(t, created, "vhost %q existed already", name)
+}
 
 // setup starts an in-memory broker on TCP and connects one client; it
 // checks first that the test leaves no goroutine behind.

@@ -130,14 +130,14 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	require.True(t, passwd.Check(u.PasswordHash, "pw1"))
 	require.NotContains(t, string(u.PasswordHash), "pw1")
 	require.Equal(t, []string{"administrator"}, u.Tags)
-	p, err := b.Permissions(ctx, "alice", "/")
+	p, err := b.Admin().GetPermission(ctx, "alice", "/")
 	require.NoError(t, err)
-	require.Equal(t, fullPermission, p)
+	require.Equal(t, Permission{User: "alice", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}, p)
 
 	// Changes through the Go API win over Options at the next start.
-	require.NoError(t, b.AddUser(ctx, "alice", "pw2"))
-	require.NoError(t, b.AddUser(ctx, "bob", "bobpw", "monitoring"))
-	require.NoError(t, b.SetPermissions(ctx, "bob", "/", Permission{Configure: "", Write: "^amq\\.default$", Read: "q.*"}))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "alice", Password: "pw2"}))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "bob", Password: "bobpw", Tags: []string{"monitoring"}}))
+	require.NoError(t, b.Admin().PutPermission(ctx, Permission{User: "bob", VHost: "/", Configure: "", Write: "^amq\\.default$", Read: "q.*"}))
 	require.NoError(t, b.Close())
 
 	b, err = New(opts)
@@ -148,7 +148,7 @@ func TestUsersAreSeededOnceAndPersist(t *testing.T) {
 	require.True(t, passwd.Check(u.PasswordHash, "pw2"), "a stored user keeps its password")
 	_, err = b.stores.meta.GetUser(ctx, "bob")
 	require.NoError(t, err)
-	p, err = b.Permissions(ctx, "bob", "")
+	p, err = b.Admin().GetPermission(ctx, "bob", "")
 	require.NoError(t, err)
 	require.Equal(t, "q.*", p.Read)
 }

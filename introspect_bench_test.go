@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
@@ -55,7 +56,7 @@ func BenchmarkStats(b *testing.B) {
 }
 
 func BenchmarkMetricsScrape(b *testing.B) {
-	for _, n := range []int{10, 1000} {
+	for _, n := range []int{10, 1000, 10000} {
 		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
 			br := benchBroker(b, n, 1)
 			var buf bytes.Buffer
@@ -66,6 +67,24 @@ func BenchmarkMetricsScrape(b *testing.B) {
 				metrics.Write(&buf, &s, true)
 			}
 			b.SetBytes(int64(buf.Len()))
+		})
+	}
+}
+
+// BenchmarkCollectorGather is BenchmarkMetricsScrape through a host's
+// registry: the per-object Collector gathered by client_golang.
+func BenchmarkCollectorGather(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
+			br := benchBroker(b, n, 1)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(br.CollectorWith(CollectorOptions{PerObject: true}))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Gather(); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -18,7 +18,7 @@ type connCounts struct {
 
 // admitConnection counts a connection.open against Options.MaxConnections
 // (the whole broker, RabbitMQ's connection_max) and the vhost's connection
-// limit (RabbitMQ's max-connections vhost limit: the one SetVHostLimit
+// limit (RabbitMQ's max-connections vhost limit: the one Admin.PutVHostLimit
 // stored, else Options.VHostMaxConnections'). Over a limit it returns
 // RabbitMQ's 530 NOT_ALLOWED refusal; otherwise a release func to call
 // exactly once when the connection ends. Connections are counted from

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/warrenmq/broker/internal/metrics"
 	"github.com/warrenmq/broker/meta"
 )
@@ -56,6 +58,37 @@ type MetricsOptions struct {
 //	mux.Handle("/metrics/per-object", b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true, Authenticate: true}))
 func (b *Broker) MetricsHandlerWith(o MetricsOptions) http.Handler {
 	return metrics.Handler(metricsSource{b}, metrics.Options{PerObject: o.PerObject, Authenticate: o.Authenticate})
+}
+
+// Collector returns a prometheus.Collector (client_golang) of the
+// broker's metrics, so that a Go service serves them from the registry it
+// already has:
+//
+//	reg.MustRegister(b.Collector())
+//
+// It has MetricsHandler's families, names, labels and values (both are
+// written from one list), less the Go runtime ones (go_* and
+// process_start_time_seconds), which the host's own
+// collectors.NewGoCollector and NewProcessCollector give and which would
+// otherwise collide. Like MetricsHandler it sums the queue metrics and
+// names no vhost or queue, and a Collect starts no idle queue's actor.
+// The collector is unchecked (its Describe sends nothing): which families
+// exist depends on the broker (a cluster member's warren_raft_*, a data
+// directory's warren_store_disk_bytes). A Collect waits at most 10 s for
+// a queue's answer.
+func (b *Broker) Collector() prometheus.Collector { return b.CollectorWith(CollectorOptions{}) }
+
+// CollectorOptions choose what CollectorWith collects.
+type CollectorOptions struct {
+	// PerObject collects the queue metrics once per queue, labelled with
+	// the vhost and queue names (as MetricsOptions.PerObject). Whoever
+	// reads the host's registry then learns every vhost and queue name.
+	PerObject bool
+}
+
+// CollectorWith is Collector with the choices of o.
+func (b *Broker) CollectorWith(o CollectorOptions) prometheus.Collector {
+	return metrics.NewCollector(metricsSource{b}, o.PerObject)
 }
 
 // metricsSource is the Broker as internal/metrics reads it.

@@ -14,24 +14,24 @@ import (
 // permissions (vhostsettings.go; internal/mgmt's Settings).
 
 func (v mgmtView) VHostInfo(ctx context.Context, name string) (definitions.VHost, error) {
-	return definitionsView(v).VHost(ctx, name)
+	return v.b.Admin().GetVHost(ctx, name)
 }
 
 func (v mgmtView) PutVHost(ctx context.Context, d definitions.VHost) (bool, error) {
-	if err := definitionsView(v).CheckVHost(d); err != nil {
+	if err := v.b.definitions().CheckVHost(d); err != nil {
 		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
 	}
 	if len(canonicalVHost(d.Name)) > 255 {
 		return false, fmt.Errorf("%w: vhost name longer than 255 bytes", mgmt.ErrInvalid)
 	}
-	return v.b.PutVHost(ctx, VHostInfo{Name: d.Name, Description: d.Description, Tags: d.Tags,
+	return v.b.putVHost(ctx, VHost{Name: d.Name, Description: d.Description, Tags: d.Tags,
 		DefaultQueueType: d.DefaultQueueType})
 }
 
-func (v mgmtView) VHostLimits() map[string]map[string]int64 { return v.b.VHostLimits() }
+func (v mgmtView) VHostLimits() map[string]map[string]int64 { return v.b.vhostLimits() }
 
 func (v mgmtView) SetVHostLimit(ctx context.Context, vhostName, name string, value int64) error {
-	err := v.b.SetVHostLimit(ctx, vhostName, name, value)
+	err := v.b.setVHostLimit(ctx, vhostName, name, value)
 	if errors.Is(err, meta.ErrNotFound) {
 		return fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
 	}
@@ -39,21 +39,21 @@ func (v mgmtView) SetVHostLimit(ctx context.Context, vhostName, name string, val
 }
 
 func (v mgmtView) ClearVHostLimit(ctx context.Context, vhostName, name string) error {
-	return v.b.ClearVHostLimit(ctx, vhostName, name)
+	return v.b.clearVHostLimit(ctx, vhostName, name)
 }
 
 func (v mgmtView) TopicPermissions(ctx context.Context) ([]definitions.TopicPermission, error) {
-	return definitionsView(v).TopicPermissions(ctx)
+	return v.b.Admin().ListTopicPermissions(ctx)
 }
 
 func (v mgmtView) PutTopicPermission(ctx context.Context, p definitions.TopicPermission) error {
-	if err := definitionsView(v).CheckTopicPermission(p); err != nil {
+	if err := v.b.definitions().CheckTopicPermission(p); err != nil {
 		return fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
 	}
-	_, err := v.b.SetTopicPermission(ctx, p.User, p.VHost, TopicPermission{Exchange: p.Exchange, Write: p.Write, Read: p.Read})
+	_, err := v.b.setTopicPermission(ctx, p.User, p.VHost, TopicPermission{Exchange: p.Exchange, Write: p.Write, Read: p.Read})
 	return err
 }
 
 func (v mgmtView) DeleteTopicPermission(ctx context.Context, user, vhostName string) error {
-	return v.b.ClearTopicPermission(ctx, user, vhostName, "")
+	return v.b.clearTopicPermission(ctx, user, vhostName, "")
 }

@@ -152,7 +152,7 @@ func processMemory() int64 {
 	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }
 
-func (v mgmtView) VHosts() []string { return definitionsView(v).VHosts() }
+func (v mgmtView) VHosts() []string { return v.b.definitions().VHosts() }
 
 func (v mgmtView) VHost(name string) (string, bool) {
 	vh, ok := v.b.lookupVHost(name)
@@ -323,7 +323,7 @@ func (v mgmtView) Authenticate(ctx context.Context, name, password string, from 
 }
 
 func (v mgmtView) Users(ctx context.Context) ([]definitions.User, error) {
-	return definitionsView(v).Users(ctx)
+	return v.b.Admin().ListUsers(ctx)
 }
 
 func (v mgmtView) User(ctx context.Context, name string) (definitions.User, error) {
@@ -335,11 +335,11 @@ func (v mgmtView) User(ctx context.Context, name string) (definitions.User, erro
 }
 
 func (v mgmtView) DeleteUser(ctx context.Context, name string) error {
-	return v.b.DeleteUser(ctx, name)
+	return v.b.deleteUser(ctx, name)
 }
 
 func (v mgmtView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
-	return definitionsView(v).Permissions(ctx)
+	return v.b.Admin().ListPermissions(ctx)
 }
 
 func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
@@ -384,10 +384,10 @@ func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error)
 	return err != nil, v.b.stores.meta.PutUser(ctx, mu)
 }
 
-// PutPermission is SetPermissions, with the management API's errors.
+// PutPermission is Admin.PutPermission, with the management API's errors.
 func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (bool, error) {
 	perm := Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}
-	if _, err := compileGrant(perm.metaPermission(p.User, p.VHost)); err != nil {
+	if _, err := compileGrant(metaPermission(perm, p.User, p.VHost)); err != nil {
 		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
 	}
 	_, err := v.b.stores.meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
@@ -397,7 +397,7 @@ func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (
 		return false, err
 	}
 	isNew := err != nil
-	if err := v.b.SetPermissions(ctx, p.User, p.VHost, perm); err != nil {
+	if err := v.b.setPermissions(ctx, p.User, p.VHost, perm); err != nil {
 		if errors.Is(err, meta.ErrNotFound) {
 			return false, fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
 		}
@@ -407,18 +407,18 @@ func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (
 }
 
 func (v mgmtView) DeletePermission(ctx context.Context, user, vhostName string) error {
-	return v.b.ClearPermissions(ctx, user, vhostName)
+	return v.b.clearPermissions(ctx, user, vhostName)
 }
 
 func (v mgmtView) AddVHost(ctx context.Context, name string) error {
 	if len(canonicalVHost(name)) > 255 {
 		return fmt.Errorf("%w: vhost name longer than 255 bytes", mgmt.ErrInvalid)
 	}
-	return v.b.AddVHost(ctx, name)
+	return v.b.addVHost(ctx, name)
 }
 
 func (v mgmtView) DeleteVHost(ctx context.Context, name string) error {
-	err := v.b.DeleteVHost(ctx, name)
+	err := v.b.deleteVHost(ctx, name)
 	if errors.Is(err, meta.ErrNotFound) {
 		return fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
 	}
@@ -517,9 +517,9 @@ func (v mgmtView) OpenChannel(ctx context.Context, user, vhostName string) (mgmt
 }
 
 func (v mgmtView) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
-	return v.b.ExportDefinitions(ctx)
+	return v.b.exportDefinitions(ctx)
 }
 
 func (v mgmtView) ImportDefinitions(ctx context.Context, d *definitions.File) error {
-	return v.b.ImportDefinitions(ctx, d)
+	return v.b.importDefinitions(ctx, d)
 }

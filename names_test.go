@@ -237,7 +237,7 @@ func TestNamesControlCharactersManagement(t *testing.T) {
 	}
 	require.Contains(t, queues, "mq\x00x")
 	require.True(t, slices.ContainsFunc(queues, func(q string) bool { return strings.HasPrefix(q, "amq.gen-") }), "%q", queues)
-	d, err := b.ExportDefinitions(t.Context())
+	d, err := b.Admin().Export(t.Context())
 	require.NoError(t, err)
 	require.Subset(t, names(d.Users, func(u definitions.User) string { return u.Name }), []string{"mu\r\nx", "mu\x00x"})
 	require.Subset(t, names(d.VHosts, func(v definitions.VHost) string { return v.Name }), []string{"mv\r\nx", "mv\x00x"})
@@ -259,10 +259,10 @@ func TestNamesControlCharactersDefinitions(t *testing.T) {
 		"bindings": [{"source": "de\r\nx", "vhost": "/", "destination": "dq\r\nx", "destination_type": "queue", "routing_key": "r", "arguments": {}}]
 	}`))
 	require.NoError(t, err)
-	require.NoError(t, b.ImportDefinitions(ctx, d))
-	require.NoError(t, b.AddUser(ctx, "au\r\nx", "pw"))
-	require.NoError(t, b.AddVHost(ctx, "av\x00x"))
-	out, err := b.ExportDefinitions(ctx)
+	require.NoError(t, b.Admin().Import(ctx, d))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "au\r\nx", Password: "pw"}))
+	addVHost(t, b, "av\x00x")
+	out, err := b.Admin().Export(ctx)
 	require.NoError(t, err)
 	require.Subset(t, names(out.Queues, func(q definitions.Queue) string { return q.Name }), []string{"dq\r\nx", "dq\x00x"})
 	require.Contains(t, names(out.Exchanges, func(x definitions.Exchange) string { return x.Name }), "de\r\nx")

@@ -69,20 +69,6 @@ const (
 	DefaultDiskFreeLimit = 50_000_000
 )
 
-// User is an account clients authenticate as: with its Password (PLAIN,
-// AMQPLAIN, HTTP basic auth), or by certificate (EXTERNAL, when
-// Options.AuthMechanisms offers it).
-type User struct {
-	Name     string
-	Password string
-	// Tags are RabbitMQ's user tags ("administrator", "monitoring",
-	// "management", ...). As in RabbitMQ, they decide what a user may do
-	// through the management API and whether MetricsHandlerWith's
-	// Authenticate lets the user scrape; AMQP and the direct Channel
-	// ignore them (permissions decide there).
-	Tags []string
-}
-
 // Options configures a Broker. The zero value works; each field documents its
 // default. New copies Options, so the caller may reuse or change the struct
 // afterwards, and refuses (every problem at once) settings that could never
@@ -176,8 +162,8 @@ type Options struct {
 	// are. nil means one user guest/guest tagged administrator, as
 	// RabbitMQ ships; guest may log in only from loopback unless
 	// AllowRemoteGuest. An empty non-nil slice seeds nobody. Manage users
-	// afterwards with AddUser, DeleteUser, SetPermissions and
-	// ClearPermissions. A user needs a password (New refuses an empty
+	// afterwards through Broker.Admin (PutUser, DeleteUser, PutPermission,
+	// DeletePermission). A user needs a password (New refuses an empty
 	// one: PLAIN and AMQPLAIN never accept it) unless AuthMechanisms
 	// offers EXTERNAL, for users who log in by certificate.
 	Users []User
@@ -185,8 +171,8 @@ type Options struct {
 	// VHosts are the virtual hosts clients may open. nil means ["/"].
 	VHosts []string
 
-	// Policies and OperatorPolicies are stored (SetPolicy,
-	// SetOperatorPolicy) when New has opened the vhosts, replacing stored
+	// Policies and OperatorPolicies are stored (Admin.PutPolicy,
+	// Admin.PutOperatorPolicy) when New has opened the vhosts, replacing stored
 	// ones of the same name: a test suite reproduces production's
 	// policies in one line. A policy that is invalid or names a vhost not
 	// in VHosts (nor stored) makes New fail.
@@ -209,14 +195,14 @@ type Options struct {
 	// connection), 530 NOT_ALLOWED beyond it; direct Channels count too,
 	// as RabbitMQ's direct connections do. A vhost not listed, or a
 	// negative value (-1), has no limit; a limit stored with
-	// Broker.SetVHostLimit (or the management API) overrides it. Every vhost named must exist
-	// (Options.VHosts, or one AddVHost stored in DataDir): New refuses a
+	// Admin.PutVHostLimit (or the management API) overrides it. Every vhost named must exist
+	// (Options.VHosts, or one Admin.PutVHost stored in DataDir): New refuses a
 	// limit that would never apply.
 	VHostMaxConnections map[string]int
 	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
 	// max-queues vhost limit): declaring a new queue beyond it closes the
 	// channel with 406 PRECONDITION_FAILED. Zero or negative means no
-	// limit. A max-queues limit stored with Broker.SetVHostLimit
+	// limit. A max-queues limit stored with Admin.PutVHostLimit
 	// overrides it for its vhost.
 	MaxQueuesPerVHost int
 

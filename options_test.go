@@ -59,7 +59,7 @@ func TestOptionsThatCouldNeverWork(t *testing.T) {
 		dir := t.TempDir()
 		b, err := broker.New(broker.Options{DataDir: dir})
 		require.NoError(t, err)
-		require.NoError(t, b.AddVHost(context.Background(), "stored"))
+		addVHost(t, b, "stored")
 		require.NoError(t, b.Close())
 		b, err = broker.New(broker.Options{DataDir: dir, VHostMaxConnections: map[string]int{"stored": 1}})
 		require.NoError(t, err)

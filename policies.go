@@ -12,77 +12,10 @@ import (
 	"github.com/warrenmq/broker/meta"
 )
 
-// Policy is a RabbitMQ policy or operator policy: the definition applies
-// to the queues and exchanges of VHost whose names Pattern (a regular
-// expression, unanchored) matches and that ApplyTo covers ("queues",
-// "classic_queues", "quorum_queues", "streams", "exchanges" or "all"; ""
-// is "all"). Of the policies that match an object, the one with the
-// highest Priority applies (equal priorities: the name that sorts first).
-//
-// Definition keys and their effect are RabbitMQ 4.x's: dead-letter-exchange,
-// dead-letter-routing-key, message-ttl, expires, max-length,
-// max-length-bytes, overflow and delivery-limit on queues,
-// alternate-exchange on exchanges; see docs/policies.md for each key,
-// how it combines with a queue's arguments, and the keys accepted without
-// effect. Values are JSON's: numbers may be any Go integer type.
-type Policy struct {
-	VHost      string
-	Name       string
-	Pattern    string
-	ApplyTo    string
-	Priority   int
-	Definition map[string]any
-}
-
 // ErrPoliciesUnsupported is returned by the policy methods when
 // Options.Meta does not store policies (it does not implement
 // meta.Policies).
 var ErrPoliciesUnsupported = errors.New("broker: the meta store does not store policies (meta.Policies)")
-
-// SetPolicy creates or replaces a policy and applies it at once to every
-// matching queue and exchange, on every broker sharing the store. An
-// invalid policy is refused with RabbitMQ's validation text; a vhost that
-// does not exist is an error wrapping meta.ErrNotFound.
-func (b *Broker) SetPolicy(ctx context.Context, p Policy) error {
-	_, err := b.putPolicy(ctx, p, false)
-	return err
-}
-
-// SetOperatorPolicy is SetPolicy for an operator policy: the limits an
-// operator imposes (expires, message-ttl, max-length, max-length-bytes,
-// delivery-limit, overflow, ...), which win over a queue's arguments and
-// policy where they are stricter.
-func (b *Broker) SetOperatorPolicy(ctx context.Context, p Policy) error {
-	_, err := b.putPolicy(ctx, p, true)
-	return err
-}
-
-// DeletePolicy deletes a policy; the objects it applied to fall back to
-// their arguments (or to the next matching policy). A policy that does not
-// exist is an error wrapping meta.ErrNotFound.
-func (b *Broker) DeletePolicy(ctx context.Context, vhost, name string) error {
-	return b.deletePolicy(ctx, vhost, name, false)
-}
-
-// DeleteOperatorPolicy is DeletePolicy for an operator policy.
-func (b *Broker) DeleteOperatorPolicy(ctx context.Context, vhost, name string) error {
-	return b.deletePolicy(ctx, vhost, name, true)
-}
-
-// Policies lists a vhost's policies sorted by name; vhost "" lists every
-// vhost's.
-func (b *Broker) Policies(ctx context.Context, vhost string) ([]Policy, error) {
-	return b.listPolicies(ctx, vhost, false)
-}
-
-// OperatorPolicies is Policies for operator policies.
-func (b *Broker) OperatorPolicies(ctx context.Context, vhost string) ([]Policy, error) {
-	return b.listPolicies(ctx, vhost, true)
-}
-
-func (p Policy) internal() policy.Policy {
-	return policy.Policy{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition}
-}
 
 func publicPolicy(p policy.Policy) Policy {
 	return Policy{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition}
@@ -119,7 +52,7 @@ func (b *Broker) putPolicy(ctx context.Context, p Policy, operator bool) (create
 	if p.Name == "" {
 		return false, &policy.ValidationError{Problems: []string{"policy name must not be empty"}}
 	}
-	checked, err := policy.Check(p.internal(), operator)
+	checked, err := policy.Check(internalPolicy(p), operator)
 	if err != nil {
 		return false, err
 	}

@@ -35,11 +35,22 @@ func (v mgmtView) ExchangePolicy(vhost, name string) policy.Match {
 
 // The definitions file's policies (definitions.Broker).
 
-func (v definitionsView) Policies(ctx context.Context, operator bool) ([]definitions.Policy, error) {
+// ListPolicies is Admin.ListPolicies, except that a store that keeps no
+// policies exports none rather than failing the export.
+func (v definitionsView) ListPolicies(ctx context.Context, vhost string) ([]definitions.Policy, error) {
+	return v.storedPolicies(ctx, vhost, false)
+}
+
+// ListOperatorPolicies is ListPolicies for operator policies.
+func (v definitionsView) ListOperatorPolicies(ctx context.Context, vhost string) ([]definitions.Policy, error) {
+	return v.storedPolicies(ctx, vhost, true)
+}
+
+func (v definitionsView) storedPolicies(ctx context.Context, vhost string, operator bool) ([]definitions.Policy, error) {
 	if _, err := v.b.policyStore(); err != nil {
 		return nil, nil // nothing stored: nothing to export
 	}
-	ps, err := v.b.storedPolicies(ctx, "", operator)
+	ps, err := v.b.storedPolicies(ctx, vhost, operator)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +66,6 @@ func (v definitionsView) CheckPolicy(p definitions.Policy, operator bool) error 
 		return err
 	}
 	_, err := policy.Check(internalPolicy(p), operator)
-	return err
-}
-
-func (v definitionsView) SetPolicy(ctx context.Context, p definitions.Policy, operator bool) error {
-	_, err := v.b.putPolicy(ctx, publicPolicy(internalPolicy(p)), operator)
 	return err
 }
 

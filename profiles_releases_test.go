@@ -149,8 +149,8 @@ var releaseScenarios = []profileScenario{
 			amqptest.DeclareQueue(t, ch, "q", true)
 			amqptest.DeclareQueue(t, ch, "other", true)
 			require.NoError(t, ch.ExchangeDeclare("x", "fanout", true, false, false, false, nil))
-			require.NoError(t, b.AddUser(ctx, passiveUser, passivePassword))
-			require.NoError(t, b.SetPermissions(ctx, passiveUser, "/", broker.Permission{Configure: "^$", Write: "^$", Read: "^(q|x)$"}))
+			require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: passiveUser, Password: passivePassword}))
+			require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: passiveUser, VHost: "/", Configure: "^$", Write: "^$", Read: "^(q|x)$"}))
 			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), passiveUser, passivePassword), amqp091.Config{})
 			return attempts(t, conn,
 				func(c *amqp091.Channel) error {

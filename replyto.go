@@ -5,7 +5,7 @@ package broker
 // cluster provides one). Each broker names the requesters it holds
 // amq.rabbitmq.reply-to.<tag>.<token>, with its own ReplyTag, so a broker
 // that receives a reply to another's name knows where to send it; the
-// receiving broker hands it on with Broker.DeliverReply.
+// receiving broker's forwarder hands it to the ReplyReceiver New attached.
 //
 // ForwardReply and ReplyExists are called on the publishing connection's
 // goroutine: they must return at once, or, where they wait for an answer,
@@ -27,7 +27,31 @@ type ReplyForwarder interface {
 	// consumes under name (queue.declare of a reply name), with the same
 	// bound.
 	ReplyExists(vhost, tag, name string) bool
+	// Attach is called by New, before the broker serves anyone, with the
+	// broker's receiving end, to which the forwarder hands what other
+	// brokers send this one; and by Close with nil, before the broker
+	// stops. It must not block.
+	Attach(ReplyReceiver)
 }
+
+// ReplyReceiver is a broker's receiving end of its ReplyForwarder.
+type ReplyReceiver interface {
+	// DeliverReply hands a reply forwarded by another broker to the
+	// requester consuming under name in vhost, as a publish to name on
+	// this broker would, and reports whether the requester took it: false
+	// when it is gone. A requester whose connection has no room for it
+	// drops it and still counts as having taken it, as for a local reply.
+	// It does not block. The requester's connection may keep props and
+	// body: the caller must not reuse them.
+	DeliverReply(vhost, name string, props, body []byte) bool
+	// ReplyExists reports whether a requester consumes under the direct
+	// reply-to name in vhost on this broker.
+	ReplyExists(vhost, name string) bool
+}
+
+// replyReceiver is the ReplyReceiver New attaches: the broker's own
+// requesters.
+type replyReceiver struct{ b *Broker }
 
 // replyTag is the tag of this broker's reply names, "" without Replies.
 func (b *Broker) replyTag() string {
@@ -51,27 +75,19 @@ func validReplyTag(tag string) bool {
 	return true
 }
 
-// DeliverReply hands a reply forwarded by another broker (a
-// ReplyForwarder's receiving end) to the requester consuming under name in
-// vhost, as a publish to name on this broker would, and reports whether
-// the requester took it: false when it is gone. A requester whose
-// connection has no room for it drops it and still counts as having taken
-// it, as for a local reply. It does not block. The requester's connection
-// may keep props and body: the caller must not reuse them.
-func (b *Broker) DeliverReply(vhost, name string, props, body []byte) bool {
-	vh, ok := b.lookupVHost(vhost)
+// DeliverReply implements ReplyReceiver.
+func (r replyReceiver) DeliverReply(vhost, name string, props, body []byte) bool {
+	vh, ok := r.b.lookupVHost(vhost)
 	if !ok {
 		return false
 	}
-	r, ok := vh.ReplyReceiver(name)
-	return ok && r.DeliverReply(name, props, body)
+	requester, ok := vh.ReplyReceiver(name)
+	return ok && requester.DeliverReply(name, props, body)
 }
 
-// ReplyExists reports whether a requester consumes under the direct
-// reply-to name in vhost on this broker (a ReplyForwarder's receiving end
-// of ReplyExists).
-func (b *Broker) ReplyExists(vhost, name string) bool {
-	vh, ok := b.lookupVHost(vhost)
+// ReplyExists implements ReplyReceiver.
+func (r replyReceiver) ReplyExists(vhost, name string) bool {
+	vh, ok := r.b.lookupVHost(vhost)
 	if !ok {
 		return false
 	}

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -12,25 +13,44 @@ import (
 )
 
 // linkedForwarder joins brokers by tag in one process: it hands a reply
-// straight to the tagged broker's DeliverReply, as package cluster does
-// over the network.
+// straight to the receiver the tagged broker attached, as package cluster
+// does over the network.
 type linkedForwarder struct {
-	tag     string
-	brokers map[string]*broker.Broker
-	waited  []bool // wait of every ForwardReply, in order
+	tag    string
+	linked *receivers
+	waited []bool // wait of every ForwardReply, in order
+}
+
+// receivers are the attached receivers of the linked brokers, by tag.
+type receivers struct {
+	mu sync.Mutex
+	by map[string]broker.ReplyReceiver
+}
+
+func (r *receivers) get(tag string) (broker.ReplyReceiver, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rcv, ok := r.by[tag]
+	return rcv, ok && rcv != nil
 }
 
 func (f *linkedForwarder) ReplyTag() string { return f.tag }
 
+func (f *linkedForwarder) Attach(r broker.ReplyReceiver) {
+	f.linked.mu.Lock()
+	defer f.linked.mu.Unlock()
+	f.linked.by[f.tag] = r
+}
+
 func (f *linkedForwarder) ForwardReply(vhost, tag, name string, props, body []byte, wait bool) bool {
 	f.waited = append(f.waited, wait)
-	b, ok := f.brokers[tag]
-	return ok && b.DeliverReply(vhost, name, append([]byte(nil), props...), append([]byte(nil), body...))
+	r, ok := f.linked.get(tag)
+	return ok && r.DeliverReply(vhost, name, append([]byte(nil), props...), append([]byte(nil), body...))
 }
 
 func (f *linkedForwarder) ReplyExists(vhost, tag, name string) bool {
-	b, ok := f.brokers[tag]
-	return ok && b.ReplyExists(vhost, name)
+	r, ok := f.linked.get(tag)
+	return ok && r.ReplyExists(vhost, name)
 }
 
 // TestReplyForwarder: with Options.Replies, a broker's reply names carry
@@ -42,8 +62,9 @@ func (f *linkedForwarder) ReplyExists(vhost, tag, name string) bool {
 func TestReplyForwarder(t *testing.T) {
 	brokers := map[string]*broker.Broker{}
 	fwd := map[string]*linkedForwarder{}
+	linked := &receivers{by: map[string]broker.ReplyReceiver{}}
 	for _, tag := range []string{"a", "b"} {
-		fwd[tag] = &linkedForwarder{tag: tag, brokers: brokers}
+		fwd[tag] = &linkedForwarder{tag: tag, linked: linked}
 		b, err := broker.New(broker.Options{Replies: fwd[tag]})
 		require.NoError(t, err)
 		t.Cleanup(func() { b.Close() })

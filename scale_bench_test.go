@@ -131,7 +131,7 @@ func BenchmarkQueuePurge(b *testing.B) {
 				names[i] = "q" + strconv.Itoa(i)
 				d.Queues = append(d.Queues, definitions.Queue{Name: names[i], VHost: "/", Durable: true})
 			}
-			if err := br.ImportDefinitions(ctx, d); err != nil {
+			if err := br.Admin().Import(ctx, d); err != nil {
 				b.Fatal(err)
 			}
 			msg := amqp091.Publishing{Body: []byte("x")}

@@ -210,7 +210,7 @@ func TestScaleImportProbe(t *testing.T) {
 	base := measure.LiveHeap()
 	baseRSS, _ := procStatus("VmRSS")
 	start := time.Now()
-	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	require.NoError(t, b.Admin().Import(context.Background(), d))
 	el := time.Since(start)
 	d = nil
 	heap := measure.LiveHeap()

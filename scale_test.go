@@ -59,7 +59,7 @@ func TestImportDefinitionsSyncsOnce(t *testing.T) {
 		d.Bindings = append(d.Bindings, definitions.Binding{Source: "amq.direct", VHost: "/", Destination: name, DestinationType: "queue", RoutingKey: name})
 	}
 	before := syncs.n.Load()
-	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	require.NoError(t, b.Admin().Import(context.Background(), d))
 	got := syncs.n.Load() - before
 	t.Logf("%d WAL syncs for %d queues and %d bindings", got, n, n)
 	require.LessOrEqual(t, got, int64(2))

@@ -20,15 +20,16 @@ import (
 func TestPermissionsRoundTrip(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{})
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
 	for _, perm := range []broker.Permission{
 		fullPermission,
 		{Configure: "", Write: "^amq\\.default$", Read: "q.*"},
 		{},
 		{Configure: "^(a|b)$", Write: "", Read: ".*"},
 	} {
-		require.NoError(t, b.SetPermissions(ctx, "u", "/", perm))
-		got, err := b.Permissions(ctx, "u", "")
+		perm.User, perm.VHost = "u", "/"
+		require.NoError(t, b.Admin().PutPermission(ctx, perm))
+		got, err := b.Admin().GetPermission(ctx, "u", "")
 		require.NoError(t, err)
 		require.Equal(t, perm, got)
 	}
@@ -38,13 +39,13 @@ func TestAccountsAPIErrors(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
-	require.Error(t, b.AddUser(ctx, "", "x"))
-	require.ErrorIs(t, b.SetPermissions(ctx, "nobody", "/", fullPermission), meta.ErrNotFound)
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.ErrorIs(t, b.SetPermissions(ctx, "u", "/nope", fullPermission), meta.ErrNotFound)
-	require.ErrorContains(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
-	require.ErrorIs(t, b.DeleteUser(ctx, "nobody"), meta.ErrNotFound)
-	_, err := b.Permissions(ctx, "u", "/")
+	require.Error(t, b.Admin().PutUser(ctx, broker.User{Name: "", Password: "x"}))
+	require.ErrorIs(t, b.Admin().PutPermission(ctx, fullPermissionOn("nobody", "/")), meta.ErrNotFound)
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
+	require.ErrorIs(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/nope")), meta.ErrNotFound)
+	require.ErrorContains(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: "(", Write: ".*", Read: ".*"}), "configure permission")
+	require.ErrorIs(t, b.Admin().DeleteUser(ctx, "nobody"), meta.ErrNotFound)
+	_, err := b.Admin().GetPermission(ctx, "u", "/")
 	require.ErrorIs(t, err, meta.ErrNotFound)
 }
 
@@ -52,15 +53,15 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
 
 	_, err := amqp091.Dial(amqptest.UserURL(b.URL(), "u", "wrong"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "nobody", "p"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 	// A blank password is refused even when it is the user's.
-	require.NoError(t, b.AddUser(ctx, "blank", ""))
-	require.NoError(t, b.SetPermissions(ctx, "blank", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "blank", Password: ""}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("blank", "/")))
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "blank", ""))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
@@ -68,14 +69,14 @@ func TestLoginAndVHostAccess(t *testing.T) {
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
 	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/")))
 	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 	amqptest.RequireWorks(t, conn)
 
 	// Deleting the user closes its open connection (320, as RabbitMQ's
 	// connection tracking does) and refuses any new login.
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
-	require.NoError(t, b.DeleteUser(ctx, "u"))
+	require.NoError(t, b.Admin().DeleteUser(ctx, "u"))
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'u' is deleted")
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "u", "p"))
 	amqptest.RequireCode(t, err, amqp091.AccessRefused)
@@ -92,8 +93,8 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 	}})
 	for _, u := range []string{"alice", "bob"} {
-		require.NoError(t, b.AddUser(ctx, u, u))
-		require.NoError(t, b.SetPermissions(ctx, u, "/", fullPermission))
+		require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: u, Password: u}))
+		require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn(u, "/")))
 	}
 	alice := amqptest.Dial(t, amqptest.UserURL(b.URL(), "alice", "alice"), amqp091.Config{})
 	aliceErrs := alice.NotifyClose(make(chan *amqp091.Error, 1))
@@ -115,13 +116,13 @@ func TestDeleteUserClosesItsConnections(t *testing.T) {
 	ch, err := b.Channel(ctx)
 	require.NoError(t, err)
 	chErrs := ch.NotifyClose(make(chan *amqp091.Error, 1))
-	require.NoError(t, b.DeleteUser(ctx, "bob"))
+	require.NoError(t, b.Admin().DeleteUser(ctx, "bob"))
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, bobErrs), amqp091.ConnectionForced, "user 'bob' is deleted")
 	require.False(t, ch.IsClosed())
-	require.NoError(t, b.DeleteUser(ctx, "direct-user"))
+	require.NoError(t, b.Admin().DeleteUser(ctx, "direct-user"))
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, chErrs), amqp091.ConnectionForced, "CONNECTION_FORCED - user 'direct-user' is deleted")
 	amqptest.RequireWorks(t, guest)
-	require.ErrorIs(t, b.DeleteUser(ctx, "bob"), meta.ErrNotFound)
+	require.ErrorIs(t, b.Admin().DeleteUser(ctx, "bob"), meta.ErrNotFound)
 }
 
 // TestPermissionsRefuse checks every place RabbitMQ enforces a permission
@@ -142,7 +143,7 @@ func TestPermissionsRefuse(t *testing.T) {
 	}
 	require.NoError(t, ach.QueueBind("q.src", "k", "x.src", false, nil))
 	require.NoError(t, ach.ExchangeBind("x.dst", "k", "x.src", false, nil))
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
 
 	const all = ".*"
 	publish := func(exchange string) func(*amqp091.Channel) error {
@@ -243,7 +244,7 @@ func TestPermissionsRefuse(t *testing.T) {
 		}, "queue 'q.src'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: tc.configure, Write: tc.write, Read: tc.read}))
+			require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: tc.configure, Write: tc.write, Read: tc.read}))
 			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			ch := amqptest.Channel(t, conn)
 			err := tc.op(ch)
@@ -251,7 +252,7 @@ func TestPermissionsRefuse(t *testing.T) {
 			amqptest.RequireReply(t, err, amqp091.AccessRefused, "in vhost '/' refused for user 'u'")
 
 			// The same operation with every permission passes the check.
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: all, Write: all, Read: all}))
+			require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: all, Write: all, Read: all}))
 			ch = amqptest.Channel(t, conn)
 			err = tc.op(ch)
 			var ae *amqp091.Error
@@ -275,7 +276,7 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 	defer ch.Close()
 	_, err = ch.QueueDeclare("orders.eu", false, false, false, false, nil)
 	require.NoError(t, err)
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
 	for _, tc := range []struct {
 		read    string
 		allowed bool
@@ -289,7 +290,7 @@ func TestPermissionsAreUnanchored(t *testing.T) {
 		{"", false},
 	} {
 		t.Run(tc.read, func(t *testing.T) {
-			require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "", Write: "", Read: tc.read}))
+			require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: "", Write: "", Read: tc.read}))
 			conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 			uch := amqptest.Channel(t, conn)
 			_, _, err := uch.Get("orders.eu", false)
@@ -306,8 +307,8 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	b := startBroker(t, broker.Options{})
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/")))
 	conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "u", "p"), amqp091.Config{})
 	ch := amqptest.ConfirmChannel(t, conn)
 	amqptest.DeclareQueue(t, ch, "q", false)
@@ -319,17 +320,17 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 
 	// A read grant that no longer covers q refuses the next get on the
 	// same connection: the cache does not outlive the grant it was made under.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: ".*", Write: ".*", Read: "^other$"}))
 	_, _, err = ch.Get("q", true)
 	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: "nothing", Read: ".*"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: ".*", Write: "nothing", Read: ".*"}))
 	ch = amqptest.ConfirmChannel(t, conn)
 	errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	require.NoError(t, ch.PublishWithContext(ctx, "", "q", false, false, amqp091.Publishing{Body: []byte("two")}))
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.AccessRefused, "access to exchange 'amq.default' in vhost '/' refused for user 'u'")
 
-	require.NoError(t, b.ClearPermissions(ctx, "u", "/"))
+	require.NoError(t, b.Admin().DeletePermission(ctx, "u", "/"))
 	ch = amqptest.Channel(t, conn)
 	_, _, err = ch.Get("q", true)
 	amqptest.RequireReply(t, err, amqp091.AccessRefused, "access to queue 'q' in vhost '/' refused for user 'u'")
@@ -338,7 +339,7 @@ func TestPermissionChangesReachOpenConnections(t *testing.T) {
 
 	// Passive declares are not permission checks in RabbitMQ 3.13 (the
 	// default profile) to 4.2.5; later releases: the profile table test.
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", broker.Permission{Configure: "", Write: "", Read: ""}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: "", Write: "", Read: ""}))
 	ch = amqptest.Channel(t, conn)
 	_, err = ch.QueueDeclarePassive("q", false, false, false, false, nil)
 	require.NoError(t, err)
@@ -364,8 +365,8 @@ func BenchmarkPublishPermissions(b *testing.B) {
 			require.NoError(b, err)
 			defer br.Close()
 			ctx := context.Background()
-			require.NoError(b, br.AddUser(ctx, "u", "p"))
-			require.NoError(b, br.SetPermissions(ctx, "u", "/", broker.Permission{Configure: ".*", Write: bc.write, Read: ".*"}))
+			require.NoError(b, br.Admin().PutUser(ctx, broker.User{Name: "u", Password: "p"}))
+			require.NoError(b, br.Admin().PutPermission(ctx, broker.Permission{User: "u", VHost: "/", Configure: ".*", Write: bc.write, Read: ".*"}))
 			conn, err := amqp091.DialConfig(amqptest.UserURL(br.URL(), "u", "p"), amqp091.Config{Dial: br.Dial})
 			require.NoError(b, err)
 			defer conn.Close()
@@ -392,14 +393,16 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	b := startBroker(t, broker.Options{DataDir: dir})
-	require.ErrorContains(t, b.AddVHost(ctx, "/"), "already exists")
-	require.NoError(t, b.AddVHost(ctx, "v2"))
+	created, err := b.Admin().PutVHost(ctx, broker.VHost{Name: "/"})
+	require.NoError(t, err)
+	require.False(t, created, "/ exists: its metadata is replaced")
+	addVHost(t, b, "v2")
 	v2URL := b.URL() + "v2"
 
 	// No permissions on a new vhost until granted.
-	_, err := amqp091.Dial(v2URL)
+	_, err = amqp091.Dial(v2URL)
 	amqptest.RequireReply(t, err, amqp091.NotAllowed, "access to vhost 'v2' refused for user 'guest'")
-	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("guest", "v2")))
 	conn := amqptest.Dial(t, v2URL, amqp091.Config{})
 	ch := amqptest.ConfirmChannel(t, conn)
 	amqptest.DeclareQueue(t, ch, "kept", true)
@@ -416,17 +419,17 @@ func TestAddAndDeleteVHost(t *testing.T) {
 	ch = amqptest.Channel(t, conn)
 	require.Equal(t, "m1", string(amqptest.Get(t, ch, "kept", true).Body))
 
-	require.NoError(t, b.DeleteVHost(ctx, "v2"))
+	require.NoError(t, b.Admin().DeleteVHost(ctx, "v2"))
 	amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "vhost 'v2' is deleted")
 	_, err = amqp091.Dial(v2URL)
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
-	require.ErrorIs(t, b.DeleteVHost(ctx, "v2"), meta.ErrNotFound)
-	_, err = b.Permissions(ctx, "guest", "v2")
+	require.ErrorIs(t, b.Admin().DeleteVHost(ctx, "v2"), meta.ErrNotFound)
+	_, err = b.Admin().GetPermission(ctx, "guest", "v2")
 	require.ErrorIs(t, err, meta.ErrNotFound)
 
 	// Re-adding it starts empty.
-	require.NoError(t, b.AddVHost(ctx, "v2"))
-	require.NoError(t, b.SetPermissions(ctx, "guest", "v2", fullPermission))
+	addVHost(t, b, "v2")
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("guest", "v2")))
 	conn = amqptest.Dial(t, v2URL, amqp091.Config{})
 	require.False(t, amqptest.QueueExists(t, conn, "kept"))
 	require.False(t, amqptest.ExchangeExists(t, conn, "x2"))

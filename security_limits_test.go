@@ -75,8 +75,8 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 			amqptest.CheckGoroutines(t)
 			b, url := serveAs(t, broker.Options{AllowRemoteGuest: tc.allowRemote}, tc.peer)
 			if tc.user != "guest" {
-				require.NoError(t, b.AddUser(context.Background(), tc.user, "pw"))
-				require.NoError(t, b.SetPermissions(context.Background(), tc.user, "/", fullPermission))
+				require.NoError(t, b.Admin().PutUser(context.Background(), broker.User{Name: tc.user, Password: "pw"}))
+				require.NoError(t, b.Admin().PutPermission(context.Background(), fullPermissionOn(tc.user, "/")))
 				url = strings.Replace(url, "guest:guest", tc.user+":pw", 1)
 			}
 			conn, err := amqp091.Dial(url)

@@ -29,8 +29,8 @@ func TestLoginFailuresThrottleTheirSource(t *testing.T) {
 	var logs amqptest.SyncBuffer
 	b := startBroker(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
-	require.NoError(t, b.AddUser(ctx, "u", "p"))
-	require.NoError(t, b.SetPermissions(ctx, "u", "/", fullPermission))
+	require.NoError(t, b.Admin().PutUser(ctx, User{Name: "u", Password: "p"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("u", "/")))
 	from := func(ip string) amqp091.Config {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 30 * time.Second}
 		return amqp091.Config{Dial: func(network, addr string) (net.Conn, error) { return d.Dial(network, addr) }}

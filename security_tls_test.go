@@ -63,8 +63,8 @@ func TestTLS(t *testing.T) {
 			amqptest.CheckGoroutines(t)
 			b, url := startTLSBroker(t, ca, broker.Options{AuthMechanisms: tc.mechs})
 			ctx := context.Background()
-			require.NoError(t, b.AddUser(ctx, "alice", "unused-password"))
-			require.NoError(t, b.SetPermissions(ctx, "alice", "/", fullPermission))
+			require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "alice", Password: "unused-password"}))
+			require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn("alice", "/")))
 
 			cfg := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 			if tc.cert != nil {

@@ -19,11 +19,10 @@ import (
 func TestPublishUserIDMustBeTheUsers(t *testing.T) {
 	ctx := context.Background()
 	b := startBroker(t, broker.Options{})
-	all := broker.Permission{Configure: ".*", Write: ".*", Read: ".*"}
-	require.NoError(t, b.AddUser(ctx, "alice", "pw"))
-	require.NoError(t, b.AddUser(ctx, "imp", "pw", "impersonator"))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "alice", Password: "pw"}))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "imp", Password: "pw", Tags: []string{"impersonator"}}))
 	for _, u := range []string{"alice", "imp"} {
-		require.NoError(t, b.SetPermissions(ctx, u, "/", all))
+		require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn(u, "/")))
 	}
 	setupCh := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, setupCh, "uid", false)

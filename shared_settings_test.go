@@ -16,9 +16,9 @@ import (
 func TestSharedVHostSettings(t *testing.T) {
 	p := newSharedPair(t)
 	ctx := context.Background()
-	_, err := p.b1.PutVHost(ctx, VHostInfo{Name: "/", DefaultQueueType: "quorum"})
+	_, err := p.b1.Admin().PutVHost(ctx, VHost{Name: "/", DefaultQueueType: "quorum"})
 	require.NoError(t, err)
-	require.NoError(t, p.b1.SetVHostLimit(ctx, "/", LimitMaxConnections, 1))
+	require.NoError(t, p.b1.Admin().PutVHostLimit(ctx, "/", LimitMaxConnections, 1))
 	amqptest.Poll(t, func() bool {
 		vh, ok := p.b2.lookupVHost("/")
 		_, limited := p.b2.connectionLimit("/")
@@ -33,7 +33,7 @@ func TestSharedVHostSettings(t *testing.T) {
 	_, err = amqp091.Dial(p.b2.URL())
 	amqptest.RequireReply(t, err, 530, "connection limit (1) is reached")
 
-	require.NoError(t, p.b1.ClearVHostLimit(ctx, "/", LimitMaxConnections))
+	require.NoError(t, p.b1.Admin().DeleteVHostLimit(ctx, "/", LimitMaxConnections))
 	amqptest.Poll(t, func() bool {
 		_, limited := p.b2.connectionLimit("/")
 		return !limited

@@ -275,14 +275,15 @@ func TestSharedNonDurableQueueStaysLocal(t *testing.T) {
 func TestSharedVHostsFollow(t *testing.T) {
 	p := newSharedPair(t)
 	ctx := context.Background()
-	require.NoError(t, p.b1.AddVHost(ctx, "team"))
+	_, err := p.b1.Admin().PutVHost(ctx, VHost{Name: "team"})
+	require.NoError(t, err)
 	amqptest.Poll(t, func() bool { _, ok := p.b2.lookupVHost("team"); return ok }, "vhost team on broker 2")
-	require.NoError(t, p.b2.SetPermissions(ctx, "guest", "team", fullPermission))
+	require.NoError(t, p.b2.Admin().PutPermission(ctx, fullPermissionOn("guest", "team")))
 	conn := amqptest.Dial(t, p.b2.URL()+"team", amqp091.Config{})
 	errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
 	amqptest.RequireWorks(t, conn)
 
-	require.NoError(t, p.b1.DeleteVHost(ctx, "team"))
+	require.NoError(t, p.b1.Admin().DeleteVHost(ctx, "team"))
 	e := amqptest.AwaitClose(t, errs)
 	require.Equal(t, 320, e.Code)
 	amqptest.Poll(t, func() bool { _, ok := p.b2.lookupVHost("team"); return !ok }, "vhost team gone from broker 2")

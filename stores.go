@@ -186,7 +186,7 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 }
 
 // openVHosts opens every configured vhost and every vhost stored by
-// AddVHost (accounts.go), each with its durable topology.
+// addVHost (accounts.go), each with its durable topology.
 func (b *Broker) openVHosts(ctx context.Context) error {
 	b.vhostsMu.Lock()
 	defer b.vhostsMu.Unlock()

@@ -32,8 +32,8 @@ func TestUpdateSecret(t *testing.T) {
 	for via, dial := range dials {
 		t.Run(via, func(t *testing.T) {
 			user := "u-" + via
-			require.NoError(t, b.AddUser(ctx, user, user))
-			require.NoError(t, b.SetPermissions(ctx, user, "/", fullPermission))
+			require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: user, Password: user}))
+			require.NoError(t, b.Admin().PutPermission(ctx, fullPermissionOn(user, "/")))
 			conn := dial(t, user)
 			for _, secret := range []string{user, "a-new-token", ""} {
 				require.NoError(t, conn.UpdateSecret(secret, "token refresh"))
@@ -41,14 +41,14 @@ func TestUpdateSecret(t *testing.T) {
 			}
 
 			// Permissions still apply after a refresh: none on "/" now.
-			require.NoError(t, b.SetPermissions(ctx, user, "/", broker.Permission{}))
+			require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: user, VHost: "/"}))
 			require.NoError(t, conn.UpdateSecret("another-token", "token refresh"))
 			ch := amqptest.Channel(t, conn)
 			_, err := ch.QueueDeclare("q-"+via, false, true, false, false, nil)
 			amqptest.RequireCode(t, err, amqp091.AccessRefused)
 
 			errs := conn.NotifyClose(make(chan *amqp091.Error, 1))
-			require.NoError(t, b.DeleteUser(ctx, user))
+			require.NoError(t, b.Admin().DeleteUser(ctx, user))
 			amqptest.RequireReply(t, amqptest.AwaitClose(t, errs), amqp091.ConnectionForced, "CONNECTION_FORCED - user '"+user+"' is deleted")
 			require.ErrorIs(t, conn.UpdateSecret("late-token", "token refresh"), amqp091.ErrClosed)
 		})

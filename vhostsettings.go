@@ -108,11 +108,11 @@ func (b *Broker) connectionLimit(vh string) (int, bool) {
 	return n, ok && n >= 0
 }
 
-// VHostLimits returns every vhost's stored limits, by vhost and limit
+// vhostLimits returns every vhost's stored limits, by vhost and limit
 // name (LimitMaxConnections, LimitMaxQueues).
-func (b *Broker) VHostLimits() map[string]map[string]int64 { return b.vlimits.all() }
+func (b *Broker) vhostLimits() map[string]map[string]int64 { return b.vlimits.all() }
 
-// SetVHostLimit sets one of a vhost's limits, as RabbitMQ's
+// setVHostLimit sets one of a vhost's limits, as RabbitMQ's
 // rabbitmqctl set_vhost_limits and PUT /api/vhost-limits do: name is
 // LimitMaxConnections (connection.open beyond it is refused with 530
 // NOT_ALLOWED; 0 refuses every connection) or LimitMaxQueues (declaring
@@ -120,7 +120,7 @@ func (b *Broker) VHostLimits() map[string]map[string]int64 { return b.vlimits.al
 // is no limit. A stored limit overrides Options.VHostMaxConnections and
 // Options.MaxQueuesPerVHost for its vhost. Open connections over a new
 // connection limit stay open, as in RabbitMQ.
-func (b *Broker) SetVHostLimit(ctx context.Context, vhostName, name string, value int64) error {
+func (b *Broker) setVHostLimit(ctx context.Context, vhostName, name string, value int64) error {
 	vh := canonicalVHost(vhostName)
 	if name != LimitMaxConnections && name != LimitMaxQueues {
 		return fmt.Errorf("broker: unknown vhost limit %q (want %s or %s)", name, LimitMaxConnections, LimitMaxQueues)
@@ -145,10 +145,10 @@ func (b *Broker) SetVHostLimit(ctx context.Context, vhostName, name string, valu
 	return nil
 }
 
-// ClearVHostLimit removes one of a vhost's stored limits (rabbitmqctl
+// clearVHostLimit removes one of a vhost's stored limits (rabbitmqctl
 // clear_vhost_limits for one name); clearing one it does not have is not
 // an error.
-func (b *Broker) ClearVHostLimit(ctx context.Context, vhostName, name string) error {
+func (b *Broker) clearVHostLimit(ctx context.Context, vhostName, name string) error {
 	vh := canonicalVHost(vhostName)
 	if err := b.stores.meta.DeleteVHostLimit(ctx, vh, name); err != nil {
 		return fmt.Errorf("broker: clear limit of vhost %q: %w", vh, err)
@@ -165,43 +165,31 @@ func (b *Broker) ClearVHostLimit(ctx context.Context, vhostName, name string) er
 	return nil
 }
 
-// VHostInfo is a vhost's metadata, as RabbitMQ keeps it.
-type VHostInfo struct {
-	Name        string
-	Description string
-	Tags        []string
-	// DefaultQueueType is the type ("classic", "quorum" or "stream") a
-	// durable, non-exclusive, non-auto-delete queue declared in the vhost
-	// without x-queue-type gets, as in RabbitMQ 3.11 and later; "" for
-	// none (classic).
-	DefaultQueueType string
-}
-
-// VHostInfo returns a vhost's metadata; an error wrapping
+// vhostInfo returns a vhost's metadata; an error wrapping
 // meta.ErrNotFound when there is no such vhost.
-func (b *Broker) VHostInfo(ctx context.Context, vhostName string) (VHostInfo, error) {
+func (b *Broker) vhostInfo(ctx context.Context, vhostName string) (VHost, error) {
 	vh := canonicalVHost(vhostName)
 	if _, ok := b.lookupVHost(vh); !ok {
-		return VHostInfo{}, fmt.Errorf("broker: vhost %q: %w", vh, meta.ErrNotFound)
+		return VHost{}, fmt.Errorf("broker: vhost %q: %w", vh, meta.ErrNotFound)
 	}
 	v, err := b.stores.meta.GetVHost(ctx, vh)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 		// Open but not stored: created by another broker in shared
 		// mode a moment ago, or deleted meanwhile.
-		return VHostInfo{Name: vh}, nil
+		return VHost{Name: vh}, nil
 	case err != nil:
-		return VHostInfo{}, fmt.Errorf("broker: vhost %q: %w", vh, err)
+		return VHost{}, fmt.Errorf("broker: vhost %q: %w", vh, err)
 	}
-	return VHostInfo{Name: vh, Description: v.Description, Tags: slices.Clone(v.Tags), DefaultQueueType: v.DefaultQueueType}, nil
+	return VHost{Name: vh, Description: v.Description, Tags: slices.Clone(v.Tags), DefaultQueueType: v.DefaultQueueType}, nil
 }
 
-// PutVHost creates the vhost with info's metadata, or replaces the
+// putVHost creates the vhost with info's metadata, or replaces the
 // metadata of an existing one (RabbitMQ's PUT /api/vhosts/{vhost}); it
 // reports whether it created the vhost. A default queue type other than
 // "", "classic", "quorum" and "stream" is refused. A new default applies
 // to queues declared from then on.
-func (b *Broker) PutVHost(ctx context.Context, info VHostInfo) (created bool, err error) {
+func (b *Broker) putVHost(ctx context.Context, info VHost) (created bool, err error) {
 	name := canonicalVHost(info.Name)
 	if len(name) > 255 {
 		return false, fmt.Errorf("broker: vhost name longer than 255 bytes")
@@ -271,31 +259,17 @@ func (b *Broker) deleteVHostSettings(ctx context.Context, vh string) error {
 	return errors.Join(errs...)
 }
 
-// TopicPermission is a user's topic permission on one topic exchange of
-// a vhost (RabbitMQ's topic authorisation): a publish to the exchange
-// needs a routing key Write matches, a bind to it or unbind from it a
-// binding key Read matches. Both are regular expressions matched
-// unanchored ("" matches only the empty key), in which {username} and
-// {vhost} stand for the connection's user and vhost. An exchange without
-// a topic permission, and an exchange that is not of type topic, are not
-// restricted. Refusals are 403 ACCESS_REFUSED and close the channel.
-type TopicPermission struct {
-	Exchange string
-	Write    string
-	Read     string
-}
-
-// TopicPermissions returns every stored topic permission.
-func (b *Broker) TopicPermissions(ctx context.Context) ([]meta.TopicPermission, error) {
+// topicPermissions returns every stored topic permission.
+func (b *Broker) topicPermissions(ctx context.Context) ([]meta.TopicPermission, error) {
 	return b.stores.meta.ListTopicPermissions(ctx)
 }
 
-// SetTopicPermission grants user p on vhost, replacing the user's topic
+// setTopicPermission grants user p on vhost, replacing the user's topic
 // permission on that exchange; it reports whether there was none. The
 // user and the vhost must exist (an error wrapping meta.ErrNotFound) and
 // each expression must compile. Open connections of the user on the
 // vhost use it from their next check.
-func (b *Broker) SetTopicPermission(ctx context.Context, user, vhostName string, p TopicPermission) (created bool, err error) {
+func (b *Broker) setTopicPermission(ctx context.Context, user, vhostName string, p TopicPermission) (created bool, err error) {
 	vh := canonicalVHost(vhostName)
 	tp := meta.TopicPermission{User: user, VHost: vh, Exchange: p.Exchange, Write: p.Write, Read: p.Read}
 	if _, err := compileTopicGrant(tp); err != nil {
@@ -318,9 +292,9 @@ func (b *Broker) SetTopicPermission(ctx context.Context, user, vhostName string,
 	return created, b.refreshTopicAccess(ctx, user, vh)
 }
 
-// ClearTopicPermission removes user's topic permission on exchange of
+// clearTopicPermission removes user's topic permission on exchange of
 // vhost ("" removes those on every exchange of the vhost).
-func (b *Broker) ClearTopicPermission(ctx context.Context, user, vhostName, exchange string) error {
+func (b *Broker) clearTopicPermission(ctx context.Context, user, vhostName, exchange string) error {
 	vh := canonicalVHost(vhostName)
 	have, err := b.topicPermissionsOf(ctx, user, vh)
 	if err != nil {

@@ -70,13 +70,13 @@ func settingsBroker(t *testing.T) *broker.Broker {
 func TestVHostDefaultQueueType(t *testing.T) {
 	b := settingsBroker(t)
 	ctx := context.Background()
-	created, err := b.PutVHost(ctx, broker.VHostInfo{Name: "v", Description: "orders", Tags: []string{"eu"}, DefaultQueueType: "quorum"})
+	created, err := b.Admin().PutVHost(ctx, broker.VHost{Name: "v", Description: "orders", Tags: []string{"eu"}, DefaultQueueType: "quorum"})
 	require.NoError(t, err)
 	require.False(t, created, "v exists")
-	info, err := b.VHostInfo(ctx, "v")
+	info, err := b.Admin().GetVHost(ctx, "v")
 	require.NoError(t, err)
-	require.Equal(t, broker.VHostInfo{Name: "v", Description: "orders", Tags: []string{"eu"}, DefaultQueueType: "quorum"}, info)
-	_, err = b.PutVHost(ctx, broker.VHostInfo{Name: "v", DefaultQueueType: "lazy"})
+	require.Equal(t, broker.VHost{Name: "v", Description: "orders", Tags: []string{"eu"}, DefaultQueueType: "quorum"}, info)
+	_, err = b.Admin().PutVHost(ctx, broker.VHost{Name: "v", DefaultQueueType: "lazy"})
 	require.ErrorContains(t, err, "unknown queue type 'lazy'")
 
 	for _, door := range settingsDoors {
@@ -107,8 +107,10 @@ func TestVHostDefaultQueueType(t *testing.T) {
 func TestVHostConnectionLimit(t *testing.T) {
 	b := settingsBroker(t)
 	ctx := context.Background()
-	require.NoError(t, b.SetVHostLimit(ctx, "v", broker.LimitMaxConnections, 1))
-	require.Equal(t, map[string]map[string]int64{"v": {"max-connections": 1}}, b.VHostLimits())
+	require.NoError(t, b.Admin().PutVHostLimit(ctx, "v", broker.LimitMaxConnections, 1))
+	limits, err := b.Admin().ListVHostLimits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]map[string]int64{"v": {"max-connections": 1}}, limits)
 	const refused = "access to vhost 'v' refused for user 'bob': connection limit (1) is reached"
 	for _, holder := range settingsDoors {
 		t.Run("held by "+holder.name, func(t *testing.T) {
@@ -131,26 +133,26 @@ func TestVHostConnectionLimit(t *testing.T) {
 			}, "the closed connection's place is given back")
 		})
 	}
-	require.NoError(t, b.SetVHostLimit(ctx, "v", broker.LimitMaxConnections, 0))
+	require.NoError(t, b.Admin().PutVHostLimit(ctx, "v", broker.LimitMaxConnections, 0))
 	for _, door := range settingsDoors {
 		_, _, err := door.open(t, b, "bob", "v")
 		amqptest.RequireReply(t, err, 530, "connection limit (0) is reached")
 	}
-	require.NoError(t, b.ClearVHostLimit(ctx, "v", broker.LimitMaxConnections))
+	require.NoError(t, b.Admin().DeleteVHostLimit(ctx, "v", broker.LimitMaxConnections))
 	for _, door := range settingsDoors {
 		_, c, err := door.open(t, b, "bob", "v")
 		require.NoError(t, err, door.name)
 		c()
 	}
-	require.Error(t, b.SetVHostLimit(ctx, "v", "max-fun", 1))
-	require.Error(t, b.SetVHostLimit(ctx, "nope", broker.LimitMaxQueues, 1))
+	require.Error(t, b.Admin().PutVHostLimit(ctx, "v", "max-fun", 1))
+	require.Error(t, b.Admin().PutVHostLimit(ctx, "nope", broker.LimitMaxQueues, 1))
 }
 
 // TestVHostQueueLimit: max-queues through every door, 406 with
 // RabbitMQ's text; an existing queue can still be redeclared.
 func TestVHostQueueLimit(t *testing.T) {
 	b := settingsBroker(t)
-	require.NoError(t, b.SetVHostLimit(context.Background(), "v", broker.LimitMaxQueues, 1))
+	require.NoError(t, b.Admin().PutVHostLimit(context.Background(), "v", broker.LimitMaxQueues, 1))
 	ch, _, err := settingsDoors[0].open(t, b, "alice", "v")
 	require.NoError(t, err)
 	_, err = ch.QueueDeclare("only", false, false, false, false, nil)
@@ -176,12 +178,12 @@ func TestVHostQueueLimit(t *testing.T) {
 func TestTopicPermissions(t *testing.T) {
 	b := settingsBroker(t)
 	ctx := context.Background()
-	created, err := b.SetTopicPermission(ctx, "alice", "v", broker.TopicPermission{Exchange: "amq.topic", Write: "^{username}\\.", Read: "^{vhost}\\."})
+	created, err := b.Admin().PutTopicPermission(ctx, broker.TopicPermission{User: "alice", VHost: "v", Exchange: "amq.topic", Write: "^{username}\\.", Read: "^{vhost}\\."})
 	require.NoError(t, err)
 	require.True(t, created)
-	_, err = b.SetTopicPermission(ctx, "alice", "v", broker.TopicPermission{Exchange: "x", Write: "(", Read: ""})
+	_, err = b.Admin().PutTopicPermission(ctx, broker.TopicPermission{User: "alice", VHost: "v", Exchange: "x", Write: "(", Read: ""})
 	require.Error(t, err, "a regexp that does not compile")
-	_, err = b.SetTopicPermission(ctx, "nobody", "v", broker.TopicPermission{Exchange: "x"})
+	_, err = b.Admin().PutTopicPermission(ctx, broker.TopicPermission{User: "nobody", VHost: "v", Exchange: "x"})
 	require.Error(t, err)
 
 	type step struct {
@@ -249,9 +251,9 @@ func TestTopicPermissions(t *testing.T) {
 	// A change reaches open connections; clearing lifts the restriction.
 	ch, _, err = settingsDoors[1].open(t, b, "alice", "v")
 	require.NoError(t, err)
-	require.NoError(t, b.ClearTopicPermission(ctx, "alice", "v", ""))
+	require.NoError(t, b.Admin().DeleteTopicPermission(ctx, "alice", "v", ""))
 	require.NoError(t, pub("amq.topic", "bob.a")(ch))
-	_, err = b.SetTopicPermission(ctx, "alice", "v", broker.TopicPermission{Exchange: "amq.topic", Write: "", Read: ""})
+	_, err = b.Admin().PutTopicPermission(ctx, broker.TopicPermission{User: "alice", VHost: "v", Exchange: "amq.topic", Write: "", Read: ""})
 	require.NoError(t, err)
 	amqptest.RequireReply(t, pub("amq.topic", "bob.a")(ch), 403, refused("bob.a"))
 }
@@ -265,32 +267,33 @@ func TestVHostSettingsSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	b, err := broker.New(opts)
 	require.NoError(t, err)
-	_, err = b.PutVHost(ctx, broker.VHostInfo{Name: "v", Description: "d", Tags: []string{"t"}, DefaultQueueType: "quorum"})
+	_, err = b.Admin().PutVHost(ctx, broker.VHost{Name: "v", Description: "d", Tags: []string{"t"}, DefaultQueueType: "quorum"})
 	require.NoError(t, err)
-	require.NoError(t, b.SetVHostLimit(ctx, "v", broker.LimitMaxQueues, 0))
-	_, err = b.SetTopicPermission(ctx, "alice", "v", broker.TopicPermission{Exchange: "amq.topic", Write: "^a", Read: ".*"})
+	require.NoError(t, b.Admin().PutVHostLimit(ctx, "v", broker.LimitMaxQueues, 0))
+	_, err = b.Admin().PutTopicPermission(ctx, broker.TopicPermission{User: "alice", VHost: "v", Exchange: "amq.topic", Write: "^a", Read: ".*"})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 
 	b, err = broker.New(opts)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, b.Close()) }()
-	info, err := b.VHostInfo(ctx, "v")
+	info, err := b.Admin().GetVHost(ctx, "v")
 	require.NoError(t, err)
-	require.Equal(t, broker.VHostInfo{Name: "v", Description: "d", Tags: []string{"t"}, DefaultQueueType: "quorum"}, info)
-	require.Equal(t, map[string]map[string]int64{"v": {"max-queues": 0}}, b.VHostLimits())
+	require.Equal(t, broker.VHost{Name: "v", Description: "d", Tags: []string{"t"}, DefaultQueueType: "quorum", Limits: map[string]int64{"max-queues": 0}}, info)
 	ch, err := b.Channel(ctx, broker.OnVHost("v"))
 	require.NoError(t, err)
 	_, err = ch.QueueDeclare("q", true, false, false, false, nil)
 	amqptest.RequireReply(t, err, 406, "queue limit in vhost 'v' (0) is reached")
-	tps, err := b.TopicPermissions(ctx)
+	tps, err := b.Admin().ListTopicPermissions(ctx)
 	require.NoError(t, err)
 	require.Len(t, tps, 1)
 
 	// Deleting the vhost deletes its settings.
-	require.NoError(t, b.DeleteVHost(ctx, "v"))
-	require.Empty(t, b.VHostLimits())
-	tps, err = b.TopicPermissions(ctx)
+	require.NoError(t, b.Admin().DeleteVHost(ctx, "v"))
+	limits, err := b.Admin().ListVHostLimits(ctx)
+	require.NoError(t, err)
+	require.Empty(t, limits)
+	tps, err = b.Admin().ListTopicPermissions(ctx)
 	require.NoError(t, err)
 	require.Empty(t, tps)
 }

@@ -92,8 +92,8 @@ func TestCleanupOrder(t *testing.T) {
 // permissions.
 func TestChannelOptions(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{VHosts: []string{"/", "orders"}})
-	require.NoError(t, b.AddUser(t.Context(), "reader", "pw"))
-	require.NoError(t, b.SetPermissions(t.Context(), "reader", "orders", broker.Permission{Read: ".*"}))
+	require.NoError(t, b.Admin().PutUser(t.Context(), broker.User{Name: "reader", Password: "pw"}))
+	require.NoError(t, b.Admin().PutPermission(t.Context(), broker.Permission{User: "reader", VHost: "orders", Read: ".*"}))
 	ch := brokertest.Channel(t, b, broker.AsUser("reader"), broker.OnVHost("orders"))
 	_, err := ch.QueueDeclare("q", false, false, false, false, nil)
 	var ae *amqp091.Error

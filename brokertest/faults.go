@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/faultstore"
+	"github.com/warrenmq/broker/internal/testhook"
 )
 
 // ConnectionForced is AMQP's 320 CONNECTION_FORCED, the code RabbitMQ's
@@ -71,7 +72,7 @@ func (l *Lab) ForceConsumerTimeout(name string, ch uint16) error {
 	}
 	for _, c := range b.Connections() {
 		if ConnectionName(c) == name {
-			return b.ForceConsumerTimeout(c.ID, ch)
+			return testhook.ForceConsumerTimeout(b, c.ID, ch)
 		}
 	}
 	return fmt.Errorf("%w: connection named %q", broker.ErrNotFound, name)

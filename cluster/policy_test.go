@@ -23,11 +23,11 @@ func TestPolicyAcrossNodes(t *testing.T) {
 		c.declared(i, "capped")
 	}
 	ctx := context.Background()
-	require.NoError(t, c.broker(0).SetPolicy(ctx, broker.Policy{Name: "cap", Pattern: "^capped$",
+	require.NoError(t, c.broker(0).Admin().PutPolicy(ctx, broker.Policy{Name: "cap", Pattern: "^capped$",
 		Definition: map[string]any{"max-length": 2, "overflow": "reject-publish"}}))
 	for i := range c.nodes {
 		require.Eventually(t, func() bool {
-			ps, err := c.broker(i).Policies(ctx, "/")
+			ps, err := c.broker(i).Admin().ListPolicies(ctx, "/")
 			return err == nil && len(ps) == 1
 		}, waitFor, 10*time.Millisecond, "node %d stores the policy", i+1)
 	}
@@ -49,7 +49,7 @@ func TestPolicyAcrossNodes(t *testing.T) {
 	require.Eventually(t, func() bool { return !p3.publish("", "capped", "d", waitFor) }, waitFor, 10*time.Millisecond,
 		"node 3 refuses a publish over the policy's max-length")
 
-	require.NoError(t, c.broker(2).DeletePolicy(ctx, "/", "cap"))
+	require.NoError(t, c.broker(2).Admin().DeletePolicy(ctx, "/", "cap"))
 	require.Eventually(t, func() bool { return p.publish("", "capped", "e", waitFor) }, waitFor, 10*time.Millisecond,
 		"node 2 takes publishes once the policy is deleted on node 3")
 }

@@ -56,10 +56,10 @@ type replyRouter struct {
 	self    uint64
 	timeout time.Duration
 	log     *slog.Logger
-	// broker is the node's broker, nil while it serves none; members
-	// reads the membership (raft.Node.Peers).
-	broker  func() *broker.Broker
-	members func(context.Context) ([]raft.Peer, error)
+	// receiver is what the member's current broker attached (nil while
+	// it has none); members reads the membership (raft.Node.Peers).
+	receiver atomic.Pointer[broker.ReplyReceiver]
+	members  func(context.Context) ([]raft.Peer, error)
 
 	nextID atomic.Uint64
 	// queued is the bytes of the messages in every peer's queue and in the
@@ -95,11 +95,11 @@ type replyPeer struct {
 func newReplyRouter(n *Node, msgr raft.Messenger, timeout time.Duration) *replyRouter {
 	return startReplyRouter(&replyRouter{
 		msgr: msgr, self: n.cfg.Raft.ID, timeout: timeout, log: n.log,
-		broker: n.Broker, members: n.raft.Peers,
+		members: n.raft.Peers,
 	}, n.cfg.Raft.Peers)
 }
 
-// startReplyRouter starts r, whose msgr, self, timeout, log, broker and
+// startReplyRouter starts r, whose msgr, self, timeout, log and
 // members are set, knowing peers as the members until it reads them.
 func startReplyRouter(r *replyRouter, peers []raft.Peer) *replyRouter {
 	r.isMember = map[uint64]bool{}
@@ -129,6 +129,16 @@ func (r *replyRouter) close() {
 // them against its memory alarm (storage.MemoryReporter). Each member's
 // queue is bounded by maxReplyQueueBytes too.
 func (r *replyRouter) MemoryBytes() int64 { return r.queued.Load() }
+
+// Attach implements broker.ReplyForwarder: the member's broker, started
+// or stopped.
+func (r *replyRouter) Attach(rcv broker.ReplyReceiver) {
+	if rcv == nil {
+		r.receiver.Store(nil)
+		return
+	}
+	r.receiver.Store(&rcv)
+}
 
 // ReplyTag implements broker.ReplyForwarder: the member's raft id.
 func (r *replyRouter) ReplyTag() string { return strconv.FormatUint(r.self, 10) }
@@ -325,11 +335,11 @@ func (r *replyRouter) handle(m raft.Message) {
 		return
 	}
 	var ok bool
-	if b := r.broker(); b != nil {
+	if rp := r.receiver.Load(); rp != nil {
 		if msg.kind == kindReply {
-			ok = b.DeliverReply(msg.vhost, msg.name, msg.props, msg.body)
+			ok = (*rp).DeliverReply(msg.vhost, msg.name, msg.props, msg.body)
 		} else {
-			ok = b.ReplyExists(msg.vhost, msg.name)
+			ok = (*rp).ReplyExists(msg.vhost, msg.name)
 		}
 	}
 	if msg.id != 0 {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/meta/raft"
 	"github.com/warrenmq/broker/storage"
 )
@@ -93,7 +92,7 @@ func (s stuckMessenger) Messages() <-chan raft.Message { return s.in }
 func TestReplyQueueBounded(t *testing.T) {
 	r := startReplyRouter(&replyRouter{
 		msgr: stuckMessenger{in: make(chan raft.Message)}, self: 1, timeout: 50 * time.Millisecond,
-		log: slog.New(slog.DiscardHandler), broker: func() *broker.Broker { return nil },
+		log:     slog.New(slog.DiscardHandler),
 		members: func(context.Context) ([]raft.Peer, error) { return []raft.Peer{{ID: 1}, {ID: 2}}, nil },
 	}, []raft.Peer{{ID: 1}, {ID: 2}})
 	defer r.close()
@@ -145,7 +144,7 @@ func TestReplyQueueBounded(t *testing.T) {
 func TestReplyQueueCounted(t *testing.T) {
 	r := startReplyRouter(&replyRouter{
 		msgr: stuckMessenger{in: make(chan raft.Message)}, self: 1, timeout: 50 * time.Millisecond,
-		log: slog.New(slog.DiscardHandler), broker: func() *broker.Broker { return nil },
+		log:     slog.New(slog.DiscardHandler),
 		members: func(context.Context) ([]raft.Peer, error) { return []raft.Peer{{ID: 1}, {ID: 2}}, nil },
 	}, []raft.Peer{{ID: 1}, {ID: 2}})
 	var _ storage.MemoryReporter = r
@@ -182,7 +181,7 @@ func TestReplyRouterDropsNonMembers(t *testing.T) {
 	msgr := recordingMessenger{in: make(chan raft.Message, 2), sent: make(chan raft.Message, 2)}
 	r := startReplyRouter(&replyRouter{
 		msgr: msgr, self: 1, timeout: 30 * time.Second,
-		log: slog.New(slog.DiscardHandler), broker: func() *broker.Broker { return nil },
+		log:     slog.New(slog.DiscardHandler),
 		members: func(context.Context) ([]raft.Peer, error) { return []raft.Peer{{ID: 1}, {ID: 2}}, nil },
 	}, []raft.Peer{{ID: 1}, {ID: 2}})
 	defer r.close()

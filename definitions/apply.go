@@ -12,25 +12,55 @@ import (
 	"github.com/warrenmq/broker/routing"
 )
 
-// Broker is what Export and Import need from a broker. Vhost names are
-// canonical: "" and "/" both name the default vhost.
+// Admin is the control plane Export reads and Import writes, in this
+// package's nouns with one verb set: List and Get read, Put creates or
+// replaces. The root package's *broker.Admin implements it. Vhost names
+// are canonical: "" and "/" both name the default vhost; a vhost of ""
+// in ListPolicies and ListOperatorPolicies means every vhost.
+type Admin interface {
+	// ListUsers lists the stored users with their password hashes and
+	// hashing algorithms as a file carries them; GetUser returns one.
+	ListUsers(ctx context.Context) ([]User, error)
+	GetUser(ctx context.Context, name string) (User, error)
+	// PutUser stores u (its hash with its algorithm, or a hash of its
+	// plain Password), replacing a user of that name.
+	PutUser(ctx context.Context, u User) error
+	// ListPermissions lists the stored permissions; PutPermission stores
+	// p, replacing the user's permissions on the vhost.
+	ListPermissions(ctx context.Context) ([]Permission, error)
+	PutPermission(ctx context.Context, p Permission) error
+	// GetVHost returns a vhost's metadata and limits (no Metadata
+	// object). PutVHost creates a vhost with v's metadata, or replaces the
+	// metadata of an existing one, and sets v's Limits; PutVHostLimit sets
+	// one of a vhost's limits.
+	GetVHost(ctx context.Context, name string) (VHost, error)
+	PutVHost(ctx context.Context, v VHost) (created bool, err error)
+	PutVHostLimit(ctx context.Context, vhost, name string, value int64) error
+	// ListTopicPermissions lists the stored topic permissions;
+	// PutTopicPermission stores p, replacing the user's topic permission
+	// on that exchange of the vhost.
+	ListTopicPermissions(ctx context.Context) ([]TopicPermission, error)
+	PutTopicPermission(ctx context.Context, p TopicPermission) (created bool, err error)
+	// ListPolicies and ListOperatorPolicies list a vhost's stored
+	// policies; PutPolicy and PutOperatorPolicy store and apply p,
+	// replacing a policy of the same kind and name.
+	ListPolicies(ctx context.Context, vhost string) ([]Policy, error)
+	PutPolicy(ctx context.Context, p Policy) error
+	ListOperatorPolicies(ctx context.Context, vhost string) ([]Policy, error)
+	PutOperatorPolicy(ctx context.Context, p Policy) error
+}
+
+// Broker is what Export and Import need from a broker: its Admin, what
+// its vhosts hold, the checks Import runs before it changes anything, and
+// the declarations.
 type Broker interface {
+	Admin
+
 	// VHosts lists the vhosts' names, sorted.
 	VHosts() []string
 	// Contents returns what the vhost named name holds, false when there
 	// is no such vhost.
 	Contents(vhost string) (Contents, bool)
-	// Users lists the stored users with their password hashes and hashing
-	// algorithms as a file carries them.
-	Users(ctx context.Context) ([]User, error)
-	// UserExists reports whether a user of that name is stored.
-	UserExists(ctx context.Context, name string) bool
-	// Permissions lists the stored permissions.
-	Permissions(ctx context.Context) ([]Permission, error)
-	// VHost returns a vhost's metadata and limits (no Metadata object).
-	VHost(ctx context.Context, name string) (VHost, error)
-	// TopicPermissions lists the stored topic permissions.
-	TopicPermissions(ctx context.Context) ([]TopicPermission, error)
 
 	// CheckUser reports why u could not be stored (its password hash or
 	// hashing algorithm), nil when it can.
@@ -44,20 +74,10 @@ type Broker interface {
 	// CheckTopicPermission reports why p's regular expressions could not
 	// be used, nil when they can.
 	CheckTopicPermission(p TopicPermission) error
+	// CheckPolicy reports why p could not be set (operator: as an
+	// operator policy), in RabbitMQ's words, nil when it can.
+	CheckPolicy(p Policy, operator bool) error
 
-	// PutVHost creates a vhost with v's metadata, or replaces the
-	// metadata of an existing one.
-	PutVHost(ctx context.Context, v VHost) error
-	// SetVHostLimit sets one of a vhost's limits.
-	SetVHostLimit(ctx context.Context, vhost, name string, value int64) error
-	// SetTopicPermission stores p, replacing the user's topic permission
-	// on that exchange of the vhost.
-	SetTopicPermission(ctx context.Context, p TopicPermission) error
-	// PutUser stores u (its hash with its algorithm, or a hash of its
-	// plain Password), replacing a user of that name.
-	PutUser(ctx context.Context, u User) error
-	// SetPermission stores p, replacing the user's permissions on the vhost.
-	SetPermission(ctx context.Context, p Permission) error
 	// DeclareExchange, DeclareQueue and Bind declare as the AMQP methods
 	// would, with the arguments already converted: an existing entity
 	// declared with other properties is an error, an identical one is left
@@ -73,14 +93,6 @@ type Broker interface {
 	// RabbitMQ's import leaves it out with a warning in its log: what
 	// names the part and says why.
 	Skipped(what string)
-
-	// Policies lists every vhost's stored policies (operator: operator
-	// policies). CheckPolicy reports why p could not be set, in
-	// RabbitMQ's words, nil when it can; SetPolicy stores and applies p,
-	// replacing a policy of the same kind and name.
-	Policies(ctx context.Context, operator bool) ([]Policy, error)
-	CheckPolicy(p Policy, operator bool) error
-	SetPolicy(ctx context.Context, p Policy, operator bool) error
 }
 
 // Rules are the parts of RabbitMQ's definitions export and import that
@@ -138,14 +150,14 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 		GlobalParameters: []json.RawMessage{}, Policies: []Policy{},
 		Queues: []Queue{}, Exchanges: []Exchange{}, Bindings: []Binding{},
 	}
-	users, err := b.Users(ctx)
+	users, err := b.ListUsers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	d.Users = append(d.Users, users...)
 	vhosts := b.VHosts()
 	for _, name := range vhosts {
-		v, err := b.VHost(ctx, name)
+		v, err := b.GetVHost(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -160,22 +172,22 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 		}
 		d.VHosts = append(d.VHosts, v)
 	}
-	perms, err := b.Permissions(ctx)
+	perms, err := b.ListPermissions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	d.Permissions = append(d.Permissions, perms...)
-	tps, err := b.TopicPermissions(ctx)
+	tps, err := b.ListTopicPermissions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	d.TopicPermissions = append(d.TopicPermissions, tps...)
-	pols, err := b.Policies(ctx, false)
+	pols, err := b.ListPolicies(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	d.Policies = append(d.Policies, pols...)
-	ops, err := b.Policies(ctx, true)
+	ops, err := b.ListOperatorPolicies(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -261,13 +273,15 @@ func Import(ctx context.Context, b Broker, d *File) error {
 		// some (a file written before vhosts had metadata names only).
 		exists := slices.Contains(have, canonicalVHost(v.Name))
 		if !exists || v.Description != "" || v.Tags != nil || v.DefaultQueueType != "" {
-			if err := b.PutVHost(ctx, v); err != nil {
+			md := v
+			md.Limits = nil // set one by one below, each with its own error
+			if _, err := b.PutVHost(ctx, md); err != nil {
 				fail(fmt.Sprintf("vhost %q", v.Name), err)
 				continue
 			}
 		}
 		for _, name := range slices.Sorted(maps.Keys(v.Limits)) {
-			if err := b.SetVHostLimit(ctx, v.Name, name, v.Limits[name]); err != nil {
+			if err := b.PutVHostLimit(ctx, v.Name, name, v.Limits[name]); err != nil {
 				fail(fmt.Sprintf("limit %q of vhost %q", name, v.Name), err)
 			}
 		}
@@ -278,12 +292,12 @@ func Import(ctx context.Context, b Broker, d *File) error {
 		}
 	}
 	for _, p := range d.Permissions {
-		if err := b.SetPermission(ctx, p); err != nil {
+		if err := b.PutPermission(ctx, p); err != nil {
 			fail(fmt.Sprintf("permission of user %q on vhost %q", p.User, p.VHost), err)
 		}
 	}
 	for _, p := range d.TopicPermissions {
-		if err := b.SetTopicPermission(ctx, p); err != nil {
+		if _, err := b.PutTopicPermission(ctx, p); err != nil {
 			fail(fmt.Sprintf("topic permission of user %q on exchange %q of vhost %q", p.User, p.Exchange, p.VHost), err)
 		}
 	}
@@ -300,7 +314,11 @@ func Import(ctx context.Context, b Broker, d *File) error {
 			if !keep {
 				continue
 			}
-			if err := b.SetPolicy(ctx, p, set.operator); err != nil {
+			put := b.PutPolicy
+			if set.operator {
+				put = b.PutOperatorPolicy
+			}
+			if err := put(ctx, p); err != nil {
 				fail(fmt.Sprintf("%s %q in vhost %q", set.what, p.Name, p.VHost), err)
 			}
 		}
@@ -416,7 +434,7 @@ func check(ctx context.Context, b Broker, d *File) error {
 		}
 	}
 	for _, p := range d.Permissions {
-		if !fileUsers[p.User] && !b.UserExists(ctx, p.User) {
+		if !fileUsers[p.User] && !userExists(ctx, b, p.User) {
 			bad("permission of user %q: the user neither exists nor is in the file", p.User)
 		}
 		vhostOK(fmt.Sprintf("permission of user %q", p.User), p.VHost)
@@ -425,7 +443,7 @@ func check(ctx context.Context, b Broker, d *File) error {
 		}
 	}
 	for _, p := range d.TopicPermissions {
-		if !fileUsers[p.User] && !b.UserExists(ctx, p.User) {
+		if !fileUsers[p.User] && !userExists(ctx, b, p.User) {
 			bad("topic permission of user %q: the user neither exists nor is in the file", p.User)
 		}
 		vhostOK(fmt.Sprintf("topic permission of user %q", p.User), p.VHost)
@@ -560,4 +578,10 @@ func check(ctx context.Context, b Broker, d *File) error {
 // as a predeclared exchange has none to compare).
 func sameDeclaration(cur, x Exchange) bool {
 	return cur.Type == x.Type && cur.Durable == x.Durable && cur.AutoDelete == x.AutoDelete && cur.Internal == x.Internal
+}
+
+// userExists reports whether b stores a user of that name.
+func userExists(ctx context.Context, b Broker, name string) bool {
+	_, err := b.GetUser(ctx, name)
+	return err == nil
 }

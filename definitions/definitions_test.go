@@ -54,7 +54,7 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 	require.NoError(t, ch.ExchangeBind("hdr", "#", "events", false, nil))
 	require.NoError(t, ch.QueueBind("q2", "", "lost", false, nil))
 
-	d, err := src.ExportDefinitions(context.Background())
+	d, err := src.Admin().Export(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "Warren", d.ProductName)
 	require.Len(t, d.VHosts, 2)
@@ -71,12 +71,12 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 	dst, err := broker.New(opts)
 	require.NoError(t, err)
 	defer dst.Close()
-	require.NoError(t, dst.ImportDefinitions(context.Background(), back))
-	require.Equal(t, amqptest.Topology(t, src.ExportDefinitions), amqptest.Topology(t, dst.ExportDefinitions))
+	require.NoError(t, dst.Admin().Import(context.Background(), back))
+	require.Equal(t, amqptest.Topology(t, src.Admin().Export), amqptest.Topology(t, dst.Admin().Export))
 	// Importing again changes nothing and is no error (identical
 	// redeclares).
-	require.NoError(t, dst.ImportDefinitions(context.Background(), back))
-	require.Equal(t, amqptest.Topology(t, src.ExportDefinitions), amqptest.Topology(t, dst.ExportDefinitions))
+	require.NoError(t, dst.Admin().Import(context.Background(), back))
+	require.Equal(t, amqptest.Topology(t, src.Admin().Export), amqptest.Topology(t, dst.Admin().Export))
 
 	// The imported bindings route.
 	conn2, err := amqp091.DialConfig(dst.URL(), amqp091.Config{Dial: dst.Dial})
@@ -108,9 +108,9 @@ func TestDefinitionsImportRabbitMQFile(t *testing.T) {
 	defer f.Close()
 	d, err := definitions.Read(f)
 	require.NoError(t, err)
-	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	require.NoError(t, b.Admin().Import(context.Background(), d))
 
-	out, err := b.ExportDefinitions(context.Background())
+	out, err := b.Admin().Export(context.Background())
 	require.NoError(t, err)
 	x, ok := exchangeIn(out, "orders", "orders")
 	require.True(t, ok)
@@ -194,11 +194,11 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(d)
 			}
-			err = b.ImportDefinitions(context.Background(), d)
+			err = b.Admin().Import(context.Background(), d)
 			require.ErrorContains(t, err, tc.errMsg)
 			require.True(t, strings.HasPrefix(err.Error(), "broker: definitions: "), err.Error())
 			// Nothing was applied.
-			require.Empty(t, amqptest.Topology(t, b.ExportDefinitions))
+			require.Empty(t, amqptest.Topology(t, b.Admin().Export))
 		})
 	}
 	// A conflicting redeclare is reported, the rest still applied.
@@ -210,7 +210,7 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 	_, err = ch.QueueDeclare("orders.dead", false, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.Close())
-	err = b.ImportDefinitions(context.Background(), load(t))
+	err = b.Admin().Import(context.Background(), load(t))
 	require.ErrorContains(t, err, "inequivalent arg 'durable'")
 	_, ok := queueIn(b, "orders", "orders.created")
 	require.True(t, ok)
@@ -285,7 +285,7 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 	require.NoError(t, err)
 	d, err := definitions.Read(bytes.NewReader(raw))
 	require.NoError(t, err)
-	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	require.NoError(t, b.Admin().Import(context.Background(), d))
 
 	for _, tc := range []struct {
 		user, password, vhost string
@@ -311,7 +311,7 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 	_, err = amqp091.Dial(amqptest.UserURL(b.URL(), "alice", "alice-pw"))
 	amqptest.RequireCode(t, err, amqp091.NotAllowed)
 
-	out, err := b.ExportDefinitions(context.Background())
+	out, err := b.Admin().Export(context.Background())
 	require.NoError(t, err)
 	users := map[string]definitions.User{}
 	for _, u := range out.Users {
@@ -325,10 +325,10 @@ func TestDefinitionsImportUsersLogIn(t *testing.T) {
 	// The export imports into a fresh broker, where the users log in.
 	b2 := brokertest.NewUnstarted(t, broker.Options{Users: []broker.User{{Name: "admin", Password: "admin"}}})
 	brokertest.Start(t, b2)
-	require.NoError(t, b2.ImportDefinitions(context.Background(), out))
+	require.NoError(t, b2.Admin().Import(context.Background(), out))
 	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b2.URL(), "alice", "alice-pw")+"imported", amqp091.Config{}))
 	amqptest.RequireWorks(t, amqptest.Dial(t, amqptest.UserURL(b2.URL(), "bob", "bob-pw"), amqp091.Config{}))
-	require.Equal(t, amqptest.Topology(t, b.ExportDefinitions), amqptest.Topology(t, b2.ExportDefinitions))
+	require.Equal(t, amqptest.Topology(t, b.Admin().Export), amqptest.Topology(t, b2.Admin().Export))
 }
 
 func TestUserTagsForms(t *testing.T) {

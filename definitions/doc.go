@@ -9,8 +9,8 @@
 // File and its parts are the JSON format; Read parses a file strictly (one
 // JSON value, whole numbers kept as int64). Export and Import move a File
 // out of and into a broker through the small Broker interface, which the
-// root package's Broker implements (its ExportDefinitions and
-// ImportDefinitions methods call them), so the rules live here once:
+// root package's Broker implements (its Admin's Export and
+// Import methods call them), so the rules live here once:
 //
 //   - Export leaves out what RabbitMQ leaves out: exclusive queues, the
 //     default and predeclared exchanges, and bindings to a queue left out

@@ -37,9 +37,14 @@ func (r *recorder) Contents(vhost string) (definitions.Contents, bool) {
 	}}, true
 }
 
-func (r *recorder) Users(context.Context) ([]definitions.User, error) { return nil, nil }
-func (r *recorder) UserExists(_ context.Context, name string) bool    { return name == "guest" }
-func (r *recorder) Permissions(context.Context) ([]definitions.Permission, error) {
+func (r *recorder) ListUsers(context.Context) ([]definitions.User, error) { return nil, nil }
+func (r *recorder) GetUser(_ context.Context, name string) (definitions.User, error) {
+	if name != "guest" {
+		return definitions.User{}, errors.New("not found")
+	}
+	return definitions.User{Name: name}, nil
+}
+func (r *recorder) ListPermissions(context.Context) ([]definitions.Permission, error) {
 	return nil, nil
 }
 
@@ -57,11 +62,11 @@ func (r *recorder) CheckPermission(p definitions.Permission) error {
 	return nil
 }
 
-func (r *recorder) VHost(_ context.Context, name string) (definitions.VHost, error) {
+func (r *recorder) GetVHost(_ context.Context, name string) (definitions.VHost, error) {
 	return definitions.VHost{Name: name}, nil
 }
 
-func (r *recorder) TopicPermissions(context.Context) ([]definitions.TopicPermission, error) {
+func (r *recorder) ListTopicPermissions(context.Context) ([]definitions.TopicPermission, error) {
 	return nil, nil
 }
 
@@ -92,19 +97,19 @@ func (r *recorder) write(what string) error {
 	return nil
 }
 
-func (r *recorder) PutVHost(_ context.Context, v definitions.VHost) error {
-	return r.write(fmt.Sprintf("vhost %s %q %v %q", v.Name, v.Description, v.Tags, v.DefaultQueueType))
+func (r *recorder) PutVHost(_ context.Context, v definitions.VHost) (bool, error) {
+	return true, r.write(fmt.Sprintf("vhost %s %q %v %q", v.Name, v.Description, v.Tags, v.DefaultQueueType))
 }
-func (r *recorder) SetVHostLimit(_ context.Context, vhost, name string, value int64) error {
+func (r *recorder) PutVHostLimit(_ context.Context, vhost, name string, value int64) error {
 	return r.write(fmt.Sprintf("limit %s %s=%d", vhost, name, value))
 }
-func (r *recorder) SetTopicPermission(_ context.Context, p definitions.TopicPermission) error {
-	return r.write("topic permission " + p.User + "@" + p.VHost + "/" + p.Exchange)
+func (r *recorder) PutTopicPermission(_ context.Context, p definitions.TopicPermission) (bool, error) {
+	return true, r.write("topic permission " + p.User + "@" + p.VHost + "/" + p.Exchange)
 }
 func (r *recorder) PutUser(_ context.Context, u definitions.User) error {
 	return r.write("user " + u.Name)
 }
-func (r *recorder) SetPermission(_ context.Context, p definitions.Permission) error {
+func (r *recorder) PutPermission(_ context.Context, p definitions.Permission) error {
 	return r.write("permission " + p.User + "@" + p.VHost)
 }
 func (r *recorder) DeclareExchange(_ context.Context, x definitions.Exchange, _ amqp.Table) error {
@@ -248,13 +253,21 @@ func nested(n int) map[string]any {
 	return m
 }
 
-func (r *recorder) Policies(context.Context, bool) ([]definitions.Policy, error) { return nil, nil }
+func (r *recorder) ListPolicies(context.Context, string) ([]definitions.Policy, error) {
+	return nil, nil
+}
+func (r *recorder) ListOperatorPolicies(context.Context, string) ([]definitions.Policy, error) {
+	return nil, nil
+}
 func (r *recorder) CheckPolicy(p definitions.Policy, _ bool) error {
 	if p.Pattern == "(" {
 		return errors.New("Validation failed\n\npattern should be regular expression but is invalid\n")
 	}
 	return nil
 }
-func (r *recorder) SetPolicy(_ context.Context, p definitions.Policy, operator bool) error {
-	return r.write(fmt.Sprintf("policy %s/%s operator=%v %v", p.VHost, p.Name, operator, p.Definition))
+func (r *recorder) PutPolicy(_ context.Context, p definitions.Policy) error {
+	return r.write(fmt.Sprintf("policy %s/%s operator=false %v", p.VHost, p.Name, p.Definition))
+}
+func (r *recorder) PutOperatorPolicy(_ context.Context, p definitions.Policy) error {
+	return r.write(fmt.Sprintf("policy %s/%s operator=true %v", p.VHost, p.Name, p.Definition))
 }

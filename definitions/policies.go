@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // Policy is a policy as the file's "policies" section carries it (and an
@@ -109,14 +111,11 @@ func decodeDefinition(raw json.RawMessage) (map[string]any, error) {
 	return nil, fmt.Errorf("definition is neither an object nor a list of pairs")
 }
 
-// legacyKeys are RabbitMQ 3.x classic queue mirroring and master
-// placement keys, removed in 4.0. Import drops them from the policies of
-// a 3.x export: a Warren cluster replicates every durable queue anyway,
-// and a policy left with no other key is not imported.
-var legacyKeys = map[string]bool{
-	"ha-mode": true, "ha-params": true, "ha-sync-mode": true, "ha-sync-batch-size": true,
-	"ha-promote-on-shutdown": true, "ha-promote-on-failure": true, "queue-master-locator": true,
-}
+// Legacy keys are RabbitMQ 3.x classic queue mirroring and master
+// placement keys, removed in 4.0 (the queue-argument table's Removed
+// rows, queueargs.RemovedPolicyKey). Import drops them from the policies
+// of a 3.x export: a Warren cluster replicates every durable queue
+// anyway, and a policy left with no other key is not imported.
 
 // withoutLegacyKeys returns p without the legacy keys; false when nothing
 // is left.
@@ -124,7 +123,7 @@ func withoutLegacyKeys(p Policy) (Policy, bool) {
 	had := len(p.Definition) > 0
 	def := make(map[string]any, len(p.Definition))
 	for k, v := range p.Definition {
-		if !legacyKeys[k] {
+		if !queueargs.RemovedPolicyKey(k) {
 			def[k] = v
 		}
 	}

@@ -26,7 +26,7 @@ func brokerFromFile(t *testing.T, path string) *broker.Broker {
 	b, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	require.NoError(t, b.ImportDefinitions(context.Background(), d))
+	require.NoError(t, b.Admin().Import(context.Background(), d))
 	return b
 }
 
@@ -59,10 +59,10 @@ func TestImportRabbitMQPolicies(t *testing.T) {
 	b := brokerFromFile(t, "testdata/rabbitmq-4.1-policies.json")
 	ctx := context.Background()
 
-	ps, err := b.Policies(ctx, "")
+	ps, err := b.Admin().ListPolicies(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, ps, 3)
-	ops, err := b.OperatorPolicies(ctx, "billing")
+	ops, err := b.Admin().ListOperatorPolicies(ctx, "billing")
 	require.NoError(t, err)
 	require.Equal(t, []broker.Policy{{VHost: "billing", Name: "guardrails", Pattern: "^invoices", ApplyTo: "queues",
 		Definition: map[string]any{"max-length": int64(2), "expires": int64(3600000)}}}, ops)
@@ -73,7 +73,7 @@ func TestImportRabbitMQPolicies(t *testing.T) {
 	// policy takes the unroutable payment.
 	require.Equal(t, map[string]uint64{"billing/invoices": 2, "billing/invoices.dead": 1, "billing/unrouted": 1}, ready)
 
-	out, err := b.ExportDefinitions(ctx)
+	out, err := b.Admin().Export(ctx)
 	require.NoError(t, err)
 	require.Len(t, out.Policies, 3)
 	require.Len(t, out.Parameters, 1)
@@ -90,8 +90,8 @@ func TestImportRabbitMQPolicies(t *testing.T) {
 	b2, err := broker.New(broker.Options{})
 	require.NoError(t, err)
 	defer b2.Close()
-	require.NoError(t, b2.ImportDefinitions(ctx, again))
-	ops2, err := b2.OperatorPolicies(ctx, "")
+	require.NoError(t, b2.Admin().Import(ctx, again))
+	ops2, err := b2.Admin().ListOperatorPolicies(ctx, "")
 	require.NoError(t, err)
 	require.Equal(t, ops, ops2)
 }
@@ -111,12 +111,12 @@ func TestImportRabbitMQ3Policies(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := context.Background()
-	require.NoError(t, b.ImportDefinitions(ctx, d))
-	ps, err := b.Policies(ctx, "/")
+	require.NoError(t, b.Admin().Import(ctx, d))
+	ps, err := b.Admin().ListPolicies(ctx, "/")
 	require.NoError(t, err)
 	require.Equal(t, []broker.Policy{{VHost: "/", Name: "ha-ttl", Pattern: "^ttl", ApplyTo: "queues", Priority: 1, Definition: map[string]any{"message-ttl": int64(1000)}}}, ps)
 	// Set directly, RabbitMQ 4.x refuses them.
-	err = b.SetPolicy(ctx, broker.Policy{Name: "ha", Pattern: ".", Definition: map[string]any{"ha-mode": "all"}})
+	err = b.Admin().PutPolicy(ctx, broker.Policy{Name: "ha", Pattern: ".", Definition: map[string]any{"ha-mode": "all"}})
 	require.ErrorContains(t, err, "are not recognised policy settings")
 }
 
@@ -132,7 +132,7 @@ func TestImportRabbitMQ3108Export(t *testing.T) {
 	b := brokerFromFile(t, "testdata/rabbitmq-3.10.8-policies.json")
 	ctx := context.Background()
 
-	ps, err := b.Policies(ctx, "")
+	ps, err := b.Admin().ListPolicies(ctx, "")
 	require.NoError(t, err)
 	byName := map[string]broker.Policy{}
 	for _, p := range ps {
@@ -142,7 +142,7 @@ func TestImportRabbitMQ3108Export(t *testing.T) {
 	require.Equal(t, map[string]any{"message-ttl": int64(60000)}, byName["ha-ttl"].Definition, "ha-mode dropped, the rest kept")
 	require.Equal(t, broker.Policy{VHost: "billing", Name: "invoices-dlx", Pattern: "^invoices$", ApplyTo: "queues", Priority: 1,
 		Definition: map[string]any{"dead-letter-exchange": "", "dead-letter-routing-key": "invoices.dead", "max-length": int64(10)}}, byName["invoices-dlx"])
-	ops, err := b.OperatorPolicies(ctx, "billing")
+	ops, err := b.Admin().ListOperatorPolicies(ctx, "billing")
 	require.NoError(t, err)
 	require.Equal(t, []broker.Policy{{VHost: "billing", Name: "guardrails", Pattern: "^invoices", ApplyTo: "queues",
 		Definition: map[string]any{"max-length": int64(2), "expires": int64(3600000)}}}, ops)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs end-to-end checks against Warren's standalone server (examples/server)
+# Runs end-to-end checks against Warren's standalone server (cmd/warren)
 # with a client in another language than Go: Python's pika, Debian's
 # python3-pika 1.2.0, in scripts/clients/pika_check.py (direct reply-to RPC,
 # CC/BCC routing, x-queue-type classic equivalence, connection.update-secret,
@@ -104,7 +104,7 @@ fi
 # real deployment take), on a port the kernel picks: -addr 127.0.0.1:0 and the
 # "listening on <addr>" line it prints once clients can connect, as
 # scripts/conformance.sh does, so nothing races for a free port.
-(cd "$repo" && go build -o "$work/warren-server" ./examples/server) || die "cannot build examples/server"
+(cd "$repo" && go build -o "$work/warren-server" ./cmd/warren) || die "cannot build cmd/warren"
 server_log="$work/server.log"
 # The redirections below happen in the child after the fork: create the file
 # first so the loop can read it at once.

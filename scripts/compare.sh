@@ -35,7 +35,7 @@
 # Both brokers run on loopback with everything under one temporary
 # directory: RabbitMQ gets its own node name, AMQP port, distribution port,
 # epmd (on 127.0.0.1 and its own port), config, data and logs, so a system
-# RabbitMQ is left alone. Warren runs examples/server with -data in the same
+# RabbitMQ is left alone. Warren runs cmd/warren with -data in the same
 # temporary directory, so durable queues are on disk and publisher confirms
 # mean synced for both (-warren-memory runs it with -memory instead).
 #
@@ -306,7 +306,7 @@ warren_rev=${WARREN_REV:-$(cd "$root" && git rev-parse --short HEAD 2>/dev/null 
 if [ -n "$(cd "$root" && git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
 	warren_rev="$warren_rev+changes"
 fi
-(cd "$root" && go build -o "$tmp/bin/warren" ./examples/server && go build -o "$tmp/bin/perftest" ./examples/perftest)
+(cd "$root" && go build -o "$tmp/bin/warren" ./cmd/warren && go build -o "$tmp/bin/perftest" ./examples/perftest)
 
 have_rabbit=0
 [ -x "$rabbitmq_server" ] && [ -x "$rabbitmqctl" ] && have_rabbit=1

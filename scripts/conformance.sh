@@ -69,7 +69,7 @@ chmod -R u+w "$work/amqp091-go"
 # hangs or panics, or a goroutine leak (the suite's TestMain runs goleak),
 # then counts against that test alone instead of ending the run and hiding
 # every later result.
-(cd "$repo" && go build -o "$work/warren-server" ./examples/server) || die "cannot build examples/server"
+(cd "$repo" && go build -o "$work/warren-server" ./cmd/warren) || die "cannot build cmd/warren"
 (cd "$work/amqp091-go" && go test -c -tags integration -o "$work/amqp091.test" .) ||
 	die "cannot build $module's integration tests"
 

@@ -31,7 +31,7 @@
 // package, so the tests of internal packages and both the internal and
 // the external tests of the root can use it; helpers that would need a
 // broker take what they use of it instead (a handler, a dial, a WaitIdle
-// or an ExportDefinitions function). Helpers that need a *broker.Broker
+// or an Admin().Export function). Helpers that need a *broker.Broker
 // live beside the root's tests (helpers_test.go) or in brokertest. The
 // internal tests of amqp and of what definitions imports (passwd,
 // routing) cannot use it; amqp keeps its local helper.

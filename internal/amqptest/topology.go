@@ -13,7 +13,7 @@ import (
 // Topology lists the exchanges, queues and bindings of a definitions
 // export as comparable strings ("x", "q" or "b" and the object in the
 // file's JSON), so that two brokers' topologies compare with require.Equal.
-// It takes the export function (a broker's ExportDefinitions) rather than
+// It takes the export function (a broker's Admin().Export) rather than
 // the broker, as amqptest cannot import the root package.
 func Topology(tb testing.TB, export func(context.Context) (*definitions.File, error)) []string {
 	tb.Helper()

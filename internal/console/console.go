@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"mime"
 	"net/http"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 //go:embed assets
@@ -51,8 +54,23 @@ var files = func() map[string]file {
 	if err != nil {
 		panic("console: embedded assets unreadable: " + err.Error()) // a broken build, not input
 	}
+	out["/console/args.js"] = argsScript()
 	return out
 }()
+
+// argsScript is the asset /console/args.js: the abbreviations of the
+// queue arguments the Features column shows, from the one argument
+// table (queueargs.Shorts), so that the page never keeps a list of its
+// own.
+func argsScript() file {
+	shorts, err := json.Marshal(queueargs.Shorts())
+	if err != nil {
+		panic("console: argument abbreviations do not encode: " + err.Error()) // a broken build, not input
+	}
+	body := []byte("// Generated from internal/queueargs: argument name to Features abbreviation.\nwindow.WARREN_ARG_SHORTS = " + string(shorts) + ";\n")
+	sum := sha256.Sum256(body)
+	return file{body: body, contentType: mime.TypeByExtension(".js"), etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+}
 
 // csp lets the page load only its own scripts, styles and images and
 // talk only to its own origin.

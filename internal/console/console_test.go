@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/console"
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // fakeAPI answers every request 401 with a basic-auth challenge, as the
@@ -46,7 +48,7 @@ func TestConsoleServesPageAndAssets(t *testing.T) {
 	h := console.Handler(fakeAPI)
 	for _, tc := range []struct{ path, ctype string }{
 		{"/", "text/html"}, {"/index.html", "text/html"},
-		{"/console/app.js", "javascript"}, {"/console/app.css", "text/css"}, {"/console/favicon.svg", "image/svg+xml"},
+		{"/console/app.js", "javascript"}, {"/console/args.js", "javascript"}, {"/console/app.css", "text/css"}, {"/console/favicon.svg", "image/svg+xml"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			r := do(t, h, "GET", tc.path)
@@ -103,4 +105,23 @@ func TestConsoleTestIDs(t *testing.T) {
 		require.True(t, strings.Contains(page, `data-testid="`+id+`"`) || strings.Contains(page, `'`+id+`'`),
 			"data-testid %q is missing", id)
 	}
+}
+
+// TestConsoleArgShorts: the Features column's argument abbreviations are
+// the argument table's, served as /console/args.js, which the page
+// loads before app.js.
+func TestConsoleArgShorts(t *testing.T) {
+	h := console.Handler(fakeAPI)
+	js := body(t, do(t, h, "GET", "/console/args.js"))
+	const prefix = "window.WARREN_ARG_SHORTS = "
+	i := strings.Index(js, prefix)
+	require.GreaterOrEqual(t, i, 0, js)
+	rest := js[i+len(prefix):]
+	var got map[string]string
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(rest), ";")), &got))
+	require.Equal(t, queueargs.Shorts(), got)
+	require.Equal(t, "TTL", got["x-message-ttl"])
+	require.Equal(t, "DLX", got["x-dead-letter-exchange"])
+	page := body(t, do(t, h, "GET", "/"))
+	require.Less(t, strings.Index(page, "console/args.js"), strings.Index(page, "console/app.js"))
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
@@ -57,7 +59,7 @@ func TestMetricsScrape(t *testing.T) {
 	odd := "odd \"q\"\\\nname"
 	_, err := ch.QueueDeclare("plain", false, false, false, false, nil)
 	require.NoError(t, err)
-	require.NoError(t, b.ImportDefinitions(context.Background(), &definitions.File{
+	require.NoError(t, b.Admin().Import(context.Background(), &definitions.File{
 		Queues: []definitions.Queue{{Name: odd, VHost: "/"}},
 	}))
 	require.NoError(t, ch.Confirm(false))
@@ -256,4 +258,46 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 			require.NotContains(t, string(body), "secret-queue")
 		}
 	}
+}
+
+// TestCollectorMatchesHandler: b.Collector() registered in a fresh
+// prometheus.Registry gathers the series /metrics serves (less the Go
+// runtime's), and CollectorWith PerObject those of /metrics/per-object,
+// on a broker with queues, deliveries, acks and dead-lettering.
+func TestCollectorMatchesHandler(t *testing.T) {
+	b := brokertest.NewUnstarted(t, broker.Options{Users: users})
+	conn := brokertest.Dial(t, b)
+	ch := amqptest.Channel(t, conn)
+	ctx := context.Background()
+	_, err := ch.QueueDeclare("dst", false, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare("work", false, false, false, false, amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dst"})
+	require.NoError(t, err)
+	for range 3 {
+		require.NoError(t, ch.PublishWithContext(ctx, "", "work", false, false, amqp91Body("m")))
+	}
+	require.NoError(t, ch.PublishWithContext(ctx, "", "nowhere", false, false, amqp91Body("lost")))
+	amqptest.Idle(t, b.WaitIdle)
+	d, ok, err := ch.Get("work", false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, d.Ack(false))
+	d, ok, err = ch.Get("work", false)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, d.Nack(false, false))
+	amqptest.Idle(t, b.WaitIdle)
+
+	for _, perObject := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(b.CollectorWith(broker.CollectorOptions{PerObject: perObject}))
+		fams := promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: perObject}))
+		require.Equal(t, float64(1), fams["rabbitmq_global_messages_dead_lettered_rejected_total"].Samples[`dead_letter_strategy="at_most_once",queue_type="rabbit_classic_queue"`])
+		promtest.RequireGathers(t, reg, fams)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.Collector())
+	n, err := testutil.GatherAndCount(reg, "rabbitmq_queue_messages_ready")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "Collector sums the queues, as MetricsHandler")
 }

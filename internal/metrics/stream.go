@@ -3,7 +3,7 @@ package metrics
 // writeStreams writes each stream's log gauges, labelled vhost and queue
 // (per-object scrapes only: the values mean nothing summed). RabbitMQ
 // has no AMQP-side equivalent; the names are Warren's.
-func writeStreams(p promWriter, qs []Queue) {
+func writeStreams(p sink, qs []Queue) {
 	for _, m := range []struct {
 		name, help string
 		v          func(*Stream) float64
@@ -23,7 +23,7 @@ func writeStreams(p promWriter, qs []Queue) {
 				p.family(m.name, "gauge", m.help)
 				first = false
 			}
-			p.sample(m.name, m.v(q.Stream), "vhost", q.VHost, "queue", q.Name)
+			p.sample(m.name, m.v(q.Stream), label2("vhost", q.VHost, "queue", q.Name))
 		}
 	}
 }

@@ -14,26 +14,53 @@ import (
 	"github.com/warrenmq/broker/meta"
 )
 
-// promWriter writes metric families: HELP and TYPE once, then samples.
+// sink receives the families emit produces: each family's HELP and
+// TYPE once, then its samples. promWriter writes them as text for
+// Handler; collectSink turns them into client_golang metrics for
+// Collector. Both read the one list in emit, so the handler and the
+// collector cannot drift apart.
+type sink interface {
+	family(name, typ, help string)
+	sample(name string, value float64, l labels)
+}
+
+// labels are a sample's labels: at most two name/value pairs (no family
+// has more), none when k1 is "". A struct rather than a variadic slice so
+// that a sample through the sink interface allocates nothing.
+type labels struct{ k1, v1, k2, v2 string }
+
+// label is one pair; label2 two.
+func label(k, v string) labels            { return labels{k1: k, v1: v} }
+func label2(k1, v1, k2, v2 string) labels { return labels{k1, v1, k2, v2} }
+func (l labels) names() []string          { return l.pick(l.k1, l.k2) }
+func (l labels) values() []string         { return l.pick(l.v1, l.v2) }
+func (l labels) pick(first, second string) []string {
+	switch {
+	case l.k1 == "":
+		return nil
+	case l.k2 == "":
+		return []string{first}
+	}
+	return []string{first, second}
+}
+
+// promWriter writes metric families as text: HELP and TYPE once, then
+// samples.
 type promWriter struct{ buf *bytes.Buffer }
 
 func (p promWriter) family(name, typ, help string) {
 	fmt.Fprintf(p.buf, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(help), name, typ)
 }
 
-// sample writes one sample; labels alternate names and values.
-func (p promWriter) sample(name string, value float64, labels ...string) {
+// sample writes one sample.
+func (p promWriter) sample(name string, value float64, l labels) {
 	p.buf.WriteString(name)
-	if len(labels) > 0 {
+	if l.k1 != "" {
 		p.buf.WriteByte('{')
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				p.buf.WriteByte(',')
-			}
-			p.buf.WriteString(labels[i])
-			p.buf.WriteString(`="`)
-			p.buf.WriteString(escapeLabel(labels[i+1]))
-			p.buf.WriteByte('"')
+		p.pair(l.k1, l.v1)
+		if l.k2 != "" {
+			p.buf.WriteByte(',')
+			p.pair(l.k2, l.v2)
 		}
 		p.buf.WriteByte('}')
 	}
@@ -42,10 +69,17 @@ func (p promWriter) sample(name string, value float64, labels ...string) {
 	p.buf.WriteByte('\n')
 }
 
+func (p promWriter) pair(k, v string) {
+	p.buf.WriteString(k)
+	p.buf.WriteString(`="`)
+	p.buf.WriteString(escapeLabel(v))
+	p.buf.WriteByte('"')
+}
+
 // one writes a family with a single unlabelled sample.
-func (p promWriter) one(name, typ, help string, value float64) {
+func one(p sink, name, typ, help string, value float64) {
 	p.family(name, typ, help)
-	p.sample(name, value)
+	p.sample(name, value, labels{})
 }
 
 // boolGauge is a gauge's value for a condition: 1 when it holds.
@@ -85,19 +119,24 @@ func formatValue(v float64) string {
 // Write writes every family of s to buf (Handler lists them): the queue
 // families per queue when perObject, else one unlabelled sum each.
 func Write(buf *bytes.Buffer, s *Snapshot, perObject bool) {
-	p := promWriter{buf}
+	emit(promWriter{buf}, s, perObject, true)
+}
+
+// emit gives p every family of s (Handler lists them), the Go runtime's
+// only when goRuntime is set.
+func emit(p sink, s *Snapshot, perObject, goRuntime bool) {
 	gauge, counter := "gauge", "counter"
-	p.one("rabbitmq_connections", gauge, "Open connections.", float64(s.Connections))
-	p.one("rabbitmq_channels", gauge, "Open channels.", float64(s.Channels))
-	p.one("rabbitmq_consumers", gauge, "Consumers.", float64(s.Consumers))
-	p.one("rabbitmq_queues", gauge, "Queues.", float64(s.Queues))
-	p.one("rabbitmq_exchanges", gauge, "Exchanges, the default and predeclared ones included.", float64(s.Exchanges))
-	p.one("rabbitmq_connections_opened_total", counter, "Connections accepted since start.", float64(s.ConnectionsOpened))
-	p.one("rabbitmq_connections_closed_total", counter, "Connections closed since start.", float64(s.ConnectionsClosed))
-	p.one("rabbitmq_channels_opened_total", counter, "Channels opened since start.", float64(s.ChannelsOpened))
-	p.one("rabbitmq_channels_closed_total", counter, "Channels closed since start.", float64(s.ChannelsClosed))
-	p.one("rabbitmq_alarms_memory_used_watermark", gauge, "1 if the memory alarm is in effect.", boolGauge(s.MemoryAlarm))
-	p.one("rabbitmq_alarms_free_disk_space_watermark", gauge, "1 if the free disk space alarm is in effect.", boolGauge(s.DiskAlarm))
+	one(p, "rabbitmq_connections", gauge, "Open connections.", float64(s.Connections))
+	one(p, "rabbitmq_channels", gauge, "Open channels.", float64(s.Channels))
+	one(p, "rabbitmq_consumers", gauge, "Consumers.", float64(s.Consumers))
+	one(p, "rabbitmq_queues", gauge, "Queues.", float64(s.Queues))
+	one(p, "rabbitmq_exchanges", gauge, "Exchanges, the default and predeclared ones included.", float64(s.Exchanges))
+	one(p, "rabbitmq_connections_opened_total", counter, "Connections accepted since start.", float64(s.ConnectionsOpened))
+	one(p, "rabbitmq_connections_closed_total", counter, "Connections closed since start.", float64(s.ConnectionsClosed))
+	one(p, "rabbitmq_channels_opened_total", counter, "Channels opened since start.", float64(s.ChannelsOpened))
+	one(p, "rabbitmq_channels_closed_total", counter, "Channels closed since start.", float64(s.ChannelsClosed))
+	one(p, "rabbitmq_alarms_memory_used_watermark", gauge, "1 if the memory alarm is in effect.", boolGauge(s.MemoryAlarm))
+	one(p, "rabbitmq_alarms_free_disk_space_watermark", gauge, "1 if the free disk space alarm is in effect.", boolGauge(s.DiskAlarm))
 
 	t := s.Totals
 	routed := t.Published - min(t.Published, t.ReturnedUnroutable+t.DroppedUnroutable)
@@ -118,7 +157,7 @@ func Write(buf *bytes.Buffer, s *Snapshot, perObject bool) {
 		{"redelivered", "Deliveries with redelivered=true.", t.Redelivered},
 		{"acknowledged", "Deliveries acknowledged by clients.", t.Acked},
 	} {
-		p.one("rabbitmq_global_messages_"+c.name+"_total", counter, c.help, float64(c.v))
+		one(p, "rabbitmq_global_messages_"+c.name+"_total", counter, c.help, float64(c.v))
 	}
 	writeDeadLettered(p, s.DeadLettered)
 
@@ -145,12 +184,12 @@ func Write(buf *bytes.Buffer, s *Snapshot, perObject bool) {
 			for i := range s.QueueDetails {
 				sum += m.v(&s.QueueDetails[i])
 			}
-			p.sample(m.name, sum)
+			p.sample(m.name, sum, labels{})
 			continue
 		}
 		for i := range s.QueueDetails {
 			q := &s.QueueDetails[i]
-			p.sample(m.name, m.v(q), "vhost", q.VHost, "queue", q.Name)
+			p.sample(m.name, m.v(q), label2("vhost", q.VHost, "queue", q.Name))
 		}
 	}
 
@@ -161,27 +200,30 @@ func Write(buf *bytes.Buffer, s *Snapshot, perObject bool) {
 	if dir := s.DataDir; dir != "" {
 		// Summed from the files, not asked of Pebble: a scrape racing
 		// Close must not touch a closing database.
-		p.one("warren_store_disk_bytes", gauge, "Bytes of the files under the data directory.", float64(dirSize(dir)))
+		one(p, "warren_store_disk_bytes", gauge, "Bytes of the files under the data directory.", float64(dirSize(dir)))
 	}
 
 	if s.Replication != nil {
 		writeRaft(p, *s.Replication)
 	}
 
+	if !goRuntime {
+		return
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	p.one("go_goroutines", gauge, "Goroutines that currently exist.", float64(runtime.NumGoroutine()))
+	one(p, "go_goroutines", gauge, "Goroutines that currently exist.", float64(runtime.NumGoroutine()))
 	threads, _ := runtime.ThreadCreateProfile(nil)
-	p.one("go_threads", gauge, "OS threads created.", float64(threads))
+	one(p, "go_threads", gauge, "OS threads created.", float64(threads))
 	p.family("go_info", gauge, "Information about the Go environment.")
-	p.sample("go_info", 1, "version", runtime.Version())
-	p.one("go_memstats_alloc_bytes", gauge, "Bytes of allocated heap objects.", float64(ms.HeapAlloc))
-	p.one("go_memstats_heap_inuse_bytes", gauge, "Bytes in in-use heap spans.", float64(ms.HeapInuse))
-	p.one("go_memstats_sys_bytes", gauge, "Bytes obtained from the OS.", float64(ms.Sys))
-	p.one("go_memstats_alloc_bytes_total", counter, "Bytes allocated for heap objects, cumulative.", float64(ms.TotalAlloc))
-	p.one("go_gc_cycles_total", counter, "Completed GC cycles.", float64(ms.NumGC))
-	p.one("go_gc_pause_seconds_total", counter, "Cumulative GC stop-the-world pause time.", time.Duration(ms.PauseTotalNs).Seconds())
-	p.one("process_start_time_seconds", gauge, "When the broker was created, in Unix seconds.", float64(s.Started.UnixNano())/1e9)
+	p.sample("go_info", 1, label("version", runtime.Version()))
+	one(p, "go_memstats_alloc_bytes", gauge, "Bytes of allocated heap objects.", float64(ms.HeapAlloc))
+	one(p, "go_memstats_heap_inuse_bytes", gauge, "Bytes in in-use heap spans.", float64(ms.HeapInuse))
+	one(p, "go_memstats_sys_bytes", gauge, "Bytes obtained from the OS.", float64(ms.Sys))
+	one(p, "go_memstats_alloc_bytes_total", counter, "Bytes allocated for heap objects, cumulative.", float64(ms.TotalAlloc))
+	one(p, "go_gc_cycles_total", counter, "Completed GC cycles.", float64(ms.NumGC))
+	one(p, "go_gc_pause_seconds_total", counter, "Cumulative GC stop-the-world pause time.", time.Duration(ms.PauseTotalNs).Seconds())
+	one(p, "process_start_time_seconds", gauge, "When the broker was created, in Unix seconds.", float64(s.Started.UnixNano())/1e9)
 }
 
 // deadLetterHelp are rabbitmq_prometheus's descriptions of the
@@ -198,7 +240,7 @@ var deadLetterHelp = map[string]string{
 // queue_type (Warren's queues are classic ones) and dead_letter_strategy
 // (at_most_once with a dead-letter exchange, disabled without: dropped).
 // The counts of one reason must be adjacent.
-func writeDeadLettered(p promWriter, counts []DeadLettered) {
+func writeDeadLettered(p sink, counts []DeadLettered) {
 	last := ""
 	for _, c := range counts {
 		name := "rabbitmq_global_messages_dead_lettered_" + c.Reason + "_total"
@@ -210,7 +252,7 @@ func writeDeadLettered(p promWriter, counts []DeadLettered) {
 		if c.DLX {
 			strategy = "at_most_once"
 		}
-		p.sample(name, float64(c.N), "queue_type", "rabbit_classic_queue", "dead_letter_strategy", strategy)
+		p.sample(name, float64(c.N), label2("queue_type", "rabbit_classic_queue", "dead_letter_strategy", strategy))
 	}
 }
 
@@ -231,16 +273,16 @@ func dirSize(dir string) int64 {
 }
 
 // writeRaft writes the raft gauges of a cluster member (see Handler).
-func writeRaft(p promWriter, s meta.ReplicationStatus) {
+func writeRaft(p sink, s meta.ReplicationStatus) {
 	gauge := "gauge"
 	p.family("warren_raft_state", gauge, "1 for this member's raft role.")
 	for _, r := range []string{"leader", "follower", "candidate", "pre-candidate"} {
-		p.sample("warren_raft_state", boolGauge(s.Role == r), "state", r)
+		p.sample("warren_raft_state", boolGauge(s.Role == r), label("state", r))
 	}
-	p.one("warren_raft_leader_id", gauge, "Raft id of the leader this member knows, 0 when none.", float64(s.Leader))
-	p.one("warren_raft_term", gauge, "Current raft term.", float64(s.Term))
-	p.one("warren_raft_commit_index", gauge, "Highest raft log index this member knows committed.", float64(s.Commit))
-	p.one("warren_raft_applied_index", gauge, "Highest raft log index this member applied.", float64(s.Applied))
+	one(p, "warren_raft_leader_id", gauge, "Raft id of the leader this member knows, 0 when none.", float64(s.Leader))
+	one(p, "warren_raft_term", gauge, "Current raft term.", float64(s.Term))
+	one(p, "warren_raft_commit_index", gauge, "Highest raft log index this member knows committed.", float64(s.Commit))
+	one(p, "warren_raft_applied_index", gauge, "Highest raft log index this member applied.", float64(s.Applied))
 	peers := []struct {
 		name, help string
 		v          func(meta.PeerStatus) float64
@@ -252,13 +294,13 @@ func writeRaft(p promWriter, s meta.ReplicationStatus) {
 	for _, m := range peers {
 		p.family(m.name, gauge, m.help)
 		for _, ps := range s.Peers {
-			p.sample(m.name, m.v(ps), "peer", strconv.FormatUint(ps.ID, 10))
+			p.sample(m.name, m.v(ps), label("peer", strconv.FormatUint(ps.ID, 10)))
 		}
 	}
 	p.family("warren_raft_peer_state", gauge, "Leader only: 1 for the member's replication state.")
 	for _, ps := range s.Peers {
 		for _, st := range []string{"probe", "replicate", "snapshot"} {
-			p.sample("warren_raft_peer_state", boolGauge(ps.State == st), "peer", strconv.FormatUint(ps.ID, 10), "state", st)
+			p.sample("warren_raft_peer_state", boolGauge(ps.State == st), label2("peer", strconv.FormatUint(ps.ID, 10), "state", st))
 		}
 	}
 }

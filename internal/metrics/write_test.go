@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/login"
@@ -117,7 +118,7 @@ func TestHandlerAuthenticate(t *testing.T) {
 
 // BenchmarkScrape writes the per-object exposition of n queues.
 func BenchmarkScrape(b *testing.B) {
-	for _, n := range []int{10, 1000} {
+	for _, n := range []int{10, 1000, 10000} {
 		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
 			s := metrics.Snapshot{QueueDetails: make([]metrics.Queue, n)}
 			for i := range s.QueueDetails {
@@ -130,6 +131,100 @@ func BenchmarkScrape(b *testing.B) {
 				metrics.Write(&buf, &s, true)
 			}
 			b.SetBytes(int64(buf.Len()))
+		})
+	}
+}
+
+// TestCollectMatchesWrite: for snapshots covering every family (a
+// cluster leader with peers, streams, dead-lettering, a queue name with
+// every escape), a registry holding the collector gathers what Write
+// writes, less the Go runtime's families, aggregated and per object.
+func TestCollectMatchesWrite(t *testing.T) {
+	queues := []metrics.Queue{
+		{VHost: "/", Name: "plain", Ready: 3, Unacked: 1, Consumers: 2, Memory: 4096,
+			Counters: metrics.Counters{Enqueued: 9, Delivered: 5, Got: 1, Redelivered: 1, Acked: 4}},
+		{VHost: "other", Name: "odd \"q\"\\\nname", Ready: 1},
+		{VHost: "/", Name: "log", Stream: &metrics.Stream{FirstOffset: 10, LastOffset: 99, Bytes: 1 << 20, Segments: 2}},
+	}
+	for _, tc := range []struct {
+		name string
+		snap metrics.Snapshot
+	}{
+		{"empty", metrics.Snapshot{}},
+		{"queues", metrics.Snapshot{
+			Connections: 2, Channels: 3, Consumers: 2, Queues: 3, Exchanges: 7,
+			ConnectionsOpened: 5, ConnectionsClosed: 3, ChannelsOpened: 6, ChannelsClosed: 3,
+			Totals:       metrics.Counters{Published: 12, ReturnedUnroutable: 1, DroppedUnroutable: 1, Confirmed: 10, Delivered: 5, Acked: 4},
+			QueueDetails: queues,
+			DeadLettered: []metrics.DeadLettered{{Reason: "expired", DLX: true, N: 2}, {Reason: "expired", N: 1}, {Reason: "maxlen", N: 4}},
+			DiskAlarm:    true,
+		}},
+		{"cluster leader", metrics.Snapshot{
+			Queues: 1, QueueDetails: queues[:1],
+			Replication: &meta.ReplicationStatus{ID: 1, Role: "leader", Leader: 1, Term: 3, Commit: 40, Applied: 39, Peers: []meta.PeerStatus{
+				{ID: 1, Match: 40, Next: 41, State: "replicate", RecentActive: true},
+				{ID: 2, Match: 12, Next: 13, State: "probe"},
+			}},
+		}},
+		{"data dir", metrics.Snapshot{DataDir: t.TempDir()}},
+	} {
+		for _, perObject := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/perObject=%v", tc.name, perObject), func(t *testing.T) {
+				var buf bytes.Buffer
+				metrics.Write(&buf, &tc.snap, perObject)
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(metrics.NewCollector(&fakeSource{snap: tc.snap}, perObject))
+				fams, err := promtest.Parse(buf.String())
+				require.NoError(t, err)
+				promtest.RequireGathers(t, reg, fams)
+			})
+		}
+	}
+}
+
+// TestCollectInvalidUTF8: a queue name that is not UTF-8 (client_golang
+// refuses such label values) is collected with replacement characters
+// rather than failing the registry's whole Gather.
+func TestCollectInvalidUTF8(t *testing.T) {
+	snap := metrics.Snapshot{QueueDetails: []metrics.Queue{{VHost: "/", Name: "bad\xffname", Ready: 2}}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(&fakeSource{snap: snap}, true))
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	var got []string
+	for _, f := range fams {
+		if f.GetName() != "rabbitmq_queue_messages_ready" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" {
+					got = append(got, l.GetValue())
+				}
+			}
+		}
+	}
+	require.Equal(t, []string{"bad\uFFFDname"}, got)
+}
+
+// BenchmarkCollect gathers the per-object metrics of n queues from a
+// registry holding the collector (client_golang's Gather: sorting,
+// consistency checks), to compare with BenchmarkScrape.
+func BenchmarkCollect(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
+			s := metrics.Snapshot{QueueDetails: make([]metrics.Queue, n)}
+			for i := range s.QueueDetails {
+				s.QueueDetails[i] = metrics.Queue{VHost: "/", Name: fmt.Sprintf("q%d", i), Ready: uint64(i)}
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(metrics.NewCollector(&fakeSource{snap: s}, true))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Gather(); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

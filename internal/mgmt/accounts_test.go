@@ -24,8 +24,8 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	status, _, _ := h.Do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusUnauthorized, status, "not a user yet")
 
-	require.NoError(t, b.AddUser(ctx, "ops", "ops", "administrator"))
-	require.NoError(t, b.SetPermissions(ctx, "ops", "/", broker.Permission{Configure: "^ops-.*", Write: ".*", Read: ""}))
+	require.NoError(t, b.Admin().PutUser(ctx, broker.User{Name: "ops", Password: "ops", Tags: []string{"administrator"}}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}))
 	status, _, body := h.Do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var users []definitions.User
@@ -44,7 +44,7 @@ func TestManagementUsesStoredAccounts(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &p))
 	require.Equal(t, definitions.Permission{User: "ops", VHost: "/", Configure: "^ops-.*", Write: ".*", Read: ""}, p)
 
-	require.NoError(t, b.DeleteUser(ctx, "ops"))
+	require.NoError(t, b.Admin().DeleteUser(ctx, "ops"))
 	status, _, _ = h.Do("GET", "/api/users", "ops", nil)
 	require.Equal(t, http.StatusUnauthorized, status, "a deleted user is locked out")
 }

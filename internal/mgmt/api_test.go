@@ -585,17 +585,17 @@ func TestManagementGetPermissions(t *testing.T) {
 	require.NoError(t, ch.Publish("", "perm.q", false, false, amqp091.Publishing{Body: []byte("x")}))
 	req := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
 
-	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", broker.Permission{Configure: ".*", Write: ".*", Read: "^other$"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "mgr", VHost: "/", Configure: ".*", Write: ".*", Read: "^other$"}))
 	status, _, body := h.Do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 	_, reason := amqptest.ErrorBody(t, body)
 	require.Equal(t, "access to queue 'perm.q' in vhost '/' refused for user 'mgr'", reason)
 
-	require.NoError(t, b.ClearPermissions(ctx, "mgr", "/"))
+	require.NoError(t, b.Admin().DeletePermission(ctx, "mgr", "/"))
 	status, _, body = h.Do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusUnauthorized, status, "%s", body)
 
-	require.NoError(t, b.SetPermissions(ctx, "mgr", "/", broker.Permission{Configure: "", Write: "", Read: "^perm\\..*"}))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "mgr", VHost: "/", Configure: "", Write: "", Read: "^perm\\..*"}))
 	status, _, body = h.Do("POST", "/api/queues/%2F/perm.q/get", "mgr", req)
 	require.Equal(t, http.StatusOK, status, "%s", body)
 }
@@ -698,7 +698,7 @@ func TestDefinitionsHTTP(t *testing.T) {
 	h2 := amqptest.NewAPI(t, b2.ManagementHandler())
 	status, _, out := h2.Do("POST", "/api/definitions", "guest", string(body))
 	require.Equal(t, http.StatusNoContent, status, "%s", out)
-	require.Equal(t, amqptest.Topology(t, b.ExportDefinitions), amqptest.Topology(t, b2.ExportDefinitions))
+	require.Equal(t, amqptest.Topology(t, b.Admin().Export), amqptest.Topology(t, b2.Admin().Export))
 
 	status, _, out = h2.Do("POST", "/api/definitions", "guest", `{"queues":[{"name":"q","vhost":"nope","durable":true,"auto_delete":false,"arguments":{}}]}`)
 	require.Equal(t, http.StatusBadRequest, status)

@@ -33,10 +33,10 @@ func mgmtAuthzBroker(t *testing.T) (*broker.Broker, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	for _, u := range []string{"mon", "mgr", "lim"} {
-		require.NoError(t, b.ClearPermissions(ctx, u, "secret"))
+		require.NoError(t, b.Admin().DeletePermission(ctx, u, "secret"))
 	}
-	require.NoError(t, b.ClearPermissions(ctx, "lim", "/"))
-	require.NoError(t, b.SetPermissions(ctx, "lim", "secret", broker.Permission{Configure: "^mine", Write: "^mine", Read: "^mine"}))
+	require.NoError(t, b.Admin().DeletePermission(ctx, "lim", "/"))
+	require.NoError(t, b.Admin().PutPermission(ctx, broker.Permission{User: "lim", VHost: "secret", Configure: "^mine", Write: "^mine", Read: "^mine"}))
 
 	conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/secret", amqp091.Config{Dial: b.Dial})
 	require.NoError(t, err)

@@ -115,11 +115,11 @@ func TestWritesNeedJSON(t *testing.T) {
 		})
 	}
 	for _, vh := range []string{"csrf"} {
-		_, ok := b.VHostInfo(t.Context(), vh)
+		_, ok := b.Admin().GetVHost(t.Context(), vh)
 		require.Error(t, ok, "vhost %s was created", vh)
 	}
 	for _, vh := range []string{"a", "b", "uploaded"} {
-		_, err := b.VHostInfo(t.Context(), vh)
+		_, err := b.Admin().GetVHost(t.Context(), vh)
 		require.NoError(t, err, "vhost %s", vh)
 	}
 	code, _, _ := h.Do("GET", "/api/users/evil", "guest", nil)

@@ -46,7 +46,7 @@ func fuzzBroker(tb testing.TB) (*broker.Broker, http.Handler) {
 	}})
 	require.NoError(tb, err)
 	for _, u := range []string{"mon", "mgr"} {
-		require.NoError(tb, b.ClearPermissions(ctx, u, "secret"))
+		require.NoError(tb, b.Admin().DeletePermission(ctx, u, "secret"))
 	}
 	for _, v := range []string{"/", "secret"} {
 		conn, err := amqp091.DialConfig("amqp://guest:guest@127.0.0.1:5672/"+url.PathEscape(v), amqp091.Config{Dial: b.Dial})
@@ -199,7 +199,7 @@ func FuzzManagementAPI(f *testing.F) {
 		}
 		// Every exchange the API could have declared is in an export:
 		// the default and amq.* ones, left out, cannot be declared.
-		defs, err := b.ExportDefinitions(context.Background())
+		defs, err := b.Admin().Export(context.Background())
 		require.NoError(t, err)
 		for _, x := range defs.Exchanges {
 			requireAddressable(t, "exchange", x.Name)

@@ -68,7 +68,8 @@ func TestManagementHealthChecks(t *testing.T) {
 // queue empty; a missing vhost is 404, one the user may not see 401.
 func TestManagementAlivenessTest(t *testing.T) {
 	b := mgmtBroker(t)
-	require.NoError(t, b.AddVHost(context.Background(), "other"))
+	_, err := b.Admin().PutVHost(context.Background(), broker.VHost{Name: "other"})
+	require.NoError(t, err)
 	h := amqptest.NewAPI(t, b.ManagementHandler())
 	for range 2 { // the second finds the queue there
 		status, _, body := h.Do("GET", "/api/aliveness-test/%2F", "mgr", nil)

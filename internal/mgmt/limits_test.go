@@ -55,7 +55,7 @@ func TestNameLimitsAtEveryDoor(t *testing.T) {
 	})
 
 	t.Run("definitions", func(t *testing.T) {
-		err := b.ImportDefinitions(ctx, &definitions.File{Queues: []definitions.Queue{{Name: strings.Repeat("d", 300), VHost: "/", Durable: true}}})
+		err := b.Admin().Import(ctx, &definitions.File{Queues: []definitions.Queue{{Name: strings.Repeat("d", 300), VHost: "/", Durable: true}}})
 		require.Error(t, err)
 	})
 

@@ -32,6 +32,10 @@
 //     update_stream_conf, RabbitMQ 3.9 to 4.x); its other keys are the
 //     stream type's unsupported policies.
 //
+// The definition keys, their ranges and RabbitMQ's words for a bad value,
+// who may set them and how each meets a queue's argument are rows of
+// internal/queueargs' table; this package holds no list of its own.
+//
 // Go's regexp is RE2 and has no lookahead; the one PCRE form RabbitMQ
 // users write in nearly every HA-era policy, a leading negative lookahead
 // such as "^(?!amq\.).*", is supported by rewriting (see compilePattern).

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // Target is the kind of object a policy may apply to.
@@ -210,22 +212,11 @@ func (m Match) Definition() map[string]any {
 	}
 	if m.Operator != nil {
 		for k, v := range m.Operator.Definition {
-			if pv, ok := out[k]; ok && lesserWins[k] {
-				pn, pok := pv.(int64)
-				on, ook := v.(int64)
-				if pok && ook {
-					v = lesser(k, pn, on)
-				}
+			if pv, ok := out[k]; ok {
+				v = queueargs.MergePolicyValue(k, pv, v)
 			}
 			out[k] = v
 		}
 	}
 	return out
-}
-
-// lesserWins are the keys rabbit_policies:merge_policy_value resolves by
-// min when a policy and an operator policy both set them.
-var lesserWins = map[string]bool{
-	"message-ttl": true, "expires": true, "max-length": true, "max-length-bytes": true,
-	"max-in-memory-length": true, "max-in-memory-bytes": true, "delivery-limit": true,
 }

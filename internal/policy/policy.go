@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // Policy is one policy or operator policy in the shape RabbitMQ's HTTP API
@@ -147,39 +146,6 @@ func validApplyTo(s string) bool {
 	return false
 }
 
-// defKey is a definition key RabbitMQ 4.x knows: its check and the message for a
-// value that fails it (rabbit_policies:validate_policy0).
-type defKey struct {
-	ok       func(v any) bool
-	msg      string
-	operator bool // an operator policy may set it too
-}
-
-var defKeys = map[string]defKey{
-	"alternate-exchange":      {ok: isString, msg: "is not a valid alternate exchange name"},
-	"dead-letter-exchange":    {ok: isString, msg: "is not a valid dead letter exchange name"},
-	"dead-letter-routing-key": {ok: isString, msg: "is not a valid dead letter routing key"},
-	"dead-letter-strategy":    {ok: oneOf("at-most-once", "at-least-once"), msg: "is not a valid dead letter strategy"},
-	"message-ttl":             {ok: intIn(0, queue.MaxExpiry), msg: "is not a valid message TTL", operator: true},
-	"expires":                 {ok: intIn(1, queue.MaxExpiry), msg: "is not a valid queue expiry", operator: true},
-	"max-length":              {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum length", operator: true},
-	"max-length-bytes":        {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum length in bytes", operator: true},
-	"max-in-memory-length":    {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum memory in bytes", operator: true},
-	"max-in-memory-bytes":     {ok: intIn(0, math.MaxInt64), msg: "is not a valid maximum memory in bytes", operator: true},
-	"queue-mode":              {ok: oneOf("default", "lazy"), msg: "is not a valid queue-mode value"},
-	"queue-version":           {ok: func(v any) bool { n, ok := v.(int64); return ok && (n == 1 || n == 2) }, msg: "is not a valid queue-version value", operator: true},
-	"overflow":                {ok: oneOf("drop-head", "reject-publish", "reject-publish-dlx"), msg: "is not a valid overflow value", operator: true},
-	// RabbitMQ 4.x: any integer, a negative one meaning unlimited.
-	"delivery-limit":                {ok: intIn(math.MinInt64, math.MaxInt64), msg: "is not a valid delivery limit", operator: true},
-	"consumer-timeout":              {ok: intIn(0, math.MaxInt64), msg: "is not a valid consumer timeout"},
-	"max-age":                       {ok: isMaxAge, msg: "is not a valid max age"},
-	"stream-max-segment-size-bytes": {ok: intIn(0, math.MaxInt64), msg: "is not a valid segment size"},
-	"stream-filter-size-bytes":      {ok: intIn(16, 255), msg: "is not a valid filter size. Valid range is 16-255"},
-	"queue-leader-locator":          {ok: oneOf("client-local", "balanced", "random", "least-leaders"), msg: "is not a valid queue leader locator value"},
-	"initial-cluster-size":          {ok: intIn(0, math.MaxInt64), msg: "is not a valid cluster size"},
-	"target-group-size":             {ok: intIn(0, math.MaxInt64), msg: "is not a valid target group size", operator: true},
-}
-
 // parseDefinition checks a definition and returns it normalised, or the
 // problem. Keys are checked in sorted order and the first bad value is the
 // problem, as RabbitMQ's fold over the definition stops at the first
@@ -205,13 +171,15 @@ func parseDefinition(raw any, operator bool) (map[string]any, string) {
 	for _, k := range keys {
 		v, okType := normalize(m[k])
 		out[k] = v
-		dk, known := defKeys[k]
-		if !known || operator && !dk.operator {
+		// The keys, their ranges and RabbitMQ's words are the
+		// queue-argument table's (rabbit_policies:validate_policy0).
+		known, refusal := queueargs.CheckPolicy(k, v, operator)
+		if !known {
 			unknown = append(unknown, fmt.Sprintf("{%s,%s}", erlString(k), erl(v)))
 			continue
 		}
-		if !okType || !dk.ok(v) {
-			return nil, erl(v) + " " + dk.msg
+		if !okType || refusal != "" {
+			return nil, erl(v) + " " + policyRefusal(k)
 		}
 	}
 	if len(unknown) > 0 {
@@ -220,32 +188,10 @@ func parseDefinition(raw any, operator bool) (map[string]any, string) {
 	return out, ""
 }
 
-func isString(v any) bool { _, ok := v.(string); return ok }
-
-func oneOf(vals ...string) func(any) bool {
-	return func(v any) bool {
-		s, ok := v.(string)
-		return ok && slices.Contains(vals, s)
-	}
-}
-
-func intIn(lo, hi int64) func(any) bool {
-	return func(v any) bool {
-		n, ok := v.(int64)
-		return ok && n >= lo && n <= hi
-	}
-}
-
-// isMaxAge is rabbit_amqqueue:check_max_age, as the stream argument
-// x-max-age is checked (queue.ParseMaxAge): a positive integer and a unit
-// (Y, M, D, h, m, s).
-func isMaxAge(v any) bool {
-	s, ok := v.(string)
-	if !ok {
-		return false
-	}
-	_, err := queue.ParseMaxAge(s)
-	return err == nil
+// policyRefusal is RabbitMQ's words after a bad value of key.
+func policyRefusal(key string) string {
+	r, _ := queueargs.LookupPolicy(key)
+	return r.PolicyRefusal
 }
 
 // normalize turns a value into JSON's types: json.Number and Go integers

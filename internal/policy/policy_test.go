@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // decode reads a JSON value as the management API does (numbers kept
@@ -137,9 +137,9 @@ func TestMatch(t *testing.T) {
 // TestEffective: for each key, the declared argument, the policy and the
 // operator policy combine as RabbitMQ 4.x combines them.
 func TestEffective(t *testing.T) {
-	args := func(tb queue.Args) queue.Args { return tb }
-	parse := func(tbl map[string]any) queue.Args {
-		a, err := queue.ParseArgs(tbl)
+	args := func(tb queueargs.Args) queueargs.Args { return tb }
+	parse := func(tbl map[string]any) queueargs.Args {
+		a, err := queueargs.Parse(tbl)
 		require.NoError(t, err)
 		return a
 	}
@@ -156,71 +156,71 @@ func TestEffective(t *testing.T) {
 		args     map[string]any
 		policy   map[string]any
 		operator map[string]any
-		check    func(t *testing.T, a queue.Args)
+		check    func(t *testing.T, a queueargs.Args)
 	}{
-		{"ttl from policy", nil, map[string]any{"message-ttl": 100}, nil, func(t *testing.T, a queue.Args) {
+		{"ttl from policy", nil, map[string]any{"message-ttl": 100}, nil, func(t *testing.T, a queueargs.Args) {
 			require.True(t, a.HasMessageTTL)
 			require.Equal(t, 100*ms, a.MessageTTL)
 		}},
-		{"ttl: lesser of argument and policy", map[string]any{"x-message-ttl": int32(50)}, map[string]any{"message-ttl": 100}, nil, func(t *testing.T, a queue.Args) {
+		{"ttl: lesser of argument and policy", map[string]any{"x-message-ttl": int32(50)}, map[string]any{"message-ttl": 100}, nil, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, 50*ms, a.MessageTTL)
 		}},
-		{"ttl: operator lower", map[string]any{"x-message-ttl": int32(50)}, map[string]any{"message-ttl": 100}, map[string]any{"message-ttl": 20}, func(t *testing.T, a queue.Args) {
+		{"ttl: operator lower", map[string]any{"x-message-ttl": int32(50)}, map[string]any{"message-ttl": 100}, map[string]any{"message-ttl": 20}, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, 20*ms, a.MessageTTL)
 		}},
-		{"expires: lesser", map[string]any{"x-expires": int32(5000)}, map[string]any{"expires": 9000}, map[string]any{"expires": 7000}, func(t *testing.T, a queue.Args) {
+		{"expires: lesser", map[string]any{"x-expires": int32(5000)}, map[string]any{"expires": 9000}, map[string]any{"expires": 7000}, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, 5000*ms, a.Expires)
 		}},
-		{"expires from operator", nil, nil, map[string]any{"expires": 7000}, func(t *testing.T, a queue.Args) {
+		{"expires from operator", nil, nil, map[string]any{"expires": 7000}, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, 7000*ms, a.Expires)
 		}},
-		{"max-length: lesser of argument and policy", map[string]any{"x-max-length": int32(10)}, map[string]any{"max-length": 3}, nil, func(t *testing.T, a queue.Args) {
+		{"max-length: lesser of argument and policy", map[string]any{"x-max-length": int32(10)}, map[string]any{"max-length": 3}, nil, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 3, a.MaxLength)
 		}},
-		{"max-length: argument lower", map[string]any{"x-max-length": int32(2)}, map[string]any{"max-length": 3}, map[string]any{"max-length": 8}, func(t *testing.T, a queue.Args) {
+		{"max-length: argument lower", map[string]any{"x-max-length": int32(2)}, map[string]any{"max-length": 3}, map[string]any{"max-length": 8}, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 2, a.MaxLength)
 		}},
-		{"max-length-bytes: operator lowest", map[string]any{"x-max-length-bytes": int32(100)}, map[string]any{"max-length-bytes": 50}, map[string]any{"max-length-bytes": 10}, func(t *testing.T, a queue.Args) {
+		{"max-length-bytes: operator lowest", map[string]any{"x-max-length-bytes": int32(100)}, map[string]any{"max-length-bytes": 50}, map[string]any{"max-length-bytes": 10}, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 10, a.MaxLengthBytes)
 		}},
-		{"delivery-limit: smaller wins", map[string]any{"x-delivery-limit": int32(5)}, map[string]any{"delivery-limit": 2}, nil, func(t *testing.T, a queue.Args) {
+		{"delivery-limit: smaller wins", map[string]any{"x-delivery-limit": int32(5)}, map[string]any{"delivery-limit": 2}, nil, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 2, a.DeliveryLimit)
 		}},
-		{"delivery-limit: negative policy is unlimited, loses", map[string]any{"x-delivery-limit": int32(5)}, map[string]any{"delivery-limit": -1}, nil, func(t *testing.T, a queue.Args) {
+		{"delivery-limit: negative policy is unlimited, loses", map[string]any{"x-delivery-limit": int32(5)}, map[string]any{"delivery-limit": -1}, nil, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 5, a.DeliveryLimit)
 		}},
-		{"delivery-limit: negative alone is unlimited", nil, map[string]any{"delivery-limit": -7}, nil, func(t *testing.T, a queue.Args) {
+		{"delivery-limit: negative alone is unlimited", nil, map[string]any{"delivery-limit": -7}, nil, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, -1, a.DeliveryLimit)
 		}},
-		{"delivery-limit: operator over unlimited policy", nil, map[string]any{"delivery-limit": -1}, map[string]any{"delivery-limit": 4}, func(t *testing.T, a queue.Args) {
+		{"delivery-limit: operator over unlimited policy", nil, map[string]any{"delivery-limit": -1}, map[string]any{"delivery-limit": 4}, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 4, a.DeliveryLimit)
 		}},
-		{"dlx: argument wins", map[string]any{"x-dead-letter-exchange": "arg"}, map[string]any{"dead-letter-exchange": "pol", "dead-letter-routing-key": "k"}, nil, func(t *testing.T, a queue.Args) {
+		{"dlx: argument wins", map[string]any{"x-dead-letter-exchange": "arg"}, map[string]any{"dead-letter-exchange": "pol", "dead-letter-routing-key": "k"}, nil, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, "arg", a.DeadLetterExch)
 			require.True(t, a.HasDLXKey)
 			require.Equal(t, "k", a.DeadLetterKey)
 		}},
-		{"dlx from policy", nil, map[string]any{"dead-letter-exchange": "pol"}, nil, func(t *testing.T, a queue.Args) {
+		{"dlx from policy", nil, map[string]any{"dead-letter-exchange": "pol"}, nil, func(t *testing.T, a queueargs.Args) {
 			require.True(t, a.HasDLX)
 			require.Equal(t, "pol", a.DeadLetterExch)
 			require.False(t, a.HasDLXKey)
 		}},
-		{"dlrk: argument wins", map[string]any{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "arg"}, map[string]any{"dead-letter-routing-key": "pol"}, nil, func(t *testing.T, a queue.Args) {
+		{"dlrk: argument wins", map[string]any{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "arg"}, map[string]any{"dead-letter-routing-key": "pol"}, nil, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, "arg", a.DeadLetterKey)
 		}},
-		{"overflow: classic argument wins", map[string]any{"x-overflow": "reject-publish"}, map[string]any{"overflow": "drop-head"}, nil, func(t *testing.T, a queue.Args) {
-			require.Equal(t, queue.RejectPublish, a.Overflow)
+		{"overflow: classic argument wins", map[string]any{"x-overflow": "reject-publish"}, map[string]any{"overflow": "drop-head"}, nil, func(t *testing.T, a queueargs.Args) {
+			require.Equal(t, queueargs.RejectPublish, a.Overflow)
 		}},
-		{"overflow: quorum policy wins", map[string]any{"x-queue-type": "quorum", "x-overflow": "reject-publish"}, map[string]any{"overflow": "drop-head"}, nil, func(t *testing.T, a queue.Args) {
-			require.Equal(t, queue.DropHead, a.Overflow)
+		{"overflow: quorum policy wins", map[string]any{"x-queue-type": "quorum", "x-overflow": "reject-publish"}, map[string]any{"overflow": "drop-head"}, nil, func(t *testing.T, a queueargs.Args) {
+			require.Equal(t, queueargs.DropHead, a.Overflow)
 		}},
-		{"overflow: operator over policy", nil, map[string]any{"overflow": "drop-head"}, map[string]any{"overflow": "reject-publish-dlx"}, func(t *testing.T, a queue.Args) {
-			require.Equal(t, queue.RejectPublishDLX, a.Overflow)
+		{"overflow: operator over policy", nil, map[string]any{"overflow": "drop-head"}, map[string]any{"overflow": "reject-publish-dlx"}, func(t *testing.T, a queueargs.Args) {
+			require.Equal(t, queueargs.RejectPublishDLX, a.Overflow)
 		}},
-		{"no policy: the arguments", map[string]any{"x-max-length": int32(4)}, nil, nil, func(t *testing.T, a queue.Args) {
+		{"no policy: the arguments", map[string]any{"x-max-length": int32(4)}, nil, nil, func(t *testing.T, a queueargs.Args) {
 			require.Equal(t, args(parse(map[string]any{"x-max-length": int32(4)})), a)
 		}},
-		{"fixed at declare", map[string]any{"x-max-priority": int32(5), "x-single-active-consumer": true}, map[string]any{"max-length": 1}, nil, func(t *testing.T, a queue.Args) {
+		{"fixed at declare", map[string]any{"x-max-priority": int32(5), "x-single-active-consumer": true}, map[string]any{"max-length": 1}, nil, func(t *testing.T, a queueargs.Args) {
 			require.EqualValues(t, 5, a.MaxPriority)
 			require.True(t, a.SingleActive)
 		}},

@@ -27,7 +27,7 @@ const (
 	opStats
 	opDelete
 	opInspect
-	opTimer        // a TTL or x-expires timer fired (features.go)
+	opTimer        // a TTL or x-expires timer fired (ttl.go, expires.go)
 	opDeadLettered // every target stored a dead-lettered copy
 	opTouch        // the queue was redeclared: it is in use
 	opUnused       // is the queue unused for x-expires?
@@ -387,9 +387,7 @@ func (q *Queue) trim() {
 	if len(q.waiting) == 0 {
 		q.waiting = nil
 	}
-	if q.stream == nil {
-		q.pending, q.pendingArr = nil, nil
-	}
+	q.kind.trim()
 	if !q.committing { // always so when idle; trim runs then and at Start
 		q.commitDone = nil
 		if q.scratch != nil {
@@ -447,9 +445,7 @@ func (q *Queue) drain(ctx context.Context) {
 	q.flushAcks(ctx)
 	q.closeInbox(ctx)
 	q.flushPublishes(ctx)
-	if q.stream != nil && !q.deleted {
-		q.stream.saveOffsets(ctx) // acks the mailbox held
-	}
+	q.kind.drain(ctx)
 	q.endStep()
 	q.dropLeaving()
 	q.release()
@@ -467,9 +463,7 @@ func (q *Queue) release() {
 	q.deliverySlab, q.freeDeliveries = nil, nil
 	q.undone = nil
 	q.consumers.reset()
-	if s := q.stream; s != nil {
-		s.readers, s.tracked, s.unsaved, s.segs = nil, nil, nil, nil
-	}
+	q.kind.release()
 }
 
 // flushAcks settles the acks gathered by handle, in one settle.
@@ -501,10 +495,8 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		refs = one[:]
 	}
 	q.countOp(&o)
-	if q.stream != nil {
-		if r, done := q.execStream(ctx, o); done {
-			return r
-		}
+	if q.kind.handles(o.kind) {
+		return q.kind.exec(ctx, o)
 	}
 	if o.kind == opPublish {
 		q.stamp(&o)

@@ -2,11 +2,11 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // Delayed retry (RabbitMQ 4.3 quorum queues, x-delayed-retry-type, -min
@@ -20,59 +20,22 @@ import (
 // shared mode another broker that takes the message over serves it at
 // once.
 
-// RetryKind says which returns delayed retry holds.
-type RetryKind uint8
+// RetryKind says which returns delayed retry holds (queueargs.RetryKind).
+type RetryKind = queueargs.RetryKind
 
 const (
-	RetryDisabled RetryKind = iota // none (the default)
-	RetryAll                       // every return
-	RetryFailed                    // failed deliveries: reject, channel or connection lost
-	RetryReturned                  // the others: basic.nack, basic.recover is failed
+	RetryDisabled = queueargs.RetryDisabled
+	RetryAll      = queueargs.RetryAll
+	RetryFailed   = queueargs.RetryFailed
+	RetryReturned = queueargs.RetryReturned
 )
 
 // DelayedRetry is a queue's x-delayed-retry-* arguments.
-type DelayedRetry struct {
-	Kind RetryKind
-	Min  time.Duration
-	Max  time.Duration // 0: no cap
-}
+type DelayedRetry = queueargs.DelayedRetry
 
-// ParseDelayedRetry reads x-delayed-retry-type ("disabled", "all",
-// "failed" or "returned"), x-delayed-retry-min and x-delayed-retry-max
-// (milliseconds); min is required unless the type is disabled.
-func ParseDelayedRetry(t amqp.Table) (DelayedRetry, error) {
-	var r DelayedRetry
-	if v, ok := t["x-delayed-retry-type"]; ok {
-		s, _ := v.(string)
-		switch s {
-		case "disabled":
-		case "all":
-			r.Kind = RetryAll
-		case "failed":
-			r.Kind = RetryFailed
-		case "returned":
-			r.Kind = RetryReturned
-		default:
-			return r, argErr("x-delayed-retry-type", "unknown delayed retry type '%v'", v)
-		}
-	}
-	for _, a := range []struct {
-		arg string
-		dst *time.Duration
-	}{{"x-delayed-retry-min", &r.Min}, {"x-delayed-retry-max", &r.Max}} {
-		if v, ok := t[a.arg]; ok {
-			n, err := expiry(a.arg, v)
-			if err != nil {
-				return r, err
-			}
-			*a.dst = time.Duration(n) * time.Millisecond
-		}
-	}
-	if _, ok := t["x-delayed-retry-min"]; !ok && r.Kind != RetryDisabled {
-		return r, argErr("x-delayed-retry-min", "%s", fmt.Sprintf("required with x-delayed-retry-type '%v'", t["x-delayed-retry-type"]))
-	}
-	return r, nil
-}
+// ParseDelayedRetry reads x-delayed-retry-type, -min and -max
+// (queueargs.ParseDelayedRetry).
+func ParseDelayedRetry(t amqp.Table) (DelayedRetry, error) { return queueargs.ParseDelayedRetry(t) }
 
 // heldMsg is a returned message delayed until at (Unix nanoseconds).
 type heldMsg struct {

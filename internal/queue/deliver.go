@@ -168,11 +168,11 @@ func (q *Queue) putBack(batch []assignment) {
 
 func (q *Queue) dispatch(ctx context.Context) {
 	defer q.flushReceivers() // whatever a return left unflushed
-	if q.stream != nil {
-		q.stream.retain(ctx)
-		q.streamDispatch(ctx)
-		return
-	}
+	q.kind.dispatch(ctx)
+}
+
+// dispatchMessages is dispatch for a classic or quorum queue (messages).
+func (q *Queue) dispatchMessages(ctx context.Context) {
 	q.promote(ctx)
 	batch := q.scratch.batch[:0]
 	defer func() { q.scratch.batch = batch[:0] }()

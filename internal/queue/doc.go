@@ -19,7 +19,7 @@
 // holds 2 ops' worth; a stopped actor lets go of everything it cached (a
 // channel holding an unacked delivery of a deleted queue keeps only the
 // Queue struct reachable). Other actors and timers post to a second,
-// unbounded inbox instead (features.go), so an actor never waits on
+// unbounded inbox instead (inbox.go), so an actor never waits on
 // another. Credit is shared between the actor (Acquire) and the channel
 // that settles (Release) and is lock-free.
 //
@@ -158,8 +158,9 @@
 //
 // # Features (RabbitMQ 3.13 semantics)
 //
-// Config.Features carries the queue's parsed x-arguments (ParseArgs: wrong
-// types and ranges are ArgErrors, 406, stream 540), with the vhost's
+// Config.Features carries the queue's parsed x-arguments (ParseArgs, over
+// internal/queueargs' table: wrong types and ranges are ArgErrors, 406,
+// stream 540), with the vhost's
 // policies applied (internal/policy), and hooks into the vhost: the
 // dead-letter router (and holder: a delayed exchange holds a copy rather
 // than route it; the source deletes its message once the copy is stored)
@@ -252,10 +253,15 @@
 //
 // A queue whose Args say Stream (x-queue-type stream) is a log its
 // consumers read, each at its own offset, without taking anything
-// (stream.go, stream_consume.go, stream_track.go; docs/streams.md). Start
-// gives it a streamClaimer, which claims nothing: no cursor moves and no
-// index entry is written, so recovery, the scanner and the shared cursor
-// never see it. Publishes take the ordinary path (gathered, committed,
+// (stream.go, stream_consume.go, stream_track.go; docs/streams.md). The
+// queue's kind (kind.go) is chosen once at Start, as its claimer is:
+// messages for a classic or quorum queue, the streamState for a stream
+// (stream_kind.go), and the actor asks it wherever the two differ
+// (dispatch, the ops a stream runs its own way, peek, counts, live
+// settings, observed changes, trim, drain and release) rather than
+// testing which it has. Start gives a stream a streamClaimer, which
+// claims nothing: no cursor moves and no index entry is written, so
+// recovery, the scanner and the shared cursor never see it. Publishes take the ordinary path (gathered, committed,
 // confirmed once stored), stored persistent whatever their delivery mode.
 // dispatch hands each consumer (a streamReader: an offset, a read-ahead
 // buffer of at most readAhead records, its filter) the records from its

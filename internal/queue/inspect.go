@@ -183,9 +183,11 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]ReadyMessage, error) {
 }
 
 func (q *Queue) peek(ctx context.Context, n int) ([]ReadyMessage, error) {
-	if q.stream != nil {
-		return q.stream.peek(ctx, n)
-	}
+	return q.kind.peek(ctx, n)
+}
+
+// peekMessages is peek for a classic or quorum queue (messages).
+func (q *Queue) peekMessages(ctx context.Context, n int) ([]ReadyMessage, error) {
 	out := make([]ReadyMessage, 0, min(uint64(n), q.ready()))
 	for _, off := range q.returned {
 		if len(out) == n {

@@ -22,10 +22,11 @@ func (q *Queue) SetArgs(a Args) {
 
 // applyArgs is SetArgs on the actor.
 func (q *Queue) applyArgs(ctx context.Context, a Args) {
-	if q.stream != nil {
-		q.applyStreamArgs(ctx, a)
-		return
-	}
+	q.kind.applyArgs(ctx, a)
+}
+
+// applyMessageArgs is applyArgs for a classic or quorum queue (messages).
+func (q *Queue) applyMessageArgs(ctx context.Context, a Args) {
 	old := q.cfg.Features.Args
 	a.Quorum, a.MaxPriority, a.SingleActive = old.Quorum, old.MaxPriority, old.SingleActive
 	if a == old {

@@ -197,6 +197,9 @@ type Queue struct {
 	// may run on the caller's goroutine (actor.go, "Ownership"): shared
 	// queues keep the mailbox, their answers wait on observed changes.
 	claimer claimer
+	// kind is the queue's kind (kind.go): messages, or the stream.
+	// Chosen once at Start, like claimer.
+	kind    kind
 	inPlace bool
 
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
@@ -228,7 +231,7 @@ type Queue struct {
 	// run loop handle the requeue first: the freed credit then serves the
 	// requeued message at the head, not the next one from the cursor.
 	requeuing atomic.Int32
-	// inbox is the non-blocking mailbox (features.go): dead-lettered
+	// inbox is the non-blocking mailbox (inbox.go): dead-lettered
 	// copies from other actors, their confirms and timer firings.
 	inbox struct {
 		sync.Mutex
@@ -357,6 +360,7 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		// A stream claims nothing: its consumers read the log (stream.go).
 		q.stream = &streamState{q: q}
 		q.claimer = &streamClaimer{s: q.stream}
+		q.kind = q.stream
 	} else if cfg.Shared {
 		c, ok := cfg.Stores.Index.(unacked.Claimer)
 		if !ok {
@@ -366,6 +370,10 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 	} else {
 		q.claimer = &localClaimer{q: q}
 		q.inPlace = true
+	}
+	// So is the kind (kind.go).
+	if q.kind == nil {
+		q.kind = messages{q: q}
 	}
 	// Start owns the state until the actor runs (owner.go).
 	q.own.acquire()
@@ -448,10 +456,10 @@ func (q *Queue) publishCounts() {
 	q.counts.consumers.Store(int64(st.Consumers))
 }
 
-func (q *Queue) stats() Stats {
-	if q.stream != nil {
-		return q.stream.stats()
-	}
+func (q *Queue) stats() Stats { return q.kind.stats() }
+
+// messageStats is stats for a classic or quorum queue (messages).
+func (q *Queue) messageStats() Stats {
 	return Stats{
 		Ready:     q.fromCursor + uint64(len(q.returned)),
 		Unacked:   uint64(len(q.out)),

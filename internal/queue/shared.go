@@ -62,14 +62,16 @@ type sharedClaimer struct {
 // queue are ignored, and so is everything when the queue is not Shared
 // or has stopped.
 func (q *Queue) Observe(c meta.Change) {
-	if q.stream != nil {
-		if !q.closing.Load() {
-			q.stream.observe(c)
-		}
+	if q.closing.Load() {
 		return
 	}
+	q.kind.observe(c)
+}
+
+// observeShared is Observe for a classic or quorum queue (messages).
+func (q *Queue) observeShared(c meta.Change) {
 	sh, shared := q.claimer.(*sharedClaimer)
-	if !shared || q.closing.Load() {
+	if !shared {
 		return
 	}
 	switch c.Kind {

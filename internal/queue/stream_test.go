@@ -217,7 +217,13 @@ func TestParseStreamArgs(t *testing.T) {
 	got, err = ParseArgs(amqp.Table{"x-queue-type": "stream"})
 	require.NoError(t, err)
 	require.Equal(t, StreamArgs{MaxBytes: -1, SegmentBytes: DefaultSegmentBytes}, got.StreamArgs)
-	for _, arg := range streamRefusedArgs {
+	for _, arg := range []string{
+		"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+		"x-max-length", "x-max-in-memory-length", "x-max-in-memory-bytes", "x-max-priority",
+		"x-overflow", "x-queue-mode", "x-single-active-consumer", "x-queue-master-locator",
+		"x-queue-version", "x-delivery-limit", "x-dead-letter-strategy",
+		"x-quorum-initial-group-size", "x-quorum-target-group-size",
+	} {
 		_, err := ParseArgs(amqp.Table{"x-queue-type": "stream", arg: int32(1)})
 		var ae *ArgError
 		require.ErrorAs(t, err, &ae, arg)

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,65 +22,50 @@ import (
 )
 
 // Main runs the server with the process's arguments until SIGINT or
-// SIGTERM, and exits 1 on an error: the whole of cmd/warren's main.
+// SIGTERM, re-reading its settings on SIGHUP, and exits 1 on an error:
+// the whole of cmd/warren's main.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	if err := runServer(ctx, os.Args[1:], os.Stdout, os.Stderr, hup); err != nil {
 		fmt.Fprintln(os.Stderr, "warren:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves until ctx is done. It prints "listening on <addr>" to stdout
-// once clients can connect, and logs to stderr.
+// run is runServer without reloads.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:5672", "address to listen on (host:port)")
-	dataDir := fs.String("data", defaultDataDir(), "directory for persistent data (Pebble)")
-	memory := fs.Bool("memory", false, "keep everything in memory; ignores -data")
-	user := fs.String("user", "guest", "user name clients log in with")
-	password := fs.String("password", "guest", "password for -user")
-	verbose := fs.Bool("v", false, "log connection events at debug level")
-	httpAddr := fs.String("http", "", "serve the management API (/api/) and metrics (/metrics, /metrics/per-object) on this address")
-	httpMaxConns := fs.Int("http-max-connections", 0, "HTTP connections open at once on -http; more take an idle one's place or are closed (0: 256)")
-	httpOrigins := fs.String("http-allow-origins", "", "origins (scheme://host[:port], comma-separated, or *) whose web pages may change things through the management API (RabbitMQ's management.cors.allow_origins)")
-	defsFile := fs.String("definitions", "", "import this RabbitMQ definitions file at start")
-	remoteGuest := fs.Bool("allow-remote-guest", false, "let the guest user log in from non-loopback addresses (RabbitMQ refuses by default)")
-	consumerTimeout := fs.Duration("consumer-timeout", 0, "close a channel that holds a delivery unacknowledged this long (0: 30m, negative: never)")
-	rabbitVersion := fs.String("rabbitmq-version", "", `RabbitMQ release whose behaviour to copy where versions differ: a series (3.13, 4.0, 4.1, 4.2, 4.3, 4.4: its newest release) or a release such as 4.3.2 ("" means 3.13)`)
-	product := fs.String("product", "", `product name in connection.start ("" means Warren; "RabbitMQ" for clients that gate features on it)`)
-	tlsAddr := fs.String("tls-listen", "", "also serve AMQP over TLS on this address (host:port); off when empty")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) of the TLS listener")
-	tlsKey := fs.String("tls-key", "", "PEM private key of -tls-cert")
-	tlsCA := fs.String("tls-ca", "", "PEM CA bundle for client certificates: when set, clients are asked for one and it must verify")
-	memWatermark := fs.Int64("memory-high-watermark", 0, "block publishers while message bytes and caches held in memory exceed this (0: 40% of RAM or the cgroup limit, negative: off)")
-	storeMemory := fs.Int64("store-memory", 0, "bytes of memory the Pebble store under -data may hold: its block cache, each memtable a quarter (0: a 64 MiB cache and 16 MiB memtables)")
-	diskFreeLimit := fs.Int64("disk-free-limit", 0, "block publishers while the data directory's file system has fewer free bytes (0: 50 MB, negative: off)")
-	mechanisms := fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
-	nodeID := fs.Uint64("node-id", 0, "run as this member of a raft cluster (with -peers); every member serves AMQP on its -addr")
-	peers := fs.String("peers", "", "cluster members, id=raft-host:port comma-separated, this node included")
-	deadAfter := fs.Duration("dead-after", 0, "cluster: return a member's unacknowledged deliveries once the raft leader has not heard from it this long (0: 10s)")
-	raftCert := fs.String("raft-tls-cert", "", "cluster: PEM certificate of this member (for server and client auth): members talk mutual TLS")
-	raftKey := fs.String("raft-tls-key", "", "cluster: PEM private key of -raft-tls-cert")
-	raftCA := fs.String("raft-tls-ca", "", "cluster: PEM CA bundle the other members' certificates must verify against")
-	secretFile := fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
-	raftInsecure := fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
-	configFile := fs.String("config", os.Getenv("RABBITMQ_CONFIG_FILE"), "read settings from this rabbitmq.conf file (RabbitMQ's key = value format); flags given on the command line win (default: $RABBITMQ_CONFIG_FILE)")
-	showVersion := fs.Bool("version", false, "print the version and build information and exit")
-	if err := fs.Parse(args); err != nil {
+	return runServer(ctx, args, stdout, stderr, nil)
+}
+
+// runServer serves until ctx is done, re-reading its settings at each value
+// from hup (reload). It prints "listening on <addr>" to stdout once
+// clients can connect, and logs to stderr.
+func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-chan os.Signal) error {
+	s, err := loadSettings(args, stderr)
+	if err != nil {
 		return err
 	}
-	if *showVersion {
+	if *s.showVersion {
 		printVersion(stdout)
 		return nil
 	}
-	if *configFile != "" {
-		if err := applyConfigFile(fs, *configFile); err != nil {
-			return err
-		}
+	level, err := s.level()
+	if err != nil {
+		return err
 	}
+	levelVar := new(slog.LevelVar)
+	levelVar.Set(level)
+	logger, err := s.newLogger(stderr, levelVar)
+	if err != nil {
+		return err
+	}
+	addr, dataDir, memory, defsFile, httpAddr := s.addr, s.dataDir, s.memory, s.defsFile, s.httpAddr
+	nodeID, peers, deadAfter := s.nodeID, s.peers, s.deadAfter
+	raftCert, raftKey, raftCA, secretFile, raftInsecure := s.raftCert, s.raftKey, s.raftCA, s.secretFile, s.raftInsecure
+	tlsAddr, httpMaxConns := s.tlsAddr, s.httpMaxConns
 	if (*nodeID == 0) != (*peers == "") {
 		return errors.New("-node-id and -peers go together")
 	}
@@ -98,36 +82,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tlsConfig, err := serverTLS(*tlsAddr, *tlsCert, *tlsKey, *tlsCA)
+	tlsConfig, err := serverTLS(*tlsAddr, *s.tlsCert, *s.tlsKey, *s.tlsCA)
 	if err != nil {
 		return err
 	}
 	if *addr == "" && *tlsAddr == "" {
 		return errors.New("nothing to listen on: -addr and -tls-listen are both empty")
 	}
-
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	if *s.frameMax > 1<<32-1 || *s.channelMax > 65535 || *s.maxMessageSize > 1<<31-1 {
+		return errors.New("-frame-max is at most 4294967295, -channel-max 65535 and -max-message-size 2147483647")
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *s.printIt {
+		return s.print(stdout)
+	}
+	if hup != nil {
+		go watchReload(ctx, hup, args, s, levelVar, logger)
+	}
 
 	opts := broker.Options{
 		DataDir:          *dataDir,
-		StoreMemory:      *storeMemory,
-		Users:            []broker.User{{Name: *user, Password: *password, Tags: []string{"administrator"}}},
+		StoreMemory:      *s.storeMemory,
+		Users:            []broker.User{{Name: *s.user, Password: *s.password, Tags: []string{"administrator"}}},
 		Logger:           logger,
-		Product:          *product,
-		AllowRemoteGuest: *remoteGuest,
-		ConsumerTimeout:  *consumerTimeout,
-		RabbitMQVersion:  *rabbitVersion,
+		Product:          *s.product,
+		AllowRemoteGuest: *s.remoteGuest,
+		ConsumerTimeout:  *s.consumerTimeout,
+		Heartbeat:        *s.heartbeat,
+		FrameMax:         uint32(*s.frameMax),
+		ChannelMax:       uint16(*s.channelMax),
+		MaxMessageSize:   int(*s.maxMessageSize),
+		RabbitMQVersion:  *s.rabbitVersion,
 		TLSConfig:        tlsConfig,
-		AuthMechanisms:   splitList(*mechanisms),
+		AuthMechanisms:   splitList(*s.mechanisms),
 
-		ManagementAllowedOrigins: splitList(*httpOrigins),
+		ManagementAllowedOrigins: splitList(*s.httpOrigins),
 
-		MemoryHighWatermark: *memWatermark,
-		DiskFreeLimit:       *diskFreeLimit,
+		MemoryHighWatermark: *s.memWatermark,
+		DiskFreeLimit:       *s.diskFreeLimit,
 	}
 	if *memory {
 		opts.DataDir = ""
@@ -154,7 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if defs != nil {
-		if err := b.ImportDefinitions(ctx, defs); err != nil {
+		if err := b.Admin().Import(ctx, defs); err != nil {
 			b.Close()
 			return err
 		}

@@ -73,10 +73,11 @@
 //   - redeclare: 406 PRECONDITION_FAILED naming the first difference, in
 //     RabbitMQ's order (exchange: type, durable, auto_delete, internal,
 //     alternate-exchange; queue: exclusive owner first, as 405, then durable,
-//     auto_delete and the arguments RabbitMQ compares: x-dead-letter-*,
-//     x-expires, x-max-length(-bytes), x-max-priority, x-message-ttl,
-//     x-overflow, x-queue-mode, x-queue-type, x-single-active-consumer,
-//     x-delivery-limit). Integers compare by value across widths, as
+//     auto_delete and the arguments RabbitMQ compares for the queue's
+//     kind, in the order of internal/queueargs' table (queueargs.Compared;
+//     classic and quorum: x-dead-letter-*, x-expires, x-max-length(-bytes),
+//     x-max-priority, x-message-ttl, x-overflow, x-queue-mode,
+//     x-queue-type, x-single-active-consumer, x-delivery-limit). Integers compare by value across widths, as
 //     rabbit_misc:assert_args_equivalence does; other arguments are ignored.
 //     No x-queue-type and x-queue-type "classic" are equivalent, either way
 //     round (RabbitMQ 3.8 and later); quorum is equivalent to neither.

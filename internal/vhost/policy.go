@@ -50,7 +50,7 @@ func (v *VHost) effectiveArgs(name string, args queue.Args) (queue.Args, policy.
 }
 
 // setsDeliveryLimit reports whether policy definition d sets delivery-limit.
-func setsDeliveryLimit(d *policy.Def) bool { return d != nil && d.DeliveryLimit.Set }
+func setsDeliveryLimit(d *policy.Def) bool { return d != nil && d.Sets("delivery-limit") }
 
 // attachPolicyLocked records a new queue's declared arguments and the
 // policies its actor started with (features computed the same).

@@ -7,6 +7,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/queueargs"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
@@ -89,14 +90,22 @@ func (v *VHost) checkDeclare(def meta.Queue, m *amqp.QueueDeclare, a queue.Args)
 	return nil
 }
 
-// comparedQueueArgs are the arguments a redeclaration of a queue must
-// match: from 4.3.2 a quorum queue's x-consumer-timeout too, which the
-// quorum queue type lists among its arguments (and so compares).
-func (v *VHost) comparedQueueArgs(quorum bool) []string {
-	if quorum && v.profile().ConsumerTimeoutArgs == compat.TimeoutArgsQuorum {
-		return append(comparedQueueArgs[:len(comparedQueueArgs):len(comparedQueueArgs)], "x-consumer-timeout")
+// comparedQueueArgs are the arguments a redeclaration of q must match,
+// by its kind (queueargs.Compared: RabbitMQ 4.x compares a queue type's
+// own arguments): from 4.3.2 a quorum queue's x-consumer-timeout too,
+// which the quorum queue type lists among its arguments (and so
+// compares).
+func (v *VHost) comparedQueueArgs(q *Queue) []string {
+	kind := queueargs.Classic
+	switch {
+	case q.IsStream():
+		kind = queueargs.Stream
+	case q.Args["x-queue-type"] == "quorum":
+		kind = queueargs.Quorum
 	}
-	return comparedQueueArgs
+	return queueargs.Compared(kind, func(h queueargs.Hook) bool {
+		return h == queueargs.HookConsumerTimeout && v.profile().ConsumerTimeoutArgs == compat.TimeoutArgsQuorum
+	})
 }
 
 // queueTypeModule is RabbitMQ's name for the type of a queue with these

@@ -20,11 +20,3 @@ func (v *VHost) streamProperties(name string, m *amqp.QueueDeclare) error {
 	}
 	return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property '%s' for %s", prop, v.resource("queue", name))
 }
-
-// streamComparedArgs are the arguments a stream's redeclaration must
-// repeat: RabbitMQ 4.x compares a queue type's own arguments
-// (rabbit_stream_queue's queue_arguments).
-var streamComparedArgs = []string{
-	"x-max-length-bytes", "x-queue-type", "x-max-age",
-	"x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator",
-}

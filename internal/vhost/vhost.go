@@ -872,10 +872,7 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 	case d.AutoDelete != def.AutoDelete:
 		return inequivalent("auto_delete", "queue", d.Name, v.cfg.Name, def.AutoDelete, d.AutoDelete)
 	}
-	keys := v.comparedQueueArgs(q.Args["x-queue-type"] == "quorum")
-	if q.IsStream() {
-		keys = streamComparedArgs
-	}
+	keys := v.comparedQueueArgs(q)
 	for _, key := range keys {
 		a, aok := args[key]
 		b, bok := q.Args[key]
@@ -892,15 +889,6 @@ func (v *VHost) queueEquivalent(q *Queue, def meta.Queue, args amqp.Table) error
 		}
 	}
 	return nil
-}
-
-// comparedQueueArgs are the arguments RabbitMQ requires to match on
-// redeclare; others are ignored.
-var comparedQueueArgs = []string{
-	"x-dead-letter-exchange", "x-dead-letter-routing-key", "x-expires",
-	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-message-ttl",
-	"x-overflow", "x-queue-mode", "x-queue-type", "x-single-active-consumer",
-	"x-delivery-limit",
 }
 
 // sameArg compares two argument values the way RabbitMQ's

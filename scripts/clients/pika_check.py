@@ -1,6 +1,6 @@
 """End-to-end checks of Warren with pika, RabbitMQ's Python client.
 
-Run by scripts/clients.sh against examples/server; usable by hand:
+Run by scripts/clients.sh against cmd/warren; usable by hand:
 
     /usr/bin/python3 scripts/clients/pika_check.py amqp://guest:guest@127.0.0.1:5672/
 

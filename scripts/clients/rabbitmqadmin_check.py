@@ -2,7 +2,7 @@
 
 rabbitmqadmin is the command-line tool RabbitMQ's management plugin ships
 (Debian's rabbitmq-server 3.10.8 installs it as /usr/bin/rabbitmqadmin).
-Run by scripts/clients.sh against examples/server; usable by hand:
+Run by scripts/clients.sh against cmd/warren; usable by hand:
 
     /usr/bin/python3 scripts/clients/rabbitmqadmin_check.py /usr/bin/rabbitmqadmin 127.0.0.1:15672
 

@@ -422,7 +422,13 @@
   const queueHref = (q) => '#/queues/' + enc(q.vhost) + '/' + enc(q.name);
   const exchangeHref = (x) => '#/exchanges/' + enc(x.vhost) + '/' + enc(x.name || 'amq.default');
   const connHref = (name) => '#/connections/' + enc(name);
-  const features = (o) => [o.durable && 'D', o.auto_delete && 'AD', o.exclusive && 'Excl', o.internal && 'I'].filter(Boolean).map((f) => h('span', { class: 'tag' }, f));
+  // features are the Features column's tags: the properties, then the
+  // arguments the one argument table abbreviates (args.js), as RabbitMQ's
+  // management UI shows them.
+  const argShorts = window.WARREN_ARG_SHORTS || {};
+  const features = (o) => [o.durable && 'D', o.auto_delete && 'AD', o.exclusive && 'Excl', o.internal && 'I']
+    .concat(Object.keys(o.arguments || {}).sort().map((k) => argShorts[k]))
+    .filter(Boolean).map((f) => h('span', { class: 'tag' }, f));
 
   function propsList(obj) {
     const entries = Object.entries(obj || {});

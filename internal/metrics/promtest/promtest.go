@@ -1,7 +1,3 @@
-// Package promtest parses the Prometheus text exposition format (0.0.4)
-// strictly, for the tests of the metrics handler and of whatever serves
-// it: it rejects what a lenient scraper would let pass, so a test catches
-// sloppy output.
 package promtest
 
 import (
@@ -17,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -258,4 +256,49 @@ func Scrape(t testing.TB, h http.Handler) map[string]*Family {
 	fams, err := Parse(string(body))
 	require.NoError(t, err, "%s", body)
 	return fams
+}
+
+// RequireGathers checks that g gathers, as client_golang's
+// testutil.GatherAndCompare sees it, the series of fams (a metrics
+// handler's scrape, from Parse or Scrape) with their HELP, TYPE and
+// values, less the Go runtime's families (go_*, process_*), which a
+// broker's collector leaves to the host's, and nothing else. Label order
+// does not matter (Gather sorts labels by name, RabbitMQ's layout does
+// not).
+func RequireGathers(t testing.TB, g prometheus.Gatherer, fams map[string]*Family) {
+	t.Helper()
+	want := Canonical(fams, func(name string) bool {
+		return !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_")
+	})
+	require.NoError(t, testutil.GatherAndCompare(g, strings.NewReader(want)))
+}
+
+// Canonical writes fams back as exposition text, families and labels
+// sorted, the families keep says only and those with samples only.
+func Canonical(fams map[string]*Family, keep func(name string) bool) string {
+	names := make([]string, 0, len(fams))
+	for name, f := range fams {
+		if keep(name) && len(f.Samples) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		f := fams[name]
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, f.Help, name, f.Type)
+		keys := make([]string, 0, len(f.Samples))
+		for k := range f.Samples {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			b.WriteString(name)
+			if k != "" {
+				b.WriteString("{" + k + "}")
+			}
+			b.WriteString(" " + strconv.FormatFloat(f.Samples[k], 'g', -1, 64) + "\n")
+		}
+	}
+	return b.String()
 }
