@@ -199,8 +199,7 @@ type Queue struct {
 	claimer claimer
 	// kind is the queue's kind (kind.go): messages, or the stream.
 	// Chosen once at Start, like claimer.
-	kind    kind
-	inPlace bool
+	kind kind
 
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
 	mbox mailbox // calls to the actor (mailbox.go)
@@ -222,15 +221,21 @@ type Queue struct {
 	// one's vhost (Group); leavingN counts this queue's leaving messages.
 	group    *Group
 	leavingN Group
-	stepOps  int          // inbox ops taken in this step, given back by endStep
-	closing  atomic.Bool  // set by the actor when it stops taking ops
-	queued   atomic.Int64 // ops sent to the mailbox and not yet handled
+	stepOps  int         // inbox ops taken in this step, given back by endStep
+	closing  atomic.Bool // set by the actor when it stops taking ops
+	// inPlace is claimer's (above), here in closing's padding (inboxLen).
+	inPlace bool
+	queued  atomic.Int64 // ops sent to the mailbox and not yet handled
 	// requeuing counts requeue ops sent but not yet handled. A channel
 	// requeues before it frees the prefetch credit the delivery held, so a
 	// dispatch that finds credit and a requeue on its way stops and lets the
 	// run loop handle the requeue first: the freed credit then serves the
 	// requeued message at the head, not the next one from the cursor.
 	requeuing atomic.Int32
+	// inboxLen is the inbox's length (inbox.go). It sits next to
+	// requeuing, and inPlace in closing's padding, so that a Queue with
+	// its 8-byte allocation header stays in the 1408-byte size class.
+	inboxLen atomic.Int32
 	// inbox is the non-blocking mailbox (inbox.go): dead-lettered
 	// copies from other actors, their confirms and timer firings.
 	inbox struct {
@@ -239,7 +244,6 @@ type Queue struct {
 		closed  bool
 		deleted bool // closed because the queue was deleted
 	}
-	inboxLen atomic.Int32
 
 	// own is the state token: whoever holds it owns everything below
 	// (owner.go).
