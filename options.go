@@ -89,9 +89,9 @@ type Options struct {
 	// memtable a quarter of it (Pebble keeps up to two, the active one and
 	// one being flushed or kept for reuse, and counts them against the
 	// cache), so Pebble holds about StoreMemory. 0 keeps the defaults: a
-	// 64 MiB cache and 64 MiB memtables, about 128 MiB once enough has
-	// been written (docs/streams.md, "Cost"). Values below 4 MiB are
-	// raised to it.
+	// 64 MiB cache and 16 MiB memtables, the memtables about 32 MiB
+	// resident once enough has been written (docs/streams.md, "Cost").
+	// Values below 4 MiB are raised to it.
 	StoreMemory int64
 
 	// Meta, Shards and Unacked replace the default stores (Pebble under

@@ -9,6 +9,13 @@
 #   scripts/compare.sh scale                 # how cost grows: the scale scenario set
 #   scripts/compare.sh scale -messages 10000000 -brokers warren
 #   scripts/compare.sh -strangeq /tmp/strangeq-server -rounds 3
+#   scripts/compare.sh -scenarios "" -raw "transient:12"   # the raw client only
+#
+# Every scenario runs with amqp091-go, the client Go programs use; the -raw
+# list (transient 12 B and 1 KiB, fanout by default) runs again with
+# perftest's raw client (-client raw: pre-encoded publishes written 256 at
+# a time, a no-ack consumer that only counts deliveries), which costs the
+# client almost nothing, so those rows measure the broker's own ceiling.
 #
 # -strangeq BIN also measures a StrangeQ server binary the caller built
 # (github.com/maxpert/strangeq, src/amqp-go/cmd/amqp-server; this script
@@ -48,7 +55,9 @@ usage: scripts/compare.sh [flags]
   -install            apt-get install -y rabbitmq-server before starting
   -duration D         publishing time per run, a Go duration (default 10s)
   -rounds N           runs per scenario and broker; the table shows medians (default 1)
-  -scenarios "S ..."  scenario[:size] list (default: every scenario, transient at 12 B and 1 KiB)
+  -scenarios "S ..."  scenario[:size] list run with amqp091-go (default: every scenario, transient at 12 B and 1 KiB)
+  -raw "S ..."        scenario[:size] list run with the raw client, transient and fanout only
+                      (default: "transient:12 transient:1024 fanout:12"; "" for none)
   -out FILE           also write the table here (default: perf-compare.md)
   -results FILE       keep the raw -json lines here (default: in the temporary directory)
   -warren-memory      run Warren with -memory (durable queues in memory, confirms not synced)
@@ -66,6 +75,7 @@ USAGE
 duration=10s
 rounds=1
 scenarios="transient:12 transient:1024 persistent-confirm:12 latency:12 fanout:12 get:12 many-queues:12"
+raw_scenarios="transient:12 transient:1024 fanout:12"
 out=perf-compare.md
 results=""
 install=0
@@ -89,6 +99,7 @@ while [ $# -gt 0 ]; do
 	-duration) duration=$2; shift ;;
 	-rounds) rounds=$2; shift ;;
 	-scenarios) scenarios=$2; shift ;;
+	-raw) raw_scenarios=$2; shift ;;
 	-out) out=$2; shift ;;
 	-results) results=$2; shift ;;
 	-warren-memory) warren_memory=1 ;;
@@ -109,6 +120,15 @@ for v in "$messages" "$scale_queues" "$scale_connections"; do
 	case "$v" in '' | *[!0-9]* | 0) echo "compare.sh: -messages, -queues and -connections want positive numbers" >&2; exit 2 ;; esac
 done
 
+# The runs of a round: client/scenario[:size].
+runs=""
+for s in $scenarios; do runs="$runs amqp091/$s"; done
+for s in $raw_scenarios; do
+	case "${s%%:*}" in
+	transient | fanout) runs="$runs raw/$s" ;;
+	*) echo "compare.sh: -raw runs transient and fanout, not ${s%%:*}" >&2; exit 2 ;;
+	esac
+done
 if [ -n "$strangeq" ] && [ ! -x "$strangeq" ]; then echo "compare.sh: -strangeq $strangeq is not an executable" >&2; exit 2; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
@@ -310,8 +330,9 @@ fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 failed=0
 
-# run_one label scenario size: starts the broker unless -reuse keeps one
-# running, records its settled idle RSS, runs perftest, stops the broker.
+# run_one label scenario size client: starts the broker unless -reuse keeps
+# one running, records its settled idle RSS, runs perftest with the client
+# (amqp091 or raw), stops the broker.
 run_one() {
 	local rc=0 url pid
 	case "$1" in
@@ -333,11 +354,11 @@ run_one() {
 	rabbitmq) url=$rabbit_url ;;
 	strangeq) url=$strangeq_url ;;
 	esac
-	log "$1: $2 ($3 B)"
+	log "$1: $2 ($3 B, $4 client)"
 	"$tmp/bin/perftest" -url "$url" -broker-pid "$pid" -label "$1" -json \
-		-scenario "$2" -size "$3" -duration "$duration" >>"$results" || rc=$?
+		-scenario "$2" -size "$3" -client "$4" -duration "$duration" >>"$results" || rc=$?
 	if [ "$rc" != 0 ]; then
-		log "$1: $2 ($3 B) failed (exit $rc)"
+		log "$1: $2 ($3 B, $4 client) failed (exit $rc)"
 		failed=1
 	fi
 	if [ "$reuse" = 0 ]; then
@@ -411,7 +432,9 @@ if [ "$mode" = scale ]; then
 	done
 else
 for round in $(seq "$rounds"); do
-	for s in $scenarios; do
+	for s in $runs; do
+		client=${s%%/*}
+		s=${s#*/}
 		scenario=${s%%:*}
 		size=12
 		[ "$s" != "$scenario" ] && size=${s#*:}
@@ -426,7 +449,7 @@ for round in $(seq "$rounds"); do
 			set -- "${@:2}" "$1"
 		done
 		for b in "$@"; do
-			run_one "$b" "$scenario" "$size"
+			run_one "$b" "$scenario" "$size" "$client"
 		done
 	done
 done
@@ -439,7 +462,7 @@ fi
 	if [ "$mode" = scale ]; then
 		echo "Scale set: $messages persistent 1 KiB confirmed messages in one queue (drained with prefetch 1000, an ack per message), $scale_queues durable queues, $scale_connections idle connections; a freshly started broker for each part; memory per item is the settled RSS growth divided among the items; client: amqp091-go (examples/perftest) on the same machine."
 	else
-		echo "$duration per run, $rounds round(s), medians; $([ "$reuse" = 1 ] && echo "one process per broker for all runs" || echo "a freshly started broker for every run"); client: amqp091-go (examples/perftest) on the same machine."
+		echo "$duration per run, $rounds round(s), medians; $([ "$reuse" = 1 ] && echo "one process per broker for all runs" || echo "a freshly started broker for every run"); client: amqp091-go (examples/perftest) on the same machine$([ -n "$raw_scenarios" ] && echo ", and perftest's raw client for the rows marked so")."
 	fi
 	echo
 	"$tmp/bin/perftest" -table "$results"

@@ -53,6 +53,17 @@
 // scenarios through the direct API (broker.Channel), one broker.Channel per
 // connection above: no frames, no socket, no client library.
 //
+// -client raw replaces amqp091-go for the transient and fanout scenarios
+// (raw.go) with a client that costs almost nothing, so the broker is
+// measured at its own ceiling: the publisher writes 256 pre-encoded
+// basic.publish frames per Write, patching only each body's sequence number
+// and send time; each consumer consumes with no-ack and reads frame headers
+// off the socket, looking only at basic.deliver and the first 12 bytes of
+// the body after it. It dials -url or the -inprocess=tcp listener over plain
+// TCP, asks for no heartbeats, and publishes in whole batches of 256. The
+// result says "client": "raw"; client CPU per message (getrusage of this
+// process) is reported for both clients.
+//
 // Scale (-scenario scale) measures steps rather than a stream: fill one
 // durable queue with -count persistent messages with confirms (rate, peak
 // RSS, memory per queued message), restart the broker and time the first

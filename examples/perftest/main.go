@@ -41,6 +41,7 @@ type config struct {
 	memory        bool
 	dataDir       string
 	scenario      string
+	client        string
 	size          int
 	duration      time.Duration
 	rate          int
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.memory, "memory", false, "in-process: keep durable queues in memory too (confirms then mean nothing is synced)")
 	fs.StringVar(&cfg.dataDir, "data", "", "in-process: Pebble directory for durable queues (default: a temporary directory, removed afterwards)")
 	fs.StringVar(&cfg.scenario, "scenario", "transient", fmt.Sprintf("one of %v", scenarios))
+	fs.StringVar(&cfg.client, "client", "amqp091", "amqp091 (amqp091-go) or raw: pre-encoded publishes, 256 per write, and a consumer that only counts deliveries (transient and fanout; -url or -inprocess=tcp)")
 	fs.IntVar(&cfg.size, "size", 12, "message body size in bytes (at least 12)")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long publishers publish")
 	fs.IntVar(&cfg.rate, "rate", 0, "messages/s per publisher (default: latency 1000, many-queues 100, others unlimited)")
@@ -159,6 +161,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.drainTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("perftest: -drain-timeout must be positive"))
+	}
+	switch cfg.client {
+	case "amqp091":
+	case "raw":
+		if cfg.inprocess != "" && cfg.inprocess != "tcp" {
+			errs = append(errs, fmt.Errorf("perftest: -client raw needs a TCP broker: -url or -inprocess=tcp"))
+		}
+		if cfg.table == "" && cfg.scenario != "transient" && cfg.scenario != "fanout" {
+			errs = append(errs, fmt.Errorf("perftest: -client raw runs the transient and fanout scenarios, not %s", cfg.scenario))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("perftest: -client %q: want amqp091 or raw", cfg.client))
 	}
 	if cfg.inprocess != "" && cfg.brokerPID != 0 {
 		errs = append(errs, fmt.Errorf("perftest: -broker-pid is for -url; in-process the broker is this process"))
@@ -224,7 +238,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// The phases that ran are reported even when a later one failed.
 		results, err = runScale(ctx, cfg, tgt)
 	default:
-		res, err := runStreams(ctx, cfg, tgt)
+		run := runStreams
+		if cfg.client == "raw" {
+			run = runRaw
+		}
+		res, err := run(ctx, cfg, tgt)
 		if err != nil {
 			return err
 		}

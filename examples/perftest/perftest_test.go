@@ -214,6 +214,11 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-prefetch", "70000"}, err: "16 bits"},
 		{args: []string{"-inprocess", "-broker-pid", "1"}, err: "-broker-pid is for -url"},
 		{args: []string{"extra"}, err: "unexpected arguments"},
+		{args: []string{"-client", "raw"}},
+		{args: []string{"-client", "raw", "-inprocess=tcp"}, inprocess: "tcp"},
+		{args: []string{"-client", "raw", "-inprocess"}, err: "-client raw needs a TCP broker"},
+		{args: []string{"-client", "raw", "-scenario", "persistent-confirm"}, err: "transient and fanout scenarios"},
+		{args: []string{"-client", "pika"}, err: "want amqp091 or raw"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cfg, err := parseFlags(tc.args, &bytes.Buffer{})
@@ -290,6 +295,72 @@ func TestScenariosInProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRawClient(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want func(*result) uint64
+	}{
+		{"transient 12 B", []string{"-scenario", "transient"}, func(r *result) uint64 { return r.Published }},
+		// Bodies over the frame max: several body frames a message.
+		{"transient 300 KiB", []string{"-scenario", "transient", "-size", "307200", "-inflight", "600"}, func(r *result) uint64 { return r.Published }},
+		{"fanout", []string{"-scenario", "fanout", "-queues", "3"}, func(r *result) uint64 { return 3 * r.Published }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-inprocess=tcp", "-memory", "-client", "raw", "-duration", "100ms"}, tc.args...)
+			res, err := runJSON(t, args...)
+			require.NoError(t, err)
+			require.True(t, res.Verified, "%+v", res)
+			require.Equal(t, "raw", res.Client)
+			require.Positive(t, res.Published)
+			require.Zero(t, res.Published%rawBatch, "whole batches")
+			require.Equal(t, tc.want(res), res.Consumed)
+			require.NotNil(t, res.ClientCPUUSPerMsg)
+		})
+	}
+}
+
+// TestRawClientAgainstURL runs the raw client against a listener given by
+// -url, and fails a run whose publishes the broker refuses.
+func TestRawClientAgainstURL(t *testing.T) {
+	b, err := broker.New(broker.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	_, err = b.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	res, err := runJSON(t, "-url", b.URL(), "-broker-pid", strconv.Itoa(os.Getpid()), "-client", "raw", "-duration", "100ms")
+	require.NoError(t, err)
+	require.True(t, res.Verified, "%+v", res)
+	require.NotNil(t, res.BrokerCPUUSPerMsg)
+
+	// A publisher whose exchange is gone gets channel.close 404: the run
+	// reports it instead of waiting for deliveries that never come.
+	cfg, err := parseFlags([]string{"-url", b.URL(), "-client", "raw", "-scenario", "fanout", "-queues", "1", "-duration", "200ms", "-drain-timeout", "1s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	tgt, err := openTarget(cfg)
+	require.NoError(t, err)
+	r := &rawState{runState: &runState{cfg: cfg, tgt: tgt, base: time.Now(), id: runID()}}
+	r.spec, err = specFor(cfg)
+	require.NoError(t, err)
+	require.NoError(t, r.setupRaw())
+	require.NoError(t, r.admin.ExchangeDelete(r.flows[0].exchange, false, false))
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		r.publishRaw(context.Background(), r.flows[0], r.pubs[0], time.Now().Add(time.Minute))
+	}()
+	// Closing the window ends the publisher, which nothing consumes for.
+	t.Cleanup(func() { r.closeRaw(); <-published })
+	require.Eventually(t, func() bool {
+		r.errMu.Lock()
+		defer r.errMu.Unlock()
+		return len(r.errs) > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	require.Contains(t, r.errs[0], "404")
 }
 
 func TestTextOutputAndProfile(t *testing.T) {
@@ -417,6 +488,8 @@ func TestTable(t *testing.T) {
 		{Label: "warren", Scenario: "transient", Size: 12, ConsumedPerS: 120000, BrokerCPUUSPerMsg: cpu(4), Verified: true},
 		{Label: "warren", Scenario: "transient", Size: 12, ConsumedPerS: 110000, BrokerCPUUSPerMsg: cpu(6), Verified: false},
 		{Label: "rabbitmq", Scenario: "latency", Size: 12, LatencyP99US: 670, Verified: true},
+		{Label: "rabbitmq", Scenario: "transient", Client: "raw", Size: 12, ConsumedPerS: 100000, ClientCPUUSPerMsg: cpu(0.5), Verified: true},
+		{Label: "warren", Scenario: "transient", Client: "raw", Size: 12, ConsumedPerS: 900000, ClientCPUUSPerMsg: cpu(0.25), Verified: true},
 		{Label: "warren", Scenario: "latency", Size: 12, LatencyP99US: 400, Verified: true},
 	}
 	var in bytes.Buffer
@@ -435,6 +508,8 @@ func TestTable(t *testing.T) {
 		"|  | broker CPU (µs/msg) | 21.9 | 5.00 | 0.23 | ≤ ⅓ | yes |",
 		"|  | latency p99 (µs) | 670.0 | 400.0 | 0.60 | ≤ 0.50 | **no** |",
 		"|  | peak RSS (MiB) | – | – | – |",
+		"| transient 12 B (raw client) | consumed (msg/s) | 100,000 | 900,000 | 9.00 | ≥ 2 | yes |",
+		"|  | client CPU (µs/msg) | 0.50 | 0.25 | 0.50 |  |  |",
 	} {
 		require.Contains(t, table, want, table)
 	}

@@ -108,3 +108,44 @@ func truncate(b []byte) []byte {
 	}
 	return b
 }
+
+// ioCounts are the read and write system calls a process has made, from
+// syscr and syscw of /proc/PID/io (proc(5)); pid 0 means this process.
+type ioCounts struct{ reads, writes uint64 }
+
+func procIO(pid int) (ioCounts, error) {
+	path := "/proc/self/io"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/io", pid)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ioCounts{}, fmt.Errorf("perftest: io counts: %w", err)
+	}
+	return parseIO(raw)
+}
+
+func parseIO(raw []byte) (ioCounts, error) {
+	var c ioCounts
+	var found int
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "syscr" && name != "syscw") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+		if err != nil {
+			return ioCounts{}, fmt.Errorf("perftest: /proc io: bad %s line %q", name, line)
+		}
+		if name == "syscr" {
+			c.reads = n
+		} else {
+			c.writes = n
+		}
+		found++
+	}
+	if found < 2 {
+		return ioCounts{}, fmt.Errorf("perftest: /proc io: no syscr/syscw lines")
+	}
+	return c, nil
+}

@@ -10,9 +10,11 @@ import (
 
 // result is what one run reports; -json prints it as one line.
 type result struct {
-	Label     string  `json:"label,omitempty"`
-	Target    string  `json:"target"`
-	Scenario  string  `json:"scenario"`
+	Label    string `json:"label,omitempty"`
+	Target   string `json:"target"`
+	Scenario string `json:"scenario"`
+	// Client is "raw" for -client raw, empty for amqp091-go.
+	Client    string  `json:"client,omitempty"`
 	Size      int     `json:"size"`
 	DurationS float64 `json:"duration_s"`
 
@@ -48,6 +50,14 @@ type result struct {
 	BrokerCPUCores    *float64 `json:"broker_cpu_cores,omitempty"`
 	CPUSource         string   `json:"cpu_source,omitempty"`
 	ClientCPUS        float64  `json:"client_cpu_s"`
+	ClientCPUUSPerMsg *float64 `json:"client_cpu_us_per_msg,omitempty"`
+	// Read and write system calls per consumed message (syscr, syscw of
+	// /proc/PID/io): the client's (this process, every connection), and
+	// the broker's when -broker-pid gives it.
+	ClientReadsPerMsg  *float64 `json:"client_reads_per_msg,omitempty"`
+	ClientWritesPerMsg *float64 `json:"client_writes_per_msg,omitempty"`
+	BrokerReadsPerMsg  *float64 `json:"broker_reads_per_msg,omitempty"`
+	BrokerWritesPerMsg *float64 `json:"broker_writes_per_msg,omitempty"`
 
 	RSSStartMiB *float64 `json:"rss_start_mib,omitempty"`
 	RSSPeakMiB  *float64 `json:"rss_peak_mib,omitempty"`
@@ -113,6 +123,18 @@ const mib = 1 << 20
 // message counts once per queue; for get, per get) over the measured window.
 func (r *result) setResources(c cpuSample, m memSample, window int64) {
 	r.ClientCPUS = c.client.Seconds()
+	if r.Consumed > 0 {
+		n := float64(r.Consumed)
+		r.ClientCPUUSPerMsg = ptr(micros(c.client) / n)
+		if c.clientIOOK {
+			r.ClientReadsPerMsg = ptr(float64(c.clientIO.reads) / n)
+			r.ClientWritesPerMsg = ptr(float64(c.clientIO.writes) / n)
+		}
+		if c.brokerIOOK {
+			r.BrokerReadsPerMsg = ptr(float64(c.brokerIO.reads) / n)
+			r.BrokerWritesPerMsg = ptr(float64(c.brokerIO.writes) / n)
+		}
+	}
 	if c.brokerOK {
 		r.BrokerCPUS = ptr(c.broker.Seconds())
 		if r.Consumed > 0 {
@@ -166,7 +188,11 @@ func (r *result) writeText(w io.Writer) {
 		r.writeScaleText(w)
 		return
 	}
-	fmt.Fprintf(w, "scenario %s, %d B bodies, %v, against %s\n", r.Scenario, r.Size, time.Duration(r.DurationS*1e9), r.Target)
+	client := ""
+	if r.Client != "" {
+		client = " (" + r.Client + " client)"
+	}
+	fmt.Fprintf(w, "scenario %s%s, %d B bodies, %v, against %s\n", r.Scenario, client, r.Size, time.Duration(r.DurationS*1e9), r.Target)
 	fmt.Fprintf(w, "  %d connections, %d queues", r.Connections, r.Queues)
 	if r.Rate > 0 {
 		fmt.Fprintf(w, ", %d msg/s per publisher", r.Rate)
@@ -201,7 +227,18 @@ func (r *result) writeText(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "  broker CPU unknown (give -broker-pid)")
 	}
-	fmt.Fprintf(w, "  client CPU %.2f s\n", r.ClientCPUS)
+	fmt.Fprintf(w, "  client CPU %.2f s", r.ClientCPUS)
+	if r.ClientCPUUSPerMsg != nil {
+		fmt.Fprintf(w, ", %.1f µs/msg", *r.ClientCPUUSPerMsg)
+	}
+	fmt.Fprintln(w)
+	if r.ClientReadsPerMsg != nil {
+		fmt.Fprintf(w, "  syscalls   client %.3f reads, %.3f writes per message", *r.ClientReadsPerMsg, *r.ClientWritesPerMsg)
+		if r.BrokerReadsPerMsg != nil {
+			fmt.Fprintf(w, "; broker %.3f reads, %.3f writes", *r.BrokerReadsPerMsg, *r.BrokerWritesPerMsg)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.RSSPeakMiB != nil {
 		fmt.Fprintf(w, "  RSS        %.1f MiB at start, %.1f MiB peak during the run, VmHWM %.1f MiB\n",
 			*r.RSSStartMiB, *r.RSSPeakMiB, *r.RSSHWMMiB)
@@ -220,6 +257,9 @@ type cpuSample struct {
 	broker   time.Duration
 	brokerOK bool
 	client   time.Duration
+
+	clientIO, brokerIO     ioCounts
+	clientIOOK, brokerIOOK bool
 }
 
 type memSample struct {
@@ -234,6 +274,12 @@ type meter struct {
 	cpu0    time.Duration
 	cpuOK   bool
 	client0 time.Duration
+	// io0 and brokerIO0 are the syscall counts at the start; ioPID is
+	// whose /proc io the broker's are read from (-1: nobody's, and
+	// in-process runs count none: the process is client and broker).
+	io0, brokerIO0   ioCounts
+	ioOK, brokerIOOK bool
+	ioPID            int
 
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -247,6 +293,16 @@ func startMeter(tgt *target) *meter {
 		if c, err := tgt.cpu(); err == nil {
 			m.cpu0, m.cpuOK = c, true
 		}
+	}
+	m.ioPID = -1
+	if tgt.memPID > 0 {
+		m.ioPID = tgt.memPID
+	}
+	if tgt.memPID != 0 {
+		m.io0, m.ioOK = mustIO(0)
+	}
+	if m.ioPID > 0 {
+		m.brokerIO0, m.brokerIOOK = mustIO(m.ioPID)
 	}
 	if tgt.memPID >= 0 {
 		if rss, _, err := memStatus(tgt.memPID); err == nil {
@@ -278,12 +334,31 @@ func (m *meter) sample() {
 
 func (m *meter) cpu() cpuSample {
 	s := cpuSample{client: selfCPU() - m.client0}
+	if m.ioOK {
+		if c, ok := mustIO(0); ok {
+			s.clientIO, s.clientIOOK = c.minus(m.io0), true
+		}
+	}
+	if m.brokerIOOK {
+		if c, ok := mustIO(m.ioPID); ok {
+			s.brokerIO, s.brokerIOOK = c.minus(m.brokerIO0), true
+		}
+	}
 	if m.cpuOK {
 		if c, err := m.tgt.cpu(); err == nil {
 			s.broker, s.brokerOK = c-m.cpu0, true
 		}
 	}
 	return s
+}
+
+func mustIO(pid int) (ioCounts, bool) {
+	c, err := procIO(pid)
+	return c, err == nil
+}
+
+func (c ioCounts) minus(o ioCounts) ioCounts {
+	return ioCounts{reads: c.reads - o.reads, writes: c.writes - o.writes}
 }
 
 // stop ends sampling and returns the memory figures; safe to call twice.

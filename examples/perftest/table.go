@@ -41,6 +41,7 @@ var (
 	mPublished = metric{name: "published", unit: "msg/s", get: val(func(r *result) float64 { return r.PublishedPerS }), higher: true}
 	mConfirmed = metric{name: "confirmed", unit: "msg/s", get: val(func(r *result) float64 { return r.ConfirmedPerS }), higher: true, goal: 2}
 	mCPU       = metric{name: "broker CPU", unit: "µs/msg", get: opt(func(r *result) *float64 { return r.BrokerCPUUSPerMsg }), goal: 1.0 / 3}
+	mClientCPU = metric{name: "client CPU", unit: "µs/msg", get: opt(func(r *result) *float64 { return r.ClientCPUUSPerMsg })}
 	mCores     = metric{name: "broker CPU", unit: "cores", get: opt(func(r *result) *float64 { return r.BrokerCPUCores })}
 	mRSS       = metric{name: "peak RSS", unit: "MiB", get: opt(func(r *result) *float64 { return r.RSSPeakMiB })}
 	mP50       = metric{name: "latency p50", unit: "µs", get: val(func(r *result) float64 { return r.LatencyP50US })}
@@ -85,11 +86,11 @@ func rowsFor(scenario string) []metric {
 	case "idle":
 		return []metric{mIdle}
 	case "transient":
-		return []metric{mConsumed, mPublished, mCPU, with(mRSS, 0.5)}
+		return []metric{mConsumed, mPublished, mCPU, mClientCPU, with(mRSS, 0.5)}
 	case "fanout":
-		return []metric{with(mConsumed, 2), mCPU, mRSS}
+		return []metric{with(mConsumed, 2), mCPU, mClientCPU, mRSS}
 	case "persistent-confirm":
-		return []metric{mConfirmed, with(mConsumed, 0), with(mCPU, 0), mRSS}
+		return []metric{mConfirmed, with(mConsumed, 0), with(mCPU, 0), mClientCPU, mRSS}
 	case "latency":
 		return []metric{mP50, mP95, mP99, mMax, mCores}
 	case "get":
@@ -157,6 +158,9 @@ func readGroups(r io.Reader) ([]*group, error) {
 			key = res.Scenario + " " + res.Title
 		case res.Scenario != "idle" && res.Scenario != "many-queues" && res.Scenario != "latency":
 			key += fmt.Sprintf(" %s", sizeName(res.Size))
+		}
+		if res.Client != "" {
+			key += " (" + res.Client + " client)"
 		}
 		g := byKey[key]
 		if g == nil {

@@ -76,6 +76,9 @@ type target struct {
 	restart func() (time.Time, error)
 	// dataDir is the in-process broker's data directory ("" without one).
 	dataDir string
+	// rawURL is the amqp:// URL the raw client dials ("" without a TCP
+	// listener: Broker.Dial and the direct API).
+	rawURL string
 }
 
 const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -90,6 +93,7 @@ func openTarget(cfg *config) (*target, error) {
 		}
 		t := &target{
 			describe: u.Redacted(),
+			rawURL:   cfg.url,
 			memPID:   -1,
 			close:    func() error { return nil },
 			dial: func(name string) (conn, error) {
@@ -175,6 +179,10 @@ func openInProcess(cfg *config) (*target, error) {
 		}
 		door, listen = "TCP "+addr.String(), addr.String()
 	}
+	rawURL := ""
+	if listen != "" {
+		rawURL = "amqp://guest:guest@" + listen + "/"
+	}
 	dial := func(name string) (conn, error) {
 		b := current()
 		var dialer func(network, addr string) (net.Conn, error)
@@ -201,6 +209,7 @@ func openInProcess(cfg *config) (*target, error) {
 		cpuSource: "whole process: broker and client together (in-process runs cannot split them)",
 		memPID:    0,
 		dataDir:   opts.DataDir,
+		rawURL:    rawURL,
 		close: func() error {
 			err := current().Close()
 			if errors.Is(err, broker.ErrClosed) {

@@ -157,8 +157,11 @@ func (ch *Channel) decodeMethod(payload []byte) (amqp.Method, error) {
 	if cls == amqp.ClassBasic {
 		switch mth {
 		case amqp.MethodBasicPublish:
+			// The exchange and routing key stay from the last publish:
+			// DecodeArgs overwrites them only when they changed, so a
+			// channel publishing to one key allocates no string for it.
 			m := &ch.scratch().publish
-			*m = amqp.BasicPublish{}
+			*m = amqp.BasicPublish{Exchange: m.Exchange, RoutingKey: m.RoutingKey}
 			if err := m.DecodeArgs(args); err != nil {
 				return nil, err
 			}

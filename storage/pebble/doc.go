@@ -95,14 +95,15 @@
 // 6 MiB after 1,700 small persistent messages. Pebble's memtables start
 // at 256 KiB and double, each new one, up to the configured size; the
 // reserve follows them (DiskReserve) and the write-ahead logs are as long
-// as what their memtables held. Once the memtables reached the default
-// 64 MiB (after about 128 MiB written since opening), what is kept when
-// every queue is empty is the 128 MiB reserve and four logs, the live one
-// and the three Pebble keeps for reuse, up to about 62 MiB each: 375 MiB
-// after 500,000 messages of 1 KiB were written and drained
-// (TestDrainDiskProbe; 409 MiB when every log was preallocated to
-// 70 MiB). A smaller memtable (broker.Options.StoreMemory) lowers that
-// ceiling in proportion, at the price of more flushes and compactions
+// as what their memtables held. With memtables of 64 MiB (the default
+// until it became 16 MiB), once they reached their size (after about
+// 128 MiB written since opening), what was kept when every queue is empty
+// was the 128 MiB reserve and four logs, the live one and the three Pebble
+// keeps for reuse, up to about 62 MiB each: 375 MiB after 500,000 messages
+// of 1 KiB were written and drained (TestDrainDiskProbe; 409 MiB when
+// every log was preallocated to 70 MiB). The ceiling follows the memtable
+// size (DefaultMemTableSize, or broker.Options.StoreMemory) in
+// proportion, at the price of more flushes and compactions
 // while writing.
 //
 // A nil Properties or Body reads back nil, an empty one reads back empty.

@@ -22,11 +22,17 @@ const (
 	// DefaultMemTableSize is larger than Pebble's 4 MiB default: a message
 	// published and acked within one memtable's life never reaches an
 	// sstable (the flush drops the record and keeps only its tombstone),
-	// and fewer flushes mean fewer L0 files to compact. On a small file
-	// system Open halves it until it is at most 1/16 of the file system
-	// (and no less than minMemTableSize): a WAL grows to about its size,
-	// and a 64 MiB memtable cannot be flushed on a 64 MiB disk.
-	DefaultMemTableSize = 64 << 20
+	// and fewer flushes mean fewer L0 files to compact. It is not larger
+	// because Pebble keeps two memtables resident once enough was written
+	// (the active one and one flushed, kept for reuse): with 64 MiB a
+	// broker confirming persistent messages held 128 MiB of RSS after a
+	// few seconds, with 16 MiB 65 MiB at the same throughput
+	// (docs/performance.md), and 16 MiB still holds a few seconds of
+	// publishes and acks at tens of thousands of messages a second. On a
+	// small file system Open halves it until it is at most 1/16 of the
+	// file system (and no less than minMemTableSize): a WAL grows to about
+	// its size, and a 16 MiB memtable cannot be flushed on a 16 MiB disk.
+	DefaultMemTableSize = 16 << 20
 
 	minMemTableSize = 1 << 20
 )
@@ -146,7 +152,7 @@ func Open(dir string, opts ...Option) (*pebble.DB, error) {
 // walPreallocation at a time. Pebble preallocates each new WAL at 110% of
 // the configured memtable size (its walPreallocateSize, RocksDB's rule),
 // however small the memtable in use is: 70 MiB of disk for the first WAL
-// of a fresh database with the default 64 MiB memtables, and as much for
+// of a fresh database with 64 MiB memtables, and as much for
 // every WAL it rotates to. Allocating ahead of the writes keeps what
 // preallocation is for (the file's blocks come in large extents, not
 // page by page at writeback) at the cost of at most one step of unused
