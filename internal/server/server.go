@@ -62,6 +62,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if err != nil {
 		return err
 	}
+	s.auth.setLogger(logger)
+	defer s.auth.close()
 	addr, dataDir, memory, defsFile, httpAddr := s.addr, s.dataDir, s.memory, s.defsFile, s.httpAddr
 	nodeID, peers, deadAfter := s.nodeID, s.peers, s.deadAfter
 	raftCert, raftKey, raftCA, secretFile, raftInsecure := s.raftCert, s.raftKey, s.raftCA, s.secretFile, s.raftInsecure
