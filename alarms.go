@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -212,8 +213,14 @@ const (
 type alarmState struct {
 	gate session.Alarms
 
-	memLimit, diskLimit int64 // <= 0: not monitored
-	dir                 string
+	// memLimit and diskLimit are the limits in force, <= 0: not
+	// checked. setupAlarms sets them and SetAlarmLimits changes them
+	// while the monitor runs, which reads them at each sample.
+	memLimit, diskLimit atomic.Int64
+	// memWatched and diskWatched say whether the monitor samples memory
+	// and disk: fixed by setupAlarms, so a limit off at start stays off.
+	memWatched, diskWatched bool
+	dir                     string
 	// reserve is the DB's disk reserve; nil without DataDir (or with all
 	// three stores given in Options). diskHeadroom is its Headroom.
 	reserve      *pebblestore.DiskReserve
@@ -270,16 +277,11 @@ func (b *Broker) setupAlarms() {
 	if a.poll.statfs == nil {
 		a.poll.statfs = statfsFree
 	}
-	if b.opts.MemoryHighWatermark >= 0 {
-		a.memLimit = memoryWatermark(b.opts.MemoryHighWatermark)
-	}
+	mem, disk := b.alarmLimits(b.opts.MemoryHighWatermark, b.opts.DiskFreeLimit)
+	a.memLimit.Store(mem)
+	a.diskLimit.Store(disk)
+	a.memWatched = mem > 0
 	if b.opts.DataDir != "" {
-		switch l := b.opts.DiskFreeLimit; {
-		case l > 0:
-			a.diskLimit = l
-		case l == 0:
-			a.diskLimit = DefaultDiskFreeLimit
-		}
 		a.dir = b.opts.DataDir
 		if r := b.stores.reserve; r != nil {
 			a.reserve = r
@@ -302,22 +304,66 @@ func (b *Broker) setupAlarms() {
 		}
 	}
 	a.held = &b.held
+	a.diskWatched = disk > 0 || a.reserve != nil
 	a.stop = make(chan struct{})
+}
+
+// alarmLimits resolves Options.MemoryHighWatermark and DiskFreeLimit (0:
+// the default, negative: off; no disk limit without a DataDir) into the
+// limits the monitor compares with, -1 for off.
+func (b *Broker) alarmLimits(memory, diskFree int64) (mem, disk int64) {
+	mem, disk = -1, -1
+	if memory >= 0 {
+		mem = memoryWatermark(memory)
+	}
+	if b.opts.DataDir != "" {
+		switch {
+		case diskFree > 0:
+			disk = diskFree
+		case diskFree == 0:
+			disk = DefaultDiskFreeLimit
+		}
+	}
+	return mem, disk
+}
+
+// SetAlarmLimits changes the memory high watermark and the free disk
+// limit of a running broker, with the meanings of
+// Options.MemoryHighWatermark and Options.DiskFreeLimit (0: the default,
+// negative: off). The monitor compares with them from its next sample
+// on, raising or clearing the alarms as the new limits say; the budgets
+// derived from the watermark at New (the deduplication caches') stay as
+// they were. A check that was off when the broker was created (a
+// negative limit, or no DataDir for the disk) cannot be turned on: that
+// needs a new broker, and SetAlarmLimits then changes nothing and says
+// so.
+func (b *Broker) SetAlarmLimits(memory, diskFree int64) error {
+	a := &b.alarm
+	mem, disk := b.alarmLimits(memory, diskFree)
+	if mem > 0 && !a.memWatched {
+		return errors.New("broker: the memory alarm was off at start (MemoryHighWatermark < 0): turning it on needs a restart")
+	}
+	if disk > 0 && !a.diskWatched {
+		return errors.New("broker: the disk alarm was off at start (DiskFreeLimit < 0 or no DataDir): turning it on needs a restart")
+	}
+	a.memLimit.Store(mem)
+	a.diskLimit.Store(disk)
+	return nil
 }
 
 // watchDisk reports whether the monitor samples the disk: for the
 // free-space alarm, or to clear a disk-full alarm and restore the reserve.
-func (a *alarmState) watchDisk() bool { return a.diskLimit > 0 || a.reserve != nil }
+func (a *alarmState) watchDisk() bool { return a.diskWatched }
 
 // startAlarms takes the first samples, so that no publish is served before
 // an alarm that is due is up, and starts the monitor goroutine when
 // anything is monitored.
 func (b *Broker) startAlarms() {
 	a := &b.alarm
-	if a.memLimit <= 0 && !a.watchDisk() {
+	if !a.memWatched && !a.watchDisk() {
 		return
 	}
-	if a.memLimit > 0 {
+	if a.memWatched {
 		b.checkMemory()
 	}
 	if a.watchDisk() {
@@ -341,7 +387,7 @@ func (b *Broker) monitorAlarms() {
 	a := &b.alarm
 	defer close(a.done)
 	var memTick <-chan time.Time
-	if a.memLimit > 0 {
+	if a.memWatched {
 		t := time.NewTicker(a.poll.memory)
 		defer t.Stop()
 		memTick = t.C
@@ -385,10 +431,10 @@ func (a *alarmState) diskInterval() time.Duration {
 // configured poll when that is shorter still. RabbitMQ 4.x polls up to ten times a second
 // near its limit; a publisher writing 100 MB/s would eat a fixed poll's
 // worth of space first. a.disk is held.
-func (a *alarmState) nextDiskPollLocked(free, left int64) {
+func (a *alarmState) nextDiskPollLocked(free, left, diskLimit int64) {
 	now := time.Now()
 	next := a.poll.disk
-	if left < max(a.diskLimit, 0)+a.diskHeadroom {
+	if left < max(diskLimit, 0)+a.diskHeadroom {
 		next = min(next, diskPollNear)
 	}
 	if left > 0 {
@@ -432,7 +478,8 @@ func (b *Broker) checkMemory() {
 	a := &b.alarm
 	used := a.memoryUsed()
 	a.memUsed.Store(used)
-	b.setMonitored(AlarmMemory, used > a.memLimit)
+	limit := a.memLimit.Load()
+	b.setMonitored(AlarmMemory, limit > 0 && used > limit)
 }
 
 // checkDisk samples free space and sets the disk alarm: raised while the
@@ -465,8 +512,9 @@ func (b *Broker) checkDisk() {
 	a.diskFree.Store(free)
 	missing := a.reserveMissing()
 	left := free - missing - a.diskHeadroom - debt
-	a.nextDiskPollLocked(free, left-max(a.diskLimit, 0))
-	on := (a.diskLimit > 0 && left < a.diskLimit) || (a.disk.full && left < max(a.diskLimit, 0))
+	limit := a.diskLimit.Load()
+	a.nextDiskPollLocked(free, left-max(limit, 0), limit)
+	on := (limit > 0 && left < limit) || (a.disk.full && left < max(limit, 0))
 	a.disk.full = a.disk.full && on
 	b.setMonitored(AlarmDisk, on)
 	// The reserve comes back as soon as it fits with room for a WAL
@@ -609,13 +657,13 @@ func (b *Broker) applyAlarmsLocked(by string) {
 		}
 		attrs := []any{"alarm", k.String(), "by", by}
 		if k == AlarmMemory {
-			attrs = append(attrs, "mem_used", a.memUsed.Load(), "mem_limit", a.memLimit)
+			attrs = append(attrs, "mem_used", a.memUsed.Load(), "mem_limit", a.memLimit.Load())
 			if is && a.held != nil {
 				// Which of the holders besides the queues holds the memory.
 				attrs = append(attrs, a.held.attrs()...)
 			}
 		} else {
-			attrs = append(attrs, "disk_free", a.diskFree.Load(), "disk_free_limit", a.diskLimit)
+			attrs = append(attrs, "disk_free", a.diskFree.Load(), "disk_free_limit", a.diskLimit.Load())
 		}
 		if is {
 			b.log.Warn("broker: resource alarm raised, publishers are blocked", attrs...)
@@ -642,11 +690,11 @@ func (b *Broker) alarmStatus() alarmStatus {
 		MemAlarm:      active&AlarmMemory != 0,
 		DiskFreeAlarm: active&AlarmDisk != 0,
 		MemUsed:       a.memoryUsed(),
-		MemLimit:      max(a.memLimit, 0),
+		MemLimit:      max(a.memLimit.Load(), 0),
 		DiskFree:      -1,
-		DiskFreeLimit: max(a.diskLimit, 0),
+		DiskFreeLimit: max(a.diskLimit.Load(), 0),
 	}
-	if a.diskLimit > 0 {
+	if s.DiskFreeLimit > 0 {
 		if free := a.diskFree.Load(); free > 0 {
 			s.DiskFree = free
 		}

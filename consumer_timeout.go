@@ -14,12 +14,13 @@ import (
 // consumerTimeout is the consumer timeout of delivery e (0: none), with
 // RabbitMQ's precedence (3.12 and later): the consumer's x-consumer-timeout
 // argument, else the lesser of its queue's x-consumer-timeout argument and
-// its policy's consumer-timeout, else Options.ConsumerTimeout. Under the 4.3 profile classic queues have none:
+// its policy's consumer-timeout, else Options.ConsumerTimeout (or
+// SetConsumerTimeout's). Under the 4.3 profile classic queues have none:
 // RabbitMQ 4.3 moved the timeout into the queue types and classic queues
 // do not implement it. The scanner calls it for every unacknowledged
 // delivery of a pass (scan.mu held).
 func (b *Broker) consumerTimeout(e unacked.Entry) time.Duration {
-	global := max(b.opts.ConsumerTimeout, 0)
+	global := max(time.Duration(b.scan.timeout.Load()), 0)
 	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
 		return global // another broker's: deliveryTimedOut leaves it alone
 	}
@@ -117,7 +118,7 @@ func (b *Broker) forceConsumerTimeout(id string, ch uint16) error {
 		if c.ID() != id {
 			continue
 		}
-		if !c.CloseChannel(ch, amqp.PreconditionFailed, consumerTimeoutText(ch, b.opts.ConsumerTimeout)) {
+		if !c.CloseChannel(ch, amqp.PreconditionFailed, consumerTimeoutText(ch, time.Duration(b.scan.timeout.Load()))) {
 			return fmt.Errorf("%w: channel %d of connection %q", ErrNotFound, ch, id)
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/internal/session"
@@ -27,6 +28,12 @@ type scanState struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	scanners []*unacked.Scanner // one per unacked index
+	// timeout is the broker-wide consumer timeout in force, in
+	// nanoseconds (<= 0: off): Options.ConsumerTimeout, then
+	// SetConsumerTimeout's. retune hands the scanner goroutine the pass
+	// interval a new timeout needs (scanInterval).
+	timeout atomic.Int64
+	retune  chan time.Duration
 	// mu is held for a whole pass, so passes (the goroutine's, a test's)
 	// never overlap; it guards live, the pass's snapshot of connections.
 	mu   sync.Mutex
@@ -53,6 +60,8 @@ func (b *Broker) startScanner() error {
 	if timeout < 0 {
 		timeout = 0 // disabled
 	}
+	b.scan.timeout.Store(int64(b.opts.ConsumerTimeout))
+	b.scan.retune = make(chan time.Duration, 1)
 	indexes := []unacked.Index{b.stores.durable.Index, b.stores.transient.Index}
 	b.scan.scanners = make([]*unacked.Scanner, 0, len(indexes))
 	leader := b.stores.meta.IsLeader
@@ -93,6 +102,37 @@ func (b *Broker) startScanner() error {
 	return nil
 }
 
+// SetConsumerTimeout changes the broker-wide consumer timeout of a
+// running broker, with Options.ConsumerTimeout's meaning (0:
+// DefaultConsumerTimeout, negative: off). Deliveries already held are
+// judged by the new value at the scanner's next pass, which comes at
+// most half the new timeout later (the pass interval follows it);
+// queues' and consumers' own x-consumer-timeout and policies keep their
+// precedence.
+func (b *Broker) SetConsumerTimeout(d time.Duration) {
+	if d == 0 {
+		d = DefaultConsumerTimeout
+	}
+	b.scan.timeout.Store(int64(d))
+	if b.scan.retune == nil {
+		return // no scanner (New failed before it)
+	}
+	interval := scanInterval(b.opts.ScanInterval, max(d, 0))
+	for {
+		select {
+		case b.scan.retune <- interval:
+			return
+		default:
+		}
+		// Replace a retune the scanner has not taken yet: the newest
+		// timeout wins.
+		select {
+		case <-b.scan.retune:
+		default:
+		}
+	}
+}
+
 // stopScanner stops the scanner and waits for its pass to finish. Safe to
 // call when it never started.
 func (b *Broker) stopScanner() {
@@ -111,6 +151,9 @@ func (b *Broker) runScanner(ctx context.Context, interval time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
+		case interval := <-b.scan.retune:
+			tick.Reset(interval)
+			continue
 		case <-tick.C:
 		}
 		if err := b.scanPass(ctx); err != nil && ctx.Err() == nil {

@@ -52,7 +52,8 @@
 // 3.13.
 //
 // -config reads RabbitMQ's rabbitmq.conf (the keys that map to Warren's
-// settings; any other is refused with its line), WARREN_* variables (one
+// settings; any other is refused with its line, or with -unknown-keys
+// warn logged and ignored), WARREN_* variables (one
 // per flag: WARREN_ADDR, WARREN_NODE_ID, ...) and the RabbitMQ variables
 // that map (RABBITMQ_NODE_PORT, RABBITMQ_DEFAULT_USER, RABBITMQ_MNESIA_DIR,
 // ...) set what the command line does not; -print-config shows every
@@ -60,7 +61,8 @@
 //
 // It logs with slog to stderr (-log-format text or json, -log-level),
 // prints the address it listens on to stdout, re-reads its settings on
-// SIGHUP (the log level takes effect; any other change is logged as
-// needing a restart), and shuts down gracefully on SIGINT or SIGTERM:
+// SIGHUP (the log level and, on a single node, the consumer timeout and
+// the memory and disk alarm limits take effect; any other change is
+// logged as needing a restart), and shuts down gracefully on SIGINT or SIGTERM:
 // connected clients get connection.close 320 CONNECTION_FORCED.
 package main

@@ -18,8 +18,9 @@ const defaultRaftPort = "25672"
 // applyConfigFile sets, from the rabbitmq.conf file path, every setting
 // that the command line and the environment left unset. Keys are
 // RabbitMQ 4.x's names; a key Warren does not map is refused with its
-// line. A key repeated in the file takes its last value. The auth keys go
-// to s.auth (auth_config.go), which builds Options.Auth.
+// line (or, with -unknown-keys warn, noted in s.ignored and skipped). A
+// key repeated in the file takes its last value. The auth keys go to
+// s.auth (auth_config.go), which builds Options.Auth.
 func applyConfigFile(s *settings, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -157,7 +158,14 @@ func applyConfigFile(s *settings, path string) error {
 	})
 
 	s.auth.register(&tab)
-	if err := tab.Apply(entries, nil); err != nil {
+	var unknown func(rabbitconf.Entry) error // nil: refused
+	if *s.unknownKeys == "warn" {
+		unknown = func(e rabbitconf.Entry) error {
+			s.ignored = append(s.ignored, fmt.Sprintf("%s: line %d: unknown key %s", path, e.Line, e.Key))
+			return nil
+		}
+	}
+	if err := tab.Apply(entries, unknown); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := s.auth.build(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,6 +65,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	}
 	s.auth.setLogger(logger)
 	defer s.auth.close()
+	for _, ig := range s.ignored {
+		logger.Warn("config: key ignored (-unknown-keys warn)", "key", ig)
+	}
 	addr, dataDir, memory, defsFile, httpAddr := s.addr, s.dataDir, s.memory, s.defsFile, s.httpAddr
 	nodeID, peers, deadAfter := s.nodeID, s.peers, s.deadAfter
 	raftCert, raftKey, raftCA, secretFile, raftInsecure := s.raftCert, s.raftKey, s.raftCA, s.secretFile, s.raftInsecure
@@ -97,8 +101,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if *s.printIt {
 		return s.print(stdout)
 	}
+	live := new(atomic.Pointer[broker.Broker]) // the single node's broker, for reloads
 	if hup != nil {
-		go watchReload(ctx, hup, args, s, levelVar, logger)
+		// Its own context, so that the watcher also ends when the start
+		// fails.
+		rctx, stopReload := context.WithCancel(ctx)
+		defer stopReload()
+		go watchReload(rctx, hup, args, s, levelVar, live, logger)
 	}
 
 	opts := broker.Options{
@@ -148,6 +157,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if err != nil {
 		return err
 	}
+	live.Store(b)
 	if defs != nil {
 		if err := b.Admin().Import(ctx, defs); err != nil {
 			b.Close()
@@ -166,7 +176,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 			b.Close()
 			return err
 		}
-		logger.Info("warren listening", "addr", bound.String(), "storage", storage, "version", broker.Version)
+		logger.Info("warren listening", "addr", bound.String(), "storage", storage, "version", broker.Version, "revision", buildRevision())
 		// The address, not the URL: the URL would print the password.
 		fmt.Fprintln(stdout, "listening on", bound.String())
 	}
@@ -219,6 +229,29 @@ func printVersion(w io.Writer) {
 			fmt.Fprintln(w, s.Key, s.Value)
 		}
 	}
+}
+
+// buildRevision is the VCS revision the binary was built from
+// (runtime/debug's vcs.revision, "+dirty" when vcs.modified), "" when the
+// build recorded none.
+func buildRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" && dirty {
+		rev += "+dirty"
+	}
+	return rev
 }
 
 // serverTLS builds the TLS listener's config from the flags; nil when

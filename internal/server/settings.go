@@ -25,11 +25,14 @@ type settings struct {
 	// origin is where each flag's value came from, by flag name;
 	// absent: the default.
 	origin map[string]origin
+	// ignored are the config file's unknown keys that -unknown-keys warn
+	// let through, as "path: line N: unknown key K", logged at start.
+	ignored []string
 
 	addr, dataDir, user, password, httpAddr, httpOrigins, defsFile   *string
 	rabbitVersion, product, tlsAddr, tlsCert, tlsKey, tlsCA          *string
 	mechanisms, peers, raftCert, raftKey, raftCA, secretFile         *string
-	configFile, logFormat, logLevel                                  *string
+	configFile, logFormat, logLevel, unknownKeys                     *string
 	memory, verbose, remoteGuest, raftInsecure, showVersion, printIt *bool
 	httpMaxConns                                                     *int
 	consumerTimeout, deadAfter, heartbeat                            *time.Duration
@@ -100,6 +103,7 @@ func newSettings(stderr io.Writer) *settings {
 	s.secretFile = fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
 	s.raftInsecure = fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
 	s.configFile = fs.String("config", "", "read settings from this rabbitmq.conf file (RabbitMQ's key = value format); flags and environment variables win over it (default: $RABBITMQ_CONFIG_FILE)")
+	s.unknownKeys = fs.String("unknown-keys", "refuse", "what -config does with a key Warren does not map: refuse (the server does not start) or warn (logged with its line, then ignored)")
 	s.showVersion = fs.Bool("version", false, "print the version and build information and exit")
 	s.printIt = fs.Bool("print-config", false, "print the effective settings and where each came from (default, flag, env, file:line), then exit")
 	return s
@@ -118,6 +122,9 @@ func loadSettings(args []string, stderr io.Writer) (*settings, error) {
 	s.fs.Visit(func(f *flag.Flag) { s.origin[f.Name] = origin{"flag", rankFlag} })
 	if err := s.applyEnv(os.LookupEnv); err != nil {
 		return nil, err
+	}
+	if *s.unknownKeys != "refuse" && *s.unknownKeys != "warn" {
+		return nil, fmt.Errorf("-unknown-keys is refuse or warn, not %q", *s.unknownKeys)
 	}
 	if *s.configFile != "" {
 		if err := applyConfigFile(s, *s.configFile); err != nil {

@@ -333,12 +333,15 @@ func TestConfigFileMoreErrors(t *testing.T) {
 	}
 }
 
-// TestReload: SIGHUP (a value on hup) re-reads the file: the log level
-// takes effect at once, a changed limit is logged as needing a restart,
-// and a file that no longer reads changes nothing and says so.
+// TestReload: SIGHUP (a value on hup) re-reads the file: the log level,
+// the consumer timeout and the memory watermark take effect at once (the
+// management API shows the new limit), a changed password is logged as
+// needing a restart, and a file that no longer reads changes nothing and
+// says so.
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
-	conf := writeFile(t, dir, "rabbitmq.conf", []byte("listeners.tcp.default = 127.0.0.1:0\nlog.console.level = warning\nconsumer_timeout = 60000\ndefault_pass = one\n"))
+	const common = "listeners.tcp.default = 127.0.0.1:0\nmanagement.tcp.ip = 127.0.0.1\nmanagement.tcp.port = 0\n"
+	conf := writeFile(t, dir, "rabbitmq.conf", []byte(common+"log.console.level = warning\nconsumer_timeout = 60000\ndefault_pass = one\nvm_memory_high_watermark.absolute = 1GB\n"))
 	logs := new(amqptest.SyncBuffer)
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -352,11 +355,16 @@ func TestReload(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	rd := bufio.NewReader(stdoutR)
+	line, err := rd.ReadString('\n')
 	require.NoError(t, err)
 	addr := strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
-	go io.Copy(io.Discard, stdoutR)
+	line, err = rd.ReadString('\n')
+	require.NoError(t, err)
+	web := strings.TrimPrefix(strings.TrimSpace(line), "management on ")
+	go io.Copy(io.Discard, rd)
 	require.NotContains(t, logs.String(), "level=INFO", "warning and above only")
+	require.Equal(t, float64(1e9), nodeInfo(t, web, "guest", "one")["mem_limit"])
 
 	reloaded := func(n int) {
 		t.Helper()
@@ -365,13 +373,15 @@ func TestReload(t *testing.T) {
 			return strings.Count(logs.String(), "reload: done")+strings.Count(logs.String(), "settings not read") >= n
 		}, 10*time.Second, 5*time.Millisecond)
 	}
-	require.NoError(t, os.WriteFile(conf, []byte("listeners.tcp.default = 127.0.0.1:0\nlog.console.level = debug\nconsumer_timeout = 120000\ndefault_pass = two\n"), 0o600))
+	require.NoError(t, os.WriteFile(conf, []byte(common+"log.console.level = debug\nconsumer_timeout = 120000\ndefault_pass = two\nvm_memory_high_watermark.absolute = 2GB\n"), 0o600))
 	reloaded(1)
 	out := logs.String()
-	require.Contains(t, out, `msg="reload: applied" setting=log-level from=warning to=debug source="file `+conf+`:2"`)
-	require.Contains(t, out, `msg="reload: changed, takes effect after a restart" setting=consumer-timeout from=1m0s to=2m0s`)
+	require.Contains(t, out, `msg="reload: applied" setting=log-level from=warning to=debug source="file `+conf+`:4"`)
+	require.Contains(t, out, `msg="reload: applied" setting=memory-high-watermark from=1000000000 to=2000000000`)
+	require.Contains(t, out, `msg="reload: applied" setting=consumer-timeout from=1m0s to=2m0s`)
 	require.Contains(t, out, `setting=password from=******** to=********`)
 	require.NotContains(t, out, "two", "no password in the log")
+	require.Equal(t, float64(2e9), nodeInfo(t, web, "guest", "one")["mem_limit"], "the new watermark is in force")
 
 	conn, err := amqp091.Dial("amqp://guest:one@" + addr + "/")
 	require.NoError(t, err, "the password of the start still holds")
@@ -390,3 +400,30 @@ type fakeSignal int
 
 func (fakeSignal) Signal()          {}
 func (s fakeSignal) String() string { return fmt.Sprint("signal ", int(s)) }
+
+// TestUnknownKeysWarn: with -unknown-keys warn a key Warren does not map
+// is logged with its line and ignored, and the server starts; the
+// default refuses it.
+func TestUnknownKeysWarn(t *testing.T) {
+	conf := writeFile(t, t.TempDir(), "rabbitmq.conf", []byte("listeners.tcp.default = 127.0.0.1:0\nclustering.partition_handling = autoheal\n"))
+	err := run(context.Background(), []string{"-memory", "-config", conf}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "line 2: unknown key clustering.partition_handling")
+	err = run(context.Background(), []string{"-memory", "-config", conf, "-unknown-keys", "ignore"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "-unknown-keys is refuse or warn")
+
+	logs := new(amqptest.SyncBuffer)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdoutR, stdoutW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-memory", "-config", conf, "-unknown-keys", "warn"}, stdoutW, logs)
+		stdoutW.Close()
+	}()
+	line, err := bufio.NewReader(stdoutR).ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "listening on "), line)
+	go io.Copy(io.Discard, stdoutR)
+	cancel()
+	require.NoError(t, <-done)
+	require.Contains(t, logs.String(), `level=WARN msg="config: key ignored (-unknown-keys warn)" key="`+conf+`: line 2: unknown key clustering.partition_handling"`)
+}
