@@ -267,22 +267,24 @@ func (b *Broker) storedChannel(ctx context.Context, user, vhostName string) (*Ch
 // secret as a login, as RabbitMQ's update_state asks the backends whose
 // credentials expire, and the new credential must name the same user
 // (RabbitMQ: "Not allowed to change username on refreshed token"). Its
-// expiry replaces the connection's.
-func (b *Broker) updateSecret(user, secret string, peer net.Addr) (bool, time.Time, error) {
+// expiry replaces the connection's, and its Identity (scopes, tags) with
+// the Authorizer of the entry that accepted it decide the connection's
+// permissions from then on.
+func (b *Broker) updateSecret(user, secret string, peer net.Addr) (bool, *session.Authz, time.Time, error) {
 	chain := b.authChain()
 	if chain == nil {
 		// Only chain logins expire; nothing can check the secret.
-		return false, time.Time{}, nil
+		return false, nil, time.Time{}, nil
 	}
 	l, err := b.chainLogin(context.Background(), chain, login.SourceKey(peer), auth.Request{Mechanism: "PLAIN", User: user, Secret: secret, Peer: peer})
 	switch {
 	case err == nil && l.Identity.User == user:
-		return true, l.Identity.Expires, nil
+		return true, b.loginAuthz(l, peer), l.Identity.Expires, nil
 	case err == nil:
 		b.log.Warn("broker: new secret refused: not allowed to change username on refreshed token", "user", session.LogName(user), "new_user", session.LogName(l.Identity.User))
-		return false, time.Time{}, nil
+		return false, nil, time.Time{}, nil
 	case errors.Is(err, auth.ErrRefused):
-		return false, time.Time{}, nil
+		return false, nil, time.Time{}, nil
 	}
-	return false, time.Time{}, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionUpdateSecret)
+	return false, nil, time.Time{}, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionUpdateSecret)
 }

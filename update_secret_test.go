@@ -3,11 +3,13 @@ package broker_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/auth/oauth2/oauth2test"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -53,4 +55,51 @@ func TestUpdateSecret(t *testing.T) {
 			require.ErrorIs(t, conn.UpdateSecret("late-token", "token refresh"), amqp091.ErrClosed)
 		})
 	}
+}
+
+// TestUpdateSecretReplacesScopes: connection.update-secret with a new
+// token swaps the identity that decides the connection's permissions and
+// forgets the decisions the old one was allowed, as RabbitMQ 4.x does
+// (rabbit_channel:update_user_state clears the channel's permission
+// cache): a token refreshed without the write scope on exchange x has its
+// next publish to x refused with 403, even though the first token's
+// allowed publish to x was cached; a token refreshed with it may publish.
+func TestUpdateSecretReplacesScopes(t *testing.T) {
+	is := oauth2test.NewIssuer(t)
+	b := oauth2Broker(t, is, nil)
+	const (
+		withWrite    = "rabbitmq.configure:*/* rabbitmq.read:*/* rabbitmq.write:%2F/x"
+		withoutWrite = "rabbitmq.configure:*/* rabbitmq.read:*/*"
+	)
+	token := func(scopes string) string {
+		return is.Sign(oauth2test.Claims("rabbitmq", "alice", scopes, time.Hour), "", false)
+	}
+	publish := func(ch *amqp091.Channel) error {
+		if err := ch.Publish("x", "k", false, false, amqp091.Publishing{Body: []byte("m")}); err != nil {
+			return err
+		}
+		// A round trip on the channel: the publish was decided before it.
+		return ch.ExchangeDeclarePassive("x", "fanout", false, false, false, false, nil)
+	}
+
+	t.Run("losing the scope", func(t *testing.T) {
+		conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "ignored", token(withWrite)), amqp091.Config{})
+		ch := amqptest.Channel(t, conn)
+		require.NoError(t, ch.ExchangeDeclare("x", "fanout", false, false, false, false, nil))
+		require.NoError(t, publish(ch))
+		require.NoError(t, publish(ch)) // answered from the cache
+		require.NoError(t, conn.UpdateSecret(token(withoutWrite), "refresh"))
+		err := publish(ch)
+		amqptest.RequireCode(t, err, amqp091.AccessRefused)
+		require.Contains(t, err.Error(), "access to exchange 'x' in vhost '/' refused for user 'alice'")
+		amqptest.RequireWorks(t, conn) // the connection stays, as with any refusal
+	})
+	t.Run("gaining the scope", func(t *testing.T) {
+		conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "ignored", token(withoutWrite)), amqp091.Config{})
+		ch := amqptest.Channel(t, conn)
+		require.NoError(t, ch.ExchangeDeclare("x", "fanout", false, false, false, false, nil))
+		amqptest.RequireCode(t, publish(ch), amqp091.AccessRefused)
+		require.NoError(t, conn.UpdateSecret(token(withWrite), "refresh"))
+		require.NoError(t, publish(amqptest.Channel(t, conn)))
+	})
 }

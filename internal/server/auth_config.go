@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,22 +11,33 @@ import (
 
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/auth/httpbackend"
+	"github.com/warrenmq/broker/auth/ldap"
+	"github.com/warrenmq/broker/auth/oauth2"
 	"github.com/warrenmq/broker/internal/rabbitconf"
 )
 
-// authConfig collects a rabbitmq.conf's auth_backends.*, auth_http.* and
-// auth_cache.* keys (RabbitMQ 4.x's names, rabbit.schema and the
-// rabbitmq_auth_backend_http and _cache schemas) and builds Options.Auth
-// from them. Warren's own names are in docs/authentication.md.
+// authConfig collects a rabbitmq.conf's auth_backends.*, auth_http.*,
+// auth_cache.*, auth_ldap.* and auth_oauth2.* keys (RabbitMQ 4.x's names,
+// rabbit.schema and the rabbitmq_auth_backend_http, _cache, _ldap and
+// _oauth2 schemas) and builds Options.Auth from them. Warren's own names
+// are in docs/authentication.md.
 type authConfig struct {
 	entries map[int]*authEntry // auth_backends.N, by N
 	http    httpbackend.Config
+	ldap    ldap.Config
+	oauth   oauthConfig
 	// cached* are auth_cache.cached_backend, .authn and .authz.
 	cachedBoth, cachedAuthn, cachedAuthz string
 	cacheTTL                             time.Duration
+	// ldapLog receives the LDAP backend's log lines once the server has
+	// its logger (setLogger): the backend is built while the file is
+	// read, before the logger exists.
+	ldapLog lateHandler
 	// built by build; nil: no auth_backends, the user database alone.
 	chain auth.Chain
 	hb    *httpbackend.Backend
+	lb    *ldap.Backend
+	ob    *oauth2.Backend
 	cache *auth.Cache
 }
 
@@ -39,13 +51,15 @@ var authBackendKinds = map[string]string{
 	"internal": "internal", "rabbit_auth_backend_internal": "internal",
 	"http": "http", "rabbit_auth_backend_http": "http",
 	"cache": "cache", "rabbit_auth_backend_cache": "cache",
+	"ldap": "ldap", "rabbit_auth_backend_ldap": "ldap",
+	"oauth2": "oauth2", "rabbit_auth_backend_oauth2": "oauth2",
 }
 
 func authKind(v string) (string, error) {
 	if k, ok := authBackendKinds[v]; ok {
 		return k, nil
 	}
-	return "", fmt.Errorf("auth backend %q is not available (Warren builds internal, http and cache)", v)
+	return "", fmt.Errorf("auth backend %q is not available (Warren builds internal, http, cache, ldap and oauth2)", v)
 }
 
 // register adds the auth keys to tab.
@@ -117,8 +131,12 @@ func (ac *authConfig) register(tab *rabbitconf.Table) {
 	cached := func(dst *string) rabbitconf.Handler {
 		return func(e rabbitconf.Entry) error {
 			kind, err := authKind(e.Value)
-			if err == nil && kind == "cache" {
+			switch {
+			case err != nil:
+			case kind == "cache":
 				err = errors.New("the cache cannot cache itself")
+			case kind == "oauth2":
+				err = errors.New("oauth2 cannot sit behind the cache: it would answer for one token with another's scopes and past its expiry (docs/authentication.md)")
 			}
 			*dst = kind
 			return err
@@ -134,6 +152,8 @@ func (ac *authConfig) register(tab *rabbitconf.Table) {
 		}
 		return err
 	})
+	tab.Prefix(ldap.KeyPrefix, func(e rabbitconf.Entry) error { return ac.ldap.Set(e.Key, e.Value) })
+	ac.oauth.register(tab)
 }
 
 // build makes ac.chain from the entries, in the order of their N. An
@@ -191,6 +211,18 @@ func (ac *authConfig) backend(authn, authz string) (auth.Backend, error) {
 			return b, err
 		}
 		b.Authn = hb
+	case "ldap":
+		lb, err := ac.ldapBackend()
+		if err != nil {
+			return b, err
+		}
+		b.Authn = lb
+	case "oauth2":
+		ob, err := ac.oauthBackend()
+		if err != nil {
+			return b, err
+		}
+		b.Authn = ob
 	case "cache":
 		c, err := ac.cached()
 		if err != nil {
@@ -211,6 +243,18 @@ func (ac *authConfig) backend(authn, authz string) (auth.Backend, error) {
 			return b, err
 		}
 		b.Authz = hb
+	case "ldap":
+		lb, err := ac.ldapBackend()
+		if err != nil {
+			return b, err
+		}
+		b.Authz = lb
+	case "oauth2":
+		ob, err := ac.oauthBackend()
+		if err != nil {
+			return b, err
+		}
+		b.Authz = ob
 	case "cache":
 		c, err := ac.cached()
 		if err != nil {
@@ -273,6 +317,61 @@ func (ac *authConfig) cached() (*auth.Cache, error) {
 			c.Authz = hb
 		}
 	}
+	if authn == "ldap" || authz == "ldap" {
+		lb, err := ac.ldapBackend()
+		if err != nil {
+			return nil, err
+		}
+		if authn == "ldap" {
+			c.Authn = lb
+		}
+		if authz == "ldap" {
+			c.Authz = lb
+		}
+	}
 	ac.cache = c
 	return c, nil
+}
+
+// ldapBackend is the one LDAP backend every entry shares, logging through
+// ac.ldapLog.
+func (ac *authConfig) ldapBackend() (*ldap.Backend, error) {
+	if ac.lb != nil {
+		return ac.lb, nil
+	}
+	cfg := ac.ldap
+	cfg.Logger = slog.New(&ac.ldapLog)
+	lb, err := ldap.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("auth_ldap: %w", err)
+	}
+	ac.lb = lb
+	return lb, nil
+}
+
+// oauthBackend is the one OAuth 2.0 backend every entry shares.
+func (ac *authConfig) oauthBackend() (*oauth2.Backend, error) {
+	if ac.ob != nil {
+		return ac.ob, nil
+	}
+	cfg, err := ac.oauth.config()
+	if err != nil {
+		return nil, fmt.Errorf("auth_oauth2: %w", err)
+	}
+	ob, err := oauth2.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("auth_oauth2: %w", err)
+	}
+	ac.ob = ob
+	return ob, nil
+}
+
+// setLogger sends the LDAP backend's log lines to l from now on.
+func (ac *authConfig) setLogger(l *slog.Logger) { ac.ldapLog.set(l.Handler()) }
+
+// close closes what build opened: the LDAP backend's pooled connections.
+func (ac *authConfig) close() {
+	if ac.lb != nil {
+		_ = ac.lb.Close()
+	}
 }

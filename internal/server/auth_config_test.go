@@ -16,6 +16,8 @@ import (
 
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/auth/httpbackend"
+	"github.com/warrenmq/broker/auth/ldap"
+	"github.com/warrenmq/broker/auth/oauth2"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -42,10 +44,17 @@ func shapeOf(b auth.Backend) entryShape {
 			return "none"
 		case *httpbackend.Backend:
 			return "http"
+		case *ldap.Backend:
+			return "ldap"
+		case *oauth2.Backend:
+			return "oauth2"
 		case *auth.Cache:
 			inner := "internal"
-			if v.Authn != nil {
+			switch v.Authn.(type) {
+			case *httpbackend.Backend:
 				inner = "http"
+			case *ldap.Backend:
+				inner = "ldap"
 			}
 			return fmt.Sprintf("cache(%s,%v)", inner, v.TTL)
 		}
@@ -64,6 +73,8 @@ func shapeOf(b auth.Backend) entryShape {
 // TestAuthConfig: auth_backends.N (short and long names, .authn/.authz),
 // auth_http.* and auth_cache.* build the chain RabbitMQ would run.
 func TestAuthConfig(t *testing.T) {
+	const ldapConf = "auth_ldap.servers.1 = ldap.example\nauth_ldap.user_dn_pattern = cn=${username},ou=People,dc=example,dc=com\n"
+	const oauthConf = "auth_oauth2.resource_server_id = rabbitmq\nauth_oauth2.jwks_url = https://idp.example/jwks\n"
 	const paths = "auth_http.user_path = http://auth.example/u\nauth_http.vhost_path = http://auth.example/v\n" +
 		"auth_http.resource_path = http://auth.example/r\nauth_http.topic_path = http://auth.example/t\n"
 	for _, tc := range []struct {
@@ -86,6 +97,19 @@ func TestAuthConfig(t *testing.T) {
 			[]entryShape{{"cache", "cache(http,15s)", "internal"}}},
 		{"cache of internal is the database itself", "auth_backends.1 = cache\nauth_cache.cache_refusals = false\n",
 			[]entryShape{{"internal", "internal", "internal"}}},
+		{"ldap", "auth_backends.1 = ldap\n" + ldapConf, []entryShape{{"ldap", "ldap", "ldap"}}},
+		{"internal then ldap, long name", "auth_backends.1 = internal\nauth_backends.2 = rabbit_auth_backend_ldap\n" + ldapConf,
+			[]entryShape{{"internal", "internal", "internal"}, {"ldap", "ldap", "ldap"}}},
+		{"authn internal, authz ldap", "auth_backends.1.authn = internal\nauth_backends.1.authz = ldap\n" + ldapConf,
+			[]entryShape{{"internal", "internal", "ldap"}}},
+		{"cache of ldap", "auth_backends.1 = cache\nauth_cache.cached_backend = ldap\nauth_cache.cache_ttl = 30000\n" + ldapConf,
+			[]entryShape{{"cache", "cache(ldap,30s)", "cache(ldap,30s)"}}},
+		{"oauth2 then internal", "auth_backends.1 = oauth2\nauth_backends.2 = internal\n" + oauthConf,
+			[]entryShape{{"oauth2", "oauth2", "oauth2"}, {"internal", "internal", "internal"}}},
+		{"oauth2 long name, authz internal", "auth_backends.1.authn = rabbit_auth_backend_oauth2\nauth_backends.1.authz = internal\n" + oauthConf,
+			[]entryShape{{"oauth2/internal", "oauth2", "internal"}}},
+		{"oauth2 and a cached ldap", "auth_backends.1 = oauth2\nauth_backends.2 = cache\nauth_cache.cached_backend = ldap\n" + oauthConf + ldapConf,
+			[]entryShape{{"oauth2", "oauth2", "oauth2"}, {"cache", "cache(ldap,15s)", "cache(ldap,15s)"}}},
 		{"http options", "auth_backends.1 = http\nauth_http.http_method = post\nauth_http.request_timeout = 3000\nauth_http.connection_timeout = 1000\n" + paths,
 			[]entryShape{{"http", "http", "http"}}},
 	} {
@@ -103,7 +127,30 @@ func TestAuthConfig(t *testing.T) {
 
 func TestAuthConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ conf, err string }{
-		{"auth_backends.1 = ldap\n", `line 1: auth_backends.1: auth backend "ldap" is not available`},
+		{"auth_backends.1 = kerberos\n", `line 1: auth_backends.1: auth backend "kerberos" is not available`},
+		{"auth_backends.1 = ldap\n", "auth_backends.1: auth_ldap: ldap: no servers"},
+		{"auth_ldap.port = many\n", `line 1: auth_ldap.port: ldap: auth_ldap.port = "many": want a port number`},
+		{"auth_ldap.servers.1 = a\nauth_ldap.referrals = true\n", "line 2: auth_ldap.referrals: ldap: unknown key auth_ldap.referrals"},
+		{"auth_ldap.vhost_access_query = {in_group\n", "line 1: auth_ldap.vhost_access_query:"},
+		{"auth_cache.cached_backend = oauth2\n", "line 1: auth_cache.cached_backend: oauth2 cannot sit behind the cache"},
+		{"auth_cache.cached_backend.authz = rabbit_auth_backend_oauth2\n", "line 1: auth_cache.cached_backend.authz: oauth2 cannot sit behind the cache"},
+		{"auth_backends.1 = oauth2\n", "auth_backends.1: auth_oauth2: oauth2: resource_server_id is required"},
+		{"auth_backends.1 = oauth2\nauth_oauth2.resource_server_id = r\n", "oauth2: no signing keys"},
+		{"auth_backends.1 = oauth2\nauth_oauth2.resource_server_id = r\nauth_oauth2.jwks_url = https://i/j\nauth_oauth2.algorithms.1 = none\n", `algorithm "none" is not supported`},
+		{"auth_backends.1 = oauth2\nauth_oauth2.resource_server_id = r\nauth_oauth2.jwks_url = https://i/j\nauth_oauth2.scope_aliases.1.alias = a\n", "scope_aliases.1 needs both .alias and .scope"},
+		{"auth_backends.1 = oauth2\nauth_oauth2.resource_server_id = r\nauth_oauth2.jwks_url = https://i/j\nauth_oauth2.https.cacertfile = /nonexistent/ca.pem\n", "https.cacertfile"},
+		{"auth_oauth2.scope_aliases.1.name = a\n", "line 1: auth_oauth2.scope_aliases.1.name: scope_aliases.1 takes .alias or .scope"},
+		{"auth_oauth2.signing_keys.k1 = /nonexistent/k1.pem\n", `line 1: auth_oauth2.signing_keys.k1: signing key "k1":`},
+		{"auth_oauth2.verify_aud = maybe\n", "line 1: auth_oauth2.verify_aud:"},
+		{"auth_oauth2.algorithms.first = RS256\n", "line 1: auth_oauth2.algorithms.first: the N in algorithms.N must be a number"},
+		{"auth_oauth2.preferred_username_claims.x = email\n", "the N in preferred_username_claims.N must be a number"},
+		{"auth_oauth2.https.peer_verification = maybe\n", `"maybe" is neither verify_peer nor verify_none`},
+		{"auth_oauth2.frobnicate = 1\n", "line 1: auth_oauth2.frobnicate: unknown key auth_oauth2.frobnicate"},
+		{"auth_oauth2.resource_servers.r1.id = r\n", "line 1: auth_oauth2.resource_servers.r1.id: several resource servers are not supported"},
+		{"auth_oauth2.oauth_providers.p.issuer = https://i\n", "several OAuth providers are not supported"},
+		{"auth_oauth2.resource_server_type = rabbitmq\n", "Rich Authorization Requests are not supported"},
+		{"auth_oauth2.discovery_endpoint_params.a = b\n", "discovery endpoint parameters are not supported"},
+		{"auth_oauth2.https.crl_check = true\n", "CRL checks are not supported"},
 		{"auth_backends.one = internal\n", "must be a positive integer"},
 		{"auth_backends.0 = internal\n", "must be a positive integer"},
 		{"auth_backends.1 = internal\nauth_backends.1.authn = http\n", "line 2: auth_backends.1.authn: auth backend 1 is already defined"},
@@ -183,6 +230,8 @@ func FuzzAuthConfig(f *testing.F) {
 		"auth_backends.1 = internal\nauth_backends.2 = http\n",
 		"auth_backends.1.authn = cache\nauth_backends.1.authz = internal\nauth_cache.cached_backend = http\n",
 		"auth_backends.3 = rabbit_auth_backend_http\nauth_http.http_method = post\n",
+		"auth_backends.1 = ldap\nauth_backends.2 = cache\nauth_cache.cached_backend = ldap\nauth_ldap.servers.1 = h\n",
+		"auth_backends.1 = oauth2\nauth_oauth2.resource_server_id = r\nauth_oauth2.jwks_url = https://i/j\nauth_oauth2.scope_aliases.1.alias = a\nauth_oauth2.scope_aliases.1.scope = r.read:*/*\n",
 	} {
 		f.Add(s)
 	}

@@ -50,6 +50,7 @@ func reload(args []string, started *settings, level *slog.LevelVar, b *broker.Br
 		logger.Error("reload: settings not read, nothing changed", "err", err)
 		return
 	}
+	defer s.auth.close() // only compared: its backends are never used
 	l, err := s.level()
 	if err != nil {
 		logger.Error("reload: settings not read, nothing changed", "err", err)

@@ -63,6 +63,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if err != nil {
 		return err
 	}
+	s.auth.setLogger(logger)
+	defer s.auth.close()
 	for _, ig := range s.ignored {
 		logger.Warn("config: key ignored (-unknown-keys warn)", "key", ig)
 	}

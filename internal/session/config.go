@@ -57,10 +57,12 @@ type Config struct {
 	// secret on a connection whose credential expires (Login set
 	// LoginAttempt.Expires): ok false refuses it (530 NOT_ALLOWED), a
 	// non-nil err closes the connection with err (an *amqp.Error, else
-	// 541); when accepted, expires is the new credential's expiry. On
-	// other connections update-secret is answered unchecked (expiry.go).
-	// peer is the client's address, as in LoginAttempt.
-	UpdateSecret func(user, secret string, peer net.Addr) (ok bool, expires time.Time, err error)
+	// 541); when accepted, expires is the new credential's expiry and z
+	// what decides the connection's permissions from now on (as
+	// LoginAttempt.Authz: nil when the user database decides). On other
+	// connections update-secret is answered unchecked (expiry.go). peer
+	// is the client's address, as in LoginAttempt.
+	UpdateSecret func(user, secret string, peer net.Addr) (ok bool, z *Authz, expires time.Time, err error)
 	// External offers the EXTERNAL mechanism to TLS clients that presented
 	// a certificate; the user is the certificate's subject CN.
 	External bool
