@@ -82,14 +82,17 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 		if !errors.Is(err, meta.ErrNotFound) {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
-		if err := b.stores.meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
-			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
-		}
+		// Permissions first, the user last: another broker sharing the
+		// store takes a stored user as seeded, and a client it lets in
+		// must find the permissions already there (530 otherwise).
 		for _, v := range b.opts.VHosts {
 			p := metaPermission(fullPermission, u.Name, canonicalVHost(v))
 			if err := b.stores.meta.PutPermission(ctx, p); err != nil {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
+		}
+		if err := b.stores.meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
+			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 	}
 	return nil
