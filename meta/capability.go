@@ -5,57 +5,27 @@ import (
 )
 
 // Capability is one of a Store's optional interfaces, found by type
-// assertion: what the broker does with it, and without it.
-type Capability struct {
-	// Name is the interface as Go spells it: "meta.Syncer".
-	Name string
-	// Without says what the broker does with a store that lacks it.
-	Without string
-	// Has reports whether s implements it.
-	Has func(s Store) bool
-}
-
-func has[T any](s Store) bool { _, ok := s.(T); return ok }
+// assertion: its Name as Go spells it, what the broker does Without it,
+// and Has, the assertion.
+type Capability = capability.Capability[Store]
 
 // Capabilities lists every optional interface of a Store, the table in
 // the package documentation. broker.New, metatest.Run and Wrap go by it.
 var Capabilities = []Capability{
-	{"meta.ChangeFeed", "the broker is the store's only writer: it does not follow other brokers (no shared mode)", has[ChangeFeed]},
-	{"meta.Records", "in shared mode, a durable delayed exchange holds its messages in the memory of the broker that accepted them (a restart of that broker loses them), a deduplicating exchange keeps a cache per broker and a deduplicating queue is not enforced", has[Records]},
-	{"meta.Replicated", "the management API and metrics report no replication status", has[Replicated]},
-	{"meta.Syncer", "a bulk change (a definitions import) waits for each durable write instead of one sync at its end", has[Syncer]},
+	{Name: "meta.ChangeFeed", Without: "the broker is the store's only writer: it does not follow other brokers (no shared mode)", Has: capability.Is[ChangeFeed, Store]},
+	{Name: "meta.Records", Without: "in shared mode, a durable delayed exchange holds its messages in the memory of the broker that accepted them (a restart of that broker loses them), a deduplicating exchange keeps a cache per broker and a deduplicating queue is not enforced", Has: capability.Is[Records, Store]},
+	{Name: "meta.Replicated", Without: "the management API and metrics report no replication status", Has: capability.Is[Replicated, Store]},
+	{Name: "meta.Syncer", Without: "a bulk change (a definitions import) waits for each durable write instead of one sync at its end", Has: capability.Is[Syncer, Store]},
 }
 
 // Lacks returns the names of the Capabilities s does not implement.
-func Lacks(s Store) []string {
-	var out []string
-	for _, c := range Capabilities {
-		if !c.Has(s) {
-			out = append(out, c.Name)
-		}
-	}
-	return out
-}
+func Lacks(s Store) []string { return capability.Lacks(Capabilities, s) }
 
 // Hidden returns the names of the Capabilities that a store s embeds (an
 // anonymous field of type Store, at any depth) implements and s does not:
 // a wrapper written by embedding Store forwards Store's methods only, so
 // the broker would not see them. Wrap keeps them.
-func Hidden(s Store) []string {
-	var out []string
-	for _, c := range Capabilities {
-		if c.Has(s) {
-			continue
-		}
-		for _, e := range capability.Embedded[Store](s) {
-			if c.Has(e) {
-				out = append(out, c.Name)
-				break
-			}
-		}
-	}
-	return out
-}
+func Hidden(s Store) []string { return capability.Hidden(Capabilities, s) }
 
 // Wrap returns outer with every optional interface of inner that outer
 // does not implement itself, forwarded to inner: write a wrapper by
@@ -66,27 +36,14 @@ func Hidden(s Store) []string {
 // Wrap returns outer itself.
 func Wrap(outer, inner Store) Store {
 	lost := false
-	cf := pick[ChangeFeed](outer, inner, &lost)
-	rs := pick[Records](outer, inner, &lost)
-	rp := pick[Replicated](outer, inner, &lost)
-	sy := pick[Syncer](outer, inner, &lost)
+	cf := capability.Pick[ChangeFeed](outer, inner, &lost)
+	rs := capability.Pick[Records](outer, inner, &lost)
+	rp := capability.Pick[Replicated](outer, inner, &lost)
+	sy := capability.Pick[Syncer](outer, inner, &lost)
 	if !lost {
 		return outer
 	}
 	return wrapWith(outer, cf, rs, rp, sy)
-}
-
-// pick returns outer as a T when it is one, else inner as a T (setting
-// *lost), else nil.
-func pick[T any](outer, inner Store, lost *bool) T {
-	if v, ok := outer.(T); ok {
-		return v
-	}
-	v, ok := inner.(T)
-	if ok {
-		*lost = true
-	}
-	return v
 }
 
 // wrapWith returns base with each non-nil optional interface beside it,

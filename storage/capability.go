@@ -5,57 +5,27 @@ import (
 )
 
 // Capability is one of a ShardStore's optional interfaces, found by type
-// assertion: what the broker does with it, and without it.
-type Capability struct {
-	// Name is the interface as Go spells it: "storage.MemoryReporter".
-	Name string
-	// Without says what the broker does with a store that lacks it.
-	Without string
-	// Has reports whether s implements it.
-	Has func(s ShardStore) bool
-}
-
-func has[T any](s ShardStore) bool { _, ok := s.(T); return ok }
+// assertion: its Name as Go spells it, what the broker does Without it,
+// and Has, the assertion.
+type Capability = capability.Capability[ShardStore]
 
 // Capabilities lists every optional interface of a ShardStore, the table in
 // the package documentation. broker.New, storagetest.Run and Wrap go by it.
 var Capabilities = []Capability{
-	{"storage.MemoryReporter", "the store's message bytes do not count against the memory alarm (a store that keeps messages in the Go heap should implement it)", has[MemoryReporter]},
-	{"storage.Syncer", "a durable queue makes each publish batch with a persistent message durable in its Append, one sync per batch", has[Syncer]},
-	{"storage.TransientDropper", "a durable queue reads its whole shard at start to find the non-persistent records to drop", has[TransientDropper]},
-	{"storage.Purger", "queue.purge reads the ready records to learn their offsets before deleting them", has[Purger]},
+	{Name: "storage.MemoryReporter", Without: "the store's message bytes do not count against the memory alarm (a store that keeps messages in the Go heap should implement it)", Has: capability.Is[MemoryReporter, ShardStore]},
+	{Name: "storage.Syncer", Without: "a durable queue makes each publish batch with a persistent message durable in its Append, one sync per batch", Has: capability.Is[Syncer, ShardStore]},
+	{Name: "storage.TransientDropper", Without: "a durable queue reads its whole shard at start to find the non-persistent records to drop", Has: capability.Is[TransientDropper, ShardStore]},
+	{Name: "storage.Purger", Without: "queue.purge reads the ready records to learn their offsets before deleting them", Has: capability.Is[Purger, ShardStore]},
 }
 
 // Lacks returns the names of the Capabilities s does not implement.
-func Lacks(s ShardStore) []string {
-	var out []string
-	for _, c := range Capabilities {
-		if !c.Has(s) {
-			out = append(out, c.Name)
-		}
-	}
-	return out
-}
+func Lacks(s ShardStore) []string { return capability.Lacks(Capabilities, s) }
 
 // Hidden returns the names of the Capabilities that a store s embeds (an
 // anonymous field of type ShardStore, at any depth) implements and s does
 // not: a wrapper written by embedding ShardStore forwards ShardStore's methods
 // only, so the broker would not see them. Wrap keeps them.
-func Hidden(s ShardStore) []string {
-	var out []string
-	for _, c := range Capabilities {
-		if c.Has(s) {
-			continue
-		}
-		for _, e := range capability.Embedded[ShardStore](s) {
-			if c.Has(e) {
-				out = append(out, c.Name)
-				break
-			}
-		}
-	}
-	return out
-}
+func Hidden(s ShardStore) []string { return capability.Hidden(Capabilities, s) }
 
 // Wrap returns outer with every optional interface of inner that outer
 // does not implement itself, forwarded to inner: write a wrapper by
@@ -66,27 +36,14 @@ func Hidden(s ShardStore) []string {
 // Wrap returns outer itself.
 func Wrap(outer, inner ShardStore) ShardStore {
 	lost := false
-	mr := pick[MemoryReporter](outer, inner, &lost)
-	sy := pick[Syncer](outer, inner, &lost)
-	td := pick[TransientDropper](outer, inner, &lost)
-	pu := pick[Purger](outer, inner, &lost)
+	mr := capability.Pick[MemoryReporter](outer, inner, &lost)
+	sy := capability.Pick[Syncer](outer, inner, &lost)
+	td := capability.Pick[TransientDropper](outer, inner, &lost)
+	pu := capability.Pick[Purger](outer, inner, &lost)
 	if !lost {
 		return outer
 	}
 	return wrapWith(outer, mr, sy, td, pu)
-}
-
-// pick returns outer as a T when it is one, else inner as a T (setting
-// *lost), else nil.
-func pick[T any](outer, inner ShardStore, lost *bool) T {
-	if v, ok := outer.(T); ok {
-		return v
-	}
-	v, ok := inner.(T)
-	if ok {
-		*lost = true
-	}
-	return v
 }
 
 // wrapWith returns base with each non-nil optional interface beside it,

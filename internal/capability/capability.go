@@ -51,3 +51,63 @@ func Embedded[T any](v any) []T {
 	walk(reflect.ValueOf(v), 0)
 	return out
 }
+
+// Capability is one optional interface of a store interface S, found by
+// type assertion: its name, what the broker does without it, and the
+// assertion. Packages meta, storage and unacked each list theirs.
+type Capability[S any] struct {
+	// Name is the interface as Go spells it: "meta.Syncer".
+	Name string
+	// Without says what the broker does with a store that lacks it.
+	Without string
+	// Has reports whether s implements it.
+	Has func(s S) bool
+}
+
+// Is reports whether s implements T: the Has of a Capability of T.
+func Is[T, S any](s S) bool { _, ok := any(s).(T); return ok }
+
+// Lacks returns the names of the caps s does not implement.
+func Lacks[S any](caps []Capability[S], s S) []string {
+	var out []string
+	for _, c := range caps {
+		if !c.Has(s) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// Hidden returns the names of the caps that a store s embeds (an
+// anonymous field of type S, at any depth: Embedded) implements and s does
+// not: a wrapper written by embedding S forwards S's methods only, so a
+// type assertion on it would not find them.
+func Hidden[S any](caps []Capability[S], s S) []string {
+	var out []string
+	for _, c := range caps {
+		if c.Has(s) {
+			continue
+		}
+		for _, e := range Embedded[S](s) {
+			if c.Has(e) {
+				out = append(out, c.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Pick returns outer as a T when it is one, else inner as a T (setting
+// *lost: outer hides it), else T's zero value: what a Wrap keeps of one
+// optional interface.
+func Pick[T, S any](outer, inner S, lost *bool) T {
+	if v, ok := any(outer).(T); ok {
+		return v
+	}
+	v, ok := any(inner).(T)
+	if ok {
+		*lost = true
+	}
+	return v
+}

@@ -4,6 +4,9 @@
 // in a struct forwards the interface's methods only, so the optional
 // interfaces of the store it embeds are hidden from type assertions.
 // Embedded finds those stores so the checks can name what is hidden.
+// Capability, Lacks, Hidden and Pick are the rest of what the three
+// packages share: each lists its Capabilities and writes only its own Wrap
+// (the struct per combination of interfaces, which needs its types).
 //
 // It promises: only anonymous (embedded), readable fields whose type is exactly the
 // store interface are followed, through structs and pointers to them, at
