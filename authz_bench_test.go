@@ -55,29 +55,7 @@ func BenchmarkThroughputAuth(b *testing.B) {
 			body := make([]byte, 128)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
-			b.ResetTimer()
-			n := b.N
-			done := make(chan error, 1)
-			go func() {
-				for range n {
-					d := <-msgs
-					if err := d.Ack(false); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-			}()
-			ctx := context.Background()
-			for range n {
-				if err := pub.PublishWithContext(ctx, "", "bench", false, false, amqp091.Publishing{Body: body}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
+			publishAndAck(b, pub, msgs, body)
 		})
 	}
 }
