@@ -31,11 +31,13 @@ func TestWaitIdleCoversAsyncPaths(t *testing.T) {
 	const rounds = 10
 	tests := []struct {
 		name string
+		// realClock runs the broker on the real clock (fc is nil).
+		realClock bool
 		// run sets up on ch, then does rounds steps, each followed by
 		// WaitIdle and a look.
 		run func(t *testing.T, b *broker.Broker, fc *clock.Fake, ch parityChannel)
 	}{
-		{"dedup", func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch parityChannel) {
+		{"dedup", false, func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch parityChannel) {
 			require.NoError(t, ch.ExchangeDeclare("dd", "x-message-deduplication", true, false, false, false,
 				amqp091.Table{"x-cache-size": int32(100)}))
 			declareBound(t, ch, "q", "dd", "")
@@ -48,7 +50,7 @@ func TestWaitIdleCoversAsyncPaths(t *testing.T) {
 				require.Equal(t, uint64(i+1), readyIn(t, b, "q"), "after key %d", i)
 			}
 		}},
-		{"dead-letter on reject", func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch parityChannel) {
+		{"dead-letter on reject", false, func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch parityChannel) {
 			declareDLX(t, ch, amqp091.Table{})
 			for i := range rounds {
 				require.NoError(t, ch.PublishWithContext(t.Context(), "", "q", false, false, amqp091.Publishing{Body: []byte("m")}))
@@ -61,7 +63,7 @@ func TestWaitIdleCoversAsyncPaths(t *testing.T) {
 				require.Equal(t, uint64(i+1), readyIn(t, b, "dlq"), "after reject %d", i)
 			}
 		}},
-		{"dead-letter on overflow", func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch parityChannel) {
+		{"dead-letter on overflow", false, func(t *testing.T, b *broker.Broker, _ *clock.Fake, ch parityChannel) {
 			declareDLX(t, ch, amqp091.Table{"x-max-length": int32(1)})
 			for i := range rounds + 1 {
 				require.NoError(t, ch.PublishWithContext(t.Context(), "", "q", false, false, amqp091.Publishing{Body: []byte("m")}))
@@ -69,7 +71,15 @@ func TestWaitIdleCoversAsyncPaths(t *testing.T) {
 				require.Equal(t, uint64(i), readyIn(t, b, "dlq"), "after publish %d", i)
 			}
 		}},
-		{"delayed message due", func(t *testing.T, b *broker.Broker, fc *clock.Fake, ch parityChannel) {
+		{name: "expired by per-message TTL 0", realClock: true,
+			run: expireEachRound(amqp091.Table{}, "0", 0)},
+		{name: "expired by x-message-ttl 0", realClock: true,
+			run: expireEachRound(amqp091.Table{"x-message-ttl": int32(0)}, "", 0)},
+		{name: "expired by per-message TTL, clock advanced",
+			run: expireEachRound(amqp091.Table{}, "1000", time.Second)},
+		{name: "expired by x-message-ttl, clock advanced",
+			run: expireEachRound(amqp091.Table{"x-message-ttl": int32(1000)}, "", time.Second)},
+		{"delayed message due", false, func(t *testing.T, b *broker.Broker, fc *clock.Fake, ch parityChannel) {
 			require.NoError(t, ch.ExchangeDeclare("dx", "x-delayed-message", false, false, false, false,
 				amqp091.Table{"x-delayed-type": "fanout"}))
 			declareBound(t, ch, "q", "dx", "")
@@ -87,8 +97,13 @@ func TestWaitIdleCoversAsyncPaths(t *testing.T) {
 	for _, tt := range tests {
 		for _, door := range parityDoors {
 			t.Run(tt.name+"/"+door.name, func(t *testing.T) {
-				fc := clock.NewFake(time.Unix(1_800_000_000, 0))
-				b := startBroker(t, broker.Options{Clock: fc})
+				var fc *clock.Fake
+				opts := broker.Options{}
+				if !tt.realClock {
+					fc = clock.NewFake(time.Unix(1_800_000_000, 0))
+					opts.Clock = fc
+				}
+				b := startBroker(t, opts)
 				tt.run(t, b, fc, door.open(t, b)())
 			})
 		}
@@ -112,4 +127,30 @@ func declareDLX(t *testing.T, ch parityChannel, args amqp091.Table) {
 	args["x-dead-letter-exchange"] = "dlx"
 	_, err := ch.QueueDeclare("q", false, false, false, false, args)
 	require.NoError(t, err)
+}
+
+// expireEachRound is a TestWaitIdleCoversAsyncPaths case: queue q (args,
+// dead-lettering to dlq) gets one message per round, published with
+// expiration (none when ""); after WaitIdle it is still ready while the
+// clock has not reached its TTL, and once it has (ttl 0 on the real clock
+// at once, otherwise when the fake clock is advanced by ttl) it is in dlq
+// and gone from q.
+func expireEachRound(args amqp091.Table, expiration string, ttl time.Duration) func(*testing.T, *broker.Broker, *clock.Fake, parityChannel) {
+	return func(t *testing.T, b *broker.Broker, fc *clock.Fake, ch parityChannel) {
+		const rounds = 10
+		declareDLX(t, ch, args)
+		for i := range rounds {
+			require.NoError(t, ch.PublishWithContext(t.Context(), "", "q", false, false,
+				amqp091.Publishing{Body: []byte("m"), Expiration: expiration}))
+			require.NoError(t, b.WaitIdle(t.Context()))
+			if fc != nil {
+				require.Equal(t, uint64(1), readyIn(t, b, "q"), "before expiry %d", i)
+				require.Equal(t, uint64(i), readyIn(t, b, "dlq"), "before expiry %d", i)
+				fc.Advance(ttl)
+				require.NoError(t, b.WaitIdle(t.Context()))
+			}
+			require.Equal(t, uint64(0), readyIn(t, b, "q"), "after expiry %d", i)
+			require.Equal(t, uint64(i+1), readyIn(t, b, "dlq"), "after expiry %d", i)
+		}
+	}
 }

@@ -501,20 +501,25 @@ func isConnectionCode(code uint16) bool {
 //     reply (a confirm, declare-ok) to cover those;
 //   - every connection's writer done writing what was queued (deliveries,
 //     confirms, replies): the client has the bytes;
-//   - every queue actor with an empty mailbox, every publish stored and
-//     confirmed, and every ready message delivered that its consumers'
-//     prefetch allows. A queue waiting to retry after a store error is not
-//     idle;
+//   - every queue actor with an empty mailbox and inbox, every publish
+//     stored and confirmed, and every ready message delivered that its
+//     consumers' prefetch allows. A queue waiting to retry after a store
+//     error is not idle;
+//   - no queue's head message due to expire by the broker's clock (its
+//     TTL reached; a TTL of 0 once the step that stored it is over),
+//     every expired one dead-lettered or dropped, and the TTL timer of
+//     the next one armed, so a fake clock advanced after WaitIdle fires it
+//     on time;
+//   - no message being dead-lettered (expired, rejected, over a length
+//     or delivery limit) whose copy a target has yet to store;
 //   - every message an x-delayed-message exchange accepted stored by the
 //     delayed service (DelayedCount counts it), and every held message
 //     due by the broker's clock routed, stored by its queues and deleted
 //     from DelayedCount.
 //
-// A dead-lettered copy (rejected, over a length limit) is posted to its
-// target queues within the step that dead-letters it, so it is covered
-// by the queues' check; so is a deduplicating exchange's routing. A
-// message that expires by TTL is not yet: its queue may arm or fire the
-// expiry after it answered idle.
+// A deduplicating exchange's routing is covered by the queues' check.
+// Only the head of a queue is checked for expiry, as RabbitMQ's classic
+// queues do: a message behind one with a longer TTL waits for it.
 //
 // What the client does with what it received (an ack it has not sent yet)
 // is the client's work. WaitIdle polls internally with a short backoff;

@@ -372,16 +372,27 @@ func (q *Queue) memory() uint64 {
 }
 
 // Idle waits until the actor has handled every op sent before the call,
-// stored and confirmed every publish, and delivered every ready message
-// its consumers' credit allows. It reports false when the actor is
-// waiting to retry after a store error (work is left that only the retry
-// will do).
+// stored and confirmed every publish, delivered every ready message its
+// consumers' credit allows, dead-lettered (or dropped) the head messages
+// whose TTL has passed by the queue's clock and armed the TTL timer for
+// the next head. It reports false while work is left that a later step
+// will do: the actor waits to retry after a store error, an op posted to
+// the inbox (a timer that fired, a dead-lettered copy, a target's answer)
+// is not handled yet, a message being dead-lettered waits for its
+// targets to store the copy, or the head's TTL has passed since (on the
+// real clock, in the instant since the check above; its timer is due).
 func (q *Queue) Idle(ctx context.Context) (bool, error) {
 	idle := false
 	err := q.inspect(ctx, func(ctx context.Context) {
 		q.flushPublishes(ctx)
 		q.dispatch(ctx)
-		idle = q.retryC == nil
+		// What the step does after dispatch, done before answering: were
+		// the timer armed after the answer, a test that advances a fake
+		// clock right after could move it first, and the timer would be
+		// registered from the moved clock and fire late.
+		q.afterDispatch(ctx)
+		idle = q.retryC == nil && q.inboxLen.Load() == 0 && len(q.feat.leaving) == 0 &&
+			!(q.feat.ttl && q.headExpired(ctx, 0))
 	})
 	if err != nil {
 		return false, err // the actor may still be writing idle

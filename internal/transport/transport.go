@@ -259,8 +259,13 @@ func (s *stream) read(p []byte, noWait bool) (int, error) {
 			s.readAt.Store(s.now())
 		}
 	}
-	s.recv.Add(uint64(max(n, 0)))
+	// Reading is cleared before Recv counts the bytes: Stats loads Recv
+	// first, so a Recv that includes them and Reading set can only mean
+	// the next read. The other order left an instant in which Stats saw
+	// the bytes read and the reader still reading, so the reader looked
+	// caught up and idle before it had handled what it just read.
 	s.reading.Store(false)
+	s.recv.Add(uint64(max(n, 0)))
 	return n, err
 }
 
