@@ -368,6 +368,13 @@ func TestEngineChannelErrors(t *testing.T) {
 		// go back to the queue with the channel).
 		amqptest.DeclareQueue(t, setup, "multi-above", false)
 		amqptest.PublishBodies(t, setup, "multi-above", false, "a", "b")
+		// The gets come from another connection, which nothing orders after
+		// setup's publishes: wait until the queue holds both.
+		amqptest.Poll(t, func() bool {
+			q, err := setup.QueueDeclarePassive("multi-above", false, false, false, false, nil)
+			require.NoError(t, err)
+			return q.Messages == 2
+		}, "both messages in the queue")
 		ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 		errs := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		amqptest.Get(t, ch, "multi-above", false)
