@@ -86,7 +86,7 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 		// store takes a stored user as seeded, and a client it lets in
 		// must find the permissions already there (530 otherwise).
 		for _, v := range b.opts.VHosts {
-			p := metaPermission(fullPermission, u.Name, canonicalVHost(v))
+			p := permissionOn(fullPermission, u.Name, canonicalVHost(v))
 			if err := b.stores.meta.PutPermission(ctx, p); err != nil {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
@@ -362,14 +362,10 @@ func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text stri
 // configured vhost.
 var fullPermission = Permission{Configure: ".*", Write: ".*", Read: ".*"}
 
-// metaPermission is p as the meta store keeps it, for user on vhost.
-func metaPermission(p Permission, user, vhost string) meta.Permission {
-	return meta.Permission{User: user, VHost: vhost, Configure: p.Configure, Write: p.Write, Read: p.Read}
-}
-
-// permissionOf is a stored permission without its user and vhost.
-func permissionOf(p meta.Permission) Permission {
-	return Permission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
+// permissionOn is p's expressions for user on vhost.
+func permissionOn(p Permission, user, vhost string) Permission {
+	p.User, p.VHost = user, vhost
+	return p
 }
 
 // setPermissions grants user perm on vhost (RabbitMQ's set_permissions),
@@ -379,7 +375,7 @@ func permissionOf(p meta.Permission) Permission {
 // included, use the new permissions from their next check.
 func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, perm Permission) error {
 	vh := canonicalVHost(vhostName)
-	p := metaPermission(perm, user, vh)
+	p := permissionOn(perm, user, vh)
 	g, err := compileGrant(p)
 	if err != nil {
 		return err
@@ -415,7 +411,7 @@ func (b *Broker) permissions(ctx context.Context, user, vhostName string) (Permi
 	if err != nil {
 		return Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
 	}
-	return permissionOf(p), nil
+	return p, nil
 }
 
 // addVHost creates and opens a virtual host (stored, so it is reopened at

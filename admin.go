@@ -224,11 +224,7 @@ func (a *Admin) ListPermissions(ctx context.Context) ([]Permission, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Permission, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, permissionOf(p))
-	}
-	return out, nil
+	return ps, nil
 }
 
 // DeletePermission removes user's permissions on vhost: new connections
@@ -248,15 +244,7 @@ func (a *Admin) PutTopicPermission(ctx context.Context, p TopicPermission) (crea
 
 // ListTopicPermissions returns every stored topic permission.
 func (a *Admin) ListTopicPermissions(ctx context.Context) ([]TopicPermission, error) {
-	tps, err := a.b.topicPermissions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TopicPermission, len(tps))
-	for i, p := range tps {
-		out[i] = topicPermissionDefinition(p)
-	}
-	return out, nil
+	return a.b.topicPermissions(ctx)
 }
 
 // DeleteTopicPermission removes user's topic permission on exchange of

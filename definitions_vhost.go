@@ -11,10 +11,6 @@ import (
 // The definitions adapter's part for vhost metadata, vhost limits and
 // topic permissions (vhostsettings.go).
 
-func topicPermissionDefinition(p meta.TopicPermission) definitions.TopicPermission {
-	return definitions.TopicPermission{User: p.User, VHost: p.VHost, Exchange: p.Exchange, Write: p.Write, Read: p.Read}
-}
-
 func (v definitionsView) CheckVHost(d definitions.VHost) error {
 	if d.DefaultQueueType != "" && !slices.Contains(QueueTypes, d.DefaultQueueType) {
 		return fmt.Errorf("unknown queue type '%s'", d.DefaultQueueType)

@@ -149,10 +149,6 @@ func storedUser(u definitions.User) (meta.User, error) {
 	return meta.User{Name: u.Name, PasswordHash: stored, Tags: slices.Clone([]string(u.Tags))}, nil
 }
 
-func permissionDefinition(p meta.Permission) definitions.Permission {
-	return definitions.Permission{User: p.User, VHost: p.VHost, Configure: p.Configure, Write: p.Write, Read: p.Read}
-}
-
 func (v definitionsView) CheckUser(u definitions.User) error {
 	_, err := storedUser(u)
 	return err

@@ -351,7 +351,7 @@ func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (defin
 	if err != nil {
 		return definitions.Permission{}, err
 	}
-	return permissionDefinition(p), nil
+	return p, nil
 }
 
 func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
@@ -391,7 +391,7 @@ func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error)
 // PutPermission is Admin.PutPermission, with the management API's errors.
 func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (bool, error) {
 	perm := Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}
-	if _, err := compileGrant(metaPermission(perm, p.User, p.VHost)); err != nil {
+	if _, err := compileGrant(permissionOn(perm, p.User, p.VHost)); err != nil {
 		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
 	}
 	_, err := v.b.stores.meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))

@@ -19,10 +19,6 @@ import (
 // policies, and nothing returns this error any more.
 var ErrPoliciesUnsupported = errors.New("broker: the meta store does not store policies (meta.Policies)")
 
-func publicPolicy(p policy.Policy) Policy {
-	return Policy{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition}
-}
-
 // policyValue is a stored policy's JSON: RabbitMQ's runtime parameter
 // value.
 type policyValue struct {
@@ -98,15 +94,7 @@ func (b *Broker) deletePolicy(ctx context.Context, vhost, name string, operator 
 }
 
 func (b *Broker) listPolicies(ctx context.Context, vhost string, operator bool) ([]Policy, error) {
-	ps, err := b.storedPolicies(ctx, vhost, operator)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Policy, len(ps))
-	for i, p := range ps {
-		out[i] = publicPolicy(p)
-	}
-	return out, nil
+	return b.storedPolicies(ctx, vhost, operator)
 }
 
 // storedPolicies reads the policies (or operator policies) of a vhost,

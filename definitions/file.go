@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/broker/internal/passwd"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -157,23 +158,11 @@ func (v VHost) Resolved() VHost {
 // TopicPermission is a user's topic permission on one topic exchange of a
 // vhost: the routing keys it may publish with (write) and bind with
 // (read), as RabbitMQ's topic_permissions section carries it.
-type TopicPermission struct {
-	User     string `json:"user"`
-	VHost    string `json:"vhost"`
-	Exchange string `json:"exchange"`
-	Write    string `json:"write"`
-	Read     string `json:"read"`
-}
+type TopicPermission = meta.TopicPermission
 
 // Permission grants a user configure, write and read regular expressions
 // on a vhost.
-type Permission struct {
-	User      string `json:"user"`
-	VHost     string `json:"vhost"`
-	Configure string `json:"configure"`
-	Write     string `json:"write"`
-	Read      string `json:"read"`
-}
+type Permission = meta.Permission
 
 // Queue is a queue declaration.
 type Queue struct {

@@ -25,13 +25,15 @@ type VHostLimits interface {
 // TopicPermission is RabbitMQ's topic permission: on topic exchange
 // Exchange of VHost, User may publish with routing keys Write matches and
 // bind with keys Read matches (regular expressions; "" matches nothing
-// but the empty key).
+// but the empty key). It is the one TopicPermission type, aliased by
+// package definitions and the root package; its JSON is the definitions
+// file's.
 type TopicPermission struct {
-	User     string
-	VHost    string
-	Exchange string
-	Write    string
-	Read     string
+	User     string `json:"user"`
+	VHost    string `json:"vhost"`
+	Exchange string `json:"exchange"`
+	Write    string `json:"write"`
+	Read     string `json:"read"`
 }
 
 // TopicPermissions stores topic permissions keyed by user, vhost and

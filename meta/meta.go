@@ -41,13 +41,17 @@ type User struct {
 	Tags         []string
 }
 
-// Permission grants a user configure/write/read regular expressions on a vhost.
+// Permission grants a user configure/write/read regular expressions on a
+// vhost. It is the one Permission type: package definitions and the root
+// package alias it, and its JSON is the definitions file's (stored records
+// written before it had tags read the same, as encoding/json matches keys
+// without regard to case).
 type Permission struct {
-	User      string
-	VHost     string
-	Configure string
-	Write     string
-	Read      string
+	User      string `json:"user"`
+	VHost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
 }
 
 // Exchange is an exchange declaration. Arguments is the AMQP field table as

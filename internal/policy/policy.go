@@ -9,20 +9,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/queueargs"
 )
 
 // Policy is one policy or operator policy in the shape RabbitMQ's HTTP API
-// and definitions file use. Definition values are JSON's: after Check,
-// whole numbers are int64, other numbers float64.
-type Policy struct {
-	VHost      string         `json:"vhost"`
-	Name       string         `json:"name"`
-	Pattern    string         `json:"pattern"`
-	ApplyTo    string         `json:"apply-to"`
-	Priority   int            `json:"priority"`
-	Definition map[string]any `json:"definition"`
-}
+// and definitions file use: the definitions package's, the one Policy
+// type. Definition values are JSON's: after Check, whole numbers are
+// int64, other numbers float64.
+type Policy = definitions.Policy
 
 // apply-to values.
 const (
