@@ -21,13 +21,13 @@ import (
 // survive restarts. Options.Users only seeds the store: at New, each listed
 // user that is not stored yet is added (with full permissions on every
 // configured vhost); a user already stored keeps its stored password, tags
-// and permissions, so changes made through AddUser, SetPermissions and
+// and permissions, so changes made through Admin.PutUser, Admin.PutPermission and
 // friends win over Options. A seeded user deleted with DeleteUser comes back
 // at the next New while Options still lists it.
 //
 // Connections look permissions up once, at connection.open, and keep a
-// shared *session.Access per (user, vhost) that SetPermissions,
-// clearPermissions and DeleteUser update in place: open connections see a
+// shared *session.Access per (user, vhost) that Admin.PutPermission,
+// Admin.DeletePermission and DeleteUser update in place: open connections see a
 // change at their next check.
 //
 // Password hashes are RabbitMQ's password_hash, made and checked by
@@ -288,18 +288,6 @@ func (b *Broker) updateAccess(user, vh string, g *session.Grant) {
 	}
 }
 
-// addUser stores a user with a salted SHA-256 hash of password and tags
-// (RabbitMQ's "administrator", "monitoring", ...), replacing an existing
-// user of that name (as rabbitmqctl add_user would refuse and
-// change_password would do; here one call does both). It grants nothing:
-// call SetPermissions.
-func (b *Broker) addUser(ctx context.Context, name, password string, tags ...string) error {
-	if name == "" || len(name) > 255 {
-		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(name))
-	}
-	return b.stores.meta.PutUser(ctx, meta.User{Name: name, PasswordHash: passwd.Hash(password), Tags: slices.Clone(tags)})
-}
-
 // deleteUser deletes a user and all its permissions, then closes the
 // user's open connections (direct Channels included) with 320
 // CONNECTION_FORCED "user 'name' is deleted", as RabbitMQ's connection
@@ -393,7 +381,7 @@ func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, per
 	return nil
 }
 
-// clearPermissions removes user's permissions on vhost: new connections of
+// Admin.DeletePermission removes user's permissions on vhost: new connections of
 // the user to it are refused (530) and open ones get 403 on every check.
 func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) error {
 	vh := canonicalVHost(vhostName)
@@ -404,7 +392,7 @@ func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) e
 	return nil
 }
 
-// permissions returns user's permissions on vhost, as SetPermissions
+// permissions returns user's permissions on vhost, as Admin.PutPermission
 // stored them; an error wrapping meta.ErrNotFound when there are none.
 func (b *Broker) permissions(ctx context.Context, user, vhostName string) (Permission, error) {
 	p, err := b.stores.meta.GetPermission(ctx, user, canonicalVHost(vhostName))
@@ -415,7 +403,7 @@ func (b *Broker) permissions(ctx context.Context, user, vhostName string) (Permi
 }
 
 // addVHost creates and opens a virtual host (stored, so it is reopened at
-// the next New). It grants nobody anything: call SetPermissions.
+// the next New). It grants nobody anything: call Admin.PutPermission.
 func (b *Broker) addVHost(ctx context.Context, name string) error {
 	name = canonicalVHost(name)
 	if len(name) > 255 {

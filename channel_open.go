@@ -27,8 +27,8 @@ type channelOptions struct {
 // AsUser makes Broker.Channel open the Channel as the user named name, with
 // that user's permissions on the vhost enforced on every method, as over
 // AMQP: the user must exist and have permissions on the vhost (set with
-// SetPermissions, or Options.Users' full grant), and a refused operation
-// fails with 403 ACCESS_REFUSED. SetPermissions, ClearPermissions and
+// Admin.PutPermission, or Options.Users' full grant), and a refused operation
+// fails with 403 ACCESS_REFUSED. Admin.PutPermission, Admin.DeletePermission and
 // deleteUser apply to the open Channel at once, as to the user's AMQP
 // connections. Without AsUser the Channel is unrestricted: it is the
 // embedding program's own, acting as the first of Options.Users.

@@ -16,7 +16,7 @@ func (ch *Channel) Publish(exchange, key string, mandatory, immediate bool, msg 
 
 // PublishWithContext publishes msg to exchange with routing key key. The
 // properties and body are copied: msg may be reused when it returns. While
-// a resource alarm is raised (Broker.RaiseAlarm, Options.MemoryHighWatermark)
+// a resource alarm is raised (brokertest.RaiseAlarm, Options.MemoryHighWatermark)
 // it waits for the alarm to clear, or returns ctx's error without
 // publishing. In confirm mode the publish is confirmed through
 // NotifyPublish; unroutable mandatory messages come back through

@@ -126,7 +126,7 @@ func TestChannelAsUserOnVHost(t *testing.T) {
 }
 
 // TestChannelAsUserFollowsAccountChanges: a Channel opened AsUser sees
-// SetPermissions at its next check (403 once its permission is gone) and
+// Admin.PutPermission at its next check (403 once its permission is gone) and
 // is closed with 320 CONNECTION_FORCED when the user is deleted, like the
 // user's AMQP connections.
 func TestChannelAsUserFollowsAccountChanges(t *testing.T) {

@@ -122,7 +122,7 @@
 // brokers that share clients pass replies to each other through
 // Options.Replies (a ReplyForwarder; package cluster provides one): reply
 // names then carry the broker's tag, a reply to another broker's name goes
-// to it, and that broker hands it on with DeliverReply.
+// to it, and that broker hands it to the ReplyReceiver the broker attached.
 //
 // # Concurrency
 //

@@ -232,7 +232,7 @@ type Options struct {
 	// in the chain the database logs nobody in. The entry that let a user
 	// in decides the user's vhost access, permissions and topic access
 	// (its Authz; auth.InternalAuthz and auth.Internal: those stored with
-	// SetPermissions) on every door, the direct Channel opened AsUser and
+	// Admin.PutPermission) on every door, the direct Channel opened AsUser and
 	// the management API included (docs/authentication.md). Empty: the
 	// database alone, as before.
 	Auth auth.Chain

@@ -15,8 +15,8 @@ import (
 )
 
 // TestPermissionsRoundTrip: Permissions returns exactly the Permission
-// SetPermissions stored, "" (nothing) included, and a second
-// SetPermissions replaces the first.
+// Admin.PutPermission stored, "" (nothing) included, and a second
+// Admin.PutPermission replaces the first.
 func TestPermissionsRoundTrip(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{})
 	ctx := context.Background()

@@ -66,7 +66,7 @@ func settingsBroker(t *testing.T) *broker.Broker {
 // quorum, through every door, a durable queue declared without
 // x-queue-type is a quorum queue (redeclaring it as classic is 406, as in
 // RabbitMQ 3.11+), an exclusive one stays classic, and the metadata
-// survives in VHostInfo.
+// survives in GetVHost.
 func TestVHostDefaultQueueType(t *testing.T) {
 	b := settingsBroker(t)
 	ctx := context.Background()

@@ -30,8 +30,8 @@ var errInternalOutside = errors.New("auth: the internal user database decides on
 
 // InternalAuthz names the broker's user database as the authorisation of
 // a Backend (RabbitMQ's auth_backends.N.authz = internal): the broker
-// replaces it with the permissions stored with SetPermissions and
-// SetTopicPermissions, checked as fast as without Options.Auth. The
+// replaces it with the permissions stored with Admin.PutPermission and
+// Admin.PutTopicPermission, checked as fast as without Options.Auth. The
 // Internal entry's nil Authz means the same. Outside a broker (wrapped in
 // a Cache, say) it decides nothing: every call is an error.
 var InternalAuthz Authorizer = internalAuthz{}

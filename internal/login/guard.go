@@ -64,7 +64,7 @@ func (g *Guard) Wait(ctx context.Context, src string) bool {
 // Lookup reads a login's user within the timeout.
 func (g *Guard) Lookup(ctx context.Context, name string) (meta.User, error) {
 	if len(name) > 255 {
-		// AddUser refuses such names: nobody to read, and no reason to
+		// Admin.PutUser refuses such names: nobody to read, and no reason to
 		// send a 120 KB key through the store.
 		return meta.User{}, fmt.Errorf("login: user name of %d bytes: %w", len(name), meta.ErrNotFound)
 	}

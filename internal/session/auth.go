@@ -83,7 +83,7 @@ type Grant struct {
 
 // Access is where a connection finds its user's current Grant on its vhost.
 // The broker shares one Access per (user, vhost) with every connection of
-// that user there, so SetPermissions and ClearPermissions apply to open
+// that user there, so Admin.PutPermission and Admin.DeletePermission apply to open
 // connections at once, at the cost of one atomic load per check. Safe for
 // concurrent use.
 type Access struct {
@@ -91,7 +91,7 @@ type Access struct {
 	vhost string
 	cur   atomic.Pointer[Grant]
 	// topics are the user's topic permissions on the vhost (topicauth.go),
-	// nil for none; apart from cur, so SetPermissions leaves them alone.
+	// nil for none; apart from cur, so Admin.PutPermission leaves them alone.
 	topics atomic.Pointer[TopicGrants]
 	// authz, when set, decides instead of cur and topics (authz.go).
 	authz *Authz
@@ -163,7 +163,7 @@ func (a *Access) allows(g *Grant, kind permKind, name string) bool {
 // which grant, so a stream of publishes to one exchange or of basic.gets
 // from one queue costs a pointer and a string comparison, not a regexp
 // match (RabbitMQ's channels cache their permission checks too). A changed
-// grant is a new pointer, so SetPermissions takes effect on the next check.
+// grant is a new pointer, so Admin.PutPermission takes effect on the next check.
 // Owned by the goroutine that handles the connection's methods.
 type accessCache struct {
 	grant *Grant
@@ -336,8 +336,8 @@ func LogName(name string) string {
 // the new secret, and the internal database's never do. So the secret is
 // not verified and nothing is re-checked: the user's existence, tags and
 // permissions are not looked up again, because Warren, like RabbitMQ, keeps
-// them current on open connections already (SetPermissions and
-// ClearPermissions change the shared Access; DeleteUser closes the user's
+// them current on open connections already (Admin.PutPermission and
+// Admin.DeletePermission change the shared Access; DeleteUser closes the user's
 // connections with 320 CONNECTION_FORCED). The new secret is not kept:
 // a later login still needs the user's password.
 //
