@@ -1,6 +1,10 @@
 package capability
 
-import "reflect"
+import (
+	"fmt"
+	"reflect"
+	"slices"
+)
 
 // Embedded returns the non-nil values of every anonymous field of
 // interface type T found in v (through structs and pointers to structs,
@@ -110,4 +114,32 @@ func Pick[T, S any](outer, inner S, lost *bool) T {
 		*lost = true
 	}
 	return v
+}
+
+// Declared compares what a store s offers with what a conformance suite
+// was told it lacks (without, Capability names) and returns each
+// disagreement in words, for the suite (named suite; its store package's
+// Wrap is wrap) to report: a capability s implements but without names, one
+// it lacks that without does not name, and a name in without that caps do
+// not have.
+func Declared[S any](caps []Capability[S], s S, without []string, suite, wrap string) []string {
+	var out []string
+	known := make(map[string]bool)
+	for _, c := range caps {
+		known[c.Name] = true
+		declared := !slices.Contains(without, c.Name)
+		switch has := c.Has(s); {
+		case has && !declared:
+			out = append(out, fmt.Sprintf("%T implements %s but the test says Without(%q)", s, c.Name, c.Name))
+		case !has && declared:
+			out = append(out, fmt.Sprintf("%T does not implement %s (without it %s); if it is not meant to, pass %s.Without(%q) (a wrapper that embeds a store loses it: see %s)",
+				s, c.Name, c.Without, suite, c.Name, wrap))
+		}
+	}
+	for _, n := range without {
+		if !known[n] {
+			out = append(out, fmt.Sprintf("Without(%q): no such capability", n))
+		}
+	}
+	return out
 }

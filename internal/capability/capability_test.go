@@ -45,3 +45,28 @@ func TestEmbedded(t *testing.T) {
 		})
 	}
 }
+
+// TestDeclared: what a store offers is compared with what its suite was
+// told it lacks, each disagreement named.
+func TestDeclared(t *testing.T) {
+	caps := []Capability[io.Reader]{
+		{Name: "io.Closer", Without: "nothing is closed", Has: Is[io.Closer, io.Reader]},
+		{Name: "io.WriterTo", Without: "reads are copied", Has: Is[io.WriterTo, io.Reader]},
+	}
+	both := io.Reader(&strings.Reader{}) // a WriterTo, not a Closer
+	cases := []struct {
+		name    string
+		without []string
+		want    []string
+	}{
+		{"exactly declared", []string{"io.Closer"}, nil},
+		{"lacks one not declared", nil, []string{"*strings.Reader does not implement io.Closer (without it nothing is closed); if it is not meant to, pass suite.Without(\"io.Closer\") (a wrapper that embeds a store loses it: see pkg.Wrap)"}},
+		{"has one declared missing", []string{"io.Closer", "io.WriterTo"}, []string{`*strings.Reader implements io.WriterTo but the test says Without("io.WriterTo")`}},
+		{"unknown name", []string{"io.Closer", "io.Seeker"}, []string{`Without("io.Seeker"): no such capability`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, Declared(caps, both, tc.without, "suite", "pkg.Wrap"))
+		})
+	}
+}

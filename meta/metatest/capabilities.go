@@ -2,13 +2,13 @@ package metatest
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/capability"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -29,22 +29,8 @@ func Without(names ...string) Option {
 // testCapabilities checks s's optional interfaces against what the test
 // declared, then exercises each one s offers.
 func testCapabilities(t *testing.T, s meta.Store, c config) {
-	known := make(map[string]bool)
-	for _, cp := range meta.Capabilities {
-		known[cp.Name] = true
-		declared := !slices.Contains(c.without, cp.Name)
-		switch has := cp.Has(s); {
-		case has && !declared:
-			t.Errorf("metatest: %T implements %s but the test says Without(%q)", s, cp.Name, cp.Name)
-		case !has && declared:
-			t.Errorf("metatest: %T does not implement %s (%s); if it is not meant to, pass metatest.Without(%q) (a wrapper that embeds a store loses it: see meta.Wrap)",
-				s, cp.Name, cp.Without, cp.Name)
-		}
-	}
-	for _, n := range c.without {
-		if !known[n] {
-			t.Errorf("metatest: Without(%q): no such capability (see meta.Capabilities)", n)
-		}
+	for _, p := range capability.Declared(meta.Capabilities, s, c.without, "metatest", "meta.Wrap") {
+		t.Errorf("metatest: %s", p)
 	}
 	ctx := context.Background()
 	if sy, ok := s.(meta.Syncer); ok {

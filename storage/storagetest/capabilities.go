@@ -2,11 +2,11 @@ package storagetest
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/capability"
 	"github.com/warrenmq/broker/storage"
 )
 
@@ -28,22 +28,8 @@ func Without(names ...string) Option {
 // the test declared (each one it offers has its own subtests).
 func testCapabilities(t *testing.T, open opener, c config) {
 	s, _ := open(t)
-	known := make(map[string]bool)
-	for _, cp := range storage.Capabilities {
-		known[cp.Name] = true
-		declared := !slices.Contains(c.without, cp.Name)
-		switch has := cp.Has(s); {
-		case has && !declared:
-			t.Errorf("storagetest: %T implements %s but the test says Without(%q)", s, cp.Name, cp.Name)
-		case !has && declared:
-			t.Errorf("storagetest: %T does not implement %s (without it %s); if it is not meant to, pass storagetest.Without(%q) (a wrapper that embeds a store loses it: see storage.Wrap)",
-				s, cp.Name, cp.Without, cp.Name)
-		}
-	}
-	for _, n := range c.without {
-		if !known[n] {
-			t.Errorf("storagetest: Without(%q): no such capability (see storage.Capabilities)", n)
-		}
+	for _, p := range capability.Declared(storage.Capabilities, s, c.without, "storagetest", "storage.Wrap") {
+		t.Errorf("storagetest: %s", p)
 	}
 }
 

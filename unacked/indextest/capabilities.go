@@ -2,11 +2,11 @@ package indextest
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/capability"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -24,22 +24,8 @@ func Without(names ...string) Option {
 }
 
 func testCapabilities(t *testing.T, x unacked.Index, c config) {
-	known := make(map[string]bool)
-	for _, cp := range unacked.Capabilities {
-		known[cp.Name] = true
-		declared := !slices.Contains(c.without, cp.Name)
-		switch has := cp.Has(x); {
-		case has && !declared:
-			t.Errorf("indextest: %T implements %s but the test says Without(%q)", x, cp.Name, cp.Name)
-		case !has && declared:
-			t.Errorf("indextest: %T does not implement %s (without it %s); if it is not meant to, pass indextest.Without(%q) (a wrapper that embeds an index loses it: see unacked.Wrap)",
-				x, cp.Name, cp.Without, cp.Name)
-		}
-	}
-	for _, n := range c.without {
-		if !known[n] {
-			t.Errorf("indextest: Without(%q): no such capability (see unacked.Capabilities)", n)
-		}
+	for _, p := range capability.Declared(unacked.Capabilities, x, c.without, "indextest", "unacked.Wrap") {
+		t.Errorf("indextest: %s", p)
 	}
 }
 
