@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
@@ -71,14 +72,14 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	held     heldMemory      // caches and holding stores, for the memory alarm (alarms.go)
+	held     alarm.Held      // caches and holding stores, for the memory alarm (alarms.go)
 	acct     accountState    // logins and access (accounts.go)
 	limits   connCounts      // open connections, for the limits (limits.go)
 	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)
 	counters counterState    // what Stats and the metrics count (introspect.go)
 	scan     scanState       // the unacked scanner's goroutine (scanner.go)
 	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
-	alarm    alarmState      // memory and disk alarms and their monitor (alarms.go)
+	alarm    *alarm.Monitor  // memory and disk alarms and their monitor (alarms.go)
 	plugins  pluginState     // delayed messages (plugins.go)
 	rates    rateState       // the management API's rate history (rates.go)
 	policyMu sync.Mutex      // orders policy changes and reloads (policies.go)
@@ -118,6 +119,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
 	b.events = events.NewHub(o.Clock)
+	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
@@ -144,14 +146,14 @@ func New(opts Options) (*Broker, error) {
 		Version:        o.profile().Version,
 		Profile:        o.profile(),
 		Counters:       &b.counters.session,
-		Alarms:         &b.alarm.gate,
+		Alarms:         b.alarm.Gate(),
 		Drain:          &b.drain,
 		Events:         b.events,
 		Clock:          o.Clock,
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
-	st, err := openStores(&o, b.diskFull)
+	st, err := openStores(&o, b.alarm.DiskFull)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +197,7 @@ func New(opts Options) (*Broker, error) {
 	b.startFollowing()
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
-	b.startAlarms() // last: nothing after it can fail
+	b.alarm.Start() // last: nothing after it can fail
 	if b.opts.Replies != nil {
 		b.opts.Replies.Attach(replyReceiver{b})
 	}
@@ -445,7 +447,7 @@ func (b *Broker) Close() error {
 		// The scanner goes first: it calls into connections and queues.
 		b.stopScanner()
 		b.stopFollowing() // it opens vhosts and starts queues
-		b.stopAlarms()
+		b.alarm.Stop()
 		for _, l := range listeners {
 			l.Close()
 		}
