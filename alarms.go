@@ -44,14 +44,14 @@ func memoryWatermark(w int64) int64 {
 func (b *Broker) setupAlarms() {
 	c := alarm.Config{Poll: b.opts.alarmPolling, Held: &b.held}
 	c.MemLimit, c.DiskLimit = b.alarmLimits(b.opts.MemoryHighWatermark, b.opts.DiskFreeLimit)
-	if r := b.stores.reserve; r != nil && b.opts.DataDir != "" {
+	if r := b.stores.Reserve; r != nil && b.opts.DataDir != "" {
 		c.Reserve = r
-		db := b.stores.db
+		db := b.stores.DB
 		c.Debt = func() int64 { return int64(db.Metrics().Compact.EstimatedDebt) }
-		c.Reclaim = b.stores.reclaim
+		c.Reclaim = b.stores.Reclaim
 	}
 	seen := map[storage.ShardStore]bool{}
-	for _, st := range []storage.ShardStore{b.stores.transient.Shards, b.stores.durable.Shards} {
+	for _, st := range []storage.ShardStore{b.stores.Transient.Shards, b.stores.Durable.Shards} {
 		if seen[st] {
 			continue
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/shrink"
+	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -63,7 +64,7 @@ type Broker struct {
 	// false, so no Add can race with the Wait in Close.
 	wg sync.WaitGroup
 
-	stores   *stores
+	stores   *stores.Set
 	vhostsMu sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
 	vhosts   map[string]*vhost.VHost // by canonical name
 	// deleting names the vhosts DeleteVHost is deleting (vhostsMu), so
@@ -103,7 +104,7 @@ func New(opts Options) (*Broker, error) {
 		// The fields checked against the stores' contents are reported
 		// with the others, not after they are fixed.
 		if o.validateShared() == nil && o.validateStores() == nil {
-			vs, serr := storedVHosts(&o)
+			vs, serr := stores.StoredVHosts(o.storeConfig())
 			if serr == nil {
 				serr = o.checkStoredNames(vs)
 			}
@@ -111,7 +112,7 @@ func New(opts Options) (*Broker, error) {
 		}
 		return nil, err
 	}
-	if freshStores(&o) {
+	if stores.Fresh(o.storeConfig()) {
 		// Nothing stored yet: refuse before DataDir is created.
 		if err := o.checkStoredNames(nil); err != nil {
 			return nil, err
@@ -153,45 +154,45 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
-	st, err := openStores(&o, b.alarm.DiskFull)
+	st, err := stores.Open(o.storeConfig(), b.alarm.DiskFull)
 	if err != nil {
 		return nil, err
 	}
 	b.stores = st
 	if err := b.checkStores(); err != nil {
-		st.close()
+		st.Close()
 		return nil, err
 	}
-	b.acct.logins.Users = st.meta
+	b.acct.logins.Users = st.Meta
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
 	b.watchChanges()
 	if err := b.openPlugins(); err != nil {
 		b.stopFollowing()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.seedUsers(context.Background()); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.applyOptionPolicies(context.Background()); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.startScanner(); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	b.startFollowing()
@@ -460,7 +461,7 @@ func (b *Broker) Close() error {
 		}
 		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()
-		if err := b.stores.close(); err != nil {
+		if err := b.stores.Close(); err != nil {
 			b.log.Error("broker: closing stores", "err", err)
 		}
 		b.events.Close() // last: what closing reported has been delivered

@@ -48,7 +48,7 @@ func (b *Broker) exportDefinitions(ctx context.Context) (*definitions.File, erro
 // entity: a file of 100,000 durable queues was 100,000 syncs. What it
 // applied, also when part of it failed, is on disk when it returns.
 func (b *Broker) importDefinitions(ctx context.Context, d *definitions.File) error {
-	s, ok := b.stores.meta.(meta.Syncer)
+	s, ok := b.stores.Meta.(meta.Syncer)
 	if !ok {
 		// A store that cannot be synced later is not asked to wait.
 		return definitions.Import(ctx, b.definitions(), d)

@@ -149,7 +149,7 @@ drain:
 	filler := fillDisk(t, dir)
 	st, err := os.Stat(filler)
 	require.NoError(t, err)
-	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.reserve.Target()-b.alarm.DiskHeadroom()))
+	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.Reserve.Target()-b.alarm.DiskHeadroom()))
 	require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint([]Alarm{AlarmDisk}) },
 		amqptest.Timeout, time.Millisecond, "the disk alarm on a full disk")
 

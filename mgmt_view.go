@@ -135,7 +135,7 @@ func (v mgmtView) Node() mgmt.Node {
 		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: processMemory(), MemLimit: a.MemLimit,
 		MessageBytes: a.MemUsed, DiskFree: a.DiskFree, DiskFreeLimit: a.DiskFreeLimit,
 	}
-	if r, ok := v.b.stores.meta.(meta.Replicated); ok {
+	if r, ok := v.b.stores.Meta.(meta.Replicated); ok {
 		s := r.ReplicationStatus()
 		n.Raft = &s
 	}
@@ -331,7 +331,7 @@ func (v mgmtView) Users(ctx context.Context) ([]definitions.User, error) {
 }
 
 func (v mgmtView) User(ctx context.Context, name string) (definitions.User, error) {
-	u, err := v.b.stores.meta.GetUser(ctx, name)
+	u, err := v.b.stores.Meta.GetUser(ctx, name)
 	if err != nil {
 		return definitions.User{}, err
 	}
@@ -347,7 +347,7 @@ func (v mgmtView) Permissions(ctx context.Context) ([]definitions.Permission, er
 }
 
 func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
-	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	p, err := v.b.stores.Meta.GetPermission(ctx, user, vhostName)
 	if err != nil {
 		return definitions.Permission{}, err
 	}
@@ -355,7 +355,7 @@ func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (defin
 }
 
 func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
-	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	p, err := v.b.stores.Meta.GetPermission(ctx, user, vhostName)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 		return nil, nil
@@ -379,13 +379,13 @@ func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("%w: user %q: %w", mgmt.ErrInvalid, u.Name, err)
 	}
-	_, err = v.b.stores.meta.GetUser(ctx, u.Name)
+	_, err = v.b.stores.Meta.GetUser(ctx, u.Name)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 	case err != nil:
 		return false, err
 	}
-	return err != nil, v.b.stores.meta.PutUser(ctx, mu)
+	return err != nil, v.b.stores.Meta.PutUser(ctx, mu)
 }
 
 // PutPermission is Admin.PutPermission, with the management API's errors.
@@ -394,7 +394,7 @@ func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (
 	if _, err := compileGrant(permissionOn(perm, p.User, p.VHost)); err != nil {
 		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
 	}
-	_, err := v.b.stores.meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
+	_, err := v.b.stores.Meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 	case err != nil:

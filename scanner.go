@@ -62,9 +62,9 @@ func (b *Broker) startScanner() error {
 	}
 	b.scan.timeout.Store(int64(b.opts.ConsumerTimeout))
 	b.scan.retune = make(chan time.Duration, 1)
-	indexes := []unacked.Index{b.stores.durable.Index, b.stores.transient.Index}
+	indexes := []unacked.Index{b.stores.Durable.Index, b.stores.Transient.Index}
 	b.scan.scanners = make([]*unacked.Scanner, 0, len(indexes))
-	leader := b.stores.meta.IsLeader
+	leader := b.stores.Meta.IsLeader
 	if b.shared() {
 		// Every broker enforces the consumer timeout and returns the
 		// deliveries of its own earlier runs and dead connections; only
@@ -217,7 +217,7 @@ func (b *Broker) orphaned(e unacked.Entry) bool {
 		if !b.shared() {
 			return true
 		}
-		return b.stores.meta.IsLeader() && b.opts.PeerAlive != nil && !b.opts.PeerAlive(e.Broker)
+		return b.stores.Meta.IsLeader() && b.opts.PeerAlive != nil && !b.opts.PeerAlive(e.Broker)
 	}
 	if e.Incarnation != b.incarnation {
 		return true
