@@ -20,6 +20,7 @@ import (
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/internal/stores"
@@ -78,7 +79,7 @@ type Broker struct {
 	limits   connCounts      // open connections, for the limits (limits.go)
 	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)
 	counters counterState    // what Stats and the metrics count (introspect.go)
-	scan     scanState       // the unacked scanner's goroutine (scanner.go)
+	scan     *scan.Scanner   // the unacked scanner, once started (scanner.go)
 	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
 	alarm    *alarm.Monitor  // memory and disk alarms and their monitor (alarms.go)
 	plugins  pluginState     // delayed messages (plugins.go)
