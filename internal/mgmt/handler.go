@@ -99,6 +99,7 @@ func (m *mgmt) register() {
 	m.vhostLimitRoutes()      // vhostlimits.go
 	m.topicPermissionRoutes() // topicpermissions.go
 	m.policyRoutes()          // policies.go
+	m.parameterRoutes()       // parameters.go
 }
 
 // routeMux builds the ServeMux that routes m's requests: each route
