@@ -46,6 +46,7 @@ type Broker struct {
 	cfg    *session.Config
 	log    *slog.Logger
 	nextID atomic.Uint64
+	params paramRegistry // admin_parameters.go
 
 	mu struct {
 		sync.Mutex

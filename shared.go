@@ -247,6 +247,8 @@ func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) (failed 
 				}
 			}
 			all = true
+		case meta.ChangeParameter:
+			b.notifyParameter(c.Component, c.VHost, c.Name)
 		case meta.ChangeAppended:
 			vh, name, ok := strings.Cut(c.Shard, "\x00")
 			if ok {
