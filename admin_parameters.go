@@ -128,7 +128,7 @@ func (a *Admin) PutParameter(ctx context.Context, p Parameter) (created bool, er
 	if err := a.CheckParameter(p); err != nil {
 		return false, err
 	}
-	if _, err := a.b.stores.meta.GetVHost(ctx, p.VHost); err != nil {
+	if _, err := a.b.stores.Meta.GetVHost(ctx, p.VHost); err != nil {
 		return false, fmt.Errorf("broker: vhost %q: %w", p.VHost, err)
 	}
 	_, err = a.GetParameter(ctx, p.Component, p.VHost, p.Name)
@@ -136,7 +136,7 @@ func (a *Admin) PutParameter(ctx context.Context, p Parameter) (created bool, er
 	if err != nil && !created {
 		return false, err
 	}
-	if err := a.b.stores.meta.PutParameter(ctx, p); err != nil {
+	if err := a.b.stores.Meta.PutParameter(ctx, p); err != nil {
 		return false, err
 	}
 	a.b.notifyParameter(p.Component, p.VHost, p.Name)
@@ -147,7 +147,7 @@ func (a *Admin) PutParameter(ctx context.Context, p Parameter) (created bool, er
 // ErrNotFound.
 func (a *Admin) GetParameter(ctx context.Context, component, vhost, name string) (Parameter, error) {
 	vhost = canonicalVHost(vhost)
-	ps, err := a.b.stores.meta.ListParameters(ctx, component, vhost)
+	ps, err := a.b.stores.Meta.ListParameters(ctx, component, vhost)
 	if err != nil {
 		return Parameter{}, err
 	}
@@ -166,7 +166,7 @@ func (a *Admin) ListParameters(ctx context.Context, component, vhost string) ([]
 	if vhost != "" {
 		vhost = canonicalVHost(vhost)
 	}
-	return a.b.stores.meta.ListParameters(ctx, component, vhost)
+	return a.b.stores.Meta.ListParameters(ctx, component, vhost)
 }
 
 // DeleteParameter removes one parameter; a missing one is an error
@@ -176,7 +176,7 @@ func (a *Admin) DeleteParameter(ctx context.Context, component, vhost, name stri
 	if _, err := a.GetParameter(ctx, component, vhost, name); err != nil {
 		return err
 	}
-	if err := a.b.stores.meta.DeleteParameter(ctx, component, vhost, name); err != nil {
+	if err := a.b.stores.Meta.DeleteParameter(ctx, component, vhost, name); err != nil {
 		return err
 	}
 	a.b.notifyParameter(component, vhost, name)
@@ -198,13 +198,13 @@ func (a *Admin) PutGlobalParameter(ctx context.Context, p GlobalParameter) (crea
 	if err != nil && !created {
 		return false, err
 	}
-	return created, a.b.stores.meta.PutGlobalParameter(ctx, p)
+	return created, a.b.stores.Meta.PutGlobalParameter(ctx, p)
 }
 
 // GetGlobalParameter returns one global parameter; a missing one is an
 // error wrapping ErrNotFound.
 func (a *Admin) GetGlobalParameter(ctx context.Context, name string) (GlobalParameter, error) {
-	gs, err := a.b.stores.meta.ListGlobalParameters(ctx)
+	gs, err := a.b.stores.Meta.ListGlobalParameters(ctx)
 	if err != nil {
 		return GlobalParameter{}, err
 	}
@@ -218,7 +218,7 @@ func (a *Admin) GetGlobalParameter(ctx context.Context, name string) (GlobalPara
 
 // ListGlobalParameters returns every global parameter sorted by name.
 func (a *Admin) ListGlobalParameters(ctx context.Context) ([]GlobalParameter, error) {
-	return a.b.stores.meta.ListGlobalParameters(ctx)
+	return a.b.stores.Meta.ListGlobalParameters(ctx)
 }
 
 // DeleteGlobalParameter removes a global parameter; a missing one is an
@@ -227,5 +227,5 @@ func (a *Admin) DeleteGlobalParameter(ctx context.Context, name string) error {
 	if _, err := a.GetGlobalParameter(ctx, name); err != nil {
 		return err
 	}
-	return a.b.stores.meta.DeleteGlobalParameter(ctx, name)
+	return a.b.stores.Meta.DeleteGlobalParameter(ctx, name)
 }
