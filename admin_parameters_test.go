@@ -42,7 +42,7 @@ func TestAdminParameters(t *testing.T) {
 		created bool
 		err     string
 	}{
-		{"unknown component", broker.Parameter{Component: "federation-upstream", VHost: "/", Name: "up", Value: json.RawMessage(`{}`)}, false, "Validation failed\n\ncomponent federation-upstream not found\n"},
+		{"unknown component", broker.Parameter{Component: "no-such-plugin", VHost: "/", Name: "up", Value: json.RawMessage(`{}`)}, false, "Validation failed\n\ncomponent no-such-plugin not found\n"},
 		{"refused value", broker.Parameter{Component: "shovel", VHost: "/", Name: "s", Value: json.RawMessage(`"bad"`)}, false, "bad value"},
 		{"no vhost", broker.Parameter{Component: "shovel", VHost: "nope", Name: "s", Value: json.RawMessage(`{}`)}, false, "not found"},
 		{"created", broker.Parameter{Component: "shovel", VHost: "", Name: "s", Value: json.RawMessage(`{"a":1}`)}, true, ""},

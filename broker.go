@@ -121,6 +121,9 @@ func New(opts Options) (*Broker, error) {
 		}
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
+	if err := b.registerFederation(); err != nil { // before anything starts: nothing to undo
+		return nil, err
+	}
 	b.events = events.NewHub(o.Clock)
 	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
