@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	broker "github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -76,4 +78,52 @@ func TestAdminParameters(t *testing.T) {
 	require.JSONEq(t, `"c"`, string(g.Value))
 	require.NoError(t, a.DeleteGlobalParameter(ctx, "cluster_name"))
 	require.ErrorIs(t, a.DeleteGlobalParameter(ctx, "cluster_name"), meta.ErrNotFound)
+}
+
+// TestParametersDefinitions: a file's parameters of a registered component
+// and its global parameters import and export in RabbitMQ's shape; one of
+// an unregistered component fails the checks and changes nothing.
+func TestParametersDefinitions(t *testing.T) {
+	ctx := context.Background()
+	const file = `{"vhosts":[{"name":"/"}],
+	 "parameters":[{"value":{"src-uri":"amqp://","src-queue":"a"},"vhost":"/","component":"shovel","name":"s1"}],
+	 "global_parameters":[{"name":"cluster_name","value":"rabbit@x"}]}`
+	for _, tc := range []struct {
+		name     string
+		register bool
+		err      string
+	}{
+		{"registered", true, ""},
+		{"unregistered", false, `parameter "s1" of component "shovel" in vhost "/": component shovel not found`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := broker.New(broker.Options{})
+			require.NoError(t, err)
+			defer b.Close()
+			a := b.Admin()
+			if tc.register {
+				require.NoError(t, a.RegisterComponent("shovel", func(string, string, json.RawMessage) error { return nil }))
+			}
+			d, err := definitions.Read(strings.NewReader(file))
+			require.NoError(t, err)
+			err = a.Import(ctx, d)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				gs, err := a.ListGlobalParameters(ctx)
+				require.NoError(t, err)
+				require.Empty(t, gs, "a file that fails a check changes nothing")
+				return
+			}
+			require.NoError(t, err)
+			out, err := a.Export(ctx)
+			require.NoError(t, err)
+			raw, err := json.Marshal(struct {
+				P any `json:"parameters"`
+				G any `json:"global_parameters"`
+			}{out.Parameters, out.GlobalParameters})
+			require.NoError(t, err)
+			require.JSONEq(t, `{"parameters":[{"value":{"src-uri":"amqp://","src-queue":"a"},"vhost":"/","component":"shovel","name":"s1"}],
+			 "global_parameters":[{"name":"cluster_name","value":"rabbit@x"}]}`, string(raw))
+		})
+	}
 }

@@ -176,7 +176,7 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 			d.Policies = []definitions.Policy{{VHost: "/", Name: "p", Pattern: ".", Definition: map[string]any{"max-priority": int64(10)}}}
 		}, `policy "p" in vhost "/": [{<<"max-priority">>,10}] are not recognised policy settings`},
 		{"federation parameter", nil, func(d *definitions.File) {
-			d.Parameters = []json.RawMessage{json.RawMessage(`{"vhost":"/","component":"federation-upstream","name":"up","value":{"uri":"amqp://x"}}`)}
+			d.Parameters = []definitions.Parameter{{VHost: "/", Component: "federation-upstream", Name: "up", Value: json.RawMessage(`{"uri":"amqp://x"}`)}}
 		}, `component "federation-upstream"`},
 		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-random" }, "unknown type"},
 		{"dangling binding", nil, func(d *definitions.File) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},
