@@ -107,6 +107,7 @@ type mgmtView struct {
 var (
 	_ mgmt.Broker     = mgmtView{}
 	_ mgmt.Parameters = mgmtView{}
+	_ mgmt.Shovels    = mgmtView{}
 	_ mgmt.Rater      = mgmtView{}
 )
 
