@@ -1,6 +1,8 @@
 package mgmt_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,4 +72,37 @@ func TestShovelsAPI(t *testing.T) {
 		{"guest", "DELETE", "/api/parameters/shovel/%2F/keep", nil, 204, ""},
 	})
 	require.Eventually(t, func() bool { return len(h.Get("/api/shovels").([]any)) == 0 }, 20*time.Second, 20*time.Millisecond)
+}
+
+// TestRabbitMQShovelDefinitionsRun: a definitions file RabbitMQ 3.10.8
+// exported (a local-URI shovel from orders-old to orders, a federation
+// upstream, a policy federating ^fed\. exchanges from every upstream, and
+// its internal_cluster_id global parameter) imports through POST
+// /api/definitions, and its shovel runs: a message published to
+// orders-old arrives in orders.
+func TestRabbitMQShovelDefinitionsRun(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(rabbitShapes, "definitions-shovel-federation.json"))
+	require.NoError(t, err)
+	b := mgmtBroker(t)
+	h := amqptest.NewAPI(t, b.ManagementHandler())
+	status, _, out := h.Do("POST", "/api/definitions", "guest", string(raw))
+	require.Equal(t, 204, status, "%s", out)
+
+	up := h.Get("/api/parameters/federation-upstream/%2F/origin").(map[string]any)
+	require.Equal(t, "amqp://guest:guest@127.0.0.1:5672", up["value"].(map[string]any)["uri"])
+	require.Equal(t, map[string]any{"federation-upstream-set": "all"}, h.Get("/api/policies/%2F/federate-fed").(map[string]any)["definition"])
+	require.Contains(t, h.Get("/api/global-parameters"), map[string]any{"name": "internal_cluster_id", "value": "rabbitmq-cluster-id-HXDwoH_teNzCt3cFVtSFqg"})
+
+	require.Eventually(t, func() bool {
+		list, _ := h.Get("/api/shovels").([]any)
+		return len(list) == 1 && list[0].(map[string]any)["state"] == "running"
+	}, 20*time.Second, 20*time.Millisecond)
+	conn := amqptest.DialVia(t, b.Dial, "guest", "test")
+	ch := amqptest.ConfirmChannel(t, conn)
+	amqptest.PublishConfirmed(t, ch, "orders-old", true, "order 1")
+	require.Eventually(t, func() bool {
+		q, _ := h.Get("/api/queues/%2F/orders").(map[string]any)
+		return q["messages"] == float64(1)
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"order 1"}, amqptest.GetAll(t, ch, "orders"))
 }
