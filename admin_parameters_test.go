@@ -24,16 +24,16 @@ func TestAdminParameters(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	a := b.Admin()
-	require.NoError(t, a.RegisterComponent("shovel", func(vhost, name string, v json.RawMessage) error {
+	require.NoError(t, a.RegisterComponent("test-link", func(vhost, name string, v json.RawMessage) error {
 		if string(v) == `"bad"` {
 			return errors.New("Validation failed\n\nbad value\n")
 		}
 		return nil
 	}))
-	require.Error(t, a.RegisterComponent("shovel", func(string, string, json.RawMessage) error { return nil }), "twice")
+	require.Error(t, a.RegisterComponent("test-link", func(string, string, json.RawMessage) error { return nil }), "twice")
 	require.Error(t, a.RegisterComponent("policy", func(string, string, json.RawMessage) error { return nil }))
 	var heard []string
-	cancel := a.WatchParameters("shovel", func(vhost, name string) { heard = append(heard, vhost+"/"+name) })
+	cancel := a.WatchParameters("test-link", func(vhost, name string) { heard = append(heard, vhost+"/"+name) })
 	defer cancel()
 
 	for _, tc := range []struct {
@@ -43,10 +43,10 @@ func TestAdminParameters(t *testing.T) {
 		err     string
 	}{
 		{"unknown component", broker.Parameter{Component: "no-such-plugin", VHost: "/", Name: "up", Value: json.RawMessage(`{}`)}, false, "Validation failed\n\ncomponent no-such-plugin not found\n"},
-		{"refused value", broker.Parameter{Component: "shovel", VHost: "/", Name: "s", Value: json.RawMessage(`"bad"`)}, false, "bad value"},
-		{"no vhost", broker.Parameter{Component: "shovel", VHost: "nope", Name: "s", Value: json.RawMessage(`{}`)}, false, "not found"},
-		{"created", broker.Parameter{Component: "shovel", VHost: "", Name: "s", Value: json.RawMessage(`{"a":1}`)}, true, ""},
-		{"replaced", broker.Parameter{Component: "shovel", VHost: "/", Name: "s", Value: json.RawMessage(`{"a":2}`)}, false, ""},
+		{"refused value", broker.Parameter{Component: "test-link", VHost: "/", Name: "s", Value: json.RawMessage(`"bad"`)}, false, "bad value"},
+		{"no vhost", broker.Parameter{Component: "test-link", VHost: "nope", Name: "s", Value: json.RawMessage(`{}`)}, false, "not found"},
+		{"created", broker.Parameter{Component: "test-link", VHost: "", Name: "s", Value: json.RawMessage(`{"a":1}`)}, true, ""},
+		{"replaced", broker.Parameter{Component: "test-link", VHost: "/", Name: "s", Value: json.RawMessage(`{"a":2}`)}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			created, err := a.PutParameter(ctx, tc.p)
@@ -58,15 +58,15 @@ func TestAdminParameters(t *testing.T) {
 			require.Equal(t, tc.created, created)
 		})
 	}
-	p, err := a.GetParameter(ctx, "shovel", "/", "s")
+	p, err := a.GetParameter(ctx, "test-link", "/", "s")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":2}`, string(p.Value))
 	ps, err := a.ListParameters(ctx, "", "")
 	require.NoError(t, err)
 	require.Len(t, ps, 1)
-	require.NoError(t, a.DeleteParameter(ctx, "shovel", "/", "s"))
-	require.ErrorIs(t, a.DeleteParameter(ctx, "shovel", "/", "s"), meta.ErrNotFound)
-	_, err = a.GetParameter(ctx, "shovel", "/", "s")
+	require.NoError(t, a.DeleteParameter(ctx, "test-link", "/", "s"))
+	require.ErrorIs(t, a.DeleteParameter(ctx, "test-link", "/", "s"), meta.ErrNotFound)
+	_, err = a.GetParameter(ctx, "test-link", "/", "s")
 	require.ErrorIs(t, err, meta.ErrNotFound)
 	require.Equal(t, []string{"//s", "//s", "//s"}, heard)
 
@@ -86,7 +86,7 @@ func TestAdminParameters(t *testing.T) {
 func TestParametersDefinitions(t *testing.T) {
 	ctx := context.Background()
 	const file = `{"vhosts":[{"name":"/"}],
-	 "parameters":[{"value":{"src-uri":"amqp://","src-queue":"a"},"vhost":"/","component":"shovel","name":"s1"}],
+	 "parameters":[{"value":{"src-uri":"amqp://","src-queue":"a"},"vhost":"/","component":"test-link","name":"s1"}],
 	 "global_parameters":[{"name":"cluster_name","value":"rabbit@x"}]}`
 	for _, tc := range []struct {
 		name     string
@@ -94,7 +94,7 @@ func TestParametersDefinitions(t *testing.T) {
 		err      string
 	}{
 		{"registered", true, ""},
-		{"unregistered", false, `parameter "s1" of component "shovel" in vhost "/": component shovel not found`},
+		{"unregistered", false, `parameter "s1" of component "test-link" in vhost "/": component test-link not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := broker.New(broker.Options{})
@@ -102,7 +102,7 @@ func TestParametersDefinitions(t *testing.T) {
 			defer b.Close()
 			a := b.Admin()
 			if tc.register {
-				require.NoError(t, a.RegisterComponent("shovel", func(string, string, json.RawMessage) error { return nil }))
+				require.NoError(t, a.RegisterComponent("test-link", func(string, string, json.RawMessage) error { return nil }))
 			}
 			d, err := definitions.Read(strings.NewReader(file))
 			require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestParametersDefinitions(t *testing.T) {
 				G any `json:"global_parameters"`
 			}{out.Parameters, out.GlobalParameters})
 			require.NoError(t, err)
-			require.JSONEq(t, `{"parameters":[{"value":{"src-uri":"amqp://","src-queue":"a"},"vhost":"/","component":"shovel","name":"s1"}],
+			require.JSONEq(t, `{"parameters":[{"value":{"src-uri":"amqp://","src-queue":"a"},"vhost":"/","component":"test-link","name":"s1"}],
 			 "global_parameters":[{"name":"cluster_name","value":"rabbit@x"}]}`, string(raw))
 		})
 	}
