@@ -245,7 +245,6 @@ func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, ended ch
 func (s *Supervisor) stopLink(k linkKey, l *link) {
 	l.cancel()
 	<-l.exited
-	l.exited <- nil // for a reap that may still look
 	s.mu.Lock()
 	if s.links[k] == l {
 		delete(s.links, k)
