@@ -363,32 +363,6 @@ func TestSharedOptions(t *testing.T) {
 	}
 }
 
-// Runs of appends to one shard or moves of one cursor coalesce to their
-// last change while the follower is busy; everything else is kept in
-// order.
-func TestFollowerCoalesces(t *testing.T) {
-	var f followState
-	f.signal = make(chan struct{}, 1)
-	in := []meta.Change{
-		{Kind: meta.ChangeAppended, Shard: "/\x00q", Offset: 1},
-		{Kind: meta.ChangeAppended, Shard: "/\x00q", Offset: 3},
-		{Kind: meta.ChangeAppended, Shard: "/\x00r", Offset: 1},
-		{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 2},
-		{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 3},
-		{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: 0},
-		{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: 1},
-		{Kind: meta.ChangeTopology, VHost: "/"},
-		{Kind: meta.ChangeTopology, VHost: "/"},
-	}
-	for _, c := range in {
-		f.add(c)
-	}
-	want := []meta.Change{in[1], in[2], in[4], in[5], in[6], in[7], in[8]}
-	require.Equal(t, want, f.take())
-	require.Len(t, f.signal, 1)
-	require.Empty(t, f.take())
-}
-
 // A reset (the replica was replaced by a snapshot, and the feed reports
 // nothing else) makes the broker reload everything from the store.
 func TestSharedResetReloads(t *testing.T) {
@@ -404,7 +378,7 @@ func TestSharedResetReloads(t *testing.T) {
 	_, ok := p.b2.lookupVHost("snapped")
 	require.False(t, ok)
 
-	p.b2.follow.add(meta.Change{Kind: meta.ChangeReset})
+	p.b2.follow.Add(meta.Change{Kind: meta.ChangeReset})
 	waitQueue(t, p.b2, "snap", true)
 	_, ok = p.b2.lookupVHost("snapped")
 	require.True(t, ok)
