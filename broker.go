@@ -217,8 +217,8 @@ func New(opts Options) (*Broker, error) {
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
 	b.alarm.Start() // last: nothing after it can fail
-	if b.opts.Replies != nil {
-		b.opts.Replies.Attach(replyReceiver{b})
+	if b.opts.peers.Replies != nil {
+		b.opts.peers.Replies.Attach(replyReceiver{b})
 	}
 	return b, nil
 }
@@ -477,8 +477,8 @@ func (b *Broker) Close() error {
 			c.Shutdown(amqp.ConnectionForced, shutdownReason)
 		}
 		b.wg.Wait()
-		if b.opts.Replies != nil {
-			b.opts.Replies.Attach(nil) // no requester is left to take a reply
+		if b.opts.peers.Replies != nil {
+			b.opts.peers.Replies.Attach(nil) // no requester is left to take a reply
 		}
 		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()

@@ -42,7 +42,8 @@ import (
 //   - The unacked scanner runs on every broker: each enforces the consumer
 //     timeout on its own deliveries and returns its own whose connection or
 //     run is gone; only the meta leader returns another broker's, and only
-//     once Options.PeerAlive reports that broker dead.
+//     once the peers attached by package cluster (internal/peer) report
+//     that broker dead.
 
 // watchChanges subscribes to the feed of a shared store; New calls it
 // before it reads the store.

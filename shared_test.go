@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/sharedtest"
 	"github.com/warrenmq/broker/meta"
@@ -24,7 +25,7 @@ import (
 
 // sharedPair is two brokers on one sharedtest store, the way two nodes of
 // a cluster share the replicated stores. n1 is not the meta leader (its
-// scanner never runs), n2 is; PeerAlive reports n1 dead once dead is set.
+// scanner never runs), n2 is; its peers.Alive reports n1 dead once dead is set.
 type sharedPair struct {
 	s      *sharedtest.Stores
 	b1, b2 *Broker
@@ -41,7 +42,7 @@ func newSharedPair(t *testing.T) *sharedPair {
 	p := &sharedPair{s: sharedtest.New()}
 	p.b1 = startBroker(t, Options{Meta: notLeader{p.s.Meta}, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n1"})
 	p.b2 = startBroker(t, Options{Meta: p.s.Meta, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n2",
-		PeerAlive: func(node string) bool { return node != "n1" || !p.dead.Load() }})
+		peers: peer.Peers{Alive: func(node string) bool { return node != "n1" || !p.dead.Load() }}})
 	return p
 }
 
@@ -210,7 +211,7 @@ func TestSharedRequeueServedElsewhere(t *testing.T) {
 }
 
 // A broker that dies holding deliveries: the leader's scanner returns them
-// once PeerAlive says it is dead, and a consumer on the leader gets them,
+// once its peers.Alive says it is dead, and a consumer on the leader gets them,
 // redelivered. (Close would requeue what its connections hold, so the
 // deliveries are held for a connection that does not exist, as after a
 // crash nobody settles them.)
@@ -296,10 +297,10 @@ func TestSharedOrphanedRule(t *testing.T) {
 	alive.Store(true)
 	s := sharedtest.New()
 	withPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2",
-		PeerAlive: func(string) bool { return alive.Load() }})
+		peers: peer.Peers{Alive: func(string) bool { return alive.Load() }}})
 	noPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n3"})
 	follower := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n4",
-		PeerAlive: func(string) bool { return alive.Load() }})
+		peers: peer.Peers{Alive: func(string) bool { return alive.Load() }}})
 	peer := unacked.Entry{Broker: "n1", Incarnation: 1, Connection: "c#1", State: unacked.Delivered}
 	tests := []struct {
 		name  string
@@ -309,7 +310,7 @@ func TestSharedOrphanedRule(t *testing.T) {
 	}{
 		{"a live peer's delivery", withPeers, true, false},
 		{"a dead peer's delivery", withPeers, false, true},
-		{"no PeerAlive: never another's", noPeers, false, false},
+		{"no peers' liveness: never another's", noPeers, false, false},
 		{"a dead peer's delivery, off the meta leader", follower, false, false},
 		{"an earlier run of this broker", withPeers, true, true},
 	}
