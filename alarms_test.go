@@ -530,7 +530,7 @@ func TestAlarmOperatorSurfaces(t *testing.T) {
 		require.Contains(t, n, "mem_used")
 		require.Equal(t, float64(1<<30), n["disk_free"])
 
-		metrics := get(b.MetricsHandler(), "/metrics")
+		metrics := get(b.MetricsHandler(MetricsOptions{}), "/metrics")
 		want := map[bool]string{false: "0", true: "1"}[raised]
 		require.Contains(t, metrics, "\nrabbitmq_alarms_memory_used_watermark "+want+"\n")
 		require.Contains(t, metrics, "\nrabbitmq_alarms_free_disk_space_watermark "+want+"\n")

@@ -203,7 +203,7 @@ type Options struct {
 	// overrides it for its vhost.
 	MaxQueuesPerVHost int
 
-	// TLSConfig serves TLS in ListenTLS and ListenAndServeTLS (tls.go). To
+	// TLSConfig serves TLS in ListenTLS (tls.go). To
 	// accept client certificates set ClientAuth and ClientCAs as usual.
 	TLSConfig *tls.Config
 	// AuthMechanisms are the SASL mechanisms offered besides PLAIN and
