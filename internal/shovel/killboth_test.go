@@ -171,4 +171,3 @@ func queueDepth(uri, queue string) (int, error) {
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	return q.Messages, err
 }
-
