@@ -123,6 +123,11 @@ type Options struct {
 	// mode) must have distinct names: each treats entries under its own
 	// name from another run as its own to return.
 	Node string
+	// LinkLease is, in shared mode, the time to live of the lease that
+	// runs each shovel and federation link on exactly one of the brokers
+	// sharing the store (internal/placement): a dead holder's links run
+	// elsewhere about this long after it died. 0 means 6 s.
+	LinkLease time.Duration
 	// peers are the other brokers sharing the stores (their liveness,
 	// the direct reply-to forwarder), which package cluster attaches
 	// through internal/peer's Attach hook.

@@ -270,6 +270,11 @@ func (n *Node) startBroker() error {
 	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
 	o.Node = n.Name()
 	p := peer.Peers{Alive: n.peerAlive}
+	if o.LinkLease <= 0 {
+		// A dead member's shovels and federation links run elsewhere as
+		// soon as its deliveries are returned.
+		o.LinkLease = n.cfg.DeadAfter
+	}
 	if n.replies != nil {
 		p.Replies = n.replies
 	}
