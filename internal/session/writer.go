@@ -187,6 +187,75 @@ func (c *Conn) poke() {
 	}
 }
 
+// flushQueued is poke for a queue actor that has just queued a lone
+// delivery (consumer.Flush). When nobody is flushing, the outbox holds
+// little and the stream can write without waiting (transport.TryWriter: a TCP
+// socket), the actor writes the batch itself, in the writer's turn, with
+// a send that returns at once instead of starting the writer goroutine for
+// it: a delivery at a low rate then wakes no goroutine of the consumer's
+// connection and reaches the client one goroutine hand-off sooner. What
+// the socket does not take (the client reads slowly), and whatever was
+// queued meanwhile, is left to the writer, which takes the turn over.
+// Larger batches, which only build up under load, are left to the writer
+// (poke): the time it takes to start lets more deliveries join the batch,
+// which then leaves in fewer, larger writes.
+func (c *Conn) flushQueued() {
+	if c.tryWrite == nil {
+		c.poke()
+		return
+	}
+	c.out.Lock()
+	if c.out.flushing || c.out.stopped || c.out.halfClose || c.out.writing != 0 ||
+		len(c.out.buf) == 0 || len(c.out.buf) > flushNowMax {
+		start := c.out.claimWriterLocked()
+		c.out.Unlock()
+		if start {
+			go c.writeLoop()
+		}
+		return
+	}
+	c.out.flushing = true
+	batch := c.out.buf
+	c.out.buf = c.out.spare[:0]
+	c.out.spare = nil
+	c.out.writing = len(batch)
+	c.out.repliesWriting, c.out.replies = c.out.replies, 0
+	c.out.Unlock()
+
+	n, err := c.tryWrite.TryWrite(batch)
+	c.out.Lock()
+	if err != nil {
+		c.writeFailedLocked(err)
+		return
+	}
+	c.out.writing = 0
+	if n < len(batch) {
+		// The rest goes first: its first bytes are on the wire. It is
+		// moved to the front of its own buffer, and what was queued
+		// meanwhile follows it there.
+		rest := append(batch[:0], batch[n:]...)
+		c.out.buf, c.out.spare = append(rest, c.out.buf...), c.out.buf[:0]
+		c.out.replies += c.out.repliesWriting
+	} else {
+		c.out.spare = batch
+		c.alarms.addBuffered(-c.out.repliesWriting)
+	}
+	c.out.repliesWriting = 0
+	if n > 0 {
+		c.wrote.Store(true)
+	}
+	fns := c.out.roomLocked(false)
+	more := len(c.out.buf) > 0
+	if !more {
+		c.out.endFlushLocked()
+	}
+	c.out.Unlock()
+	runAll(fns)
+	if more {
+		go c.writeLoop()
+	}
+}
+
 // claimWriterLocked reports whether the caller must start the writer
 // goroutine, having set flushing for it: there is something to write (or
 // a half-close to do) and nobody is flushing. Claiming under the lock that
