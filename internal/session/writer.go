@@ -188,12 +188,13 @@ func (c *Conn) poke() {
 }
 
 // flushQueued is poke for a queue actor that has just queued a lone
-// delivery (consumer.Flush). When nobody is flushing, the outbox holds
+// delivery (consumer.Flush) or the confirms of a stored batch
+// (confirms.Confirm). When nobody is flushing, the outbox holds
 // little and the stream can write without waiting (transport.TryWriter: a TCP
 // socket), the actor writes the batch itself, in the writer's turn, with
 // a send that returns at once instead of starting the writer goroutine for
-// it: a delivery at a low rate then wakes no goroutine of the consumer's
-// connection and reaches the client one goroutine hand-off sooner. What
+// it: a delivery or confirm at a low rate then wakes no goroutine of the
+// client's connection and reaches it one goroutine hand-off sooner. What
 // the socket does not take (the client reads slowly), and whatever was
 // queued meanwhile, is left to the writer, which takes the turn over.
 // Larger batches, which only build up under load, are left to the writer
