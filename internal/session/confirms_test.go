@@ -128,7 +128,8 @@ func TestConfirmsWrittenInPlace(t *testing.T) {
 	p.Handshake()
 	c := p.conn
 	c.out.Lock()
-	c.waitFlushedLocked() // open-ok is out
+	c.waitFlushedLocked()                       // open-ok is out
+	c.out.lastWrite = sinceStart() - busyWindow // idle since
 	c.out.Unlock()
 	conf := newConfirms(newChannel(c, 1))
 	conf.publish(1)

@@ -48,6 +48,10 @@ type outbox struct {
 	flushing bool
 	flushed  chan struct{}
 	spare    []byte
+	// lastWrite is when the last batch was written (sinceStart): a
+	// connection that wrote within busyWindow is busy, and flushQueued
+	// leaves its next batch to the writer.
+	lastWrite time.Duration
 	// room, when not nil, is closed once pending falls to resumeBelow or
 	// the writer stops; the reader waits on it. onRoom are the callbacks
 	// hasRoom registered, run by the writer at the same moment.
@@ -197,17 +201,18 @@ func (c *Conn) poke() {
 // client's connection and reaches it one goroutine hand-off sooner. What
 // the socket does not take (the client reads slowly), and whatever was
 // queued meanwhile, is left to the writer, which takes the turn over.
-// Larger batches, which only build up under load, are left to the writer
-// (poke): the time it takes to start lets more deliveries join the batch,
-// which then leaves in fewer, larger writes.
+// Larger batches, which only build up under load, and any batch of a
+// connection that wrote within busyWindow, are left to the writer (poke):
+// the time it takes to start lets more deliveries join the batch, which
+// then leaves in fewer, larger writes.
 func (c *Conn) flushQueued() {
 	if c.tryWrite == nil {
 		c.poke()
 		return
 	}
+	now := sinceStart()
 	c.out.Lock()
-	if c.out.flushing || c.out.stopped || c.out.halfClose || c.out.writing != 0 ||
-		len(c.out.buf) == 0 || len(c.out.buf) > flushNowMax {
+	if !c.out.inPlaceLocked(now) {
 		start := c.out.claimWriterLocked()
 		c.out.Unlock()
 		if start {
@@ -244,6 +249,7 @@ func (c *Conn) flushQueued() {
 	c.out.repliesWriting = 0
 	if n > 0 {
 		c.wrote.Store(true)
+		c.out.lastWrite = now
 	}
 	fns := c.out.roomLocked(false)
 	more := len(c.out.buf) > 0
@@ -256,6 +262,27 @@ func (c *Conn) flushQueued() {
 		go c.writeLoop()
 	}
 }
+
+// busyWindow is how recently a connection must have written to count as
+// busy for flushQueued: at a low rate (a delivery a millisecond) batches
+// are written in place, under load (writes a few microseconds apart) the
+// writer, started a little later, takes several batches in one write.
+const busyWindow = 100 * time.Microsecond
+
+// inPlaceLocked reports whether flushQueued writes what is queued itself
+// at now: nobody is flushing, a little is queued, and the connection has
+// not written within busyWindow.
+func (o *outbox) inPlaceLocked(now time.Duration) bool {
+	return !o.flushing && !o.stopped && !o.halfClose && o.writing == 0 &&
+		len(o.buf) > 0 && len(o.buf) <= flushNowMax && now-o.lastWrite >= busyWindow
+}
+
+// clockOrigin is sinceStart's origin.
+var clockOrigin = time.Now()
+
+// sinceStart reads the monotonic clock: the time since the package was
+// initialised.
+func sinceStart() time.Duration { return time.Since(clockOrigin) }
 
 // claimWriterLocked reports whether the caller must start the writer
 // goroutine, having set flushing for it: there is something to write (or
@@ -520,12 +547,14 @@ func (c *Conn) flushClaimed(inPlace bool) error {
 		if cap(batch) > maxSpareBuffer {
 			batch = nil
 		}
+		now := sinceStart()
 		c.out.Lock()
 		c.out.spare = batch
 		if err != nil {
 			c.writeFailedLocked(err)
 			return err
 		}
+		c.out.lastWrite = now
 		c.out.writing = 0
 		c.alarms.addBuffered(-c.out.repliesWriting)
 		c.out.repliesWriting = 0

@@ -575,14 +575,16 @@ func TestIdleConnHasNoWriter(t *testing.T) {
 }
 
 // TestFlushQueuedWritesInPlace: a lone delivery a queue flushes over TCP
-// is on the wire when flushQueued returns, written by the caller in the
-// writer's turn, which it gives back.
+// to an idle connection is on the wire when flushQueued returns, written
+// by the caller in the writer's turn, which it gives back; on a connection
+// that has just written it is left to the writer.
 func TestFlushQueuedWritesInPlace(t *testing.T) {
 	p := startTCPPeer(t, testConfig())
 	p.Handshake()
 	c := p.conn
 	c.out.Lock()
-	c.waitFlushedLocked() // open-ok is out
+	c.waitFlushedLocked()                       // open-ok is out
+	c.out.lastWrite = sinceStart() - busyWindow // idle since
 	c.out.Unlock()
 	sent := c.tr.Stats().Sent
 	body := []byte("hello")
@@ -597,6 +599,36 @@ func TestFlushQueuedWritesInPlace(t *testing.T) {
 	require.Empty(t, c.out.buf)
 	c.out.Unlock()
 	expectMessages(t, p, 1, body, deliveryTag)
+}
+
+// TestFlushQueuedInPlaceOnlyWhenIdle: flushQueued writes in place only
+// what it can write at once to a connection nobody writes to and that has
+// not written within busyWindow; the rest is the writer's.
+func TestFlushQueuedInPlaceOnlyWhenIdle(t *testing.T) {
+	const now = time.Hour
+	idle := func() *outbox {
+		return &outbox{buf: make([]byte, 100), lastWrite: now - busyWindow}
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(o *outbox)
+		want bool
+	}{
+		{"idle", func(*outbox) {}, true},
+		{"wrote just now", func(o *outbox) { o.lastWrite = now - busyWindow + 1 }, false},
+		{"flushing", func(o *outbox) { o.flushing = true }, false},
+		{"writing", func(o *outbox) { o.writing = 10 }, false},
+		{"stopped", func(o *outbox) { o.stopped = true }, false},
+		{"half-closing", func(o *outbox) { o.halfClose = true }, false},
+		{"nothing queued", func(o *outbox) { o.buf = nil }, false},
+		{"too much queued", func(o *outbox) { o.buf = make([]byte, flushNowMax+1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := idle()
+			tc.set(o)
+			require.Equal(t, tc.want, o.inPlaceLocked(now))
+		})
+	}
 }
 
 // TestFlushQueuedOnAFullSocket: when the socket takes only part of the
@@ -623,6 +655,7 @@ func TestFlushQueuedOnAFullSocket(t *testing.T) {
 	}
 	c.out.Lock()
 	c.out.endFlushLocked()
+	c.out.lastWrite = sinceStart() - busyWindow
 	c.out.Unlock()
 
 	body := bytes.Repeat([]byte("x"), 6000)
