@@ -303,7 +303,9 @@ func (s *idleSource) ReadNoWait(p []byte) (int, error) {
 }
 
 func (s *idleSource) WaitReadable() error {
-	s.held = append(s.held, s.fr.BufferSize())
+	if s.fr != nil {
+		s.held = append(s.held, s.fr.BufferSize())
+	}
 	s.blocked = false
 	return nil
 }
@@ -315,7 +317,9 @@ type parkingSource struct{ *idleSource }
 func (s parkingSource) ReadOrPark(next func() []byte, park func()) (int, error) {
 	if s.blocked {
 		park()
-		s.held = append(s.held, s.fr.BufferSize())
+		if s.fr != nil {
+			s.held = append(s.held, s.fr.BufferSize())
+		}
 		s.blocked = false
 	}
 	return s.Read(next())
