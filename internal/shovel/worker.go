@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"time"
 
@@ -105,9 +106,21 @@ func (w *Worker) dial(uri string) (*amqp091.Connection, error) {
 		if w.local == nil {
 			return nil, fmt.Errorf("%q names the local broker, which this shovel cannot reach", uri)
 		}
-		cfg.Dial, cfg.Vhost, url = w.local, e.VHost, "amqp://localhost/"
+		cfg.Dial, cfg.Vhost, url = w.local, e.VHost, localURL(e.URL)
 	}
 	return amqp091.DialConfig(url, cfg)
+}
+
+// localURL is what amqp091-go dials for a local URI: the user and
+// password the URI names (amqp://user:pass@/vhost), or amqp091-go's
+// guest:guest when it names none. The host is never contacted (the
+// Dialer is the broker's in-process door).
+func localURL(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.User == nil {
+		return "amqp://localhost/"
+	}
+	return (&url.URL{Scheme: "amqp", User: u.User, Host: "localhost", Path: "/"}).String()
 }
 
 // once runs one connection pair until it fails, ctx ends or the link is done.
