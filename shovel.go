@@ -42,6 +42,17 @@ func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {
 
 func (v mgmtView) RestartShovel(vhost, name string) bool { return v.b.shovels.Restart(vhost, name) }
 
+// DeleteShovel is the management API's (mgmt.Shovels): it deletes the
+// parameter of a link the supervisor runs, which stops the link.
+func (v mgmtView) DeleteShovel(ctx context.Context, vhost, name string) (bool, error) {
+	for _, l := range v.b.shovels.Status(vhost) {
+		if l.Name == name {
+			return true, v.b.Admin().DeleteParameter(ctx, shovel.Component, vhost, name)
+		}
+	}
+	return false, nil
+}
+
 func first(s []string) string {
 	if len(s) == 0 {
 		return ""

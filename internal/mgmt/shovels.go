@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"time"
@@ -16,6 +17,9 @@ type Shovels interface {
 	// RestartShovel stops and starts a link again; false when there is
 	// no such link.
 	RestartShovel(vhost, name string) bool
+	// DeleteShovel deletes the parameter of a running link, which stops
+	// it; false when vhost has no such link.
+	DeleteShovel(ctx context.Context, vhost, name string) (bool, error)
 }
 
 // Shovel is one link as GET /api/shovels shows it (RabbitMQ 3.10's
@@ -40,6 +44,7 @@ func (m *mgmt) shovelRoutes() {
 	m.handle("GET", "/api/shovels", anyManagement, m.listShovels)
 	m.handle("GET", "/api/shovels/{vhost}", anyManagement, m.listShovels)
 	m.handle("DELETE", "/api/shovels/vhost/{vhost}/{name}/restart", anyManagement, m.restartShovel)
+	m.handle("DELETE", "/api/shovels/vhost/{vhost}/{name}", policymaker, m.deleteShovel)
 }
 
 func (m *mgmt) shovelModel(c *mgmtCall) (Shovels, bool) {
@@ -103,6 +108,32 @@ func (m *mgmt) restartShovel(c *mgmtCall) {
 		return
 	}
 	if !s.RestartShovel(vh, c.p("name")) {
+		notFound(c.w)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteShovel is DELETE /api/shovels/vhost/{vhost}/{name}: the link's
+// parameter is deleted (RabbitMQ's rabbit_shovel_util:delete_shovel),
+// 204; 404 when the vhost has no such link. RabbitMQ 3.10 lets a
+// monitoring user do this; Warren asks what deleting the parameter over
+// /api/parameters asks, policymaker.
+func (m *mgmt) deleteShovel(c *mgmtCall) {
+	s, ok := m.shovelModel(c)
+	if !ok {
+		return
+	}
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	found, err := s.DeleteShovel(c.r.Context(), vh, c.p("name"))
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	if !found {
 		notFound(c.w)
 		return
 	}
