@@ -570,6 +570,8 @@
       return 'Bound.';
     });
 
+    const move = moveMessages(vhost, qname);
+
     const actions = h('div', { class: 'toolbar' },
       confirmButton('Purge', 'queue-purge', async () => { await api('DELETE', path + '/contents'); toast('Queue purged.'); refreshNow(); }),
       confirmButton('Delete', 'queue-delete', async () => { await api('DELETE', path); toast('Queue deleted.'); location.hash = '#/queues'; }));
@@ -577,7 +579,7 @@
     fill(main, h('p', null, link('#/queues', '← Queues')), h('h1', { testid: 'queue-name' }, qname), h('p', { class: 'muted' }, 'Virtual host ' + vhost),
       summary, actions, h('div', { class: 'charts' }, depth, rates), details,
       h('h2', null, 'Consumers'), consumers, h('h2', null, 'Unacked deliveries'), unacked,
-      h('h2', null, 'Bindings'), bindings, h('div', { class: 'grid2' }, getForm, pubForm, bindForm));
+      h('h2', null, 'Bindings'), bindings, h('div', { class: 'grid2' }, getForm, pubForm, bindForm, isPolicymaker() ? move.form : null));
 
     return { async refresh() {
       let q;
@@ -587,6 +589,7 @@
         if (e.status === 404) { fill(main, h('h1', null, qname), h('p', { class: 'error', role: 'alert', testid: 'not-found' }, 'This queue does not exist (any more).'), link('#/queues', 'All queues')); return; }
         throw e;
       }
+      move.queueType(q.type);
       const ms = q.message_stats || {};
       const card = (k, v, id) => h('div', { class: 'card', testid: id }, h('div', { class: 'v' }, v), h('div', { class: 'k' }, k));
       fill(summary, card('Ready', fmtNum(q.messages_ready), 'queue-ready'), card('Unacked', fmtNum(q.messages_unacknowledged), 'queue-unacked'),
@@ -631,6 +634,98 @@
       ], us.slice(0, 200), { testid: 'unacked-table', rowTestid: 'unacked-row', empty: 'No unacked deliveries.' }));
     } };
   };
+
+  // sessionUser returns the user and password this tab logged in with.
+  function sessionUser() {
+    const up = decodeURIComponent(escape(atob(state.auth || '')));
+    const i = up.indexOf(':');
+    return { user: up.slice(0, i), password: up.slice(i + 1) };
+  }
+
+  // localURI is a shovel URI naming this broker's vhost (no host: the
+  // broker's in-process door) and the logged-in user, whom the shovel's
+  // connections log in as. RabbitMQ's UI writes amqp:///vhost and its
+  // shovel logs in as a trusted internal user; Warren's local shovels log
+  // in as the user the URI names.
+  function localURI(vhost) {
+    const u = sessionUser();
+    return 'amqp://' + enc(u.user) + ':' + enc(u.password) + '@/' + enc(vhost);
+  }
+
+  // moveMessages is RabbitMQ's "Move messages" (queue.ejs with
+  // rabbitmq_shovel_management's shovel.js): it stores a shovel named
+  // "Move from <queue>" that moves the queue's length (src-delete-after
+  // queue-length, on-confirm, prefetch 1000) to a queue of this vhost
+  // or, when a URI is given, of another broker, then deletes itself.
+  // While it runs the form shows the shovel's counts from api/shovels,
+  // polled every second. A stream is not offered: Warren's shovel does
+  // not pass RabbitMQ's x-stream-offset consumer argument yet, so it
+  // would read only what arrives after it started.
+  function moveMessages(vhost, qname) {
+    const name = 'Move from ' + qname;
+    const dest = h('input', { required: true, testid: 'move-dest-queue' });
+    const uri = h('input', { placeholder: 'this broker', testid: 'move-dest-uri', autocomplete: 'off' });
+    const progress = h('div', { class: 'status', role: 'status', 'aria-live': 'polite', testid: 'move-progress' });
+    const f = form('Move messages', 'move', [['Destination queue', 'dest', dest], ['Destination URI', 'uri', uri]], 'Move messages', async (v) => {
+      const local = localURI(vhost);
+      await api('PUT', 'parameters/shovel/' + enc(vhost) + '/' + enc(name), { component: 'shovel', vhost, name, value: {
+        'src-protocol': 'amqp091', 'src-uri': local, 'src-queue': qname, 'src-prefetch-count': 1000,
+        'src-delete-after': 'queue-length', 'dest-protocol': 'amqp091', 'dest-uri': v.uri.trim() || local,
+        'dest-queue': v.dest, 'dest-add-forward-headers': false, 'ack-mode': 'on-confirm', 'src-consumer-args': {},
+      } });
+      watch(v.dest);
+      return 'Shovel "' + name + '" created.';
+    });
+    f.insertBefore(h('p', { class: 'muted' }, 'A temporary shovel moves the messages this queue holds now, on-confirm (nothing is lost), then deletes itself.'), f.children[1]);
+    f.append(progress);
+    let last = null, timer = 0;
+    // gone reports that the shovel's parameter no longer exists: a
+    // finished move deletes its own.
+    const gone = async () => {
+      try { await api('GET', 'parameters/shovel/' + enc(vhost) + '/' + enc(name)); return false; } catch (e) {
+        if (e.status === 404) return true;
+        throw e;
+      }
+    };
+    // watch polls the shovel until it is gone or the page is left.
+    async function watch(destQueue) {
+      clearTimeout(timer);
+      last = null;
+      progress.dataset.state = 'starting';
+      fill(progress, 'Moving to ' + destQueue + ': waiting for the shovel to start.');
+      const tick = async () => {
+        if (!f.isConnected) return;
+        try {
+          const links = await api('GET', 'shovels/' + enc(vhost));
+          const l = links.find((x) => x.name === name);
+          if (l) {
+            last = l;
+            const fwd = l.messages_forwarded || 0, rem = l.messages_remaining;
+            progress.dataset.state = l.state;
+            progress.dataset.forwarded = fwd;
+            if (rem !== undefined) progress.dataset.remaining = rem;
+            fill(progress, l.state === 'running' ?
+              `Moving to ${destQueue}: ${fmtNum(fwd)}${rem === undefined ? '' : ' of ' + fmtNum(fwd + rem)} moved, ${fmtNum(rem)} remaining.` :
+              [`Shovel ${l.state}`, l.reason ? h('pre', { testid: 'move-reason' }, l.reason) : '']);
+          } else if (await gone()) {
+            const total = last && last.messages_remaining !== undefined ? last.messages_forwarded + last.messages_remaining : null;
+            progress.dataset.state = 'done';
+            if (total !== null) progress.dataset.forwarded = total;
+            progress.dataset.remaining = 0;
+            fill(progress, total === null ? 'Done: the shovel moved the messages to ' + destQueue + ' and deleted itself.' :
+              `Done: ${fmtNum(total)} message${total === 1 ? '' : 's'} moved to ${destQueue}; the shovel deleted itself.`);
+            refreshNow();
+            return;
+          }
+        } catch (e) {
+          fill(progress, h('span', { class: 'error' }, e.message));
+        }
+        timer = setTimeout(tick, 1000);
+      };
+      tick();
+    }
+    return { form: f, queueType: (t) => { f.hidden = t === 'stream'; } };
+  }
 
   pages.exchanges = (main) => {
     const box = h('div', { testid: 'exchanges' });
