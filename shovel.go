@@ -35,7 +35,7 @@ func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {
 		out = append(out, mgmt.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Reason: l.Reason,
 			SrcURI: first(d.SrcURIs), SrcQueue: d.SrcQueue, SrcExchange: d.SrcExchange, SrcKey: d.SrcExchangeKey,
 			DestURI: first(d.DestURIs), DestQueue: d.DestQueue, DestExchange: d.DestExchange, DestKey: d.DestKey,
-			Forwarded: l.Forwarded, Remaining: l.Remaining})
+			Forwarded: l.Forwarded, Remaining: l.Remaining, Since: l.Since})
 	}
 	return out
 }

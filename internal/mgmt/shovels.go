@@ -36,7 +36,8 @@ type Shovel struct {
 	DestExchange  string
 	DestKey       string
 	Forwarded     int64
-	Remaining     int64 // -1: src-delete-after never
+	Remaining     int64     // -1: src-delete-after never
+	Since         time.Time // when State last changed
 }
 
 // shovelRoutes: GET /api/shovels[/{vhost}] and the restart of one link.
@@ -67,12 +68,11 @@ func (m *mgmt) listShovels(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	now := time.Now().UTC().Format("2006-01-02 15:04:05")
 	out := []map[string]any{}
 	for _, vh := range vhs {
 		for _, l := range s.Shovels(vh) {
 			j := map[string]any{
-				"node": m.b.NodeName(), "timestamp": now, "type": "dynamic",
+				"node": m.b.NodeName(), "timestamp": l.Since.UTC().Format("2006-01-02 15:04:05"), "type": "dynamic",
 				"vhost": l.VHost, "name": l.Name, "state": l.State,
 				"src_protocol": "amqp091", "dest_protocol": "amqp091",
 				"src_uri": redactURI(l.SrcURI), "dest_uri": redactURI(l.DestURI),

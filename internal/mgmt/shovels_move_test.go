@@ -117,7 +117,8 @@ func TestMoveMessages(t *testing.T) {
 // console's Delete on the shovels page) deletes a running link's
 // parameter, which stops it: 204, then the parameter and the link are
 // gone; 404 for a link that does not run; a monitoring user is refused,
-// as deleting the parameter refuses one.
+// as deleting the parameter refuses one. The listing's timestamp is when
+// the link's state last changed.
 func TestDeleteShovel(t *testing.T) {
 	b := mgmtBroker(t)
 	h := amqptest.NewAPI(t, b.ManagementHandler())
@@ -127,7 +128,18 @@ func TestDeleteShovel(t *testing.T) {
 		"src-uri": "amqp://guest:guest@/", "src-queue": "in", "dest-uri": "amqp://guest:guest@/", "dest-queue": "out",
 	}}
 	runAPICases(t, h, []apiCase{{"guest", "PUT", "/api/parameters/shovel/%2F/keep", keep, 201, ""}})
-	require.Eventually(t, func() bool { return len(h.Get("/api/shovels").([]any)) == 1 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		list := h.Get("/api/shovels").([]any)
+		return len(list) == 1 && list[0].(map[string]any)["state"] == "running"
+	}, 20*time.Second, 5*time.Millisecond)
+	// timestamp is when the state last changed, as RabbitMQ's is: it
+	// stays while the link keeps running.
+	since := h.Get("/api/shovels").([]any)[0].(map[string]any)["timestamp"].(string)
+	at, err := time.Parse("2006-01-02 15:04:05", since)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), at, time.Minute)
+	time.Sleep(1100 * time.Millisecond)
+	require.Equal(t, since, h.Get("/api/shovels").([]any)[0].(map[string]any)["timestamp"])
 	runAPICases(t, h, []apiCase{
 		{"mon", "DELETE", "/api/shovels/vhost/%2F/keep", nil, 401, ""},
 		{"guest", "DELETE", "/api/shovels/vhost/%2F/nothere", nil, 404, ""},

@@ -34,6 +34,8 @@ type Status struct {
 	Forwarded int64
 	// Remaining is how many messages src-delete-after still allows, -1 for never.
 	Remaining int64
+	// Since is when State last changed (RabbitMQ's status timestamp).
+	Since time.Time
 }
 
 // Worker runs one shovel link. Run is called once; Status may be called
@@ -49,7 +51,7 @@ type Worker struct {
 
 // NewWorker returns a worker for def; local may be nil when no URI is local.
 func NewWorker(def Def, local DialFunc) *Worker {
-	w := &Worker{def: def, local: local, st: Status{State: Starting, Remaining: -1}}
+	w := &Worker{def: def, local: local, st: Status{State: Starting, Remaining: -1, Since: time.Now()}}
 	if def.DeleteAfter == "" {
 		w.st.Remaining, w.set = def.DeleteCount, true
 	}
@@ -63,9 +65,14 @@ func (w *Worker) Status() Status {
 	return w.st
 }
 
+// update changes the status under the lock, dating a change of state.
 func (w *Worker) update(f func(*Status)) {
 	w.mu.Lock()
+	was := w.st.State
 	f(&w.st)
+	if w.st.State != was {
+		w.st.Since = time.Now()
+	}
 	w.mu.Unlock()
 }
 

@@ -1084,6 +1084,111 @@
     } };
   };
 
+  // endpoint shows a shovel's source or destination as RabbitMQ's
+  // fmt_shovel_endpoint does: a queue, or an exchange with its routing
+  // key ("as published" when the destination keeps the message's).
+  function endpoint(l, prefix) {
+    if (l[prefix + 'queue']) return [h('code', null, l[prefix + 'queue']), h('sub', null, ' queue')];
+    const x = l[prefix + 'exchange'], k = l[prefix + 'exchange_key'];
+    return [x === undefined ? h('i', null, 'as published') : h('code', null, x), k ? [' : ', h('code', null, k)] : '', h('sub', null, ' exchange')];
+  }
+  const stateTag = (st) => h('span', { class: 'state ' + (st === 'running' ? 'ok' : st === 'starting' ? 'warn' : 'bad'), testid: 'link-state' }, st);
+
+  // shovels lists the running shovels (api/shovels: RabbitMQ's Shovel
+  // Status, with Warren's forwarded and remaining counts), restarts and
+  // deletes them, and adds one (a shovel runtime parameter, as
+  // RabbitMQ's Shovel Management does).
+  pages.shovels = (main) => {
+    const vh = vhostSelect('shovel-vhost');
+    const name = h('input', { required: true, testid: 'shovel-name' });
+    const kind = (testid) => h('select', { testid }, [['queue', 'Queue'], ['exchange', 'Exchange']].map(([v, l]) => h('option', { value: v }, l)));
+    const srcURI = h('input', { placeholder: 'this broker', testid: 'shovel-src-uri', autocomplete: 'off' });
+    const srcKind = kind('shovel-src-type');
+    const src = h('input', { required: true, testid: 'shovel-src' });
+    const srcKey = h('input', { placeholder: 'exchange only', testid: 'shovel-src-key' });
+    const destURI = h('input', { placeholder: 'this broker', testid: 'shovel-dest-uri', autocomplete: 'off' });
+    const destKind = kind('shovel-dest-type');
+    const dest = h('input', { testid: 'shovel-dest', placeholder: 'empty: the message\'s own exchange and key' });
+    const destKey = h('input', { placeholder: 'exchange only; empty keeps the message\'s', testid: 'shovel-dest-key' });
+    const ack = h('select', { testid: 'shovel-ack-mode' }, ['on-confirm', 'on-publish', 'no-ack'].map((m) => h('option', { value: m }, m)));
+    const after = h('select', { testid: 'shovel-delete-after' }, [['never', 'Never'], ['queue-length', 'After the queue\'s initial length'], ['count', 'After a number of messages']].map(([v, l]) => h('option', { value: v }, l)));
+    const count = h('input', { type: 'number', min: 0, testid: 'shovel-delete-count', placeholder: 'number of messages' });
+    const prefetch = h('input', { type: 'number', min: 1, max: 65535, value: 1000, testid: 'shovel-prefetch' });
+    const delay = h('input', { type: 'number', min: 0, step: 'any', value: 5, testid: 'shovel-reconnect-delay' });
+    const headers = h('input', { type: 'checkbox', testid: 'shovel-forward-headers' });
+    const addForm = form('Add a shovel', 'add-shovel', [['Virtual host', 'vhost', vh], ['Name', 'name', name],
+      ['Source URI', 'srcURI', srcURI], ['Source', 'srcKind', srcKind], ['Source name', 'src', src], ['Source routing key', 'srcKey', srcKey],
+      ['Destination URI', 'destURI', destURI], ['Destination', 'destKind', destKind], ['Destination name', 'dest', dest], ['Destination routing key', 'destKey', destKey],
+      ['Ack mode', 'ack', ack], ['Delete after', 'after', after], ['Messages', 'count', count], ['Prefetch', 'prefetch', prefetch],
+      ['Reconnect delay (s)', 'delay', delay], ['Add forwarding headers', 'headers', headers]], 'Add shovel', async (v) => {
+      const value = { 'src-protocol': 'amqp091', 'dest-protocol': 'amqp091',
+        'src-uri': v.srcURI.trim() || localURI(v.vhost), 'dest-uri': v.destURI.trim() || localURI(v.vhost),
+        'ack-mode': v.ack, 'src-prefetch-count': +v.prefetch, 'reconnect-delay': +v.delay, 'dest-add-forward-headers': v.headers };
+      if (v.srcKind === 'queue') value['src-queue'] = v.src;
+      else { value['src-exchange'] = v.src; value['src-exchange-key'] = v.srcKey; }
+      if (v.destKind === 'queue' && v.dest) value['dest-queue'] = v.dest;
+      else if (v.destKind === 'exchange') {
+        if (v.dest) value['dest-exchange'] = v.dest;
+        if (v.destKey) value['dest-exchange-key'] = v.destKey;
+      }
+      if (v.after === 'count') {
+        if (!/^\d+$/.test(v.count)) throw new Error('Messages must be a whole number.');
+        value['src-delete-after'] = +v.count;
+      } else value['src-delete-after'] = v.after;
+      await api('PUT', 'parameters/shovel/' + enc(v.vhost) + '/' + enc(v.name), { component: 'shovel', vhost: v.vhost, name: v.name, value });
+      return 'Shovel ' + v.name + ' added.';
+    });
+    return adminPage(main, 'Shovels', [{
+      what: 'shovels', row: 'shovel-row', empty: 'No shovels.', load: () => api('GET', 'shovels'), cols: [
+        { label: 'Virtual host', cell: (l) => l.vhost, narrow: true },
+        { label: 'Name', cell: (l) => h('span', { testid: 'shovel-row-name' }, l.name) },
+        { label: 'State', cell: (l) => [stateTag(l.state), l.reason ? h('pre', { class: 'reason', testid: 'shovel-reason' }, l.reason) : ''] },
+        { label: 'Source', cell: (l) => [h('div', { class: 'muted' }, l.src_uri), endpoint(l, 'src_')] },
+        { label: 'Destination', cell: (l) => [h('div', { class: 'muted' }, l.dest_uri), endpoint(l, 'dest_')] },
+        { label: 'Forwarded', n: true, testid: 'shovel-forwarded', cell: (l) => fmtNum(l.messages_forwarded) },
+        { label: 'Remaining', n: true, testid: 'shovel-remaining', cell: (l) => l.messages_remaining === undefined ? 'no limit' : fmtNum(l.messages_remaining) },
+        { label: 'Last changed', cell: (l) => l.timestamp, narrow: true },
+        { label: '', cell: (l) => [
+          confirmButton('Restart', 'shovel-restart', async () => {
+            await api('DELETE', 'shovels/vhost/' + enc(l.vhost) + '/' + enc(l.name) + '/restart');
+            toast('Shovel ' + l.name + ' restarted.'); refreshNow();
+          }, l.vhost + '/' + l.name), ' ',
+          confirmButton('Delete', 'shovel-delete', async () => {
+            await api('DELETE', 'shovels/vhost/' + enc(l.vhost) + '/' + enc(l.name));
+            toast('Shovel ' + l.name + ' deleted.'); refreshNow();
+          }, l.vhost + '/' + l.name)] },
+      ], forms: [addForm],
+    }]);
+  };
+
+  // federation shows the federation links (api/federation-links, in
+  // RabbitMQ's rabbitmq_federation_management shape) as its Federation
+  // Status page does, with their errors and a restart each.
+  pages.federation = (main) => adminPage(main, 'Federation status', [{
+    what: 'federation-links', row: 'federation-link-row', empty: 'No federation links.', load: async () => {
+      try { return await api('GET', 'federation-links'); } catch (e) {
+        if (e.status === 404) return [];
+        throw e;
+      }
+    }, cols: [
+      { label: 'Upstream', cell: (l) => [l.upstream, (l.type === 'exchange' && l.upstream_exchange !== l.exchange) ? h('sub', null, ' ' + l.upstream_exchange) :
+        (l.type === 'queue' && l.upstream_queue !== l.queue) ? h('sub', null, ' ' + l.upstream_queue) : ''] },
+      { label: 'URI', cell: (l) => h('code', null, l.uri), narrow: true },
+      { label: 'Virtual host', cell: (l) => l.vhost, narrow: true },
+      { label: 'Exchange / queue', cell: (l) => [l.type === 'queue' ? link(queueHref({ vhost: l.vhost, name: l.queue }), l.queue) :
+        link(exchangeHref({ vhost: l.vhost, name: l.exchange }), l.exchange), h('sub', null, ' ' + l.type)] },
+      { label: 'State', cell: (l) => [stateTag(l.status), l.error ? h('pre', { class: 'reason', testid: 'federation-error' }, l.error) : ''] },
+      { label: 'Inbound', n: true, cell: (l) => fmtRate(get(l, 'local_channel.message_stats.confirm_details')) },
+      { label: 'Last changed', cell: (l) => l.timestamp, narrow: true },
+      { label: 'ID', cell: (l) => h('code', null, l.id), narrow: true },
+      { label: 'Consumer tag', cell: (l) => l.consumer_tag || '', narrow: true },
+      { label: '', cell: (l) => confirmButton('Restart', 'federation-restart', async () => {
+        await api('DELETE', 'federation-links/vhost/' + enc(l.vhost) + '/' + enc(l.id) + '/' + enc(l.node) + '/restart');
+        toast('Federation link ' + l.id + ' restarted.'); refreshNow();
+      }, l.vhost + '/' + l.id) },
+    ],
+  }]);
+
   // ---- Routing and refresh -------------------------------------------
 
   const routes = [
@@ -1102,6 +1207,8 @@
     [/^\/policies$/, 'policies', 'policies'],
     [/^\/limits$/, 'limits', 'limits'],
     [/^\/definitions$/, 'definitions', 'definitions'],
+    [/^\/shovels$/, 'shovels', 'shovels'],
+    [/^\/federation$/, 'federation', 'federation'],
   ];
 
   function route() {
@@ -1178,7 +1285,7 @@
 
   // Keyboard: g then a letter goes to a page; / filters; j and k move
   // between rows; r refreshes; ? shows help. Ignored while typing.
-  const goKeys = { o: '#/', q: '#/queues', e: '#/exchanges', c: '#/connections', h: '#/channels', v: '#/vhosts', u: '#/users', p: '#/permissions', l: '#/policies', i: '#/limits', d: '#/definitions' };
+  const goKeys = { o: '#/', q: '#/queues', e: '#/exchanges', c: '#/connections', h: '#/channels', v: '#/vhosts', u: '#/users', p: '#/permissions', l: '#/policies', i: '#/limits', d: '#/definitions', s: '#/shovels', f: '#/federation' };
   let pendingG = false;
   document.addEventListener('keydown', (ev) => {
     if (!state.user || ev.ctrlKey || ev.metaKey || ev.altKey) return;
