@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/warrenmq/broker/internal/metrics"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/shovel"
 )
@@ -51,6 +52,15 @@ func (v mgmtView) DeleteShovel(ctx context.Context, vhost, name string) (bool, e
 		}
 	}
 	return false, nil
+}
+
+// shovelMetrics is the links' status as internal/metrics reads it.
+func (b *Broker) shovelMetrics() []metrics.Shovel {
+	var out []metrics.Shovel
+	for _, l := range b.shovels.Status("") {
+		out = append(out, metrics.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Forwarded: l.Forwarded, Remaining: l.Remaining})
+	}
+	return out
 }
 
 func first(s []string) string {
