@@ -199,7 +199,7 @@ func (w *Worker) once(ctx context.Context, attempt int) error {
 		}
 		confirms = dch.NotifyPublish(make(chan amqp091.Confirmation, prefetch))
 	}
-	deliveries, err := sch.Consume(queue, "", d.AckMode == NoAck, false, false, false, nil)
+	deliveries, err := sch.Consume(queue, "", d.AckMode == NoAck, false, false, false, amqp091.Table(d.SrcConsumerArgs))
 	if err != nil {
 		return err
 	}

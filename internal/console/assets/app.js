@@ -658,9 +658,9 @@
   // queue-length, on-confirm, prefetch 1000) to a queue of this vhost
   // or, when a URI is given, of another broker, then deletes itself.
   // While it runs the form shows the shovel's counts from api/shovels,
-  // polled every second. A stream is not offered: Warren's shovel does
-  // not pass RabbitMQ's x-stream-offset consumer argument yet, so it
-  // would read only what arrives after it started.
+  // polled every second. From a stream it reads from the first offset
+  // (src-consumer-args x-stream-offset first, as RabbitMQ's form sets),
+  // which copies the stream: a stream keeps what it was read.
   function moveMessages(vhost, qname) {
     const name = 'Move from ' + qname;
     const dest = h('input', { required: true, testid: 'move-dest-queue' });
@@ -671,14 +671,15 @@
       await api('PUT', 'parameters/shovel/' + enc(vhost) + '/' + enc(name), { component: 'shovel', vhost, name, value: {
         'src-protocol': 'amqp091', 'src-uri': local, 'src-queue': qname, 'src-prefetch-count': 1000,
         'src-delete-after': 'queue-length', 'dest-protocol': 'amqp091', 'dest-uri': v.uri.trim() || local,
-        'dest-queue': v.dest, 'dest-add-forward-headers': false, 'ack-mode': 'on-confirm', 'src-consumer-args': {},
+        'dest-queue': v.dest, 'dest-add-forward-headers': false, 'ack-mode': 'on-confirm',
+        'src-consumer-args': isStream ? { 'x-stream-offset': 'first' } : {},
       } });
       watch(v.dest);
       return 'Shovel "' + name + '" created.';
     });
     f.insertBefore(h('p', { class: 'muted' }, 'A temporary shovel moves the messages this queue holds now, on-confirm (nothing is lost), then deletes itself.'), f.children[1]);
     f.append(progress);
-    let last = null, timer = 0;
+    let last = null, timer = 0, isStream = false;
     // gone reports that the shovel's parameter no longer exists: a
     // finished move deletes its own.
     const gone = async () => {
@@ -724,7 +725,7 @@
       };
       tick();
     }
-    return { form: f, queueType: (t) => { f.hidden = t === 'stream'; } };
+    return { form: f, queueType: (t) => { isStream = t === 'stream'; } };
   }
 
   pages.exchanges = (main) => {
