@@ -19,7 +19,9 @@ import (
 // start (published, routed, returned, confirmed, delivered, acknowledged,
 // dead-lettered by reason); the queue gauges and counters summed over
 // every queue; the resource alarms; the data directory's size on disk; a
-// cluster member's raft state (warren_raft_*); and Go runtime basics.
+// cluster member's raft state (warren_raft_*); the shovel links by state
+// and what they moved (rabbitmq_shovel_dynamic, warren_shovel_*); and Go
+// runtime basics.
 // docs/metrics.md lists every family.
 //
 // A scrape reads the counts each queue published after its last step
@@ -122,6 +124,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 	for _, c := range b.counters.queues.DeadLettered.Load() {
 		s.DeadLettered = append(s.DeadLettered, metrics.DeadLettered{Reason: c.Reason, DLX: c.DLX, N: c.N})
 	}
+	s.Shovels = b.shovelMetrics()
 	if r, ok := b.stores.Meta.(meta.Replicated); ok {
 		rs := r.ReplicationStatus()
 		s.Replication = &rs

@@ -207,6 +207,8 @@ func emit(p sink, s *Snapshot, perObject, goRuntime bool) {
 		writeRaft(p, *s.Replication)
 	}
 
+	writeShovels(p, s.Shovels, perObject)
+
 	if !goRuntime {
 		return
 	}
