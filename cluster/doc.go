@@ -50,6 +50,15 @@
 //     nodes (both are replicated records with conditional updates);
 //   - a direct reply-to reply published on any member reaches its
 //     requester's member (see Direct reply-to below);
+//   - each stored shovel (and federation link) runs on exactly one
+//     member at a time, the holder of its lease in the replicated
+//     records (internal/placement, TTL Config.DeadAfter): the holder
+//     stops the link a third of a TTL after its last renewal began,
+//     another member takes it only after a whole TTL without a renewal,
+//     so when the holder dies the link moves, and it never runs on two
+//     members at once. A lease rather than "the leader runs the links",
+//     because raft leadership is not fenced in time (a deposed leader
+//     learns it only at its next CheckQuorum round);
 //   - delivery is at least once: a publish whose outcome a dying node never
 //     reported may be stored, an ack a node had not committed is
 //     redelivered, and a member declared dead that was only slow may have

@@ -189,10 +189,11 @@ func decode(v []byte) (holder string, gen uint64, err error) {
 	if v == nil {
 		return "", 0, nil
 	}
-	h, g, ok := strings.Cut(string(v), " ")
-	if !ok {
+	// The generation has no space; a holder (a node name) may.
+	i := bytes.LastIndexByte(v, ' ')
+	if i < 0 {
 		return "", 0, fmt.Errorf("placement: bad lease value %q", v)
 	}
-	gen, err = strconv.ParseUint(g, 10, 64)
-	return h, gen, err
+	gen, err = strconv.ParseUint(string(v[i+1:]), 10, 64)
+	return string(v[:i]), gen, err
 }

@@ -102,19 +102,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Worker) dial(uri string) (*amqp091.Connection, error) {
+func (w *Worker) dial(ctx context.Context, uri string) (*amqp091.Connection, error) {
 	e, err := ParseURI(uri)
 	if err != nil {
 		return nil, err
 	}
 	cfg := amqp091.Config{TLSClientConfig: e.TLS, Properties: amqp091.Table{"connection_name": "Shovel"}}
 	url := e.URL
+	dial := amqp091.DefaultDial(30 * time.Second) // amqp091's own default
 	if e.Local {
 		if w.local == nil {
 			return nil, fmt.Errorf("%q names the local broker, which this shovel cannot reach", uri)
 		}
-		cfg.Dial, cfg.Vhost, url = w.local, e.VHost, localURL(e.URL)
+		dial, cfg.Vhost, url = w.local, e.VHost, localURL(e.URL)
 	}
+	cfg.Dial = stopOnDone(ctx, dial)
 	return amqp091.DialConfig(url, cfg)
 }
 
@@ -133,12 +135,12 @@ func localURL(uri string) string {
 // once runs one connection pair until it fails, ctx ends or the link is done.
 func (w *Worker) once(ctx context.Context, attempt int) error {
 	d := w.def
-	src, err := w.dial(d.SrcURIs[attempt%len(d.SrcURIs)])
+	src, err := w.dial(ctx, d.SrcURIs[attempt%len(d.SrcURIs)])
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
 	defer src.Close()
-	dst, err := w.dial(d.DestURIs[attempt%len(d.DestURIs)])
+	dst, err := w.dial(ctx, d.DestURIs[attempt%len(d.DestURIs)])
 	if err != nil {
 		return fmt.Errorf("destination: %w", err)
 	}
