@@ -75,7 +75,7 @@ type accessKey struct{ user, vhost string }
 // seedUsers stores every Options.Users entry not stored yet.
 func (b *Broker) seedUsers(ctx context.Context) error {
 	for _, u := range b.opts.Users {
-		_, err := b.stores.meta.GetUser(ctx, u.Name)
+		_, err := b.stores.Meta.GetUser(ctx, u.Name)
 		if err == nil {
 			continue
 		}
@@ -87,11 +87,11 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 		// must find the permissions already there (530 otherwise).
 		for _, v := range b.opts.VHosts {
 			p := permissionOn(fullPermission, u.Name, canonicalVHost(v))
-			if err := b.stores.meta.PutPermission(ctx, p); err != nil {
+			if err := b.stores.Meta.PutPermission(ctx, p); err != nil {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
 		}
-		if err := b.stores.meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
+		if err := b.stores.Meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 	}
@@ -218,7 +218,7 @@ func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.
 		return a, release, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
-	p, err := b.stores.meta.GetPermission(ctx, user, vh)
+	p, err := b.stores.Meta.GetPermission(ctx, user, vh)
 	cancel()
 	if err != nil {
 		release()
@@ -253,7 +253,7 @@ func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.
 func (b *Broker) isImpersonator(user string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
 	defer cancel()
-	u, err := b.stores.meta.GetUser(ctx, user)
+	u, err := b.stores.Meta.GetUser(ctx, user)
 	return err == nil && slices.Contains(u.Tags, "impersonator")
 }
 
@@ -294,32 +294,32 @@ func (b *Broker) updateAccess(user, vh string, g *session.Grant) {
 // tracking does on its user_deleted event. A connection racing the delete
 // is still refused every permission check (403) until it is closed.
 func (b *Broker) deleteUser(ctx context.Context, name string) error {
-	if _, err := b.stores.meta.GetUser(ctx, name); err != nil {
+	if _, err := b.stores.Meta.GetUser(ctx, name); err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
-	perms, err := b.stores.meta.ListPermissions(ctx)
+	perms, err := b.stores.Meta.ListPermissions(ctx)
 	if err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
 	for _, p := range perms {
 		if p.User == name {
-			if err := b.stores.meta.DeletePermission(ctx, name, p.VHost); err != nil {
+			if err := b.stores.Meta.DeletePermission(ctx, name, p.VHost); err != nil {
 				return fmt.Errorf("broker: delete user %q: %w", name, err)
 			}
 		}
 	}
-	tps, err := b.stores.meta.ListTopicPermissions(ctx)
+	tps, err := b.stores.Meta.ListTopicPermissions(ctx)
 	if err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
 	for _, p := range tps {
 		if p.User == name {
-			if err := b.stores.meta.DeleteTopicPermission(ctx, name, p.VHost, p.Exchange); err != nil {
+			if err := b.stores.Meta.DeleteTopicPermission(ctx, name, p.VHost, p.Exchange); err != nil {
 				return fmt.Errorf("broker: delete user %q: %w", name, err)
 			}
 		}
 	}
-	if err := b.stores.meta.DeleteUser(ctx, name); err != nil {
+	if err := b.stores.Meta.DeleteUser(ctx, name); err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
 	b.updateAccess(name, "", nil)
@@ -368,13 +368,13 @@ func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, per
 	if err != nil {
 		return err
 	}
-	if _, err := b.stores.meta.GetUser(ctx, user); err != nil {
+	if _, err := b.stores.Meta.GetUser(ctx, user); err != nil {
 		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
 	}
 	if _, ok := b.lookupVHost(vh); !ok {
 		return fmt.Errorf("broker: set permissions of %q: vhost %q: %w", user, vh, meta.ErrNotFound)
 	}
-	if err := b.stores.meta.PutPermission(ctx, p); err != nil {
+	if err := b.stores.Meta.PutPermission(ctx, p); err != nil {
 		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
 	}
 	b.updateAccess(user, vh, g)
@@ -385,7 +385,7 @@ func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, per
 // the user to it are refused (530) and open ones get 403 on every check.
 func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) error {
 	vh := canonicalVHost(vhostName)
-	if err := b.stores.meta.DeletePermission(ctx, user, vh); err != nil {
+	if err := b.stores.Meta.DeletePermission(ctx, user, vh); err != nil {
 		return fmt.Errorf("broker: clear permissions of %q: %w", user, err)
 	}
 	b.updateAccess(user, vh, nil)
@@ -395,7 +395,7 @@ func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) e
 // permissions returns user's permissions on vhost, as Admin.PutPermission
 // stored them; an error wrapping meta.ErrNotFound when there are none.
 func (b *Broker) permissions(ctx context.Context, user, vhostName string) (Permission, error) {
-	p, err := b.stores.meta.GetPermission(ctx, user, canonicalVHost(vhostName))
+	p, err := b.stores.Meta.GetPermission(ctx, user, canonicalVHost(vhostName))
 	if err != nil {
 		return Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
 	}
@@ -457,7 +457,7 @@ func (b *Broker) deleteVHost(ctx context.Context, name string) error {
 	vh.Close()
 	// What the vhost did not delete itself (exchanges, bindings, queues it
 	// could not), straight from the store.
-	st := b.stores.meta
+	st := b.stores.Meta
 	if bs, err := st.ListBindings(ctx, name); err == nil {
 		for _, bd := range bs {
 			errs = append(errs, st.DeleteBinding(ctx, bd))

@@ -106,13 +106,13 @@ func (a *Admin) PutUser(ctx context.Context, u User) error {
 	if err != nil {
 		return fmt.Errorf("broker: user %q: %w", u.Name, err)
 	}
-	return a.b.stores.meta.PutUser(ctx, mu)
+	return a.b.stores.Meta.PutUser(ctx, mu)
 }
 
 // GetUser returns a stored user with its password hash and hashing
 // algorithm (never a plain Password).
 func (a *Admin) GetUser(ctx context.Context, name string) (User, error) {
-	u, err := a.b.stores.meta.GetUser(ctx, name)
+	u, err := a.b.stores.Meta.GetUser(ctx, name)
 	if err != nil {
 		return User{}, fmt.Errorf("broker: user %q: %w", name, err)
 	}
@@ -121,7 +121,7 @@ func (a *Admin) GetUser(ctx context.Context, name string) (User, error) {
 
 // ListUsers returns every stored user, as GetUser returns one.
 func (a *Admin) ListUsers(ctx context.Context) ([]User, error) {
-	users, err := a.b.stores.meta.ListUsers(ctx)
+	users, err := a.b.stores.Meta.ListUsers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (a *Admin) GetPermission(ctx context.Context, user, vhost string) (Permissi
 
 // ListPermissions returns every stored permission.
 func (a *Admin) ListPermissions(ctx context.Context) ([]Permission, error) {
-	ps, err := a.b.stores.meta.ListPermissions(ctx)
+	ps, err := a.b.stores.Meta.ListPermissions(ctx)
 	if err != nil {
 		return nil, err
 	}

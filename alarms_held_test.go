@@ -70,10 +70,10 @@ func TestAlarmCountsDedupCache(t *testing.T) {
 	t.Logf("%d keys of %d bytes: mem_used +%d KiB, live heap +%d KiB", n, size, counted>>10, heap>>10)
 	require.GreaterOrEqual(t, counted, int64(n*size))
 	require.InDelta(t, float64(heap), float64(counted), float64(heap)/4)
-	require.Equal(t, b.held.dedup.MemoryBytes(), counted)
+	require.Equal(t, b.held.Dedup.MemoryBytes(), counted)
 
 	require.NoError(t, ch.ExchangeDelete("dedup", false, false))
-	require.Zero(t, b.held.dedup.MemoryBytes(), "a deleted exchange's cache is let go")
+	require.Zero(t, b.held.Dedup.MemoryBytes(), "a deleted exchange's cache is let go")
 }
 
 // TestAlarmDedupBudgetEvicts: the caches in memory hold half the
@@ -90,7 +90,7 @@ func TestAlarmDedupBudgetEvicts(t *testing.T) {
 	base := measure.LiveHeap()
 	publishConfirmed(t, ch, "dedup", "", withKey(size), n)
 	heap := measure.LiveHeap() - base
-	held := b.held.dedup.MemoryBytes()
+	held := b.held.Dedup.MemoryBytes()
 	t.Logf("%d keys of %d bytes, budget %d KiB: the cache holds %d KiB, live heap +%d KiB", n, size, watermark/2>>10, held>>10, heap>>10)
 	require.LessOrEqual(t, held, int64(watermark/2+2*size))
 	require.Less(t, heap, int64(watermark))
@@ -134,7 +134,7 @@ func TestAlarmDedupQueueKeysBlockPublishers(t *testing.T) {
 		default:
 		}
 	}
-	require.Greater(t, b.held.dedupKeys.MemoryBytes(), int64(watermark))
+	require.Greater(t, b.held.DedupKeys.MemoryBytes(), int64(watermark))
 	cons := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	cch := amqptest.Channel(t, cons)
 	msgs, err := cch.Consume("dq", "", true, false, false, false, nil)
@@ -174,7 +174,7 @@ func TestAlarmDelayedMessagesBlockPublishers(t *testing.T) {
 		}
 	}
 	// What is held stays (due in an hour): the alarm stays up.
-	amqptest.Poll(t, func() bool { return b.held.delayed.MemoryBytes() > watermark }, "the held messages are counted")
+	amqptest.Poll(t, func() bool { return b.held.Delayed.MemoryBytes() > watermark }, "the held messages are counted")
 	require.Equal(t, []Alarm{AlarmMemory}, b.Alarms())
 }
 
@@ -217,7 +217,7 @@ func TestAlarmDirectReplyToBounded(t *testing.T) {
 	resp, err := b.Channel(context.Background())
 	require.NoError(t, err)
 	publishConfirmed(t, resp, "", name, func(int) amqp091.Publishing { return amqp091.Publishing{Body: make([]byte, size)} }, n)
-	held := b.held.replies.MemoryBytes()
+	held := b.held.Replies.MemoryBytes()
 	t.Logf("%d replies of %d bytes sent to a requester that does not receive: %d KiB held", n, size, held>>10)
 	require.Positive(t, held)
 	require.LessOrEqual(t, held, int64(maxDirectReplies+size))
@@ -229,7 +229,7 @@ func TestAlarmDirectReplyToBounded(t *testing.T) {
 			case <-replies:
 				got++
 			default:
-				return b.held.replies.MemoryBytes() == 0
+				return b.held.Replies.MemoryBytes() == 0
 			}
 		}
 	}, "received replies stop counting")

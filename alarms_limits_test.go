@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
 )
@@ -21,7 +22,7 @@ func TestSetAlarmLimits(t *testing.T) {
 	var free atomic.Int64
 	free.Store(1 << 30)
 	b := startBroker(t, Options{DataDir: t.TempDir(), MemoryHighWatermark: 1 << 30, DiskFreeLimit: 1000,
-		alarmPolling: alarmPolling{memory: 5 * time.Millisecond, disk: 5 * time.Millisecond, statfs: func(string) (int64, error) { return free.Load(), nil }}})
+		alarmPolling: alarm.Polling{Memory: 5 * time.Millisecond, Disk: 5 * time.Millisecond, Statfs: func(string) (int64, error) { return free.Load(), nil }}})
 	conn, _ := dialPublisher(t, b)
 	ch := amqptest.Channel(t, conn)
 	amqptest.DeclareQueue(t, ch, "q", false)

@@ -90,7 +90,7 @@ func TestMemoryAlarmCountsBufferedBodies(t *testing.T) {
 			c.Conn.Close()
 			<-wrote
 			require.Eventually(t, func() bool { return len(b.Connections()) == 0 }, amqptest.Timeout, time.Millisecond)
-			require.Zero(t, b.alarm.gate.Buffered(), "the hung-up publisher's bytes are released")
+			require.Zero(t, b.alarm.Gate().Buffered(), "the hung-up publisher's bytes are released")
 			require.Eventually(t, func() bool { return len(b.Alarms()) == 0 }, amqptest.Timeout, time.Millisecond,
 				"and the alarm clears")
 		})

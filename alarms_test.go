@@ -16,16 +16,16 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
-	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/storage/memory"
 )
 
 // fastAlarms samples memory and disk every few milliseconds, so the
 // monitor reacts within a test's patience.
-var fastAlarms = alarmPolling{memory: 5 * time.Millisecond, disk: 5 * time.Millisecond}
+var fastAlarms = alarm.Polling{Memory: 5 * time.Millisecond, Disk: 5 * time.Millisecond}
 
 // expectBlocking waits for the next connection.blocked or unblocked.
 func expectBlocking(t *testing.T, blocked <-chan amqp091.Blocking, active bool, reason string) {
@@ -53,30 +53,6 @@ func TestAlarmString(t *testing.T) {
 	for a, want := range map[Alarm]string{AlarmMemory: "memory", AlarmDisk: "disk", Alarm(8): "Alarm(8)"} {
 		require.Equal(t, want, a.String())
 	}
-}
-
-// TestAlarmSessionMapping: each public Alarm, and their union, maps to the
-// session.Alarms bit that blocks connections for it and back unchanged, and
-// a bit neither side knows is dropped rather than raising some other alarm.
-func TestAlarmSessionMapping(t *testing.T) {
-	for _, tc := range []struct {
-		kind Alarm
-		bits uint32
-	}{
-		{0, 0},
-		{AlarmMemory, session.AlarmMemory},
-		{AlarmDisk, session.AlarmDisk},
-		{AlarmMemory | AlarmDisk, session.AlarmMemory | session.AlarmDisk},
-	} {
-		t.Run(tc.kind.String(), func(t *testing.T) {
-			require.Equal(t, tc.bits, sessionAlarms(tc.kind))
-			require.Equal(t, tc.kind, alarmsOfSession(tc.bits))
-			require.Equal(t, tc.kind, alarmsOfSession(sessionAlarms(tc.kind)))
-		})
-	}
-	require.Equal(t, uint32(0), sessionAlarms(Alarm(1<<7)))
-	require.Equal(t, Alarm(0), alarmsOfSession(1<<31))
-	require.Equal(t, allAlarms, alarmsOfSession(^uint32(0)))
 }
 
 // reportingShards is an Options.Shards store that reports a chosen memory
@@ -177,7 +153,7 @@ func TestAlarmManualAndMonitoredAreORed(t *testing.T) {
 		return free.Load(), nil
 	}
 	b := startBroker(t, Options{DataDir: t.TempDir(), DiskFreeLimit: 1000, MemoryHighWatermark: -1,
-		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
+		alarmPolling: alarm.Polling{Disk: 5 * time.Millisecond, Statfs: statfs}})
 	pub, blocked := dialPublisher(t, b)
 	ch := amqptest.Channel(t, pub)
 	amqptest.DeclareQueue(t, ch, "q", false)
@@ -378,7 +354,7 @@ func TestDiskAlarm(t *testing.T) {
 	}
 	free.Store(1 << 30)
 	b := startBroker(t, Options{DataDir: t.TempDir(), DiskFreeLimit: 1000, MemoryHighWatermark: -1,
-		alarmPolling: alarmPolling{disk: 5 * time.Millisecond, statfs: statfs}})
+		alarmPolling: alarm.Polling{Disk: 5 * time.Millisecond, Statfs: statfs}})
 	pub, blocked := dialPublisher(t, b)
 	ch := amqptest.Channel(t, pub)
 	amqptest.DeclareQueue(t, ch, "q", false)
@@ -391,7 +367,7 @@ func TestDiskAlarm(t *testing.T) {
 		require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint(want) }, amqptest.Timeout, time.Millisecond)
 	}
 	// The alarm keeps Pebble's headroom free besides the limit.
-	h := b.alarm.diskHeadroom
+	h := b.alarm.DiskHeadroom()
 	require.Positive(t, h)
 	for i, step := range []struct {
 		free int64
@@ -451,28 +427,16 @@ func TestAlarmLimits(t *testing.T) {
 			defer b.Close()
 			st := b.alarmStatus()
 			if tc.memDefault {
-				require.Equal(t, int64(DefaultMemoryHighWatermarkRatio*float64(totalMemory())), st.MemLimit)
+				require.Equal(t, int64(DefaultMemoryHighWatermarkRatio*float64(alarm.TotalMemory())), st.MemLimit)
 				require.Positive(t, st.MemLimit)
 			} else {
 				require.Equal(t, tc.wantMem, st.MemLimit)
 			}
 			require.Equal(t, tc.wantDisk, st.DiskFreeLimit)
-			require.Equal(t, tc.monitor, b.alarm.done != nil, "monitor goroutine running")
+			require.Equal(t, tc.monitor, b.alarm.Running(), "monitor goroutine running")
 			require.Empty(t, b.Alarms())
 		})
 	}
-}
-
-func TestParseMemTotal(t *testing.T) {
-	for in, want := range map[string]int64{
-		"MemTotal:       16314160 kB\nMemFree: 1 kB\n": 16314160 << 10,
-		"MemFree: 1 kB\n":     0,
-		"MemTotal: lots kB\n": 0,
-		"":                    0,
-	} {
-		require.Equal(t, want, parseMemTotal([]byte(in)), "%q", in)
-	}
-	require.Positive(t, totalMemory())
 }
 
 // TestAlarmCloseWhileBlocked: Close returns while a TCP publisher is held
@@ -544,7 +508,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 // the metrics their 0/1 gauges, following RaiseAlarm and ClearAlarm.
 func TestAlarmOperatorSurfaces(t *testing.T) {
 	b := startBroker(t, Options{DataDir: t.TempDir(), MemoryHighWatermark: 1 << 20, DiskFreeLimit: 1000,
-		alarmPolling: alarmPolling{statfs: func(string) (int64, error) { return 1 << 30, nil }}})
+		alarmPolling: alarm.Polling{Statfs: func(string) (int64, error) { return 1 << 30, nil }}})
 	get := func(h http.Handler, path string) string { return getOK(t, h, path) }
 	// The monitor's first disk sample.
 	require.Eventually(t, func() bool { return b.alarmStatus().DiskFree == 1<<30 }, amqptest.Timeout, time.Millisecond)

@@ -16,11 +16,14 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/shrink"
+	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -46,6 +49,7 @@ type Broker struct {
 	cfg    *session.Config
 	log    *slog.Logger
 	nextID atomic.Uint64
+	params paramRegistry // admin_parameters.go
 
 	mu struct {
 		sync.Mutex
@@ -62,7 +66,7 @@ type Broker struct {
 	// false, so no Add can race with the Wait in Close.
 	wg sync.WaitGroup
 
-	stores   *stores
+	stores   *stores.Set
 	vhostsMu sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
 	vhosts   map[string]*vhost.VHost // by canonical name
 	// deleting names the vhosts DeleteVHost is deleting (vhostsMu), so
@@ -71,14 +75,14 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	held     heldMemory      // caches and holding stores, for the memory alarm (alarms.go)
+	held     alarm.Held      // caches and holding stores, for the memory alarm (alarms.go)
 	acct     accountState    // logins and access (accounts.go)
 	limits   connCounts      // open connections, for the limits (limits.go)
 	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)
 	counters counterState    // what Stats and the metrics count (introspect.go)
-	scan     scanState       // the unacked scanner's goroutine (scanner.go)
+	scan     *scan.Scanner   // the unacked scanner, once started (scanner.go)
 	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
-	alarm    alarmState      // memory and disk alarms and their monitor (alarms.go)
+	alarm    *alarm.Monitor  // memory and disk alarms and their monitor (alarms.go)
 	plugins  pluginState     // delayed messages (plugins.go)
 	rates    rateState       // the management API's rate history (rates.go)
 	policyMu sync.Mutex      // orders policy changes and reloads (policies.go)
@@ -102,7 +106,7 @@ func New(opts Options) (*Broker, error) {
 		// The fields checked against the stores' contents are reported
 		// with the others, not after they are fixed.
 		if o.validateShared() == nil && o.validateStores() == nil {
-			vs, serr := storedVHosts(&o)
+			vs, serr := stores.StoredVHosts(o.storeConfig())
 			if serr == nil {
 				serr = o.checkStoredNames(vs)
 			}
@@ -110,7 +114,7 @@ func New(opts Options) (*Broker, error) {
 		}
 		return nil, err
 	}
-	if freshStores(&o) {
+	if stores.Fresh(o.storeConfig()) {
 		// Nothing stored yet: refuse before DataDir is created.
 		if err := o.checkStoredNames(nil); err != nil {
 			return nil, err
@@ -118,6 +122,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
 	b.events = events.NewHub(o.Clock)
+	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
@@ -144,58 +149,58 @@ func New(opts Options) (*Broker, error) {
 		Version:        o.profile().Version,
 		Profile:        o.profile(),
 		Counters:       &b.counters.session,
-		Alarms:         &b.alarm.gate,
+		Alarms:         b.alarm.Gate(),
 		Drain:          &b.drain,
 		Events:         b.events,
 		Clock:          o.Clock,
 	}
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
-	st, err := openStores(&o, b.diskFull)
+	st, err := stores.Open(o.storeConfig(), b.alarm.DiskFull)
 	if err != nil {
 		return nil, err
 	}
 	b.stores = st
 	if err := b.checkStores(); err != nil {
-		st.close()
+		st.Close()
 		return nil, err
 	}
-	b.acct.logins.Users = st.meta
+	b.acct.logins.Users = st.Meta
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
 	b.watchChanges()
 	if err := b.openPlugins(); err != nil {
 		b.stopFollowing()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.openVHosts(context.Background()); err != nil {
 		b.stopFollowing()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.seedUsers(context.Background()); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.applyOptionPolicies(context.Background()); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	if err := b.startScanner(); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
-		st.close()
+		st.Close()
 		return nil, err
 	}
 	b.startFollowing()
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
-	b.startAlarms() // last: nothing after it can fail
+	b.alarm.Start() // last: nothing after it can fail
 	if b.opts.Replies != nil {
 		b.opts.Replies.Attach(replyReceiver{b})
 	}
@@ -445,7 +450,7 @@ func (b *Broker) Close() error {
 		// The scanner goes first: it calls into connections and queues.
 		b.stopScanner()
 		b.stopFollowing() // it opens vhosts and starts queues
-		b.stopAlarms()
+		b.alarm.Stop()
 		for _, l := range listeners {
 			l.Close()
 		}
@@ -458,7 +463,7 @@ func (b *Broker) Close() error {
 		}
 		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()
-		if err := b.stores.close(); err != nil {
+		if err := b.stores.Close(); err != nil {
 			b.log.Error("broker: closing stores", "err", err)
 		}
 		b.events.Close() // last: what closing reported has been delivered

@@ -49,7 +49,7 @@ func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer strin
 	// before the call returns.
 	c := &consumerBuf{tag: consumer, out: make(chan amqp091.Delivery), wake: make(chan struct{}, 1)}
 	if queue == replyToQueue {
-		c.replies = &ch.b.held.replies
+		c.replies = &ch.b.held.Replies
 	}
 	ch.mu.Lock()
 	dup := ch.mu.consumers[consumer] != nil

@@ -129,7 +129,7 @@ func directFailed(ctx context.Context, err error) error {
 func (b *Broker) storedAccess(ctx context.Context, user, vh string) (*session.Access, error) {
 	refused, failed := directRefused, func(err error) error { return directFailed(ctx, err) }
 	lctx, cancel := context.WithTimeout(ctx, b.opts.LoginTimeout)
-	p, err := b.stores.meta.GetPermission(lctx, user, vh)
+	p, err := b.stores.Meta.GetPermission(lctx, user, vh)
 	cancel()
 	switch {
 	case login.Unavailable(err):

@@ -19,7 +19,7 @@ import (
 // do not implement it. The scanner calls it for every unacknowledged
 // delivery of a pass (scan.mu held).
 func (b *Broker) consumerTimeout(e unacked.Entry) time.Duration {
-	global := max(time.Duration(b.scan.timeout.Load()), 0)
+	global := max(b.scan.Timeout(), 0)
 	if e.Broker != b.nodeID || e.Incarnation != b.incarnation {
 		return global // another broker's: deliveryTimedOut leaves it alone
 	}
@@ -34,7 +34,7 @@ func (b *Broker) consumerTimeout(e unacked.Entry) time.Duration {
 	if q.Args["x-queue-type"] != "quorum" && !b.opts.profile().ClassicConsumerTimeout {
 		return 0
 	}
-	if c := b.connection(e.Connection); c != nil {
+	if c := b.scan.Conn(e.Connection); c != nil {
 		if t, ok := c.ConsumerTimeout(e.Channel, e.Queue, e.Offset); ok {
 			return t
 		}
@@ -72,7 +72,7 @@ func (b *Broker) deliveryTimedOut(ctx context.Context, x unacked.Index, e unacke
 		cur.Channel != e.Channel || cur.DeliveredAt != e.DeliveredAt {
 		return
 	}
-	c := b.connection(e.Connection)
+	c := b.scan.Conn(e.Connection)
 	if c == nil {
 		return // gone: the next pass requeues it as orphaned
 	}
@@ -111,7 +111,7 @@ func (b *Broker) forceConsumerTimeout(id string, ch uint16) error {
 		if c.ID() != id {
 			continue
 		}
-		if !c.CloseChannel(ch, amqp.PreconditionFailed, consumerTimeoutText(ch, time.Duration(b.scan.timeout.Load()))) {
+		if !c.CloseChannel(ch, amqp.PreconditionFailed, consumerTimeoutText(ch, b.scan.Timeout())) {
 			return fmt.Errorf("%w: channel %d of connection %q", ErrNotFound, ch, id)
 		}
 		return nil

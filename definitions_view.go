@@ -9,6 +9,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/passwd"
+	"github.com/warrenmq/broker/internal/snapshot"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -48,7 +49,7 @@ func (b *Broker) exportDefinitions(ctx context.Context) (*definitions.File, erro
 // entity: a file of 100,000 durable queues was 100,000 syncs. What it
 // applied, also when part of it failed, is on disk when it returns.
 func (b *Broker) importDefinitions(ctx context.Context, d *definitions.File) error {
-	s, ok := b.stores.meta.(meta.Syncer)
+	s, ok := b.stores.Meta.(meta.Syncer)
 	if !ok {
 		// A store that cannot be synced later is not asked to wait.
 		return definitions.Import(ctx, b.definitions(), d)
@@ -103,7 +104,7 @@ func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
 	}
 	c := definitions.Contents{Exclusive: make(map[string]bool)}
 	for _, x := range vh.Exchanges() {
-		c.Exchanges = append(c.Exchanges, exchangeDefinition(x))
+		c.Exchanges = append(c.Exchanges, snapshot.Exchange(x))
 	}
 	for _, q := range vh.SortedQueues() {
 		c.Queues = append(c.Queues, definitions.Queue{
@@ -118,14 +119,6 @@ func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
 		c.Bindings = append(c.Bindings, definitions.BindingOf(vh.Name(), bd))
 	}
 	return c, true
-}
-
-// exchangeDefinition is an exchange in the definitions format.
-func exchangeDefinition(x vhost.ExchangeInfo) definitions.Exchange {
-	return definitions.Exchange{
-		Name: x.Def.Name, VHost: x.Def.VHost, Type: x.Def.Type, Durable: x.Def.Durable,
-		AutoDelete: x.Def.AutoDelete, Internal: x.Def.Internal, Arguments: definitions.TableJSON(x.Args),
-	}
 }
 
 // userDefinition is a stored user in the definitions format: its salted

@@ -16,6 +16,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
@@ -148,7 +149,7 @@ drain:
 	filler := fillDisk(t, dir)
 	st, err := os.Stat(filler)
 	require.NoError(t, err)
-	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.reserve.Target()-b.alarm.diskHeadroom))
+	require.NoError(t, os.Truncate(filler, st.Size()-b.stores.Reserve.Target()-b.alarm.DiskHeadroom()))
 	require.Eventually(t, func() bool { return fmt.Sprint(b.Alarms()) == fmt.Sprint([]Alarm{AlarmDisk}) },
 		amqptest.Timeout, time.Millisecond, "the disk alarm on a full disk")
 
@@ -191,7 +192,7 @@ drain:
 func TestDiskAlarmAtStart(t *testing.T) {
 	statfs := func(string) (int64, error) { return 0, nil }
 	b, err := New(Options{DataDir: t.TempDir(), MemoryHighWatermark: -1,
-		alarmPolling: alarmPolling{disk: time.Hour, statfs: statfs}})
+		alarmPolling: alarm.Polling{Disk: time.Hour, Statfs: statfs}})
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, []Alarm{AlarmDisk}, b.Alarms())

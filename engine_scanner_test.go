@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -24,7 +25,7 @@ func TestEngineConsumerTimeoutSparesSettledDeliveries(t *testing.T) {
 	require.NoError(t, d.Ack(false))
 	waitStats(t, b, "quick", func(st queue.Stats) bool { return st.Unacked == 0 })
 	time.Sleep(2 * timeout) // older than the timeout, had it stayed unacked
-	require.NoError(t, b.scanPass(context.Background()))
+	require.NoError(t, b.scan.Pass(context.Background()))
 	require.False(t, ch.IsClosed())
 	amqptest.DeclareQueue(t, ch, "still-open", false)
 }
@@ -45,7 +46,7 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 	require.Equal(t, "a", string(m.Body))
 	require.Equal(t, queue.Stats{Ready: 1, Unacked: 1}, queueStats(t, b, "orphans"))
 
-	require.NoError(t, b.scanPass(ctx))
+	require.NoError(t, b.scan.Pass(ctx))
 	st := waitStats(t, b, "orphans", func(st queue.Stats) bool { return st.Unacked == 0 })
 	require.Equal(t, queue.Stats{Ready: 2}, st)
 	d := amqptest.Get(t, ch, "orphans", true)
@@ -54,7 +55,7 @@ func TestEngineScannerRequeuesOrphans(t *testing.T) {
 
 	// A live owner's delivery is left alone.
 	held := amqptest.Get(t, ch, "orphans", false)
-	require.NoError(t, b.scanPass(ctx))
+	require.NoError(t, b.scan.Pass(ctx))
 	require.Equal(t, queue.Stats{Unacked: 1}, queueStats(t, b, "orphans"))
 	require.NoError(t, held.Ack(false))
 }
@@ -80,13 +81,13 @@ func TestEngineOrphanedRule(t *testing.T) {
 		{"an earlier run", func(e *unacked.Entry) { e.Incarnation-- }, true},
 		{"a closed connection", func(e *unacked.Entry) { e.Connection = "127.0.0.1:1 -> 127.0.0.1:2#999" }, true},
 	}
-	b.scan.mu.Lock() // orphaned runs during passes only
-	defer b.scan.mu.Unlock()
+	b.scan.Lock() // orphaned runs during passes only
+	defer b.scan.Unlock()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := this
 			tc.change(&e)
-			require.Equal(t, tc.want, b.orphaned(e))
+			require.Equal(t, tc.want, b.scan.Orphaned(e))
 		})
 	}
 }
@@ -104,6 +105,6 @@ func TestScanInterval(t *testing.T) {
 		{time.Minute, 0, time.Minute},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.want, scanInterval(tc.set, tc.timeout), "set %v, timeout %v", tc.set, tc.timeout)
+		require.Equal(t, tc.want, scan.Interval(tc.set, tc.timeout), "set %v, timeout %v", tc.set, tc.timeout)
 	}
 }

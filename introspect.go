@@ -14,6 +14,7 @@ import (
 	"github.com/warrenmq/broker/internal/amqpconv"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/snapshot"
 	"github.com/warrenmq/broker/internal/vhost"
 )
 
@@ -111,7 +112,7 @@ const (
 	// (queue.Counts) and leaves QueueDetails empty.
 	noDetails statsDetail = iota
 	// sampledDetails fills QueueDetails from what each queue published
-	// (sampledUsage): no idle queue's actor is started.
+	// (snapshot.SampledUsage): no idle queue's actor is started.
 	sampledDetails
 	// exactDetails asks every queue's actor (Stats).
 	exactDetails
@@ -172,10 +173,10 @@ func (b *Broker) totals() MessageCounters {
 }
 
 // queueStatsOf describes q, asking its actor when exact is set and
-// otherwise reading what it published (sampledUsage); false when q is
+// otherwise reading what it published (snapshot.SampledUsage); false when q is
 // gone or did not answer.
 func queueStatsOf(ctx context.Context, q *vhost.Queue, exact bool) (QueueStats, bool) {
-	u, ok := usageOf(ctx, q, exact)
+	u, ok := snapshot.Usage(ctx, q, exact)
 	if !ok {
 		return QueueStats{}, false
 	}
@@ -189,34 +190,6 @@ func queueStatsOf(ctx context.Context, q *vhost.Queue, exact bool) (QueueStats, 
 		Counters: messageCountersOf(q.Counters()),
 		Stream:   streamStatsOf(ctx, q),
 	}, true
-}
-
-// usageOf is q's counts and memory: asked of its actor when exact is set
-// (Usage), sampled otherwise (sampledUsage).
-func usageOf(ctx context.Context, q *vhost.Queue, exact bool) (queue.Usage, bool) {
-	if !exact {
-		return sampledUsage(ctx, q)
-	}
-	u, err := q.Usage(ctx)
-	return u, err == nil
-}
-
-// sampledUsage is q's counts and memory without starting its actor, for
-// the management API and metrics scrapes. An idle queue's are what it
-// published (queue.Sampled): its counts after its last step and its
-// memory from when it went idle, which is its state, since nothing ran
-// since (in shared mode another broker's change shows once the actor,
-// kicked by it, applied it). A queue whose actor runs is asked, as its
-// memory moves with every step: that starts no goroutine, and those are
-// the busy queues, not the many idle ones. false when the running queue
-// is gone or did not answer.
-func sampledUsage(ctx context.Context, q *vhost.Queue) (queue.Usage, bool) {
-	u, running := q.Sampled()
-	if !running {
-		return u, true
-	}
-	u, err := q.Usage(ctx)
-	return u, err == nil
 }
 
 // sortedConns returns the open connections, sorted by id.

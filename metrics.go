@@ -126,7 +126,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 	for _, c := range b.counters.queues.DeadLettered.Load() {
 		s.DeadLettered = append(s.DeadLettered, metrics.DeadLettered{Reason: c.Reason, DLX: c.DLX, N: c.N})
 	}
-	if r, ok := b.stores.meta.(meta.Replicated); ok {
+	if r, ok := b.stores.Meta.(meta.Replicated); ok {
 		rs := r.ReplicationStatus()
 		s.Replication = &rs
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/rates"
+	"github.com/warrenmq/broker/internal/snapshot"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
@@ -79,7 +80,7 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
+	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, b: b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
 }
 
 // validateManagement reports every entry of ManagementAllowedOrigins that
@@ -96,7 +97,12 @@ func (o *Options) validateManagement() error {
 
 // mgmtView is the broker as the management API (internal/mgmt) reads and
 // changes it.
-type mgmtView struct{ b *Broker }
+// mgmtView is the management model: the snapshot reader over the vhosts
+// and connections, and the broker's accounts, settings and writes.
+type mgmtView struct {
+	snapshot.Reader
+	b *Broker
+}
 
 var (
 	_ mgmt.Broker = mgmtView{}
@@ -135,7 +141,7 @@ func (v mgmtView) Node() mgmt.Node {
 		MemAlarm: a.MemAlarm, DiskFreeAlarm: a.DiskFreeAlarm, MemUsed: processMemory(), MemLimit: a.MemLimit,
 		MessageBytes: a.MemUsed, DiskFree: a.DiskFree, DiskFreeLimit: a.DiskFreeLimit,
 	}
-	if r, ok := v.b.stores.meta.(meta.Replicated); ok {
+	if r, ok := v.b.stores.Meta.(meta.Replicated); ok {
 		s := r.ReplicationStatus()
 		n.Raft = &s
 	}
@@ -153,156 +159,6 @@ func processMemory() int64 {
 }
 
 func (v mgmtView) VHosts() []string { return v.b.definitions().VHosts() }
-
-func (v mgmtView) VHost(name string) (string, bool) {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return "", false
-	}
-	return vh.Name(), true
-}
-
-func (v mgmtView) Exchanges(name string) []definitions.Exchange {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return nil
-	}
-	xs := vh.Exchanges()
-	out := make([]definitions.Exchange, len(xs))
-	for i, x := range xs {
-		out[i] = exchangeDefinition(x)
-	}
-	return out
-}
-
-func (v mgmtView) Exchange(vhostName, name string) (definitions.Exchange, bool) {
-	vh, ok := v.b.lookupVHost(vhostName)
-	if !ok {
-		return definitions.Exchange{}, false
-	}
-	x, ok := vh.LookupExchange(name)
-	if !ok {
-		return definitions.Exchange{}, false
-	}
-	return exchangeDefinition(x), true
-}
-
-func (v mgmtView) QueueNames(name string) []string {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return nil
-	}
-	qs := vh.SortedQueues()
-	out := make([]string, len(qs))
-	for i, q := range qs {
-		out[i] = q.Def.Name
-	}
-	return out
-}
-
-func (v mgmtView) HasQueue(vhostName, name string) bool {
-	_, ok := v.lookupQueue(vhostName, name)
-	return ok
-}
-
-func (v mgmtView) lookupQueue(vhostName, name string) (*vhost.Queue, bool) {
-	vh, ok := v.b.lookupVHost(vhostName)
-	if !ok {
-		return nil, false
-	}
-	return vh.LookupQueue(name)
-}
-
-func (v mgmtView) Queues(ctx context.Context, name string) []mgmt.Queue {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return nil
-	}
-	qs := vh.SortedQueues()
-	out := make([]mgmt.Queue, 0, len(qs))
-	for _, q := range qs {
-		if mq, ok := queueView(ctx, q); ok {
-			out = append(out, mq)
-		}
-	}
-	return out
-}
-
-func (v mgmtView) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue, bool) {
-	q, ok := v.lookupQueue(vhostName, name)
-	if !ok {
-		return mgmt.Queue{}, false
-	}
-	return queueView(ctx, q)
-}
-
-// queueView describes q from what it published (sampledUsage), so that
-// neither a listing nor a page of the console nor one queue's GET starts
-// an idle queue's actor; false when q is gone.
-func queueView(ctx context.Context, q *vhost.Queue) (mgmt.Queue, bool) {
-	u, ok := sampledUsage(ctx, q)
-	if !ok {
-		return mgmt.Queue{}, false
-	}
-	return mgmt.Queue{
-		VHost: q.Def.VHost, Name: q.Def.Name,
-		Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete, Exclusive: q.Def.Exclusive,
-		Args:  q.Args,
-		Ready: u.Ready, Unacked: u.Unacked, Consumers: u.Consumers, Memory: u.Memory,
-		Counters: mgmt.Counters(messageCountersOf(q.Counters())),
-		Stream:   mgmtStream(streamStatsOf(ctx, q)),
-		Policy:   q.Policy(),
-	}, true
-}
-
-// mgmtStream converts a stream's stats for the management API.
-func mgmtStream(s *StreamStats) *mgmt.Stream {
-	if s == nil {
-		return nil
-	}
-	out := &mgmt.Stream{FirstOffset: s.FirstOffset, LastOffset: s.LastOffset, NextOffset: s.NextOffset, Bytes: s.Bytes, Segments: s.Segments}
-	for _, c := range s.Consumers {
-		out.Readers = append(out.Readers, mgmt.StreamReader{Tag: c.Tag, Connection: c.Connection, Channel: c.Channel, Offset: c.Offset})
-	}
-	return out
-}
-
-func (v mgmtView) Bindings(name string) []routing.Binding {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return nil
-	}
-	return vh.Bindings()
-}
-
-func (v mgmtView) Connections() []mgmt.Connection {
-	conns := v.b.sortedConns()
-	out := make([]mgmt.Connection, 0, len(conns))
-	for _, c := range conns {
-		in := c.Info()
-		mc := mgmt.Connection{
-			ID: in.ID, State: in.State, User: in.User, VHost: in.VHost, ClientProperties: in.ClientProperties,
-			ChannelMax: in.ChannelMax, FrameMax: in.FrameMax, Heartbeat: in.Heartbeat, ConnectedAt: in.ConnectedAt,
-			RecvOct: in.RecvOct, SendOct: in.SendOct, ChannelCount: in.Channels,
-			Peer: in.Peer, Local: in.Local, Direct: in.Direct,
-		}
-		for _, ch := range c.Channels() {
-			mch := mgmt.Channel{
-				Number: ch.Number, Unacked: ch.Unacked, Prefetch: ch.Prefetch, GlobalPrefetch: ch.GlobalPrefetch,
-				Confirm: ch.Confirm, Unconfirmed: ch.Unconfirmed, Transactional: ch.Transactional, Closing: ch.Closing,
-			}
-			for _, cons := range ch.Consumers {
-				mch.Consumers = append(mch.Consumers, mgmt.Consumer{
-					Tag: cons.Tag, VHost: cons.Queue.Def.VHost, Queue: cons.Queue.Def.Name,
-					NoAck: cons.NoAck, Exclusive: cons.Exclusive, Prefetch: cons.Prefetch,
-				})
-			}
-			mc.Channels = append(mc.Channels, mch)
-		}
-		out = append(out, mc)
-	}
-	return out
-}
 
 // Authenticate checks a login with the guards of AMQP logins
 // (passwordLogin, internal/login): the source's throttle delay first, and a
@@ -331,7 +187,7 @@ func (v mgmtView) Users(ctx context.Context) ([]definitions.User, error) {
 }
 
 func (v mgmtView) User(ctx context.Context, name string) (definitions.User, error) {
-	u, err := v.b.stores.meta.GetUser(ctx, name)
+	u, err := v.b.stores.Meta.GetUser(ctx, name)
 	if err != nil {
 		return definitions.User{}, err
 	}
@@ -347,7 +203,7 @@ func (v mgmtView) Permissions(ctx context.Context) ([]definitions.Permission, er
 }
 
 func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
-	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	p, err := v.b.stores.Meta.GetPermission(ctx, user, vhostName)
 	if err != nil {
 		return definitions.Permission{}, err
 	}
@@ -355,7 +211,7 @@ func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (defin
 }
 
 func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
-	p, err := v.b.stores.meta.GetPermission(ctx, user, vhostName)
+	p, err := v.b.stores.Meta.GetPermission(ctx, user, vhostName)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 		return nil, nil
@@ -379,13 +235,13 @@ func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("%w: user %q: %w", mgmt.ErrInvalid, u.Name, err)
 	}
-	_, err = v.b.stores.meta.GetUser(ctx, u.Name)
+	_, err = v.b.stores.Meta.GetUser(ctx, u.Name)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 	case err != nil:
 		return false, err
 	}
-	return err != nil, v.b.stores.meta.PutUser(ctx, mu)
+	return err != nil, v.b.stores.Meta.PutUser(ctx, mu)
 }
 
 // PutPermission is Admin.PutPermission, with the management API's errors.
@@ -394,7 +250,7 @@ func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (
 	if _, err := compileGrant(permissionOn(perm, p.User, p.VHost)); err != nil {
 		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
 	}
-	_, err := v.b.stores.meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
+	_, err := v.b.stores.Meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 	case err != nil:
@@ -501,15 +357,6 @@ func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Bindi
 		return err
 	}
 	return vh.Unbind(ctx, "", bd)
-}
-
-func (v mgmtView) CloseConnection(id string, code uint16, reason string) {
-	for _, c := range v.b.sortedConns() {
-		if c.ID() == id {
-			c.Shutdown(code, reason)
-			return
-		}
-	}
 }
 
 func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.User, vhostName string) (mgmt.DirectChannel, error) {

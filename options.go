@@ -13,6 +13,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/clock"
+	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/compat"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/session"
@@ -316,7 +317,7 @@ type Options struct {
 	DiskFreeLimit int64
 
 	// alarmPolling lets tests sample faster and fake statfs (alarms.go).
-	alarmPolling alarmPolling
+	alarmPolling alarm.Polling
 
 	// Clock is the queue engine's time: enqueue timestamps, message TTLs
 	// (x-message-ttl, expiration), queue expiry (x-expires) and the age
@@ -328,14 +329,6 @@ type Options struct {
 	// how often the scanner looks (ScanInterval) stay on real time. nil
 	// means clock.Real.
 	Clock clock.Clock
-}
-
-// alarmPolling is how often the monitor samples; tests shorten it and fake
-// the disk (Options.alarmPolling).
-type alarmPolling struct {
-	memory, disk time.Duration
-	// statfs returns the free bytes of the file system holding path.
-	statfs func(path string) (int64, error)
 }
 
 // clone returns a deep copy so New never aliases the caller's slices.

@@ -36,28 +36,28 @@ type pluginState struct {
 func (b *Broker) openPlugins() error {
 	// The deduplication caches in memory may hold half the memory
 	// watermark together, so that they alone never raise the alarm.
-	b.held.dedup = dedup.NewBudget(memoryWatermark(b.opts.MemoryHighWatermark)/2, b.log)
+	b.held.Dedup = dedup.NewBudget(memoryWatermark(b.opts.MemoryHighWatermark)/2, b.log)
 	if r, ok := b.opts.Replies.(storage.MemoryReporter); ok {
-		b.held.forwarder = r
+		b.held.Forwarder = r
 	}
-	durable := delayed.Store(delayed.NewMemory(&b.held.delayed))
-	if rs, ok := b.stores.meta.(meta.Records); ok && b.shared() {
+	durable := delayed.Store(delayed.NewMemory(&b.held.Delayed))
+	if rs, ok := b.stores.Meta.(meta.Records); ok && b.shared() {
 		r, err := delayed.OpenReplicated(context.Background(), rs, delayed.Cluster{
-			Node: b.nodeID, Leader: b.stores.meta.IsLeader, Alive: b.opts.PeerAlive, Clock: b.clock(),
+			Node: b.nodeID, Leader: b.stores.Meta.IsLeader, Alive: b.opts.PeerAlive, Clock: b.clock(),
 		})
 		if err != nil {
 			return fmt.Errorf("broker: delayed messages: %w", err)
 		}
 		durable = r
-	} else if b.stores.db != nil {
-		p, err := delayed.OpenPebble(b.stores.db)
+	} else if b.stores.DB != nil {
+		p, err := delayed.OpenPebble(b.stores.DB)
 		if err != nil {
 			return fmt.Errorf("broker: delayed messages: %w", err)
 		}
 		durable = p
 	}
-	b.plugins.delayed = delayed.NewService(b.clock(), durable, delayed.NewMemory(&b.held.delayed), b.routeDelayed, b.log)
-	b.plugins.delayed.CountHolds(&b.held.delayed)
+	b.plugins.delayed = delayed.NewService(b.clock(), durable, delayed.NewMemory(&b.held.Delayed), b.routeDelayed, b.log)
+	b.plugins.delayed.CountHolds(&b.held.Delayed)
 	return nil
 }
 
@@ -113,14 +113,14 @@ func (b *Broker) routeDelayed(ctx context.Context, msgs []delayed.Message, done 
 // in the shared store's records in shared mode (one cache for the whole
 // cluster, replicated), in memory otherwise.
 func (b *Broker) openDedup(vh, exchange string, durable bool, size int64, ttl time.Duration) (*dedup.Cache, error) {
-	if rs, ok := b.stores.meta.(meta.Records); ok && durable && b.shared() {
+	if rs, ok := b.stores.Meta.(meta.Records); ok && durable && b.shared() {
 		// Shared by every broker of the cluster, replicated.
 		return dedup.OpenReplicated(rs, vh+"\x00"+exchange, b.clock(), size, ttl), nil
 	}
-	if durable && b.stores.db != nil {
-		return dedup.OpenPebble(b.stores.db, vh+"\x00"+exchange, b.clock(), size, ttl)
+	if durable && b.stores.DB != nil {
+		return dedup.OpenPebble(b.stores.DB, vh+"\x00"+exchange, b.clock(), size, ttl)
 	}
-	return b.held.dedup.NewCache(fmt.Sprintf("exchange '%s' in vhost '%s'", exchange, vh), b.clock(), size, ttl), nil
+	return b.held.Dedup.NewCache(fmt.Sprintf("exchange '%s' in vhost '%s'", exchange, vh), b.clock(), size, ttl), nil
 }
 
 // clock is Options.Clock, or the real clock when it is nil (the queues
@@ -197,16 +197,16 @@ func (b *Broker) dedupQueue(ctx context.Context, def meta.Queue, shared bool, st
 		return nil
 	}
 	if shared {
-		rs, ok := b.stores.meta.(meta.Records)
+		rs, ok := b.stores.Meta.(meta.Records)
 		if !ok {
 			return nil // a shared store without records: not enforced
 		}
-		keys, store := dedup.NewSharedQueueStore(st.Shards, rs, shardName(def.VHost, def.Name), b.clock(), &b.held.dedupKeys)
+		keys, store := dedup.NewSharedQueueStore(st.Shards, rs, shardName(def.VHost, def.Name), b.clock(), &b.held.DedupKeys)
 		st.Shards = store
 		f.Admit = keys.Admit
 		return nil
 	}
-	keys, store := dedup.NewQueueStore(st.Shards, &b.held.dedupKeys)
+	keys, store := dedup.NewQueueStore(st.Shards, &b.held.DedupKeys)
 	if err := keys.Load(ctx, shardName(def.VHost, def.Name)); err != nil {
 		return fmt.Errorf("broker: queue %q: deduplication keys: %w", def.Name, err)
 	}

@@ -29,7 +29,7 @@ type policyValue struct {
 }
 
 func (b *Broker) policyStore() (meta.Policies, error) {
-	return b.stores.meta, nil
+	return b.stores.Meta, nil
 }
 
 // putPolicy checks, stores and applies p; created reports that no policy

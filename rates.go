@@ -39,7 +39,7 @@ func (b *Broker) rateHistory() *rates.Recorder {
 		b.wg.Add(1)
 		b.mu.Unlock()
 		b.rates.rec = rec
-		b.held.rates.Store(rec) // the history counts against the memory alarm
+		b.held.Rates.Store(rec) // the history counts against the memory alarm
 		go func() {
 			defer b.wg.Done()
 			b.sampleRates(rec, interval)

@@ -247,6 +247,8 @@ func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) (failed 
 				}
 			}
 			all = true
+		case meta.ChangeParameter:
+			b.notifyParameter(c.Component, c.VHost, c.Name)
 		case meta.ChangeAppended:
 			vh, name, ok := strings.Cut(c.Shard, "\x00")
 			if ok {
@@ -299,7 +301,7 @@ func (b *Broker) openVHostList() []*vhost.VHost {
 // syncVHosts opens the vhosts another broker created and drops the ones
 // another broker deleted; false means something failed.
 func (b *Broker) syncVHosts(ctx context.Context) bool {
-	stored, err := b.stores.meta.ListVHosts(ctx)
+	stored, err := b.stores.Meta.ListVHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn("broker: following vhosts", "err", err)

@@ -238,7 +238,7 @@ func TestSharedDeadBrokersDeliveriesReturn(t *testing.T) {
 		}))
 		return es
 	}
-	require.NoError(t, p.b2.scanPass(ctx))
+	require.NoError(t, p.b2.scan.Pass(ctx))
 	for _, e := range held() {
 		require.Equal(t, unacked.Delivered, e.State, "a live peer's deliveries are left alone")
 		require.Equal(t, "n1", e.Broker)
@@ -246,7 +246,7 @@ func TestSharedDeadBrokersDeliveriesReturn(t *testing.T) {
 
 	require.NoError(t, p.b1.Close())
 	p.dead.Store(true)
-	require.NoError(t, p.b2.scanPass(ctx))
+	require.NoError(t, p.b2.scan.Pass(ctx))
 	msgs, err := ch2.Consume("orphans", "", false, false, false, false, nil)
 	require.NoError(t, err)
 	got := collect(t, msgs, 2)
@@ -320,9 +320,9 @@ func TestSharedOrphanedRule(t *testing.T) {
 			if tc.name == "an earlier run of this broker" {
 				e.Broker, e.Incarnation = tc.b.nodeID, tc.b.incarnation-1
 			}
-			tc.b.scan.mu.Lock() // orphaned runs during passes only
-			defer tc.b.scan.mu.Unlock()
-			require.Equal(t, tc.want, tc.b.orphaned(e))
+			tc.b.scan.Lock() // orphaned runs during passes only
+			defer tc.b.scan.Unlock()
+			require.Equal(t, tc.want, tc.b.scan.Orphaned(e))
 		})
 	}
 }

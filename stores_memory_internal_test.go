@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/stores"
 )
 
 // TestStoreMemoryBoundsMemtables: with Options.StoreMemory the Pebble
@@ -26,23 +28,23 @@ func TestStoreMemoryBoundsMemtables(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &Options{DataDir: t.TempDir(), StoreMemory: tc.memory, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			s, err := openStores(o, func(int64, bool) {})
+			s, err := stores.Open(o.storeConfig(), func(int64, bool) {})
 			require.NoError(t, err)
-			defer func() { require.NoError(t, s.close()) }()
+			defer func() { require.NoError(t, s.Close()) }()
 			val := make([]byte, 4096)
 			key := make([]byte, 9)
 			key[0] = 0xfe // outside every key space the stores use
-			b := s.db.NewBatch()
+			b := s.DB.NewBatch()
 			for i := range 40 << 20 / len(val) {
 				binary.BigEndian.PutUint64(key[1:], uint64(i))
 				require.NoError(t, b.Set(key, val, nil))
 				if b.Len() > 1<<20 {
 					require.NoError(t, b.Commit(pebble.NoSync))
-					b = s.db.NewBatch()
+					b = s.DB.NewBatch()
 				}
 			}
 			require.NoError(t, b.Commit(pebble.NoSync))
-			m := s.db.Metrics()
+			m := s.DB.Metrics()
 			require.LessOrEqual(t, m.MemTable.Size, tc.atMost, "memtables %d", m.MemTable.Size)
 			require.GreaterOrEqual(t, m.MemTable.Size, tc.atLeast, "memtables %d", m.MemTable.Size)
 		})

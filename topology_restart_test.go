@@ -154,7 +154,7 @@ func TestTopologySurvivesRestartOnPebble(t *testing.T) {
 		require.NoError(t, err)
 
 		// And the store holds exactly the durable bindings.
-		stored, err := b.stores.meta.ListBindings(context.Background(), "/")
+		stored, err := b.stores.Meta.ListBindings(context.Background(), "/")
 		require.NoError(t, err)
 		type key struct{ src, dst, kind, rk string }
 		var got []key

@@ -70,7 +70,7 @@ func (b *Broker) loadVHostLimits(ctx context.Context) error {
 
 // readVHostLimits replaces the in-memory limits with the stored ones.
 func (b *Broker) readVHostLimits(ctx context.Context) error {
-	stored, err := b.stores.meta.ListVHostLimits(ctx)
+	stored, err := b.stores.Meta.ListVHostLimits(ctx)
 	if err != nil {
 		return fmt.Errorf("broker: list vhost limits: %w", err)
 	}
@@ -129,7 +129,7 @@ func (b *Broker) setVHostLimit(ctx context.Context, vhostName, name string, valu
 	if !ok {
 		return fmt.Errorf("broker: set limit of vhost %q: %w", vh, meta.ErrNotFound)
 	}
-	if err := b.stores.meta.PutVHostLimit(ctx, meta.VHostLimit{VHost: vh, Name: name, Value: value}); err != nil {
+	if err := b.stores.Meta.PutVHostLimit(ctx, meta.VHostLimit{VHost: vh, Name: name, Value: value}); err != nil {
 		return fmt.Errorf("broker: set limit of vhost %q: %w", vh, err)
 	}
 	b.vlimits.mu.Lock()
@@ -150,7 +150,7 @@ func (b *Broker) setVHostLimit(ctx context.Context, vhostName, name string, valu
 // an error.
 func (b *Broker) clearVHostLimit(ctx context.Context, vhostName, name string) error {
 	vh := canonicalVHost(vhostName)
-	if err := b.stores.meta.DeleteVHostLimit(ctx, vh, name); err != nil {
+	if err := b.stores.Meta.DeleteVHostLimit(ctx, vh, name); err != nil {
 		return fmt.Errorf("broker: clear limit of vhost %q: %w", vh, err)
 	}
 	b.vlimits.mu.Lock()
@@ -172,7 +172,7 @@ func (b *Broker) vhostInfo(ctx context.Context, vhostName string) (VHost, error)
 	if _, ok := b.lookupVHost(vh); !ok {
 		return VHost{}, fmt.Errorf("broker: vhost %q: %w", vh, meta.ErrNotFound)
 	}
-	v, err := b.stores.meta.GetVHost(ctx, vh)
+	v, err := b.stores.Meta.GetVHost(ctx, vh)
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
 		// Open but not stored: created by another broker in shared
@@ -204,7 +204,7 @@ func (b *Broker) putVHost(ctx context.Context, info VHost) (created bool, err er
 	if !ok {
 		return true, b.openVHostLocked(ctx, rec, true)
 	}
-	if err := b.stores.meta.PutVHost(ctx, rec); err != nil {
+	if err := b.stores.Meta.PutVHost(ctx, rec); err != nil {
 		return false, fmt.Errorf("broker: vhost %q: %w", name, err)
 	}
 	vh.SetDefaultQueueType(rec.DefaultQueueType)
@@ -233,7 +233,7 @@ func (b *Broker) refreshVHostSettings(ctx context.Context, stored []meta.VHost) 
 // its topology and permissions: its limits and every topic permission on
 // it. DeleteVHost runs it.
 func (b *Broker) deleteVHostSettings(ctx context.Context, vh string) error {
-	st := b.stores.meta
+	st := b.stores.Meta
 	var errs []error
 	if ls, err := st.ListVHostLimits(ctx); err == nil {
 		for _, l := range ls {
@@ -261,7 +261,7 @@ func (b *Broker) deleteVHostSettings(ctx context.Context, vh string) error {
 
 // topicPermissions returns every stored topic permission.
 func (b *Broker) topicPermissions(ctx context.Context) ([]meta.TopicPermission, error) {
-	return b.stores.meta.ListTopicPermissions(ctx)
+	return b.stores.Meta.ListTopicPermissions(ctx)
 }
 
 // setTopicPermission grants user p on vhost, replacing the user's topic
@@ -275,7 +275,7 @@ func (b *Broker) setTopicPermission(ctx context.Context, user, vhostName string,
 	if _, err := compileTopicGrant(tp); err != nil {
 		return false, err
 	}
-	if _, err := b.stores.meta.GetUser(ctx, user); err != nil {
+	if _, err := b.stores.Meta.GetUser(ctx, user); err != nil {
 		return false, fmt.Errorf("broker: set topic permission of %q: %w", user, err)
 	}
 	if _, ok := b.lookupVHost(vh); !ok {
@@ -286,7 +286,7 @@ func (b *Broker) setTopicPermission(ctx context.Context, user, vhostName string,
 		return false, err
 	}
 	created = !slices.ContainsFunc(have, func(x meta.TopicPermission) bool { return x.Exchange == p.Exchange })
-	if err := b.stores.meta.PutTopicPermission(ctx, tp); err != nil {
+	if err := b.stores.Meta.PutTopicPermission(ctx, tp); err != nil {
 		return false, fmt.Errorf("broker: set topic permission of %q: %w", user, err)
 	}
 	return created, b.refreshTopicAccess(ctx, user, vh)
@@ -302,7 +302,7 @@ func (b *Broker) clearTopicPermission(ctx context.Context, user, vhostName, exch
 	}
 	for _, p := range have {
 		if exchange == "" || p.Exchange == exchange {
-			if err := b.stores.meta.DeleteTopicPermission(ctx, user, vh, p.Exchange); err != nil {
+			if err := b.stores.Meta.DeleteTopicPermission(ctx, user, vh, p.Exchange); err != nil {
 				return fmt.Errorf("broker: clear topic permission of %q: %w", user, err)
 			}
 		}
@@ -312,7 +312,7 @@ func (b *Broker) clearTopicPermission(ctx context.Context, user, vhostName, exch
 
 // topicPermissionsOf lists user's stored topic permissions on vh.
 func (b *Broker) topicPermissionsOf(ctx context.Context, user, vh string) ([]meta.TopicPermission, error) {
-	all, err := b.stores.meta.ListTopicPermissions(ctx)
+	all, err := b.stores.Meta.ListTopicPermissions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broker: topic permissions of %q: %w", user, err)
 	}

@@ -30,6 +30,10 @@ const (
 	// ChangeRecord: the record under key Shard was set (Records); its
 	// deletion is not told.
 	ChangeRecord
+	// ChangeParameter: the runtime parameter Component/VHost/Name was put
+	// or deleted (Parameters); Component and VHost are "" for the global
+	// parameter Name.
+	ChangeParameter
 )
 
 // Change is one change applied to a store that several brokers share.
@@ -40,6 +44,8 @@ type Change struct {
 	Shard         string // ChangeAppended; the key, for ChangeRecord
 	Offset        uint64
 	DeliveryCount uint32
+	Component     string // ChangeParameter
+	Name          string // ChangeParameter
 }
 
 // ChangeFeed is implemented by stores that other brokers write to as well,

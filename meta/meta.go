@@ -152,6 +152,7 @@ type Store interface {
 	Topology
 	Accounts
 	Policies
+	Parameters
 	// IsLeader reports whether this node runs the leader-only work (the
 	// unacked scanner). A single node is always the leader.
 	IsLeader() bool

@@ -48,11 +48,10 @@ type op struct {
 	one      bool
 	entries  []unacked.Entry
 	inspect  func(context.Context) // opInspect: runs on the actor (inspect.go)
-	ttl      time.Duration         // opPublish: per-message TTL when hasTTL
-	hasTTL   bool
-	at       int64 // opPublish: when the queue accepted it (Unix ns; 0: when the actor takes it)
-	failed   bool  // opDeadLettered: some target failed to store the copy
-	released bool  // opRequeue: returned, not a failed delivery (Return)
+	ttl      TTL                   // opPublish: the message's own TTL
+	at       int64                 // opPublish: when the queue accepted it (Unix ns; 0: when the actor takes it)
+	failed   bool                  // opDeadLettered: some target failed to store the copy
+	released bool                  // opRequeue: returned, not a failed delivery (Return)
 	reply    chan reply
 }
 

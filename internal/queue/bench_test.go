@@ -57,7 +57,7 @@ func benchPublishConsumeAck(b *testing.B, pub, con *Queue) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := pub.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+		if err := pub.Publish(storage.Record{Body: body}, NoTTL, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -74,7 +74,7 @@ func BenchmarkGet(b *testing.B) {
 	defer q.Stop()
 	body := make([]byte, 128)
 	for range b.N {
-		if err := q.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+		if err := q.Publish(storage.Record{Body: body}, NoTTL, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

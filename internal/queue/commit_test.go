@@ -90,8 +90,8 @@ func TestCommitterKeepsDeliveringDuringSync(t *testing.T) {
 	// wait until both are stored, and take back a token not used.
 	shards.gate <- struct{}{}
 	shards.gate <- struct{}{}
-	require.NoError(t, q.Publish(recordOf("a1"), &log, 1))
-	require.NoError(t, q.Publish(recordOf("a2"), &log, 2))
+	require.NoError(t, q.Publish(recordOf("a1"), NoTTL, &log, 1))
+	require.NoError(t, q.Publish(recordOf("a2"), NoTTL, &log, 2))
 	_, err := q.Stats(ctx)
 	require.NoError(t, err)
 	shards.drain()
@@ -99,7 +99,7 @@ func TestCommitterKeepsDeliveringDuringSync(t *testing.T) {
 	require.Equal(t, "a1", string(a1.Body))
 	require.Equal(t, []uint64{1, 2}, log.got(), "confirmed before delivered")
 
-	require.NoError(t, q.Publish(recordOf("b"), &log, 3))
+	require.NoError(t, q.Publish(recordOf("b"), NoTTL, &log, 3))
 	<-shards.entered // b's sync is under way and held
 	// What the channel does on basic.ack: settle, free the credit, kick.
 	require.NoError(t, q.Settle(Ack, a1.Ref))
@@ -130,10 +130,10 @@ func TestCommitterFailedAppendConfirmsWithError(t *testing.T) {
 	q, shards := startSyncing(t)
 	var c errConfirms
 	shards.fail.Store(true)
-	require.NoError(t, q.Publish(recordOf("lost"), &c, 1))
+	require.NoError(t, q.Publish(recordOf("lost"), NoTTL, &c, 1))
 	<-shards.entered
 	shards.gate <- struct{}{}
-	require.NoError(t, q.Publish(recordOf("kept"), &c, 2))
+	require.NoError(t, q.Publish(recordOf("kept"), NoTTL, &c, 2))
 	<-shards.entered
 	shards.gate <- struct{}{}
 	st, err := q.Stats(ctx) // waits for the commit in flight
@@ -152,7 +152,7 @@ func TestCommitterBatchesInOrder(t *testing.T) {
 	const n = 3000
 	want := bodies(n)
 	for i, b := range want {
-		require.NoError(t, q.Publish(recordOf(b), &log, uint64(i+1)))
+		require.NoError(t, q.Publish(recordOf(b), NoTTL, &log, uint64(i+1)))
 	}
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)

@@ -172,7 +172,9 @@
 //     clock.Fake in tests: TTLs are tested by advancing it).
 //   - TTL: x-message-ttl and the expiration property (the lower wins) set
 //     Record.ExpiresAt, counted from when the queue accepted the publish
-//     (Publish stamps it on the publisher's goroutine). As in classic
+//     (Publish stamps it on the publisher's goroutine). The expiration
+//     property reaches the queue as Publish's TTL argument (NoTTL when the
+//     message has none): there is one publish door, not one per feature. As in classic
 //     queues, only the head is checked: when a message is taken for
 //     delivery or basic.get, and by a Clock timer armed for the head's
 //     expiry. A message expires once its age reaches its TTL (RabbitMQ:

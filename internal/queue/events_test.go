@@ -104,6 +104,6 @@ func publishIDs(t *testing.T, q *Queue, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		props := (&amqp.Properties{MessageID: id}).Append(nil)
-		require.NoError(t, q.Publish(storage.Record{RoutingKey: "q", Properties: props, Body: []byte(id)}, nil, 0))
+		require.NoError(t, q.Publish(storage.Record{RoutingKey: "q", Properties: props, Body: []byte(id)}, NoTTL, nil, 0))
 	}
 }

@@ -28,7 +28,7 @@ func TestFailedCountRecovered(t *testing.T) {
 	}
 	q := startQ(1)
 	props := (&amqp.Properties{}).Append(nil)
-	require.NoError(t, q.Publish(storage.Record{Body: []byte("m"), Properties: props, Persistent: true}, nil, 0))
+	require.NoError(t, q.Publish(storage.Record{Body: []byte("m"), Properties: props, Persistent: true}, NoTTL, nil, 0))
 	m, _, ok, err := q.Get(ctx, owner, false)
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -307,10 +307,10 @@ func TestFailedAppendConfirmsWithError(t *testing.T) {
 	q := start(t, wrapped)
 	in.Fail(faultstore.On(faultstore.Append), 1, nil)
 	var c errConfirms
-	require.NoError(t, q.Publish(recordOf("lost"), &c, 1))
+	require.NoError(t, q.Publish(recordOf("lost"), NoTTL, &c, 1))
 	_, err := q.Stats(ctx) // the publish was flushed
 	require.NoError(t, err)
-	require.NoError(t, q.Publish(recordOf("kept"), &c, 2))
+	require.NoError(t, q.Publish(recordOf("kept"), NoTTL, &c, 2))
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Stats{Ready: 1}, st)

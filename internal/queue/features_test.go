@@ -92,7 +92,7 @@ func TestExpiredMessagesNeverDelivered(t *testing.T) {
 	fake := clock.NewFake(time.Unix(100, 0))
 	dlq := startNamed(t, "dlq")
 	q := startDLX(t, newStores(), amqp.Table{"x-message-ttl": int32(50), "x-dead-letter-exchange": ""}, fake, func() *Queue { return dlq })
-	require.NoError(t, q.PublishTTL(storage.Record{Body: []byte("short")}, 10*time.Millisecond, nil, 0))
+	require.NoError(t, q.Publish(storage.Record{Body: []byte("short")}, TTL{D: 10 * time.Millisecond, Set: true}, nil, 0))
 	publish(t, q, "queue-ttl")
 	waitReady(t, q, 2)
 	fake.Advance(11 * time.Millisecond)
@@ -134,9 +134,9 @@ func TestLargestTTLsHoldTillTheirDeadline(t *testing.T) {
 			q := startDLX(t, newStores(), args, fake, func() *Queue { return dlq })
 			rec := storage.Record{Body: []byte("m"), Persistent: true}
 			if tc.propTTL > 0 {
-				require.NoError(t, q.PublishTTL(rec, tc.propTTL, nil, 0))
+				require.NoError(t, q.Publish(rec, TTL{D: tc.propTTL, Set: true}, nil, 0))
 			} else {
-				require.NoError(t, q.Publish(rec, nil, 0))
+				require.NoError(t, q.Publish(rec, NoTTL, nil, 0))
 			}
 			waitReady(t, q, 1)
 			fake.Advance(max - time.Millisecond)

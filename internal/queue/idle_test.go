@@ -52,7 +52,7 @@ func TestIdleCountsExpiryAsWork(t *testing.T) {
 				return ok
 			}
 
-			require.NoError(t, q.PublishTTL(storage.Record{Body: []byte("m")}, tc.ttl, nil, 0))
+			require.NoError(t, q.Publish(storage.Record{Body: []byte("m")}, TTL{D: tc.ttl, Set: true}, nil, 0))
 			if tc.fake != nil {
 				require.True(t, idle(), "not due by the fake clock")
 				require.Equal(t, 1, tc.fake.Pending(), "the TTL timer is armed before Idle answers")

@@ -19,7 +19,7 @@ func TestGetSeesThePublishBeforeIt(t *testing.T) {
 	q := start(t, newStores())
 	for i := range 2000 {
 		body := fmt.Sprint(i)
-		require.NoError(t, q.Publish(storage.Record{Body: []byte(body)}, nil, 0))
+		require.NoError(t, q.Publish(storage.Record{Body: []byte(body)}, NoTTL, nil, 0))
 		m, ready, ok, err := q.Get(ctx, owner, false)
 		require.NoError(t, err)
 		require.True(t, ok, "get after publish %d found the queue empty", i)
@@ -77,7 +77,7 @@ func TestInlineGetsRaceTheActor(t *testing.T) {
 func TestGetDuringCommitWaitsOnTheActor(t *testing.T) {
 	ctx := context.Background()
 	q, shards := startSyncing(t)
-	require.NoError(t, q.Publish(storage.Record{Body: []byte("p"), Persistent: true}, nil, 0))
+	require.NoError(t, q.Publish(storage.Record{Body: []byte("p"), Persistent: true}, NoTTL, nil, 0))
 	<-shards.entered // the committer is in Append
 
 	got := make(chan Message, 1)

@@ -70,7 +70,7 @@ func TestInspectGivesUpWaitingForRoom(t *testing.T) {
 	}()
 	<-entered
 	for range maxMailbox {
-		require.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, nil, 0))
+		require.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, NoTTL, nil, 0))
 	}
 	ctx, giveUp := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

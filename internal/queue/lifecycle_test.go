@@ -188,7 +188,7 @@ func TestActorStartExitRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				assert.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, &conf, uint64(i)))
+				assert.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, NoTTL, &conf, uint64(i)))
 				q.Kick()
 				if i%10 == w {
 					_, err := q.Stats(ctx)

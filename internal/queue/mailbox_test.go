@@ -33,7 +33,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func blockedQueue(t *testing.T) (*Queue, func()) {
 	t.Helper()
 	q, shards := startSyncing(t)
-	require.NoError(t, q.Publish(storage.Record{Body: []byte("first")}, nil, 0))
+	require.NoError(t, q.Publish(storage.Record{Body: []byte("first")}, NoTTL, nil, 0))
 	<-shards.entered
 	return q, shards.openGate
 }
@@ -46,7 +46,7 @@ func TestMailboxHoldsSendersWhileFull(t *testing.T) {
 	sent := make(chan error, 1)
 	go func() {
 		for i := uint64(1); i <= maxMailbox+1; i++ {
-			if err := q.Publish(storage.Record{Body: []byte("x")}, &log, i); err != nil {
+			if err := q.Publish(storage.Record{Body: []byte("x")}, NoTTL, &log, i); err != nil {
 				sent <- err
 				return
 			}
@@ -79,7 +79,7 @@ func TestMailboxRefusesWaitingSendersAtStop(t *testing.T) {
 	accepted := make(chan int, 1)
 	go func() {
 		for i := uint64(1); ; i++ {
-			if err := q.Publish(storage.Record{Body: []byte("x")}, &log, i); err != nil {
+			if err := q.Publish(storage.Record{Body: []byte("x")}, NoTTL, &log, i); err != nil {
 				require.ErrorIs(t, err, ErrDeleted)
 				accepted <- int(i - 1)
 				return

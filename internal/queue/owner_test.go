@@ -144,7 +144,7 @@ func (r getRace) run(t *testing.T, q *Queue) map[string]int {
 	for p := range r.publishers {
 		wg.Go(func() {
 			for i := range r.perPublisher {
-				_ = q.Publish(storage.Record{Body: fmt.Appendf(nil, "p%d-%d", p, i)}, nil, 0)
+				_ = q.Publish(storage.Record{Body: fmt.Appendf(nil, "p%d-%d", p, i)}, NoTTL, nil, 0)
 			}
 		})
 	}

@@ -16,9 +16,11 @@ import (
 // durable). Publish blocks while the mailbox is full: that is back-pressure.
 //
 // The message's age counts from rec.EnqueuedAt when the caller set it (the
-// session, with when the publish's bytes arrived), else from now.
-func (q *Queue) Publish(rec storage.Record, conf Confirmer, seq uint64) error {
-	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, at: q.acceptedAt(&rec)})
+// session, with when the publish's bytes arrived), else from now. ttl is
+// the message's own TTL (the expiration property; NoTTL when it has none);
+// the queue's x-message-ttl wins when it is lower (stamp).
+func (q *Queue) Publish(rec storage.Record, ttl TTL, conf Confirmer, seq uint64) error {
+	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, at: q.acceptedAt(&rec)})
 }
 
 // acceptedAt is when a publish was accepted: rec.EnqueuedAt when set, else

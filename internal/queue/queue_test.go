@@ -85,7 +85,7 @@ func start(t *testing.T, s Stores) *Queue {
 func publish(t *testing.T, q *Queue, bodies ...string) {
 	t.Helper()
 	for _, b := range bodies {
-		require.NoError(t, q.Publish(storage.Record{Body: []byte(b), Persistent: true}, nil, 0))
+		require.NoError(t, q.Publish(storage.Record{Body: []byte(b), Persistent: true}, NoTTL, nil, 0))
 	}
 }
 
@@ -178,7 +178,7 @@ func TestGetAndConsumeShareTheCursor(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range n {
-			_ = q.Publish(storage.Record{Body: []byte(fmt.Sprint(i))}, nil, 0)
+			_ = q.Publish(storage.Record{Body: []byte(fmt.Sprint(i))}, NoTTL, nil, 0)
 		}
 	}()
 	seen := make(map[string]int)
@@ -247,7 +247,7 @@ func TestDeleteCancelsConsumers(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.Equal(t, "x", <-s.cancelled)
-	require.ErrorIs(t, q.Publish(storage.Record{}, nil, 0), ErrDeleted)
+	require.ErrorIs(t, q.Publish(storage.Record{}, NoTTL, nil, 0), ErrDeleted)
 	_, err = q.Stats(ctx)
 	require.ErrorIs(t, err, ErrDeleted)
 }
@@ -305,7 +305,7 @@ func TestConfirmAfterStore(t *testing.T) {
 	q := start(t, newStores())
 	var log confirmLog
 	for i := uint64(1); i <= 100; i++ {
-		require.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, &log, i))
+		require.NoError(t, q.Publish(storage.Record{Body: []byte("x")}, NoTTL, &log, i))
 	}
 	_, err := q.Stats(ctx)
 	require.NoError(t, err)

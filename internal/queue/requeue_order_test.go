@@ -35,7 +35,7 @@ func TestRequeueIsServedBeforeTheCreditItFrees(t *testing.T) {
 				return
 			default:
 			}
-			if q.Publish(storage.Record{Body: []byte("more")}, nil, 0) != nil {
+			if q.Publish(storage.Record{Body: []byte("more")}, NoTTL, nil, 0) != nil {
 				return
 			}
 		}

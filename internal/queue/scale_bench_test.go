@@ -27,7 +27,7 @@ func BenchmarkQueueStartDelete(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := q.Publish(storage.Record{Body: body}, nil, 0); err != nil {
+		if err := q.Publish(storage.Record{Body: body}, NoTTL, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := q.Delete(ctx); err != nil {
@@ -106,7 +106,7 @@ func BenchmarkActorWake(b *testing.B) {
 			}
 			defer q.Stop()
 			publish := storage.Record{Body: []byte("x")}
-			if err := q.Publish(publish, nil, 0); err != nil { // a queue holding a message
+			if err := q.Publish(publish, NoTTL, nil, 0); err != nil { // a queue holding a message
 				b.Fatal(err)
 			}
 			var took time.Duration

@@ -152,7 +152,7 @@ func TestSharedConsumersOnBothDeliverEachMessageOnce(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for j := range total / 2 {
-						_ = q.Publish(storage.Record{Body: fmt.Appendf(nil, "%s-%d", []string{"a", "b"}[i], j)}, nil, 0)
+						_ = q.Publish(storage.Record{Body: fmt.Appendf(nil, "%s-%d", []string{"a", "b"}[i], j)}, NoTTL, nil, 0)
 					}
 				}()
 			}
@@ -213,7 +213,7 @@ func TestSharedConcurrentGetsAreDisjoint(t *testing.T) {
 	const total = 2000
 	publish(t, a, bodies(total/2)...)
 	for i := range total / 2 {
-		require.NoError(t, b.Publish(storage.Record{Body: fmt.Appendf(nil, "b%d", i)}, nil, 0))
+		require.NoError(t, b.Publish(storage.Record{Body: fmt.Appendf(nil, "b%d", i)}, NoTTL, nil, 0))
 	}
 	waitReady(t, a, total)
 	waitReady(t, b, total)
@@ -462,7 +462,7 @@ func TestSharedPriorities(t *testing.T) {
 		body string
 		prio uint8
 	}{{"l1", 1}, {"l2", 1}, {"h", 5}} {
-		require.NoError(t, a.Publish(storage.Record{Body: []byte(m.body), Priority: m.prio}, nil, 0))
+		require.NoError(t, a.Publish(storage.Record{Body: []byte(m.body), Priority: m.prio}, NoTTL, nil, 0))
 	}
 	waitReady(t, b, 3)
 	for _, x := range []struct {

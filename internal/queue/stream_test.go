@@ -366,7 +366,7 @@ func TestStreamSegmentAgeIsItsNewest(t *testing.T) {
 	fake := clock.NewFake(T)
 	q := startStream(t, newStores(), fake, amqp.Table{"x-max-age": "1h", "x-stream-max-segment-size-bytes": int64(100)})
 	at := func(d time.Duration, body string) {
-		require.NoError(t, q.Publish(storage.Record{Body: []byte(body), EnqueuedAt: T.Add(d).UnixNano()}, nil, 0))
+		require.NoError(t, q.Publish(storage.Record{Body: []byte(body), EnqueuedAt: T.Add(d).UnixNano()}, NoTTL, nil, 0))
 	}
 	at(0, "young")                                // segment [0, 1]: 5 + 95 bytes
 	at(-10*time.Minute, string(make([]byte, 95))) // dated ten minutes earlier

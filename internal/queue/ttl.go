@@ -10,12 +10,17 @@ import (
 // Message TTL (x-message-ttl, the expiration property): stamping a
 // publish with its deadline, expiring the head, and the TTL timer.
 
-// PublishTTL is Publish of a message with a per-message TTL (the
-// expiration property, parsed by the caller); the queue's x-message-ttl
-// wins when it is lower.
-func (q *Queue) PublishTTL(rec storage.Record, ttl time.Duration, conf Confirmer, seq uint64) error {
-	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, hasTTL: true, at: q.acceptedAt(&rec)})
+// TTL is a publish's per-message TTL (the expiration property, parsed by
+// the caller with ParseExpiration), passed to Publish. It is a value with
+// a Set flag rather than a second publish method so that every publish
+// takes the one door; the zero value, NoTTL, is a message without one.
+type TTL struct {
+	D   time.Duration
+	Set bool
 }
+
+// NoTTL is the TTL of a message without an expiration property.
+var NoTTL TTL
 
 // stamp sets a publish's EnqueuedAt and ExpiresAt. The age counts from
 // o.at, when the queue accepted the publish (Publish, on the publisher's
@@ -31,7 +36,7 @@ func (q *Queue) stamp(o *op) {
 	}
 	o.rec.EnqueuedAt = o.at
 	o.rec.ExpiresAt = 0
-	ttl, has := o.ttl, o.hasTTL
+	ttl, has := o.ttl.D, o.ttl.Set
 	if a := q.cfg.Features.Args; a.HasMessageTTL && (!has || a.MessageTTL < ttl) {
 		ttl, has = a.MessageTTL, true
 	}

@@ -121,10 +121,7 @@ type messageTTL struct {
 }
 
 func (t messageTTL) publish(q *vhost.Queue, rec queue.Record, conf queue.Confirmer, seq uint64) error {
-	if t.ok {
-		return q.PublishTTL(rec, t.d, conf, seq)
-	}
-	return q.Publish(rec, conf, seq)
+	return q.Publish(rec, queue.TTL{D: t.d, Set: t.ok}, conf, seq)
 }
 
 // decodeScratch holds the methods every message brings, so the reader

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/delayed"
@@ -221,8 +220,7 @@ func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message, done f
 	type target struct {
 		q   *Queue
 		rec queue.Record
-		ttl time.Duration
-		has bool
+		ttl queue.TTL
 	}
 	var targets []target
 	for i := range msgs {
@@ -249,13 +247,12 @@ func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message, done f
 		sum, _ := amqp.SummarizeProperties(props)
 		rec := queue.Record{Exchange: m.Exchange, RoutingKey: m.RoutingKey, Properties: props, Body: m.Body,
 			Persistent: m.Persistent, Priority: sum.Priority, ClientHeaders: sum.HasHeaders}
-		var ttl time.Duration
-		var has bool
+		var ttl queue.TTL
 		if sum.Expiration != "" {
-			ttl, has, _ = queue.ParseExpiration(sum.Expiration)
+			ttl.D, ttl.Set, _ = queue.ParseExpiration(sum.Expiration)
 		}
 		for _, q := range qs {
-			targets = append(targets, target{q: q, rec: rec, ttl: ttl, has: has})
+			targets = append(targets, target{q: q, rec: rec, ttl: ttl})
 		}
 	}
 	w.left = len(targets)
@@ -264,13 +261,7 @@ func (v *VHost) RouteDelayed(ctx context.Context, msgs []delayed.Message, done f
 		return
 	}
 	for _, t := range targets {
-		var err error
-		if t.has {
-			err = t.q.PublishTTL(t.rec, t.ttl, w, 0)
-		} else {
-			err = t.q.Publish(t.rec, w, 0)
-		}
-		if err != nil {
+		if err := t.q.Publish(t.rec, t.ttl, w, 0); err != nil {
 			w.Confirm([]uint64{0}, nil) // deleted meanwhile: gone with it
 		}
 	}

@@ -336,7 +336,7 @@ func TestDeleteAndRedeclareRace(t *testing.T) {
 						t.Errorf("declare: %v", err)
 						return
 					}
-					if err := q.Publish(storage.Record{Body: []byte(fmt.Sprint(w, i))}, nil, 0); err != nil && !errors.Is(err, queue.ErrDeleted) {
+					if err := q.Publish(storage.Record{Body: []byte(fmt.Sprint(w, i))}, queue.NoTTL, nil, 0); err != nil && !errors.Is(err, queue.ErrDeleted) {
 						t.Errorf("publish: %v", err)
 						return
 					}

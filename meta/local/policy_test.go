@@ -25,3 +25,20 @@ func TestPolicies(t *testing.T) {
 		return newStore(t, db)
 	})
 }
+
+// TestParameters: runtime and global parameters survive a reopen.
+func TestParameters(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *pebble.DB {
+		db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}})
+		require.NoError(t, err)
+		return db
+	}
+	db := open()
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	metatest.RunParameters(t, newStore(t, db), func() meta.Store {
+		require.NoError(t, db.Close())
+		db = open()
+		return newStore(t, db)
+	})
+}

@@ -30,6 +30,8 @@ type Store struct {
 		queues    map[string]map[string]meta.Queue
 		bindings  map[string]map[bindingKey]meta.Binding
 		policies  map[string]map[policyKey]meta.Policy // policy.go
+		params    map[paramKey]meta.Parameter          // parameter.go
+		globals   map[string]meta.GlobalParameter      // parameter.go
 	}
 	cursors struct {
 		sync.RWMutex

@@ -304,6 +304,7 @@ func Run(t *testing.T, open func(t *testing.T) meta.Store, opts ...Option) {
 	}
 	t.Run("capabilities", func(t *testing.T) { testCapabilities(t, open(t), c) })
 	t.Run("policies", func(t *testing.T) { RunPolicies(t, open(t), nil) })
+	t.Run("parameters", func(t *testing.T) { RunParameters(t, open(t), nil) })
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) { runKind(t, k, open) })
 	}

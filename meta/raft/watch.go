@@ -166,6 +166,15 @@ func (cs *changeSet) keyWritten(b pebble.Reader, k, v []byte, del bool) error {
 			if vhost := d.lp("key vhost"); d.err == nil {
 				cs.out = append(cs.out, meta.Change{Kind: meta.ChangePolicy, VHost: string(vhost)})
 			}
+		case metakey.KindParam:
+			d := decoder{b: k[2:]}
+			component := d.lp("key component")
+			vhost := d.lp("key vhost")
+			if d.err == nil {
+				cs.out = append(cs.out, meta.Change{Kind: meta.ChangeParameter, Component: string(component), VHost: string(vhost), Name: string(d.b)})
+			}
+		case metakey.KindGlobal:
+			cs.out = append(cs.out, meta.Change{Kind: meta.ChangeParameter, Name: string(k[2:])})
 		}
 	case recordPrefix:
 		if !del {

@@ -18,6 +18,8 @@
 //	                                  binding
 //	m y lp(vhost) name                policy
 //	m o lp(vhost) name                operator policy
+//	m r lp(component) lp(vhost) name  runtime parameter
+//	m g name                          global parameter
 //
 // The layout is on disk: changing it breaks existing data directories.
 package metakey

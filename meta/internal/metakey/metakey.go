@@ -28,6 +28,35 @@ const (
 	KindOpPolicy = 'o'
 )
 
+// Kinds of runtime and global parameters (meta.Parameters).
+const (
+	KindParam  = 'r'
+	KindGlobal = 'g'
+)
+
+// Param is the key of component's parameter name in vhost.
+func Param(component, vhost, name string) []byte {
+	return append(AppendLP(AppendLP(KindPrefix(KindParam), component), vhost), name...)
+}
+
+// ParamPrefix is the start of the keys of component's parameters ("":
+// every component's), in vhost when component is not "" and vhost is
+// not "" either.
+func ParamPrefix(component, vhost string) []byte {
+	k := KindPrefix(KindParam)
+	if component == "" {
+		return k
+	}
+	k = AppendLP(k, component)
+	if vhost == "" {
+		return k
+	}
+	return AppendLP(k, vhost)
+}
+
+// Global is a global parameter's key.
+func Global(name string) []byte { return append(KindPrefix(KindGlobal), name...) }
+
 // AppendLP appends s with a uvarint length prefix.
 func AppendLP(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd
 
-package broker
+package alarm
 
 import (
 	"fmt"
