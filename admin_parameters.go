@@ -39,6 +39,17 @@ type paramWatcher struct {
 // registered; its text is RabbitMQ's ("component shovel not found").
 var ErrUnknownComponent = errors.New("component not found")
 
+// unknownComponent is PutParameter's refusal of a component nobody
+// registered: RabbitMQ's rabbit_runtime_parameters text, and
+// ErrUnknownComponent for errors.Is.
+type unknownComponent string
+
+func (c unknownComponent) Error() string {
+	return "Validation failed\n\ncomponent " + string(c) + " not found\n"
+}
+
+func (unknownComponent) Is(target error) bool { return target == ErrUnknownComponent }
+
 // RegisterComponent makes component's parameters storable: PutParameter
 // checks each with validate first. Registering a component twice, or one
 // of the components that have their own verbs ("policy",
@@ -73,7 +84,7 @@ func (a *Admin) CheckParameter(p Parameter) error {
 	validate := r.validators[p.Component]
 	r.mu.Unlock()
 	if validate == nil {
-		return fmt.Errorf("Validation failed\n\ncomponent %s not found\n: %w", p.Component, ErrUnknownComponent)
+		return unknownComponent(p.Component)
 	}
 	if !json.Valid(p.Value) {
 		return errors.New("Validation failed\n\nvalue is not JSON\n")

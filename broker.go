@@ -22,6 +22,7 @@ import (
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/shovel"
 	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/internal/transport"
@@ -50,6 +51,8 @@ type Broker struct {
 	log    *slog.Logger
 	nextID atomic.Uint64
 	params paramRegistry // admin_parameters.go
+	// shovels runs the stored shovels' links (shovel.go).
+	shovels *shovel.Supervisor
 
 	mu struct {
 		sync.Mutex
@@ -121,6 +124,12 @@ func New(opts Options) (*Broker, error) {
 		}
 	}
 	b := &Broker{opts: o, log: o.Logger, quit: make(chan struct{}), closeDone: make(chan struct{})}
+	if err := b.registerFederation(); err != nil { // before anything starts: nothing to undo
+		return nil, err
+	}
+	if err := b.registerShovel(); err != nil { // before anything starts: nothing to undo
+		return nil, err
+	}
 	b.events = events.NewHub(o.Clock)
 	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
@@ -192,6 +201,12 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	if err := b.startScanner(); err != nil {
+		b.stopFollowing()
+		b.closeVHosts()
+		st.Close()
+		return nil, err
+	}
+	if err := b.startShovels(); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
 		st.Close()
@@ -434,6 +449,9 @@ const shutdownReason = "broker forced connection closure with reason 'shutdown'"
 // gracefully.
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
+		// The shovels first, while the broker still serves the
+		// connections they hold into it.
+		b.shovels.Stop()
 		b.mu.Lock()
 		b.mu.closed = true
 		close(b.quit)

@@ -105,8 +105,10 @@ type mgmtView struct {
 }
 
 var (
-	_ mgmt.Broker = mgmtView{}
-	_ mgmt.Rater  = mgmtView{}
+	_ mgmt.Broker     = mgmtView{}
+	_ mgmt.Parameters = mgmtView{}
+	_ mgmt.Shovels    = mgmtView{}
+	_ mgmt.Rater      = mgmtView{}
 )
 
 func (v mgmtView) NodeName() string { return v.b.nodeID }

@@ -48,6 +48,16 @@ type Admin interface {
 	PutPolicy(ctx context.Context, p Policy) error
 	ListOperatorPolicies(ctx context.Context, vhost string) ([]Policy, error)
 	PutOperatorPolicy(ctx context.Context, p Policy) error
+	// ListParameters lists the runtime parameters of component in vhost
+	// ("" for any: Export asks for every one); PutParameter stores one,
+	// replacing a parameter of that component, vhost and name. Operator
+	// policies are not among them.
+	ListParameters(ctx context.Context, component, vhost string) ([]Parameter, error)
+	PutParameter(ctx context.Context, p Parameter) (created bool, err error)
+	// ListGlobalParameters lists the global parameters;
+	// PutGlobalParameter stores one, replacing one of that name.
+	ListGlobalParameters(ctx context.Context) ([]GlobalParameter, error)
+	PutGlobalParameter(ctx context.Context, p GlobalParameter) (created bool, err error)
 }
 
 // Broker is what Export and Import need from a broker: its Admin, what
@@ -77,6 +87,10 @@ type Broker interface {
 	// CheckPolicy reports why p could not be set (operator: as an
 	// operator policy), in RabbitMQ's words, nil when it can.
 	CheckPolicy(p Policy, operator bool) error
+	// CheckParameter reports why p could not be stored (a component
+	// nobody registered, or its validator's refusal), in RabbitMQ's
+	// words, nil when it can.
+	CheckParameter(p Parameter) error
 
 	// DeclareExchange, DeclareQueue and Bind declare as the AMQP methods
 	// would, with the arguments already converted: an existing entity
@@ -146,8 +160,8 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 	d := &File{
 		RabbitVersion: CompatVersion, RabbitMQVersion: CompatVersion,
 		Users: []User{}, VHosts: []VHost{}, Permissions: []Permission{},
-		TopicPermissions: []TopicPermission{}, Parameters: []json.RawMessage{},
-		GlobalParameters: []json.RawMessage{}, Policies: []Policy{},
+		TopicPermissions: []TopicPermission{}, Parameters: []Parameter{},
+		GlobalParameters: []GlobalParameter{}, Policies: []Policy{},
 		Queues: []Queue{}, Exchanges: []Exchange{}, Bindings: []Binding{},
 	}
 	users, err := b.ListUsers(ctx)
@@ -198,6 +212,16 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 		}
 		d.Parameters = append(d.Parameters, raw)
 	}
+	params, err := b.ListParameters(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	d.Parameters = append(d.Parameters, params...)
+	globals, err := b.ListGlobalParameters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.GlobalParameters = append(d.GlobalParameters, globals...)
 	for _, name := range vhosts {
 		c, ok := b.Contents(name)
 		if !ok {
@@ -247,7 +271,9 @@ func Export(ctx context.Context, b Broker) (*File, error) {
 // "password" is hashed with SHA-256; an empty password_hash is a user that
 // cannot log in with a password. Policies are set before the exchanges
 // and queues are declared, operator policies (parameters of component
-// operator_policy) with them; other parameters must be empty; global parameters (cluster name, cluster id) are ignored.
+// operator_policy) with them, after the other runtime parameters and the
+// global parameters, as RabbitMQ's import orders them; a parameter of a
+// component the broker does not know (CheckParameter) fails the checks.
 //
 // Everything is checked before anything is applied: a file that fails the
 // checks changes nothing, and the error lists every problem. The checks
@@ -301,9 +327,19 @@ func Import(ctx context.Context, b Broker, d *File) error {
 			fail(fmt.Sprintf("topic permission of user %q on exchange %q of vhost %q", p.User, p.Exchange, p.VHost), err)
 		}
 	}
+	ops, params, _ := operatorPolicies(d)
+	for _, p := range params {
+		if _, err := b.PutParameter(ctx, p); err != nil {
+			fail(fmt.Sprintf("parameter %q of component %q in vhost %q", p.Name, p.Component, p.VHost), err)
+		}
+	}
+	for _, g := range d.GlobalParameters {
+		if _, err := b.PutGlobalParameter(ctx, g); err != nil {
+			fail(fmt.Sprintf("global parameter %q", g.Name), err)
+		}
+	}
 	// Policies before the queues and exchanges, as RabbitMQ imports
 	// them, so that each starts with its policy applied.
-	ops, _ := operatorPolicies(d)
 	for _, set := range []struct {
 		ps       []Policy
 		operator bool
@@ -451,9 +487,23 @@ func check(ctx context.Context, b Broker, d *File) error {
 			bad("topic permission of user %q on exchange %q of vhost %q: %v", p.User, p.Exchange, p.VHost, err)
 		}
 	}
-	ops, problems := operatorPolicies(d)
+	ops, params, problems := operatorPolicies(d)
 	for _, p := range problems {
 		bad("%s", p)
+	}
+	for _, p := range params {
+		what := fmt.Sprintf("parameter %q of component %q", p.Name, p.Component)
+		if !vhostOK(what, p.VHost) {
+			continue
+		}
+		if err := b.CheckParameter(p); err != nil {
+			bad("%s in vhost %q: %s", what, p.VHost, policyProblem(err))
+		}
+	}
+	for _, g := range d.GlobalParameters {
+		if g.Name == "" || !json.Valid(g.Value) {
+			bad("global parameter %q: needs a name and a JSON value", g.Name)
+		}
 	}
 	for _, set := range []struct {
 		ps       []Policy

@@ -175,9 +175,12 @@ func TestDefinitionsImportRefuses(t *testing.T) {
 		{"invalid policy", nil, func(d *definitions.File) {
 			d.Policies = []definitions.Policy{{VHost: "/", Name: "p", Pattern: ".", Definition: map[string]any{"max-priority": int64(10)}}}
 		}, `policy "p" in vhost "/": [{<<"max-priority">>,10}] are not recognised policy settings`},
-		{"federation parameter", nil, func(d *definitions.File) {
-			d.Parameters = []json.RawMessage{json.RawMessage(`{"vhost":"/","component":"federation-upstream","name":"up","value":{"uri":"amqp://x"}}`)}
-		}, `component "federation-upstream"`},
+		{"federation upstream without a uri", nil, func(d *definitions.File) {
+			d.Parameters = []definitions.Parameter{{VHost: "/", Component: "federation-upstream", Name: "up", Value: json.RawMessage(`{"max-hops":1}`)}}
+		}, `parameter "up" of component "federation-upstream" in vhost "/"`},
+		{"parameter of an unknown component", nil, func(d *definitions.File) {
+			d.Parameters = []definitions.Parameter{{VHost: "/", Component: "no-such-plugin", Name: "p", Value: json.RawMessage(`{}`)}}
+		}, "component no-such-plugin not found"},
 		{"exchange type", nil, func(d *definitions.File) { d.Exchanges[0].Type = "x-random" }, "unknown type"},
 		{"dangling binding", nil, func(d *definitions.File) { d.Bindings[0].Destination = "nowhere" }, `no queue "nowhere"`},
 		{"destination type", nil, func(d *definitions.File) { d.Bindings[0].DestinationType = "topic" }, "destination_type"},

@@ -26,8 +26,8 @@
 //     nothing when a check fails; the error lists every problem. The
 //     checks cover names, vhosts, users and their hashes, permission
 //     and topic permission regexps, vhost default queue types and limits,
-//     exchange types, argument tables, the sections Warren has nothing
-//     for (parameters other than operator policies must be empty),
+//     exchange types, argument tables, runtime parameters (each of a
+//     component the broker knows, checked by its validator),
 //     policies as RabbitMQ validates them, and whether every binding's
 //     ends exist. RabbitMQ 3.x's classic mirroring keys (ha-mode and the
 //     like, removed in 4.0) are dropped from imported policies: a Warren

@@ -17,8 +17,7 @@ import (
 // vhosts, users, permissions, exchanges, queues and bindings. Messages are
 // not part of it.
 //
-// Export fills every section; the ones Warren has nothing for
-// (parameters other than operator policies) are empty. Import applies what Warren
+// Export fills every section. Import applies what Warren
 // can honour and refuses, before changing anything, a file that asks for
 // something it cannot (see Import).
 type File struct {
@@ -36,8 +35,8 @@ type File struct {
 	VHosts           []VHost           `json:"vhosts"`
 	Permissions      []Permission      `json:"permissions"`
 	TopicPermissions []TopicPermission `json:"topic_permissions"`
-	Parameters       []json.RawMessage `json:"parameters"`
-	GlobalParameters []json.RawMessage `json:"global_parameters"`
+	Parameters       []Parameter       `json:"parameters"`
+	GlobalParameters []GlobalParameter `json:"global_parameters"`
 	Policies         []Policy          `json:"policies"`
 	Queues           []Queue           `json:"queues"`
 	Exchanges        []Exchange        `json:"exchanges"`
@@ -163,6 +162,14 @@ type TopicPermission = meta.TopicPermission
 // Permission grants a user configure, write and read regular expressions
 // on a vhost.
 type Permission = meta.Permission
+
+// Parameter is a runtime parameter as the file's "parameters" section
+// carries it: {"value":…,"vhost":…,"component":…,"name":…}. Operator
+// policies ride in it as component "operator_policy".
+type Parameter = meta.Parameter
+
+// GlobalParameter is a "global_parameters" entry: {"name":…,"value":…}.
+type GlobalParameter = meta.GlobalParameter
 
 // Queue is a queue declaration.
 type Queue struct {

@@ -177,7 +177,7 @@ func TestImportOrderAndAllOrNothing(t *testing.T) {
 			d.Policies = []definitions.Policy{{VHost: "nope", Name: "p", Pattern: ".", Definition: map[string]any{"max-length": 1}}}
 		},
 		"shovel parameter": func(d *definitions.File) {
-			d.Parameters = []json.RawMessage{json.RawMessage(`{"vhost":"/","component":"shovel","name":"s","value":{}}`)}
+			d.Parameters = []definitions.Parameter{{VHost: "/", Component: "shovel", Name: "s", Value: json.RawMessage(`{}`)}}
 		},
 		"unknown user":      func(d *definitions.File) { d.Permissions[1].User = "bob" },
 		"bad queue type":    func(d *definitions.File) { d.VHosts[1].DefaultQueueType = "fancy" },
@@ -258,6 +258,21 @@ func (r *recorder) ListPolicies(context.Context, string) ([]definitions.Policy, 
 }
 func (r *recorder) ListOperatorPolicies(context.Context, string) ([]definitions.Policy, error) {
 	return nil, nil
+}
+func (r *recorder) CheckParameter(p definitions.Parameter) error {
+	return fmt.Errorf("Validation failed\n\ncomponent %s not found\n", p.Component)
+}
+func (r *recorder) ListParameters(context.Context, string, string) ([]definitions.Parameter, error) {
+	return nil, nil
+}
+func (r *recorder) PutParameter(_ context.Context, p definitions.Parameter) (bool, error) {
+	return true, r.write(fmt.Sprintf("parameter %s/%s/%s", p.Component, p.VHost, p.Name))
+}
+func (r *recorder) ListGlobalParameters(context.Context) ([]definitions.GlobalParameter, error) {
+	return nil, nil
+}
+func (r *recorder) PutGlobalParameter(_ context.Context, g definitions.GlobalParameter) (bool, error) {
+	return true, r.write("global parameter " + g.Name)
 }
 func (r *recorder) CheckPolicy(p definitions.Policy, _ bool) error {
 	if p.Pattern == "(" {

@@ -22,15 +22,6 @@ type Policy struct {
 	Priority   int            `json:"priority"`
 }
 
-// parameter is one entry of the file's "parameters": a vhost-scoped
-// runtime parameter.
-type parameter struct {
-	VHost     string          `json:"vhost"`
-	Component string          `json:"component"`
-	Name      string          `json:"name"`
-	Value     json.RawMessage `json:"value"`
-}
-
 // policyValue is an operator policy parameter's value. Its definition is
 // an object, or a list of [key, value] pairs (the proplist form some
 // exporters write).
@@ -43,29 +34,24 @@ type policyValue struct {
 
 // OperatorPolicyParameter returns p as the "parameters" entry RabbitMQ
 // exports an operator policy as.
-func OperatorPolicyParameter(p Policy) (json.RawMessage, error) {
+func OperatorPolicyParameter(p Policy) (Parameter, error) {
 	def, err := json.Marshal(p.Definition)
 	if err != nil {
-		return nil, err
+		return Parameter{}, err
 	}
 	value, err := json.Marshal(policyValue{Pattern: p.Pattern, ApplyTo: p.ApplyTo, Definition: def, Priority: p.Priority})
 	if err != nil {
-		return nil, err
+		return Parameter{}, err
 	}
-	return json.Marshal(parameter{VHost: p.VHost, Component: "operator_policy", Name: p.Name, Value: value})
+	return Parameter{VHost: p.VHost, Component: "operator_policy", Name: p.Name, Value: value}, nil
 }
 
-// operatorPolicies reads the operator policies among d's parameters and
-// reports the parameters Warren has nothing for.
-func operatorPolicies(d *File) (ops []Policy, problems []string) {
-	for i, raw := range d.Parameters {
-		var p parameter
-		if err := DecodeJSON(bytes.NewReader(raw), &p); err != nil {
-			problems = append(problems, fmt.Sprintf("parameters[%d]: %v", i, err))
-			continue
-		}
+// operatorPolicies reads the operator policies among d's parameters;
+// others are the rest, for the components that own them.
+func operatorPolicies(d *File) (ops []Policy, others []Parameter, problems []string) {
+	for _, p := range d.Parameters {
 		if p.Component != "operator_policy" {
-			problems = append(problems, fmt.Sprintf("parameters[%d]: component %q (%q in vhost %q): Warren has none of these", i, p.Component, p.Name, p.VHost))
+			others = append(others, p)
 			continue
 		}
 		var v policyValue
@@ -80,7 +66,7 @@ func operatorPolicies(d *File) (ops []Policy, problems []string) {
 		}
 		ops = append(ops, Policy{VHost: p.VHost, Name: p.Name, Pattern: v.Pattern, ApplyTo: v.ApplyTo, Definition: def, Priority: v.Priority})
 	}
-	return ops, problems
+	return ops, others, problems
 }
 
 // decodeDefinition reads a definition written as an object or as a list

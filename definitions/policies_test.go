@@ -77,8 +77,10 @@ func TestImportRabbitMQPolicies(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out.Policies, 3)
 	require.Len(t, out.Parameters, 1)
+	raw, err := json.Marshal(out.Parameters[0])
+	require.NoError(t, err)
 	var param map[string]any
-	require.NoError(t, json.Unmarshal(out.Parameters[0], &param))
+	require.NoError(t, json.Unmarshal(raw, &param))
 	require.Equal(t, "operator_policy", param["component"])
 	require.Equal(t, "guardrails", param["name"])
 

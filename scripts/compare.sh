@@ -24,6 +24,11 @@
 # (fsync as its default config has it), and a second table with Warren/StrangeQ
 # ratios.
 #
+# -warren-before BIN runs a second Warren binary (cmd/warren built from the
+# commit to compare with, e.g. main) the same way, labelled warren-before,
+# in the same rotation, so before and after are interleaved run by run on a
+# machine whose load moves; a further table gives after/before ratios.
+#
 # scale runs examples/perftest's scale phases against each broker in turn:
 # fill one queue with -messages persistent 1 KiB confirmed messages, restart
 # the broker and time it until the first delivery, drain the queue; then,
@@ -64,6 +69,9 @@ usage: scripts/compare.sh [flags]
   -reuse              one process per broker for all runs (faster; RSS then carries over)
   -keep               keep the temporary directory (logs, data) for inspection
   -strangeq BIN       also run this StrangeQ amqp-server binary, alternated with the others
+  -warren-before BIN  also run this Warren binary (cmd/warren built from the commit to compare
+                      with) as "warren-before", alternated with the others, and print a
+                      before/after table
 scale mode (first argument "scale"):
   -messages N         messages in the deep queue (default 500000)
   -queues N           durable queues declared, published to and deleted (default 10000)
@@ -88,6 +96,7 @@ scale_queues=10000
 scale_connections=2000
 brokers="warren rabbitmq"
 strangeq=""
+warren_before=""
 if [ "${1:-}" = scale ]; then
 	mode=scale
 	out=scale-compare.md
@@ -106,6 +115,7 @@ while [ $# -gt 0 ]; do
 	-reuse) reuse=1 ;;
 	-keep) keep=1 ;;
 	-strangeq) strangeq=$2; shift ;;
+	-warren-before) warren_before=$2; shift ;;
 	-messages) messages=$2; shift ;;
 	-queues) scale_queues=$2; shift ;;
 	-connections) scale_connections=$2; shift ;;
@@ -138,6 +148,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/warren-compare.XXXXXX")
 warren_pid=""
 rabbit_pid=""
 strangeq_pid=""
+warren_before_pid=""
 strangeq_run=0
 rabbit_started=0
 epmd_port=""
@@ -195,22 +206,29 @@ stop_rabbit() {
 }
 
 # --- Warren --------------------------------------------------------------------
-start_warren() {
-	local flags=(-addr 127.0.0.1:0 -data "$tmp/warren-data") line
+# launch_warren name binary: starts that Warren binary with its own data
+# directory and log under $tmp/name; sets launched_pid and launched_url.
+launch_warren() {
+	local flags=(-addr 127.0.0.1:0 -data "$tmp/$1-data") line
 	[ "$warren_memory" = 1 ] && flags=(-addr 127.0.0.1:0 -memory)
-	rm -f "$tmp/warren.out"
-	mkfifo "$tmp/warren.out"
-	"$tmp/bin/warren" "${flags[@]}" >"$tmp/warren.out" 2>>"$tmp/warren.log" &
-	warren_pid=$!
-	if ! read -r -t 30 line <"$tmp/warren.out"; then
-		log "Warren did not start:"
-		cat "$tmp/warren.log" >&2
+	rm -f "$tmp/$1.out"
+	mkfifo "$tmp/$1.out"
+	"$2" "${flags[@]}" >"$tmp/$1.out" 2>>"$tmp/$1.log" &
+	launched_pid=$!
+	if ! read -r -t 30 line <"$tmp/$1.out"; then
+		log "$1 did not start:"
+		cat "$tmp/$1.log" >&2
 		exit 1
 	fi
 	# Keep the fifo drained so the server never blocks writing to stdout.
-	cat "$tmp/warren.out" >/dev/null &
-	warren_url="amqp://guest:guest@${line#listening on }/"
-	log "started Warren on ${line#listening on } (pid $warren_pid)"
+	cat "$tmp/$1.out" >/dev/null &
+	launched_url="amqp://guest:guest@${line#listening on }/"
+	log "started $1 on ${line#listening on } (pid $launched_pid)"
+}
+
+start_warren() {
+	launch_warren warren "$tmp/bin/warren"
+	warren_pid=$launched_pid warren_url=$launched_url
 }
 
 stop_warren() {
@@ -218,6 +236,19 @@ stop_warren() {
 	kill -TERM "$warren_pid" 2>/dev/null || true
 	wait "$warren_pid" 2>/dev/null || true
 	warren_pid=""
+}
+
+# The -warren-before binary, the same way under its own label.
+start_warren_before() {
+	launch_warren warren-before "$warren_before"
+	warren_before_pid=$launched_pid warren_before_url=$launched_url
+}
+
+stop_warren_before() {
+	[ -n "$warren_before_pid" ] || return 0
+	kill -TERM "$warren_before_pid" 2>/dev/null || true
+	wait "$warren_before_pid" 2>/dev/null || true
+	warren_before_pid=""
 }
 
 # --- StrangeQ ------------------------------------------------------------------
@@ -262,6 +293,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	stop_warren
+	stop_warren_before
 	stop_strangeq
 	if [ "$rabbit_started" = 1 ]; then
 		stop_rabbit
@@ -339,12 +371,14 @@ run_one() {
 	warren) pid=$warren_pid ;;
 	rabbitmq) pid=$rabbit_pid ;;
 	strangeq) pid=$strangeq_pid ;;
+	warren-before) pid=$warren_before_pid ;;
 	esac
 	if [ -z "$pid" ]; then
 		case "$1" in
 		warren) start_warren; pid=$warren_pid ;;
 		rabbitmq) start_rabbit; pid=$rabbit_pid ;;
 		strangeq) start_strangeq; pid=$strangeq_pid ;;
+		warren-before) start_warren_before; pid=$warren_before_pid ;;
 		esac
 		sleep 2
 		printf '{"label":"%s","scenario":"idle","rss_start_mib":%s,"verified":true}\n' "$1" "$(rss_mib "$pid")" >>"$results"
@@ -353,6 +387,7 @@ run_one() {
 	warren) url=$warren_url ;;
 	rabbitmq) url=$rabbit_url ;;
 	strangeq) url=$strangeq_url ;;
+	warren-before) url=$warren_before_url ;;
 	esac
 	log "$1: $2 ($3 B, $4 client)"
 	"$tmp/bin/perftest" -url "$url" -broker-pid "$pid" -label "$1" -json \
@@ -366,6 +401,7 @@ run_one() {
 		warren) stop_warren ;;
 		rabbitmq) stop_rabbit ;;
 		strangeq) stop_strangeq ;;
+		warren-before) stop_warren_before ;;
 		esac
 	fi
 }
@@ -443,6 +479,7 @@ for round in $(seq "$rounds"); do
 		order="warren"
 		[ "$have_rabbit" = 1 ] && order="$order rabbitmq"
 		[ -n "$strangeq" ] && order="$order strangeq"
+		[ -n "$warren_before" ] && order="$order warren-before"
 		# Rotate the order by the round number.
 		set -- $order
 		for _ in $(seq $(( (round - 1) % $# ))); do
@@ -471,6 +508,12 @@ fi
 		echo "StrangeQ ($strangeq, $(cd "$(dirname "$strangeq")" && "$strangeq" -version 2>&1 | head -n1)) vs Warren, same runs:"
 		echo
 		"$tmp/bin/perftest" -table "$results" -baseline strangeq
+	fi
+	if [ -n "$warren_before" ] && [ "$mode" != scale ]; then
+		echo
+		echo "Warren before ($warren_before) vs after ($warren_rev), same runs:"
+		echo
+		"$tmp/bin/perftest" -table "$results" -baseline warren-before
 	fi
 } | tee "$out"
 log "table written to $out; raw results in $results"

@@ -99,6 +99,8 @@ func (m *mgmt) register() {
 	m.vhostLimitRoutes()      // vhostlimits.go
 	m.topicPermissionRoutes() // topicpermissions.go
 	m.policyRoutes()          // policies.go
+	m.parameterRoutes()       // parameters.go
+	m.shovelRoutes()          // shovels.go
 }
 
 // routeMux builds the ServeMux that routes m's requests: each route

@@ -180,6 +180,13 @@ func parseDefinition(raw any, operator bool) (map[string]any, string) {
 	if len(unknown) > 0 {
 		return nil, "[" + strings.Join(unknown, ",") + "] are not recognised policy settings"
 	}
+	// rabbit_federation_parameters:validate_policy takes one of its keys
+	// at a time.
+	if _, up := out["federation-upstream"]; up {
+		if _, set := out["federation-upstream-set"]; set {
+			return nil, "cannot specify federation-upstream, federation-upstream-set or federation-upstream-pattern together"
+		}
+	}
 	return out, ""
 }
 

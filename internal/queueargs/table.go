@@ -400,6 +400,11 @@ var table = []Arg{
 		// An exchange's, read by policy.Match.AlternateExchange.
 		Policy: "alternate-exchange", PolicyValue: stringValue, PolicyRefusal: "is not a valid alternate exchange name",
 	},
+	// Exchanges' and queues' federation (rabbit_federation_parameters:
+	// validate_policy, RabbitMQ 3.10 to 4.x), read by internal/federation;
+	// policy.Parse refuses both together.
+	{Policy: "federation-upstream", PolicyValue: stringValue, PolicyRefusal: "is not a valid federation upstream name"},
+	{Policy: "federation-upstream-set", PolicyValue: stringValue, PolicyRefusal: "is not a valid federation upstream set name"},
 	// RabbitMQ 3.x classic queue mirroring, removed in 4.0.
 	{Policy: "ha-mode", Removed: true},
 	{Policy: "ha-params", Removed: true},

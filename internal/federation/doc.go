@@ -1,0 +1,36 @@
+// Package federation is RabbitMQ's federation plugin's configuration:
+// the federation-upstream and federation-upstream-set runtime
+// parameters, checked with RabbitMQ's texts, and the resolution of a
+// policy's federation-upstream or federation-upstream-set key into the
+// upstreams a federated exchange or queue links to, with each upstream's
+// settings and RabbitMQ's defaults.
+//
+// What was copied, from RabbitMQ 3.10.8 (rabbit_federation_parameters,
+// rabbit_federation_upstream, rabbit_parameter_validation; 4.x keeps the
+// same keys, texts and defaults):
+//
+//   - A federation-upstream value is an object with a mandatory uri (a
+//     string or a list of strings, each an amqp:// or amqps:// URI) and
+//     the optional keys exchange, queue, consumer-tag, ha-policy (strings;
+//     ha-policy is accepted and ignored), prefetch-count, reconnect-delay,
+//     max-hops, expires, message-ttl (numbers), trust-user-id,
+//     bind-nowait (booleans), ack-mode (on-confirm, on-publish, no-ack),
+//     resource-cleanup-mode (default, never) and channel-use-mode
+//     (multiple, single). Any other key is "Unrecognised terms".
+//   - A federation-upstream-set value is a list of objects, each naming
+//     an upstream (mandatory) and overriding any of the keys above.
+//   - Problems are listed as rabbit_parameter_validation:proplist lists
+//     them: the last key's first, unrecognised keys before all.
+//   - Defaults (from_upstream_or_set): prefetch-count 1000,
+//     reconnect-delay 5 s, max-hops 1, ack-mode on-confirm, trust-user-id
+//     false, exchange and queue the local object's name, consumer-tag
+//     "federation-link-" and the upstream's name, no expires and no
+//     message-ttl. The set "all" is every upstream of the vhost.
+//
+// Parse functions take JSON's types (a value decoded with UseNumber, or
+// plain float64 numbers) and never panic on any input (FuzzParseUpstream).
+//
+// The links themselves (the connection to the upstream, the upstream
+// queue and bindings, republishing with x-received-from) are not in this
+// package yet; see docs/federation.md for what is built.
+package federation

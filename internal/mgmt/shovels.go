@@ -1,0 +1,121 @@
+package mgmt
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Shovels is the model's side of /api/shovels: the running shovel links
+// (RabbitMQ's rabbitmq_shovel_management). It is optional: a Broker that
+// does not implement it serves those routes as 404.
+type Shovels interface {
+	// Shovels lists the links of vhost ("" for every vhost), sorted by
+	// vhost and name.
+	Shovels(vhost string) []Shovel
+	// RestartShovel stops and starts a link again; false when there is
+	// no such link.
+	RestartShovel(vhost, name string) bool
+}
+
+// Shovel is one link as GET /api/shovels shows it (RabbitMQ 3.10's
+// rabbit_shovel_mgmt format of a dynamic shovel).
+type Shovel struct {
+	VHost, Name   string
+	State, Reason string
+	SrcURI        string
+	SrcQueue      string
+	SrcExchange   string
+	SrcKey        string
+	DestURI       string
+	DestQueue     string
+	DestExchange  string
+	DestKey       string
+	Forwarded     int64
+	Remaining     int64 // -1: src-delete-after never
+}
+
+// shovelRoutes: GET /api/shovels[/{vhost}] and the restart of one link.
+func (m *mgmt) shovelRoutes() {
+	m.handle("GET", "/api/shovels", anyManagement, m.listShovels)
+	m.handle("GET", "/api/shovels/{vhost}", anyManagement, m.listShovels)
+	m.handle("DELETE", "/api/shovels/vhost/{vhost}/{name}/restart", anyManagement, m.restartShovel)
+}
+
+func (m *mgmt) shovelModel(c *mgmtCall) (Shovels, bool) {
+	s, ok := m.b.(Shovels)
+	if !ok {
+		notFound(c.w)
+	}
+	return s, ok
+}
+
+// listShovels answers the links of the vhosts the user may see, each with
+// the fields RabbitMQ's shovel status shows; URIs lose their passwords,
+// as RabbitMQ shows them.
+func (m *mgmt) listShovels(c *mgmtCall) {
+	s, ok := m.shovelModel(c)
+	if !ok {
+		return
+	}
+	vhs, ok := m.vhostsParam(c)
+	if !ok {
+		return
+	}
+	now := time.Now().UTC().Format("2006-01-02 15:04:05")
+	out := []map[string]any{}
+	for _, vh := range vhs {
+		for _, l := range s.Shovels(vh) {
+			j := map[string]any{
+				"node": m.b.NodeName(), "timestamp": now, "type": "dynamic",
+				"vhost": l.VHost, "name": l.Name, "state": l.State,
+				"src_protocol": "amqp091", "dest_protocol": "amqp091",
+				"src_uri": redactURI(l.SrcURI), "dest_uri": redactURI(l.DestURI),
+				"messages_forwarded": l.Forwarded,
+			}
+			if l.Remaining >= 0 {
+				j["messages_remaining"] = l.Remaining
+			}
+			if l.Reason != "" && l.State != "running" {
+				j["reason"] = l.Reason
+			}
+			for k, v := range map[string]string{"src_queue": l.SrcQueue, "src_exchange": l.SrcExchange, "src_exchange_key": l.SrcKey,
+				"dest_queue": l.DestQueue, "dest_exchange": l.DestExchange, "dest_exchange_key": l.DestKey} {
+				if v != "" {
+					j[k] = v
+				}
+			}
+			out = append(out, j)
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+// restartShovel is DELETE /api/shovels/vhost/{vhost}/{name}/restart: 204,
+// 404 when the vhost has no such link.
+func (m *mgmt) restartShovel(c *mgmtCall) {
+	s, ok := m.shovelModel(c)
+	if !ok {
+		return
+	}
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	if !s.RestartShovel(vh, c.p("name")) {
+		notFound(c.w)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// redactURI drops a URI's password (amqp://user:secret@host is shown as
+// amqp://user@host); a URI that does not parse is shown as it is.
+func redactURI(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = url.User(u.User.Username())
+	return u.String()
+}

@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/warrenmq/broker/internal/mgmt"
+	"github.com/warrenmq/broker/internal/shovel"
+)
+
+// registerShovel makes the shovel runtime parameter storable, checked as
+// RabbitMQ's shovel plugin checks it (internal/shovel's Parse, its text
+// in RabbitMQ's "Validation failed" frame), and builds the supervisor
+// that runs a link for each stored one (started by startShovels).
+func (b *Broker) registerShovel() error {
+	b.shovels = shovel.NewSupervisor(b.Admin(), b.Dial, b.log)
+	return b.Admin().RegisterComponent(shovel.Component, func(_, _ string, v json.RawMessage) error {
+		if _, err := shovel.Parse(v); err != nil {
+			return fmt.Errorf("Validation failed\n\n%v\n", err)
+		}
+		return nil
+	})
+}
+
+// startShovels starts the links of the stored shovels, once the vhosts
+// they move messages between are open.
+func (b *Broker) startShovels() error { return b.shovels.Start(context.Background()) }
+
+// Shovels and RestartShovel are the management API's (mgmt.Shovels).
+func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {
+	var out []mgmt.Shovel
+	for _, l := range v.b.shovels.Status(vhost) {
+		d := l.Def
+		out = append(out, mgmt.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Reason: l.Reason,
+			SrcURI: first(d.SrcURIs), SrcQueue: d.SrcQueue, SrcExchange: d.SrcExchange, SrcKey: d.SrcExchangeKey,
+			DestURI: first(d.DestURIs), DestQueue: d.DestQueue, DestExchange: d.DestExchange, DestKey: d.DestKey,
+			Forwarded: l.Forwarded, Remaining: l.Remaining})
+	}
+	return out
+}
+
+func (v mgmtView) RestartShovel(vhost, name string) bool { return v.b.shovels.Restart(vhost, name) }
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
