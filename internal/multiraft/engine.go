@@ -39,7 +39,7 @@ type Engine struct {
 
 	// Counters, read by Stats from any goroutine.
 	syncs, readies, snapshots, snapsSent, dropped, woken atomic.Uint64
-	nGroups, nActive                                   atomic.Int64
+	nGroups, nActive                                     atomic.Int64
 
 	// Owned by the loop.
 	groups   map[uint64]*group
@@ -600,15 +600,15 @@ func parseEnvelope(b []byte) (proposer, seq uint64, cmd []byte, ok bool) {
 // thousands of groups they would drown it); its panics still panic.
 type discardLogger struct{}
 
-func (discardLogger) Debug(...any)                   {}
-func (discardLogger) Debugf(string, ...any)          {}
-func (discardLogger) Error(...any)                   {}
-func (discardLogger) Errorf(string, ...any)          {}
-func (discardLogger) Info(...any)                    {}
-func (discardLogger) Infof(string, ...any)           {}
-func (discardLogger) Warning(...any)                 {}
-func (discardLogger) Warningf(string, ...any)        {}
-func (discardLogger) Fatal(v ...any)                 { panic(fmt.Sprint(v...)) }
-func (discardLogger) Fatalf(f string, v ...any)      { panic(fmt.Sprintf(f, v...)) }
-func (discardLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
-func (discardLogger) Panicf(f string, v ...any)      { panic(fmt.Sprintf(f, v...)) }
+func (discardLogger) Debug(...any)              {}
+func (discardLogger) Debugf(string, ...any)     {}
+func (discardLogger) Error(...any)              {}
+func (discardLogger) Errorf(string, ...any)     {}
+func (discardLogger) Info(...any)               {}
+func (discardLogger) Infof(string, ...any)      {}
+func (discardLogger) Warning(...any)            {}
+func (discardLogger) Warningf(string, ...any)   {}
+func (discardLogger) Fatal(v ...any)            { panic(fmt.Sprint(v...)) }
+func (discardLogger) Fatalf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
+func (discardLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (discardLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }

@@ -40,3 +40,31 @@ func TestManyGroupsCommit(t *testing.T) {
 	require.Equal(t, groups, st.Groups)
 	require.Less(t, st.Syncs, st.ReadyGroups/4, "many groups' readies share an fsync")
 }
+
+// TestManyGroupsCommitTCP is TestManyGroupsCommit over TCP on loopback,
+// members authenticated with a cluster secret: one connection per member
+// pair carries every group.
+func TestManyGroupsCommitTCP(t *testing.T) {
+	const groups = 300
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := newTCPCluster(t, 3, nil)
+	c.createGroups(ctx, groups)
+	var eg errgroup.Group
+	eg.SetLimit(64)
+	for g := uint64(1); g <= groups; g++ {
+		eg.Go(func() error { return c.propose(ctx, 1+g%3, g, []byte(fmt.Sprintf("cmd-%d", g))) })
+	}
+	require.NoError(t, eg.Wait())
+	require.Eventually(t, func() bool {
+		for g := uint64(1); g <= groups; g++ {
+			if !c.converged(g, 1) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond)
+	for id, tr := range c.tcps {
+		require.Zero(t, tr.Refused(), "member %d refused nothing", id)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -77,13 +79,19 @@ func (m *testMember) sm(group uint64) *logSM {
 	return m.sms[group]
 }
 
-// testCluster is engines on a MemNetwork, fast ticks.
+// testCluster is engines on a MemNetwork, or over TCP on loopback
+// (newTCPCluster), with fast ticks.
 type testCluster struct {
 	t       testing.TB
 	net     *MemNetwork
 	members map[uint64]*testMember
 	cfg     func(*Config)
+	// Over TCP: each member's address and live transport.
+	addrs map[uint64]string
+	tcps  map[uint64]*TCPTransport
 }
+
+var testSecret = []byte("multiraft test cluster secret 32")
 
 // testTick is the tests' raft tick: an election timeout of 10 ticks is
 // half a second, short enough for failover tests and long enough for
@@ -109,6 +117,49 @@ func newTestCluster(t testing.TB, n int, cfg func(*Config)) *testCluster {
 	return c
 }
 
+// newTCPCluster is newTestCluster over TCP on loopback, members
+// authenticated with testSecret.
+func newTCPCluster(t testing.TB, n int, cfg func(*Config)) *testCluster {
+	c := &testCluster{t: t, members: map[uint64]*testMember{}, cfg: cfg, addrs: map[uint64]string{}, tcps: map[uint64]*TCPTransport{}}
+	base := t.TempDir()
+	ls := map[uint64]net.Listener{}
+	for i := 1; i <= n; i++ {
+		id := uint64(i)
+		c.members[id] = &testMember{id: id, dir: filepath.Join(base, fmt.Sprint(i))}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ls[id], c.addrs[id] = l, l.Addr().String()
+	}
+	t.Cleanup(c.close)
+	for id, m := range c.members {
+		c.startWith(m, c.newTCP(id, ls[id]))
+	}
+	return c
+}
+
+func (c *testCluster) newTCP(id uint64, l net.Listener) Transport {
+	if l == nil {
+		var err error
+		for range 50 { // the port of the member's previous life
+			if l, err = net.Listen("tcp", c.addrs[id]); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.NoError(c.t, err)
+	}
+	peers := map[uint64]string{}
+	for pid, a := range c.addrs {
+		if pid != id {
+			peers[pid] = a
+		}
+	}
+	tr, err := NewTCP(TCPConfig{ID: id, Listener: l, Peers: peers, Secret: testSecret, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(c.t, err)
+	c.tcps[id] = tr
+	return tr
+}
+
 func (c *testCluster) startWith(m *testMember, tr Transport) {
 	m.sms = map[uint64]*logSM{}
 	cfg := Config{
@@ -132,23 +183,39 @@ func (c *testCluster) startWith(m *testMember, tr Transport) {
 // kill stops member id's engine and takes it off the network.
 func (c *testCluster) kill(id uint64) {
 	m := c.members[id]
-	c.net.Remove(id)
+	if c.net != nil {
+		c.net.Remove(id)
+	} else {
+		require.NoError(c.t, c.tcps[id].Close())
+		delete(c.tcps, id)
+	}
 	require.NoError(c.t, m.e.Close())
 	m.e = nil
 }
 
 // restart starts member id again on its directory.
 func (c *testCluster) restart(id uint64) {
-	c.startWith(c.members[id], c.net.Transport(id))
+	if c.net != nil {
+		c.startWith(c.members[id], c.net.Transport(id))
+	} else {
+		c.startWith(c.members[id], c.newTCP(id, nil))
+	}
 }
 
 func (c *testCluster) close() {
 	for _, m := range c.members {
 		if m.e != nil {
 			m.e.Close()
+			m.e = nil
 		}
 	}
-	c.net.Close()
+	if c.net != nil {
+		c.net.Close()
+	}
+	for id, tr := range c.tcps {
+		tr.Close()
+		delete(c.tcps, id)
+	}
 }
 
 func (c *testCluster) ids() []uint64 {

@@ -175,9 +175,11 @@ func (hs *Handshaker) mac(role string, transcript []byte) []byte {
 }
 
 // sessionKey derives the key of the connection's records from the secret
-// and the transcript (HKDF-SHA256): a key per connection.
-func (hs *Handshaker) sessionKey(transcript []byte) []byte {
-	k, err := hkdf.Key(sha256.New, hs.Secret, transcript, hs.Proto.Label+" frames", 32)
+// and the transcript (HKDF-SHA256): a key per connection, and per
+// direction (dir "frames" for the dialer's records, "frames back" for
+// the acceptor's on a duplex connection).
+func (hs *Handshaker) sessionKey(transcript []byte, dir string) []byte {
+	k, err := hkdf.Key(sha256.New, hs.Secret, transcript, hs.Proto.Label+" "+dir, 32)
 	if err != nil {
 		panic(err) // only for a key length HKDF-SHA256 cannot give
 	}
@@ -188,6 +190,36 @@ func (hs *Handshaker) sessionKey(transcript []byte) []byte {
 // carry kind, and returns what frames are written to: rw itself, or a
 // writer that seals them.
 func (hs *Handshaker) Dial(rw io.ReadWriter, kind byte, to uint64) (io.Writer, error) {
+	transcript, err := hs.dial(rw, kind, to)
+	if err != nil {
+		return nil, err
+	}
+	if hs.Secret == nil {
+		return rw, nil
+	}
+	return NewSealer(rw, hs.sessionKey(transcript, "frames")), nil
+}
+
+// DialDuplex is Dial for a connection both sides write frames on: it reads
+// the handshake's answers from r (conn's buffered reader, which it goes on
+// reading frames from) and returns what frames are read from and written
+// to, sealed each way under its own key with a secret.
+func (hs *Handshaker) DialDuplex(conn io.Writer, r *bufio.Reader, kind byte, to uint64) (io.Reader, io.Writer, error) {
+	transcript, err := hs.dial(struct {
+		io.Reader
+		io.Writer
+	}{r, conn}, kind, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	if hs.Secret == nil {
+		return r, conn, nil
+	}
+	return NewOpener(r, hs.sessionKey(transcript, "frames back")), NewSealer(conn, hs.sessionKey(transcript, "frames")), nil
+}
+
+// dial runs the dialer's side and returns the transcript.
+func (hs *Handshaker) dial(rw io.ReadWriter, kind byte, to uint64) ([]byte, error) {
 	name := hs.Proto.Name
 	h := Hello{Kind: kind, Auth: hs.auth(), From: hs.Self, To: to}
 	if _, err := io.ReadFull(hs.Rand, h.Nonce[:]); err != nil {
@@ -235,10 +267,7 @@ func (hs *Handshaker) Dial(rw io.ReadWriter, kind byte, to uint64) (io.Writer, e
 	default:
 		return nil, hs.Proto.errProtocol()
 	}
-	if hs.Secret == nil {
-		return rw, nil
-	}
-	return NewSealer(rw, hs.sessionKey(transcript)), nil
+	return transcript, nil
 }
 
 // Accept runs the acceptor's side: it reads the hello from r and answers
@@ -246,6 +275,33 @@ func (hs *Handshaker) Dial(rw io.ReadWriter, kind byte, to uint64) (io.Writer, e
 // and what the frames are read from: r itself, or a reader that opens
 // sealed records. isMember says whether an id is a member this one knows.
 func (hs *Handshaker) Accept(r *bufio.Reader, w io.Writer, isMember func(uint64) bool) (Hello, io.Reader, error) {
+	h, transcript, err := hs.accept(r, w, isMember)
+	if err != nil {
+		return h, nil, err
+	}
+	if hs.Secret == nil {
+		return h, r, nil
+	}
+	return h, NewOpener(r, hs.sessionKey(transcript, "frames")), nil
+}
+
+// AcceptDuplex is Accept for a connection both sides write frames on: it
+// also returns what this side's frames are written to (w, or a writer
+// sealing them under the key of this direction).
+func (hs *Handshaker) AcceptDuplex(r *bufio.Reader, w io.Writer, isMember func(uint64) bool) (Hello, io.Reader, io.Writer, error) {
+	h, transcript, err := hs.accept(r, w, isMember)
+	if err != nil {
+		return h, nil, nil, err
+	}
+	if hs.Secret == nil {
+		return h, r, w, nil
+	}
+	return h, NewOpener(r, hs.sessionKey(transcript, "frames")), NewSealer(w, hs.sessionKey(transcript, "frames back")), nil
+}
+
+// accept runs the acceptor's side and returns the hello and the
+// transcript.
+func (hs *Handshaker) accept(r *bufio.Reader, w io.Writer, isMember func(uint64) bool) (Hello, []byte, error) {
 	name := hs.Proto.Name
 	// The magic and version first: anything else is refused before the
 	// rest of a hello arrives.
@@ -304,10 +360,7 @@ func (hs *Handshaker) Accept(r *bufio.Reader, w io.Writer, isMember func(uint64)
 	if _, err := w.Write([]byte{statusOK}); err != nil {
 		return h, nil, err
 	}
-	if hs.Secret == nil {
-		return h, r, nil
-	}
-	return h, NewOpener(r, hs.sessionKey(transcript)), nil
+	return h, transcript, nil
 }
 
 func authName(a byte) string {

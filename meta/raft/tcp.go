@@ -100,23 +100,11 @@ func (c *TCPConfig) validate() error {
 		if c.Secret != nil || c.ServerTLS != nil || c.ClientTLS != nil {
 			errs = append(errs, errors.New("raft: TCPConfig.Insecure turns authentication off: it excludes Secret, ServerTLS and ClientTLS"))
 		}
-	case c.Secret == nil && !mutualTLS(c.ServerTLS, c.ClientTLS):
+	case c.Secret == nil && !raftlink.MutualTLS(c.ServerTLS, c.ClientTLS):
 		errs = append(errs, errors.New("raft: TCPConfig needs Secret (the cluster secret) or mutual TLS (ServerTLS requiring client certificates, "+
 			"ClientTLS presenting one) to authenticate members; Insecure turns authentication off"))
 	}
 	return errors.Join(errs...)
-}
-
-// mutualTLS reports whether server requires and verifies a certificate of
-// every client and client presents one.
-func mutualTLS(server, client *tls.Config) bool {
-	if server == nil || client == nil {
-		return false
-	}
-	verified := server.ClientAuth == tls.RequireAndVerifyClientCert ||
-		server.ClientAuth == tls.RequireAnyClientCert && (server.VerifyPeerCertificate != nil || server.VerifyConnection != nil) ||
-		server.GetConfigForClient != nil
-	return verified && (len(client.Certificates) > 0 || client.GetClientCertificate != nil)
 }
 
 // TCPTransport sends raft messages to each peer over one TCP connection
