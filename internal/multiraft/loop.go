@@ -61,11 +61,13 @@ func (e *Engine) tick() {
 		if e.ticks%e.cfg.HeartbeatTicks == 0 && e.out[id] == nil {
 			e.out[id] = &frame{} // a ping, unless the cycle sends more
 		}
-		last, ok := e.heard[id]
-		if !ok {
+		if _, ok := e.heard[id]; !ok {
 			e.heard[id], e.alive[id] = now, true
-			continue
 		}
+	}
+	// Every member ever heard of, even one the transport no longer
+	// lists: its silence is what wakes the groups it led.
+	for id, last := range e.heard {
 		alive := now.Sub(last) < span
 		switch was := e.alive[id]; {
 		case was && !alive:

@@ -61,14 +61,20 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("multiraft: %w", err)
 	}
 	fresh := len(ents) == 0
-	if !fresh {
-		if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
-			return nil, fmt.Errorf("%w: %s is not empty and holds no Pebble database of this engine (is it a single-group meta/raft directory? "+
-				"those are not converted: export definitions and messages, start on an empty directory, import)", ErrFormat, dir)
+	refuse := fmt.Errorf("%w: %s is not empty and holds no Pebble database of this engine (is it a single-group meta/raft directory? "+
+		"those are not converted: export definitions and messages, start on an empty directory, import)", ErrFormat, dir)
+	for _, old := range []string{"log", "state"} { // meta/raft's databases
+		if _, err := os.Stat(filepath.Join(dir, old)); err == nil {
+			return nil, refuse
 		}
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	// Pebble creates a database only in an empty directory: anything else
+	// must already be one.
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, ErrorIfNotExists: !fresh})
 	if err != nil {
+		if !fresh {
+			return nil, fmt.Errorf("%w (%v)", refuse, err)
+		}
 		return nil, fmt.Errorf("multiraft: open %s: %w", dir, err)
 	}
 	v, closer, err := db.Get(keyFormat)
