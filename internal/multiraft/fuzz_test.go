@@ -248,7 +248,6 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 }
 
-
 // TestSessionReplays checks the session seeds are what they claim: under
 // fixed nonces a recorded session replays whole, frames included; a
 // record changed anywhere stops the acceptor before the frames after it.
