@@ -90,7 +90,7 @@ type Options struct {
 	// memtable a quarter of it (Pebble keeps up to two, the active one and
 	// one being flushed or kept for reuse, and counts them against the
 	// cache), so Pebble holds about StoreMemory. 0 keeps the defaults: a
-	// 64 MiB cache and 16 MiB memtables, the memtables about 32 MiB
+	// 64 MiB cache and 8 MiB memtables, the memtables about 16 MiB
 	// resident once enough has been written (docs/streams.md, "Cost").
 	// Values below 4 MiB are raised to it.
 	StoreMemory int64
@@ -128,6 +128,11 @@ type Options struct {
 	// is dead; nil never says so, and leaves them to their owner. It is
 	// called from the scanner's goroutine and must not block for long.
 	PeerAlive func(node string) bool
+	// LinkLease is, in shared mode, the time to live of the lease that
+	// runs each shovel and federation link on exactly one of the brokers
+	// sharing the store (internal/placement): a dead holder's links run
+	// elsewhere about this long after it died. 0 means 6 s.
+	LinkLease time.Duration
 	// Replies carries direct reply-to replies to brokers that serve the
 	// same clients (a cluster's members; package cluster sets it), so a
 	// reply published on this broker reaches a requester on another one.
