@@ -15,7 +15,7 @@ import (
 // member's state machine.
 func TestManyGroupsCommit(t *testing.T) {
 	const groups = 1000
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := newTestCluster(t, 3, nil)
 	c.createGroups(ctx, groups)
@@ -34,7 +34,7 @@ func TestManyGroupsCommit(t *testing.T) {
 			}
 		}
 		return true
-	}, 20*time.Second, 20*time.Millisecond, "every member applied every group's command")
+	}, time.Minute, 20*time.Millisecond, "every member applied every group's command")
 	st := c.members[1].e.Stats()
 	t.Logf("member 1: %d groups, %d syncs for %d group readies", st.Groups, st.Syncs, st.ReadyGroups)
 	require.Equal(t, groups, st.Groups)
@@ -46,7 +46,7 @@ func TestManyGroupsCommit(t *testing.T) {
 // pair carries every group.
 func TestManyGroupsCommitTCP(t *testing.T) {
 	const groups = 300
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := newTCPCluster(t, 3, nil)
 	c.createGroups(ctx, groups)
@@ -63,7 +63,7 @@ func TestManyGroupsCommitTCP(t *testing.T) {
 			}
 		}
 		return true
-	}, 20*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	for id, tr := range c.tcps {
 		require.Zero(t, tr.Refused(), "member %d refused nothing", id)
 	}

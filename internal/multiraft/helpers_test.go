@@ -231,17 +231,20 @@ func (c *testCluster) ids() []uint64 {
 // first leader be member ids[g % len]: leaders spread evenly.
 func (c *testCluster) createGroups(ctx context.Context, n int) {
 	ids := c.ids()
-	// In parallel: concurrent creations share the engine's fsyncs.
+	// Groups in parallel (concurrent creations share the engines'
+	// fsyncs), each campaigned as soon as its replicas exist, before
+	// their election timeouts start elections of their own.
 	var eg errgroup.Group
-	eg.SetLimit(256)
+	eg.SetLimit(128)
 	for g := uint64(1); g <= uint64(n); g++ {
-		for _, id := range ids {
-			eg.Go(func() error { return c.members[id].e.CreateGroup(ctx, g, ids) })
-		}
-	}
-	require.NoError(c.t, eg.Wait())
-	for g := uint64(1); g <= uint64(n); g++ {
-		eg.Go(func() error { return c.members[ids[g%uint64(len(ids))]].e.Campaign(ctx, g) })
+		eg.Go(func() error {
+			for _, id := range ids {
+				if err := c.members[id].e.CreateGroup(ctx, g, ids); err != nil {
+					return err
+				}
+			}
+			return c.members[ids[g%uint64(len(ids))]].e.Campaign(ctx, g)
+		})
 	}
 	require.NoError(c.t, eg.Wait())
 }
