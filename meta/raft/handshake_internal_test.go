@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/warrenmq/broker/internal/raftlink"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -39,7 +40,7 @@ func (fixedRand) Read(p []byte) (int, error) {
 
 // session is what an acceptor read from one dialer.
 type session struct {
-	hello hello
+	hello raftlink.Hello
 	raft  []*raftpb.Message
 	msgs  [][]byte
 }
@@ -48,27 +49,27 @@ type session struct {
 // does: the handshake (member 2 is known), then frames of at most limit
 // bytes, each raft message decoded and checked as before raft's Step.
 func serve(in io.Reader, out io.Writer, secret []byte, random io.Reader, limit int) (session, error) {
-	hs := handshaker{self: 1, secret: secret, rand: random}
-	h, r, err := hs.accept(bufio.NewReader(in), out, func(id uint64) bool { return id == 2 })
+	hs := raftlink.Handshaker{Proto: &protocol, Self: 1, Secret: secret, Rand: random}
+	h, r, err := hs.Accept(bufio.NewReader(in), out, func(id uint64) bool { return id == 2 })
 	s := session{hello: h}
 	if err != nil {
 		return s, err
 	}
 	var buf []byte
 	for {
-		b, err := readFrame(r, limit, buf)
+		b, err := raftlink.ReadFrame(r, limit, buf)
 		if err != nil {
 			return s, err
 		}
-		if h.kind == kindMessages {
+		if h.Kind == kindMessages {
 			s.msgs = append(s.msgs, bytes.Clone(b))
 			continue
 		}
-		m, err := decodeRaft(b, h.from, 1)
+		m, err := decodeRaft(b, h.From, 1)
 		if err != nil {
 			return s, err
 		}
-		if err := checkMessage(m, 1); err != nil {
+		if err := raftlink.CheckMessage(m, 1); err != nil {
 			return s, err
 		}
 		s.raft = append(s.raft, m)
@@ -91,8 +92,8 @@ func record(t testing.TB, secret []byte, random func() io.Reader, kind byte, fra
 		got, serr = serve(io.TeeReader(b, &sent), b, secret, random(), 1<<20)
 		b.Close()
 	}()
-	hs := handshaker{self: 2, secret: secret, rand: random()}
-	w, err := hs.dial(a, kind, 1)
+	hs := raftlink.Handshaker{Proto: &protocol, Self: 2, Secret: secret, Rand: random()}
+	w, err := hs.Dial(a, kind, 1)
 	if err == nil {
 		// Written as the transport does, through a buffer, flushed
 		// (one sealed record) a frame; serve may stop reading at a
@@ -141,7 +142,7 @@ func TestHandshake(t *testing.T) {
 			t.Run(fmt.Sprintf("secret=%v/kind=%d", secret != nil, kind), func(t *testing.T) {
 				_, got, err := record(t, secret, func() io.Reader { return rand.Reader }, kind, frames)
 				require.ErrorIs(t, err, io.EOF)
-				require.Equal(t, uint64(2), got.hello.from)
+				require.Equal(t, uint64(2), got.hello.From)
 				if kind == kindMessages {
 					require.Equal(t, frames, got.msgs)
 					return
@@ -161,21 +162,21 @@ func TestHandshakeReplay(t *testing.T) {
 	sent, _, err := record(t, fuzzSecret, func() io.Reader { return rand.Reader }, kindRaft, sampleFrames(t))
 	require.ErrorIs(t, err, io.EOF)
 	got, err := serve(bytes.NewReader(sent), io.Discard, fuzzSecret, rand.Reader, 1<<20)
-	require.ErrorIs(t, err, errBadProof)
+	require.ErrorIs(t, err, raftlink.ErrBadProof)
 	require.Empty(t, got.raft)
 
 	// The acceptor's side replayed to a dialer fails the same way: its
 	// nonce is new.
 	var answer bytes.Buffer
-	hs := handshaker{self: 1, secret: fuzzSecret, rand: rand.Reader}
-	_, _, err = hs.accept(bufio.NewReader(bytes.NewReader(sent)), &answer, func(uint64) bool { return true })
-	require.ErrorIs(t, err, errBadProof)
-	dialer := handshaker{self: 2, secret: fuzzSecret, rand: rand.Reader}
-	_, err = dialer.dial(struct {
+	hs := raftlink.Handshaker{Proto: &protocol, Self: 1, Secret: fuzzSecret, Rand: rand.Reader}
+	_, _, err = hs.Accept(bufio.NewReader(bytes.NewReader(sent)), &answer, func(uint64) bool { return true })
+	require.ErrorIs(t, err, raftlink.ErrBadProof)
+	dialer := raftlink.Handshaker{Proto: &protocol, Self: 2, Secret: fuzzSecret, Rand: rand.Reader}
+	_, err = dialer.Dial(struct {
 		io.Reader
 		io.Writer
 	}{&answer, io.Discard}, kindRaft, 1)
-	require.ErrorIs(t, err, errBadProof)
+	require.ErrorIs(t, err, raftlink.ErrBadProof)
 }
 
 // TestSealedRecordsRefuseTampering changes, drops, repeats and cuts the
@@ -185,7 +186,7 @@ func TestSealedRecordsRefuseTampering(t *testing.T) {
 	frames := sampleFrames(t)
 	sent, _, err := record(t, fuzzSecret, func() io.Reader { return fixedRand{} }, kindRaft, frames)
 	require.ErrorIs(t, err, io.EOF)
-	body := helloSize + proofSize // the records start here
+	body := raftlink.HelloSize + raftlink.ProofSize // the records start here
 	got, err := serve(bytes.NewReader(sent), io.Discard, fuzzSecret, fixedRand{}, 1<<20)
 	require.ErrorIs(t, err, io.EOF)
 	require.Len(t, got.raft, len(frames), "the recorded session replays under fixed nonces")
@@ -228,13 +229,13 @@ func (s *spyReader) Read(p []byte) (int, error) {
 func TestReadFrameGrowsWithArrival(t *testing.T) {
 	for _, arrived := range []int{0, 1000, 200 << 10, 3 << 20} {
 		r := &spyReader{r: bytes.NewReader(append([]byte{0x40, 0, 0, 0}, make([]byte, arrived)...))}
-		_, err := readFrame(r, 1<<30, nil)
+		_, err := raftlink.ReadFrame(r, 1<<30, nil)
 		require.ErrorIs(t, err, io.ErrUnexpectedEOF)
 		t.Logf("1 GiB announced, %d bytes arrived: a buffer of %d bytes", arrived, r.max-4)
-		require.LessOrEqual(t, r.max-4, max(2*arrived, frameChunk))
+		require.LessOrEqual(t, r.max-4, max(2*arrived, raftlink.FrameChunk))
 	}
-	_, err := readFrame(bytes.NewReader([]byte{0x40, 0, 0, 1}), 1<<30, nil)
-	require.ErrorIs(t, err, errFrameSize)
+	_, err := raftlink.ReadFrame(bytes.NewReader([]byte{0x40, 0, 0, 1}), 1<<30, nil)
+	require.ErrorIs(t, err, raftlink.ErrFrameSize)
 }
 
 // fuzzSeeds are sessions of each kind and authentication, whole, with the
@@ -253,11 +254,11 @@ func fuzzSeeds(t testing.TB) [][]byte {
 			}
 		}
 	}
-	h := hello{kind: kindRaft, auth: authSecret, from: 2, to: 1}
+	h := raftlink.Hello{Kind: kindRaft, Auth: raftlink.AuthSecret, From: 2, To: 1}
 	seeds = append(seeds,
 		append(binary.BigEndian.AppendUint32(nil, uint32(len(wrap))), wrap...), // no handshake at all
-		h.append(nil),                        // a hello, then nothing
-		append(h.append(nil), 0x40, 0, 0, 0), // a hello, then a frame's header
+		h.Append(nil, &protocol),                        // a hello, then nothing
+		append(h.Append(nil, &protocol), 0x40, 0, 0, 0), // a hello, then a frame's header
 	)
 	return seeds
 }
@@ -276,12 +277,12 @@ func FuzzTransport(f *testing.F) {
 			got, err := serve(bytes.NewReader(in), io.Discard, secret, fixedRand{}, 64<<10)
 			require.Error(t, err, "the input ends")
 			for _, m := range got.raft {
-				require.NoError(t, checkMessage(m, 1))
+				require.NoError(t, raftlink.CheckMessage(m, 1))
 				require.Equal(t, uint64(2), m.GetFrom())
 			}
 			if len(got.raft)+len(got.msgs) > 0 {
-				require.Equal(t, uint64(2), got.hello.from, "frames only after a member's handshake")
-				require.GreaterOrEqual(t, len(in), helloSize)
+				require.Equal(t, uint64(2), got.hello.From, "frames only after a member's handshake")
+				require.GreaterOrEqual(t, len(in), raftlink.HelloSize)
 			}
 		}
 	})

@@ -22,6 +22,8 @@ import (
 
 	"github.com/warrenmq/broker/internal/codec"
 	"github.com/warrenmq/broker/meta"
+
+	"github.com/warrenmq/broker/internal/raftlink"
 )
 
 var (
@@ -131,7 +133,7 @@ type Node struct {
 	}
 
 	// refused logs the incoming messages checkMessage refuses.
-	refused rateLog
+	refused raftlink.RateLog
 
 	// queues holds each peer's outgoing queue (sender.go).
 	queues struct {
@@ -769,8 +771,8 @@ func (n *Node) receive() {
 	for {
 		select {
 		case m := <-in:
-			if err := checkMessage(m, n.cfg.ID); err != nil {
-				n.refused.warn(n.cfg.Logger, "raft: refused a message", "id", n.cfg.ID, "from", m.GetFrom(), "err", err)
+			if err := raftlink.CheckMessage(m, n.cfg.ID); err != nil {
+				n.refused.Warn(n.cfg.Logger, "raft: refused a message", "id", n.cfg.ID, "from", m.GetFrom(), "err", err)
 				continue
 			}
 			if m.GetType() == raftpb.MsgProp {

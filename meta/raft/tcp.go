@@ -12,12 +12,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/warrenmq/broker/internal/raftlink"
 )
 
 // TCPConfig configures a TCPTransport.
@@ -99,23 +100,11 @@ func (c *TCPConfig) validate() error {
 		if c.Secret != nil || c.ServerTLS != nil || c.ClientTLS != nil {
 			errs = append(errs, errors.New("raft: TCPConfig.Insecure turns authentication off: it excludes Secret, ServerTLS and ClientTLS"))
 		}
-	case c.Secret == nil && !mutualTLS(c.ServerTLS, c.ClientTLS):
+	case c.Secret == nil && !raftlink.MutualTLS(c.ServerTLS, c.ClientTLS):
 		errs = append(errs, errors.New("raft: TCPConfig needs Secret (the cluster secret) or mutual TLS (ServerTLS requiring client certificates, "+
 			"ClientTLS presenting one) to authenticate members; Insecure turns authentication off"))
 	}
 	return errors.Join(errs...)
-}
-
-// mutualTLS reports whether server requires and verifies a certificate of
-// every client and client presents one.
-func mutualTLS(server, client *tls.Config) bool {
-	if server == nil || client == nil {
-		return false
-	}
-	verified := server.ClientAuth == tls.RequireAndVerifyClientCert ||
-		server.ClientAuth == tls.RequireAnyClientCert && (server.VerifyPeerCertificate != nil || server.VerifyConnection != nil) ||
-		server.GetConfigForClient != nil
-	return verified && (len(client.Certificates) > 0 || client.GetClientCertificate != nil)
 }
 
 // TCPTransport sends raft messages to each peer over one TCP connection
@@ -142,14 +131,14 @@ func mutualTLS(server, client *tls.Config) bool {
 // behind stops the reading of that connection only.
 type TCPTransport struct {
 	cfg   TCPConfig
-	hs    handshaker
+	hs    raftlink.Handshaker
 	inbox chan *raftpb.Message
 	msgs  chan Message
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
 	// refused and unreached log failed handshakes, accepted and dialed.
-	refused, unreached rateLog
+	refused, unreached raftlink.RateLog
 
 	mu      sync.Mutex
 	peers   map[uint64]*tcpPeer
@@ -202,7 +191,7 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	cfg.Secret = bytes.Clone(cfg.Secret)
 	t := &TCPTransport{
 		cfg:    cfg,
-		hs:     handshaker{self: cfg.ID, secret: cfg.Secret, rand: rand.Reader},
+		hs:     raftlink.Handshaker{Proto: &protocol, Self: cfg.ID, Secret: cfg.Secret, Rand: rand.Reader},
 		inbox:  make(chan *raftpb.Message, 4096),
 		msgs:   make(chan Message, 1024),
 		stop:   make(chan struct{}),
@@ -487,55 +476,21 @@ func (t *TCPTransport) serve(c net.Conn) {
 	}
 	// Under TLS the TLS handshake runs in the first read, within the
 	// same deadline.
-	br := bufio.NewReaderSize(c, maxRecordPlain+recordTag+2)
-	h, r, err := t.hs.accept(br, c, t.isMember)
+	br := bufio.NewReaderSize(c, raftlink.MaxRecordPlain+raftlink.RecordTag+2)
+	h, r, err := t.hs.Accept(br, c, t.isMember)
 	if err != nil {
-		t.refused.warn(t.cfg.Logger, "raft: refused a connection that did not authenticate as a member",
+		t.refused.Warn(t.cfg.Logger, "raft: refused a connection that did not authenticate as a member",
 			"id", t.cfg.ID, "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
-	if !t.authenticated(c, h.from) || c.SetDeadline(time.Time{}) != nil {
+	if !t.authenticated(c, h.From) || c.SetDeadline(time.Time{}) != nil {
 		return
 	}
-	if h.kind == kindMessages {
-		t.readMessages(r, h.from)
+	if h.Kind == kindMessages {
+		t.readMessages(r, h.From)
 	} else {
-		t.readRaft(r, h.from)
+		t.readRaft(r, h.From)
 	}
-}
-
-// frameChunk is what a frame's buffer starts at and grows by, doubling:
-// the length a frame announces is only an upper bound until its bytes
-// arrive.
-const frameChunk = 64 << 10
-
-var errFrameSize = errors.New("raft: frame too large")
-
-// readFrame reads one frame from r (a 4-byte big-endian length of at most
-// limit, then that many bytes) into buf, which grows as the bytes arrive,
-// and returns it.
-func readFrame(r io.Reader, limit int, buf []byte) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	size := binary.BigEndian.Uint32(hdr[:])
-	if uint64(size) > uint64(limit) {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errFrameSize, size, limit)
-	}
-	n := int(size)
-	buf = buf[:0]
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(n, max(2*cap(buf), frameChunk))-len(buf))
-		}
-		k, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
-		buf = buf[:len(buf)+k]
-		if err != nil {
-			return nil, noEOF(err)
-		}
-	}
-	return buf, nil
 }
 
 // readFailed logs why the connection of member peer ended, unless it just
@@ -549,7 +504,7 @@ func (t *TCPTransport) readFailed(peer uint64, err error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return
 	}
-	t.refused.warn(t.cfg.Logger, "raft: closed a member's connection", "id", t.cfg.ID, "peer", peer, "err", err)
+	t.refused.Warn(t.cfg.Logger, "raft: closed a member's connection", "id", t.cfg.ID, "peer", peer, "err", err)
 }
 
 // readRaft delivers the raft messages of member peer's connection until
@@ -557,7 +512,7 @@ func (t *TCPTransport) readFailed(peer uint64, err error) {
 func (t *TCPTransport) readRaft(r io.Reader, peer uint64) {
 	var buf []byte
 	for {
-		b, err := readFrame(r, t.cfg.MaxMessageBytes, buf)
+		b, err := raftlink.ReadFrame(r, t.cfg.MaxMessageBytes, buf)
 		if err != nil {
 			t.readFailed(peer, err)
 			return
@@ -595,7 +550,7 @@ func decodeRaft(b []byte, peer, self uint64) (*raftpb.Message, error) {
 // fails.
 func (t *TCPTransport) readMessages(r io.Reader, peer uint64) {
 	for {
-		b, err := readFrame(r, t.cfg.MaxMessageBytes, nil)
+		b, err := raftlink.ReadFrame(r, t.cfg.MaxMessageBytes, nil)
 		if err != nil {
 			t.readFailed(peer, err)
 			return
@@ -728,7 +683,7 @@ func (p *tcpPeer) dial(ctx context.Context) (net.Conn, io.Writer, error) {
 	cut := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	var w io.Writer
 	if err == nil {
-		w, err = p.t.hs.dial(c, p.kind, p.id)
+		w, err = p.t.hs.Dial(c, p.kind, p.id)
 	}
 	if cut() && err == nil {
 		err = c.SetDeadline(time.Time{})
@@ -738,7 +693,7 @@ func (p *tcpPeer) dial(ctx context.Context) (net.Conn, io.Writer, error) {
 	if err != nil {
 		c.Close()
 		if ctx.Err() == nil {
-			p.t.unreached.warn(p.t.cfg.Logger, "raft: could not authenticate to a member", "id", p.t.cfg.ID, "peer", p.id, "addr", p.addr, "err", err)
+			p.t.unreached.Warn(p.t.cfg.Logger, "raft: could not authenticate to a member", "id", p.t.cfg.ID, "peer", p.id, "addr", p.addr, "err", err)
 		}
 		return nil, nil, err
 	}

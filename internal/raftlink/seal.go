@@ -1,4 +1,4 @@
-package raft
+package raftlink
 
 import (
 	"bufio"
@@ -12,22 +12,25 @@ import (
 
 // After a handshake with the cluster secret, the bytes of a connection go
 // in sealed records, as TLS's do: a 2-byte big-endian length, then at most
-// maxRecordPlain bytes sealed with AES-256-GCM under the session key (the
+// MaxRecordPlain bytes sealed with AES-256-GCM under the session key (the
 // 16-byte tag included in the length). The nonce is the record's sequence
 // number on the connection, so a record that is dropped, repeated,
 // reordered or taken from another connection fails to open, and the
 // reader stops. A reader holds one record at a time: what an attacker who
 // does not hold the secret can make a member buffer is one record, never
 // a frame.
+//
+// A reader of an opener should give it a *bufio.Reader of at least
+// MaxRecordPlain+RecordTag+2 bytes, so that a record is one read.
 const (
-	maxRecordPlain = 16 << 10
-	recordTag      = 16
+	MaxRecordPlain = 16 << 10
+	RecordTag      = 16
 	// sealBatch is how much plaintext a Write seals into one write to the
 	// connection.
 	sealBatch = 64 << 10
 )
 
-var errRecord = errors.New("raft: a sealed record did not open (corrupt, forged or out of order)")
+var ErrRecord = errors.New("a sealed record did not open (corrupt, forged or out of order)")
 
 func newAEAD(key []byte) cipher.AEAD {
 	block, err := aes.NewCipher(key)
@@ -47,7 +50,8 @@ func recordNonce(n *[12]byte, seq uint64) []byte {
 	return n[:]
 }
 
-// sealer writes what it is given to w in sealed records.
+// A sealer writes what it is given to w in sealed records; NewSealer
+// makes one.
 type sealer struct {
 	w     io.Writer
 	aead  cipher.AEAD
@@ -56,7 +60,7 @@ type sealer struct {
 	out   []byte
 }
 
-func newSealer(w io.Writer, key []byte) *sealer {
+func NewSealer(w io.Writer, key []byte) io.Writer {
 	return &sealer{w: w, aead: newAEAD(key)}
 }
 
@@ -66,9 +70,9 @@ func (s *sealer) Write(p []byte) (int, error) {
 		batch := p[:min(len(p), sealBatch)]
 		out := s.out[:0]
 		for rest := batch; len(rest) > 0; {
-			chunk := rest[:min(len(rest), maxRecordPlain)]
+			chunk := rest[:min(len(rest), MaxRecordPlain)]
 			rest = rest[len(chunk):]
-			out = binary.BigEndian.AppendUint16(out, uint16(len(chunk)+recordTag))
+			out = binary.BigEndian.AppendUint16(out, uint16(len(chunk)+RecordTag))
 			out = s.aead.Seal(out, recordNonce(&s.nonce, s.seq), chunk, nil)
 			s.seq++
 		}
@@ -82,7 +86,7 @@ func (s *sealer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// opener reads the records a sealer wrote and serves their plaintext.
+// An opener reads the records a sealer wrote and serves their plaintext.
 type opener struct {
 	r     *bufio.Reader
 	aead  cipher.AEAD
@@ -93,8 +97,8 @@ type opener struct {
 	err   error
 }
 
-func newOpener(r *bufio.Reader, key []byte) *opener {
-	return &opener{r: r, aead: newAEAD(key), rec: make([]byte, maxRecordPlain+recordTag)}
+func NewOpener(r *bufio.Reader, key []byte) io.Reader {
+	return &opener{r: r, aead: newAEAD(key), rec: make([]byte, MaxRecordPlain+RecordTag)}
 }
 
 func (o *opener) Read(p []byte) (int, error) {
@@ -116,16 +120,16 @@ func (o *opener) next() error {
 		return err
 	}
 	size := int(binary.BigEndian.Uint16(hdr[:]))
-	if size <= recordTag || size > maxRecordPlain+recordTag {
-		return fmt.Errorf("%w: a record of %d bytes", errRecord, size)
+	if size <= RecordTag || size > MaxRecordPlain+RecordTag {
+		return fmt.Errorf("%w: a record of %d bytes", ErrRecord, size)
 	}
 	rec := o.rec[:size]
 	if _, err := io.ReadFull(o.r, rec); err != nil {
-		return noEOF(err)
+		return NoEOF(err)
 	}
 	plain, err := o.aead.Open(rec[:0], recordNonce(&o.nonce, o.seq), rec, nil)
 	if err != nil {
-		return errRecord
+		return ErrRecord
 	}
 	o.seq++
 	o.plain = plain

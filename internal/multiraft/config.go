@@ -1,0 +1,145 @@
+package multiraft
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// StateMachine is one group's replicated state on one member. The engine
+// calls it from one of its appliers, never concurrently for one group and
+// always in log order, never from the raft loop.
+type StateMachine interface {
+	// Apply applies the committed command at index and returns the result
+	// handed to the proposer when the proposer is this member.
+	Apply(index uint64, command []byte) []byte
+	// Snapshot returns the state as of the last index applied.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state with a snapshot's (empty: the empty
+	// state).
+	Restore(snapshot []byte) error
+}
+
+// Config configures an Engine.
+type Config struct {
+	// ID is this member's id, not 0.
+	ID uint64
+	// Dir is the directory of the member's one Pebble database, which
+	// holds every group's log, hard state and snapshot.
+	Dir string
+	// Transport carries frames to and from the other members (NewTCP, or
+	// a MemNetwork's in tests). The engine does not close it: whoever made
+	// it closes it after Engine.Close.
+	Transport Transport
+	// NewStateMachine returns the empty state machine of a group, at its
+	// creation and at restart (the engine restores it from the group's
+	// snapshot and replays the log after it).
+	NewStateMachine func(group uint64) StateMachine
+
+	// TickInterval is raft's tick (default 100ms); ElectionTicks (default
+	// 10) and HeartbeatTicks (default 1) are in ticks.
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// SnapshotEntries is how many applied entries make a group checkpoint
+	// its state machine and drop the log before it (default 10000).
+	SnapshotEntries uint64
+	// SnapshotInterval is the least time between two checkpoints on this
+	// member, over all groups (default 10ms): many groups crossing
+	// SnapshotEntries at once take turns.
+	SnapshotInterval time.Duration
+	// MaxSnapshotsInFlight bounds the snapshots this member sends at once,
+	// over all groups (default 2): raft hears the others failed and retries.
+	MaxSnapshotsInFlight int
+	// MaxPendingProposals bounds the proposals of this member waiting to
+	// apply, over all groups (default 65536); past it Propose returns
+	// ErrBusy.
+	MaxPendingProposals int
+	// Appliers is how many goroutines apply committed entries (default
+	// 2); a group always applies on the same one.
+	Appliers int
+	// Logger gets the engine's warnings; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// The engine's errors.
+var (
+	ErrClosed       = errors.New("multiraft: engine closed")
+	ErrNoGroup      = errors.New("multiraft: no such group on this member")
+	ErrGroupExists  = errors.New("multiraft: the group already exists on this member")
+	ErrNoLeader     = errors.New("multiraft: the group has no leader now (the proposal was dropped)")
+	ErrBusy         = errors.New("multiraft: too many proposals of this member waiting")
+	ErrGroupRemoved = errors.New("multiraft: the group was removed while the operation waited")
+	ErrNotLeader    = errors.New("multiraft: this member does not lead the group")
+	errBadGroupID   = errors.New("multiraft: group ids 0 and 2^64-1 are reserved")
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	cfg := *c
+	var errs []error
+	if cfg.ID == 0 || cfg.ID == math.MaxUint64 {
+		errs = append(errs, errors.New("multiraft: Config.ID must not be 0 or 2^64-1"))
+	}
+	if cfg.Dir == "" {
+		errs = append(errs, errors.New("multiraft: Config.Dir is required"))
+	}
+	if cfg.Transport == nil {
+		errs = append(errs, errors.New("multiraft: Config.Transport is required"))
+	}
+	if cfg.NewStateMachine == nil {
+		errs = append(errs, errors.New("multiraft: Config.NewStateMachine is required"))
+	}
+	if cfg.HeartbeatTicks > 0 && cfg.ElectionTicks > 0 && cfg.ElectionTicks <= cfg.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("multiraft: Config.ElectionTicks (%d) must be more than HeartbeatTicks (%d)", cfg.ElectionTicks, cfg.HeartbeatTicks))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = 100 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks <= 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	if cfg.SnapshotEntries == 0 {
+		cfg.SnapshotEntries = 10000
+	}
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = 10 * time.Millisecond
+	}
+	if cfg.MaxSnapshotsInFlight <= 0 {
+		cfg.MaxSnapshotsInFlight = 2
+	}
+	if cfg.MaxPendingProposals <= 0 {
+		cfg.MaxPendingProposals = 1 << 16
+	}
+	if cfg.Appliers <= 0 {
+		cfg.Appliers = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+func checkGroupID(id uint64) error {
+	if id == 0 || id == math.MaxUint64 {
+		return errBadGroupID
+	}
+	return nil
+}
+
+// raft's flow control per group: what one append message carries, how
+// many may be unacknowledged to one follower, what one Ready hands to
+// apply and how much may wait uncommitted.
+const (
+	maxSizePerMsg        = 1 << 20
+	maxInflightMsgs      = 64
+	maxCommittedPerReady = 4 << 20
+	maxUncommittedBytes  = 64 << 20
+)

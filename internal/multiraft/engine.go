@@ -1,0 +1,614 @@
+package multiraft
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Engine runs every raft group of one member. One goroutine, the loop,
+// owns every group's raft state and writes the database; a few appliers
+// (Config.Appliers) run the state machines; the transport's goroutines
+// move frames. No goroutine is per group.
+type Engine struct {
+	cfg   Config
+	store *store
+	tr    Transport
+	apps  []*applier
+
+	ops  chan func()
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup // the appliers
+
+	seq     atomic.Uint64
+	pmu     sync.Mutex
+	pending map[uint64]*waiter // this member's proposals by number
+
+	snapGate snapGate
+
+	// Counters, read by Stats from any goroutine.
+	syncs, readies, snapshots, snapsSent, dropped, woken atomic.Uint64
+	nGroups, nActive                                     atomic.Int64
+
+	// Owned by the loop.
+	groups   map[uint64]*group
+	active   map[uint64]*group // ticked: not quiesced
+	dirty    map[uint64]*group // stepped, ticked or proposed to since the last ready cycle
+	heard    map[uint64]time.Time
+	alive    map[uint64]bool
+	out      map[uint64]*frame
+	snapsOut int
+	ticks    int
+	// afterSync runs once the cycle's commit is synced: operations that
+	// return when what they wrote is durable.
+	afterSync []func()
+}
+
+// group is one raft group on this member, owned by the loop.
+type group struct {
+	id       uint64
+	rn       *raft.RawNode
+	mem      *raft.MemoryStorage
+	conf     *raftpb.ConfState
+	lead     uint64
+	quiesced bool
+	app      *applyState // handed to the group's applier with each batch
+	applier  *applier
+}
+
+type waiter struct {
+	group uint64
+	ch    chan result
+}
+
+type result struct {
+	value []byte
+	err   error
+}
+
+// Stats counts what the engine did, for tests and metrics.
+type Stats struct {
+	Groups        int    // groups on this member
+	Active        int    // groups not quiesced
+	Syncs         uint64 // database commits of ready cycles (one per cycle that wrote)
+	ReadyGroups   uint64 // group readies handled, over all cycles
+	Snapshots     uint64 // checkpoints taken of state machines
+	SnapshotsSent uint64
+	Dropped       uint64 // frames and messages dropped: unknown group, refused, queue full
+	Woken         uint64 // quiesced groups woken
+}
+
+// New opens the member's database, restarts every group it holds (each
+// restored from its snapshot; raft then replays the log after it) and
+// starts the loop and the appliers.
+func New(c Config) (*Engine, error) {
+	cfg, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:     cfg,
+		store:   st,
+		tr:      cfg.Transport,
+		ops:     make(chan func(), 1024),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		pending: map[uint64]*waiter{},
+		groups:  map[uint64]*group{},
+		active:  map[uint64]*group{},
+		dirty:   map[uint64]*group{},
+		heard:   map[uint64]time.Time{},
+		alive:   map[uint64]bool{},
+		out:     map[uint64]*frame{},
+	}
+	e.snapGate.every = cfg.SnapshotInterval
+	for range cfg.Appliers {
+		e.apps = append(e.apps, newApplier(e))
+	}
+	ids, err := st.groups()
+	if err == nil {
+		for _, id := range ids {
+			if err = e.restartGroup(id); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	now := time.Now()
+	for _, id := range e.tr.members() {
+		e.heard[id], e.alive[id] = now, true // until an election timeout passes without a frame
+	}
+	for _, a := range e.apps {
+		e.wg.Add(1)
+		go func() { defer e.wg.Done(); a.run() }()
+	}
+	go e.loop()
+	return e, nil
+}
+
+// Close stops the loop and the appliers, fails what waits with ErrClosed
+// and closes the database. It does not close the transport.
+func (e *Engine) Close() error {
+	var err error
+	e.once.Do(func() {
+		close(e.stop)
+		<-e.done
+		e.wg.Wait()
+		e.pmu.Lock()
+		for seq, w := range e.pending {
+			w.ch <- result{err: ErrClosed}
+			delete(e.pending, seq)
+		}
+		e.pmu.Unlock()
+		err = e.store.close()
+	})
+	return err
+}
+
+func (e *Engine) raftConfig(g *group, applied uint64) *raft.Config {
+	return &raft.Config{
+		ID:                        e.cfg.ID,
+		ElectionTick:              e.cfg.ElectionTicks,
+		HeartbeatTick:             e.cfg.HeartbeatTicks,
+		Storage:                   g.mem,
+		Applied:                   applied,
+		MaxSizePerMsg:             maxSizePerMsg,
+		MaxInflightMsgs:           maxInflightMsgs,
+		MaxCommittedSizePerReady:  maxCommittedPerReady,
+		MaxUncommittedEntriesSize: maxUncommittedBytes,
+		// As meta/raft: CheckQuorum makes a leader cut off from a majority
+		// step down, so a minority commits nothing; PreVote keeps a member
+		// coming back from deposing a healthy leader.
+		CheckQuorum:       true,
+		PreVote:           true,
+		StepDownOnRemoval: true,
+		Logger:            discardLogger{},
+	}
+}
+
+// restartGroup rebuilds group id from the database: its snapshot into a
+// fresh state machine, its entries and hard state into raft's storage;
+// raft then hands the committed entries after the snapshot to apply.
+func (e *Engine) restartGroup(id uint64) error {
+	l, err := e.store.load(id)
+	if err != nil {
+		return err
+	}
+	g := e.newGroup(id)
+	md := l.snap.GetMetadata()
+	if md.GetIndex() > 0 {
+		if err := g.mem.ApplySnapshot(l.snap); err != nil {
+			return fmt.Errorf("multiraft: group %d: %w", id, err)
+		}
+		if err := g.app.sm.Restore(l.snap.GetData()); err != nil {
+			return fmt.Errorf("multiraft: group %d: restore its snapshot: %w", id, err)
+		}
+		g.app.applied, g.app.snapIndex = md.GetIndex(), md.GetIndex()
+		g.conf = proto.Clone(raftpb.EnsureConfState(md.GetConfState())).(*raftpb.ConfState)
+	}
+	if err := g.mem.Append(l.ents); err != nil {
+		return fmt.Errorf("multiraft: group %d: %w", id, err)
+	}
+	// The configuration changes in the log after the snapshot are applied
+	// again by raft as they are handed back; the group's conf follows them.
+	if !raft.IsEmptyHardState(l.hs) {
+		if err := g.mem.SetHardState(l.hs); err != nil {
+			return fmt.Errorf("multiraft: group %d: %w", id, err)
+		}
+	}
+	return e.startGroup(g, md.GetIndex())
+}
+
+func (e *Engine) newGroup(id uint64) *group {
+	a := e.apps[id%uint64(len(e.apps))]
+	return &group{
+		id: id, mem: raft.NewMemoryStorage(), conf: &raftpb.ConfState{}, applier: a,
+		app: &applyState{group: id, sm: e.cfg.NewStateMachine(id)},
+	}
+}
+
+func (e *Engine) startGroup(g *group, applied uint64) error {
+	rn, err := raft.NewRawNode(e.raftConfig(g, applied))
+	if err != nil {
+		return fmt.Errorf("multiraft: group %d: %w", g.id, err)
+	}
+	g.rn = rn
+	e.groups[g.id] = g
+	e.active[g.id] = g
+	e.dirty[g.id] = g
+	e.nGroups.Store(int64(len(e.groups)))
+	return nil
+}
+
+// do runs f on the loop and waits for it.
+func (e *Engine) do(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case e.ops <- func() { f(); close(done) }:
+	case <-e.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-e.stop:
+		return ErrClosed
+	}
+}
+
+// CreateGroup creates group id on this member. With voters, it is a new
+// group whose initial members are those voters (every one of them calls
+// CreateGroup with the same list, this member among them); without, this
+// member joins an existing group as an empty replica and waits for the
+// leader's AddReplica or AddLearner to reach it.
+func (e *Engine) CreateGroup(ctx context.Context, id uint64, voters []uint64) error {
+	if err := checkGroupID(id); err != nil {
+		return err
+	}
+	if len(voters) > 0 && !slices.Contains(voters, e.cfg.ID) {
+		return fmt.Errorf("multiraft: group %d: the voters %v do not include this member (%d)", id, voters, e.cfg.ID)
+	}
+	for _, v := range voters {
+		if v == 0 {
+			return fmt.Errorf("multiraft: group %d: voter id 0", id)
+		}
+	}
+	errc := make(chan error, 1)
+	if err := e.do(ctx, func() {
+		if err := e.createGroup(id, voters); err != nil {
+			errc <- err
+			return
+		}
+		// Durable with the cycle's fsync, which many creations share.
+		e.afterSync = append(e.afterSync, func() { errc <- nil })
+	}); err != nil {
+		return err
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-e.stop:
+		return ErrClosed
+	}
+}
+
+func (e *Engine) createGroup(id uint64, voters []uint64) error {
+	if e.groups[id] != nil {
+		return ErrGroupExists
+	}
+	g := e.newGroup(id)
+	b := e.store.newBatch()
+	b.createGroup(id)
+	var applied uint64
+	if len(voters) > 0 {
+		// Every initial member starts from the same snapshot at index 1
+		// holding the configuration (and the empty state), so there is
+		// nothing to replay, and a member added later catches up from the
+		// leader's log or a snapshot of it.
+		vs := slices.Clone(voters)
+		slices.Sort(vs)
+		vs = slices.Compact(vs)
+		snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+			Index: proto.Uint64(1), Term: proto.Uint64(1), ConfState: &raftpb.ConfState{Voters: vs},
+		}}
+		hs := &raftpb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1), Vote: proto.Uint64(0)}
+		if err := b.setSnapshot(id, snap); err != nil {
+			return err
+		}
+		if err := b.setHardState(id, hs); err != nil {
+			return err
+		}
+		if err := g.mem.ApplySnapshot(snap); err != nil {
+			return err
+		}
+		if err := g.mem.SetHardState(hs); err != nil {
+			return err
+		}
+		g.conf = &raftpb.ConfState{Voters: vs}
+		g.app.applied, g.app.snapIndex, applied = 1, 1, 1
+	}
+	if err := b.commitNoSync(); err != nil {
+		return fmt.Errorf("multiraft: create group %d: %w", id, err)
+	}
+	return e.startGroup(g, applied)
+}
+
+// RemoveGroup deletes group id from this member: its raft state, its log
+// and its state machine. What waits on it fails with ErrGroupRemoved.
+// The other members keep their replicas (RemoveReplica first, to shrink
+// the group rather than lose a replica).
+func (e *Engine) RemoveGroup(ctx context.Context, id uint64) error {
+	var err error
+	if derr := e.do(ctx, func() {
+		g := e.groups[id]
+		if g == nil {
+			err = ErrNoGroup
+			return
+		}
+		b := e.store.newBatch()
+		if err = b.removeGroup(id); err != nil {
+			b.b.Close()
+			return
+		}
+		if err = b.commit(); err != nil {
+			return
+		}
+		delete(e.groups, id)
+		delete(e.active, id)
+		delete(e.dirty, id)
+		e.nGroups.Store(int64(len(e.groups)))
+		g.applier.enqueue(applyItem{st: g.app, removed: true})
+		e.failGroup(id, ErrGroupRemoved)
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
+
+func (e *Engine) failGroup(id uint64, err error) {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	for seq, w := range e.pending {
+		if w.group == id {
+			w.ch <- result{err: err}
+			delete(e.pending, seq)
+		}
+	}
+}
+
+// Propose replicates command in group id and returns what the group's
+// state machine on this member returned when it applied it. Any replica
+// takes proposals (raft forwards them to the leader). An error other than
+// the context's means the command was not committed; the context's means
+// it may or may not be.
+func (e *Engine) Propose(ctx context.Context, id uint64, command []byte) ([]byte, error) {
+	return e.propose(ctx, id, func(g *group, env []byte) error {
+		return g.rn.Propose(append(env, command...))
+	})
+}
+
+// AddReplica adds member as a voter of group id (a raft configuration
+// change), or promotes it when it is a learner. The member creates the
+// group without voters first; it catches up from a snapshot.
+func (e *Engine) AddReplica(ctx context.Context, id, member uint64) error {
+	return e.confChange(ctx, id, raftpb.ConfChangeType_ConfChangeAddNode, member)
+}
+
+// AddLearner adds member as a non-voting replica of group id, which a
+// later AddReplica promotes once it caught up.
+func (e *Engine) AddLearner(ctx context.Context, id, member uint64) error {
+	return e.confChange(ctx, id, raftpb.ConfChangeType_ConfChangeAddLearnerNode, member)
+}
+
+// RemoveReplica removes member from group id's configuration. The removed
+// member keeps its copy until its RemoveGroup.
+func (e *Engine) RemoveReplica(ctx context.Context, id, member uint64) error {
+	return e.confChange(ctx, id, raftpb.ConfChangeType_ConfChangeRemoveNode, member)
+}
+
+func (e *Engine) confChange(ctx context.Context, id uint64, t raftpb.ConfChangeType, member uint64) error {
+	if member == 0 {
+		return errors.New("multiraft: member id 0")
+	}
+	_, err := e.propose(ctx, id, func(g *group, env []byte) error {
+		return g.rn.ProposeConfChange(&raftpb.ConfChange{Type: t.Enum(), NodeId: proto.Uint64(member), Context: env})
+	})
+	return err
+}
+
+// propose registers a waiter under a fresh number, proposes on the loop
+// and waits for the entry to be applied on this member.
+func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byte) error) ([]byte, error) {
+	seq := e.seq.Add(1)
+	ch := make(chan result, 1)
+	e.pmu.Lock()
+	if len(e.pending) >= e.cfg.MaxPendingProposals {
+		e.pmu.Unlock()
+		return nil, ErrBusy
+	}
+	e.pending[seq] = &waiter{group: id, ch: ch}
+	e.pmu.Unlock()
+	forget := func() {
+		e.pmu.Lock()
+		delete(e.pending, seq)
+		e.pmu.Unlock()
+	}
+	var err error
+	if derr := e.do(ctx, func() {
+		g := e.groups[id]
+		if g == nil {
+			err = ErrNoGroup
+			return
+		}
+		e.wake(g)
+		env := binary.AppendUvarint(binary.AppendUvarint(make([]byte, 0, 20), e.cfg.ID), seq)
+		if err = prop(g, env); errors.Is(err, raft.ErrProposalDropped) {
+			err = ErrNoLeader
+		}
+		e.dirty[id] = g
+	}); derr != nil {
+		forget()
+		return nil, derr
+	}
+	if err != nil {
+		forget()
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.value, r.err
+	case <-ctx.Done():
+		forget()
+		return nil, ctx.Err()
+	case <-e.stop:
+		return nil, ErrClosed
+	}
+}
+
+// answer hands r to this member's proposal seq, if it still waits.
+func (e *Engine) answer(seq uint64, r result) {
+	e.pmu.Lock()
+	w := e.pending[seq]
+	delete(e.pending, seq)
+	e.pmu.Unlock()
+	if w != nil {
+		w.ch <- r
+	}
+}
+
+// Status is one group's raft state on this member.
+type Status struct {
+	Leader   uint64
+	Term     uint64
+	Commit   uint64
+	IsLeader bool
+	Quiesced bool
+	Voters   []uint64
+	Learners []uint64
+}
+
+// Status returns group id's state on this member.
+func (e *Engine) Status(ctx context.Context, id uint64) (Status, error) {
+	var s Status
+	var err error
+	if derr := e.do(ctx, func() {
+		g := e.groups[id]
+		if g == nil {
+			err = ErrNoGroup
+			return
+		}
+		st := g.rn.BasicStatus()
+		s = Status{
+			Leader: st.Lead, Term: st.HardState.GetTerm(), Commit: st.HardState.GetCommit(),
+			IsLeader: st.RaftState == raft.StateLeader, Quiesced: g.quiesced,
+			Voters: slices.Clone(g.conf.GetVoters()), Learners: slices.Clone(g.conf.GetLearners()),
+		}
+	}); derr != nil {
+		return s, derr
+	}
+	return s, err
+}
+
+// Groups returns the ids of the groups on this member.
+func (e *Engine) Groups(ctx context.Context) ([]uint64, error) {
+	var ids []uint64
+	err := e.do(ctx, func() {
+		for id := range e.groups {
+			ids = append(ids, id)
+		}
+	})
+	slices.Sort(ids)
+	return ids, err
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	return Stats{
+		Groups: int(e.nGroups.Load()), Active: int(e.nActive.Load()),
+		Syncs: e.syncs.Load(), ReadyGroups: e.readies.Load(), Snapshots: e.snapshots.Load(),
+		SnapshotsSent: e.snapsSent.Load(), Dropped: e.dropped.Load(), Woken: e.woken.Load(),
+	}
+}
+
+// Campaign makes this member stand for election in group id now, rather
+// than after an election timeout (a leader locator's choice at creation).
+func (e *Engine) Campaign(ctx context.Context, id uint64) error {
+	var err error
+	if derr := e.do(ctx, func() {
+		g := e.groups[id]
+		if g == nil {
+			err = ErrNoGroup
+			return
+		}
+		e.wake(g)
+		err = g.rn.Campaign()
+		e.dirty[id] = g
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// TransferLeader asks group id's leader, which must be this member, to
+// hand leadership to member (leader locators, rebalancing). It returns
+// once asked; the transfer completes, or is abandoned, within an election
+// timeout.
+func (e *Engine) TransferLeader(ctx context.Context, id, member uint64) error {
+	var err error
+	if derr := e.do(ctx, func() {
+		g := e.groups[id]
+		switch {
+		case g == nil:
+			err = ErrNoGroup
+		case g.rn.BasicStatus().RaftState != raft.StateLeader:
+			err = ErrNotLeader
+		default:
+			e.wake(g)
+			g.rn.TransferLeader(member)
+			e.dirty[id] = g
+		}
+	}); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// wake makes a quiesced group tick again.
+func (e *Engine) wake(g *group) {
+	if g.quiesced {
+		g.quiesced = false
+		e.active[g.id] = g
+		e.woken.Add(1)
+	}
+}
+
+// parseEnvelope splits an entry into its proposer, the proposal's number
+// on it and the command.
+func parseEnvelope(b []byte) (proposer, seq uint64, cmd []byte, ok bool) {
+	proposer, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, nil, false
+	}
+	seq, m := binary.Uvarint(b[n:])
+	if m <= 0 {
+		return 0, 0, nil, false
+	}
+	return proposer, seq, b[n+m:], true
+}
+
+// discardLogger keeps etcd raft's per-group lines out of the log (with
+// thousands of groups they would drown it); its panics still panic.
+type discardLogger struct{}
+
+func (discardLogger) Debug(...any)              {}
+func (discardLogger) Debugf(string, ...any)     {}
+func (discardLogger) Error(...any)              {}
+func (discardLogger) Errorf(string, ...any)     {}
+func (discardLogger) Info(...any)               {}
+func (discardLogger) Infof(string, ...any)      {}
+func (discardLogger) Warning(...any)            {}
+func (discardLogger) Warningf(string, ...any)   {}
+func (discardLogger) Fatal(v ...any)            { panic(fmt.Sprint(v...)) }
+func (discardLogger) Fatalf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
+func (discardLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (discardLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }

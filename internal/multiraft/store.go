@@ -1,0 +1,281 @@
+package multiraft
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// The layout of the one Pebble database every group of a member shares:
+//
+//	"F"                          format marker: formatMarker
+//	"g" group (8)                the group exists here (value empty)
+//	"h" group (8)                its hard state (raftpb.HardState)
+//	"s" group (8)                its last snapshot (raftpb.Snapshot)
+//	"e" group (8) index (8)      its log entries (raftpb.Entry)
+//
+// Group ids and indexes are big endian, so a group's keys are one range
+// and its entries sort by index.
+const formatMarker = "warren-multiraft 1"
+
+var (
+	keyFormat = []byte("F")
+
+	// ErrFormat is a directory whose data is not this engine's (another
+	// store's, or a later format): nothing is read or changed.
+	ErrFormat = errors.New("multiraft: the directory holds data of another format")
+)
+
+func groupKey(prefix byte, group uint64) []byte {
+	k := make([]byte, 9, 17)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], group)
+	return k
+}
+
+func entryKey(group, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(groupKey('e', group), index)
+}
+
+// store is the member's Pebble database. Only the engine's loop writes it.
+type store struct {
+	db *pebble.DB
+}
+
+// openStore opens (or creates) the database in dir and checks its format
+// marker. A directory that is not empty and has no marker is refused, so
+// the engine never writes into another store's files (meta/raft's "log"
+// and "state" directories among them).
+func openStore(dir string) (*store, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("multiraft: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("multiraft: %w", err)
+	}
+	fresh := len(ents) == 0
+	refuse := fmt.Errorf("%w: %s is not empty and holds no Pebble database of this engine (is it a single-group meta/raft directory? "+
+		"those are not converted: export definitions and messages, start on an empty directory, import)", ErrFormat, dir)
+	for _, old := range []string{"log", "state"} { // meta/raft's databases
+		if _, err := os.Stat(filepath.Join(dir, old)); err == nil {
+			return nil, refuse
+		}
+	}
+	// Pebble creates a database only in an empty directory: anything else
+	// must already be one.
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, ErrorIfNotExists: !fresh})
+	if err != nil {
+		if !fresh {
+			return nil, fmt.Errorf("%w (%v)", refuse, err)
+		}
+		return nil, fmt.Errorf("multiraft: open %s: %w", dir, err)
+	}
+	v, closer, err := db.Get(keyFormat)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound) && fresh:
+		if err := db.Set(keyFormat, []byte(formatMarker), pebble.Sync); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("multiraft: write the format marker: %w", err)
+		}
+	case errors.Is(err, pebble.ErrNotFound):
+		_ = db.Close()
+		return nil, fmt.Errorf("%w: %s holds a Pebble database without this engine's format marker", ErrFormat, dir)
+	case err != nil:
+		_ = db.Close()
+		return nil, fmt.Errorf("multiraft: read the format marker: %w", err)
+	default:
+		got := string(v)
+		_ = closer.Close()
+		if got != formatMarker {
+			_ = db.Close()
+			return nil, fmt.Errorf("%w: %s is marked %q, this engine reads %q", ErrFormat, dir, got, formatMarker)
+		}
+	}
+	return &store{db: db}, nil
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+// groups lists the groups the database holds.
+func (s *store) groups() ([]uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("g"), UpperBound: []byte("h")})
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key(); len(k) == 9 {
+			out = append(out, binary.BigEndian.Uint64(k[1:]))
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return nil, err
+	}
+	return out, it.Close()
+}
+
+// loaded is what a group's restart reads back.
+type loaded struct {
+	hs   *raftpb.HardState
+	snap *raftpb.Snapshot
+	ents []*raftpb.Entry
+}
+
+// load reads group's hard state, snapshot and the entries after it.
+func (s *store) load(group uint64) (loaded, error) {
+	l := loaded{hs: &raftpb.HardState{}, snap: &raftpb.Snapshot{}}
+	if err := s.getProto(groupKey('h', group), l.hs); err != nil {
+		return l, err
+	}
+	if err := s.getProto(groupKey('s', group), l.snap); err != nil {
+		return l, err
+	}
+	first := l.snap.GetMetadata().GetIndex() + 1
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: entryKey(group, first),
+		UpperBound: groupKey('e', group+1),
+	})
+	if err != nil {
+		return l, err
+	}
+	next := first
+	for it.First(); it.Valid(); it.Next() {
+		e := &raftpb.Entry{}
+		if err := proto.Unmarshal(it.Value(), e); err != nil {
+			_ = it.Close()
+			return l, fmt.Errorf("multiraft: group %d: entry: %w", group, err)
+		}
+		if e.GetIndex() != next {
+			_ = it.Close()
+			return l, fmt.Errorf("multiraft: group %d: entry %d where %d was expected (a hole in the log)", group, e.GetIndex(), next)
+		}
+		next++
+		l.ents = append(l.ents, e)
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return l, err
+	}
+	return l, it.Close()
+}
+
+func (s *store) getProto(key []byte, m proto.Message) error {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if err := proto.Unmarshal(v, m); err != nil {
+		return fmt.Errorf("multiraft: %q: %w", key[:1], err)
+	}
+	return nil
+}
+
+// batch collects one ready cycle's writes of every group; commit syncs
+// them with one fsync.
+type batch struct {
+	b *pebble.Batch
+	n int
+}
+
+func (s *store) newBatch() *batch { return &batch{b: s.db.NewBatch()} }
+
+func (b *batch) createGroup(group uint64) {
+	_ = b.b.Set(groupKey('g', group), nil, nil)
+	b.n++
+}
+
+func (b *batch) setHardState(group uint64, hs *raftpb.HardState) error {
+	v, err := proto.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	b.n++
+	return b.b.Set(groupKey('h', group), v, nil)
+}
+
+// append writes ents, deleting any stored entries after the last one
+// (raft truncates a follower's conflicting tail by appending over it).
+func (b *batch) append(group uint64, ents []*raftpb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	for _, e := range ents {
+		v, err := proto.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := b.b.Set(entryKey(group, e.GetIndex()), v, nil); err != nil {
+			return err
+		}
+	}
+	b.n++
+	return b.b.DeleteRange(entryKey(group, ents[len(ents)-1].GetIndex()+1), groupKey('e', group+1), nil)
+}
+
+// setSnapshot writes snap and drops the entries it covers.
+func (b *batch) setSnapshot(group uint64, snap *raftpb.Snapshot) error {
+	v, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(groupKey('s', group), v, nil); err != nil {
+		return err
+	}
+	b.n++
+	return b.b.DeleteRange(entryKey(group, 0), entryKey(group, snap.GetMetadata().GetIndex()+1), nil)
+}
+
+// compact drops group's entries up to and including index.
+func (b *batch) compact(group, index uint64) error {
+	b.n++
+	return b.b.DeleteRange(entryKey(group, 0), entryKey(group, index+1), nil)
+}
+
+// removeGroup deletes everything of group.
+func (b *batch) removeGroup(group uint64) error {
+	b.n++
+	for _, p := range []byte{'g', 'h', 's'} {
+		if err := b.b.Delete(groupKey(p, group), nil); err != nil {
+			return err
+		}
+	}
+	return b.b.DeleteRange(groupKey('e', group), groupKey('e', group+1), nil)
+}
+
+// commit writes the batch with one fsync, if it holds anything.
+func (b *batch) commit() error {
+	defer b.b.Close()
+	if b.n == 0 {
+		return nil
+	}
+	return b.b.Commit(pebble.Sync)
+}
+
+// commitNoSync writes the batch without waiting for the disk: it becomes
+// durable with the next synced commit (Pebble's log is in order).
+func (b *batch) commitNoSync() error {
+	defer b.b.Close()
+	return b.b.Commit(pebble.NoSync)
+}
+
+// quietLogger keeps Pebble's informational lines out of the broker's log;
+// its fatal errors still stop the process.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
