@@ -217,13 +217,14 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 // declareInternal is ensure_internal_exchange: the internal exchange
 // intX, deleted first, then declared as RabbitMQ's x-federation-upstream
 // type (a fanout that drops what would exceed max-hops or loop back) on
-// a connection of its own; an upstream without that type refuses it
-// (RabbitMQ 3.10 with 503, Warren and RabbitMQ from 3.13.3 with 406) and
-// gets a plain fanout.
+// a connection of its own; an upstream without that type (no
+// federation plugin) refuses it (RabbitMQ 3.10 with 503, from 3.13.3
+// with 406) and gets a plain fanout. x-max-hops is a long (64-bit), as
+// the type requires. Warren has the type (a fanout).
 func (l *link) declareInternal(ctx context.Context, uc *amqp091.Connection, ch *amqp091.Channel, uri, uvhost, intX string) error {
 	_ = disposable(uc, func(c *amqp091.Channel) error { return c.ExchangeDelete(intX, false, false) })
 	xargs := amqp091.Table{
-		maxHopsArg: int32(l.up.MaxHops), downstreamNameArg: l.env.host.ClusterName(),
+		maxHopsArg: int64(l.up.MaxHops), downstreamNameArg: l.env.host.ClusterName(),
 		downstreamVHostArg: l.target.VHost, internalPurposeArg: "federation",
 	}
 	c2, _, _, err := l.dialUpstreamOnly(ctx, uri, uvhost)

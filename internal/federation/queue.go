@@ -134,14 +134,14 @@ func queueHeaders(table amqp091.Table, redelivered bool, x, key string, h amqp09
 	for k, v := range h {
 		out[k] = v
 	}
-	count := int32(0)
+	count := int64(0)
 	switch been := h[ReceivedFromHeader].(type) {
 	case []any:
 		kept := make([]any, 0, len(been))
 		for _, e := range been {
 			if et, ok := e.(amqp091.Table); ok && visitMatch(et, table) {
 				if n, ok := et["visit-count"]; ok {
-					count = int32(hops(amqp091.Table{"hops": n}))
+					count = int64(hops(amqp091.Table{"hops": n}))
 				}
 				continue
 			}
