@@ -43,8 +43,15 @@ func (b *Broker) registerFederation() error {
 	})
 }
 
-// startFederation starts the links, once the vhosts are open.
-func (b *Broker) startFederation() { b.federation.Start() }
+// startFederation starts the links, once the vhosts are open; brokers
+// sharing a store each run a link only while they hold its lease
+// (linkPlacer).
+func (b *Broker) startFederation() {
+	if p, ok := b.linkPlacer(); ok {
+		b.federation.PlaceWith(p)
+	}
+	b.federation.Start()
+}
 
 // decodeParameter reads a parameter's JSON value with numbers kept as
 // json.Number, the form internal/federation's parsers take.
@@ -141,14 +148,28 @@ func (h federationHost) Demand(vhost, queue string) bool {
 }
 
 // ClusterName is the cluster_name global parameter when one is set, as
-// RabbitMQ's rabbit_nodes:cluster_name, else the node's name.
+// RabbitMQ's rabbit_nodes:cluster_name, else the node's name. Brokers
+// sharing a store must give the same name (the upstream queue is named
+// after it, and a link moves between them), so in shared mode the first
+// to need one stores its node name as cluster_name.
 func (h federationHost) ClusterName() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if p, err := h.b.Admin().GetGlobalParameter(ctx, "cluster_name"); err == nil {
-		var s string
-		if json.Unmarshal(p.Value, &s) == nil && s != "" {
-			return s
+	a := h.b.Admin()
+	for try := 0; try < 2; try++ {
+		if p, err := a.GetGlobalParameter(ctx, "cluster_name"); err == nil {
+			var s string
+			if json.Unmarshal(p.Value, &s) == nil && s != "" {
+				return s
+			}
+			break
+		}
+		if try > 0 || !h.b.shared() {
+			break
+		}
+		v, _ := json.Marshal(h.b.nodeID)
+		if _, err := a.PutGlobalParameter(ctx, GlobalParameter{Name: "cluster_name", Value: v}); err != nil {
+			break
 		}
 	}
 	return h.b.nodeID

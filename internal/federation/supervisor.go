@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/internal/shovel"
@@ -22,6 +23,14 @@ type Params interface {
 	WatchParameters(component string, fn func(vhost, name string)) (cancel func())
 }
 
+// Placer runs a named link on exactly one of the brokers that share one
+// store (internal/placement's Lease): Run calls fn each time this broker
+// acquires name, with a context that ends when it loses it, and returns
+// when ctx ends or fn returns while still holding name.
+type Placer interface {
+	Run(ctx context.Context, name string, fn func(context.Context) error) error
+}
+
 // Config is a Supervisor's.
 type Config struct {
 	Host   Host
@@ -30,6 +39,10 @@ type Config struct {
 	// upstream URIs with no host.
 	Local shovel.DialFunc
 	Log   *slog.Logger
+	// Placer, when set, runs each link on one broker of those sharing
+	// the store; Status then lists a link only where it runs. nil: every
+	// link runs here.
+	Placer Placer
 	// Poll is how often the links look at their local exchange's
 	// bindings and queue's demand, and (every fourth time) the
 	// supervisor at the policies; 0 means DefaultPoll.
@@ -71,7 +84,8 @@ type Supervisor struct {
 
 type running struct {
 	l      *link
-	spec   string // what the link was started from, to see a change
+	away   atomic.Bool // placed, and another broker runs it (or none yet)
+	spec   string      // what the link was started from, to see a change
 	cancel context.CancelFunc
 	exited chan struct{}
 }
@@ -87,6 +101,10 @@ func NewSupervisor(cfg Config) *Supervisor {
 	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, poll: cfg.Poll, now: time.Now},
 		wake: make(chan struct{}, 1), dirty: true, links: map[LinkKey]*running{}}
 }
+
+// PlaceWith makes the supervisor run each link through p (Config.Placer);
+// call it before Start.
+func (s *Supervisor) PlaceWith(p Placer) { s.cfg.Placer = p }
 
 // Start watches the federation parameters and starts the goroutine that
 // runs the links.
@@ -136,7 +154,7 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 	s.mu.Lock()
 	out := make([]LinkStatus, 0, len(s.links))
 	for k, r := range s.links {
-		if vhost != "" && k.VHost != vhost {
+		if (vhost != "" && k.VHost != vhost) || r.away.Load() {
 			continue
 		}
 		st := LinkStatus{LinkKey: k, ID: linkID(k), Status: r.l.status(), UpstreamName: r.l.up.Exchange}
@@ -351,8 +369,32 @@ func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKe
 	go func() {
 		defer wg.Done()
 		defer close(r.exited)
-		r.l.run(lctx)
+		if s.cfg.Placer == nil {
+			r.l.run(lctx)
+			return
+		}
+		r.away.Store(true)
+		err := s.cfg.Placer.Run(lctx, placementName(k), func(hctx context.Context) error {
+			r.l.update(func(st *Status) { st.State, st.Error = Starting, "" })
+			r.away.Store(false)
+			defer r.away.Store(true)
+			r.l.run(hctx)
+			return hctx.Err()
+		})
+		if err != nil && lctx.Err() == nil {
+			s.cfg.Log.Warn("federation: placing a link", "vhost", k.VHost, "name", k.Name, "upstream", k.Upstream, "err", err)
+		}
 	}()
+}
+
+// placementName is a link's lease name: one per local object and
+// upstream.
+func placementName(k LinkKey) string {
+	kind := "exchange"
+	if k.Queue {
+		kind = "queue"
+	}
+	return "federation/" + k.VHost + "/" + kind + "/" + k.Name + "/" + k.Upstream
 }
 
 // stopLink stops a link and waits for it; cleanup deletes its upstream
