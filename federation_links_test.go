@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,4 +288,38 @@ func TestFederationBadInputs(t *testing.T) {
 
 func federationLinksDown(api *amqptest.API) []any {
 	return api.Get("/api/federation-links/%2F/state/down").([]any)
+}
+
+// TestFederationDefinitionsRun imports the definitions RabbitMQ 3.10.8
+// exported with a federation upstream and a policy federating ^fed\.
+// exchanges from every upstream (federation-upstream-set "all"), its
+// upstream URI pointed at a second broker, and the federation runs.
+func TestFederationDefinitionsRun(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("internal", "mgmt", "testdata", "mgmt", "rabbitmq-3.10.8", "definitions-shovel-federation.json"))
+	require.NoError(t, err)
+	up, down := newFederated(t, "origin"), newFederated(t, "down")
+	const exported = "amqp://guest:guest@127.0.0.1:5672"
+	require.Contains(t, string(raw), exported)
+	raw = []byte(strings.ReplaceAll(string(raw), exported, strings.TrimSuffix(up.URL(), "/")))
+	api := amqptest.NewAPI(t, down.ManagementHandler())
+	status, _, out := api.Do("POST", "/api/definitions", "guest", string(raw))
+	require.Equal(t, 204, status, "%s", out)
+
+	dch := amqptest.Channel(t, brokertest.Dial(t, down))
+	require.NoError(t, dch.ExchangeDeclare("fed.orders", "fanout", true, false, false, false, nil))
+	amqptest.DeclareQueue(t, dch, "copy", false)
+	require.NoError(t, dch.QueueBind("copy", "", "fed.orders", false, nil))
+	l := waitLink(t, api, "running")
+	require.Equal(t, "origin", l["upstream"])
+	// The upstream queue has the exported expires.
+	upAPI := amqptest.NewAPI(t, up.ManagementHandler())
+	q := upAPI.Get("/api/queues/%2F/" + url.PathEscape("federation: fed.orders -> down")).(map[string]any)
+	require.EqualValues(t, 3600000, q["arguments"].(map[string]any)["x-expires"])
+	require.Eventually(t, func() bool { return len(sourceBindings(upAPI, "fed.orders")) == 1 }, 10*time.Second, 20*time.Millisecond)
+
+	amqptest.Publish(t, amqptest.ConfirmChannel(t, brokertest.Dial(t, up)), "fed.orders", "", "order 1")
+	require.Eventually(t, func() bool {
+		m, ok, _ := dch.Get("copy", true)
+		return ok && string(m.Body) == "order 1"
+	}, 10*time.Second, 5*time.Millisecond)
 }
