@@ -9,6 +9,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqpconv"
 	"github.com/warrenmq/broker/internal/federation"
+	"github.com/warrenmq/broker/internal/metrics"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/policy"
 )
@@ -184,6 +185,20 @@ func (v mgmtView) FederationLinks(vhost string) []mgmt.FederationLink {
 			ConsumerTag: l.ConsumerTag, ID: l.ID, State: l.State, Error: l.Error, LocalConnection: l.LocalConnection,
 			URI: l.URI, Timestamp: l.Timestamp, Forwarded: l.Forwarded,
 		})
+	}
+	return out
+}
+
+// federationMetrics is the links running here in the metrics package's
+// type.
+func (b *Broker) federationMetrics() []metrics.FederationLink {
+	var out []metrics.FederationLink
+	for _, l := range b.federation.Status("") {
+		kind := "exchange"
+		if l.Queue {
+			kind = "queue"
+		}
+		out = append(out, metrics.FederationLink{VHost: l.VHost, Link: kind + ":" + l.Name + ":" + l.Upstream, State: l.State, Forwarded: l.Forwarded})
 	}
 	return out
 }
