@@ -154,7 +154,7 @@ func TestFederatedExchangeWarrenToWarren(t *testing.T) {
 		return ok && string(m.Body) == "now bound"
 	}, 10*time.Second, 5*time.Millisecond)
 	require.EqualValues(t, 11, waitLink(t, downAPI, "running")["messages_forwarded"])
-	_, _, prom := amqptest.NewAPI(t, down.MetricsHandler()).Do("GET", "/metrics", "guest", nil)
+	_, _, prom := amqptest.NewAPI(t, down.MetricsHandler(broker.MetricsOptions{})).Do("GET", "/metrics", "guest", nil)
 	require.Contains(t, string(prom), `warren_federation_messages_forwarded_total{vhost="/",link="exchange:fed.x:up"} 11`)
 	require.Contains(t, string(prom), `warren_federation_links{state="running"} 1`)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/warrenmq/broker/internal/metrics"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/shovel"
 )
@@ -41,12 +42,32 @@ func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {
 		out = append(out, mgmt.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Reason: l.Reason,
 			SrcURI: first(d.SrcURIs), SrcQueue: d.SrcQueue, SrcExchange: d.SrcExchange, SrcKey: d.SrcExchangeKey,
 			DestURI: first(d.DestURIs), DestQueue: d.DestQueue, DestExchange: d.DestExchange, DestKey: d.DestKey,
-			Forwarded: l.Forwarded, Remaining: l.Remaining})
+			Forwarded: l.Forwarded, Remaining: l.Remaining, Since: l.Since})
 	}
 	return out
 }
 
 func (v mgmtView) RestartShovel(vhost, name string) bool { return v.b.shovels.Restart(vhost, name) }
+
+// DeleteShovel is the management API's (mgmt.Shovels): it deletes the
+// parameter of a link the supervisor runs, which stops the link.
+func (v mgmtView) DeleteShovel(ctx context.Context, vhost, name string) (bool, error) {
+	for _, l := range v.b.shovels.Status(vhost) {
+		if l.Name == name {
+			return true, v.b.Admin().DeleteParameter(ctx, shovel.Component, vhost, name)
+		}
+	}
+	return false, nil
+}
+
+// shovelMetrics is the links' status as internal/metrics reads it.
+func (b *Broker) shovelMetrics() []metrics.Shovel {
+	var out []metrics.Shovel
+	for _, l := range b.shovels.Status("") {
+		out = append(out, metrics.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Forwarded: l.Forwarded, Remaining: l.Remaining})
+	}
+	return out
+}
 
 func first(s []string) string {
 	if len(s) == 0 {

@@ -101,6 +101,9 @@ func TestConsoleTestIDs(t *testing.T) {
 		"publish-body", "publish-submit", "get-submit", "get-result", "get-ackmode", "get-payload",
 		"queue-purge", "queue-delete", "unacked-row", "access-denied", "chart-nodata",
 		"connection-row", "connection-close", "channel-row", "exchange-row",
+		"nav-shovels", "nav-federation", "move-dest-queue", "move-dest-uri", "move-progress",
+		"shovel-row", "shovel-forwarded", "shovel-remaining", "shovel-restart", "shovel-delete",
+		"federation-link-row", "federation-restart",
 	} {
 		require.True(t, strings.Contains(page, `data-testid="`+id+`"`) || strings.Contains(page, `'`+id+`'`),
 			"data-testid %q is missing", id)

@@ -40,6 +40,11 @@
 //     a browser (internal/mgmt csrf.go): a page of another site cannot
 //     make one with the browser's saved credentials. A definitions file
 //     is sent as the JSON it is, not as a form upload.
+//   - Move messages on a queue's page stores the shovel RabbitMQ's UI
+//     stores (a shovel parameter with src-delete-after queue-length) and
+//     reports what GET /api/shovels reports while it runs; the shovels and
+//     federation pages show the API's link status and change links only
+//     through the API's own routes.
 //   - Assets are served with a content hash ETag, Cache-Control no-cache
 //     and a Content-Security-Policy that allows only the console's own
 //     scripts and styles (no inline script, no other origin).

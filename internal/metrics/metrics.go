@@ -49,6 +49,8 @@ type Snapshot struct {
 	Replication *meta.ReplicationStatus
 	// Federation is the federation links running here (federation.go).
 	Federation []FederationLink
+	// Shovels are the shovel links this broker runs.
+	Shovels []Shovel
 	// Started is when the broker was created.
 	Started time.Time
 }

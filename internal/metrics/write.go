@@ -208,6 +208,8 @@ func emit(p sink, s *Snapshot, perObject, goRuntime bool) {
 	}
 	writeFederation(p, s.Federation)
 
+	writeShovels(p, s.Shovels, perObject)
+
 	if !goRuntime {
 		return
 	}

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"time"
@@ -16,6 +17,9 @@ type Shovels interface {
 	// RestartShovel stops and starts a link again; false when there is
 	// no such link.
 	RestartShovel(vhost, name string) bool
+	// DeleteShovel deletes the parameter of a running link, which stops
+	// it; false when vhost has no such link.
+	DeleteShovel(ctx context.Context, vhost, name string) (bool, error)
 }
 
 // Shovel is one link as GET /api/shovels shows it (RabbitMQ 3.10's
@@ -32,7 +36,8 @@ type Shovel struct {
 	DestExchange  string
 	DestKey       string
 	Forwarded     int64
-	Remaining     int64 // -1: src-delete-after never
+	Remaining     int64     // -1: src-delete-after never
+	Since         time.Time // when State last changed
 }
 
 // shovelRoutes: GET /api/shovels[/{vhost}] and the restart of one link.
@@ -40,6 +45,7 @@ func (m *mgmt) shovelRoutes() {
 	m.handle("GET", "/api/shovels", anyManagement, m.listShovels)
 	m.handle("GET", "/api/shovels/{vhost}", anyManagement, m.listShovels)
 	m.handle("DELETE", "/api/shovels/vhost/{vhost}/{name}/restart", anyManagement, m.restartShovel)
+	m.handle("DELETE", "/api/shovels/vhost/{vhost}/{name}", policymaker, m.deleteShovel)
 }
 
 func (m *mgmt) shovelModel(c *mgmtCall) (Shovels, bool) {
@@ -62,12 +68,11 @@ func (m *mgmt) listShovels(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	now := time.Now().UTC().Format("2006-01-02 15:04:05")
 	out := []map[string]any{}
 	for _, vh := range vhs {
 		for _, l := range s.Shovels(vh) {
 			j := map[string]any{
-				"node": m.b.NodeName(), "timestamp": now, "type": "dynamic",
+				"node": m.b.NodeName(), "timestamp": l.Since.UTC().Format("2006-01-02 15:04:05"), "type": "dynamic",
 				"vhost": l.VHost, "name": l.Name, "state": l.State,
 				"src_protocol": "amqp091", "dest_protocol": "amqp091",
 				"src_uri": redactURI(l.SrcURI), "dest_uri": redactURI(l.DestURI),
@@ -103,6 +108,32 @@ func (m *mgmt) restartShovel(c *mgmtCall) {
 		return
 	}
 	if !s.RestartShovel(vh, c.p("name")) {
+		notFound(c.w)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteShovel is DELETE /api/shovels/vhost/{vhost}/{name}: the link's
+// parameter is deleted (RabbitMQ's rabbit_shovel_util:delete_shovel),
+// 204; 404 when the vhost has no such link. RabbitMQ 3.10 lets a
+// monitoring user do this; Warren asks what deleting the parameter over
+// /api/parameters asks, policymaker.
+func (m *mgmt) deleteShovel(c *mgmtCall) {
+	s, ok := m.shovelModel(c)
+	if !ok {
+		return
+	}
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	found, err := s.DeleteShovel(c.r.Context(), vh, c.p("name"))
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	if !found {
 		notFound(c.w)
 		return
 	}

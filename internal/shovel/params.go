@@ -46,6 +46,10 @@ type Def struct {
 	AddForwardHeaders bool
 	AddTimestamp      bool
 	PublishProperties map[string]any
+	// SrcConsumerArgs are src-consumer-args, the arguments of the source
+	// consumer (RabbitMQ's "Move messages" sets x-stream-offset first on
+	// a stream), with JSON numbers as int64 or float64.
+	SrcConsumerArgs map[string]any
 }
 
 // keys lists every key Parse accepts and what it must hold; any other key
@@ -164,6 +168,9 @@ func Parse(value []byte) (Def, error) {
 	}
 	d.AddTimestamp, _ = raw["dest-add-timestamp-header"].(bool)
 	d.PublishProperties, _ = raw["dest-publish-properties"].(map[string]any)
+	if a, ok := raw["src-consumer-args"].(map[string]any); ok && len(a) > 0 {
+		d.SrcConsumerArgs = tableValues(a).(map[string]any)
+	}
 	for _, u := range append(append([]string(nil), d.SrcURIs...), d.DestURIs...) {
 		if _, err := ParseURI(u); err != nil {
 			return Def{}, err
@@ -223,6 +230,32 @@ func check(k, kind string, x any) error {
 		return fmt.Errorf("%s should be a URI or a list of URIs, actually was %v", k, x)
 	}
 	return nil
+}
+
+// tableValues turns decoded JSON into values an AMQP table holds: a
+// json.Number becomes an int64 when it is whole, a float64 otherwise.
+func tableValues(x any) any {
+	switch v := x.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		f, _ := v.Float64()
+		return f
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = tableValues(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = tableValues(e)
+		}
+		return out
+	}
+	return x
 }
 
 func uris(x any) []string {

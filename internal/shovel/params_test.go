@@ -35,6 +35,10 @@ func TestParse(t *testing.T) {
 			}},
 		{name: "queue-length", in: `{"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","src-delete-after":"queue-length"}`,
 			check: func(t *testing.T, d Def) { require.Equal(t, QueueLength, d.DeleteAfter) }},
+		{name: "consumer args", in: `{"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","src-consumer-args":{"x-stream-offset":"first","x-priority":5,"x-credit":{"n":1.5}}}`,
+			check: func(t *testing.T, d Def) {
+				require.Equal(t, map[string]any{"x-stream-offset": "first", "x-priority": int64(5), "x-credit": map[string]any{"n": 1.5}}, d.SrcConsumerArgs)
+			}},
 		{name: "no source", in: `{"src-uri":"amqp://","dest-uri":"amqp://"}`, err: "Must specify 'src-exchange' or 'src-queue'"},
 		{name: "two sources", in: `{"src-uri":"amqp://","src-queue":"a","src-exchange":"x","dest-uri":"amqp://"}`, err: "Cannot specify 'src-exchange' and 'src-queue'"},
 		{name: "two dests", in: `{"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","dest-queue":"a","dest-exchange":"x"}`, err: "Cannot specify 'dest-exchange' and 'dest-queue'"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"time"
 
@@ -33,6 +34,8 @@ type Status struct {
 	Forwarded int64
 	// Remaining is how many messages src-delete-after still allows, -1 for never.
 	Remaining int64
+	// Since is when State last changed (RabbitMQ's status timestamp).
+	Since time.Time
 }
 
 // Worker runs one shovel link. Run is called once; Status may be called
@@ -48,7 +51,7 @@ type Worker struct {
 
 // NewWorker returns a worker for def; local may be nil when no URI is local.
 func NewWorker(def Def, local DialFunc) *Worker {
-	w := &Worker{def: def, local: local, st: Status{State: Starting, Remaining: -1}}
+	w := &Worker{def: def, local: local, st: Status{State: Starting, Remaining: -1, Since: time.Now()}}
 	if def.DeleteAfter == "" {
 		w.st.Remaining, w.set = def.DeleteCount, true
 	}
@@ -62,9 +65,14 @@ func (w *Worker) Status() Status {
 	return w.st
 }
 
+// update changes the status under the lock, dating a change of state.
 func (w *Worker) update(f func(*Status)) {
 	w.mu.Lock()
+	was := w.st.State
 	f(&w.st)
+	if w.st.State != was {
+		w.st.Since = time.Now()
+	}
 	w.mu.Unlock()
 }
 
@@ -105,9 +113,21 @@ func (w *Worker) dial(uri string) (*amqp091.Connection, error) {
 		if w.local == nil {
 			return nil, fmt.Errorf("%q names the local broker, which this shovel cannot reach", uri)
 		}
-		cfg.Dial, cfg.Vhost, url = w.local, e.VHost, "amqp://localhost/"
+		cfg.Dial, cfg.Vhost, url = w.local, e.VHost, localURL(e.URL)
 	}
 	return amqp091.DialConfig(url, cfg)
+}
+
+// localURL is what amqp091-go dials for a local URI: the user and
+// password the URI names (amqp://user:pass@/vhost), or amqp091-go's
+// guest:guest when it names none. The host is never contacted (the
+// Dialer is the broker's in-process door).
+func localURL(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.User == nil {
+		return "amqp://localhost/"
+	}
+	return (&url.URL{Scheme: "amqp", User: u.User, Host: "localhost", Path: "/"}).String()
 }
 
 // once runs one connection pair until it fails, ctx ends or the link is done.
@@ -179,7 +199,7 @@ func (w *Worker) once(ctx context.Context, attempt int) error {
 		}
 		confirms = dch.NotifyPublish(make(chan amqp091.Confirmation, prefetch))
 	}
-	deliveries, err := sch.Consume(queue, "", d.AckMode == NoAck, false, false, false, nil)
+	deliveries, err := sch.Consume(queue, "", d.AckMode == NoAck, false, false, false, amqp091.Table(d.SrcConsumerArgs))
 	if err != nil {
 		return err
 	}

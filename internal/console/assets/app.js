@@ -570,6 +570,8 @@
       return 'Bound.';
     });
 
+    const move = moveMessages(vhost, qname);
+
     const actions = h('div', { class: 'toolbar' },
       confirmButton('Purge', 'queue-purge', async () => { await api('DELETE', path + '/contents'); toast('Queue purged.'); refreshNow(); }),
       confirmButton('Delete', 'queue-delete', async () => { await api('DELETE', path); toast('Queue deleted.'); location.hash = '#/queues'; }));
@@ -577,7 +579,7 @@
     fill(main, h('p', null, link('#/queues', '← Queues')), h('h1', { testid: 'queue-name' }, qname), h('p', { class: 'muted' }, 'Virtual host ' + vhost),
       summary, actions, h('div', { class: 'charts' }, depth, rates), details,
       h('h2', null, 'Consumers'), consumers, h('h2', null, 'Unacked deliveries'), unacked,
-      h('h2', null, 'Bindings'), bindings, h('div', { class: 'grid2' }, getForm, pubForm, bindForm));
+      h('h2', null, 'Bindings'), bindings, h('div', { class: 'grid2' }, getForm, pubForm, bindForm, isPolicymaker() ? move.form : null));
 
     return { async refresh() {
       let q;
@@ -587,6 +589,7 @@
         if (e.status === 404) { fill(main, h('h1', null, qname), h('p', { class: 'error', role: 'alert', testid: 'not-found' }, 'This queue does not exist (any more).'), link('#/queues', 'All queues')); return; }
         throw e;
       }
+      move.queueType(q.type);
       const ms = q.message_stats || {};
       const card = (k, v, id) => h('div', { class: 'card', testid: id }, h('div', { class: 'v' }, v), h('div', { class: 'k' }, k));
       fill(summary, card('Ready', fmtNum(q.messages_ready), 'queue-ready'), card('Unacked', fmtNum(q.messages_unacknowledged), 'queue-unacked'),
@@ -631,6 +634,99 @@
       ], us.slice(0, 200), { testid: 'unacked-table', rowTestid: 'unacked-row', empty: 'No unacked deliveries.' }));
     } };
   };
+
+  // sessionUser returns the user and password this tab logged in with.
+  function sessionUser() {
+    const up = decodeURIComponent(escape(atob(state.auth || '')));
+    const i = up.indexOf(':');
+    return { user: up.slice(0, i), password: up.slice(i + 1) };
+  }
+
+  // localURI is a shovel URI naming this broker's vhost (no host: the
+  // broker's in-process door) and the logged-in user, whom the shovel's
+  // connections log in as. RabbitMQ's UI writes amqp:///vhost and its
+  // shovel logs in as a trusted internal user; Warren's local shovels log
+  // in as the user the URI names.
+  function localURI(vhost) {
+    const u = sessionUser();
+    return 'amqp://' + enc(u.user) + ':' + enc(u.password) + '@/' + enc(vhost);
+  }
+
+  // moveMessages is RabbitMQ's "Move messages" (queue.ejs with
+  // rabbitmq_shovel_management's shovel.js): it stores a shovel named
+  // "Move from <queue>" that moves the queue's length (src-delete-after
+  // queue-length, on-confirm, prefetch 1000) to a queue of this vhost
+  // or, when a URI is given, of another broker, then deletes itself.
+  // While it runs the form shows the shovel's counts from api/shovels,
+  // polled every second. From a stream it reads from the first offset
+  // (src-consumer-args x-stream-offset first, as RabbitMQ's form sets),
+  // which copies the stream: a stream keeps what it was read.
+  function moveMessages(vhost, qname) {
+    const name = 'Move from ' + qname;
+    const dest = h('input', { required: true, testid: 'move-dest-queue' });
+    const uri = h('input', { placeholder: 'this broker', testid: 'move-dest-uri', autocomplete: 'off' });
+    const progress = h('div', { class: 'status', role: 'status', 'aria-live': 'polite', testid: 'move-progress' });
+    const f = form('Move messages', 'move', [['Destination queue', 'dest', dest], ['Destination URI', 'uri', uri]], 'Move messages', async (v) => {
+      const local = localURI(vhost);
+      await api('PUT', 'parameters/shovel/' + enc(vhost) + '/' + enc(name), { component: 'shovel', vhost, name, value: {
+        'src-protocol': 'amqp091', 'src-uri': local, 'src-queue': qname, 'src-prefetch-count': 1000,
+        'src-delete-after': 'queue-length', 'dest-protocol': 'amqp091', 'dest-uri': v.uri.trim() || local,
+        'dest-queue': v.dest, 'dest-add-forward-headers': false, 'ack-mode': 'on-confirm',
+        'src-consumer-args': isStream ? { 'x-stream-offset': 'first' } : {},
+      } });
+      watch(v.dest);
+      return 'Shovel "' + name + '" created.';
+    });
+    f.insertBefore(h('p', { class: 'muted' }, 'A temporary shovel moves the messages this queue holds now, on-confirm (nothing is lost), then deletes itself.'), f.children[1]);
+    f.append(progress);
+    let last = null, timer = 0, isStream = false;
+    // gone reports that the shovel's parameter no longer exists: a
+    // finished move deletes its own.
+    const gone = async () => {
+      try { await api('GET', 'parameters/shovel/' + enc(vhost) + '/' + enc(name)); return false; } catch (e) {
+        if (e.status === 404) return true;
+        throw e;
+      }
+    };
+    // watch polls the shovel until it is gone or the page is left.
+    async function watch(destQueue) {
+      clearTimeout(timer);
+      last = null;
+      progress.dataset.state = 'starting';
+      fill(progress, 'Moving to ' + destQueue + ': waiting for the shovel to start.');
+      const tick = async () => {
+        if (!f.isConnected) return;
+        try {
+          const links = await api('GET', 'shovels/' + enc(vhost));
+          const l = links.find((x) => x.name === name);
+          if (l) {
+            last = l;
+            const fwd = l.messages_forwarded || 0, rem = l.messages_remaining;
+            progress.dataset.state = l.state;
+            progress.dataset.forwarded = fwd;
+            if (rem !== undefined) progress.dataset.remaining = rem;
+            fill(progress, l.state === 'running' ?
+              `Moving to ${destQueue}: ${fmtNum(fwd)}${rem === undefined ? '' : ' of ' + fmtNum(fwd + rem)} moved, ${fmtNum(rem)} remaining.` :
+              [`Shovel ${l.state}`, l.reason ? h('pre', { testid: 'move-reason' }, l.reason) : '']);
+          } else if (await gone()) {
+            const total = last && last.messages_remaining !== undefined ? last.messages_forwarded + last.messages_remaining : null;
+            progress.dataset.state = 'done';
+            if (total !== null) progress.dataset.forwarded = total;
+            progress.dataset.remaining = 0;
+            fill(progress, total === null ? 'Done: the shovel moved the messages to ' + destQueue + ' and deleted itself.' :
+              `Done: ${fmtNum(total)} message${total === 1 ? '' : 's'} moved to ${destQueue}; the shovel deleted itself.`);
+            refreshNow();
+            return;
+          }
+        } catch (e) {
+          fill(progress, h('span', { class: 'error' }, e.message));
+        }
+        timer = setTimeout(tick, 1000);
+      };
+      tick();
+    }
+    return { form: f, queueType: (t) => { isStream = t === 'stream'; } };
+  }
 
   pages.exchanges = (main) => {
     const box = h('div', { testid: 'exchanges' });
@@ -989,6 +1085,111 @@
     } };
   };
 
+  // endpoint shows a shovel's source or destination as RabbitMQ's
+  // fmt_shovel_endpoint does: a queue, or an exchange with its routing
+  // key ("as published" when the destination keeps the message's).
+  function endpoint(l, prefix) {
+    if (l[prefix + 'queue']) return [h('code', null, l[prefix + 'queue']), h('sub', null, ' queue')];
+    const x = l[prefix + 'exchange'], k = l[prefix + 'exchange_key'];
+    return [x === undefined ? h('i', null, 'as published') : h('code', null, x), k ? [' : ', h('code', null, k)] : '', h('sub', null, ' exchange')];
+  }
+  const stateTag = (st) => h('span', { class: 'state ' + (st === 'running' ? 'ok' : st === 'starting' ? 'warn' : 'bad'), testid: 'link-state' }, st);
+
+  // shovels lists the running shovels (api/shovels: RabbitMQ's Shovel
+  // Status, with Warren's forwarded and remaining counts), restarts and
+  // deletes them, and adds one (a shovel runtime parameter, as
+  // RabbitMQ's Shovel Management does).
+  pages.shovels = (main) => {
+    const vh = vhostSelect('shovel-vhost');
+    const name = h('input', { required: true, testid: 'shovel-name' });
+    const kind = (testid) => h('select', { testid }, [['queue', 'Queue'], ['exchange', 'Exchange']].map(([v, l]) => h('option', { value: v }, l)));
+    const srcURI = h('input', { placeholder: 'this broker', testid: 'shovel-src-uri', autocomplete: 'off' });
+    const srcKind = kind('shovel-src-type');
+    const src = h('input', { required: true, testid: 'shovel-src' });
+    const srcKey = h('input', { placeholder: 'exchange only', testid: 'shovel-src-key' });
+    const destURI = h('input', { placeholder: 'this broker', testid: 'shovel-dest-uri', autocomplete: 'off' });
+    const destKind = kind('shovel-dest-type');
+    const dest = h('input', { testid: 'shovel-dest', placeholder: 'empty: the message\'s own exchange and key' });
+    const destKey = h('input', { placeholder: 'exchange only; empty keeps the message\'s', testid: 'shovel-dest-key' });
+    const ack = h('select', { testid: 'shovel-ack-mode' }, ['on-confirm', 'on-publish', 'no-ack'].map((m) => h('option', { value: m }, m)));
+    const after = h('select', { testid: 'shovel-delete-after' }, [['never', 'Never'], ['queue-length', 'After the queue\'s initial length'], ['count', 'After a number of messages']].map(([v, l]) => h('option', { value: v }, l)));
+    const count = h('input', { type: 'number', min: 0, testid: 'shovel-delete-count', placeholder: 'number of messages' });
+    const prefetch = h('input', { type: 'number', min: 1, max: 65535, value: 1000, testid: 'shovel-prefetch' });
+    const delay = h('input', { type: 'number', min: 0, step: 'any', value: 5, testid: 'shovel-reconnect-delay' });
+    const headers = h('input', { type: 'checkbox', testid: 'shovel-forward-headers' });
+    const addForm = form('Add a shovel', 'add-shovel', [['Virtual host', 'vhost', vh], ['Name', 'name', name],
+      ['Source URI', 'srcURI', srcURI], ['Source', 'srcKind', srcKind], ['Source name', 'src', src], ['Source routing key', 'srcKey', srcKey],
+      ['Destination URI', 'destURI', destURI], ['Destination', 'destKind', destKind], ['Destination name', 'dest', dest], ['Destination routing key', 'destKey', destKey],
+      ['Ack mode', 'ack', ack], ['Delete after', 'after', after], ['Messages', 'count', count], ['Prefetch', 'prefetch', prefetch],
+      ['Reconnect delay (s)', 'delay', delay], ['Add forwarding headers', 'headers', headers]], 'Add shovel', async (v) => {
+      const value = { 'src-protocol': 'amqp091', 'dest-protocol': 'amqp091',
+        'src-uri': v.srcURI.trim() || localURI(v.vhost), 'dest-uri': v.destURI.trim() || localURI(v.vhost),
+        'ack-mode': v.ack, 'src-prefetch-count': +v.prefetch, 'reconnect-delay': +v.delay, 'dest-add-forward-headers': v.headers };
+      if (v.srcKind === 'queue') value['src-queue'] = v.src;
+      else { value['src-exchange'] = v.src; value['src-exchange-key'] = v.srcKey; }
+      if (v.destKind === 'queue' && v.dest) value['dest-queue'] = v.dest;
+      else if (v.destKind === 'exchange') {
+        if (v.dest) value['dest-exchange'] = v.dest;
+        if (v.destKey) value['dest-exchange-key'] = v.destKey;
+      }
+      if (v.after === 'count') {
+        if (!/^\d+$/.test(v.count)) throw new Error('Messages must be a whole number.');
+        value['src-delete-after'] = +v.count;
+      } else value['src-delete-after'] = v.after;
+      await api('PUT', 'parameters/shovel/' + enc(v.vhost) + '/' + enc(v.name), { component: 'shovel', vhost: v.vhost, name: v.name, value });
+      return 'Shovel ' + v.name + ' added.';
+    });
+    return adminPage(main, 'Shovels', [{
+      what: 'shovels', row: 'shovel-row', empty: 'No shovels.', load: () => api('GET', 'shovels'), cols: [
+        { label: 'Virtual host', cell: (l) => l.vhost, narrow: true },
+        { label: 'Name', cell: (l) => h('span', { testid: 'shovel-row-name' }, l.name) },
+        { label: 'State', cell: (l) => [stateTag(l.state), l.reason ? h('pre', { class: 'reason', testid: 'shovel-reason' }, l.reason) : ''] },
+        { label: 'Source', cell: (l) => [h('div', { class: 'muted' }, l.src_uri), endpoint(l, 'src_')] },
+        { label: 'Destination', cell: (l) => [h('div', { class: 'muted' }, l.dest_uri), endpoint(l, 'dest_')] },
+        { label: 'Forwarded', n: true, testid: 'shovel-forwarded', cell: (l) => fmtNum(l.messages_forwarded) },
+        { label: 'Remaining', n: true, testid: 'shovel-remaining', cell: (l) => l.messages_remaining === undefined ? 'no limit' : fmtNum(l.messages_remaining) },
+        { label: 'Last changed', cell: (l) => l.timestamp, narrow: true },
+        { label: '', cell: (l) => [
+          confirmButton('Restart', 'shovel-restart', async () => {
+            await api('DELETE', 'shovels/vhost/' + enc(l.vhost) + '/' + enc(l.name) + '/restart');
+            toast('Shovel ' + l.name + ' restarted.'); refreshNow();
+          }, l.vhost + '/' + l.name), ' ',
+          confirmButton('Delete', 'shovel-delete', async () => {
+            await api('DELETE', 'shovels/vhost/' + enc(l.vhost) + '/' + enc(l.name));
+            toast('Shovel ' + l.name + ' deleted.'); refreshNow();
+          }, l.vhost + '/' + l.name)] },
+      ], forms: [addForm],
+    }]);
+  };
+
+  // federation shows the federation links (api/federation-links, in
+  // RabbitMQ's rabbitmq_federation_management shape) as its Federation
+  // Status page does, with their errors and a restart each.
+  pages.federation = (main) => adminPage(main, 'Federation status', [{
+    what: 'federation-links', row: 'federation-link-row', empty: 'No federation links.', load: async () => {
+      try { return await api('GET', 'federation-links'); } catch (e) {
+        if (e.status === 404) return [];
+        throw e;
+      }
+    }, cols: [
+      { label: 'Upstream', cell: (l) => [l.upstream, (l.type === 'exchange' && l.upstream_exchange !== l.exchange) ? h('sub', null, ' ' + l.upstream_exchange) :
+        (l.type === 'queue' && l.upstream_queue !== l.queue) ? h('sub', null, ' ' + l.upstream_queue) : ''] },
+      { label: 'URI', cell: (l) => h('code', null, l.uri), narrow: true },
+      { label: 'Virtual host', cell: (l) => l.vhost, narrow: true },
+      { label: 'Exchange / queue', cell: (l) => [l.type === 'queue' ? link(queueHref({ vhost: l.vhost, name: l.queue }), l.queue) :
+        link(exchangeHref({ vhost: l.vhost, name: l.exchange }), l.exchange), h('sub', null, ' ' + l.type)] },
+      { label: 'State', cell: (l) => [stateTag(l.status), l.error ? h('pre', { class: 'reason', testid: 'federation-error' }, l.error) : ''] },
+      { label: 'Inbound', n: true, cell: (l) => fmtRate(get(l, 'local_channel.message_stats.confirm_details')) },
+      { label: 'Last changed', cell: (l) => l.timestamp, narrow: true },
+      { label: 'ID', cell: (l) => h('code', null, l.id), narrow: true },
+      { label: 'Consumer tag', cell: (l) => l.consumer_tag || '', narrow: true },
+      { label: '', cell: (l) => confirmButton('Restart', 'federation-restart', async () => {
+        await api('DELETE', 'federation-links/vhost/' + enc(l.vhost) + '/' + enc(l.id) + '/' + enc(l.node) + '/restart');
+        toast('Federation link ' + l.id + ' restarted.'); refreshNow();
+      }, l.vhost + '/' + l.id) },
+    ],
+  }]);
+
   // ---- Routing and refresh -------------------------------------------
 
   const routes = [
@@ -1007,6 +1208,8 @@
     [/^\/policies$/, 'policies', 'policies'],
     [/^\/limits$/, 'limits', 'limits'],
     [/^\/definitions$/, 'definitions', 'definitions'],
+    [/^\/shovels$/, 'shovels', 'shovels'],
+    [/^\/federation$/, 'federation', 'federation'],
   ];
 
   function route() {
@@ -1083,7 +1286,7 @@
 
   // Keyboard: g then a letter goes to a page; / filters; j and k move
   // between rows; r refreshes; ? shows help. Ignored while typing.
-  const goKeys = { o: '#/', q: '#/queues', e: '#/exchanges', c: '#/connections', h: '#/channels', v: '#/vhosts', u: '#/users', p: '#/permissions', l: '#/policies', i: '#/limits', d: '#/definitions' };
+  const goKeys = { o: '#/', q: '#/queues', e: '#/exchanges', c: '#/connections', h: '#/channels', v: '#/vhosts', u: '#/users', p: '#/permissions', l: '#/policies', i: '#/limits', d: '#/definitions', s: '#/shovels', f: '#/federation' };
   let pendingG = false;
   document.addEventListener('keydown', (ev) => {
     if (!state.user || ev.ctrlKey || ev.metaKey || ev.altKey) return;
