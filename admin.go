@@ -20,7 +20,7 @@ type (
 	// when Options.AuthMechanisms offers it). Tags are RabbitMQ's user
 	// tags ("administrator", "monitoring", "management", ...): as in
 	// RabbitMQ they decide what a user may do through the management API
-	// and whether MetricsHandlerWith's Authenticate lets the user scrape;
+	// and whether MetricsOptions.Authenticate lets the user scrape;
 	// AMQP and the direct Channel ignore them (permissions decide there).
 	// Admin.PutUser takes either a plain Password or a PasswordHash with
 	// its HashingAlgorithm, as a definitions file carries them.

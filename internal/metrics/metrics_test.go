@@ -262,7 +262,7 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 
 // TestCollectorMatchesHandler: b.Collector(broker.CollectorOptions{}) registered in a fresh
 // prometheus.Registry gathers the series /metrics serves (less the Go
-// runtime's), and CollectorWith PerObject those of /metrics/per-object,
+// runtime's), and Collector with PerObject those of /metrics/per-object,
 // on a broker with queues, deliveries, acks and dead-lettering.
 func TestCollectorMatchesHandler(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{Users: users})

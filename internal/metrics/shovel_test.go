@@ -41,7 +41,7 @@ func TestMetricsShovels(t *testing.T) {
 
 	var fams map[string]*promtest.Family
 	amqptest.Poll(t, func() bool {
-		fams = promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}))
+		fams = promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{PerObject: true}))
 		f := fams["warren_shovel_messages_forwarded_total"]
 		return f != nil && f.Samples[`shovel="keep",vhost="/"`] == 3 && f.Samples[`shovel="five",vhost="/"`] == 2 &&
 			fams["rabbitmq_shovel_dynamic"].Samples[`status="starting"`] == 1
@@ -52,7 +52,7 @@ func TestMetricsShovels(t *testing.T) {
 	require.Equal(t, map[string]float64{`shovel="five",vhost="/"`: 1, `shovel="keep",vhost="/"`: 1, `shovel="nowhere",vhost="/"`: 0}, fams["warren_shovel_running"].Samples)
 	require.Equal(t, map[string]float64{`shovel="five",vhost="/"`: 3}, fams["warren_shovel_messages_remaining"].Samples)
 
-	agg := promtest.Scrape(t, b.MetricsHandler())
+	agg := promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{}))
 	require.Equal(t, map[string]float64{"": 5}, agg["warren_shovel_messages_forwarded_total"].Samples)
 	require.Equal(t, float64(2), agg["rabbitmq_shovel_dynamic"].Samples[`status="running"`])
 	require.Nil(t, agg["warren_shovel_running"], "the aggregated view names no shovel")
@@ -60,7 +60,7 @@ func TestMetricsShovels(t *testing.T) {
 
 	for _, perObject := range []bool{false, true} {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(b.CollectorWith(broker.CollectorOptions{PerObject: perObject}))
-		promtest.RequireGathers(t, reg, promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: perObject})))
+		reg.MustRegister(b.Collector(broker.CollectorOptions{PerObject: perObject}))
+		promtest.RequireGathers(t, reg, promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{PerObject: perObject})))
 	}
 }
