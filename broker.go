@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/events"
+	"github.com/warrenmq/broker/internal/federation"
 	"github.com/warrenmq/broker/internal/follow"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
@@ -54,6 +55,9 @@ type Broker struct {
 	params paramRegistry // admin_parameters.go
 	// shovels runs the stored shovels' links (shovel.go).
 	shovels *shovel.Supervisor
+	// federation runs the federated exchanges' and queues' links
+	// (federation.go).
+	federation *federation.Supervisor
 
 	mu struct {
 		sync.Mutex
@@ -213,6 +217,7 @@ func New(opts Options) (*Broker, error) {
 		st.Close()
 		return nil, err
 	}
+	b.startFederation() // cannot fail: its links retry on their own
 	b.startFollowing()
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
@@ -453,6 +458,7 @@ func (b *Broker) Close() error {
 		// The shovels first, while the broker still serves the
 		// connections they hold into it.
 		b.shovels.Stop()
+		b.federation.Stop()
 		b.mu.Lock()
 		b.mu.closed = true
 		close(b.quit)

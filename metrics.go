@@ -129,6 +129,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 		rs := r.ReplicationStatus()
 		s.Replication = &rs
 	}
+	s.Federation = b.federationMetrics()
 	return s
 }
 

@@ -311,18 +311,36 @@ const (
 	// TypeDeduplication is rabbitmq-message-deduplication's exchange
 	// type: a fanout exchange that drops messages seen before.
 	TypeDeduplication = "x-message-deduplication"
+	// TypeFederationUpstream is the internal exchange a downstream
+	// broker's federation link declares on its upstream (RabbitMQ's
+	// rabbit_federation_upstream_exchange): a fanout, declared with an
+	// x-max-hops argument of type long. RabbitMQ's also drops, before they
+	// travel, messages the downstream would refuse by hop count; Warren
+	// routes it as a plain fanout and the downstream drops them, as it
+	// does for an upstream without federation.
+	TypeFederationUpstream = "x-federation-upstream"
 )
 
 // ResolveType returns the Kind an exchange declared with type typ and
 // arguments args routes by: ParseKind's for the kinds routing knows,
 // x-delayed-type's for TypeDelayed (which must be one of them; as the
 // plugin's validate, anything else is ErrInvalidArgument, 406), Fanout for
-// TypeDeduplication (the plugin routes as fanout). An unknown typ is
+// TypeDeduplication (the plugin routes as fanout) and
+// TypeFederationUpstream (which must have x-max-hops). An unknown typ is
 // ErrUnknownKind.
 func ResolveType(typ string, args map[string]any) (Kind, error) {
 	switch typ {
 	case TypeDeduplication:
 		return Fanout, nil
+	case TypeFederationUpstream:
+		// rabbit_federation_util:validate_arg(x-max-hops, long, Args).
+		switch args["x-max-hops"].(type) {
+		case int64:
+			return Fanout, nil
+		case nil:
+			return 0, fmt.Errorf("%w: Argument x-max-hops missing", ErrInvalidArgument)
+		}
+		return 0, fmt.Errorf("%w: Argument x-max-hops must be of type long", ErrInvalidArgument)
 	case TypeDelayed:
 		s, ok := args["x-delayed-type"].(string)
 		if !ok {

@@ -284,3 +284,26 @@ func FuzzConsistentHashBind(f *testing.F) {
 		require.Len(t, got, 1)
 	})
 }
+
+// TestResolveFederationUpstream: x-federation-upstream routes as fanout
+// and needs x-max-hops of type long, as RabbitMQ's federation plugin
+// validates it.
+func TestResolveFederationUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		args map[string]any
+		err  string
+	}{
+		{map[string]any{"x-max-hops": int64(1)}, ""},
+		{map[string]any{}, "Argument x-max-hops missing"},
+		{map[string]any{"x-max-hops": int32(1)}, "Argument x-max-hops must be of type long"},
+	} {
+		k, err := ResolveType(TypeFederationUpstream, tc.args)
+		if tc.err == "" {
+			require.NoError(t, err)
+			require.Equal(t, Fanout, k)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		require.ErrorContains(t, err, tc.err)
+	}
+}

@@ -30,7 +30,13 @@
 // Parse functions take JSON's types (a value decoded with UseNumber, or
 // plain float64 numbers) and never panic on any input (FuzzParseUpstream).
 //
-// The links themselves (the connection to the upstream, the upstream
-// queue and bindings, republishing with x-received-from) are not in this
-// package yet; see docs/federation.md for what is built.
+// The links (link.go, exchange.go, queue.go) copy RabbitMQ 3.10.8's
+// rabbit_federation_exchange_link and rabbit_federation_queue_link: the
+// upstream queue and internal exchange, the bindings kept in step with
+// the local exchange's, x-received-from and x-bound-from with max-hops
+// (headers.go), and a queue link that consumes only while the local
+// queue has demand. A Supervisor (one goroutine) owns them: it starts,
+// restarts and stops links as policies and upstreams change, runs each
+// on one broker of a cluster through a Placer, and reports their Status.
+// docs/federation.md says what runs and what does not yet.
 package federation

@@ -345,6 +345,9 @@ type Upstream struct {
 	TrustUserID    bool
 	AckMode        string
 	CleanupNever   bool
+	// SingleChannel is channel-use-mode single: bindings are made on the
+	// channel that consumes, not on a command channel of their own.
+	SingleChannel bool
 }
 
 // Resolve is from_upstream_or_set: the upstream named up (its settings
@@ -389,6 +392,7 @@ func Resolve(up string, s Settings, el Settings, local string) Upstream {
 		TrustUserID:    pickB(el.TrustUserID, s.TrustUserID),
 		AckMode:        pickS(el.AckMode, s.AckMode, OnConfirm),
 		CleanupNever:   pickS(el.ResourceCleanupMode, s.ResourceCleanupMode, "default") == "never",
+		SingleChannel:  pickS(el.ChannelUseMode, s.ChannelUseMode, "multiple") == "single",
 	}
 	if len(el.URIs) > 0 {
 		u.URIs = el.URIs

@@ -47,6 +47,8 @@ type Snapshot struct {
 	DataDir string
 	// Replication is the raft status of a cluster member, nil otherwise.
 	Replication *meta.ReplicationStatus
+	// Federation is the federation links running here (federation.go).
+	Federation []FederationLink
 	// Shovels are the shovel links this broker runs.
 	Shovels []Shovel
 	// Started is when the broker was created.

@@ -206,6 +206,7 @@ func emit(p sink, s *Snapshot, perObject, goRuntime bool) {
 	if s.Replication != nil {
 		writeRaft(p, *s.Replication)
 	}
+	writeFederation(p, s.Federation)
 
 	writeShovels(p, s.Shovels, perObject)
 

@@ -101,6 +101,7 @@ func (m *mgmt) register() {
 	m.policyRoutes()          // policies.go
 	m.parameterRoutes()       // parameters.go
 	m.shovelRoutes()          // shovels.go
+	m.federationRoutes()      // federation.go
 }
 
 // routeMux builds the ServeMux that routes m's requests: each route

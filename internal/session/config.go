@@ -292,7 +292,7 @@ var capabilities = []struct {
 	{"basic.nack", true},
 	{"connection.blocked", true},
 	{"consumer_cancel_notify", true},
-	{"consumer_priorities", false},
+	{"consumer_priorities", true}, // x-priority on basic.consume (internal/queue)
 	{"direct_reply_to", true},
 	{"exchange_exchange_bindings", true},
 	{"per_consumer_qos", true},

@@ -31,6 +31,7 @@ func TestHandshakeAndClientClose(t *testing.T) {
 		"basic.nack":                   true,
 		"connection.blocked":           true,
 		"consumer_cancel_notify":       true,
+		"consumer_priorities":          true,
 		"direct_reply_to":              true,
 		"exchange_exchange_bindings":   true,
 		"per_consumer_qos":             true,

@@ -23,7 +23,7 @@ import (
 // knownType reports whether typ is an exchange type the vhost serves; any
 // other is 503 COMMAND_INVALID before anything else is looked at.
 func knownType(typ string) bool {
-	if typ == routing.TypeDelayed || typ == routing.TypeDeduplication {
+	if typ == routing.TypeDelayed || typ == routing.TypeDeduplication || typ == routing.TypeFederationUpstream {
 		return true
 	}
 	_, err := routing.ParseKind(typ)

@@ -1,0 +1,86 @@
+package mgmt
+
+import (
+	"net/http"
+	"time"
+)
+
+// Federation is the model's side of /api/federation-links: the running
+// federation links (RabbitMQ's rabbitmq_federation_management). It is
+// optional: a Broker that does not implement it serves those routes as
+// 404.
+type Federation interface {
+	// FederationLinks lists the links of vhost ("" for every vhost).
+	FederationLinks(vhost string) []FederationLink
+}
+
+// FederationLink is one link as GET /api/federation-links shows it.
+type FederationLink struct {
+	VHost string
+	Queue bool // a queue's link; else an exchange's
+	// Name is the local exchange or queue, UpstreamName the upstream's.
+	Name, Upstream, UpstreamName string
+	ConsumerTag                  string
+	ID                           string
+	State, Error                 string
+	LocalConnection              string
+	URI                          string
+	Timestamp                    time.Time
+	Forwarded                    int64
+}
+
+// federationRoutes: GET /api/federation-links[/{vhost}] and the links
+// that are not up (/state/down).
+func (m *mgmt) federationRoutes() {
+	m.handle("GET", "/api/federation-links", anyManagement, m.listFederationLinks(false))
+	m.handle("GET", "/api/federation-links/{vhost}", anyManagement, m.listFederationLinks(false))
+	m.handle("GET", "/api/federation-links/state/down", anyManagement, m.listFederationLinks(true))
+	m.handle("GET", "/api/federation-links/{vhost}/state/down", anyManagement, m.listFederationLinks(true))
+}
+
+// listFederationLinks answers the links of the vhosts the user may see in
+// RabbitMQ 3.10's shape (rabbit_federation_status:format and
+// rabbit_federation_mgmt:format): exchange and upstream_exchange, or
+// queue, upstream_queue and consumer_tag; type, vhost, upstream, id,
+// status with local_connection when running or error otherwise, uri
+// without credentials, timestamp and node. down keeps only the links
+// that are neither running nor starting. messages_forwarded is Warren's.
+func (m *mgmt) listFederationLinks(down bool) func(*mgmtCall) {
+	return func(c *mgmtCall) {
+		f, ok := m.b.(Federation)
+		if !ok {
+			notFound(c.w)
+			return
+		}
+		vhs, ok := m.vhostsParam(c)
+		if !ok {
+			return
+		}
+		out := []map[string]any{}
+		for _, vh := range vhs {
+			for _, l := range f.FederationLinks(vh) {
+				if down && (l.State == "running" || l.State == "starting") {
+					continue
+				}
+				j := map[string]any{
+					"node": m.b.NodeName(), "vhost": l.VHost, "upstream": l.Upstream, "id": l.ID,
+					"status": l.State, "uri": redactURI(l.URI), "messages_forwarded": l.Forwarded,
+					"timestamp": l.Timestamp.UTC().Format("2006-01-02 15:04:05"),
+				}
+				if l.Queue {
+					j["type"], j["queue"], j["upstream_queue"], j["consumer_tag"] = "queue", l.Name, l.UpstreamName, l.ConsumerTag
+				} else {
+					j["type"], j["exchange"], j["upstream_exchange"] = "exchange", l.Name, l.UpstreamName
+				}
+				switch {
+				case l.State == "running":
+					j["local_connection"] = l.LocalConnection
+				case l.Error != "":
+					j["error"] = l.Error
+				}
+				out = append(out, j)
+			}
+		}
+		writeJSON(c.w, http.StatusOK, out)
+	}
+}
