@@ -91,7 +91,11 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
 		}
-		if err := b.stores.Meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
+		hu, err := hashedUser(User{Name: u.Name, Password: u.Password, Tags: slices.Clone(u.Tags)})
+		if err != nil {
+			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
+		}
+		if err := b.stores.Meta.PutUser(ctx, hu); err != nil {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 	}
@@ -141,7 +145,7 @@ func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
 		}
 		return false, "", nil
 	}
-	if at.Mechanism != "EXTERNAL" && !passwd.Check(u.PasswordHash, at.Password) {
+	if at.Mechanism != "EXTERNAL" && !passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, at.Password) {
 		return false, "", nil
 	}
 	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {

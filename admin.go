@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -102,11 +103,37 @@ func (a *Admin) PutUser(ctx context.Context, u User) error {
 	if u.Name == "" || len(u.Name) > 255 {
 		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name))
 	}
-	mu, err := storedUser(u)
+	hu, err := hashedUser(u)
 	if err != nil {
 		return fmt.Errorf("broker: user %q: %w", u.Name, err)
 	}
-	return a.b.stores.Meta.PutUser(ctx, mu)
+	return a.b.stores.Meta.PutUser(ctx, hu)
+}
+
+// hashedUser is u as the store keeps it: its plain Password hashed
+// (salted SHA-256), or its PasswordHash checked against its
+// HashingAlgorithm, and no Password or Limits.
+func hashedUser(u User) (User, error) {
+	var stored []byte
+	if u.PasswordHash == "" && u.Password != "" {
+		stored = passwd.Hash(u.Password)
+	} else {
+		var err error
+		if stored, err = passwd.Import(u.HashingAlgorithm, u.PasswordHash); err != nil {
+			return User{}, err
+		}
+	}
+	alg, hash := passwd.Export(stored)
+	return User{Name: u.Name, PasswordHash: hash, HashingAlgorithm: alg, Tags: slices.Clone(u.Tags)}, nil
+}
+
+// exportedUser is a stored user as a definitions file carries it: with
+// its (empty) limits object.
+func exportedUser(u User) User {
+	if u.Limits == nil {
+		u.Limits = map[string]any{}
+	}
+	return u
 }
 
 // GetUser returns a stored user with its password hash and hashing
@@ -116,7 +143,7 @@ func (a *Admin) GetUser(ctx context.Context, name string) (User, error) {
 	if err != nil {
 		return User{}, fmt.Errorf("broker: user %q: %w", name, err)
 	}
-	return userDefinition(u), nil
+	return exportedUser(u), nil
 }
 
 // ListUsers returns every stored user, as GetUser returns one.
@@ -127,7 +154,7 @@ func (a *Admin) ListUsers(ctx context.Context) ([]User, error) {
 	}
 	out := make([]User, 0, len(users))
 	for _, u := range users {
-		out = append(out, userDefinition(u))
+		out = append(out, exportedUser(u))
 	}
 	return out, nil
 }

@@ -166,21 +166,21 @@ func (v mgmtView) VHosts() []string { return v.b.definitions().VHosts() }
 // (passwordLogin, internal/login): the source's throttle delay first, and a
 // user store that does not answer in time is mgmt.ErrUnavailable, not a
 // failed login.
-func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
+func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.Caller, error) {
 	u, z, err := v.b.passwordLoginAuthz(ctx, from, name, password)
 	switch {
 	case err == nil:
-		mu := mgmt.User{Name: u.Name, Tags: u.Tags}
+		mu := mgmt.Caller{Name: u.Name, Tags: u.Tags}
 		if z != nil {
 			mu.Authz = authzAsker{z}
 		}
 		return mu, nil
 	case errors.Is(err, login.ErrUnavailable):
-		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
+		return mgmt.Caller{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
 	case errors.Is(err, login.ErrClosed):
-		return mgmt.User{}, mgmt.ErrShuttingDown
+		return mgmt.Caller{}, mgmt.ErrShuttingDown
 	default:
-		return mgmt.User{}, mgmt.ErrLoginFailed
+		return mgmt.Caller{}, mgmt.ErrLoginFailed
 	}
 }
 
@@ -193,7 +193,7 @@ func (v mgmtView) User(ctx context.Context, name string) (definitions.User, erro
 	if err != nil {
 		return definitions.User{}, err
 	}
-	return userDefinition(u), nil
+	return exportedUser(u), nil
 }
 
 func (v mgmtView) DeleteUser(ctx context.Context, name string) error {
@@ -233,7 +233,7 @@ func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error)
 	if u.Name == "" || len(u.Name) > 255 {
 		return false, fmt.Errorf("%w: user name must be 1 to 255 bytes, got %d", mgmt.ErrInvalid, len(u.Name))
 	}
-	mu, err := storedUser(u)
+	hu, err := hashedUser(u)
 	if err != nil {
 		return false, fmt.Errorf("%w: user %q: %w", mgmt.ErrInvalid, u.Name, err)
 	}
@@ -243,7 +243,7 @@ func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error)
 	case err != nil:
 		return false, err
 	}
-	return err != nil, v.b.stores.Meta.PutUser(ctx, mu)
+	return err != nil, v.b.stores.Meta.PutUser(ctx, hu)
 }
 
 // PutPermission is Admin.PutPermission, with the management API's errors.
@@ -361,7 +361,7 @@ func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Bindi
 	return vh.Unbind(ctx, "", bd)
 }
 
-func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.User, vhostName string) (mgmt.DirectChannel, error) {
+func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.Caller, vhostName string) (mgmt.DirectChannel, error) {
 	var ch *Channel
 	var err error
 	switch z, ok := user.Authz.(authzAsker); {

@@ -34,13 +34,6 @@ type VHost struct {
 	DefaultQueueType string `json:",omitempty"`
 }
 
-// User is a broker user. PasswordHash is opaque to the store.
-type User struct {
-	Name         string
-	PasswordHash []byte
-	Tags         []string
-}
-
 // Permission grants a user configure/write/read regular expressions on a
 // vhost. It is the one Permission type: package definitions and the root
 // package alias it, and its JSON is the definitions file's (stored records

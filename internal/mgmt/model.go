@@ -72,7 +72,7 @@ type Accounts interface {
 	// ErrLoginFailed for a wrong name or password, ErrUnavailable when the
 	// user store did not answer in time, ErrShuttingDown when the broker
 	// closed while the login waited.
-	Authenticate(ctx context.Context, name, password string, from net.Addr) (User, error)
+	Authenticate(ctx context.Context, name, password string, from net.Addr) (Caller, error)
 	// Users lists the stored users; User reads one (an error when there
 	// is none). Both carry salted hashes, never passwords.
 	Users(ctx context.Context) ([]definitions.User, error)
@@ -122,7 +122,7 @@ type Writer interface {
 	// OpenChannel opens a direct channel as user on vhost, with that
 	// user's permissions (amqp091 errors, as the client library's):
 	// user.Authz's when set, else the stored ones.
-	OpenChannel(ctx context.Context, user User, vhost string) (DirectChannel, error)
+	OpenChannel(ctx context.Context, user Caller, vhost string) (DirectChannel, error)
 	// AddVHost creates and opens a vhost; DeleteVHost deletes one with
 	// everything in it and closes its connections (ErrNotFound when
 	// there is none). A bad name is an error wrapping ErrInvalid.
@@ -156,8 +156,9 @@ var (
 	ErrShuttingDown = errors.New("mgmt: broker shutting down")
 )
 
-// User is an authenticated user.
-type User struct {
+// Caller is the user a request authenticated as (not a stored user:
+// that is definitions.User).
+type Caller struct {
 	Name string
 	Tags []string
 	// Authz, when set, decides the user's vhost access and permissions in
