@@ -101,11 +101,11 @@ func (b *Broker) Admin() *Admin { return &Admin{b: b} }
 // already open keeps its login.
 func (a *Admin) PutUser(ctx context.Context, u User) error {
 	if u.Name == "" || len(u.Name) > 255 {
-		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name))
+		return meta.Invalid(fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name)))
 	}
 	hu, err := hashedUser(u)
 	if err != nil {
-		return fmt.Errorf("broker: user %q: %w", u.Name, err)
+		return meta.Invalid(fmt.Errorf("broker: user %q: %w", u.Name, err))
 	}
 	return a.b.stores.Meta.PutUser(ctx, hu)
 }
@@ -178,8 +178,14 @@ func (a *Admin) DeleteUser(ctx context.Context, name string) error {
 func (a *Admin) PutVHost(ctx context.Context, v VHost) (created bool, err error) {
 	for name := range v.Limits {
 		if name != LimitMaxConnections && name != LimitMaxQueues {
-			return false, fmt.Errorf("broker: vhost %q: unknown limit %q (want %s or %s)", v.Name, name, LimitMaxConnections, LimitMaxQueues)
+			return false, meta.Invalid(fmt.Errorf("broker: vhost %q: unknown limit %q (want %s or %s)", v.Name, name, LimitMaxConnections, LimitMaxQueues))
 		}
+	}
+	if err := checkVHost(v); err != nil {
+		return false, meta.Invalid(fmt.Errorf("broker: %w", err))
+	}
+	if len(canonicalVHost(v.Name)) > 255 {
+		return false, meta.Invalid(errors.New("broker: vhost name longer than 255 bytes"))
 	}
 	if created, err = a.b.putVHost(ctx, v); err != nil {
 		return created, err
@@ -236,6 +242,9 @@ func (a *Admin) DeleteVHost(ctx context.Context, name string) error {
 // the user on the vhost, direct Channels included, use the new
 // permissions from their next check.
 func (a *Admin) PutPermission(ctx context.Context, p Permission) error {
+	if _, err := compileGrant(p); err != nil {
+		return meta.Invalid(err)
+	}
 	return a.b.setPermissions(ctx, p.User, p.VHost, p)
 }
 
@@ -266,6 +275,9 @@ func (a *Admin) DeletePermission(ctx context.Context, user, vhost string) error 
 // and the vhost must exist and each expression must compile. Open
 // connections of the user on the vhost use it from their next check.
 func (a *Admin) PutTopicPermission(ctx context.Context, p TopicPermission) (created bool, err error) {
+	if err := checkTopicPermission(p); err != nil {
+		return false, meta.Invalid(err)
+	}
 	return a.b.setTopicPermission(ctx, p.User, p.VHost, p)
 }
 

@@ -150,3 +150,23 @@ type Store interface {
 	// unacked scanner). A single node is always the leader.
 	IsLeader() bool
 }
+
+// ErrInvalid is matched (errors.Is) by the errors of a control-plane
+// write refused for its input: a bad name, hash, regular expression or
+// setting. Invalid marks an error so.
+var ErrInvalid = errors.New("meta: invalid")
+
+// Invalid returns err, its text unchanged, marked as matching ErrInvalid;
+// nil for nil.
+func Invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return invalidError{err}
+}
+
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
