@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/warrenmq/broker/definitions"
-	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -103,28 +102,11 @@ func (a *Admin) PutUser(ctx context.Context, u User) error {
 	if u.Name == "" || len(u.Name) > 255 {
 		return meta.Invalid(fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name)))
 	}
-	hu, err := hashedUser(u)
+	hu, err := meta.HashedUser(u)
 	if err != nil {
 		return meta.Invalid(fmt.Errorf("broker: user %q: %w", u.Name, err))
 	}
 	return a.b.stores.Meta.PutUser(ctx, hu)
-}
-
-// hashedUser is u as the store keeps it: its plain Password hashed
-// (salted SHA-256), or its PasswordHash checked against its
-// HashingAlgorithm, and no Password or Limits.
-func hashedUser(u User) (User, error) {
-	var stored []byte
-	if u.PasswordHash == "" && u.Password != "" {
-		stored = passwd.Hash(u.Password)
-	} else {
-		var err error
-		if stored, err = passwd.Import(u.HashingAlgorithm, u.PasswordHash); err != nil {
-			return User{}, err
-		}
-	}
-	alg, hash := passwd.Export(stored)
-	return User{Name: u.Name, PasswordHash: hash, HashingAlgorithm: alg, Tags: slices.Clone(u.Tags)}, nil
 }
 
 // exportedUser is a stored user as a definitions file carries it: with

@@ -119,16 +119,6 @@ func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
 	return c, true
 }
 
-func (v definitionsView) CheckUser(u definitions.User) error {
-	_, err := hashedUser(u)
-	return err
-}
-
-func (v definitionsView) CheckPermission(p definitions.Permission) error {
-	_, err := compileGrant(meta.Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
-	return err
-}
-
 // vhost finds the vhost an operator call names.
 func (v definitionsView) vhost(name string) (*vhost.VHost, error) {
 	vh, ok := v.b.lookupVHost(name)

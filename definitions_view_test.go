@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/passwd"
+	"github.com/warrenmq/broker/meta"
 )
 
 // TestStoredHashes: a user imported with each of RabbitMQ's hashing
-// algorithms is stored (hashedUser) so that its password checks, with
+// algorithms is stored (meta.HashedUser) so that its password checks, with
 // the hash and algorithm as they were imported (the hashing itself
 // is tested in internal/passwd).
 func TestStoredHashes(t *testing.T) {
@@ -31,7 +32,7 @@ func TestStoredHashes(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, passwd.Check(stored, "pw"))
 			require.False(t, passwd.Check(stored, "pw2"))
-			u, err := hashedUser(User{Name: "u", PasswordHash: tc.hash, HashingAlgorithm: tc.alg})
+			u, err := meta.HashedUser(User{Name: "u", PasswordHash: tc.hash, HashingAlgorithm: tc.alg})
 			require.NoError(t, err)
 			require.True(t, passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, "pw"))
 			require.Equal(t, tc.stored, u.HashingAlgorithm)

@@ -212,3 +212,9 @@ func (b *Broker) deletePoliciesOf(ctx context.Context, vhost string) []error {
 // policyRetry prefixes, in the follower's list of failed syncs, a vhost
 // whose policies failed to reload (a vhost name cannot start with NUL).
 const policyRetry = "\x00policy:"
+
+// internalPolicy is p with its vhost canonical, as policy.Check takes it.
+func internalPolicy(p Policy) policy.Policy {
+	p.VHost = canonicalVHost(p.VHost)
+	return p
+}

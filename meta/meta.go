@@ -3,6 +3,8 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 )
 
 // ErrNotFound is returned by the Get methods when the entity does not exist.
@@ -45,6 +47,27 @@ type Permission struct {
 	Configure string `json:"configure"`
 	Write     string `json:"write"`
 	Read      string `json:"read"`
+}
+
+// Compile compiles p's expressions the way RabbitMQ uses them
+// (rabbit_auth_backend_internal:check_resource_access): unanchored, so a
+// name matches when the expression matches any part of it ("orders"
+// matches "my-orders"; anchor with ^ and $ to mean the whole name), and ""
+// stands for "^$", matching nothing but the empty name. Go's RE2 syntax
+// is PCRE's minus backreferences and lookaround, which are refused. It is
+// the one check of a permission, for the broker and a definitions import.
+func (p Permission) Compile() (configure, write, read *regexp.Regexp, err error) {
+	out := [3]*regexp.Regexp{}
+	for i, f := range []struct{ what, expr string }{{"configure", p.Configure}, {"write", p.Write}, {"read", p.Read}} {
+		expr := f.expr
+		if expr == "" {
+			expr = "^$"
+		}
+		if out[i], err = regexp.Compile(expr); err != nil {
+			return nil, nil, nil, fmt.Errorf("broker: %s permission %q: %w", f.what, f.expr, err)
+		}
+	}
+	return out[0], out[1], out[2], nil
 }
 
 // Exchange is an exchange declaration. Arguments is the AMQP field table as

@@ -3,7 +3,10 @@ package meta
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+
+	"github.com/warrenmq/broker/internal/passwd"
 )
 
 // User is a broker user as RabbitMQ's definitions file and management API
@@ -54,4 +57,23 @@ func (t *UserTags) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// HashedUser returns u as a store keeps it: its plain Password hashed
+// (salted SHA-256, as RabbitMQ's default), or its PasswordHash checked
+// against its HashingAlgorithm, and no Password or Limits. It is the one
+// check of a user's password fields, for the broker's writes and a
+// definitions import alike; the error names the field at fault.
+func HashedUser(u User) (User, error) {
+	var stored []byte
+	if u.PasswordHash == "" && u.Password != "" {
+		stored = passwd.Hash(u.Password)
+	} else {
+		var err error
+		if stored, err = passwd.Import(u.HashingAlgorithm, u.PasswordHash); err != nil {
+			return User{}, err
+		}
+	}
+	alg, hash := passwd.Export(stored)
+	return User{Name: u.Name, PasswordHash: hash, HashingAlgorithm: alg, Tags: slices.Clone(u.Tags)}, nil
 }
