@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/dedup"
+	"github.com/warrenmq/broker/internal/direct"
 	"github.com/warrenmq/broker/internal/measure"
 )
 
@@ -220,7 +221,7 @@ func TestAlarmDirectReplyToBounded(t *testing.T) {
 	held := b.held.Replies.MemoryBytes()
 	t.Logf("%d replies of %d bytes sent to a requester that does not receive: %d KiB held", n, size, held>>10)
 	require.Positive(t, held)
-	require.LessOrEqual(t, held, int64(maxDirectReplies+size))
+	require.LessOrEqual(t, held, int64(direct.MaxHeldReplies+size))
 	require.Equal(t, held, b.alarmStatus().MemUsed)
 	got := 0
 	amqptest.Poll(t, func() bool {

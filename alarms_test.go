@@ -463,7 +463,7 @@ func TestAlarmCloseWhileBlocked(t *testing.T) {
 	go func() {
 		directDone <- direct.Publish("", "q", false, false, amqp091.Publishing{Body: []byte("waits")})
 	}()
-	require.Eventually(t, func() bool { return direct.conn.Blocked() }, amqptest.Timeout, time.Millisecond)
+	require.Eventually(t, func() bool { return direct.c.Conn().Blocked() }, amqptest.Timeout, time.Millisecond)
 
 	require.NoError(t, b.Close())
 	require.Error(t, <-directDone)
@@ -489,7 +489,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()
-	require.Eventually(t, ch.conn.Blocked, amqptest.Timeout, time.Millisecond)
+	require.Eventually(t, ch.c.Conn().Blocked, amqptest.Timeout, time.Millisecond)
 	require.Zero(t, queueStats(t, b, "q").Ready, "nothing published while blocked")
 	b.clearAlarm(AlarmMemory)
 	require.NoError(t, <-done)
@@ -497,7 +497,7 @@ func TestAlarmDirectChannel(t *testing.T) {
 
 	b.raiseAlarm(AlarmDisk)
 	go func() { done <- ch.Publish("", "q", false, false, msg) }()
-	require.Eventually(t, ch.conn.Blocked, amqptest.Timeout, time.Millisecond)
+	require.Eventually(t, ch.c.Conn().Blocked, amqptest.Timeout, time.Millisecond)
 	require.NoError(t, ch.Close())
 	require.Error(t, <-done)
 	b.clearAlarm(AlarmDisk)
@@ -530,7 +530,7 @@ func TestAlarmOperatorSurfaces(t *testing.T) {
 		require.Contains(t, n, "mem_used")
 		require.Equal(t, float64(1<<30), n["disk_free"])
 
-		metrics := get(b.MetricsHandler(), "/metrics")
+		metrics := get(b.MetricsHandler(MetricsOptions{}), "/metrics")
 		want := map[bool]string{false: "0", true: "1"}[raised]
 		require.Contains(t, metrics, "\nrabbitmq_alarms_memory_used_watermark "+want+"\n")
 		require.Contains(t, metrics, "\nrabbitmq_alarms_free_disk_space_watermark "+want+"\n")

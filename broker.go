@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/events"
+	"github.com/warrenmq/broker/internal/follow"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/scan"
@@ -78,17 +79,17 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	held     alarm.Held      // caches and holding stores, for the memory alarm (alarms.go)
-	acct     accountState    // logins and access (accounts.go)
-	limits   connCounts      // open connections, for the limits (limits.go)
-	vlimits  vhostLimitState // stored vhost limits (vhostsettings.go)
-	counters counterState    // what Stats and the metrics count (introspect.go)
-	scan     *scan.Scanner   // the unacked scanner, once started (scanner.go)
-	follow   followState     // shared mode: follows the other brokers' changes (shared.go)
-	alarm    *alarm.Monitor  // memory and disk alarms and their monitor (alarms.go)
-	plugins  pluginState     // delayed messages (plugins.go)
-	rates    rateState       // the management API's rate history (rates.go)
-	policyMu sync.Mutex      // orders policy changes and reloads (policies.go)
+	held     alarm.Held       // caches and holding stores, for the memory alarm (alarms.go)
+	acct     accountState     // logins and access (accounts.go)
+	limits   connCounts       // open connections, for the limits (limits.go)
+	vlimits  vhostLimitState  // stored vhost limits (vhostsettings.go)
+	counters counterState     // what Stats and the metrics count (introspect.go)
+	scan     *scan.Scanner    // the unacked scanner, once started (scanner.go)
+	follow   *follow.Follower // shared mode: follows the other brokers' changes (shared.go); nil otherwise
+	alarm    *alarm.Monitor   // memory and disk alarms and their monitor (alarms.go)
+	plugins  pluginState      // delayed messages (plugins.go)
+	rates    rateState        // the management API's rate history (rates.go)
+	policyMu sync.Mutex       // orders policy changes and reloads (policies.go)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -216,8 +217,8 @@ func New(opts Options) (*Broker, error) {
 	b.startPlugins() // the vhosts can route what is due already
 	b.setupAlarms()
 	b.alarm.Start() // last: nothing after it can fail
-	if b.opts.Replies != nil {
-		b.opts.Replies.Attach(replyReceiver{b})
+	if b.opts.peers.Replies != nil {
+		b.opts.peers.Replies.Attach(replyReceiver{b})
 	}
 	return b, nil
 }
@@ -476,8 +477,8 @@ func (b *Broker) Close() error {
 			c.Shutdown(amqp.ConnectionForced, shutdownReason)
 		}
 		b.wg.Wait()
-		if b.opts.Replies != nil {
-			b.opts.Replies.Attach(nil) // no requester is left to take a reply
+		if b.opts.peers.Replies != nil {
+			b.opts.peers.Replies.Attach(nil) // no requester is left to take a reply
 		}
 		b.stopPlugins() // before the queues it routes to stop
 		b.closeVHosts()

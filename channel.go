@@ -2,20 +2,12 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/broker/amqp"
-	"github.com/warrenmq/broker/internal/memuse"
-	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/direct"
 )
-
-// directChannel is the channel number every direct Channel uses on its own
-// direct connection.
-const directChannel = 1
 
 // Channel is an AMQP channel served in-process, without frames or a socket.
 // It has every method of *amqp091.Channel (github.com/rabbitmq/amqp091-go
@@ -45,335 +37,28 @@ const directChannel = 1
 //     channels are closed.
 //   - A Channel has no automatic recovery, as an amqp091-go connection
 //     dialled without Config.Recovery: Reconnect returns ErrClosed and
-//     TopologyConfiguration records nothing (channel_recovery.go).
+//     TopologyConfiguration records nothing (internal/direct/recovery.go).
 //   - The error sent to NotifyClose listeners is delivered only to a
 //     receiver that is ready (a buffered channel, as amqp091-go recommends);
 //     then the listener channels are closed.
 //
 // All methods are safe for concurrent use. Synchronous methods run one at a
 // time, like amqp091-go's RPCs.
-type Channel struct {
-	b    *Broker
-	conn *session.Conn
-	// admitted gives back the Channel's place under its vhost's
-	// connection limit (limits.go) when it ends; nil when it holds none.
-	admitted func()
+//
+// The implementation is internal/direct's; this type forwards to it, so
+// that the methods are documented here.
+type Channel struct{ c *direct.Channel }
 
-	// callMu lets one synchronous method wait for its reply at a time.
-	callMu sync.Mutex
-	// pubMu orders publishes in confirm mode: a publish takes the next
-	// sequence number and is handed to the session under it, so the
-	// number is the delivery tag the broker confirms it with.
-	pubMu sync.Mutex
-	// confirming is set once Confirm succeeded; published counts the
-	// publishes since (written under pubMu), GetNextPublishSeqNo's count.
-	confirming atomic.Bool
-	published  atomic.Uint64
-	// sendMu is held shared by asynchronous methods while they run, so that
-	// Close can wait for those under way before closing the channel:
-	// afterwards they see closed and return amqp091.ErrClosed.
-	sendMu  sync.RWMutex
-	replies chan reply // 1-buffered; filled by the sink while mu.waiting
-
-	// closed is mu.closed for lock-free checks on the publish and ack path.
-	closed   atomic.Bool
-	connDone atomic.Bool   // the direct connection ended (Sink.Closed ran)
-	quit     chan struct{} // closed when the direct connection ended
-	done     chan struct{} // closed when it ended and every goroutine exited
-	wake     chan struct{} // 1-buffered: events are queued for the notifier
-
-	mu struct {
-		sync.Mutex
-		// closed: no new calls or goroutines. Set when Close starts, when
-		// the broker closed the channel or the connection.
-		closed     bool
-		closeErr   *amqp091.Error // why the broker closed it; nil for Close
-		waiting    bool           // a synchronous call waits for its reply
-		closesDone bool           // NotifyClose listeners were told and closed
-
-		// refs counts what keeps the Channel registered with the broker:
-		// the direct connection, each consumer's pump, the notifier and
-		// each ConsumeWithContext watcher.
-		refs int
-
-		consumers map[string]*consumerBuf
-
-		closes       []chan *amqp091.Error
-		confirms     []chan amqp091.Confirmation
-		confirmPairs []confirmPair
-		returns      []chan amqp091.Return
-		cancels      []chan string
-		flows        []chan bool
-		states       []chan *amqp091.StateChanged
-		notifier     bool // the notifier goroutine was started
-		notifierDone bool // it closed the listeners and is exiting
-
-		// state is the life-cycle state NotifyStateChange reports: open,
-		// closing once Close started, closed once the connection ended.
-		state amqp091.LifeCycleState
-		// recoveryCancels are NotifyRecoveryCancel's receivers, closed
-		// when the channel starts closing.
-		recoveryCancels []chan struct{}
-
-		events []event
-
-		// Publisher confirms are handed out in order, one per publish,
-		// like amqp091-go's resequencer does.
-		confirmNext uint64          // the next sequence number to hand out
-		confirmLate map[uint64]bool // acks (true) and nacks received out of order
-		// deferred holds the DeferredConfirmations of publishes not yet
-		// confirmed, by sequence number.
-		deferred map[uint64]*amqp091.DeferredConfirmation
-	}
-}
-
-// reply is what a synchronous method waits for: the reply method's ids and
-// the fields callers read, copied out of the (possibly reused) method
-// struct, or the error that closed the channel or connection instead.
-type reply struct {
-	class, method    uint16
-	name             string // queue.declare-ok queue, basic.consume-ok and cancel-ok tag
-	count, consumers uint32
-	get              *rawMessage // basic.get-ok
-	err              *amqp091.Error
-}
-
-// rawMessage is a message the broker sent, copied out of the session's
-// buffers with its properties still encoded: decoding is left to the
-// goroutine that hands it to the application, off the queue's goroutine.
-type rawMessage struct {
-	raw         []byte // properties, then body: one allocation
-	propsLen    int
-	consumerTag string
-	deliveryTag uint64
-	redelivered bool
-	exchange    string
-	routingKey  string
-	count       uint32 // basic.get-ok message-count
-	replyCode   uint16 // basic.return
-	replyText   string
-}
-
-func newRawMessage(props, body []byte) rawMessage {
-	raw := make([]byte, len(props)+len(body))
-	copy(raw, props)
-	copy(raw[len(props):], body)
-	return rawMessage{raw: raw, propsLen: len(props)}
-}
-
-// consumerBuf is one consumer's delivery buffer: the sink appends on the
-// queue's goroutine without ever waiting, the consumer's pump goroutine
-// hands deliveries to the application.
-type consumerBuf struct {
-	tag  string
-	out  chan amqp091.Delivery
-	wake chan struct{} // 1-buffered
-	// stop cancels the ConsumeWithContext watcher; nil without one. Read
-	// and cleared under Channel.mu.
-	stop func() bool
-
-	mu     sync.Mutex
-	queue  []rawMessage
-	ended  bool // cancelled: close out once queue is drained
-	closed bool // the pump exited: drop pushes
-
-	// replies is set for a direct reply-to consumer: no queue or credit
-	// bounds what it is sent, so the replies it holds for the
-	// application (held, their bytes) are bounded by maxDirectReplies
-	// and counted against the memory alarm in replies.
-	replies *memuse.Counter
-	held    int64
-}
-
-// event is one notification for the notifier goroutine.
-type event struct {
-	kind    eventKind
-	confirm amqp091.Confirmation
-	ret     rawMessage
-	tag     string
-	state   *amqp091.StateChanged
-}
-
-type eventKind uint8
-
-const (
-	eventConfirm eventKind = iota
-	eventReturn
-	eventCancel
-	eventState
-)
-
-// confirmPair is one NotifyConfirm listener: acked sequence numbers go to
-// ack, nacked ones to nack (which may be the same channel).
-type confirmPair struct{ ack, nack chan uint64 }
-
-// call runs a synchronous method: it hands m to the session and, when wait
-// is set, returns the reply, which must be one of the methods want (of m's
-// class). Without wait it returns only the error m caused.
-func (ch *Channel) call(ctx context.Context, m amqp.Method, wait bool, want ...uint16) (reply, error) {
-	ch.callMu.Lock()
-	defer ch.callMu.Unlock()
-	ch.mu.Lock()
-	if ch.mu.closed {
-		ch.mu.Unlock()
-		return reply{}, amqp091.ErrClosed
-	}
-	ch.mu.waiting = wait
-	ch.mu.Unlock()
-	return ch.callLocked(ctx, m, wait, want)
-}
-
-// callLocked is call once callMu is held and waiting set.
-func (ch *Channel) callLocked(ctx context.Context, m amqp.Method, wait bool, want []uint16) (reply, error) {
-	err := ch.conn.Handle(directChannel, m, nil, nil)
-	if !wait {
-		if err != nil {
-			return reply{}, ch.failed(err)
-		}
-		return reply{}, nil
-	}
-	// Replies reach the sink before Handle returns (the session answers on
-	// the calling goroutine); waiting below keeps that a detail.
-	var r reply
-	select {
-	case r = <-ch.replies:
-	default:
-		if err != nil {
-			ch.stopWaiting()
-			return reply{}, ch.failed(err)
-		}
-		select {
-		case r = <-ch.replies:
-		case <-ch.quit:
-			r.err = ch.closeError()
-		case <-ctx.Done():
-			ch.stopWaiting()
-			return reply{}, ctx.Err()
-		}
-	}
-	ch.stopWaiting()
-	if r.err != nil {
-		ch.closeConn()
-		return reply{}, r.err
-	}
-	if r.class != m.ClassID() || !wanted(r.method, want) {
-		return reply{}, amqp091.ErrCommandInvalid
-	}
-	return r, nil
-}
-
-// stopWaiting ends a call's wait and drops a reply that came too late.
-func (ch *Channel) stopWaiting() {
-	ch.mu.Lock()
-	ch.mu.waiting = false
-	ch.mu.Unlock()
-	select {
-	case <-ch.replies:
-	default:
-	}
-}
-
-func wanted(id uint16, want []uint16) bool {
-	for _, w := range want {
-		if w == id {
-			return true
-		}
-	}
-	return false
-}
-
-// send runs an asynchronous method (no reply): publish, ack, nack, reject.
-func (ch *Channel) send(m amqp.Method, props, body []byte) error {
-	ch.sendMu.RLock()
-	if ch.closed.Load() {
-		ch.sendMu.RUnlock()
-		return amqp091.ErrClosed
-	}
-	err := ch.conn.Handle(directChannel, m, props, body)
-	ch.sendMu.RUnlock()
-	if err != nil {
-		return ch.failed(err)
-	}
-	return nil
-}
-
-// failed turns what Handle returned into the caller's error and ends the
-// direct connection, which is of no use once its only channel is closed.
-func (ch *Channel) failed(err error) error {
-	ch.closeConn()
-	var ae *amqp.Error
-	if errors.As(err, &ae) {
-		return toError(ae)
-	}
-	if e := ch.closeError(); e != amqp091.ErrClosed {
-		return e
-	}
-	return amqp091.ErrClosed
-}
-
-// closeError is what a call on the closed channel reports.
-func (ch *Channel) closeError() *amqp091.Error {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if ch.mu.closeErr != nil {
-		return ch.mu.closeErr
-	}
-	return amqp091.ErrClosed
-}
-
-// closeConn ends the direct connection from the client side, as
-// connection.close would: unacked deliveries are requeued, consumers
-// cancelled, exclusive queues deleted.
-func (ch *Channel) closeConn() {
-	if ch.connDone.Load() {
-		return
-	}
-	_ = ch.conn.Handle(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess, ReplyText: "closed by the application"}, nil, nil)
-}
-
-// toError converts the session's error into amqp091-go's, as amqp091-go
-// builds it from channel.close or connection.close.
-func toError(e *amqp.Error) *amqp091.Error {
-	return &amqp091.Error{Code: int(e.Code), Reason: e.Text, Server: true, Recover: !e.Hard()}
-}
-
-// release drops n references; the last one unregisters the Channel from the
-// broker.
-func (ch *Channel) release(n int) {
-	if n == 0 {
-		return
-	}
-	ch.mu.Lock()
-	ch.mu.refs -= n
-	last := ch.mu.refs == 0
-	ch.mu.Unlock()
-	if !last {
-		return
-	}
-	close(ch.done)
-	b := ch.b
-	b.mu.Lock()
-	b.forgetConnLocked(ch.conn)
-	b.mu.Unlock()
-	if ch.admitted != nil {
-		ch.admitted()
-	}
-	b.wg.Done()
-}
-
-// acquireLocked takes a reference for a new goroutine; it fails once the
-// channel is closed.
-func (ch *Channel) acquireLocked() bool {
-	if ch.mu.closed {
-		return false
-	}
-	ch.mu.refs++
-	return true
-}
+// toError converts the session's error into the *amqp091.Error the direct
+// API returns, as amqp091-go builds it from channel.close or
+// connection.close.
+func toError(e *amqp.Error) *amqp091.Error { return direct.Error(e) }
 
 // IsClosed reports whether the channel is closed (by Close or by the
 // broker).
-func (ch *Channel) IsClosed() bool { return ch.closed.Load() }
+func (ch *Channel) IsClosed() bool {
+	return ch.c.IsClosed()
+}
 
 // Close closes the channel: its consumers are cancelled, its unacked
 // deliveries requeued, its exclusive queues deleted, and deliveries not yet
@@ -381,28 +66,293 @@ func (ch *Channel) IsClosed() bool { return ch.closed.Load() }
 // returns once every goroutine of the Channel has exited. It is safe to call
 // many times; after the first it returns nil.
 func (ch *Channel) Close() error {
-	ch.callMu.Lock()
-	ch.mu.Lock()
-	first := !ch.mu.closed
-	ch.mu.closed = true
-	ch.mu.waiting = first
-	if first {
-		ch.setStateLocked(amqp091.StateClosing, nil)
-	}
-	cancels := ch.mu.recoveryCancels
-	ch.mu.recoveryCancels = nil
-	ch.mu.Unlock()
-	closeAll(cancels)
-	// Wait for publishes and acks under way; later ones see closed.
-	ch.sendMu.Lock()
-	ch.closed.Store(true)
-	ch.sendMu.Unlock()
-	var err error
-	if first {
-		_, err = ch.callLocked(context.Background(), &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess}, true, []uint16{amqp.MethodChannelCloseOk})
-	}
-	ch.closeConn()
-	ch.callMu.Unlock()
-	<-ch.done
-	return err
+	return ch.c.Close()
+}
+
+// Get takes one message from queue; ok is false when it is empty.
+func (ch *Channel) Get(queue string, autoAck bool) (msg amqp091.Delivery, ok bool, err error) {
+	return ch.c.Get(queue, autoAck)
+}
+
+// Consume is ConsumeWithContext without a context.
+func (ch *Channel) Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
+	return ch.c.Consume(queue, consumer, autoAck, exclusive, noLocal, noWait, args)
+}
+
+// ConsumeWithContext starts a consumer on queue and returns its deliveries.
+// consumer "" generates a tag. The delivery channel is buffered without
+// bound (the queue never waits for the application; prefetch via Qos is
+// what limits unacknowledged deliveries) and is closed when the consumer is
+// cancelled (by Cancel, by ctx, or by the broker because the queue was
+// deleted: after what was already delivered) or the channel closes (what
+// was not yet received is dropped; the broker requeues it).
+func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
+	return ch.c.ConsumeWithContext(ctx, queue, consumer, autoAck, exclusive, noLocal, noWait, args)
+}
+
+// Cancel stops consumer: its delivery channel is closed once the
+// deliveries already made to it are received. Its unacknowledged
+// deliveries stay unacknowledged (basic.cancel requeues nothing).
+func (ch *Channel) Cancel(consumer string, noWait bool) error {
+	return ch.c.Cancel(consumer, noWait)
+}
+
+// NotifyClose registers a listener for the error that closes the channel:
+// a channel exception, or a connection exception of the broker (320
+// CONNECTION_FORCED when the broker closes). The error is sent only if the
+// listener is ready to receive it (give it a buffered channel); then c is
+// closed, also on a graceful Close. c is returned.
+func (ch *Channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {
+	return ch.c.NotifyClose(c)
+}
+
+// NotifyPublish registers a listener for publisher confirms (after
+// Confirm): one Confirmation per publish, in publish order, starting with
+// DeliveryTag 1. c is closed when the channel closes and returned.
+func (ch *Channel) NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation {
+	return ch.c.NotifyPublish(c)
+}
+
+// NotifyConfirm registers a pair of listeners for publisher confirms (after
+// Confirm): the sequence number of each publish goes to ack when the broker
+// acked it and to nack when it nacked it, in publish order, as amqp091-go's
+// NotifyConfirm forwards NotifyPublish. ack and nack may be the same
+// channel. Both are closed when the channel closes (once if they are the
+// same) and returned.
+func (ch *Channel) NotifyConfirm(ack, nack chan uint64) (chan uint64, chan uint64) {
+	return ch.c.NotifyConfirm(ack, nack)
+}
+
+// NotifyFlow registers a listener for channel.flow from the broker. The
+// broker never sends it: like RabbitMQ, it blocks publishing connections
+// (connection.blocked, and a publish on a Channel waits) instead, so c
+// receives nothing; it is closed when the channel closes and returned.
+func (ch *Channel) NotifyFlow(c chan bool) chan bool {
+	return ch.c.NotifyFlow(c)
+}
+
+// NotifyStateChange registers a listener for the Channel's life-cycle
+// transitions, as amqp091-go's does: open to closing when Close starts,
+// then to closed when it is done, or open to closed, with Err wrapping the
+// *amqp091.Error, when the broker closes the channel or the broker shuts
+// down. A Channel never reconnects, so StateReconnecting never comes. c is
+// closed after the transition to closed, and at once when the channel is
+// already closing; a nil c or one registered already is ignored. The
+// transitions are delivered in order, waiting for a slow receiver while the
+// channel is open; the last ones reach only a ready receiver (give it a
+// buffer of 2).
+func (ch *Channel) NotifyStateChange(c chan *amqp091.StateChanged) {
+	ch.c.NotifyStateChange(c)
+}
+
+// NotifyRecoveryCancel registers receiver, which is closed when the
+// channel starts closing (Close, or the broker closing it), or at once
+// when it is closing already; it is returned. In amqp091-go it tells of a
+// recovery cut short by Close; a Channel has no recovery (see Reconnect),
+// so closing is all there is to tell.
+func (ch *Channel) NotifyRecoveryCancel(receiver chan struct{}) chan struct{} {
+	return ch.c.NotifyRecoveryCancel(receiver)
+}
+
+// NotifyReturn registers a listener for mandatory publishes the broker
+// could not route (basic.return). c is closed when the channel closes and
+// returned.
+func (ch *Channel) NotifyReturn(c chan amqp091.Return) chan amqp091.Return {
+	return ch.c.NotifyReturn(c)
+}
+
+// NotifyCancel registers a listener for consumers the broker cancelled
+// (their queue was deleted); it receives the consumer tag. c is closed when
+// the channel closes and returned.
+func (ch *Channel) NotifyCancel(c chan string) chan string {
+	return ch.c.NotifyCancel(c)
+}
+
+// Publish is PublishWithContext without a context.
+func (ch *Channel) Publish(exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
+	return ch.c.Publish(exchange, key, mandatory, immediate, msg)
+}
+
+// PublishWithContext publishes msg to exchange with routing key key. The
+// properties and body are copied: msg may be reused when it returns. While
+// a resource alarm is raised (brokertest.RaiseAlarm, Options.MemoryHighWatermark)
+// it waits for the alarm to clear, or returns ctx's error without
+// publishing. In confirm mode the publish is confirmed through
+// NotifyPublish; unroutable mandatory messages come back through
+// NotifyReturn. An error the broker answers the publish with (404 for a
+// missing exchange, 406 for an oversized body, ...) is returned, and closes
+// the channel.
+func (ch *Channel) PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
+	return ch.c.PublishWithContext(ctx, exchange, key, mandatory, immediate, msg)
+}
+
+// PublishWithDeferredConfirm is PublishWithDeferredConfirmWithContext
+// without a context.
+func (ch *Channel) PublishWithDeferredConfirm(exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*amqp091.DeferredConfirmation, error) {
+	return ch.c.PublishWithDeferredConfirm(exchange, key, mandatory, immediate, msg)
+}
+
+// PublishWithDeferredConfirmWithContext is PublishWithContext that, in
+// confirm mode, also returns the publish's DeferredConfirmation: its
+// DeliveryTag is the publish's sequence number, and it is done when the
+// broker confirmed the publish (Acked true) or nacked it, or when the
+// channel closed first (Acked false), as in amqp091-go. Outside confirm
+// mode it returns nil. It is amqp091-go's own type, filled in by the
+// Channel (internal/direct/deferred.go says how).
+func (ch *Channel) PublishWithDeferredConfirmWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*amqp091.DeferredConfirmation, error) {
+	return ch.c.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, immediate, msg)
+}
+
+// GetNextPublishSeqNo returns the sequence number the next publish will
+// have in confirm mode (the DeliveryTag of its Confirmation): 1 before the
+// first, and 1 for as long as the channel is not in confirm mode, as in
+// amqp091-go.
+func (ch *Channel) GetNextPublishSeqNo() uint64 {
+	return ch.c.GetNextPublishSeqNo()
+}
+
+// Ack acknowledges delivery tag (with multiple: every delivery up to it).
+// An unknown tag is 406 PRECONDITION_FAILED, returned and closing the
+// channel.
+func (ch *Channel) Ack(tag uint64, multiple bool) error {
+	return ch.c.Ack(tag, multiple)
+}
+
+// Nack rejects delivery tag (with multiple: every delivery up to it),
+// requeueing it in place or dead-lettering/discarding it.
+func (ch *Channel) Nack(tag uint64, multiple, requeue bool) error {
+	return ch.c.Nack(tag, multiple, requeue)
+}
+
+// Reject rejects one delivery, requeueing it in place or
+// dead-lettering/discarding it.
+func (ch *Channel) Reject(tag uint64, requeue bool) error {
+	return ch.c.Reject(tag, requeue)
+}
+
+// Reconnect returns amqp091.ErrClosed, as amqp091-go's Reconnect does when
+// recovery is not enabled: a Channel is never reopened.
+func (ch *Channel) Reconnect() error {
+	return ch.c.Reconnect()
+}
+
+// TopologyConfiguration returns what amqp091-go's returns without recovery
+// enabled, which records nothing: no QoS, no exchanges, queues or
+// bindings (empty maps), whatever global says.
+func (ch *Channel) TopologyConfiguration(global bool) amqp091.TopologyConfiguration {
+	return ch.c.TopologyConfiguration(global)
+}
+
+// Confirm puts the channel in confirm mode: every later publish is
+// confirmed through NotifyPublish, NotifyConfirm and its
+// DeferredConfirmation once every queue it reached has stored it (synced
+// to disk when persistent and durable).
+func (ch *Channel) Confirm(noWait bool) error {
+	return ch.c.Confirm(noWait)
+}
+
+// Flow asks the broker to pause (false) or resume (true) deliveries to the
+// channel's consumers. Like RabbitMQ, the broker refuses to pause: Flow(false)
+// fails with 540 NOT_IMPLEMENTED, which closes the Channel; Flow(true) is
+// accepted. Use Qos or Cancel to hold deliveries back.
+func (ch *Channel) Flow(active bool) error {
+	return ch.c.Flow(active)
+}
+
+// Qos limits unacknowledged deliveries: per consumer created afterwards
+// (global false) or for the whole channel (global true), RabbitMQ's reading.
+// prefetchSize must be 0 (the broker answers 540 otherwise, as RabbitMQ
+// does).
+func (ch *Channel) Qos(prefetchCount, prefetchSize int, global bool) error {
+	return ch.c.Qos(prefetchCount, prefetchSize, global)
+}
+
+// Recover requeues every unacknowledged delivery of the channel
+// (requeue=false is not supported, as in RabbitMQ: 540 NOT_IMPLEMENTED).
+func (ch *Channel) Recover(requeue bool) error {
+	return ch.c.Recover(requeue)
+}
+
+// Tx puts the channel in transaction mode.
+func (ch *Channel) Tx() error {
+	return ch.c.Tx()
+}
+
+// TxCommit applies the transaction's publishes and acknowledgements; it
+// returns once the published messages are stored.
+func (ch *Channel) TxCommit() error {
+	return ch.c.TxCommit()
+}
+
+// TxRollback discards the transaction's publishes and acknowledgements.
+func (ch *Channel) TxRollback() error {
+	return ch.c.TxRollback()
+}
+
+// ExchangeDeclare declares an exchange, or checks that an existing one has
+// the same kind and flags (406 PRECONDITION_FAILED otherwise).
+func (ch *Channel) ExchangeDeclare(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error {
+	return ch.c.ExchangeDeclare(name, kind, durable, autoDelete, internal, noWait, args)
+}
+
+// ExchangeDeclarePassive checks that an exchange exists (404 NOT_FOUND
+// otherwise).
+func (ch *Channel) ExchangeDeclarePassive(name, kind string, durable, autoDelete, internal, noWait bool, args amqp091.Table) error {
+	return ch.c.ExchangeDeclarePassive(name, kind, durable, autoDelete, internal, noWait, args)
+}
+
+// ExchangeDelete deletes an exchange and its bindings.
+func (ch *Channel) ExchangeDelete(name string, ifUnused, noWait bool) error {
+	return ch.c.ExchangeDelete(name, ifUnused, noWait)
+}
+
+// ExchangeBind binds exchange destination to exchange source with key.
+func (ch *Channel) ExchangeBind(destination, key, source string, noWait bool, args amqp091.Table) error {
+	return ch.c.ExchangeBind(destination, key, source, noWait, args)
+}
+
+// ExchangeUnbind removes a binding made by ExchangeBind.
+func (ch *Channel) ExchangeUnbind(destination, key, source string, noWait bool, args amqp091.Table) error {
+	return ch.c.ExchangeUnbind(destination, key, source, noWait, args)
+}
+
+// QueueDeclare declares a queue ("" asks the broker for a name), or checks
+// that an existing one is equivalent (406 PRECONDITION_FAILED otherwise).
+func (ch *Channel) QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error) {
+	return ch.c.QueueDeclare(name, durable, autoDelete, exclusive, noWait, args)
+}
+
+// QueueDeclarePassive returns the state of an existing queue (404
+// NOT_FOUND if there is none).
+func (ch *Channel) QueueDeclarePassive(name string, durable, autoDelete, exclusive, noWait bool, args amqp091.Table) (amqp091.Queue, error) {
+	return ch.c.QueueDeclarePassive(name, durable, autoDelete, exclusive, noWait, args)
+}
+
+// QueueInspect is QueueDeclarePassive without its flags, amqp091-go's
+// deprecated form: the state of an existing queue (404 NOT_FOUND, closing
+// the channel, if there is none). On error the Queue still carries name,
+// as in amqp091-go.
+func (ch *Channel) QueueInspect(name string) (amqp091.Queue, error) {
+	return ch.c.QueueInspect(name)
+}
+
+// QueueBind binds queue name to exchange with key.
+func (ch *Channel) QueueBind(name, key, exchange string, noWait bool, args amqp091.Table) error {
+	return ch.c.QueueBind(name, key, exchange, noWait, args)
+}
+
+// QueueUnbind removes a binding made by QueueBind.
+func (ch *Channel) QueueUnbind(name, key, exchange string, args amqp091.Table) error {
+	return ch.c.QueueUnbind(name, key, exchange, args)
+}
+
+// QueuePurge removes the queue's ready messages (not the unacknowledged
+// ones) and returns how many.
+func (ch *Channel) QueuePurge(name string, noWait bool) (int, error) {
+	return ch.c.QueuePurge(name, noWait)
+}
+
+// QueueDelete deletes a queue and returns how many messages it held.
+func (ch *Channel) QueueDelete(name string, ifUnused, ifEmpty, noWait bool) (int, error) {
+	return ch.c.QueueDelete(name, ifUnused, ifEmpty, noWait)
 }

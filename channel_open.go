@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/direct"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
@@ -164,16 +165,6 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch := &Channel{
-		b:       b,
-		replies: make(chan reply, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-	}
-	ch.mu.refs = 1 // the direct connection's
-	ch.mu.consumers = make(map[string]*consumerBuf)
-	ch.mu.confirmNext = 1
 	// A direct connection counts against its vhost's connection limit, as
 	// RabbitMQ's rabbit_direct:connect checks it; the node-wide
 	// Options.MaxConnections bounds network connections only, as
@@ -182,29 +173,40 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	if aerr != nil {
 		return nil, toError(aerr)
 	}
-	ch.admitted = admitted
-	id := fmt.Sprintf("direct#%d", b.nextID.Add(1))
-	ch.conn = session.NewDirect(b.cfg, id, vh, user, (*channelSink)(ch))
-	ch.conn.SetAccess(access)
-
-	// Registered like a served connection: Close shuts it down with 320 and
-	// waits for it (the wg count is dropped by ch.release).
-	b.mu.Lock()
-	if b.mu.closed {
-		b.mu.Unlock()
-		admitted()
-		return nil, ErrClosed
-	}
-	b.mu.conns[ch.conn] = struct{}{}
-	b.wg.Add(1)
-	b.mu.Unlock()
-
-	if _, err := ch.call(ctx, &amqp.ChannelOpen{}, true, amqp.MethodChannelOpenOk); err != nil {
-		ch.closeConn()
-		<-ch.done
+	c, err := direct.Open(ctx, direct.Config{
+		Session:     b.cfg,
+		ID:          fmt.Sprintf("direct#%d", b.nextID.Add(1)),
+		VHost:       vh,
+		User:        user,
+		Access:      access,
+		HeldReplies: &b.held.Replies,
+		// Registered like a served connection: Close shuts it down with
+		// 320 and waits for it (the wg count is dropped by Release).
+		Register: func(conn *session.Conn) error {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.mu.closed {
+				admitted()
+				return ErrClosed
+			}
+			b.mu.conns[conn] = struct{}{}
+			b.wg.Add(1)
+			return nil
+		},
+		Forget: func(conn *session.Conn) {
+			b.mu.Lock()
+			b.forgetConnLocked(conn)
+			b.mu.Unlock()
+		},
+		Release: func() {
+			admitted()
+			b.wg.Done()
+		},
+	})
+	if err != nil {
 		return nil, err
 	}
-	return ch, nil
+	return &Channel{c: c}, nil
 }
 
 // directVHost is the vhost Channel opens.

@@ -116,13 +116,12 @@
 // kept. Give each broker its own Options.Node. Every broker's unacked
 // scanner enforces the consumer timeout on its own deliveries; the meta
 // leader's also returns the unsettled deliveries of another broker once
-// Options.PeerAlive reports it dead.
+// it is known dead (package cluster tells the broker which are alive).
 //
 // Direct reply-to requesters live on their broker's connections, so
-// brokers that share clients pass replies to each other through
-// Options.Replies (a ReplyForwarder; package cluster provides one): reply
-// names then carry the broker's tag, a reply to another broker's name goes
-// to it, and that broker hands it to the ReplyReceiver the broker attached.
+// the members of a cluster pass replies to each other (package cluster
+// attaches the forwarder): reply names then carry the broker's tag, and a
+// reply to another broker's name goes to that broker's requester.
 //
 // # Concurrency
 //

@@ -28,7 +28,6 @@ func TestBrokerFace(t *testing.T) {
 		"Listen":             "opens a listener and starts serving it in the background",
 		"ListenTLS":          "as Listen",
 		"ListenAndServe":     "serves until Close, as net/http's ListenAndServe",
-		"ListenAndServeTLS":  "as ListenAndServe",
 		"Serve":              "serves until Close, as net/http's Server.Serve",
 		"Dial":               "connects an in-memory pipe; the handshake is the client's",
 		"Close":              "io.Closer; Shutdown(ctx) is the bounded close",
@@ -36,10 +35,8 @@ func TestBrokerFace(t *testing.T) {
 		"CloseConnection":    "sends connection.close and returns without waiting for close-ok",
 		"DelayedCount":       "reads the delayed exchange's counter",
 		"MetricsHandler":     "returns an http.Handler; the request carries the context",
-		"MetricsHandlerWith": "as MetricsHandler",
 		"ManagementHandler":  "as MetricsHandler",
 		"Collector":          "returns a prometheus.Collector, which has no context",
-		"CollectorWith":      "as Collector",
 	}
 	ctxType := reflect.TypeFor[context.Context]()
 	bt := reflect.TypeFor[*broker.Broker]()

@@ -544,7 +544,7 @@ func TestStreamIntrospection(t *testing.T) {
 	require.Equal(t, float64(10), readers[0].(map[string]any)["offset"])
 
 	m := httptest.NewRecorder()
-	b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}).ServeHTTP(m, httptest.NewRequest("GET", "/metrics", nil))
+	b.MetricsHandler(broker.MetricsOptions{PerObject: true}).ServeHTTP(m, httptest.NewRequest("GET", "/metrics", nil))
 	for _, line := range []string{
 		`warren_stream_first_offset{vhost="/",queue="s"} 6`,
 		`warren_stream_last_offset{vhost="/",queue="s"} 9`,

@@ -172,7 +172,6 @@ func TestListenTLSNeedsConfig(t *testing.T) {
 	b := startBroker(t, Options{})
 	_, err := b.ListenTLS("127.0.0.1:0")
 	require.ErrorIs(t, err, errNoTLSConfig)
-	require.ErrorIs(t, b.ListenAndServeTLS("127.0.0.1:0"), errNoTLSConfig)
 }
 
 // Under load one basic.ack multiple=true confirms many publishes. The

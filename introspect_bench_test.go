@@ -78,7 +78,7 @@ func BenchmarkCollectorGather(b *testing.B) {
 		b.Run(fmt.Sprintf("queues=%d", n), func(b *testing.B) {
 			br := benchBroker(b, n, 1)
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(br.CollectorWith(CollectorOptions{PerObject: true}))
+			reg.MustRegister(br.Collector(CollectorOptions{PerObject: true}))
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := reg.Gather(); err != nil {

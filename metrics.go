@@ -31,11 +31,18 @@ import (
 // MetricsHandler names no vhost, queue, user or connection: like
 // rabbitmq_prometheus's /metrics (return_per_object_metrics = false, its
 // default), it serves the queue metrics aggregated, so it may be left
-// open to whoever scrapes. MetricsHandlerWith serves the per-object view
-// and can require authentication.
-func (b *Broker) MetricsHandler() http.Handler { return b.MetricsHandlerWith(MetricsOptions{}) }
+// open to whoever scrapes. Options choose the per-object view and can
+// require authentication. RabbitMQ's layout is /metrics aggregated and
+// open, /metrics/per-object detailed:
+//
+//	mux.Handle("/metrics", b.MetricsHandler(broker.MetricsOptions{}))
+//	mux.Handle("/metrics/per-object", b.MetricsHandler(broker.MetricsOptions{PerObject: true, Authenticate: true}))
+func (b *Broker) MetricsHandler(o MetricsOptions) http.Handler {
+	return metrics.Handler(metricsSource{b}, metrics.Options{PerObject: o.PerObject, Authenticate: o.Authenticate})
+}
 
-// MetricsOptions choose what MetricsHandlerWith serves.
+// MetricsOptions choose what MetricsHandler serves; the zero value is
+// RabbitMQ's /metrics.
 type MetricsOptions struct {
 	// PerObject writes the queue metrics once per queue, labelled with
 	// the vhost and queue names, as rabbitmq_prometheus's
@@ -51,20 +58,11 @@ type MetricsOptions struct {
 	Authenticate bool
 }
 
-// MetricsHandlerWith is MetricsHandler with the choices of o. RabbitMQ's
-// layout is /metrics aggregated and open, /metrics/per-object detailed:
-//
-//	mux.Handle("/metrics", b.MetricsHandler())
-//	mux.Handle("/metrics/per-object", b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true, Authenticate: true}))
-func (b *Broker) MetricsHandlerWith(o MetricsOptions) http.Handler {
-	return metrics.Handler(metricsSource{b}, metrics.Options{PerObject: o.PerObject, Authenticate: o.Authenticate})
-}
-
 // Collector returns a prometheus.Collector (client_golang) of the
 // broker's metrics, so that a Go service serves them from the registry it
 // already has:
 //
-//	reg.MustRegister(b.Collector())
+//	reg.MustRegister(b.Collector(broker.CollectorOptions{}))
 //
 // It has MetricsHandler's families, names, labels and values (both are
 // written from one list), less the Go runtime ones (go_* and
@@ -76,19 +74,17 @@ func (b *Broker) MetricsHandlerWith(o MetricsOptions) http.Handler {
 // exist depends on the broker (a cluster member's warren_raft_*, a data
 // directory's warren_store_disk_bytes). A Collect waits at most 10 s for
 // a queue's answer.
-func (b *Broker) Collector() prometheus.Collector { return b.CollectorWith(CollectorOptions{}) }
+func (b *Broker) Collector(o CollectorOptions) prometheus.Collector {
+	return metrics.NewCollector(metricsSource{b}, o.PerObject)
+}
 
-// CollectorOptions choose what CollectorWith collects.
+// CollectorOptions choose what Collector collects; the zero value sums
+// the queue metrics.
 type CollectorOptions struct {
 	// PerObject collects the queue metrics once per queue, labelled with
 	// the vhost and queue names (as MetricsOptions.PerObject). Whoever
 	// reads the host's registry then learns every vhost and queue name.
 	PerObject bool
-}
-
-// CollectorWith is Collector with the choices of o.
-func (b *Broker) CollectorWith(o CollectorOptions) prometheus.Collector {
-	return metrics.NewCollector(metricsSource{b}, o.PerObject)
 }
 
 // metricsSource is the Broker as internal/metrics reads it.

@@ -46,7 +46,7 @@ func TestCollectorWakesNoQueue(t *testing.T) {
 	require.Eventually(t, func() bool { return running() == 0 }, 10*time.Second, 10*time.Millisecond, "idle actors exit")
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.CollectorWith(CollectorOptions{PerObject: true}))
+	reg.MustRegister(b.Collector(CollectorOptions{PerObject: true}))
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	require.Zero(t, running(), "the Gather started no queue's actor")

@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/compat"
+	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
@@ -90,7 +91,7 @@ type Options struct {
 	// memtable a quarter of it (Pebble keeps up to two, the active one and
 	// one being flushed or kept for reuse, and counts them against the
 	// cache), so Pebble holds about StoreMemory. 0 keeps the defaults: a
-	// 64 MiB cache and 16 MiB memtables, the memtables about 32 MiB
+	// 64 MiB cache and 8 MiB memtables, the memtables about 16 MiB
 	// resident once enough has been written (docs/streams.md, "Cost").
 	// Values below 4 MiB are raised to it.
 	StoreMemory int64
@@ -122,22 +123,15 @@ type Options struct {
 	// mode) must have distinct names: each treats entries under its own
 	// name from another run as its own to return.
 	Node string
-	// PeerAlive reports, in shared mode, whether the broker named node
-	// (another one sharing the stores) is alive. The unacked scanner
-	// returns a peer's deliveries to their queues once PeerAlive says it
-	// is dead; nil never says so, and leaves them to their owner. It is
-	// called from the scanner's goroutine and must not block for long.
-	PeerAlive func(node string) bool
 	// LinkLease is, in shared mode, the time to live of the lease that
 	// runs each shovel and federation link on exactly one of the brokers
 	// sharing the store (internal/placement): a dead holder's links run
 	// elsewhere about this long after it died. 0 means 6 s.
 	LinkLease time.Duration
-	// Replies carries direct reply-to replies to brokers that serve the
-	// same clients (a cluster's members; package cluster sets it), so a
-	// reply published on this broker reaches a requester on another one.
-	// nil keeps every reply on this broker. See ReplyForwarder.
-	Replies ReplyForwarder
+	// peers are the other brokers sharing the stores (their liveness,
+	// the direct reply-to forwarder), which package cluster attaches
+	// through internal/peer's Attach hook.
+	peers peer.Peers
 
 	// Product is the product name advertised in connection.start's
 	// server-properties; "" means "Warren". Clients and test suites that
@@ -214,7 +208,7 @@ type Options struct {
 	// overrides it for its vhost.
 	MaxQueuesPerVHost int
 
-	// TLSConfig serves TLS in ListenTLS and ListenAndServeTLS (tls.go). To
+	// TLSConfig serves TLS in ListenTLS (tls.go). To
 	// accept client certificates set ClientAuth and ClientCAs as usual.
 	TLSConfig *tls.Config
 	// AuthMechanisms are the SASL mechanisms offered besides PLAIN and
@@ -443,9 +437,9 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("broker: Options.AuthMechanisms: unknown mechanism %q (supported: EXTERNAL, PLAIN, AMQPLAIN)", mech))
 		}
 	}
-	if o.Replies != nil {
-		if tag := o.Replies.ReplyTag(); !validReplyTag(tag) {
-			errs = append(errs, fmt.Errorf("broker: Options.Replies: reply tag %q must be 1 to 32 letters, digits, '-' or '_'", tag))
+	if o.peers.Replies != nil {
+		if tag := o.peers.Replies.ReplyTag(); !validReplyTag(tag) {
+			errs = append(errs, fmt.Errorf("broker: peer replies: reply tag %q must be 1 to 32 letters, digits, '-' or '_'", tag))
 		}
 	}
 	if o.ScanInterval < 0 {

@@ -37,13 +37,13 @@ func (b *Broker) openPlugins() error {
 	// The deduplication caches in memory may hold half the memory
 	// watermark together, so that they alone never raise the alarm.
 	b.held.Dedup = dedup.NewBudget(memoryWatermark(b.opts.MemoryHighWatermark)/2, b.log)
-	if r, ok := b.opts.Replies.(storage.MemoryReporter); ok {
+	if r, ok := b.opts.peers.Replies.(storage.MemoryReporter); ok {
 		b.held.Forwarder = r
 	}
 	durable := delayed.Store(delayed.NewMemory(&b.held.Delayed))
 	if rs, ok := b.stores.Meta.(meta.Records); ok && b.shared() {
 		r, err := delayed.OpenReplicated(context.Background(), rs, delayed.Cluster{
-			Node: b.nodeID, Leader: b.stores.Meta.IsLeader, Alive: b.opts.PeerAlive, Clock: b.clock(),
+			Node: b.nodeID, Leader: b.stores.Meta.IsLeader, Alive: b.opts.peers.Alive, Clock: b.clock(),
 		})
 		if err != nil {
 			return fmt.Errorf("broker: delayed messages: %w", err)

@@ -56,8 +56,8 @@ func BenchmarkListIdleQueues(b *testing.B) {
 		h          http.Handler
 	}{
 		{"api-page", "/api/queues?page=1&page_size=50", br.ManagementHandler()},
-		{"metrics", "/metrics", br.MetricsHandler()},
-		{"metrics-per-object", "/metrics", br.MetricsHandlerWith(MetricsOptions{PerObject: true})},
+		{"metrics", "/metrics", br.MetricsHandler(MetricsOptions{})},
+		{"metrics-per-object", "/metrics", br.MetricsHandler(MetricsOptions{PerObject: true})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -195,8 +195,8 @@ func TestListingAndScrapeWakeNoQueue(t *testing.T) {
 		h    http.Handler
 		want string
 	}{
-		{"aggregated", br.MetricsHandler(), "\nrabbitmq_queue_messages_ready 1000\n"},
-		{"per object", br.MetricsHandlerWith(MetricsOptions{PerObject: true}), `rabbitmq_queue_messages_ready{vhost="/",queue="q999"} 1` + "\n"},
+		{"aggregated", br.MetricsHandler(MetricsOptions{}), "\nrabbitmq_queue_messages_ready 1000\n"},
+		{"per object", br.MetricsHandler(MetricsOptions{PerObject: true}), `rabbitmq_queue_messages_ready{vhost="/",queue="q999"} 1` + "\n"},
 	} {
 		t.Run("metrics "+tc.name, func(t *testing.T) {
 			qs.requireWakesNone(t, "a scrape", func() {

@@ -1,64 +1,27 @@
 package broker
 
-// ReplyForwarder carries direct reply-to replies between brokers that
-// serve the same clients, such as the members of a cluster (package
-// cluster provides one). Each broker names the requesters it holds
-// amq.rabbitmq.reply-to.<tag>.<token>, with its own ReplyTag, so a broker
-// that receives a reply to another's name knows where to send it; the
-// receiving broker's forwarder hands it to the ReplyReceiver New attached.
-//
-// ForwardReply and ReplyExists are called on the publishing connection's
-// goroutine: they must return at once, or, where they wait for an answer,
-// within a short bound.
-type ReplyForwarder interface {
-	// ReplyTag is this broker's tag in the names it generates: 1 to 32
-	// letters, digits, '-' or '_', different for every broker that
-	// forwards to this one.
-	ReplyTag() string
-	// ForwardReply hands the reply published to name, in vhost, to the
-	// broker tagged tag. Without wait it returns at once, whether the
-	// reply was queued for that broker (false for an unknown tag or a
-	// full queue). With wait (a mandatory reply, whose return depends on
-	// it) it returns whether that broker's requester took the reply,
-	// false when the broker did not answer in time. props are the raw
-	// basic properties; the forwarder copies what it keeps.
-	ForwardReply(vhost, tag, name string, props, body []byte, wait bool) bool
-	// ReplyExists asks the broker tagged tag whether a requester still
-	// consumes under name (queue.declare of a reply name), with the same
-	// bound.
-	ReplyExists(vhost, tag, name string) bool
-	// Attach is called by New, before the broker serves anyone, with the
-	// broker's receiving end, to which the forwarder hands what other
-	// brokers send this one; and by Close with nil, before the broker
-	// stops. It must not block.
-	Attach(ReplyReceiver)
+import "github.com/warrenmq/broker/internal/peer"
+
+// Direct reply-to across brokers: package cluster attaches a
+// peer.Forwarder (internal/peer) to Options, whose names carry this
+// broker's tag; New attaches replyReceiver to it, the broker's own
+// requesters, and Close detaches it.
+
+func init() {
+	peer.Attach = func(opts any, p peer.Peers) { opts.(*Options).peers = p }
 }
 
-// ReplyReceiver is a broker's receiving end of its ReplyForwarder.
-type ReplyReceiver interface {
-	// DeliverReply hands a reply forwarded by another broker to the
-	// requester consuming under name in vhost, as a publish to name on
-	// this broker would, and reports whether the requester took it: false
-	// when it is gone. A requester whose connection has no room for it
-	// drops it and still counts as having taken it, as for a local reply.
-	// It does not block. The requester's connection may keep props and
-	// body: the caller must not reuse them.
-	DeliverReply(vhost, name string, props, body []byte) bool
-	// ReplyExists reports whether a requester consumes under the direct
-	// reply-to name in vhost on this broker.
-	ReplyExists(vhost, name string) bool
-}
-
-// replyReceiver is the ReplyReceiver New attaches: the broker's own
+// replyReceiver is the peer.Receiver New attaches: the broker's own
 // requesters.
 type replyReceiver struct{ b *Broker }
 
-// replyTag is the tag of this broker's reply names, "" without Replies.
+// replyTag is the tag of this broker's reply names, "" without a
+// forwarder.
 func (b *Broker) replyTag() string {
-	if b.opts.Replies == nil {
+	if b.opts.peers.Replies == nil {
 		return ""
 	}
-	return b.opts.Replies.ReplyTag()
+	return b.opts.peers.Replies.ReplyTag()
 }
 
 // validReplyTag reports whether tag fits in a reply name, where a dot ends
@@ -75,7 +38,7 @@ func validReplyTag(tag string) bool {
 	return true
 }
 
-// DeliverReply implements ReplyReceiver.
+// DeliverReply implements peer.Receiver.
 func (r replyReceiver) DeliverReply(vhost, name string, props, body []byte) bool {
 	vh, ok := r.b.lookupVHost(vhost)
 	if !ok {
@@ -85,7 +48,7 @@ func (r replyReceiver) DeliverReply(vhost, name string, props, body []byte) bool
 	return ok && requester.DeliverReply(name, props, body)
 }
 
-// ReplyExists implements ReplyReceiver.
+// ReplyExists implements peer.Receiver.
 func (r replyReceiver) ReplyExists(vhost, name string) bool {
 	vh, ok := r.b.lookupVHost(vhost)
 	if !ok {

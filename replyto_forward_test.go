@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/peer"
 )
 
 // linkedForwarder joins brokers by tag in one process: it hands a reply
@@ -24,10 +25,10 @@ type linkedForwarder struct {
 // receivers are the attached receivers of the linked brokers, by tag.
 type receivers struct {
 	mu sync.Mutex
-	by map[string]broker.ReplyReceiver
+	by map[string]peer.Receiver
 }
 
-func (r *receivers) get(tag string) (broker.ReplyReceiver, bool) {
+func (r *receivers) get(tag string) (peer.Receiver, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rcv, ok := r.by[tag]
@@ -36,7 +37,7 @@ func (r *receivers) get(tag string) (broker.ReplyReceiver, bool) {
 
 func (f *linkedForwarder) ReplyTag() string { return f.tag }
 
-func (f *linkedForwarder) Attach(r broker.ReplyReceiver) {
+func (f *linkedForwarder) Attach(r peer.Receiver) {
 	f.linked.mu.Lock()
 	defer f.linked.mu.Unlock()
 	f.linked.by[f.tag] = r
@@ -53,7 +54,7 @@ func (f *linkedForwarder) ReplyExists(vhost, tag, name string) bool {
 	return ok && r.ReplyExists(vhost, name)
 }
 
-// TestReplyForwarder: with Options.Replies, a broker's reply names carry
+// TestReplyForwarder: with a peer.Forwarder attached, a broker's reply names carry
 // its tag, a reply published on another broker to such a name goes
 // through the forwarder (waiting for the outcome only when mandatory) and
 // reaches the requester, a passive declare of the name is asked of its
@@ -62,10 +63,10 @@ func (f *linkedForwarder) ReplyExists(vhost, tag, name string) bool {
 func TestReplyForwarder(t *testing.T) {
 	brokers := map[string]*broker.Broker{}
 	fwd := map[string]*linkedForwarder{}
-	linked := &receivers{by: map[string]broker.ReplyReceiver{}}
+	linked := &receivers{by: map[string]peer.Receiver{}}
 	for _, tag := range []string{"a", "b"} {
 		fwd[tag] = &linkedForwarder{tag: tag, linked: linked}
-		b, err := broker.New(broker.Options{Replies: fwd[tag]})
+		b, err := broker.New(withReplies(broker.Options{}, fwd[tag]))
 		require.NoError(t, err)
 		t.Cleanup(func() { b.Close() })
 		brokers[tag] = b
@@ -103,7 +104,13 @@ func TestReplyForwarder(t *testing.T) {
 	amqptest.RequireCode(t, err, amqp091.NotFound)
 
 	for _, tag := range []string{"", "a.b", strings.Repeat("x", 33)} {
-		_, err := broker.New(broker.Options{Replies: &linkedForwarder{tag: tag}})
-		require.ErrorContains(t, err, "broker: Options.Replies: reply tag", "tag %q", tag)
+		_, err := broker.New(withReplies(broker.Options{}, &linkedForwarder{tag: tag}))
+		require.ErrorContains(t, err, "broker: peer replies: reply tag", "tag %q", tag)
 	}
+}
+
+// withReplies attaches f to o, as package cluster attaches its forwarder.
+func withReplies(o broker.Options, f peer.Forwarder) broker.Options {
+	peer.Attach(&o, peer.Peers{Replies: f})
+	return o
 }

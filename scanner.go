@@ -21,7 +21,7 @@ func (b *Broker) startScanner() error {
 		Shared:      b.shared(),
 		Node:        b.nodeID,
 		Incarnation: b.incarnation,
-		PeerAlive:   b.opts.PeerAlive,
+		PeerAlive:   b.opts.peers.Alive,
 		Conns:       b.liveConnections,
 		Requeue:     b.requeueEntries,
 		// Per-queue and per-consumer timeouts apply even when the

@@ -3,11 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
-	"maps"
-	"strings"
-	"sync"
-	"time"
 
+	"github.com/warrenmq/broker/internal/follow"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
@@ -18,7 +15,8 @@ import (
 // serves the durable queues. What this broker does about it:
 //
 //   - New watches the feed before it reads anything, and one goroutine
-//     (started by New, stopped by Close) applies the changes in order:
+//     (internal/follow's; started by New, stopped by Close) applies the
+//     changes in order:
 //     a topology change of a vhost makes the vhost Sync with the store
 //     (vhost.VHost.Sync: exchanges, durable non-exclusive queues and the
 //     bindings between what is here follow the store; a queue another
@@ -44,228 +42,63 @@ import (
 //   - The unacked scanner runs on every broker: each enforces the consumer
 //     timeout on its own deliveries and returns its own whose connection or
 //     run is gone; only the meta leader returns another broker's, and only
-//     once Options.PeerAlive reports that broker dead.
-
-// followState is the shared-mode follower: changes from the feed's
-// callback wait in a list for the one goroutine that applies them.
-type followState struct {
-	feed        meta.ChangeFeed // nil: not shared
-	cancelWatch func()
-	signal      chan struct{} // capacity 1: "the list is not empty"
-	cancel      context.CancelFunc
-	done        chan struct{}
-
-	mu struct {
-		sync.Mutex
-		pending []meta.Change
-		spare   []meta.Change // the last batch's array, for reuse
-	}
-}
+//     once the peers attached by package cluster (internal/peer) report
+//     that broker dead.
 
 // watchChanges subscribes to the feed of a shared store; New calls it
 // before it reads the store.
 func (b *Broker) watchChanges() {
-	feed, ok := b.opts.Meta.(meta.ChangeFeed)
-	if !ok {
-		return
+	if feed, ok := b.opts.Meta.(meta.ChangeFeed); ok {
+		b.follow = follow.Watch(feed)
 	}
-	f := &b.follow
-	f.feed = feed
-	f.signal = make(chan struct{}, 1)
-	f.cancelWatch = feed.Watch(f.add)
-}
-
-// add is the feed's callback. It runs on the store's apply goroutine, so
-// it only appends and signals. A run of appends to one shard, or of moves
-// of one cursor, keeps only its last change: both only grow, and the
-// queue keeps the largest it saw.
-func (f *followState) add(c meta.Change) {
-	f.mu.Lock()
-	if n := len(f.mu.pending); n > 0 && supersedes(c, f.mu.pending[n-1]) {
-		f.mu.pending[n-1] = c
-	} else {
-		f.mu.pending = append(f.mu.pending, c)
-	}
-	f.mu.Unlock()
-	select {
-	case f.signal <- struct{}{}:
-	default:
-	}
-}
-
-func supersedes(c, prev meta.Change) bool {
-	if c.Kind != prev.Kind || c.Offset < prev.Offset {
-		return false
-	}
-	switch c.Kind {
-	case meta.ChangeAppended:
-		return c.Shard == prev.Shard
-	case meta.ChangeCursor:
-		return c.VHost == prev.VHost && c.Queue == prev.Queue
-	}
-	return false
-}
-
-// take hands the follower everything pending.
-func (f *followState) take() []meta.Change {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	batch := f.mu.pending
-	f.mu.pending = f.mu.spare[:0]
-	f.mu.spare = nil
-	return batch
-}
-
-// recycle gives a processed batch's array back for the next one.
-func (f *followState) recycle(batch []meta.Change) {
-	clear(batch)
-	f.mu.Lock()
-	f.mu.spare = batch[:0]
-	f.mu.Unlock()
 }
 
 // startFollowing starts the follower goroutine; New calls it once nothing
 // can fail any more.
 func (b *Broker) startFollowing() {
-	f := &b.follow
-	if f.feed == nil {
-		return
+	if b.follow != nil {
+		b.follow.Start(followTarget{b})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
-	f.done = make(chan struct{})
-	go b.runFollower(ctx)
 }
 
 // stopFollowing stops watching and waits for the follower to exit. Safe
 // when not shared or not started.
-func (b *Broker) stopFollowing() {
-	f := &b.follow
-	if f.cancelWatch != nil {
-		f.cancelWatch()
-		f.cancelWatch = nil
-	}
-	if f.cancel != nil {
-		f.cancel()
-		<-f.done
-		f.cancel = nil
-	}
+func (b *Broker) stopFollowing() { b.follow.Stop() }
+
+// followTarget is the broker as the follower changes it.
+type followTarget struct{ b *Broker }
+
+func (t followTarget) SyncVHosts(ctx context.Context) bool { return t.b.syncVHosts(ctx) }
+func (t followTarget) SyncVHost(ctx context.Context, name string) bool {
+	return t.b.syncVHost(ctx, name)
+}
+func (t followTarget) ReloadPolicies(ctx context.Context, vhost string) bool {
+	return t.b.reloadPolicies(ctx, vhost)
+}
+func (t followTarget) Parameter(component, vhost, name string) {
+	t.b.notifyParameter(component, vhost, name)
 }
 
-// syncRetryAfter is how long the follower waits before it syncs again a
-// vhost whose Sync failed (a store error): the change that asked for it
-// is not repeated by anyone.
-const syncRetryAfter = time.Second
-
-func (b *Broker) runFollower(ctx context.Context) {
-	f := &b.follow
-	defer close(f.done)
-	retry := time.NewTimer(syncRetryAfter)
-	retry.Stop()
-	defer retry.Stop()
-	var failed map[string]bool // vhosts ("" the list) to sync again
-	for {
-		var batch []meta.Change
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.signal:
-			batch = f.take()
-		case <-retry.C:
-			// Queued like any change, so they keep their place in the
-			// order.
-			for name := range failed {
-				if vh, ok := strings.CutPrefix(name, policyRetry); ok {
-					f.add(meta.Change{Kind: meta.ChangePolicy, VHost: vh})
-					continue
-				}
-				f.add(meta.Change{Kind: meta.ChangeTopology, VHost: name})
-			}
-			clear(failed)
-			continue
-		}
-		more := b.applyChanges(ctx, batch)
-		f.recycle(batch)
-		if len(more) > 0 && ctx.Err() == nil {
-			if len(failed) == 0 {
-				retry.Reset(syncRetryAfter)
-			}
-			if failed == nil {
-				failed = make(map[string]bool)
-			}
-			maps.Copy(failed, more)
-		}
+func (t followTarget) VHosts() []string {
+	vs := t.b.openVHostList()
+	names := make([]string, len(vs))
+	for i, vh := range vs {
+		names[i] = vh.Name()
 	}
+	return names
 }
 
-// applyChanges applies a batch in order and returns the vhosts ("" for
-// the list) whose sync failed. A vhost is synced at most once per batch:
-// every change in the batch was applied to the store before the batch was
-// taken, so one Sync sees them all.
-func (b *Broker) applyChanges(ctx context.Context, batch []meta.Change) (failed map[string]bool) {
-	var synced map[string]bool // by vhost; "" is the vhost list
-	all := false               // a reset synced everything
-	fail := func(name string, ok bool) {
-		if !ok {
-			if failed == nil {
-				failed = make(map[string]bool)
-			}
-			failed[name] = true
-		}
-	}
-	for _, c := range batch {
-		if ctx.Err() != nil {
-			return failed
-		}
-		switch c.Kind {
-		case meta.ChangeTopology:
-			name := c.VHost
-			if name != "" {
-				name = canonicalVHost(name)
-			}
-			if all || synced[name] {
-				continue
-			}
-			if synced == nil {
-				synced = make(map[string]bool)
-			}
-			synced[name] = true
-			if name == "" {
-				fail("", b.syncVHosts(ctx))
-			} else {
-				fail(name, b.syncVHost(ctx, name))
-			}
-		case meta.ChangePolicy:
-			fail(policyRetry+canonicalVHost(c.VHost), b.reloadPolicies(ctx, canonicalVHost(c.VHost)))
-		case meta.ChangeReset:
-			fail("", b.syncVHosts(ctx))
-			for _, vh := range b.openVHostList() {
-				fail(policyRetry+vh.Name(), b.reloadPolicies(ctx, vh.Name()))
-				fail(vh.Name(), b.syncVHost(ctx, vh.Name()))
-				for _, q := range vh.Queues() {
-					q.Observe(c)
-				}
-			}
-			all = true
-		case meta.ChangeParameter:
-			b.notifyParameter(c.Component, c.VHost, c.Name)
-		case meta.ChangeAppended:
-			vh, name, ok := strings.Cut(c.Shard, "\x00")
-			if ok {
-				b.observe(vh, name, c)
-			}
-		case meta.ChangeCursor, meta.ChangeReturned, meta.ChangeTaken:
-			b.observe(c.VHost, c.Queue, c)
-		}
-	}
-	return failed
-}
-
-// observe hands c to the actor of the shared queue vh/name, if it runs
-// here.
-func (b *Broker) observe(vh, name string, c meta.Change) {
-	v, ok := b.lookupVHost(vh)
+// Observe hands c to the actor of the shared queue vh/name, if it runs
+// here; name "" (a reset) to every queue of vh.
+func (t followTarget) Observe(vh, name string, c meta.Change) {
+	v, ok := t.b.lookupVHost(vh)
 	if !ok {
+		return
+	}
+	if name == "" {
+		for _, q := range v.Queues() {
+			q.Observe(c)
+		}
 		return
 	}
 	if q, ok := v.LookupQueue(name); ok && q.Def.Durable {

@@ -29,7 +29,7 @@ func BenchmarkFollowerApply(b *testing.B) {
 		require.NoError(b, err)
 	}
 	br.stopFollowing() // the benchmark is the follower
-	f := &br.follow
+	f := br.follow
 	ctx := context.Background()
 	const batch = 64
 	b.ReportAllocs()
@@ -40,11 +40,8 @@ func BenchmarkFollowerApply(b *testing.B) {
 			if j%2 == 1 {
 				shard = "/\x00r"
 			}
-			f.add(meta.Change{Kind: meta.ChangeAppended, Shard: shard, Offset: uint64(i + j)})
+			f.Add(meta.Change{Kind: meta.ChangeAppended, Shard: shard, Offset: uint64(i + j)})
 		}
-		<-f.signal
-		changes := f.take()
-		br.applyChanges(ctx, changes)
-		f.recycle(changes)
+		f.ApplyPending(ctx, followTarget{br})
 	}
 }

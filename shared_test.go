@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/amqptest"
+	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/sharedtest"
 	"github.com/warrenmq/broker/meta"
@@ -24,7 +25,7 @@ import (
 
 // sharedPair is two brokers on one sharedtest store, the way two nodes of
 // a cluster share the replicated stores. n1 is not the meta leader (its
-// scanner never runs), n2 is; PeerAlive reports n1 dead once dead is set.
+// scanner never runs), n2 is; its peers.Alive reports n1 dead once dead is set.
 type sharedPair struct {
 	s      *sharedtest.Stores
 	b1, b2 *Broker
@@ -41,7 +42,7 @@ func newSharedPair(t *testing.T) *sharedPair {
 	p := &sharedPair{s: sharedtest.New()}
 	p.b1 = startBroker(t, Options{Meta: notLeader{p.s.Meta}, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n1"})
 	p.b2 = startBroker(t, Options{Meta: p.s.Meta, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n2",
-		PeerAlive: func(node string) bool { return node != "n1" || !p.dead.Load() }})
+		peers: peer.Peers{Alive: func(node string) bool { return node != "n1" || !p.dead.Load() }}})
 	return p
 }
 
@@ -210,7 +211,7 @@ func TestSharedRequeueServedElsewhere(t *testing.T) {
 }
 
 // A broker that dies holding deliveries: the leader's scanner returns them
-// once PeerAlive says it is dead, and a consumer on the leader gets them,
+// once its peers.Alive says it is dead, and a consumer on the leader gets them,
 // redelivered. (Close would requeue what its connections hold, so the
 // deliveries are held for a connection that does not exist, as after a
 // crash nobody settles them.)
@@ -296,10 +297,10 @@ func TestSharedOrphanedRule(t *testing.T) {
 	alive.Store(true)
 	s := sharedtest.New()
 	withPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2",
-		PeerAlive: func(string) bool { return alive.Load() }})
+		peers: peer.Peers{Alive: func(string) bool { return alive.Load() }}})
 	noPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n3"})
 	follower := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n4",
-		PeerAlive: func(string) bool { return alive.Load() }})
+		peers: peer.Peers{Alive: func(string) bool { return alive.Load() }}})
 	peer := unacked.Entry{Broker: "n1", Incarnation: 1, Connection: "c#1", State: unacked.Delivered}
 	tests := []struct {
 		name  string
@@ -309,7 +310,7 @@ func TestSharedOrphanedRule(t *testing.T) {
 	}{
 		{"a live peer's delivery", withPeers, true, false},
 		{"a dead peer's delivery", withPeers, false, true},
-		{"no PeerAlive: never another's", noPeers, false, false},
+		{"no peers' liveness: never another's", noPeers, false, false},
 		{"a dead peer's delivery, off the meta leader", follower, false, false},
 		{"an earlier run of this broker", withPeers, true, true},
 	}
@@ -363,32 +364,6 @@ func TestSharedOptions(t *testing.T) {
 	}
 }
 
-// Runs of appends to one shard or moves of one cursor coalesce to their
-// last change while the follower is busy; everything else is kept in
-// order.
-func TestFollowerCoalesces(t *testing.T) {
-	var f followState
-	f.signal = make(chan struct{}, 1)
-	in := []meta.Change{
-		{Kind: meta.ChangeAppended, Shard: "/\x00q", Offset: 1},
-		{Kind: meta.ChangeAppended, Shard: "/\x00q", Offset: 3},
-		{Kind: meta.ChangeAppended, Shard: "/\x00r", Offset: 1},
-		{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 2},
-		{Kind: meta.ChangeCursor, VHost: "/", Queue: "q", Offset: 3},
-		{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: 0},
-		{Kind: meta.ChangeReturned, VHost: "/", Queue: "q", Offset: 1},
-		{Kind: meta.ChangeTopology, VHost: "/"},
-		{Kind: meta.ChangeTopology, VHost: "/"},
-	}
-	for _, c := range in {
-		f.add(c)
-	}
-	want := []meta.Change{in[1], in[2], in[4], in[5], in[6], in[7], in[8]}
-	require.Equal(t, want, f.take())
-	require.Len(t, f.signal, 1)
-	require.Empty(t, f.take())
-}
-
 // A reset (the replica was replaced by a snapshot, and the feed reports
 // nothing else) makes the broker reload everything from the store.
 func TestSharedResetReloads(t *testing.T) {
@@ -404,7 +379,7 @@ func TestSharedResetReloads(t *testing.T) {
 	_, ok := p.b2.lookupVHost("snapped")
 	require.False(t, ok)
 
-	p.b2.follow.add(meta.Change{Kind: meta.ChangeReset})
+	p.b2.follow.Add(meta.Change{Kind: meta.ChangeReset})
 	waitQueue(t, p.b2, "snap", true)
 	_, ok = p.b2.lookupVHost("snapped")
 	require.True(t, ok)

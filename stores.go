@@ -169,7 +169,7 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 		Dedup:            b.openDedup,
 		VolatileHolds:    b.stores.VolatileHolds(),
 		ReplyTag:         b.replyTag(),
-		Replies:          b.opts.Replies,
+		Replies:          b.opts.peers.Replies,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)

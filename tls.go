@@ -7,7 +7,7 @@ import (
 	"net"
 )
 
-// TLS: ListenTLS and ListenAndServeTLS serve AMQP over TLS (AMQPS) with
+// TLS: ListenTLS serves AMQP over TLS (AMQPS) with
 // Options.TLSConfig. The TLS handshake runs on the connection's own reader
 // goroutine (on its first read), so a slow or silent client never holds up
 // the accept loop, and the handshake timeout covers it. To use client
@@ -22,23 +22,14 @@ var errNoTLSConfig = errors.New("broker: Options.TLSConfig is nil")
 
 // ListenTLS binds addr ("host:port"; port 0 picks a free one) and serves
 // AMQP over TLS on it in the background until Close. It returns the bound
-// address.
+// address. To serve TLS on a listener of one's own, and until Close, give
+// Serve tls.NewListener(l, Options.TLSConfig).
 func (b *Broker) ListenTLS(addr string) (net.Addr, error) {
 	l, err := b.listenTLS(addr)
 	if err != nil {
 		return nil, err
 	}
 	return b.serveInBackground(l, "broker: TLS listener stopped")
-}
-
-// ListenAndServeTLS binds addr and serves AMQP over TLS until Close (then it
-// returns ErrClosed) or an accept error.
-func (b *Broker) ListenAndServeTLS(addr string) error {
-	l, err := b.listenTLS(addr)
-	if err != nil {
-		return err
-	}
-	return b.Serve(l)
 }
 
 func (b *Broker) listenTLS(addr string) (net.Listener, error) {

@@ -81,6 +81,15 @@ func TestUpdateSecretReplacesScopes(t *testing.T) {
 		// A round trip on the channel: the publish was decided before it.
 		return ch.ExchangeDeclarePassive("x", "fanout", false, false, false, false, nil)
 	}
+	// refused publishes on ch, which the broker must refuse, and returns
+	// the channel.close it sent. The close, not publish's error, carries
+	// the code: when the close arrives before the passive declare is sent,
+	// amqp091-go answers that call with its own 504 (channel not open).
+	refused := func(ch *amqp091.Channel) *amqp091.Error {
+		closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
+		require.Error(t, publish(ch))
+		return amqptest.AwaitClose(t, closed)
+	}
 
 	t.Run("losing the scope", func(t *testing.T) {
 		conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "ignored", token(withWrite)), amqp091.Config{})
@@ -89,7 +98,7 @@ func TestUpdateSecretReplacesScopes(t *testing.T) {
 		require.NoError(t, publish(ch))
 		require.NoError(t, publish(ch)) // answered from the cache
 		require.NoError(t, conn.UpdateSecret(token(withoutWrite), "refresh"))
-		err := publish(ch)
+		err := refused(ch)
 		amqptest.RequireCode(t, err, amqp091.AccessRefused)
 		require.Contains(t, err.Error(), "access to exchange 'x' in vhost '/' refused for user 'alice'")
 		amqptest.RequireWorks(t, conn) // the connection stays, as with any refusal
@@ -98,7 +107,7 @@ func TestUpdateSecretReplacesScopes(t *testing.T) {
 		conn := amqptest.Dial(t, amqptest.UserURL(b.URL(), "ignored", token(withoutWrite)), amqp091.Config{})
 		ch := amqptest.Channel(t, conn)
 		require.NoError(t, ch.ExchangeDeclare("x", "fanout", false, false, false, false, nil))
-		amqptest.RequireCode(t, publish(ch), amqp091.AccessRefused)
+		amqptest.RequireCode(t, refused(ch), amqp091.AccessRefused)
 		require.NoError(t, conn.UpdateSecret(token(withWrite), "refresh"))
 		require.NoError(t, publish(amqptest.Channel(t, conn)))
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/meta/raft"
 )
 
@@ -28,7 +29,8 @@ type Config struct {
 	Raft raft.Config
 	// Broker is the configuration of the broker the node runs. Meta,
 	// Shards, Unacked and DataDir must be zero (the raft group holds the
-	// data) and Node, PeerAlive and Replies are set by the cluster.
+	// data) and Node is set by the cluster, which also tells the broker
+	// which members are alive and forwards direct reply-to replies.
 	Broker broker.Options
 	// Listen is the AMQP address this node serves ("" serves none; tests
 	// reach the broker through Node.Broker).
@@ -243,7 +245,7 @@ func (n *Node) sampleLiveness(now time.Time) {
 	}
 }
 
-// peerAlive is the broker's Options.PeerAlive: a member is dead when this
+// peerAlive is the broker's peer.Peers.Alive: a member is dead when this
 // node leads and has not heard from it for DeadAfter. Off the leader, or
 // before the leader has watched for DeadAfter, every member counts as
 // alive, so nothing is returned on too little evidence.
@@ -267,15 +269,16 @@ func (n *Node) startBroker() error {
 	o := n.cfg.Broker
 	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
 	o.Node = n.Name()
-	o.PeerAlive = n.peerAlive
+	p := peer.Peers{Alive: n.peerAlive}
 	if o.LinkLease <= 0 {
 		// A dead member's shovels and federation links run elsewhere as
 		// soon as its deliveries are returned.
 		o.LinkLease = n.cfg.DeadAfter
 	}
 	if n.replies != nil {
-		o.Replies = n.replies
+		p.Replies = n.replies
 	}
+	peer.Attach(&o, p)
 	b, err := broker.New(o)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@
 //     pause_minority); it serves again once it knows a leader;
 //   - a node's unacknowledged deliveries outlive it: when the raft leader
 //     has not heard from a member for Config.DeadAfter, the leader's unacked
-//     scanner (broker.Options.PeerAlive) writes that member's deliveries
+//     scanner (peer.Peers.Alive, attached to the broker's Options) writes that member's deliveries
 //     back as Returned and consumers on the other nodes get them with
 //     redelivered=true; a member that restarts returns its own earlier
 //     deliveries itself;
@@ -90,7 +90,7 @@
 // name cannot be guessed (RabbitMQ 3.13 and 4.x encode the requester's
 // channel pid, whose node part is a hash of the node name, and a random
 // key, in the same place). A member that gets a reply to another member's
-// name forwards it (replyRouter, the broker's Options.Replies) as a
+// name forwards it (replyRouter, the broker's peer.Forwarder) as a
 // raft.Message: the members' own traffic, which the raft transport carries
 // beside raft's (TCP: over a connection of its own per peer, authenticated
 // like raft's), so forwarding needs no second listener, secret or

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/meta/raft"
 )
 
@@ -40,7 +40,7 @@ const (
 	kindAnswer byte = 3 // id, one byte: 1 yes, 0 no
 )
 
-// replyRouter is the node's broker.ReplyForwarder: it carries direct
+// replyRouter is the node's peer.Forwarder: it carries direct
 // reply-to replies to the member whose broker holds the requester, over
 // the raft transport's Messages (raft.Messenger), and delivers the ones
 // other members forward here. Its reply names carry the member's raft id
@@ -58,7 +58,7 @@ type replyRouter struct {
 	log     *slog.Logger
 	// receiver is what the member's current broker attached (nil while
 	// it has none); members reads the membership (raft.Node.Peers).
-	receiver atomic.Pointer[broker.ReplyReceiver]
+	receiver atomic.Pointer[peer.Receiver]
 	members  func(context.Context) ([]raft.Peer, error)
 
 	nextID atomic.Uint64
@@ -130,9 +130,9 @@ func (r *replyRouter) close() {
 // queue is bounded by maxReplyQueueBytes too.
 func (r *replyRouter) MemoryBytes() int64 { return r.queued.Load() }
 
-// Attach implements broker.ReplyForwarder: the member's broker, started
+// Attach implements peer.Forwarder: the member's broker, started
 // or stopped.
-func (r *replyRouter) Attach(rcv broker.ReplyReceiver) {
+func (r *replyRouter) Attach(rcv peer.Receiver) {
 	if rcv == nil {
 		r.receiver.Store(nil)
 		return
@@ -140,10 +140,10 @@ func (r *replyRouter) Attach(rcv broker.ReplyReceiver) {
 	r.receiver.Store(&rcv)
 }
 
-// ReplyTag implements broker.ReplyForwarder: the member's raft id.
+// ReplyTag implements peer.Forwarder: the member's raft id.
 func (r *replyRouter) ReplyTag() string { return strconv.FormatUint(r.self, 10) }
 
-// ForwardReply implements broker.ReplyForwarder.
+// ForwardReply implements peer.Forwarder.
 func (r *replyRouter) ForwardReply(vhost, tag, name string, props, body []byte, wait bool) bool {
 	to, ok := r.member(tag)
 	if !ok {
@@ -155,7 +155,7 @@ func (r *replyRouter) ForwardReply(vhost, tag, name string, props, body []byte, 
 	return r.ask(to, func(id uint64) []byte { return encodeReply(kindReply, id, vhost, name, props, body) })
 }
 
-// ReplyExists implements broker.ReplyForwarder.
+// ReplyExists implements peer.Forwarder.
 func (r *replyRouter) ReplyExists(vhost, tag, name string) bool {
 	to, ok := r.member(tag)
 	if !ok {
@@ -476,4 +476,4 @@ func decodeReply(b []byte) (replyMsg, error) {
 	return m, nil
 }
 
-var _ broker.ReplyForwarder = (*replyRouter)(nil)
+var _ peer.Forwarder = (*replyRouter)(nil)

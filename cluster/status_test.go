@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker"
 )
 
 // raftNode is the "raft" object of /api/nodes.
@@ -71,7 +73,7 @@ func (c *testCluster) nodeRaft(i int) (raftNode, error) {
 // metricsOf scrapes node i's /metrics.
 func (c *testCluster) metricsOf(i int) string {
 	c.t.Helper()
-	body, err := httpGet(c.broker(i).MetricsHandler(), "/metrics")
+	body, err := httpGet(c.broker(i).MetricsHandler(broker.MetricsOptions{}), "/metrics")
 	require.NoError(c.t, err)
 	return string(body)
 }

@@ -58,7 +58,7 @@ type Cluster struct {
 	// leader's (meta.Store.IsLeader).
 	Leader func() bool
 	// Alive reports whether the broker named node runs
-	// (Options.PeerAlive); nil counts every broker alive. The claims of
+	// (the peers package cluster attaches); nil counts every broker alive. The claims of
 	// one that does not are taken over.
 	Alive func(node string) bool
 	// Clock is the broker's clock (Options.Clock).

@@ -77,7 +77,7 @@ func TestMetricsScrape(t *testing.T) {
 	require.NoError(t, err)
 	amqptest.Idle(t, b.WaitIdle)
 
-	fams := promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}))
+	fams := promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{PerObject: true}))
 	value := func(name, labels string) float64 {
 		t.Helper()
 		f, ok := fams[name]
@@ -121,7 +121,7 @@ func TestMetricsScrape(t *testing.T) {
 	require.Equal(t, "counter", fams["rabbitmq_global_messages_received_total"].Type)
 	require.NotContains(t, fams, "warren_store_disk_bytes", "in-memory brokers have no store on disk")
 
-	srv := httptest.NewServer(b.MetricsHandler())
+	srv := httptest.NewServer(b.MetricsHandler(broker.MetricsOptions{}))
 	defer srv.Close()
 	status, _ := request(t, "POST", srv.URL+"/metrics", "")
 	require.Equal(t, http.StatusMethodNotAllowed, status)
@@ -133,7 +133,7 @@ func amqp91Body(s string) amqp091.Publishing { return amqp091.Publishing{Body: [
 // files.
 func TestMetricsStoreSize(t *testing.T) {
 	b := brokertest.NewUnstarted(t, broker.Options{DataDir: t.TempDir()})
-	fams := promtest.Scrape(t, b.MetricsHandler())
+	fams := promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{}))
 	require.Positive(t, fams["warren_store_disk_bytes"].Samples[""])
 }
 
@@ -193,7 +193,7 @@ func TestMetricsDeadLettered(t *testing.T) {
 	require.NoError(t, getOne("plain.rej").Reject(false))
 	amqptest.Idle(t, b.WaitIdle)
 
-	fams := promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true}))
+	fams := promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{PerObject: true}))
 	labels := func(strategy string) string {
 		return `dead_letter_strategy="` + strategy + `",queue_type="rabbit_classic_queue"`
 	}
@@ -232,7 +232,7 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 	}
 	amqptest.Idle(t, b.WaitIdle)
 
-	srv := httptest.NewServer(b.MetricsHandler())
+	srv := httptest.NewServer(b.MetricsHandler(broker.MetricsOptions{}))
 	defer srv.Close()
 	status, body := request(t, "GET", srv.URL+"/metrics", "")
 	require.Equal(t, http.StatusOK, status)
@@ -244,7 +244,7 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 	require.Equal(t, map[string]float64{"": 2}, fams["rabbitmq_queue_messages_ready"].Samples, "summed over the queues")
 	require.Equal(t, map[string]float64{"": 2}, fams["rabbitmq_queue_messages_published_total"].Samples)
 
-	per := httptest.NewServer(b.MetricsHandlerWith(broker.MetricsOptions{PerObject: true, Authenticate: true}))
+	per := httptest.NewServer(b.MetricsHandler(broker.MetricsOptions{PerObject: true, Authenticate: true}))
 	defer per.Close()
 	for _, tc := range []struct {
 		user   string
@@ -260,7 +260,7 @@ func TestMetricsDefaultNamesNothing(t *testing.T) {
 	}
 }
 
-// TestCollectorMatchesHandler: b.Collector() registered in a fresh
+// TestCollectorMatchesHandler: b.Collector(broker.CollectorOptions{}) registered in a fresh
 // prometheus.Registry gathers the series /metrics serves (less the Go
 // runtime's), and CollectorWith PerObject those of /metrics/per-object,
 // on a broker with queues, deliveries, acks and dead-lettering.
@@ -290,13 +290,13 @@ func TestCollectorMatchesHandler(t *testing.T) {
 
 	for _, perObject := range []bool{false, true} {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(b.CollectorWith(broker.CollectorOptions{PerObject: perObject}))
-		fams := promtest.Scrape(t, b.MetricsHandlerWith(broker.MetricsOptions{PerObject: perObject}))
+		reg.MustRegister(b.Collector(broker.CollectorOptions{PerObject: perObject}))
+		fams := promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{PerObject: perObject}))
 		require.Equal(t, float64(1), fams["rabbitmq_global_messages_dead_lettered_rejected_total"].Samples[`dead_letter_strategy="at_most_once",queue_type="rabbit_classic_queue"`])
 		promtest.RequireGathers(t, reg, fams)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.Collector())
+	reg.MustRegister(b.Collector(broker.CollectorOptions{}))
 	n, err := testutil.GatherAndCount(reg, "rabbitmq_queue_messages_ready")
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "Collector sums the queues, as MetricsHandler")

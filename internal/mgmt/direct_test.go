@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/metrics/promtest"
@@ -69,7 +70,7 @@ func TestDirectConnectionsAreListed(t *testing.T) {
 	require.Equal(t, 1, s.Consumers)
 	require.EqualValues(t, 1, s.ConnectionsOpened)
 	require.EqualValues(t, 1, s.ChannelsOpened)
-	fams := promtest.Scrape(t, b.MetricsHandler())
+	fams := promtest.Scrape(t, b.MetricsHandler(broker.MetricsOptions{}))
 	for name, want := range map[string]float64{
 		"rabbitmq_connections": 1, "rabbitmq_channels": 1, "rabbitmq_consumers": 1,
 		"rabbitmq_connections_opened_total": 1, "rabbitmq_channels_opened_total": 1,

@@ -183,9 +183,11 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 func clusterHTTP(node *cluster.Node) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", &currentBroker{node: node, handler: (*broker.Broker).ManagementHandler})
-	mux.Handle("/metrics", &currentBroker{node: node, handler: (*broker.Broker).MetricsHandler})
+	mux.Handle("/metrics", &currentBroker{node: node, handler: func(b *broker.Broker) http.Handler {
+		return b.MetricsHandler(broker.MetricsOptions{})
+	}})
 	mux.Handle("/metrics/per-object", &currentBroker{node: node, handler: func(b *broker.Broker) http.Handler {
-		return b.MetricsHandlerWith(perObjectMetrics)
+		return b.MetricsHandler(perObjectMetrics)
 	}})
 	return mux
 }

@@ -195,8 +195,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 	if *httpAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/", b.ManagementHandler()) // the console at /, the API under /api/
-		mux.Handle("/metrics", b.MetricsHandler())
-		mux.Handle("/metrics/per-object", b.MetricsHandlerWith(perObjectMetrics))
+		mux.Handle("/metrics", b.MetricsHandler(broker.MetricsOptions{}))
+		mux.Handle("/metrics/per-object", b.MetricsHandler(perObjectMetrics))
 		lim := broker.HTTPLimits{MaxConnections: *httpMaxConns}
 		if stopWeb, err = serveHTTP(*httpAddr, mux, lim, stdout, logger); err != nil {
 			b.Close()

@@ -1,4 +1,4 @@
-package broker
+package direct
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/warrenmq/broker/internal/amqpconv"
 )
 
-// Get takes one message from queue; ok is false when it is empty.
+// Get is broker.Channel's Get, documented there.
 func (ch *Channel) Get(queue string, autoAck bool) (msg amqp091.Delivery, ok bool, err error) {
 	r, err := ch.call(context.Background(), &amqp.BasicGet{Queue: queue, NoAck: autoAck}, true, amqp.MethodBasicGetOk, amqp.MethodBasicGetEmpty)
 	if err != nil || r.get == nil {
@@ -20,7 +20,7 @@ func (ch *Channel) Get(queue string, autoAck bool) (msg amqp091.Delivery, ok boo
 	return ch.delivery(r.get), true, nil
 }
 
-// Consume is ConsumeWithContext without a context.
+// Consume is broker.Channel's Consume, documented there.
 func (ch *Channel) Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
 	return ch.ConsumeWithContext(context.Background(), queue, consumer, autoAck, exclusive, noLocal, noWait, args)
 }
@@ -28,13 +28,7 @@ func (ch *Channel) Consume(queue, consumer string, autoAck, exclusive, noLocal, 
 // consumerSeq numbers generated consumer tags.
 var consumerSeq atomic.Uint64
 
-// ConsumeWithContext starts a consumer on queue and returns its deliveries.
-// consumer "" generates a tag. The delivery channel is buffered without
-// bound (the queue never waits for the application; prefetch via Qos is
-// what limits unacknowledged deliveries) and is closed when the consumer is
-// cancelled (by Cancel, by ctx, or by the broker because the queue was
-// deleted: after what was already delivered) or the channel closes (what
-// was not yet received is dropped; the broker requeues it).
+// ConsumeWithContext is broker.Channel's ConsumeWithContext, documented there.
 func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
 	if err := args.Validate(); err != nil {
 		return nil, err
@@ -49,7 +43,7 @@ func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer strin
 	// before the call returns.
 	c := &consumerBuf{tag: consumer, out: make(chan amqp091.Delivery), wake: make(chan struct{}, 1)}
 	if queue == replyToQueue {
-		c.replies = &ch.b.held.Replies
+		c.replies = ch.heldReplies
 	}
 	ch.mu.Lock()
 	dup := ch.mu.consumers[consumer] != nil
@@ -96,9 +90,7 @@ func (ch *Channel) ConsumeWithContext(ctx context.Context, queue, consumer strin
 	return c.out, nil
 }
 
-// Cancel stops consumer: its delivery channel is closed once the
-// deliveries already made to it are received. Its unacknowledged
-// deliveries stay unacknowledged (basic.cancel requeues nothing).
+// Cancel is broker.Channel's Cancel, documented there.
 func (ch *Channel) Cancel(consumer string, noWait bool) error {
 	if _, err := ch.call(context.Background(), &amqp.BasicCancel{ConsumerTag: consumer, NoWait: noWait}, !noWait, amqp.MethodBasicCancelOk); err != nil {
 		return err
@@ -115,12 +107,12 @@ func (ch *Channel) Cancel(consumer string, noWait bool) error {
 // replyToQueue is the pseudo-queue a direct reply-to requester consumes.
 const replyToQueue = "amq.rabbitmq.reply-to"
 
-// maxDirectReplies bounds the bytes of replies a direct reply-to consumer
+// MaxHeldReplies bounds the bytes of replies a direct reply-to consumer
 // holds for an application that does not receive them, as a TCP
 // requester's outbox bounds them (512 KiB): past it a reply is dropped,
 // as RabbitMQ drops what a requester cannot take. A single reply larger
 // than that still goes alone.
-const maxDirectReplies = 512 << 10
+const MaxHeldReplies = 512 << 10
 
 // admitReply reports whether a reply consumer takes a reply of n bytes,
 // and counts them if so; other consumers take everything.
@@ -130,7 +122,7 @@ func (c *consumerBuf) admitReply(n int) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ended || c.closed || c.held > 0 && c.held+int64(n) > maxDirectReplies {
+	if c.ended || c.closed || c.held > 0 && c.held+int64(n) > MaxHeldReplies {
 		return false
 	}
 	c.held += int64(n)

@@ -1,4 +1,4 @@
-package broker
+package direct
 
 import (
 	"fmt"
@@ -105,9 +105,7 @@ func (s *channelSink) Closed(err *amqp.Error) {
 	// Gone from the listings (Stats, Connections, the management API)
 	// before NotifyClose fires, so whoever saw the close sees it gone; the
 	// broker still waits for the Channel's goroutines through release.
-	ch.b.mu.Lock()
-	ch.b.forgetConnLocked(ch.conn)
-	ch.b.mu.Unlock()
+	ch.forget()
 	ch.mu.Lock()
 	if !ch.mu.closed {
 		ch.mu.closed = true
@@ -197,11 +195,7 @@ func (ch *Channel) closedByBroker(e *amqp091.Error) {
 	}
 }
 
-// NotifyClose registers a listener for the error that closes the channel:
-// a channel exception, or a connection exception of the broker (320
-// CONNECTION_FORCED when the broker closes). The error is sent only if the
-// listener is ready to receive it (give it a buffered channel); then c is
-// closed, also on a graceful Close. c is returned.
+// NotifyClose is broker.Channel's NotifyClose, documented there.
 func (ch *Channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -219,19 +213,12 @@ func registerLocked[T any](list *[]chan T, done bool, c chan T) chan T {
 	return c
 }
 
-// NotifyPublish registers a listener for publisher confirms (after
-// Confirm): one Confirmation per publish, in publish order, starting with
-// DeliveryTag 1. c is closed when the channel closes and returned.
+// NotifyPublish is broker.Channel's NotifyPublish, documented there.
 func (ch *Channel) NotifyPublish(c chan amqp091.Confirmation) chan amqp091.Confirmation {
 	return addListener(ch, &ch.mu.confirms, c)
 }
 
-// NotifyConfirm registers a pair of listeners for publisher confirms (after
-// Confirm): the sequence number of each publish goes to ack when the broker
-// acked it and to nack when it nacked it, in publish order, as amqp091-go's
-// NotifyConfirm forwards NotifyPublish. ack and nack may be the same
-// channel. Both are closed when the channel closes (once if they are the
-// same) and returned.
+// NotifyConfirm is broker.Channel's NotifyConfirm, documented there.
 func (ch *Channel) NotifyConfirm(ack, nack chan uint64) (chan uint64, chan uint64) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -250,24 +237,12 @@ func closePair(p confirmPair) {
 	}
 }
 
-// NotifyFlow registers a listener for channel.flow from the broker. The
-// broker never sends it: like RabbitMQ, it blocks publishing connections
-// (connection.blocked, and a publish on a Channel waits) instead, so c
-// receives nothing; it is closed when the channel closes and returned.
+// NotifyFlow is broker.Channel's NotifyFlow, documented there.
 func (ch *Channel) NotifyFlow(c chan bool) chan bool {
 	return addListener(ch, &ch.mu.flows, c)
 }
 
-// NotifyStateChange registers a listener for the Channel's life-cycle
-// transitions, as amqp091-go's does: open to closing when Close starts,
-// then to closed when it is done, or open to closed, with Err wrapping the
-// *amqp091.Error, when the broker closes the channel or the broker shuts
-// down. A Channel never reconnects, so StateReconnecting never comes. c is
-// closed after the transition to closed, and at once when the channel is
-// already closing; a nil c or one registered already is ignored. The
-// transitions are delivered in order, waiting for a slow receiver while the
-// channel is open; the last ones reach only a ready receiver (give it a
-// buffer of 2).
+// NotifyStateChange is broker.Channel's NotifyStateChange, documented there.
 func (ch *Channel) NotifyStateChange(c chan *amqp091.StateChanged) {
 	if c == nil {
 		return
@@ -297,27 +272,19 @@ func (ch *Channel) setStateLocked(to amqp091.LifeCycleState, err error) {
 	}
 }
 
-// NotifyRecoveryCancel registers receiver, which is closed when the
-// channel starts closing (Close, or the broker closing it), or at once
-// when it is closing already; it is returned. In amqp091-go it tells of a
-// recovery cut short by Close; a Channel has no recovery (see Reconnect),
-// so closing is all there is to tell.
+// NotifyRecoveryCancel is broker.Channel's NotifyRecoveryCancel, documented there.
 func (ch *Channel) NotifyRecoveryCancel(receiver chan struct{}) chan struct{} {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	return registerLocked(&ch.mu.recoveryCancels, ch.mu.closed, receiver)
 }
 
-// NotifyReturn registers a listener for mandatory publishes the broker
-// could not route (basic.return). c is closed when the channel closes and
-// returned.
+// NotifyReturn is broker.Channel's NotifyReturn, documented there.
 func (ch *Channel) NotifyReturn(c chan amqp091.Return) chan amqp091.Return {
 	return addListener(ch, &ch.mu.returns, c)
 }
 
-// NotifyCancel registers a listener for consumers the broker cancelled
-// (their queue was deleted); it receives the consumer tag. c is closed when
-// the channel closes and returned.
+// NotifyCancel is broker.Channel's NotifyCancel, documented there.
 func (ch *Channel) NotifyCancel(c chan string) chan string {
 	return addListener(ch, &ch.mu.cancels, c)
 }

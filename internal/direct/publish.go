@@ -1,4 +1,4 @@
-package broker
+package direct
 
 import (
 	"context"
@@ -9,46 +9,28 @@ import (
 	"github.com/warrenmq/broker/internal/amqpconv"
 )
 
-// Publish is PublishWithContext without a context.
+// Publish is broker.Channel's Publish, documented there.
 func (ch *Channel) Publish(exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
 	return ch.PublishWithContext(context.Background(), exchange, key, mandatory, immediate, msg)
 }
 
-// PublishWithContext publishes msg to exchange with routing key key. The
-// properties and body are copied: msg may be reused when it returns. While
-// a resource alarm is raised (brokertest.RaiseAlarm, Options.MemoryHighWatermark)
-// it waits for the alarm to clear, or returns ctx's error without
-// publishing. In confirm mode the publish is confirmed through
-// NotifyPublish; unroutable mandatory messages come back through
-// NotifyReturn. An error the broker answers the publish with (404 for a
-// missing exchange, 406 for an oversized body, ...) is returned, and closes
-// the channel.
+// PublishWithContext is broker.Channel's PublishWithContext, documented there.
 func (ch *Channel) PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
 	_, err := ch.publish(ctx, exchange, key, mandatory, immediate, &msg, false)
 	return err
 }
 
-// PublishWithDeferredConfirm is PublishWithDeferredConfirmWithContext
-// without a context.
+// PublishWithDeferredConfirm is broker.Channel's PublishWithDeferredConfirm, documented there.
 func (ch *Channel) PublishWithDeferredConfirm(exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*amqp091.DeferredConfirmation, error) {
 	return ch.PublishWithDeferredConfirmWithContext(context.Background(), exchange, key, mandatory, immediate, msg)
 }
 
-// PublishWithDeferredConfirmWithContext is PublishWithContext that, in
-// confirm mode, also returns the publish's DeferredConfirmation: its
-// DeliveryTag is the publish's sequence number, and it is done when the
-// broker confirmed the publish (Acked true) or nacked it, or when the
-// channel closed first (Acked false), as in amqp091-go. Outside confirm
-// mode it returns nil. It is amqp091-go's own type, filled in by the
-// Channel (channel_deferred.go says how).
+// PublishWithDeferredConfirmWithContext is broker.Channel's PublishWithDeferredConfirmWithContext, documented there.
 func (ch *Channel) PublishWithDeferredConfirmWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*amqp091.DeferredConfirmation, error) {
 	return ch.publish(ctx, exchange, key, mandatory, immediate, &msg, true)
 }
 
-// GetNextPublishSeqNo returns the sequence number the next publish will
-// have in confirm mode (the DeliveryTag of its Confirmation): 1 before the
-// first, and 1 for as long as the channel is not in confirm mode, as in
-// amqp091-go.
+// GetNextPublishSeqNo is broker.Channel's GetNextPublishSeqNo, documented there.
 func (ch *Channel) GetNextPublishSeqNo() uint64 { return ch.published.Load() + 1 }
 
 // publish is the publishes' work; with deferred, in confirm mode it
@@ -128,21 +110,17 @@ func propertiesSize(p *amqp.Properties) int {
 	return n
 }
 
-// Ack acknowledges delivery tag (with multiple: every delivery up to it).
-// An unknown tag is 406 PRECONDITION_FAILED, returned and closing the
-// channel.
+// Ack is broker.Channel's Ack, documented there.
 func (ch *Channel) Ack(tag uint64, multiple bool) error {
 	return ch.send(&amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}, nil, nil)
 }
 
-// Nack rejects delivery tag (with multiple: every delivery up to it),
-// requeueing it in place or dead-lettering/discarding it.
+// Nack is broker.Channel's Nack, documented there.
 func (ch *Channel) Nack(tag uint64, multiple, requeue bool) error {
 	return ch.send(&amqp.BasicNack{DeliveryTag: tag, Multiple: multiple, Requeue: requeue}, nil, nil)
 }
 
-// Reject rejects one delivery, requeueing it in place or
-// dead-lettering/discarding it.
+// Reject is broker.Channel's Reject, documented there.
 func (ch *Channel) Reject(tag uint64, requeue bool) error {
 	return ch.send(&amqp.BasicReject{DeliveryTag: tag, Requeue: requeue}, nil, nil)
 }

@@ -1,4 +1,4 @@
-package broker
+package direct
 
 import amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -9,13 +9,10 @@ import amqp091 "github.com/rabbitmq/amqp091-go"
 // which is every connection unless the application opts in. A Channel the
 // broker closed stays closed; open another with Broker.Channel.
 
-// Reconnect returns amqp091.ErrClosed, as amqp091-go's Reconnect does when
-// recovery is not enabled: a Channel is never reopened.
+// Reconnect is broker.Channel's Reconnect, documented there.
 func (ch *Channel) Reconnect() error { return amqp091.ErrClosed }
 
-// TopologyConfiguration returns what amqp091-go's returns without recovery
-// enabled, which records nothing: no QoS, no exchanges, queues or
-// bindings (empty maps), whatever global says.
+// TopologyConfiguration is broker.Channel's TopologyConfiguration, documented there.
 func (ch *Channel) TopologyConfiguration(global bool) amqp091.TopologyConfiguration {
 	return amqp091.TopologyConfiguration{
 		Exchanges: map[string]amqp091.ExchangeConfig{},

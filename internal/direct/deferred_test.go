@@ -1,4 +1,4 @@
-package broker
+package direct
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // amqp091-go's DeferredConfirmation, and that its own methods then behave
 // as for one amqp091-go made: pending until settled, then acked or not.
 func TestDeferredConfirmationFields(t *testing.T) {
-	require.True(t, deferredUsable(), "amqp091.DeferredConfirmation has no done (chan struct{}) and ack (bool) fields any more: channel_deferred.go must follow amqp091-go")
+	require.True(t, deferredUsable(), "amqp091.DeferredConfirmation has no done (chan struct{}) and ack (bool) fields any more: internal/direct/deferred.go must follow amqp091-go")
 	for _, ack := range []bool{true, false} {
 		dc := newDeferred(7)
 		require.Equal(t, uint64(7), dc.DeliveryTag)
