@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"sync"
 
@@ -33,30 +32,14 @@ import (
 // Password hashes are RabbitMQ's password_hash, made and checked by
 // internal/passwd; every login goes through internal/login's Guard.
 
-// compileGrant compiles a permission's regexps the way RabbitMQ uses them
-// (rabbit_auth_backend_internal:check_resource_access): unanchored, so a
-// name matches when the expression matches any part of it ("orders"
-// matches "my-orders"; anchor with ^ and $ to mean the whole name), and ""
-// stands for "^$", matching nothing but the empty name. Go's RE2 syntax
-// is PCRE's minus backreferences and lookaround, which are refused here.
+// compileGrant is a permission's expressions compiled as the sessions
+// check them (meta.Permission.Compile).
 func compileGrant(p meta.Permission) (*session.Grant, error) {
-	var g session.Grant
-	for _, f := range []struct {
-		what string
-		expr string
-		dst  **regexp.Regexp
-	}{{"configure", p.Configure, &g.Configure}, {"write", p.Write, &g.Write}, {"read", p.Read, &g.Read}} {
-		expr := f.expr
-		if expr == "" {
-			expr = "^$"
-		}
-		re, err := regexp.Compile(expr)
-		if err != nil {
-			return nil, fmt.Errorf("broker: %s permission %q: %w", f.what, f.expr, err)
-		}
-		*f.dst = re
+	c, w, r, err := p.Compile()
+	if err != nil {
+		return nil, err
 	}
-	return &g, nil
+	return &session.Grant{Configure: c, Write: w, Read: r}, nil
 }
 
 // accountState is the broker's in-memory side of accounts: the login
@@ -91,7 +74,11 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
 			}
 		}
-		if err := b.stores.Meta.PutUser(ctx, meta.User{Name: u.Name, PasswordHash: passwd.Hash(u.Password), Tags: slices.Clone(u.Tags)}); err != nil {
+		hu, err := meta.HashedUser(User{Name: u.Name, Password: u.Password, Tags: slices.Clone(u.Tags)})
+		if err != nil {
+			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
+		}
+		if err := b.stores.Meta.PutUser(ctx, hu); err != nil {
 			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
 		}
 	}
@@ -141,7 +128,7 @@ func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
 		}
 		return false, "", nil
 	}
-	if at.Mechanism != "EXTERNAL" && !passwd.Check(u.PasswordHash, at.Password) {
+	if at.Mechanism != "EXTERNAL" && !passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, at.Password) {
 		return false, "", nil
 	}
 	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {

@@ -100,13 +100,22 @@ func (b *Broker) Admin() *Admin { return &Admin{b: b} }
 // already open keeps its login.
 func (a *Admin) PutUser(ctx context.Context, u User) error {
 	if u.Name == "" || len(u.Name) > 255 {
-		return fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name))
+		return meta.Invalid(fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name)))
 	}
-	mu, err := storedUser(u)
+	hu, err := meta.HashedUser(u)
 	if err != nil {
-		return fmt.Errorf("broker: user %q: %w", u.Name, err)
+		return meta.Invalid(fmt.Errorf("broker: user %q: %w", u.Name, err))
 	}
-	return a.b.stores.Meta.PutUser(ctx, mu)
+	return a.b.stores.Meta.PutUser(ctx, hu)
+}
+
+// exportedUser is a stored user as a definitions file carries it: with
+// its (empty) limits object.
+func exportedUser(u User) User {
+	if u.Limits == nil {
+		u.Limits = map[string]any{}
+	}
+	return u
 }
 
 // GetUser returns a stored user with its password hash and hashing
@@ -116,7 +125,7 @@ func (a *Admin) GetUser(ctx context.Context, name string) (User, error) {
 	if err != nil {
 		return User{}, fmt.Errorf("broker: user %q: %w", name, err)
 	}
-	return userDefinition(u), nil
+	return exportedUser(u), nil
 }
 
 // ListUsers returns every stored user, as GetUser returns one.
@@ -127,7 +136,7 @@ func (a *Admin) ListUsers(ctx context.Context) ([]User, error) {
 	}
 	out := make([]User, 0, len(users))
 	for _, u := range users {
-		out = append(out, userDefinition(u))
+		out = append(out, exportedUser(u))
 	}
 	return out, nil
 }
@@ -151,8 +160,14 @@ func (a *Admin) DeleteUser(ctx context.Context, name string) error {
 func (a *Admin) PutVHost(ctx context.Context, v VHost) (created bool, err error) {
 	for name := range v.Limits {
 		if name != LimitMaxConnections && name != LimitMaxQueues {
-			return false, fmt.Errorf("broker: vhost %q: unknown limit %q (want %s or %s)", v.Name, name, LimitMaxConnections, LimitMaxQueues)
+			return false, meta.Invalid(fmt.Errorf("broker: vhost %q: unknown limit %q (want %s or %s)", v.Name, name, LimitMaxConnections, LimitMaxQueues))
 		}
+	}
+	if err := checkVHost(v); err != nil {
+		return false, meta.Invalid(fmt.Errorf("broker: %w", err))
+	}
+	if len(canonicalVHost(v.Name)) > 255 {
+		return false, meta.Invalid(errors.New("broker: vhost name longer than 255 bytes"))
 	}
 	if created, err = a.b.putVHost(ctx, v); err != nil {
 		return created, err
@@ -209,6 +224,9 @@ func (a *Admin) DeleteVHost(ctx context.Context, name string) error {
 // the user on the vhost, direct Channels included, use the new
 // permissions from their next check.
 func (a *Admin) PutPermission(ctx context.Context, p Permission) error {
+	if _, err := compileGrant(p); err != nil {
+		return meta.Invalid(err)
+	}
 	return a.b.setPermissions(ctx, p.User, p.VHost, p)
 }
 
@@ -239,6 +257,9 @@ func (a *Admin) DeletePermission(ctx context.Context, user, vhost string) error 
 // and the vhost must exist and each expression must compile. Open
 // connections of the user on the vhost use it from their next check.
 func (a *Admin) PutTopicPermission(ctx context.Context, p TopicPermission) (created bool, err error) {
+	if err := checkTopicPermission(p); err != nil {
+		return false, meta.Invalid(err)
+	}
 	return a.b.setTopicPermission(ctx, p.User, p.VHost, p)
 }
 

@@ -31,7 +31,7 @@ func (a internalAuthn) Authenticate(ctx context.Context, req auth.Request) (auth
 	// EXTERNAL (a verified certificate) and DIRECT (a Channel the
 	// embedding program opens AsUser) prove the identity without a
 	// password: the user must exist.
-	if req.Mechanism != "EXTERNAL" && req.Mechanism != auth.MechanismDirect && !passwd.Check(u.PasswordHash, req.Secret) {
+	if req.Mechanism != "EXTERNAL" && req.Mechanism != auth.MechanismDirect && !passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, req.Secret) {
 		return auth.Identity{}, auth.Refuse("invalid credentials")
 	}
 	if req.User == "guest" && !a.b.opts.AllowRemoteGuest && !isLoopback(req.Peer) {
@@ -178,7 +178,7 @@ func (b *Broker) chainPasswordLogin(ctx context.Context, chain auth.Chain, peer 
 }
 
 // authzAsker is a session.Authz as the auth.Authorizer the management API
-// asks (mgmt.User.Authz): each question within Options.LoginTimeout, in a
+// asks (mgmt.Caller.Authz): each question within Options.LoginTimeout, in a
 // goroutine of its own (session.Authz.Ask); a nil Authorizer allows
 // everything. The identity asked about is the login's.
 type authzAsker struct{ z *session.Authz }

@@ -11,7 +11,15 @@ import (
 // The definitions adapter's part for vhost metadata, vhost limits and
 // topic permissions (vhostsettings.go).
 
-func (v definitionsView) CheckVHost(d definitions.VHost) error {
+func (v definitionsView) CheckVHost(d definitions.VHost) error { return checkVHost(d) }
+
+func (v definitionsView) CheckTopicPermission(p definitions.TopicPermission) error {
+	return checkTopicPermission(p)
+}
+
+// checkVHost reports why v's default queue type or limits could not be
+// used.
+func checkVHost(d VHost) error {
 	if d.DefaultQueueType != "" && !slices.Contains(QueueTypes, d.DefaultQueueType) {
 		return fmt.Errorf("unknown queue type '%s'", d.DefaultQueueType)
 	}
@@ -23,7 +31,8 @@ func (v definitionsView) CheckVHost(d definitions.VHost) error {
 	return nil
 }
 
-func (v definitionsView) CheckTopicPermission(p definitions.TopicPermission) error {
+// checkTopicPermission reports why p's expressions could not be used.
+func checkTopicPermission(p TopicPermission) error {
 	_, err := compileTopicGrant(meta.TopicPermission{User: p.User, VHost: canonicalVHost(p.VHost), Write: p.Write, Read: p.Read})
 	return err
 }

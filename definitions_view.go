@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
-	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/snapshot"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
@@ -119,37 +117,6 @@ func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
 		c.Bindings = append(c.Bindings, definitions.BindingOf(vh.Name(), bd))
 	}
 	return c, true
-}
-
-// userDefinition is a stored user in the definitions format: its salted
-// hash and the hash's algorithm (accounts.go).
-func userDefinition(u meta.User) definitions.User {
-	alg, b64 := passwd.Export(u.PasswordHash)
-	return definitions.User{Name: u.Name, PasswordHash: b64, HashingAlgorithm: alg, Tags: definitions.UserTags(u.Tags), Limits: map[string]any{}}
-}
-
-// storedUser is a definitions user as the meta store keeps it.
-func storedUser(u definitions.User) (meta.User, error) {
-	var stored []byte
-	if u.PasswordHash == "" && u.Password != "" {
-		stored = passwd.Hash(u.Password)
-	} else {
-		var err error
-		if stored, err = passwd.Import(u.HashingAlgorithm, u.PasswordHash); err != nil {
-			return meta.User{}, err
-		}
-	}
-	return meta.User{Name: u.Name, PasswordHash: stored, Tags: slices.Clone([]string(u.Tags))}, nil
-}
-
-func (v definitionsView) CheckUser(u definitions.User) error {
-	_, err := storedUser(u)
-	return err
-}
-
-func (v definitionsView) CheckPermission(p definitions.Permission) error {
-	_, err := compileGrant(meta.Permission{Configure: p.Configure, Write: p.Write, Read: p.Read})
-	return err
 }
 
 // vhost finds the vhost an operator call names.

@@ -13,8 +13,8 @@ import (
 )
 
 // TestStoredHashes: a user imported with each of RabbitMQ's hashing
-// algorithms is stored so that its password checks, and userDefinition
-// exports the hash and algorithm as they were imported (the hashing itself
+// algorithms is stored (meta.HashedUser) so that its password checks, with
+// the hash and algorithm as they were imported (the hashing itself
 // is tested in internal/passwd).
 func TestStoredHashes(t *testing.T) {
 	salt := []byte{1, 2, 3, 4}
@@ -32,7 +32,9 @@ func TestStoredHashes(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, passwd.Check(stored, "pw"))
 			require.False(t, passwd.Check(stored, "pw2"))
-			u := userDefinition(meta.User{Name: "u", PasswordHash: stored})
+			u, err := meta.HashedUser(User{Name: "u", PasswordHash: tc.hash, HashingAlgorithm: tc.alg})
+			require.NoError(t, err)
+			require.True(t, passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, "pw"))
 			require.Equal(t, tc.stored, u.HashingAlgorithm)
 			require.Equal(t, tc.hash, u.PasswordHash, "exported as imported")
 		})

@@ -9,7 +9,6 @@ import (
 	"runtime/metrics"
 
 	"github.com/warrenmq/broker/amqp"
-	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/console"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
@@ -80,7 +79,7 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, b: b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
+	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
 }
 
 // validateManagement reports every entry of ManagementAllowedOrigins that
@@ -95,12 +94,13 @@ func (o *Options) validateManagement() error {
 	return errors.Join(errs...)
 }
 
-// mgmtView is the broker as the management API (internal/mgmt) reads and
-// changes it.
 // mgmtView is the management model: the snapshot reader over the vhosts
-// and connections, and the broker's accounts, settings and writes.
+// and connections, the broker's Admin (every write of a control-plane
+// noun, mgmt.Admin and mgmt.Parameters, is the Admin's own method), and
+// the logins and topology writes below.
 type mgmtView struct {
 	snapshot.Reader
+	*Admin
 	b *Broker
 }
 
@@ -166,50 +166,22 @@ func (v mgmtView) VHosts() []string { return v.b.definitions().VHosts() }
 // (passwordLogin, internal/login): the source's throttle delay first, and a
 // user store that does not answer in time is mgmt.ErrUnavailable, not a
 // failed login.
-func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.User, error) {
+func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.Caller, error) {
 	u, z, err := v.b.passwordLoginAuthz(ctx, from, name, password)
 	switch {
 	case err == nil:
-		mu := mgmt.User{Name: u.Name, Tags: u.Tags}
+		mu := mgmt.Caller{Name: u.Name, Tags: u.Tags}
 		if z != nil {
 			mu.Authz = authzAsker{z}
 		}
 		return mu, nil
 	case errors.Is(err, login.ErrUnavailable):
-		return mgmt.User{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
+		return mgmt.Caller{}, fmt.Errorf("%w: %w", mgmt.ErrUnavailable, err)
 	case errors.Is(err, login.ErrClosed):
-		return mgmt.User{}, mgmt.ErrShuttingDown
+		return mgmt.Caller{}, mgmt.ErrShuttingDown
 	default:
-		return mgmt.User{}, mgmt.ErrLoginFailed
+		return mgmt.Caller{}, mgmt.ErrLoginFailed
 	}
-}
-
-func (v mgmtView) Users(ctx context.Context) ([]definitions.User, error) {
-	return v.b.Admin().ListUsers(ctx)
-}
-
-func (v mgmtView) User(ctx context.Context, name string) (definitions.User, error) {
-	u, err := v.b.stores.Meta.GetUser(ctx, name)
-	if err != nil {
-		return definitions.User{}, err
-	}
-	return userDefinition(u), nil
-}
-
-func (v mgmtView) DeleteUser(ctx context.Context, name string) error {
-	return v.b.deleteUser(ctx, name)
-}
-
-func (v mgmtView) Permissions(ctx context.Context) ([]definitions.Permission, error) {
-	return v.b.Admin().ListPermissions(ctx)
-}
-
-func (v mgmtView) Permission(ctx context.Context, user, vhostName string) (definitions.Permission, error) {
-	p, err := v.b.stores.Meta.GetPermission(ctx, user, vhostName)
-	if err != nil {
-		return definitions.Permission{}, err
-	}
-	return p, nil
 }
 
 func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Grant, error) {
@@ -225,66 +197,6 @@ func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Gran
 		return nil, err
 	}
 	return &mgmt.Grant{Configure: g.Configure, Write: g.Write, Read: g.Read}, nil
-}
-
-// PutUser stores a user as the management API's PUT /api/users/{user}
-// sends it: the fields a definitions file's user has.
-func (v mgmtView) PutUser(ctx context.Context, u definitions.User) (bool, error) {
-	if u.Name == "" || len(u.Name) > 255 {
-		return false, fmt.Errorf("%w: user name must be 1 to 255 bytes, got %d", mgmt.ErrInvalid, len(u.Name))
-	}
-	mu, err := storedUser(u)
-	if err != nil {
-		return false, fmt.Errorf("%w: user %q: %w", mgmt.ErrInvalid, u.Name, err)
-	}
-	_, err = v.b.stores.Meta.GetUser(ctx, u.Name)
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
-	case err != nil:
-		return false, err
-	}
-	return err != nil, v.b.stores.Meta.PutUser(ctx, mu)
-}
-
-// PutPermission is Admin.PutPermission, with the management API's errors.
-func (v mgmtView) PutPermission(ctx context.Context, p definitions.Permission) (bool, error) {
-	perm := Permission{Configure: p.Configure, Write: p.Write, Read: p.Read}
-	if _, err := compileGrant(permissionOn(perm, p.User, p.VHost)); err != nil {
-		return false, fmt.Errorf("%w: %w", mgmt.ErrInvalid, err)
-	}
-	_, err := v.b.stores.Meta.GetPermission(ctx, p.User, canonicalVHost(p.VHost))
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
-	case err != nil:
-		return false, err
-	}
-	isNew := err != nil
-	if err := v.b.setPermissions(ctx, p.User, p.VHost, perm); err != nil {
-		if errors.Is(err, meta.ErrNotFound) {
-			return false, fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
-		}
-		return false, err
-	}
-	return isNew, nil
-}
-
-func (v mgmtView) DeletePermission(ctx context.Context, user, vhostName string) error {
-	return v.b.clearPermissions(ctx, user, vhostName)
-}
-
-func (v mgmtView) AddVHost(ctx context.Context, name string) error {
-	if len(canonicalVHost(name)) > 255 {
-		return fmt.Errorf("%w: vhost name longer than 255 bytes", mgmt.ErrInvalid)
-	}
-	return v.b.addVHost(ctx, name)
-}
-
-func (v mgmtView) DeleteVHost(ctx context.Context, name string) error {
-	err := v.b.deleteVHost(ctx, name)
-	if errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: %w", mgmt.ErrNotFound, err)
-	}
-	return err
 }
 
 // vhost finds the vhost a management write names.
@@ -361,7 +273,7 @@ func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Bindi
 	return vh.Unbind(ctx, "", bd)
 }
 
-func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.User, vhostName string) (mgmt.DirectChannel, error) {
+func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.Caller, vhostName string) (mgmt.DirectChannel, error) {
 	var ch *Channel
 	var err error
 	switch z, ok := user.Authz.(authzAsker); {
@@ -380,12 +292,4 @@ func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.User, vhostName str
 		return nil, err // not a typed nil in the interface
 	}
 	return ch, nil
-}
-
-func (v mgmtView) ExportDefinitions(ctx context.Context) (*definitions.File, error) {
-	return v.b.exportDefinitions(ctx)
-}
-
-func (v mgmtView) ImportDefinitions(ctx context.Context, d *definitions.File) error {
-	return v.b.importDefinitions(ctx, d)
 }

@@ -1,9 +1,7 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,15 +16,6 @@ import (
 // Deprecated: meta.Policies is part of meta.Store: every store keeps
 // policies, and nothing returns this error any more.
 var ErrPoliciesUnsupported = errors.New("broker: the meta store does not store policies (meta.Policies)")
-
-// policyValue is a stored policy's JSON: RabbitMQ's runtime parameter
-// value.
-type policyValue struct {
-	Pattern    string         `json:"pattern"`
-	ApplyTo    string         `json:"apply-to"`
-	Priority   int            `json:"priority"`
-	Definition map[string]any `json:"definition"`
-}
 
 func (b *Broker) policyStore() (meta.Policies, error) {
 	return b.stores.Meta, nil
@@ -55,18 +44,14 @@ func (b *Broker) putPolicy(ctx context.Context, p Policy, operator bool) (create
 
 // storePolicy stores a checked policy and applies the vhost's policies.
 func (b *Broker) storePolicy(ctx context.Context, st meta.Policies, p policy.Policy, operator bool) (created bool, err error) {
-	value, err := json.Marshal(policyValue{Pattern: p.Pattern, ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: p.Definition})
-	if err != nil {
-		return false, fmt.Errorf("broker: policy %q: %w", p.Name, err)
-	}
 	b.policyMu.Lock()
 	defer b.policyMu.Unlock()
-	stored, err := st.ListPolicies(ctx, p.VHost)
+	stored, err := st.ListPolicies(ctx, p.VHost, operator)
 	if err != nil {
 		return false, err
 	}
-	created = !slices.ContainsFunc(stored, func(s meta.Policy) bool { return s.Name == p.Name && s.Operator == operator })
-	if err := st.PutPolicy(ctx, meta.Policy{VHost: p.VHost, Name: p.Name, Operator: operator, Value: value}); err != nil {
+	created = !slices.ContainsFunc(stored, func(s meta.Policy) bool { return s.Name == p.Name })
+	if err := st.PutPolicy(ctx, p, operator); err != nil {
 		return false, err
 	}
 	return created, b.reloadPoliciesLocked(ctx, p.VHost)
@@ -80,11 +65,11 @@ func (b *Broker) deletePolicy(ctx context.Context, vhost, name string, operator 
 	vhost = canonicalVHost(vhost)
 	b.policyMu.Lock()
 	defer b.policyMu.Unlock()
-	stored, err := st.ListPolicies(ctx, vhost)
+	stored, err := st.ListPolicies(ctx, vhost, operator)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(stored, func(s meta.Policy) bool { return s.Name == name && s.Operator == operator }) {
+	if !slices.ContainsFunc(stored, func(s meta.Policy) bool { return s.Name == name }) {
 		return fmt.Errorf("broker: policy %q in vhost %q: %w", name, vhost, meta.ErrNotFound)
 	}
 	if err := st.DeletePolicy(ctx, vhost, name, operator); err != nil {
@@ -113,15 +98,12 @@ func (b *Broker) storedPolicies(ctx context.Context, vhost string, operator bool
 	}
 	var out []policy.Policy
 	for _, vh := range vhosts {
-		stored, err := st.ListPolicies(ctx, vh)
+		stored, err := st.ListPolicies(ctx, vh, operator)
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range stored {
-			if s.Operator != operator {
-				continue
-			}
-			p, err := decodePolicy(s)
+			p, err := policy.Check(s, operator)
 			if err != nil {
 				b.log.Warn("broker: stored policy refused", "vhost", s.VHost, "name", s.Name, "err", err)
 				continue
@@ -130,23 +112,6 @@ func (b *Broker) storedPolicies(ctx context.Context, vhost string, operator bool
 		}
 	}
 	return out, nil
-}
-
-// decodePolicy reads a stored policy, checked again (a store written by
-// another version may hold one this one refuses).
-func decodePolicy(s meta.Policy) (policy.Policy, error) {
-	var v struct {
-		Pattern    any `json:"pattern"`
-		ApplyTo    any `json:"apply-to"`
-		Priority   any `json:"priority"`
-		Definition any `json:"definition"`
-	}
-	d := json.NewDecoder(bytes.NewReader(s.Value))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		return policy.Policy{}, err
-	}
-	return policy.Parse(s.VHost, s.Name, policy.Fields{Pattern: v.Pattern, ApplyTo: v.ApplyTo, Priority: v.Priority, Definition: v.Definition}, s.Operator)
 }
 
 // policySet builds a vhost's policy set from the store; nil when the
@@ -230,13 +195,16 @@ func (b *Broker) deletePoliciesOf(ctx context.Context, vhost string) []error {
 	if err != nil {
 		return nil
 	}
-	stored, err := st.ListPolicies(ctx, vhost)
-	if err != nil {
-		return []error{err}
-	}
 	var errs []error
-	for _, s := range stored {
-		errs = append(errs, st.DeletePolicy(ctx, vhost, s.Name, s.Operator))
+	for _, operator := range []bool{false, true} {
+		stored, err := st.ListPolicies(ctx, vhost, operator)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, s := range stored {
+			errs = append(errs, st.DeletePolicy(ctx, vhost, s.Name, operator))
+		}
 	}
 	return errs
 }
@@ -244,3 +212,9 @@ func (b *Broker) deletePoliciesOf(ctx context.Context, vhost string) []error {
 // policyRetry prefixes, in the follower's list of failed syncs, a vhost
 // whose policies failed to reload (a vhost name cannot start with NUL).
 const policyRetry = "\x00policy:"
+
+// internalPolicy is p with its vhost canonical, as policy.Check takes it.
+func internalPolicy(p Policy) policy.Policy {
+	p.VHost = canonicalVHost(p.VHost)
+	return p
+}

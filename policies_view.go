@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 
-	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/policy"
 )
@@ -31,19 +30,4 @@ func (v mgmtView) ExchangePolicy(vhost, name string) policy.Match {
 		return policy.Match{}
 	}
 	return vh.ExchangePolicy(name)
-}
-
-// The definitions file's policies (definitions.Broker).
-
-func (v definitionsView) CheckPolicy(p definitions.Policy, operator bool) error {
-	if _, err := v.b.policyStore(); err != nil {
-		return err
-	}
-	_, err := policy.Check(internalPolicy(p), operator)
-	return err
-}
-
-func internalPolicy(p definitions.Policy) policy.Policy {
-	p.VHost = canonicalVHost(p.VHost)
-	return p
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/policy"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -49,10 +51,13 @@ type Admin interface {
 	ListOperatorPolicies(ctx context.Context, vhost string) ([]Policy, error)
 	PutOperatorPolicy(ctx context.Context, p Policy) error
 	// ListParameters lists the runtime parameters of component in vhost
-	// ("" for any: Export asks for every one); PutParameter stores one,
+	// ("" for any: Export asks for every one); CheckParameter reports why
+	// one could not be stored (a component nobody registered, or its
+	// validator's refusal), in RabbitMQ's words; PutParameter stores one,
 	// replacing a parameter of that component, vhost and name. Operator
 	// policies are not among them.
 	ListParameters(ctx context.Context, component, vhost string) ([]Parameter, error)
+	CheckParameter(p Parameter) error
 	PutParameter(ctx context.Context, p Parameter) (created bool, err error)
 	// ListGlobalParameters lists the global parameters;
 	// PutGlobalParameter stores one, replacing one of that name.
@@ -72,25 +77,12 @@ type Broker interface {
 	// is no such vhost.
 	Contents(vhost string) (Contents, bool)
 
-	// CheckUser reports why u could not be stored (its password hash or
-	// hashing algorithm), nil when it can.
-	CheckUser(u User) error
-	// CheckPermission reports why p's regular expressions could not be
-	// used, nil when they can.
-	CheckPermission(p Permission) error
 	// CheckVHost reports why v's default queue type or limits could not
 	// be used, nil when they can.
 	CheckVHost(v VHost) error
 	// CheckTopicPermission reports why p's regular expressions could not
 	// be used, nil when they can.
 	CheckTopicPermission(p TopicPermission) error
-	// CheckPolicy reports why p could not be set (operator: as an
-	// operator policy), in RabbitMQ's words, nil when it can.
-	CheckPolicy(p Policy, operator bool) error
-	// CheckParameter reports why p could not be stored (a component
-	// nobody registered, or its validator's refusal), in RabbitMQ's
-	// words, nil when it can.
-	CheckParameter(p Parameter) error
 
 	// DeclareExchange, DeclareQueue and Bind declare as the AMQP methods
 	// would, with the arguments already converted: an existing entity
@@ -465,7 +457,7 @@ func check(ctx context.Context, b Broker, d *File) error {
 			continue
 		}
 		fileUsers[du.Name] = true
-		if err := b.CheckUser(du); err != nil {
+		if _, err := meta.HashedUser(du); err != nil {
 			bad("user %q: %v", du.Name, err)
 		}
 	}
@@ -474,7 +466,7 @@ func check(ctx context.Context, b Broker, d *File) error {
 			bad("permission of user %q: the user neither exists nor is in the file", p.User)
 		}
 		vhostOK(fmt.Sprintf("permission of user %q", p.User), p.VHost)
-		if err := b.CheckPermission(p); err != nil {
+		if _, _, _, err := p.Compile(); err != nil {
 			bad("permission of user %q on vhost %q: %v", p.User, p.VHost, err)
 		}
 	}
@@ -519,7 +511,7 @@ func check(ctx context.Context, b Broker, d *File) error {
 			if !keep {
 				continue
 			}
-			if err := b.CheckPolicy(p, set.operator); err != nil {
+			if _, err := policy.Check(p, set.operator); err != nil {
 				bad("%s in vhost %q: %s", what, p.VHost, policyProblem(err))
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/meta"
@@ -43,52 +42,12 @@ type File struct {
 	Bindings         []Binding         `json:"bindings"`
 }
 
-// User is a user with a salted password hash. PasswordHash is
-// base64(salt ++ H(salt ++ password)) with a 4-byte salt, H named by
-// HashingAlgorithm (HashingSHA256, HashingSHA512 or HashingMD5; empty
-// means SHA-256). Password is the plain-text form some hand-written files
-// use instead.
-type User struct {
-	Name             string         `json:"name"`
-	PasswordHash     string         `json:"password_hash,omitempty"`
-	Password         string         `json:"password,omitempty"`
-	HashingAlgorithm string         `json:"hashing_algorithm,omitempty"`
-	Tags             UserTags       `json:"tags"`
-	Limits           map[string]any `json:"limits"`
-}
+// User is a user with a salted password hash (meta's, the one User
+// type).
+type User = meta.User
 
-// UserTags are a user's tags. They are written as a JSON list (RabbitMQ
-// 3.9 and later) and read from a list or from the comma-separated string
-// older releases wrote.
-type UserTags []string
-
-// MarshalJSON writes the tags as a list, [] when there are none.
-func (t UserTags) MarshalJSON() ([]byte, error) {
-	if t == nil {
-		return []byte("[]"), nil
-	}
-	return json.Marshal([]string(t))
-}
-
-// UnmarshalJSON reads a list or a comma-separated string.
-func (t *UserTags) UnmarshalJSON(b []byte) error {
-	var list []string
-	if err := json.Unmarshal(b, &list); err == nil {
-		*t = list
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New("broker: user tags are neither a list nor a string")
-	}
-	*t = nil
-	for _, tag := range strings.Split(s, ",") {
-		if tag = strings.TrimSpace(tag); tag != "" {
-			*t = append(*t, tag)
-		}
-	}
-	return nil
-}
+// UserTags are a user's tags, a list or a comma-separated string.
+type UserTags = meta.UserTags
 
 // VHost is a virtual host with its metadata and limits. Export writes
 // the metadata of a vhost that has any twice, at the top level and under

@@ -48,20 +48,6 @@ func (r *recorder) ListPermissions(context.Context) ([]definitions.Permission, e
 	return nil, nil
 }
 
-func (r *recorder) CheckUser(u definitions.User) error {
-	if u.HashingAlgorithm == "bad" {
-		return errors.New("unknown hashing_algorithm")
-	}
-	return nil
-}
-
-func (r *recorder) CheckPermission(p definitions.Permission) error {
-	if p.Read == "(" {
-		return errors.New("read permission: missing )")
-	}
-	return nil
-}
-
 func (r *recorder) GetVHost(_ context.Context, name string) (definitions.VHost, error) {
 	return definitions.VHost{Name: name}, nil
 }
@@ -166,7 +152,9 @@ func TestImportOrderAndAllOrNothing(t *testing.T) {
 		require.Equal(t, applied, r.writes)
 	})
 	for name, edit := range map[string]func(*definitions.File){
-		"bad hash":         func(d *definitions.File) { d.Users[0].HashingAlgorithm = "bad" },
+		"bad hash": func(d *definitions.File) {
+			d.Users[0].Password, d.Users[0].PasswordHash, d.Users[0].HashingAlgorithm = "", "c2FsdA==", "bad"
+		},
 		"bad regexp":       func(d *definitions.File) { d.Permissions[1].Read = "(" },
 		"unknown vhost":    func(d *definitions.File) { d.Queues[1].VHost = "nope" },
 		"dangling binding": func(d *definitions.File) { d.Bindings[1].Destination = "nowhere" },
@@ -273,12 +261,6 @@ func (r *recorder) ListGlobalParameters(context.Context) ([]definitions.GlobalPa
 }
 func (r *recorder) PutGlobalParameter(_ context.Context, g definitions.GlobalParameter) (bool, error) {
 	return true, r.write("global parameter " + g.Name)
-}
-func (r *recorder) CheckPolicy(p definitions.Policy, _ bool) error {
-	if p.Pattern == "(" {
-		return errors.New("Validation failed\n\npattern should be regular expression but is invalid\n")
-	}
-	return nil
 }
 func (r *recorder) PutPolicy(_ context.Context, p definitions.Policy) error {
 	return r.write(fmt.Sprintf("policy %s/%s operator=false %v", p.VHost, p.Name, p.Definition))

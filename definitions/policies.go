@@ -7,20 +7,15 @@ import (
 	"strings"
 
 	"github.com/warrenmq/broker/internal/queueargs"
+	"github.com/warrenmq/broker/meta"
 )
 
 // Policy is a policy as the file's "policies" section carries it (and an
 // operator policy, which RabbitMQ exports as a runtime parameter of
-// component "operator_policy" in "parameters": see OperatorPolicyParameter).
-// Definition values are JSON's (whole numbers int64 when read by Read).
-type Policy struct {
-	VHost      string         `json:"vhost"`
-	Name       string         `json:"name"`
-	Pattern    string         `json:"pattern"`
-	ApplyTo    string         `json:"apply-to"`
-	Definition map[string]any `json:"definition"`
-	Priority   int            `json:"priority"`
-}
+// component "operator_policy" in "parameters": see
+// OperatorPolicyParameter): meta's, the one Policy type. Definition values
+// are JSON's (whole numbers int64 when read by Read).
+type Policy = meta.Policy
 
 // policyValue is an operator policy parameter's value. Its definition is
 // an object, or a list of [key, value] pairs (the proplist form some

@@ -3,6 +3,8 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 )
 
 // ErrNotFound is returned by the Get methods when the entity does not exist.
@@ -34,13 +36,6 @@ type VHost struct {
 	DefaultQueueType string `json:",omitempty"`
 }
 
-// User is a broker user. PasswordHash is opaque to the store.
-type User struct {
-	Name         string
-	PasswordHash []byte
-	Tags         []string
-}
-
 // Permission grants a user configure/write/read regular expressions on a
 // vhost. It is the one Permission type: package definitions and the root
 // package alias it, and its JSON is the definitions file's (stored records
@@ -52,6 +47,27 @@ type Permission struct {
 	Configure string `json:"configure"`
 	Write     string `json:"write"`
 	Read      string `json:"read"`
+}
+
+// Compile compiles p's expressions the way RabbitMQ uses them
+// (rabbit_auth_backend_internal:check_resource_access): unanchored, so a
+// name matches when the expression matches any part of it ("orders"
+// matches "my-orders"; anchor with ^ and $ to mean the whole name), and ""
+// stands for "^$", matching nothing but the empty name. Go's RE2 syntax
+// is PCRE's minus backreferences and lookaround, which are refused. It is
+// the one check of a permission, for the broker and a definitions import.
+func (p Permission) Compile() (configure, write, read *regexp.Regexp, err error) {
+	out := [3]*regexp.Regexp{}
+	for i, f := range []struct{ what, expr string }{{"configure", p.Configure}, {"write", p.Write}, {"read", p.Read}} {
+		expr := f.expr
+		if expr == "" {
+			expr = "^$"
+		}
+		if out[i], err = regexp.Compile(expr); err != nil {
+			return nil, nil, nil, fmt.Errorf("broker: %s permission %q: %w", f.what, f.expr, err)
+		}
+	}
+	return out[0], out[1], out[2], nil
 }
 
 // Exchange is an exchange declaration. Arguments is the AMQP field table as
@@ -157,3 +173,23 @@ type Store interface {
 	// unacked scanner). A single node is always the leader.
 	IsLeader() bool
 }
+
+// ErrInvalid is matched (errors.Is) by the errors of a control-plane
+// write refused for its input: a bad name, hash, regular expression or
+// setting. Invalid marks an error so.
+var ErrInvalid = errors.New("meta: invalid")
+
+// Invalid returns err, its text unchanged, marked as matching ErrInvalid;
+// nil for nil.
+func Invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return invalidError{err}
+}
+
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }

@@ -90,7 +90,7 @@ func (g *Guard) Password(ctx context.Context, peer net.Addr, name, password stri
 	if Unavailable(err) {
 		return meta.User{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if err == nil && passwd.Check(u.PasswordHash, password) {
+	if err == nil && passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, password) {
 		return u, nil
 	}
 	g.Throttle.Failed(src)

@@ -36,7 +36,8 @@ func (s users) GetUser(ctx context.Context, name string) (meta.User, error) {
 // ErrClosed.
 func TestGuardPassword(t *testing.T) {
 	peer := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}
-	stored := users{u: meta.User{Name: "u", PasswordHash: passwd.Hash("p"), Tags: []string{"monitoring"}}}
+	alg, hash := passwd.Export(passwd.Hash("p"))
+	stored := users{u: meta.User{Name: "u", PasswordHash: hash, HashingAlgorithm: alg, Tags: meta.UserTags{"monitoring"}}}
 	down := users{err: errors.New("no leader")}
 	for _, tc := range []struct {
 		name     string

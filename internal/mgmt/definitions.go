@@ -18,7 +18,7 @@ func (m *mgmt) definitionRoutes() {
 }
 
 func (m *mgmt) definitions(c *mgmtCall) {
-	d, err := m.b.ExportDefinitions(c.r.Context())
+	d, err := m.b.Export(c.r.Context())
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -31,7 +31,7 @@ func (m *mgmt) postDefinitions(c *mgmtCall) {
 	if !readDefinitions(c, &d) {
 		return
 	}
-	if err := m.b.ImportDefinitions(c.r.Context(), &d); err != nil {
+	if err := m.b.Import(c.r.Context(), &d); err != nil {
 		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}

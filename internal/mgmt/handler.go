@@ -50,7 +50,7 @@ type mgmtRoute struct {
 type mgmtCall struct {
 	w     http.ResponseWriter
 	r     *http.Request
-	user  User
+	user  Caller
 	route *mgmtRoute
 	// all: the user may see every vhost and connection (administrator,
 	// monitoring).
@@ -297,7 +297,7 @@ func optionsAllow(methods []string) []string {
 // 503, not 401.
 //
 // The metrics handler authenticates its scrapes with it too.
-func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, bool) {
+func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (Caller, bool) {
 	name, password, ok := r.BasicAuth()
 	if !ok {
 		name, password, ok = bearer(r)
@@ -310,15 +310,15 @@ func Authenticate(a Accounts, w http.ResponseWriter, r *http.Request) (User, boo
 			return u, true
 		case errors.Is(err, ErrShuttingDown):
 			WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "broker shutting down")
-			return User{}, false
+			return Caller{}, false
 		case errors.Is(err, ErrUnavailable):
 			WriteError(w, http.StatusServiceUnavailable, "service_unavailable", "cannot authenticate now: the user store did not answer; try again, or another cluster member")
-			return User{}, false
+			return Caller{}, false
 		}
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
 	WriteError(w, http.StatusUnauthorized, "not_authorized", "Login failed")
-	return User{}, false
+	return Caller{}, false
 }
 
 // bearer reads "Authorization: Bearer <token>" (RFC 6750) as a login
@@ -336,7 +336,7 @@ func bearer(r *http.Request) (name, token string, ok bool) {
 }
 
 // HasTag reports whether u has one of tags.
-func HasTag(u User, tags ...string) bool {
+func HasTag(u Caller, tags ...string) bool {
 	for _, t := range u.Tags {
 		if slices.Contains(tags, t) {
 			return true

@@ -25,8 +25,8 @@ import (
 type Broker interface {
 	Reader
 	Accounts
+	Admin
 	Writer
-	Settings
 }
 
 // Reader takes snapshots. Each is exact when taken; a listing as a whole
@@ -72,35 +72,60 @@ type Accounts interface {
 	// ErrLoginFailed for a wrong name or password, ErrUnavailable when the
 	// user store did not answer in time, ErrShuttingDown when the broker
 	// closed while the login waited.
-	Authenticate(ctx context.Context, name, password string, from net.Addr) (User, error)
-	// Users lists the stored users; User reads one (an error when there
-	// is none). Both carry salted hashes, never passwords.
-	Users(ctx context.Context) ([]definitions.User, error)
-	User(ctx context.Context, name string) (definitions.User, error)
-	// DeleteUser deletes a user, its permissions and its connections; an
-	// error wrapping meta.ErrNotFound when there is no such user.
-	DeleteUser(ctx context.Context, name string) error
-	// Permissions lists the stored permissions; Permission reads one
-	// (meta.ErrNotFound when the user has none on the vhost).
-	Permissions(ctx context.Context) ([]definitions.Permission, error)
-	Permission(ctx context.Context, user, vhost string) (definitions.Permission, error)
+	Authenticate(ctx context.Context, name, password string, from net.Addr) (Caller, error)
 	// Grant returns the user's permissions on the vhost compiled as AMQP
 	// checks them, nil (and no error) when the user has none there.
 	Grant(ctx context.Context, user, vhost string) (*Grant, error)
-	// PutUser stores u as a definitions file carries it (Password, or
-	// PasswordHash with HashingAlgorithm; neither is a user who cannot
-	// log in with a password), replacing the user of that name; created
-	// reports that there was none. A bad name or hash is an error
-	// wrapping ErrInvalid.
-	PutUser(ctx context.Context, u definitions.User) (created bool, err error)
-	// PutPermission grants p, replacing the user's permissions on the
-	// vhost; created reports that there were none. A regexp that does
-	// not compile is an error wrapping ErrInvalid; a user or vhost that
-	// does not exist, ErrNotFound.
-	PutPermission(ctx context.Context, p definitions.Permission) (created bool, err error)
-	// DeletePermission removes the user's permissions on the vhost; open
-	// connections lose them at their next check.
+}
+
+// Admin is the control plane the API's writes of users, permissions,
+// vhosts, limits, topic permissions and definitions go through: the
+// broker's own (the root package's *broker.Admin has exactly these
+// verbs), so a write here is the write the Go API and a definitions
+// import make. Errors wrap meta.ErrInvalid for bad input (400) and
+// meta.ErrNotFound for a missing object (404).
+type Admin interface {
+	// ListUsers lists the stored users and GetUser reads one, with
+	// salted hashes, never passwords. PutUser stores u as a definitions
+	// file carries it (Password, or PasswordHash with HashingAlgorithm;
+	// neither is a user who cannot log in with a password), replacing
+	// the user of that name. DeleteUser deletes a user, its permissions
+	// and its connections.
+	ListUsers(ctx context.Context) ([]definitions.User, error)
+	GetUser(ctx context.Context, name string) (definitions.User, error)
+	PutUser(ctx context.Context, u definitions.User) error
+	DeleteUser(ctx context.Context, name string) error
+	// ListPermissions lists the stored permissions and GetPermission
+	// reads one; PutPermission replaces the user's permissions on the
+	// vhost (the user and vhost must exist), DeletePermission removes
+	// them (open connections lose them at their next check).
+	ListPermissions(ctx context.Context) ([]definitions.Permission, error)
+	GetPermission(ctx context.Context, user, vhost string) (definitions.Permission, error)
+	PutPermission(ctx context.Context, p definitions.Permission) error
 	DeletePermission(ctx context.Context, user, vhost string) error
+	// GetVHost returns a vhost's metadata and limits; PutVHost creates a
+	// vhost with v's metadata or replaces an existing one's (created
+	// reports which); DeleteVHost deletes one with everything in it and
+	// closes its connections.
+	GetVHost(ctx context.Context, name string) (definitions.VHost, error)
+	PutVHost(ctx context.Context, v definitions.VHost) (created bool, err error)
+	DeleteVHost(ctx context.Context, name string) error
+	// ListVHostLimits returns every vhost's limits by vhost and name;
+	// PutVHostLimit and DeleteVHostLimit change one.
+	ListVHostLimits(ctx context.Context) (map[string]map[string]int64, error)
+	PutVHostLimit(ctx context.Context, vhost, name string, value int64) error
+	DeleteVHostLimit(ctx context.Context, vhost, name string) error
+	// ListTopicPermissions lists the stored topic permissions;
+	// PutTopicPermission replaces the user's on p's exchange,
+	// DeleteTopicPermission removes the user's on exchange of the vhost
+	// ("" for every exchange).
+	ListTopicPermissions(ctx context.Context) ([]definitions.TopicPermission, error)
+	PutTopicPermission(ctx context.Context, p definitions.TopicPermission) (created bool, err error)
+	DeleteTopicPermission(ctx context.Context, user, vhost, exchange string) error
+	// Export and Import are the broker's definitions (package
+	// definitions).
+	Export(ctx context.Context) (*definitions.File, error)
+	Import(ctx context.Context, d *definitions.File) error
 }
 
 // Writer changes the broker. Declarations and deletions act as a
@@ -122,16 +147,7 @@ type Writer interface {
 	// OpenChannel opens a direct channel as user on vhost, with that
 	// user's permissions (amqp091 errors, as the client library's):
 	// user.Authz's when set, else the stored ones.
-	OpenChannel(ctx context.Context, user User, vhost string) (DirectChannel, error)
-	// AddVHost creates and opens a vhost; DeleteVHost deletes one with
-	// everything in it and closes its connections (ErrNotFound when
-	// there is none). A bad name is an error wrapping ErrInvalid.
-	AddVHost(ctx context.Context, name string) error
-	DeleteVHost(ctx context.Context, name string) error
-	// ExportDefinitions and ImportDefinitions are the broker's
-	// (package definitions).
-	ExportDefinitions(ctx context.Context) (*definitions.File, error)
-	ImportDefinitions(ctx context.Context, d *definitions.File) error
+	OpenChannel(ctx context.Context, user Caller, vhost string) (DirectChannel, error)
 }
 
 // DirectChannel is the part of the broker's direct channel that a get, a
@@ -156,8 +172,9 @@ var (
 	ErrShuttingDown = errors.New("mgmt: broker shutting down")
 )
 
-// User is an authenticated user.
-type User struct {
+// Caller is the user a request authenticated as (not a stored user:
+// that is definitions.User).
+type Caller struct {
 	Name string
 	Tags []string
 	// Authz, when set, decides the user's vhost access and permissions in
@@ -288,29 +305,4 @@ type Consumer struct {
 	Tag, VHost, Queue string
 	NoAck, Exclusive  bool
 	Prefetch          uint16
-}
-
-// Settings are the vhosts' metadata and limits and the users' topic
-// permissions: what RabbitMQ 3.13/4.x's rabbit_mgmt_wm_vhost (metadata),
-// rabbit_mgmt_wm_limits, rabbit_mgmt_wm_limit and
-// rabbit_mgmt_wm_topic_permission(s)[_user|_vhost] read and write.
-type Settings interface {
-	// VHostInfo returns a vhost's metadata and limits (an error wrapping
-	// meta.ErrNotFound when there is no such vhost); PutVHost creates a
-	// vhost with v's metadata or replaces an existing one's (created
-	// reports which), a bad default queue type wrapping ErrInvalid.
-	VHostInfo(ctx context.Context, vhost string) (definitions.VHost, error)
-	PutVHost(ctx context.Context, v definitions.VHost) (created bool, err error)
-	// VHostLimits returns every vhost's limits by vhost and name;
-	// SetVHostLimit and ClearVHostLimit change one.
-	VHostLimits() map[string]map[string]int64
-	SetVHostLimit(ctx context.Context, vhost, name string, value int64) error
-	ClearVHostLimit(ctx context.Context, vhost, name string) error
-	// TopicPermissions lists the stored topic permissions;
-	// PutTopicPermission replaces the user's on p's exchange (a regexp
-	// that does not compile wraps ErrInvalid), DeleteTopicPermission
-	// removes the user's on every exchange of the vhost.
-	TopicPermissions(ctx context.Context) ([]definitions.TopicPermission, error)
-	PutTopicPermission(ctx context.Context, p definitions.TopicPermission) error
-	DeleteTopicPermission(ctx context.Context, user, vhost string) error
 }

@@ -30,11 +30,11 @@ func (overviewModel) Overview() mgmt.Overview {
 	}
 }
 
-func (overviewModel) Authenticate(_ context.Context, name, password string, _ net.Addr) (mgmt.User, error) {
+func (overviewModel) Authenticate(_ context.Context, name, password string, _ net.Addr) (mgmt.Caller, error) {
 	if name == "ops" && password == "pw" {
-		return mgmt.User{Name: "ops", Tags: []string{"monitoring"}}, nil
+		return mgmt.Caller{Name: "ops", Tags: []string{"monitoring"}}, nil
 	}
-	return mgmt.User{}, mgmt.ErrLoginFailed
+	return mgmt.Caller{}, mgmt.ErrLoginFailed
 }
 
 // TestHandlerServesAnyModel: the handler is fed by the model alone, so a

@@ -22,7 +22,7 @@ func (m *mgmt) permissionRoutes() {
 
 // permissions lists the stored permissions, as the AMQP side enforces them.
 func (m *mgmt) permissions(c *mgmtCall) {
-	ps, err := m.b.Permissions(c.r.Context())
+	ps, err := m.b.ListPermissions(c.r.Context())
 	writeList(c.w, ps, err)
 }
 
@@ -32,7 +32,7 @@ func (m *mgmt) permission(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	p, err := m.b.Permission(c.r.Context(), c.p("user"), vh)
+	p, err := m.b.GetPermission(c.r.Context(), c.p("user"), vh)
 	if err != nil {
 		notFound(c.w)
 		return
@@ -44,7 +44,7 @@ func (m *mgmt) permission(c *mgmtCall) {
 // permissions on every vhost.
 func (m *mgmt) userPermissions(c *mgmtCall) {
 	name := c.p("user")
-	if _, err := m.b.User(c.r.Context(), name); err != nil {
+	if _, err := m.b.GetUser(c.r.Context(), name); err != nil {
 		writeAdminError(c.w, err)
 		return
 	}
@@ -64,7 +64,7 @@ func (m *mgmt) vhostPermissions(c *mgmtCall) {
 
 // permissionsWhere answers the stored permissions keep selects.
 func (m *mgmt) permissionsWhere(c *mgmtCall, keep func(definitions.Permission) bool) {
-	ps, err := m.b.Permissions(c.r.Context())
+	ps, err := m.b.ListPermissions(c.r.Context())
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return
@@ -85,7 +85,7 @@ type permissionBody struct {
 // [{key_missing,...}], and each expression must compile (400).
 func (m *mgmt) putPermission(c *mgmtCall) {
 	vh, ok := m.b.VHost(c.p("vhost"))
-	_, err := m.b.User(c.r.Context(), c.p("user"))
+	_, err := m.b.GetUser(c.r.Context(), c.p("user"))
 	if !ok || c.p("vhost") == "" || isNotFound(err) {
 		WriteError(c.w, http.StatusBadRequest, "bad_request", "vhost_or_user_not_found")
 		return
@@ -102,15 +102,18 @@ func (m *mgmt) putPermission(c *mgmtCall) {
 		bodyKey{"read", body.Read != nil}) {
 		return
 	}
-	isNew, err := m.b.PutPermission(c.r.Context(), definitions.Permission{
-		User: c.p("user"), VHost: vh, Configure: *body.Configure, Write: *body.Write, Read: *body.Read})
+	p := definitions.Permission{User: c.p("user"), VHost: vh, Configure: *body.Configure, Write: *body.Write, Read: *body.Read}
+	had, err := found(m.b.GetPermission(c.r.Context(), p.User, p.VHost))
+	if err == nil {
+		err = m.b.PutPermission(c.r.Context(), p)
+	}
 	switch {
 	case isNotFound(err): // deleted meanwhile
 		WriteError(c.w, http.StatusBadRequest, "bad_request", "vhost_or_user_not_found")
 	case err != nil:
 		writeAdminError(c.w, err)
 	default:
-		created(c.w, isNew)
+		created(c.w, !had)
 	}
 }
 
@@ -121,7 +124,7 @@ func (m *mgmt) deletePermission(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	if _, err := m.b.Permission(c.r.Context(), c.p("user"), vh); err != nil {
+	if _, err := m.b.GetPermission(c.r.Context(), c.p("user"), vh); err != nil {
 		writeAdminError(c.w, err)
 		return
 	}

@@ -30,20 +30,6 @@ type Policies interface {
 	ExchangePolicy(vhost, name string) policy.Match
 }
 
-// policyJSON is a policy as RabbitMQ's API shows it.
-type policyJSON struct {
-	VHost      string         `json:"vhost"`
-	Name       string         `json:"name"`
-	Pattern    string         `json:"pattern"`
-	ApplyTo    string         `json:"apply-to"`
-	Definition map[string]any `json:"definition"`
-	Priority   int            `json:"priority"`
-}
-
-func policyOf(p policy.Policy) policyJSON {
-	return policyJSON{VHost: p.VHost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo, Definition: p.Definition, Priority: p.Priority}
-}
-
 // policyFields are the fields RabbitMQ adds to a queue or exchange object:
 // the names of the policy and operator policy that apply (null for none)
 // and their merged definition ({} for none).
@@ -110,7 +96,7 @@ func (m *mgmt) listPolicies(operator bool) func(*mgmtCall) {
 		if !ok {
 			return
 		}
-		out := []policyJSON{}
+		out := []policy.Policy{}
 		for _, vh := range vhs {
 			list, err := ps.ListPolicies(c.r.Context(), vh, operator)
 			if err != nil {
@@ -118,10 +104,10 @@ func (m *mgmt) listPolicies(operator bool) func(*mgmtCall) {
 				return
 			}
 			for _, p := range list {
-				out = append(out, policyOf(p))
+				out = append(out, p)
 			}
 		}
-		slices.SortStableFunc(out, func(a, b policyJSON) int {
+		slices.SortStableFunc(out, func(a, b policy.Policy) int {
 			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.VHost, b.VHost), cmp.Compare(a.Name, b.Name))
 		})
 		writeJSON(c.w, http.StatusOK, out)
@@ -158,7 +144,7 @@ func (m *mgmt) getPolicy(operator bool) func(*mgmtCall) {
 		case !found:
 			notFound(c.w)
 		default:
-			writeJSON(c.w, http.StatusOK, policyOf(p))
+			writeJSON(c.w, http.StatusOK, p) // meta.Policy: RabbitMQ's shape
 		}
 	}
 }

@@ -135,11 +135,23 @@ func isNotFound(err error) bool {
 // input, 404 for a missing object, as writeAMQPError otherwise.
 func writeAdminError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid), errors.Is(err, meta.ErrInvalid):
 		WriteError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case isNotFound(err):
 		notFound(w)
 	default:
 		writeAMQPError(w, err)
 	}
+}
+
+// found reports whether a Get found its object: false with no error when
+// it is not there, the Get's error when it failed otherwise.
+func found[T any](_ T, err error) (bool, error) {
+	if err == nil {
+		return true, nil
+	}
+	if isNotFound(err) {
+		return false, nil
+	}
+	return false, err
 }

@@ -107,12 +107,12 @@ func matchSegs(pattern, segs []string) (map[string]string, bool) {
 // is never called, as every route's handler is replaced.
 type routingAccounts struct{ Broker }
 
-func (routingAccounts) Authenticate(_ context.Context, name, password string, _ net.Addr) (User, error) {
+func (routingAccounts) Authenticate(_ context.Context, name, password string, _ net.Addr) (Caller, error) {
 	tags := map[string][]string{"guest": {"administrator"}, "mon": {"monitoring"}, "pol": {"policymaker"}, "app": nil}
 	if t, ok := tags[name]; ok && password == name {
-		return User{Name: name, Tags: t}, nil
+		return Caller{Name: name, Tags: t}, nil
 	}
-	return User{}, errors.New("login failed")
+	return Caller{}, errors.New("login failed")
 }
 
 // routingHandlers returns the management handler over routingAccounts

@@ -20,7 +20,7 @@ func (m *mgmt) topicPermissionRoutes() {
 
 // topicPermissionsWhere answers the stored topic permissions keep selects.
 func (m *mgmt) topicPermissionsWhere(c *mgmtCall, keep func(definitions.TopicPermission) bool) []definitions.TopicPermission {
-	ps, err := m.b.TopicPermissions(c.r.Context())
+	ps, err := m.b.ListTopicPermissions(c.r.Context())
 	if err != nil {
 		writeAMQPError(c.w, err)
 		return nil
@@ -40,7 +40,7 @@ func (m *mgmt) topicPermissions(c *mgmtCall) {
 func (m *mgmt) userVHostTopics(c *mgmtCall, missing func()) (string, []definitions.TopicPermission, bool) {
 	vh, ok := m.b.VHost(c.p("vhost"))
 	if ok && c.p("vhost") != "" {
-		_, err := m.b.User(c.r.Context(), c.p("user"))
+		_, err := m.b.GetUser(c.r.Context(), c.p("user"))
 		ok = err == nil
 	}
 	if !ok {
@@ -96,7 +96,7 @@ func (m *mgmt) putTopicPermission(c *mgmtCall) {
 		bodyKey{"read", body.Read != nil}) {
 		return
 	}
-	err := m.b.PutTopicPermission(c.r.Context(), definitions.TopicPermission{
+	_, err := m.b.PutTopicPermission(c.r.Context(), definitions.TopicPermission{
 		User: c.p("user"), VHost: vh, Exchange: *body.Exchange, Write: *body.Write, Read: *body.Read})
 	switch {
 	case isNotFound(err): // deleted meanwhile
@@ -120,13 +120,13 @@ func (m *mgmt) deleteTopicPermission(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	noContent(c.w, m.b.DeleteTopicPermission(c.r.Context(), c.p("user"), vh))
+	noContent(c.w, m.b.DeleteTopicPermission(c.r.Context(), c.p("user"), vh, ""))
 }
 
 // userTopicPermissions is GET /api/users/{user}/topic-permissions.
 func (m *mgmt) userTopicPermissions(c *mgmtCall) {
 	name := c.p("user")
-	if _, err := m.b.User(c.r.Context(), name); err != nil {
+	if _, err := m.b.GetUser(c.r.Context(), name); err != nil {
 		writeAdminError(c.w, err)
 		return
 	}

@@ -19,12 +19,12 @@ func (m *mgmt) userRoutes() {
 }
 
 func (m *mgmt) users(c *mgmtCall) {
-	us, err := m.b.Users(c.r.Context())
+	us, err := m.b.ListUsers(c.r.Context())
 	writeList(c.w, us, err)
 }
 
 func (m *mgmt) user(c *mgmtCall) {
-	u, err := m.b.User(c.r.Context(), c.p("user"))
+	u, err := m.b.GetUser(c.r.Context(), c.p("user"))
 	if err != nil {
 		notFound(c.w)
 		return
@@ -67,12 +67,15 @@ func (m *mgmt) putUser(c *mgmtCall) {
 	case body.PasswordHash != nil:
 		u.PasswordHash = *body.PasswordHash
 	}
-	isNew, err := m.b.PutUser(c.r.Context(), u)
+	had, err := found(m.b.GetUser(c.r.Context(), u.Name))
+	if err == nil {
+		err = m.b.PutUser(c.r.Context(), u)
+	}
 	if err != nil {
 		writeAdminError(c.w, err)
 		return
 	}
-	created(c.w, isNew)
+	created(c.w, !had)
 }
 
 // deleteUser is DELETE /api/users/{user}: the user, its permissions and

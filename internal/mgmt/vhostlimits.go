@@ -31,7 +31,11 @@ func (m *mgmt) vhostLimits(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	all := m.b.VHostLimits()
+	all, err := m.b.ListVHostLimits(c.r.Context())
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
 	out := []vhostLimitsJSON{}
 	for _, vh := range vhs {
 		if l := all[vh]; len(l) > 0 {
@@ -76,7 +80,7 @@ func (m *mgmt) putVHostLimit(c *mgmtCall) {
 			fmt.Sprintf("Validation failed\n\n%s should be a number, actually was %s\n", name, erlangTerm(raw)))
 		return
 	}
-	if err := m.b.SetVHostLimit(c.r.Context(), vh, name, n); err != nil {
+	if err := m.b.PutVHostLimit(c.r.Context(), vh, name, n); err != nil {
 		writeAdminError(c.w, err)
 		return
 	}
@@ -101,5 +105,5 @@ func (m *mgmt) deleteVHostLimit(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	noContent(c.w, m.b.ClearVHostLimit(c.r.Context(), vh, c.p("name")))
+	noContent(c.w, m.b.DeleteVHostLimit(c.r.Context(), vh, c.p("name")))
 }

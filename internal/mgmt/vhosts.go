@@ -80,7 +80,7 @@ func (m *mgmt) vhost(c *mgmtCall) {
 // and again under "metadata" (where default_queue_type appears only when
 // set).
 func (m *mgmt) vhostMetadata(ctx context.Context, out map[string]any, vh string) {
-	v, err := m.b.VHostInfo(ctx, vh)
+	v, err := m.b.GetVHost(ctx, vh)
 	if err != nil {
 		return // deleted meanwhile: the empty metadata stays
 	}
@@ -134,7 +134,7 @@ func (m *mgmt) putVHost(c *mgmtCall) {
 		// RabbitMQ merges the metadata given into the vhost's: a PUT
 		// without default_queue_type (rabbitmqadmin's declare vhost)
 		// keeps the one the vhost has.
-		if old, err := m.b.VHostInfo(c.r.Context(), name); err == nil {
+		if old, err := m.b.GetVHost(c.r.Context(), name); err == nil {
 			dqt = old.DefaultQueueType
 		}
 	}

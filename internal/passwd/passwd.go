@@ -129,3 +129,22 @@ func Export(stored []byte) (algorithm, passwordHash string) {
 	a, b64 := split(stored)
 	return a.name, string(b64)
 }
+
+// Join is Export reversed for a hash already checked: the stored form of
+// passwordHash under the algorithm named algorithm ("" is SHA-256),
+// without Import's checks of the hash; false for an algorithm it does not
+// know.
+func Join(algorithm, passwordHash string) ([]byte, bool) {
+	a, ok := named(algorithm)
+	if !ok {
+		return nil, false
+	}
+	return []byte(a.marker + passwordHash), true
+}
+
+// CheckExported is Check for a hash as a definitions file carries it:
+// its hashing_algorithm and its password_hash (a stored user's fields).
+func CheckExported(algorithm, passwordHash, password string) bool {
+	stored, ok := Join(algorithm, passwordHash)
+	return ok && Check(stored, password)
+}

@@ -9,15 +9,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/queueargs"
+	"github.com/warrenmq/broker/meta"
 )
 
 // Policy is one policy or operator policy in the shape RabbitMQ's HTTP API
 // and definitions file use: the definitions package's, the one Policy
 // type. Definition values are JSON's: after Check, whole numbers are
 // int64, other numbers float64.
-type Policy = definitions.Policy
+type Policy = meta.Policy
 
 // apply-to values.
 const (

@@ -9,9 +9,9 @@ import (
 var _ meta.Policies = (*Meta)(nil)
 
 // PutPolicy emits ChangePolicy, as meta/raft does.
-func (m *Meta) PutPolicy(ctx context.Context, p meta.Policy) error {
+func (m *Meta) PutPolicy(ctx context.Context, p meta.Policy, operator bool) error {
 	defer m.locked()()
-	return m.policy(p.VHost, m.Store.PutPolicy(ctx, p))
+	return m.policy(p.VHost, m.Store.PutPolicy(ctx, p, operator))
 }
 
 // DeletePolicy emits ChangePolicy, as meta/raft does.

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -413,12 +412,23 @@ func (s *Store) put(ctx context.Context, key []byte, v any, durable bool) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	val, err := json.Marshal(v)
+	val, err := meta.EncodeRecord(v)
 	if err != nil {
 		return fmt.Errorf("local: encode %T: %w", v, err)
 	}
 	if err := set(s.db, key, val, writeOptions(ctx, durable)); err != nil {
 		return fmt.Errorf("local: write %T: %w", v, err)
+	}
+	return nil
+}
+
+// putRecord writes an encoded record under key, synced.
+func (s *Store) putRecord(ctx context.Context, key, val []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := set(s.db, key, val, writeOptions(ctx, true)); err != nil {
+		return fmt.Errorf("local: write %q: %w", key, err)
 	}
 	return nil
 }
@@ -437,7 +447,7 @@ func (s *Store) get(ctx context.Context, key []byte, v any) error {
 		return fmt.Errorf("local: read %T: %w", v, err)
 	}
 	defer closer.Close()
-	if err := json.Unmarshal(val, v); err != nil {
+	if err := meta.DecodeRecord(val, v); err != nil {
 		return fmt.Errorf("local: corrupt %T under key %q: %w", v, key, err)
 	}
 	return nil
@@ -483,7 +493,7 @@ func list[T any](ctx context.Context, s *Store, prefix []byte) (_ []T, err error
 			return nil, fmt.Errorf("local: list: %w", err)
 		}
 		var v T
-		if err := json.Unmarshal(val, &v); err != nil {
+		if err := meta.DecodeRecord(val, &v); err != nil {
 			return nil, fmt.Errorf("local: corrupt %T under key %q: %w", v, it.Key(), err)
 		}
 		out = append(out, v)

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"slices"
 
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
@@ -11,8 +10,12 @@ import (
 var _ meta.Policies = (*Store)(nil)
 
 // PutPolicy stores p, synced.
-func (s *Store) PutPolicy(ctx context.Context, p meta.Policy) error {
-	return s.put(ctx, metakey.Policy(p.VHost, p.Name, p.Operator), p, true)
+func (s *Store) PutPolicy(ctx context.Context, p meta.Policy, operator bool) error {
+	rec, err := meta.EncodePolicyRecord(p, operator)
+	if err != nil {
+		return err
+	}
+	return s.putRecord(ctx, metakey.Policy(p.VHost, p.Name, operator), rec)
 }
 
 // DeletePolicy removes a policy, synced; a missing one is not an error.
@@ -23,16 +26,7 @@ func (s *Store) DeletePolicy(ctx context.Context, vhost, name string, operator b
 	return s.delete(ctx, metakey.Policy(vhost, name, operator), true)
 }
 
-// ListPolicies returns the vhost's policies, then its operator policies,
-// each sorted by name.
-func (s *Store) ListPolicies(ctx context.Context, vhost string) ([]meta.Policy, error) {
-	ps, err := list[meta.Policy](ctx, s, metakey.VHostPrefix(metakey.KindPolicy, vhost))
-	if err != nil {
-		return nil, err
-	}
-	ops, err := list[meta.Policy](ctx, s, metakey.VHostPrefix(metakey.KindOpPolicy, vhost))
-	if err != nil {
-		return nil, err
-	}
-	return slices.Concat(ps, ops), nil
+// ListPolicies returns the vhost's policies of that kind sorted by name.
+func (s *Store) ListPolicies(ctx context.Context, vhost string, operator bool) ([]meta.Policy, error) {
+	return list[meta.Policy](ctx, s, metakey.VHostPrefix(metakey.PolicyKind(operator), vhost))
 }

@@ -29,9 +29,9 @@ type Store struct {
 		exchanges map[string]map[string]meta.Exchange
 		queues    map[string]map[string]meta.Queue
 		bindings  map[string]map[bindingKey]meta.Binding
-		policies  map[string]map[policyKey]meta.Policy // policy.go
-		params    map[paramKey]meta.Parameter          // parameter.go
-		globals   map[string]meta.GlobalParameter      // parameter.go
+		policies  map[string]map[policyKey][]byte // policy.go
+		params    map[paramKey]meta.Parameter     // parameter.go
+		globals   map[string]meta.GlobalParameter // parameter.go
 	}
 	cursors struct {
 		sync.RWMutex
@@ -69,7 +69,7 @@ func New() *Store {
 	s.mu.exchanges = make(map[string]map[string]meta.Exchange)
 	s.mu.queues = make(map[string]map[string]meta.Queue)
 	s.mu.bindings = make(map[string]map[bindingKey]meta.Binding)
-	s.mu.policies = make(map[string]map[policyKey]meta.Policy)
+	s.mu.policies = make(map[string]map[policyKey][]byte)
 	s.cursors.m = make(map[meta.QueueKey]*atomic.Uint64)
 	return s
 }
@@ -349,7 +349,10 @@ func (s *Store) PutUser(ctx context.Context, u meta.User) error {
 	if u.Name == "" {
 		return errEmptyUser
 	}
-	u = cloneUser(u)
+	u, err := storedUser(u)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.users[u.Name] = u
@@ -367,7 +370,8 @@ func (s *Store) GetUser(ctx context.Context, name string) (meta.User, error) {
 	if !ok {
 		return meta.User{}, fmt.Errorf("%w: user %q", meta.ErrNotFound, name)
 	}
-	return cloneUser(u), nil
+	u.Tags = slices.Clone(u.Tags)
+	return u, nil
 }
 
 // DeleteUser removes the user; its permissions are the broker's to delete.
@@ -389,7 +393,8 @@ func (s *Store) ListUsers(ctx context.Context) ([]meta.User, error) {
 	s.mu.RLock()
 	out := make([]meta.User, 0, len(s.mu.users))
 	for _, u := range s.mu.users {
-		out = append(out, cloneUser(u))
+		u.Tags = slices.Clone(u.Tags)
+		out = append(out, u)
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(out, func(a, b meta.User) int { return cmp.Compare(a.Name, b.Name) })
@@ -467,10 +472,16 @@ func checkBinding(b meta.Binding) error {
 		b.DestinationKind, meta.DestinationQueue, meta.DestinationExchange)
 }
 
-func cloneUser(u meta.User) meta.User {
-	u.PasswordHash = bytes.Clone(u.PasswordHash)
-	u.Tags = slices.Clone(u.Tags)
-	return u
+// storedUser is u as the other stores read it back: through its record
+// form (meta.EncodeRecord), so a user reads the same from every store,
+// and a copy.
+func storedUser(u meta.User) (meta.User, error) {
+	b, err := meta.EncodeRecord(u)
+	if err != nil {
+		return meta.User{}, err
+	}
+	var out meta.User
+	return out, meta.DecodeRecord(b, &out)
 }
 
 // put stores v under m[vhost][k], creating the vhost's map.

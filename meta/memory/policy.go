@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"slices"
@@ -16,15 +15,20 @@ type policyKey struct {
 	operator bool
 }
 
-// PutPolicy stores p, replacing the policy of the same kind and name.
-func (s *Store) PutPolicy(ctx context.Context, p meta.Policy) error {
+// PutPolicy stores p, replacing the policy of the same kind and name. It
+// keeps p's record form (meta.EncodePolicyRecord), so a policy reads the
+// same from every store, and nothing the caller holds.
+func (s *Store) PutPolicy(ctx context.Context, p meta.Policy, operator bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p.Value = bytes.Clone(p.Value)
+	rec, err := meta.EncodePolicyRecord(p, operator)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	put(s.mu.policies, p.VHost, policyKey{p.Name, p.Operator}, p)
+	put(s.mu.policies, p.VHost, policyKey{p.Name, operator}, rec)
 	return nil
 }
 
@@ -39,27 +43,28 @@ func (s *Store) DeletePolicy(ctx context.Context, vhost, name string, operator b
 	return nil
 }
 
-// ListPolicies returns the vhost's policies, then its operator policies,
-// each sorted by name.
-func (s *Store) ListPolicies(ctx context.Context, vhost string) ([]meta.Policy, error) {
+// ListPolicies returns the vhost's policies of that kind sorted by name.
+func (s *Store) ListPolicies(ctx context.Context, vhost string, operator bool) ([]meta.Policy, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	out := make([]meta.Policy, 0, len(s.mu.policies[vhost]))
-	for _, p := range s.mu.policies[vhost] {
-		p.Value = bytes.Clone(p.Value)
+	var err error
+	for k, rec := range s.mu.policies[vhost] {
+		if k.operator != operator {
+			continue
+		}
+		var p meta.Policy
+		if err = meta.DecodeRecord(rec, &p); err != nil {
+			break
+		}
 		out = append(out, p)
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b meta.Policy) int {
-		if a.Operator != b.Operator {
-			if b.Operator {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b meta.Policy) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
 }

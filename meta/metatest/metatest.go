@@ -170,17 +170,16 @@ var kinds = []kind{
 	{
 		name: "user",
 		make: func(_ string, i int) any {
-			return meta.User{Name: fmt.Sprintf("user.%d", i), PasswordHash: []byte{1, 2, 3, byte(i)},
-				Tags: []string{"administrator", fmt.Sprint(i)}}
+			return meta.User{Name: fmt.Sprintf("user.%d", i), PasswordHash: fmt.Sprintf("hash.%d", i),
+				HashingAlgorithm: sha256, Tags: meta.UserTags{"administrator", fmt.Sprint(i)}}
 		},
 		change: func(v any) any {
 			u := v.(meta.User)
-			u.PasswordHash, u.Tags = []byte("other"), nil
+			u.PasswordHash, u.HashingAlgorithm, u.Tags = "other", sha512, nil
 			return u
 		},
 		mutate: func(v any) {
 			u := v.(meta.User)
-			scribble(u.PasswordHash)
 			for i := range u.Tags {
 				u.Tags[i] = "changed"
 			}
@@ -674,3 +673,10 @@ func testCursorQueues(t *testing.T, s meta.Store) {
 		require.Equal(t, want, got, "queue q%d", i)
 	}
 }
+
+// RabbitMQ's names of two hashing algorithms (internal/passwd's), as a
+// stored user reads back with its hash.
+const (
+	sha256 = "rabbit_password_hashing_sha256"
+	sha512 = "rabbit_password_hashing_sha512"
+)

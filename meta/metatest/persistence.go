@@ -26,7 +26,7 @@ func RunPersistence(t *testing.T, open func(t *testing.T) (s meta.Store, reopen 
 	vh := meta.VHost{Name: "/", Description: "default", Tags: []string{"a"}, DefaultQueueType: "quorum"}
 	lim := meta.VHostLimit{VHost: "/", Name: "max-queues", Value: 10}
 	tp := meta.TopicPermission{User: "guest", VHost: "/", Exchange: "amq.topic", Write: "^a", Read: ".*"}
-	u := meta.User{Name: "guest", PasswordHash: []byte("hash"), Tags: []string{"administrator"}}
+	u := meta.User{Name: "guest", PasswordHash: "hash", HashingAlgorithm: sha256, Tags: meta.UserTags{"administrator"}}
 	p := meta.Permission{User: "guest", VHost: "/", Configure: ".*", Write: ".*", Read: ".*"}
 	gone := meta.Queue{VHost: "/", Name: "gone", Durable: true}
 

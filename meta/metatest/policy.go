@@ -19,40 +19,51 @@ func RunPolicies(t *testing.T, s meta.Store, reopen func() meta.Store) {
 	ctx := context.Background()
 	ps, ok := s.(meta.Policies)
 	require.True(t, ok, "%T does not implement meta.Policies", s)
-	val := func(n int) json.RawMessage { return json.RawMessage(`{"priority":` + string(rune('0'+n)) + `}`) }
-	put := []meta.Policy{
-		{VHost: "/", Name: "b", Value: val(1)},
-		{VHost: "/", Name: "a", Value: val(2)},
-		{VHost: "/", Name: "a", Operator: true, Value: val(3)},
-		{VHost: "other", Name: "a", Value: val(4)},
-		{VHost: "/", Name: "gone", Value: val(5)},
+	pol := func(vhost, name string, n int) meta.Policy {
+		return meta.Policy{VHost: vhost, Name: name, Pattern: "^q", ApplyTo: "queues", Priority: n,
+			Definition: map[string]any{"max-length": n, "queue-mode": "lazy"}}
+	}
+	put := []struct {
+		p        meta.Policy
+		operator bool
+	}{
+		{pol("/", "b", 1), false},
+		{pol("/", "a", 2), false},
+		{pol("/", "a", 3), true},
+		{pol("other", "a", 4), false},
+		{pol("/", "gone", 5), false},
 	}
 	for _, p := range put {
-		require.NoError(t, ps.PutPolicy(ctx, p))
+		require.NoError(t, ps.PutPolicy(ctx, p.p, p.operator))
 	}
-	require.NoError(t, ps.PutPolicy(ctx, meta.Policy{VHost: "/", Name: "b", Value: val(6)}))
+	require.NoError(t, ps.PutPolicy(ctx, pol("/", "b", 6), false))
 	require.NoError(t, ps.DeletePolicy(ctx, "/", "gone", false))
 	require.NoError(t, ps.DeletePolicy(ctx, "/", "never", true), "a missing policy is not an error")
-	want := []meta.Policy{
-		{VHost: "/", Name: "a", Value: val(2)},
-		{VHost: "/", Name: "b", Value: val(6)},
-		{VHost: "/", Name: "a", Operator: true, Value: val(3)},
-	}
 	check := func(s meta.Store) {
-		got, err := s.(meta.Policies).ListPolicies(ctx, "/")
-		require.NoError(t, err)
-		require.Len(t, got, len(want))
-		for i := range want {
-			require.Equal(t, want[i].Name, got[i].Name)
-			require.Equal(t, want[i].Operator, got[i].Operator)
-			require.JSONEq(t, string(want[i].Value), string(got[i].Value))
+		for _, tc := range []struct {
+			vhost    string
+			operator bool
+			want     []meta.Policy
+		}{
+			{"/", false, []meta.Policy{pol("/", "a", 2), pol("/", "b", 6)}},
+			{"/", true, []meta.Policy{pol("/", "a", 3)}},
+			{"other", false, []meta.Policy{pol("other", "a", 4)}},
+			{"other", true, nil},
+			{"nowhere", false, nil},
+		} {
+			got, err := s.(meta.Policies).ListPolicies(ctx, tc.vhost, tc.operator)
+			require.NoError(t, err)
+			require.Len(t, got, len(tc.want), "%s operator=%v", tc.vhost, tc.operator)
+			for i, w := range tc.want {
+				g := got[i]
+				require.Equal(t, []any{w.VHost, w.Name, w.Pattern, w.ApplyTo, w.Priority}, []any{g.VHost, g.Name, g.Pattern, g.ApplyTo, g.Priority})
+				wj, err := json.Marshal(w.Definition)
+				require.NoError(t, err)
+				gj, err := json.Marshal(g.Definition)
+				require.NoError(t, err)
+				require.JSONEq(t, string(wj), string(gj))
+			}
 		}
-		other, err := s.(meta.Policies).ListPolicies(ctx, "other")
-		require.NoError(t, err)
-		require.Len(t, other, 1)
-		none, err := s.(meta.Policies).ListPolicies(ctx, "nowhere")
-		require.NoError(t, err)
-		require.Empty(t, none)
 	}
 	check(s)
 	if reopen != nil {

@@ -2,7 +2,6 @@ package raft
 
 import (
 	"context"
-	"slices"
 
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/internal/metakey"
@@ -11,8 +10,12 @@ import (
 var _ meta.Policies = (*Node)(nil)
 
 // PutPolicy stores p; every node's watchers hear meta.ChangePolicy.
-func (n *Node) PutPolicy(ctx context.Context, p meta.Policy) error {
-	return n.put(ctx, metakey.Policy(p.VHost, p.Name, p.Operator), p)
+func (n *Node) PutPolicy(ctx context.Context, p meta.Policy, operator bool) error {
+	rec, err := meta.EncodePolicyRecord(p, operator)
+	if err != nil {
+		return err
+	}
+	return n.putRecord(ctx, metakey.Policy(p.VHost, p.Name, operator), rec)
 }
 
 // DeletePolicy removes a policy; a missing one is not an error.
@@ -20,16 +23,7 @@ func (n *Node) DeletePolicy(ctx context.Context, vhost, name string, operator bo
 	return n.del(ctx, metakey.Policy(vhost, name, operator))
 }
 
-// ListPolicies returns the vhost's policies, then its operator policies,
-// each sorted by name.
-func (n *Node) ListPolicies(ctx context.Context, vhost string) ([]meta.Policy, error) {
-	ps, err := list[meta.Policy](ctx, n, metakey.VHostPrefix(metakey.KindPolicy, vhost))
-	if err != nil {
-		return nil, err
-	}
-	ops, err := list[meta.Policy](ctx, n, metakey.VHostPrefix(metakey.KindOpPolicy, vhost))
-	if err != nil {
-		return nil, err
-	}
-	return slices.Concat(ps, ops), nil
+// ListPolicies returns the vhost's policies of that kind sorted by name.
+func (n *Node) ListPolicies(ctx context.Context, vhost string, operator bool) ([]meta.Policy, error) {
+	return list[meta.Policy](ctx, n, metakey.VHostPrefix(metakey.PolicyKind(operator), vhost))
 }

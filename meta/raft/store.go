@@ -2,7 +2,6 @@ package raft
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -212,13 +211,21 @@ func (n *Node) put(ctx context.Context, key []byte, v any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	val, err := json.Marshal(v)
+	val, err := meta.EncodeRecord(v)
 	if err != nil {
 		return fmt.Errorf("raft: encode %T: %w", v, err)
 	}
+	return n.putRecord(ctx, key, val)
+}
+
+// putRecord writes an encoded record under key.
+func (n *Node) putRecord(ctx context.Context, key, val []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var c cmd
 	c.set(key, val)
-	_, err = n.submit(ctx, &c)
+	_, err := n.submit(ctx, &c)
 	return err
 }
 
@@ -240,7 +247,7 @@ func (n *Node) get(ctx context.Context, key []byte, v any) error {
 			return fmt.Errorf("raft: read %T: %w", v, err)
 		}
 		defer closer.Close()
-		if err := json.Unmarshal(val, v); err != nil {
+		if err := meta.DecodeRecord(val, v); err != nil {
 			return fmt.Errorf("raft: corrupt %T under key %q: %w", v, key, err)
 		}
 		return nil
@@ -267,7 +274,7 @@ func list[T any](ctx context.Context, n *Node, prefix []byte) ([]T, error) {
 				return fmt.Errorf("raft: list: %w", err)
 			}
 			var v T
-			if err := json.Unmarshal(val, &v); err != nil {
+			if err := meta.DecodeRecord(val, &v); err != nil {
 				return fmt.Errorf("raft: corrupt %T under key %q: %w", v, it.Key(), err)
 			}
 			out = append(out, v)

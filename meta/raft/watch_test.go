@@ -291,7 +291,7 @@ func TestWatch(t *testing.T) {
 		{"unbind", func() error {
 			return n.DeleteBinding(ctx, meta.Binding{VHost: "d", Source: "x", Destination: "q", DestinationKind: meta.DestinationQueue})
 		}, []meta.Change{{Kind: meta.ChangeTopology, VHost: "d"}}},
-		{"policy", func() error { return n.PutPolicy(ctx, meta.Policy{VHost: "e", Name: "p", Value: []byte(`{}`)}) },
+		{"policy", func() error { return n.PutPolicy(ctx, meta.Policy{VHost: "e", Name: "p"}, false) },
 			[]meta.Change{{Kind: meta.ChangePolicy, VHost: "e"}}},
 		{"operator policy deleted", func() error { return n.DeletePolicy(ctx, "f", "p", true) },
 			[]meta.Change{{Kind: meta.ChangePolicy, VHost: "f"}}},
