@@ -20,7 +20,9 @@
 // channel holding an unacked delivery of a deleted queue keeps only the
 // Queue struct reachable). Other actors and timers post to a second,
 // unbounded inbox instead (inbox.go), so an actor never waits on
-// another. Credit is shared between the actor (Acquire) and the channel
+// another; each step handles the mailbox, then the inbox, so an op that
+// must keep its place among the publishes sent after it (SetArgs) goes
+// to the mailbox, without waiting for room. Credit is shared between the actor (Acquire) and the channel
 // that settles (Release) and is lock-free.
 //
 // The queue's state has one owner at a time: whoever holds its state
