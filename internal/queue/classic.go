@@ -30,9 +30,9 @@ func (classic) nextReturned() int { return 0 }
 func (classic) requeued([]*delivery, bool) {}
 
 // lostAtStop counts nothing more, as requeued.
-func (classic) lostAtStop(*waiting) {}
+func (classic) lostAtStop(failed uint32) uint32 { return failed }
 
 func (classic) limitCount(d *delivery) uint32 { return d.count }
 
 // redelivery leaves the properties as published.
-func (classic) redelivery(a *assignment) []byte { return a.rec.Properties }
+func (classic) redelivery(props []byte, _, _ uint32) []byte { return props }

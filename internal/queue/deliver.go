@@ -366,7 +366,7 @@ func (q *Queue) handOut(a assignment, owner Owner, noAck bool, c *Consumer) Mess
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
 	}
 	if a.count > 0 {
-		m.Properties = q.msgKind.redelivery(&a)
+		m.Properties = q.msgKind.redelivery(a.rec.Properties, a.failed, a.count)
 	}
 	if !noAck {
 		d := q.newDelivery()

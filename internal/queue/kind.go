@@ -99,13 +99,15 @@ type messageKind interface {
 	// requeued is told that deliveries ds go back to the queue, failed
 	// (a reject, a channel or connection lost) or only returned (a nack).
 	requeued(ds []*delivery, failed bool)
-	// lostAtStop is told of a recovered message that was out when the
-	// queue last stopped.
-	lostAtStop(w *waiting)
+	// lostAtStop returns the failed count of a recovered message that
+	// was out when the queue last stopped, failed before.
+	lostAtStop(failed uint32) uint32
 	// limitCount is the count x-delivery-limit compares for d.
 	limitCount(d *delivery) uint32
-	// redelivery returns the properties a redelivery of a carries.
-	redelivery(a *assignment) []byte
+	// redelivery returns the properties a redelivery carries: props as
+	// published, after count deliveries, failed of them failed. Plain
+	// values, so that the message handed out stays on the stack.
+	redelivery(props []byte, failed, count uint32) []byte
 }
 
 // newMessageKind returns the message kind of q's arguments and profile:

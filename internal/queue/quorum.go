@@ -130,10 +130,11 @@ func (k *quorum) requeued(ds []*delivery, failed bool) {
 }
 
 // lostAtStop counts the lost channel as a failure, when only those count.
-func (k *quorum) lostAtStop(w *waiting) {
+func (k *quorum) lostAtStop(failed uint32) uint32 {
 	if k.failedOnly {
-		w.failed++
+		return failed + 1
 	}
+	return failed
 }
 
 func (k *quorum) limitCount(d *delivery) uint32 {
@@ -144,9 +145,9 @@ func (k *quorum) limitCount(d *delivery) uint32 {
 }
 
 // redelivery adds the delivery counts to the properties.
-func (k *quorum) redelivery(a *assignment) []byte {
+func (k *quorum) redelivery(props []byte, failed, count uint32) []byte {
 	if k.failedOnly {
-		return withDeliveryCounts(a.rec.Properties, a.failed, a.count)
+		return withDeliveryCounts(props, failed, count)
 	}
-	return withDeliveryCount(a.rec.Properties, a.count)
+	return withDeliveryCount(props, count)
 }

@@ -76,7 +76,7 @@ func (l *localClaimer) recover(ctx context.Context) error {
 			if e.State != unacked.Returned {
 				// Out when the broker stopped: its channel was lost, a
 				// failed delivery where only those count (quorum.go).
-				q.msgKind.lostAtStop(&w)
+				w.failed = q.msgKind.lostAtStop(w.failed)
 				e.Failed = w.failed
 				e.State, e.HeldUntil = unacked.Returned, 0
 				back = append(back, e)
