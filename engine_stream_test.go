@@ -104,7 +104,7 @@ func TestStreamSurvivesRestart(t *testing.T) {
 // publish order.
 func TestStreamKill9KeepsConfirmed(t *testing.T) {
 	srv, restart := killableServer(t)
-	conn, err := amqp091.Dial(srv.url())
+	conn, err := amqp091.Dial(srv.URL())
 	require.NoError(t, err)
 	defer conn.Close()
 	ch, err := conn.Channel()
@@ -132,7 +132,7 @@ func TestStreamKill9KeepsConfirmed(t *testing.T) {
 			confirmed = max(confirmed, int(c.DeliveryTag))
 		}
 		if !killed && confirmed >= n/3 {
-			srv.kill(t)
+			srv.Kill(t)
 			killed = true
 		}
 	}
@@ -140,7 +140,7 @@ func TestStreamKill9KeepsConfirmed(t *testing.T) {
 	require.True(t, killed)
 
 	srv2 := restart()
-	conn2, err := amqp091.Dial(srv2.url())
+	conn2, err := amqp091.Dial(srv2.URL())
 	require.NoError(t, err)
 	defer conn2.Close()
 	q, err := amqptest.Channel(t, conn2).QueueDeclarePassive("s", true, false, false, false, streamArgs)

@@ -128,6 +128,11 @@ type Options struct {
 	// is dead; nil never says so, and leaves them to their owner. It is
 	// called from the scanner's goroutine and must not block for long.
 	PeerAlive func(node string) bool
+	// LinkLease is, in shared mode, the time to live of the lease that
+	// runs each shovel and federation link on exactly one of the brokers
+	// sharing the store (internal/placement): a dead holder's links run
+	// elsewhere about this long after it died. 0 means 6 s.
+	LinkLease time.Duration
 	// Replies carries direct reply-to replies to brokers that serve the
 	// same clients (a cluster's members; package cluster sets it), so a
 	// reply published on this broker reaches a requester on another one.

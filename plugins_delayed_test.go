@@ -240,7 +240,7 @@ func TestDelayedSurvivesRestart(t *testing.T) {
 // and routes each when due after it restarts.
 func TestDelayedKill9KeepsConfirmed(t *testing.T) {
 	srv, restart := killableServer(t)
-	conn, err := amqp091.Dial(srv.url())
+	conn, err := amqp091.Dial(srv.URL())
 	require.NoError(t, err)
 	ch := amqptest.ConfirmChannel(t, conn)
 	require.NoError(t, ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false,
@@ -253,11 +253,11 @@ func TestDelayedKill9KeepsConfirmed(t *testing.T) {
 		msg.DeliveryMode = amqp091.Persistent
 		amqptest.PublishMsg(t, ch, "dx", "", msg)
 	}
-	srv.kill(t)
+	srv.Kill(t)
 	conn.Close()
 
 	srv2 := restart()
-	conn2, err := amqp091.Dial(srv2.url())
+	conn2, err := amqp091.Dial(srv2.URL())
 	require.NoError(t, err)
 	defer conn2.Close()
 	ch2 := amqptest.Channel(t, conn2)

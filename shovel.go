@@ -24,8 +24,14 @@ func (b *Broker) registerShovel() error {
 }
 
 // startShovels starts the links of the stored shovels, once the vhosts
-// they move messages between are open.
-func (b *Broker) startShovels() error { return b.shovels.Start(context.Background()) }
+// they move messages between are open; brokers sharing a store each run
+// a link only while they hold its lease (linkPlacer).
+func (b *Broker) startShovels() error {
+	if p, ok := b.linkPlacer(); ok {
+		b.shovels.PlaceWith(p)
+	}
+	return b.shovels.Start(context.Background())
+}
 
 // Shovels and RestartShovel are the management API's (mgmt.Shovels).
 func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {

@@ -46,15 +46,9 @@ func BenchmarkStreamFanOut(b *testing.B) {
 		flags = append(flags, "-store-memory", m) // bytes: Options.StoreMemory
 	}
 	srv := startServer(b, bin, dir, flags...)
-	pid := srv.cmd.Process.Pid
-	var metricsURL string
-	select {
-	case addr := <-srv.http:
-		metricsURL = "http://" + addr + "/metrics"
-	case <-time.After(time.Minute):
-		b.Fatal("no management address")
-	}
-	conn, err := amqp091.Dial(srv.url())
+	pid := srv.Pid()
+	metricsURL := "http://" + srv.HTTPAddr + "/metrics"
+	conn, err := amqp091.Dial(srv.URL())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +74,7 @@ func BenchmarkStreamFanOut(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				t0 := time.Now()
-				readStreamBench(b, srv.url(), stage)
+				readStreamBench(b, srv.URL(), stage)
 				rates[i] = float64(stage) / time.Since(t0).Seconds()
 			}()
 		}

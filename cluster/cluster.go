@@ -268,6 +268,11 @@ func (n *Node) startBroker() error {
 	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
 	o.Node = n.Name()
 	o.PeerAlive = n.peerAlive
+	if o.LinkLease <= 0 {
+		// A dead member's shovels and federation links run elsewhere as
+		// soon as its deliveries are returned.
+		o.LinkLease = n.cfg.DeadAfter
+	}
 	if n.replies != nil {
 		o.Replies = n.replies
 	}

@@ -40,6 +40,7 @@ type Supervisor struct {
 	params Params
 	local  DialFunc
 	log    *slog.Logger
+	placer Placer // nil: every link runs here
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -59,6 +60,7 @@ type link struct {
 	w      *Worker
 	cancel context.CancelFunc
 	exited chan error
+	away   bool // placed: another member runs it (or nobody yet)
 }
 
 // NewSupervisor returns a supervisor of the shovels params stores; local
@@ -142,7 +144,7 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 	s.mu.Lock()
 	out := make([]LinkStatus, 0, len(s.links))
 	for k, l := range s.links {
-		if vhost == "" || k.vhost == vhost {
+		if (vhost == "" || k.vhost == vhost) && !l.away {
 			out = append(out, LinkStatus{VHost: k.vhost, Name: k.name, Def: l.def, Status: l.w.Status()})
 		}
 	}
@@ -223,14 +225,15 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, ended ch
 
 func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, ended chan<- linkKey, k linkKey, value []byte, def Def) {
 	lctx, cancel := context.WithCancel(ctx)
-	l := &link{value: bytes.Clone(value), def: def, w: NewWorker(def, s.local), cancel: cancel, exited: make(chan error, 1)}
+	l := &link{value: bytes.Clone(value), def: def, w: NewWorker(def, s.local), cancel: cancel, exited: make(chan error, 1),
+		away: s.placer != nil}
 	s.mu.Lock()
 	s.links[k] = l
 	s.mu.Unlock()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := l.w.Run(lctx)
+		err := s.runLink(lctx, k, l)
 		l.exited <- err
 		if errors.Is(err, ErrDone) {
 			select {
