@@ -36,6 +36,14 @@ type FrameReader struct {
 	max        uint32 // maximum total frame size; 0 means no limit
 	err        error  // sticky error of the underlying reader
 	full       bool   // the last read filled all the space it was given
+	// parker is idle when it can wait inside the read that found nothing
+	// (ParkingReader); nextFn and parkFn are the callbacks it is given,
+	// bound once so a read allocates nothing, and want the bytes fill
+	// wants buffered.
+	parker ParkingReader
+	nextFn func() []byte
+	parkFn func()
+	want   int
 }
 
 // maxReadAhead is as far as a FrameReader with an IdleWaiter grows its
@@ -53,6 +61,21 @@ type IdleWaiter interface {
 	// the stream or an error is there. It may return early; the
 	// FrameReader then reads, finds nothing and waits again.
 	WaitReadable() error
+}
+
+// ParkingReader is an IdleWaiter that can wait inside the read that found
+// no input. A read that finds nothing and then waits in a second call
+// must look at the source again before it parks (a socket's poller
+// forgets readiness it saw before the call began), which costs a syscall
+// per wait; a ParkingReader parks in the same call and needs no second
+// look.
+type ParkingReader interface {
+	IdleWaiter
+	// ReadOrPark reads into the slice next returns, waiting for input
+	// when none is there. Before it waits it calls park, which gives the
+	// buffer back: that slice is not touched again, and next is called
+	// for the slice to read into once input came.
+	ReadOrPark(next func() []byte, park func()) (int, error)
 }
 
 // ErrWouldBlock is IdleWaiter.ReadNoWait's error when no input is there.
@@ -106,7 +129,23 @@ func putBuffer(buf []byte) {
 // FrameReaders; buffers over 1 MiB to the collector) and waits with
 // w.WaitReadable instead, so a reader idle between frames holds no buffer.
 // w is normally r's source itself.
-func (r *FrameReader) SetIdleWaiter(w IdleWaiter) { r.idle = w }
+func (r *FrameReader) SetIdleWaiter(w IdleWaiter) {
+	r.idle = w
+	r.parker, _ = w.(ParkingReader)
+	if r.parker != nil && r.nextFn == nil {
+		r.nextFn, r.parkFn = r.readSpace, r.releaseBuffer
+	}
+}
+
+// readSpace is a ParkingReader's next: the free space after the buffered
+// bytes, a buffer taken again first when the reader gave its own back
+// while it waited.
+func (r *FrameReader) readSpace() []byte {
+	if r.end == len(r.buf) {
+		r.makeRoom(r.want)
+	}
+	return r.buf[r.end:]
+}
 
 // initialBufferSize holds the protocol header and the handshake frames of a typical
 // client; it grows for bigger frames.
@@ -209,7 +248,12 @@ func (r *FrameReader) fill(n int) error {
 				putBuffer(r.buf)
 				r.buf = getBuffer(2 * len(r.buf))
 			}
-			m, err = r.idle.ReadNoWait(r.buf[r.end:])
+			if r.parker != nil {
+				r.want = n
+				m, err = r.parker.ReadOrPark(r.nextFn, r.parkFn)
+			} else {
+				m, err = r.idle.ReadNoWait(r.buf[r.end:])
+			}
 			if err == ErrWouldBlock {
 				r.releaseBuffer()
 				if err := r.idle.WaitReadable(); err != nil {

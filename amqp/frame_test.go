@@ -3,7 +3,9 @@ package amqp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -301,9 +303,44 @@ func (s *idleSource) ReadNoWait(p []byte) (int, error) {
 }
 
 func (s *idleSource) WaitReadable() error {
-	s.held = append(s.held, s.fr.BufferSize())
+	if s.fr != nil {
+		s.held = append(s.held, s.fr.BufferSize())
+	}
 	s.blocked = false
 	return nil
+}
+
+// parkingSource is idleSource as a ParkingReader: a read that would block
+// parks, recording what the reader held then, and reads on.
+type parkingSource struct{ *idleSource }
+
+func (s parkingSource) ReadOrPark(next func() []byte, park func()) (int, error) {
+	if s.blocked {
+		park()
+		if s.fr != nil {
+			s.held = append(s.held, s.fr.BufferSize())
+		}
+		s.blocked = false
+	}
+	return s.Read(next())
+}
+
+// idleReaders runs test with a FrameReader on an idleSource of chunks,
+// once as an IdleWaiter and once as a ParkingReader.
+func idleReaders(t *testing.T, chunks [][]byte, test func(t *testing.T, r *FrameReader, src *idleSource)) {
+	for _, parking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parking=%v", parking), func(t *testing.T) {
+			src := &idleSource{chunks: slices.Clone(chunks)}
+			r := NewFrameReader(src)
+			if parking {
+				r.SetIdleWaiter(parkingSource{src})
+			} else {
+				r.SetIdleWaiter(src)
+			}
+			src.fr = r
+			test(t, r, src)
+		})
+	}
 }
 
 // TestFrameReaderIdleWaiterReleasesBuffer: with an IdleWaiter, a reader
@@ -313,27 +350,25 @@ func TestFrameReaderIdleWaiterReleasesBuffer(t *testing.T) {
 	small := AppendMethodFrame(nil, 1, &ChannelOpen{})
 	large := AppendFrame(nil, FrameBody, 1, bytes.Repeat([]byte("x"), 20000))
 	half := len(large) / 2
-	src := &idleSource{chunks: [][]byte{small, large[:half], large[half:], append(small, small...)}}
-	r := NewFrameReader(src)
-	r.SetIdleWaiter(src)
-	src.fr = r
+	idleReaders(t, [][]byte{small, large[:half], large[half:], append(small, small...)}, func(t *testing.T, r *FrameReader, src *idleSource) {
 
-	var got []Frame
-	for {
-		f, err := r.ReadFrame()
-		if err == io.EOF {
-			break
+		var got []Frame
+		for {
+			f, err := r.ReadFrame()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err)
+			f.Payload = bytes.Clone(f.Payload)
+			got = append(got, f)
 		}
-		require.NoError(t, err)
-		f.Payload = bytes.Clone(f.Payload)
-		got = append(got, f)
-	}
-	require.Len(t, got, 4)
-	require.Len(t, got[1].Payload, 20000)
-	// Waits: after the first frame (empty), none inside the large frame
-	// (a partial frame keeps its buffer and reads on), after the large
-	// frame and after the last two.
-	require.Equal(t, []int{0, 0, 0}, src.held, "buffer held while waiting")
+		require.Len(t, got, 4)
+		require.Len(t, got[1].Payload, 20000)
+		// Waits: after the first frame (empty), none inside the large frame
+		// (a partial frame keeps its buffer and reads on), after the large
+		// frame and after the last two.
+		require.Equal(t, []int{0, 0, 0}, src.held, "buffer held while waiting")
+	})
 }
 
 // TestFrameReaderIdleWaiterAllocatesNothing: giving the buffer back and
@@ -341,20 +376,18 @@ func TestFrameReaderIdleWaiterReleasesBuffer(t *testing.T) {
 // ReadFrame promises.
 func TestFrameReaderIdleWaiterAllocatesNothing(t *testing.T) {
 	frame := AppendMethodFrame(nil, 1, &ChannelOpen{})
-	src := &idleSource{}
-	r := NewFrameReader(src)
-	r.SetIdleWaiter(src)
-	src.fr = r
-	chunks := make([][]byte, 1)
-	read := func() {
-		chunks[0] = frame
-		src.chunks, src.next, src.blocked = chunks, 0, true
-		_, err := r.ReadFrame()
-		require.NoError(t, err)
-	}
-	read()
-	src.held = make([]int, 0, 1000)
-	require.Zero(t, testing.AllocsPerRun(100, read))
+	idleReaders(t, nil, func(t *testing.T, r *FrameReader, src *idleSource) {
+		chunks := make([][]byte, 1)
+		read := func() {
+			chunks[0] = frame
+			src.chunks, src.next, src.blocked = chunks, 0, true
+			_, err := r.ReadFrame()
+			require.NoError(t, err)
+		}
+		read()
+		src.held = make([]int, 0, 1000)
+		require.Zero(t, testing.AllocsPerRun(100, read))
+	})
 }
 
 // TestFrameReaderReadsAheadUnderLoad: with an IdleWaiter, reads that fill
@@ -367,18 +400,16 @@ func TestFrameReaderReadsAheadUnderLoad(t *testing.T) {
 	for len(input) < 4*maxReadAhead {
 		input = append(input, frame...)
 	}
-	src := &idleSource{chunks: [][]byte{input}}
-	r := NewFrameReader(src)
-	r.SetIdleWaiter(src)
-	src.fr = r
-	largest := 0
-	for range len(input) / len(frame) {
-		f, err := r.ReadFrame()
-		require.NoError(t, err)
-		require.Equal(t, frame[7:len(frame)-1], f.Payload)
-		largest = max(largest, r.BufferSize())
-	}
-	require.Equal(t, maxReadAhead, largest)
+	idleReaders(t, [][]byte{input}, func(t *testing.T, r *FrameReader, _ *idleSource) {
+		largest := 0
+		for range len(input) / len(frame) {
+			f, err := r.ReadFrame()
+			require.NoError(t, err)
+			require.Equal(t, frame[7:len(frame)-1], f.Payload)
+			largest = max(largest, r.BufferSize())
+		}
+		require.Equal(t, maxReadAhead, largest)
+	})
 }
 
 // TestFrameReaderBufferAfterWaitStartsSmall: a read that filled the buffer
@@ -388,13 +419,11 @@ func TestFrameReaderBufferAfterWaitStartsSmall(t *testing.T) {
 	exact := AppendFrame(nil, FrameBody, 1, bytes.Repeat([]byte("x"), initialBufferSize-8))
 	require.Len(t, exact, initialBufferSize)
 	small := AppendMethodFrame(nil, 1, &ChannelOpen{})
-	src := &idleSource{chunks: [][]byte{exact, small}}
-	r := NewFrameReader(src)
-	r.SetIdleWaiter(src)
-	src.fr = r
-	_, err := r.ReadFrame() // fills the buffer exactly
-	require.NoError(t, err)
-	_, err = r.ReadFrame() // waits, then reads the small frame
-	require.NoError(t, err)
-	require.Equal(t, initialBufferSize, r.BufferSize())
+	idleReaders(t, [][]byte{exact, small}, func(t *testing.T, r *FrameReader, _ *idleSource) {
+		_, err := r.ReadFrame() // fills the buffer exactly
+		require.NoError(t, err)
+		_, err = r.ReadFrame() // waits, then reads the small frame
+		require.NoError(t, err)
+		require.Equal(t, initialBufferSize, r.BufferSize())
+	})
 }

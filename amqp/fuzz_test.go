@@ -27,6 +27,9 @@ var writeSeeds = flag.Bool("write-seeds", false, "rewrite the fuzz seed corpora 
 func readAll(r io.Reader, max uint32) ([]Frame, error) {
 	fr := NewFrameReader(r)
 	fr.SetMaxFrameSize(max)
+	if w, ok := r.(IdleWaiter); ok {
+		fr.SetIdleWaiter(w)
+	}
 	var frames []Frame
 	for {
 		f, err := fr.ReadFrame()
@@ -66,6 +69,10 @@ func FuzzFrameReader(f *testing.F) {
 			for name, r := range map[string]io.Reader{
 				"one byte": iotest.OneByteReader(bytes.NewReader(data)),
 				"halves":   &halves{parts: [][]byte{bytes.Clone(data[:len(data)/2]), bytes.Clone(data[len(data)/2:])}},
+				// Thirds with a wait between them, giving the buffer
+				// back before each, as an idle socket does.
+				"idle thirds":    &idleSource{chunks: thirds(data)},
+				"parking thirds": parkingSource{&idleSource{chunks: thirds(data)}},
 			} {
 				frames2, err2 := readAll(r, max)
 				require.Equal(t, frames, frames2, name)
@@ -87,6 +94,12 @@ func FuzzFrameReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// thirds is data cut in three chunks (the last ones maybe empty).
+func thirds(data []byte) [][]byte {
+	a, b := len(data)/3, 2*len(data)/3
+	return [][]byte{bytes.Clone(data[:a]), bytes.Clone(data[a:b]), bytes.Clone(data[b:])}
 }
 
 func FuzzDecodeMethod(f *testing.F) {

@@ -507,13 +507,13 @@ fi
 		echo
 		echo "StrangeQ ($strangeq, $(cd "$(dirname "$strangeq")" && "$strangeq" -version 2>&1 | head -n1)) vs Warren, same runs:"
 		echo
-		"$tmp/bin/perftest" -table "$results" -baseline strangeq
+		"$tmp/bin/perftest" -table "$results" -baseline strangeq -no-goals
 	fi
 	if [ -n "$warren_before" ] && [ "$mode" != scale ]; then
 		echo
 		echo "Warren before ($warren_before) vs after ($warren_rev), same runs:"
 		echo
-		"$tmp/bin/perftest" -table "$results" -baseline warren-before
+		"$tmp/bin/perftest" -table "$results" -baseline warren-before -no-goals
 	fi
 } | tee "$out"
 log "table written to $out; raw results in $results"

@@ -61,6 +61,7 @@ type config struct {
 	table         string
 	baseline      string
 	candidate     string
+	noGoals       bool
 	phases        string
 	settle        time.Duration
 	du            string
@@ -121,6 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.table, "table", "", "read -json lines from this file and print a markdown comparison instead of running")
 	fs.StringVar(&cfg.baseline, "baseline", "rabbitmq", "-table: label of the reference broker")
 	fs.StringVar(&cfg.candidate, "candidate", "warren", "-table: label of the broker compared with it")
+	fs.BoolVar(&cfg.noGoals, "no-goals", false, "-table: leave out the goal and met columns (the goals are Warren's against RabbitMQ; a table of two Warren builds has none)")
 	fs.StringVar(&cfg.phases, "phases", strings.Join(scalePhases, ","), "scale: the phases to run, comma-separated, in this order")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "scale: pause before each RSS reading that memory per item is computed from")
 	fs.StringVar(&cfg.du, "du", "", "scale: the broker's data directory, whose size on disk the drain reports (in-process: the -data directory)")

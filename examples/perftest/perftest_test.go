@@ -500,7 +500,7 @@ func TestTable(t *testing.T) {
 	groups, err := readGroups(&in)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, writeTable(&out, groups, "rabbitmq", "warren"))
+	require.NoError(t, writeTable(&out, groups, "rabbitmq", "warren", true))
 	table := out.String()
 	for _, want := range []string{
 		"| idle | RSS idle (MiB) | 140.0 | 12.0 | 0.09 | ≤ 20 MiB | yes |",
@@ -513,6 +513,14 @@ func TestTable(t *testing.T) {
 	} {
 		require.Contains(t, table, want, table)
 	}
+
+	// Two builds of one broker: no goals, and no goal columns.
+	out.Reset()
+	require.NoError(t, writeTable(&out, groups, "rabbitmq", "warren", false))
+	table = out.String()
+	require.Contains(t, table, "| scenario | metric | rabbitmq | warren | warren/rabbitmq |\n|---|---|---:|---:|---:|\n", table)
+	require.Contains(t, table, "|  | broker CPU (µs/msg) | 21.9 | 5.00 | 0.23 |\n", table)
+	require.NotContains(t, table, "≥", table)
 
 	_, err = readGroups(strings.NewReader("{not json\n"))
 	require.ErrorContains(t, err, "line 1")
@@ -637,7 +645,7 @@ func TestScaleTable(t *testing.T) {
 	groups, err := readGroups(&in)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, writeTable(&out, groups, "rabbitmq", "warren"))
+	require.NoError(t, writeTable(&out, groups, "rabbitmq", "warren", true))
 	for _, want := range []string{
 		"| fill one queue with 500,000 msgs | confirmed (msg/s) | 13,800 | 46,900 | 3.40 | ≥ 1 | yes |",
 		"|  | memory per queued message (B) | 7,680 | 256.0 | 0.03 | ≤ 1 | yes |",

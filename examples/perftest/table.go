@@ -134,7 +134,7 @@ func printTable(cfg *config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeTable(w, groups, cfg.baseline, cfg.candidate)
+	return writeTable(w, groups, cfg.baseline, cfg.candidate, !cfg.noGoals)
 }
 
 func readGroups(r io.Reader) ([]*group, error) {
@@ -200,10 +200,17 @@ func median(rs []*result, get func(*result) (float64, bool)) (float64, bool) {
 	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
 }
 
-func writeTable(w io.Writer, groups []*group, base, cand string) error {
+// writeTable writes the markdown table of groups, cand against base, with
+// the goal and met columns when goals is set.
+func writeTable(w io.Writer, groups []*group, base, cand string, goals bool) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "| scenario | metric | %s | %s | %s/%s | goal | met |\n", base, cand, cand, base)
-	fmt.Fprintln(bw, "|---|---|---:|---:|---:|---|---|")
+	if goals {
+		fmt.Fprintf(bw, "| scenario | metric | %s | %s | %s/%s | goal | met |\n", base, cand, cand, base)
+		fmt.Fprintln(bw, "|---|---|---:|---:|---:|---|---|")
+	} else {
+		fmt.Fprintf(bw, "| scenario | metric | %s | %s | %s/%s |\n", base, cand, cand, base)
+		fmt.Fprintln(bw, "|---|---|---:|---:|---:|")
+	}
 	for _, g := range groups {
 		name := g.key
 		if g.title != "" {
@@ -236,6 +243,12 @@ func writeTable(w io.Writer, groups []*group, base, cand string) error {
 			if m.abs != 0 && cok {
 				goal = fmt.Sprintf("≤ %s %s", trimFloat(m.abs), m.unit)
 				met = yesNo(c <= m.abs)
+			}
+			if !goals {
+				fmt.Fprintf(bw, "| %s | %s (%s) | %s | %s | %s |\n",
+					name, m.name, m.unit, cell(b, bok), cell(c, cok), ratio)
+				name = ""
+				continue
 			}
 			fmt.Fprintf(bw, "| %s | %s (%s) | %s | %s | %s | %s | %s |\n",
 				name, m.name, m.unit, cell(b, bok), cell(c, cok), ratio, goal, met)

@@ -80,6 +80,9 @@ type consumer struct {
 	// timeout is the consumer's x-consumer-timeout (timeout.go); 0: the
 	// queue's or the broker's applies.
 	timeout time.Duration
+	// batch counts the deliveries since the queue's last Flush; only the
+	// queue's goroutine touches it (Deliver, Flush).
+	batch int
 }
 
 // HasRoom implements queue.Roomer: a consumer takes deliveries only while
@@ -120,12 +123,23 @@ func (c *consumer) Deliver(qc *queue.Consumer, m queue.Message) bool {
 		return true
 	}
 	c.deliverLocked(m)
+	c.batch++
 	return true
 }
 
 // Flush implements queue.Flusher: the queue's batch of deliveries to c is
-// queued, so the writer is woken once for all of it.
-func (c *consumer) Flush() { c.ch.conn.poke() }
+// queued, so the writer is woken once for all of it; a batch of one
+// delivery, a queue at a low rate, the queue's goroutine writes itself
+// when it can without waiting (flushQueued).
+func (c *consumer) Flush() {
+	one := c.batch == 1
+	c.batch = 0
+	if one {
+		c.ch.conn.flushQueued()
+		return
+	}
+	c.ch.conn.poke()
+}
 
 // deliverLocked numbers one delivery, records it as unacked and queues its
 // frames without waking the writer: the queue calls Flush after its batch,

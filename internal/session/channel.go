@@ -119,6 +119,17 @@ func (ch *Channel) send(m amqp.Method) {
 	g.Unlock()
 }
 
+// sendQueued is send without waking the writer: it reports whether m was
+// queued, for the caller to flush (flushQueued) once it has queued all it
+// has to say.
+func (ch *Channel) sendQueued(m amqp.Method) bool {
+	g := &ch.dl.gate
+	g.Lock()
+	queued := !g.closed && ch.conn.queueMethod(ch.id, m)
+	g.Unlock()
+	return queued
+}
+
 // reply is send for an answer the client waits on: the reader writes it
 // itself when it can (flushNow) instead of waking the writer.
 func (ch *Channel) reply(m amqp.Method) {

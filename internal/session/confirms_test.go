@@ -119,3 +119,31 @@ func TestConfirmsWindowStaysSmall(t *testing.T) {
 	require.EqualValues(t, n-lag, conf.answered)
 	require.Equal(t, lag, len(conf.window)-conf.head)
 }
+
+// TestConfirmsWrittenInPlace: over TCP a queue's Confirm writes its ack
+// itself (flushQueued) when the writer is idle: the ack is on the wire
+// when Confirm returns, and the writer's turn is given back.
+func TestConfirmsWrittenInPlace(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.Handshake()
+	c := p.conn
+	c.out.Lock()
+	c.waitFlushedLocked()                       // open-ok is out
+	c.out.lastWrite = sinceStart() - busyWindow // idle since
+	c.out.Unlock()
+	conf := newConfirms(newChannel(c, 1))
+	conf.publish(1)
+	conf.publish(1)
+	sent := c.tr.Stats().Sent
+	conf.Confirm([]uint64{1, 2}, nil)
+	want := amqp.AppendMethodFrame(nil, 1, &amqp.BasicAck{DeliveryTag: 2, Multiple: true})
+	require.Equal(t, sent+uint64(len(want)), c.tr.Stats().Sent, "written by Confirm itself")
+	c.out.Lock()
+	require.False(t, c.out.flushing)
+	require.Empty(t, c.out.buf)
+	c.out.Unlock()
+	f := p.ReadFrame()
+	m, err := amqp.DecodeMethod(f.Payload)
+	require.NoError(t, err)
+	require.Equal(t, &amqp.BasicAck{DeliveryTag: 2, Multiple: true}, m)
+}

@@ -38,7 +38,12 @@
 // own in-place Get and AckGot, a get round trip wakes no goroutine but the
 // reader. A queue delivering to a consumer queues each delivery without
 // poking and pokes once after its batch (queue.Flusher), so a batch goes
-// out in one write; the writer writes batches of rawWriteMin bytes or more
+// out in one write; a batch of one delivery, and the confirms of a stored
+// batch, on a TCP connection that is idle (nobody flushing, nothing
+// written within busyWindow) the queue's goroutine writes itself with a
+// send that never waits (flushQueued), leaving what the socket does not
+// take to the writer, so at a low rate a delivery or confirm wakes no
+// goroutine of the connection; the writer writes batches of rawWriteMin bytes or more
 // in place too (they only build up under load), small ones through the
 // runtime's syscall path, which suits a connection at a low rate. Timers
 // (handshake timeout, close-ok timeout) are time.AfterFunc callbacks that

@@ -212,6 +212,9 @@ type confirms struct {
 	head   int
 	ack    amqp.BasicAck // scratch: sendMethod encodes before returning
 	nack   amqp.BasicNack
+	// queued: the answers are queued without waking the writer, and
+	// flushed once (Confirm); set only during that call.
+	queued, flush bool
 }
 
 type confirmState struct {
@@ -243,11 +246,21 @@ func (c *confirms) Confirm(seqs []uint64, err error) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, s := range seqs {
 		c.storedLocked(s, err != nil)
 	}
+	// Answers to a queue's stored batch are flushed as a queue's
+	// deliveries are: written by the caller (the queue's goroutine) when
+	// the socket takes them at once, instead of waking the writer for
+	// one ack.
+	c.queued, c.flush = true, false
 	c.answerLocked(c.ch)
+	c.queued = false
+	flush := c.flush
+	c.mu.Unlock()
+	if flush {
+		c.ch.conn.flushQueued()
+	}
 }
 
 // publish numbers a publish routed to n queues. An unroutable one (n = 0)
@@ -298,7 +311,7 @@ func (c *confirms) answerLocked(ch *Channel) {
 				c.sendAckLocked(ch, c.answered-1, c.answered-1 > first)
 			}
 			c.nack = amqp.BasicNack{DeliveryTag: c.answered}
-			ch.send(&c.nack)
+			c.sendLocked(ch, &c.nack)
 			first = c.answered + 1
 		}
 	}
@@ -309,7 +322,19 @@ func (c *confirms) answerLocked(ch *Channel) {
 
 func (c *confirms) sendAckLocked(ch *Channel, tag uint64, multiple bool) {
 	c.ack = amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}
-	ch.send(&c.ack)
+	c.sendLocked(ch, &c.ack)
+}
+
+// sendLocked sends an ack or nack, queued for Confirm's flush while it
+// answers a stored batch.
+func (c *confirms) sendLocked(ch *Channel, m amqp.Method) {
+	if !c.queued {
+		ch.send(m)
+		return
+	}
+	if ch.sendQueued(m) {
+		c.flush = true
+	}
 }
 
 // handleConfirm implements confirm.select.

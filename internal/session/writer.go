@@ -48,6 +48,10 @@ type outbox struct {
 	flushing bool
 	flushed  chan struct{}
 	spare    []byte
+	// lastWrite is when the last batch was written (sinceStart): a
+	// connection that wrote within busyWindow is busy, and flushQueued
+	// leaves its next batch to the writer.
+	lastWrite time.Duration
 	// room, when not nil, is closed once pending falls to resumeBelow or
 	// the writer stops; the reader waits on it. onRoom are the callbacks
 	// hasRoom registered, run by the writer at the same moment.
@@ -186,6 +190,99 @@ func (c *Conn) poke() {
 		go c.writeLoop()
 	}
 }
+
+// flushQueued is poke for a queue actor that has just queued a lone
+// delivery (consumer.Flush) or the confirms of a stored batch
+// (confirms.Confirm). When nobody is flushing, the outbox holds
+// little and the stream can write without waiting (transport.TryWriter: a TCP
+// socket), the actor writes the batch itself, in the writer's turn, with
+// a send that returns at once instead of starting the writer goroutine for
+// it: a delivery or confirm at a low rate then wakes no goroutine of the
+// client's connection and reaches it one goroutine hand-off sooner. What
+// the socket does not take (the client reads slowly), and whatever was
+// queued meanwhile, is left to the writer, which takes the turn over.
+// Larger batches, which only build up under load, and any batch of a
+// connection that wrote within busyWindow, are left to the writer (poke):
+// the time it takes to start lets more deliveries join the batch, which
+// then leaves in fewer, larger writes.
+func (c *Conn) flushQueued() {
+	if c.tryWrite == nil {
+		c.poke()
+		return
+	}
+	now := sinceStart()
+	c.out.Lock()
+	if !c.out.inPlaceLocked(now) {
+		start := c.out.claimWriterLocked()
+		c.out.Unlock()
+		if start {
+			go c.writeLoop()
+		}
+		return
+	}
+	c.out.flushing = true
+	batch := c.out.buf
+	c.out.buf = c.out.spare[:0]
+	c.out.spare = nil
+	c.out.writing = len(batch)
+	c.out.repliesWriting, c.out.replies = c.out.replies, 0
+	c.out.Unlock()
+
+	n, err := c.tryWrite.TryWrite(batch)
+	c.out.Lock()
+	if err != nil {
+		c.writeFailedLocked(err)
+		return
+	}
+	c.out.writing = 0
+	if n < len(batch) {
+		// The rest goes first: its first bytes are on the wire. It is
+		// moved to the front of its own buffer, and what was queued
+		// meanwhile follows it there.
+		rest := append(batch[:0], batch[n:]...)
+		c.out.buf, c.out.spare = append(rest, c.out.buf...), c.out.buf[:0]
+		c.out.replies += c.out.repliesWriting
+	} else {
+		c.out.spare = batch
+		c.alarms.addBuffered(-c.out.repliesWriting)
+	}
+	c.out.repliesWriting = 0
+	if n > 0 {
+		c.wrote.Store(true)
+		c.out.lastWrite = now
+	}
+	fns := c.out.roomLocked(false)
+	more := len(c.out.buf) > 0
+	if !more {
+		c.out.endFlushLocked()
+	}
+	c.out.Unlock()
+	runAll(fns)
+	if more {
+		go c.writeLoop()
+	}
+}
+
+// busyWindow is how recently a connection must have written to count as
+// busy for flushQueued: at a low rate (a delivery a millisecond) batches
+// are written in place, under load (writes a few microseconds apart) the
+// writer, started a little later, takes several batches in one write.
+const busyWindow = 100 * time.Microsecond
+
+// inPlaceLocked reports whether flushQueued writes what is queued itself
+// at now: nobody is flushing, a little is queued, and the connection has
+// not written within busyWindow.
+func (o *outbox) inPlaceLocked(now time.Duration) bool {
+	return !o.flushing && !o.stopped && !o.halfClose && o.writing == 0 &&
+		len(o.buf) > 0 && len(o.buf) <= flushNowMax && now-o.lastWrite >= busyWindow
+}
+
+// clockOrigin is sinceStart's origin.
+var clockOrigin = time.Now()
+
+// sinceStart reads the monotonic clock: the time since the package was
+// initialised.
+func sinceStart() time.Duration { return time.Since(clockOrigin) }
 
 // claimWriterLocked reports whether the caller must start the writer
 // goroutine, having set flushing for it: there is something to write (or
@@ -450,12 +547,14 @@ func (c *Conn) flushClaimed(inPlace bool) error {
 		if cap(batch) > maxSpareBuffer {
 			batch = nil
 		}
+		now := sinceStart()
 		c.out.Lock()
 		c.out.spare = batch
 		if err != nil {
 			c.writeFailedLocked(err)
 			return err
 		}
+		c.out.lastWrite = now
 		c.out.writing = 0
 		c.alarms.addBuffered(-c.out.repliesWriting)
 		c.out.repliesWriting = 0

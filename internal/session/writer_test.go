@@ -573,3 +573,141 @@ func TestIdleConnHasNoWriter(t *testing.T) {
 	require.True(t, ok)
 	amqptest.Poll(t, writerGone, "and again after the reply")
 }
+
+// TestFlushQueuedWritesInPlace: a lone delivery a queue flushes over TCP
+// to an idle connection is on the wire when flushQueued returns, written
+// by the caller in the writer's turn, which it gives back; on a connection
+// that has just written it is left to the writer.
+func TestFlushQueuedWritesInPlace(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.Handshake()
+	c := p.conn
+	c.out.Lock()
+	c.waitFlushedLocked()                       // open-ok is out
+	c.out.lastWrite = sinceStart() - busyWindow // idle since
+	c.out.Unlock()
+	sent := c.tr.Stats().Sent
+	body := []byte("hello")
+	require.True(t, c.queueContent(1, &amqp.BasicDeliver{ConsumerTag: "c", DeliveryTag: 1}, nil, body))
+	c.out.Lock()
+	queued := len(c.out.buf)
+	c.out.Unlock()
+	c.flushQueued()
+	require.Equal(t, sent+uint64(queued), c.tr.Stats().Sent, "written by flushQueued itself")
+	c.out.Lock()
+	require.False(t, c.out.flushing)
+	require.Empty(t, c.out.buf)
+	c.out.Unlock()
+	expectMessages(t, p, 1, body, deliveryTag)
+}
+
+// TestFlushQueuedInPlaceOnlyWhenIdle: flushQueued writes in place only
+// what it can write at once to a connection nobody writes to and that has
+// not written within busyWindow; the rest is the writer's.
+func TestFlushQueuedInPlaceOnlyWhenIdle(t *testing.T) {
+	const now = time.Hour
+	idle := func() *outbox {
+		return &outbox{buf: make([]byte, 100), lastWrite: now - busyWindow}
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(o *outbox)
+		want bool
+	}{
+		{"idle", func(*outbox) {}, true},
+		{"wrote just now", func(o *outbox) { o.lastWrite = now - busyWindow + 1 }, false},
+		{"flushing", func(o *outbox) { o.flushing = true }, false},
+		{"writing", func(o *outbox) { o.writing = 10 }, false},
+		{"stopped", func(o *outbox) { o.stopped = true }, false},
+		{"half-closing", func(o *outbox) { o.halfClose = true }, false},
+		{"nothing queued", func(o *outbox) { o.buf = nil }, false},
+		{"too much queued", func(o *outbox) { o.buf = make([]byte, flushNowMax+1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := idle()
+			tc.set(o)
+			require.Equal(t, tc.want, o.inPlaceLocked(now))
+		})
+	}
+}
+
+// TestFlushQueuedOnAFullSocket: when the socket takes only part of the
+// batch (the client is not reading), the rest goes to the writer ahead of
+// what was queued meanwhile, and everything arrives whole and in order.
+func TestFlushQueuedOnAFullSocket(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.Handshake() // frame-max 8192
+	c := p.conn
+	c.out.Lock()
+	c.waitFlushedLocked()
+	c.out.flushing = true // the writer's turn, while the socket fills
+	c.out.Unlock()
+	junk := make([]byte, 64<<10)
+	total := 0
+	for { // fill most of the socket: the client reads nothing yet
+		n, err := c.tryWrite.TryWrite(junk)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+		total += n
+		require.Less(t, total, 64<<20, "the socket never filled")
+	}
+	c.out.Lock()
+	c.out.endFlushLocked()
+	c.out.lastWrite = sinceStart() - busyWindow
+	c.out.Unlock()
+
+	body := bytes.Repeat([]byte("x"), 6000)
+	const n = 20
+	for i := range n {
+		require.True(t, c.queueContent(1, &amqp.BasicDeliver{ConsumerTag: "c", DeliveryTag: uint64(i + 1)}, nil, body))
+		c.flushQueued()
+	}
+	got := make([]byte, total)
+	_, err := io.ReadFull(p.Conn, got)
+	require.NoError(t, err)
+	expectMessages(t, p, n, body, deliveryTag)
+	c.out.Lock()
+	c.waitFlushedLocked()
+	require.Empty(t, c.out.buf)
+	c.out.Unlock()
+}
+
+// TestFlushQueuedNeverInterleaves: queue goroutines flushing lone
+// deliveries in place and senders leaving theirs to the writer share one
+// socket; every message arrives whole and in per-channel order.
+func TestFlushQueuedNeverInterleaves(t *testing.T) {
+	p := startTCPPeer(t, testConfig())
+	p.Handshake()
+	const senders, perSender = 8, 100
+	body := bytes.Repeat([]byte("0123456789"), 1000) // 2 body frames
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := uint16(s + 1)
+			for i := range perSender {
+				d := &amqp.BasicDeliver{ConsumerTag: "c", DeliveryTag: uint64(i + 1)}
+				if s%2 == 0 {
+					p.conn.queueContent(ch, d, nil, body)
+					p.conn.flushQueued()
+				} else {
+					p.conn.sendContent(ch, d, nil, body)
+				}
+			}
+		}()
+	}
+	expectMessages(t, p, senders*perSender, body, deliveryTag)
+	wg.Wait()
+}
+
+// deliveryTag is expectMessages' tag for basic.deliver.
+func deliveryTag(m amqp.Method) (uint64, bool) {
+	d, ok := m.(*amqp.BasicDeliver)
+	if !ok {
+		return 0, false
+	}
+	return d.DeliveryTag, true
+}

@@ -49,6 +49,10 @@ type rawSocket struct {
 	// noWait: the read returns at once (ReadNoWait); wouldBlock says the
 	// socket had nothing.
 	noWait, wouldBlock bool
+	// next and park are ReadOrPark's: where to read once input came, and
+	// what to call before parking; nil otherwise.
+	next func() []byte
+	park func()
 
 	waitFn   func(fd uintptr) bool // s.wait, bound once
 	waited   bool                  // wait's first call is done
@@ -89,6 +93,28 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 	err := s.rc.Read(s.readFn)
 	n, errno := s.readN, s.readErr
 	s.readBuf = nil
+	if err != nil {
+		return 0, err
+	}
+	if errno != 0 {
+		return 0, s.opError("read", errno)
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// ReadOrPark implements amqp.ParkingReader: it reads into next(), and
+// when nothing is there calls park and parks in the same RawConn.Read, so
+// the poller's wake-up is not lost and no MSG_PEEK is needed before the
+// wait (wait says why WaitReadable needs one).
+func (s *rawSocket) ReadOrPark(next func() []byte, park func()) (int, error) {
+	s.next, s.park = next, park
+	s.readBuf, s.readN, s.readErr = next(), 0, 0
+	err := s.rc.Read(s.readFn)
+	n, errno := s.readN, s.readErr
+	s.readBuf, s.next, s.park = nil, nil, nil
 	if err != nil {
 		return 0, err
 	}
@@ -145,6 +171,9 @@ func (s *rawSocket) wait(fd uintptr) bool {
 
 // read is Read's callback: false parks until the socket is readable.
 func (s *rawSocket) read(fd uintptr) bool {
+	if s.readBuf == nil { // ReadOrPark after a park: input came
+		s.readBuf = s.next()
+	}
 	for {
 		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.readBuf[0])), uintptr(len(s.readBuf)))
 		switch e {
@@ -156,6 +185,10 @@ func (s *rawSocket) read(fd uintptr) bool {
 			if s.noWait {
 				s.wouldBlock = true
 				return true
+			}
+			if s.park != nil { // ReadOrPark: no buffer held while parked
+				s.park()
+				s.readBuf = nil
 			}
 			return false
 		default:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -290,15 +291,39 @@ func (w waitRecorder) WaitReadable() error {
 // read buffer back while it waits for the next one, and reads on when the
 // frame comes.
 func TestIdleSocketHoldsNoReadBuffer(t *testing.T) {
+	for _, parking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parking=%v", parking), func(t *testing.T) { testIdleSocketHoldsNoReadBuffer(t, parking) })
+	}
+}
+
+// parkRecorder is the raw socket as a ParkingReader that calls onPark, on
+// the reader's goroutine, after each park.
+type parkRecorder struct {
+	*rawSocket
+	onPark func()
+}
+
+func (p parkRecorder) ReadOrPark(next func() []byte, park func()) (int, error) {
+	return p.rawSocket.ReadOrPark(next, func() { park(); p.onPark() })
+}
+
+// testIdleSocketHoldsNoReadBuffer is TestIdleSocketHoldsNoReadBuffer with
+// the socket waiting in ReadOrPark (parking) or in WaitReadable.
+func testIdleSocketHoldsNoReadBuffer(t *testing.T, parking bool) {
 	s, client := tcpPair(t)
 	c := New(s.TCPConn).(*tcpStream)
 	c.ReleaseWhenIdle()
 	var held []int
 	waiting := make(chan struct{}, 16)
-	c.idle = waitRecorder{IdleWaiter: c.idle, onWait: func() {
+	onWait := func() {
 		held = append(held, c.fr.BufferSize())
 		waiting <- struct{}{}
-	}}
+	}
+	if parking {
+		c.idle = parkRecorder{rawSocket: c.idle.(*rawSocket), onPark: onWait}
+	} else {
+		c.idle = waitRecorder{IdleWaiter: c.idle, onWait: onWait}
+	}
 	frame := amqp.AppendMethodFrame(nil, 1, &amqp.ChannelOpen{})
 	go func() {
 		// Each frame only once the reader waits for it.
@@ -316,4 +341,57 @@ func TestIdleSocketHoldsNoReadBuffer(t *testing.T) {
 	for _, n := range held {
 		require.Zero(t, n, "read buffer held while waiting")
 	}
+}
+
+// TestReadOrParkParksWithoutABuffer: ReadOrPark on a socket with nothing
+// to read gives the buffer back (park) before it parks, in the same call
+// takes one again (next) once input comes, and reads into it; with input
+// already there it reads at once and never parks.
+func TestReadOrParkParksWithoutABuffer(t *testing.T) {
+	s, client := tcpPair(t)
+	var calls []string
+	parked := make(chan struct{}, 1)
+	buf := make([]byte, 64)
+	next := func() []byte { calls = append(calls, "next"); return buf }
+	park := func() {
+		calls = append(calls, "park")
+		select {
+		case parked <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		<-parked
+		_, _ = client.Write([]byte("hello"))
+	}()
+	n, err := s.ReadOrPark(next, park)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(buf[:n]))
+	require.GreaterOrEqual(t, len(calls), 3)
+	require.Equal(t, []string{"next", "park", "next"}, calls[:3])
+	require.Equal(t, "next", calls[len(calls)-1], "read into a buffer taken after the park")
+
+	calls = nil
+	_, err = client.Write([]byte("again"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var b [1]byte
+		m, _, _ := syscall.Recvfrom(int(fdOf(t, s)), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return m == 1
+	}, 5*time.Second, time.Millisecond)
+	n, err = s.ReadOrPark(next, park)
+	require.NoError(t, err)
+	require.Equal(t, "again", string(buf[:n]))
+	require.Equal(t, []string{"next"}, calls, "input was there: no park")
+
+	client.Close()
+	_, err = s.ReadOrPark(next, park)
+	require.ErrorIs(t, err, io.EOF)
+}
+
+// fdOf is s's file descriptor.
+func fdOf(t *testing.T, s *rawSocket) uintptr {
+	var fd uintptr
+	require.NoError(t, s.rc.Control(func(f uintptr) { fd = f }))
+	return fd
 }

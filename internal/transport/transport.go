@@ -227,6 +227,33 @@ func (s *stream) ReleaseWhenIdle() {
 // when src is one).
 func (s *stream) ReadNoWait(p []byte) (int, error) { return s.read(p, true) }
 
+// ReadOrPark implements amqp.ParkingReader: through src's own when it has
+// one (a raw socket), else as ReadNoWait and WaitReadable would, park
+// first.
+func (s *stream) ReadOrPark(next func() []byte, park func()) (int, error) {
+	pr, ok := s.idle.(amqp.ParkingReader)
+	if !ok {
+		for {
+			n, err := s.ReadNoWait(next())
+			if err != amqp.ErrWouldBlock {
+				return n, err
+			}
+			park()
+			if err := s.WaitReadable(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	s.reading.Store(true)
+	n, err := pr.ReadOrPark(next, park)
+	if n > 0 && s.now != nil {
+		s.readAt.Store(s.now())
+	}
+	s.reading.Store(false) // before Recv counts the bytes, as read says
+	s.recv.Add(uint64(max(n, 0)))
+	return n, err
+}
+
 // WaitReadable implements amqp.IdleWaiter: the reader is in a read.
 func (s *stream) WaitReadable() error {
 	s.reading.Store(true)

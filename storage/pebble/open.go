@@ -26,13 +26,16 @@ const (
 	// because Pebble keeps two memtables resident once enough was written
 	// (the active one and one flushed, kept for reuse): with 64 MiB a
 	// broker confirming persistent messages held 128 MiB of RSS after a
-	// few seconds, with 16 MiB 65 MiB at the same throughput
-	// (docs/performance.md), and 16 MiB still holds a few seconds of
-	// publishes and acks at tens of thousands of messages a second. On a
-	// small file system Open halves it until it is at most 1/16 of the
-	// file system (and no less than minMemTableSize): a WAL grows to about
-	// its size, and a 16 MiB memtable cannot be flushed on a 16 MiB disk.
-	DefaultMemTableSize = 16 << 20
+	// few seconds; 16 MiB held about half that and 8 MiB a quarter, at
+	// the same throughput and CPU per message (docs/performance.md), and
+	// 8 MiB still holds a second or more of publishes and acks at tens of
+	// thousands of messages a second, so a message consumed within it
+	// never reaches an sstable. Below that the flushes start to cost CPU.
+	// On a small file system Open halves it until it is at most 1/16 of
+	// the file system (and no less than minMemTableSize): a WAL grows to
+	// about its size, and an 8 MiB memtable cannot be flushed on an 8 MiB
+	// disk.
+	DefaultMemTableSize = 8 << 20
 
 	minMemTableSize = 1 << 20
 )
