@@ -31,6 +31,19 @@ func streamSegments(t *testing.T, b *broker.Broker, name string) int {
 	return streamStats(t, b, name).Segments
 }
 
+// policyReached returns once queue name runs with the policies set so
+// far. A policy reaches a queue's actor as an op (queue.SetArgs), as
+// RabbitMQ casts policy_changed to the queue process, so an actor step
+// already under way when the policy was set still finishes with the old
+// settings, reading the clock as it goes: moved by a fake clock
+// meanwhile, it would apply the old max-age to a time the test meant for
+// the new one. The queue's Stats is sent after the policy's op and
+// answered once it ran.
+func policyReached(t *testing.T, b *broker.Broker, name string) {
+	t.Helper()
+	queueStats(t, b, name)
+}
+
 // TestStreamPolicyRetention: policies set a stream's retention as RabbitMQ
 // 4.0's update_stream_conf does: max-length-bytes and max-age from the
 // policy win over the arguments, take effect on a live stream when the
@@ -83,6 +96,7 @@ func TestStreamPolicyRetention(t *testing.T) {
 			if tc.op != nil {
 				require.NoError(t, b.Admin().PutOperatorPolicy(ctx, broker.Policy{Name: "op", Pattern: "^s$", ApplyTo: "queues", Definition: tc.op}))
 			}
+			policyReached(t, b, "s")
 			fake.Advance(tc.advance)
 			waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == tc.set })
 			publishStream(t, pub, "s", nil, bodies50(20, 40)...)
@@ -91,6 +105,7 @@ func TestStreamPolicyRetention(t *testing.T) {
 			if tc.op != nil {
 				require.NoError(t, b.Admin().DeleteOperatorPolicy(ctx, "/", "op"))
 			}
+			policyReached(t, b, "s")
 			fake.Advance(tc.advance)
 			waitStats(t, b, "s", func(c queueCounts) bool { return c.Ready == tc.deleted })
 			// A consumer from first reads what is left.

@@ -109,8 +109,18 @@ func TestSchedulerRetriesAfterRouteError(t *testing.T) {
 	require.NoError(t, s.Hold(ctx, st, &m, false))
 	fc.Advance(5 * time.Millisecond)
 	// The failed batch stays held and is retried (after retryAfter, or
-	// sooner when something wakes the scheduler).
-	require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.fail == 0 }, 5*time.Second, time.Millisecond)
+	// sooner when something wakes the scheduler). retryAfter counts from
+	// when the scheduler takes the router's answer (reap), which may come
+	// after the router returned it: the clock moves on only once the
+	// retry timer is armed, or the retry would be due a retryAfter past
+	// the clock's last move and never fire.
+	require.Eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		// The timer for the first due time was stopped before the
+		// route, so the one pending now is the retry's.
+		return r.fail == 0 && fc.Pending() == 1
+	}, 5*time.Second, time.Millisecond)
 	fc.Advance(retryAfter)
 	require.Eventually(t, func() bool { return len(r.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/warrenmq/broker/internal/erlterm"
 )
 
 // The runtime parameter components this package owns.
@@ -54,20 +56,8 @@ type Settings struct {
 
 // ValidationError is a parameter RabbitMQ would refuse; Error is its
 // text (rabbit_runtime_parameters:format_error): "Validation failed", a
-// blank line, then one line per problem.
-type ValidationError struct {
-	Problems []string
-}
-
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("Validation failed\n\n")
-	for _, p := range e.Problems {
-		b.WriteString(p)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
+// blank line, then one line per problem (erlterm.ValidationError).
+type ValidationError = erlterm.ValidationError
 
 // problem is one {error, Fmt, Args} of rabbit_parameter_validation: fmt
 // and args kept apart so problems sort as RabbitMQ's lists:usort sorts

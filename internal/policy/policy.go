@@ -6,9 +6,9 @@ import (
 	"math"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/warrenmq/broker/internal/erlterm"
 	"github.com/warrenmq/broker/internal/queueargs"
 	"github.com/warrenmq/broker/meta"
 )
@@ -31,20 +31,8 @@ const (
 
 // ValidationError is a policy RabbitMQ would refuse. Error is RabbitMQ's
 // text (rabbit_runtime_parameters:format_error): "Validation failed", a
-// blank line, then one line per problem.
-type ValidationError struct {
-	Problems []string
-}
-
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("Validation failed\n\n")
-	for _, p := range e.Problems {
-		b.WriteString(p)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
+// blank line, then one line per problem (erlterm.ValidationError).
+type ValidationError = erlterm.ValidationError
 
 // Fields are a policy's parts as a client sent them (a JSON body decoded
 // with UseNumber): any of them may have the wrong type. Parse checks them.
@@ -249,51 +237,7 @@ func normalize(v any) (any, bool) {
 }
 
 // erl formats v as Erlang's ~p prints the term RabbitMQ decoded from the
-// same JSON: strings as binaries, null as the atom null, objects as maps.
-func erl(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return erlString(x)
-	case bool:
-		return strconv.FormatBool(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case json.Number:
-		n, _ := normalize(x)
-		return erl(n)
-	case float64:
-		s := strconv.FormatFloat(x, 'g', -1, 64)
-		if !strings.ContainsAny(s, ".e") {
-			s += ".0"
-		}
-		return s
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = erl(e)
-		}
-		return "[" + strings.Join(parts, ",") + "]"
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = erlString(k) + " => " + erl(x[k])
-		}
-		return "#{" + strings.Join(parts, ",") + "}"
-	}
-	if n, ok := normalize(v); ok {
-		return erl(n)
-	}
-	return fmt.Sprintf("%v", v)
-}
+// same JSON (erlterm.Format): a float64 is a float.
+func erl(v any) string { return erlterm.Format(v) }
 
-func erlString(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
-	return `<<"` + r.Replace(s) + `">>`
-}
+func erlString(s string) string { return erlterm.Binary(s) }

@@ -66,7 +66,11 @@ type reply struct {
 // send posts o to the actor, or fails when the actor is stopping: every
 // op the mailbox took is handled or answered (drainMailbox), so no
 // publish is left without its confirm.
-func (q *Queue) send(o op) error {
+func (q *Queue) send(o op) error { return q.sendOp(o, true) }
+
+// sendOp is send; wait false sends without waiting for room in a full
+// mailbox, for a sender that must not wait on the actor (SetArgs).
+func (q *Queue) sendOp(o op, wait bool) error {
 	if q.closing.Load() {
 		return ErrDeleted
 	}
@@ -75,7 +79,7 @@ func (q *Queue) send(o op) error {
 		q.requeuing.Add(1) // before the send, so before the caller frees credit
 	}
 	q.queued.Add(1)
-	first, ok := q.mbox.put(&o)
+	first, ok := q.mbox.put(&o, wait)
 	if !ok {
 		q.queued.Add(-1)
 		if requeue {

@@ -95,7 +95,7 @@ type assignment struct {
 	consumer *Consumer
 	rec      storage.Record
 	count    uint32 // deliveries before this one
-	failed   uint32 // failed deliveries before this one (CountFailedOnly)
+	failed   uint32 // failed deliveries before this one (quorum.go)
 	returned bool   // from the returned set, else from the cursor
 }
 
@@ -365,11 +365,8 @@ func (q *Queue) handOut(a assignment, owner Owner, noAck bool, c *Consumer) Mess
 		DeliveryCount: a.count + 1,
 		Ref:           Ref{Offset: a.rec.Offset, Claim: q.claims},
 	}
-	switch {
-	case a.count > 0 && q.cfg.Features.CountFailedOnly:
-		m.Properties = withDeliveryCounts(a.rec.Properties, a.failed, a.count)
-	case a.count > 0 && q.cfg.Features.Args.Quorum:
-		m.Properties = withDeliveryCount(a.rec.Properties, a.count)
+	if a.count > 0 {
+		m.Properties = q.msgKind.redelivery(a.rec.Properties, a.failed, a.count)
 	}
 	if !noAck {
 		d := q.newDelivery()

@@ -20,7 +20,9 @@
 // channel holding an unacked delivery of a deleted queue keeps only the
 // Queue struct reachable). Other actors and timers post to a second,
 // unbounded inbox instead (inbox.go), so an actor never waits on
-// another. Credit is shared between the actor (Acquire) and the channel
+// another; each step handles the mailbox, then the inbox, so an op that
+// must keep its place among the publishes sent after it (SetArgs) goes
+// to the mailbox, without waiting for room. Credit is shared between the actor (Acquire) and the channel
 // that settles (Release) and is lock-free.
 //
 // The queue's state has one owner at a time: whoever holds its state
@@ -219,11 +221,12 @@
 //     (maxlen) after the append; reject-publish confirms the refused
 //     publishes with ErrRejected (basic.nack); reject-publish-dlx also
 //     dead-letters them.
-//   - Delivery limits: x-queue-type quorum keeps classic semantics here but
-//     adds x-delivery-count (earlier deliveries) to redeliveries, re-encoding
-//     properties only for such queues. x-delivery-limit (any queue type): a
-//     message requeued after more deliveries than the limit is dead-lettered
-//     with reason delivery_limit, or dropped without a DLX. With
+//   - Delivery limits: the quorum kind (quorum.go) keeps classic
+//     semantics here but adds x-delivery-count (earlier deliveries) to
+//     redeliveries, re-encoding properties only for such queues.
+//     x-delivery-limit (any queue type): a message requeued after more
+//     deliveries than the limit is dead-lettered with reason
+//     delivery_limit, or dropped without a DLX. With
 //     Features.CountFailedOnly (RabbitMQ 4.3 quorum queues) only failed
 //     returns count (Requeue: reject, a lost channel; not Return: nack),
 //     x-delivery-count says how many, and x-acquired-count how many
@@ -249,7 +252,8 @@
 //     are; only priority queues pay the extra index write per message.
 //     Features.QuorumPriorities gives quorum queues RabbitMQ 4.0-4.2's two
 //     levels (2 high : 1 normal) or 4.3's 32 strict levels, messages
-//     returned by consumers served first.
+//     returned by consumers served first. The kind orders the returned
+//     set (cmpReturned, nextReturned); priority.go keeps the claims.
 //
 // # Streams
 //
@@ -257,11 +261,13 @@
 // consumers read, each at its own offset, without taking anything
 // (stream.go, stream_consume.go, stream_track.go; docs/streams.md). The
 // queue's kind (kind.go) is chosen once at Start, as its claimer is:
-// messages for a classic or quorum queue, the streamState for a stream
-// (stream_kind.go), and the actor asks it wherever the two differ
-// (dispatch, the ops a stream runs its own way, peek, counts, live
-// settings, observed changes, trim, drain and release) rather than
-// testing which it has. Start gives a stream a streamClaimer, which
+// classic (classic.go) or quorum (quorum.go) for a message queue, the
+// streamState for a stream (stream_kind.go), and the actor asks it
+// wherever they differ (dispatch, the ops a stream runs its own way,
+// peek, counts, live settings, observed changes, trim, drain and
+// release; for the message kinds, how deliveries are counted, what a
+// redelivery carries and the priority order) rather than testing which
+// it has or the profile's flags. Start gives a stream a streamClaimer, which
 // claims nothing: no cursor moves and no index entry is written, so
 // recovery, the scanner and the shared cursor never see it. Publishes take the ordinary path (gathered, committed,
 // confirmed once stored), stored persistent whatever their delivery mode.

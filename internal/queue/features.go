@@ -23,13 +23,15 @@ type Features struct {
 	// Group is the set of queues dead-lettering connects (the vhost's),
 	// stopped together by StopAll; nil gives the queue a group of its own.
 	Group *Group
-	// CountFailedOnly counts only failed deliveries (Requeue, not Return)
-	// towards the delivery limit and x-delivery-count, and adds
-	// x-acquired-count (all earlier deliveries) to redeliveries, as
-	// RabbitMQ 4.3 quorum queues do. The vhost sets it from its profile.
+	// CountFailedOnly makes a quorum queue count only failed deliveries
+	// (Requeue, not Return) towards the delivery limit and
+	// x-delivery-count, and add x-acquired-count (all earlier
+	// deliveries) to redeliveries, as RabbitMQ 4.3 quorum queues do. The
+	// vhost sets it from its profile; other kinds ignore it (quorum.go).
 	CountFailedOnly bool
 	// QuorumPriorities is how a quorum queue orders by message priority
-	// (priority.go); the vhost sets it from its profile.
+	// (quorum.go); the vhost sets it from its profile, other kinds
+	// ignore it.
 	QuorumPriorities QuorumPriorities
 	// IgnoreClientDeaths does not interpret an x-death header a client
 	// published (Record.ClientHeaders) when the message is dead-lettered,
@@ -53,7 +55,6 @@ type featureState struct {
 	readyBytes  int64 // body bytes of ready messages (when bytes)
 	ttlTimer    clock.Timer
 	ttlAt       int64 // deadline ttlTimer is armed for
-	dequeues    uint8 // takes modulo 3, for TwoLevelPriorities (priority.go)
 	// held are the returned messages delayed retry holds, by due time,
 	// with their timer (delayed.go).
 	held      []heldMsg

@@ -54,11 +54,7 @@ func (q *Queue) overDeliveryLimit(ctx context.Context, ds []*delivery) []*delive
 	var overDs []*delivery
 	kept := ds[:0]
 	for _, d := range ds {
-		n := d.count
-		if q.cfg.Features.CountFailedOnly {
-			n = d.failed
-		}
-		if int64(n) > limit {
+		if int64(q.msgKind.limitCount(d)) > limit {
 			over = append(over, d.rec)
 			overDs = append(overDs, d)
 			continue

@@ -78,11 +78,13 @@ type mailbox struct {
 	closed     bool
 }
 
-// put appends o unless the mailbox is closed, waiting while it is full.
-// first reports that the mailbox was empty: the actor must be kicked.
-func (m *mailbox) put(o *op) (first, ok bool) {
+// put appends o unless the mailbox is closed, waiting while it is full
+// when wait is set. first reports that the mailbox was empty: the actor
+// must be kicked. A put that does not wait (SetArgs) may take the mailbox
+// past maxMailbox by the one op it adds.
+func (m *mailbox) put(o *op, wait bool) (first, ok bool) {
 	m.mu.Lock()
-	for !m.closed && m.n >= maxMailbox {
+	for wait && !m.closed && m.n >= maxMailbox {
 		if m.room.L == nil {
 			m.room.L = &m.mu
 		}

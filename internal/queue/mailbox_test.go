@@ -104,7 +104,7 @@ func TestMailboxRefusesWaitingSendersAtStop(t *testing.T) {
 // ran. More ops go on in full chunks, in order.
 func TestMailboxGrowsWithItsOps(t *testing.T) {
 	var m mailbox
-	first, ok := m.put(&op{seq: 0})
+	first, ok := m.put(&op{seq: 0}, true)
 	require.True(t, first)
 	require.True(t, ok)
 	held := int(unsafe.Sizeof(op{})) * len(m.head.ops)
@@ -112,7 +112,7 @@ func TestMailboxGrowsWithItsOps(t *testing.T) {
 
 	const n = 3*chunkOps + 5
 	for i := uint64(1); i < n; i++ {
-		first, ok := m.put(&op{seq: i})
+		first, ok := m.put(&op{seq: i}, true)
 		require.False(t, first)
 		require.True(t, ok)
 	}
@@ -128,7 +128,34 @@ func TestMailboxGrowsWithItsOps(t *testing.T) {
 	for i, s := range seqs {
 		require.EqualValues(t, i, s)
 	}
-	first, _ = m.put(&op{})
+	first, _ = m.put(&op{}, true)
 	require.True(t, first, "an emptied mailbox starts small again")
 	require.LessOrEqual(t, int(unsafe.Sizeof(op{}))*len(m.head.ops), 1024)
+}
+
+// A put that does not wait goes into a full mailbox, behind what waits
+// there: SetArgs keeps its place among the publishes without waiting on
+// the actor.
+func TestMailboxPutWithoutWaitPassesAFullMailbox(t *testing.T) {
+	var m mailbox
+	for i := range uint64(maxMailbox) {
+		_, ok := m.put(&op{seq: i}, true)
+		require.True(t, ok)
+	}
+	_, ok := m.put(&op{seq: maxMailbox}, false)
+	require.True(t, ok)
+	chunks := m.take(true)
+	var last uint64
+	n := 0
+	for c := chunks; c != nil; c = c.next {
+		for i := range c.n {
+			last = c.ops[i].seq
+			n++
+		}
+	}
+	freeChunks(chunks)
+	require.Equal(t, maxMailbox+1, n)
+	require.EqualValues(t, maxMailbox, last, "the op put without waiting came last")
+	_, ok = m.put(&op{}, false)
+	require.False(t, ok, "a closed mailbox refuses it")
 }

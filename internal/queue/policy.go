@@ -16,8 +16,17 @@ import "context"
 // length limit drops or dead-letters the excess at once (drop-head), a
 // new dead-letter exchange takes the next dead-lettered message, and a
 // new x-expires period restarts the expiry timer.
+//
+// The op goes to the mailbox, behind the publishes sent before it and
+// ahead of those sent after SetArgs returned, so a policy set before a
+// publish applies to it: an op posted to the inbox instead runs after the
+// mailbox's ops of the same step, and on a loaded machine the first
+// publish after a policy change escaped it. It does not wait for room in
+// a full mailbox, as a post does not: the vhost calls it holding its
+// topology lock. A queue that is stopping drops it (the next start reads
+// the policies again).
 func (q *Queue) SetArgs(a Args) {
-	q.post(op{kind: opInspect, inspect: func(ctx context.Context) { q.applyArgs(ctx, a) }})
+	_ = q.sendOp(op{kind: opInspect, inspect: func(ctx context.Context) { q.applyArgs(ctx, a) }}, false)
 }
 
 // applyArgs is SetArgs on the actor.

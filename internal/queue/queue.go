@@ -165,7 +165,8 @@ type delivery struct {
 	claim uint64
 	owner Owner
 	count uint32
-	// failed counts the failed deliveries (Features.CountFailedOnly),
+	// failed counts the failed deliveries (quorum.go, counting failed
+	// deliveries only),
 	// also in its index entry (unacked.Entry.Failed), so that it
 	// survives a restart as RabbitMQ 4.3's raft log keeps it.
 	failed   uint32
@@ -197,9 +198,13 @@ type Queue struct {
 	// may run on the caller's goroutine (actor.go, "Ownership"): shared
 	// queues keep the mailbox, their answers wait on observed changes.
 	claimer claimer
-	// kind is the queue's kind (kind.go): messages, or the stream.
-	// Chosen once at Start, like claimer.
-	kind kind
+	// kind is the queue's kind (kind.go): classic, quorum, or the
+	// stream. Chosen once at Start, like claimer. msgKind is the message
+	// kind the message code asks (the kind itself for classic and
+	// quorum), byPriority its answer to byPriority.
+	kind       kind
+	msgKind    messageKind
+	byPriority bool
 
 	// The actor loop and its mailboxes (actor.go, mailbox.go, stop.go).
 	mbox mailbox // calls to the actor (mailbox.go)
@@ -376,8 +381,10 @@ func Start(ctx context.Context, cfg Config) (*Queue, error) {
 		q.inPlace = true
 	}
 	// So is the kind (kind.go).
+	q.msgKind = newMessageKind(q)
+	q.byPriority = q.msgKind.byPriority()
 	if q.kind == nil {
-		q.kind = messages{q: q}
+		q.kind = q.msgKind
 	}
 	// Start owns the state until the actor runs (owner.go).
 	q.own.acquire()

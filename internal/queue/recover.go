@@ -75,11 +75,9 @@ func (l *localClaimer) recover(ctx context.Context) error {
 			w := waiting{rec: r, count: e.DeliveryCount, failed: e.Failed}
 			if e.State != unacked.Returned {
 				// Out when the broker stopped: its channel was lost, a
-				// failed delivery where only those count (4.3).
-				if q.cfg.Features.CountFailedOnly {
-					w.failed++
-					e.Failed = w.failed
-				}
+				// failed delivery where only those count (quorum.go).
+				w.failed = q.msgKind.lostAtStop(w.failed)
+				e.Failed = w.failed
 				e.State, e.HeldUntil = unacked.Returned, 0
 				back = append(back, e)
 			}

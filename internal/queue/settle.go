@@ -172,16 +172,12 @@ func (q *Queue) requeue(ctx context.Context, refs []Ref) {
 }
 
 // requeueAs is requeue, telling whether the deliveries failed (a reject,
-// a channel or connection lost) or were only returned (a nack): a queue
-// that counts failed deliveries only (Features.CountFailedOnly) counts
-// the first kind.
+// a channel or connection lost) or were only returned (a nack): a quorum
+// queue that counts failed deliveries only counts the first kind (the
+// kind decides, quorum.go).
 func (q *Queue) requeueAs(ctx context.Context, refs []Ref, failed bool) {
 	ds := q.live(refs)
-	if failed && q.cfg.Features.CountFailedOnly {
-		for _, d := range ds {
-			d.failed++
-		}
-	}
+	q.msgKind.requeued(ds, failed)
 	if q.cfg.Features.Args.DeliveryLimit >= 0 {
 		ds = q.overDeliveryLimit(ctx, ds)
 	}
