@@ -134,21 +134,10 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 	}
 	_ = disposable(uc, func(c *amqp091.Channel) error { return c.ExchangeDelete(q+" "+old, false, false) })
 
-	dch, err := dc.Channel()
+	f, err := l.startForwarding(uc, dc, ch)
 	if err != nil {
 		return err
 	}
-	conf := &confirmer{ch: ch}
-	var confirms chan amqp091.Confirmation
-	if up.AckMode == OnConfirm {
-		if err := dch.Confirm(false); err != nil {
-			return err
-		}
-		confirms = dch.NotifyPublish(make(chan amqp091.Confirmation, max(up.PrefetchCount, 1)))
-	}
-	upClosed := uc.NotifyClose(make(chan *amqp091.Error, 1))
-	downClosed := dc.NotifyClose(make(chan *amqp091.Error, 1))
-	l.update(func(s *Status) { s.State, s.Error, s.LocalConnection = Running, "", l.connectionName() })
 
 	tick := time.NewTicker(l.env.poll)
 	defer tick.Stop()
@@ -166,9 +155,9 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 				_ = disposable(uc, func(c *amqp091.Channel) error { return c.ExchangeDelete(intX, false, false) })
 			}
 			return ctx.Err()
-		case e := <-upClosed:
+		case e := <-f.upClosed:
 			return errClosed("upstream connection", e)
-		case e := <-downClosed:
+		case e := <-f.downClosed:
 			return errClosed("local connection", e)
 		case <-tick.C:
 			if err := sync(); err != nil {
@@ -197,17 +186,11 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 			}
 			h["vhost"] = uvhost
 			p := l.forwardPublishing(&m, prependTable(ReceivedFromHeader, h, m.Headers))
-			if err := dch.PublishWithContext(ctx, t.Name, m.RoutingKey, false, false, p); err != nil {
+			if err := l.forward(ctx, f, &m, t.Name, m.RoutingKey, p); err != nil {
 				return err
 			}
-			if err := l.settle(conf, &m); err != nil {
-				return err
-			}
-		case c, ok := <-confirms:
-			if !ok {
-				return errors.New("local channel closed")
-			}
-			if err := conf.confirmed(c, l); err != nil {
+		case c, ok := <-f.confirms:
+			if err := l.confirmed(f, c, ok); err != nil {
 				return err
 			}
 		}

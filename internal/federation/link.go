@@ -265,6 +265,56 @@ func (l *link) forwardPublishing(m *amqp091.Delivery, h amqp091.Table) amqp091.P
 	return p
 }
 
+// forwarder is the local end of a running link, shared by the exchange
+// and the queue links: the channel it republishes on (in confirm mode for
+// on-confirm), the confirmer that settles upstream, and both
+// connections' close notifications, which the link's loop selects on.
+type forwarder struct {
+	pub        *amqp091.Channel
+	conf       *confirmer
+	confirms   chan amqp091.Confirmation
+	upClosed   chan *amqp091.Error
+	downClosed chan *amqp091.Error
+}
+
+// startForwarding opens the forwarder on dc, settling on the upstream
+// channel ch of uc, and marks the link running.
+func (l *link) startForwarding(uc, dc *amqp091.Connection, ch *amqp091.Channel) (*forwarder, error) {
+	pub, err := dc.Channel()
+	if err != nil {
+		return nil, err
+	}
+	f := &forwarder{pub: pub, conf: &confirmer{ch: ch}}
+	if l.up.AckMode == OnConfirm {
+		if err := pub.Confirm(false); err != nil {
+			return nil, err
+		}
+		f.confirms = pub.NotifyPublish(make(chan amqp091.Confirmation, max(l.up.PrefetchCount, 1)))
+	}
+	f.upClosed = uc.NotifyClose(make(chan *amqp091.Error, 1))
+	f.downClosed = dc.NotifyClose(make(chan *amqp091.Error, 1))
+	l.update(func(s *Status) { s.State, s.Error, s.LocalConnection = Running, "", l.connectionName() })
+	return f, nil
+}
+
+// forward republishes m, rewritten as p, to exchange with key, and
+// settles it upstream as ack-mode asks.
+func (l *link) forward(ctx context.Context, f *forwarder, m *amqp091.Delivery, exchange, key string, p amqp091.Publishing) error {
+	if err := f.pub.PublishWithContext(ctx, exchange, key, false, false, p); err != nil {
+		return err
+	}
+	return l.settle(f.conf, m)
+}
+
+// confirmed settles upstream the delivery a local confirm answers; ok
+// false (the confirms channel closed) means the local channel closed.
+func (l *link) confirmed(f *forwarder, c amqp091.Confirmation, ok bool) error {
+	if !ok {
+		return errors.New("local channel closed")
+	}
+	return f.conf.confirmed(c, l)
+}
+
 // confirmer tracks the upstream delivery tags of messages republished
 // with confirms, in publish order, and settles each upstream when its
 // confirm arrives (rabbit_federation_link_util:ack and nack).

@@ -51,21 +51,10 @@ func (l *link) queueOnce(ctx context.Context, uri string) error {
 			return err
 		}
 	}
-	dch, err := dc.Channel()
+	f, err := l.startForwarding(uc, dc, ch)
 	if err != nil {
 		return err
 	}
-	conf := &confirmer{ch: ch}
-	var confirms chan amqp091.Confirmation
-	if up.AckMode == OnConfirm {
-		if err := dch.Confirm(false); err != nil {
-			return err
-		}
-		confirms = dch.NotifyPublish(make(chan amqp091.Confirmation, max(up.PrefetchCount, 1)))
-	}
-	upClosed := uc.NotifyClose(make(chan *amqp091.Error, 1))
-	downClosed := dc.NotifyClose(make(chan *amqp091.Error, 1))
-	l.update(func(s *Status) { s.State, s.Error, s.LocalConnection = Running, "", l.connectionName() })
 
 	table := amqp091.Table{"uri": safeURI(uri), "queue": t.Name}
 	var deliveries <-chan amqp091.Delivery
@@ -76,9 +65,9 @@ func (l *link) queueOnce(ctx context.Context, uri string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case e := <-upClosed:
+		case e := <-f.upClosed:
 			return errClosed("upstream connection", e)
-		case e := <-downClosed:
+		case e := <-f.downClosed:
 			return errClosed("local connection", e)
 		case <-tick.C:
 			run := l.env.host.Demand(t.VHost, t.Name)
@@ -106,17 +95,11 @@ func (l *link) queueOnce(ctx context.Context, uri string) error {
 				continue
 			}
 			p := l.forwardPublishing(&m, queueHeaders(table, m.Redelivered, m.Exchange, m.RoutingKey, m.Headers))
-			if err := dch.PublishWithContext(ctx, "", t.Name, false, false, p); err != nil {
+			if err := l.forward(ctx, f, &m, "", t.Name, p); err != nil {
 				return err
 			}
-			if err := l.settle(conf, &m); err != nil {
-				return err
-			}
-		case c, ok := <-confirms:
-			if !ok {
-				return errors.New("local channel closed")
-			}
-			if err := conf.confirmed(c, l); err != nil {
+		case c, ok := <-f.confirms:
+			if err := l.confirmed(f, c, ok); err != nil {
 				return err
 			}
 		}
