@@ -368,7 +368,7 @@ func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, per
 	return nil
 }
 
-// Admin.DeletePermission removes user's permissions on vhost: new connections of
+// clearPermissions removes user's permissions on vhost: new connections of
 // the user to it are refused (530) and open ones get 403 on every check.
 func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) error {
 	vh := canonicalVHost(vhostName)
