@@ -182,7 +182,7 @@ func (c *cluster) propose(ctx context.Context, via, g uint64) error {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := c.engine(via).Propose(pctx, g, []byte("m"))
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, multiraft.ErrNoLeader) && !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil || !errorsIsRetry(err) {
 			return err
 		}
 		time.Sleep(tick)
@@ -329,7 +329,7 @@ func TestGrowShrinkKeepsCommitting(t *testing.T) {
 	require.Empty(t, PlanGrow(gs, 4, GrowEven), "3 replicas is odd")
 
 	require.NoError(t, c.engine(4).CreateGroup(ctx, g, nil))
-	leader := c.leaderOf(ctx, g)
+	leader := leaderIn(ctx, t, c.engine(2), g)
 	require.NoError(t, Grow(ctx, c.engine(leader), g, 4, tick))
 	require.Eventually(t, func() bool {
 		gi, err := info(ctx, c.engine(leader), g)
@@ -360,18 +360,6 @@ func TestGrowShrinkKeepsCommitting(t *testing.T) {
 
 	// The last replica is never removed.
 	require.ErrorIs(t, Shrink(ctx, fakeSolo{c.engine(2)}, g, 2), ErrLastReplica)
-}
-
-// leaderOf waits for group g's leader as member 2 sees it.
-func (c *cluster) leaderOf(ctx context.Context, g uint64) uint64 {
-	for {
-		gi, err := info(ctx, c.engine(2), g)
-		require.NoError(c.t, err)
-		if gi.Leader != 0 {
-			return gi.Leader
-		}
-		time.Sleep(tick)
-	}
 }
 
 func mustInfos(t *testing.T, e Engine) []multiraft.GroupInfo {
