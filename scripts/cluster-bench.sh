@@ -38,7 +38,7 @@ builds="this=."
 port_base=27000
 
 usage() {
-	sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
 	cat <<EOF
 Flags:
   -members "N ..."  cluster sizes to measure; 1 is a single node without raft (default "$members")
