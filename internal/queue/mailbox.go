@@ -113,6 +113,46 @@ func (m *mailbox) put(o *op, wait bool) (first, ok bool) {
 	return first, true
 }
 
+// putEach appends n ops, set filling each in place, under one lock:
+// PublishBatch's hand-off. It waits while the mailbox is full, then adds
+// all n, which may take it past maxMailbox by n. first and ok are put's.
+func (m *mailbox) putEach(n int, set func(i int, o *op)) (first, ok bool) {
+	m.mu.Lock()
+	for !m.closed && m.n >= maxMailbox {
+		if m.room.L == nil {
+			m.room.L = &m.mu
+		}
+		m.waiters++
+		m.room.Wait()
+		m.waiters--
+	}
+	if m.closed {
+		m.mu.Unlock()
+		return false, false
+	}
+	first = m.n == 0
+	t := m.tail
+	for i := range n {
+		if t == nil {
+			if n > firstChunkOps {
+				t = fullChunks.Get().(*opChunk)
+			} else {
+				t = smallChunks.Get().(*opChunk)
+			}
+			m.head, m.tail = t, t
+		} else if t.n == len(t.ops) {
+			c := fullChunks.Get().(*opChunk)
+			t.next = c
+			m.tail, t = c, c
+		}
+		set(i, &t.ops[t.n])
+		t.n++
+	}
+	m.n += n
+	m.mu.Unlock()
+	return first, true
+}
+
 // take removes every op in the mailbox and wakes the senders waiting for
 // room; close also refuses every later put. The caller hands the chunks
 // back with freeChunks once it has handled them.

@@ -23,6 +23,44 @@ func (q *Queue) Publish(rec storage.Record, ttl TTL, conf Confirmer, seq uint64)
 	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, at: q.acceptedAt(&rec)})
 }
 
+// Publishing is one message of PublishBatch: Publish's arguments.
+type Publishing struct {
+	Rec  storage.Record
+	TTL  TTL
+	Conf Confirmer
+	Seq  uint64
+}
+
+// PublishBatch enqueues the messages of ps in their order, as that many
+// Publish calls would, but with one hand-off: the mailbox is locked once
+// and the actor kicked at most once for the batch. It blocks while the
+// mailbox is full, as Publish does, and may take it past its bound by
+// the batch it adds (the caller bounds its batches). It fails, with
+// nothing enqueued, only when the queue is being deleted or stopped:
+// then none of ps is confirmed, and the caller answers them. The caller
+// may reuse ps once it returns.
+func (q *Queue) PublishBatch(ps []Publishing) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	if q.closing.Load() {
+		return ErrDeleted
+	}
+	q.queued.Add(int64(len(ps)))
+	first, ok := q.mbox.putEach(len(ps), func(i int, o *op) {
+		p := &ps[i]
+		*o = op{kind: opPublish, rec: p.Rec, conf: p.Conf, seq: p.Seq, ttl: p.TTL, at: q.acceptedAt(&p.Rec)}
+	})
+	if !ok {
+		q.queued.Add(-int64(len(ps)))
+		return ErrDeleted
+	}
+	if first {
+		q.Kick()
+	}
+	return nil
+}
+
 // acceptedAt is when a publish was accepted: rec.EnqueuedAt when set, else
 // now.
 func (q *Queue) acceptedAt(rec *storage.Record) int64 {
