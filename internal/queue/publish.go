@@ -47,9 +47,17 @@ func (q *Queue) PublishBatch(ps []Publishing) error {
 		return ErrDeleted
 	}
 	q.queued.Add(int64(len(ps)))
+	var now int64 // one reading for the batch, which arrived at once
 	first, ok := q.mbox.putEach(len(ps), func(i int, o *op) {
 		p := &ps[i]
-		*o = op{kind: opPublish, rec: p.Rec, conf: p.Conf, seq: p.Seq, ttl: p.TTL, at: q.acceptedAt(&p.Rec)}
+		at := p.Rec.EnqueuedAt
+		if at == 0 {
+			if now == 0 {
+				now = q.cfg.Clock.Now().UnixNano()
+			}
+			at = now
+		}
+		*o = op{kind: opPublish, rec: p.Rec, conf: p.Conf, seq: p.Seq, ttl: p.TTL, at: at}
 	})
 	if !ok {
 		q.queued.Add(-int64(len(ps)))
