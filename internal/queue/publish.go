@@ -163,9 +163,10 @@ func (q *Queue) finishCommit(ctx context.Context, r commitResult) {
 }
 
 // maxPendingSpare bounds the array emptyPending keeps: enough for the
-// small batches of a queue whose consumers keep up, little for a queue
-// that goes quiet.
-const maxPendingSpare = maxBatch
+// batches of a queue whose consumers keep up (appendPending makes twice
+// what a full batch needs), little for a queue that goes quiet (trim lets
+// it go).
+const maxPendingSpare = 2 * maxBatch
 
 // appendPending appends recs to pending. Claims take records from the
 // front of pending, so its backing array (pendingArr) empties from the
