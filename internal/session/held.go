@@ -44,6 +44,9 @@ type heldPublishes struct {
 	last    int // index in targets of the last queue added to
 	n       int // publishes held
 	bytes   int // their properties and bodies
+	// published counts routed publishes not yet added to
+	// Counters.Publish: one atomic add a hand-over, not one a publish.
+	published uint64
 }
 
 // heldTarget is one queue's share of the held publishes. ps comes from
@@ -91,6 +94,12 @@ func (h *heldPublishes) find(q *vhost.Queue) *heldTarget {
 // (acked) to a confirming publisher, as in RabbitMQ.
 func (c *Conn) handOver() {
 	h := &c.held
+	if h.published > 0 {
+		if n := c.cfg.Counters; n != nil {
+			n.Publish.Add(h.published)
+		}
+		h.published = 0
+	}
 	if h.n == 0 {
 		return
 	}

@@ -81,7 +81,11 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if err != nil {
 		return err
 	}
-	ch.conn.cfg.Counters.published(len(qs), m.Mandatory)
+	if c := ch.conn; c.frames != nil && len(qs) > 0 {
+		c.held.published++ // counted at the hand-over, one add a batch
+	} else {
+		c.cfg.Counters.published(len(qs), m.Mandatory)
+	}
 	rec := record(m, props, body, sum)
 	if ch.tx != nil {
 		ch.tx.publish(ch, m, rec, ttl, qs) // stamped when committed
