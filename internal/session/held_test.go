@@ -7,26 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/amqp"
-	"github.com/warrenmq/broker/internal/vhost"
 )
-
-// startHeldPeer is startPeer with a vhost "/" holding queues a and b,
-// handshaken, channel 1 open.
-func startHeldPeer(t *testing.T) *peer {
-	t.Helper()
-	vh := testVHost(t)
-	cfg := testConfig()
-	cfg.VHost = func(name string) (*vhost.VHost, bool) { return vh, name == "/" }
-	p := startPeer(t, cfg)
-	p.Handshake()
-	p.OpenChannel(1)
-	for _, q := range []string{"a", "b"} {
-		p.SendMethod(1, &amqp.QueueDeclare{Queue: q})
-		_, ok := p.ExpectMethod(1).(*amqp.QueueDeclareOk)
-		require.True(t, ok)
-	}
-	return p
-}
 
 // appendPublish appends one publish of body to queue q on channel 1.
 func appendPublish(b []byte, q, body string) []byte {
@@ -94,7 +75,7 @@ func TestHeldPublishesReachTheirQueuesFirst(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := startHeldPeer(t)
+			p := startVHostPeer(t, "a", "b")
 			p.Send(amqp.AppendMethodFrame(publishes(), 1, tt.then))
 			tt.check(t, p)
 		})
@@ -104,7 +85,7 @@ func TestHeldPublishesReachTheirQueuesFirst(t *testing.T) {
 // Confirms of publishes held together come as they would one by one:
 // every publish acked, in order, none twice.
 func TestHeldPublishesAreConfirmed(t *testing.T) {
-	p := startHeldPeer(t)
+	p := startVHostPeer(t, "a", "b")
 	p.SendMethod(1, &amqp.ConfirmSelect{})
 	_, ok := p.ExpectMethod(1).(*amqp.ConfirmSelectOk)
 	require.True(t, ok)
