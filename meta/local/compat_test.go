@@ -37,14 +37,7 @@ func TestWritesWhatItWroteBefore(t *testing.T) {
 // order.
 func metadata(t *testing.T, db *pebble.DB) []meta.Record {
 	t.Helper()
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("m"), UpperBound: []byte("n")})
+	recs, err := metatest.Records(db)
 	require.NoError(t, err)
-	defer it.Close()
-	var out []meta.Record
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		require.NoError(t, err)
-		out = append(out, meta.Record{Key: append([]byte(nil), it.Key()...), Value: append([]byte(nil), v...)})
-	}
-	return out
+	return recs
 }

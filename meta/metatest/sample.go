@@ -1,13 +1,17 @@
 package metatest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/meta"
@@ -79,42 +83,18 @@ var (
 func WriteSample(ctx context.Context, s meta.Store) error {
 	var errs []error
 	do := func(err error) { errs = append(errs, err) }
-	for _, v := range sampleVHosts {
-		do(s.PutVHost(ctx, v))
-	}
-	for _, u := range sampleUsers {
-		do(s.PutUser(ctx, u))
-	}
-	for _, p := range samplePermissions {
-		do(s.PutPermission(ctx, p))
-	}
-	for _, p := range sampleTopics {
-		do(s.PutTopicPermission(ctx, p))
-	}
-	for _, l := range sampleLimits {
-		do(s.PutVHostLimit(ctx, l))
-	}
-	for _, p := range samplePolicies {
-		do(s.PutPolicy(ctx, p, false))
-	}
-	for _, p := range sampleOperatorPolicies {
-		do(s.PutPolicy(ctx, p, true))
-	}
-	for _, p := range sampleParameters {
-		do(s.PutParameter(ctx, p))
-	}
-	for _, g := range sampleGlobals {
-		do(s.PutGlobalParameter(ctx, g))
-	}
-	for _, e := range sampleExchanges {
-		do(s.PutExchange(ctx, e))
-	}
-	for _, q := range sampleQueues {
-		do(s.PutQueue(ctx, q))
-	}
-	for _, b := range sampleBindings {
-		do(s.PutBinding(ctx, b))
-	}
+	putAll(ctx, do, sampleVHosts, s.PutVHost)
+	putAll(ctx, do, sampleUsers, s.PutUser)
+	putAll(ctx, do, samplePermissions, s.PutPermission)
+	putAll(ctx, do, sampleTopics, s.PutTopicPermission)
+	putAll(ctx, do, sampleLimits, s.PutVHostLimit)
+	putAll(ctx, do, samplePolicies, func(ctx context.Context, p meta.Policy) error { return s.PutPolicy(ctx, p, false) })
+	putAll(ctx, do, sampleOperatorPolicies, func(ctx context.Context, p meta.Policy) error { return s.PutPolicy(ctx, p, true) })
+	putAll(ctx, do, sampleParameters, s.PutParameter)
+	putAll(ctx, do, sampleGlobals, s.PutGlobalParameter)
+	putAll(ctx, do, sampleExchanges, s.PutExchange)
+	putAll(ctx, do, sampleQueues, s.PutQueue)
+	putAll(ctx, do, sampleBindings, s.PutBinding)
 	_, err := s.CompareAndSwapOffset(ctx, sampleQueues[0].Key(), 0, sampleCursor)
 	do(err)
 	gone := meta.Queue{VHost: "/", Name: "gone", Durable: true}
@@ -149,34 +129,11 @@ func CheckSample(t *testing.T, s meta.Store) {
 	require.ElementsMatch(t, sampleTopics, list(s.ListTopicPermissions(ctx)))
 	require.ElementsMatch(t, sampleLimits, list(s.ListVHostLimits(ctx)))
 	for _, vh := range []string{"/", "prod"} {
-		var want, wantOp []meta.Policy
-		for _, p := range samplePolicies {
-			if p.VHost == vh {
-				want = append(want, p)
-			}
-		}
-		for _, p := range sampleOperatorPolicies {
-			if p.VHost == vh {
-				wantOp = append(wantOp, p)
-			}
-		}
-		require.ElementsMatch(t, want, list(s.ListPolicies(ctx, vh, false)), "policies of %q", vh)
-		require.ElementsMatch(t, wantOp, list(s.ListPolicies(ctx, vh, true)), "operator policies of %q", vh)
-
-		var ex []meta.Exchange
-		for _, e := range sampleExchanges {
-			if e.VHost == vh {
-				ex = append(ex, e)
-			}
-		}
-		require.ElementsMatch(t, ex, list(s.ListExchanges(ctx, vh)), "exchanges of %q", vh)
-		var qs []meta.Queue
-		for _, q := range sampleQueues {
-			if q.VHost == vh {
-				qs = append(qs, q)
-			}
-		}
-		require.ElementsMatch(t, qs, list(s.ListQueues(ctx, vh)), "queues of %q", vh)
+		policyVHost := func(p meta.Policy) string { return p.VHost }
+		require.ElementsMatch(t, inVHost(samplePolicies, vh, policyVHost), list(s.ListPolicies(ctx, vh, false)), "policies of %q", vh)
+		require.ElementsMatch(t, inVHost(sampleOperatorPolicies, vh, policyVHost), list(s.ListPolicies(ctx, vh, true)), "operator policies of %q", vh)
+		require.ElementsMatch(t, inVHost(sampleExchanges, vh, func(e meta.Exchange) string { return e.VHost }), list(s.ListExchanges(ctx, vh)), "exchanges of %q", vh)
+		require.ElementsMatch(t, inVHost(sampleQueues, vh, func(q meta.Queue) string { return q.VHost }), list(s.ListQueues(ctx, vh)), "queues of %q", vh)
 	}
 	bindings, err := s.ListBindings(ctx, "/")
 	require.NoError(t, err)
@@ -211,9 +168,56 @@ func CheckSample(t *testing.T, s meta.Store) {
 	require.ErrorIs(t, err, meta.ErrNotFound)
 }
 
-// SampleRecords reads a records file a sample generator wrote (one
-// record a line, its key and value quoted as Go quotes them, a tab
-// between): the metadata records a store kept for the sample.
+// putAll puts every x of xs, telling do each error.
+func putAll[T any](ctx context.Context, do func(error), xs []T, put func(context.Context, T) error) {
+	for _, x := range xs {
+		do(put(ctx, x))
+	}
+}
+
+// inVHost returns the xs of vhost vh.
+func inVHost[T any](xs []T, vh string, vhost func(T) string) []T {
+	var out []T
+	for _, x := range xs {
+		if vhost(x) == vh {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Records returns the metadata records of db (its 'm' keys, where
+// meta/local and meta/raft's state machine keep them) in key order.
+func Records(db *pebble.DB) (_ []meta.Record, err error) {
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("m"), UpperBound: []byte("n")})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	var out []meta.Record
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, meta.Record{Key: bytes.Clone(it.Key()), Value: bytes.Clone(v)})
+	}
+	return out, it.Error()
+}
+
+// FormatRecords writes recs as SampleRecords reads them.
+func FormatRecords(recs []meta.Record) []byte {
+	var out []byte
+	for _, r := range recs {
+		out = fmt.Appendf(out, "%q\t%q\n", r.Key, r.Value)
+	}
+	return out
+}
+
+// SampleRecords reads a records file a sample generator wrote
+// (FormatRecords: one record a line, its key and value quoted as Go
+// quotes them, a tab between): the metadata records a store kept for the
+// sample.
 func SampleRecords(t *testing.T, path string) []meta.Record {
 	t.Helper()
 	b, err := os.ReadFile(path)

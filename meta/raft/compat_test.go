@@ -71,14 +71,7 @@ func stateMetadata(t *testing.T, dir string) []meta.Record {
 	db, err := pebble.Open(filepath.Join(dir, "state"), &pebble.Options{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, db.Close()) }()
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("m"), UpperBound: []byte("n")})
+	recs, err := metatest.Records(db)
 	require.NoError(t, err)
-	defer it.Close()
-	var out []meta.Record
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		require.NoError(t, err)
-		out = append(out, meta.Record{Key: append([]byte(nil), it.Key()...), Value: append([]byte(nil), v...)})
-	}
-	return out
+	return recs
 }

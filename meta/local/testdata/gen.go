@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log"
 	"os"
 
@@ -30,21 +29,11 @@ func main() {
 	if err := metatest.WriteSample(context.Background(), s); err != nil {
 		log.Fatal(err)
 	}
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("m"), UpperBound: []byte("n")})
+	recs, err := metatest.Records(db)
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, err := os.Create("records.txt")
-	if err != nil {
-		log.Fatal(err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		fmt.Fprintf(out, "%q\t%q\n", it.Key(), it.Value())
-	}
-	if err := it.Close(); err != nil {
-		log.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
+	if err := os.WriteFile("records.txt", metatest.FormatRecords(recs), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
