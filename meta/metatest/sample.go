@@ -205,17 +205,22 @@ func Records(db *pebble.DB) (_ []meta.Record, err error) {
 	return out, it.Error()
 }
 
-// FormatRecords writes recs as SampleRecords reads them.
-func FormatRecords(recs []meta.Record) []byte {
+// WriteRecords writes the metadata records of db (Records) to the file
+// path, as SampleRecords reads them.
+func WriteRecords(path string, db *pebble.DB) error {
+	recs, err := Records(db)
+	if err != nil {
+		return err
+	}
 	var out []byte
 	for _, r := range recs {
 		out = fmt.Appendf(out, "%q\t%q\n", r.Key, r.Value)
 	}
-	return out
+	return os.WriteFile(path, out, 0o644)
 }
 
 // SampleRecords reads a records file a sample generator wrote
-// (FormatRecords: one record a line, its key and value quoted as Go
+// (WriteRecords: one record a line, its key and value quoted as Go
 // quotes them, a tab between): the metadata records a store kept for the
 // sample.
 func SampleRecords(t *testing.T, path string) []meta.Record {

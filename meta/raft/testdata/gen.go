@@ -9,8 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log"
-	"os"
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -40,14 +40,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	recs, err := metatest.Records(db)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.WriteFile("records.txt", metatest.FormatRecords(recs), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
+	if err := errors.Join(metatest.WriteRecords("records.txt", db), db.Close()); err != nil {
 		log.Fatal(err)
 	}
 }
