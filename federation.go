@@ -22,7 +22,7 @@ import (
 func (b *Broker) registerFederation() error {
 	a := b.Admin()
 	b.federation = federation.NewSupervisor(federation.Config{
-		Host: federationHost{b}, Params: a, Local: b.Dial, Log: b.log,
+		Host: federationHost{b}, Params: a, Local: b.linkDoors(), Log: b.log,
 	})
 	if err := a.RegisterComponent(federation.ComponentUpstream, func(_, name string, v json.RawMessage) error {
 		x, err := decodeParameter(v)

@@ -92,7 +92,7 @@ type Status struct {
 // env is what every link of a supervisor shares.
 type env struct {
 	host  Host
-	local shovel.DialFunc
+	local shovel.Local
 	poll  time.Duration
 	now   func() time.Time
 }

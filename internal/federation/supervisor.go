@@ -37,7 +37,7 @@ type Config struct {
 	Params Params
 	// Local dials the broker itself: the links' local ends, and
 	// upstream URIs with no host.
-	Local shovel.DialFunc
+	Local shovel.Local
 	Log   *slog.Logger
 	// Placer, when set, runs each link on one broker of those sharing
 	// the store; Status then lists a link only where it runs. nil: every

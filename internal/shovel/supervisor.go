@@ -38,7 +38,7 @@ type LinkStatus struct {
 // guards the map it keeps.
 type Supervisor struct {
 	params Params
-	local  DialFunc
+	local  Local
 	log    *slog.Logger
 	placer Placer // nil: every link runs here
 
@@ -65,7 +65,7 @@ type link struct {
 
 // NewSupervisor returns a supervisor of the shovels params stores; local
 // dials the broker itself for URIs with no host. Start starts it.
-func NewSupervisor(params Params, local DialFunc, log *slog.Logger) *Supervisor {
+func NewSupervisor(params Params, local Local, log *slog.Logger) *Supervisor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
