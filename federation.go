@@ -189,6 +189,11 @@ func (v mgmtView) FederationLinks(vhost string) []mgmt.FederationLink {
 	return out
 }
 
+// RestartFederationLink is the management API's (mgmt.Federation).
+func (v mgmtView) RestartFederationLink(vhost, id string) bool {
+	return v.b.federation.Restart(vhost, id)
+}
+
 // federationMetrics is the links running here in the metrics package's
 // type.
 func (b *Broker) federationMetrics() []metrics.FederationLink {

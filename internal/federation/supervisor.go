@@ -80,6 +80,8 @@ type Supervisor struct {
 	mu    sync.Mutex
 	dirty bool // a parameter changed since run last read them
 	links map[LinkKey]*running
+	// restart holds the links Restart asked run to stop and start again.
+	restart map[LinkKey]bool
 }
 
 type running struct {
@@ -99,7 +101,7 @@ func NewSupervisor(cfg Config) *Supervisor {
 		cfg.Poll = DefaultPoll
 	}
 	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, poll: cfg.Poll, now: time.Now},
-		wake: make(chan struct{}, 1), dirty: true, links: map[LinkKey]*running{}}
+		wake: make(chan struct{}, 1), dirty: true, links: map[LinkKey]*running{}, restart: map[LinkKey]bool{}}
 }
 
 // PlaceWith makes the supervisor run each link through p (Config.Placer);
@@ -178,6 +180,25 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 		return a.Upstream < b.Upstream
 	})
 	return out
+}
+
+// Restart asks for the link of vhost whose id (LinkStatus.ID) is id to
+// be stopped and started again, keeping its upstream queue, as
+// rabbit_federation_link_sup:restart does; false when no such link runs
+// here. The restart happens on the supervisor's goroutine, soon after.
+func (s *Supervisor) Restart(vhost, id string) bool {
+	s.mu.Lock()
+	found := false
+	for k, r := range s.links {
+		if k.VHost == vhost && linkID(k) == id && !r.away.Load() {
+			s.restart[k], found = true, true
+		}
+	}
+	s.mu.Unlock()
+	if found {
+		s.Poke()
+	}
+	return found
 }
 
 // linkID is a link's id in the API: RabbitMQ hashes its key too
@@ -339,10 +360,12 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 	for k, r := range s.links {
 		cur[k] = r
 	}
+	restart := s.restart
+	s.restart = map[LinkKey]bool{}
 	s.mu.Unlock()
 	for k, r := range cur {
 		w, ok := wanted[k]
-		if ok && w.spec == r.spec {
+		if ok && w.spec == r.spec && !restart[k] {
 			continue
 		}
 		// A link no longer wanted cleans up upstream; one restarted for
@@ -351,7 +374,7 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 		s.stopLink(k, r, !ok)
 	}
 	for k, w := range wanted {
-		if r, ok := cur[k]; ok && r.spec == w.spec {
+		if r, ok := cur[k]; ok && r.spec == w.spec && !restart[k] {
 			continue
 		}
 		s.startLink(ctx, wg, k, w.t, w.up, w.spec)

@@ -12,6 +12,9 @@ import (
 type Federation interface {
 	// FederationLinks lists the links of vhost ("" for every vhost).
 	FederationLinks(vhost string) []FederationLink
+	// RestartFederationLink stops and starts again the link of vhost
+	// whose ID is id; false when there is no such link.
+	RestartFederationLink(vhost, id string) bool
 }
 
 // FederationLink is one link as GET /api/federation-links shows it.
@@ -36,6 +39,28 @@ func (m *mgmt) federationRoutes() {
 	m.handle("GET", "/api/federation-links/{vhost}", anyManagement, m.listFederationLinks(false))
 	m.handle("GET", "/api/federation-links/state/down", anyManagement, m.listFederationLinks(true))
 	m.handle("GET", "/api/federation-links/{vhost}/state/down", anyManagement, m.listFederationLinks(true))
+	m.handle("DELETE", "/api/federation-links/vhost/{vhost}/{id}/{node}/restart", anyManagement, m.restartFederationLink)
+}
+
+// restartFederationLink is DELETE
+// /api/federation-links/vhost/{vhost}/{id}/{node}/restart, the route of
+// RabbitMQ 3.10.8's rabbit_federation_mgmt: 204 once the link on node is
+// told to restart, 404 for an unknown vhost, link or node.
+func (m *mgmt) restartFederationLink(c *mgmtCall) {
+	f, ok := m.b.(Federation)
+	if !ok {
+		notFound(c.w)
+		return
+	}
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	if c.p("node") != m.b.NodeName() || !f.RestartFederationLink(vh, c.p("id")) {
+		notFound(c.w)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
 }
 
 // listFederationLinks answers the links of the vhosts the user may see in
