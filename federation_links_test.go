@@ -382,3 +382,37 @@ func TestFederationLinkRestart(t *testing.T) {
 		return ok && string(m.Body) == "after restart"
 	}, 10*time.Second, 5*time.Millisecond)
 }
+
+// TestFederationUpstreamPattern: a policy's federation-upstream-pattern
+// federates from every upstream whose name the expression matches
+// (RabbitMQ 3.10.8's find_contents), following upstreams as they come
+// and go; a pattern that does not compile is refused.
+func TestFederationUpstreamPattern(t *testing.T) {
+	up, down := newFederated(t, "up"), newFederated(t, "down")
+	api := amqptest.NewAPI(t, down.ManagementHandler())
+	putUpstream(t, down, "dc-east", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	putUpstream(t, down, "backup", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	ctx := context.Background()
+	require.NoError(t, down.Admin().PutPolicy(ctx, broker.Policy{VHost: "/", Name: "fed", Pattern: `^fed$`, ApplyTo: "exchanges",
+		Definition: map[string]any{"federation-upstream-pattern": "^dc-"}}))
+	err := down.Admin().PutPolicy(ctx, broker.Policy{VHost: "/", Name: "bad", Pattern: `^x$`,
+		Definition: map[string]any{"federation-upstream-pattern": "(dc"}})
+	require.ErrorContains(t, err, "could not compile pattern (dc to a regular expression")
+	dch := amqptest.Channel(t, brokertest.Dial(t, down))
+	require.NoError(t, dch.ExchangeDeclare("fed", "fanout", true, false, false, false, nil))
+
+	upstreams := func() []string {
+		var out []string
+		for _, l := range federationLinks(api) {
+			if l["status"] == "running" {
+				out = append(out, l["upstream"].(string))
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return strings.Join(upstreams(), ",") == "dc-east" }, 20*time.Second, 20*time.Millisecond)
+	putUpstream(t, down, "dc-west", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	require.Eventually(t, func() bool { return strings.Join(upstreams(), ",") == "dc-east,dc-west" }, 20*time.Second, 20*time.Millisecond)
+	require.NoError(t, down.Admin().DeleteParameter(ctx, "federation-upstream", "/", "dc-east"))
+	require.Eventually(t, func() bool { return strings.Join(upstreams(), ",") == "dc-west" }, 20*time.Second, 20*time.Millisecond)
+}

@@ -343,7 +343,7 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 			Set:      func(n string) ([]SetElement, bool) { e, ok := vp.sets[n]; return e, ok },
 			All:      func() []string { return vp.names },
 		}
-		for _, up := range Upstreams(l, t.Upstream, t.UpstreamSet, t.Name) {
+		for _, up := range Upstreams(l, t.Keys, t.Name) {
 			if len(up.URIs) == 0 {
 				continue
 			}
