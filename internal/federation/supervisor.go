@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/broker/internal/linkloop"
 	"github.com/warrenmq/broker/internal/shovel"
 	"github.com/warrenmq/broker/meta"
 )
@@ -24,12 +25,8 @@ type Params interface {
 }
 
 // Placer runs a named link on exactly one of the brokers that share one
-// store (internal/placement's Lease): Run calls fn each time this broker
-// acquires name, with a context that ends when it loses it, and returns
-// when ctx ends or fn returns while still holding name.
-type Placer interface {
-	Run(ctx context.Context, name string, fn func(context.Context) error) error
-}
+// store (linkloop.Placer).
+type Placer = linkloop.Placer
 
 // Config is a Supervisor's.
 type Config struct {
@@ -70,12 +67,9 @@ type LinkStatus struct {
 // upstream goes. One goroutine (run) owns the links; Status reads them
 // under the mutex that guards the map.
 type Supervisor struct {
-	cfg Config
-	env *env
-
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg  Config
+	env  *env
+	loop *linkloop.Loop
 
 	mu    sync.Mutex
 	dirty bool // a parameter changed since run last read them
@@ -101,7 +95,7 @@ func NewSupervisor(cfg Config) *Supervisor {
 		cfg.Poll = DefaultPoll
 	}
 	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, poll: cfg.Poll, now: time.Now},
-		wake: make(chan struct{}, 1), dirty: true, links: map[LinkKey]*running{}, restart: map[LinkKey]bool{}}
+		loop: linkloop.New(), dirty: true, links: map[LinkKey]*running{}, restart: map[LinkKey]bool{}}
 }
 
 // PlaceWith makes the supervisor run each link through p (Config.Placer);
@@ -113,35 +107,20 @@ func (s *Supervisor) PlaceWith(p Placer) { s.cfg.Placer = p }
 func (s *Supervisor) Start() {
 	u1 := s.cfg.Params.WatchParameters(ComponentUpstream, func(string, string) { s.tell() })
 	u2 := s.cfg.Params.WatchParameters(ComponentUpstreamSet, func(string, string) { s.tell() })
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go func() {
-		defer close(s.done)
+	s.loop.Start(func(ctx context.Context) {
 		defer u1()
 		defer u2()
 		s.run(ctx)
-	}()
+	})
 }
 
 // Stop stops every link and waits for them, leaving their upstream
 // queues in place; calling it without Start, or twice, does nothing.
-func (s *Supervisor) Stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	<-s.done
-	s.cancel = nil
-}
+func (s *Supervisor) Stop() { s.loop.Stop() }
 
 // Poke makes the supervisor look at the policies now rather than at its
 // next poll (after a policy change).
-func (s *Supervisor) Poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Supervisor) Poke() { s.loop.Poke() }
 
 func (s *Supervisor) tell() {
 	s.mu.Lock()
@@ -246,7 +225,7 @@ func (s *Supervisor) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.loop.Wake():
 		case <-tick.C:
 		}
 	}
@@ -384,6 +363,7 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKey, t Target, up Upstream, spec string) {
 	lctx, cancel := context.WithCancel(ctx)
 	r := &running{l: newLink(k, t, up, s.env), spec: spec, cancel: cancel, exited: make(chan struct{})}
+	r.away.Store(s.cfg.Placer != nil)
 	s.mu.Lock()
 	s.links[k] = r
 	s.mu.Unlock()
@@ -392,15 +372,13 @@ func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKe
 	go func() {
 		defer wg.Done()
 		defer close(r.exited)
-		if s.cfg.Placer == nil {
-			r.l.run(lctx)
-			return
+		here := func(yes bool) {
+			if yes {
+				r.l.update(func(st *Status) { st.State, st.Error = Starting, "" })
+			}
+			r.away.Store(!yes)
 		}
-		r.away.Store(true)
-		err := s.cfg.Placer.Run(lctx, placementName(k), func(hctx context.Context) error {
-			r.l.update(func(st *Status) { st.State, st.Error = Starting, "" })
-			r.away.Store(false)
-			defer r.away.Store(true)
+		err := linkloop.Placed(lctx, s.cfg.Placer, placementName(k), here, func(hctx context.Context) error {
 			r.l.run(hctx)
 			return hctx.Err()
 		})

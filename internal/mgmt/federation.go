@@ -73,25 +73,13 @@ func (m *mgmt) restartFederationLink(c *mgmtCall) {
 func (m *mgmt) listFederationLinks(down bool) func(*mgmtCall) {
 	return func(c *mgmtCall) {
 		f, ok := m.b.(Federation)
-		if !ok {
-			notFound(c.w)
-			return
-		}
-		vhs, ok := m.vhostsParam(c)
-		if !ok {
-			return
-		}
-		out := []map[string]any{}
-		for _, vh := range vhs {
+		m.listLinks(c, ok, func(vh string) (out []map[string]any) {
 			for _, l := range f.FederationLinks(vh) {
 				if down && (l.State == "running" || l.State == "starting") {
 					continue
 				}
-				j := map[string]any{
-					"node": m.b.NodeName(), "vhost": l.VHost, "upstream": l.Upstream, "id": l.ID,
-					"status": l.State, "uri": redactURI(l.URI), "messages_forwarded": l.Forwarded,
-					"timestamp": l.Timestamp.UTC().Format("2006-01-02 15:04:05"),
-				}
+				j := m.linkJSON(l.VHost, l.Timestamp, l.Forwarded)
+				j["upstream"], j["id"], j["status"], j["uri"] = l.Upstream, l.ID, l.State, redactURI(l.URI)
 				if l.Queue {
 					j["type"], j["queue"], j["upstream_queue"], j["consumer_tag"] = "queue", l.Name, l.UpstreamName, l.ConsumerTag
 				} else {
@@ -105,7 +93,7 @@ func (m *mgmt) listFederationLinks(down bool) func(*mgmtCall) {
 				}
 				out = append(out, j)
 			}
-		}
-		writeJSON(c.w, http.StatusOK, out)
+			return out
+		})
 	}
 }

@@ -19,13 +19,8 @@ import (
 // message is processed exactly once; RabbitMQ's queue ends empty and,
 // with the federation policy gone, the link stops.
 func TestMigrationGuideFederation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a RabbitMQ node")
-	}
 	s := startService(t)
-	during, after := amqptest.Numbered("during", 200), amqptest.Numbered("after", 200)
-	b := mgmtBroker(t)
-	warren := amqptest.NewAPI(t, b.ManagementHandler())
+	during, after, b, warren := s.during, s.after, s.warren, s.api
 	var warrenConn *amqp091.Connection
 	var newConsumer *consumer
 	top := t

@@ -115,17 +115,25 @@ func (c *consumer) Stop(t *testing.T) {
 // real RabbitMQ 3.10.8 node: exchange orders (topic) bound to the durable
 // queue orders.process with order.#, its user orders-app, the policy
 // orders-limit, in vhost shop; a backlog of 300 messages and a consumer
-// slower than its producers. Every test of the guide starts from it.
+// slower than its producers; and the Warren (with its API) it moves to.
+// Every test of the guide starts from it.
 type service struct {
-	node       *rabbitnode.Node
-	rabbitConn *amqp091.Connection
-	got        *tally
-	backlog    []string
-	old        *consumer
+	node          *rabbitnode.Node
+	rabbitConn    *amqp091.Connection
+	got           *tally
+	backlog       []string
+	during, after []string // published to RabbitMQ during the move, to Warren after it
+	old           *consumer
+	warren        *broker.Broker
+	api           *amqptest.API
 }
 
+// startService skips the test in -short mode (it boots a RabbitMQ node).
 func startService(t *testing.T) *service {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a RabbitMQ node")
+	}
 	node := rabbitnode.Start(t, rabbitnode.Options{})
 	for _, c := range []struct {
 		method, path string
@@ -142,7 +150,9 @@ func startService(t *testing.T) *service {
 		status, body := rabbitAPI(t, node, c.method, c.path, c.body)
 		require.Contains(t, []int{201, 204}, status, "%s %s: %s", c.method, c.path, body)
 	}
-	s := &service{node: node, got: &tally{seen: map[string]int{}, by: map[string]int{}}, backlog: amqptest.Numbered("backlog", 300)}
+	s := &service{node: node, got: &tally{seen: map[string]int{}, by: map[string]int{}}, backlog: amqptest.Numbered("backlog", 300),
+		during: amqptest.Numbered("during", 200), after: amqptest.Numbered("after", 200), warren: mgmtBroker(t)}
+	s.api = amqptest.NewAPI(t, s.warren.ManagementHandler())
 	var err error
 	s.rabbitConn, err = amqp091.Dial(s.rabbitAt())
 	require.NoError(t, err)
@@ -248,13 +258,8 @@ func (s *service) drained(t *testing.T) {
 // during and after the move, is processed exactly once, by the old
 // consumer or the new one; RabbitMQ's queue ends empty.
 func TestMigrationGuide(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a RabbitMQ node")
-	}
 	s := startService(t)
-	during, after := amqptest.Numbered("during", 200), amqptest.Numbered("after", 200)
-	b := mgmtBroker(t)
-	warren := amqptest.NewAPI(t, b.ManagementHandler())
+	during, after, b, warren := s.during, s.after, s.warren, s.api
 	var warrenConn *amqp091.Connection
 	var newConsumer *consumer
 	// Connections and consumers outlive the step that starts them: they
