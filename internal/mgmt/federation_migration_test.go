@@ -57,10 +57,7 @@ func TestMigrationGuideFederation(t *testing.T) {
 			s.old.Stop(t)
 			amqptest.Poll(t, func() bool { return s.got.len() >= len(s.backlog)+len(during) }, "consumers processed %d", s.got.len())
 		}},
-		{"move producers", func(t *testing.T) {
-			s.publish(t, warrenConn, after)
-			amqptest.Poll(t, func() bool { return s.got.len() == len(s.backlog)+len(during)+len(after) }, "consumers processed %d", s.got.len())
-		}},
+		s.moveProducers(&warrenConn),
 		{"drain RabbitMQ and remove federation", func(t *testing.T) {
 			s.drained(t)
 			require.Positive(t, link()["messages_forwarded"], "the link moved nothing")

@@ -224,6 +224,16 @@ func runSteps(t *testing.T, steps []step) {
 	}
 }
 
+// moveProducers is the guide's step 5, the same for every variant: the
+// producers publish to Warren (over *warrenConn, opened by step 2), and
+// the consumers there process everything published so far.
+func (s *service) moveProducers(warrenConn **amqp091.Connection) step {
+	return step{"move producers", func(t *testing.T) {
+		s.publish(t, *warrenConn, s.after)
+		amqptest.Poll(t, func() bool { return s.got.len() == len(s.backlog)+len(s.during)+len(s.after) }, "consumers processed %d", s.got.len())
+	}}
+}
+
 // requireOnce checks that every message published was processed exactly
 // once, some on each broker.
 func (s *service) requireOnce(t *testing.T, published []string, minOnWarren int) {
@@ -285,10 +295,7 @@ func TestMigrationGuide(t *testing.T) {
 			newConsumer = startConsumer(top, "on Warren", warrenConn, "orders.process", 0, s.got)
 			amqptest.Poll(t, func() bool { return s.got.len() >= len(s.backlog)+len(during) }, "the new consumer got %d", s.got.len())
 		}},
-		{"move producers", func(t *testing.T) {
-			s.publish(t, warrenConn, after)
-			amqptest.Poll(t, func() bool { return s.got.len() == len(s.backlog)+len(during)+len(after) }, "consumers processed %d", s.got.len())
-		}},
+		s.moveProducers(&warrenConn),
 		{"drain RabbitMQ and remove the shovel", func(t *testing.T) {
 			s.drained(t)
 			status, _, body := warren.Do("DELETE", "/api/shovels/vhost/shop/orders-from-rabbitmq", "guest", nil)
