@@ -99,6 +99,9 @@ func errLoginUnavailable(err error, cls, mth uint16) *amqp.Error {
 // guest. A refusal counts against the source; an unavailable store does
 // not.
 func (b *Broker) login(at *session.LoginAttempt) (bool, string, error) {
+	if at.Internal {
+		return internalLogin(at)
+	}
 	src := login.SourceKey(at.Peer)
 	if !b.acct.logins.Wait(context.Background(), src) {
 		return false, "", amqp.NewError(amqp.ConnectionForced, amqp.ClassConnection, amqp.MethodConnectionStartOk, "broker shutdown")

@@ -265,7 +265,7 @@ func (b *Broker) serve(l net.Listener) error {
 		}
 		backoff = 0
 		id := fmt.Sprintf("%s -> %s#%d", nc.RemoteAddr(), nc.LocalAddr(), b.nextID.Add(1))
-		b.serveConn(nc, id)
+		b.serveConn(nc, id, false)
 	}
 }
 
@@ -332,7 +332,11 @@ func (b *Broker) ListenAndServe(addr string) error {
 //
 // URL needs no listener for this: without one it names 127.0.0.1:5672, which
 // Dial never contacts.
-func (b *Broker) Dial(network, addr string) (net.Conn, error) {
+func (b *Broker) Dial(network, addr string) (net.Conn, error) { return b.dialPipe(false) }
+
+// dialPipe is Dial; internal marks the connection as the broker's own
+// (dialInternal in links.go).
+func (b *Broker) dialPipe(internal bool) (net.Conn, error) {
 	// The pipe lets WaitIdle see what the client wrote, and with a clock
 	// dates a publish when the client's write began (transport.PipeClock).
 	var now func() int64
@@ -341,7 +345,7 @@ func (b *Broker) Dial(network, addr string) (net.Conn, error) {
 	}
 	server, client := transport.PipeClock(now)
 	id := fmt.Sprintf("pipe#%d", b.nextID.Add(1))
-	if !b.serveConn(server, id) {
+	if !b.serveConn(server, id, internal) {
 		client.Close()
 		return nil, ErrClosed
 	}
@@ -350,8 +354,11 @@ func (b *Broker) Dial(network, addr string) (net.Conn, error) {
 
 // serveConn registers rwc and serves it on a new goroutine; it reports false
 // (after closing rwc) when the broker is closed.
-func (b *Broker) serveConn(rwc io.ReadWriteCloser, id string) bool {
+func (b *Broker) serveConn(rwc io.ReadWriteCloser, id string, internal bool) bool {
 	c := session.NewConn(rwc, id, b.cfg)
+	if internal {
+		c.MarkInternal()
+	}
 	b.mu.Lock()
 	if b.mu.closed {
 		b.mu.Unlock()

@@ -22,7 +22,7 @@ import (
 func (b *Broker) registerFederation() error {
 	a := b.Admin()
 	b.federation = federation.NewSupervisor(federation.Config{
-		Host: federationHost{b}, Params: a, Local: b.Dial, Log: b.log,
+		Host: federationHost{b}, Params: a, Local: b.linkDoors(), Log: b.log,
 	})
 	if err := a.RegisterComponent(federation.ComponentUpstream, func(_, name string, v json.RawMessage) error {
 		x, err := decodeParameter(v)
@@ -71,18 +71,19 @@ func decodeParameter(v json.RawMessage) (any, error) {
 type federationHost struct{ b *Broker }
 
 // federationKeys reads a policy match's federation keys.
-func federationKeys(m policy.Match) (name, upstream, set string, ok bool) {
+func federationKeys(m policy.Match) (name string, k federation.Keys, ok bool) {
 	d := m.Definition()
-	upstream, _ = d[federation.PolicyUpstream].(string)
-	set, _ = d[federation.PolicyUpstreamSet].(string)
-	if upstream == "" && set == "" {
-		return "", "", "", false
+	k.Upstream, _ = d[federation.PolicyUpstream].(string)
+	k.Set, _ = d[federation.PolicyUpstreamSet].(string)
+	k.Pattern, _ = d[federation.PolicyUpstreamPattern].(string)
+	if k == (federation.Keys{}) {
+		return "", k, false
 	}
 	name, op := m.Names()
 	if name == "" {
 		name = op
 	}
-	return name, upstream, set, true
+	return name, k, true
 }
 
 // Targets lists the exchanges and queues a policy federates, in the
@@ -99,22 +100,22 @@ func (h federationHost) Targets(vhosts []string) []federation.Target {
 			if x.Def.Name == "" || x.Def.Internal {
 				continue
 			}
-			pol, up, set, ok := federationKeys(vh.ExchangePolicy(x.Def.Name))
+			pol, keys, ok := federationKeys(vh.ExchangePolicy(x.Def.Name))
 			if !ok {
 				continue
 			}
-			out = append(out, federation.Target{VHost: vh.Name(), Name: x.Def.Name, Policy: pol, Upstream: up, UpstreamSet: set,
+			out = append(out, federation.Target{VHost: vh.Name(), Name: x.Def.Name, Policy: pol, Keys: keys,
 				Type: x.Def.Type, Durable: x.Def.Durable, AutoDelete: x.Def.AutoDelete, Args: amqpconv.FromTable(x.Args)})
 		}
 		for _, q := range vh.SortedQueues() {
 			if q.Def.Exclusive {
 				continue
 			}
-			pol, up, set, ok := federationKeys(q.Policy())
+			pol, keys, ok := federationKeys(q.Policy())
 			if !ok {
 				continue
 			}
-			out = append(out, federation.Target{VHost: vh.Name(), Name: q.Def.Name, Queue: true, Policy: pol, Upstream: up, UpstreamSet: set,
+			out = append(out, federation.Target{VHost: vh.Name(), Name: q.Def.Name, Queue: true, Policy: pol, Keys: keys,
 				Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete, Args: amqpconv.FromTable(q.Args)})
 		}
 	}
@@ -187,6 +188,11 @@ func (v mgmtView) FederationLinks(vhost string) []mgmt.FederationLink {
 		})
 	}
 	return out
+}
+
+// RestartFederationLink is the management API's (mgmt.Federation).
+func (v mgmtView) RestartFederationLink(vhost, id string) bool {
+	return v.b.federation.Restart(vhost, id)
 }
 
 // federationMetrics is the links running here in the metrics package's

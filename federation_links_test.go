@@ -326,3 +326,93 @@ func TestFederationDefinitionsRun(t *testing.T) {
 		return ok && string(m.Body) == "order 1"
 	}, 10*time.Second, 5*time.Millisecond)
 }
+
+// localLinkConnection is the name of the connection a federation link
+// opened into b, "" when none is listed.
+func localLinkConnection(t *testing.T, api *amqptest.API) string {
+	t.Helper()
+	for _, c := range api.Get("/api/connections").([]any) {
+		c := c.(map[string]any)
+		if c["user_provided_name"] == "Federation link (upstream: up, policy: fed)" {
+			return c["name"].(string)
+		}
+	}
+	return ""
+}
+
+// TestFederationLinkRestart: RabbitMQ 3.10.8's
+// DELETE /api/federation-links/vhost/{vhost}/{id}/{node}/restart stops
+// a link and starts it again (new connections, the same upstream queue,
+// messages still flow); an unknown vhost, id or node is 404.
+func TestFederationLinkRestart(t *testing.T) {
+	up, down := newFederated(t, "up"), newFederated(t, "down")
+	api := amqptest.NewAPI(t, down.ManagementHandler())
+	putUpstream(t, down, "up", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	putFederationPolicy(t, down, "fed", `^fed$`, "exchanges", "up")
+	dch := amqptest.Channel(t, brokertest.Dial(t, down))
+	require.NoError(t, dch.ExchangeDeclare("fed", "fanout", true, false, false, false, nil))
+	amqptest.DeclareQueue(t, dch, "q", false)
+	require.NoError(t, dch.QueueBind("q", "", "fed", false, nil))
+	l := waitLink(t, api, "running")
+	before := localLinkConnection(t, api)
+	require.NotEmpty(t, before)
+
+	id, node := l["id"].(string), url.PathEscape(l["node"].(string))
+	for _, path := range []string{
+		"/api/federation-links/vhost/nope/" + id + "/" + node + "/restart",
+		"/api/federation-links/vhost/%2F/00000000/" + node + "/restart",
+		"/api/federation-links/vhost/%2F/" + id + "/other%40node/restart",
+	} {
+		status, _, body := api.Do("DELETE", path, "guest", nil)
+		require.Equal(t, 404, status, "%s: %s", path, body)
+	}
+	status, _, body := api.Do("DELETE", "/api/federation-links/vhost/%2F/"+id+"/"+node+"/restart", "guest", nil)
+	require.Equal(t, 204, status, "%s", body)
+	require.Eventually(t, func() bool {
+		now := localLinkConnection(t, api)
+		return now != "" && now != before && len(federationLinks(api)) == 1 && federationLinks(api)[0]["status"] == "running"
+	}, 20*time.Second, 20*time.Millisecond, "the link did not come back on a new connection")
+	require.Equal(t, id, federationLinks(api)[0]["id"])
+
+	uconn, upAPI := brokertest.Dial(t, up), amqptest.NewAPI(t, up.ManagementHandler())
+	require.Eventually(t, func() bool { return sourceBindings(upAPI, "fed")[""] }, 10*time.Second, 20*time.Millisecond)
+	amqptest.Publish(t, amqptest.ConfirmChannel(t, uconn), "fed", "", "after restart")
+	require.Eventually(t, func() bool {
+		m, ok, _ := dch.Get("q", true)
+		return ok && string(m.Body) == "after restart"
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestFederationUpstreamPattern: a policy's federation-upstream-pattern
+// federates from every upstream whose name the expression matches
+// (RabbitMQ 3.10.8's find_contents), following upstreams as they come
+// and go; a pattern that does not compile is refused.
+func TestFederationUpstreamPattern(t *testing.T) {
+	up, down := newFederated(t, "up"), newFederated(t, "down")
+	api := amqptest.NewAPI(t, down.ManagementHandler())
+	putUpstream(t, down, "dc-east", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	putUpstream(t, down, "backup", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	ctx := context.Background()
+	require.NoError(t, down.Admin().PutPolicy(ctx, broker.Policy{VHost: "/", Name: "fed", Pattern: `^fed$`, ApplyTo: "exchanges",
+		Definition: map[string]any{"federation-upstream-pattern": "^dc-"}}))
+	err := down.Admin().PutPolicy(ctx, broker.Policy{VHost: "/", Name: "bad", Pattern: `^x$`,
+		Definition: map[string]any{"federation-upstream-pattern": "(dc"}})
+	require.ErrorContains(t, err, "could not compile pattern (dc to a regular expression")
+	dch := amqptest.Channel(t, brokertest.Dial(t, down))
+	require.NoError(t, dch.ExchangeDeclare("fed", "fanout", true, false, false, false, nil))
+
+	upstreams := func() []string {
+		var out []string
+		for _, l := range federationLinks(api) {
+			if l["status"] == "running" {
+				out = append(out, l["upstream"].(string))
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return strings.Join(upstreams(), ",") == "dc-east" }, 20*time.Second, 20*time.Millisecond)
+	putUpstream(t, down, "dc-west", map[string]any{"uri": up.URL(), "reconnect-delay": 1})
+	require.Eventually(t, func() bool { return strings.Join(upstreams(), ",") == "dc-east,dc-west" }, 20*time.Second, 20*time.Millisecond)
+	require.NoError(t, down.Admin().DeleteParameter(ctx, "federation-upstream", "/", "dc-east"))
+	require.Eventually(t, func() bool { return strings.Join(upstreams(), ",") == "dc-west" }, 20*time.Second, 20*time.Millisecond)
+}

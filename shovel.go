@@ -15,7 +15,7 @@ import (
 // in RabbitMQ's "Validation failed" frame), and builds the supervisor
 // that runs a link for each stored one (started by startShovels).
 func (b *Broker) registerShovel() error {
-	b.shovels = shovel.NewSupervisor(b.Admin(), b.Dial, b.log)
+	b.shovels = shovel.NewSupervisor(b.Admin(), b.linkDoors(), b.log)
 	return b.Admin().RegisterComponent(shovel.Component, func(_, _ string, v json.RawMessage) error {
 		if _, err := shovel.Parse(v); err != nil {
 			return fmt.Errorf("Validation failed\n\n%v\n", err)

@@ -1,22 +1,20 @@
 package console_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/brokertest"
 	"github.com/warrenmq/broker/internal/amqptest"
-	"github.com/warrenmq/broker/internal/console"
 )
 
 // The tests here drive the shovel side of the console: the queue page's
@@ -188,79 +186,108 @@ func TestConsoleShovelsInBrowser(t *testing.T) {
 	require.Equal(t, []string{"d"}, amqptest.GetAll(t, ch, "out"))
 }
 
-// federationAPI answers GET /api/federation-links with two links in the
-// shape RabbitMQ 3.10.8's rabbitmq_federation_management writes
-// (rabbit_federation_status:format plus node and local_channel): an
-// exchange link running with an inbound confirm rate, and a queue link
-// in error. It records each restart asked for (DELETE
-// /api/federation-links/vhost/{vhost}/{id}/{node}/restart).
-func federationAPI(restarts chan<- string) http.Handler {
-	links := []map[string]any{{
-		"node": "warren@test", "exchange": "orders", "upstream_exchange": "orders", "type": "exchange", "vhost": "/",
-		"upstream": "old-rabbit", "id": "3c2f8b1e", "status": "running", "local_connection": "<rabbit@old.1.2.3>",
-		"uri": "amqp://old-rabbit:5672", "timestamp": "2026-12-04 02:30:00",
-		"local_channel": map[string]any{"message_stats": map[string]any{"confirm": 120, "confirm_details": map[string]any{"rate": 12.0}}},
-	}, {
-		"node": "warren@test", "queue": "jobs", "upstream_queue": "jobs-v1", "consumer_tag": "federation-link-jobs", "type": "queue", "vhost": "/",
-		"upstream": "old-rabbit", "id": "9a01d4c7", "status": "error", "error": "{auth_failure,\"ACCESS_REFUSED\"}",
-		"uri": "amqp://old-rabbit:5672", "timestamp": "2026-12-04 02:31:00",
-	}}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var v any
-		switch {
-		case r.URL.Path == "/api/whoami":
-			v = map[string]any{"name": "admin", "tags": []string{"administrator"}}
-		case r.Method == "GET" && r.URL.Path == "/api/federation-links":
-			v = links
-		case r.Method == "DELETE" && strings.HasPrefix(r.URL.EscapedPath(), "/api/federation-links/vhost/"):
-			restarts <- r.URL.EscapedPath()
-			w.WriteHeader(http.StatusNoContent)
-			return
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(v)
-	})
-}
-
-// TestConsoleFederationInBrowser: the federation page shows each link of
-// GET /api/federation-links as RabbitMQ's Federation Status does
-// (upstream with the upstream's exchange or queue when its name differs,
-// the local exchange or queue, state, inbound rate, error detail) and
-// restarts one with RabbitMQ's DELETE. The API here is a stand-in in
-// RabbitMQ's documented shape; a broker without federation links (the
-// route answers 404) shows none.
+// TestConsoleFederationInBrowser: the federation page shows each link
+// of Warren's GET /api/federation-links as RabbitMQ's Federation Status
+// does (upstream with the upstream's exchange or queue when its name
+// differs, the local exchange or queue, state, error detail) with
+// Warren's forwarded count, and restarts one with RabbitMQ 3.10.8's
+// DELETE .../{id}/{node}/restart, after which the link runs on a new
+// connection. The broker has no guest: its links log in as its internal
+// user. A broker without links shows none.
 func TestConsoleFederationInBrowser(t *testing.T) {
-	restarts := make(chan string, 1)
-	srv := httptest.NewServer(console.Handler(federationAPI(restarts)))
-	t.Cleanup(srv.Close)
-	ctx := browser(t, 1280, 800)
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
+	b, api := serveConsole(t, broker.Options{Users: []broker.User{{Name: "admin", Password: "admin", Tags: []string{"administrator"}}}})
+	a := b.Admin()
+	ctx := context.Background()
+	_, err := a.PutGlobalParameter(ctx, broker.GlobalParameter{Name: "cluster_name", Value: json.RawMessage(`"down"`)})
+	require.NoError(t, err)
+	up := brokertest.New(t)
+	for name, uri := range map[string]string{"old-rabbit": up.URL(), "gone": "amqp://127.0.0.1:1"} {
+		v, err := json.Marshal(map[string]any{"uri": uri, "reconnect-delay": 1})
+		require.NoError(t, err)
+		_, err = a.PutParameter(ctx, broker.Parameter{VHost: "/", Component: "federation-upstream", Name: name, Value: v})
+		require.NoError(t, err)
+	}
+	require.NoError(t, a.PutPolicy(ctx, broker.Policy{VHost: "/", Name: "orders", Pattern: "^orders$", ApplyTo: "exchanges",
+		Definition: map[string]any{"federation-upstream": "old-rabbit"}}))
+	require.NoError(t, a.PutPolicy(ctx, broker.Policy{VHost: "/", Name: "jobs", Pattern: "^jobs$", ApplyTo: "queues",
+		Definition: map[string]any{"federation-upstream": "gone"}}))
+	ch := amqptest.Channel(t, amqptest.DialVia(t, b.Dial, "admin", "test"))
+	require.NoError(t, ch.ExchangeDeclare("orders", "fanout", true, false, false, false, nil))
+	amqptest.DeclareQueue(t, ch, "orders.copy", true)
+	require.NoError(t, ch.QueueBind("orders.copy", "", "orders", false, nil))
+	amqptest.DeclareQueue(t, ch, "jobs", true)
+
+	// Three messages through the running link, so it has counted them.
+	upAPI := amqptest.NewAPI(t, up.ManagementHandler())
+	amqptest.Poll(t, func() bool {
+		for _, bd := range upAPI.Get("/api/bindings/%2F").([]any) {
+			if bd.(map[string]any)["source"] == "orders" {
+				return true
+			}
+		}
+		return false
+	}, "the link never bound upstream")
+	uch := amqptest.ConfirmChannel(t, brokertest.Dial(t, up))
+	for i := range 3 {
+		amqptest.Publish(t, uch, "orders", "", fmt.Sprint("m", i))
+	}
+	amqptest.Poll(t, func() bool { return queueLen(t, ch, "orders.copy") == 3 }, "the link did not federate 3 messages")
+
+	links := func() []map[string]any {
+		_, _, body := api.Do("GET", "/api/federation-links", "admin", nil)
+		var out []map[string]any
+		require.NoError(t, json.Unmarshal(body, &out), "%s", body)
+		return out
+	}
+	var running map[string]any
+	amqptest.Poll(t, func() bool {
+		l := links()
+		if len(l) != 2 || l[0]["status"] != "running" || l[1]["status"] != "error" {
+			return false
+		}
+		running = l[0]
+		return true
+	}, "links never reached running and error")
+
+	bctx := browser(t, 1280, 800)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(api.URL()+"/"),
 		login("admin", "admin"),
 		chromedp.Click(tid("nav-federation")),
 		waitText(tid("federation-links-table"), "orders"),
-		waitText(tid("federation-links-table"), "jobs-v1"),
-		waitText(tid("federation-links-table"), "12/s"),
-		waitText(tid("federation-error"), "ACCESS_REFUSED"),
+		waitText(tid("federation-links-table"), "jobs"),
+		waitText(tid("federation-forwarded"), "3"),
+		waitText(tid("federation-error"), "connection refused"),
 	))
-	states, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="federation-link-row"] [data-testid="link-state"]')].map((e) => e.textContent)`))
+	states, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid="federation-link-row"] [data-testid="link-state"]')].map((e) => e.textContent)`))
 	require.NoError(t, err)
 	require.Equal(t, []string{"running", "error"}, states)
-	screenshot(t, ctx, artifacts(t), "federation")
-	require.NoError(t, chromedp.Do(ctx,
+	screenshot(t, bctx, artifacts(t), "federation")
+	since := running["timestamp"]
+	require.NoError(t, chromedp.Do(bctx,
 		confirm(rowButton("federation-link-row", "orders", "federation-restart")),
-		waitText(tid("toast"), "Federation link 3c2f8b1e restarted."),
+		waitText(tid("toast"), "Federation link "+running["id"].(string)+" restarted."),
 	))
-	require.Equal(t, "/api/federation-links/vhost/%2F/3c2f8b1e/warren%40test/restart", <-restarts)
+	// The restart went through: the link was stopped (its forwarded
+	// count starts again) and runs again.
+	amqptest.Poll(t, func() bool {
+		l := links()
+		return len(l) == 2 && l[0]["status"] == "running" && l[0]["messages_forwarded"] == 0.0
+	}, "the link did not restart (was %v)", since)
 
-	// A Warren whose API has no federation links route.
-	_, api := serveConsole(t, broker.Options{Users: []broker.User{{Name: "admin", Password: "admin", Tags: []string{"administrator"}}}})
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(api.URL()+"/#/federation"),
+	// A broker without federation links.
+	_, empty := serveConsole(t, broker.Options{Users: []broker.User{{Name: "admin", Password: "admin", Tags: []string{"administrator"}}}})
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(empty.URL()+"/#/federation"),
 		login("admin", "admin"),
 		waitText(tid("federation-links"), "No federation links."),
 	))
+}
+
+// queueLen is queue's ready count, read with a passive declare.
+func queueLen(t *testing.T, ch *amqp091.Channel, queue string) int {
+	t.Helper()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	require.NoError(t, err)
+	return q.Messages
 }

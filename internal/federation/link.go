@@ -31,9 +31,8 @@ type Target struct {
 	Queue bool // a queue; else an exchange
 	// Policy is the name of the policy that federates it.
 	Policy string
-	// Upstream and UpstreamSet are the policy's federation-upstream and
-	// federation-upstream-set keys (one is set).
-	Upstream, UpstreamSet string
+	// Keys are the policy's federation keys.
+	Keys
 
 	// The object's declaration, declared on the upstream when the
 	// upstream has no such exchange or queue.
@@ -92,7 +91,7 @@ type Status struct {
 // env is what every link of a supervisor shares.
 type env struct {
 	host  Host
-	local shovel.DialFunc
+	local shovel.Local
 	poll  time.Duration
 	now   func() time.Time
 }

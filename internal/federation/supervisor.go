@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warrenmq/broker/internal/linkloop"
 	"github.com/warrenmq/broker/internal/shovel"
 	"github.com/warrenmq/broker/meta"
 )
@@ -24,12 +25,8 @@ type Params interface {
 }
 
 // Placer runs a named link on exactly one of the brokers that share one
-// store (internal/placement's Lease): Run calls fn each time this broker
-// acquires name, with a context that ends when it loses it, and returns
-// when ctx ends or fn returns while still holding name.
-type Placer interface {
-	Run(ctx context.Context, name string, fn func(context.Context) error) error
-}
+// store (linkloop.Placer).
+type Placer = linkloop.Placer
 
 // Config is a Supervisor's.
 type Config struct {
@@ -37,7 +34,7 @@ type Config struct {
 	Params Params
 	// Local dials the broker itself: the links' local ends, and
 	// upstream URIs with no host.
-	Local shovel.DialFunc
+	Local shovel.Local
 	Log   *slog.Logger
 	// Placer, when set, runs each link on one broker of those sharing
 	// the store; Status then lists a link only where it runs. nil: every
@@ -70,16 +67,15 @@ type LinkStatus struct {
 // upstream goes. One goroutine (run) owns the links; Status reads them
 // under the mutex that guards the map.
 type Supervisor struct {
-	cfg Config
-	env *env
-
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg  Config
+	env  *env
+	loop *linkloop.Loop
 
 	mu    sync.Mutex
 	dirty bool // a parameter changed since run last read them
 	links map[LinkKey]*running
+	// restart holds the links Restart asked run to stop and start again.
+	restart map[LinkKey]bool
 }
 
 type running struct {
@@ -99,7 +95,7 @@ func NewSupervisor(cfg Config) *Supervisor {
 		cfg.Poll = DefaultPoll
 	}
 	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, poll: cfg.Poll, now: time.Now},
-		wake: make(chan struct{}, 1), dirty: true, links: map[LinkKey]*running{}}
+		loop: linkloop.New(), dirty: true, links: map[LinkKey]*running{}, restart: map[LinkKey]bool{}}
 }
 
 // PlaceWith makes the supervisor run each link through p (Config.Placer);
@@ -111,35 +107,20 @@ func (s *Supervisor) PlaceWith(p Placer) { s.cfg.Placer = p }
 func (s *Supervisor) Start() {
 	u1 := s.cfg.Params.WatchParameters(ComponentUpstream, func(string, string) { s.tell() })
 	u2 := s.cfg.Params.WatchParameters(ComponentUpstreamSet, func(string, string) { s.tell() })
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go func() {
-		defer close(s.done)
+	s.loop.Start(func(ctx context.Context) {
 		defer u1()
 		defer u2()
 		s.run(ctx)
-	}()
+	})
 }
 
 // Stop stops every link and waits for them, leaving their upstream
 // queues in place; calling it without Start, or twice, does nothing.
-func (s *Supervisor) Stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	<-s.done
-	s.cancel = nil
-}
+func (s *Supervisor) Stop() { s.loop.Stop() }
 
 // Poke makes the supervisor look at the policies now rather than at its
 // next poll (after a policy change).
-func (s *Supervisor) Poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Supervisor) Poke() { s.loop.Poke() }
 
 func (s *Supervisor) tell() {
 	s.mu.Lock()
@@ -178,6 +159,25 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 		return a.Upstream < b.Upstream
 	})
 	return out
+}
+
+// Restart asks for the link of vhost whose id (LinkStatus.ID) is id to
+// be stopped and started again, keeping its upstream queue, as
+// rabbit_federation_link_sup:restart does; false when no such link runs
+// here. The restart happens on the supervisor's goroutine, soon after.
+func (s *Supervisor) Restart(vhost, id string) bool {
+	s.mu.Lock()
+	found := false
+	for k, r := range s.links {
+		if k.VHost == vhost && linkID(k) == id && !r.away.Load() {
+			s.restart[k], found = true, true
+		}
+	}
+	s.mu.Unlock()
+	if found {
+		s.Poke()
+	}
+	return found
 }
 
 // linkID is a link's id in the API: RabbitMQ hashes its key too
@@ -225,7 +225,7 @@ func (s *Supervisor) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.loop.Wake():
 		case <-tick.C:
 		}
 	}
@@ -322,7 +322,7 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 			Set:      func(n string) ([]SetElement, bool) { e, ok := vp.sets[n]; return e, ok },
 			All:      func() []string { return vp.names },
 		}
-		for _, up := range Upstreams(l, t.Upstream, t.UpstreamSet, t.Name) {
+		for _, up := range Upstreams(l, t.Keys, t.Name) {
 			if len(up.URIs) == 0 {
 				continue
 			}
@@ -339,10 +339,12 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 	for k, r := range s.links {
 		cur[k] = r
 	}
+	restart := s.restart
+	s.restart = map[LinkKey]bool{}
 	s.mu.Unlock()
 	for k, r := range cur {
 		w, ok := wanted[k]
-		if ok && w.spec == r.spec {
+		if ok && w.spec == r.spec && !restart[k] {
 			continue
 		}
 		// A link no longer wanted cleans up upstream; one restarted for
@@ -351,7 +353,7 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 		s.stopLink(k, r, !ok)
 	}
 	for k, w := range wanted {
-		if r, ok := cur[k]; ok && r.spec == w.spec {
+		if r, ok := cur[k]; ok && r.spec == w.spec && !restart[k] {
 			continue
 		}
 		s.startLink(ctx, wg, k, w.t, w.up, w.spec)
@@ -361,6 +363,7 @@ func (s *Supervisor) reconcile(ctx context.Context, wg *sync.WaitGroup, params m
 func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKey, t Target, up Upstream, spec string) {
 	lctx, cancel := context.WithCancel(ctx)
 	r := &running{l: newLink(k, t, up, s.env), spec: spec, cancel: cancel, exited: make(chan struct{})}
+	r.away.Store(s.cfg.Placer != nil)
 	s.mu.Lock()
 	s.links[k] = r
 	s.mu.Unlock()
@@ -369,15 +372,13 @@ func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKe
 	go func() {
 		defer wg.Done()
 		defer close(r.exited)
-		if s.cfg.Placer == nil {
-			r.l.run(lctx)
-			return
+		here := func(yes bool) {
+			if yes {
+				r.l.update(func(st *Status) { st.State, st.Error = Starting, "" })
+			}
+			r.away.Store(!yes)
 		}
-		r.away.Store(true)
-		err := s.cfg.Placer.Run(lctx, placementName(k), func(hctx context.Context) error {
-			r.l.update(func(st *Status) { st.State, st.Error = Starting, "" })
-			r.away.Store(false)
-			defer r.away.Store(true)
+		err := linkloop.Placed(lctx, s.cfg.Placer, placementName(k), here, func(hctx context.Context) error {
 			r.l.run(hctx)
 			return hctx.Err()
 		})

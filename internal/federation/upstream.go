@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -19,9 +20,23 @@ const (
 
 // The policy definition keys that federate an exchange or a queue.
 const (
-	PolicyUpstream    = "federation-upstream"
-	PolicyUpstreamSet = "federation-upstream-set"
+	PolicyUpstream        = "federation-upstream"
+	PolicyUpstreamSet     = "federation-upstream-set"
+	PolicyUpstreamPattern = "federation-upstream-pattern"
 )
+
+// Keys are a policy's federation keys; policy.Parse lets at most one be
+// set.
+type Keys struct {
+	// Upstream is federation-upstream: one upstream's name.
+	Upstream string
+	// Set is federation-upstream-set: a set's name, or AllUpstreams.
+	Set string
+	// Pattern is federation-upstream-pattern: a regular expression, and
+	// every upstream of the vhost whose name it matches (anywhere in the
+	// name, as Erlang's re:run does) is one.
+	Pattern string
+}
 
 // AllUpstreams is the upstream set name that means every upstream of the
 // vhost.
@@ -398,22 +413,34 @@ type Lookup struct {
 	All      func() []string
 }
 
-// Upstreams resolves a policy's federation keys for the local object
-// named local: upstream (federation-upstream) or set
-// (federation-upstream-set, "all" for every upstream), as
-// rabbit_federation_upstream:upstreams and from_set_contents do: an
-// element naming an upstream that does not exist is skipped.
-func Upstreams(l Lookup, upstream, set, local string) []Upstream {
+// Upstreams resolves a policy's federation keys k for the local object
+// named local, as rabbit_federation_upstream:upstreams and
+// from_set_contents do (RabbitMQ 3.10.8): the upstream k.Upstream, the
+// elements of the set k.Set (every upstream for "all"), or the upstreams
+// whose names k.Pattern matches, in name order; an element naming an
+// upstream that does not exist is skipped, and so is a pattern that does
+// not compile (policy.Parse refuses one).
+func Upstreams(l Lookup, k Keys, local string) []Upstream {
 	var elems []SetElement
 	switch {
-	case upstream != "":
-		elems = []SetElement{{Upstream: upstream}}
-	case set == AllUpstreams:
+	case k.Upstream != "":
+		elems = []SetElement{{Upstream: k.Upstream}}
+	case k.Set == AllUpstreams:
 		for _, n := range l.All() {
 			elems = append(elems, SetElement{Upstream: n})
 		}
-	case set != "":
-		elems, _ = l.Set(set)
+	case k.Set != "":
+		elems, _ = l.Set(k.Set)
+	case k.Pattern != "":
+		re, err := regexp.Compile(k.Pattern)
+		if err != nil {
+			return nil
+		}
+		for _, n := range l.All() {
+			if re.MatchString(n) {
+				elems = append(elems, SetElement{Upstream: n})
+			}
+		}
 	}
 	var out []Upstream
 	for _, el := range elems {

@@ -89,10 +89,15 @@ func TestUpstreamsFromPolicy(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, []string{"a"}, names(Upstreams(l, "a", "", "x")))
-	require.Equal(t, []string{"a", "b"}, names(Upstreams(l, "", AllUpstreams, "x")))
-	require.Equal(t, []string{"b"}, names(Upstreams(l, "", "pair", "x")))
-	require.Empty(t, Upstreams(l, "", "nope", "x"))
+	require.Equal(t, []string{"a"}, names(Upstreams(l, Keys{Upstream: "a"}, "x")))
+	require.Equal(t, []string{"a", "b"}, names(Upstreams(l, Keys{Set: AllUpstreams}, "x")))
+	require.Equal(t, []string{"b"}, names(Upstreams(l, Keys{Set: "pair"}, "x")))
+	require.Empty(t, Upstreams(l, Keys{Set: "nope"}, "x"))
+	// A pattern matches anywhere in the name, as re:run does.
+	require.Equal(t, []string{"b"}, names(Upstreams(l, Keys{Pattern: "^b"}, "x")))
+	require.Equal(t, []string{"a", "b"}, names(Upstreams(l, Keys{Pattern: "[ab]"}, "x")))
+	require.Empty(t, Upstreams(l, Keys{Pattern: "z"}, "x"))
+	require.Empty(t, Upstreams(l, Keys{Pattern: "("}, "x"))
 }
 
 func FuzzParseUpstream(f *testing.F) {

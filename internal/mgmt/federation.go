@@ -12,6 +12,9 @@ import (
 type Federation interface {
 	// FederationLinks lists the links of vhost ("" for every vhost).
 	FederationLinks(vhost string) []FederationLink
+	// RestartFederationLink stops and starts again the link of vhost
+	// whose ID is id; false when there is no such link.
+	RestartFederationLink(vhost, id string) bool
 }
 
 // FederationLink is one link as GET /api/federation-links shows it.
@@ -36,6 +39,28 @@ func (m *mgmt) federationRoutes() {
 	m.handle("GET", "/api/federation-links/{vhost}", anyManagement, m.listFederationLinks(false))
 	m.handle("GET", "/api/federation-links/state/down", anyManagement, m.listFederationLinks(true))
 	m.handle("GET", "/api/federation-links/{vhost}/state/down", anyManagement, m.listFederationLinks(true))
+	m.handle("DELETE", "/api/federation-links/vhost/{vhost}/{id}/{node}/restart", anyManagement, m.restartFederationLink)
+}
+
+// restartFederationLink is DELETE
+// /api/federation-links/vhost/{vhost}/{id}/{node}/restart, the route of
+// RabbitMQ 3.10.8's rabbit_federation_mgmt: 204 once the link on node is
+// told to restart, 404 for an unknown vhost, link or node.
+func (m *mgmt) restartFederationLink(c *mgmtCall) {
+	f, ok := m.b.(Federation)
+	if !ok {
+		notFound(c.w)
+		return
+	}
+	vh, ok := m.vhostParam(c)
+	if !ok {
+		return
+	}
+	if c.p("node") != m.b.NodeName() || !f.RestartFederationLink(vh, c.p("id")) {
+		notFound(c.w)
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
 }
 
 // listFederationLinks answers the links of the vhosts the user may see in
@@ -48,25 +73,13 @@ func (m *mgmt) federationRoutes() {
 func (m *mgmt) listFederationLinks(down bool) func(*mgmtCall) {
 	return func(c *mgmtCall) {
 		f, ok := m.b.(Federation)
-		if !ok {
-			notFound(c.w)
-			return
-		}
-		vhs, ok := m.vhostsParam(c)
-		if !ok {
-			return
-		}
-		out := []map[string]any{}
-		for _, vh := range vhs {
+		m.listLinks(c, ok, func(vh string) (out []map[string]any) {
 			for _, l := range f.FederationLinks(vh) {
 				if down && (l.State == "running" || l.State == "starting") {
 					continue
 				}
-				j := map[string]any{
-					"node": m.b.NodeName(), "vhost": l.VHost, "upstream": l.Upstream, "id": l.ID,
-					"status": l.State, "uri": redactURI(l.URI), "messages_forwarded": l.Forwarded,
-					"timestamp": l.Timestamp.UTC().Format("2006-01-02 15:04:05"),
-				}
+				j := m.linkJSON(l.VHost, l.Timestamp, l.Forwarded)
+				j["upstream"], j["id"], j["status"], j["uri"] = l.Upstream, l.ID, l.State, redactURI(l.URI)
 				if l.Queue {
 					j["type"], j["queue"], j["upstream_queue"], j["consumer_tag"] = "queue", l.Name, l.UpstreamName, l.ConsumerTag
 				} else {
@@ -80,7 +93,7 @@ func (m *mgmt) listFederationLinks(down bool) func(*mgmtCall) {
 				}
 				out = append(out, j)
 			}
-		}
-		writeJSON(c.w, http.StatusOK, out)
+			return out
+		})
 	}
 }

@@ -60,24 +60,13 @@ func (m *mgmt) shovelModel(c *mgmtCall) (Shovels, bool) {
 // the fields RabbitMQ's shovel status shows; URIs lose their passwords,
 // as RabbitMQ shows them.
 func (m *mgmt) listShovels(c *mgmtCall) {
-	s, ok := m.shovelModel(c)
-	if !ok {
-		return
-	}
-	vhs, ok := m.vhostsParam(c)
-	if !ok {
-		return
-	}
-	out := []map[string]any{}
-	for _, vh := range vhs {
+	s, ok := m.b.(Shovels)
+	m.listLinks(c, ok, func(vh string) (out []map[string]any) {
 		for _, l := range s.Shovels(vh) {
-			j := map[string]any{
-				"node": m.b.NodeName(), "timestamp": l.Since.UTC().Format("2006-01-02 15:04:05"), "type": "dynamic",
-				"vhost": l.VHost, "name": l.Name, "state": l.State,
-				"src_protocol": "amqp091", "dest_protocol": "amqp091",
-				"src_uri": redactURI(l.SrcURI), "dest_uri": redactURI(l.DestURI),
-				"messages_forwarded": l.Forwarded,
-			}
+			j := m.linkJSON(l.VHost, l.Since, l.Forwarded)
+			j["type"], j["name"], j["state"] = "dynamic", l.Name, l.State
+			j["src_protocol"], j["dest_protocol"] = "amqp091", "amqp091"
+			j["src_uri"], j["dest_uri"] = redactURI(l.SrcURI), redactURI(l.DestURI)
 			if l.Remaining >= 0 {
 				j["messages_remaining"] = l.Remaining
 			}
@@ -92,8 +81,35 @@ func (m *mgmt) listShovels(c *mgmtCall) {
 			}
 			out = append(out, j)
 		}
+		return out
+	})
+}
+
+// listLinks is the body GET /api/shovels and /api/federation-links
+// share: 404 without the model (ok false), else the rows of each vhost
+// the user may see, in order.
+func (m *mgmt) listLinks(c *mgmtCall, ok bool, rows func(vhost string) []map[string]any) {
+	if !ok {
+		notFound(c.w)
+		return
+	}
+	vhs, ok := m.vhostsParam(c)
+	if !ok {
+		return
+	}
+	out := []map[string]any{}
+	for _, vh := range vhs {
+		out = append(out, rows(vh)...)
 	}
 	writeJSON(c.w, http.StatusOK, out)
+}
+
+// linkJSON is what a shovel's and a federation link's row start with:
+// the node, the vhost, when the state last changed in RabbitMQ's format,
+// and Warren's forwarded count.
+func (m *mgmt) linkJSON(vhost string, since time.Time, forwarded int64) map[string]any {
+	return map[string]any{"node": m.b.NodeName(), "vhost": vhost, "timestamp": since.UTC().Format("2006-01-02 15:04:05"),
+		"messages_forwarded": forwarded}
 }
 
 // restartShovel is DELETE /api/shovels/vhost/{vhost}/{name}/restart: 204,

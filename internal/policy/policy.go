@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -170,9 +171,18 @@ func parseDefinition(raw any, operator bool) (map[string]any, string) {
 	}
 	// rabbit_federation_parameters:validate_policy takes one of its keys
 	// at a time.
-	if _, up := out["federation-upstream"]; up {
-		if _, set := out["federation-upstream-set"]; set {
-			return nil, "cannot specify federation-upstream, federation-upstream-set or federation-upstream-pattern together"
+	n := 0
+	for _, k := range []string{"federation-upstream", "federation-upstream-set", "federation-upstream-pattern"} {
+		if _, ok := out[k]; ok {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, "cannot specify federation-upstream, federation-upstream-set or federation-upstream-pattern together"
+	}
+	if p, ok := out["federation-upstream-pattern"].(string); ok {
+		if _, err := regexp.Compile(p); err != nil {
+			return nil, fmt.Sprintf("could not compile pattern %s to a regular expression. Error: %v", p, err)
 		}
 	}
 	return out, ""

@@ -402,9 +402,12 @@ var table = []Arg{
 	},
 	// Exchanges' and queues' federation (rabbit_federation_parameters:
 	// validate_policy, RabbitMQ 3.10 to 4.x), read by internal/federation;
-	// policy.Parse refuses both together.
+	// policy.Parse refuses any two together.
 	{Policy: "federation-upstream", PolicyValue: stringValue, PolicyRefusal: "is not a valid federation upstream name"},
 	{Policy: "federation-upstream-set", PolicyValue: stringValue, PolicyRefusal: "is not a valid federation upstream set name"},
+	// A regular expression over the vhost's upstream names; policy.Parse
+	// checks that it compiles.
+	{Policy: "federation-upstream-pattern", PolicyValue: stringValue, PolicyRefusal: "is not a valid federation upstream pattern name"},
 	// RabbitMQ 3.x classic queue mirroring, removed in 4.0.
 	{Policy: "ha-mode", Removed: true},
 	{Policy: "ha-params", Removed: true},

@@ -208,6 +208,8 @@ type LoginAttempt struct {
 	Peer net.Addr
 	// TLS is the handshake state when the transport is TLS, nil otherwise.
 	TLS *tls.ConnectionState
+	// Internal: the broker marked the connection as its own (MarkInternal).
+	Internal bool
 
 	// Authz is set by Config.Login when a backend other than the user
 	// database let the user in: it decides the connection's permissions
@@ -250,7 +252,7 @@ func (c *Conn) offeredMechanisms() string {
 // 503) to close the connection with.
 func (c *Conn) login(m *amqp.ConnectionStartOk) (string, error) {
 	peer := c.tr.Peer()
-	at := LoginAttempt{Mechanism: m.Mechanism, TLS: peer.TLS, Peer: peer.Remote}
+	at := LoginAttempt{Mechanism: m.Mechanism, TLS: peer.TLS, Peer: peer.Remote, Internal: c.internal}
 	if m.Mechanism == "EXTERNAL" && c.cfg.External {
 		user, ok := externalUser(at.TLS)
 		if !ok {

@@ -140,7 +140,15 @@ type Conn struct {
 	// connection then (expiry.go); the reader owns both.
 	credExpires time.Time
 	credExpiry  clock.Timer
+
+	// internal is set by MarkInternal before Serve: Config.Login is told
+	// (LoginAttempt.Internal). Nothing a client sends sets it.
+	internal bool
 }
+
+// MarkInternal makes c one of the broker's own in-process connections
+// (its shovel and federation links' local ends); call it before Serve.
+func (c *Conn) MarkInternal() { c.internal = true }
 
 // NewConn returns a connection that will speak AMQP over rwc (a net.Conn, a
 // net.Pipe end, anything), through transport.New. id names it in logs and

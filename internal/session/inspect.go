@@ -176,13 +176,14 @@ type ConnInfo struct {
 	// Peer and Local are the stream's addresses when it is a net.Conn.
 	Peer, Local net.Addr
 	// Direct: an in-process connection (NewDirect), without a socket,
-	// handshake or heartbeats.
+	// handshake or heartbeats, or one the broker marked as its own
+	// (MarkInternal), as RabbitMQ lists its direct connections.
 	Direct bool
 }
 
 // Info describes the connection. Safe from any goroutine.
 func (c *Conn) Info() ConnInfo {
-	in := ConnInfo{ID: c.id, Direct: c.sink != nil}
+	in := ConnInfo{ID: c.id, Direct: c.sink != nil || c.internal}
 	st := connState(c.state.Load())
 	open := st == stateOpen
 	switch {

@@ -28,7 +28,7 @@ func TestWorkerCrashOnConfirm(t *testing.T) {
 		"src-prefetch-count": prefetch, "reconnect-delay": 0.05,
 	}))
 	require.NoError(t, err)
-	w := shovel.NewWorker(def, src.Dial)
+	w := shovel.NewWorker(def, shovel.Local{User: src.Dial})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	done := make(chan error, 1)

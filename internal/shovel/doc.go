@@ -3,9 +3,10 @@
 // the value of a "shovel" runtime parameter (Parse, with RabbitMQ 3.10's
 // keys, defaults and refusal texts), resolves its URIs (ParseURI: amqp and
 // amqps with RabbitMQ's TLS query parameters, and the local "amqp://" with
-// no host, which goes through the Dialer the caller hands in and logs in
-// as the user the URI names, guest without one), and runs one link
-// (Worker) over github.com/rabbitmq/amqp091-go.
+// no host, which goes through the caller's in-process doors (Local): as
+// the user the URI names, or, naming none, through the broker's trusted
+// door as its internal user), and runs one link (Worker) over
+// github.com/rabbitmq/amqp091-go.
 //
 // What a Worker promises: in on-confirm mode a source message is acked
 // only after the destination confirmed it, so a crash of either end loses

@@ -38,7 +38,7 @@ func TestWorkerLocalCredentials(t *testing.T) {
 				"src-delete-after": "queue-length", "reconnect-delay": 0.05,
 			}))
 			require.NoError(t, err)
-			w := shovel.NewWorker(def, b.Dial)
+			w := shovel.NewWorker(def, shovel.Local{User: b.Dial})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			if !tc.refused {

@@ -1,14 +1,14 @@
 package shovel
 
-import "context"
+import (
+	"context"
+
+	"github.com/warrenmq/broker/internal/linkloop"
+)
 
 // Placer runs a named link on exactly one of the brokers that share one
-// store (internal/placement's Lease): Run calls fn each time this broker
-// acquires name, with a context that ends when it loses it, and returns
-// when ctx ends or fn returns while still holding name.
-type Placer interface {
-	Run(ctx context.Context, name string, fn func(context.Context) error) error
-}
+// store (linkloop.Placer).
+type Placer = linkloop.Placer
 
 // PlaceWith makes the supervisor run each link through p, so that of the
 // brokers sharing a store exactly one runs it; Status then lists only the
@@ -20,18 +20,18 @@ func (s *Supervisor) PlaceWith(p Placer) { s.placer = p }
 // link that moved here starts as RabbitMQ's shovel does on another node:
 // src-delete-after queue-length counts the queue as it is then).
 func (s *Supervisor) runLink(ctx context.Context, k linkKey, l *link) error {
-	if s.placer == nil {
-		return l.w.Run(ctx)
+	here := func(yes bool) {
+		s.mu.Lock()
+		if yes {
+			l.w = NewWorker(l.def, s.local)
+		}
+		l.away = !yes
+		s.mu.Unlock()
 	}
-	return s.placer.Run(ctx, Component+"/"+k.vhost+"/"+k.name, func(hctx context.Context) error {
-		w := NewWorker(l.def, s.local)
+	return linkloop.Placed(ctx, s.placer, Component+"/"+k.vhost+"/"+k.name, here, func(hctx context.Context) error {
 		s.mu.Lock()
-		l.w, l.away = w, false
+		w := l.w
 		s.mu.Unlock()
-		err := w.Run(hctx)
-		s.mu.Lock()
-		l.away = true
-		s.mu.Unlock()
-		return err
+		return w.Run(hctx)
 	})
 }

@@ -34,7 +34,7 @@ func TestWorkerWithRabbitMQ(t *testing.T) {
 		}))
 		require.NoError(t, err)
 		// Same queue name both ways: the second run moves it back.
-		w := shovel.NewWorker(def, warren.Dial)
+		w := shovel.NewWorker(def, shovel.Local{User: warren.Dial})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		require.ErrorIs(t, w.Run(ctx), shovel.ErrDone)

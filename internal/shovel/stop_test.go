@@ -35,7 +35,7 @@ func TestWorkerStopsWhileConnecting(t *testing.T) {
 		"dest-uri": "amqp://guest:guest@" + l.Addr().String() + "/", "dest-queue": "out",
 	}))
 	require.NoError(t, err)
-	w := shovel.NewWorker(def, nil)
+	w := shovel.NewWorker(def, shovel.Local{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()

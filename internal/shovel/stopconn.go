@@ -38,6 +38,10 @@ type stoppingConn struct {
 }
 
 func (c *stoppingConn) Close() error {
-	c.once.Do(func() { c.stop() })
+	c.release()
 	return c.Conn.Close()
 }
+
+// release lets the connection outlive the context: ending it no longer
+// closes the connection.
+func (c *stoppingConn) release() { c.once.Do(func() { c.stop() }) }

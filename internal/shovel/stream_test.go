@@ -33,7 +33,7 @@ func TestWorkerFromStream(t *testing.T) {
 		"src-consumer-args": map[string]any{"x-stream-offset": "first"},
 	}))
 	require.NoError(t, err)
-	w := shovel.NewWorker(def, b.Dial)
+	w := shovel.NewWorker(def, shovel.Local{User: b.Dial})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.ErrorIs(t, w.Run(ctx), shovel.ErrDone, "%+v", w.Status())

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/warrenmq/broker/internal/linkloop"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -38,13 +39,10 @@ type LinkStatus struct {
 // guards the map it keeps.
 type Supervisor struct {
 	params Params
-	local  DialFunc
+	local  Local
 	log    *slog.Logger
 	placer Placer // nil: every link runs here
-
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop   *linkloop.Loop
 
 	mu      sync.Mutex
 	pending map[linkKey]bool // told by the watcher, not yet looked at
@@ -65,11 +63,11 @@ type link struct {
 
 // NewSupervisor returns a supervisor of the shovels params stores; local
 // dials the broker itself for URIs with no host. Start starts it.
-func NewSupervisor(params Params, local DialFunc, log *slog.Logger) *Supervisor {
+func NewSupervisor(params Params, local Local, log *slog.Logger) *Supervisor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{params: params, local: local, log: log, wake: make(chan struct{}, 1),
+	return &Supervisor{params: params, local: local, log: log, loop: linkloop.New(),
 		pending: map[linkKey]bool{}, links: map[linkKey]*link{}, restart: map[linkKey]bool{}}
 }
 
@@ -85,26 +83,16 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	for _, p := range ps {
 		s.tell(linkKey{p.VHost, p.Name})
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	go func() {
-		defer close(s.done)
+	s.loop.Start(func(ctx context.Context) {
 		defer unwatch()
-		s.run(runCtx)
-	}()
+		s.run(ctx)
+	})
 	return nil
 }
 
 // Stop stops every link and waits for them; calling it without Start, or
 // twice, does nothing.
-func (s *Supervisor) Stop() {
-	if s.cancel == nil {
-		return
-	}
-	s.cancel()
-	<-s.done
-	s.cancel = nil
-}
+func (s *Supervisor) Stop() { s.loop.Stop() }
 
 // tell marks a parameter to look at again and wakes run; it never blocks
 // (the watcher must return soon).
@@ -112,10 +100,7 @@ func (s *Supervisor) tell(k linkKey) {
 	s.mu.Lock()
 	s.pending[k] = true
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.loop.Poke()
 }
 
 // Restart stops and starts the link of vhost and name again, as
@@ -131,10 +116,7 @@ func (s *Supervisor) Restart(vhost, name string) bool {
 	}
 	s.mu.Unlock()
 	if ok {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.loop.Poke()
 	}
 	return ok
 }
@@ -175,7 +157,7 @@ func (s *Supervisor) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.loop.Wake():
 			s.reconcile(ctx, &wg, ended)
 		case k := <-ended:
 			s.reap(ctx, k)

@@ -26,7 +26,9 @@ import (
 // from one RabbitMQ node's queue over AMQP into the node itself. The
 // three alternate for a number of rounds and the medians are logged. It
 // runs only with WARREN_SHOVEL_THROUGHPUT=1 (a few minutes);
-// WARREN_SHOVEL_THROUGHPUT_N sets the message count (default 10000).
+// WARREN_SHOVEL_THROUGHPUT_N sets the message count (default 10000) and
+// WARREN_SHOVEL_THROUGHPUT_ROUNDS the rounds (default 3).
+// scripts/shovel-bench.sh runs it.
 func TestShovelThroughput(t *testing.T) {
 	if os.Getenv("WARREN_SHOVEL_THROUGHPUT") != "1" {
 		t.Skip("set WARREN_SHOVEL_THROUGHPUT=1 to measure")
@@ -36,7 +38,12 @@ func TestShovelThroughput(t *testing.T) {
 		_, err := fmt.Sscan(s, &n)
 		require.NoError(t, err)
 	}
-	const rounds = 3
+	rounds := 3
+	if s := os.Getenv("WARREN_SHOVEL_THROUGHPUT_ROUNDS"); s != "" {
+		_, err := fmt.Sscan(s, &rounds)
+		require.NoError(t, err)
+		require.Positive(t, rounds)
+	}
 	node := rabbitnode.Start(t, rabbitnode.Options{Plugins: []string{"rabbitmq_shovel", "rabbitmq_shovel_management"}})
 	bin := warrenproc.Build(t)
 	start := func() *warrenproc.Process {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"sync"
 	"time"
 
@@ -23,10 +21,6 @@ const (
 	Terminated = "terminated"
 )
 
-// DialFunc opens a connection to the local broker for an "amqp://" URI
-// with no host (Broker.Dial's shape).
-type DialFunc func(network, addr string) (net.Conn, error)
-
 // Status is a snapshot of one link.
 type Status struct {
 	State     string
@@ -42,15 +36,16 @@ type Status struct {
 // from any goroutine.
 type Worker struct {
 	def   Def
-	local DialFunc
+	local Local
 
 	mu  sync.Mutex
 	st  Status
 	set bool // Remaining was fixed (queue-length: at the first connection)
 }
 
-// NewWorker returns a worker for def; local may be nil when no URI is local.
-func NewWorker(def Def, local DialFunc) *Worker {
+// NewWorker returns a worker for def; local may be zero when no URI is
+// local.
+func NewWorker(def Def, local Local) *Worker {
 	w := &Worker{def: def, local: local, st: Status{State: Starting, Remaining: -1, Since: time.Now()}}
 	if def.DeleteAfter == "" {
 		w.st.Remaining, w.set = def.DeleteCount, true
@@ -107,29 +102,7 @@ func (w *Worker) dial(ctx context.Context, uri string) (*amqp091.Connection, err
 	if err != nil {
 		return nil, err
 	}
-	cfg := amqp091.Config{TLSClientConfig: e.TLS, Properties: amqp091.Table{"connection_name": "Shovel"}}
-	url := e.URL
-	dial := amqp091.DefaultDial(30 * time.Second) // amqp091's own default
-	if e.Local {
-		if w.local == nil {
-			return nil, fmt.Errorf("%q names the local broker, which this shovel cannot reach", uri)
-		}
-		dial, cfg.Vhost, url = w.local, e.VHost, localURL(e.URL)
-	}
-	cfg.Dial = stopOnDone(ctx, dial)
-	return amqp091.DialConfig(url, cfg)
-}
-
-// localURL is what amqp091-go dials for a local URI: the user and
-// password the URI names (amqp://user:pass@/vhost), or amqp091-go's
-// guest:guest when it names none. The host is never contacted (the
-// Dialer is the broker's in-process door).
-func localURL(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil || u.User == nil {
-		return "amqp://localhost/"
-	}
-	return (&url.URL{Scheme: "amqp", User: u.User, Host: "localhost", Path: "/"}).String()
+	return dialEndpoint(ctx, e, w.local, "", amqp091.Table{"connection_name": "Shovel"}, true)
 }
 
 // once runs one connection pair until it fails, ctx ends or the link is done.

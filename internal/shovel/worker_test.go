@@ -41,7 +41,7 @@ func TestWorkerWarrenToWarren(t *testing.T) {
 				"ack-mode": tc.ack, "src-delete-after": tc.deleteAfter, "src-prefetch-count": 7,
 			}))
 			require.NoError(t, err)
-			w := shovel.NewWorker(def, src.Dial)
+			w := shovel.NewWorker(def, shovel.Local{User: src.Dial})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			require.ErrorIs(t, w.Run(ctx), shovel.ErrDone)
@@ -68,7 +68,7 @@ func TestWorkerReconnects(t *testing.T) {
 		"reconnect-delay": 0.05, "src-delete-after": 30,
 	}))
 	require.NoError(t, err)
-	w := shovel.NewWorker(def, src.Dial)
+	w := shovel.NewWorker(def, shovel.Local{User: src.Dial})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)

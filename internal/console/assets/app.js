@@ -1179,7 +1179,7 @@
       { label: 'Exchange / queue', cell: (l) => [l.type === 'queue' ? link(queueHref({ vhost: l.vhost, name: l.queue }), l.queue) :
         link(exchangeHref({ vhost: l.vhost, name: l.exchange }), l.exchange), h('sub', null, ' ' + l.type)] },
       { label: 'State', cell: (l) => [stateTag(l.status), l.error ? h('pre', { class: 'reason', testid: 'federation-error' }, l.error) : ''] },
-      { label: 'Inbound', n: true, cell: (l) => fmtRate(get(l, 'local_channel.message_stats.confirm_details')) },
+      { label: 'Forwarded', n: true, cell: (l) => l.messages_forwarded === undefined ? '' : h('span', { testid: 'federation-forwarded' }, String(l.messages_forwarded)) },
       { label: 'Last changed', cell: (l) => l.timestamp, narrow: true },
       { label: 'ID', cell: (l) => h('code', null, l.id), narrow: true },
       { label: 'Consumer tag', cell: (l) => l.consumer_tag || '', narrow: true },

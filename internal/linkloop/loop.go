@@ -1,0 +1,68 @@
+package linkloop
+
+import "context"
+
+// Loop is a supervisor's goroutine. The zero value is not ready: use New.
+type Loop struct {
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Loop that is not started.
+func New() *Loop { return &Loop{wake: make(chan struct{}, 1)} }
+
+// Start runs run on a goroutine of its own with a context that Stop
+// ends; run must return soon after it does. Call Start once.
+func (l *Loop) Start(run func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	go func() {
+		defer close(l.done)
+		run(ctx)
+	}()
+}
+
+// Wake is the channel Poke signals, for run's select.
+func (l *Loop) Wake() <-chan struct{} { return l.wake }
+
+// Poke wakes run; it never blocks.
+func (l *Loop) Poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop ends run's context and waits for run to return; calling it
+// without Start, or twice, does nothing.
+func (l *Loop) Stop() {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+	l.cancel = nil
+}
+
+// Placer runs a named link on exactly one of the brokers that share one
+// store (internal/placement's Lease): Run calls fn each time this broker
+// acquires name, with a context that ends when it loses it, and returns
+// when ctx ends or fn returns while still holding name.
+type Placer interface {
+	Run(ctx context.Context, name string, fn func(context.Context) error) error
+}
+
+// Placed runs fn under name through p: here set true just before each
+// run and false after it (the link then runs elsewhere, or nowhere yet).
+// With p nil, fn runs once at once with ctx and here is not called.
+func Placed(ctx context.Context, p Placer, name string, here func(bool), fn func(context.Context) error) error {
+	if p == nil {
+		return fn(ctx)
+	}
+	return p.Run(ctx, name, func(hctx context.Context) error {
+		here(true)
+		defer here(false)
+		return fn(hctx)
+	})
+}

@@ -1,0 +1,55 @@
+package linkloop_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/internal/linkloop"
+)
+
+func TestLoopStopWaitsForRun(t *testing.T) {
+	l := linkloop.New()
+	l.Stop() // before Start: nothing
+	woken, returned := make(chan struct{}), false
+	l.Start(func(ctx context.Context) {
+		<-l.Wake()
+		close(woken)
+		<-ctx.Done()
+		returned = true
+	})
+	l.Poke()
+	l.Poke() // a pending wake-up absorbs it: never blocks
+	<-woken
+	l.Stop()
+	require.True(t, returned)
+	l.Stop()
+}
+
+// onePlacer acquires each name once, with a context of its own.
+type onePlacer struct{ names []string }
+
+func (p *onePlacer) Run(ctx context.Context, name string, fn func(context.Context) error) error {
+	p.names = append(p.names, name)
+	return fn(ctx)
+}
+
+func TestPlaced(t *testing.T) {
+	boom := errors.New("boom")
+	var seen []bool
+	here := func(b bool) { seen = append(seen, b) }
+	ran := 0
+	fn := func(context.Context) error { ran++; return boom }
+
+	require.ErrorIs(t, linkloop.Placed(context.Background(), nil, "x", here, fn), boom)
+	require.Equal(t, 1, ran)
+	require.Empty(t, seen, "unplaced: here is not called")
+
+	p := &onePlacer{}
+	require.ErrorIs(t, linkloop.Placed(context.Background(), p, "shovel/v/n", here, fn), boom)
+	require.Equal(t, 2, ran)
+	require.Equal(t, []bool{true, false}, seen)
+	require.Equal(t, []string{"shovel/v/n"}, p.names)
+}
