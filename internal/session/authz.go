@@ -61,13 +61,13 @@ func (z *Authz) Ask(f func(ctx context.Context) (bool, error)) (bool, error) {
 // through z; a nil Authorizer allows every resource and topic, while the
 // user_id check (checkUserID) still applies to the identity. Unlike the
 // user database's Access it belongs to one connection: the decisions it
-// caches are that connection's (Conn.decided and Conn.topicDecided).
+// caches are that connection's (Conn.decided).
 func NewAuthzAccess(vhost string, z *Authz) *Access {
 	return &Access{user: z.Identity.User, vhost: vhost, authz: z}
 }
 
 // permCacheSize and permCacheTTL shape the cache of allowed decisions a
-// connection keeps when it asks an Authorizer (Conn.decided and Conn.topicDecided). RabbitMQ
+// connection keeps when it asks an Authorizer (Conn.decided). RabbitMQ
 // 4.x's channel keeps its last 12 allowed resource checks and 12 topic
 // checks (?MAX_PERMISSION_CACHE_SIZE in rabbit_channel) until it
 // hibernates, which an idle channel does after one to ten seconds; a busy
@@ -95,6 +95,13 @@ type decision struct {
 type decisions struct {
 	d [permCacheSize]decision
 	n int
+}
+
+// decided is a connection's two caches of allowed checks: resources and
+// topics. Two kilobytes, so a connection holds it only once it has asked
+// an Authorizer.
+type decided struct {
+	resources, topics decisions
 }
 
 func (ds *decisions) allowed(now time.Time, kind permKind, resource, name, key string) bool {
@@ -164,9 +171,12 @@ func (c *Conn) check(kind permKind, resource, name string, m amqp.Method) error 
 // outage for a permanent refusal.
 func (c *Conn) decide(kind permKind, resource, name, key string, m amqp.Method) error {
 	now := time.Now()
-	cache := &c.decided
+	if c.decided == nil {
+		c.decided = new(decided)
+	}
+	cache := &c.decided.resources
 	if resource == "topic" {
-		cache = &c.topicDecided
+		cache = &c.decided.topics
 	}
 	if cache.allowed(now, kind, resource, name, key) {
 		return nil

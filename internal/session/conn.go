@@ -100,11 +100,11 @@ type Conn struct {
 	pubCache accessCache
 	getCache accessCache
 	// authz is what Config.Login decided the user's permissions by, for
-	// Config.Open; decided and topicDecided cache an Access's allowed
-	// Authorizer answers (authz.go).
-	authz        *Authz
-	decided      decisions
-	topicDecided decisions
+	// Config.Open; decided caches an Access's allowed Authorizer answers
+	// (authz.go), made on the first question: a connection of the user
+	// database never asks one and does not carry it.
+	authz   *Authz
+	decided *decided
 
 	state    atomic.Int32  // connState
 	closing  atomic.Bool   // connection.close sent: ignore all but close/close-ok (connection.close rules)

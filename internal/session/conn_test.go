@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -468,4 +469,13 @@ func TestUpdateSecret(t *testing.T) {
 		p.SendMethod(0, &amqp.ConnectionUpdateSecret{NewSecret: "s"})
 		p.ExpectClose(amqp.CommandInvalid)
 	})
+}
+
+// TestConnSize keeps a Conn within the 1 KiB allocation size class: every
+// connection, idle or not, holds one (the root package's
+// TestIdleConnectionMemory guards the whole idle cost). State only some
+// connections use, as the Authorizer's permission cache, goes behind a
+// pointer made when first needed.
+func TestConnSize(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(Conn{}), uintptr(1024), "bytes in a Conn")
 }

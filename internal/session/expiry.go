@@ -85,6 +85,6 @@ func (c *Conn) swapAuthz(z *Authz) bool {
 	if c.access != nil && c.access.authz != nil {
 		c.access = NewAuthzAccess(c.access.vhost, z)
 	}
-	c.decided, c.topicDecided = decisions{}, decisions{}
+	c.decided = nil
 	return true
 }
