@@ -217,6 +217,23 @@ func (r *FrameReader) ReadFrame() (Frame, error) {
 	return Frame{Type: typ, Channel: channel, Payload: payload}, nil
 }
 
+// FrameBuffered reports whether a whole frame is buffered: the next
+// ReadFrame then returns it (or the error its header makes) without
+// reading from the source. A reader that batches work per read finishes a
+// batch when it reports false, before a ReadFrame that may wait.
+func (r *FrameReader) FrameBuffered() bool {
+	n := r.end - r.start
+	if n < frameHeaderSize {
+		return false
+	}
+	size := binary.BigEndian.Uint32(r.buf[r.start+3:])
+	return uint64(n) >= uint64(size)+frameOverhead
+}
+
+// Buffered returns how many bytes are buffered and not yet returned by
+// ReadFrame: what already arrived of the frames that follow.
+func (r *FrameReader) Buffered() int { return r.end - r.start }
+
 func (r *FrameReader) consume(n int) {
 	r.start += n
 	if r.start == r.end {

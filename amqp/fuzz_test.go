@@ -78,6 +78,7 @@ func FuzzFrameReader(f *testing.F) {
 				require.Equal(t, frames, frames2, name)
 				require.Equal(t, err, err2, name)
 			}
+			checkBuffered(t, data, max)
 			// Frames re-encode to the bytes they came from.
 			var enc []byte
 			for _, fr := range frames {
@@ -94,6 +95,31 @@ func FuzzFrameReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkBuffered reads data in thirds and checks FrameBuffered and
+// Buffered against what ReadFrame then does: when a whole frame is
+// reported buffered, ReadFrame returns it (or a frame error) from the
+// buffer alone, reading nothing from the source.
+func checkBuffered(t *testing.T, data []byte, max uint32) {
+	fr := NewFrameReader(&halves{parts: thirds(data)})
+	fr.SetMaxFrameSize(max)
+	for {
+		buffered, before := fr.FrameBuffered(), fr.Buffered()
+		f, err := fr.ReadFrame()
+		if !buffered {
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			var e *Error
+			require.True(t, errors.As(err, &e), "a buffered frame fails only as malformed, not %v", err)
+			return
+		}
+		require.Equal(t, before-len(f.Payload)-frameOverhead, fr.Buffered(), "a buffered frame is read without reading")
+	}
 }
 
 // thirds is data cut in three chunks (the last ones maybe empty).

@@ -12,6 +12,18 @@
 //     it (a Node is the Store); package cluster runs a broker on it.
 //   - meta/metatest: the conformance suite every implementation passes.
 //
+// # Written once
+//
+// Every entity but the cursors is Typed's: its key (the shared layout of
+// meta/internal/metakey), its record (EncodeRecord, EncodePolicyRecord),
+// its checks and its list order are written once here, as one noun in
+// typed.go. A backend implements KV (get, prefix scan, atomic batch) and
+// the cursors, and embeds a *Typed made by NewTyped on its KV; so every
+// backend keeps the same bytes under the same keys, and a new kind of
+// entity is a noun and its methods in this package (and a key kind in
+// metakey), not a copy per backend. A backend's change feed (meta/raft's)
+// reads the keys its KV is written.
+//
 // # Optional interfaces
 //
 // Store is what every store offers: cursors, topology, accounts (vhost
@@ -50,8 +62,9 @@
 //   - Values never alias: a Put copies what it keeps (Arguments,
 //     PasswordHash, Tags of users and vhosts), and every Get/List returns
 //     fresh copies.
-//   - Lists return every entity of the vhost (or every one, for accounts) in
-//     no promised order.
+//   - Lists return every entity of the vhost (or every one, for accounts)
+//     in no promised order. (Typed sorts them by their key fields, so
+//     meta/memory, meta/local and meta/raft answer alike.)
 //   - A Durable Put, and every vhost, user and permission Put, is durable
 //     before it returns. Stores never drop non-durable entities by
 //     themselves: deleting them at start is the broker's job.

@@ -418,10 +418,16 @@ func (q *Queue) handleMailbox(ctx context.Context) {
 	chunks := q.mbox.take(false)
 	for c := chunks; c != nil; c = c.next {
 		for i := range c.n {
-			if q.deleted {
-				q.refuse(ctx, &c.ops[i])
-			} else {
-				q.handle(ctx, c.ops[i])
+			switch o := &c.ops[i]; {
+			case q.deleted:
+				q.refuse(ctx, o)
+			case o.kind == opPublish && !q.kind.handles(opPublish):
+				// The op most often sent, gathered in place: no copy of
+				// it on the way (exec takes one).
+				q.countOp(o)
+				q.gather(ctx, o)
+			default:
+				q.handle(ctx, *o)
 			}
 			q.queued.Add(-1)
 		}
@@ -478,6 +484,20 @@ func (q *Queue) flushAcks(ctx context.Context) {
 	q.acks = q.acks[:0]
 }
 
+// gather adds a publish to the batch the step stores (startCommit),
+// starting the store once the batch is full.
+func (q *Queue) gather(ctx context.Context, o *op) {
+	q.stamp(o)
+	q.publishes = append(q.publishes, o.rec)
+	q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
+	if len(q.publishes) >= maxBatch {
+		if q.committing && len(q.publishes) >= maxBacklog {
+			q.awaitCommit(ctx)
+		}
+		q.startCommit(ctx)
+	}
+}
+
 // handle executes o and answers its caller, if one waits.
 func (q *Queue) handle(ctx context.Context, o op) {
 	r := q.exec(ctx, o)
@@ -502,15 +522,7 @@ func (q *Queue) exec(ctx context.Context, o op) reply {
 		return q.kind.exec(ctx, o)
 	}
 	if o.kind == opPublish {
-		q.stamp(&o)
-		q.publishes = append(q.publishes, o.rec)
-		q.confirms = append(q.confirms, confirm{conf: o.conf, seq: o.seq})
-		if len(q.publishes) >= maxBatch {
-			if q.committing && len(q.publishes) >= maxBacklog {
-				q.awaitCommit(ctx)
-			}
-			q.startCommit(ctx)
-		}
+		q.gather(ctx, &o)
 		return reply{}
 	}
 	if o.kind == opAck {

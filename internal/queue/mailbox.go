@@ -83,6 +83,34 @@ type mailbox struct {
 // must be kicked. A put that does not wait (SetArgs) may take the mailbox
 // past maxMailbox by the one op it adds.
 func (m *mailbox) put(o *op, wait bool) (first, ok bool) {
+	if !m.lockRoom(wait) {
+		return false, false
+	}
+	*m.slot(1) = *o
+	first = m.n == 1
+	m.mu.Unlock()
+	return first, true
+}
+
+// putEach appends n ops, set filling each in place, under one lock:
+// PublishBatch's hand-off. It waits while the mailbox is full, then adds
+// all n, which may take it past maxMailbox by n. first and ok are put's.
+func (m *mailbox) putEach(n int, set func(i int, o *op)) (first, ok bool) {
+	if !m.lockRoom(true) {
+		return false, false
+	}
+	first = m.n == 0
+	for i := range n {
+		set(i, m.slot(n-i))
+	}
+	m.mu.Unlock()
+	return first, true
+}
+
+// lockRoom locks the mailbox, waiting first while it is full when wait is
+// set. It reports false, with the lock released, when the mailbox is
+// closed.
+func (m *mailbox) lockRoom(wait bool) bool {
 	m.mu.Lock()
 	for wait && !m.closed && m.n >= maxMailbox {
 		if m.room.L == nil {
@@ -94,23 +122,33 @@ func (m *mailbox) put(o *op, wait bool) (first, ok bool) {
 	}
 	if m.closed {
 		m.mu.Unlock()
-		return false, false
+		return false
 	}
+	return true
+}
+
+// slot returns the next free op of the locked mailbox, counted in, taking
+// a chunk when the tail is full. left is how many ops the caller is about
+// to add: a mailbox that was empty starts with a small chunk unless more
+// than fit in one are coming.
+func (m *mailbox) slot(left int) *op {
 	t := m.tail
 	if t == nil {
-		t = smallChunks.Get().(*opChunk)
+		if left > firstChunkOps {
+			t = fullChunks.Get().(*opChunk)
+		} else {
+			t = smallChunks.Get().(*opChunk)
+		}
 		m.head, m.tail = t, t
 	} else if t.n == len(t.ops) {
 		c := fullChunks.Get().(*opChunk)
 		t.next = c
 		m.tail, t = c, c
 	}
-	t.ops[t.n] = *o
+	o := &t.ops[t.n]
 	t.n++
 	m.n++
-	first = m.n == 1
-	m.mu.Unlock()
-	return first, true
+	return o
 }
 
 // take removes every op in the mailbox and wakes the senders waiting for

@@ -23,6 +23,52 @@ func (q *Queue) Publish(rec storage.Record, ttl TTL, conf Confirmer, seq uint64)
 	return q.send(op{kind: opPublish, rec: rec, conf: conf, seq: seq, ttl: ttl, at: q.acceptedAt(&rec)})
 }
 
+// Publishing is one message of PublishBatch: Publish's arguments.
+type Publishing struct {
+	Rec  storage.Record
+	TTL  TTL
+	Conf Confirmer
+	Seq  uint64
+}
+
+// PublishBatch enqueues the messages of ps in their order, as that many
+// Publish calls would, but with one hand-off: the mailbox is locked once
+// and the actor kicked at most once for the batch. It blocks while the
+// mailbox is full, as Publish does, and may take it past its bound by
+// the batch it adds (the caller bounds its batches). It fails, with
+// nothing enqueued, only when the queue is being deleted or stopped:
+// then none of ps is confirmed, and the caller answers them. The caller
+// may reuse ps once it returns.
+func (q *Queue) PublishBatch(ps []Publishing) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	if q.closing.Load() {
+		return ErrDeleted
+	}
+	q.queued.Add(int64(len(ps)))
+	var now int64 // one reading for the batch, which arrived at once
+	first, ok := q.mbox.putEach(len(ps), func(i int, o *op) {
+		p := &ps[i]
+		at := p.Rec.EnqueuedAt
+		if at == 0 {
+			if now == 0 {
+				now = q.cfg.Clock.Now().UnixNano()
+			}
+			at = now
+		}
+		*o = op{kind: opPublish, rec: p.Rec, conf: p.Conf, seq: p.Seq, ttl: p.TTL, at: at}
+	})
+	if !ok {
+		q.queued.Add(-int64(len(ps)))
+		return ErrDeleted
+	}
+	if first {
+		q.Kick()
+	}
+	return nil
+}
+
 // acceptedAt is when a publish was accepted: rec.EnqueuedAt when set, else
 // now.
 func (q *Queue) acceptedAt(rec *storage.Record) int64 {
@@ -117,9 +163,10 @@ func (q *Queue) finishCommit(ctx context.Context, r commitResult) {
 }
 
 // maxPendingSpare bounds the array emptyPending keeps: enough for the
-// small batches of a queue whose consumers keep up, little for a queue
-// that goes quiet.
-const maxPendingSpare = maxBatch
+// batches of a queue whose consumers keep up (appendPending makes twice
+// what a full batch needs), little for a queue that goes quiet (trim lets
+// it go).
+const maxPendingSpare = 2 * maxBatch
 
 // appendPending appends recs to pending. Claims take records from the
 // front of pending, so its backing array (pendingArr) empties from the

@@ -353,3 +353,40 @@ func TestRecycledDeliveriesKeepTheirMessages(t *testing.T) {
 		require.Equal(t, Stats{Ready: uint64(n - len(acked))}, st)
 	}
 }
+
+// A PublishBatch is that many Publish calls in one hand-off: the records
+// are stored in order after what came before them, each confirmed, a
+// batch larger than the mailbox's bound included; a stopped queue takes
+// none of it.
+func TestPublishBatch(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{1, 3, maxMailbox + 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			q := start(t, newStores())
+			publish(t, q, "first")
+			var log confirmLog
+			ps := make([]Publishing, n)
+			for i := range ps {
+				ps[i] = Publishing{Rec: storage.Record{Body: fmt.Appendf(nil, "m%d", i)}, TTL: NoTTL, Conf: &log, Seq: uint64(i + 1)}
+			}
+			require.NoError(t, q.PublishBatch(ps))
+			st, err := q.Stats(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, n+1, st.Ready)
+			log.mu.Lock()
+			require.Len(t, log.seqs, n)
+			for i, s := range log.seqs {
+				require.EqualValues(t, i+1, s)
+			}
+			log.mu.Unlock()
+			s := newSink()
+			require.NoError(t, q.Consume(ctx, &Consumer{Tag: "c", Owner: owner, NoAck: true, Receiver: s}))
+			require.Equal(t, "first", string(s.next(t).Body))
+			for i := range n {
+				require.Equal(t, fmt.Sprintf("m%d", i), string(s.next(t).Body))
+			}
+			q.Stop()
+			require.ErrorIs(t, q.PublishBatch(ps), ErrDeleted)
+		})
+	}
+}

@@ -277,6 +277,16 @@ func (ch *Channel) keepProps(p []byte) []byte {
 func (ch *Channel) growBody(need uint64) {
 	a := &ch.asm
 	n, have := len(a.props), len(a.body)
+	if have == 0 && need == a.size {
+		// The whole body is in this frame: a small message is carved out
+		// of the read's arena when more frames arrived with it (arena.go).
+		if buf := ch.conn.carve(n + int(need)); buf != nil {
+			copy(buf, a.props)
+			a.props = buf[:n:n]
+			a.body = buf[n:n]
+			return
+		}
+	}
 	buf := make([]byte, n+have, uint64(n)+min(a.size, 2*need))
 	copy(buf, a.props)
 	copy(buf[n:], a.body)

@@ -69,10 +69,16 @@ type Conn struct {
 	tryWrite transport.TryWriter
 	// clocked dates publishes (Config.Clock); nil without a clock.
 	clocked transport.Clocked
+	// frames is tr when it tells whether a frame is buffered: then the
+	// reader holds the publishes of a read and hands them to their
+	// queues together (held.go); nil hands each over at once.
+	frames transport.FrameBufferer
 	// trk is the registry of open channels inspection reads (inspect.go).
 	trk *tracker
 
 	// Owned by the reader goroutine (Serve).
+	held             heldPublishes
+	arena            []byte // the read's arena's uncarved tail (arena.go)
 	user             string
 	vhost            string
 	clientProperties amqp.Table
@@ -171,6 +177,7 @@ func NewConnOn(tr transport.Conn, id string, cfg *Config) *Conn {
 	// split by until negotiation lowers it.
 	c.inPlace, _ = tr.(transport.InPlaceWriter)
 	c.tryWrite, _ = tr.(transport.TryWriter)
+	c.frames, _ = tr.(transport.FrameBufferer)
 	if ck, ok := tr.(transport.Clocked); ok && cfg.Clock != nil {
 		clk := cfg.Clock
 		ck.SetClock(func() int64 { return clk.Now().UnixNano() })
@@ -401,6 +408,7 @@ func (c *Conn) readLoop() error {
 	if done, err := c.handshake(); done {
 		return err
 	}
+	defer c.handOver() // whatever ended the loop: what was read is routed
 	for {
 		if done, err := c.serveFrame(); done {
 			return err
@@ -456,19 +464,28 @@ func (c *Conn) serveHandshake() (done bool, err error) {
 // serveFrame reads and handles one frame; done reports that the read loop
 // is over, with err why.
 func (c *Conn) serveFrame() (done bool, err error) {
+	// The publishes held go to their queues before a read that may wait.
+	c.handOverIfIdle()
 	// Read nothing more while the client has a full outbox to take:
 	// what we read would only add replies to it.
 	c.waitForRoom()
 	f, err := c.tr.ReadFrame()
 	if err != nil {
+		c.handOver()
 		return true, c.readFailed(err)
 	}
 	c.framesIn.Add(1)
+	if c.held.n > 0 && (c.closing.Load() || !publishing(f)) {
+		// Whatever comes next sees the publishes before it in their
+		// queues.
+		c.handOver()
+	}
 	if c.closing.Load() {
 		return c.handleWhileClosing(f), nil
 	}
 	// While no alarm is raised this costs one atomic load per frame.
 	if c.alarms != nil && c.alarms.active.Load() != 0 && publishing(f) {
+		c.handOver()
 		if !c.holdWhileBlocked() {
 			return true, errHungUpWhileBlocked
 		}

@@ -67,8 +67,13 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 			return err
 		}
 	}
-	if ch.conn.vh.PluginExchange(m.Exchange) && ch.publishToPlugin(m, props, body, sum, cc) {
-		return nil
+	if ch.conn.vh.PluginExchange(m.Exchange) {
+		// A plugin's exchange hands the message to its queues itself:
+		// after the publishes before it.
+		ch.conn.handOver()
+		if ch.publishToPlugin(m, props, body, sum, cc) {
+			return nil
+		}
 	}
 	var qs []*vhost.Queue
 	ch.routeNames, qs, err = ch.conn.vh.RouteCC(m.Exchange, m.RoutingKey, cc, props, ch.routeNames, ch.routeQueues[:0])
@@ -76,7 +81,11 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	if err != nil {
 		return err
 	}
-	ch.conn.cfg.Counters.published(len(qs), m.Mandatory)
+	if c := ch.conn; c.frames != nil && len(qs) > 0 {
+		c.held.published++ // counted at the hand-over, one add a batch
+	} else {
+		c.cfg.Counters.published(len(qs), m.Mandatory)
+	}
 	rec := record(m, props, body, sum)
 	if ch.tx != nil {
 		ch.tx.publish(ch, m, rec, ttl, qs) // stamped when committed
@@ -102,6 +111,20 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 	var conf queue.Confirmer // a nil interface, not a nil *confirms
 	if seq != 0 {
 		conf = ch.confirm
+	}
+	if c := ch.conn; c.frames != nil {
+		// The reader hands the publishes of a read over together (held.go).
+		handOver := false
+		for _, q := range qs {
+			if c.held.hold(q, queue.Publishing{Rec: rec, TTL: queue.TTL{D: ttl.d, Set: ttl.ok}, Conf: conf, Seq: seq}) {
+				handOver = true
+			}
+		}
+		if handOver {
+			c.handOver()
+		}
+		clear(ch.routeQueues[:len(qs)])
+		return nil
 	}
 	for _, q := range qs {
 		if err := ttl.publish(q, rec, conf, seq); err != nil && seq != 0 {

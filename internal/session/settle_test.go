@@ -15,15 +15,7 @@ import (
 // basic.get so delivery tags 1..n are unacked.
 func startQueuePeer(t *testing.T, n int) *peer {
 	t.Helper()
-	vh := testVHost(t)
-	cfg := testConfig()
-	cfg.VHost = func(name string) (*vhost.VHost, bool) { return vh, name == "/" }
-	p := startPeer(t, cfg)
-	p.Handshake()
-	p.OpenChannel(1)
-	p.SendMethod(1, &amqp.QueueDeclare{Queue: "q"})
-	_, ok := p.ExpectMethod(1).(*amqp.QueueDeclareOk)
-	require.True(t, ok)
+	p := startVHostPeer(t, "q")
 	for range n {
 		p.SendMethod(1, &amqp.BasicPublish{RoutingKey: "q"})
 		p.SendHeader(1, amqp.ClassBasic, 1)
@@ -36,6 +28,24 @@ func startQueuePeer(t *testing.T, n int) *peer {
 		require.Equal(t, uint64(i+1), ok.DeliveryTag)
 		p.ReadFrame() // header
 		p.ReadFrame() // body
+	}
+	return p
+}
+
+// startVHostPeer is startPeer with a vhost "/" holding the queues
+// named, handshaken, channel 1 open.
+func startVHostPeer(t *testing.T, queues ...string) *peer {
+	t.Helper()
+	vh := testVHost(t)
+	cfg := testConfig()
+	cfg.VHost = func(name string) (*vhost.VHost, bool) { return vh, name == "/" }
+	p := startPeer(t, cfg)
+	p.Handshake()
+	p.OpenChannel(1)
+	for _, q := range queues {
+		p.SendMethod(1, &amqp.QueueDeclare{Queue: q})
+		_, ok := p.ExpectMethod(1).(*amqp.QueueDeclareOk)
+		require.True(t, ok)
 	}
 	return p
 }

@@ -151,6 +151,7 @@ func (c *Conn) waitForRoom() {
 		}
 		room := c.out.room
 		c.out.Unlock()
+		c.handOver() // nothing is held while the reader waits
 		<-room
 		c.out.Lock()
 	}

@@ -90,6 +90,18 @@ type TryWriter interface {
 	TryWrite(p []byte) (int, error)
 }
 
+// FrameBufferer is implemented by a Conn that reads ahead: FrameBuffered
+// reports whether a whole frame is buffered, so the next ReadFrame returns
+// without reading from the stream (amqp.FrameReader.FrameBuffered). The
+// session hands the publishes of one read to their queues together, and
+// hands them over before a ReadFrame that may wait.
+type FrameBufferer interface {
+	FrameBuffered() bool
+	// Buffered is how many bytes of the frames that follow already
+	// arrived (amqp.FrameReader.Buffered).
+	Buffered() int
+}
+
 // HangupWatcher is implemented by a Conn that can tell when its peer hung
 // up without reading a byte of what the peer sent.
 type HangupWatcher interface {
@@ -208,6 +220,8 @@ var (
 
 func (s *stream) ReadProtocolHeader() ([8]byte, error) { return s.fr.ReadProtocolHeader() }
 func (s *stream) ReadFrame() (amqp.Frame, error)       { return s.fr.ReadFrame() }
+func (s *stream) FrameBuffered() bool                  { return s.fr.FrameBuffered() }
+func (s *stream) Buffered() int                        { return s.fr.Buffered() }
 func (s *stream) SetMaxFrameSize(n uint32)             { s.fr.SetMaxFrameSize(n) }
 
 // Read is the FrameReader's and Discard's source. It counts what it read

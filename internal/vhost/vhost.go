@@ -1017,7 +1017,8 @@ func (v *VHost) RouteCC(exchangeName, key string, cc []string, props []byte, nam
 		}
 	}
 	var rm routing.Message
-	if v.headersBoundLocked() {
+	// The default exchange is never bound, so headers never route from it.
+	if exchangeName != "" && v.headersBoundLocked() {
 		if p, err := amqp.DecodeProperties(props); err == nil {
 			rm = routingMessage(&p)
 		}

@@ -46,8 +46,9 @@
 //	                                      binding    (JSON meta.Binding)
 //
 // JSON is fine for topology: it changes rarely and is read once at start.
-// Lists come back in key order, which is by name for vhosts, users,
-// exchanges and queues.
+// The entities are meta.Typed's (their keys, records, checks and list
+// order are written once in package meta, for every store); this package
+// is the meta.KV they live on, and the cursors.
 //
 // Every write commits through storage/pebble's Commit: when Pebble fails
 // a commit for good (a refused WAL write; its Logger.Fatalf panics in a

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -25,8 +26,11 @@ var (
 // data from new instead of misreading it.
 const formatVersion = 1
 
-// Store is a meta.Store on a shared Pebble DB. Create it with New.
+// Store is a meta.Store on a shared Pebble DB. Create it with New. Its
+// entities are meta.Typed's, on the DB's 'm' keys; the cursors are its
+// own.
 type Store struct {
+	*meta.Typed
 	db      *pebble.DB
 	cursors struct {
 		sync.Mutex
@@ -56,7 +60,7 @@ func New(db *pebble.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("local: nil pebble DB")
 	}
-	s := &Store{db: db}
+	s := &Store{Typed: meta.NewTyped(kv{db}), db: db}
 	s.cursors.m = make(map[meta.QueueKey]*cursor)
 	key := metakey.KindPrefix(kindVersion)
 	v, closer, err := db.Get(key)
@@ -139,7 +143,7 @@ func (s *Store) lockCursor(q meta.QueueKey) *cursor {
 		s.cursors.Lock()
 		c := s.cursors.m[q]
 		if c == nil {
-			c = &cursor{key: metakey.Cursor(q)}
+			c = &cursor{key: metakey.Cursor(q.VHost, q.Name)}
 			s.cursors.m[q] = c
 		}
 		s.cursors.Unlock()
@@ -172,52 +176,6 @@ func (s *Store) loadCursorLocked(c *cursor) error {
 	return nil
 }
 
-// PutExchange stores e, synced when e is durable.
-func (s *Store) PutExchange(ctx context.Context, e meta.Exchange) error {
-	return s.put(ctx, metakey.Name(metakey.KindExch, e.VHost, e.Name), e, e.Durable)
-}
-
-// GetExchange returns the exchange or an error matching meta.ErrNotFound.
-func (s *Store) GetExchange(ctx context.Context, vhost, name string) (meta.Exchange, error) {
-	var e meta.Exchange
-	err := s.get(ctx, metakey.Name(metakey.KindExch, vhost, name), &e)
-	if errors.Is(err, meta.ErrNotFound) {
-		err = fmt.Errorf("%w: exchange %q in vhost %q", err, name, vhost)
-	}
-	return e, err
-}
-
-// DeleteExchange removes the exchange; a missing one is not an error.
-func (s *Store) DeleteExchange(ctx context.Context, vhost, name string) error {
-	key := metakey.Name(metakey.KindExch, vhost, name)
-	var e meta.Exchange
-	if err := s.get(ctx, key, &e); err != nil {
-		return ignoreNotFound(err)
-	}
-	return s.delete(ctx, key, e.Durable)
-}
-
-// ListExchanges returns the vhost's exchanges sorted by name.
-func (s *Store) ListExchanges(ctx context.Context, vhost string) ([]meta.Exchange, error) {
-	return list[meta.Exchange](ctx, s, metakey.VHostPrefix(metakey.KindExch, vhost))
-}
-
-// PutQueue stores q, synced when q is durable. The cursor is left alone:
-// redeclaring a queue does not rewind it.
-func (s *Store) PutQueue(ctx context.Context, q meta.Queue) error {
-	return s.put(ctx, metakey.Name(metakey.KindQueue, q.VHost, q.Name), q, q.Durable)
-}
-
-// GetQueue returns the queue or an error matching meta.ErrNotFound.
-func (s *Store) GetQueue(ctx context.Context, vhost, name string) (meta.Queue, error) {
-	var q meta.Queue
-	err := s.get(ctx, metakey.Name(metakey.KindQueue, vhost, name), &q)
-	if errors.Is(err, meta.ErrNotFound) {
-		err = fmt.Errorf("%w: queue %q in vhost %q", err, name, vhost)
-	}
-	return q, err
-}
-
 // DeleteQueue removes the queue and its cursor in one batch; a missing
 // queue is not an error (its cursor, if any, still goes).
 func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
@@ -229,23 +187,8 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 	// cursor back between our delete and the map update.
 	c := s.lockCursor(qk)
 	defer c.mu.Unlock()
-
-	key := metakey.Name(metakey.KindQueue, vhost, name)
-	var q meta.Queue
-	if err := s.get(ctx, key, &q); err != nil && !errors.Is(err, meta.ErrNotFound) {
+	if err := s.Typed.DeleteQueue(ctx, vhost, name); err != nil {
 		return err
-	}
-	b := s.db.NewBatch()
-	if err := b.Delete(key, nil); err != nil {
-		b.Close()
-		return fmt.Errorf("local: delete queue: %w", err)
-	}
-	if err := b.Delete(c.key, nil); err != nil {
-		b.Close()
-		return fmt.Errorf("local: delete cursor: %w", err)
-	}
-	if err := commit(b, writeOptions(ctx, q.Durable)); err != nil {
-		return fmt.Errorf("local: delete queue %q in vhost %q: %w", name, vhost, err)
 	}
 	c.dropped = true
 	s.cursors.Lock()
@@ -257,147 +200,6 @@ func (s *Store) DeleteQueue(ctx context.Context, vhost, name string) error {
 	return nil
 }
 
-// ListQueues returns the vhost's queues sorted by name.
-func (s *Store) ListQueues(ctx context.Context, vhost string) ([]meta.Queue, error) {
-	return list[meta.Queue](ctx, s, metakey.VHostPrefix(metakey.KindQueue, vhost))
-}
-
-// PutBinding stores b, replacing the binding with the same key (all fields
-// but Durable), synced when b is durable.
-func (s *Store) PutBinding(ctx context.Context, b meta.Binding) error {
-	if err := checkBinding(b); err != nil {
-		return err
-	}
-	return s.put(ctx, metakey.Binding(b), b, b.Durable)
-}
-
-// DeleteBinding removes the binding with b's key; a missing one is not an
-// error.
-func (s *Store) DeleteBinding(ctx context.Context, b meta.Binding) error {
-	if err := checkBinding(b); err != nil {
-		return err
-	}
-	key := metakey.Binding(b)
-	var old meta.Binding
-	if err := s.get(ctx, key, &old); err != nil {
-		return ignoreNotFound(err)
-	}
-	return s.delete(ctx, key, old.Durable)
-}
-
-// ListBindings returns the vhost's bindings.
-func (s *Store) ListBindings(ctx context.Context, vhost string) ([]meta.Binding, error) {
-	return list[meta.Binding](ctx, s, metakey.VHostPrefix(metakey.KindBinding, vhost))
-}
-
-// PutVHost stores v, synced.
-func (s *Store) PutVHost(ctx context.Context, v meta.VHost) error {
-	return s.put(ctx, metakey.VHost(v.Name), v, true)
-}
-
-// GetVHost returns the vhost or an error matching meta.ErrNotFound.
-func (s *Store) GetVHost(ctx context.Context, name string) (meta.VHost, error) {
-	var v meta.VHost
-	err := s.get(ctx, metakey.VHost(name), &v)
-	if errors.Is(err, meta.ErrNotFound) {
-		err = fmt.Errorf("%w: vhost %q", err, name)
-	}
-	return v, err
-}
-
-// DeleteVHost removes the vhost record, synced. Its exchanges, queues and
-// permissions are the broker's to delete first.
-func (s *Store) DeleteVHost(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.delete(ctx, metakey.VHost(name), true)
-}
-
-// ListVHosts returns every vhost sorted by name.
-func (s *Store) ListVHosts(ctx context.Context) ([]meta.VHost, error) {
-	return list[meta.VHost](ctx, s, metakey.KindPrefix(metakey.KindVHost))
-}
-
-// PutUser stores u, synced. The name must not be empty.
-func (s *Store) PutUser(ctx context.Context, u meta.User) error {
-	if u.Name == "" {
-		return errEmptyUser
-	}
-	return s.put(ctx, metakey.User(u.Name), u, true)
-}
-
-// GetUser returns the user or an error matching meta.ErrNotFound.
-func (s *Store) GetUser(ctx context.Context, name string) (meta.User, error) {
-	var u meta.User
-	err := s.get(ctx, metakey.User(name), &u)
-	if errors.Is(err, meta.ErrNotFound) {
-		err = fmt.Errorf("%w: user %q", err, name)
-	}
-	return u, err
-}
-
-// DeleteUser removes the user, synced; its permissions are the broker's to
-// delete.
-func (s *Store) DeleteUser(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.delete(ctx, metakey.User(name), true)
-}
-
-// ListUsers returns every user sorted by name.
-func (s *Store) ListUsers(ctx context.Context) ([]meta.User, error) {
-	return list[meta.User](ctx, s, metakey.KindPrefix(metakey.KindUser))
-}
-
-// PutPermission stores p keyed by user and vhost, synced. The user must not
-// be empty.
-func (s *Store) PutPermission(ctx context.Context, p meta.Permission) error {
-	if p.User == "" {
-		return errEmptyUser
-	}
-	return s.put(ctx, metakey.Perm(p.User, p.VHost), p, true)
-}
-
-// GetPermission returns the user's permission on the vhost or an error
-// matching meta.ErrNotFound.
-func (s *Store) GetPermission(ctx context.Context, user, vhost string) (meta.Permission, error) {
-	var p meta.Permission
-	err := s.get(ctx, metakey.Perm(user, vhost), &p)
-	if errors.Is(err, meta.ErrNotFound) {
-		err = fmt.Errorf("%w: permission of user %q on vhost %q", err, user, vhost)
-	}
-	return p, err
-}
-
-// DeletePermission removes the permission, synced; a missing one is not an
-// error.
-func (s *Store) DeletePermission(ctx context.Context, user, vhost string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.delete(ctx, metakey.Perm(user, vhost), true)
-}
-
-// ListPermissions returns every permission, grouped by user.
-func (s *Store) ListPermissions(ctx context.Context) ([]meta.Permission, error) {
-	return list[meta.Permission](ctx, s, metakey.KindPrefix(metakey.KindPerm))
-}
-
-var errEmptyUser = errors.New("local: empty user name")
-
-// checkBinding rejects a destination kind the router would not understand,
-// so a bad binding fails at declare time rather than when routing.
-func checkBinding(b meta.Binding) error {
-	switch b.DestinationKind {
-	case meta.DestinationQueue, meta.DestinationExchange:
-		return nil
-	}
-	return fmt.Errorf("local: binding destination kind %q is neither %q nor %q",
-		b.DestinationKind, meta.DestinationQueue, meta.DestinationExchange)
-}
-
 // writeOptions syncs the write of a durable entity, unless ctx defers the
 // sync to a later Sync (meta.DeferSync).
 func writeOptions(ctx context.Context, durable bool) *pebble.WriteOptions {
@@ -407,104 +209,81 @@ func writeOptions(ctx context.Context, durable bool) *pebble.WriteOptions {
 	return pebble.NoSync
 }
 
-// put writes v as JSON under key.
-func (s *Store) put(ctx context.Context, key []byte, v any, durable bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	val, err := meta.EncodeRecord(v)
-	if err != nil {
-		return fmt.Errorf("local: encode %T: %w", v, err)
-	}
-	if err := set(s.db, key, val, writeOptions(ctx, durable)); err != nil {
-		return fmt.Errorf("local: write %T: %w", v, err)
-	}
-	return nil
-}
+// kv is the meta.KV under a Store: the 'm' keys of the DB.
+type kv struct{ db *pebble.DB }
 
-// putRecord writes an encoded record under key, synced.
-func (s *Store) putRecord(ctx context.Context, key, val []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := set(s.db, key, val, writeOptions(ctx, true)); err != nil {
-		return fmt.Errorf("local: write %q: %w", key, err)
-	}
-	return nil
-}
+// SyncsOnRequest implements meta.SyncsOnRequest: only a Durable batch
+// is synced.
+func (kv) SyncsOnRequest() {}
 
-// get reads the JSON value under key into v; a missing key is an error
-// matching meta.ErrNotFound.
-func (s *Store) get(ctx context.Context, key []byte, v any) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	val, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return meta.ErrNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("local: read %T: %w", v, err)
-	}
-	defer closer.Close()
-	if err := meta.DecodeRecord(val, v); err != nil {
-		return fmt.Errorf("local: corrupt %T under key %q: %w", v, key, err)
-	}
-	return nil
-}
-
-func (s *Store) delete(ctx context.Context, key []byte, durable bool) error {
-	b := s.db.NewBatch()
-	if err := b.Delete(key, nil); err != nil {
-		b.Close()
-		return fmt.Errorf("local: delete %q: %w", key, err)
-	}
-	if err := commit(b, writeOptions(ctx, durable)); err != nil {
-		return fmt.Errorf("local: delete %q: %w", key, err)
-	}
-	return nil
-}
-
-func ignoreNotFound(err error) error {
-	if errors.Is(err, meta.ErrNotFound) {
-		return nil
-	}
-	return err
-}
-
-// list decodes every value whose key starts with prefix, in key order.
-func list[T any](ctx context.Context, s *Store, prefix []byte) (_ []T, err error) {
+// Get returns a copy of the value under key.
+func (k kv) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
+	v, closer, err := k.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, meta.ErrNotFound
+	}
 	if err != nil {
-		return nil, fmt.Errorf("local: list: %w", err)
+		return nil, fmt.Errorf("local: read %q: %w", key, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+// Scan iterates the keys that start with prefix.
+func (k kv) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	it, err := k.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: codec.Successor(prefix)})
+	if err != nil {
+		return fmt.Errorf("local: scan: %w", err)
 	}
 	defer func() {
 		if cerr := it.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("local: list: %w", cerr)
+			err = fmt.Errorf("local: scan: %w", cerr)
 		}
 	}()
-	var out []T
 	for ok := it.First(); ok; ok = it.Next() {
-		val, err := it.ValueAndErr()
+		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, fmt.Errorf("local: list: %w", err)
+			return fmt.Errorf("local: scan: %w", err)
 		}
-		var v T
-		if err := meta.DecodeRecord(val, &v); err != nil {
-			return nil, fmt.Errorf("local: corrupt %T under key %q: %w", v, it.Key(), err)
+		if err := fn(it.Key(), v); err != nil {
+			return err
 		}
-		out = append(out, v)
 	}
 	if err := it.Error(); err != nil {
-		return nil, fmt.Errorf("local: list: %w", err)
+		return fmt.Errorf("local: scan: %w", err)
 	}
-	if out == nil {
-		out = []T{}
+	return nil
+}
+
+// Write commits b as one Pebble batch, synced when b is Durable (unless
+// ctx defers the sync).
+func (k kv) Write(ctx context.Context, b meta.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return out, nil
+	pb := k.db.NewBatch()
+	for _, r := range b.Set {
+		if err := pb.Set(r.Key, r.Value, nil); err != nil {
+			pb.Close()
+			return fmt.Errorf("local: write %q: %w", r.Key, err)
+		}
+	}
+	for _, key := range b.Delete {
+		if err := pb.Delete(key, nil); err != nil {
+			pb.Close()
+			return fmt.Errorf("local: delete %q: %w", key, err)
+		}
+	}
+	if err := commit(pb, writeOptions(ctx, b.Durable)); err != nil {
+		return fmt.Errorf("local: write: %w", err)
+	}
+	return nil
 }
 
 // set writes one key through commit.

@@ -172,9 +172,9 @@ func TestCorrupt(t *testing.T) {
 	require.NoError(t, db.Set([]byte("mc\x01/d"), []byte{1, 2, 3}, pebble.NoSync))
 
 	_, err = s.GetQueue(ctx, "/", "q")
-	require.ErrorContains(t, err, "local: corrupt")
+	require.ErrorContains(t, err, `meta: corrupt queue under key "mq\x01/q"`)
 	_, err = s.ListQueues(ctx, "/")
-	require.ErrorContains(t, err, "local: corrupt")
+	require.ErrorContains(t, err, `meta: corrupt queue under key "mq\x01/q"`)
 	_, err = s.Offset(ctx, meta.QueueKey{VHost: "/", Name: "d"})
 	require.ErrorContains(t, err, "local: corrupt cursor")
 	_, err = s.CompareAndSwapOffset(ctx, meta.QueueKey{VHost: "/", Name: "d"}, 0, 1)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
 	"github.com/warrenmq/broker/unacked"
 
@@ -107,7 +106,7 @@ func (c *cmd) delShard(shard string) {
 const claimMove = 1
 
 func (c *cmd) claim(cl *unacked.Claim) {
-	c.ops = appendLP(append(c.ops, opClaim), metakey.Cursor(meta.QueueKey{VHost: cl.VHost, Name: cl.Queue}))
+	c.ops = appendLP(append(c.ops, opClaim), metakey.Cursor(cl.VHost, cl.Queue))
 	var flags byte
 	if cl.Move {
 		flags |= claimMove

@@ -78,7 +78,9 @@ const (
 // Node is one member of the raft group. It implements meta.Store; Shards
 // and Unacked return the storage.ShardStore and unacked.Index views on the
 // same group. Create it with Start; the caller that started it stops it.
+// Its entities are meta.Typed's, on the state machine's 'm' keys.
 type Node struct {
+	*meta.Typed
 	cfg   Config
 	raft  etcdraft.Node
 	mem   *etcdraft.MemoryStorage
@@ -193,6 +195,7 @@ func Start(cfg Config) (*Node, error) {
 		readStates: make(chan etcdraft.ReadState, 64),
 		confState:  &raftpb.ConfState{},
 	}
+	n.Typed = meta.NewTyped(kv{n})
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
 	n.waits.m = map[uint64]*proposal{}
 	n.queues.m = map[uint64]*peerQueue{}

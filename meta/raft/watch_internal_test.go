@@ -26,7 +26,7 @@ func setEntry(c *cmd, offset uint64, state unacked.State, count uint32) {
 // in apply order, and only for writes that change what a broker follows.
 func TestApplyChanges(t *testing.T) {
 	db := memDB(t)
-	cursor := metakey.Cursor(meta.QueueKey{VHost: "/", Name: "q"})
+	cursor := metakey.Cursor("/", "q")
 	recs := []storage.Record{{Body: []byte("a")}, {Body: []byte("b")}}
 	topo := func(vhost string) meta.Change { return meta.Change{Kind: meta.ChangeTopology, VHost: vhost} }
 	cur := func(off uint64) meta.Change {
@@ -48,7 +48,7 @@ func TestApplyChanges(t *testing.T) {
 			func(c *cmd) { c.set(metakey.Name(metakey.KindExch, "/", "x"), []byte("{}")) },
 			func(c *cmd) {
 				c.set(metakey.Name(metakey.KindQueue, "/", "q"), []byte("{}"))
-				c.del(metakey.Binding(meta.Binding{VHost: "a", Source: "x", DestinationKind: "queue"}))
+				c.del(metakey.Binding("a", "x", "queue", "", "", nil))
 			},
 			func(c *cmd) {
 				c.set(metakey.User("guest"), []byte("{}"))
@@ -120,7 +120,7 @@ func TestApplyChanges(t *testing.T) {
 // a failed claim writes nothing.
 func TestApplyClaim(t *testing.T) {
 	db := memDB(t)
-	cursor := metakey.Cursor(meta.QueueKey{VHost: "/", Name: "q"})
+	cursor := metakey.Cursor("/", "q")
 	apply := func(f func(c *cmd)) bool {
 		t.Helper()
 		var c cmd

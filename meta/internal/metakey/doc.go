@@ -1,6 +1,8 @@
 // Package metakey is the key layout of meta.Store entities in an ordered
-// key-value store, shared by meta/local (Pebble on one node) and meta/raft
-// (Pebble under a raft state machine) so both lay metadata out alike.
+// key-value store (meta.KV): package meta writes every entity under it, on
+// meta/memory, meta/local (Pebble on one node) and meta/raft (Pebble under
+// a raft state machine) alike, and the backends read it for what they do
+// with keys themselves (cursors, the change feed).
 //
 // Every key starts with 'm' and a kind byte. Strings inside a key are
 // length-prefixed (uvarint) where another field follows, so one name is

@@ -1,10 +1,6 @@
 package metakey
 
-import (
-	"encoding/binary"
-
-	"github.com/warrenmq/broker/meta"
-)
+import "encoding/binary"
 
 // Prefix is the first byte of every metadata key.
 const Prefix = 'm'
@@ -91,19 +87,19 @@ func Topic(user, vhost, exchange string) []byte {
 	return append(AppendLP(AppendLP(KindPrefix(KindTopic), user), vhost), exchange...)
 }
 
-// Cursor is a queue's cursor key.
-func Cursor(q meta.QueueKey) []byte { return Name(KindCursor, q.VHost, q.Name) }
+// Cursor is the cursor key of queue name in vhost.
+func Cursor(vhost, name string) []byte { return Name(KindCursor, vhost, name) }
 
-// Binding holds every field of b but Durable, the contract's binding
-// identity. Arguments come last and unprefixed, so nil and empty arguments
-// are the same key.
-func Binding(b meta.Binding) []byte {
-	k := VHostPrefix(KindBinding, b.VHost)
-	k = AppendLP(k, b.Source)
-	k = AppendLP(k, b.DestinationKind)
-	k = AppendLP(k, b.Destination)
-	k = AppendLP(k, b.RoutingKey)
-	return append(k, b.Arguments...)
+// Binding is a binding's key: every field of meta.Binding but Durable,
+// the contract's binding identity. Arguments come last and unprefixed, so
+// nil and empty arguments are the same key.
+func Binding(vhost, source, destKind, dest, routingKey string, args []byte) []byte {
+	k := VHostPrefix(KindBinding, vhost)
+	k = AppendLP(k, source)
+	k = AppendLP(k, destKind)
+	k = AppendLP(k, dest)
+	k = AppendLP(k, routingKey)
+	return append(k, args...)
 }
 
 // Policy is the key of a policy (operator false) or operator policy.

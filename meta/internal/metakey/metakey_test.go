@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/codec"
-	"github.com/warrenmq/broker/meta"
 )
 
 // The layout is on disk: these bytes must never change.
@@ -23,10 +22,10 @@ func TestLayoutIsStable(t *testing.T) {
 		{"queue", Name(KindQueue, "/", "jobs"), "mq\x01/jobs"},
 		{"limit", Limit("/", "max-queues"), "ml\x01/max-queues"},
 		{"topic", Topic("guest", "/", "amq.topic"), "mt\x05guest\x01/amq.topic"},
-		{"cursor", Cursor(meta.QueueKey{VHost: "/", Name: "jobs"}), "mc\x01/jobs"},
+		{"cursor", Cursor("/", "jobs"), "mc\x01/jobs"},
 		{"policy", Policy("/", "cap", false), "my\x01/cap"},
 		{"operator policy", Policy("/", "cap", true), "mo\x01/cap"},
-		{"binding", Binding(meta.Binding{VHost: "/", Source: "x", DestinationKind: "queue", Destination: "q", RoutingKey: "k", Arguments: []byte{1}}),
+		{"binding", Binding("/", "x", "queue", "q", "k", []byte{1}),
 			"mb\x01/\x01x\x05queue\x01q\x01k\x01"},
 	} {
 		require.Equal(t, tc.want, string(tc.got), tc.name)
