@@ -370,7 +370,8 @@ func (q *Queue) handOut(a assignment, owner Owner, noAck bool, c *Consumer) Mess
 	}
 	if !noAck {
 		d := q.newDelivery()
-		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1, failed: a.failed, consumer: c}
+		*d = delivery{rec: a.rec, claim: q.claims, owner: owner, count: a.count + 1, failed: a.failed, consumer: c,
+			once: !a.returned && !q.cfg.Shared}
 		q.setOut(a.rec.Offset, d)
 	}
 	return m

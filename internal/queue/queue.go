@@ -171,6 +171,10 @@ type delivery struct {
 	// survives a restart as RabbitMQ 4.3's raft log keeps it.
 	failed   uint32
 	consumer *Consumer // nil for basic.get
+	// once: its index entry was put once, when it was claimed from the
+	// cursor, and never rewritten, so settling it may delete the entry
+	// as written once (settle.go, entryDeleter).
+	once bool
 }
 
 // waiting is a message requeued in place, served before the cursor.

@@ -102,9 +102,14 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		return
 	}
 	offsets, keys := q.scratch.offsets[:0], q.scratch.keys[:0]
+	once := 0 // keys[:once] are the entries put once
 	for _, d := range ds {
 		offsets = append(offsets, d.rec.Offset)
 		keys = append(keys, q.indexKey(d.rec.Offset))
+		if d.once {
+			keys[once], keys[len(keys)-1] = keys[len(keys)-1], keys[once]
+			once++
+		}
 	}
 	defer func() { q.scratch.offsets, q.scratch.keys = offsets[:0], keys[:0] }()
 	if err := q.cfg.Stores.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
@@ -115,13 +120,31 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		return
 	}
 	q.recycle(ds)
-	if err := q.cfg.Stores.Index.Delete(ctx, keys); err != nil {
+	if err := q.deleteEntries(ctx, keys, once); err != nil {
 		// A Delivered entry must not outlive its message: the scanner
 		// would time it out and close a channel that did nothing wrong.
 		q.cfg.Logger.Error("ack index delete failed", "queue", q.cfg.Name, "err", err)
 		q.later().keys = append(q.later().keys, keys...) // a copy: keys is scratch
 		q.scheduleRetry()
 	}
+}
+
+// entryDeleter is implemented by an index that deletes an entry written
+// once, and never rewritten since it was last deleted, more cheaply than
+// any other (storage/pebble's Index: a SingleDelete, which vanishes with
+// the entry in the flush that meets them both). The first once keys are
+// such entries; the index may delete them as it deletes any other.
+type entryDeleter interface {
+	DeletePutOnce(ctx context.Context, keys []unacked.Key, once int) error
+}
+
+// deleteEntries deletes the index entries of settled deliveries, the
+// first once of which were written once (delivery.once).
+func (q *Queue) deleteEntries(ctx context.Context, keys []unacked.Key, once int) error {
+	if x, ok := q.cfg.Stores.Index.(entryDeleter); ok && once > 0 {
+		return x.DeletePutOnce(ctx, keys, once)
+	}
+	return q.cfg.Stores.Index.Delete(ctx, keys)
 }
 
 // maxFreeDeliveries bounds the recycled deliveries kept for reuse.

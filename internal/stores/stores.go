@@ -38,6 +38,8 @@ type Set struct {
 	// reserve is db's disk reserve (pebblestore.DiskReserve): released
 	// when the disk fills, restored by the disk monitor (alarms.go).
 	Reserve *pebblestore.DiskReserve
+	// pacer spaces db's fsyncs out under load (pebblestore.SyncPacer).
+	pacer pebblestore.SyncPacer
 	// reclaimedAt is the WAL's BytesIn at the last reclaim's flush (the
 	// disk monitor's goroutine only).
 	reclaimedAt uint64
@@ -74,7 +76,7 @@ func Open(o *Config, onDiskFull func(released int64, critical bool)) (*Set, erro
 		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("broker: Options.DataDir %s cannot be created: %w", o.DataDir, err)
 		}
-		popts := []pebblestore.Option{pebblestore.WithLogger(o.Logger)}
+		popts := []pebblestore.Option{pebblestore.WithLogger(o.Logger), pebblestore.WithSyncPacer(&s.pacer)}
 		if onDiskFull != nil {
 			s.Reserve = &pebblestore.DiskReserve{OnFull: onDiskFull}
 			popts = append(popts, pebblestore.WithDiskReserve(s.Reserve))
@@ -106,7 +108,7 @@ func Open(o *Config, onDiskFull func(released int64, critical bool)) (*Set, erro
 	s.Durable.Shards = o.Shards
 	if s.Durable.Shards == nil {
 		if s.DB != nil {
-			s.shards = pebblestore.New(s.DB, pebblestore.GuardedBy(s.Reserve))
+			s.shards = pebblestore.New(s.DB, pebblestore.GuardedBy(s.Reserve), pebblestore.PacedBy(&s.pacer))
 			s.Durable.Shards = s.shards
 		} else {
 			s.Durable.Shards = memory.New()

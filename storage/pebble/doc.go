@@ -20,7 +20,10 @@
 // order, so a crash drops a suffix of unsynced writes and never one write
 // while keeping a later one; that is what lets the broker order its writes
 // ("index entry before cursor commit") without an fsync per write. Sync
-// (storage.Syncer) forces everything written so far to disk.
+// (storage.Syncer) forces everything written so far to disk. A DB opened
+// WithSyncPacer spaces its fsyncs out while many persistent records wait
+// for them (SyncPacer), so one fsync covers more of them; Append still
+// returns only after the fsync that covers its batch.
 //
 // After a crash, the offsets of records lost with the unsynced tail of the
 // WAL are assigned again: the shard state went with them, and so did every

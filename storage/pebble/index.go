@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -24,6 +25,10 @@ import (
 // now syncs the DB.
 type Index struct {
 	db *pebble.DB
+	// failed is set by the first write of the index that fails: a failed
+	// commit may still have been applied, so from then on no key is known
+	// to hold a single Set and DeletePutOnce deletes as Delete does.
+	failed atomic.Bool
 }
 
 // NewIndex returns an index on db, which stays the caller's to close.
@@ -55,6 +60,7 @@ func (x *Index) Put(ctx context.Context, entries []unacked.Entry) error {
 		}
 	}
 	if err := commitClose(b, pebble.NoSync); err != nil {
+		x.failed.Store(true)
 		return fmt.Errorf("storage/pebble: index put %d entries: %w", len(entries), err)
 	}
 	return nil
@@ -82,22 +88,46 @@ func (x *Index) Get(ctx context.Context, k unacked.Key) (unacked.Entry, error) {
 
 // Delete removes entries in one batch; missing keys are ignored.
 func (x *Index) Delete(ctx context.Context, keys []unacked.Key) error {
+	return x.DeletePutOnce(ctx, keys, 0)
+}
+
+// DeletePutOnce is Delete for keys whose first once entries were each
+// put exactly once since they were last deleted (or ever): a delivery
+// taken from a queue's cursor and settled without being requeued, whose
+// entry recovery never rewrote. Those go with a SingleDelete, which
+// vanishes together with the entry's Set when the two meet in a flush;
+// a Delete's tombstone is written to an sstable and lives on until a
+// compaction carries it to the bottom level, so acking every delivery
+// with a Delete costs a tombstone per message in every flush and the
+// compactions that drop them. A SingleDelete over a key set twice would
+// uncover the older Set, so once any write of this index has failed
+// (its batch may have been applied all the same) every key goes with a
+// Delete.
+func (x *Index) DeletePutOnce(ctx context.Context, keys []unacked.Key, once int) error {
 	if err := x.check(ctx); err != nil {
 		return err
 	}
 	if len(keys) == 0 {
 		return nil
 	}
+	if x.failed.Load() {
+		once = 0
+	}
 	b := x.db.NewBatch()
 	var buf []byte
-	for _, k := range keys {
+	for i, k := range keys {
 		buf = codec.AppendEntryKey(buf[:0], k)
-		if err := b.Delete(buf, nil); err != nil {
+		del := b.Delete
+		if i < once {
+			del = b.SingleDelete
+		}
+		if err := del(buf, nil); err != nil {
 			b.Close()
 			return fmt.Errorf("storage/pebble: index delete: %w", err)
 		}
 	}
 	if err := commitClose(b, pebble.NoSync); err != nil {
+		x.failed.Store(true)
 		return fmt.Errorf("storage/pebble: index delete %d entries: %w", len(keys), err)
 	}
 	return nil
@@ -171,6 +201,7 @@ func (x *Index) DeleteQueue(ctx context.Context, vhost, queue string) error {
 		b.Close()
 	}
 	if err != nil {
+		x.failed.Store(true)
 		return fmt.Errorf("storage/pebble: index delete queue %q in vhost %q: %w", queue, vhost, err)
 	}
 	return nil

@@ -86,3 +86,56 @@ func TestIndexNilDB(t *testing.T) {
 func BenchmarkIndex(b *testing.B) {
 	indextest.Bench(b, func(b *testing.B) unacked.Index { return pebble.NewIndex(openDB(b, b.TempDir()).DB) })
 }
+
+// TestIndexDeletePutOnce checks that entries deleted as put once leave
+// nothing in the flush that meets them with their Set, where a Delete
+// leaves a tombstone per entry, and that an entry put twice is gone
+// whatever once says of the others.
+func TestIndexDeletePutOnce(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		once       int
+		putTwice   bool // the last entry is put again before the delete
+		tombstones bool // the flush writes the deletes to an sstable
+	}{
+		{name: "once", once: 100},
+		{name: "delete", once: 0, tombstones: true},
+		{name: "mixed", once: 99, putTwice: true, tombstones: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openDB(t, t.TempDir())
+			x := pebble.NewIndex(db.DB)
+			// An sstable spanning queue q's keys, so a flush cannot
+			// drop a tombstone for want of anything below it.
+			require.NoError(t, x.Put(ctx, []unacked.Entry{
+				{Key: unacked.Key{VHost: "/", Queue: "p"}, State: unacked.Delivered},
+				{Key: unacked.Key{VHost: "/", Queue: "r"}, State: unacked.Delivered},
+			}))
+			require.NoError(t, db.Flush())
+			entries := make([]unacked.Entry, 100)
+			keys := make([]unacked.Key, len(entries))
+			for i := range entries {
+				keys[i] = unacked.Key{VHost: "/", Queue: "q", Offset: uint64(i)}
+				entries[i] = unacked.Entry{Key: keys[i], State: unacked.Delivered, DeliveryCount: 1}
+			}
+			require.NoError(t, x.Put(ctx, entries))
+			if tt.putTwice {
+				last := entries[len(entries)-1]
+				last.State = unacked.Returned
+				require.NoError(t, x.Put(ctx, []unacked.Entry{last}))
+			}
+			require.NoError(t, x.DeletePutOnce(ctx, keys, tt.once))
+			require.NoError(t, db.Flush())
+			var tables int64
+			for _, l := range db.Metrics().Levels {
+				tables += l.TablesCount
+			}
+			require.Equal(t, tt.tombstones, tables > 1, "sstables after the flushes: %d", tables)
+			n := 0
+			require.NoError(t, x.Queue(ctx, "/", "q", func(unacked.Entry) bool { n++; return true }))
+			require.Zero(t, n, "entries left")
+		})
+	}
+}

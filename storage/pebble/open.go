@@ -49,6 +49,7 @@ type config struct {
 	memTableSize uint64
 	logger       *slog.Logger
 	reserve      *DiskReserve
+	pacer        *SyncPacer
 	tweak        []func(*pebble.Options)
 }
 
@@ -114,6 +115,9 @@ func Open(dir string, opts ...Option) (*pebble.DB, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             slogLogger{log},
 		EventListener:      eventListener(log, c.reserve),
+	}
+	if c.pacer != nil {
+		po.WALMinSyncInterval = c.pacer.interval
 	}
 	for _, f := range c.tweak {
 		f(po)

@@ -22,6 +22,7 @@ type Store struct {
 	db      *pebble.DB
 	shards  sync.Map     // shard name -> *shard
 	reserve *DiskReserve // nil: Append checks no free space
+	pacer   *SyncPacer   // nil: no one paces the DB's syncs
 	// drained sums the sstable bytes the head range deletions covered
 	// since the last flush they asked for (see flushAfterDrained).
 	drained atomic.Uint64
@@ -433,6 +434,7 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
+		s.pacer.committed(len(recs))
 	}
 	if err := b.commit(opts); err != nil {
 		sh.loaded.Store(false)
