@@ -10,24 +10,9 @@ import (
 	"github.com/warrenmq/broker/meta"
 )
 
-// ErrPoliciesUnsupported was returned by the policy methods when
-// Options.Meta did not store policies.
-//
-// Deprecated: meta.Policies is part of meta.Store: every store keeps
-// policies, and nothing returns this error any more.
-var ErrPoliciesUnsupported = errors.New("broker: the meta store does not store policies (meta.Policies)")
-
-func (b *Broker) policyStore() (meta.Policies, error) {
-	return b.stores.Meta, nil
-}
-
 // putPolicy checks, stores and applies p; created reports that no policy
 // of that kind and name existed.
 func (b *Broker) putPolicy(ctx context.Context, p Policy, operator bool) (created bool, err error) {
-	st, err := b.policyStore()
-	if err != nil {
-		return false, err
-	}
 	p.VHost = canonicalVHost(p.VHost)
 	if _, ok := b.lookupVHost(p.VHost); !ok {
 		return false, fmt.Errorf("broker: policy %q: vhost %q: %w", p.Name, p.VHost, meta.ErrNotFound)
@@ -39,7 +24,7 @@ func (b *Broker) putPolicy(ctx context.Context, p Policy, operator bool) (create
 	if err != nil {
 		return false, err
 	}
-	return b.storePolicy(ctx, st, checked, operator)
+	return b.storePolicy(ctx, b.stores.Meta, checked, operator)
 }
 
 // storePolicy stores a checked policy and applies the vhost's policies.
@@ -58,10 +43,7 @@ func (b *Broker) storePolicy(ctx context.Context, st meta.Policies, p policy.Pol
 }
 
 func (b *Broker) deletePolicy(ctx context.Context, vhost, name string, operator bool) error {
-	st, err := b.policyStore()
-	if err != nil {
-		return err
-	}
+	st := b.stores.Meta
 	vhost = canonicalVHost(vhost)
 	b.policyMu.Lock()
 	defer b.policyMu.Unlock()
@@ -85,10 +67,7 @@ func (b *Broker) listPolicies(ctx context.Context, vhost string, operator bool) 
 // storedPolicies reads the policies (or operator policies) of a vhost,
 // every vhost for "", as stored.
 func (b *Broker) storedPolicies(ctx context.Context, vhost string, operator bool) ([]policy.Policy, error) {
-	st, err := b.policyStore()
-	if err != nil {
-		return nil, err
-	}
+	st := b.stores.Meta
 	vhosts := []string{canonicalVHost(vhost)}
 	if vhost == "" {
 		vhosts = vhosts[:0]
@@ -115,11 +94,8 @@ func (b *Broker) storedPolicies(ctx context.Context, vhost string, operator bool
 }
 
 // policySet builds a vhost's policy set from the store; nil when the
-// store keeps no policies or the vhost has none.
+// vhost has none.
 func (b *Broker) policySet(ctx context.Context, vhost string) (*policy.Set, error) {
-	if _, err := b.policyStore(); err != nil {
-		return nil, nil
-	}
 	var cs []*policy.Compiled
 	for _, operator := range []bool{false, true} {
 		ps, err := b.storedPolicies(ctx, vhost, operator)
@@ -191,10 +167,7 @@ func (b *Broker) applyOptionPolicies(ctx context.Context) error {
 
 // deletePoliciesOf removes a deleted vhost's policies from the store.
 func (b *Broker) deletePoliciesOf(ctx context.Context, vhost string) []error {
-	st, err := b.policyStore()
-	if err != nil {
-		return nil
-	}
+	st := b.stores.Meta
 	var errs []error
 	for _, operator := range []bool{false, true} {
 		stored, err := st.ListPolicies(ctx, vhost, operator)
