@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"sync"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/access"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/session"
@@ -32,28 +32,13 @@ import (
 // Password hashes are RabbitMQ's password_hash, made and checked by
 // internal/passwd; every login goes through internal/login's Guard.
 
-// compileGrant is a permission's expressions compiled as the sessions
-// check them (meta.Permission.Compile).
-func compileGrant(p meta.Permission) (*session.Grant, error) {
-	c, w, r, err := p.Compile()
-	if err != nil {
-		return nil, err
-	}
-	return &session.Grant{Configure: c, Write: w, Read: r}, nil
-}
-
 // accountState is the broker's in-memory side of accounts: the login
 // guard, and the shared Access of every (user, vhost) a connection
 // opened.
 type accountState struct {
-	logins login.Guard // every login's throttle and user read (internal/login)
-	mu     struct {
-		sync.Mutex
-		access map[accessKey]*session.Access
-	}
+	logins login.Guard     // every login's throttle and user read (internal/login)
+	access access.Registry // what open connections may do (internal/access)
 }
-
-type accessKey struct{ user, vhost string }
 
 // seedUsers stores every Options.Users entry not stored yet.
 func (b *Broker) seedUsers(ctx context.Context) error {
@@ -204,33 +189,15 @@ func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.
 		}
 		return a, release, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
-	p, err := b.stores.Meta.GetPermission(ctx, user, vh)
-	cancel()
-	if err != nil {
+	a, refusal, unavailable := b.acct.access.Stored(context.Background(), b.stores.Meta, b.opts.LoginTimeout, user, vh)
+	switch {
+	case unavailable != nil:
 		release()
-		if login.Unavailable(err) {
-			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
-		}
-		return nil, nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh, user)
-	}
-	g, err := compileGrant(p)
-	if err != nil {
+		return nil, nil, errLoginUnavailable(unavailable, amqp.ClassConnection, amqp.MethodConnectionOpen)
+	case refusal != nil:
 		release()
-		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
+		return nil, nil, refusal
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), b.opts.LoginTimeout)
-	topics, err := b.topicGrants(ctx, user, vh)
-	cancel()
-	if err != nil {
-		release()
-		if login.Unavailable(err) {
-			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
-		}
-		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
-	}
-	a := b.sharedAccess(user, vh, g)
-	a.SetTopics(topics)
 	return a, release, nil
 }
 
@@ -242,37 +209,6 @@ func (b *Broker) isImpersonator(user string) bool {
 	defer cancel()
 	u, err := b.stores.Meta.GetUser(ctx, user)
 	return err == nil && slices.Contains(u.Tags, "impersonator")
-}
-
-// sharedAccess returns the Access of (user, vhost), created with g if new
-// and otherwise updated to g (the store has the last word).
-func (b *Broker) sharedAccess(user, vh string, g *session.Grant) *session.Access {
-	b.acct.mu.Lock()
-	defer b.acct.mu.Unlock()
-	k := accessKey{user, vh}
-	a := b.acct.mu.access[k]
-	if a == nil {
-		if b.acct.mu.access == nil {
-			b.acct.mu.access = make(map[accessKey]*session.Access)
-		}
-		a = session.NewAccess(user, vh, g)
-		b.acct.mu.access[k] = a
-		return a
-	}
-	a.Set(g)
-	return a
-}
-
-// updateAccess sets the grant of open connections of user on vh (every
-// vhost when vh is ""), if any.
-func (b *Broker) updateAccess(user, vh string, g *session.Grant) {
-	b.acct.mu.Lock()
-	defer b.acct.mu.Unlock()
-	for k, a := range b.acct.mu.access {
-		if k.user == user && (vh == "" || k.vhost == vh) {
-			a.Set(g)
-		}
-	}
 }
 
 // deleteUser deletes a user and all its permissions, then closes the
@@ -309,7 +245,7 @@ func (b *Broker) deleteUser(ctx context.Context, name string) error {
 	if err := b.stores.Meta.DeleteUser(ctx, name); err != nil {
 		return fmt.Errorf("broker: delete user %q: %w", name, err)
 	}
-	b.updateAccess(name, "", nil)
+	b.acct.access.Set(name, "", nil)
 	b.closeConnectionsOf(func(in session.ConnInfo) bool { return in.User == name },
 		fmt.Sprintf("user '%s' is deleted", name))
 	return nil
@@ -351,7 +287,7 @@ func permissionOn(p Permission, user, vhost string) Permission {
 func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, perm Permission) error {
 	vh := canonicalVHost(vhostName)
 	p := permissionOn(perm, user, vh)
-	g, err := compileGrant(p)
+	g, err := access.CompileGrant(p)
 	if err != nil {
 		return err
 	}
@@ -364,7 +300,7 @@ func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, per
 	if err := b.stores.Meta.PutPermission(ctx, p); err != nil {
 		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
 	}
-	b.updateAccess(user, vh, g)
+	b.acct.access.Set(user, vh, g)
 	return nil
 }
 
@@ -375,7 +311,7 @@ func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) e
 	if err := b.stores.Meta.DeletePermission(ctx, user, vh); err != nil {
 		return fmt.Errorf("broker: clear permissions of %q: %w", user, err)
 	}
-	b.updateAccess(user, vh, nil)
+	b.acct.access.Set(user, vh, nil)
 	return nil
 }
 
@@ -478,13 +414,7 @@ func (b *Broker) deleteVHost(ctx context.Context, name string) error {
 	errs = append(errs, b.deleteVHostSettings(ctx, name))
 	errs = append(errs, b.deletePoliciesOf(ctx, name)...)
 	errs = append(errs, st.DeleteVHost(ctx, name))
-	b.acct.mu.Lock()
-	for k, a := range b.acct.mu.access {
-		if k.vhost == name {
-			a.Set(nil)
-		}
-	}
-	b.acct.mu.Unlock()
+	b.acct.access.Revoke(name)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("broker: delete vhost %q: %w", name, err)
 	}

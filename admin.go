@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/access"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -224,7 +225,7 @@ func (a *Admin) DeleteVHost(ctx context.Context, name string) error {
 // the user on the vhost, direct Channels included, use the new
 // permissions from their next check.
 func (a *Admin) PutPermission(ctx context.Context, p Permission) error {
-	if _, err := compileGrant(p); err != nil {
+	if _, err := access.CompileGrant(p); err != nil {
 		return meta.Invalid(err)
 	}
 	return a.b.setPermissions(ctx, p.User, p.VHost, p)

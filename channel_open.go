@@ -128,31 +128,13 @@ func directFailed(ctx context.Context, err error) error {
 // permissions (the user database's authorisation), or the error an AMQP
 // client would get at connection.open.
 func (b *Broker) storedAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	refused, failed := directRefused, func(err error) error { return directFailed(ctx, err) }
-	lctx, cancel := context.WithTimeout(ctx, b.opts.LoginTimeout)
-	p, err := b.stores.Meta.GetPermission(lctx, user, vh)
-	cancel()
+	a, refusal, unavailable := b.acct.access.Stored(ctx, b.stores.Meta, b.opts.LoginTimeout, user, vh)
 	switch {
-	case login.Unavailable(err):
-		return nil, failed(err)
-	case err != nil:
-		return nil, refused(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", vh, user)
+	case unavailable != nil:
+		return nil, directFailed(ctx, unavailable)
+	case refusal != nil:
+		return nil, toError(refusal)
 	}
-	g, err := compileGrant(p)
-	if err != nil {
-		return nil, refused(amqp.InternalError, "%v", err)
-	}
-	lctx, cancel = context.WithTimeout(ctx, b.opts.LoginTimeout)
-	topics, err := b.topicGrants(lctx, user, vh)
-	cancel()
-	switch {
-	case login.Unavailable(err):
-		return nil, failed(err)
-	case err != nil:
-		return nil, refused(amqp.InternalError, "%v", err)
-	}
-	a := b.sharedAccess(user, vh, g)
-	a.SetTopics(topics)
 	return a, nil
 }
 

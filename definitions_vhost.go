@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/warrenmq/broker/definitions"
+	"github.com/warrenmq/broker/internal/access"
 	"github.com/warrenmq/broker/meta"
 )
 
@@ -33,6 +34,6 @@ func checkVHost(d VHost) error {
 
 // checkTopicPermission reports why p's expressions could not be used.
 func checkTopicPermission(p TopicPermission) error {
-	_, err := compileTopicGrant(meta.TopicPermission{User: p.User, VHost: canonicalVHost(p.VHost), Write: p.Write, Read: p.Read})
+	_, err := access.CompileTopicGrant(meta.TopicPermission{User: p.User, VHost: canonicalVHost(p.VHost), Write: p.Write, Read: p.Read})
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"runtime/metrics"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/access"
 	"github.com/warrenmq/broker/internal/console"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
@@ -192,7 +193,7 @@ func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Gran
 	case err != nil:
 		return nil, err
 	}
-	g, err := compileGrant(p)
+	g, err := access.CompileGrant(p)
 	if err != nil {
 		return nil, err
 	}

@@ -191,12 +191,6 @@ func (b *Broker) dropVHost(ctx context.Context, vh *vhost.VHost) {
 		}
 	}
 	vh.Close()
-	b.acct.mu.Lock()
-	for k, a := range b.acct.mu.access {
-		if k.vhost == name {
-			a.Set(nil)
-		}
-	}
-	b.acct.mu.Unlock()
+	b.acct.access.Revoke(name)
 	b.log.Info("broker: vhost deleted by another broker", "vhost", name)
 }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 
-	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/access"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 )
@@ -272,7 +270,7 @@ func (b *Broker) topicPermissions(ctx context.Context) ([]meta.TopicPermission, 
 func (b *Broker) setTopicPermission(ctx context.Context, user, vhostName string, p TopicPermission) (created bool, err error) {
 	vh := canonicalVHost(vhostName)
 	tp := meta.TopicPermission{User: user, VHost: vh, Exchange: p.Exchange, Write: p.Write, Read: p.Read}
-	if _, err := compileTopicGrant(tp); err != nil {
+	if _, err := access.CompileTopicGrant(tp); err != nil {
 		return false, err
 	}
 	if _, err := b.stores.Meta.GetUser(ctx, user); err != nil {
@@ -281,7 +279,7 @@ func (b *Broker) setTopicPermission(ctx context.Context, user, vhostName string,
 	if _, ok := b.lookupVHost(vh); !ok {
 		return false, fmt.Errorf("broker: set topic permission of %q: vhost %q: %w", user, vh, meta.ErrNotFound)
 	}
-	have, err := b.topicPermissionsOf(ctx, user, vh)
+	have, err := access.TopicPermissionsOf(ctx, b.stores.Meta, user, vh)
 	if err != nil {
 		return false, err
 	}
@@ -289,14 +287,14 @@ func (b *Broker) setTopicPermission(ctx context.Context, user, vhostName string,
 	if err := b.stores.Meta.PutTopicPermission(ctx, tp); err != nil {
 		return false, fmt.Errorf("broker: set topic permission of %q: %w", user, err)
 	}
-	return created, b.refreshTopicAccess(ctx, user, vh)
+	return created, b.acct.access.RefreshTopics(ctx, b.stores.Meta, user, vh)
 }
 
 // clearTopicPermission removes user's topic permission on exchange of
 // vhost ("" removes those on every exchange of the vhost).
 func (b *Broker) clearTopicPermission(ctx context.Context, user, vhostName, exchange string) error {
 	vh := canonicalVHost(vhostName)
-	have, err := b.topicPermissionsOf(ctx, user, vh)
+	have, err := access.TopicPermissionsOf(ctx, b.stores.Meta, user, vh)
 	if err != nil {
 		return err
 	}
@@ -307,74 +305,5 @@ func (b *Broker) clearTopicPermission(ctx context.Context, user, vhostName, exch
 			}
 		}
 	}
-	return b.refreshTopicAccess(ctx, user, vh)
-}
-
-// topicPermissionsOf lists user's stored topic permissions on vh.
-func (b *Broker) topicPermissionsOf(ctx context.Context, user, vh string) ([]meta.TopicPermission, error) {
-	all, err := b.stores.Meta.ListTopicPermissions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("broker: topic permissions of %q: %w", user, err)
-	}
-	return slices.DeleteFunc(all, func(p meta.TopicPermission) bool { return p.User != user || p.VHost != vh }), nil
-}
-
-// topicGrants compiles user's topic permissions on vh for a connection.
-func (b *Broker) topicGrants(ctx context.Context, user, vh string) (session.TopicGrants, error) {
-	tps, err := b.topicPermissionsOf(ctx, user, vh)
-	if err != nil || len(tps) == 0 {
-		return nil, err
-	}
-	out := make(session.TopicGrants, len(tps))
-	for _, p := range tps {
-		g, err := compileTopicGrant(p)
-		if err != nil {
-			return nil, err
-		}
-		out[p.Exchange] = g
-	}
-	return out, nil
-}
-
-// refreshTopicAccess gives the open connections of user on vh their
-// stored topic permissions.
-func (b *Broker) refreshTopicAccess(ctx context.Context, user, vh string) error {
-	b.acct.mu.Lock()
-	a := b.acct.mu.access[accessKey{user, vh}]
-	b.acct.mu.Unlock()
-	if a == nil {
-		return nil
-	}
-	t, err := b.topicGrants(ctx, user, vh)
-	if err != nil {
-		return err
-	}
-	a.SetTopics(t)
-	return nil
-}
-
-// compileTopicGrant compiles a topic permission as RabbitMQ's internal
-// backend matches it (rabbit_auth_backend_internal:check_topic_access):
-// {username} and {vhost} replaced by the permission's user and vhost as
-// they are (no escaping, as expand_topic_permission does), "" meaning
-// "^$", matched unanchored.
-func compileTopicGrant(p meta.TopicPermission) (session.TopicGrant, error) {
-	var g session.TopicGrant
-	for _, f := range []struct {
-		what string
-		expr string
-		dst  **regexp.Regexp
-	}{{"write", p.Write, &g.Write}, {"read", p.Read, &g.Read}} {
-		expr := f.expr
-		if expr == "" {
-			expr = "^$"
-		}
-		expr = strings.NewReplacer("{username}", p.User, "{vhost}", p.VHost).Replace(expr)
-		re, err := regexp.Compile(expr)
-		if err != nil {
-			return session.TopicGrant{}, fmt.Errorf("broker: topic %s permission %q: %w", f.what, f.expr, err)
-		}
-		*f.dst = re
-	}
-	return g, nil
+	return b.acct.access.RefreshTopics(ctx, b.stores.Meta, user, vh)
 }
