@@ -177,7 +177,7 @@ func isLoopback(a net.Addr) bool {
 // decides (z, from Options.Auth).
 func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.Access, func(), error) {
 	vh := canonicalVHost(vhostName)
-	release, aerr := b.admitConnection(user, vh)
+	release, aerr := b.limits.Admit(user, vh, true)
 	if aerr != nil {
 		return nil, nil, aerr
 	}

@@ -187,7 +187,7 @@ func (a *Admin) GetVHost(ctx context.Context, name string) (VHost, error) {
 	if err != nil {
 		return VHost{}, err
 	}
-	if l := a.b.vhostLimits()[v.Name]; len(l) > 0 {
+	if l := a.b.limits.All()[v.Name]; len(l) > 0 {
 		v.Limits = l
 	}
 	return v, nil
@@ -357,7 +357,7 @@ func (a *Admin) ListVHostLimits(ctx context.Context) (map[string]map[string]int6
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return a.b.vhostLimits(), nil
+	return a.b.limits.All(), nil
 }
 
 // DeleteVHostLimit removes one of a vhost's stored limits (rabbitmqctl

@@ -20,6 +20,7 @@ import (
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/federation"
 	"github.com/warrenmq/broker/internal/follow"
+	"github.com/warrenmq/broker/internal/limits"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/scan"
@@ -85,8 +86,7 @@ type Broker struct {
 
 	held     alarm.Held       // caches and holding stores, for the memory alarm (alarms.go)
 	acct     accountState     // logins and access (accounts.go)
-	limits   connCounts       // open connections, for the limits (limits.go)
-	vlimits  vhostLimitState  // stored vhost limits (vhostsettings.go)
+	limits   limits.Limits    // connection and vhost limits (internal/limits)
 	counters counterState     // what Stats and the metrics count (introspect.go)
 	scan     *scan.Scanner    // the unacked scanner, once started (scanner.go)
 	follow   *follow.Follower // shared mode: follows the other brokers' changes (shared.go); nil otherwise
@@ -175,6 +175,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	b.limits.Store, b.limits.MaxConnections, b.limits.VHostMaxConnections = st.Meta, o.MaxConnections, o.VHostMaxConnections
 	if err := b.checkStores(); err != nil {
 		st.Close()
 		return nil, err

@@ -151,7 +151,7 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	// RabbitMQ's rabbit_direct:connect checks it; the node-wide
 	// Options.MaxConnections bounds network connections only, as
 	// RabbitMQ's connection_max bounds its listeners.
-	admitted, aerr := b.admitDirect(user, vh.Name())
+	admitted, aerr := b.limits.Admit(user, vh.Name(), false)
 	if aerr != nil {
 		return nil, toError(aerr)
 	}

@@ -55,7 +55,7 @@ func (b *Broker) openVHosts(ctx context.Context) error {
 	b.vhostsMu.Lock()
 	defer b.vhostsMu.Unlock()
 	b.vhosts = make(map[string]*vhost.VHost, len(b.opts.VHosts))
-	if err := b.readVHostLimits(ctx); err != nil {
+	if err := b.limits.Load(ctx); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(b.opts.VHosts))

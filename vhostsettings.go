@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sync"
 
 	"github.com/warrenmq/broker/internal/access"
+	"github.com/warrenmq/broker/internal/limits"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 )
@@ -16,48 +15,23 @@ import (
 // Vhost settings an operator changes at run time, as RabbitMQ keeps them:
 // a vhost's metadata (description, tags, default queue type), its limits
 // (max-connections, max-queues) and users' topic permissions. All live in
-// the meta store; the broker keeps the limits in memory too (limits.go
-// and every queue.declare read them), reloaded from the store whenever a
+// the meta store; the broker keeps the limits in memory too (internal/limits;
+// connection.open and every queue.declare read them), reloaded from the store whenever a
 // shared store reports a change of the vhost list (shared.go).
 
 // The vhost limits RabbitMQ knows (rabbit_vhost_limit's validation).
 const (
-	LimitMaxConnections = "max-connections"
-	LimitMaxQueues      = "max-queues"
+	LimitMaxConnections = limits.MaxConnections
+	LimitMaxQueues      = limits.MaxQueues
 )
 
 // QueueTypes are the values a vhost's default queue type may take.
 var QueueTypes = []string{"classic", "quorum", "stream"}
 
-// vhostLimitState is the in-memory copy of the stored vhost limits.
-type vhostLimitState struct {
-	mu     sync.RWMutex
-	limits map[string]map[string]int64 // vhost -> limit name -> value
-}
-
-// get returns vhost vh's limit called name, false when it has none.
-func (s *vhostLimitState) get(vh, name string) (int64, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v, ok := s.limits[vh][name]
-	return v, ok
-}
-
-// all returns a copy of every vhost's limits.
-func (s *vhostLimitState) all() map[string]map[string]int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make(map[string]map[string]int64, len(s.limits))
-	for vh, m := range s.limits {
-		out[vh] = maps.Clone(m)
-	}
-	return out
-}
-
 // loadVHostLimits replaces the in-memory limits with the stored ones and
 // gives every open vhost its max-queues. b.vhostsMu must not be held.
 func (b *Broker) loadVHostLimits(ctx context.Context) error {
-	if err := b.readVHostLimits(ctx); err != nil {
+	if err := b.limits.Load(ctx); err != nil {
 		return err
 	}
 	for _, vh := range b.openVHostList() {
@@ -66,97 +40,35 @@ func (b *Broker) loadVHostLimits(ctx context.Context) error {
 	return nil
 }
 
-// readVHostLimits replaces the in-memory limits with the stored ones.
-func (b *Broker) readVHostLimits(ctx context.Context) error {
-	stored, err := b.stores.Meta.ListVHostLimits(ctx)
-	if err != nil {
-		return fmt.Errorf("broker: list vhost limits: %w", err)
-	}
-	m := make(map[string]map[string]int64)
-	for _, l := range stored {
-		vh := canonicalVHost(l.VHost)
-		if m[vh] == nil {
-			m[vh] = make(map[string]int64)
-		}
-		m[vh][l.Name] = l.Value
-	}
-	b.vlimits.mu.Lock()
-	b.vlimits.limits = m
-	b.vlimits.mu.Unlock()
-	return nil
-}
-
 // applyQueueLimit gives vh its stored max-queues limit, if any.
 func (b *Broker) applyQueueLimit(vh *vhost.VHost) {
-	n, ok := b.vlimits.get(vh.Name(), LimitMaxQueues)
+	n, ok := b.limits.Get(vh.Name(), LimitMaxQueues)
 	vh.SetQueueLimit(n, ok)
 }
 
-// connectionLimit is the max-connections limit of vhost vh: the stored
-// one, else Options.VHostMaxConnections'; false when there is none. A
-// negative limit is none.
-func (b *Broker) connectionLimit(vh string) (int, bool) {
-	if n, ok := b.vlimits.get(vh, LimitMaxConnections); ok {
-		if n < 0 {
-			return 0, false
-		}
-		return int(min(n, int64(^uint(0)>>1))), true
-	}
-	n, ok := b.opts.VHostMaxConnections[vh]
-	return n, ok && n >= 0
-}
-
-// vhostLimits returns every vhost's stored limits, by vhost and limit
-// name (LimitMaxConnections, LimitMaxQueues).
-func (b *Broker) vhostLimits() map[string]map[string]int64 { return b.vlimits.all() }
-
-// setVHostLimit sets one of a vhost's limits, as RabbitMQ's
-// rabbitmqctl set_vhost_limits and PUT /api/vhost-limits do: name is
-// LimitMaxConnections (connection.open beyond it is refused with 530
-// NOT_ALLOWED; 0 refuses every connection) or LimitMaxQueues (declaring
-// a new queue beyond it closes the channel with 406); a negative value
-// is no limit. A stored limit overrides Options.VHostMaxConnections and
-// Options.MaxQueuesPerVHost for its vhost. Open connections over a new
-// connection limit stay open, as in RabbitMQ.
+// setVHostLimit is Admin.PutVHostLimit.
 func (b *Broker) setVHostLimit(ctx context.Context, vhostName, name string, value int64) error {
 	vh := canonicalVHost(vhostName)
-	if name != LimitMaxConnections && name != LimitMaxQueues {
-		return fmt.Errorf("broker: unknown vhost limit %q (want %s or %s)", name, LimitMaxConnections, LimitMaxQueues)
+	if err := limits.CheckName(name); err != nil {
+		return err
 	}
 	v, ok := b.lookupVHost(vh)
 	if !ok {
 		return fmt.Errorf("broker: set limit of vhost %q: %w", vh, meta.ErrNotFound)
 	}
-	if err := b.stores.Meta.PutVHostLimit(ctx, meta.VHostLimit{VHost: vh, Name: name, Value: value}); err != nil {
-		return fmt.Errorf("broker: set limit of vhost %q: %w", vh, err)
+	if err := b.limits.Put(ctx, vh, name, value); err != nil {
+		return err
 	}
-	b.vlimits.mu.Lock()
-	if b.vlimits.limits == nil {
-		b.vlimits.limits = make(map[string]map[string]int64)
-	}
-	if b.vlimits.limits[vh] == nil {
-		b.vlimits.limits[vh] = make(map[string]int64)
-	}
-	b.vlimits.limits[vh][name] = value
-	b.vlimits.mu.Unlock()
 	b.applyQueueLimit(v)
 	return nil
 }
 
-// clearVHostLimit removes one of a vhost's stored limits (rabbitmqctl
-// clear_vhost_limits for one name); clearing one it does not have is not
-// an error.
+// clearVHostLimit is Admin.DeleteVHostLimit.
 func (b *Broker) clearVHostLimit(ctx context.Context, vhostName, name string) error {
 	vh := canonicalVHost(vhostName)
-	if err := b.stores.Meta.DeleteVHostLimit(ctx, vh, name); err != nil {
-		return fmt.Errorf("broker: clear limit of vhost %q: %w", vh, err)
+	if err := b.limits.Delete(ctx, vh, name); err != nil {
+		return err
 	}
-	b.vlimits.mu.Lock()
-	delete(b.vlimits.limits[vh], name)
-	if len(b.vlimits.limits[vh]) == 0 {
-		delete(b.vlimits.limits, vh)
-	}
-	b.vlimits.mu.Unlock()
 	if v, ok := b.lookupVHost(vh); ok {
 		b.applyQueueLimit(v)
 	}
@@ -233,15 +145,6 @@ func (b *Broker) refreshVHostSettings(ctx context.Context, stored []meta.VHost) 
 func (b *Broker) deleteVHostSettings(ctx context.Context, vh string) error {
 	st := b.stores.Meta
 	var errs []error
-	if ls, err := st.ListVHostLimits(ctx); err == nil {
-		for _, l := range ls {
-			if l.VHost == vh {
-				errs = append(errs, st.DeleteVHostLimit(ctx, vh, l.Name))
-			}
-		}
-	} else {
-		errs = append(errs, err)
-	}
 	if tps, err := st.ListTopicPermissions(ctx); err == nil {
 		for _, p := range tps {
 			if p.VHost == vh {
@@ -251,9 +154,7 @@ func (b *Broker) deleteVHostSettings(ctx context.Context, vh string) error {
 	} else {
 		errs = append(errs, err)
 	}
-	b.vlimits.mu.Lock()
-	delete(b.vlimits.limits, vh)
-	b.vlimits.mu.Unlock()
+	errs = append(errs, b.limits.DropVHost(ctx, vh))
 	return errors.Join(errs...)
 }
 
