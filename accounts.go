@@ -412,7 +412,7 @@ func (b *Broker) deleteVHost(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, b.deleteVHostSettings(ctx, name))
-	errs = append(errs, b.deletePoliciesOf(ctx, name)...)
+	errs = append(errs, b.policies.DropVHost(ctx, name)...)
 	errs = append(errs, st.DeleteVHost(ctx, name))
 	b.acct.access.Revoke(name)
 	if err := errors.Join(errs...); err != nil {

@@ -281,7 +281,7 @@ func (a *Admin) DeleteTopicPermission(ctx context.Context, user, vhost, exchange
 // *policy.ValidationError's message); a vhost that does not exist is an
 // error wrapping ErrNotFound.
 func (a *Admin) PutPolicy(ctx context.Context, p Policy) error {
-	_, err := a.b.putPolicy(ctx, p, false)
+	_, err := a.b.policies.Put(ctx, p, false)
 	return err
 }
 
@@ -293,13 +293,13 @@ func (a *Admin) GetPolicy(ctx context.Context, vhost, name string) (Policy, erro
 // ListPolicies lists a vhost's policies sorted by name; vhost "" lists
 // every vhost's.
 func (a *Admin) ListPolicies(ctx context.Context, vhost string) ([]Policy, error) {
-	return a.b.listPolicies(ctx, vhost, false)
+	return a.b.policies.List(ctx, vhost, false)
 }
 
 // DeletePolicy deletes a policy; the objects it applied to fall back to
 // their arguments (or to the next matching policy).
 func (a *Admin) DeletePolicy(ctx context.Context, vhost, name string) error {
-	return a.b.deletePolicy(ctx, vhost, name, false)
+	return a.b.policies.Delete(ctx, vhost, name, false)
 }
 
 // PutOperatorPolicy is PutPolicy for an operator policy: the limits an
@@ -307,7 +307,7 @@ func (a *Admin) DeletePolicy(ctx context.Context, vhost, name string) error {
 // delivery-limit, overflow, ...), which win over a queue's arguments and
 // policy where they are stricter.
 func (a *Admin) PutOperatorPolicy(ctx context.Context, p Policy) error {
-	_, err := a.b.putPolicy(ctx, p, true)
+	_, err := a.b.policies.Put(ctx, p, true)
 	return err
 }
 
@@ -318,16 +318,16 @@ func (a *Admin) GetOperatorPolicy(ctx context.Context, vhost, name string) (Poli
 
 // ListOperatorPolicies is ListPolicies for operator policies.
 func (a *Admin) ListOperatorPolicies(ctx context.Context, vhost string) ([]Policy, error) {
-	return a.b.listPolicies(ctx, vhost, true)
+	return a.b.policies.List(ctx, vhost, true)
 }
 
 // DeleteOperatorPolicy is DeletePolicy for an operator policy.
 func (a *Admin) DeleteOperatorPolicy(ctx context.Context, vhost, name string) error {
-	return a.b.deletePolicy(ctx, vhost, name, true)
+	return a.b.policies.Delete(ctx, vhost, name, true)
 }
 
 func (a *Admin) getPolicy(ctx context.Context, vhost, name string, operator bool) (Policy, error) {
-	ps, err := a.b.listPolicies(ctx, canonicalVHost(vhost), operator)
+	ps, err := a.b.policies.List(ctx, canonicalVHost(vhost), operator)
 	if err != nil {
 		return Policy{}, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/warrenmq/broker/internal/follow"
 	"github.com/warrenmq/broker/internal/limits"
 	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/policystore"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/internal/session"
@@ -84,16 +85,16 @@ type Broker struct {
 	nodeID      string
 	incarnation uint64
 
-	held     alarm.Held       // caches and holding stores, for the memory alarm (alarms.go)
-	acct     accountState     // logins and access (accounts.go)
-	limits   limits.Limits    // connection and vhost limits (internal/limits)
-	counters counterState     // what Stats and the metrics count (introspect.go)
-	scan     *scan.Scanner    // the unacked scanner, once started (scanner.go)
-	follow   *follow.Follower // shared mode: follows the other brokers' changes (shared.go); nil otherwise
-	alarm    *alarm.Monitor   // memory and disk alarms and their monitor (alarms.go)
-	plugins  pluginState      // delayed messages (plugins.go)
-	rates    rateState        // the management API's rate history (rates.go)
-	policyMu sync.Mutex       // orders policy changes and reloads (policies.go)
+	held     alarm.Held         // caches and holding stores, for the memory alarm (alarms.go)
+	acct     accountState       // logins and access (accounts.go)
+	limits   limits.Limits      // connection and vhost limits (internal/limits)
+	counters counterState       // what Stats and the metrics count (introspect.go)
+	scan     *scan.Scanner      // the unacked scanner, once started (scanner.go)
+	follow   *follow.Follower   // shared mode: follows the other brokers' changes (shared.go); nil otherwise
+	alarm    *alarm.Monitor     // memory and disk alarms and their monitor (alarms.go)
+	plugins  pluginState        // delayed messages (plugins.go)
+	rates    rateState          // the management API's rate history (rates.go)
+	policies policystore.Keeper // policies stored and applied (internal/policystore)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -175,6 +176,9 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	b.policies.Store, b.policies.Log = st.Meta, o.Logger
+	b.policies.VHost = func(name string) (policystore.Target, bool) { return b.lookupVHost(name) }
+	b.policies.VHosts = b.sortedVHostNames
 	b.limits.Store, b.limits.MaxConnections, b.limits.VHostMaxConnections = st.Meta, o.MaxConnections, o.VHostMaxConnections
 	if err := b.checkStores(); err != nil {
 		st.Close()

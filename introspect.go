@@ -216,6 +216,16 @@ func (b *Broker) sortedVHosts() []*vhost.VHost {
 	return vs
 }
 
+// sortedVHostNames returns the vhosts' names, sorted.
+func (b *Broker) sortedVHostNames() []string {
+	vs := b.sortedVHosts()
+	names := make([]string, len(vs))
+	for i, vh := range vs {
+		names[i] = vh.Name()
+	}
+	return names
+}
+
 // findQueue finds a queue for PeekQueue and Unacked, whoever owns it.
 func (b *Broker) findQueue(vhostName, name string) (*vhost.VHost, *vhost.Queue, error) {
 	vh, ok := b.lookupVHost(vhostName)

@@ -562,3 +562,9 @@ func canonicalVHost(v string) string {
 	}
 	return v
 }
+
+// internalPolicy is p with its vhost canonical, as policy.Check takes it.
+func internalPolicy(p Policy) policy.Policy {
+	p.VHost = canonicalVHost(p.VHost)
+	return p
+}

@@ -73,7 +73,7 @@ func (t followTarget) SyncVHost(ctx context.Context, name string) bool {
 	return t.b.syncVHost(ctx, name)
 }
 func (t followTarget) ReloadPolicies(ctx context.Context, vhost string) bool {
-	return t.b.reloadPolicies(ctx, vhost)
+	return t.b.policies.Reload(ctx, vhost)
 }
 func (t followTarget) Parameter(component, vhost, name string) {
 	t.b.notifyParameter(component, vhost, name)

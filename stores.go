@@ -151,7 +151,7 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 			return err
 		}
 	}
-	policies, err := b.policySet(ctx, name)
+	policies, err := b.policies.Set(ctx, name)
 	if err != nil {
 		return fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
 	}
