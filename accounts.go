@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/access"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/login"
-	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/meta"
 )
@@ -70,107 +69,6 @@ func (b *Broker) seedUsers(ctx context.Context) error {
 	return nil
 }
 
-// errLoginUnavailable is what an AMQP login (and a direct Channel opened
-// AsUser) answers when the user store did not answer within
-// Options.LoginTimeout: 320 CONNECTION_FORCED, "the client may retry",
-// never 403 (internal/login explains why).
-func errLoginUnavailable(err error, cls, mth uint16) *amqp.Error {
-	return amqp.NewError(amqp.ConnectionForced, cls, mth,
-		"cannot authenticate now: the user store did not answer (%v); try again, or another cluster member", err)
-}
-
-// login is session.Config.Login: the source's throttle delay, then the
-// password (or certificate) check, then RabbitMQ's loopback_users rule for
-// guest. A refusal counts against the source; an unavailable store does
-// not.
-func (b *Broker) login(at *session.LoginAttempt) (bool, string, error) {
-	src := login.SourceKey(at.Peer)
-	if !b.acct.logins.Wait(context.Background(), src) {
-		return false, "", amqp.NewError(amqp.ConnectionForced, amqp.ClassConnection, amqp.MethodConnectionStartOk, "broker shutdown")
-	}
-	if chain := b.authChain(); chain != nil {
-		return b.chainAMQPLogin(chain, src, at)
-	}
-	ok, reason, err := b.checkLogin(at)
-	if !ok && err == nil {
-		b.acct.logins.Throttle.Failed(src)
-	}
-	return ok, reason, err
-}
-
-// checkLogin is login's check once the throttle let it through: whether
-// at's credentials are good, the reason given to the client when they are
-// not, or the error that closes the connection instead.
-func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
-	u, err := b.acct.logins.Lookup(context.Background(), at.User)
-	if login.Unavailable(err) {
-		b.log.Warn("broker: cannot read user", "user", session.LogName(at.User), "err", err)
-		return false, "", errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionStartOk)
-	}
-	if err != nil {
-		if at.Mechanism == "EXTERNAL" {
-			return false, fmt.Sprintf("user '%s' - no such user", at.User), nil
-		}
-		return false, "", nil
-	}
-	if at.Mechanism != "EXTERNAL" && !passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, at.Password) {
-		return false, "", nil
-	}
-	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {
-		return false, fmt.Sprintf("user '%s' can only connect via localhost", at.User), nil
-	}
-	return true, "", nil
-}
-
-// passwordLogin is the HTTP basic-auth login of the management API and
-// the authenticated metrics handler: internal/login's Guard.Password, with
-// the log line an unavailable store deserves. Errors wrap
-// login.ErrRefused, login.ErrUnavailable or login.ErrClosed.
-func (b *Broker) passwordLogin(ctx context.Context, peer net.Addr, name, password string) (User, error) {
-	u, _, err := b.passwordLoginAuthz(ctx, peer, name, password)
-	return u, err
-}
-
-// passwordLoginAuthz is passwordLogin that also returns how the user's
-// permissions are decided: nil for the user database, else the Authorizer
-// of the Options.Auth entry that let the user in (the management API asks
-// it for vhost access and permissions).
-func (b *Broker) passwordLoginAuthz(ctx context.Context, peer net.Addr, name, password string) (User, *session.Authz, error) {
-	if chain := b.authChain(); chain != nil {
-		return b.chainPasswordLogin(ctx, chain, peer, name, password)
-	}
-	u, err := b.acct.logins.Password(ctx, peer, name, password)
-	if errors.Is(err, login.ErrUnavailable) {
-		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
-	}
-	if err != nil {
-		return User{}, nil, err
-	}
-	return User{Name: u.Name, Tags: u.Tags}, nil, nil
-}
-
-// isLoopback reports whether a peer address is local: a loopback IP, a unix
-// socket, or no address at all (in-process connections from Dial).
-func isLoopback(a net.Addr) bool {
-	switch a := a.(type) {
-	case nil:
-		return true
-	case *net.TCPAddr:
-		return a.IP.IsLoopback()
-	case *net.UnixAddr:
-		return true
-	}
-	if a.Network() == "pipe" {
-		return true
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // openAccess is session.Config.Open: connection limits, then the user's
 // permissions on the vhost (RabbitMQ's order in handle_method0 for
 // connection.open): the stored ones, or those the login's Authorizer
@@ -182,7 +80,7 @@ func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.
 		return nil, nil, aerr
 	}
 	if z != nil {
-		a, aerr := b.authzAccess(z, vh)
+		a, aerr := b.logins.VHostAccess(z, vh)
 		if aerr != nil {
 			release()
 			return nil, nil, aerr
@@ -193,7 +91,7 @@ func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.
 	switch {
 	case unavailable != nil:
 		release()
-		return nil, nil, errLoginUnavailable(unavailable, amqp.ClassConnection, amqp.MethodConnectionOpen)
+		return nil, nil, authn.Unavailable(unavailable, amqp.ClassConnection, amqp.MethodConnectionOpen)
 	case refusal != nil:
 		release()
 		return nil, nil, refusal

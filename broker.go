@@ -17,6 +17,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/federation"
 	"github.com/warrenmq/broker/internal/follow"
@@ -86,7 +87,8 @@ type Broker struct {
 	incarnation uint64
 
 	held     alarm.Held         // caches and holding stores, for the memory alarm (alarms.go)
-	acct     accountState       // logins and access (accounts.go)
+	acct     accountState       // login guard and access (accounts.go)
+	logins   *authn.Logins      // who logs in, through every door (internal/authn)
 	limits   limits.Limits      // connection and vhost limits (internal/limits)
 	counters counterState       // what Stats and the metrics count (introspect.go)
 	scan     *scan.Scanner      // the unacked scanner, once started (scanner.go)
@@ -139,6 +141,7 @@ func New(opts Options) (*Broker, error) {
 	b.events = events.NewHub(o.Clock)
 	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
+	b.logins = authn.New(&b.acct.logins, o.Auth, o.AllowRemoteGuest, o.LoginTimeout, o.Logger)
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
 
@@ -148,8 +151,8 @@ func New(opts Options) (*Broker, error) {
 	}
 	heartbeat := o.Heartbeat
 	b.cfg = &session.Config{
-		Login:          b.login,
-		UpdateSecret:   b.updateSecret,
+		Login:          b.logins.AMQP,
+		UpdateSecret:   b.logins.UpdateSecret,
 		External:       slices.Contains(o.AuthMechanisms, "EXTERNAL"),
 		Open:           b.openAccess,
 		Impersonator:   b.isImpersonator,

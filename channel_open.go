@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/direct"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/session"
@@ -100,8 +101,8 @@ func (b *Broker) Channel(ctx context.Context, opts ...ChannelOption) (*Channel, 
 //
 // With Options.Auth the chain decides instead (chainDirectAccess).
 func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	if chain := b.authChain(); chain != nil {
-		return b.chainDirectAccess(ctx, chain, user, vh)
+	if b.logins.Chained() {
+		return b.chainDirectAccess(ctx, user, vh)
 	}
 	_, err := b.acct.logins.Lookup(ctx, user)
 	switch {
@@ -121,7 +122,7 @@ func directFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the caller gave up; the store may be fine
 	}
-	return toError(errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
+	return toError(authn.Unavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
 }
 
 // storedAccess is the shared Access of user on vh from the stored
@@ -203,4 +204,56 @@ func (b *Broker) directVHost() (*vhost.VHost, error) {
 		return vh, nil
 	}
 	return nil, fmt.Errorf("broker: virtual host %q was deleted", b.opts.VHosts[0])
+}
+
+// authzChannel opens a direct Channel on the vhost named vhostName whose
+// permissions z decides (the management API's channel for a user an
+// Options.Auth backend let in).
+func (b *Broker) authzChannel(ctx context.Context, z *session.Authz, vhostName string) (*Channel, error) {
+	vh, ok := b.lookupVHost(canonicalVHost(vhostName))
+	if !ok {
+		return nil, toError(amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", vhostName))
+	}
+	a, aerr := b.logins.VHostAccess(z, vh.Name())
+	if aerr != nil {
+		return nil, toError(aerr)
+	}
+	return b.openChannel(ctx, vh, z.Identity.User, a)
+}
+
+// chainDirectAccess is directAccess through Options.Auth: the chain is
+// asked to log user in with auth.MechanismDirect and no secret, then the
+// entry that did decides the vhost and every permission, as for an AMQP
+// login.
+func (b *Broker) chainDirectAccess(ctx context.Context, user, vh string) (*session.Access, error) {
+	name, z, err := b.logins.Direct(ctx, user)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) {
+			return nil, toError(ae)
+		}
+		return nil, err
+	}
+	if z == nil {
+		return b.storedAccess(ctx, name, vh)
+	}
+	a, aerr := b.logins.VHostAccess(z, vh)
+	if aerr != nil {
+		return nil, toError(aerr)
+	}
+	return a, nil
+}
+
+// storedChannel opens a direct Channel on the vhost named vhostName with
+// user's stored permissions, for a user the chain already let in.
+func (b *Broker) storedChannel(ctx context.Context, user, vhostName string) (*Channel, error) {
+	vh, ok := b.lookupVHost(canonicalVHost(vhostName))
+	if !ok {
+		return nil, toError(amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", vhostName))
+	}
+	a, err := b.storedAccess(ctx, user, vh.Name())
+	if err != nil {
+		return nil, err
+	}
+	return b.openChannel(ctx, vh, user, a)
 }

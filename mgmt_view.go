@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/access"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/console"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
@@ -164,16 +165,16 @@ func processMemory() int64 {
 func (v mgmtView) VHosts() []string { return v.b.definitions().VHosts() }
 
 // Authenticate checks a login with the guards of AMQP logins
-// (passwordLogin, internal/login): the source's throttle delay first, and a
+// (internal/authn): the source's throttle delay first, and a
 // user store that does not answer in time is mgmt.ErrUnavailable, not a
 // failed login.
 func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.Caller, error) {
-	u, z, err := v.b.passwordLoginAuthz(ctx, from, name, password)
+	u, z, err := v.b.logins.Password(ctx, from, name, password)
 	switch {
 	case err == nil:
 		mu := mgmt.Caller{Name: u.Name, Tags: u.Tags}
 		if z != nil {
-			mu.Authz = authzAsker{z}
+			mu.Authz = authn.Asker{Z: z}
 		}
 		return mu, nil
 	case errors.Is(err, login.ErrUnavailable):
@@ -277,12 +278,12 @@ func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Bindi
 func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.Caller, vhostName string) (mgmt.DirectChannel, error) {
 	var ch *Channel
 	var err error
-	switch z, ok := user.Authz.(authzAsker); {
+	switch z, ok := user.Authz.(authn.Asker); {
 	case ok:
 		// Decided by the backend that let the user in, as its AMQP
 		// connections are: no second login by name.
-		ch, err = v.b.authzChannel(ctx, z.z, vhostName)
-	case v.b.authChain() != nil:
+		ch, err = v.b.authzChannel(ctx, z.Z, vhostName)
+	case v.b.logins.Chained():
 		// Let in through Options.Auth by an entry whose authorisation is
 		// the user database: its stored permissions, no second login.
 		ch, err = v.b.storedChannel(ctx, user.Name, vhostName)
