@@ -23,6 +23,7 @@ import (
 	"github.com/warrenmq/broker/internal/follow"
 	"github.com/warrenmq/broker/internal/limits"
 	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/params"
 	"github.com/warrenmq/broker/internal/policystore"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/scan"
@@ -55,7 +56,7 @@ type Broker struct {
 	cfg    *session.Config
 	log    *slog.Logger
 	nextID atomic.Uint64
-	params paramRegistry // admin_parameters.go
+	params params.Registry // runtime and global parameters (internal/params)
 	// shovels runs the stored shovels' links (shovel.go).
 	shovels *shovel.Supervisor
 	// federation runs the federated exchanges' and queues' links
@@ -179,6 +180,7 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	b.params.Store = st.Meta
 	b.policies.Store, b.policies.Log = st.Meta, o.Logger
 	b.policies.VHost = func(name string) (policystore.Target, bool) { return b.lookupVHost(name) }
 	b.policies.VHosts = b.sortedVHostNames

@@ -76,7 +76,7 @@ func (t followTarget) ReloadPolicies(ctx context.Context, vhost string) bool {
 	return t.b.policies.Reload(ctx, vhost)
 }
 func (t followTarget) Parameter(component, vhost, name string) {
-	t.b.notifyParameter(component, vhost, name)
+	t.b.params.Notify(component, vhost, name)
 }
 
 func (t followTarget) VHosts() []string {
