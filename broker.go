@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/authn"
+	"github.com/warrenmq/broker/internal/control"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/federation"
 	"github.com/warrenmq/broker/internal/follow"
@@ -56,6 +57,7 @@ type Broker struct {
 	cfg    *session.Config
 	log    *slog.Logger
 	nextID atomic.Uint64
+	plane  control.Plane   // users, permissions, vhosts, limits (internal/control)
 	params params.Registry // runtime and global parameters (internal/params)
 	// shovels runs the stored shovels' links (shovel.go).
 	shovels *shovel.Supervisor
@@ -181,6 +183,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.stores = st
 	b.params.Store = st.Meta
+	b.plane = control.Plane{Meta: st.Meta, Access: &b.acct.access, Limits: &b.limits, Policies: &b.policies, VHosts: vhostSet{b}, CloseConns: b.closeConnectionsOf}
 	b.policies.Store, b.policies.Log = st.Meta, o.Logger
 	b.policies.VHost = func(name string) (policystore.Target, bool) { return b.lookupVHost(name) }
 	b.policies.VHosts = b.sortedVHostNames
@@ -203,7 +206,7 @@ func New(opts Options) (*Broker, error) {
 		st.Close()
 		return nil, err
 	}
-	if err := b.seedUsers(context.Background()); err != nil {
+	if err := b.plane.SeedUsers(context.Background(), o.Users, o.VHosts); err != nil {
 		b.stopFollowing()
 		b.closeVHosts()
 		st.Close()

@@ -74,10 +74,8 @@ func getOK(t *testing.T, h http.Handler, path string) string {
 	return rec.Body.String()
 }
 
-// fullPermissionOn is fullPermission for user on vhost, as
-// Admin.PutPermission takes it.
+// fullPermissionOn is every permission for user on vhost (what seeded
+// users get), as Admin.PutPermission takes it.
 func fullPermissionOn(user, vhost string) Permission {
-	p := fullPermission
-	p.User, p.VHost = user, vhost
-	return p
+	return Permission{User: user, VHost: vhost, Configure: ".*", Write: ".*", Read: ".*"}
 }

@@ -171,7 +171,13 @@ func (b *Broker) syncVHosts(ctx context.Context) bool {
 		b.dropVHost(ctx, vh)
 	}
 	// Another broker may have changed a vhost's metadata or limits.
-	return b.refreshVHostSettings(ctx, stored) && ok
+	if err := b.plane.RefreshVHosts(ctx, stored); err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("broker: following vhost limits", "err", err)
+		}
+		return false
+	}
+	return ok
 }
 
 // dropVHost closes a vhost another broker deleted (with everything of it

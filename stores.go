@@ -175,7 +175,7 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 		return fmt.Errorf("broker: open vhost %q: %w", name, err)
 	}
 	vh.SetDefaultQueueType(rec.DefaultQueueType)
-	b.applyQueueLimit(vh)
+	b.plane.ApplyQueueLimit(vh)
 	b.vhosts[name] = vh
 	return nil
 }
@@ -202,3 +202,46 @@ func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
 
 // shared reports whether the broker runs in shared mode (shared.go).
 func (b *Broker) shared() bool { return b.stores.Shared }
+
+// vhostSet is the open vhosts as internal/control changes them.
+type vhostSet struct{ b *Broker }
+
+func (s vhostSet) Lookup(name string) (*vhost.VHost, bool) { return s.b.lookupVHost(name) }
+func (s vhostSet) List() []*vhost.VHost                    { return s.b.sortedVHosts() }
+
+func (s vhostSet) Put(ctx context.Context, rec meta.VHost) (bool, error) {
+	b := s.b
+	b.vhostsMu.Lock()
+	defer b.vhostsMu.Unlock()
+	vh, ok := b.vhosts[rec.Name]
+	if !ok {
+		return true, b.openVHostLocked(ctx, rec, true)
+	}
+	if err := b.stores.Meta.PutVHost(ctx, rec); err != nil {
+		return false, fmt.Errorf("broker: vhost %q: %w", rec.Name, err)
+	}
+	vh.SetDefaultQueueType(rec.DefaultQueueType)
+	return false, nil
+}
+
+func (s vhostSet) Remove(name string) (*vhost.VHost, func(), bool) {
+	b := s.b
+	b.vhostsMu.Lock()
+	defer b.vhostsMu.Unlock()
+	vh, ok := b.vhosts[name]
+	if !ok {
+		return nil, nil, false
+	}
+	delete(b.vhosts, name)
+	// Until the store has forgotten it, shared mode must not take the
+	// vhost for one another broker created.
+	if b.deleting == nil {
+		b.deleting = make(map[string]bool)
+	}
+	b.deleting[name] = true
+	return vh, func() {
+		b.vhostsMu.Lock()
+		delete(b.deleting, name)
+		b.vhostsMu.Unlock()
+	}, true
+}
