@@ -13,6 +13,7 @@ import (
 	"github.com/warrenmq/broker/internal/dedup"
 	"github.com/warrenmq/broker/internal/delayed"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/snapshot"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
@@ -176,7 +177,7 @@ func (b *Broker) PeekDelayed(ctx context.Context, vhostName, exchange string, n 
 		out[i] = DelayedMessage{
 			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 			Due: time.Unix(0, m.Due), Delay: time.Duration(m.Delay) * time.Millisecond,
-			Publishing: publishingOf(&p, m.Body),
+			Publishing: snapshot.Publishing(&p, m.Body),
 		}
 	}
 	return out, nil
