@@ -6,6 +6,10 @@
 // user or vhost, its connections closed with 320 CONNECTION_FORCED as
 // RabbitMQ's connection tracking closes them.
 //
+// Topology is the topology side of definitions import and export: each
+// vhost's exchanges, queues and bindings read for Export, and Import's
+// declares and binds made as an operator.
+//
 // Refused input is an error matching meta.ErrInvalid (the management
 // API's 400); a missing user, vhost or permission one wrapping
 // meta.ErrNotFound (404). Policies (internal/policystore) and parameters
