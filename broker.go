@@ -33,7 +33,7 @@ import (
 	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/internal/transport"
-	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/internal/vhosts"
 )
 
 // Version is the broker version advertised in connection.start.
@@ -80,12 +80,8 @@ type Broker struct {
 	// false, so no Add can race with the Wait in Close.
 	wg sync.WaitGroup
 
-	stores   *stores.Set
-	vhostsMu sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
-	vhosts   map[string]*vhost.VHost // by canonical name
-	// deleting names the vhosts DeleteVHost is deleting (vhostsMu), so
-	// that shared mode does not open them again from the store meanwhile.
-	deleting    map[string]bool
+	stores      *stores.Set
+	vhosts      vhosts.Set // the open vhosts (internal/vhosts)
 	nodeID      string
 	incarnation uint64
 
@@ -183,10 +179,11 @@ func New(opts Options) (*Broker, error) {
 	}
 	b.stores = st
 	b.params.Store = st.Meta
-	b.plane = control.Plane{Meta: st.Meta, Access: &b.acct.access, Limits: &b.limits, Policies: &b.policies, VHosts: vhostSet{b}, CloseConns: b.closeConnectionsOf}
+	b.vhosts.Store, b.vhosts.Open, b.vhosts.Log = st.Meta, b.openVHost, o.Logger
+	b.plane = control.Plane{Meta: st.Meta, Access: &b.acct.access, Limits: &b.limits, Policies: &b.policies, VHosts: &b.vhosts, CloseConns: b.closeConnectionsOf}
 	b.policies.Store, b.policies.Log = st.Meta, o.Logger
 	b.policies.VHost = func(name string) (policystore.Target, bool) { return b.lookupVHost(name) }
-	b.policies.VHosts = b.sortedVHostNames
+	b.policies.VHosts = b.vhosts.Names
 	b.limits.Store, b.limits.MaxConnections, b.limits.VHostMaxConnections = st.Meta, o.MaxConnections, o.VHostMaxConnections
 	if err := b.checkStores(); err != nil {
 		st.Close()
@@ -208,25 +205,25 @@ func New(opts Options) (*Broker, error) {
 	}
 	if err := b.plane.SeedUsers(context.Background(), o.Users, o.VHosts); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := b.applyOptionPolicies(context.Background()); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := b.startScanner(); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := b.startShovels(); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
@@ -500,7 +497,7 @@ func (b *Broker) Close() error {
 			b.opts.peers.Replies.Attach(nil) // no requester is left to take a reply
 		}
 		b.stopPlugins() // before the queues it routes to stop
-		b.closeVHosts()
+		b.vhosts.Close()
 		if err := b.stores.Close(); err != nil {
 			b.log.Error("broker: closing stores", "err", err)
 		}

@@ -68,7 +68,7 @@ var _ definitions.Broker = definitionsView{}
 
 // definitions is the broker as package definitions reads and changes it.
 func (b *Broker) definitions() definitionsView {
-	return definitionsView{b.Admin(), control.Topology{Open: vhostSet{b}, NotFound: ErrNotFound}, b}
+	return definitionsView{b.Admin(), control.Topology{Open: &b.vhosts, NotFound: ErrNotFound}, b}
 }
 
 // Rules are the definitions rules of the release Options.RabbitMQVersion

@@ -42,7 +42,8 @@ func newDirectBroker(t *testing.T, opts Options) *Broker {
 // broker has already handed it.
 func queueStats(t *testing.T, b *Broker, name string) queue.Stats {
 	t.Helper()
-	q, err := b.vhosts["/"].Queue("", name)
+	vh, _ := b.vhosts.Lookup("/")
+	q, err := vh.Queue("", name)
 	require.NoError(t, err)
 	st, err := q.Stats(context.Background())
 	require.NoError(t, err)

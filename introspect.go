@@ -206,24 +206,7 @@ func (b *Broker) sortedConns() []*session.Conn {
 
 // sortedVHosts returns the vhosts, sorted by name.
 func (b *Broker) sortedVHosts() []*vhost.VHost {
-	b.vhostsMu.RLock()
-	vs := make([]*vhost.VHost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vs = append(vs, v)
-	}
-	b.vhostsMu.RUnlock()
-	slices.SortFunc(vs, func(x, y *vhost.VHost) int { return strings.Compare(x.Name(), y.Name()) })
-	return vs
-}
-
-// sortedVHostNames returns the vhosts' names, sorted.
-func (b *Broker) sortedVHostNames() []string {
-	vs := b.sortedVHosts()
-	names := make([]string, len(vs))
-	for i, vh := range vs {
-		names[i] = vh.Name()
-	}
-	return names
+	return b.vhosts.List()
 }
 
 // findQueue finds a queue for PeekQueue and Unacked, whoever owns it.

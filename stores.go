@@ -49,44 +49,14 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 	})
 }
 
-// openVHosts opens every configured vhost and every vhost stored by
-// addVHost (accounts.go), each with its durable topology.
+// openVHosts loads the stored vhost limits, then opens every configured
+// vhost and every stored one (internal/vhosts), each with its durable
+// topology.
 func (b *Broker) openVHosts(ctx context.Context) error {
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	b.vhosts = make(map[string]*vhost.VHost, len(b.opts.VHosts))
 	if err := b.limits.Load(ctx); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(b.opts.VHosts))
-	for _, name := range b.opts.VHosts {
-		names = append(names, canonicalVHost(name))
-	}
-	stored, err := b.stores.Meta.ListVHosts(ctx)
-	if err != nil {
-		return fmt.Errorf("broker: list vhosts: %w", err)
-	}
-	records := make(map[string]meta.VHost, len(stored))
-	for _, v := range stored {
-		name := canonicalVHost(v.Name)
-		names = append(names, name)
-		v.Name = name
-		records[name] = v
-	}
-	for _, name := range names {
-		if _, ok := b.vhosts[name]; ok {
-			continue
-		}
-		rec, ok := records[name]
-		if !ok {
-			rec = meta.VHost{Name: name}
-		}
-		if err := b.openVHostLocked(ctx, rec, true); err != nil {
-			b.closeVHostsLocked()
-			return err
-		}
-	}
-	return nil
+	return b.vhosts.OpenAll(ctx, b.opts.VHosts)
 }
 
 // checkStoredNames refuses the Options fields that name a vhost neither
@@ -141,19 +111,13 @@ func (b *Broker) checkStores() error {
 	return nil
 }
 
-// openVHostLocked stores rec (when store is set) and opens its vhost
-// with rec's settings; b.vhostsMu is held. Shared mode opens vhosts another
-// broker stored without storing them again: they may be being deleted.
-func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool) error {
+// openVHost opens rec's vhost with rec's settings, its policies and its
+// stored max-queues: internal/vhosts' Open.
+func (b *Broker) openVHost(ctx context.Context, rec meta.VHost) (*vhost.VHost, error) {
 	name := rec.Name
-	if store {
-		if err := b.stores.Meta.PutVHost(ctx, rec); err != nil {
-			return err
-		}
-	}
 	policies, err := b.policies.Set(ctx, name)
 	if err != nil {
-		return fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
+		return nil, fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
 	}
 	vh, err := vhost.Open(ctx, vhost.Config{
 		Policies:         policies,
@@ -172,76 +136,17 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 		Replies:          b.opts.peers.Replies,
 	})
 	if err != nil {
-		return fmt.Errorf("broker: open vhost %q: %w", name, err)
+		return nil, fmt.Errorf("broker: open vhost %q: %w", name, err)
 	}
 	vh.SetDefaultQueueType(rec.DefaultQueueType)
 	b.plane.ApplyQueueLimit(vh)
-	b.vhosts[name] = vh
-	return nil
-}
-
-func (b *Broker) closeVHosts() {
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	b.closeVHostsLocked()
-}
-
-func (b *Broker) closeVHostsLocked() {
-	for _, vh := range b.vhosts {
-		vh.Close()
-	}
+	return vh, nil
 }
 
 // lookupVHost serves connection.open and every other lookup by name.
 func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
-	b.vhostsMu.RLock()
-	defer b.vhostsMu.RUnlock()
-	vh, ok := b.vhosts[canonicalVHost(name)]
-	return vh, ok
+	return b.vhosts.Lookup(name)
 }
 
 // shared reports whether the broker runs in shared mode (shared.go).
 func (b *Broker) shared() bool { return b.stores.Shared }
-
-// vhostSet is the open vhosts as internal/control changes them.
-type vhostSet struct{ b *Broker }
-
-func (s vhostSet) Lookup(name string) (*vhost.VHost, bool) { return s.b.lookupVHost(name) }
-func (s vhostSet) List() []*vhost.VHost                    { return s.b.sortedVHosts() }
-
-func (s vhostSet) Put(ctx context.Context, rec meta.VHost) (bool, error) {
-	b := s.b
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	vh, ok := b.vhosts[rec.Name]
-	if !ok {
-		return true, b.openVHostLocked(ctx, rec, true)
-	}
-	if err := b.stores.Meta.PutVHost(ctx, rec); err != nil {
-		return false, fmt.Errorf("broker: vhost %q: %w", rec.Name, err)
-	}
-	vh.SetDefaultQueueType(rec.DefaultQueueType)
-	return false, nil
-}
-
-func (s vhostSet) Remove(name string) (*vhost.VHost, func(), bool) {
-	b := s.b
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	vh, ok := b.vhosts[name]
-	if !ok {
-		return nil, nil, false
-	}
-	delete(b.vhosts, name)
-	// Until the store has forgotten it, shared mode must not take the
-	// vhost for one another broker created.
-	if b.deleting == nil {
-		b.deleting = make(map[string]bool)
-	}
-	b.deleting[name] = true
-	return vh, func() {
-		b.vhostsMu.Lock()
-		delete(b.deleting, name)
-		b.vhostsMu.Unlock()
-	}, true
-}
