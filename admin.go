@@ -265,8 +265,8 @@ func (a *Admin) getPolicy(ctx context.Context, vhost, name string, operator bool
 // LimitMaxConnections (connection.open beyond it is refused with 530
 // NOT_ALLOWED; 0 refuses every connection) or LimitMaxQueues (declaring a
 // new queue beyond it closes the channel with 406); a negative value is no
-// limit. A stored limit overrides Options.VHostMaxConnections and
-// Options.MaxQueuesPerVHost for its vhost. Open connections over a new
+// limit. A stored limit overrides Options.Limits.VHostMaxConnections and
+// Options.Limits.MaxQueuesPerVHost for its vhost. Open connections over a new
 // connection limit stay open, as in RabbitMQ.
 func (a *Admin) PutVHostLimit(ctx context.Context, vhost, name string, value int64) error {
 	return a.b.plane.PutVHostLimit(ctx, vhost, name, value)

@@ -184,7 +184,7 @@ func New(opts Options) (*Broker, error) {
 	b.policies.Store, b.policies.Log = st.Meta, o.Logger
 	b.policies.VHost = func(name string) (policystore.Target, bool) { return b.lookupVHost(name) }
 	b.policies.VHosts = b.vhosts.Names
-	b.limits.Store, b.limits.MaxConnections, b.limits.VHostMaxConnections = st.Meta, o.MaxConnections, o.VHostMaxConnections
+	b.limits.Store, b.limits.MaxConnections, b.limits.VHostMaxConnections = st.Meta, o.Limits.MaxConnections, o.Limits.VHostMaxConnections
 	if err := b.checkStores(); err != nil {
 		st.Close()
 		return nil, err

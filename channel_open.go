@@ -150,7 +150,7 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	}
 	// A direct connection counts against its vhost's connection limit, as
 	// RabbitMQ's rabbit_direct:connect checks it; the node-wide
-	// Options.MaxConnections bounds network connections only, as
+	// Options.Limits.MaxConnections bounds network connections only, as
 	// RabbitMQ's connection_max bounds its listeners.
 	admitted, aerr := b.limits.Admit(user, vh.Name(), false)
 	if aerr != nil {

@@ -48,7 +48,7 @@ import (
 // definitions 64 MiB). Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
 // ("%2F" for "/"); the default exchange is "amq.default". A change that a
 // web page of another origin asks for is refused with 403 (unless
-// Options.ManagementAllowedOrigins lists it), and a change's body must be
+// Options.Management.AllowedOrigins lists it), and a change's body must be
 // application/json (415 otherwise), so that another site cannot use the
 // credentials a browser keeps for the API; clients that are not browsers
 // send no Origin and are unaffected (docs/management.md).
@@ -81,16 +81,16 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
+	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.Management.AllowedOrigins}))
 }
 
 // validateManagement reports every entry of ManagementAllowedOrigins that
 // is not an origin.
 func (o *Options) validateManagement() error {
 	var errs []error
-	for i, origin := range o.ManagementAllowedOrigins {
+	for i, origin := range o.Management.AllowedOrigins {
 		if err := mgmt.CheckOrigin(origin); err != nil {
-			errs = append(errs, fmt.Errorf("broker: Options.ManagementAllowedOrigins[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("broker: Options.Management.AllowedOrigins[%d]: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -73,9 +73,9 @@ func (o *Options) checkStoredNames(stored []meta.VHost) error {
 		known[canonicalVHost(v.Name)] = true
 	}
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(o.VHostMaxConnections)) {
+	for _, name := range slices.Sorted(maps.Keys(o.Limits.VHostMaxConnections)) {
 		if !known[name] {
-			errs = append(errs, fmt.Errorf("broker: Options.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
+			errs = append(errs, fmt.Errorf("broker: Options.Limits.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
 		}
 	}
 	for _, set := range []struct {
@@ -124,7 +124,7 @@ func (b *Broker) openVHost(ctx context.Context, rec meta.VHost) (*vhost.VHost, e
 		Name:             name,
 		Store:            b.stores.Meta,
 		StartQueue:       b.startQueue,
-		MaxQueues:        b.opts.MaxQueuesPerVHost,
+		MaxQueues:        b.opts.Limits.MaxQueuesPerVHost,
 		MaxArgumentsSize: vhost.ArgumentsSizeFor(b.opts.FrameMax),
 		Logger:           b.log,
 		Shared:           b.shared(),
