@@ -60,6 +60,37 @@ func Peek(ctx context.Context, q *vhost.Queue, n int) ([]Message, error) {
 	return out, nil
 }
 
+// Delayed is a message an x-delayed-message exchange holds, as
+// PeekDelayed shows it.
+type Delayed struct {
+	Exchange, RoutingKey string
+	Due                  time.Time
+	Delay                time.Duration
+	Publishing           amqp091.Publishing
+}
+
+// PeekDelayed returns up to n of the messages exchange of vh holds,
+// earliest due first, without routing them.
+func PeekDelayed(ctx context.Context, vh *vhost.VHost, exchange string, n int) ([]Delayed, error) {
+	msgs, err := vh.DelayedPeek(ctx, exchange, n)
+	if err != nil {
+		return nil, fmt.Errorf("broker: peek delayed %q: %w", exchange, err)
+	}
+	out := make([]Delayed, len(msgs))
+	for i, m := range msgs {
+		p, err := amqp.DecodeProperties(m.Properties)
+		if err != nil {
+			return nil, fmt.Errorf("broker: peek delayed %q: %w", exchange, err)
+		}
+		out[i] = Delayed{
+			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+			Due: time.Unix(0, m.Due), Delay: time.Duration(m.Delay) * time.Millisecond,
+			Publishing: Publishing(&p, m.Body),
+		}
+	}
+	return out, nil
+}
+
 // Delivery is one delivery a client holds without having settled it.
 type Delivery struct {
 	Connection           string
