@@ -2,17 +2,13 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"slices"
-	"sync"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/access"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/login"
-	"github.com/warrenmq/broker/internal/passwd"
 	"github.com/warrenmq/broker/internal/session"
-	"github.com/warrenmq/broker/meta"
 )
 
 // Accounts: users, their password hashes and tags, and per-vhost
@@ -32,161 +28,12 @@ import (
 // Password hashes are RabbitMQ's password_hash, made and checked by
 // internal/passwd; every login goes through internal/login's Guard.
 
-// compileGrant is a permission's expressions compiled as the sessions
-// check them (meta.Permission.Compile).
-func compileGrant(p meta.Permission) (*session.Grant, error) {
-	c, w, r, err := p.Compile()
-	if err != nil {
-		return nil, err
-	}
-	return &session.Grant{Configure: c, Write: w, Read: r}, nil
-}
-
 // accountState is the broker's in-memory side of accounts: the login
 // guard, and the shared Access of every (user, vhost) a connection
 // opened.
 type accountState struct {
-	logins login.Guard // every login's throttle and user read (internal/login)
-	mu     struct {
-		sync.Mutex
-		access map[accessKey]*session.Access
-	}
-}
-
-type accessKey struct{ user, vhost string }
-
-// seedUsers stores every Options.Users entry not stored yet.
-func (b *Broker) seedUsers(ctx context.Context) error {
-	for _, u := range b.opts.Users {
-		_, err := b.stores.Meta.GetUser(ctx, u.Name)
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, meta.ErrNotFound) {
-			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
-		}
-		// Permissions first, the user last: another broker sharing the
-		// store takes a stored user as seeded, and a client it lets in
-		// must find the permissions already there (530 otherwise).
-		for _, v := range b.opts.VHosts {
-			p := permissionOn(fullPermission, u.Name, canonicalVHost(v))
-			if err := b.stores.Meta.PutPermission(ctx, p); err != nil {
-				return fmt.Errorf("broker: seeding permissions of %q: %w", u.Name, err)
-			}
-		}
-		hu, err := meta.HashedUser(User{Name: u.Name, Password: u.Password, Tags: slices.Clone(u.Tags)})
-		if err != nil {
-			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
-		}
-		if err := b.stores.Meta.PutUser(ctx, hu); err != nil {
-			return fmt.Errorf("broker: seeding user %q: %w", u.Name, err)
-		}
-	}
-	return nil
-}
-
-// errLoginUnavailable is what an AMQP login (and a direct Channel opened
-// AsUser) answers when the user store did not answer within
-// Options.LoginTimeout: 320 CONNECTION_FORCED, "the client may retry",
-// never 403 (internal/login explains why).
-func errLoginUnavailable(err error, cls, mth uint16) *amqp.Error {
-	return amqp.NewError(amqp.ConnectionForced, cls, mth,
-		"cannot authenticate now: the user store did not answer (%v); try again, or another cluster member", err)
-}
-
-// login is session.Config.Login: the source's throttle delay, then the
-// password (or certificate) check, then RabbitMQ's loopback_users rule for
-// guest. A refusal counts against the source; an unavailable store does
-// not.
-func (b *Broker) login(at *session.LoginAttempt) (bool, string, error) {
-	if at.Internal {
-		return internalLogin(at)
-	}
-	src := login.SourceKey(at.Peer)
-	if !b.acct.logins.Wait(context.Background(), src) {
-		return false, "", amqp.NewError(amqp.ConnectionForced, amqp.ClassConnection, amqp.MethodConnectionStartOk, "broker shutdown")
-	}
-	if chain := b.authChain(); chain != nil {
-		return b.chainAMQPLogin(chain, src, at)
-	}
-	ok, reason, err := b.checkLogin(at)
-	if !ok && err == nil {
-		b.acct.logins.Throttle.Failed(src)
-	}
-	return ok, reason, err
-}
-
-// checkLogin is login's check once the throttle let it through: whether
-// at's credentials are good, the reason given to the client when they are
-// not, or the error that closes the connection instead.
-func (b *Broker) checkLogin(at *session.LoginAttempt) (bool, string, error) {
-	u, err := b.acct.logins.Lookup(context.Background(), at.User)
-	if login.Unavailable(err) {
-		b.log.Warn("broker: cannot read user", "user", session.LogName(at.User), "err", err)
-		return false, "", errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionStartOk)
-	}
-	if err != nil {
-		if at.Mechanism == "EXTERNAL" {
-			return false, fmt.Sprintf("user '%s' - no such user", at.User), nil
-		}
-		return false, "", nil
-	}
-	if at.Mechanism != "EXTERNAL" && !passwd.CheckExported(u.HashingAlgorithm, u.PasswordHash, at.Password) {
-		return false, "", nil
-	}
-	if at.User == "guest" && !b.opts.AllowRemoteGuest && !isLoopback(at.Peer) {
-		return false, fmt.Sprintf("user '%s' can only connect via localhost", at.User), nil
-	}
-	return true, "", nil
-}
-
-// passwordLogin is the HTTP basic-auth login of the management API and
-// the authenticated metrics handler: internal/login's Guard.Password, with
-// the log line an unavailable store deserves. Errors wrap
-// login.ErrRefused, login.ErrUnavailable or login.ErrClosed.
-func (b *Broker) passwordLogin(ctx context.Context, peer net.Addr, name, password string) (User, error) {
-	u, _, err := b.passwordLoginAuthz(ctx, peer, name, password)
-	return u, err
-}
-
-// passwordLoginAuthz is passwordLogin that also returns how the user's
-// permissions are decided: nil for the user database, else the Authorizer
-// of the Options.Auth entry that let the user in (the management API asks
-// it for vhost access and permissions).
-func (b *Broker) passwordLoginAuthz(ctx context.Context, peer net.Addr, name, password string) (User, *session.Authz, error) {
-	if chain := b.authChain(); chain != nil {
-		return b.chainPasswordLogin(ctx, chain, peer, name, password)
-	}
-	u, err := b.acct.logins.Password(ctx, peer, name, password)
-	if errors.Is(err, login.ErrUnavailable) {
-		b.log.Warn("broker: cannot read user", "user", session.LogName(name), "err", err)
-	}
-	if err != nil {
-		return User{}, nil, err
-	}
-	return User{Name: u.Name, Tags: u.Tags}, nil, nil
-}
-
-// isLoopback reports whether a peer address is local: a loopback IP, a unix
-// socket, or no address at all (in-process connections from Dial).
-func isLoopback(a net.Addr) bool {
-	switch a := a.(type) {
-	case nil:
-		return true
-	case *net.TCPAddr:
-		return a.IP.IsLoopback()
-	case *net.UnixAddr:
-		return true
-	}
-	if a.Network() == "pipe" {
-		return true
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	logins login.Guard     // every login's throttle and user read (internal/login)
+	access access.Registry // what open connections may do (internal/access)
 }
 
 // openAccess is session.Config.Open: connection limits, then the user's
@@ -195,45 +42,27 @@ func isLoopback(a net.Addr) bool {
 // decides (z, from Options.Auth).
 func (b *Broker) openAccess(user, vhostName string, z *session.Authz) (*session.Access, func(), error) {
 	vh := canonicalVHost(vhostName)
-	release, aerr := b.admitConnection(user, vh)
+	release, aerr := b.limits.Admit(user, vh, true)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
 	if z != nil {
-		a, aerr := b.authzAccess(z, vh)
+		a, aerr := b.logins.VHostAccess(z, vh)
 		if aerr != nil {
 			release()
 			return nil, nil, aerr
 		}
 		return a, release, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.LoginTimeout)
-	p, err := b.stores.Meta.GetPermission(ctx, user, vh)
-	cancel()
-	if err != nil {
+	a, refusal, unavailable := b.acct.access.Stored(context.Background(), b.stores.Meta, b.opts.LoginTimeout, user, vh)
+	switch {
+	case unavailable != nil:
 		release()
-		if login.Unavailable(err) {
-			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
-		}
-		return nil, nil, amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "access to vhost '%s' refused for user '%s'", vh, user)
-	}
-	g, err := compileGrant(p)
-	if err != nil {
+		return nil, nil, authn.Unavailable(unavailable, amqp.ClassConnection, amqp.MethodConnectionOpen)
+	case refusal != nil:
 		release()
-		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
+		return nil, nil, refusal
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), b.opts.LoginTimeout)
-	topics, err := b.topicGrants(ctx, user, vh)
-	cancel()
-	if err != nil {
-		release()
-		if login.Unavailable(err) {
-			return nil, nil, errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen)
-		}
-		return nil, nil, amqp.NewError(amqp.InternalError, amqp.ClassConnection, amqp.MethodConnectionOpen, "%v", err)
-	}
-	a := b.sharedAccess(user, vh, g)
-	a.SetTopics(topics)
 	return a, release, nil
 }
 
@@ -245,77 +74,6 @@ func (b *Broker) isImpersonator(user string) bool {
 	defer cancel()
 	u, err := b.stores.Meta.GetUser(ctx, user)
 	return err == nil && slices.Contains(u.Tags, "impersonator")
-}
-
-// sharedAccess returns the Access of (user, vhost), created with g if new
-// and otherwise updated to g (the store has the last word).
-func (b *Broker) sharedAccess(user, vh string, g *session.Grant) *session.Access {
-	b.acct.mu.Lock()
-	defer b.acct.mu.Unlock()
-	k := accessKey{user, vh}
-	a := b.acct.mu.access[k]
-	if a == nil {
-		if b.acct.mu.access == nil {
-			b.acct.mu.access = make(map[accessKey]*session.Access)
-		}
-		a = session.NewAccess(user, vh, g)
-		b.acct.mu.access[k] = a
-		return a
-	}
-	a.Set(g)
-	return a
-}
-
-// updateAccess sets the grant of open connections of user on vh (every
-// vhost when vh is ""), if any.
-func (b *Broker) updateAccess(user, vh string, g *session.Grant) {
-	b.acct.mu.Lock()
-	defer b.acct.mu.Unlock()
-	for k, a := range b.acct.mu.access {
-		if k.user == user && (vh == "" || k.vhost == vh) {
-			a.Set(g)
-		}
-	}
-}
-
-// deleteUser deletes a user and all its permissions, then closes the
-// user's open connections (direct Channels included) with 320
-// CONNECTION_FORCED "user 'name' is deleted", as RabbitMQ's connection
-// tracking does on its user_deleted event. A connection racing the delete
-// is still refused every permission check (403) until it is closed.
-func (b *Broker) deleteUser(ctx context.Context, name string) error {
-	if _, err := b.stores.Meta.GetUser(ctx, name); err != nil {
-		return fmt.Errorf("broker: delete user %q: %w", name, err)
-	}
-	perms, err := b.stores.Meta.ListPermissions(ctx)
-	if err != nil {
-		return fmt.Errorf("broker: delete user %q: %w", name, err)
-	}
-	for _, p := range perms {
-		if p.User == name {
-			if err := b.stores.Meta.DeletePermission(ctx, name, p.VHost); err != nil {
-				return fmt.Errorf("broker: delete user %q: %w", name, err)
-			}
-		}
-	}
-	tps, err := b.stores.Meta.ListTopicPermissions(ctx)
-	if err != nil {
-		return fmt.Errorf("broker: delete user %q: %w", name, err)
-	}
-	for _, p := range tps {
-		if p.User == name {
-			if err := b.stores.Meta.DeleteTopicPermission(ctx, name, p.VHost, p.Exchange); err != nil {
-				return fmt.Errorf("broker: delete user %q: %w", name, err)
-			}
-		}
-	}
-	if err := b.stores.Meta.DeleteUser(ctx, name); err != nil {
-		return fmt.Errorf("broker: delete user %q: %w", name, err)
-	}
-	b.updateAccess(name, "", nil)
-	b.closeConnectionsOf(func(in session.ConnInfo) bool { return in.User == name },
-		fmt.Sprintf("user '%s' is deleted", name))
-	return nil
 }
 
 // closeConnectionsOf closes every open connection that match selects with
@@ -334,162 +92,4 @@ func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text stri
 			c.Shutdown(amqp.ConnectionForced, text)
 		}
 	}
-}
-
-// fullPermission grants everything: what Options.Users get on every
-// configured vhost.
-var fullPermission = Permission{Configure: ".*", Write: ".*", Read: ".*"}
-
-// permissionOn is p's expressions for user on vhost.
-func permissionOn(p Permission, user, vhost string) Permission {
-	p.User, p.VHost = user, vhost
-	return p
-}
-
-// setPermissions grants user perm on vhost (RabbitMQ's set_permissions),
-// replacing what the user had there. The user and the vhost must exist
-// (else an error wrapping meta.ErrNotFound), and each expression must
-// compile. Open connections of the user on the vhost, direct Channels
-// included, use the new permissions from their next check.
-func (b *Broker) setPermissions(ctx context.Context, user, vhostName string, perm Permission) error {
-	vh := canonicalVHost(vhostName)
-	p := permissionOn(perm, user, vh)
-	g, err := compileGrant(p)
-	if err != nil {
-		return err
-	}
-	if _, err := b.stores.Meta.GetUser(ctx, user); err != nil {
-		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
-	}
-	if _, ok := b.lookupVHost(vh); !ok {
-		return fmt.Errorf("broker: set permissions of %q: vhost %q: %w", user, vh, meta.ErrNotFound)
-	}
-	if err := b.stores.Meta.PutPermission(ctx, p); err != nil {
-		return fmt.Errorf("broker: set permissions of %q: %w", user, err)
-	}
-	b.updateAccess(user, vh, g)
-	return nil
-}
-
-// clearPermissions removes user's permissions on vhost: new connections of
-// the user to it are refused (530) and open ones get 403 on every check.
-func (b *Broker) clearPermissions(ctx context.Context, user, vhostName string) error {
-	vh := canonicalVHost(vhostName)
-	if err := b.stores.Meta.DeletePermission(ctx, user, vh); err != nil {
-		return fmt.Errorf("broker: clear permissions of %q: %w", user, err)
-	}
-	b.updateAccess(user, vh, nil)
-	return nil
-}
-
-// permissions returns user's permissions on vhost, as Admin.PutPermission
-// stored them; an error wrapping meta.ErrNotFound when there are none.
-func (b *Broker) permissions(ctx context.Context, user, vhostName string) (Permission, error) {
-	p, err := b.stores.Meta.GetPermission(ctx, user, canonicalVHost(vhostName))
-	if err != nil {
-		return Permission{}, fmt.Errorf("broker: permissions of %q: %w", user, err)
-	}
-	return p, nil
-}
-
-// addVHost creates and opens a virtual host (stored, so it is reopened at
-// the next New). It grants nobody anything: call Admin.PutPermission.
-func (b *Broker) addVHost(ctx context.Context, name string) error {
-	name = canonicalVHost(name)
-	if len(name) > 255 {
-		return fmt.Errorf("broker: vhost name longer than 255 bytes")
-	}
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	if _, ok := b.vhosts[name]; ok {
-		return fmt.Errorf("broker: vhost %q already exists", name)
-	}
-	return b.openVHostLocked(ctx, meta.VHost{Name: name}, true)
-}
-
-// deleteVHost deletes a virtual host with everything in it: its open
-// connections are closed with 320 CONNECTION_FORCED, its queues (and their
-// messages), exchanges and bindings are deleted, and so are all
-// permissions on it. A vhost listed in Options.VHosts comes back, empty,
-// at the next New.
-func (b *Broker) deleteVHost(ctx context.Context, name string) error {
-	name = canonicalVHost(name)
-	b.vhostsMu.Lock()
-	vh, ok := b.vhosts[name]
-	delete(b.vhosts, name)
-	if ok {
-		// Until the store has forgotten it, shared mode must not take the
-		// vhost for one another broker created.
-		if b.deleting == nil {
-			b.deleting = make(map[string]bool)
-		}
-		b.deleting[name] = true
-	}
-	b.vhostsMu.Unlock()
-	if !ok {
-		return fmt.Errorf("broker: delete vhost %q: %w", name, meta.ErrNotFound)
-	}
-	defer func() {
-		b.vhostsMu.Lock()
-		delete(b.deleting, name)
-		b.vhostsMu.Unlock()
-	}()
-	b.closeConnectionsOf(func(in session.ConnInfo) bool { return canonicalVHost(in.VHost) == name },
-		fmt.Sprintf("vhost '%s' is deleted", name))
-
-	var errs []error
-	for _, q := range vh.Queues() {
-		// As the owner, so exclusive queues go too.
-		if _, err := vh.DeleteQueue(ctx, q.Def.Owner, q.Def.Name, false, false); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	vh.Close()
-	// What the vhost did not delete itself (exchanges, bindings, queues it
-	// could not), straight from the store.
-	st := b.stores.Meta
-	if bs, err := st.ListBindings(ctx, name); err == nil {
-		for _, bd := range bs {
-			errs = append(errs, st.DeleteBinding(ctx, bd))
-		}
-	} else {
-		errs = append(errs, err)
-	}
-	if xs, err := st.ListExchanges(ctx, name); err == nil {
-		for _, x := range xs {
-			errs = append(errs, st.DeleteExchange(ctx, name, x.Name))
-		}
-	} else {
-		errs = append(errs, err)
-	}
-	if qs, err := st.ListQueues(ctx, name); err == nil {
-		for _, q := range qs {
-			errs = append(errs, st.DeleteQueue(ctx, name, q.Name))
-		}
-	} else {
-		errs = append(errs, err)
-	}
-	if ps, err := st.ListPermissions(ctx); err == nil {
-		for _, p := range ps {
-			if p.VHost == name {
-				errs = append(errs, st.DeletePermission(ctx, p.User, name))
-			}
-		}
-	} else {
-		errs = append(errs, err)
-	}
-	errs = append(errs, b.deleteVHostSettings(ctx, name))
-	errs = append(errs, b.deletePoliciesOf(ctx, name)...)
-	errs = append(errs, st.DeleteVHost(ctx, name))
-	b.acct.mu.Lock()
-	for k, a := range b.acct.mu.access {
-		if k.vhost == name {
-			a.Set(nil)
-		}
-	}
-	b.acct.mu.Unlock()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("broker: delete vhost %q: %w", name, err)
-	}
-	return nil
 }

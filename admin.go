@@ -2,10 +2,7 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/meta"
@@ -99,46 +96,18 @@ func (b *Broker) Admin() *Admin { return &Admin{b: b} }
 // carries them. It grants nothing: call PutPermission. A connection
 // already open keeps its login.
 func (a *Admin) PutUser(ctx context.Context, u User) error {
-	if u.Name == "" || len(u.Name) > 255 {
-		return meta.Invalid(fmt.Errorf("broker: user name must be 1 to 255 bytes, got %d", len(u.Name)))
-	}
-	hu, err := meta.HashedUser(u)
-	if err != nil {
-		return meta.Invalid(fmt.Errorf("broker: user %q: %w", u.Name, err))
-	}
-	return a.b.stores.Meta.PutUser(ctx, hu)
-}
-
-// exportedUser is a stored user as a definitions file carries it: with
-// its (empty) limits object.
-func exportedUser(u User) User {
-	if u.Limits == nil {
-		u.Limits = map[string]any{}
-	}
-	return u
+	return a.b.plane.PutUser(ctx, u)
 }
 
 // GetUser returns a stored user with its password hash and hashing
 // algorithm (never a plain Password).
 func (a *Admin) GetUser(ctx context.Context, name string) (User, error) {
-	u, err := a.b.stores.Meta.GetUser(ctx, name)
-	if err != nil {
-		return User{}, fmt.Errorf("broker: user %q: %w", name, err)
-	}
-	return exportedUser(u), nil
+	return a.b.plane.GetUser(ctx, name)
 }
 
 // ListUsers returns every stored user, as GetUser returns one.
 func (a *Admin) ListUsers(ctx context.Context) ([]User, error) {
-	users, err := a.b.stores.Meta.ListUsers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]User, 0, len(users))
-	for _, u := range users {
-		out = append(out, exportedUser(u))
-	}
-	return out, nil
+	return a.b.plane.ListUsers(ctx)
 }
 
 // DeleteUser deletes a user and all its permissions, then closes the
@@ -147,7 +116,7 @@ func (a *Admin) ListUsers(ctx context.Context) ([]User, error) {
 // tracking does on its user_deleted event. A connection racing the delete
 // is still refused every permission check (403) until it is closed.
 func (a *Admin) DeleteUser(ctx context.Context, name string) error {
-	return a.b.deleteUser(ctx, name)
+	return a.b.plane.DeleteUser(ctx, name)
 }
 
 // PutVHost creates the vhost with v's metadata, or replaces the metadata
@@ -158,55 +127,18 @@ func (a *Admin) DeleteUser(ctx context.Context, name string) error {
 // PutVHostLimit sets them (limits it does not name are left as they are).
 // A new vhost grants nobody anything: call PutPermission.
 func (a *Admin) PutVHost(ctx context.Context, v VHost) (created bool, err error) {
-	for name := range v.Limits {
-		if name != LimitMaxConnections && name != LimitMaxQueues {
-			return false, meta.Invalid(fmt.Errorf("broker: vhost %q: unknown limit %q (want %s or %s)", v.Name, name, LimitMaxConnections, LimitMaxQueues))
-		}
-	}
-	if err := checkVHost(v); err != nil {
-		return false, meta.Invalid(fmt.Errorf("broker: %w", err))
-	}
-	if len(canonicalVHost(v.Name)) > 255 {
-		return false, meta.Invalid(errors.New("broker: vhost name longer than 255 bytes"))
-	}
-	if created, err = a.b.putVHost(ctx, v); err != nil {
-		return created, err
-	}
-	for _, name := range slices.Sorted(maps.Keys(v.Limits)) {
-		if err := a.b.setVHostLimit(ctx, v.Name, name, v.Limits[name]); err != nil {
-			return created, err
-		}
-	}
-	return created, nil
+	return a.b.plane.PutVHost(ctx, v)
 }
 
 // GetVHost returns a vhost's metadata and its stored limits.
 func (a *Admin) GetVHost(ctx context.Context, name string) (VHost, error) {
-	v, err := a.b.vhostInfo(ctx, name)
-	if err != nil {
-		return VHost{}, err
-	}
-	if l := a.b.vhostLimits()[v.Name]; len(l) > 0 {
-		v.Limits = l
-	}
-	return v, nil
+	return a.b.plane.GetVHost(ctx, name)
 }
 
 // ListVHosts returns every open vhost, as GetVHost returns one, sorted by
 // name.
 func (a *Admin) ListVHosts(ctx context.Context) ([]VHost, error) {
-	var out []VHost
-	for _, vh := range a.b.sortedVHosts() {
-		v, err := a.GetVHost(ctx, vh.Name())
-		if err != nil {
-			if errors.Is(err, meta.ErrNotFound) {
-				continue // deleted meanwhile
-			}
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return a.b.plane.ListVHosts(ctx)
 }
 
 // DeleteVHost deletes a virtual host with everything in it: its open
@@ -215,7 +147,7 @@ func (a *Admin) ListVHosts(ctx context.Context) ([]VHost, error) {
 // permissions, topic permissions, limits and policies on it. A vhost
 // listed in Options.VHosts comes back, empty, at the next New.
 func (a *Admin) DeleteVHost(ctx context.Context, name string) error {
-	return a.b.deleteVHost(ctx, name)
+	return a.b.plane.DeleteVHost(ctx, name)
 }
 
 // PutPermission grants p.User p's expressions on p.VHost (RabbitMQ's
@@ -224,32 +156,25 @@ func (a *Admin) DeleteVHost(ctx context.Context, name string) error {
 // the user on the vhost, direct Channels included, use the new
 // permissions from their next check.
 func (a *Admin) PutPermission(ctx context.Context, p Permission) error {
-	if _, err := compileGrant(p); err != nil {
-		return meta.Invalid(err)
-	}
-	return a.b.setPermissions(ctx, p.User, p.VHost, p)
+	return a.b.plane.PutPermission(ctx, p)
 }
 
 // GetPermission returns user's permissions on vhost, as PutPermission
 // stored them.
 func (a *Admin) GetPermission(ctx context.Context, user, vhost string) (Permission, error) {
-	return a.b.permissions(ctx, user, vhost)
+	return a.b.plane.GetPermission(ctx, user, vhost)
 }
 
 // ListPermissions returns every stored permission.
 func (a *Admin) ListPermissions(ctx context.Context) ([]Permission, error) {
-	ps, err := a.b.stores.Meta.ListPermissions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return ps, nil
+	return a.b.stores.Meta.ListPermissions(ctx)
 }
 
 // DeletePermission removes user's permissions on vhost: new connections
 // of the user to it are refused (530) and open ones get 403 on every
 // check.
 func (a *Admin) DeletePermission(ctx context.Context, user, vhost string) error {
-	return a.b.clearPermissions(ctx, user, vhost)
+	return a.b.plane.DeletePermission(ctx, user, vhost)
 }
 
 // PutTopicPermission stores p, replacing p.User's topic permission on
@@ -257,21 +182,18 @@ func (a *Admin) DeletePermission(ctx context.Context, user, vhost string) error 
 // and the vhost must exist and each expression must compile. Open
 // connections of the user on the vhost use it from their next check.
 func (a *Admin) PutTopicPermission(ctx context.Context, p TopicPermission) (created bool, err error) {
-	if err := checkTopicPermission(p); err != nil {
-		return false, meta.Invalid(err)
-	}
-	return a.b.setTopicPermission(ctx, p.User, p.VHost, p)
+	return a.b.plane.PutTopicPermission(ctx, p)
 }
 
 // ListTopicPermissions returns every stored topic permission.
 func (a *Admin) ListTopicPermissions(ctx context.Context) ([]TopicPermission, error) {
-	return a.b.topicPermissions(ctx)
+	return a.b.stores.Meta.ListTopicPermissions(ctx)
 }
 
 // DeleteTopicPermission removes user's topic permission on exchange of
 // vhost ("" removes those on every exchange of the vhost).
 func (a *Admin) DeleteTopicPermission(ctx context.Context, user, vhost, exchange string) error {
-	return a.b.clearTopicPermission(ctx, user, vhost, exchange)
+	return a.b.plane.DeleteTopicPermission(ctx, user, vhost, exchange)
 }
 
 // PutPolicy creates or replaces a policy and applies it at once to every
@@ -280,7 +202,7 @@ func (a *Admin) DeleteTopicPermission(ctx context.Context, user, vhost, exchange
 // *policy.ValidationError's message); a vhost that does not exist is an
 // error wrapping ErrNotFound.
 func (a *Admin) PutPolicy(ctx context.Context, p Policy) error {
-	_, err := a.b.putPolicy(ctx, p, false)
+	_, err := a.b.policies.Put(ctx, p, false)
 	return err
 }
 
@@ -292,13 +214,13 @@ func (a *Admin) GetPolicy(ctx context.Context, vhost, name string) (Policy, erro
 // ListPolicies lists a vhost's policies sorted by name; vhost "" lists
 // every vhost's.
 func (a *Admin) ListPolicies(ctx context.Context, vhost string) ([]Policy, error) {
-	return a.b.listPolicies(ctx, vhost, false)
+	return a.b.policies.List(ctx, vhost, false)
 }
 
 // DeletePolicy deletes a policy; the objects it applied to fall back to
 // their arguments (or to the next matching policy).
 func (a *Admin) DeletePolicy(ctx context.Context, vhost, name string) error {
-	return a.b.deletePolicy(ctx, vhost, name, false)
+	return a.b.policies.Delete(ctx, vhost, name, false)
 }
 
 // PutOperatorPolicy is PutPolicy for an operator policy: the limits an
@@ -306,7 +228,7 @@ func (a *Admin) DeletePolicy(ctx context.Context, vhost, name string) error {
 // delivery-limit, overflow, ...), which win over a queue's arguments and
 // policy where they are stricter.
 func (a *Admin) PutOperatorPolicy(ctx context.Context, p Policy) error {
-	_, err := a.b.putPolicy(ctx, p, true)
+	_, err := a.b.policies.Put(ctx, p, true)
 	return err
 }
 
@@ -317,16 +239,16 @@ func (a *Admin) GetOperatorPolicy(ctx context.Context, vhost, name string) (Poli
 
 // ListOperatorPolicies is ListPolicies for operator policies.
 func (a *Admin) ListOperatorPolicies(ctx context.Context, vhost string) ([]Policy, error) {
-	return a.b.listPolicies(ctx, vhost, true)
+	return a.b.policies.List(ctx, vhost, true)
 }
 
 // DeleteOperatorPolicy is DeletePolicy for an operator policy.
 func (a *Admin) DeleteOperatorPolicy(ctx context.Context, vhost, name string) error {
-	return a.b.deletePolicy(ctx, vhost, name, true)
+	return a.b.policies.Delete(ctx, vhost, name, true)
 }
 
 func (a *Admin) getPolicy(ctx context.Context, vhost, name string, operator bool) (Policy, error) {
-	ps, err := a.b.listPolicies(ctx, canonicalVHost(vhost), operator)
+	ps, err := a.b.policies.List(ctx, canonicalVHost(vhost), operator)
 	if err != nil {
 		return Policy{}, err
 	}
@@ -343,11 +265,11 @@ func (a *Admin) getPolicy(ctx context.Context, vhost, name string, operator bool
 // LimitMaxConnections (connection.open beyond it is refused with 530
 // NOT_ALLOWED; 0 refuses every connection) or LimitMaxQueues (declaring a
 // new queue beyond it closes the channel with 406); a negative value is no
-// limit. A stored limit overrides Options.VHostMaxConnections and
-// Options.MaxQueuesPerVHost for its vhost. Open connections over a new
+// limit. A stored limit overrides Options.Limits.VHostMaxConnections and
+// Options.Limits.MaxQueuesPerVHost for its vhost. Open connections over a new
 // connection limit stay open, as in RabbitMQ.
 func (a *Admin) PutVHostLimit(ctx context.Context, vhost, name string, value int64) error {
-	return a.b.setVHostLimit(ctx, vhost, name, value)
+	return a.b.plane.PutVHostLimit(ctx, vhost, name, value)
 }
 
 // ListVHostLimits returns every vhost's stored limits, by vhost and
@@ -356,14 +278,14 @@ func (a *Admin) ListVHostLimits(ctx context.Context) (map[string]map[string]int6
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return a.b.vhostLimits(), nil
+	return a.b.limits.All(), nil
 }
 
 // DeleteVHostLimit removes one of a vhost's stored limits (rabbitmqctl
 // clear_vhost_limits for one name); removing one it does not have is not
 // an error.
 func (a *Admin) DeleteVHostLimit(ctx context.Context, vhost, name string) error {
-	return a.b.clearVHostLimit(ctx, vhost, name)
+	return a.b.plane.DeleteVHostLimit(ctx, vhost, name)
 }
 
 // Export returns the broker's definitions in RabbitMQ's format

@@ -17,10 +17,15 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
+	"github.com/warrenmq/broker/internal/authn"
+	"github.com/warrenmq/broker/internal/control"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/federation"
 	"github.com/warrenmq/broker/internal/follow"
+	"github.com/warrenmq/broker/internal/limits"
 	"github.com/warrenmq/broker/internal/login"
+	"github.com/warrenmq/broker/internal/params"
+	"github.com/warrenmq/broker/internal/policystore"
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/internal/session"
@@ -28,7 +33,7 @@ import (
 	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/internal/transport"
-	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/internal/vhosts"
 )
 
 // Version is the broker version advertised in connection.start.
@@ -52,7 +57,8 @@ type Broker struct {
 	cfg    *session.Config
 	log    *slog.Logger
 	nextID atomic.Uint64
-	params paramRegistry // admin_parameters.go
+	plane  control.Plane   // users, permissions, vhosts, limits (internal/control)
+	params params.Registry // runtime and global parameters (internal/params)
 	// shovels runs the stored shovels' links (shovel.go).
 	shovels *shovel.Supervisor
 	// federation runs the federated exchanges' and queues' links
@@ -74,26 +80,22 @@ type Broker struct {
 	// false, so no Add can race with the Wait in Close.
 	wg sync.WaitGroup
 
-	stores   *stores.Set
-	vhostsMu sync.RWMutex            // guards vhosts: AddVHost and DeleteVHost change it
-	vhosts   map[string]*vhost.VHost // by canonical name
-	// deleting names the vhosts DeleteVHost is deleting (vhostsMu), so
-	// that shared mode does not open them again from the store meanwhile.
-	deleting    map[string]bool
+	stores      *stores.Set
+	vhosts      vhosts.Set // the open vhosts (internal/vhosts)
 	nodeID      string
 	incarnation uint64
 
-	held     alarm.Held       // caches and holding stores, for the memory alarm (alarms.go)
-	acct     accountState     // logins and access (accounts.go)
-	limits   connCounts       // open connections, for the limits (limits.go)
-	vlimits  vhostLimitState  // stored vhost limits (vhostsettings.go)
-	counters counterState     // what Stats and the metrics count (introspect.go)
-	scan     *scan.Scanner    // the unacked scanner, once started (scanner.go)
-	follow   *follow.Follower // shared mode: follows the other brokers' changes (shared.go); nil otherwise
-	alarm    *alarm.Monitor   // memory and disk alarms and their monitor (alarms.go)
-	plugins  pluginState      // delayed messages (plugins.go)
-	rates    rateState        // the management API's rate history (rates.go)
-	policyMu sync.Mutex       // orders policy changes and reloads (policies.go)
+	held     alarm.Held         // caches and holding stores, for the memory alarm (alarms.go)
+	acct     accountState       // login guard and access (accounts.go)
+	logins   *authn.Logins      // who logs in, through every door (internal/authn)
+	limits   limits.Limits      // connection and vhost limits (internal/limits)
+	counters counterState       // what Stats and the metrics count (introspect.go)
+	scan     *scan.Scanner      // the unacked scanner, once started (scanner.go)
+	follow   *follow.Follower   // shared mode: follows the other brokers' changes (shared.go); nil otherwise
+	alarm    *alarm.Monitor     // memory and disk alarms and their monitor (alarms.go)
+	plugins  pluginState        // delayed messages (plugins.go)
+	rates    rateState          // the management API's rate history (rates.go)
+	policies policystore.Keeper // policies stored and applied (internal/policystore)
 
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts: wakes backoff sleeps
@@ -138,6 +140,7 @@ func New(opts Options) (*Broker, error) {
 	b.events = events.NewHub(o.Clock)
 	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
+	b.logins = authn.New(&b.acct.logins, o.Auth, o.AllowRemoteGuest, o.LoginTimeout, o.Logger)
 	b.mu.listeners = make(map[net.Listener]struct{})
 	b.mu.conns = make(map[*session.Conn]struct{})
 
@@ -147,8 +150,8 @@ func New(opts Options) (*Broker, error) {
 	}
 	heartbeat := o.Heartbeat
 	b.cfg = &session.Config{
-		Login:          b.login,
-		UpdateSecret:   b.updateSecret,
+		Login:          b.amqpLogin,
+		UpdateSecret:   b.logins.UpdateSecret,
 		External:       slices.Contains(o.AuthMechanisms, "EXTERNAL"),
 		Open:           b.openAccess,
 		Impersonator:   b.isImpersonator,
@@ -175,6 +178,13 @@ func New(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.stores = st
+	b.params.Store = st.Meta
+	b.vhosts.Store, b.vhosts.Open, b.vhosts.Log = st.Meta, b.openVHost, o.Logger
+	b.plane = control.Plane{Meta: st.Meta, Access: &b.acct.access, Limits: &b.limits, Policies: &b.policies, VHosts: &b.vhosts, CloseConns: b.closeConnectionsOf}
+	b.policies.Store, b.policies.Log = st.Meta, o.Logger
+	b.policies.VHost = func(name string) (policystore.Target, bool) { return b.lookupVHost(name) }
+	b.policies.VHosts = b.vhosts.Names
+	b.limits.Store, b.limits.MaxConnections, b.limits.VHostMaxConnections = st.Meta, o.Limits.MaxConnections, o.Limits.VHostMaxConnections
 	if err := b.checkStores(); err != nil {
 		st.Close()
 		return nil, err
@@ -193,27 +203,27 @@ func New(opts Options) (*Broker, error) {
 		st.Close()
 		return nil, err
 	}
-	if err := b.seedUsers(context.Background()); err != nil {
+	if err := b.plane.SeedUsers(context.Background(), o.Users, o.VHosts); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := b.applyOptionPolicies(context.Background()); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := b.startScanner(); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := b.startShovels(); err != nil {
 		b.stopFollowing()
-		b.closeVHosts()
+		b.vhosts.Close()
 		st.Close()
 		return nil, err
 	}
@@ -494,7 +504,7 @@ func (b *Broker) Close() error {
 			b.opts.peers.Replies.Attach(nil) // no requester is left to take a reply
 		}
 		b.stopPlugins() // before the queues it routes to stop
-		b.closeVHosts()
+		b.vhosts.Close()
 		if err := b.stores.Close(); err != nil {
 			b.log.Error("broker: closing stores", "err", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/direct"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/session"
@@ -100,8 +101,8 @@ func (b *Broker) Channel(ctx context.Context, opts ...ChannelOption) (*Channel, 
 //
 // With Options.Auth the chain decides instead (chainDirectAccess).
 func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	if chain := b.authChain(); chain != nil {
-		return b.chainDirectAccess(ctx, chain, user, vh)
+	if b.logins.Chained() {
+		return b.chainDirectAccess(ctx, user, vh)
 	}
 	_, err := b.acct.logins.Lookup(ctx, user)
 	switch {
@@ -121,38 +122,20 @@ func directFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the caller gave up; the store may be fine
 	}
-	return toError(errLoginUnavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
+	return toError(authn.Unavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
 }
 
 // storedAccess is the shared Access of user on vh from the stored
 // permissions (the user database's authorisation), or the error an AMQP
 // client would get at connection.open.
 func (b *Broker) storedAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	refused, failed := directRefused, func(err error) error { return directFailed(ctx, err) }
-	lctx, cancel := context.WithTimeout(ctx, b.opts.LoginTimeout)
-	p, err := b.stores.Meta.GetPermission(lctx, user, vh)
-	cancel()
+	a, refusal, unavailable := b.acct.access.Stored(ctx, b.stores.Meta, b.opts.LoginTimeout, user, vh)
 	switch {
-	case login.Unavailable(err):
-		return nil, failed(err)
-	case err != nil:
-		return nil, refused(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", vh, user)
+	case unavailable != nil:
+		return nil, directFailed(ctx, unavailable)
+	case refusal != nil:
+		return nil, toError(refusal)
 	}
-	g, err := compileGrant(p)
-	if err != nil {
-		return nil, refused(amqp.InternalError, "%v", err)
-	}
-	lctx, cancel = context.WithTimeout(ctx, b.opts.LoginTimeout)
-	topics, err := b.topicGrants(lctx, user, vh)
-	cancel()
-	switch {
-	case login.Unavailable(err):
-		return nil, failed(err)
-	case err != nil:
-		return nil, refused(amqp.InternalError, "%v", err)
-	}
-	a := b.sharedAccess(user, vh, g)
-	a.SetTopics(topics)
 	return a, nil
 }
 
@@ -167,9 +150,9 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	}
 	// A direct connection counts against its vhost's connection limit, as
 	// RabbitMQ's rabbit_direct:connect checks it; the node-wide
-	// Options.MaxConnections bounds network connections only, as
+	// Options.Limits.MaxConnections bounds network connections only, as
 	// RabbitMQ's connection_max bounds its listeners.
-	admitted, aerr := b.admitDirect(user, vh.Name())
+	admitted, aerr := b.limits.Admit(user, vh.Name(), false)
 	if aerr != nil {
 		return nil, toError(aerr)
 	}
@@ -221,4 +204,56 @@ func (b *Broker) directVHost() (*vhost.VHost, error) {
 		return vh, nil
 	}
 	return nil, fmt.Errorf("broker: virtual host %q was deleted", b.opts.VHosts[0])
+}
+
+// authzChannel opens a direct Channel on the vhost named vhostName whose
+// permissions z decides (the management API's channel for a user an
+// Options.Auth backend let in).
+func (b *Broker) authzChannel(ctx context.Context, z *session.Authz, vhostName string) (*Channel, error) {
+	vh, ok := b.lookupVHost(canonicalVHost(vhostName))
+	if !ok {
+		return nil, toError(amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", vhostName))
+	}
+	a, aerr := b.logins.VHostAccess(z, vh.Name())
+	if aerr != nil {
+		return nil, toError(aerr)
+	}
+	return b.openChannel(ctx, vh, z.Identity.User, a)
+}
+
+// chainDirectAccess is directAccess through Options.Auth: the chain is
+// asked to log user in with auth.MechanismDirect and no secret, then the
+// entry that did decides the vhost and every permission, as for an AMQP
+// login.
+func (b *Broker) chainDirectAccess(ctx context.Context, user, vh string) (*session.Access, error) {
+	name, z, err := b.logins.Direct(ctx, user)
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) {
+			return nil, toError(ae)
+		}
+		return nil, err
+	}
+	if z == nil {
+		return b.storedAccess(ctx, name, vh)
+	}
+	a, aerr := b.logins.VHostAccess(z, vh)
+	if aerr != nil {
+		return nil, toError(aerr)
+	}
+	return a, nil
+}
+
+// storedChannel opens a direct Channel on the vhost named vhostName with
+// user's stored permissions, for a user the chain already let in.
+func (b *Broker) storedChannel(ctx context.Context, user, vhostName string) (*Channel, error) {
+	vh, ok := b.lookupVHost(canonicalVHost(vhostName))
+	if !ok {
+		return nil, toError(amqp.NewError(amqp.NotAllowed, amqp.ClassConnection, amqp.MethodConnectionOpen, "vhost %s not found", vhostName))
+	}
+	a, err := b.storedAccess(ctx, user, vh.Name())
+	if err != nil {
+		return nil, err
+	}
+	return b.openChannel(ctx, vh, user, a)
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
-	"github.com/warrenmq/broker/internal/snapshot"
-	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/internal/control"
 	"github.com/warrenmq/broker/meta"
-	"github.com/warrenmq/broker/routing"
 )
 
 // exportDefinitions returns the broker's definitions in RabbitMQ's format
@@ -63,13 +60,16 @@ func (b *Broker) importDefinitions(ctx context.Context, d *definitions.File) err
 // it.
 type definitionsView struct {
 	*Admin
+	control.Topology
 	b *Broker
 }
 
 var _ definitions.Broker = definitionsView{}
 
 // definitions is the broker as package definitions reads and changes it.
-func (b *Broker) definitions() definitionsView { return definitionsView{b.Admin(), b} }
+func (b *Broker) definitions() definitionsView {
+	return definitionsView{b.Admin(), control.Topology{Open: &b.vhosts, NotFound: ErrNotFound}, b}
+}
 
 // Rules are the definitions rules of the release Options.RabbitMQVersion
 // names.
@@ -84,88 +84,4 @@ func (v definitionsView) Rules() definitions.Rules {
 // Skipped logs what an import left out, as RabbitMQ logs a warning.
 func (v definitionsView) Skipped(what string) {
 	v.b.log.Warn("broker: definitions: skipped "+what, "rabbitmq_version", v.b.opts.profile().Version)
-}
-
-func (v definitionsView) VHosts() []string {
-	vhs := v.b.sortedVHosts()
-	out := make([]string, len(vhs))
-	for i, vh := range vhs {
-		out[i] = vh.Name()
-	}
-	return out
-}
-
-func (v definitionsView) Contents(name string) (definitions.Contents, bool) {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return definitions.Contents{}, false
-	}
-	c := definitions.Contents{Exclusive: make(map[string]bool)}
-	for _, x := range vh.Exchanges() {
-		c.Exchanges = append(c.Exchanges, snapshot.Exchange(x))
-	}
-	for _, q := range vh.SortedQueues() {
-		c.Queues = append(c.Queues, definitions.Queue{
-			Name: q.Def.Name, VHost: vh.Name(), Durable: q.Def.Durable, AutoDelete: q.Def.AutoDelete,
-			Arguments: definitions.TableJSON(q.Args),
-		})
-		if q.Def.Exclusive {
-			c.Exclusive[q.Def.Name] = true
-		}
-	}
-	for _, bd := range vh.Bindings() {
-		c.Bindings = append(c.Bindings, definitions.BindingOf(vh.Name(), bd))
-	}
-	return c, true
-}
-
-// vhost finds the vhost an operator call names.
-func (v definitionsView) vhost(name string) (*vhost.VHost, error) {
-	vh, ok := v.b.lookupVHost(name)
-	if !ok {
-		return nil, fmt.Errorf("%w: vhost %q", ErrNotFound, name)
-	}
-	return vh, nil
-}
-
-func (v definitionsView) DeclareExchange(ctx context.Context, x definitions.Exchange, args amqp.Table) error {
-	vh, err := v.vhost(x.VHost)
-	if err != nil {
-		return err
-	}
-	return vh.DeclareExchange(ctx, &amqp.ExchangeDeclare{
-		Exchange: x.Name, Type: x.Type, Durable: x.Durable, AutoDelete: x.AutoDelete,
-		Internal: x.Internal, Arguments: args,
-	})
-}
-
-func (v definitionsView) DeclareQueue(ctx context.Context, q definitions.Queue, args amqp.Table) error {
-	vh, err := v.vhost(q.VHost)
-	if err != nil {
-		return err
-	}
-	_, err = vh.DeclareQueue(ctx, "", &amqp.QueueDeclare{
-		Queue: q.Name, Durable: q.Durable, AutoDelete: q.AutoDelete, Arguments: args,
-	})
-	return err
-}
-
-// Bind binds as an operator: as the owner of an exclusive destination
-// queue (operators may bind to any queue), else as nobody.
-func (v definitionsView) Bind(ctx context.Context, bd definitions.Binding, args amqp.Table) error {
-	vh, err := v.vhost(bd.VHost)
-	if err != nil {
-		return err
-	}
-	owner := ""
-	if bd.DestinationType == "queue" {
-		if q, ok := vh.LookupQueue(bd.Destination); ok {
-			owner = q.Def.Owner
-		}
-	}
-	return vh.Bind(ctx, owner, routing.Binding{
-		Source:      bd.Source,
-		Destination: routing.Destination{Name: bd.Destination, Exchange: bd.DestinationType == "exchange"},
-		Key:         bd.RoutingKey, Args: args,
-	})
 }

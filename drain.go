@@ -2,9 +2,7 @@ package broker
 
 import (
 	"context"
-	"maps"
 	"net"
-	"slices"
 	"time"
 
 	"github.com/warrenmq/broker/internal/session"
@@ -76,9 +74,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // off by Close. Queues dispatch only on their actor, and Stats runs there
 // after every earlier step.
 func (b *Broker) dispatchBarrier(ctx context.Context) {
-	b.vhostsMu.RLock()
-	vhs := slices.Collect(maps.Values(b.vhosts))
-	b.vhostsMu.RUnlock()
+	vhs := b.vhosts.List()
 	for _, vh := range vhs {
 		for _, q := range vh.Queues() {
 			// A deleted queue has nothing to deliver; ctx's end is

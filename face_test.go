@@ -10,8 +10,9 @@ import (
 	"github.com/warrenmq/broker"
 )
 
-// TestBrokerFace holds Broker's public face to its rules: at most 30
-// exported methods, and every method that may wait for something (a queue's
+// TestBrokerFace holds Broker's public face to its rules: at most 27
+// exported methods (what it has; a new one replaces one or argues for
+// raising the cap), and every method that may wait for something (a queue's
 // actor, a store, a connection's goroutine) takes a context first. The
 // methods below return without waiting, or follow a standard library
 // convention that has no context (Serve and Close, as net/http's Server;
@@ -40,7 +41,7 @@ func TestBrokerFace(t *testing.T) {
 	}
 	ctxType := reflect.TypeFor[context.Context]()
 	bt := reflect.TypeFor[*broker.Broker]()
-	require.LessOrEqual(t, bt.NumMethod(), 30, "Broker's exported methods")
+	require.LessOrEqual(t, bt.NumMethod(), 27, "Broker's exported methods")
 	for i := range bt.NumMethod() {
 		m := bt.Method(i)
 		takesCtx := m.Type.NumIn() > 1 && m.Type.In(1) == ctxType

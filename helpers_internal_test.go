@@ -42,7 +42,8 @@ func newDirectBroker(t *testing.T, opts Options) *Broker {
 // broker has already handed it.
 func queueStats(t *testing.T, b *Broker, name string) queue.Stats {
 	t.Helper()
-	q, err := b.vhosts["/"].Queue("", name)
+	vh, _ := b.vhosts.Lookup("/")
+	q, err := vh.Queue("", name)
 	require.NoError(t, err)
 	st, err := q.Stats(context.Background())
 	require.NoError(t, err)
@@ -74,10 +75,8 @@ func getOK(t *testing.T, h http.Handler, path string) string {
 	return rec.Body.String()
 }
 
-// fullPermissionOn is fullPermission for user on vhost, as
-// Admin.PutPermission takes it.
+// fullPermissionOn is every permission for user on vhost (what seeded
+// users get), as Admin.PutPermission takes it.
 func fullPermissionOn(user, vhost string) Permission {
-	p := fullPermission
-	p.User, p.VHost = user, vhost
-	return p
+	return Permission{User: user, VHost: vhost, Configure: ".*", Write: ".*", Read: ".*"}
 }

@@ -22,7 +22,7 @@ import (
 // Tests whose neighbours are in package broker_test but which need the
 // root's unexported names: TestOptions reads the defaults New filled in
 // (b.opts), TestUsersAreSeededOnceAndPersist reads the stored user,
-// TestGuestRefusedTextWithoutSafeCapability calls b.login with a peer
+// TestGuestRefusedTextWithoutSafeCapability calls b.logins.AMQP with a peer
 // address no test socket has, TestListenTLSNeedsConfig matches
 // errNoTLSConfig, and TestEngineConfirmsCoalesce watches the session's
 // publish counter while the store is blocked (Broker.Stats would ask the
@@ -158,11 +158,11 @@ func TestGuestRefusedTextWithoutSafeCapability(t *testing.T) {
 	b, err := New(Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	ok, reason, err := b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
+	ok, reason, err := b.logins.AMQP(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest", Peer: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1)}})
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, "user 'guest' can only connect via localhost", reason)
-	ok, _, err = b.login(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
+	ok, _, err = b.logins.AMQP(&session.LoginAttempt{Mechanism: "PLAIN", User: "guest", Password: "guest"})
 	require.NoError(t, err)
 	require.True(t, ok, "no peer address means in-process (Dial)")
 }

@@ -206,14 +206,7 @@ func (b *Broker) sortedConns() []*session.Conn {
 
 // sortedVHosts returns the vhosts, sorted by name.
 func (b *Broker) sortedVHosts() []*vhost.VHost {
-	b.vhostsMu.RLock()
-	vs := make([]*vhost.VHost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vs = append(vs, v)
-	}
-	b.vhostsMu.RUnlock()
-	slices.SortFunc(vs, func(x, y *vhost.VHost) int { return strings.Compare(x.Name(), y.Name()) })
-	return vs
+	return b.vhosts.List()
 }
 
 // findQueue finds a queue for PeekQueue and Unacked, whoever owns it.
@@ -258,33 +251,15 @@ func (b *Broker) PeekQueue(ctx context.Context, vhostName, name string, n int) (
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := q.Peek(ctx, n)
+	msgs, err := snapshot.Peek(ctx, q, n)
 	if err != nil {
-		return nil, fmt.Errorf("broker: peek %q: %w", name, err)
+		return nil, err
 	}
 	out := make([]QueuedMessage, len(msgs))
 	for i, m := range msgs {
-		p, err := amqp.DecodeProperties(m.Properties)
-		if err != nil {
-			// Stored exactly as published, and publishing checked them.
-			return nil, fmt.Errorf("broker: peek %q: message %d: %w", name, m.Offset, err)
-		}
-		out[i] = QueuedMessage{
-			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
-			Redelivered: m.Redelivered, DeliveryCount: m.Deliveries,
-			Publishing: publishingOf(&p, m.Body),
-		}
+		out[i] = QueuedMessage(m)
 	}
 	return out, nil
-}
-
-// publishingOf is a stored message's decoded properties and a copy of its
-// body (the store may share its bytes), as PeekQueue and Unacked show
-// them.
-func publishingOf(p *amqp.Properties, body []byte) amqp091.Publishing {
-	pub := amqpconv.Publishing(p)
-	pub.Body = slices.Clone(body)
-	return pub
 }
 
 // UnackedDelivery is one delivery a client holds without having settled
@@ -337,8 +312,7 @@ func (b *Broker) UnackedWithBodies(ctx context.Context, vhostName, queueName str
 	return b.listUnacked(ctx, vhostName, queueName, true)
 }
 
-// listUnacked is Unacked and UnackedWithBodies: the queue's actor lists its
-// outstanding deliveries, the connections their delivery tags.
+// listUnacked is Unacked and UnackedWithBodies (snapshot.Unacked).
 func (b *Broker) listUnacked(ctx context.Context, vhostName, queueName string, bodies bool) ([]UnackedDelivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("broker: unacked %q: %w", queueName, err)
@@ -347,50 +321,15 @@ func (b *Broker) listUnacked(ctx context.Context, vhostName, queueName string, b
 	if err != nil {
 		return nil, err
 	}
-	outs, err := q.Outstanding(ctx, bodies)
+	ds, err := snapshot.Unacked(ctx, q, b.sortedConns(), bodies)
 	if err != nil {
-		return nil, fmt.Errorf("broker: unacked %q: %w", queueName, err)
+		return nil, err
 	}
-	// The queue knows the message and its count; the channel knows the
-	// tag. They meet on (connection, channel, offset, claim).
-	type key struct {
-		conn    string
-		channel uint16
-		offset  uint64
-		claim   uint64
+	var out []UnackedDelivery
+	for _, d := range ds {
+		out = append(out, UnackedDelivery(d))
 	}
-	byRef := make(map[key]*queue.Outstanding, len(outs))
-	for i := range outs {
-		o := &outs[i]
-		byRef[key{o.Owner.Connection, o.Owner.Channel, o.Offset, o.Claim}] = o
-	}
-	var res []UnackedDelivery
-	for _, c := range b.sortedConns() {
-		for _, u := range c.Unacked() {
-			if u.Queue != q {
-				continue
-			}
-			o, ok := byRef[key{c.ID(), u.Channel, u.Ref.Offset, u.Ref.Claim}]
-			if !ok {
-				continue // settled between the two reads
-			}
-			p, err := amqp.DecodeProperties(o.Properties)
-			if err != nil {
-				// Stored exactly as published, and publishing checked them.
-				return nil, fmt.Errorf("broker: unacked %q: message %d: %w", queueName, o.Offset, err)
-			}
-			pub := publishingOf(&p, nil)
-			pub.Body = o.Body // already the caller's copy
-			res = append(res, UnackedDelivery{
-				Connection: c.ID(), Channel: u.Channel, DeliveryTag: u.DeliveryTag,
-				ConsumerTag: u.ConsumerTag, DeliveryCount: o.DeliveryCount,
-				Redelivered: o.Redelivered, DeliveredAt: o.DeliveredAt,
-				Exchange: o.Exchange, RoutingKey: o.RoutingKey,
-				MessageID: p.MessageID, Publishing: pub, BodySize: o.BodySize,
-			})
-		}
-	}
-	return res, nil
+	return out, nil
 }
 
 // ConnectionInfo describes an open connection.
@@ -499,77 +438,8 @@ func isConnectionCode(code uint16) bool {
 // the point is that tests need not: publish, WaitIdle, then look with
 // Stats, PeekQueue or Unacked instead of sleeping.
 func (b *Broker) WaitIdle(ctx context.Context) error {
-	backoff := 50 * time.Microsecond
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	stable := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if b.idlePass(ctx) {
-			stable++
-			if stable == 2 {
-				return nil
-			}
-			continue
-		}
-		stable = 0
-		timer.Reset(backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, 5*time.Millisecond)
-	}
-}
-
-// idlePass checks every connection, then every queue and the delayed
-// messages being stored, then every connection again; it reports true when all were idle and no byte moved
-// on any connection meanwhile.
-func (b *Broker) idlePass(ctx context.Context) bool {
-	before, ok := b.connsIdle()
-	if !ok {
-		return false
-	}
-	for _, vh := range b.sortedVHosts() {
-		for _, q := range vh.Queues() {
-			idle, err := q.Idle(ctx)
-			if err != nil && !errors.Is(err, queue.ErrDeleted) {
-				return false
-			}
-			if err == nil && !idle {
-				return false
-			}
-		}
-	}
-	if d := b.plugins.delayed; d != nil && !d.Idle() {
-		return false
-	}
-	after, ok := b.connsIdle()
-	return ok && slices.Equal(before, after)
-}
-
-// connsIdle reports whether every connection is idle, with a
-// fingerprint of their activity (which connections, how many bytes).
-func (b *Broker) connsIdle() ([]connActivity, bool) {
-	cs := b.sortedConns()
-	fp := make([]connActivity, 0, len(cs))
-	for _, c := range cs {
-		idle, activity := c.Idle()
-		if !idle {
-			return nil, false
-		}
-		fp = append(fp, connActivity{c, activity})
-	}
-	return fp, true
-}
-
-// connActivity is one connection's part of connsIdle's
-// fingerprint.
-type connActivity struct {
-	conn  *session.Conn
-	bytes uint64
+	return snapshot.Idler{Conns: b.sortedConns, VHosts: b.sortedVHosts, Busy: func() bool {
+		d := b.plugins.delayed
+		return d != nil && !d.Idle()
+	}}.WaitIdle(ctx)
 }

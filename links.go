@@ -39,3 +39,13 @@ func internalLogin(at *session.LoginAttempt) (bool, string, error) {
 	at.Authz = &session.Authz{Identity: auth.Identity{User: internalUser, Tags: []string{"impersonator"}}, Backend: "internal"}
 	return true, "", nil
 }
+
+// amqpLogin is session.Config.Login: internalLogin for a connection
+// dialInternal marked, every other door's login (internal/authn) for the
+// rest.
+func (b *Broker) amqpLogin(at *session.LoginAttempt) (bool, string, error) {
+	if at.Internal {
+		return internalLogin(at)
+	}
+	return b.logins.AMQP(at)
+}

@@ -135,7 +135,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 
 // Login is metrics.Source's: the HTTP basic-auth login.
 func (m metricsSource) Login(ctx context.Context, peer net.Addr, user, password string) ([]string, error) {
-	u, err := m.b.passwordLogin(ctx, peer, user, password)
+	u, _, err := m.b.logins.Password(ctx, peer, user, password)
 	return u.Tags, err
 }
 

@@ -9,6 +9,8 @@ import (
 	"runtime/metrics"
 
 	"github.com/warrenmq/broker/amqp"
+	"github.com/warrenmq/broker/internal/access"
+	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/console"
 	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/mgmt"
@@ -46,7 +48,7 @@ import (
 // definitions 64 MiB). Serve the handler with HTTPLimits. Vhost names in paths are URL-encoded
 // ("%2F" for "/"); the default exchange is "amq.default". A change that a
 // web page of another origin asks for is refused with 403 (unless
-// Options.ManagementAllowedOrigins lists it), and a change's body must be
+// Options.Management.AllowedOrigins lists it), and a change's body must be
 // application/json (415 otherwise), so that another site cannot use the
 // credentials a browser keeps for the API; clients that are not browsers
 // send no Origin and are unaffected (docs/management.md).
@@ -79,16 +81,16 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.ManagementAllowedOrigins}))
+	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.Management.AllowedOrigins}))
 }
 
 // validateManagement reports every entry of ManagementAllowedOrigins that
 // is not an origin.
 func (o *Options) validateManagement() error {
 	var errs []error
-	for i, origin := range o.ManagementAllowedOrigins {
+	for i, origin := range o.Management.AllowedOrigins {
 		if err := mgmt.CheckOrigin(origin); err != nil {
-			errs = append(errs, fmt.Errorf("broker: Options.ManagementAllowedOrigins[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("broker: Options.Management.AllowedOrigins[%d]: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -163,16 +165,16 @@ func processMemory() int64 {
 func (v mgmtView) VHosts() []string { return v.b.definitions().VHosts() }
 
 // Authenticate checks a login with the guards of AMQP logins
-// (passwordLogin, internal/login): the source's throttle delay first, and a
+// (internal/authn): the source's throttle delay first, and a
 // user store that does not answer in time is mgmt.ErrUnavailable, not a
 // failed login.
 func (v mgmtView) Authenticate(ctx context.Context, name, password string, from net.Addr) (mgmt.Caller, error) {
-	u, z, err := v.b.passwordLoginAuthz(ctx, from, name, password)
+	u, z, err := v.b.logins.Password(ctx, from, name, password)
 	switch {
 	case err == nil:
 		mu := mgmt.Caller{Name: u.Name, Tags: u.Tags}
 		if z != nil {
-			mu.Authz = authzAsker{z}
+			mu.Authz = authn.Asker{Z: z}
 		}
 		return mu, nil
 	case errors.Is(err, login.ErrUnavailable):
@@ -192,7 +194,7 @@ func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Gran
 	case err != nil:
 		return nil, err
 	}
-	g, err := compileGrant(p)
+	g, err := access.CompileGrant(p)
 	if err != nil {
 		return nil, err
 	}
@@ -276,12 +278,12 @@ func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Bindi
 func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.Caller, vhostName string) (mgmt.DirectChannel, error) {
 	var ch *Channel
 	var err error
-	switch z, ok := user.Authz.(authzAsker); {
+	switch z, ok := user.Authz.(authn.Asker); {
 	case ok:
 		// Decided by the backend that let the user in, as its AMQP
 		// connections are: no second login by name.
-		ch, err = v.b.authzChannel(ctx, z.z, vhostName)
-	case v.b.authChain() != nil:
+		ch, err = v.b.authzChannel(ctx, z.Z, vhostName)
+	case v.b.logins.Chained():
 		// Let in through Options.Auth by an entry whose authorisation is
 		// the user database: its stored permissions, no second login.
 		ch, err = v.b.storedChannel(ctx, user.Name, vhostName)

@@ -187,26 +187,9 @@ type Options struct {
 	// with 403.
 	AllowRemoteGuest bool
 
-	// MaxConnections bounds the open connections of the whole broker
-	// (RabbitMQ's max_connections, called connection_max before 4.3.1);
-	// connection.open beyond it is refused
-	// with 530 NOT_ALLOWED. Zero or negative means no limit.
-	MaxConnections int
-	// VHostMaxConnections bounds the open connections per vhost
-	// (RabbitMQ's max-connections vhost limit; 0 refuses every
-	// connection), 530 NOT_ALLOWED beyond it; direct Channels count too,
-	// as RabbitMQ's direct connections do. A vhost not listed, or a
-	// negative value (-1), has no limit; a limit stored with
-	// Admin.PutVHostLimit (or the management API) overrides it. Every vhost named must exist
-	// (Options.VHosts, or one Admin.PutVHost stored in DataDir): New refuses a
-	// limit that would never apply.
-	VHostMaxConnections map[string]int
-	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
-	// max-queues vhost limit): declaring a new queue beyond it closes the
-	// channel with 406 PRECONDITION_FAILED. Zero or negative means no
-	// limit. A max-queues limit stored with Admin.PutVHostLimit
-	// overrides it for its vhost.
-	MaxQueuesPerVHost int
+	// Limits bound connections and queues (RabbitMQ's connection_max and
+	// the vhost limits); the zero value limits nothing.
+	Limits LimitOptions
 
 	// TLSConfig serves TLS in ListenTLS (tls.go). To
 	// accept client certificates set ClientAuth and ClientCAs as usual.
@@ -272,22 +255,9 @@ type Options struct {
 	// is enforced at most half a timeout late. Negative is refused.
 	ScanInterval time.Duration
 
-	// StatsInterval is how often the management API's rate history
-	// samples every queue, vhost and connection (RabbitMQ's
-	// collect_statistics_interval): the "*_details" rates and samples
-	// come from it (internal/rates). The sampler starts with the first
-	// ManagementHandler call. Zero means DefaultStatsInterval (5 s);
-	// negative keeps no history, and the API then shows no details.
-	StatsInterval time.Duration
-	// ManagementAllowedOrigins lists the origins ("https://host[:port]")
-	// whose web pages may change things through ManagementHandler's API
-	// and read its answers (CORS), besides the pages it serves itself;
-	// "*" allows every origin, which turns the check off. By default a
-	// change that a page of another origin asks for is refused with 403,
-	// so that a site a logged-in administrator visits cannot use the
-	// browser's saved credentials (docs/management.md, "Requests from
-	// browsers"). RabbitMQ's management.cors.allow_origins.
-	ManagementAllowedOrigins []string
+	// Management configures ManagementHandler: its rate history and the
+	// web origins it lets change things.
+	Management ManagementOptions
 
 	// MemoryHighWatermark is the memory alarm's limit in bytes of message
 	// data held in memory: the Properties and Body bytes of every message
@@ -330,6 +300,52 @@ type Options struct {
 	Clock clock.Clock
 }
 
+// LimitOptions are Options.Limits: the connection and queue limits. Each
+// follows Options' rule: zero is the default (no limit here), negative
+// (-1) no limit.
+type LimitOptions struct {
+	// MaxConnections bounds the open connections of the whole broker
+	// (RabbitMQ's max_connections, called connection_max before 4.3.1);
+	// connection.open beyond it is refused
+	// with 530 NOT_ALLOWED. Zero or negative means no limit.
+	MaxConnections int
+	// VHostMaxConnections bounds the open connections per vhost
+	// (RabbitMQ's max-connections vhost limit; 0 refuses every
+	// connection), 530 NOT_ALLOWED beyond it; direct Channels count too,
+	// as RabbitMQ's direct connections do. A vhost not listed, or a
+	// negative value (-1), has no limit; a limit stored with
+	// Admin.PutVHostLimit (or the management API) overrides it. Every vhost named must exist
+	// (Options.VHosts, or one Admin.PutVHost stored in DataDir): New refuses a
+	// limit that would never apply.
+	VHostMaxConnections map[string]int
+	// MaxQueuesPerVHost bounds the queues of each vhost (RabbitMQ's
+	// max-queues vhost limit): declaring a new queue beyond it closes the
+	// channel with 406 PRECONDITION_FAILED. Zero or negative means no
+	// limit. A max-queues limit stored with Admin.PutVHostLimit
+	// overrides it for its vhost.
+	MaxQueuesPerVHost int
+}
+
+// ManagementOptions are Options.Management.
+type ManagementOptions struct {
+	// StatsInterval is how often the management API's rate history
+	// samples every queue, vhost and connection (RabbitMQ's
+	// collect_statistics_interval): the "*_details" rates and samples
+	// come from it (internal/rates). The sampler starts with the first
+	// ManagementHandler call. Zero means DefaultStatsInterval (5 s);
+	// negative keeps no history, and the API then shows no details.
+	StatsInterval time.Duration
+	// AllowedOrigins lists the origins ("https://host[:port]")
+	// whose web pages may change things through ManagementHandler's API
+	// and read its answers (CORS), besides the pages it serves itself;
+	// "*" allows every origin, which turns the check off. By default a
+	// change that a page of another origin asks for is refused with 403,
+	// so that a site a logged-in administrator visits cannot use the
+	// browser's saved credentials (docs/management.md, "Requests from
+	// browsers"). RabbitMQ's management.cors.allow_origins.
+	AllowedOrigins []string
+}
+
 // clone returns a deep copy so New never aliases the caller's slices.
 func (o Options) clone() Options {
 	o.Users = slices.Clone(o.Users)
@@ -339,18 +355,18 @@ func (o Options) clone() Options {
 	o.VHosts = slices.Clone(o.VHosts)
 	o.Policies = slices.Clone(o.Policies)
 	o.OperatorPolicies = slices.Clone(o.OperatorPolicies)
-	o.VHostMaxConnections = maps.Clone(o.VHostMaxConnections)
+	o.Limits.VHostMaxConnections = maps.Clone(o.Limits.VHostMaxConnections)
 	o.AuthMechanisms = slices.Clone(o.AuthMechanisms)
-	o.ManagementAllowedOrigins = slices.Clone(o.ManagementAllowedOrigins)
+	o.Management.AllowedOrigins = slices.Clone(o.Management.AllowedOrigins)
 	if o.TLSConfig != nil {
 		o.TLSConfig = o.TLSConfig.Clone()
 	}
-	if o.VHostMaxConnections != nil {
-		canon := make(map[string]int, len(o.VHostMaxConnections))
-		for v, n := range o.VHostMaxConnections {
+	if o.Limits.VHostMaxConnections != nil {
+		canon := make(map[string]int, len(o.Limits.VHostMaxConnections))
+		for v, n := range o.Limits.VHostMaxConnections {
 			canon[canonicalVHost(v)] = n
 		}
-		o.VHostMaxConnections = canon
+		o.Limits.VHostMaxConnections = canon
 	}
 	return o
 }
@@ -561,4 +577,10 @@ func canonicalVHost(v string) string {
 		return "/"
 	}
 	return v
+}
+
+// internalPolicy is p with its vhost canonical, as policy.Check takes it.
+func internalPolicy(p Policy) policy.Policy {
+	p.VHost = canonicalVHost(p.VHost)
+	return p
 }

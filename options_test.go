@@ -38,10 +38,10 @@ func TestOptionsThatCouldNeverWork(t *testing.T) {
 		{"in-memory stores without DataDir", broker.Options{Shards: memory.New(), Meta: metamemory.New(), Unacked: unacked.NewMemoryIndex()}, ""},
 		{"empty password", broker.Options{Users: []broker.User{{Name: "app"}}}, `Options.Users[0] ("app"): empty password`},
 		{"empty password with EXTERNAL", broker.Options{Users: []broker.User{{Name: "app"}}, AuthMechanisms: []string{"EXTERNAL"}}, ""},
-		{"limit on a vhost that does not exist", broker.Options{VHostMaxConnections: map[string]int{"nope": 5}},
-			`Options.VHostMaxConnections["nope"]: no such vhost`},
-		{"limit on the default vhost by either name", broker.Options{VHostMaxConnections: map[string]int{"": 5}}, ""},
-		{"-1 means no limit", broker.Options{MaxConnections: -1, MaxQueuesPerVHost: -1, VHostMaxConnections: map[string]int{"/": -1}}, ""},
+		{"limit on a vhost that does not exist", broker.Options{Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"nope": 5}}},
+			`Options.Limits.VHostMaxConnections["nope"]: no such vhost`},
+		{"limit on the default vhost by either name", broker.Options{Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"": 5}}}, ""},
+		{"-1 means no limit", broker.Options{Limits: broker.LimitOptions{MaxConnections: -1, MaxQueuesPerVHost: -1, VHostMaxConnections: map[string]int{"/": -1}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := broker.New(tc.opts)
@@ -61,7 +61,7 @@ func TestOptionsThatCouldNeverWork(t *testing.T) {
 		require.NoError(t, err)
 		addVHost(t, b, "stored")
 		require.NoError(t, b.Close())
-		b, err = broker.New(broker.Options{DataDir: dir, VHostMaxConnections: map[string]int{"stored": 1}})
+		b, err = broker.New(broker.Options{DataDir: dir, Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"stored": 1}}})
 		require.NoError(t, err)
 		require.NoError(t, b.Close())
 	})

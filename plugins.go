@@ -13,6 +13,7 @@ import (
 	"github.com/warrenmq/broker/internal/dedup"
 	"github.com/warrenmq/broker/internal/delayed"
 	"github.com/warrenmq/broker/internal/queue"
+	"github.com/warrenmq/broker/internal/snapshot"
 	"github.com/warrenmq/broker/internal/vhost"
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/storage"
@@ -163,21 +164,13 @@ func (b *Broker) PeekDelayed(ctx context.Context, vhostName, exchange string, n 
 	if !ok {
 		return nil, fmt.Errorf("%w: vhost %q", ErrNotFound, vhostName)
 	}
-	msgs, err := vh.DelayedPeek(ctx, exchange, n)
+	msgs, err := snapshot.PeekDelayed(ctx, vh, exchange, n)
 	if err != nil {
-		return nil, fmt.Errorf("broker: peek delayed %q: %w", exchange, err)
+		return nil, err
 	}
 	out := make([]DelayedMessage, len(msgs))
 	for i, m := range msgs {
-		p, err := amqp.DecodeProperties(m.Properties)
-		if err != nil {
-			return nil, fmt.Errorf("broker: peek delayed %q: %w", exchange, err)
-		}
-		out[i] = DelayedMessage{
-			Exchange: m.Exchange, RoutingKey: m.RoutingKey,
-			Due: time.Unix(0, m.Due), Delay: time.Duration(m.Delay) * time.Millisecond,
-			Publishing: publishingOf(&p, m.Body),
-		}
+		out[i] = DelayedMessage(m)
 	}
 	return out, nil
 }

@@ -50,6 +50,9 @@ func TestDeadLetterIntoDelayedExchange(t *testing.T) {
 				fc.Advance(time.Millisecond)
 			}
 			waitStats(t, b, "retried", func(c queueCounts) bool { return c.Ready == 1 })
+			// The queue stores the routed copy before the delayed service
+			// deletes its own; WaitIdle covers the delete.
+			require.NoError(t, b.WaitIdle(t.Context()))
 			require.Zero(t, delayedCount(t, b, "retry"))
 			got := amqptest.Get(t, ch, "retried", true)
 			require.Equal(t, "job", string(got.Body))

@@ -13,15 +13,15 @@ import (
 var _ mgmt.Policies = mgmtView{}
 
 func (v mgmtView) ListPolicies(ctx context.Context, vhost string, operator bool) ([]policy.Policy, error) {
-	return v.b.storedPolicies(ctx, vhost, operator)
+	return v.b.policies.List(ctx, vhost, operator)
 }
 
 func (v mgmtView) PutPolicy(ctx context.Context, p policy.Policy, operator bool) (bool, error) {
-	return v.b.putPolicy(ctx, p, operator)
+	return v.b.policies.Put(ctx, p, operator)
 }
 
 func (v mgmtView) DeletePolicy(ctx context.Context, vhost, name string, operator bool) error {
-	return v.b.deletePolicy(ctx, vhost, name, operator)
+	return v.b.policies.Delete(ctx, vhost, name, operator)
 }
 
 func (v mgmtView) ExchangePolicy(vhost, name string) policy.Match {

@@ -19,17 +19,17 @@ type rateState struct {
 }
 
 // DefaultStatsInterval is how often the rate history samples when
-// Options.StatsInterval is zero: RabbitMQ's collect_statistics_interval.
+// Options.Management.StatsInterval is zero: RabbitMQ's collect_statistics_interval.
 const DefaultStatsInterval = 5 * time.Second
 
 // rateHistory starts the sampler once and returns its Recorder, nil when
 // statistics are off or the broker is closed.
 func (b *Broker) rateHistory() *rates.Recorder {
 	b.rates.once.Do(func() {
-		if b.opts.StatsInterval < 0 {
+		if b.opts.Management.StatsInterval < 0 {
 			return
 		}
-		interval := cmp.Or(b.opts.StatsInterval, DefaultStatsInterval)
+		interval := cmp.Or(b.opts.Management.StatsInterval, DefaultStatsInterval)
 		rec := rates.New(rates.Config{Interval: interval})
 		b.mu.Lock()
 		if b.mu.closed {

@@ -20,9 +20,9 @@ import (
 
 // BenchmarkRateSampleRound measures one round of the rate sampler over
 // 10,000 queues (each queue's counts read, no actor asked): the CPU the
-// history costs every StatsInterval.
+// history costs every Management.StatsInterval.
 func BenchmarkRateSampleRound(b *testing.B) {
-	br, err := New(Options{StatsInterval: -1})
+	br, err := New(Options{Management: ManagementOptions{StatsInterval: -1}})
 	require.NoError(b, err)
 	defer br.Close()
 	ch, err := br.Channel(context.Background())
@@ -47,7 +47,7 @@ func BenchmarkRateSampleRound(b *testing.B) {
 // started per op counts the actors the read woke.
 func BenchmarkListIdleQueues(b *testing.B) {
 	const n = 10_000
-	br, err := New(Options{StatsInterval: -1})
+	br, err := New(Options{Management: ManagementOptions{StatsInterval: -1}})
 	require.NoError(b, err)
 	defer br.Close()
 	qs := declareIdleQueues(b, br, n)
@@ -151,7 +151,7 @@ func TestSamplingWakesNoQueue(t *testing.T) {
 // without starting its actor, and report what the actor answers.
 func TestListingAndScrapeWakeNoQueue(t *testing.T) {
 	const n = 1000
-	br, err := New(Options{StatsInterval: -1})
+	br, err := New(Options{Management: ManagementOptions{StatsInterval: -1}})
 	require.NoError(t, err)
 	defer br.Close()
 	qs := declareIdleQueues(t, br, n)

@@ -317,7 +317,7 @@ func TestScaleChurnProbe(t *testing.T) {
 	var total, burst int
 	_, err := fmt.Sscanf(spec, "%d,%d", &total, &burst)
 	require.NoError(t, err, "WARREN_SCALE_CHURN is total,burst")
-	opts := broker.Options{StatsInterval: time.Second}
+	opts := broker.Options{Management: broker.ManagementOptions{StatsInterval: time.Second}}
 	durable := os.Getenv("WARREN_SCALE_CHURN_DATA") != ""
 	if durable {
 		opts.DataDir = t.TempDir()
@@ -333,7 +333,7 @@ func TestScaleChurnProbe(t *testing.T) {
 	require.NoError(t, err)
 	report := func(done int) {
 		if done > 0 {
-			time.Sleep(opts.StatsInterval + opts.StatsInterval/2) // the sampler forgets the deleted queues
+			time.Sleep(opts.Management.StatsInterval + opts.Management.StatsInterval/2) // the sampler forgets the deleted queues
 		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)

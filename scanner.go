@@ -15,6 +15,12 @@ import (
 
 // startScanner starts the scanner goroutine; New calls it last.
 func (b *Broker) startScanner() error {
+	t := &scan.Timeouts{
+		Node: b.nodeID, Incarnation: b.incarnation, VHost: b.lookupVHost,
+		ClassicTimeout: b.opts.profile().ClassicConsumerTimeout,
+		QuorumCancel:   b.opts.profile().QuorumConsumerTimeoutCancel,
+		Log:            b.log,
+	}
 	c := scan.Config{
 		Indexes:     []unacked.Index{b.stores.Durable.Index, b.stores.Transient.Index},
 		Leader:      b.stores.Meta.IsLeader,
@@ -25,9 +31,9 @@ func (b *Broker) startScanner() error {
 		Conns:       b.liveConnections,
 		Requeue:     b.requeueEntries,
 		// Per-queue and per-consumer timeouts apply even when the
-		// broker-wide one is off (consumer_timeout.go).
-		TimeoutFor: b.consumerTimeout,
-		TimedOut:   b.deliveryTimedOut,
+		// broker-wide one is off (scan.Timeouts).
+		TimeoutFor: t.For,
+		TimedOut:   t.TimedOut,
 		Every:      b.opts.ScanInterval,
 		Timeout:    b.opts.ConsumerTimeout,
 		Logger:     b.log,
@@ -40,6 +46,7 @@ func (b *Broker) startScanner() error {
 		return err
 	}
 	b.scan = s
+	t.Scanner = s
 	s.Start()
 	return nil
 }

@@ -100,10 +100,10 @@ func TestMaxConnections(t *testing.T) {
 		limit int
 		text  string
 	}{
-		{"broker", broker.Options{MaxConnections: 2}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
-		{"vhost", broker.Options{VHostMaxConnections: map[string]int{"/": 1}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
-		{"vhost zero", broker.Options{VHostMaxConnections: map[string]int{"": 0}}, 0, "connection limit (0) is reached"},
-		{"other vhost limited", broker.Options{VHosts: []string{"/", "other"}, VHostMaxConnections: map[string]int{"other": 0}}, 3, ""},
+		{"broker", broker.Options{Limits: broker.LimitOptions{MaxConnections: 2}}, 2, "access to vhost '/' refused for user 'guest': node connection limit (2) is reached"},
+		{"vhost", broker.Options{Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"/": 1}}}, 1, "access to vhost '/' refused for user 'guest': connection limit (1) is reached"},
+		{"vhost zero", broker.Options{Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"": 0}}}, 0, "connection limit (0) is reached"},
+		{"other vhost limited", broker.Options{VHosts: []string{"/", "other"}, Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"other": 0}}}, 3, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			amqptest.CheckGoroutines(t)
@@ -135,7 +135,7 @@ func TestLimitOptionsValidate(t *testing.T) {
 
 func TestMaxQueuesPerVHost(t *testing.T) {
 	amqptest.CheckGoroutines(t)
-	b := startBroker(t, broker.Options{MaxQueuesPerVHost: 2})
+	b := startBroker(t, broker.Options{Limits: broker.LimitOptions{MaxQueuesPerVHost: 2}})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	for _, q := range []string{"q1", "q2", "q1"} { // redeclaring is not a new queue

@@ -73,14 +73,14 @@ func (t followTarget) SyncVHost(ctx context.Context, name string) bool {
 	return t.b.syncVHost(ctx, name)
 }
 func (t followTarget) ReloadPolicies(ctx context.Context, vhost string) bool {
-	return t.b.reloadPolicies(ctx, vhost)
+	return t.b.policies.Reload(ctx, vhost)
 }
 func (t followTarget) Parameter(component, vhost, name string) {
-	t.b.notifyParameter(component, vhost, name)
+	t.b.params.Notify(component, vhost, name)
 }
 
 func (t followTarget) VHosts() []string {
-	vs := t.b.openVHostList()
+	vs := t.b.vhosts.List()
 	names := make([]string, len(vs))
 	for i, vh := range vs {
 		names[i] = vh.Name()
@@ -121,16 +121,6 @@ func (b *Broker) syncVHost(ctx context.Context, name string) bool {
 	return true
 }
 
-func (b *Broker) openVHostList() []*vhost.VHost {
-	b.vhostsMu.RLock()
-	defer b.vhostsMu.RUnlock()
-	out := make([]*vhost.VHost, 0, len(b.vhosts))
-	for _, vh := range b.vhosts {
-		out = append(out, vh)
-	}
-	return out
-}
-
 // syncVHosts opens the vhosts another broker created and drops the ones
 // another broker deleted; false means something failed.
 func (b *Broker) syncVHosts(ctx context.Context) bool {
@@ -141,37 +131,18 @@ func (b *Broker) syncVHosts(ctx context.Context) bool {
 		}
 		return false
 	}
-	ok := true
-	names := make(map[string]bool, len(stored))
-	records := make(map[string]meta.VHost, len(stored))
-	for _, v := range stored {
-		v.Name = canonicalVHost(v.Name)
-		names[v.Name] = true
-		records[v.Name] = v
-	}
-	var gone []*vhost.VHost
-	b.vhostsMu.Lock()
-	for name := range names {
-		if _, open := b.vhosts[name]; open || b.deleting[name] {
-			continue
-		}
-		if err := b.openVHostLocked(ctx, records[name], false); err != nil {
-			b.log.Warn("broker: opening vhost created elsewhere", "vhost", name, "err", err)
-			ok = false
-		}
-	}
-	for name, vh := range b.vhosts {
-		if !names[name] {
-			gone = append(gone, vh)
-			delete(b.vhosts, name)
-		}
-	}
-	b.vhostsMu.Unlock()
+	gone, ok := b.vhosts.Sync(ctx, stored)
 	for _, vh := range gone {
 		b.dropVHost(ctx, vh)
 	}
 	// Another broker may have changed a vhost's metadata or limits.
-	return b.refreshVHostSettings(ctx, stored) && ok
+	if err := b.plane.RefreshVHosts(ctx, stored); err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("broker: following vhost limits", "err", err)
+		}
+		return false
+	}
+	return ok
 }
 
 // dropVHost closes a vhost another broker deleted (with everything of it
@@ -191,12 +162,6 @@ func (b *Broker) dropVHost(ctx context.Context, vh *vhost.VHost) {
 		}
 	}
 	vh.Close()
-	b.acct.mu.Lock()
-	for k, a := range b.acct.mu.access {
-		if k.vhost == name {
-			a.Set(nil)
-		}
-	}
-	b.acct.mu.Unlock()
+	b.acct.access.Revoke(name)
 	b.log.Info("broker: vhost deleted by another broker", "vhost", name)
 }

@@ -21,7 +21,7 @@ func TestSharedVHostSettings(t *testing.T) {
 	require.NoError(t, p.b1.Admin().PutVHostLimit(ctx, "/", LimitMaxConnections, 1))
 	amqptest.Poll(t, func() bool {
 		vh, ok := p.b2.lookupVHost("/")
-		_, limited := p.b2.connectionLimit("/")
+		_, limited := p.b2.limits.ConnectionLimit("/")
 		return ok && vh.DefaultQueueType() == "quorum" && limited
 	}, "b2 follows b1's settings")
 
@@ -35,7 +35,7 @@ func TestSharedVHostSettings(t *testing.T) {
 
 	require.NoError(t, p.b1.Admin().DeleteVHostLimit(ctx, "/", LimitMaxConnections))
 	amqptest.Poll(t, func() bool {
-		_, limited := p.b2.connectionLimit("/")
+		_, limited := p.b2.limits.ConnectionLimit("/")
 		return !limited
 	}, "b2 follows the cleared limit")
 }

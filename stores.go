@@ -49,44 +49,14 @@ func (b *Broker) startQueue(ctx context.Context, def meta.Queue, features queue.
 	})
 }
 
-// openVHosts opens every configured vhost and every vhost stored by
-// addVHost (accounts.go), each with its durable topology.
+// openVHosts loads the stored vhost limits, then opens every configured
+// vhost and every stored one (internal/vhosts), each with its durable
+// topology.
 func (b *Broker) openVHosts(ctx context.Context) error {
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	b.vhosts = make(map[string]*vhost.VHost, len(b.opts.VHosts))
-	if err := b.readVHostLimits(ctx); err != nil {
+	if err := b.limits.Load(ctx); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(b.opts.VHosts))
-	for _, name := range b.opts.VHosts {
-		names = append(names, canonicalVHost(name))
-	}
-	stored, err := b.stores.Meta.ListVHosts(ctx)
-	if err != nil {
-		return fmt.Errorf("broker: list vhosts: %w", err)
-	}
-	records := make(map[string]meta.VHost, len(stored))
-	for _, v := range stored {
-		name := canonicalVHost(v.Name)
-		names = append(names, name)
-		v.Name = name
-		records[name] = v
-	}
-	for _, name := range names {
-		if _, ok := b.vhosts[name]; ok {
-			continue
-		}
-		rec, ok := records[name]
-		if !ok {
-			rec = meta.VHost{Name: name}
-		}
-		if err := b.openVHostLocked(ctx, rec, true); err != nil {
-			b.closeVHostsLocked()
-			return err
-		}
-	}
-	return nil
+	return b.vhosts.OpenAll(ctx, b.opts.VHosts)
 }
 
 // checkStoredNames refuses the Options fields that name a vhost neither
@@ -103,9 +73,9 @@ func (o *Options) checkStoredNames(stored []meta.VHost) error {
 		known[canonicalVHost(v.Name)] = true
 	}
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(o.VHostMaxConnections)) {
+	for _, name := range slices.Sorted(maps.Keys(o.Limits.VHostMaxConnections)) {
 		if !known[name] {
-			errs = append(errs, fmt.Errorf("broker: Options.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
+			errs = append(errs, fmt.Errorf("broker: Options.Limits.VHostMaxConnections[%q]: no such vhost (add it to Options.VHosts)", name))
 		}
 	}
 	for _, set := range []struct {
@@ -141,26 +111,20 @@ func (b *Broker) checkStores() error {
 	return nil
 }
 
-// openVHostLocked stores rec (when store is set) and opens its vhost
-// with rec's settings; b.vhostsMu is held. Shared mode opens vhosts another
-// broker stored without storing them again: they may be being deleted.
-func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool) error {
+// openVHost opens rec's vhost with rec's settings, its policies and its
+// stored max-queues: internal/vhosts' Open.
+func (b *Broker) openVHost(ctx context.Context, rec meta.VHost) (*vhost.VHost, error) {
 	name := rec.Name
-	if store {
-		if err := b.stores.Meta.PutVHost(ctx, rec); err != nil {
-			return err
-		}
-	}
-	policies, err := b.policySet(ctx, name)
+	policies, err := b.policies.Set(ctx, name)
 	if err != nil {
-		return fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
+		return nil, fmt.Errorf("broker: open vhost %q: policies: %w", name, err)
 	}
 	vh, err := vhost.Open(ctx, vhost.Config{
 		Policies:         policies,
 		Name:             name,
 		Store:            b.stores.Meta,
 		StartQueue:       b.startQueue,
-		MaxQueues:        b.opts.MaxQueuesPerVHost,
+		MaxQueues:        b.opts.Limits.MaxQueuesPerVHost,
 		MaxArgumentsSize: vhost.ArgumentsSizeFor(b.opts.FrameMax),
 		Logger:           b.log,
 		Shared:           b.shared(),
@@ -172,32 +136,16 @@ func (b *Broker) openVHostLocked(ctx context.Context, rec meta.VHost, store bool
 		Replies:          b.opts.peers.Replies,
 	})
 	if err != nil {
-		return fmt.Errorf("broker: open vhost %q: %w", name, err)
+		return nil, fmt.Errorf("broker: open vhost %q: %w", name, err)
 	}
 	vh.SetDefaultQueueType(rec.DefaultQueueType)
-	b.applyQueueLimit(vh)
-	b.vhosts[name] = vh
-	return nil
-}
-
-func (b *Broker) closeVHosts() {
-	b.vhostsMu.Lock()
-	defer b.vhostsMu.Unlock()
-	b.closeVHostsLocked()
-}
-
-func (b *Broker) closeVHostsLocked() {
-	for _, vh := range b.vhosts {
-		vh.Close()
-	}
+	b.plane.ApplyQueueLimit(vh)
+	return vh, nil
 }
 
 // lookupVHost serves connection.open and every other lookup by name.
 func (b *Broker) lookupVHost(name string) (*vhost.VHost, bool) {
-	b.vhostsMu.RLock()
-	defer b.vhostsMu.RUnlock()
-	vh, ok := b.vhosts[canonicalVHost(name)]
-	return vh, ok
+	return b.vhosts.Lookup(name)
 }
 
 // shared reports whether the broker runs in shared mode (shared.go).

@@ -72,7 +72,7 @@ func TestNewNamesHiddenCapabilities(t *testing.T) {
 
 // New reports every bad field in one error: the static ones and those
 // checked against what the stores hold (a vhost named in
-// VHostMaxConnections or a policy), given stores and DataDir alike.
+// Limits.VHostMaxConnections or a policy), given stores and DataDir alike.
 func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 	stored := metamemory.New()
 	require.NoError(t, stored.PutVHost(context.Background(), meta.VHost{Name: "kept"}))
@@ -84,7 +84,7 @@ func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 	bad := func(o broker.Options) broker.Options {
 		o.Heartbeat = 1500 * time.Millisecond
 		o.FrameMax = 10
-		o.VHostMaxConnections = map[string]int{"nope": 1, "kept": 1}
+		o.Limits.VHostMaxConnections = map[string]int{"nope": 1, "kept": 1}
 		o.Policies = []broker.Policy{
 			{VHost: "gone", Name: "p", Pattern: ".*", Definition: map[string]any{"max-length": 1}},
 			{VHost: "/", Name: "bad", Pattern: ".*", Definition: map[string]any{"no-such-key": 1}},
@@ -94,7 +94,7 @@ func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 	want := []string{
 		"Options.Heartbeat 1.5s is not a whole number of seconds",
 		"Options.FrameMax 10 is below the minimum",
-		`Options.VHostMaxConnections["nope"]: no such vhost`,
+		`Options.Limits.VHostMaxConnections["nope"]: no such vhost`,
 		`Options.Policies[0] ("p"): no such vhost "gone"`,
 		`Options.Policies[1] ("bad")`,
 	}
@@ -115,7 +115,7 @@ func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 				require.ErrorContains(t, err, w)
 			}
 			if tt.name == "memory" || tt.name == "fresh data dir" {
-				require.ErrorContains(t, err, `Options.VHostMaxConnections["kept"]: no such vhost`)
+				require.ErrorContains(t, err, `Options.Limits.VHostMaxConnections["kept"]: no such vhost`)
 			} else {
 				require.NotContains(t, err.Error(), `"kept"`, "kept is stored")
 			}
@@ -127,8 +127,8 @@ func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 	_, err = broker.New(bad(broker.Options{DataDir: dataDir + "-never"}))
 	require.Error(t, err)
 	require.NoDirExists(t, dataDir+"-never")
-	_, err = broker.New(broker.Options{DataDir: dataDir + "-never", VHostMaxConnections: map[string]int{"nope": 1}})
-	require.ErrorContains(t, err, `Options.VHostMaxConnections["nope"]: no such vhost`)
+	_, err = broker.New(broker.Options{DataDir: dataDir + "-never", Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"nope": 1}}})
+	require.ErrorContains(t, err, `Options.Limits.VHostMaxConnections["nope"]: no such vhost`)
 	require.NoDirExists(t, dataDir+"-never")
 }
 

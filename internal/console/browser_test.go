@@ -203,7 +203,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b, srv := serveConsole(t, broker.Options{Users: []broker.User{
 		{Name: "admin", Password: "s3cret", Tags: []string{"administrator"}},
 		{Name: "viewer", Password: "viewer", Tags: []string{"management"}},
-	}, StatsInterval: 100 * time.Millisecond}) // charts fill in seconds
+	}, Management: broker.ManagementOptions{StatsInterval: 100 * time.Millisecond}}) // charts fill in seconds
 
 	// A queue made over AMQP, with three messages in it.
 	conn := amqptest.Dial(t, "amqp://admin:s3cret@127.0.0.1:5672/", amqp091.Config{Dial: b.Dial})

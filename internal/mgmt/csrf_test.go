@@ -185,7 +185,7 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, status)
 }
 
-// TestAllowedOrigins: Options.ManagementAllowedOrigins (RabbitMQ's
+// TestAllowedOrigins: Options.Management.AllowedOrigins (RabbitMQ's
 // management.cors.allow_origins) lets the pages of the origins it lists
 // write and read answers: CORS headers on their answers and RabbitMQ's
 // OPTIONS preflight (200, Allow, the methods, the asked headers echoed,
@@ -193,7 +193,7 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 // refuses an entry that is not an origin.
 func TestAllowedOrigins(t *testing.T) {
 	const ops = "https://ops.example:8443"
-	b := mgmtBrokerWith(t, broker.Options{ManagementAllowedOrigins: []string{ops}})
+	b := mgmtBrokerWith(t, broker.Options{Management: broker.ManagementOptions{AllowedOrigins: []string{ops}}})
 	h := amqptest.NewAPI(t, b.ManagementHandler())
 
 	status, hdr, body := send(t, h, "guest", "PUT", "/api/vhosts/from-ops", "application/json", "{}", "Origin", ops, "Sec-Fetch-Site", "cross-site")
@@ -222,14 +222,14 @@ func TestAllowedOrigins(t *testing.T) {
 	status, _, _ = send(t, h, "", "OPTIONS", "/api/nothing-here", "", "", "Origin", ops)
 	require.Equal(t, http.StatusNotFound, status)
 
-	all := mgmtBrokerWith(t, broker.Options{ManagementAllowedOrigins: []string{"*"}})
+	all := mgmtBrokerWith(t, broker.Options{Management: broker.ManagementOptions{AllowedOrigins: []string{"*"}}})
 	ha := amqptest.NewAPI(t, all.ManagementHandler())
 	status, hdr, _ = send(t, ha, "guest", "PUT", "/api/vhosts/any", "application/json", "{}", "Origin", "https://anywhere.example")
 	require.Equal(t, http.StatusCreated, status)
 	require.Equal(t, "https://anywhere.example", hdr.Get("Access-Control-Allow-Origin"))
 
-	_, err := broker.New(broker.Options{ManagementAllowedOrigins: []string{"ops.example", "https://ops.example/path", ops}})
-	require.ErrorContains(t, err, `Options.ManagementAllowedOrigins[0]: "ops.example" is not an origin`)
-	require.ErrorContains(t, err, `Options.ManagementAllowedOrigins[1]: "https://ops.example/path" is not an origin`)
+	_, err := broker.New(broker.Options{Management: broker.ManagementOptions{AllowedOrigins: []string{"ops.example", "https://ops.example/path", ops}}})
+	require.ErrorContains(t, err, `Options.Management.AllowedOrigins[0]: "ops.example" is not an origin`)
+	require.ErrorContains(t, err, `Options.Management.AllowedOrigins[1]: "https://ops.example/path" is not an origin`)
 	require.NotContains(t, err.Error(), "[2]")
 }

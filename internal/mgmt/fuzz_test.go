@@ -39,7 +39,7 @@ const fuzzUpload = "--fuzz\r\nContent-Disposition: form-data; name=\"file\"; fil
 func fuzzBroker(tb testing.TB) (*broker.Broker, http.Handler) {
 	tb.Helper()
 	ctx := context.Background()
-	b, err := broker.New(broker.Options{VHosts: []string{"/", "secret"}, MaxQueuesPerVHost: 64, Users: []broker.User{
+	b, err := broker.New(broker.Options{VHosts: []string{"/", "secret"}, Limits: broker.LimitOptions{MaxQueuesPerVHost: 64}, Users: []broker.User{
 		{Name: "guest", Password: "guest", Tags: []string{"administrator"}},
 		{Name: "mon", Password: "mon", Tags: []string{"monitoring"}},
 		{Name: "mgr", Password: "mgr", Tags: []string{"management"}},

@@ -36,17 +36,25 @@ type Parameters interface {
 // parameterRoutes: runtime parameters (RabbitMQ's rabbit_mgmt_wm_parameters
 // and _parameter: policymaker or administrator, with access to the vhost)
 // and global parameters (rabbit_mgmt_wm_global_parameter(s): administrator).
+// One parameter's GET, PUT and DELETE have one shape for both kinds
+// (paramKey); only the listings differ.
 func (m *mgmt) parameterRoutes() {
 	m.handle("GET", "/api/parameters", policymaker, m.listParameters)
 	m.handle("GET", "/api/parameters/{component}", policymaker, m.listParameters)
 	m.handle("GET", "/api/parameters/{component}/{vhost}", policymaker, m.listParameters)
-	m.handle("GET", "/api/parameters/{component}/{vhost}/{name}", policymaker, m.getParameter)
-	m.handle("PUT", "/api/parameters/{component}/{vhost}/{name}", policymaker, m.putParameter)
-	m.handle("DELETE", "/api/parameters/{component}/{vhost}/{name}", policymaker, m.deleteParameter)
 	m.handle("GET", "/api/global-parameters", administrator, m.listGlobalParameters)
-	m.handle("GET", "/api/global-parameters/{name}", administrator, m.getGlobalParameter)
-	m.handle("PUT", "/api/global-parameters/{name}", administrator, m.putGlobalParameter)
-	m.handle("DELETE", "/api/global-parameters/{name}", administrator, m.deleteGlobalParameter)
+	for _, r := range []struct {
+		pattern string
+		need    access
+		global  bool
+	}{
+		{"/api/parameters/{component}/{vhost}/{name}", policymaker, false},
+		{"/api/global-parameters/{name}", administrator, true},
+	} {
+		m.handle("GET", r.pattern, r.need, m.withParameter(r.global, getParameter))
+		m.handle("PUT", r.pattern, r.need, m.withParameter(r.global, putParameter))
+		m.handle("DELETE", r.pattern, r.need, m.withParameter(r.global, deleteParameter))
+	}
 }
 
 // parameterModel returns the model's Parameters, or answers 404.
@@ -56,6 +64,99 @@ func (m *mgmt) parameterModel(c *mgmtCall) (Parameters, bool) {
 		notFound(c.w)
 	}
 	return ps, ok
+}
+
+// paramKey names the one parameter a route is about: a runtime one
+// (component, vhost, name) or a global one (name only).
+type paramKey struct {
+	global                 bool
+	component, vhost, name string
+}
+
+// withParameter resolves the route's parameter (the model, and for a
+// runtime parameter the vhost the user may access; each answers 404 or
+// 401 itself) and hands it to h.
+func (m *mgmt) withParameter(global bool, h func(*mgmtCall, Parameters, paramKey)) func(*mgmtCall) {
+	return func(c *mgmtCall) {
+		ps, ok := m.parameterModel(c)
+		if !ok {
+			return
+		}
+		k := paramKey{global: global, name: c.p("name")}
+		if !global {
+			if k.vhost, ok = m.vhostParam(c); !ok {
+				return
+			}
+			k.component = c.p("component")
+		}
+		h(c, ps, k)
+	}
+}
+
+// get reads the parameter k names, in its kind's JSON shape.
+func (k paramKey) get(ctx context.Context, ps Parameters) (any, error) {
+	if k.global {
+		return ps.GetGlobalParameter(ctx, k.name)
+	}
+	return ps.GetParameter(ctx, k.component, k.vhost, k.name)
+}
+
+// getParameter is GET of one parameter: as RabbitMQ shows it ({"value",
+// "vhost", "component", "name"}, or {"value", "name"} for a global one),
+// 404 when there is none.
+func getParameter(c *mgmtCall, ps Parameters, k paramKey) {
+	p, err := k.get(c.r.Context(), ps)
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	writeJSON(c.w, http.StatusOK, p)
+}
+
+// putParameter is PUT of one parameter with {"value": …}: 201 for a new
+// parameter, 204 for a replaced one; 400 "[{key_missing,value}]" without
+// a value, and for a runtime parameter 400 with RabbitMQ's "Validation
+// failed" text for an unknown component or a value the component refuses
+// (RabbitMQ validates no global parameter's value).
+func putParameter(c *mgmtCall, ps Parameters, k paramKey) {
+	if !validName(c, "parameter", k.name) {
+		return
+	}
+	value, ok := bodyValue(c)
+	if !ok {
+		return
+	}
+	var isNew bool
+	var err error
+	if k.global {
+		isNew, err = ps.PutGlobalParameter(c.r.Context(), definitions.GlobalParameter{Name: k.name, Value: value})
+	} else {
+		p := definitions.Parameter{Component: k.component, VHost: k.vhost, Name: k.name, Value: value}
+		if err := ps.CheckParameter(p); err != nil {
+			WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		isNew, err = ps.PutParameter(c.r.Context(), p)
+	}
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	created(c.w, isNew)
+}
+
+// deleteParameter is DELETE of one parameter: 204, 404 when there is no
+// such parameter (as RabbitMQ answers).
+func deleteParameter(c *mgmtCall, ps Parameters, k paramKey) {
+	if _, err := k.get(c.r.Context(), ps); err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	if k.global {
+		noContent(c.w, ps.DeleteGlobalParameter(c.r.Context(), k.name))
+		return
+	}
+	noContent(c.w, ps.DeleteParameter(c.r.Context(), k.component, k.vhost, k.name))
 }
 
 // listParameters is GET /api/parameters[/{component}[/{vhost}]]: the
@@ -86,80 +187,7 @@ func (m *mgmt) listParameters(c *mgmtCall) {
 	writeJSON(c.w, http.StatusOK, out)
 }
 
-// getParameter is GET /api/parameters/{component}/{vhost}/{name}: the
-// parameter as RabbitMQ shows it ({"value", "vhost", "component",
-// "name"}), 404 when there is none.
-func (m *mgmt) getParameter(c *mgmtCall) {
-	ps, ok := m.parameterModel(c)
-	if !ok {
-		return
-	}
-	vh, ok := m.vhostParam(c)
-	if !ok {
-		return
-	}
-	p, err := ps.GetParameter(c.r.Context(), c.p("component"), vh, c.p("name"))
-	if err != nil {
-		writeAdminError(c.w, err)
-		return
-	}
-	writeJSON(c.w, http.StatusOK, p)
-}
-
-// putParameter is PUT /api/parameters/{component}/{vhost}/{name} with
-// {"value": …}: 201 for a new parameter, 204 for a replaced one; 400
-// "[{key_missing,value}]" without a value, and 400 with RabbitMQ's
-// "Validation failed" text for an unknown component or a value the
-// component refuses.
-func (m *mgmt) putParameter(c *mgmtCall) {
-	ps, ok := m.parameterModel(c)
-	if !ok {
-		return
-	}
-	vh, ok := m.vhostParam(c)
-	if !ok {
-		return
-	}
-	name := c.p("name")
-	if !validName(c, "parameter", name) {
-		return
-	}
-	value, ok := bodyValue(c)
-	if !ok {
-		return
-	}
-	p := definitions.Parameter{Component: c.p("component"), VHost: vh, Name: name, Value: value}
-	if err := ps.CheckParameter(p); err != nil {
-		WriteError(c.w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	isNew, err := ps.PutParameter(c.r.Context(), p)
-	if err != nil {
-		writeAdminError(c.w, err)
-		return
-	}
-	created(c.w, isNew)
-}
-
-// deleteParameter is DELETE /api/parameters/{component}/{vhost}/{name}:
-// 204, 404 when there is no such parameter (as RabbitMQ answers).
-func (m *mgmt) deleteParameter(c *mgmtCall) {
-	ps, ok := m.parameterModel(c)
-	if !ok {
-		return
-	}
-	vh, ok := m.vhostParam(c)
-	if !ok {
-		return
-	}
-	component, name := c.p("component"), c.p("name")
-	if _, err := ps.GetParameter(c.r.Context(), component, vh, name); err != nil {
-		writeAdminError(c.w, err)
-		return
-	}
-	noContent(c.w, ps.DeleteParameter(c.r.Context(), component, vh, name))
-}
-
+// listGlobalParameters is GET /api/global-parameters.
 func (m *mgmt) listGlobalParameters(c *mgmtCall) {
 	ps, ok := m.parameterModel(c)
 	if !ok {
@@ -167,55 +195,6 @@ func (m *mgmt) listGlobalParameters(c *mgmtCall) {
 	}
 	list, err := ps.ListGlobalParameters(c.r.Context())
 	writeList(c.w, list, err)
-}
-
-func (m *mgmt) getGlobalParameter(c *mgmtCall) {
-	ps, ok := m.parameterModel(c)
-	if !ok {
-		return
-	}
-	p, err := ps.GetGlobalParameter(c.r.Context(), c.p("name"))
-	if err != nil {
-		writeAdminError(c.w, err)
-		return
-	}
-	writeJSON(c.w, http.StatusOK, p)
-}
-
-// putGlobalParameter is PUT /api/global-parameters/{name} with {"value":
-// …}: 201 or 204; RabbitMQ validates no global parameter's value.
-func (m *mgmt) putGlobalParameter(c *mgmtCall) {
-	ps, ok := m.parameterModel(c)
-	if !ok {
-		return
-	}
-	name := c.p("name")
-	if !validName(c, "parameter", name) {
-		return
-	}
-	value, ok := bodyValue(c)
-	if !ok {
-		return
-	}
-	isNew, err := ps.PutGlobalParameter(c.r.Context(), definitions.GlobalParameter{Name: name, Value: value})
-	if err != nil {
-		writeAdminError(c.w, err)
-		return
-	}
-	created(c.w, isNew)
-}
-
-func (m *mgmt) deleteGlobalParameter(c *mgmtCall) {
-	ps, ok := m.parameterModel(c)
-	if !ok {
-		return
-	}
-	name := c.p("name")
-	if _, err := ps.GetGlobalParameter(c.r.Context(), name); err != nil {
-		writeAdminError(c.w, err)
-		return
-	}
-	noContent(c.w, ps.DeleteGlobalParameter(c.r.Context(), name))
 }
 
 // bodyValue reads a parameter's body and returns its "value", answering

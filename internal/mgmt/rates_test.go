@@ -23,7 +23,7 @@ func detailsOf(obj map[string]any, name string) map[string]any {
 // samples of its length, newest first, when the request asks for them;
 // the publisher's connection shows the bytes it sends as a rate.
 func TestRatesAndSamples(t *testing.T) {
-	b := mgmtBrokerWith(t, broker.Options{StatsInterval: 20 * time.Millisecond})
+	b := mgmtBrokerWith(t, broker.Options{Management: broker.ManagementOptions{StatsInterval: 20 * time.Millisecond}})
 	h := amqptest.NewAPI(t, b.ManagementHandler())
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{Dial: b.Dial})
 	ch := amqptest.ConfirmChannel(t, conn)
@@ -104,7 +104,7 @@ func TestRatesQueryErrors(t *testing.T) {
 // TestNoRatesWhenStatsOff: a negative StatsInterval keeps no history and
 // the API shows counts without details.
 func TestNoRatesWhenStatsOff(t *testing.T) {
-	b := mgmtBrokerWith(t, broker.Options{StatsInterval: -1})
+	b := mgmtBrokerWith(t, broker.Options{Management: broker.ManagementOptions{StatsInterval: -1}})
 	h := amqptest.NewAPI(t, b.ManagementHandler())
 	ov := h.Get("/api/overview?msg_rates_age=60&msg_rates_incr=5").(map[string]any)
 	require.Nil(t, detailsOf(ov["message_stats"].(map[string]any), "publish"))

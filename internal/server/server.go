@@ -126,7 +126,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 		TLSConfig:        tlsConfig,
 		AuthMechanisms:   splitList(*s.mechanisms),
 
-		ManagementAllowedOrigins: splitList(*s.httpOrigins),
+		Management: broker.ManagementOptions{AllowedOrigins: splitList(*s.httpOrigins)},
 
 		MemoryHighWatermark: *s.memWatermark,
 		DiskFreeLimit:       *s.diskFreeLimit,
