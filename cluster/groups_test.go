@@ -1,0 +1,164 @@
+package cluster_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/warrenmq/broker/cluster"
+)
+
+func withGroups(c *cluster.Config) { c.QueueGroups = true }
+
+var quorumArgs = amqp091.Table{"x-queue-type": "quorum"}
+
+// declareQuorum declares n quorum queues prefix-0 … prefix-(n-1), queue
+// i on member i%3, so client-local placement spreads their leaders.
+func declareQuorum(t *testing.T, c *testCluster, prefix string, n int) []string {
+	var names []string
+	chans := make([]*amqp091.Channel, 3)
+	for i := range chans {
+		_, chans[i] = c.dial(i)
+	}
+	for q := range n {
+		name := fmt.Sprintf("%s-%d", prefix, q)
+		_, err := chans[q%3].QueueDeclare(name, true, false, false, false, quorumArgs)
+		require.NoError(t, err)
+		names = append(names, name)
+	}
+	return names
+}
+
+// TestQueueGroupsAnyMemberServes declares 30 quorum queues across the
+// three members with queue groups on: each gets a group of its own whose
+// voters are all three members, led by the member that declared it, so
+// every member leads ten; messages published on one member to every
+// queue are consumed on another, each once.
+func TestQueueGroupsAnyMemberServes(t *testing.T) {
+	c := newTestCluster(t, withGroups)
+	names := declareQuorum(t, c, "qg", 30)
+	leads := map[uint64]int{}
+	groupsSeen := map[uint64]bool{}
+	for i, name := range names {
+		var st cluster.GroupStatus
+		require.Eventually(t, func() bool {
+			var ok bool
+			st, ok = c.nodes[(i+1)%3].QueueGroup("/", name)
+			return ok && st.Leader != 0
+		}, waitFor, 10*time.Millisecond, "queue %s has a group with a leader on another member", name)
+		require.Equal(t, []uint64{1, 2, 3}, st.Voters)
+		require.False(t, groupsSeen[st.Group], "one group per queue")
+		groupsSeen[st.Group] = true
+		leads[st.Leader]++
+	}
+	for id := uint64(1); id <= 3; id++ {
+		require.LessOrEqual(t, leads[id], 11, "member %d leads at most 11 of 30 (%v)", id, leads)
+	}
+
+	_, pub := c.dial(1)
+	p := newConfirmer(t, pub)
+	var bodies []string
+	for round := range 3 {
+		for _, name := range names {
+			body := fmt.Sprintf("%s/%d", name, round)
+			require.True(t, p.publish("", name, body, waitFor), "confirmed %s", body)
+			bodies = append(bodies, body)
+		}
+	}
+	got := newTally()
+	for _, name := range names {
+		_, ch := c.dial(2)
+		consume(t, ch, name, got)
+	}
+	require.Eventually(t, func() bool { return got.has(bodies) }, waitFor, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for _, b := range bodies {
+		require.Equal(t, 1, got.seen[b], "%s delivered once", b)
+	}
+}
+
+// TestQueueGroupsKillMember publishes with confirms to 30 quorum queues
+// from member 1 while member 3, which leads a third of them, is killed:
+// the queues it did not lead keep confirming; its queues elect another
+// leader and confirm again; every confirmed message is then consumed on
+// member 2.
+func TestQueueGroupsKillMember(t *testing.T) {
+	c := newTestCluster(t, withGroups)
+	names := declareQuorum(t, c, "kill", 30)
+	ledBy := map[string]uint64{}
+	for _, name := range names {
+		require.Eventually(t, func() bool {
+			st, ok := c.nodes[0].QueueGroup("/", name)
+			ledBy[name] = st.Leader
+			return ok && st.Leader != 0
+		}, waitFor, 10*time.Millisecond)
+	}
+
+	var mu sync.Mutex
+	confirmed := map[string]bool{}
+	var stop atomic.Bool
+	lastOther := atomic.Int64{} // when a queue not led by member 3 last confirmed
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		conn, ch := c.dial(0)
+		_ = conn
+		p := newConfirmer(t, ch)
+		go func() {
+			defer wg.Done()
+			for n := 0; !stop.Load(); n++ {
+				name := names[(n*3+w)%len(names)]
+				body := fmt.Sprintf("%s#%d#%d", name, w, n)
+				if !p.publish("", name, body, 10*time.Second) {
+					continue // unconfirmed: not counted (it may still be stored)
+				}
+				mu.Lock()
+				confirmed[body] = true
+				mu.Unlock()
+				if ledBy[name] != 3 {
+					lastOther.Store(time.Now().UnixNano())
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	c.kill(2)
+	killedAt := time.Now()
+	// Queues led by members 1 and 2 go on confirming after the kill.
+	require.Eventually(t, func() bool { return lastOther.Load() > killedAt.Add(200*time.Millisecond).UnixNano() }, waitFor, 10*time.Millisecond)
+	// The victim's queues get leaders among the survivors.
+	for _, name := range names {
+		if ledBy[name] != 3 {
+			continue
+		}
+		require.Eventually(t, func() bool {
+			st, ok := c.nodes[0].QueueGroup("/", name)
+			return ok && st.Leader != 0 && st.Leader != 3
+		}, waitFor, 10*time.Millisecond, "queue %s elects a survivor", name)
+	}
+	time.Sleep(2 * time.Second)
+	stop.Store(true)
+	wg.Wait()
+
+	mu.Lock()
+	want := make([]string, 0, len(confirmed))
+	for b := range confirmed {
+		want = append(want, b)
+	}
+	mu.Unlock()
+	require.NotEmpty(t, want)
+	got := newTally()
+	for _, name := range names {
+		_, ch := c.dial(1)
+		consume(t, ch, name, got)
+	}
+	require.Eventually(t, func() bool { return got.has(want) }, waitFor, 50*time.Millisecond, "every confirmed message is consumed")
+	t.Logf("%d confirmed messages, all consumed after the kill", len(want))
+}
