@@ -162,3 +162,119 @@ func TestQueueGroupsKillMember(t *testing.T) {
 	require.Eventually(t, func() bool { return got.has(want) }, waitFor, 50*time.Millisecond, "every confirmed message is consumed")
 	t.Logf("%d confirmed messages, all consumed after the kill", len(want))
 }
+
+// TestQueueGroupsRestart kills a member holding deliveries of queues in
+// groups and restarts it on its data: its groups replay their logs, the
+// held deliveries come back redelivered, and every message is consumed
+// on it exactly once. Then the whole cluster stops and starts again, and
+// messages published before are still there.
+func TestQueueGroupsRestart(t *testing.T) {
+	c := newTestCluster(t, withGroups)
+	names := declareQuorum(t, c, "rs", 6)
+	victim := 2
+	conn, ch := c.dial(victim)
+	p := newConfirmer(t, ch)
+	var bodies []string
+	for _, name := range names {
+		for i := range 5 {
+			body := fmt.Sprintf("%s/%d", name, i)
+			require.True(t, p.publish("", name, body, waitFor))
+			bodies = append(bodies, body)
+		}
+	}
+	out := hold(t, conn, names[0], 3)
+	c.kill(victim)
+	c.net.Heal()
+	c.start(victim)
+
+	got := newTally()
+	var consumers []*amqp091.Connection
+	for _, name := range names {
+		rconn, rch := c.dial(victim)
+		consume(t, rch, name, got)
+		consumers = append(consumers, rconn)
+	}
+	require.Eventually(t, func() bool { return got.has(bodies) }, waitFor, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // acks in flight
+	for _, rconn := range consumers {
+		require.NoError(t, rconn.Close())
+	}
+	got.mu.Lock()
+	for _, b := range bodies {
+		require.Equal(t, 1, got.seen[b], "%s delivered once", b)
+	}
+	for b := range out {
+		require.True(t, got.redelivered[b], "%s was out before the restart: redelivered", b)
+	}
+	got.mu.Unlock()
+
+	// The whole cluster restarts on its data.
+	_, ch = c.dial(0)
+	p = newConfirmer(t, ch)
+	var after []string
+	for _, name := range names {
+		body := name + "/kept"
+		require.True(t, p.publish("", name, body, waitFor))
+		after = append(after, body)
+	}
+	for i := range 3 {
+		c.stop(i)
+	}
+	for i := range 3 {
+		c.start(i)
+	}
+	kept := newTally()
+	for _, name := range names {
+		_, rch := c.dial(1)
+		consume(t, rch, name, kept)
+	}
+	require.Eventually(t, func() bool { return kept.has(after) }, waitFor, 10*time.Millisecond, "published before the restart, consumed after")
+	kept.mu.Lock()
+	defer kept.mu.Unlock()
+	for b := range kept.seen {
+		require.Contains(t, after, b, "only what was not acked before the restart")
+	}
+}
+
+// TestQueueGroupsOverAnOldDirectory starts queue groups on the data of a
+// cluster that ran without them: refused with ErrGroupsMigration, then,
+// with QueueGroupsOverExisting, started: the quorum queue declared
+// before keeps its messages in the metadata group, and a queue declared
+// now gets a group.
+func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
+	c := newTestCluster(t, func(c *cluster.Config) { c.QueueGroups = false })
+	_, ch := c.dial(0)
+	_, err := ch.QueueDeclare("old", true, false, false, false, quorumArgs)
+	require.NoError(t, err)
+	p := newConfirmer(t, ch)
+	for i := range 3 {
+		require.True(t, p.publish("", "old", fmt.Sprint("old-", i), waitFor))
+	}
+	for i := range 3 {
+		c.stop(i)
+	}
+	for i := range 3 {
+		c.cfgs[i].QueueGroups = true
+	}
+	_, err = cluster.Start(c.cfgs[0])
+	require.ErrorIs(t, err, cluster.ErrGroupsMigration)
+
+	for i := range 3 {
+		c.cfgs[i].QueueGroupsOverExisting = true
+		c.start(i)
+	}
+	_, ch = c.dial(1)
+	_, err = ch.QueueDeclare("new", true, false, false, false, quorumArgs)
+	require.NoError(t, err)
+	_, ok := c.nodes[1].QueueGroup("/", "old")
+	require.False(t, ok, "the old queue stays in the metadata group")
+	st, ok := c.nodes[1].QueueGroup("/", "new")
+	require.True(t, ok)
+	require.NotZero(t, st.Group)
+	for i := range 3 {
+		msg, ok, err := ch.Get("old", true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, fmt.Sprint("old-", i), string(msg.Body))
+	}
+}
