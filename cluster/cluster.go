@@ -60,18 +60,21 @@ type Config struct {
 	// unroutable: the member is down, cut off or too slow. 0 means
 	// DefaultReplyTimeout. It delays only the replying channel.
 	ReplyTimeout time.Duration
-	// QueueGroups keeps each durable quorum queue and stream in a raft
-	// group of its own (internal/qgroup, on one internal/multiraft engine
-	// per member) instead of the metadata group: their publishes, claims
-	// and acks go through their own group's leader, so queues led by
-	// different members do not wait on each other. It needs a transport
-	// that carries member messages (raft.Messenger), which carries the
-	// groups' frames. Every member must set it alike.
-	QueueGroups bool
-	// QueueGroupsOverExisting lets QueueGroups start on a raft directory
-	// written without it: the queues declared before keep their data in
-	// the metadata group, and only queues declared from then on get
-	// groups. Without it such a directory is refused (ErrGroupsMigration).
+	// SingleGroup keeps every durable queue's data in the metadata group,
+	// as clusters did before queue groups. By default each durable quorum
+	// queue and stream has a raft group of its own (internal/qgroup, on
+	// one internal/multiraft engine per member): its publishes, claims
+	// and acks go through its own group's leader, so queues led by
+	// different members do not wait on each other. Queue groups need a
+	// raft transport that carries member messages (raft.Messenger; both
+	// of package raft's do), which carries their frames. Every member
+	// must set it alike.
+	SingleGroup bool
+	// QueueGroupsOverExisting lets queue groups start on a raft directory
+	// written by a cluster without them: the queues declared before keep
+	// their data in the metadata group, and only queues declared from
+	// then on get groups. Without it such a directory is refused
+	// (ErrGroupsMigration).
 	QueueGroupsOverExisting bool
 }
 
@@ -103,7 +106,7 @@ type Node struct {
 	// replies forwards direct reply-to replies between members; nil when
 	// the raft transport carries no raft.Messages.
 	replies *replyRouter
-	// groups are the member's queue groups; nil unless Config.QueueGroups.
+	// groups are the member's queue groups; nil with Config.SingleGroup.
 	groups *groups
 
 	stop chan struct{}
@@ -144,8 +147,8 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	msgr, hasMsgr := cfg.Raft.Transport.(raft.Messenger)
-	if cfg.QueueGroups && !hasMsgr {
-		return nil, errors.New("cluster: QueueGroups needs a raft transport that carries member messages (raft.Messenger)")
+	if !cfg.SingleGroup && !hasMsgr {
+		return nil, fmt.Errorf("cluster: queue groups need a raft transport that carries member messages (raft.Messenger), and %T does not: set Config.SingleGroup to run without them", cfg.Raft.Transport)
 	}
 	rn, err := raft.Start(cfg.Raft)
 	if err != nil {
@@ -157,7 +160,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, raft: rn, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	n.live.lastSeen = make(map[uint64]time.Time)
-	if cfg.QueueGroups {
+	if !cfg.SingleGroup {
 		g, err := startGroups(n, msgr)
 		if err != nil {
 			_ = rn.Stop()

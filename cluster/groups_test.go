@@ -13,7 +13,7 @@ import (
 	"github.com/warrenmq/broker/cluster"
 )
 
-func withGroups(c *cluster.Config) { c.QueueGroups = true }
+func withGroups(c *cluster.Config) { c.SingleGroup = false }
 
 var quorumArgs = amqp091.Table{"x-queue-type": "quorum"}
 
@@ -242,7 +242,7 @@ func TestQueueGroupsRestart(t *testing.T) {
 // before keeps its messages in the metadata group, and a queue declared
 // now gets a group.
 func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
-	c := newTestCluster(t, func(c *cluster.Config) { c.QueueGroups = false })
+	c := newTestCluster(t, func(c *cluster.Config) { c.SingleGroup = true })
 	_, ch := c.dial(0)
 	_, err := ch.QueueDeclare("old", true, false, false, false, quorumArgs)
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
 		c.stop(i)
 	}
 	for i := range 3 {
-		c.cfgs[i].QueueGroups = true
+		c.cfgs[i].SingleGroup = false
 	}
 	_, err = cluster.Start(c.cfgs[0])
 	require.ErrorIs(t, err, cluster.ErrGroupsMigration)

@@ -74,7 +74,7 @@ type clusterFlags struct {
 	raftTLS                 *raft.TCPConfig // nil: no TLS between members
 	secretFile              string          // -cluster-secret-file
 	insecure                bool            // -raft-insecure
-	queueGroups             bool            // -queue-groups
+	singleGroup             bool            // -single-group
 	queueGroupsOver         bool            // -queue-groups-over-existing
 }
 
@@ -157,7 +157,7 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 		ListenTLS: f.tlsAddr,
 		DeadAfter: f.deadAfter,
 
-		QueueGroups:             f.queueGroups,
+		SingleGroup:             f.singleGroup,
 		QueueGroupsOverExisting: f.queueGroupsOver,
 	})
 	if err != nil {
