@@ -278,3 +278,49 @@ func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
 		require.Equal(t, fmt.Sprint("old-", i), string(msg.Body))
 	}
 }
+
+// TestQueueGroupsDeleteRedeclare deletes a quorum queue on one member and
+// declares it again at once on another: the new queue gets a new group
+// (the old one is removed everywhere) and holds only what was published
+// after.
+func TestQueueGroupsDeleteRedeclare(t *testing.T) {
+	c := newTestCluster(t, withGroups)
+	_, ch0 := c.dial(0)
+	_, err := ch0.QueueDeclare("again", true, false, false, false, quorumArgs)
+	require.NoError(t, err)
+	first, ok := c.nodes[0].QueueGroup("/", "again")
+	require.True(t, ok)
+	p := newConfirmer(t, ch0)
+	require.True(t, p.publish("", "again", "old", waitFor))
+	c.declared(1, "again")
+	_, err = ch0.QueueDelete("again", false, false, false)
+	require.NoError(t, err)
+
+	conn1, ch1 := c.dial(1)
+	require.Eventually(t, func() bool { // member 1 has followed the deletion
+		ch, err := conn1.Channel()
+		require.NoError(t, err)
+		defer ch.Close()
+		_, err = ch.QueueDeclarePassive("again", true, false, false, false, nil)
+		return err != nil
+	}, waitFor, 10*time.Millisecond)
+	_, err = ch1.QueueDeclare("again", true, false, false, false, quorumArgs)
+	require.NoError(t, err)
+	second, ok := c.nodes[1].QueueGroup("/", "again")
+	require.True(t, ok)
+	require.NotEqual(t, first.Group, second.Group, "a new group for the new queue")
+	p1 := newConfirmer(t, ch1)
+	require.True(t, p1.publish("", "again", "new", waitFor))
+
+	_, ch2 := c.dial(2)
+	var msg amqp091.Delivery
+	require.Eventually(t, func() bool {
+		var ok bool
+		msg, ok, err = ch2.Get("again", true)
+		return err == nil && ok
+	}, waitFor, 10*time.Millisecond)
+	require.Equal(t, "new", string(msg.Body))
+	_, ok, err = ch2.Get("again", true)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing of the deleted queue")
+}

@@ -448,8 +448,14 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 		return nil
 	}
 	k := q.Key()
-	if g, err := m.lookup(ctx, k); err != nil || g != nil {
+	// The record, not this member's map: the map may still hold the group
+	// of a queue of the same name deleted on another member.
+	if rec, err := m.read(k); err != nil {
 		return err
+	} else if rec != nil {
+		g := m.install(rec)
+		m.ensure(g)
+		return m.wait(ctx, g)
 	}
 	if _, err := m.cfg.Meta.GetQueue(ctx, q.VHost, q.Name); err == nil {
 		return nil // declared before groups: its data stays in the metadata group
