@@ -6,16 +6,24 @@
 # cgroup v2 cpu.max), and the load generator (examples/perftest) runs
 # outside them. For each round it starts one node, then clusters of each
 # size in -members, on fresh data directories, and runs perftest's
-# persistent-confirm scenario (confirms mean synced on a quorum) against
-# the first member; it prints each run and a table of medians by size.
-# docs/cluster-design.md's measurement plan is what it serves.
+# persistent-confirm scenario (confirms mean synced on a quorum) over
+# -queues queues, each with a publisher and a consumer of its own,
+# against the first member; it prints each run and a table of medians by
+# size. docs/cluster-design.md's measurement plan is what it serves.
 #
-#   scripts/cluster-bench.sh                              # 1, 3 and 5 members, half a core each, 1 round
-#   scripts/cluster-bench.sh -members "3 5" -quota 100000 -rounds 3 -duration 20s -size 1024
+# With -builds it alternates several builds of Warren on the same caps:
+# each is a label and a git ref (built from `git archive` of that ref) or
+# the path of a warren binary; within each round every size runs every
+# build, in an order reversed every other round, and the table gives
+# each build's medians and the last build against the first.
 #
-# It needs root (to make cgroups) and Linux. Sizes run in alternation
-# within each round, so a change in the machine's load shows as noise
-# across rounds rather than as a difference between sizes.
+#   scripts/cluster-bench.sh                              # this tree: 1, 3 and 5 members, half a core each, 30 quorum queues
+#   scripts/cluster-bench.sh -builds "main=main new=HEAD" -members "1 3 5" -rounds 3 -duration 20s
+#   scripts/cluster-bench.sh -members "3 5" -quota 100000 -queues 1 -queue-type "" -size 1024
+#
+# It needs root (to make cgroups) and Linux. Sizes and builds run in
+# alternation within each round, so a change in the machine's load shows
+# as noise across rounds rather than as a difference between them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,10 +32,13 @@ quota=50000 # µs of CPU per 100 ms period: half a core
 rounds=1
 duration=10s
 size=1024
+queues=30
+queue_type=quorum
+builds="this=."
 port_base=27000
 
 usage() {
-	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
 	cat <<EOF
 Flags:
   -members "N ..."  cluster sizes to measure; 1 is a single node without raft (default "$members")
@@ -35,6 +46,10 @@ Flags:
   -rounds N         rounds; the table shows medians (default $rounds)
   -duration D       how long perftest publishes in each run (default $duration)
   -size N           message body size in bytes (default $size)
+  -queues N         queues, each with its own publisher and consumer (default $queues)
+  -queue-type T     x-queue-type of the queues; "" declares them without one (default $queue_type)
+  -builds "L=R ..." builds to alternate: label=git ref, label=path of a warren binary,
+                    or label=. for this working tree (default "$builds")
 EOF
 }
 
@@ -45,6 +60,9 @@ while [[ $# -gt 0 ]]; do
 	-rounds) rounds=$2; shift ;;
 	-duration) duration=$2; shift ;;
 	-size) size=$2; shift ;;
+	-queues) queues=$2; shift ;;
+	-queue-type) queue_type=$2; shift ;;
+	-builds) builds=$2; shift ;;
 	-h | -help | --help) usage; exit 0 ;;
 	*) echo "cluster-bench: unknown flag $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -81,7 +99,28 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$work/warren" ./cmd/warren
+# Each build's binary: $work/warren-LABEL. perftest is this tree's.
+labels=()
+for b in $builds; do
+	label=${b%%=*} ref=${b#*=}
+	if [[ -z $label || $label == "$b" || -z $ref ]]; then
+		echo "cluster-bench: -builds wants label=ref, not $b" >&2
+		exit 2
+	fi
+	labels+=("$label")
+	if [[ $ref == . ]]; then
+		go build -o "$work/warren-$label" ./cmd/warren
+	elif [[ -f $ref && -x $ref ]]; then
+		cp "$ref" "$work/warren-$label"
+	else
+		src="$work/src-$label"
+		mkdir -p "$src"
+		git archive "$ref" | tar -x -C "$src"
+		(cd "$src" && go build -o "$work/warren-$label" ./cmd/warren)
+		rm -rf "$src"
+	fi
+	echo "cluster-bench: build $label = $ref"
+done
 go build -o "$work/perftest" ./examples/perftest
 head -c 32 /dev/urandom | base64 >"$work/secret"
 chmod 600 "$work/secret"
@@ -105,10 +144,11 @@ cap() {
 	echo "$2" >"$d/cgroup.procs"
 }
 
-# start_members n run: starts n members (n = 1: a single node) on fresh
-# directories, each capped, and waits until every one accepts AMQP.
+# start_members n run label: starts n members (n = 1: a single node) of
+# build label on fresh directories, each capped, and waits until every
+# one accepts AMQP.
 start_members() {
-	local n=$1 run=$2 peers="" i
+	local n=$1 run=$2 label=$3 peers="" i
 	for ((i = 1; i <= n; i++)); do
 		peers+="${peers:+,}$i=127.0.0.1:$((port_base + 100 + i))"
 	done
@@ -119,7 +159,7 @@ start_members() {
 		if [[ $n -gt 1 ]]; then
 			args+=(-node-id "$i" -peers "$peers" -cluster-secret-file "$work/secret")
 		fi
-		"$work/warren" "${args[@]}" >"$dir.out" 2>"$dir.err" &
+		"$work/warren-$label" "${args[@]}" >"$dir.out" 2>"$dir.err" &
 		pids+=($!)
 		cap "$i" $!
 	done
@@ -146,36 +186,63 @@ stop_members() {
 
 results="$work/results"
 : >"$results"
-echo "cluster-bench: members ($members), quota $quota µs/100 ms each, $rounds round(s), $duration, $size B persistent with confirms"
+echo "cluster-bench: builds (${labels[*]}), members ($members), quota $quota µs/100 ms each, $rounds round(s), $duration," \
+	"$queues queue(s)${queue_type:+ of type $queue_type}, $size B persistent with confirms"
 for ((r = 1; r <= rounds; r++)); do
+	order=("${labels[@]}")
+	if ((r % 2 == 0)); then # every other round the other way round
+		order=()
+		for ((i = ${#labels[@]} - 1; i >= 0; i--)); do order+=("${labels[i]}"); done
+	fi
 	for n in $members; do
-		run="r$r-n$n"
-		start_members "$n" "$run"
-		out=$("$work/perftest" -scenario persistent-confirm -size "$size" -duration "$duration" \
-			-url "amqp://guest:guest@127.0.0.1:$((port_base + 1))/" -broker-pid "${pids[0]}" -json -label "members=$n")
-		rate=$(sed -n 's/.*"confirmed_per_s":\([0-9.]*\).*/\1/p' <<<"$out")
-		lost=$(sed -n 's/.*"lost":\([0-9]*\).*/\1/p' <<<"$out")
-		if [[ ${lost:-1} != 0 ]]; then
-			echo "cluster-bench: members=$n lost ${lost:-?} messages: $out" >&2
-			exit 1
-		fi
-		printf 'round %d  members %d  confirmed msg/s %s\n' "$r" "$n" "${rate:-?}"
-		echo "$n ${rate:-0}" >>"$results"
-		stop_members
-		rm -rf "${work:?}/$run"
+		for label in "${order[@]}"; do
+			run="r$r-n$n-$label"
+			start_members "$n" "$run" "$label"
+			out=$("$work/perftest" -scenario persistent-confirm -size "$size" -duration "$duration" \
+				-queues "$queues" -queue-type "$queue_type" \
+				-url "amqp://guest:guest@127.0.0.1:$((port_base + 1))/" -broker-pid "${pids[0]}" -json -label "$label members=$n")
+			rate=$(sed -n 's/.*"confirmed_per_s":\([0-9.]*\).*/\1/p' <<<"$out")
+			lost=$(sed -n 's/.*"lost":\([0-9]*\).*/\1/p' <<<"$out")
+			if [[ ${lost:-1} != 0 ]]; then
+				echo "cluster-bench: $label members=$n lost ${lost:-?} messages: $out" >&2
+				exit 1
+			fi
+			printf 'round %d  build %s  members %d  confirmed msg/s %.0f\n' "$r" "$label" "$n" "${rate:-0}"
+			echo "$label $n ${rate:-0}" >>"$results"
+			stop_members
+			rm -rf "${work:?}/$run"
+		done
 	done
 done
 
+# median label n: the median rate of build label at n members.
+median() {
+	awk -v l="$1" -v n="$2" '$1 == l && $2 == n {print $3}' "$results" | sort -n |
+		awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print 0}'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f×", a / b}'; }
+
 echo
-echo "| members | confirmed msg/s (median of $rounds) | vs 1 node |"
-echo "|---|---:|---:|"
-base=""
+head="| members |" rule="|---|"
+for label in "${labels[@]}"; do
+	head+=" $label confirmed msg/s (median of $rounds) | $label vs 1 node |"
+	rule+="---:|---:|"
+done
+first=${labels[0]} last=${labels[${#labels[@]} - 1]}
+if [[ $first != "$last" ]]; then
+	head+=" $last vs $first |"
+	rule+="---:|"
+fi
+echo "$head"
+echo "$rule"
 for n in $members; do
-	med=$(awk -v n="$n" '$1 == n {print $2}' "$results" | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}')
-	[[ $n == 1 ]] && base=$med
-	if [[ -n $base && $base != 0 ]]; then
-		printf '| %s | %.0f | %.2f× |\n' "$n" "$med" "$(awk -v a="$med" -v b="$base" 'BEGIN {print a / b}')"
-	else
-		printf '| %s | %.0f | |\n' "$n" "$med"
+	row="| $n |"
+	for label in "${labels[@]}"; do
+		med=$(median "$label" "$n")
+		row+=" $(printf '%.0f' "$med") | $(ratio "$med" "$(median "$label" 1)") |"
+	done
+	if [[ $first != "$last" ]]; then
+		row+=" $(ratio "$(median "$last" "$n")" "$(median "$first" "$n")") |"
 	fi
+	echo "$row"
 done

@@ -47,6 +47,7 @@ type config struct {
 	rate          int
 	connections   int
 	queues        int
+	queueType     string
 	count         int
 	inflight      int
 	confirmWindow int
@@ -107,7 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long publishers publish")
 	fs.IntVar(&cfg.rate, "rate", 0, "messages/s per publisher (default: latency 1000, many-queues 100, others unlimited)")
 	fs.IntVar(&cfg.connections, "connections", 0, "many-queues: connections, each with its own queue (default 50); scale: idle connections (default 100)")
-	fs.IntVar(&cfg.queues, "queues", 0, "fanout: queues bound to the exchange (default 8); scale: durable queues (default 1000)")
+	fs.IntVar(&cfg.queues, "queues", 0, "fanout: queues bound to the exchange (default 8); persistent-confirm: queues, each with a publisher and a consumer of its own (default 1); scale: durable queues (default 1000)")
+	fs.StringVar(&cfg.queueType, "queue-type", "", "x-queue-type of the queues the streaming scenarios declare (e.g. quorum; default: none, the broker's own)")
 	fs.IntVar(&cfg.count, "count", 20000, "get: messages to drain; scale: messages in the deep queue")
 	fs.IntVar(&cfg.inflight, "inflight", 10000, "most messages per queue published but not yet consumed")
 	fs.IntVar(&cfg.confirmWindow, "confirm-window", 256, "persistent-confirm: most unconfirmed messages")

@@ -265,6 +265,7 @@ func TestScenariosInProcess(t *testing.T) {
 	}{
 		{"transient", []string{"-size", "1024"}},
 		{"persistent-confirm", []string{"-confirm-window", "16", "-prefetch", "10"}},
+		{"persistent-confirm", []string{"-queues", "3", "-queue-type", "quorum", "-confirm-window", "16", "-prefetch", "10"}},
 		{"latency", []string{"-rate", "500"}},
 		{"fanout", []string{"-queues", "3", "-inflight", "50"}},
 		{"get", []string{"-count", "300"}},
@@ -290,6 +291,9 @@ func TestScenariosInProcess(t *testing.T) {
 			case "persistent-confirm":
 				require.Equal(t, res.Published, res.Confirmed)
 				require.Equal(t, res.Published, res.Consumed)
+				if slices.Contains(tc.args, "-queues") {
+					require.EqualValues(t, 3, res.Queues, "a queue per publisher")
+				}
 			default:
 				require.Equal(t, res.Published, res.Consumed)
 			}

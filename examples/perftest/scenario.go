@@ -34,6 +34,7 @@ func specFor(cfg *config) (spec, error) {
 	case "transient":
 	case "persistent-confirm":
 		s.durable = true
+		s.flows = orDefault(cfg.queues, 1)
 		s.confirmWindow = cfg.confirmWindow
 		s.autoAck = false
 		s.prefetch = cfg.prefetch
@@ -151,7 +152,11 @@ func (r *runState) setup() error {
 			qs[j] = fmt.Sprintf("perftest-%s-%s-%d-%d", r.cfg.scenario, r.id, i, j)
 			// Not auto-delete: RabbitMQ would delete the queue the moment a
 			// consumer hiccups. cleanup deletes them.
-			if _, err := r.admin.QueueDeclare(qs[j], r.spec.durable, false, false, false, nil); err != nil {
+			var args amqp091.Table
+			if r.cfg.queueType != "" {
+				args = amqp091.Table{"x-queue-type": r.cfg.queueType}
+			}
+			if _, err := r.admin.QueueDeclare(qs[j], r.spec.durable, false, false, false, args); err != nil {
 				return fmt.Errorf("perftest: declare %s: %w", qs[j], err)
 			}
 		}

@@ -37,7 +37,8 @@ type TCPConfig struct {
 	// closes it in Close.
 	Listener net.Listener
 	// Peers maps every other member's id to its address. Only they may
-	// connect, each only from a lower id than this member's.
+	// connect, each only from a lower id than this member's. AddPeer and
+	// RemovePeer change the set at run time.
 	Peers map[uint64]string
 	// Secret is the cluster secret (at least 16 bytes), the same on every
 	// member: both sides prove they hold it and every frame is sealed
@@ -66,28 +67,11 @@ type TCPConfig struct {
 }
 
 func (c *TCPConfig) validate() error {
-	var errs []error
-	if c.Listener == nil {
-		errs = append(errs, errors.New("multiraft: TCPConfig.Listener is required"))
-	}
-	if c.ID == 0 {
-		errs = append(errs, errors.New("multiraft: TCPConfig.ID must not be 0"))
-	}
+	errs := raftlink.CheckTransport("multiraft: TCPConfig", c.Listener, c.ID, c.Secret, 16, c.ServerTLS, c.ClientTLS, c.Insecure)
 	for id := range c.Peers {
 		if id == 0 || id == c.ID {
 			errs = append(errs, fmt.Errorf("multiraft: TCPConfig.Peers names member %d (this member is %d)", id, c.ID))
 		}
-	}
-	if c.Secret != nil && len(c.Secret) < 16 {
-		errs = append(errs, fmt.Errorf("multiraft: TCPConfig.Secret has %d bytes, fewer than 16", len(c.Secret)))
-	}
-	switch {
-	case c.Insecure:
-		if c.Secret != nil || c.ServerTLS != nil || c.ClientTLS != nil {
-			errs = append(errs, errors.New("multiraft: TCPConfig.Insecure turns authentication off: it excludes Secret, ServerTLS and ClientTLS"))
-		}
-	case c.Secret == nil && !raftlink.MutualTLS(c.ServerTLS, c.ClientTLS):
-		errs = append(errs, errors.New("multiraft: TCPConfig needs Secret (the cluster secret) or mutual TLS to authenticate members; Insecure turns authentication off"))
 	}
 	return errors.Join(errs...)
 }
@@ -105,16 +89,54 @@ type TCPTransport struct {
 	ctx     context.Context // ends in Close: cuts dials short
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	peers   map[uint64]*tcpPeer
-	ids     []uint64
 	refused atomic.Uint64
+	// conns holds every open connection and bounds the accepted ones
+	// waiting to authenticate.
+	conns raftlink.Conns
 
 	refusedLog, unreachedLog raftlink.RateLog
 
-	mu      sync.Mutex
-	pending map[net.Conn]time.Time // accepted, not authenticated yet
-	conns   map[net.Conn]bool
-	closed  bool
+	// peers is the current peer set, replaced whole (under mu) when a
+	// peer is added or removed, so the raft loop's sends read it without
+	// a lock.
+	peers  atomic.Pointer[peerSet]
+	mu     sync.Mutex
+	closed bool
+}
+
+// peerSet is the transport's peers at one time, never changed once
+// published.
+type peerSet struct {
+	byID map[uint64]*tcpPeer
+	ids  []uint64 // sorted
+}
+
+func (ps *peerSet) with(p *tcpPeer) *peerSet {
+	n := &peerSet{byID: make(map[uint64]*tcpPeer, len(ps.byID)+1)}
+	for id, q := range ps.byID {
+		n.byID[id] = q
+	}
+	n.byID[p.id] = p
+	n.sort()
+	return n
+}
+
+func (ps *peerSet) without(id uint64) *peerSet {
+	n := &peerSet{byID: make(map[uint64]*tcpPeer, len(ps.byID))}
+	for pid, q := range ps.byID {
+		if pid != id {
+			n.byID[pid] = q
+		}
+	}
+	n.sort()
+	return n
+}
+
+func (ps *peerSet) sort() {
+	for id := range ps.byID {
+		ps.ids = append(ps.ids, id)
+	}
+	slices.Sort(ps.ids)
 }
 
 var _ Transport = (*TCPTransport)(nil)
@@ -125,18 +147,7 @@ func NewTCP(cfg TCPConfig) (*TCPTransport, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 2 * time.Second
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 5 * time.Second
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 5 * time.Second
-	}
-	if cfg.MaxHandshakes <= 0 {
-		cfg.MaxHandshakes = 64
-	}
+	raftlink.SetDefaults(&cfg.DialTimeout, &cfg.HandshakeTimeout, &cfg.WriteTimeout, &cfg.MaxHandshakes)
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = defaultMaxFrame
 	}
@@ -145,31 +156,74 @@ func NewTCP(cfg TCPConfig) (*TCPTransport, error) {
 	}
 	cfg.Secret = bytes.Clone(cfg.Secret)
 	t := &TCPTransport{
-		cfg:     cfg,
-		hs:      raftlink.Handshaker{Proto: &protocol, Self: cfg.ID, Secret: cfg.Secret, Rand: rand.Reader},
-		inbox:   make(chan inbound, inboxSize),
-		stop:    make(chan struct{}),
-		peers:   map[uint64]*tcpPeer{},
-		pending: map[net.Conn]time.Time{},
-		conns:   map[net.Conn]bool{},
+		cfg:   cfg,
+		hs:    raftlink.Handshaker{Proto: &protocol, Self: cfg.ID, Secret: cfg.Secret, Rand: rand.Reader},
+		inbox: make(chan inbound, inboxSize),
+		stop:  make(chan struct{}),
 	}
+	t.conns.MaxHandshakes = cfg.MaxHandshakes
+	t.peers.Store(&peerSet{byID: map[uint64]*tcpPeer{}})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	if cfg.Insecure {
 		cfg.Logger.Warn("multiraft: members are NOT authenticated (TCPConfig.Insecure)", "id", cfg.ID)
 	}
 	for id, addr := range cfg.Peers {
-		p := &tcpPeer{t: t, id: id, addr: addr, queue: make(chan outgoing, queueSize), accepted: make(chan tcpConn, 1)}
-		t.peers[id] = p
-		t.ids = append(t.ids, id)
-	}
-	slices.Sort(t.ids)
-	for _, p := range t.peers {
-		t.wg.Add(1)
-		go func() { defer t.wg.Done(); p.run() }()
+		t.AddPeer(id, addr)
 	}
 	t.wg.Add(1)
-	go func() { defer t.wg.Done(); t.accept() }()
+	go func() {
+		defer t.wg.Done()
+		t.conns.Accept(cfg.Listener, cfg.ServerTLS, t.stop, &t.wg, t.handshake)
+	}()
 	return t, nil
+}
+
+// AddPeer adds member id at addr to the peers (or moves it to addr): its
+// goroutine starts connecting, it may connect to this member, and the
+// engine sees it among the members at its next tick. Member 0 and this
+// member are ignored.
+func (t *TCPTransport) AddPeer(id uint64, addr string) {
+	if id == 0 || id == t.cfg.ID {
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	ps := t.peers.Load()
+	old := ps.byID[id]
+	if old != nil && old.addr == addr {
+		t.mu.Unlock()
+		return
+	}
+	p := &tcpPeer{t: t, id: id, addr: addr, queue: make(chan outgoing, queueSize), accepted: make(chan tcpConn, 1)}
+	p.ctx, p.cancel = context.WithCancel(t.ctx)
+	t.peers.Store(ps.with(p))
+	t.wg.Add(1)
+	go func() { defer t.wg.Done(); p.run() }()
+	t.mu.Unlock()
+	if old != nil {
+		old.close()
+		t.conns.ClosePeer(id)
+	}
+}
+
+// RemovePeer takes member id out of the peers: its connection closes, it
+// may no longer connect, and frames for it are dropped. The engine keeps
+// the groups it replicated until their configurations drop it.
+func (t *TCPTransport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	ps := t.peers.Load()
+	p := ps.byID[id]
+	if p != nil {
+		t.peers.Store(ps.without(id))
+	}
+	t.mu.Unlock()
+	if p != nil {
+		p.close()
+		t.conns.ClosePeer(id)
+	}
 }
 
 // Addr is the listener's address.
@@ -188,10 +242,8 @@ func (t *TCPTransport) Close() error {
 	t.closed = true
 	close(t.stop)
 	t.cancel()
-	for c := range t.conns {
-		c.Close()
-	}
 	t.mu.Unlock()
+	t.conns.Close()
 	err := t.cfg.Listener.Close()
 	t.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -201,14 +253,16 @@ func (t *TCPTransport) Close() error {
 }
 
 func (t *TCPTransport) receive() <-chan inbound { return t.inbox }
-func (t *TCPTransport) members() []uint64       { return t.ids }
+func (t *TCPTransport) members() []uint64       { return t.peers.Load().ids }
 
 func (t *TCPTransport) send(to uint64, f *frame, sent func(bool)) bool {
-	p := t.peers[to]
+	p := t.peers.Load().byID[to]
 	if p == nil {
 		return false
 	}
 	select {
+	case <-p.stopped():
+		return false
 	case p.queue <- outgoing{to: to, f: f, sent: sent}:
 		return true
 	default:
@@ -216,91 +270,17 @@ func (t *TCPTransport) send(to uint64, f *frame, sent func(bool)) bool {
 	}
 }
 
-// track registers c; false once the transport closed.
-func (t *TCPTransport) track(c net.Conn, pending bool) bool {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return false
-	}
-	t.conns[c] = true
-	var evict net.Conn
-	if pending {
-		if len(t.pending) >= t.cfg.MaxHandshakes {
-			var oldest time.Time
-			for pc, since := range t.pending {
-				if evict == nil || since.Before(oldest) {
-					evict, oldest = pc, since
-				}
-			}
-			delete(t.pending, evict)
-		}
-		t.pending[c] = time.Now()
-	}
-	t.mu.Unlock()
-	if evict != nil {
-		evict.Close()
-	}
-	return true
-}
-
-// authenticated moves accepted c out of the pending ones; false when it
-// was evicted meanwhile.
-func (t *TCPTransport) authenticated(c net.Conn) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.pending[c]
-	delete(t.pending, c)
-	return ok && !t.closed
-}
-
-func (t *TCPTransport) untrack(c net.Conn) {
-	t.mu.Lock()
-	delete(t.conns, c)
-	delete(t.pending, c)
-	t.mu.Unlock()
-	c.Close()
-}
-
 // Pending returns how many accepted connections wait to authenticate.
-func (t *TCPTransport) Pending() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.pending)
-}
-
-func (t *TCPTransport) accept() {
-	var backoff time.Duration
-	for {
-		c, err := t.cfg.Listener.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			select {
-			case <-t.stop:
-				return
-			case <-time.After(backoff):
-			}
-			continue
-		}
-		backoff = 0
-		if t.cfg.ServerTLS != nil {
-			c = tls.Server(c, t.cfg.ServerTLS)
-		}
-		if !t.track(c, true) {
-			c.Close()
-			return
-		}
-		t.wg.Add(1)
-		go func() { defer t.wg.Done(); t.handshake(c) }()
-	}
-}
+func (t *TCPTransport) Pending() int { return t.conns.Pending() }
 
 // isDialer reports whether id may connect to this member: a peer with a
 // lower id (the lower id of a pair dials).
-func (t *TCPTransport) isDialer(id uint64) bool { return t.peers[id] != nil && id < t.cfg.ID }
+func (t *TCPTransport) isDialer(id uint64) bool {
+	return t.peers.Load().byID[id] != nil && id < t.cfg.ID
+}
+
+// isPeer reports whether id is one of the peers now.
+func (t *TCPTransport) isPeer(id uint64) bool { return t.peers.Load().byID[id] != nil }
 
 // handshake authenticates an accepted connection within HandshakeTimeout
 // and hands it to its peer's goroutine.
@@ -313,8 +293,8 @@ func (t *TCPTransport) handshake(c net.Conn) {
 	if err == nil {
 		h, r, w, err = t.hs.AcceptDuplex(br, c, t.isDialer)
 	}
-	if err == nil && !t.authenticated(c) {
-		err = errors.New("multiraft: evicted while authenticating")
+	if err == nil && !t.conns.Authenticated(c, h.From, t.isPeer) {
+		err = errors.New("multiraft: evicted while authenticating, or no longer a peer")
 	}
 	if err == nil {
 		err = c.SetDeadline(time.Time{})
@@ -323,20 +303,24 @@ func (t *TCPTransport) handshake(c net.Conn) {
 		t.refused.Add(1)
 		t.refusedLog.Warn(t.cfg.Logger, "multiraft: refused a connection that did not authenticate as a member",
 			"id", t.cfg.ID, "remote", c.RemoteAddr().String(), "err", err)
-		t.untrack(c)
+		t.conns.Untrack(c)
 		return
 	}
-	p := t.peers[h.From]
+	p := t.peers.Load().byID[h.From]
+	if p == nil { // removed since
+		t.conns.Untrack(c)
+		return
+	}
 	tc := tcpConn{c: c, r: r, w: bufio.NewWriterSize(w, 64<<10)}
 	for {
 		select {
 		case p.accepted <- tc:
 			return
-		case <-t.stop:
-			t.untrack(c)
+		case <-p.stopped():
+			t.conns.Untrack(c)
 			return
 		case old := <-p.accepted: // a newer connection replaces one not taken yet
-			t.untrack(old.c)
+			t.conns.Untrack(old.c)
 		}
 	}
 }
@@ -357,7 +341,18 @@ type tcpPeer struct {
 	queue    chan outgoing
 	accepted chan tcpConn
 	buf      []byte
+	// ctx ends when the peer is removed or replaced, or the transport
+	// closes.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
+
+// close ends the peer's goroutines: its connection closes, what is
+// queued is dropped.
+func (p *tcpPeer) close() { p.cancel() }
+
+// stopped is closed when the peer or the transport stops.
+func (p *tcpPeer) stopped() <-chan struct{} { return p.ctx.Done() }
 
 func (p *tcpPeer) dials() bool { return p.t.cfg.ID < p.id }
 
@@ -370,7 +365,7 @@ func (p *tcpPeer) run() {
 		conn, ok := p.connect()
 		if !ok {
 			select {
-			case <-p.t.stop:
+			case <-p.stopped():
 				return
 			default:
 			}
@@ -385,7 +380,7 @@ func (p *tcpPeer) run() {
 		p.t.wg.Add(1)
 		go func() { defer p.t.wg.Done(); defer close(done); p.read(conn) }()
 		p.write(conn, done)
-		p.t.untrack(conn.c)
+		p.t.conns.Untrack(conn.c)
 		<-done
 	}
 }
@@ -400,7 +395,7 @@ func (p *tcpPeer) connect() (tcpConn, bool) {
 			select {
 			case c := <-p.accepted:
 				return c, true
-			case <-p.t.stop:
+			case <-p.stopped():
 				return tcpConn{}, false
 			case <-t.C:
 				return tcpConn{}, false
@@ -409,38 +404,23 @@ func (p *tcpPeer) connect() (tcpConn, bool) {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(p.t.ctx, p.t.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.t.cfg.DialTimeout)
 	defer cancel()
-	var c net.Conn
-	var err error
-	if p.t.cfg.ClientTLS != nil {
-		d := tls.Dialer{Config: p.t.cfg.ClientTLS}
-		c, err = d.DialContext(ctx, "tcp", p.addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", p.addr)
-	}
-	if err != nil {
-		return tcpConn{}, false
-	}
-	if !p.t.track(c, false) {
-		c.Close()
-		return tcpConn{}, false
-	}
-	deadline, _ := ctx.Deadline()
-	br := bufio.NewReaderSize(c, raftlink.MaxRecordPlain+raftlink.RecordTag+2)
-	err = c.SetDeadline(deadline)
 	var r io.Reader
 	var w io.Writer
-	if err == nil {
-		r, w, err = p.t.hs.DialDuplex(c, br, kindGroups, p.id)
-	}
-	if err == nil {
-		err = c.SetDeadline(time.Time{})
-	}
+	c, err := raftlink.DialMember(ctx, p.addr, p.t.cfg.ClientTLS, func(c net.Conn) error {
+		br := bufio.NewReaderSize(c, raftlink.MaxRecordPlain+raftlink.RecordTag+2)
+		var err error
+		if r, w, err = p.t.hs.DialDuplex(c, br, kindGroups, p.id); err != nil && ctx.Err() == nil {
+			p.t.unreachedLog.Warn(p.t.cfg.Logger, "multiraft: could not authenticate to a member", "id", p.t.cfg.ID, "peer", p.id, "addr", p.addr, "err", err)
+		}
+		return err
+	})
 	if err != nil {
-		p.t.unreachedLog.Warn(p.t.cfg.Logger, "multiraft: could not authenticate to a member", "id", p.t.cfg.ID, "peer", p.id, "addr", p.addr, "err", err)
-		p.t.untrack(c)
+		return tcpConn{}, false
+	}
+	if !p.t.conns.Track(c) {
+		c.Close()
 		return tcpConn{}, false
 	}
 	return tcpConn{c: c, r: r, w: bufio.NewWriterSize(w, 64<<10)}, true
@@ -455,7 +435,7 @@ func (p *tcpPeer) idle(d time.Duration) bool {
 		select {
 		case <-t.C:
 			return true
-		case <-p.t.stop:
+		case <-p.stopped():
 			return false
 		case o := <-p.queue:
 			p.report(o, false)
@@ -475,7 +455,7 @@ func (p *tcpPeer) write(conn tcpConn, readerDone <-chan struct{}) {
 	for {
 		var o outgoing
 		select {
-		case <-p.t.stop:
+		case <-p.stopped():
 			return
 		case <-readerDone:
 			return
@@ -517,9 +497,9 @@ func (p *tcpPeer) read(conn tcpConn) {
 		}
 		if err != nil {
 			select {
-			case <-p.t.stop:
+			case <-p.stopped():
 			default:
-				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				if !raftlink.Closed(err) {
 					p.t.refused.Add(1)
 					p.t.refusedLog.Warn(p.t.cfg.Logger, "multiraft: closed a member's connection", "id", p.t.cfg.ID, "peer", p.id, "err", err)
 				}
@@ -532,7 +512,7 @@ func (p *tcpPeer) read(conn tcpConn) {
 		}
 		select {
 		case p.t.inbox <- inbound{from: p.id, f: f}:
-		case <-p.t.stop:
+		case <-p.stopped():
 			return
 		}
 	}

@@ -4,8 +4,12 @@
 // connection between two members before anything else on it is read, the
 // sealed records every frame travels in after a handshake with the
 // cluster secret, length-prefixed frames whose buffers grow with what
-// arrived, and the check of a raft message from the network before it
-// reaches etcd raft's Step.
+// arrived, the check of a raft message from the network before it
+// reaches etcd raft's Step, and the connections' handling both TCP
+// transports share (Conns: the accept loop, at most MaxHandshakes
+// connections waiting to authenticate, a removed member's connections
+// closed; DialMember: a dial and handshake bounded and cut short by one
+// context; CheckTransport and SetDefaults for their settings).
 //
 // Each user names its Protocol (a magic and a label), so a connection
 // meant for one transport is never taken for another's: the handshakes

@@ -85,26 +85,7 @@ type TCPConfig struct {
 
 // validate reports every bad field at once.
 func (c *TCPConfig) validate() error {
-	var errs []error
-	if c.Listener == nil {
-		errs = append(errs, errors.New("raft: TCPConfig.Listener is required"))
-	}
-	if c.ID == 0 {
-		errs = append(errs, errors.New("raft: TCPConfig.ID must not be 0"))
-	}
-	if c.Secret != nil && len(c.Secret) < minSecretBytes {
-		errs = append(errs, fmt.Errorf("raft: TCPConfig.Secret has %d bytes, fewer than %d", len(c.Secret), minSecretBytes))
-	}
-	switch {
-	case c.Insecure:
-		if c.Secret != nil || c.ServerTLS != nil || c.ClientTLS != nil {
-			errs = append(errs, errors.New("raft: TCPConfig.Insecure turns authentication off: it excludes Secret, ServerTLS and ClientTLS"))
-		}
-	case c.Secret == nil && !raftlink.MutualTLS(c.ServerTLS, c.ClientTLS):
-		errs = append(errs, errors.New("raft: TCPConfig needs Secret (the cluster secret) or mutual TLS (ServerTLS requiring client certificates, "+
-			"ClientTLS presenting one) to authenticate members; Insecure turns authentication off"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(raftlink.CheckTransport("raft: TCPConfig", c.Listener, c.ID, c.Secret, minSecretBytes, c.ServerTLS, c.ClientTLS, c.Insecure)...)
 }
 
 // TCPTransport sends raft messages to each peer over one TCP connection
@@ -140,23 +121,14 @@ type TCPTransport struct {
 	// refused and unreached log failed handshakes, accepted and dialed.
 	refused, unreached raftlink.RateLog
 
-	mu      sync.Mutex
-	peers   map[uint64]*tcpPeer
-	mpeers  map[uint64]*tcpPeer // the Message connections
-	conns   map[net.Conn]*connState
-	pending int // accepted connections not authenticated yet
-	closed  bool
-}
+	// conns holds every open connection and bounds the accepted ones
+	// waiting to authenticate.
+	conns raftlink.Conns
 
-// connState is what the transport knows of an open connection.
-type connState struct {
-	raw net.Conn // under TLS, the TCP connection: closing it never blocks
-	// For an accepted connection: when, whether it still authenticates,
-	// and then the member it is from.
-	accepted bool
-	since    time.Time
-	pending  bool
-	peer     uint64
+	mu     sync.Mutex
+	peers  map[uint64]*tcpPeer
+	mpeers map[uint64]*tcpPeer // the Message connections
+	closed bool
 }
 
 var (
@@ -170,20 +142,9 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 2 * time.Second
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 5 * time.Second
-	}
-	if cfg.MaxHandshakes <= 0 {
-		cfg.MaxHandshakes = 64
-	}
+	raftlink.SetDefaults(&cfg.DialTimeout, &cfg.HandshakeTimeout, &cfg.WriteTimeout, &cfg.MaxHandshakes)
 	if cfg.MaxMessageBytes <= 0 || cfg.MaxMessageBytes >= 1<<31 {
 		cfg.MaxMessageBytes = 1 << 30
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -197,8 +158,8 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 		stop:   make(chan struct{}),
 		peers:  map[uint64]*tcpPeer{},
 		mpeers: map[uint64]*tcpPeer{},
-		conns:  map[net.Conn]*connState{},
 	}
+	t.conns.MaxHandshakes = cfg.MaxHandshakes
 	if cfg.Insecure {
 		cfg.Logger.Warn("raft: members are NOT authenticated (TCPConfig.Insecure): anyone who reaches the raft address "+
 			"can forge raft messages and stop or corrupt the cluster; use a cluster secret or mutual TLS",
@@ -208,7 +169,13 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 		t.SetPeer(id, addr)
 	}
 	t.wg.Add(1)
-	go func() { defer t.wg.Done(); t.accept() }()
+	go func() {
+		defer t.wg.Done()
+		t.conns.Accept(cfg.Listener, cfg.ServerTLS, t.stop, &t.wg, func(c net.Conn) {
+			defer t.conns.Untrack(c)
+			t.serve(c)
+		})
+	}()
 	return t, nil
 }
 
@@ -299,21 +266,13 @@ func (t *TCPTransport) RemovePeer(id uint64) {
 	p, pm := t.peers[id], t.mpeers[id]
 	delete(t.peers, id)
 	delete(t.mpeers, id)
-	var in []net.Conn
-	for _, st := range t.conns {
-		if st.accepted && st.peer == id {
-			in = append(in, st.raw)
-		}
-	}
 	t.mu.Unlock()
 	for _, p := range []*tcpPeer{p, pm} {
 		if p != nil {
 			p.close()
 		}
 	}
-	for _, c := range in {
-		c.Close()
-	}
+	t.conns.ClosePeer(id)
 }
 
 // isMember reports whether id may connect: a member this one knows.
@@ -341,10 +300,8 @@ func (t *TCPTransport) Close() error {
 		p.cancel()
 		delete(t.mpeers, id)
 	}
-	for _, st := range t.conns {
-		st.raw.Close()
-	}
 	t.mu.Unlock()
+	t.conns.Close()
 	err := t.cfg.Listener.Close()
 	t.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -353,120 +310,8 @@ func (t *TCPTransport) Close() error {
 	return nil
 }
 
-// rawConn is the TCP connection under c.
-func rawConn(c net.Conn) net.Conn {
-	if tc, ok := c.(*tls.Conn); ok {
-		return tc.NetConn()
-	}
-	return c
-}
-
-// track registers a dialed connection, false once the transport closed.
-func (t *TCPTransport) track(c net.Conn) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	t.conns[c] = &connState{raw: rawConn(c)}
-	return true
-}
-
-// admit registers an accepted connection as waiting to authenticate,
-// false once the transport closed. At MaxHandshakes waiting it closes the
-// one waiting longest.
-func (t *TCPTransport) admit(c net.Conn) bool {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return false
-	}
-	var evict *connState
-	if t.pending >= t.cfg.MaxHandshakes {
-		for _, st := range t.conns {
-			if st.pending && (evict == nil || st.since.Before(evict.since)) {
-				evict = st
-			}
-		}
-		evict.pending = false
-		t.pending--
-	}
-	t.conns[c] = &connState{raw: rawConn(c), accepted: true, since: time.Now(), pending: true}
-	t.pending++
-	t.mu.Unlock()
-	if evict != nil {
-		evict.raw.Close()
-	}
-	return true
-}
-
-// authenticated records that accepted connection c is from member peer;
-// false when it was closed meanwhile (evicted, the transport closed, the
-// member removed).
-func (t *TCPTransport) authenticated(c net.Conn, peer uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st := t.conns[c]
-	if st == nil || !st.pending || t.peers[peer] == nil {
-		return false
-	}
-	st.pending, st.peer = false, peer
-	t.pending--
-	return true
-}
-
-func (t *TCPTransport) untrack(c net.Conn) {
-	t.mu.Lock()
-	if st := t.conns[c]; st != nil && st.pending {
-		t.pending--
-	}
-	delete(t.conns, c)
-	t.mu.Unlock()
-	c.Close()
-}
-
 // Pending returns how many accepted connections wait to authenticate.
-func (t *TCPTransport) Pending() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.pending
-}
-
-func (t *TCPTransport) accept() {
-	var backoff time.Duration
-	for {
-		c, err := t.cfg.Listener.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Anything else (out of file descriptors, say) passes:
-			// a member that stopped accepting would never hear its
-			// peers again. Back off as net/http does.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			select {
-			case <-t.stop:
-				return
-			case <-time.After(backoff):
-			}
-			continue
-		}
-		backoff = 0
-		if t.cfg.ServerTLS != nil {
-			c = tls.Server(c, t.cfg.ServerTLS)
-		}
-		if !t.admit(c) {
-			c.Close()
-			return
-		}
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
-			defer t.untrack(c)
-			t.serve(c)
-		}()
-	}
-}
+func (t *TCPTransport) Pending() int { return t.conns.Pending() }
 
 // serve authenticates an accepted connection, within HandshakeTimeout,
 // and then reads it until it fails.
@@ -483,7 +328,7 @@ func (t *TCPTransport) serve(c net.Conn) {
 			"id", t.cfg.ID, "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
-	if !t.authenticated(c, h.From) || c.SetDeadline(time.Time{}) != nil {
+	if !t.conns.Authenticated(c, h.From, t.isMember) || c.SetDeadline(time.Time{}) != nil {
 		return
 	}
 	if h.Kind == kindMessages {
@@ -501,7 +346,7 @@ func (t *TCPTransport) readFailed(peer uint64, err error) {
 		return
 	default:
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+	if raftlink.Closed(err) {
 		return
 	}
 	t.refused.Warn(t.cfg.Logger, "raft: closed a member's connection", "id", t.cfg.ID, "peer", peer, "err", err)
@@ -628,7 +473,7 @@ func (p *tcpPeer) sendFrames(ctx context.Context, write func() error) error {
 			p.retryAt = time.Now().Add(100 * time.Millisecond)
 			return fmt.Errorf("raft: dial peer %s: %w", p.addr, err)
 		}
-		if !p.t.track(c) {
+		if !p.t.conns.Track(c) {
 			c.Close()
 			return errors.New("raft: transport closed")
 		}
@@ -653,7 +498,7 @@ func (p *tcpPeer) sendFrames(ctx context.Context, write func() error) error {
 	if err != nil {
 		p.setConn(nil)
 		p.w = nil
-		p.t.untrack(conn)
+		p.t.conns.Untrack(conn)
 		return fmt.Errorf("raft: send to peer %s: %w", p.addr, err)
 	}
 	return nil
@@ -666,38 +511,15 @@ func (p *tcpPeer) dial(ctx context.Context) (net.Conn, io.Writer, error) {
 	defer cancel()
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
-	var c net.Conn
-	var err error
-	if p.t.cfg.ClientTLS != nil {
-		d := tls.Dialer{Config: p.t.cfg.ClientTLS}
-		c, err = d.DialContext(ctx, "tcp", p.addr)
-	} else {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", p.addr)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	deadline, _ := ctx.Deadline()
-	err = c.SetDeadline(deadline)
-	cut := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	var w io.Writer
-	if err == nil {
-		w, err = p.t.hs.Dial(c, p.kind, p.id)
-	}
-	if cut() && err == nil {
-		err = c.SetDeadline(time.Time{})
-	} else if err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		c.Close()
-		if ctx.Err() == nil {
+	c, err := raftlink.DialMember(ctx, p.addr, p.t.cfg.ClientTLS, func(c net.Conn) error {
+		var err error
+		if w, err = p.t.hs.Dial(c, p.kind, p.id); err != nil && ctx.Err() == nil {
 			p.t.unreached.Warn(p.t.cfg.Logger, "raft: could not authenticate to a member", "id", p.t.cfg.ID, "peer", p.id, "addr", p.addr, "err", err)
 		}
-		return nil, nil, err
-	}
-	return c, w, nil
+		return err
+	})
+	return c, w, err
 }
 
 // writeMessage writes m as one Message frame. One the peer would refuse is
