@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/broker/meta/raft"
 
 	"github.com/warrenmq/broker/internal/qgroup"
+	"github.com/warrenmq/broker/internal/qplace"
 )
 
 // groupsTag leads every member message that carries queue-group frames;
@@ -34,9 +35,12 @@ type groups struct {
 	self    uint64
 	members atomic.Pointer[[]uint64]
 	replies chan raft.Message // what the reply router reads
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// rebalance keeps this member's leaderships at most qplace.Limit,
+	// moving some away a while after a member comes back.
+	rebalance *qplace.Rebalancer
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // startGroups opens the member's queue groups on its raft node. It refuses
@@ -63,6 +67,14 @@ func startGroups(n *Node, msgr raft.Messenger) (*groups, error) {
 		return nil, err
 	}
 	g.mgr = mgr
+	// Every member holds every group, so its own engine's view is the
+	// whole cluster's: each member moves only leaderships it holds.
+	g.rebalance, err = qplace.StartRebalancer(qplace.RebalancerConfig{Engine: mgr.Engine(), Logger: n.log})
+	if err != nil {
+		_ = mgr.Close()
+		g.cancel()
+		return nil, err
+	}
 	g.wg.Add(2)
 	go func() { defer g.wg.Done(); g.receive() }()
 	go func() { defer g.wg.Done(); g.refresh(n.raft) }()
@@ -172,6 +184,7 @@ func (g *groups) SendMessages(ctx context.Context, msgs []raft.Message) error {
 func (g *groups) Messages() <-chan raft.Message { return g.replies }
 
 func (g *groups) close() error {
+	g.rebalance.Stop()
 	err := g.mgr.Close()
 	g.cancel()
 	g.wg.Wait()

@@ -324,3 +324,54 @@ func TestQueueGroupsDeleteRedeclare(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "nothing of the deleted queue")
 }
+
+// leaders counts the queues' leaders as member i sees them.
+func leaders(c *testCluster, i int, names []string) map[uint64]int {
+	out := map[uint64]int{}
+	for _, name := range names {
+		if st, ok := c.nodes[i].QueueGroup("/", name); ok && st.Leader != 0 {
+			out[st.Leader]++
+		}
+	}
+	return out
+}
+
+// TestQueueGroupsRebalance kills the member leading a third of 30 quorum
+// queues and restarts it: while it is down the others lead them all;
+// within a minute of its return no member leads more than 11 (the
+// rebalancer moves leaderships back). A queue declared with
+// x-queue-leader-locator balanced on a member that leads the most is led
+// by another.
+func TestQueueGroupsRebalance(t *testing.T) {
+	c := newTestCluster(t, withGroups)
+	names := declareQuorum(t, c, "rb", 30)
+	require.Eventually(t, func() bool { return leaders(c, 0, names)[3] == 10 }, waitFor, 10*time.Millisecond)
+	c.kill(2)
+	c.net.Heal()
+	require.Eventually(t, func() bool {
+		l := leaders(c, 0, names)
+		return l[1]+l[2] == 30
+	}, waitFor, 10*time.Millisecond, "the survivors lead every queue")
+	c.start(2)
+	require.Eventually(t, func() bool {
+		l := leaders(c, 0, names)
+		return l[1] <= 11 && l[2] <= 11 && l[3] <= 11 && l[1]+l[2]+l[3] == 30
+	}, 60*time.Second, 100*time.Millisecond, "leaders spread again after the restart: %v", leaders(c, 0, names))
+
+	// Member 1 leads as many as any; a balanced queue declared there is
+	// led by a member leading fewer, or by member 1 if none does.
+	l := leaders(c, 0, names)
+	_, ch := c.dial(0)
+	_, err := ch.QueueDeclare("balanced", true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "balanced"})
+	require.NoError(t, err)
+	least := uint64(1)
+	for id := uint64(2); id <= 3; id++ {
+		if l[id] < l[least] {
+			least = id
+		}
+	}
+	require.Eventually(t, func() bool {
+		st, ok := c.nodes[0].QueueGroup("/", "balanced")
+		return ok && st.Leader == least
+	}, waitFor, 10*time.Millisecond, "the balanced queue is led by member %d (leaders %v)", least, l)
+}

@@ -8,10 +8,12 @@
 // and learners — to the metadata group's records with compare-and-swap,
 // so two members declaring the same queue at once agree on one group.
 // The voters are x-quorum-initial-group-size of the members
-// (x-initial-cluster-size for a stream; DefaultReplicas when unset,
-// capped at the member count): the declaring member, which campaigns at
-// once and so leads (RabbitMQ's client-local locator), then the members
-// holding the fewest voter replicas. Every other member holds the group
+// (x-initial-cluster-size for a stream; qplace.DefaultSize, 3, when
+// unset, capped at the member count), chosen by qplace.Place: the
+// declaring member, then the members holding the fewest voter replicas.
+// The declaring member campaigns at once; under x-queue-leader-locator
+// balanced it then hands the leadership to the voter leading the fewest
+// groups, else it leads (client-local, RabbitMQ's default). Every other member holds the group
 // as a learner: it receives and applies the log but counts for no quorum,
 // so any member serves any queue from its own copy. Every member follows
 // the records (the metadata group's change feed, and a whole read every

@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/broker/unacked"
 
 	"github.com/warrenmq/broker/internal/multiraft"
+	"github.com/warrenmq/broker/internal/qplace"
 	"github.com/warrenmq/broker/internal/queueargs"
 )
 
@@ -83,6 +84,7 @@ type Manager struct {
 	pending map[meta.QueueKey]bool // its record changed and was not read since
 
 	cancelWatch func()
+	wg          sync.WaitGroup // leadership hand-overs
 	kick        chan struct{}
 	stop        chan struct{}
 	done        chan struct{}
@@ -159,6 +161,7 @@ func (m *Manager) Close() error {
 	}
 	close(m.stop)
 	<-m.done
+	m.wg.Wait()
 	m.cancelWatch()
 	err := m.eng.Close()
 	m.tr.Close()
@@ -405,22 +408,23 @@ func Replicated(q meta.Queue) bool {
 	if !q.Durable || q.Exclusive {
 		return false
 	}
-	t, _ := queueArgs(q)
+	t, _, _ := queueArgs(q)
 	return t == "quorum" || t == "stream"
 }
 
-// queueArgs returns a declaration's x-queue-type and initial replica
-// count (x-quorum-initial-group-size, or x-initial-cluster-size for a
-// stream; 0 when unset).
-func queueArgs(q meta.Queue) (typ string, size int) {
+// queueArgs returns a declaration's x-queue-type, initial replica count
+// (x-quorum-initial-group-size, or x-initial-cluster-size for a stream;
+// 0 when unset) and x-queue-leader-locator.
+func queueArgs(q meta.Queue) (typ string, size int, locator string) {
 	if len(q.Arguments) == 0 {
-		return "", 0
+		return "", 0, ""
 	}
 	args, _, err := amqp.DecodeTable(q.Arguments)
 	if err != nil {
-		return "", 0
+		return "", 0, ""
 	}
 	typ, _ = args["x-queue-type"].(string)
+	locator, _ = args["x-queue-leader-locator"].(string)
 	name := "x-quorum-initial-group-size"
 	if typ == "stream" {
 		name = "x-initial-cluster-size"
@@ -428,13 +432,8 @@ func queueArgs(q meta.Queue) (typ string, size int) {
 	if v, ok := queueargs.IntArg(args[name]); ok && v > 0 {
 		size = int(min(v, 1<<16))
 	}
-	return typ, size
+	return typ, size, locator
 }
-
-// DefaultReplicas is a new queue group's voter count when the
-// declaration names none (RabbitMQ's default for quorum queues and
-// streams, also on bigger clusters), capped at the member count.
-const DefaultReplicas = 3
 
 // Declare gives q a group of its own when it is a new replicated queue:
 // it allocates a group id and writes q's placement (group, voters,
@@ -466,11 +465,11 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 	if err != nil {
 		return err
 	}
-	_, size := queueArgs(q)
-	if size == 0 {
-		size = DefaultReplicas
+	_, size, locArg := queueArgs(q) // size 0: qplace.DefaultSize
+	voters, learners, leader, err := m.place(ctx, members, size, qplace.ResolveLocator("", locArg, ""))
+	if err != nil {
+		return err
 	}
-	voters, learners := m.place(members, size)
 	key := queueRecordKey(k)
 	for range 64 {
 		cur, err := m.counter()
@@ -509,6 +508,10 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 		}
 		if ok && slices.Contains(g.voters, m.cfg.Self) {
 			_ = m.eng.Campaign(ctx, g.group)
+			if leader != m.cfg.Self {
+				m.wg.Add(1)
+				go func() { defer m.wg.Done(); m.handOver(g.group, leader) }()
+			}
 		}
 		return nil
 	}
@@ -526,32 +529,69 @@ func (m *Manager) counter() (uint64, error) {
 	return cur, err
 }
 
-// place picks a new group's voters: this member (it leads, as RabbitMQ's
-// client-local locator), then the members holding the fewest voter
-// replicas, ties by id; every other member is a learner, so every member
-// holds every queue and serves it from its own copy.
-func (m *Manager) place(members []uint64, size int) (voters, learners []uint64) {
-	load := map[uint64]int{}
-	m.mu.Lock()
-	for _, q := range m.byGroup {
-		for _, v := range q.voters {
-			load[v]++
+// place picks a new group's voters and first leader with qplace.Place:
+// this member, then the members holding the fewest voter replicas (the
+// live ones first), ties by id; the leader by loc (client-local: this
+// member; balanced: the voter leading the fewest groups). Every other
+// member is a learner, so every member holds every queue and serves it
+// from its own copy.
+func (m *Manager) place(ctx context.Context, members []uint64, size int, loc qplace.Locator) (voters, learners []uint64, leader uint64, err error) {
+	view, err := qplace.LocalView(m.eng)(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	load := qplace.Loads(view)
+	for id, l := range load {
+		l.Replicas = 0 // learners hold every group: count voters only
+		load[id] = l
+	}
+	for _, g := range view.Groups {
+		for _, v := range g.Voters {
+			l := load[v]
+			l.Replicas++
+			load[v] = l
 		}
 	}
-	m.mu.Unlock()
-	others := slices.DeleteFunc(slices.Clone(members), func(id uint64) bool { return id == m.cfg.Self })
-	slices.SortFunc(others, func(a, b uint64) int {
-		if d := load[a] - load[b]; d != 0 {
-			return d
+	if !slices.Contains(members, m.cfg.Self) {
+		members = append(slices.Clone(members), m.cfg.Self)
+	}
+	p, err := qplace.Place(members, view.Live, load, size, loc, m.cfg.Self)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for _, id := range members {
+		if !slices.Contains(p.Replicas, id) {
+			learners = append(learners, id)
 		}
-		return cmpU64(a, b)
-	})
-	size = max(1, min(size, len(others)+1))
-	voters = append([]uint64{m.cfg.Self}, others[:size-1]...)
-	slices.Sort(voters)
-	learners = slices.Clone(others[size-1:])
+	}
 	slices.Sort(learners)
-	return voters, learners
+	return p.Replicas, slices.Compact(learners), p.Leader, nil
+}
+
+// handOver makes the placement's leader lead group: this member
+// campaigned, and once it leads it transfers the leadership (best
+// effort, for a few election timeouts).
+func (m *Manager) handOver(group, to uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := m.eng.Status(ctx, group)
+		switch {
+		case err != nil || st.Leader == to:
+			return
+		case st.IsLeader:
+			_ = m.eng.TransferLeader(ctx, group, to)
+		}
+	}
 }
 
 // Forget deletes queue k's placement and its group on this member, once
