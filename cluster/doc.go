@@ -26,8 +26,11 @@
 // group before the queue. Its voters are x-quorum-initial-group-size
 // members (x-initial-cluster-size for a stream; 3 when unset, capped at
 // the member count): the declaring member, which campaigns and leads
-// (RabbitMQ's client-local locator), and the members with the fewest
-// voter replicas; every other member holds it as a learner, so any member
+// (RabbitMQ's client-local locator; under x-queue-leader-locator balanced
+// it hands the leadership to the voter leading the fewest), and the
+// members with the fewest voter replicas (internal/qplace places them,
+// and each member's qplace rebalancer spreads leaderships again after a
+// member comes back); every other member holds it as a learner, so any member
 // serves any queue from its own copy and its commands are forwarded to
 // the queue's leader by raft (no AMQP connection is proxied: one
 // connection touches queues led on different members). The groups' frames

@@ -1,6 +1,7 @@
 package qgroup
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -250,20 +251,15 @@ func (s *state) entry(off uint64) (unacked.Entry, bool) {
 // caller's callback runs without the lock (it may write to the group).
 func (s *state) entriesSorted() []unacked.Entry {
 	s.mu.RLock()
-	out := slices.Collect(maps.Values(s.entries))
-	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b unacked.Entry) int { return cmpU64(a.Offset, b.Offset) })
-	return out
+	defer s.mu.RUnlock()
+	return s.sortedLocked()
 }
 
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// sortedLocked is the entries in offset order; s.mu is held.
+func (s *state) sortedLocked() []unacked.Entry {
+	out := slices.Collect(maps.Values(s.entries))
+	slices.SortFunc(out, func(a, b unacked.Entry) int { return cmp.Compare(a.Offset, b.Offset) })
+	return out
 }
 
 // snapshotVersion leads every checkpoint of a queue's state.
@@ -288,9 +284,7 @@ func (s *state) Snapshot() ([]byte, error) {
 		scratch = codec.AppendRecord(scratch[:0], &r)
 		e.bs(scratch)
 	}
-	es := slices.Collect(maps.Values(s.entries))
-	slices.SortFunc(es, func(a, b unacked.Entry) int { return cmpU64(a.Offset, b.Offset) })
-	e.entries(es)
+	e.entries(s.sortedLocked())
 	return e.b, nil
 }
 

@@ -191,15 +191,23 @@ func (x *Index) Put(ctx context.Context, entries []unacked.Entry) error {
 		return err
 	}
 	order, groups := byQueue(entries, entryQueue)
+	return x.perQueue(ctx, order, func(q *queueGroup, k meta.QueueKey) error {
+		if q == nil {
+			return x.m.cfg.Fallback.Index.Put(ctx, groups[k])
+		}
+		_, err := x.m.propose(ctx, q, putCommand(groups[k]))
+		return err
+	})
+}
+
+// perQueue calls fn with each queue's group (nil: the fallback's) in
+// order, and joins their errors: one write per queue.
+func (x *Index) perQueue(ctx context.Context, order []meta.QueueKey, fn func(*queueGroup, meta.QueueKey) error) error {
 	var errs []error
 	for _, k := range order {
 		q, err := x.m.lookup(ctx, k)
-		switch {
-		case err != nil:
-		case q == nil:
-			err = x.m.cfg.Fallback.Index.Put(ctx, groups[k])
-		default:
-			_, err = x.m.propose(ctx, q, putCommand(groups[k]))
+		if err == nil {
+			err = fn(q, k)
 		}
 		errs = append(errs, err)
 	}
@@ -226,23 +234,17 @@ func (x *Index) Delete(ctx context.Context, keys []unacked.Key) error {
 		return err
 	}
 	order, groups := byQueue(keys, keyQueue)
-	var errs []error
-	for _, k := range order {
-		q, err := x.m.lookup(ctx, k)
-		switch {
-		case err != nil:
-		case q == nil:
-			err = x.m.cfg.Fallback.Index.Delete(ctx, groups[k])
-		default:
-			offs := make([]uint64, len(groups[k]))
-			for i, key := range groups[k] {
-				offs[i] = key.Offset
-			}
-			_, err = x.m.propose(ctx, q, offsetsCommand(opDelete, offs))
+	return x.perQueue(ctx, order, func(q *queueGroup, k meta.QueueKey) error {
+		if q == nil {
+			return x.m.cfg.Fallback.Index.Delete(ctx, groups[k])
 		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+		offs := make([]uint64, len(groups[k]))
+		for i, key := range groups[k] {
+			offs[i] = key.Offset
+		}
+		_, err := x.m.propose(ctx, q, offsetsCommand(opDelete, offs))
+		return err
+	})
 }
 
 func (x *Index) Queue(ctx context.Context, vhost, queue string, fn func(unacked.Entry) bool) error {
