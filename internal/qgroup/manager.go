@@ -96,6 +96,7 @@ type queueGroup struct {
 	group    uint64
 	voters   []uint64
 	learners []uint64
+	leader   uint64 // the placement's first leader (0: none chosen)
 	st       *state
 	ready    chan struct{} // closed once the group exists on this member
 }
@@ -215,11 +216,12 @@ func parseQueueRecordKey(b []byte) (meta.QueueKey, bool) {
 	return meta.QueueKey{VHost: string(rest[:n]), Name: string(rest[n:])}, true
 }
 
-func encodePlacement(group uint64, voters, learners []uint64) []byte {
+func encodePlacement(group uint64, voters, learners []uint64, leader uint64) []byte {
 	e := encoder{b: []byte{recVersion}}
 	e.u(group)
 	e.offsets(voters)
 	e.offsets(learners)
+	e.u(leader)
 	return e.b
 }
 
@@ -229,6 +231,7 @@ func decodePlacement(k meta.QueueKey, v []byte) (*queueGroup, error) {
 	}
 	d := decoder{b: v[1:]}
 	q := &queueGroup{key: k, group: d.u(), voters: d.offsets(), learners: d.offsets()}
+	q.leader = d.u()
 	if err := d.done(); err != nil || q.group == 0 || len(q.voters) == 0 {
 		return nil, fmt.Errorf("qgroup: placement of queue %q in vhost %q: malformed", k.Name, k.VHost)
 	}
@@ -392,6 +395,10 @@ func (m *Manager) ensure(q *queueGroup) {
 			m.log.Warn("qgroup: create group", "queue", q.key.Name, "vhost", q.key.VHost, "group", q.group, "err", err)
 			return
 		}
+		if err == nil && q.leader != 0 && slices.Contains(q.voters, m.cfg.Self) {
+			m.wg.Add(1)
+			go func() { defer m.wg.Done(); m.handOver(q.group, q.leader) }()
+		}
 		m.mu.Lock()
 		select {
 		case <-q.ready:
@@ -483,7 +490,7 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 		}
 		ok, err := m.cfg.Meta.UpdateRecords(ctx, meta.RecordUpdate{
 			Match: []meta.Record{{Key: counterKey, Value: old}, {Key: key, Value: nil}},
-			Set:   []meta.Record{{Key: counterKey, Value: next}, {Key: key, Value: encodePlacement(cur+1, voters, learners)}},
+			Set:   []meta.Record{{Key: counterKey, Value: next}, {Key: key, Value: encodePlacement(cur+1, voters, learners, leader)}},
 		})
 		if err != nil {
 			return fmt.Errorf("qgroup: place queue %q: %w", q.Name, err)
@@ -505,13 +512,6 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 		m.ensure(g)
 		if err := m.wait(ctx, g); err != nil {
 			return err
-		}
-		if ok && slices.Contains(g.voters, m.cfg.Self) {
-			_ = m.eng.Campaign(ctx, g.group)
-			if leader != m.cfg.Self {
-				m.wg.Add(1)
-				go func() { defer m.wg.Done(); m.handOver(g.group, leader) }()
-			}
 		}
 		return nil
 	}
@@ -568,12 +568,17 @@ func (m *Manager) place(ctx context.Context, members []uint64, size int, loc qpl
 	return p.Replicas, slices.Compact(learners), p.Leader, nil
 }
 
-// handOver makes the placement's leader lead group: this member
-// campaigned, and once it leads it transfers the leadership (best
-// effort, for a few election timeouts).
+// handOver makes the placement's first leader lead a new group. Every
+// voter runs it when it creates the group: the chosen one campaigns at
+// once; whichever voter wins the election instead (the chosen one's vote
+// requests reach voters that have not created the group yet and are
+// lost) hands the leadership over, for a few seconds, best effort.
 func (m *Manager) handOver(group, to uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if to == m.cfg.Self {
+		_ = m.eng.Campaign(ctx, group)
+	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
