@@ -60,6 +60,22 @@ type Config struct {
 	// unroutable: the member is down, cut off or too slow. 0 means
 	// DefaultReplyTimeout. It delays only the replying channel.
 	ReplyTimeout time.Duration
+	// SingleGroup keeps every durable queue's data in the metadata group,
+	// as clusters did before queue groups. By default each durable quorum
+	// queue and stream has a raft group of its own (internal/qgroup, on
+	// one internal/multiraft engine per member): its publishes, claims
+	// and acks go through its own group's leader, so queues led by
+	// different members do not wait on each other. Queue groups need a
+	// raft transport that carries member messages (raft.Messenger; both
+	// of package raft's do), which carries their frames. Every member
+	// must set it alike.
+	SingleGroup bool
+	// QueueGroupsOverExisting lets queue groups start on a raft directory
+	// written by a cluster without them: the queues declared before keep
+	// their data in the metadata group, and only queues declared from
+	// then on get groups. Without it such a directory is refused
+	// (ErrGroupsMigration).
+	QueueGroupsOverExisting bool
 }
 
 // NodeName is the broker name of raft member id: what unacked index
@@ -90,6 +106,8 @@ type Node struct {
 	// replies forwards direct reply-to replies between members; nil when
 	// the raft transport carries no raft.Messages.
 	replies *replyRouter
+	// groups are the member's queue groups; nil with Config.SingleGroup.
+	groups *groups
 
 	stop chan struct{}
 	done chan struct{}
@@ -125,6 +143,13 @@ func Start(cfg Config) (*Node, error) {
 		}
 		cfg.PauseAfter = 3 * time.Duration(ticks) * tick
 	}
+	if err := checkGroupsDir(&cfg); err != nil {
+		return nil, err
+	}
+	msgr, hasMsgr := cfg.Raft.Transport.(raft.Messenger)
+	if !cfg.SingleGroup && !hasMsgr {
+		return nil, fmt.Errorf("cluster: queue groups need a raft transport that carries member messages (raft.Messenger), and %T does not: set Config.SingleGroup to run without them", cfg.Raft.Transport)
+	}
 	rn, err := raft.Start(cfg.Raft)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -135,7 +160,16 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, raft: rn, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	n.live.lastSeen = make(map[uint64]time.Time)
-	if msgr, ok := cfg.Raft.Transport.(raft.Messenger); ok {
+	if !cfg.SingleGroup {
+		g, err := startGroups(n, msgr)
+		if err != nil {
+			_ = rn.Stop()
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		n.groups = g
+		msgr = g // the reply router reads what the groups do not take
+	}
+	if hasMsgr {
 		if cfg.ReplyTimeout <= 0 {
 			cfg.ReplyTimeout = DefaultReplyTimeout
 		}
@@ -181,7 +215,13 @@ func (n *Node) Stop() error {
 	case <-n.done:
 	case <-grace.C:
 	}
-	err := n.raft.Stop()
+	var gerr error
+	if n.groups != nil {
+		// Fails what the broker still waits on in a queue group, as
+		// stopping the raft member fails the rest.
+		gerr = n.groups.close()
+	}
+	err := errors.Join(n.raft.Stop(), gerr)
 	<-n.done
 	if n.replies != nil {
 		n.replies.close()
@@ -268,6 +308,10 @@ func (n *Node) peerAlive(name string) bool {
 func (n *Node) startBroker() error {
 	o := n.cfg.Broker
 	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
+	if n.groups != nil {
+		o.Meta = &groupedMeta{Node: n.raft, mgr: n.groups.mgr}
+		o.Shards, o.Unacked = n.groups.mgr.Shards(), n.groups.mgr.Index()
+	}
 	o.Node = n.Name()
 	p := peer.Peers{Alive: n.peerAlive}
 	if o.LinkLease <= 0 {

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -51,6 +52,10 @@ func newTestCluster(t testing.TB, opts ...func(*cluster.Config)) *testCluster {
 			Listen:       "127.0.0.1:0",
 			PollInterval: 10 * time.Millisecond,
 			DeadAfter:    time.Second,
+		}
+		if os.Getenv("WARREN_TEST_SINGLE_GROUP") != "" {
+			// The whole suite as clusters ran before queue groups.
+			c.cfgs[i].SingleGroup = true
 		}
 		for _, o := range opts {
 			o(&c.cfgs[i])

@@ -1,26 +1,63 @@
-// Package cluster runs Warren on a meta/raft group: every node keeps a
-// full replica of metadata, durable queues, cursors and the unacked index,
-// and every node serves AMQP for every durable queue.
+// Package cluster runs Warren on raft: a metadata group (meta/raft) that
+// every node keeps a full replica of — metadata, classic durable queues,
+// their cursors and unacked index — and, by default, one raft group per
+// durable quorum queue and stream (internal/qgroup, on one
+// internal/multiraft engine per member) carrying that queue's records,
+// cursor, claims and acks. Every node serves AMQP for every durable queue.
 //
-// A Node runs one raft member (meta/raft) and a broker.Broker whose Meta,
-// Shards and Unacked stores are the group's views. Because meta/raft
-// implements meta.ChangeFeed and unacked.Claimer, that broker runs in
-// shared mode (see package broker): it follows topology declared on other
-// nodes from the replicated log, publishes append to the replicated shard
+// A Node runs one raft member (meta/raft), its queue groups, and a
+// broker.Broker whose Meta, Shards and Unacked stores are the groups'
+// views: a queue with a group of its own goes to it, every other durable
+// queue to the metadata group. Because those views implement
+// meta.ChangeFeed and unacked.Claimer, that broker runs in shared mode
+// (see package broker): it follows topology declared on other nodes from
+// the replicated log, publishes append to the queue's replicated shard
 // from any node, and consumers and basic.get on any node claim messages
-// from the shared per-queue cursor with one atomic raft command (index
-// entries and cursor move together, so two nodes never deliver the same
-// message). A requeue on one node is an index entry in state Returned,
-// which every node sees and any node's consumer may take.
+// from the shared per-queue cursor with one atomic command in the queue's
+// group (index entries and cursor move together, so two nodes never
+// deliver the same message). A requeue on one node is an index entry in
+// state Returned, which every node sees and any node's consumer may take.
+//
+// # Queue groups
+//
+// A new durable quorum queue or stream gets its group at declaration: its
+// group id and replica set are written to the metadata group's records
+// with compare-and-swap before its declaration, so every member knows the
+// group before the queue. Its voters are x-quorum-initial-group-size
+// members (x-initial-cluster-size for a stream; 3 when unset, capped at
+// the member count): the declaring member, which campaigns and leads
+// (RabbitMQ's client-local locator; under x-queue-leader-locator balanced
+// it hands the leadership to the voter leading the fewest), and the
+// members with the fewest voter replicas (internal/qplace places them,
+// and each member's qplace rebalancer spreads leaderships again after a
+// member comes back); every other member holds it as a learner, so any member
+// serves any queue from its own copy and its commands are forwarded to
+// the queue's leader by raft (no AMQP connection is proxied: one
+// connection touches queues led on different members). The groups' frames
+// travel as member messages of Config.Raft.Transport (raft.Messenger),
+// beside direct reply-to's. When a member dies only the queues it led
+// pause, for about an election timeout. Classic durable queues stay in the
+// metadata group (RabbitMQ 4.x keeps them on one node; Warren keeps
+// replicating them). Config.SingleGroup runs without queue groups; a
+// directory written without them is refused (ErrGroupsMigration) unless
+// Config.SingleGroup or Config.QueueGroupsOverExisting says what to do.
+// Node.QueueGroup shows a queue's group as a member sees it. Costs: a
+// group keeps its queue's messages in memory on every member, and its
+// checkpoints copy them.
 //
 // What it promises:
-//   - a publisher confirm means the message is committed by a quorum and
-//     synced on each of its voters, so a confirmed message survives the
-//     loss of any minority of nodes;
+//   - a publisher confirm means the message is committed by a quorum of
+//     its queue's group (or of the metadata group, for a queue without one)
+//     and synced on each of its voters, so a confirmed message survives the
+//     loss of any minority of those voters;
 //   - a minority partition commits nothing: publishes there are not
 //     confirmed, consumers there receive nothing new, and
-//     the two sides never diverge. A node that has known no leader for
-//     Config.PauseAfter closes its broker, so its clients get 320
+//     the two sides never diverge (each group, the metadata group and
+//     every queue's, commits only with a majority of its own voters: with
+//     three voters per queue on more than three members, a side holding
+//     two of a queue's voters may still commit to that queue, and the
+//     other side cannot). A node whose metadata group has known no
+//     leader for Config.PauseAfter closes its broker, so its clients get 320
 //     CONNECTION_FORCED and reconnect to another node (RabbitMQ's
 //     pause_minority); it serves again once it knows a leader;
 //   - a node's unacknowledged deliveries outlive it: when the raft leader
@@ -30,7 +67,10 @@
 //     redelivered=true; a member that restarts returns its own earlier
 //     deliveries itself;
 //   - a nack means not stored: a publish whose outcome became unknown
-//     (the leader changed while it was in flight) is never nacked; its
+//     (the leader changed while it was in flight, in the metadata group or
+//     the queue's: internal/multiraft fails such a proposal as soon as its
+//     group applies an entry of a later term, never leaving it waiting) is
+//     never nacked; its
 //     connection is closed with 541 INTERNAL_ERROR and the publisher
 //     republishes what it had not seen confirmed;
 //   - a login waits at most broker.Options.LoginTimeout for the consistent
@@ -38,8 +78,10 @@
 //     a member without a leader or still catching up turns clients away
 //     quickly, and they retry or try another member;
 //   - each member's management API (/api/nodes, "raft") and metrics
-//     (warren_raft_*) show its raft role, term, commit and applied indexes
-//     and, on the leader, every member's replication progress;
+//     (warren_raft_*) show its metadata group's raft role, term, commit
+//     and applied indexes and, on the leader, every member's replication
+//     progress; a queue group's leader and members are Node.QueueGroup's
+//     (not yet in /api/queues or /metrics);
 //   - a confirmed delayed message of a durable x-delayed-message exchange
 //     is replicated like a published one; the raft leader routes it when
 //     due, once (it claims it first, with one conditional command), and

@@ -16,6 +16,9 @@ type applyState struct {
 	applied   uint64
 	snapIndex uint64
 	removed   bool
+	// term is the highest term of the entries applied: when it grows, this
+	// member's proposals of earlier terms not applied yet were lost.
+	term uint64
 }
 
 // applyItem is one hand-off from the loop to a group's applier: committed
@@ -32,22 +35,49 @@ type applyItem struct {
 
 // applier runs the state machines of the groups assigned to it, off the
 // raft loop, in each group's log order. Its queue is a slice under a
-// mutex so that the loop never blocks on it.
+// mutex holding at most Config.MaxApplyBytes of entries: past it the loop
+// waits (enqueue) until the applier took what was queued.
 type applier struct {
 	e      *Engine
 	mu     sync.Mutex
 	queue  []applyItem
+	bytes  int // entry bytes in queue
 	signal chan struct{}
+	taken  chan struct{} // signalled when run takes the queue
 }
 
 func newApplier(e *Engine) *applier {
-	return &applier{e: e, signal: make(chan struct{}, 1)}
+	return &applier{e: e, signal: make(chan struct{}, 1), taken: make(chan struct{}, 1)}
 }
 
+func itemBytes(it *applyItem) int {
+	n := 0
+	for _, ent := range it.ents {
+		n += len(ent.GetData())
+	}
+	return n
+}
+
+// enqueue queues it for the applier. While the queue holds
+// MaxApplyBytes or more it waits for the applier to take it (or for the
+// engine to stop), so what waits to apply stays bounded.
 func (a *applier) enqueue(it applyItem) {
-	a.mu.Lock()
-	a.queue = append(a.queue, it)
-	a.mu.Unlock()
+	n := itemBytes(&it)
+	for {
+		a.mu.Lock()
+		if a.bytes == 0 || a.bytes+n <= a.e.cfg.MaxApplyBytes {
+			a.queue = append(a.queue, it)
+			a.bytes += n
+			a.mu.Unlock()
+			break
+		}
+		a.mu.Unlock()
+		select {
+		case <-a.taken:
+		case <-a.e.stop:
+			return
+		}
+	}
 	select {
 	case a.signal <- struct{}{}:
 	default:
@@ -64,7 +94,12 @@ func (a *applier) run() {
 		}
 		a.mu.Lock()
 		batch, a.queue = a.queue, batch[:0]
+		a.bytes = 0
 		a.mu.Unlock()
+		select {
+		case a.taken <- struct{}{}:
+		default:
+		}
 		for i := range batch {
 			a.apply(&batch[i])
 			batch[i] = applyItem{}
@@ -94,6 +129,12 @@ func (a *applier) apply(it *applyItem) {
 	for _, ent := range it.ents {
 		if ent.GetIndex() <= st.applied {
 			continue // covered by a snapshot restored meanwhile
+		}
+		if t := ent.GetTerm(); t > st.term {
+			// Answer what this entry answers first: it may be one of
+			// the proposals of an earlier term on this member.
+			defer a.e.failOlder(st.group, t)
+			st.term = t
 		}
 		switch ent.GetType() {
 		case raftpb.EntryNormal:
@@ -133,11 +174,14 @@ func (a *applier) maybeSnapshot(st *applyState, conf *raftpb.ConfState, force bo
 		a.e.cfg.Logger.Warn("multiraft: snapshot failed", "group", st.group, "err", err)
 		return
 	}
-	id, index := st.group, st.applied
+	id, index, prev := st.group, st.applied, st.snapIndex
 	st.snapIndex = index
 	select {
 	case a.e.ops <- func() { a.e.installSnapshot(id, index, conf, data) }:
-	case <-a.e.stop:
+	default:
+		// The loop is busy (it may be waiting for this applier): take the
+		// checkpoint again after the next entries rather than block.
+		st.snapIndex = prev
 	}
 }
 

@@ -60,6 +60,17 @@ type Config struct {
 	// Appliers is how many goroutines apply committed entries (default
 	// 2); a group always applies on the same one.
 	Appliers int
+	// MaxApplyBytes bounds the committed entries queued for one applier
+	// (default 64 MiB): past it the loop waits for the applier before it
+	// hands it more, so a slow state machine slows its groups' commits
+	// rather than filling memory. One hand-off larger than the bound goes
+	// alone.
+	MaxApplyBytes int
+	// ProposalTimeout bounds how long a proposal handed to raft may wait
+	// to apply on this member (default five election timeouts): raft does
+	// not report a proposal lost on its way to the leader, so past it
+	// Propose fails with ErrProposalLost (outcome unknown).
+	ProposalTimeout time.Duration
 	// Logger gets the engine's warnings; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -73,7 +84,12 @@ var (
 	ErrBusy         = errors.New("multiraft: too many proposals of this member waiting")
 	ErrGroupRemoved = errors.New("multiraft: the group was removed while the operation waited")
 	ErrNotLeader    = errors.New("multiraft: this member does not lead the group")
-	errBadGroupID   = errors.New("multiraft: group ids 0 and 2^64-1 are reserved")
+	// ErrLeaderChanged and ErrProposalLost leave a proposal's outcome
+	// unknown: it may still commit. The caller must not report it as not
+	// done (a publish is not nacked, for one).
+	ErrLeaderChanged = errors.New("multiraft: the group's leader changed while the proposal waited: outcome unknown")
+	ErrProposalLost  = errors.New("multiraft: the proposal did not apply within the proposal timeout: outcome unknown")
+	errBadGroupID    = errors.New("multiraft: group ids 0 and 2^64-1 are reserved")
 )
 
 func (c *Config) withDefaults() (Config, error) {
@@ -120,6 +136,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.Appliers <= 0 {
 		cfg.Appliers = 2
+	}
+	if cfg.MaxApplyBytes <= 0 {
+		cfg.MaxApplyBytes = 64 << 20
+	}
+	if cfg.ProposalTimeout <= 0 {
+		cfg.ProposalTimeout = 5 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -25,12 +25,22 @@
 // the quiesced groups it led wake, forget it and elect among the others.
 // Idle groups therefore cost no CPU, whatever their number.
 //
+// A LinkTransport carries the same frames over a member link someone else
+// owns and authenticates (package cluster: the metadata group's member
+// messages), for an engine that needs no listener of its own.
+//
 // It promises: a proposal returns once its entry is committed by a quorum
-// of its group (each voter fsyncs before acknowledging) and applied on the
-// member that proposed; a frame that does not decode, or carries a
+// of its group's voters (each voter fsyncs before acknowledging) and
+// applied on the member that proposed; one raft drops for want of a
+// leader is parked and proposed again once the group has one; one a
+// leader change loses fails with ErrLeaderChanged, and one neither applied
+// nor known lost within Config.ProposalTimeout with ErrProposalLost (both:
+// outcome unknown), so no proposal waits forever or is reported committed
+// when it was not; what waits to apply is bounded per applier
+// (Config.MaxApplyBytes); a frame that does not decode, or carries a
 // message raftlink.CheckMessage refuses or one not from the connection's
 // member, is dropped (TCP closes the connection) and the engine runs on;
-// an engine stops its goroutines in Close. It does not forward anything
-// but raft's proposals, and knows nothing of queues: package cluster is
-// to map queues onto groups (docs/cluster-design.md says what is left).
+// an engine stops its goroutines in Close. Groups may have learners from
+// their creation (CreateGroupWithLearners). It knows nothing of queues:
+// internal/qgroup maps queues onto groups.
 package multiraft

@@ -57,7 +57,10 @@ type Engine struct {
 
 // group is one raft group on this member, owned by the loop.
 type group struct {
-	id       uint64
+	id uint64
+	// parked are this member's proposals raft dropped because the group
+	// knew no leader: proposed again, in order, once it knows one.
+	parked   []parkedProposal
 	rn       *raft.RawNode
 	mem      *raft.MemoryStorage
 	conf     *raftpb.ConfState
@@ -69,7 +72,18 @@ type group struct {
 
 type waiter struct {
 	group uint64
-	ch    chan result
+	// term is the group's term on this member when the proposal was
+	// handed to raft: once the group applies an entry of a later term
+	// without having applied this one, the proposal was lost in a leader
+	// change (or is late) and fails with ErrLeaderChanged.
+	term uint64
+	ch   chan result
+}
+
+// parkedProposal is a proposal waiting for its group to know a leader.
+type parkedProposal struct {
+	seq  uint64
+	prop func(*group, []byte) error
 }
 
 type result struct {
@@ -262,20 +276,35 @@ func (e *Engine) do(ctx context.Context, f func()) error {
 // member joins an existing group as an empty replica and waits for the
 // leader's AddReplica or AddLearner to reach it.
 func (e *Engine) CreateGroup(ctx context.Context, id uint64, voters []uint64) error {
+	return e.CreateGroupWithLearners(ctx, id, voters, nil)
+}
+
+// CreateGroupWithLearners is CreateGroup for a new group whose initial
+// configuration also has learners: non-voting replicas that receive and
+// apply the log (and may propose, through the leader) but count for no
+// quorum and never lead. Every initial member, voter or learner, calls it
+// with the same lists.
+func (e *Engine) CreateGroupWithLearners(ctx context.Context, id uint64, voters, learners []uint64) error {
 	if err := checkGroupID(id); err != nil {
 		return err
 	}
-	if len(voters) > 0 && !slices.Contains(voters, e.cfg.ID) {
-		return fmt.Errorf("multiraft: group %d: the voters %v do not include this member (%d)", id, voters, e.cfg.ID)
+	if len(voters) > 0 && !slices.Contains(voters, e.cfg.ID) && !slices.Contains(learners, e.cfg.ID) {
+		return fmt.Errorf("multiraft: group %d: the voters %v and learners %v do not include this member (%d)", id, voters, learners, e.cfg.ID)
 	}
-	for _, v := range voters {
+	if len(voters) == 0 && len(learners) > 0 {
+		return fmt.Errorf("multiraft: group %d: learners without voters", id)
+	}
+	for _, v := range append(slices.Clone(voters), learners...) {
 		if v == 0 {
-			return fmt.Errorf("multiraft: group %d: voter id 0", id)
+			return fmt.Errorf("multiraft: group %d: member id 0", id)
+		}
+		if slices.Contains(voters, v) && slices.Contains(learners, v) {
+			return fmt.Errorf("multiraft: group %d: member %d is both a voter and a learner", id, v)
 		}
 	}
 	errc := make(chan error, 1)
 	if err := e.do(ctx, func() {
-		if err := e.createGroup(id, voters); err != nil {
+		if err := e.createGroup(id, voters, learners); err != nil {
 			errc <- err
 			return
 		}
@@ -292,7 +321,7 @@ func (e *Engine) CreateGroup(ctx context.Context, id uint64, voters []uint64) er
 	}
 }
 
-func (e *Engine) createGroup(id uint64, voters []uint64) error {
+func (e *Engine) createGroup(id uint64, voters, learners []uint64) error {
 	if e.groups[id] != nil {
 		return ErrGroupExists
 	}
@@ -305,11 +334,13 @@ func (e *Engine) createGroup(id uint64, voters []uint64) error {
 		// holding the configuration (and the empty state), so there is
 		// nothing to replay, and a member added later catches up from the
 		// leader's log or a snapshot of it.
-		vs := slices.Clone(voters)
-		slices.Sort(vs)
-		vs = slices.Compact(vs)
+		vs := slices.Compact(slices.Sorted(slices.Values(voters)))
+		var ls []uint64
+		if len(learners) > 0 {
+			ls = slices.Compact(slices.Sorted(slices.Values(learners)))
+		}
 		snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-			Index: proto.Uint64(1), Term: proto.Uint64(1), ConfState: &raftpb.ConfState{Voters: vs},
+			Index: proto.Uint64(1), Term: proto.Uint64(1), ConfState: &raftpb.ConfState{Voters: vs, Learners: ls},
 		}}
 		hs := &raftpb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1), Vote: proto.Uint64(0)}
 		if err := b.setSnapshot(id, snap); err != nil {
@@ -324,7 +355,7 @@ func (e *Engine) createGroup(id uint64, voters []uint64) error {
 		if err := g.mem.SetHardState(hs); err != nil {
 			return err
 		}
-		g.conf = &raftpb.ConfState{Voters: vs}
+		g.conf = &raftpb.ConfState{Voters: vs, Learners: ls}
 		g.app.applied, g.app.snapIndex, applied = 1, 1, 1
 	}
 	if err := b.commitNoSync(); err != nil {
@@ -417,7 +448,14 @@ func (e *Engine) confChange(ctx context.Context, id uint64, t raftpb.ConfChangeT
 }
 
 // propose registers a waiter under a fresh number, proposes on the loop
-// and waits for the entry to be applied on this member.
+// and waits for the entry to be applied on this member. A proposal raft
+// drops because the group knows no leader is parked and proposed again
+// once it knows one (it was not in any log, so this cannot commit it
+// twice); one handed to raft that a leader change loses fails with
+// ErrLeaderChanged, and one that is neither applied nor known lost within
+// Config.ProposalTimeout (lost on its way to the leader) with
+// ErrProposalLost: both mean the outcome is unknown. Nothing waits
+// forever and nothing is reported committed that was not.
 func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byte) error) ([]byte, error) {
 	seq := e.seq.Add(1)
 	ch := make(chan result, 1)
@@ -426,7 +464,8 @@ func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byt
 		e.pmu.Unlock()
 		return nil, ErrBusy
 	}
-	e.pending[seq] = &waiter{group: id, ch: ch}
+	w := &waiter{group: id, ch: ch}
+	e.pending[seq] = w
 	e.pmu.Unlock()
 	forget := func() {
 		e.pmu.Lock()
@@ -441,10 +480,7 @@ func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byt
 			return
 		}
 		e.wake(g)
-		env := binary.AppendUvarint(binary.AppendUvarint(make([]byte, 0, 20), e.cfg.ID), seq)
-		if err = prop(g, env); errors.Is(err, raft.ErrProposalDropped) {
-			err = ErrNoLeader
-		}
+		err = e.proposeOn(g, seq, prop)
 		e.dirty[id] = g
 	}); derr != nil {
 		forget()
@@ -454,14 +490,79 @@ func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byt
 		forget()
 		return nil, err
 	}
+	timeout := time.NewTimer(e.cfg.ProposalTimeout)
+	defer timeout.Stop()
 	select {
 	case r := <-ch:
 		return r.value, r.err
 	case <-ctx.Done():
 		forget()
 		return nil, ctx.Err()
+	case <-timeout.C:
+		forget()
+		return nil, ErrProposalLost
 	case <-e.stop:
 		return nil, ErrClosed
+	}
+}
+
+// proposeOn hands proposal seq to g's raft, on the loop, recording the
+// term it was proposed in; when raft drops it for want of a leader it is
+// parked until the group knows one.
+func (e *Engine) proposeOn(g *group, seq uint64, prop func(*group, []byte) error) error {
+	env := binary.AppendUvarint(binary.AppendUvarint(make([]byte, 0, 20), e.cfg.ID), seq)
+	st := g.rn.BasicStatus()
+	e.pmu.Lock()
+	w := e.pending[seq]
+	if w != nil {
+		w.term = st.HardState.GetTerm()
+	}
+	e.pmu.Unlock()
+	if w == nil {
+		return nil // its caller gave up meanwhile
+	}
+	if st.Lead == 0 {
+		g.parked = append(g.parked, parkedProposal{seq: seq, prop: prop})
+		return nil
+	}
+	err := prop(g, env)
+	if errors.Is(err, raft.ErrProposalDropped) {
+		g.parked = append(g.parked, parkedProposal{seq: seq, prop: prop})
+		return nil
+	}
+	return err
+}
+
+// unpark proposes again what g parked, once it knows a leader.
+func (e *Engine) unpark(g *group) {
+	if len(g.parked) == 0 || g.rn.BasicStatus().Lead == 0 {
+		return
+	}
+	parked := g.parked
+	g.parked = nil
+	for i, p := range parked {
+		if err := e.proposeOn(g, p.seq, p.prop); err != nil {
+			e.answer(p.seq, result{err: err})
+		}
+		if len(g.parked) > 0 { // dropped again: keep the rest, in order
+			g.parked = append(g.parked, parked[i+1:]...)
+			break
+		}
+	}
+	e.dirty[g.id] = g
+}
+
+// failOlder fails this member's proposals to group id made in a term
+// before term: the group applied an entry of term without applying them,
+// so a leader change lost them (or they arrive late and may still commit).
+func (e *Engine) failOlder(id, term uint64) {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	for seq, w := range e.pending {
+		if w.group == id && w.term != 0 && w.term < term {
+			w.ch <- result{err: ErrLeaderChanged}
+			delete(e.pending, seq)
+		}
 	}
 }
 

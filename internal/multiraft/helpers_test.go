@@ -276,7 +276,7 @@ func (c *testCluster) propose(ctx context.Context, via, g uint64, cmd []byte) er
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := c.members[via].e.Propose(pctx, g, cmd)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, ErrNoLeader) && !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil || !errors.Is(err, ErrNoLeader) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrLeaderChanged) && !errors.Is(err, ErrProposalLost) {
 			return err
 		}
 		select {

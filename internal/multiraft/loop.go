@@ -78,6 +78,9 @@ func (e *Engine) tick() {
 		e.alive[id] = alive
 	}
 	for id, g := range e.active {
+		if len(g.parked) > 0 {
+			e.unpark(g)
+		}
 		if e.maybeQuiesce(g) {
 			continue
 		}
@@ -296,6 +299,9 @@ func (e *Engine) readyCycle() {
 		g, rd := readies[i].g, &readies[i].rd
 		if rd.SoftState != nil {
 			g.lead = rd.SoftState.Lead
+		}
+		if g.lead != 0 && len(g.parked) > 0 {
+			defer e.unpark(g) // after Advance: raft takes proposals then
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if err := g.mem.ApplySnapshot(rd.Snapshot); err != nil {

@@ -124,7 +124,8 @@ func TestGrowOntoNewMemberOverTCP(t *testing.T) {
 }
 
 func errorsIsRetry(err error) bool {
-	return errors.Is(err, multiraft.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, multiraft.ErrNoLeader) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, multiraft.ErrLeaderChanged) || errors.Is(err, multiraft.ErrProposalLost)
 }
 
 // leaderIn waits for group g's leader as e sees it.

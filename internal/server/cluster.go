@@ -74,6 +74,8 @@ type clusterFlags struct {
 	raftTLS                 *raft.TCPConfig // nil: no TLS between members
 	secretFile              string          // -cluster-secret-file
 	insecure                bool            // -raft-insecure
+	singleGroup             bool            // -single-group
+	queueGroupsOver         bool            // -queue-groups-over-existing
 }
 
 // memberAuth sets how this member and the others prove to each other
@@ -154,6 +156,9 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 		Listen:    f.addr,
 		ListenTLS: f.tlsAddr,
 		DeadAfter: f.deadAfter,
+
+		SingleGroup:             f.singleGroup,
+		QueueGroupsOverExisting: f.queueGroupsOver,
 	})
 	if err != nil {
 		return err

@@ -142,6 +142,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 			httpLimits: broker.HTTPLimits{MaxConnections: *httpMaxConns},
 			dataDir:    *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
 			secretFile: *secretFile, insecure: *raftInsecure,
+			singleGroup: *s.singleGroup, queueGroupsOver: *s.queueGroupsOver,
 		}, opts, stdout, logger)
 	}
 	var defs *definitions.File

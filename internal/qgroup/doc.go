@@ -1,0 +1,40 @@
+// Package qgroup keeps each replicated queue of a cluster in a raft group
+// of its own, on one internal/multiraft engine per member, beside the
+// metadata group (meta/raft) that keeps everything else.
+//
+// A Manager is one member's half. When a durable quorum queue or stream
+// is declared (Declare, called before its declaration is written), it
+// allocates a group id and writes the queue's placement — group, voters
+// and learners — to the metadata group's records with compare-and-swap,
+// so two members declaring the same queue at once agree on one group.
+// The voters are x-quorum-initial-group-size of the members
+// (x-initial-cluster-size for a stream; qplace.DefaultSize, 3, when
+// unset, capped at the member count), chosen by qplace.Place: the
+// declaring member, then the members holding the fewest voter replicas.
+// The declaring member campaigns at once; under x-queue-leader-locator
+// balanced it then hands the leadership to the voter leading the fewest
+// groups, else it leads (client-local, RabbitMQ's default). Every other member holds the group
+// as a learner: it receives and applies the log but counts for no quorum,
+// so any member serves any queue from its own copy. Every member follows
+// the records (the metadata group's change feed, and a whole read every
+// few seconds for deletions) and creates or removes its replicas.
+//
+// The group's state machine holds the queue's records, its next offset,
+// its cursor and its unacked index in memory, and checkpoints all of it.
+// Manager.Shards, Manager.Index and the Manager's cursor methods are the
+// storage.ShardStore, unacked.Index/unacked.Claimer and meta.Cursors a
+// broker in shared mode uses: a queue with a group goes to it, every
+// other queue (classic durable queues, and queues declared before groups
+// were turned on) to the Fallback, the metadata group's own stores.
+// Manager.Watch is the groups' half of the change feed.
+//
+// It promises what meta/raft promises for the queues it holds: a write
+// returns once committed by a quorum of the queue's voters (each synced
+// it) and applied on this member; an error after which it may still have
+// committed (the leader changed, the proposal was lost, the engine
+// closed) matches storage.ErrOutcomeUnknown; claims and cursor moves are
+// conditional commands decided in the group's log order, so two members
+// never claim the same message. A proposal made on a member that does not
+// lead the group is forwarded to its leader by raft, over the engine's
+// link; nothing of a queue's traffic goes through the metadata group.
+package qgroup
