@@ -158,7 +158,7 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	}
 	c, err := direct.Open(ctx, direct.Config{
 		Session:     b.cfg,
-		ID:          fmt.Sprintf("direct#%d", b.nextID.Add(1)),
+		ID:          fmt.Sprintf("direct#%d", b.conns.NextID()),
 		VHost:       vh,
 		User:        user,
 		Access:      access,
@@ -166,24 +166,16 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 		// Registered like a served connection: Close shuts it down with
 		// 320 and waits for it (the wg count is dropped by Release).
 		Register: func(conn *session.Conn) error {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if b.mu.closed {
+			if !b.conns.Register(conn) {
 				admitted()
 				return ErrClosed
 			}
-			b.mu.conns[conn] = struct{}{}
-			b.wg.Add(1)
 			return nil
 		},
-		Forget: func(conn *session.Conn) {
-			b.mu.Lock()
-			b.forgetConnLocked(conn)
-			b.mu.Unlock()
-		},
+		Forget: b.conns.Forget,
 		Release: func() {
 			admitted()
-			b.wg.Done()
+			b.conns.Done()
 		},
 	})
 	if err != nil {

@@ -129,13 +129,7 @@ func (v mgmtView) Overview() mgmt.Overview {
 		ConnectionsOpened: s.ConnectionsOpened, ConnectionsClosed: s.ConnectionsClosed,
 		ChannelsOpened: s.ChannelsOpened, ChannelsClosed: s.ChannelsClosed,
 	}
-	v.b.mu.Lock()
-	for l := range v.b.mu.listeners {
-		if a, ok := l.Addr().(*net.TCPAddr); ok {
-			o.Listeners = append(o.Listeners, a)
-		}
-	}
-	v.b.mu.Unlock()
+	o.Listeners = v.b.conns.TCPAddrs()
 	return o
 }
 
