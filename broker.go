@@ -101,7 +101,7 @@ func New(opts Options) (*Broker, error) {
 	if err := o.validate(); err != nil {
 		// The fields checked against the stores' contents are reported
 		// with the others, not after they are fixed.
-		if o.validateShared() == nil && o.validateStores() == nil {
+		if sc := o.storeConfig(); stores.CheckShared(sc) == nil && stores.CheckDurable(sc) == nil {
 			vs, serr := stores.StoredVHosts(o.storeConfig())
 			if serr == nil {
 				serr = o.checkStoredNames(vs)
