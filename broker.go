@@ -178,39 +178,24 @@ func New(opts Options) (*Broker, error) {
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
 	b.watchChanges()
-	if err := b.openPlugins(); err != nil {
-		b.stopFollowing()
-		st.Close()
-		return nil, err
+	ctx := context.Background()
+	steps := []func() error{
+		b.openPlugins,
+		func() error { return b.openVHosts(ctx) },
+		func() error { return b.plane.SeedUsers(ctx, o.Users, o.VHosts) },
+		func() error { return b.applyOptionPolicies(ctx) },
+		b.startScanner,
+		b.startShovels,
 	}
-	if err := b.openVHosts(context.Background()); err != nil {
-		b.stopFollowing()
-		st.Close()
-		return nil, err
-	}
-	if err := b.plane.SeedUsers(context.Background(), o.Users, o.VHosts); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := b.applyOptionPolicies(context.Background()); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := b.startScanner(); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := b.startShovels(); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
+	for i, step := range steps {
+		if err := step(); err != nil {
+			b.stopFollowing()
+			if i >= 2 { // the vhosts are open from the third step on
+				b.vhosts.Close()
+			}
+			st.Close()
+			return nil, err
+		}
 	}
 	b.startFederation() // cannot fail: its links retry on their own
 	b.startFollowing()
