@@ -84,18 +84,6 @@ func (b *Broker) ManagementHandler() http.Handler {
 	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.Management.AllowedOrigins}))
 }
 
-// validateManagement reports every entry of ManagementAllowedOrigins that
-// is not an origin.
-func (o *Options) validateManagement() error {
-	var errs []error
-	for i, origin := range o.Management.AllowedOrigins {
-		if err := mgmt.CheckOrigin(origin); err != nil {
-			errs = append(errs, fmt.Errorf("broker: Options.Management.AllowedOrigins[%d]: %w", i, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // mgmtView is the management model: the snapshot reader over the vhosts
 // and connections, the broker's Admin (every write of a control-plane
 // noun, mgmt.Admin and mgmt.Parameters, is the Admin's own method), and

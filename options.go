@@ -14,6 +14,7 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/compat"
+	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/session"
@@ -460,7 +461,8 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
 	sc := o.storeConfig()
-	errs = append(errs, stores.CheckShared(sc), stores.CheckDurable(sc), stores.CheckWrapped(sc), o.validatePolicies(), o.validateManagement())
+	errs = append(errs, stores.CheckShared(sc), stores.CheckDurable(sc), stores.CheckWrapped(sc), o.validatePolicies(),
+		mgmt.CheckOrigins("broker: Options.Management.AllowedOrigins", o.Management.AllowedOrigins))
 	if _, err := compat.Parse(o.RabbitMQVersion); err != nil {
 		errs = append(errs, fmt.Errorf("broker: Options.RabbitMQVersion: %w", err))
 	}
