@@ -81,13 +81,7 @@ func (b *Broker) isImpersonator(user string) bool {
 // connections through rabbit_reader:shutdown, direct ones through
 // amqp_direct_connection:server_close, both 320).
 func (b *Broker) closeConnectionsOf(match func(session.ConnInfo) bool, text string) {
-	b.mu.Lock()
-	conns := make([]*session.Conn, 0, len(b.mu.conns))
-	for c := range b.mu.conns {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
-	for _, c := range conns {
+	for _, c := range b.conns.List() {
 		if match(c.Info()) {
 			c.Shutdown(amqp.ConnectionForced, text)
 		}

@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/authn"
+	"github.com/warrenmq/broker/internal/conns"
 	"github.com/warrenmq/broker/internal/control"
 	"github.com/warrenmq/broker/internal/events"
 	"github.com/warrenmq/broker/internal/federation"
@@ -30,7 +29,6 @@ import (
 	"github.com/warrenmq/broker/internal/scan"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/shovel"
-	"github.com/warrenmq/broker/internal/shrink"
 	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/internal/transport"
 	"github.com/warrenmq/broker/internal/vhosts"
@@ -56,7 +54,6 @@ type Broker struct {
 	opts   Options
 	cfg    *session.Config
 	log    *slog.Logger
-	nextID atomic.Uint64
 	plane  control.Plane   // users, permissions, vhosts, limits (internal/control)
 	params params.Registry // runtime and global parameters (internal/params)
 	// shovels runs the stored shovels' links (shovel.go).
@@ -65,20 +62,9 @@ type Broker struct {
 	// (federation.go).
 	federation *federation.Supervisor
 
-	mu struct {
-		sync.Mutex
-		closed    bool
-		listeners map[net.Listener]struct{}
-		conns     map[*session.Conn]struct{}
-		// connsPeak rebuilds conns once closes left it a quarter of its
-		// largest size (forgetConnLocked).
-		connsPeak shrink.Peak
-		addr      net.Addr // first listener's address, for Addr and URL
-	}
-	// wg counts every goroutine the broker started: connection servers and
-	// the accept loops started by Listen. Add happens under mu with closed
-	// false, so no Add can race with the Wait in Close.
-	wg sync.WaitGroup
+	// conns is the open connections and listeners, and counts every
+	// goroutine the broker started (internal/conns).
+	conns *conns.Set
 
 	stores      *stores.Set
 	vhosts      vhosts.Set // the open vhosts (internal/vhosts)
@@ -115,7 +101,7 @@ func New(opts Options) (*Broker, error) {
 	if err := o.validate(); err != nil {
 		// The fields checked against the stores' contents are reported
 		// with the others, not after they are fixed.
-		if o.validateShared() == nil && o.validateStores() == nil {
+		if sc := o.storeConfig(); stores.CheckShared(sc) == nil && stores.CheckDurable(sc) == nil {
 			vs, serr := stores.StoredVHosts(o.storeConfig())
 			if serr == nil {
 				serr = o.checkStoredNames(vs)
@@ -141,8 +127,6 @@ func New(opts Options) (*Broker, error) {
 	b.alarm = alarm.NewMonitor(o.Logger, o.DataDir)
 	b.acct.logins = login.Guard{Throttle: login.NewThrottle(clock.Real), Timeout: o.LoginTimeout, Quit: b.quit}
 	b.logins = authn.New(&b.acct.logins, o.Auth, o.AllowRemoteGuest, o.LoginTimeout, o.Logger)
-	b.mu.listeners = make(map[net.Listener]struct{})
-	b.mu.conns = make(map[*session.Conn]struct{})
 
 	vhosts := make(map[string]bool, len(o.VHosts))
 	for _, v := range o.VHosts {
@@ -171,6 +155,7 @@ func New(opts Options) (*Broker, error) {
 		Events:         b.events,
 		Clock:          o.Clock,
 	}
+	b.conns = conns.New(b.cfg, o.Logger, b.quit, ErrClosed)
 	b.nodeID = o.Node
 	b.incarnation = uint64(time.Now().UnixNano())
 	st, err := stores.Open(o.storeConfig(), b.alarm.DiskFull)
@@ -193,39 +178,24 @@ func New(opts Options) (*Broker, error) {
 	// In shared mode the feed is watched before anything is read, so no
 	// change made by another broker after that read goes unseen.
 	b.watchChanges()
-	if err := b.openPlugins(); err != nil {
-		b.stopFollowing()
-		st.Close()
-		return nil, err
+	ctx := context.Background()
+	steps := []func() error{
+		b.openPlugins,
+		func() error { return b.openVHosts(ctx) },
+		func() error { return b.plane.SeedUsers(ctx, o.Users, o.VHosts) },
+		func() error { return b.applyOptionPolicies(ctx) },
+		b.startScanner,
+		b.startShovels,
 	}
-	if err := b.openVHosts(context.Background()); err != nil {
-		b.stopFollowing()
-		st.Close()
-		return nil, err
-	}
-	if err := b.plane.SeedUsers(context.Background(), o.Users, o.VHosts); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := b.applyOptionPolicies(context.Background()); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := b.startScanner(); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := b.startShovels(); err != nil {
-		b.stopFollowing()
-		b.vhosts.Close()
-		st.Close()
-		return nil, err
+	for i, step := range steps {
+		if err := step(); err != nil {
+			b.stopFollowing()
+			if i >= 2 { // the vhosts are open from the third step on
+				b.vhosts.Close()
+			}
+			st.Close()
+			return nil, err
+		}
 	}
 	b.startFederation() // cannot fail: its links retry on their own
 	b.startFollowing()
@@ -241,55 +211,7 @@ func New(opts Options) (*Broker, error) {
 // Serve accepts connections on l and serves each on its own goroutines until
 // l fails or Close is called. It takes ownership of l and closes it. After
 // Close it returns ErrClosed; otherwise the accept error.
-func (b *Broker) Serve(l net.Listener) error {
-	if !b.addListener(l) {
-		l.Close()
-		return ErrClosed
-	}
-	return b.serve(l)
-}
-
-// serve is the accept loop for a registered listener.
-func (b *Broker) serve(l net.Listener) error {
-	defer b.removeListener(l)
-	var backoff time.Duration
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			if b.isClosed() {
-				return ErrClosed
-			}
-			var te interface{ Temporary() bool }
-			if errors.As(err, &te) && te.Temporary() {
-				// Transient (EMFILE, ECONNABORTED, ...): back off like
-				// net/http instead of spinning or giving up.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				b.log.Warn("broker: accept failed, retrying", "err", err, "backoff", backoff)
-				if !b.sleep(backoff) {
-					return ErrClosed
-				}
-				continue
-			}
-			l.Close()
-			return fmt.Errorf("broker: accept: %w", err)
-		}
-		backoff = 0
-		id := fmt.Sprintf("%s -> %s#%d", nc.RemoteAddr(), nc.LocalAddr(), b.nextID.Add(1))
-		b.serveConn(nc, id, false)
-	}
-}
-
-// sleep waits d or until Close; it reports false when the broker closed.
-func (b *Broker) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return !b.isClosed()
-	case <-b.quit:
-		return false
-	}
-}
+func (b *Broker) Serve(l net.Listener) error { return b.conns.Serve(l) }
 
 // Listen binds addr ("host:port"; port 0 picks a free one) and serves it in
 // the background until Close. It returns the bound address; Addr and URL are
@@ -299,29 +221,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen: %w", err)
 	}
-	return b.serveInBackground(l, "broker: listener stopped")
-}
-
-// serveInBackground serves l on a goroutine the broker owns until Close;
-// Listen and ListenTLS share it.
-func (b *Broker) serveInBackground(l net.Listener, stopped string) (net.Addr, error) {
-	b.mu.Lock()
-	if b.mu.closed {
-		b.mu.Unlock()
-		l.Close()
-		return nil, ErrClosed
-	}
-	b.addListenerLocked(l)
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		err := b.serve(l)
-		if err != nil && !errors.Is(err, ErrClosed) {
-			b.log.Error(stopped, "addr", l.Addr().String(), "err", err)
-		}
-	}()
-	return l.Addr(), nil
+	return b.conns.ServeInBackground(l, "broker: listener stopped")
 }
 
 // ListenAndServe binds addr and serves it until Close (then it returns
@@ -354,87 +254,17 @@ func (b *Broker) dialPipe(internal bool) (net.Conn, error) {
 		now = func() int64 { return clk.Now().UnixNano() }
 	}
 	server, client := transport.PipeClock(now)
-	id := fmt.Sprintf("pipe#%d", b.nextID.Add(1))
-	if !b.serveConn(server, id, internal) {
+	id := fmt.Sprintf("pipe#%d", b.conns.NextID())
+	if !b.conns.ServeConn(server, id, internal) {
 		client.Close()
 		return nil, ErrClosed
 	}
 	return client, nil
 }
 
-// serveConn registers rwc and serves it on a new goroutine; it reports false
-// (after closing rwc) when the broker is closed.
-func (b *Broker) serveConn(rwc io.ReadWriteCloser, id string, internal bool) bool {
-	c := session.NewConn(rwc, id, b.cfg)
-	if internal {
-		c.MarkInternal()
-	}
-	b.mu.Lock()
-	if b.mu.closed {
-		b.mu.Unlock()
-		rwc.Close()
-		return false
-	}
-	b.mu.conns[c] = struct{}{}
-	b.wg.Add(1)
-	b.mu.Unlock()
-
-	go func() {
-		defer b.wg.Done()
-		if err := c.Serve(); err != nil {
-			b.log.Debug("broker: connection ended", "conn", id, "err", err)
-		}
-		b.mu.Lock()
-		b.forgetConnLocked(c)
-		b.mu.Unlock()
-	}()
-	return true
-}
-
-// forgetConnLocked takes a finished connection out of b.mu.conns (b.mu
-// held), and rebuilds the map once closes left it a quarter of its largest
-// size: a burst of connections would otherwise keep its table for good.
-func (b *Broker) forgetConnLocked(c *session.Conn) {
-	delete(b.mu.conns, c)
-	b.mu.conns = shrink.Map(b.mu.conns, &b.mu.connsPeak)
-}
-
-func (b *Broker) addListener(l net.Listener) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.mu.closed {
-		return false
-	}
-	b.addListenerLocked(l)
-	return true
-}
-
-func (b *Broker) addListenerLocked(l net.Listener) {
-	b.mu.listeners[l] = struct{}{}
-	if b.mu.addr == nil {
-		b.mu.addr = l.Addr()
-	}
-}
-
-func (b *Broker) removeListener(l net.Listener) {
-	b.mu.Lock()
-	delete(b.mu.listeners, l)
-	b.mu.Unlock()
-}
-
-func (b *Broker) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.mu.closed
-}
-
 // Addr returns the address of the first listener the broker served, or nil
 // before any.
-func (b *Broker) Addr() net.Addr {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.mu.addr
-}
+func (b *Broker) Addr() net.Addr { return b.conns.Addr() }
 
 // URL returns an AMQP URI for the first listener with the first configured
 // user's credentials and the default vhost, e.g.
@@ -476,18 +306,8 @@ func (b *Broker) Close() error {
 		// connections they hold into it.
 		b.shovels.Stop()
 		b.federation.Stop()
-		b.mu.Lock()
-		b.mu.closed = true
+		listeners, conns := b.conns.Close()
 		close(b.quit)
-		listeners := make([]net.Listener, 0, len(b.mu.listeners))
-		for l := range b.mu.listeners {
-			listeners = append(listeners, l)
-		}
-		conns := make([]*session.Conn, 0, len(b.mu.conns))
-		for c := range b.mu.conns {
-			conns = append(conns, c)
-		}
-		b.mu.Unlock()
 
 		// The scanner goes first: it calls into connections and queues.
 		b.stopScanner()
@@ -499,7 +319,7 @@ func (b *Broker) Close() error {
 		for _, c := range conns {
 			c.Shutdown(amqp.ConnectionForced, shutdownReason)
 		}
-		b.wg.Wait()
+		b.conns.Wait()
 		if b.opts.peers.Replies != nil {
 			b.opts.peers.Replies.Attach(nil) // no requester is left to take a reply
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/authn"
 	"github.com/warrenmq/broker/internal/direct"
-	"github.com/warrenmq/broker/internal/login"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
 )
@@ -94,49 +93,32 @@ func (b *Broker) Channel(ctx context.Context, opts ...ChannelOption) (*Channel, 
 
 // directAccess is the Access of a Channel opened AsUser(user) on the vhost
 // named vh, or the *amqp091.Error an AMQP client would get at
-// connection.open: the user must exist (RabbitMQ's direct connections
-// authenticate the user without a password) and have permissions on vh.
-// The Access is shared with the user's connections there (accounts.go),
-// so permission changes reach the Channel.
-//
-// With Options.Auth the chain decides instead (chainDirectAccess).
+// connection.open (internal/authn's DirectAccess: the user database, or
+// Options.Auth's chain). The Access is shared with the user's connections
+// there (accounts.go), so permission changes reach the Channel.
 func (b *Broker) directAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	if b.logins.Chained() {
-		return b.chainDirectAccess(ctx, user, vh)
-	}
-	_, err := b.acct.logins.Lookup(ctx, user)
-	switch {
-	case login.Unavailable(err):
-		return nil, directFailed(ctx, err)
-	case err != nil:
-		return nil, directRefused(amqp.AccessRefused, "user '%s' - no such user", user)
-	}
-	return b.storedAccess(ctx, user, vh)
-}
-
-func directRefused(code uint16, format string, args ...any) error {
-	return toError(amqp.NewError(code, amqp.ClassConnection, amqp.MethodConnectionOpen, format, args...))
-}
-
-func directFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err() // the caller gave up; the store may be fine
-	}
-	return toError(authn.Unavailable(err, amqp.ClassConnection, amqp.MethodConnectionOpen))
+	return directError(b.logins.DirectAccess(ctx, user, vh, b.storedGrants))
 }
 
 // storedAccess is the shared Access of user on vh from the stored
 // permissions (the user database's authorisation), or the error an AMQP
 // client would get at connection.open.
 func (b *Broker) storedAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	a, refusal, unavailable := b.acct.access.Stored(ctx, b.stores.Meta, b.opts.LoginTimeout, user, vh)
-	switch {
-	case unavailable != nil:
-		return nil, directFailed(ctx, unavailable)
-	case refusal != nil:
-		return nil, toError(refusal)
+	return directError(authn.StoredAccess(ctx, b.storedGrants, user, vh))
+}
+
+// storedGrants is authn.Stored over the broker's store and Access registry.
+func (b *Broker) storedGrants(ctx context.Context, user, vh string) (*session.Access, *amqp.Error, error) {
+	return b.acct.access.Stored(ctx, b.stores.Meta, b.opts.LoginTimeout, user, vh)
+}
+
+// directError gives an *amqp.Error as the *amqp091.Error a client gets.
+func directError(a *session.Access, err error) (*session.Access, error) {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return nil, toError(ae)
 	}
-	return a, nil
+	return a, err
 }
 
 // openChannel opens a direct Channel on vh as user, checking access (nil:
@@ -158,7 +140,7 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 	}
 	c, err := direct.Open(ctx, direct.Config{
 		Session:     b.cfg,
-		ID:          fmt.Sprintf("direct#%d", b.nextID.Add(1)),
+		ID:          fmt.Sprintf("direct#%d", b.conns.NextID()),
 		VHost:       vh,
 		User:        user,
 		Access:      access,
@@ -166,24 +148,16 @@ func (b *Broker) openChannel(ctx context.Context, vh *vhost.VHost, user string, 
 		// Registered like a served connection: Close shuts it down with
 		// 320 and waits for it (the wg count is dropped by Release).
 		Register: func(conn *session.Conn) error {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if b.mu.closed {
+			if !b.conns.Register(conn) {
 				admitted()
 				return ErrClosed
 			}
-			b.mu.conns[conn] = struct{}{}
-			b.wg.Add(1)
 			return nil
 		},
-		Forget: func(conn *session.Conn) {
-			b.mu.Lock()
-			b.forgetConnLocked(conn)
-			b.mu.Unlock()
-		},
+		Forget: b.conns.Forget,
 		Release: func() {
 			admitted()
-			b.wg.Done()
+			b.conns.Done()
 		},
 	})
 	if err != nil {
@@ -219,29 +193,6 @@ func (b *Broker) authzChannel(ctx context.Context, z *session.Authz, vhostName s
 		return nil, toError(aerr)
 	}
 	return b.openChannel(ctx, vh, z.Identity.User, a)
-}
-
-// chainDirectAccess is directAccess through Options.Auth: the chain is
-// asked to log user in with auth.MechanismDirect and no secret, then the
-// entry that did decides the vhost and every permission, as for an AMQP
-// login.
-func (b *Broker) chainDirectAccess(ctx context.Context, user, vh string) (*session.Access, error) {
-	name, z, err := b.logins.Direct(ctx, user)
-	if err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) {
-			return nil, toError(ae)
-		}
-		return nil, err
-	}
-	if z == nil {
-		return b.storedAccess(ctx, name, vh)
-	}
-	a, aerr := b.logins.VHostAccess(z, vh)
-	if aerr != nil {
-		return nil, toError(aerr)
-	}
-	return a, nil
 }
 
 // storedChannel opens a direct Channel on the vhost named vhostName with

@@ -2,10 +2,7 @@ package broker
 
 import (
 	"context"
-	"net"
 	"time"
-
-	"github.com/warrenmq/broker/internal/session"
 )
 
 // Shutdown stops the broker gracefully, as net/http's Server.Shutdown does
@@ -44,18 +41,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		return nil // closed already: nothing to drain
 	default:
 	}
-	b.mu.Lock()
-	// closed refuses new connections (serveConn, openChannel, Listen)
-	// and makes the accept loops end with ErrClosed.
-	b.mu.closed = true
-	listeners := make([]net.Listener, 0, len(b.mu.listeners))
-	for l := range b.mu.listeners {
-		listeners = append(listeners, l)
-	}
-	b.mu.Unlock()
-	for _, l := range listeners {
-		l.Close()
-	}
+	// New connections (served, Dial, Channel) and listeners are refused,
+	// and the accept loops end with ErrClosed.
+	b.conns.Refuse()
 	b.drain.Start()
 	b.log.Info("broker: shutting down, waiting for consumers to settle their deliveries")
 
@@ -107,14 +95,8 @@ func (b *Broker) waitSettled(ctx context.Context) error {
 // outstanding sums the unsettled deliveries and unanswered publishes of
 // every connection.
 func (b *Broker) outstanding() int {
-	b.mu.Lock()
-	conns := make([]*session.Conn, 0, len(b.mu.conns))
-	for c := range b.mu.conns {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
 	n := 0
-	for _, c := range conns {
+	for _, c := range b.conns.List() {
 		n += c.Outstanding()
 	}
 	return n

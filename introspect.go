@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/rabbitmq/amqp091-go"
@@ -193,16 +191,7 @@ func queueStatsOf(ctx context.Context, q *vhost.Queue, exact bool) (QueueStats, 
 }
 
 // sortedConns returns the open connections, sorted by id.
-func (b *Broker) sortedConns() []*session.Conn {
-	b.mu.Lock()
-	cs := make([]*session.Conn, 0, len(b.mu.conns))
-	for c := range b.mu.conns {
-		cs = append(cs, c)
-	}
-	b.mu.Unlock()
-	slices.SortFunc(cs, func(x, y *session.Conn) int { return strings.Compare(x.ID(), y.ID()) })
-	return cs
-}
+func (b *Broker) sortedConns() []*session.Conn { return b.conns.Sorted() }
 
 // sortedVHosts returns the vhosts, sorted by name.
 func (b *Broker) sortedVHosts() []*vhost.VHost {

@@ -84,18 +84,6 @@ func (b *Broker) ManagementHandler() http.Handler {
 	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.Management.AllowedOrigins}))
 }
 
-// validateManagement reports every entry of ManagementAllowedOrigins that
-// is not an origin.
-func (o *Options) validateManagement() error {
-	var errs []error
-	for i, origin := range o.Management.AllowedOrigins {
-		if err := mgmt.CheckOrigin(origin); err != nil {
-			errs = append(errs, fmt.Errorf("broker: Options.Management.AllowedOrigins[%d]: %w", i, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // mgmtView is the management model: the snapshot reader over the vhosts
 // and connections, the broker's Admin (every write of a control-plane
 // noun, mgmt.Admin and mgmt.Parameters, is the Admin's own method), and
@@ -129,13 +117,7 @@ func (v mgmtView) Overview() mgmt.Overview {
 		ConnectionsOpened: s.ConnectionsOpened, ConnectionsClosed: s.ConnectionsClosed,
 		ChannelsOpened: s.ChannelsOpened, ChannelsClosed: s.ChannelsClosed,
 	}
-	v.b.mu.Lock()
-	for l := range v.b.mu.listeners {
-		if a, ok := l.Addr().(*net.TCPAddr); ok {
-			o.Listeners = append(o.Listeners, a)
-		}
-	}
-	v.b.mu.Unlock()
+	o.Listeners = v.b.conns.TCPAddrs()
 	return o
 }
 
@@ -201,78 +183,53 @@ func (v mgmtView) Grant(ctx context.Context, user, vhostName string) (*mgmt.Gran
 	return &mgmt.Grant{Configure: g.Configure, Write: g.Write, Read: g.Read}, nil
 }
 
-// vhost finds the vhost a management write names.
-func (v mgmtView) vhost(name string) (*vhost.VHost, error) {
+// onVHost runs write on the vhost a management write names.
+func (v mgmtView) onVHost(name string, write func(*vhost.VHost) error) error {
 	vh, ok := v.b.lookupVHost(name)
 	if !ok {
-		return nil, fmt.Errorf("%w: vhost %q", mgmt.ErrNotFound, name)
+		return fmt.Errorf("%w: vhost %q", mgmt.ErrNotFound, name)
 	}
-	return vh, nil
+	return write(vh)
 }
 
 func (v mgmtView) DeclareExchange(ctx context.Context, vhostName string, m *amqp.ExchangeDeclare) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	return vh.DeclareExchange(ctx, m)
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error { return vh.DeclareExchange(ctx, m) })
 }
 
 func (v mgmtView) DeleteExchange(ctx context.Context, vhostName, name string, ifUnused bool) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	return vh.DeleteExchange(ctx, name, ifUnused)
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error { return vh.DeleteExchange(ctx, name, ifUnused) })
 }
 
 func (v mgmtView) DeclareQueue(ctx context.Context, vhostName string, m *amqp.QueueDeclare) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	_, err = vh.DeclareQueue(ctx, "", m)
-	return err
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error { return discard(vh.DeclareQueue(ctx, "", m)) })
 }
 
 func (v mgmtView) DeleteQueue(ctx context.Context, vhostName, name string, ifUnused, ifEmpty bool) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	_, err = vh.DeleteQueue(ctx, "", name, ifUnused, ifEmpty)
-	return err
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error { return discard(vh.DeleteQueue(ctx, "", name, ifUnused, ifEmpty)) })
 }
 
+// discard is the error of a write whose other result the API does not show.
+func discard[T any](_ T, err error) error { return err }
+
 func (v mgmtView) Purge(ctx context.Context, vhostName, name string) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	q, err := vh.Queue("", name) // another connection's exclusive queue is 405
-	if err != nil {
-		return err
-	}
-	if _, err := q.Purge(ctx); err != nil {
-		return fmt.Errorf("%w: queue %q: %v", mgmt.ErrNotFound, name, err) // the queue went away meanwhile: 404
-	}
-	return nil
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error {
+		q, err := vh.Queue("", name) // another connection's exclusive queue is 405
+		if err != nil {
+			return err
+		}
+		if _, err := q.Purge(ctx); err != nil {
+			return fmt.Errorf("%w: queue %q: %v", mgmt.ErrNotFound, name, err) // the queue went away meanwhile: 404
+		}
+		return nil
+	})
 }
 
 func (v mgmtView) Bind(ctx context.Context, vhostName string, bd routing.Binding) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	return vh.Bind(ctx, "", bd)
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error { return vh.Bind(ctx, "", bd) })
 }
 
 func (v mgmtView) Unbind(ctx context.Context, vhostName string, bd routing.Binding) error {
-	vh, err := v.vhost(vhostName)
-	if err != nil {
-		return err
-	}
-	return vh.Unbind(ctx, "", bd)
+	return v.onVHost(vhostName, func(vh *vhost.VHost) error { return vh.Unbind(ctx, "", bd) })
 }
 
 func (v mgmtView) OpenChannel(ctx context.Context, user mgmt.Caller, vhostName string) (mgmt.DirectChannel, error) {

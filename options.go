@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/warrenmq/broker/amqp"
@@ -15,13 +14,13 @@ import (
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/alarm"
 	"github.com/warrenmq/broker/internal/compat"
+	"github.com/warrenmq/broker/internal/mgmt"
 	"github.com/warrenmq/broker/internal/peer"
 	"github.com/warrenmq/broker/internal/policy"
 	"github.com/warrenmq/broker/internal/session"
+	"github.com/warrenmq/broker/internal/stores"
 	"github.com/warrenmq/broker/meta"
-	metamemory "github.com/warrenmq/broker/meta/memory"
 	"github.com/warrenmq/broker/storage"
-	"github.com/warrenmq/broker/storage/memory"
 	"github.com/warrenmq/broker/unacked"
 )
 
@@ -461,7 +460,9 @@ func (o *Options) validate() error {
 	if o.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker: Options.ScanInterval %v is negative", o.ScanInterval))
 	}
-	errs = append(errs, o.validateShared(), o.validateStores(), o.validateCapabilities(), o.validatePolicies(), o.validateManagement())
+	sc := o.storeConfig()
+	errs = append(errs, stores.CheckShared(sc), stores.CheckDurable(sc), stores.CheckWrapped(sc), o.validatePolicies(),
+		mgmt.CheckOrigins("broker: Options.Management.AllowedOrigins", o.Management.AllowedOrigins))
 	if _, err := compat.Parse(o.RabbitMQVersion); err != nil {
 		errs = append(errs, fmt.Errorf("broker: Options.RabbitMQVersion: %w", err))
 	}
@@ -469,66 +470,6 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("broker: Options.FrameMax %d is below the minimum %d", o.FrameMax, amqp.FrameMinSize))
 	}
 	return errors.Join(errs...)
-}
-
-// validateStores refuses in-memory stores given together with DataDir:
-// they would silently lose what DataDir promises to keep (a confirmed
-// persistent message in a durable queue, the topology) at the next start.
-// Without DataDir they are just the defaults.
-func (o *Options) validateStores() error {
-	if o.DataDir == "" {
-		return nil
-	}
-	var errs []error
-	lost := func(field, what string) {
-		errs = append(errs, fmt.Errorf("broker: Options.%s is an in-memory store but DataDir is set: %s would be lost at restart (leave %s nil to keep them in DataDir, or leave DataDir empty for a broker that keeps nothing)", field, what, field))
-	}
-	if _, ok := o.Shards.(*memory.Store); ok {
-		lost("Shards", "durable queues' messages, confirmed persistent ones included,")
-	}
-	if _, ok := o.Meta.(*metamemory.Store); ok {
-		lost("Meta", "queues, exchanges, bindings, users and cursors")
-	}
-	if _, ok := o.Unacked.(*unacked.MemoryIndex); ok {
-		lost("Unacked", "unacknowledged deliveries (redelivered=true after a restart)")
-	}
-	return errors.Join(errs...)
-}
-
-// validateCapabilities refuses a given store that hides optional
-// interfaces of a store it embeds (meta.Hidden, storage.Hidden,
-// unacked.Hidden): a wrapper written by embedding the store interface
-// forwards only its methods, and the broker, finding the optional ones by
-// type assertion, would silently run without them (without
-// meta.ChangeFeed it would not even know the store is shared). Embedding
-// is taken as the intent to forward everything; the fix is one call
-// (meta.Wrap, storage.Wrap, unacked.Wrap). A wrapper that means to hide
-// one holds the store in a named field instead.
-func (o *Options) validateCapabilities() error {
-	var errs []error
-	hidden := func(field, wrap string, names []string, s any) {
-		if len(names) > 0 {
-			errs = append(errs, fmt.Errorf("broker: Options.%s (%T) embeds a store that implements %s, but does not itself: the broker would run without %s (return %s(wrapper, inner) to keep them)",
-				field, s, strings.Join(names, ", "), pronoun(len(names)), wrap))
-		}
-	}
-	if o.Meta != nil {
-		hidden("Meta", "meta.Wrap", meta.Hidden(o.Meta), o.Meta)
-	}
-	if o.Shards != nil {
-		hidden("Shards", "storage.Wrap", storage.Hidden(o.Shards), o.Shards)
-	}
-	if o.Unacked != nil {
-		hidden("Unacked", "unacked.Wrap", unacked.Hidden(o.Unacked), o.Unacked)
-	}
-	return errors.Join(errs...)
-}
-
-func pronoun(n int) string {
-	if n == 1 {
-		return "it"
-	}
-	return "them"
 }
 
 // validatePolicies checks Options.Policies and OperatorPolicies as
@@ -550,23 +491,6 @@ func (o *Options) validatePolicies() error {
 				errs = append(errs, fmt.Errorf("broker: Options.%s[%d] (%q): %w", set.field, i, p.Name, err))
 			}
 		}
-	}
-	return errors.Join(errs...)
-}
-
-// validateShared checks that the stores of shared mode come together.
-func (o *Options) validateShared() error {
-	if _, ok := o.Meta.(meta.ChangeFeed); !ok {
-		return nil
-	}
-	var errs []error
-	if o.Shards == nil {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share"))
-	}
-	if o.Unacked == nil {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share"))
-	} else if _, ok := o.Unacked.(unacked.Claimer); !ok {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer"))
 	}
 	return errors.Join(errs...)
 }

@@ -31,19 +31,10 @@ func (b *Broker) rateHistory() *rates.Recorder {
 		}
 		interval := cmp.Or(b.opts.Management.StatsInterval, DefaultStatsInterval)
 		rec := rates.New(rates.Config{Interval: interval})
-		b.mu.Lock()
-		if b.mu.closed {
-			b.mu.Unlock()
-			return
+		if b.conns.Go(func() { b.sampleRates(rec, interval) }) {
+			b.rates.rec = rec
+			b.held.Rates.Store(rec) // the history counts against the memory alarm
 		}
-		b.wg.Add(1)
-		b.mu.Unlock()
-		b.rates.rec = rec
-		b.held.Rates.Store(rec) // the history counts against the memory alarm
-		go func() {
-			defer b.wg.Done()
-			b.sampleRates(rec, interval)
-		}()
 	})
 	return b.rates.rec
 }

@@ -75,15 +75,7 @@ func (b *Broker) stopScanner() {
 }
 
 // liveConnections maps the id of every live connection to it.
-func (b *Broker) liveConnections() map[string]*session.Conn {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	live := make(map[string]*session.Conn, len(b.mu.conns))
-	for c := range b.mu.conns {
-		live[c.ID()] = c
-	}
-	return live
-}
+func (b *Broker) liveConnections() map[string]*session.Conn { return b.conns.ByID() }
 
 // requeueEntries hands orphaned deliveries to their queues' requeue
 // primitive, one call per queue. A queue ignores an entry whose delivery it

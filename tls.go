@@ -29,7 +29,7 @@ func (b *Broker) ListenTLS(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.serveInBackground(l, "broker: TLS listener stopped")
+	return b.conns.ServeInBackground(l, "broker: TLS listener stopped")
 }
 
 func (b *Broker) listenTLS(addr string) (net.Listener, error) {

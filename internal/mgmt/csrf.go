@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -43,6 +44,18 @@ type Config struct {
 // corsMaxAge is how long a browser may cache a preflight's answer, in
 // seconds: RabbitMQ's management.cors.max_age default.
 const corsMaxAge = "1800"
+
+// CheckOrigins reports every entry of origins that CheckOrigin refuses,
+// each named field[i].
+func CheckOrigins(field string, origins []string) error {
+	var errs []error
+	for i, origin := range origins {
+		if err := CheckOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // CheckOrigin reports why AllowOrigins cannot take o, nil when it can:
 // o must be "*" or an origin, scheme://host[:port] with nothing after it.

@@ -9,4 +9,9 @@
 // memory. The DB carries a disk reserve whose OnFull the broker's disk
 // alarm receives, and Set.Reclaim gives back the space of deleted data
 // while the disk is short of it.
+//
+// Before anything is opened, CheckShared, CheckDurable and CheckWrapped
+// refuse the given stores that would not keep the promises above: shared
+// mode's set incomplete, an in-memory store beside a data directory, a
+// wrapper that hides an optional interface of the store it embeds.
 package stores
