@@ -80,8 +80,12 @@
 //   - each member's management API (/api/nodes, "raft") and metrics
 //     (warren_raft_*) show its metadata group's raft role, term, commit
 //     and applied indexes and, on the leader, every member's replication
-//     progress; a queue group's leader and members are Node.QueueGroup's
-//     (not yet in /api/queues or /metrics);
+//     progress; a queue group's leader, members and the members online
+//     are Node.QueueGroup's and /api/queues' (RabbitMQ's leader, members
+//     and online, by node name), its term, commit index and whether this
+//     member leads it are in /metrics (rabbitmq_raft_term_total,
+//     rabbitmq_raft_log_commit_index, warren_raft_queue_leader; per queue
+//     with per-object metrics);
 //   - a confirmed delayed message of a durable x-delayed-message exchange
 //     is replicated like a published one; the raft leader routes it when
 //     due, once (it claims it first, with one conditional command), and

@@ -739,3 +739,14 @@ func queueOfShard(shard string) (meta.QueueKey, bool) {
 	vh, name, ok := strings.Cut(shard, "\x00")
 	return meta.QueueKey{VHost: vh, Name: name}, ok
 }
+
+// Keys lists the queues with a group on this member, in no order.
+func (m *Manager) Keys() []meta.QueueKey {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]meta.QueueKey, 0, len(m.byKey))
+	for k := range m.byKey {
+		out = append(out, k)
+	}
+	return out
+}
