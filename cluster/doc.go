@@ -26,8 +26,10 @@
 // group before the queue. Its voters are x-quorum-initial-group-size
 // members (x-initial-cluster-size for a stream; 3 when unset, capped at
 // the member count): the declaring member, which campaigns and leads
-// (RabbitMQ's client-local locator; under x-queue-leader-locator balanced
-// it hands the leadership to the voter leading the fewest), and the
+// (RabbitMQ's client-local locator; under the balanced locator it hands
+// the leadership to the voter leading the fewest; the policy's
+// queue-leader-locator wins over x-queue-leader-locator, and that over
+// Config.QueueLeaderLocator), and the
 // members with the fewest voter replicas (internal/qplace places them,
 // and each member's qplace rebalancer spreads leaderships again after a
 // member comes back); every other member holds it as a learner, so any member

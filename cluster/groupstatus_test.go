@@ -1,15 +1,18 @@
 package cluster_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
+	"github.com/warrenmq/broker/cluster"
 )
 
 // queueRaft is the part of a queue object of /api/queues this file checks.
@@ -97,4 +100,61 @@ func TestQueueGroupsStatusOverHTTP(t *testing.T) {
 		q, err := c.queueOver(0, "qs")
 		return err == nil && q.Online != nil && strings.Join(*q.Online, ",") == "warren@1,warren@2"
 	}, waitFor, 20*time.Millisecond, "online leaves the cut-off member out")
+}
+
+// TestQueueGroupsLocatorPrecedence: a new queue's leader locator is its
+// policy's queue-leader-locator over its x-queue-leader-locator argument
+// over the member's QueueLeaderLocator setting (RabbitMQ 4.x's
+// rabbit_queue_location). Member 1 leads three queues first, so
+// client-local leaves a queue declared there on member 1 and balanced
+// moves it to another voter.
+func TestQueueGroupsLocatorPrecedence(t *testing.T) {
+	c := newTestCluster(t, withGroups, func(cfg *cluster.Config) { cfg.QueueLeaderLocator = "balanced" })
+	ctx := context.Background()
+	require.NoError(t, c.broker(0).Admin().PutPolicy(ctx, broker.Policy{Name: "local", Pattern: "^pol-local", ApplyTo: "quorum_queues",
+		Definition: map[string]any{"queue-leader-locator": "client-local"}}))
+	require.NoError(t, c.broker(0).Admin().PutPolicy(ctx, broker.Policy{Name: "bal", Pattern: "^pol-bal", ApplyTo: "quorum_queues",
+		Definition: map[string]any{"queue-leader-locator": "balanced"}}))
+	_, ch := c.dial(0)
+	first := declareQuorumOn(t, ch, []string{"first-0", "first-1", "first-2"}, "client-local")
+	require.Eventually(t, func() bool { return leaders(c, 0, first)[1] == 3 }, waitFor, 10*time.Millisecond)
+
+	for _, tc := range []struct {
+		name, arg string
+		local     bool
+	}{
+		{"setting", "", false},                   // the setting: balanced
+		{"arg-local", "client-local", true},      // argument over setting
+		{"pol-local-over-arg", "balanced", true}, // policy over argument
+		{"pol-bal-over-arg", "client-local", false},
+	} {
+		declareQuorumOn(t, ch, []string{tc.name}, tc.arg)
+		var st cluster.GroupStatus
+		require.Eventually(t, func() bool {
+			var ok bool
+			st, ok = c.nodes[0].QueueGroup("/", tc.name)
+			return ok && st.Leader != 0 && (st.Leader == 1) == tc.local
+		}, waitFor, 10*time.Millisecond, "%s: led by member 1 = %v (%+v)", tc.name, tc.local, st)
+	}
+}
+
+// declareQuorumOn declares quorum queues names on ch with locator as
+// their x-queue-leader-locator ("" for none).
+func declareQuorumOn(t *testing.T, ch *amqp091.Channel, names []string, locator string) []string {
+	for _, name := range names {
+		args := amqp091.Table{"x-queue-type": "quorum"}
+		if locator != "" {
+			args["x-queue-leader-locator"] = locator
+		}
+		_, err := ch.QueueDeclare(name, true, false, false, false, args)
+		require.NoError(t, err)
+	}
+	return names
+}
+
+// TestQueueLeaderLocatorSettingChecked: Start refuses a locator setting
+// RabbitMQ does not have.
+func TestQueueLeaderLocatorSettingChecked(t *testing.T) {
+	_, err := cluster.Start(cluster.Config{QueueLeaderLocator: "nearest"})
+	require.ErrorContains(t, err, `cluster: Config.QueueLeaderLocator: qplace: leader locator "nearest" is not one of client-local, balanced`)
 }
