@@ -130,7 +130,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 		s.Replication = &rs
 	}
 	if g, ok := b.stores.Meta.(meta.QueueReplicated); ok {
-		s.QueueGroups = g.QueueReplications(ctx)
+		s.QueueGroups = g.QueueReplications(ctx, "")
 	}
 	s.Federation = b.federationMetrics()
 	return s

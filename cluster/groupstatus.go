@@ -14,12 +14,16 @@ import (
 // management API and metrics must not wait long on the engine's loop.
 const statusTimeout = time.Second
 
-// QueueReplications implements meta.QueueReplicated: every queue group as
-// this member sees it, members by node name (NodeName).
-func (m *groupedMeta) QueueReplications(ctx context.Context) []meta.QueueReplication {
+// QueueReplications implements meta.QueueReplicated: the queue groups of
+// vhost ("": every vhost) as this member sees them, members by node name
+// (NodeName).
+func (m *groupedMeta) QueueReplications(ctx context.Context, vhost string) []meta.QueueReplication {
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	keys := m.mgr.Keys()
+	if vhost != "" {
+		keys = slices.DeleteFunc(keys, func(k meta.QueueKey) bool { return k.VHost != vhost })
+	}
 	slices.SortFunc(keys, func(a, b meta.QueueKey) int {
 		return cmp.Or(cmp.Compare(a.VHost, b.VHost), cmp.Compare(a.Name, b.Name))
 	})

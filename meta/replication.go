@@ -44,12 +44,12 @@ type PeerStatus struct {
 
 // QueueReplicated is implemented by a Store whose replicated queues each
 // have a consensus group of their own (cluster's queue groups).
-// QueueReplications lists this member's view of every such group, sorted
-// by vhost and name; QueueReplication finds one queue's (false when it has
+// QueueReplications lists this member's view of every such group of
+// vhost (of every vhost when vhost is ""), sorted by vhost and name; QueueReplication finds one queue's (false when it has
 // no group of its own). Neither blocks for long. Optional: found by type
 // assertion.
 type QueueReplicated interface {
-	QueueReplications(ctx context.Context) []QueueReplication
+	QueueReplications(ctx context.Context, vhost string) []QueueReplication
 	QueueReplication(ctx context.Context, q QueueKey) (QueueReplication, bool)
 }
 

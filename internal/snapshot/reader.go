@@ -137,10 +137,8 @@ func (r Reader) groups(ctx context.Context, vhost string) map[meta.QueueKey]*met
 		return nil
 	}
 	out := map[meta.QueueKey]*meta.QueueReplication{}
-	for _, g := range r.Groups.QueueReplications(ctx) {
-		if g.Queue.VHost == vhost {
-			out[g.Queue] = &g
-		}
+	for _, g := range r.Groups.QueueReplications(ctx, vhost) {
+		out[g.Queue] = &g
 	}
 	return out
 }
