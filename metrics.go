@@ -129,6 +129,9 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 		rs := r.ReplicationStatus()
 		s.Replication = &rs
 	}
+	if g, ok := b.stores.Meta.(meta.QueueReplicated); ok {
+		s.QueueGroups = g.QueueReplications(ctx, "")
+	}
 	s.Federation = b.federationMetrics()
 	return s
 }

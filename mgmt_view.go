@@ -81,7 +81,7 @@ import (
 // (docs/management.md, "Queue counts are sampled").
 func (b *Broker) ManagementHandler() http.Handler {
 	b.rateHistory() // the API's rates start here
-	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.Management.AllowedOrigins}))
+	return console.Handler(mgmt.New(mgmtView{Reader: snapshot.Reader{LookupVHost: b.lookupVHost, Conns: b.sortedConns, Groups: queueGroups(b.stores.Meta)}, Admin: b.Admin(), b: b}, mgmt.Config{AllowOrigins: b.opts.Management.AllowedOrigins}))
 }
 
 // mgmtView is the management model: the snapshot reader over the vhosts
@@ -132,6 +132,12 @@ func (v mgmtView) Node() mgmt.Node {
 		n.Raft = &s
 	}
 	return n
+}
+
+// queueGroups is m's queue groups, nil when it has none.
+func queueGroups(m meta.Store) meta.QueueReplicated {
+	g, _ := m.(meta.QueueReplicated)
+	return g
 }
 
 // processMemory is the memory the process holds from the OS for Go's

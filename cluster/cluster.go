@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenmq/broker"
 	"github.com/warrenmq/broker/internal/peer"
+	"github.com/warrenmq/broker/internal/qplace"
 	"github.com/warrenmq/broker/meta/raft"
 )
 
@@ -76,6 +77,14 @@ type Config struct {
 	// then on get groups. Without it such a directory is refused
 	// (ErrGroupsMigration).
 	QueueGroupsOverExisting bool
+	// QueueLeaderLocator is the member's default leader locator for new
+	// quorum queues and streams (RabbitMQ's queue_leader_locator
+	// setting): "client-local" (the default when "") or "balanced"
+	// (RabbitMQ's deprecated synonyms are taken too). A queue's
+	// x-queue-leader-locator argument wins over it, and the
+	// queue-leader-locator key of the policy that applies to it wins over
+	// both. Start refuses another value.
+	QueueLeaderLocator string
 }
 
 // NodeName is the broker name of raft member id: what unacked index
@@ -142,6 +151,11 @@ func Start(cfg Config) (*Node, error) {
 			ticks = 10
 		}
 		cfg.PauseAfter = 3 * time.Duration(ticks) * tick
+	}
+	if cfg.QueueLeaderLocator != "" {
+		if _, err := qplace.ParseLocator(cfg.QueueLeaderLocator); err != nil {
+			return nil, fmt.Errorf("cluster: Config.QueueLeaderLocator: %w", err)
+		}
 	}
 	if err := checkGroupsDir(&cfg); err != nil {
 		return nil, err

@@ -26,8 +26,10 @@
 // group before the queue. Its voters are x-quorum-initial-group-size
 // members (x-initial-cluster-size for a stream; 3 when unset, capped at
 // the member count): the declaring member, which campaigns and leads
-// (RabbitMQ's client-local locator; under x-queue-leader-locator balanced
-// it hands the leadership to the voter leading the fewest), and the
+// (RabbitMQ's client-local locator; under the balanced locator it hands
+// the leadership to the voter leading the fewest; the policy's
+// queue-leader-locator wins over x-queue-leader-locator, and that over
+// Config.QueueLeaderLocator), and the
 // members with the fewest voter replicas (internal/qplace places them,
 // and each member's qplace rebalancer spreads leaderships again after a
 // member comes back); every other member holds it as a learner, so any member
@@ -80,8 +82,12 @@
 //   - each member's management API (/api/nodes, "raft") and metrics
 //     (warren_raft_*) show its metadata group's raft role, term, commit
 //     and applied indexes and, on the leader, every member's replication
-//     progress; a queue group's leader and members are Node.QueueGroup's
-//     (not yet in /api/queues or /metrics);
+//     progress; a queue group's leader, members and the members online
+//     are Node.QueueGroup's and /api/queues' (RabbitMQ's leader, members
+//     and online, by node name), its term, commit index and whether this
+//     member leads it are in /metrics (rabbitmq_raft_term_total,
+//     rabbitmq_raft_log_commit_index, warren_raft_queue_leader; per queue
+//     with per-object metrics);
 //   - a confirmed delayed message of a durable x-delayed-message exchange
 //     is replicated like a published one; the raft leader routes it when
 //     due, once (it claims it first, with one conditional command), and

@@ -61,6 +61,7 @@ func startGroups(n *Node, msgr raft.Messenger) (*groups, error) {
 		Fallback: qgroup.Fallback{Shards: n.raft.Shards(), Index: n.raft.Unacked(), Cursors: n.raft},
 		Members:  g.readMembers(n.raft),
 		Link:     g, TickInterval: r.TickInterval, ElectionTicks: r.ElectionTicks, Logger: n.log,
+		Locator: n.cfg.QueueLeaderLocator,
 	})
 	if err != nil {
 		g.cancel()

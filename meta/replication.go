@@ -1,5 +1,7 @@
 package meta
 
+import "context"
+
 // Replicated is implemented by a Store that replicates through a
 // consensus group (meta/raft). ReplicationStatus reports this member's view
 // of the group, for the management API and metrics; it must not block for
@@ -38,4 +40,29 @@ type PeerStatus struct {
 	// RecentActive reports whether the leader heard from the member within
 	// the last election timeout.
 	RecentActive bool
+}
+
+// QueueReplicated is implemented by a Store whose replicated queues each
+// have a consensus group of their own (cluster's queue groups).
+// QueueReplications lists this member's view of every such group of
+// vhost (of every vhost when vhost is ""), sorted by vhost and name; QueueReplication finds one queue's (false when it has
+// no group of its own). Neither blocks for long. Optional: found by type
+// assertion.
+type QueueReplicated interface {
+	QueueReplications(ctx context.Context, vhost string) []QueueReplication
+	QueueReplication(ctx context.Context, q QueueKey) (QueueReplication, bool)
+}
+
+// QueueReplication is one member's view of a queue's consensus group, with
+// members named as the management API names nodes.
+type QueueReplication struct {
+	Queue QueueKey
+	// Leader is the leading member's node name, "" when none is known.
+	Leader string
+	// Members are the voters' node names, sorted; Online those of them
+	// this member hears from (itself included).
+	Members, Online []string
+	// Leading reports whether this member leads the group.
+	Leading      bool
+	Term, Commit uint64
 }

@@ -47,6 +47,9 @@ type Snapshot struct {
 	DataDir string
 	// Replication is the raft status of a cluster member, nil otherwise.
 	Replication *meta.ReplicationStatus
+	// QueueGroups is the raft state of every queue with a group of its
+	// own on a cluster member (meta.QueueReplicated), nil otherwise.
+	QueueGroups []meta.QueueReplication
 	// Federation is the federation links running here (federation.go).
 	Federation []FederationLink
 	// Shovels are the shovel links this broker runs.
@@ -135,6 +138,12 @@ type Options struct {
 //     warren_raft_peer_match_index, warren_raft_peer_next_index,
 //     warren_raft_peer_recent_active and warren_raft_peer_state (label
 //     state: probe, replicate, snapshot);
+//   - for a cluster member's queue groups (Snapshot.QueueGroups), per
+//     queue with per-object metrics, else summed over the queues as
+//     RabbitMQ aggregates them: RabbitMQ's rabbitmq_raft_term_total and
+//     rabbitmq_raft_log_commit_index (labels vhost, queue), and
+//     warren_raft_queue_leader, 1 on the member leading the queue's group
+//     (summed: how many groups this member leads);
 //   - Go runtime basics: go_goroutines, go_threads, go_info,
 //     go_memstats_*_bytes, go_gc_cycles_total, go_gc_pause_seconds_total,
 //     process_start_time_seconds.

@@ -206,6 +206,9 @@ func emit(p sink, s *Snapshot, perObject, goRuntime bool) {
 	if s.Replication != nil {
 		writeRaft(p, *s.Replication)
 	}
+	if s.QueueGroups != nil {
+		writeQueueGroups(p, s.QueueGroups, perObject)
+	}
 	writeFederation(p, s.Federation)
 
 	writeShovels(p, s.Shovels, perObject)
@@ -304,6 +307,31 @@ func writeRaft(p sink, s meta.ReplicationStatus) {
 	for _, ps := range s.Peers {
 		for _, st := range []string{"probe", "replicate", "snapshot"} {
 			p.sample("warren_raft_peer_state", boolGauge(ps.State == st), label2("peer", strconv.FormatUint(ps.ID, 10), "state", st))
+		}
+	}
+}
+
+// writeQueueGroups writes the queue groups' raft gauges (see Handler).
+func writeQueueGroups(p sink, gs []meta.QueueReplication, perObject bool) {
+	for _, m := range []struct {
+		name, typ, help string
+		v               func(meta.QueueReplication) float64
+	}{
+		{"rabbitmq_raft_term_total", "counter", "Current raft term of the queue's group.", func(g meta.QueueReplication) float64 { return float64(g.Term) }},
+		{"rabbitmq_raft_log_commit_index", "gauge", "Highest log index of the queue's group this member knows committed.", func(g meta.QueueReplication) float64 { return float64(g.Commit) }},
+		{"warren_raft_queue_leader", "gauge", "1 if this member leads the queue's group.", func(g meta.QueueReplication) float64 { return boolGauge(g.Leading) }},
+	} {
+		p.family(m.name, m.typ, m.help)
+		if !perObject {
+			var sum float64
+			for _, g := range gs {
+				sum += m.v(g)
+			}
+			p.sample(m.name, sum, labels{})
+			continue
+		}
+		for _, g := range gs {
+			p.sample(m.name, m.v(g), label2("vhost", g.Queue.VHost, "queue", g.Queue.Name))
 		}
 	}
 }

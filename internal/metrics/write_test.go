@@ -166,6 +166,7 @@ func TestCollectMatchesWrite(t *testing.T) {
 				{ID: 2, Match: 12, Next: 13, State: "probe"},
 			}},
 		}},
+		{"queue groups", metrics.Snapshot{QueueGroups: queueGroups}},
 		{"data dir", metrics.Snapshot{DataDir: t.TempDir()}},
 	} {
 		for _, perObject := range []bool{false, true} {
@@ -226,5 +227,35 @@ func BenchmarkCollect(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+var queueGroups = []meta.QueueReplication{
+	{Queue: meta.QueueKey{VHost: "/", Name: "a"}, Leader: "warren@1", Leading: true, Term: 2, Commit: 10},
+	{Queue: meta.QueueKey{VHost: "v", Name: "b"}, Leader: "warren@2", Term: 5, Commit: 7},
+}
+
+// TestWriteQueueGroups: each queue group's term, commit index and leader
+// flag, per queue with per-object metrics, else summed.
+func TestWriteQueueGroups(t *testing.T) {
+	for _, tc := range []struct {
+		perObject    bool
+		name, labels string
+		want         float64
+	}{
+		{true, "rabbitmq_raft_term_total", `queue="a",vhost="/"`, 2},
+		{true, "rabbitmq_raft_log_commit_index", `queue="b",vhost="v"`, 7},
+		{true, "warren_raft_queue_leader", `queue="a",vhost="/"`, 1},
+		{true, "warren_raft_queue_leader", `queue="b",vhost="v"`, 0},
+		{false, "rabbitmq_raft_term_total", "", 7},
+		{false, "warren_raft_queue_leader", "", 1},
+	} {
+		var buf bytes.Buffer
+		metrics.Write(&buf, &metrics.Snapshot{QueueGroups: queueGroups}, tc.perObject)
+		fams, err := promtest.Parse(buf.String())
+		require.NoError(t, err, "%s", buf.String())
+		f, ok := fams[tc.name]
+		require.True(t, ok, tc.name)
+		require.Equal(t, tc.want, f.Samples[tc.labels], "%s{%s} perObject=%v: %v", tc.name, tc.labels, tc.perObject, f.Samples)
 	}
 }

@@ -245,6 +245,9 @@ type Queue struct {
 	// Stream describes a stream's log (x-queue-type stream); nil for
 	// other queues.
 	Stream *Stream
+	// Replication is the queue's own raft group on a cluster member (a
+	// quorum queue or stream); nil for other queues.
+	Replication *meta.QueueReplication
 }
 
 // Stream is a stream's log and where its consumers read.

@@ -7,6 +7,7 @@ import (
 	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/definitions"
 	"github.com/warrenmq/broker/internal/rates"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -50,6 +51,35 @@ type queueJSON struct {
 	ConsumerDetails []consumerJSON `json:"consumer_details,omitempty"`
 	// Streams only (stream.go).
 	*streamJSON
+	// Queues with a raft group of their own, on a cluster member.
+	*raftQueueJSON
+}
+
+// raftQueueJSON is a quorum queue's or stream's replicas, in RabbitMQ
+// 4.x's shapes (rabbit_quorum_queue's info keys leader, members and
+// online): node names; online is the members the answering node hears
+// from.
+type raftQueueJSON struct {
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
+	Online  []string `json:"online"`
+}
+
+// withRaft adds r's fields; the queue's node is its leader, as RabbitMQ
+// reports a quorum queue's, when one is known, and a queue with a group
+// that is not a stream is a quorum queue.
+func (q queueJSON) withRaft(r *meta.QueueReplication) queueJSON {
+	if r == nil {
+		return q
+	}
+	q.raftQueueJSON = &raftQueueJSON{Leader: r.Leader, Members: r.Members, Online: r.Online}
+	if q.Type == "classic" {
+		q.Type = "quorum" // a stream's type is set already
+	}
+	if r.Leader != "" {
+		q.Node = r.Leader
+	}
+	return q
 }
 
 // queueOf is q's object, with the details of its rates under rq.
@@ -65,7 +95,7 @@ func (m *mgmt) queueOf(q Queue, rq rateQueries) queueJSON {
 	if d := m.details(key, rq.lengths); d != nil {
 		out.MessagesDetails, out.MessagesReadyDetails, out.MessagesUnacknowledgedDetails = &d[rates.Messages], &d[rates.MessagesReady], &d[rates.MessagesUnacknowledged]
 	}
-	return out.withStream(q.Stream)
+	return out.withStream(q.Stream).withRaft(q.Replication)
 }
 
 func (m *mgmt) queues(c *mgmtCall) {

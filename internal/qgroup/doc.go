@@ -11,9 +11,11 @@
 // (x-initial-cluster-size for a stream; qplace.DefaultSize, 3, when
 // unset, capped at the member count), chosen by qplace.Place: the
 // declaring member, then the members holding the fewest voter replicas.
-// The declaring member campaigns at once; under x-queue-leader-locator
-// balanced it then hands the leadership to the voter leading the fewest
-// groups, else it leads (client-local, RabbitMQ's default). Every other member holds the group
+// The declaring member campaigns at once; under the balanced locator
+// (qplace.ResolveLocator: the applying policy's queue-leader-locator,
+// else x-queue-leader-locator, else Config.Locator) it then hands the
+// leadership to the voter leading the fewest groups, else it leads
+// (client-local, RabbitMQ's default). Every other member holds the group
 // as a learner: it receives and applies the log but counts for no quorum,
 // so any member serves any queue from its own copy. Every member follows
 // the records (the metadata group's change feed, and a whole read every

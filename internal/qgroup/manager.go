@@ -30,6 +30,9 @@ type MetaStore interface {
 	meta.Records
 	meta.ChangeFeed
 	GetQueue(ctx context.Context, vhost, name string) (meta.Queue, error)
+	// ListPolicies gives the policies whose queue-leader-locator key
+	// places a new queue.
+	ListPolicies(ctx context.Context, vhost string, operator bool) ([]meta.Policy, error)
 }
 
 // Fallback is where the queues without a group of their own keep their
@@ -63,6 +66,10 @@ type Config struct {
 	// metadata group's, so a member's death pauses both alike).
 	TickInterval  time.Duration
 	ElectionTicks int
+	// Locator is the member's queue_leader_locator setting: a new
+	// queue's locator when neither its policy's queue-leader-locator nor
+	// its x-queue-leader-locator argument names one ("" is client-local).
+	Locator string
 	// Logger gets warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -472,8 +479,12 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 	if err != nil {
 		return err
 	}
-	_, size, locArg := queueArgs(q) // size 0: qplace.DefaultSize
-	voters, learners, leader, err := m.place(ctx, members, size, qplace.ResolveLocator("", locArg, ""))
+	typ, size, locArg := queueArgs(q) // size 0: qplace.DefaultSize
+	locPolicy, err := m.policyLocator(ctx, q, typ)
+	if err != nil {
+		return err
+	}
+	voters, learners, leader, err := m.place(ctx, members, size, qplace.ResolveLocator(locPolicy, locArg, m.cfg.Locator))
 	if err != nil {
 		return err
 	}
@@ -738,4 +749,15 @@ func (m *Manager) Watch(fn func(meta.Change)) (cancel func()) { return m.feed.wa
 func queueOfShard(shard string) (meta.QueueKey, bool) {
 	vh, name, ok := strings.Cut(shard, "\x00")
 	return meta.QueueKey{VHost: vh, Name: name}, ok
+}
+
+// Keys lists the queues with a group on this member, in no order.
+func (m *Manager) Keys() []meta.QueueKey {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]meta.QueueKey, 0, len(m.byKey))
+	for k := range m.byKey {
+		out = append(out, k)
+	}
+	return out
 }

@@ -76,6 +76,7 @@ type clusterFlags struct {
 	insecure                bool            // -raft-insecure
 	singleGroup             bool            // -single-group
 	queueGroupsOver         bool            // -queue-groups-over-existing
+	leaderLocator           string          // -queue-leader-locator
 }
 
 // memberAuth sets how this member and the others prove to each other
@@ -159,6 +160,7 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 
 		SingleGroup:             f.singleGroup,
 		QueueGroupsOverExisting: f.queueGroupsOver,
+		QueueLeaderLocator:      f.leaderLocator,
 	})
 	if err != nil {
 		return err

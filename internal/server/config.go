@@ -90,6 +90,7 @@ func applyConfigFile(s *settings, path string) error {
 		}
 		return strconv.FormatUint(n, 10) + "s", err
 	})
+	flagKey("queue_leader_locator", "queue-leader-locator", same)
 	flagKey("frame_max", "frame-max", uint(1<<32-1))
 	flagKey("channel_max", "channel-max", uint(65535))
 	flagKey("max_message_size", "max-message-size", uint(512<<20))

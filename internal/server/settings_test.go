@@ -51,6 +51,7 @@ consumer_timeout = 900000
 log.console.formatter = json
 log.console.level = warning
 heartbeat = 0
+queue_leader_locator = balanced
 `))
 	t.Setenv("RABBITMQ_CONFIG_FILE", conf)
 	t.Setenv("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
@@ -73,6 +74,7 @@ heartbeat = 0
 		"log-format":            {"json", "file " + conf + ":6"},
 		"log-level":             {"warning", "file " + conf + ":7"},
 		"heartbeat":             {"-1s", "file " + conf + ":8"},
+		"queue-leader-locator":  {"balanced", "file " + conf + ":9"},
 		"tls-listen":            {`""`, "default"},
 		"disk-free-limit":       {"0", "default"},
 	} {

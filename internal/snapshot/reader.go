@@ -8,6 +8,7 @@ import (
 	"github.com/warrenmq/broker/internal/queue"
 	"github.com/warrenmq/broker/internal/session"
 	"github.com/warrenmq/broker/internal/vhost"
+	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/routing"
 )
 
@@ -19,6 +20,8 @@ type Reader struct {
 	LookupVHost func(name string) (*vhost.VHost, bool)
 	// Conns lists the open connections, sorted by ID.
 	Conns func() []*session.Conn
+	// Groups reports the queues' own raft groups; nil without them.
+	Groups meta.QueueReplicated
 }
 
 // Exchange is x in the definitions format, as the management API shows it.
@@ -101,9 +104,11 @@ func (r Reader) Queues(ctx context.Context, name string) []mgmt.Queue {
 		return nil
 	}
 	qs := vh.SortedQueues()
+	groups := r.groups(ctx, vh.Name())
 	out := make([]mgmt.Queue, 0, len(qs))
 	for _, q := range qs {
 		if mq, ok := queueView(ctx, q); ok {
+			mq.Replication = groups[meta.QueueKey{VHost: mq.VHost, Name: mq.Name}]
 			out = append(out, mq)
 		}
 	}
@@ -116,7 +121,26 @@ func (r Reader) Queue(ctx context.Context, vhostName, name string) (mgmt.Queue, 
 	if !ok {
 		return mgmt.Queue{}, false
 	}
-	return queueView(ctx, q)
+	mq, ok := queueView(ctx, q)
+	if ok && r.Groups != nil {
+		if g, found := r.Groups.QueueReplication(ctx, meta.QueueKey{VHost: mq.VHost, Name: mq.Name}); found {
+			mq.Replication = &g
+		}
+	}
+	return mq, ok
+}
+
+// groups is the raft state of vhost's queues that have groups, by queue;
+// nil without groups.
+func (r Reader) groups(ctx context.Context, vhost string) map[meta.QueueKey]*meta.QueueReplication {
+	if r.Groups == nil {
+		return nil
+	}
+	out := map[meta.QueueKey]*meta.QueueReplication{}
+	for _, g := range r.Groups.QueueReplications(ctx, vhost) {
+		out[g.Queue] = &g
+	}
+	return out
 }
 
 // queueView describes q from what it published (SampledUsage), so that
