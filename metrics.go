@@ -128,9 +128,7 @@ func (m metricsSource) Snapshot(ctx context.Context) metrics.Snapshot {
 	if r, ok := b.stores.Meta.(meta.Replicated); ok {
 		rs := r.ReplicationStatus()
 		s.Replication = &rs
-	}
-	if g, ok := b.stores.Meta.(meta.QueueReplicated); ok {
-		s.QueueGroups = g.QueueReplications(ctx, "")
+		s.QueueGroups = r.QueueReplications(ctx, "")
 	}
 	s.Federation = b.federationMetrics()
 	return s

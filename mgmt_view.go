@@ -135,8 +135,8 @@ func (v mgmtView) Node() mgmt.Node {
 }
 
 // queueGroups is m's queue groups, nil when it has none.
-func queueGroups(m meta.Store) meta.QueueReplicated {
-	g, _ := m.(meta.QueueReplicated)
+func queueGroups(m meta.Store) meta.Replicated {
+	g, _ := m.(meta.Replicated)
 	return g
 }
 

@@ -14,7 +14,7 @@ import (
 // management API and metrics must not wait long on the engine's loop.
 const statusTimeout = time.Second
 
-// QueueReplications implements meta.QueueReplicated: the queue groups of
+// QueueReplications implements meta.Replicated: the queue groups of
 // vhost ("": every vhost) as this member sees them, members by node name
 // (NodeName).
 func (m *groupedMeta) QueueReplications(ctx context.Context, vhost string) []meta.QueueReplication {
@@ -37,7 +37,7 @@ func (m *groupedMeta) QueueReplications(ctx context.Context, vhost string) []met
 	return out
 }
 
-// QueueReplication implements meta.QueueReplicated for one queue.
+// QueueReplication implements meta.Replicated for one queue.
 func (m *groupedMeta) QueueReplication(ctx context.Context, k meta.QueueKey) (meta.QueueReplication, bool) {
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()

@@ -11,11 +11,15 @@ import (
 // interface.
 type full struct{ Store }
 
-func (full) Watch(func(Change)) func()                                 { return func() {} }
-func (full) UpdateRecords(context.Context, RecordUpdate) (bool, error) { return true, nil }
-func (full) ScanRecords(_, _ []byte, _ func(k, v []byte) bool) error   { return nil }
-func (full) ReplicationStatus() ReplicationStatus                      { return ReplicationStatus{} }
-func (full) Sync(context.Context) error                                { return nil }
+func (full) Watch(func(Change)) func()                                    { return func() {} }
+func (full) UpdateRecords(context.Context, RecordUpdate) (bool, error)    { return true, nil }
+func (full) ScanRecords(_, _ []byte, _ func(k, v []byte) bool) error      { return nil }
+func (full) ReplicationStatus() ReplicationStatus                         { return ReplicationStatus{} }
+func (full) QueueReplications(context.Context, string) []QueueReplication { return nil }
+func (full) QueueReplication(context.Context, QueueKey) (QueueReplication, bool) {
+	return QueueReplication{}, false
+}
+func (full) Sync(context.Context) error { return nil }
 
 type plain struct{ Store }
 

@@ -4,10 +4,17 @@ import "context"
 
 // Replicated is implemented by a Store that replicates through a
 // consensus group (meta/raft). ReplicationStatus reports this member's view
-// of the group, for the management API and metrics; it must not block for
-// long. Optional: found by type assertion.
+// of the group; QueueReplications lists this member's view of every queue
+// that has a consensus group of its own (cluster's queue groups) in vhost
+// (every vhost when vhost is ""), sorted by vhost and name, and
+// QueueReplication finds one queue's (false when it has no group of its
+// own); a store whose queues live in its one group lists none. They feed
+// the management API and metrics, and none of them blocks for long.
+// Optional: found by type assertion.
 type Replicated interface {
 	ReplicationStatus() ReplicationStatus
+	QueueReplications(ctx context.Context, vhost string) []QueueReplication
+	QueueReplication(ctx context.Context, q QueueKey) (QueueReplication, bool)
 }
 
 // ReplicationStatus is one member's view of its consensus group.
@@ -40,17 +47,6 @@ type PeerStatus struct {
 	// RecentActive reports whether the leader heard from the member within
 	// the last election timeout.
 	RecentActive bool
-}
-
-// QueueReplicated is implemented by a Store whose replicated queues each
-// have a consensus group of their own (cluster's queue groups).
-// QueueReplications lists this member's view of every such group of
-// vhost (of every vhost when vhost is ""), sorted by vhost and name; QueueReplication finds one queue's (false when it has
-// no group of its own). Neither blocks for long. Optional: found by type
-// assertion.
-type QueueReplicated interface {
-	QueueReplications(ctx context.Context, vhost string) []QueueReplication
-	QueueReplication(ctx context.Context, q QueueKey) (QueueReplication, bool)
 }
 
 // QueueReplication is one member's view of a queue's consensus group, with

@@ -48,7 +48,7 @@ type Snapshot struct {
 	// Replication is the raft status of a cluster member, nil otherwise.
 	Replication *meta.ReplicationStatus
 	// QueueGroups is the raft state of every queue with a group of its
-	// own on a cluster member (meta.QueueReplicated), nil otherwise.
+	// own on a cluster member (meta.Replicated), nil otherwise.
 	QueueGroups []meta.QueueReplication
 	// Federation is the federation links running here (federation.go).
 	Federation []FederationLink

@@ -21,7 +21,7 @@ type Reader struct {
 	// Conns lists the open connections, sorted by ID.
 	Conns func() []*session.Conn
 	// Groups reports the queues' own raft groups; nil without them.
-	Groups meta.QueueReplicated
+	Groups meta.Replicated
 }
 
 // Exchange is x in the definitions format, as the management API shows it.

@@ -97,6 +97,12 @@ func testCapabilities(t *testing.T, s meta.Store, c config) {
 			st := rp.ReplicationStatus()
 			require.Contains(t, []string{"leader", "follower", "candidate", "pre-candidate"}, st.Role)
 			require.NotZero(t, st.ID)
+			// Every queue listed with a group of its own is found alone.
+			for _, qr := range rp.QueueReplications(context.Background(), "") {
+				one, ok := rp.QueueReplication(context.Background(), qr.Queue)
+				require.True(t, ok, "QueueReplication(%v) after QueueReplications listed it", qr.Queue)
+				require.Equal(t, qr.Queue, one.Queue)
+			}
 		})
 	}
 }

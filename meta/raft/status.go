@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -51,4 +52,14 @@ func roleName(s string) string {
 	default:
 		return strings.ToLower(s)
 	}
+}
+
+// QueueReplications implements meta.Replicated: every queue of a single
+// group lives in the node's one group, so none has a group of its own.
+func (n *Node) QueueReplications(context.Context, string) []meta.QueueReplication { return nil }
+
+// QueueReplication implements meta.Replicated: no queue has a group of
+// its own on a single group.
+func (n *Node) QueueReplication(context.Context, meta.QueueKey) (meta.QueueReplication, bool) {
+	return meta.QueueReplication{}, false
 }
