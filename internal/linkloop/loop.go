@@ -53,14 +53,31 @@ type Placer interface {
 	Run(ctx context.Context, name string, fn func(context.Context) error) error
 }
 
+// Reporter is a Placer that also shares each link's status among the
+// brokers: the holder stores report's value as it runs name, and any
+// broker reads the last one stored (internal/placement's Lease).
+type Reporter interface {
+	Placer
+	RunReporting(ctx context.Context, name string, report func() []byte, fn func(context.Context) error) error
+	Reported(name string) (node string, status []byte, ok bool)
+}
+
 // Placed runs fn under name through p: here set true just before each
 // run and false after it (the link then runs elsewhere, or nowhere yet).
-// With p nil, fn runs once at once with ctx and here is not called.
-func Placed(ctx context.Context, p Placer, name string, here func(bool), fn func(context.Context) error) error {
+// With p nil, fn runs once at once with ctx and here is not called. When
+// p is a Reporter and report is not nil, the holder stores report's
+// value while it runs the link.
+func Placed(ctx context.Context, p Placer, name string, here func(bool), report func() []byte, fn func(context.Context) error) error {
 	if p == nil {
 		return fn(ctx)
 	}
-	return p.Run(ctx, name, func(hctx context.Context) error {
+	run := p.Run
+	if r, ok := p.(Reporter); ok && report != nil {
+		run = func(ctx context.Context, name string, fn func(context.Context) error) error {
+			return r.RunReporting(ctx, name, report, fn)
+		}
+	}
+	return run(ctx, name, func(hctx context.Context) error {
 		here(true)
 		defer here(false)
 		return fn(hctx)

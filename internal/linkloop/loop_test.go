@@ -43,12 +43,12 @@ func TestPlaced(t *testing.T) {
 	ran := 0
 	fn := func(context.Context) error { ran++; return boom }
 
-	require.ErrorIs(t, linkloop.Placed(context.Background(), nil, "x", here, fn), boom)
+	require.ErrorIs(t, linkloop.Placed(context.Background(), nil, "x", here, nil, fn), boom)
 	require.Equal(t, 1, ran)
 	require.Empty(t, seen, "unplaced: here is not called")
 
 	p := &onePlacer{}
-	require.ErrorIs(t, linkloop.Placed(context.Background(), p, "shovel/v/n", here, fn), boom)
+	require.ErrorIs(t, linkloop.Placed(context.Background(), p, "shovel/v/n", here, nil, fn), boom)
 	require.Equal(t, 2, ran)
 	require.Equal(t, []bool{true, false}, seen)
 	require.Equal(t, []string{"shovel/v/n"}, p.names)
