@@ -389,7 +389,11 @@ func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKe
 			r.away.Store(!yes)
 		}
 		report := func() []byte {
-			b, _ := json.Marshal(r.l.status())
+			st := r.l.status()
+			if r.away.Load() { // acquiring it: the link starts again
+				st.State, st.Error = Starting, ""
+			}
+			b, _ := json.Marshal(st)
 			return b
 		}
 		err := linkloop.Placed(lctx, s.cfg.Placer, placementName(k), here, report, func(hctx context.Context) error {
@@ -415,16 +419,7 @@ func placementName(k LinkKey) string {
 // reported is the status of k as the broker running it last stored it,
 // and that broker; false when none is known.
 func (s *Supervisor) reported(k LinkKey) (Status, string, bool) {
-	r, ok := s.cfg.Placer.(linkloop.Reporter)
-	if !ok {
-		return Status{}, "", false
-	}
-	node, b, ok := r.Reported(placementName(k))
-	var st Status
-	if !ok || json.Unmarshal(b, &st) != nil {
-		return Status{}, "", false
-	}
-	return st, node, true
+	return linkloop.Reported[Status](s.cfg.Placer, placementName(k))
 }
 
 // stopLink stops a link and waits for it; cleanup deletes its upstream

@@ -1,6 +1,9 @@
 package linkloop
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // Loop is a supervisor's goroutine. The zero value is not ready: use New.
 type Loop struct {
@@ -82,4 +85,20 @@ func Placed(ctx context.Context, p Placer, name string, here func(bool), report 
 		defer here(false)
 		return fn(hctx)
 	})
+}
+
+// Reported is name's status (JSON, as its report function stored it)
+// as the broker running it last stored it through p, and that broker;
+// false when p is not a Reporter or none is known.
+func Reported[S any](p Placer, name string) (st S, node string, ok bool) {
+	r, ok := p.(Reporter)
+	if !ok {
+		return st, "", false
+	}
+	node, b, ok := r.Reported(name)
+	if !ok || json.Unmarshal(b, &st) != nil {
+		var zero S
+		return zero, "", false
+	}
+	return st, node, true
 }

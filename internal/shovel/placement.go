@@ -32,8 +32,11 @@ func (s *Supervisor) runLink(ctx context.Context, k linkKey, l *link) error {
 	}
 	report := func() []byte {
 		s.mu.Lock()
-		w := l.w
+		w, away := l.w, l.away
 		s.mu.Unlock()
+		if away { // acquiring it: the link starts afresh
+			w = NewWorker(l.def, s.local)
+		}
 		b, _ := json.Marshal(w.Status())
 		return b
 	}
@@ -50,14 +53,5 @@ func placementName(k linkKey) string { return Component + "/" + k.vhost + "/" + 
 // reported is the status of k as the broker running it last stored it,
 // and that broker; false when none is known.
 func (s *Supervisor) reported(k linkKey) (Status, string, bool) {
-	r, ok := s.placer.(linkloop.Reporter)
-	if !ok {
-		return Status{}, "", false
-	}
-	node, b, ok := r.Reported(placementName(k))
-	var st Status
-	if !ok || json.Unmarshal(b, &st) != nil {
-		return Status{}, "", false
-	}
-	return st, node, true
+	return linkloop.Reported[Status](s.placer, placementName(k))
 }
