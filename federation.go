@@ -183,7 +183,7 @@ func (v mgmtView) FederationLinks(vhost string) []mgmt.FederationLink {
 	for _, l := range v.b.federation.Status(vhost) {
 		out = append(out, mgmt.FederationLink{
 			VHost: l.VHost, Queue: l.Queue, Name: l.Name, Upstream: l.Upstream, UpstreamName: l.UpstreamName,
-			ConsumerTag: l.ConsumerTag, ID: l.ID, State: l.State, Error: l.Error, LocalConnection: l.LocalConnection,
+			ConsumerTag: l.ConsumerTag, ID: l.ID, Node: l.Node, State: l.State, Error: l.Error, LocalConnection: l.LocalConnection,
 			URI: l.URI, Timestamp: l.Timestamp, Forwarded: l.Forwarded,
 		})
 	}
@@ -200,6 +200,9 @@ func (v mgmtView) RestartFederationLink(vhost, id string) bool {
 func (b *Broker) federationMetrics() []metrics.FederationLink {
 	var out []metrics.FederationLink
 	for _, l := range b.federation.Status("") {
+		if l.Node != "" {
+			continue // another member's: it reports it
+		}
 		kind := "exchange"
 		if l.Queue {
 			kind = "queue"

@@ -39,7 +39,7 @@ func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {
 	var out []mgmt.Shovel
 	for _, l := range v.b.shovels.Status(vhost) {
 		d := l.Def
-		out = append(out, mgmt.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Reason: l.Reason,
+		out = append(out, mgmt.Shovel{VHost: l.VHost, Name: l.Name, Node: l.Node, State: l.State, Reason: l.Reason,
 			SrcURI: first(d.SrcURIs), SrcQueue: d.SrcQueue, SrcExchange: d.SrcExchange, SrcKey: d.SrcExchangeKey,
 			DestURI: first(d.DestURIs), DestQueue: d.DestQueue, DestExchange: d.DestExchange, DestKey: d.DestKey,
 			Forwarded: l.Forwarded, Remaining: l.Remaining, Since: l.Since})
@@ -64,6 +64,9 @@ func (v mgmtView) DeleteShovel(ctx context.Context, vhost, name string) (bool, e
 func (b *Broker) shovelMetrics() []metrics.Shovel {
 	var out []metrics.Shovel
 	for _, l := range b.shovels.Status("") {
+		if l.Node != "" {
+			continue // another member's: it reports it
+		}
 		out = append(out, metrics.Shovel{VHost: l.VHost, Name: l.Name, State: l.State, Forwarded: l.Forwarded, Remaining: l.Remaining})
 	}
 	return out

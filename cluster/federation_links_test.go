@@ -19,9 +19,10 @@ import (
 
 // TestFederationLinkRunsOnOneMemberAndMovesWhenItDies federates a
 // cluster exchange from a broker outside it. Exactly one member runs the
-// link (its GET /api/federation-links lists it only where it runs, and
-// the upstream queue never has two consumers); when that member is
-// killed another takes the link over, and messages keep arriving.
+// link (no two members ever list it running with themselves as its node,
+// and the upstream queue never has two consumers), and every member
+// lists it with that node; when that member is killed another takes the
+// link over, the others list it on that one, and messages keep arriving.
 func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
 	up := brokertest.New(t)
@@ -58,12 +59,10 @@ func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 				if b == nil {
 					continue
 				}
-				body, err := httpGet(b.ManagementHandler(), "/api/federation-links")
-				if err != nil {
-					continue
-				}
-				var links []struct{ Status string }
-				if json.Unmarshal(body, &links) == nil && len(links) == 1 && links[0].Status == "running" {
+				// The listing is cluster-wide: what runs here is what
+				// this member lists on itself.
+				links, err := linksOn(b, "/api/federation-links", true)
+				if err == nil && len(links) == 1 && links[0].Status == "running" {
 					running = append(running, i)
 				}
 			}
@@ -86,6 +85,7 @@ func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	qname := ""
 	waitUntil("a member to run the link", func() bool { return holder.Load() != 0 })
 	first := int(holder.Load() - 1)
+	waitListedOn(t, c, "/api/federation-links", first)
 	consumers := func() int {
 		for _, q := range up.Stats(ctx).QueueDetails {
 			if len(q.Name) > 12 && q.Name[:12] == "federation: " {
@@ -117,6 +117,7 @@ func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	t.Logf("killed member %d, the one running the link", first+1)
 	waitUntil("another member to run the link", func() bool { h := holder.Load(); return h != 0 && int(h-1) != first })
 	t.Logf("member %d runs it now; upstream queue %q", holder.Load(), qname)
+	waitListedOn(t, c, "/api/federation-links", int(holder.Load()-1))
 	// Published while nobody ran the link: they waited in the upstream
 	// queue, which every member names alike (cluster_name).
 	waitUntil("the next ten", func() bool { return depth() >= 20 })

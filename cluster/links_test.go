@@ -19,11 +19,12 @@ import (
 
 // TestShovelRunsOnOneMemberAndMovesWhenItDies stores one on-confirm
 // shovel in a three-member cluster, draining a queue of another broker
-// into a cluster queue. Exactly one member runs it (each member's
-// GET /api/shovels lists it only where it runs, running or connecting,
-// and the source queue never has two consumers); when that member is killed (cut off, then
-// stopped) another member takes the link over, and every message
-// arrives, duplicates only within the prefetch.
+// into a cluster queue. Exactly one member runs it (no two members ever
+// list it, running or connecting, with themselves as its node, and the
+// source queue never has two consumers); every member lists it with the
+// node that runs it; when that member is killed (cut off, then stopped)
+// another member takes the link over, the others list it on that one,
+// and every message arrives, duplicates only within the prefetch.
 func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	const n, prefetch = 4000, 50
 	// A lease of 3 s: renewals are raft writes, which a loaded test
@@ -67,16 +68,14 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 				if b == nil {
 					continue
 				}
-				body, err := httpGet(b.ManagementHandler(), "/api/shovels")
-				if err != nil {
-					continue
-				}
-				var links []struct{ State, Reason string }
-				if json.Unmarshal(body, &links) != nil || len(links) > 1 {
+				// The listing is cluster-wide: what runs here is what
+				// this member lists on itself.
+				links, err := linksOn(b, "/api/shovels", true)
+				if err != nil || len(links) > 1 {
 					continue
 				}
 				if len(links) == 0 {
-					links = append(links, struct{ State, Reason string }{"not here", ""})
+					links = append(links, linkRow{State: "not here"})
 				}
 				switch links[0].State {
 				case "running":
@@ -114,6 +113,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	}
 	waitUntil("a member to run the shovel", func() bool { return holder.Load() != 0 })
 	first := int(holder.Load() - 1)
+	waitListedOn(t, c, "/api/shovels", first)
 	other := (first + 1) % 3
 	_, och := c.dial(other)
 	depth := func() int {
@@ -130,6 +130,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	require.Less(t, killedAt, n, "the shovel was done before its member was killed")
 	waitUntil("another member to run the shovel", func() bool { h := holder.Load(); return h != 0 && int(h-1) != first })
 	t.Logf("member %d runs it now", holder.Load())
+	waitListedOn(t, c, "/api/shovels", int(holder.Load()-1))
 	waitUntil("the source drained", func() bool {
 		q, err := sch.QueueDeclarePassive("in", true, false, false, false, nil)
 		return err == nil && q.Messages == 0 && depth() >= n
@@ -168,4 +169,62 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	require.LessOrEqual(t, dups, prefetch*restarts, "each restart redelivers at most its window")
 	require.Nil(t, twice.Load(), "members seen running the link at once")
 	require.Nil(t, twoConsumers.Load(), "consumers on the source at once")
+}
+
+// linkRow is a row of GET /api/shovels or /api/federation-links.
+type linkRow struct{ Node, State, Status, Reason string }
+
+// linksOn lists path on member b: with here, only the rows that name b
+// as the node running them.
+func linksOn(b *broker.Broker, path string, here bool) ([]linkRow, error) {
+	body, err := httpGet(b.ManagementHandler(), "/api/overview")
+	if err != nil {
+		return nil, err
+	}
+	var ov struct{ Node string }
+	if err := json.Unmarshal(body, &ov); err != nil {
+		return nil, err
+	}
+	if body, err = httpGet(b.ManagementHandler(), path); err != nil {
+		return nil, err
+	}
+	var rows []linkRow
+	if err := json.Unmarshal(body, &rows); err != nil {
+		return nil, err
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		if !here || r.Node == ov.Node {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// waitListedOn waits until every live member's path lists one link, on
+// member runs's node.
+func waitListedOn(t *testing.T, c *testCluster, path string, runs int) {
+	t.Helper()
+	own, err := linksOn(c.nodes[runs].Broker(), path, true)
+	require.NoError(t, err)
+	require.Len(t, own, 1, "member %d lists the link it runs", runs+1)
+	body, err := httpGet(c.nodes[runs].Broker().ManagementHandler(), "/api/overview")
+	require.NoError(t, err)
+	var ov struct{ Node string }
+	require.NoError(t, json.Unmarshal(body, &ov))
+	for deadline := time.Now().Add(waitFor); ; time.Sleep(5 * time.Millisecond) {
+		ok := true
+		for _, node := range c.nodes {
+			b := node.Broker()
+			if b == nil {
+				continue
+			}
+			rows, err := linksOn(b, path, false)
+			ok = ok && err == nil && len(rows) == 1 && rows[0].Node == ov.Node
+		}
+		if ok {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "waiting for every member to list the link on %s", ov.Node)
+	}
 }

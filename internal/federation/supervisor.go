@@ -37,8 +37,9 @@ type Config struct {
 	Local shovel.Local
 	Log   *slog.Logger
 	// Placer, when set, runs each link on one broker of those sharing
-	// the store; Status then lists a link only where it runs. nil: every
-	// link runs here.
+	// the store; Status then lists the links running here, and, when
+	// Placer is a linkloop.Reporter, those another broker runs as it
+	// last stored their status. nil: every link runs here.
 	Placer Placer
 	// Poll is how often the links look at their local exchange's
 	// bindings and queue's demand, and (every fourth time) the
@@ -57,6 +58,9 @@ type LinkStatus struct {
 	ConsumerTag  string
 	// ID is the link's identity in the API (a hash of its key).
 	ID string
+	// Node is the broker that runs the link when another one does (its
+	// status as that broker last stored it), "" when it runs here.
+	Node string
 	Status
 }
 
@@ -135,10 +139,16 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 	s.mu.Lock()
 	out := make([]LinkStatus, 0, len(s.links))
 	for k, r := range s.links {
-		if (vhost != "" && k.VHost != vhost) || r.away.Load() {
+		if vhost != "" && k.VHost != vhost {
 			continue
 		}
 		st := LinkStatus{LinkKey: k, ID: linkID(k), Status: r.l.status(), UpstreamName: r.l.up.Exchange}
+		if r.away.Load() {
+			var ok bool
+			if st.Status, st.Node, ok = s.reported(k); !ok {
+				continue
+			}
+		}
 		if k.Queue {
 			st.UpstreamName, st.ConsumerTag = r.l.up.Queue, r.l.up.ConsumerTag
 		}
@@ -378,7 +388,15 @@ func (s *Supervisor) startLink(ctx context.Context, wg *sync.WaitGroup, k LinkKe
 			}
 			r.away.Store(!yes)
 		}
-		err := linkloop.Placed(lctx, s.cfg.Placer, placementName(k), here, func(hctx context.Context) error {
+		report := func() []byte {
+			st := r.l.status()
+			if r.away.Load() { // acquiring it: the link starts again
+				st.State, st.Error = Starting, ""
+			}
+			b, _ := json.Marshal(st)
+			return b
+		}
+		err := linkloop.Placed(lctx, s.cfg.Placer, placementName(k), here, report, func(hctx context.Context) error {
 			r.l.run(hctx)
 			return hctx.Err()
 		})
@@ -396,6 +414,12 @@ func placementName(k LinkKey) string {
 		kind = "queue"
 	}
 	return "federation/" + k.VHost + "/" + kind + "/" + k.Name + "/" + k.Upstream
+}
+
+// reported is the status of k as the broker running it last stored it,
+// and that broker; false when none is known.
+func (s *Supervisor) reported(k LinkKey) (Status, string, bool) {
+	return linkloop.Reported[Status](s.cfg.Placer, placementName(k))
 }
 
 // stopLink stops a link and waits for it; cleanup deletes its upstream

@@ -1,6 +1,9 @@
 package linkloop
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // Loop is a supervisor's goroutine. The zero value is not ready: use New.
 type Loop struct {
@@ -53,16 +56,49 @@ type Placer interface {
 	Run(ctx context.Context, name string, fn func(context.Context) error) error
 }
 
+// Reporter is a Placer that also shares each link's status among the
+// brokers: the holder stores report's value as it runs name, and any
+// broker reads the last one stored (internal/placement's Lease).
+type Reporter interface {
+	Placer
+	RunReporting(ctx context.Context, name string, report func() []byte, fn func(context.Context) error) error
+	Reported(name string) (node string, status []byte, ok bool)
+}
+
 // Placed runs fn under name through p: here set true just before each
 // run and false after it (the link then runs elsewhere, or nowhere yet).
-// With p nil, fn runs once at once with ctx and here is not called.
-func Placed(ctx context.Context, p Placer, name string, here func(bool), fn func(context.Context) error) error {
+// With p nil, fn runs once at once with ctx and here is not called. When
+// p is a Reporter and report is not nil, the holder stores report's
+// value while it runs the link.
+func Placed(ctx context.Context, p Placer, name string, here func(bool), report func() []byte, fn func(context.Context) error) error {
 	if p == nil {
 		return fn(ctx)
 	}
-	return p.Run(ctx, name, func(hctx context.Context) error {
+	run := p.Run
+	if r, ok := p.(Reporter); ok && report != nil {
+		run = func(ctx context.Context, name string, fn func(context.Context) error) error {
+			return r.RunReporting(ctx, name, report, fn)
+		}
+	}
+	return run(ctx, name, func(hctx context.Context) error {
 		here(true)
 		defer here(false)
 		return fn(hctx)
 	})
+}
+
+// Reported is name's status (JSON, as its report function stored it)
+// as the broker running it last stored it through p, and that broker;
+// false when p is not a Reporter or none is known.
+func Reported[S any](p Placer, name string) (st S, node string, ok bool) {
+	r, ok := p.(Reporter)
+	if !ok {
+		return st, "", false
+	}
+	node, b, ok := r.Reported(name)
+	if !ok || json.Unmarshal(b, &st) != nil {
+		var zero S
+		return zero, "", false
+	}
+	return st, node, true
 }

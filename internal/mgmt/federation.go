@@ -25,11 +25,13 @@ type FederationLink struct {
 	Name, Upstream, UpstreamName string
 	ConsumerTag                  string
 	ID                           string
-	State, Error                 string
-	LocalConnection              string
-	URI                          string
-	Timestamp                    time.Time
-	Forwarded                    int64
+	// Node is the cluster member that runs the link, "" for this one.
+	Node            string
+	State, Error    string
+	LocalConnection string
+	URI             string
+	Timestamp       time.Time
+	Forwarded       int64
 }
 
 // federationRoutes: GET /api/federation-links[/{vhost}] and the links
@@ -78,7 +80,7 @@ func (m *mgmt) listFederationLinks(down bool) func(*mgmtCall) {
 				if down && (l.State == "running" || l.State == "starting") {
 					continue
 				}
-				j := m.linkJSON(l.VHost, l.Timestamp, l.Forwarded)
+				j := m.linkJSON(l.Node, l.VHost, l.Timestamp, l.Forwarded)
 				j["upstream"], j["id"], j["status"], j["uri"] = l.Upstream, l.ID, l.State, redactURI(l.URI)
 				if l.Queue {
 					j["type"], j["queue"], j["upstream_queue"], j["consumer_tag"] = "queue", l.Name, l.UpstreamName, l.ConsumerTag

@@ -25,7 +25,9 @@ type Shovels interface {
 // Shovel is one link as GET /api/shovels shows it (RabbitMQ 3.10's
 // rabbit_shovel_mgmt format of a dynamic shovel).
 type Shovel struct {
-	VHost, Name   string
+	VHost, Name string
+	// Node is the cluster member that runs the link, "" for this one.
+	Node          string
 	State, Reason string
 	SrcURI        string
 	SrcQueue      string
@@ -63,7 +65,7 @@ func (m *mgmt) listShovels(c *mgmtCall) {
 	s, ok := m.b.(Shovels)
 	m.listLinks(c, ok, func(vh string) (out []map[string]any) {
 		for _, l := range s.Shovels(vh) {
-			j := m.linkJSON(l.VHost, l.Since, l.Forwarded)
+			j := m.linkJSON(l.Node, l.VHost, l.Since, l.Forwarded)
 			j["type"], j["name"], j["state"] = "dynamic", l.Name, l.State
 			j["src_protocol"], j["dest_protocol"] = "amqp091", "amqp091"
 			j["src_uri"], j["dest_uri"] = redactURI(l.SrcURI), redactURI(l.DestURI)
@@ -105,10 +107,13 @@ func (m *mgmt) listLinks(c *mgmtCall, ok bool, rows func(vhost string) []map[str
 }
 
 // linkJSON is what a shovel's and a federation link's row start with:
-// the node, the vhost, when the state last changed in RabbitMQ's format,
-// and Warren's forwarded count.
-func (m *mgmt) linkJSON(vhost string, since time.Time, forwarded int64) map[string]any {
-	return map[string]any{"node": m.b.NodeName(), "vhost": vhost, "timestamp": since.UTC().Format("2006-01-02 15:04:05"),
+// the node that runs it (node, "" for this one), the vhost, when the
+// state last changed in RabbitMQ's format, and Warren's forwarded count.
+func (m *mgmt) linkJSON(node, vhost string, since time.Time, forwarded int64) map[string]any {
+	if node == "" {
+		node = m.b.NodeName()
+	}
+	return map[string]any{"node": node, "vhost": vhost, "timestamp": since.UTC().Format("2006-01-02 15:04:05"),
 		"messages_forwarded": forwarded}
 }
 

@@ -59,6 +59,14 @@ func (l *Lease) Holder(name string) string {
 // this member still holds name (Run returns fn's error: the link is
 // finished). Either way it releases name before it returns.
 func (l *Lease) Run(ctx context.Context, name string, fn func(context.Context) error) error {
+	return l.RunReporting(ctx, name, nil, fn)
+}
+
+// RunReporting is Run that, while this member holds name, also stores
+// report's value as name's status record with every acquisition and
+// renewal (in the same conditional update, so only the holder writes
+// it), for Reported to read on any member; report nil stores none.
+func (l *Lease) RunReporting(ctx context.Context, name string, report func() []byte, fn func(context.Context) error) error {
 	k := key(name)
 	var seen []byte // the value last read, and since when it has not changed
 	var seenAt time.Time
@@ -83,14 +91,14 @@ func (l *Lease) Run(ctx context.Context, name string, fn func(context.Context) e
 		start := time.Now()
 		mine := encode(l.holder, gen+1)
 		ok, err := l.rs.UpdateRecords(ctx, meta.RecordUpdate{
-			Match: []meta.Record{{Key: k, Value: cur}}, Set: []meta.Record{{Key: k, Value: mine}},
+			Match: []meta.Record{{Key: k, Value: cur}}, Set: l.withReport(name, report, meta.Record{Key: k, Value: mine}),
 		})
 		if err != nil || !ok {
 			continue // someone else renewed or took it, or the store is away
 		}
-		done, err := l.hold(ctx, k, mine, start, fn)
+		done, err := l.hold(ctx, name, report, k, mine, start, fn)
 		if done {
-			l.release(k)
+			l.release(name, k)
 			return err
 		}
 		seenAt = time.Time{}
@@ -101,7 +109,7 @@ func (l *Lease) Run(ctx context.Context, name string, fn func(context.Context) e
 // with value mine. It reports done when Run must return (fn finished or
 // ctx ended) with the error to return; not done when the lease was lost
 // and fn has returned.
-func (l *Lease) hold(ctx context.Context, k, mine []byte, start time.Time, fn func(context.Context) error) (bool, error) {
+func (l *Lease) hold(ctx context.Context, name string, report func() []byte, k, mine []byte, start time.Time, fn func(context.Context) error) (bool, error) {
 	validUntil := start.Add(l.stopAfter())
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,7 +141,7 @@ func (l *Lease) hold(ctx context.Context, k, mine []byte, start time.Time, fn fu
 		t0 := time.Now()
 		rctx, rcancel := context.WithDeadline(ctx, validUntil)
 		ok, err := l.rs.UpdateRecords(rctx, meta.RecordUpdate{
-			Match: []meta.Record{{Key: k, Value: mine}}, Set: []meta.Record{{Key: k, Value: next}},
+			Match: []meta.Record{{Key: k, Value: mine}}, Set: l.withReport(name, report, meta.Record{Key: k, Value: next}),
 		})
 		rcancel()
 		switch {
@@ -155,7 +163,7 @@ func (l *Lease) hold(ctx context.Context, k, mine []byte, start time.Time, fn fu
 // release deletes the lease if this member still holds it, so another
 // member need not wait a TTL; it gives up after StopAfter (the store is
 // away: then the others wait).
-func (l *Lease) release(k []byte) {
+func (l *Lease) release(name string, k []byte) {
 	cur := l.read(k)
 	h, _, _ := decode(cur)
 	if cur == nil || h != l.holder {
@@ -163,7 +171,7 @@ func (l *Lease) release(k []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.stopAfter())
 	defer cancel()
-	_, _ = l.rs.UpdateRecords(ctx, meta.RecordUpdate{Match: []meta.Record{{Key: k, Value: cur}}, Delete: [][]byte{k}})
+	_, _ = l.rs.UpdateRecords(ctx, meta.RecordUpdate{Match: []meta.Record{{Key: k, Value: cur}}, Delete: [][]byte{k, reportKey(name)}})
 }
 
 // read returns the lease record's value in this replica, nil for none.

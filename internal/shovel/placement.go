@@ -2,6 +2,7 @@ package shovel
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/warrenmq/broker/internal/linkloop"
 )
@@ -11,8 +12,9 @@ import (
 type Placer = linkloop.Placer
 
 // PlaceWith makes the supervisor run each link through p, so that of the
-// brokers sharing a store exactly one runs it; Status then lists only the
-// links running here. Call it before Start.
+// brokers sharing a store exactly one runs it; Status then lists the
+// links running here, and those running elsewhere when p is a
+// linkloop.Reporter. Call it before Start.
 func (s *Supervisor) PlaceWith(p Placer) { s.placer = p }
 
 // runLink runs l's worker until ctx ends or the link finishes: directly,
@@ -28,10 +30,28 @@ func (s *Supervisor) runLink(ctx context.Context, k linkKey, l *link) error {
 		l.away = !yes
 		s.mu.Unlock()
 	}
-	return linkloop.Placed(ctx, s.placer, Component+"/"+k.vhost+"/"+k.name, here, func(hctx context.Context) error {
+	report := func() []byte {
+		s.mu.Lock()
+		w, away := l.w, l.away
+		s.mu.Unlock()
+		if away { // acquiring it: the link starts afresh
+			w = NewWorker(l.def, s.local)
+		}
+		b, _ := json.Marshal(w.Status())
+		return b
+	}
+	return linkloop.Placed(ctx, s.placer, placementName(k), here, report, func(hctx context.Context) error {
 		s.mu.Lock()
 		w := l.w
 		s.mu.Unlock()
 		return w.Run(hctx)
 	})
+}
+
+func placementName(k linkKey) string { return Component + "/" + k.vhost + "/" + k.name }
+
+// reported is the status of k as the broker running it last stored it,
+// and that broker; false when none is known.
+func (s *Supervisor) reported(k linkKey) (Status, string, bool) {
+	return linkloop.Reported[Status](s.placer, placementName(k))
 }

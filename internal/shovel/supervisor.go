@@ -28,6 +28,9 @@ type Params interface {
 type LinkStatus struct {
 	VHost, Name string
 	Def         Def
+	// Node is the broker that runs the link when another one does (its
+	// status as that broker last stored it), "" when it runs here.
+	Node string
 	Status
 }
 
@@ -121,13 +124,20 @@ func (s *Supervisor) Restart(vhost, name string) bool {
 	return ok
 }
 
-// Status lists the links of vhost ("" for all), sorted by vhost and name.
+// Status lists the links of vhost ("" for all), sorted by vhost and
+// name: those running here, and, placed through a linkloop.Reporter,
+// those another broker runs as it last stored their status.
 func (s *Supervisor) Status(vhost string) []LinkStatus {
 	s.mu.Lock()
 	out := make([]LinkStatus, 0, len(s.links))
 	for k, l := range s.links {
-		if (vhost == "" || k.vhost == vhost) && !l.away {
+		if vhost != "" && k.vhost != vhost {
+			continue
+		}
+		if !l.away {
 			out = append(out, LinkStatus{VHost: k.vhost, Name: k.name, Def: l.def, Status: l.w.Status()})
+		} else if st, node, ok := s.reported(k); ok {
+			out = append(out, LinkStatus{VHost: k.vhost, Name: k.name, Def: l.def, Node: node, Status: st})
 		}
 	}
 	s.mu.Unlock()
