@@ -61,16 +61,18 @@ type Config struct {
 	// unroutable: the member is down, cut off or too slow. 0 means
 	// DefaultReplyTimeout. It delays only the replying channel.
 	ReplyTimeout time.Duration
-	// SingleGroup keeps every durable queue's data in the metadata group,
-	// as clusters did before queue groups. By default each durable quorum
-	// queue and stream has a raft group of its own (internal/qgroup, on
+	// QueueGroups gives each durable quorum queue and stream a raft group
+	// of its own (internal/qgroup, on
 	// one internal/multiraft engine per member): its publishes, claims
 	// and acks go through its own group's leader, so queues led by
 	// different members do not wait on each other. Queue groups need a
 	// raft transport that carries member messages (raft.Messenger; both
 	// of package raft's do), which carries their frames. Every member
-	// must set it alike.
-	SingleGroup bool
+	// must set it alike. Off (the default), every durable queue's data
+	// stays in the metadata group, as before queue groups: they are opt-in
+	// while a member starved of CPU can stall its queues' consumers (see
+	// docs/cluster.md, "Queue groups").
+	QueueGroups bool
 	// QueueGroupsOverExisting lets queue groups start on a raft directory
 	// written by a cluster without them: the queues declared before keep
 	// their data in the metadata group, and only queues declared from
@@ -115,7 +117,7 @@ type Node struct {
 	// replies forwards direct reply-to replies between members; nil when
 	// the raft transport carries no raft.Messages.
 	replies *replyRouter
-	// groups are the member's queue groups; nil with Config.SingleGroup.
+	// groups are the member's queue groups; nil without Config.QueueGroups.
 	groups *groups
 
 	stop chan struct{}
@@ -161,8 +163,8 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	msgr, hasMsgr := cfg.Raft.Transport.(raft.Messenger)
-	if !cfg.SingleGroup && !hasMsgr {
-		return nil, fmt.Errorf("cluster: queue groups need a raft transport that carries member messages (raft.Messenger), and %T does not: set Config.SingleGroup to run without them", cfg.Raft.Transport)
+	if cfg.QueueGroups && !hasMsgr {
+		return nil, fmt.Errorf("cluster: queue groups need a raft transport that carries member messages (raft.Messenger), and %T does not: leave Config.QueueGroups off to run without them", cfg.Raft.Transport)
 	}
 	rn, err := raft.Start(cfg.Raft)
 	if err != nil {
@@ -174,7 +176,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, raft: rn, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	n.live.lastSeen = make(map[uint64]time.Time)
-	if !cfg.SingleGroup {
+	if cfg.QueueGroups {
 		g, err := startGroups(n, msgr)
 		if err != nil {
 			_ = rn.Stop()

@@ -53,9 +53,9 @@ func newTestCluster(t testing.TB, opts ...func(*cluster.Config)) *testCluster {
 			PollInterval: 10 * time.Millisecond,
 			DeadAfter:    time.Second,
 		}
-		if os.Getenv("WARREN_TEST_SINGLE_GROUP") != "" {
-			// The whole suite as clusters ran before queue groups.
-			c.cfgs[i].SingleGroup = true
+		if os.Getenv("WARREN_TEST_QUEUE_GROUPS") != "" {
+			// The whole suite with queue groups on.
+			c.cfgs[i].QueueGroups = true
 		}
 		for _, o := range opts {
 			o(&c.cfgs[i])

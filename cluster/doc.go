@@ -40,9 +40,10 @@
 // beside direct reply-to's. When a member dies only the queues it led
 // pause, for about an election timeout. Classic durable queues stay in the
 // metadata group (RabbitMQ 4.x keeps them on one node; Warren keeps
-// replicating them). Config.SingleGroup runs without queue groups; a
-// directory written without them is refused (ErrGroupsMigration) unless
-// Config.SingleGroup or Config.QueueGroupsOverExisting says what to do.
+// replicating them). Queue groups are opt-in (Config.QueueGroups); without them every durable
+// queue stays in the metadata group. Turned on over a directory written
+// without them, a member refuses to start (ErrGroupsMigration) unless
+// Config.QueueGroupsOverExisting says what to do.
 // Node.QueueGroup shows a queue's group as a member sees it. Costs: a
 // group keeps its queue's messages in memory on every member, and its
 // checkpoints copy them.

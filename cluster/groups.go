@@ -87,7 +87,7 @@ func startGroups(n *Node, msgr raft.Messenger) (*groups, error) {
 // but no GroupsDir), unless the caller accepts keeping its queues where
 // they are.
 func checkGroupsDir(cfg *Config) error {
-	if cfg.SingleGroup || cfg.QueueGroupsOverExisting {
+	if !cfg.QueueGroups || cfg.QueueGroupsOverExisting {
 		return nil
 	}
 	_, logErr := os.Stat(filepath.Join(cfg.Raft.Dir, "log"))
@@ -100,12 +100,12 @@ func checkGroupsDir(cfg *Config) error {
 
 // ErrGroupsMigration refuses to turn queue groups on over a data
 // directory a cluster without them wrote: its quorum queues' messages are
-// in the metadata group. docs/cluster.md gives the way: either set
-// Config.SingleGroup for that cluster, or set
+// in the metadata group. docs/cluster.md gives the way: either leave
+// Config.QueueGroups off for that cluster, or set
 // Config.QueueGroupsOverExisting, under which the queues declared before
 // keep their data in the metadata group (as classic durable queues do)
 // and only queues declared after get groups.
-var ErrGroupsMigration = errors.New("cluster: this raft directory was written by a cluster without queue groups: set Config.SingleGroup (-single-group) to run it as before, or Config.QueueGroupsOverExisting (-queue-groups-over-existing) to keep its queues in the metadata group and give only new queues groups (docs/cluster.md, \"Queue groups\")")
+var ErrGroupsMigration = errors.New("cluster: this raft directory was written by a cluster without queue groups: leave Config.QueueGroups (-queue-groups) off to run it as before, or set Config.QueueGroupsOverExisting (-queue-groups-over-existing) to keep its queues in the metadata group and give only new queues groups (docs/cluster.md, \"Queue groups\")")
 
 func (g *groups) readMembers(rn *raft.Node) func(context.Context) ([]uint64, error) {
 	return func(ctx context.Context) ([]uint64, error) {
@@ -255,8 +255,8 @@ type GroupStatus struct {
 }
 
 // QueueGroup returns the raft group of queue name in vhost as this member
-// sees it; false when the queue has no group of its own (SingleGroup is
-// set, or it is not a replicated queue, or its data stayed in the
+// sees it; false when the queue has no group of its own (QueueGroups is
+// off, or it is not a replicated queue, or its data stayed in the
 // metadata group).
 func (n *Node) QueueGroup(vhost, name string) (GroupStatus, bool) {
 	if n.groups == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/warrenmq/broker/cluster"
 )
 
-func withGroups(c *cluster.Config) { c.SingleGroup = false }
+func withGroups(c *cluster.Config) { c.QueueGroups = true }
 
 var quorumArgs = amqp091.Table{"x-queue-type": "quorum"}
 
@@ -259,7 +259,7 @@ func TestQueueGroupsRestart(t *testing.T) {
 // before keeps its messages in the metadata group, and a queue declared
 // now gets a group.
 func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
-	c := newTestCluster(t, func(c *cluster.Config) { c.SingleGroup = true })
+	c := newTestCluster(t, func(c *cluster.Config) { c.QueueGroups = false })
 	_, ch := c.dial(0)
 	_, err := ch.QueueDeclare("old", true, false, false, false, quorumArgs)
 	require.NoError(t, err)
@@ -271,7 +271,7 @@ func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
 		c.stop(i)
 	}
 	for i := range 3 {
-		c.cfgs[i].SingleGroup = false
+		c.cfgs[i].QueueGroups = true
 	}
 	_, err = cluster.Start(c.cfgs[0])
 	require.ErrorIs(t, err, cluster.ErrGroupsMigration)

@@ -35,6 +35,7 @@ size=1024
 queues=30
 queue_type=quorum
 builds="this=."
+groups=0
 port_base=27000
 
 usage() {
@@ -48,6 +49,8 @@ Flags:
   -size N           message body size in bytes (default $size)
   -queues N         queues, each with its own publisher and consumer (default $queues)
   -queue-type T     x-queue-type of the queues; "" declares them without one (default $queue_type)
+  -groups           start cluster members with -queue-groups (each quorum queue in a raft
+                    group of its own), for every build whose warren has that flag
   -builds "L=R ..." builds to alternate: label=git ref, label=path of a warren binary,
                     or label=. for this working tree (default "$builds")
 EOF
@@ -57,6 +60,7 @@ while [[ $# -gt 0 ]]; do
 	case $1 in
 	-members) members=$2; shift ;;
 	-quota) quota=$2; shift ;;
+	-groups) groups=1 ;;
 	-rounds) rounds=$2; shift ;;
 	-duration) duration=$2; shift ;;
 	-size) size=$2; shift ;;
@@ -158,6 +162,10 @@ start_members() {
 		args=(-addr "127.0.0.1:$((port_base + i))" -data "$dir" -log-level error)
 		if [[ $n -gt 1 ]]; then
 			args+=(-node-id "$i" -peers "$peers" -cluster-secret-file "$work/secret")
+			# -groups: queue groups on, for every build that has them.
+			if [[ $groups == 1 ]] && "$work/warren-$label" -h 2>&1 | grep -qE -- '-queue-groups$'; then
+				args+=(-queue-groups)
+			fi
 		fi
 		"$work/warren-$label" "${args[@]}" >"$dir.out" 2>"$dir.err" &
 		pids+=($!)

@@ -74,7 +74,7 @@ type clusterFlags struct {
 	raftTLS                 *raft.TCPConfig // nil: no TLS between members
 	secretFile              string          // -cluster-secret-file
 	insecure                bool            // -raft-insecure
-	singleGroup             bool            // -single-group
+	queueGroups             bool            // -queue-groups
 	queueGroupsOver         bool            // -queue-groups-over-existing
 	leaderLocator           string          // -queue-leader-locator
 }
@@ -158,7 +158,7 @@ func runCluster(ctx context.Context, f clusterFlags, opts broker.Options, stdout
 		ListenTLS: f.tlsAddr,
 		DeadAfter: f.deadAfter,
 
-		SingleGroup:             f.singleGroup,
+		QueueGroups:             f.queueGroups,
 		QueueGroupsOverExisting: f.queueGroupsOver,
 		QueueLeaderLocator:      f.leaderLocator,
 	})

@@ -142,7 +142,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 			httpLimits: broker.HTTPLimits{MaxConnections: *httpMaxConns},
 			dataDir:    *dataDir, deadAfter: *deadAfter, raftTLS: raftTLS,
 			secretFile: *secretFile, insecure: *raftInsecure,
-			singleGroup: *s.singleGroup, queueGroupsOver: *s.queueGroupsOver, leaderLocator: *s.leaderLocator,
+			queueGroups: *s.queueGroups, queueGroupsOver: *s.queueGroupsOver, leaderLocator: *s.leaderLocator,
 		}, opts, stdout, logger)
 	}
 	var defs *definitions.File

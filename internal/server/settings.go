@@ -34,7 +34,7 @@ type settings struct {
 	mechanisms, peers, raftCert, raftKey, raftCA, secretFile         *string
 	configFile, logFormat, logLevel, unknownKeys, leaderLocator      *string
 	memory, verbose, remoteGuest, raftInsecure, showVersion, printIt *bool
-	singleGroup, queueGroupsOver                                     *bool
+	queueGroups, queueGroupsOver                                     *bool
 	httpMaxConns                                                     *int
 	consumerTimeout, deadAfter, heartbeat                            *time.Duration
 	memWatermark, storeMemory, diskFreeLimit                         *int64
@@ -103,7 +103,7 @@ func newSettings(stderr io.Writer) *settings {
 	s.raftCA = fs.String("raft-tls-ca", "", "cluster: PEM CA bundle the other members' certificates must verify against")
 	s.secretFile = fs.String("cluster-secret-file", "", "cluster: file holding the cluster secret, the same on every member (default: cluster-secret in -data, generated on a founding member's first start)")
 	s.raftInsecure = fs.Bool("raft-insecure", false, "cluster: members do not authenticate each other: anyone who reaches a raft address can stop the cluster (only for a network nobody else reaches)")
-	s.singleGroup = fs.Bool("single-group", false, "cluster: keep every durable queue in the metadata group, as clusters did before queue groups (by default each quorum queue and stream has a raft group of its own); every member must set it alike")
+	s.queueGroups = fs.Bool("queue-groups", false, "cluster: give each durable quorum queue and stream a raft group of its own (off: every durable queue in the metadata group, as before); every member must set it alike")
 	s.leaderLocator = fs.String("queue-leader-locator", "client-local", "cluster: where a new quorum queue's or stream's leader goes when neither its policy nor its x-queue-leader-locator says: client-local (the declaring member) or balanced (RabbitMQ's queue_leader_locator)")
 	s.queueGroupsOver = fs.Bool("queue-groups-over-existing", false, "cluster: start queue groups on a data directory written without them: its queues keep their data in the metadata group, only new ones get groups")
 	s.configFile = fs.String("config", "", "read settings from this rabbitmq.conf file (RabbitMQ's key = value format); flags and environment variables win over it (default: $RABBITMQ_CONFIG_FILE)")
