@@ -1,7 +1,7 @@
 // Package cluster runs Warren on raft: a metadata group (meta/raft) that
 // every node keeps a full replica of — metadata, classic durable queues,
-// their cursors and unacked index — and, by default, one raft group per
-// durable quorum queue and stream (internal/qgroup, on one
+// their cursors and unacked index — and, with Config.QueueGroups, one raft
+// group per durable quorum queue and stream (internal/qgroup, on one
 // internal/multiraft engine per member) carrying that queue's records,
 // cursor, claims and acks. Every node serves AMQP for every durable queue.
 //
@@ -20,7 +20,8 @@
 //
 // # Queue groups
 //
-// A new durable quorum queue or stream gets its group at declaration: its
+// With Config.QueueGroups, a new durable quorum queue or stream gets its
+// group at declaration: its
 // group id and replica set are written to the metadata group's records
 // with compare-and-swap before its declaration, so every member knows the
 // group before the queue. Its voters are x-quorum-initial-group-size

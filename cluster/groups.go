@@ -257,12 +257,13 @@ type GroupStatus struct {
 // QueueGroup returns the raft group of queue name in vhost as this member
 // sees it; false when the queue has no group of its own (QueueGroups is
 // off, or it is not a replicated queue, or its data stayed in the
-// metadata group).
-func (n *Node) QueueGroup(vhost, name string) (GroupStatus, bool) {
+// metadata group). It asks the member's engine, waiting at most a second
+// or until ctx ends.
+func (n *Node) QueueGroup(ctx context.Context, vhost, name string) (GroupStatus, bool) {
 	if n.groups == nil {
 		return GroupStatus{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	st, ok := n.groups.mgr.Status(ctx, meta.QueueKey{VHost: vhost, Name: name})
 	return GroupStatus(st), ok

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -49,7 +50,7 @@ func TestQueueGroupsAnyMemberServes(t *testing.T) {
 		var st cluster.GroupStatus
 		require.Eventually(t, func() bool {
 			var ok bool
-			st, ok = c.nodes[(i+1)%3].QueueGroup("/", name)
+			st, ok = c.nodes[(i+1)%3].QueueGroup(context.Background(), "/", name)
 			return ok && st.Leader != 0
 		}, waitFor, 10*time.Millisecond, "queue %s has a group with a leader on another member", name)
 		require.Equal(t, []uint64{1, 2, 3}, st.Voters)
@@ -96,7 +97,7 @@ func TestQueueGroupsKillMember(t *testing.T) {
 	ledBy := map[string]uint64{}
 	for _, name := range names {
 		require.Eventually(t, func() bool {
-			st, ok := c.nodes[0].QueueGroup("/", name)
+			st, ok := c.nodes[0].QueueGroup(context.Background(), "/", name)
 			ledBy[name] = st.Leader
 			return ok && st.Leader != 0
 		}, waitFor, 10*time.Millisecond)
@@ -145,7 +146,7 @@ func TestQueueGroupsKillMember(t *testing.T) {
 			continue
 		}
 		require.Eventually(t, func() bool {
-			st, ok := c.nodes[0].QueueGroup("/", name)
+			st, ok := c.nodes[0].QueueGroup(context.Background(), "/", name)
 			return ok && st.Leader != 0 && st.Leader != 3
 		}, waitFor, 10*time.Millisecond, "queue %s elects a survivor", name)
 	}
@@ -283,9 +284,9 @@ func TestQueueGroupsOverAnOldDirectory(t *testing.T) {
 	_, ch = c.dial(1)
 	_, err = ch.QueueDeclare("new", true, false, false, false, quorumArgs)
 	require.NoError(t, err)
-	_, ok := c.nodes[1].QueueGroup("/", "old")
+	_, ok := c.nodes[1].QueueGroup(context.Background(), "/", "old")
 	require.False(t, ok, "the old queue stays in the metadata group")
-	st, ok := c.nodes[1].QueueGroup("/", "new")
+	st, ok := c.nodes[1].QueueGroup(context.Background(), "/", "new")
 	require.True(t, ok)
 	require.NotZero(t, st.Group)
 	for i := range 3 {
@@ -305,7 +306,7 @@ func TestQueueGroupsDeleteRedeclare(t *testing.T) {
 	_, ch0 := c.dial(0)
 	_, err := ch0.QueueDeclare("again", true, false, false, false, quorumArgs)
 	require.NoError(t, err)
-	first, ok := c.nodes[0].QueueGroup("/", "again")
+	first, ok := c.nodes[0].QueueGroup(context.Background(), "/", "again")
 	require.True(t, ok)
 	p := newConfirmer(t, ch0)
 	require.True(t, p.publish("", "again", "old", waitFor))
@@ -323,7 +324,7 @@ func TestQueueGroupsDeleteRedeclare(t *testing.T) {
 	}, waitFor, 10*time.Millisecond)
 	_, err = ch1.QueueDeclare("again", true, false, false, false, quorumArgs)
 	require.NoError(t, err)
-	second, ok := c.nodes[1].QueueGroup("/", "again")
+	second, ok := c.nodes[1].QueueGroup(context.Background(), "/", "again")
 	require.True(t, ok)
 	require.NotEqual(t, first.Group, second.Group, "a new group for the new queue")
 	p1 := newConfirmer(t, ch1)
@@ -346,7 +347,7 @@ func TestQueueGroupsDeleteRedeclare(t *testing.T) {
 func leaders(c *testCluster, i int, names []string) map[uint64]int {
 	out := map[uint64]int{}
 	for _, name := range names {
-		if st, ok := c.nodes[i].QueueGroup("/", name); ok && st.Leader != 0 {
+		if st, ok := c.nodes[i].QueueGroup(context.Background(), "/", name); ok && st.Leader != 0 {
 			out[st.Leader]++
 		}
 	}
@@ -393,7 +394,7 @@ func TestQueueGroupsBalancedLocator(t *testing.T) {
 	_, err := ch.QueueDeclare("balanced", true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "balanced"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		st, ok := c.nodes[0].QueueGroup("/", "balanced")
+		st, ok := c.nodes[0].QueueGroup(context.Background(), "/", "balanced")
 		return ok && st.Leader == 2
 	}, waitFor, 10*time.Millisecond)
 }

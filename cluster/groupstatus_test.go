@@ -78,7 +78,7 @@ func TestQueueGroupsStatusOverHTTP(t *testing.T) {
 		require.Equal(t, all, *qs[1].Members)
 	}
 
-	st, ok := c.nodes[0].QueueGroup("/", "qs")
+	st, ok := c.nodes[0].QueueGroup(context.Background(), "/", "qs")
 	require.True(t, ok)
 	for i := range 3 {
 		body, err := httpGet(c.broker(i).MetricsHandler(broker.MetricsOptions{PerObject: true}), "/metrics")
@@ -132,7 +132,7 @@ func TestQueueGroupsLocatorPrecedence(t *testing.T) {
 		var st cluster.GroupStatus
 		require.Eventually(t, func() bool {
 			var ok bool
-			st, ok = c.nodes[0].QueueGroup("/", tc.name)
+			st, ok = c.nodes[0].QueueGroup(context.Background(), "/", tc.name)
 			return ok && st.Leader != 0 && (st.Leader == 1) == tc.local
 		}, waitFor, 10*time.Millisecond, "%s: led by member 1 = %v (%+v)", tc.name, tc.local, st)
 	}
