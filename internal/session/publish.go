@@ -116,7 +116,7 @@ func (ch *Channel) handlePublish(m *amqp.BasicPublish, props, body []byte) error
 		// The reader hands the publishes of a read over together (held.go).
 		handOver := false
 		for _, q := range qs {
-			if c.held.hold(q, queue.Publishing{Rec: rec, TTL: queue.TTL{D: ttl.d, Set: ttl.ok}, Conf: conf, Seq: seq}) {
+			if c.held.hold(q, queue.Publishing{Rec: rec, TTL: ttl.queueTTL(), Conf: conf, Seq: seq}) {
 				handOver = true
 			}
 		}
@@ -144,8 +144,11 @@ type messageTTL struct {
 }
 
 func (t messageTTL) publish(q *vhost.Queue, rec queue.Record, conf queue.Confirmer, seq uint64) error {
-	return q.Publish(rec, queue.TTL{D: t.d, Set: t.ok}, conf, seq)
+	return q.Publish(rec, t.queueTTL(), conf, seq)
 }
+
+// queueTTL is t as the queue takes it.
+func (t messageTTL) queueTTL() queue.TTL { return queue.TTL{D: t.d, Set: t.ok} }
 
 // decodeScratch holds the methods every message brings, so the reader
 // decodes them without an allocation.
