@@ -56,7 +56,7 @@ func (b *Broker) setupAlarms() {
 			continue
 		}
 		seen[st] = true
-		// The in-memory stores (*memory.Store) and any Options.Shards
+		// The in-memory stores (*memory.Store) and any Options.Storage.Shards
 		// store that reports its memory.
 		if s, ok := st.(storage.MemoryReporter); ok {
 			c.Sources = append(c.Sources, s)

@@ -55,7 +55,7 @@ func TestAlarmString(t *testing.T) {
 	}
 }
 
-// reportingShards is an Options.Shards store that reports a chosen memory
+// reportingShards is an Options.Storage.Shards store that reports a chosen memory
 // figure (storage.MemoryReporter); embedding the interface hides the
 // wrapped store's own MemoryBytes.
 type reportingShards struct {
@@ -65,12 +65,12 @@ type reportingShards struct {
 
 func (s *reportingShards) MemoryBytes() int64 { return s.bytes.Load() }
 
-// TestAlarmShardsMemoryReporter: a store given as Options.Shards that
+// TestAlarmShardsMemoryReporter: a store given as Options.Storage.Shards that
 // implements storage.MemoryReporter counts against the memory watermark:
 // what it reports raises the memory alarm and clears it again.
 func TestAlarmShardsMemoryReporter(t *testing.T) {
 	shards := &reportingShards{ShardStore: memory.New()}
-	b := newDirectBroker(t, Options{Shards: shards, MemoryHighWatermark: 1 << 20, alarmPolling: fastAlarms})
+	b := newDirectBroker(t, Options{Storage: StorageOptions{Shards: shards}, MemoryHighWatermark: 1 << 20, alarmPolling: fastAlarms})
 	require.Empty(t, b.Alarms())
 	shards.bytes.Store(2 << 20)
 	require.Eventually(t, func() bool { return len(b.Alarms()) == 1 }, amqptest.Timeout, time.Millisecond)

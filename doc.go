@@ -5,7 +5,7 @@
 // in memory, one user guest/guest (tagged administrator), one virtual host
 // "/", RabbitMQ's defaults for channel-max (2047), frame-max (131072) and
 // heartbeat (60 s), no logging. Options.DataDir selects Pebble for durable
-// state; Options.Meta, Shards and Unacked plug in other stores (see the
+// state; Options.Storage.Meta, Shards and Unacked plug in other stores (see the
 // storagetest and metatest conformance suites, and examples/countingstore).
 // New copies the Options, so the caller's struct is never changed and may be
 // reused, and refuses Options that could never work or would lose data
@@ -99,11 +99,11 @@
 //
 // # Shared mode
 //
-// When Options.Meta implements meta.ChangeFeed (a cluster's replicated
+// When Options.Storage.Meta implements meta.ChangeFeed (a cluster's replicated
 // store does), several brokers share the stores and any of them serves any
 // durable queue: consumers and basic.get on every broker claim from the
-// queue's shared cursor (through unacked.Claimer, which Options.Unacked
-// must implement; Options.Shards must be the shared message store), a
+// queue's shared cursor (through unacked.Claimer, which Options.Storage.Unacked
+// must implement; Options.Storage.Shards must be the shared message store), a
 // publish on any broker reaches consumers on all of them, and a message
 // requeued on one may be delivered by another. Each broker follows the
 // others' changes on one goroutine (started by New, stopped by Close):

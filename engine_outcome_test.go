@@ -22,7 +22,7 @@ import (
 // the publisher reconnects and carries on.
 func TestEngineUnknownAppendOutcomeIsNotNacked(t *testing.T) {
 	in := faultstore.New()
-	b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	b := startBroker(t, broker.Options{Storage: broker.StorageOptions{Shards: faultstore.WrapShards(memory.New(), in)}})
 	conn := amqptest.Dial(t, b.URL(), amqp091.Config{})
 	ch := amqptest.Channel(t, conn)
 	amqptest.DeclareQueue(t, ch, "q", true)
@@ -66,7 +66,7 @@ func TestEngineFailedAppendFailsTxCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := faultstore.New()
-			b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
+			b := startBroker(t, broker.Options{Storage: broker.StorageOptions{Shards: faultstore.WrapShards(memory.New(), in)}})
 			ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 			amqptest.DeclareQueue(t, ch, "q", true)
 			require.NoError(t, ch.Tx())

@@ -97,7 +97,7 @@ func TestEnginePersistenceAcrossRestart(t *testing.T) {
 // channel and queue go on working.
 func TestEngineFailedAppendNacks(t *testing.T) {
 	in := faultstore.New()
-	b := startBroker(t, broker.Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	b := startBroker(t, broker.Options{Storage: broker.StorageOptions{Shards: faultstore.WrapShards(memory.New(), in)}})
 	ch := amqptest.Channel(t, amqptest.Dial(t, b.URL(), amqp091.Config{}))
 	amqptest.DeclareQueue(t, ch, "nacked", true)
 	require.NoError(t, ch.Confirm(false))
@@ -177,9 +177,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			in := faultstore.New()
 			in.SetTracing(false)
 			b1, err := broker.New(broker.Options{
-				Shards:  faultstore.WrapShards(shards, in),
-				Meta:    faultstore.WrapMeta(mstore, in),
-				Unacked: faultstore.WrapIndex(index, in),
+				Storage: broker.StorageOptions{Shards: faultstore.WrapShards(shards, in), Meta: faultstore.WrapMeta(mstore, in), Unacked: faultstore.WrapIndex(index, in)},
 			})
 			require.NoError(t, err)
 			_, err = b1.Listen("127.0.0.1:0")
@@ -203,7 +201,7 @@ func TestEngineCrashAndReopenLosesNothing(t *testing.T) {
 			}
 			require.NoError(t, b1.Close())
 
-			b2 := startBroker(t, broker.Options{Shards: shards, Meta: mstore, Unacked: index})
+			b2 := startBroker(t, broker.Options{Storage: broker.StorageOptions{Shards: shards, Meta: mstore, Unacked: index}})
 			ch2 := amqptest.Channel(t, amqptest.Dial(t, b2.URL(), amqp091.Config{}))
 			var bodies, flagged []string
 			for {

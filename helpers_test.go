@@ -140,5 +140,5 @@ func pebbleOptions(t *testing.T, fs vfs.FS) broker.Options {
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	m, err := local.New(db)
 	require.NoError(t, err)
-	return broker.Options{Meta: m, Shards: pebble.New(db), Unacked: pebble.NewIndex(db)}
+	return broker.Options{Storage: broker.StorageOptions{Meta: m, Shards: pebble.New(db), Unacked: pebble.NewIndex(db)}}
 }

@@ -181,7 +181,7 @@ func TestListenTLSNeedsConfig(t *testing.T) {
 func TestEngineConfirmsCoalesce(t *testing.T) {
 	in := faultstore.New()
 	in.SetTracing(false)
-	b := startBroker(t, Options{Shards: faultstore.WrapShards(memory.New(), in)})
+	b := startBroker(t, Options{Storage: StorageOptions{Shards: faultstore.WrapShards(memory.New(), in)}})
 	c := amqptest.DialRaw(t, b.Addr().String())
 	c.Handshake()
 	c.OpenChannel(1)

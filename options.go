@@ -77,6 +77,11 @@ const (
 // afterwards, and refuses (every problem at once) settings that could never
 // work or would silently lose data.
 //
+// The settings most programs touch are fields of Options itself; the
+// rare ones are grouped, as Pebble groups its own: Storage (the stores
+// and the memory of the one under DataDir), Limits (connection and queue
+// limits) and Management (the management API).
+//
 // Limits follow one rule: zero means the default (RabbitMQ's where it has
 // one, else no limit, as each field says), and a negative value, by
 // convention -1, means no limit or turns the check off.
@@ -85,37 +90,10 @@ type Options struct {
 	// metadata, durable queues' messages and the unacked index. "" keeps
 	// everything in memory (nothing survives Close).
 	DataDir string
-	// StoreMemory bounds the memory the Pebble database under DataDir
-	// holds outside the Go heap: its block cache is StoreMemory and each
-	// memtable a quarter of it (Pebble keeps up to two, the active one and
-	// one being flushed or kept for reuse, and counts them against the
-	// cache), so Pebble holds about StoreMemory. 0 keeps the defaults: a
-	// 64 MiB cache and 8 MiB memtables, the memtables about 16 MiB
-	// resident once enough has been written (docs/streams.md, "Cost").
-	// Values below 4 MiB are raised to it.
-	StoreMemory int64
-
-	// Meta, Shards and Unacked replace the default stores (Pebble under
-	// DataDir, else memory): the metadata store with the queues' cursors,
-	// the message store of durable queues, and the persistent unacked
-	// index. The broker does not close stores it was given. Non-durable
-	// queues always keep their messages in memory. With DataDir set, New
-	// refuses the in-memory stores (storage/memory, meta/memory,
-	// unacked.MemoryIndex): they would lose at restart what DataDir is
-	// there to keep, confirmed persistent messages included.
-	//
-	// A Meta that implements meta.ChangeFeed is a store other brokers
-	// write too, such as a cluster's replicated store: the broker then runs
-	// in shared mode (shared.go), serving the durable queues together with
-	// the other brokers. Shards and Unacked must then be the stores those
-	// brokers share as well, and Unacked must implement unacked.Claimer.
-	//
-	// A Shards store that keeps messages in memory should implement
-	// storage.MemoryReporter, so that its message bytes count against
-	// MemoryHighWatermark.
-	Meta    meta.Store
-	Shards  storage.ShardStore
-	Unacked unacked.Index
+	// Storage replaces the default stores or bounds the memory of the
+	// one under DataDir; few programs set it (the zero value is Pebble
+	// under DataDir, else memory).
+	Storage StorageOptions
 
 	// Node names this broker in the unacked index entries of its
 	// deliveries. "" means "warren@local". Brokers sharing stores (shared
@@ -323,6 +301,43 @@ type LimitOptions struct {
 	// limit. A max-queues limit stored with Admin.PutVHostLimit
 	// overrides it for its vhost.
 	MaxQueuesPerVHost int
+}
+
+// StorageOptions are Options.Storage: the stores the broker runs on and
+// the memory of the one it opens under DataDir.
+type StorageOptions struct {
+	// Memory bounds the memory the Pebble database under DataDir
+	// holds outside the Go heap: its block cache is Memory and each
+	// memtable a quarter of it (Pebble keeps up to two, the active one and
+	// one being flushed or kept for reuse, and counts them against the
+	// cache), so Pebble holds about Memory. 0 keeps the defaults: a
+	// 64 MiB cache and 8 MiB memtables, the memtables about 16 MiB
+	// resident once enough has been written (docs/streams.md, "Cost").
+	// Values below 4 MiB are raised to it. It has no effect on stores
+	// given as Meta, Shards or Unacked, nor without DataDir.
+	Memory int64
+
+	// Meta, Shards and Unacked replace the default stores (Pebble under
+	// Options.DataDir, else memory): the metadata store with the queues'
+	// cursors, the message store of durable queues, and the persistent
+	// unacked index. The broker does not close stores it was given.
+	// Non-durable queues always keep their messages in memory. With
+	// DataDir set, New refuses the in-memory stores (storage/memory,
+	// meta/memory, unacked.MemoryIndex): they would lose at restart what
+	// DataDir is there to keep, confirmed persistent messages included.
+	//
+	// A Meta that implements meta.ChangeFeed is a store other brokers
+	// write too, such as a cluster's replicated store: the broker then runs
+	// in shared mode (shared.go), serving the durable queues together with
+	// the other brokers. Shards and Unacked must then be the stores those
+	// brokers share as well, and Unacked must implement unacked.Claimer.
+	//
+	// A Shards store that keeps messages in memory should implement
+	// storage.MemoryReporter, so that its message bytes count against
+	// Options.MemoryHighWatermark.
+	Meta    meta.Store
+	Shards  storage.ShardStore
+	Unacked unacked.Index
 }
 
 // ManagementOptions are Options.Management.

@@ -29,13 +29,13 @@ func TestOptionsThatCouldNeverWork(t *testing.T) {
 		opts    broker.Options
 		wantErr string // "" accepted
 	}{
-		{"in-memory Shards with DataDir", broker.Options{DataDir: dir, Shards: memory.New()},
-			"Options.Shards is an in-memory store but DataDir is set"},
-		{"in-memory Meta with DataDir", broker.Options{DataDir: dir, Meta: metamemory.New()},
-			"Options.Meta is an in-memory store but DataDir is set"},
-		{"in-memory Unacked with DataDir", broker.Options{DataDir: dir, Unacked: unacked.NewMemoryIndex()},
-			"Options.Unacked is an in-memory store but DataDir is set"},
-		{"in-memory stores without DataDir", broker.Options{Shards: memory.New(), Meta: metamemory.New(), Unacked: unacked.NewMemoryIndex()}, ""},
+		{"in-memory Shards with DataDir", broker.Options{DataDir: dir, Storage: broker.StorageOptions{Shards: memory.New()}},
+			"Options.Storage.Shards is an in-memory store but DataDir is set"},
+		{"in-memory Meta with DataDir", broker.Options{DataDir: dir, Storage: broker.StorageOptions{Meta: metamemory.New()}},
+			"Options.Storage.Meta is an in-memory store but DataDir is set"},
+		{"in-memory Unacked with DataDir", broker.Options{DataDir: dir, Storage: broker.StorageOptions{Unacked: unacked.NewMemoryIndex()}},
+			"Options.Storage.Unacked is an in-memory store but DataDir is set"},
+		{"in-memory stores without DataDir", broker.Options{Storage: broker.StorageOptions{Shards: memory.New(), Meta: metamemory.New(), Unacked: unacked.NewMemoryIndex()}}, ""},
 		{"empty password", broker.Options{Users: []broker.User{{Name: "app"}}}, `Options.Users[0] ("app"): empty password`},
 		{"empty password with EXTERNAL", broker.Options{Users: []broker.User{{Name: "app"}}, AuthMechanisms: []string{"EXTERNAL"}}, ""},
 		{"limit on a vhost that does not exist", broker.Options{Limits: broker.LimitOptions{VHostMaxConnections: map[string]int{"nope": 5}}},

@@ -19,8 +19,8 @@ import (
 func TestSharedDelayedHeldByAcceptingNode(t *testing.T) {
 	fc := clock.NewFake(time.Unix(1_800_000_000, 0))
 	s := sharedtest.New()
-	b1 := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n1", Clock: fc})
-	b2 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2", Clock: fc})
+	b1 := startBroker(t, Options{Storage: StorageOptions{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index}, Node: "n1", Clock: fc})
+	b2 := startBroker(t, Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "n2", Clock: fc})
 	ch1, ch2 := sharedChannel(t, b1), sharedChannel(t, b2)
 	require.NoError(t, ch1.Confirm(false))
 	require.NoError(t, ch1.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false,

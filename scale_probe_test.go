@@ -307,7 +307,7 @@ func TestScaleConsumersProbe(t *testing.T) {
 // collection) and the live heap every 50,000 cycles and at the end, each
 // time once the sampler has had a round to forget the deleted queues.
 // WARREN_SCALE_CHURN_DATA=1 runs durable queues on a data directory
-// (WARREN_SCALE_CHURN_STORE_MEMORY sets Options.StoreMemory). A measuring
+// (WARREN_SCALE_CHURN_STORE_MEMORY sets Options.Storage.Memory). A measuring
 // tool, not a check: TestEngineQueueChurnKeepsNoMemory is the check.
 func TestScaleChurnProbe(t *testing.T) {
 	spec := os.Getenv("WARREN_SCALE_CHURN")
@@ -321,7 +321,7 @@ func TestScaleChurnProbe(t *testing.T) {
 	durable := os.Getenv("WARREN_SCALE_CHURN_DATA") != ""
 	if durable {
 		opts.DataDir = t.TempDir()
-		opts.StoreMemory, _ = strconv.ParseInt(os.Getenv("WARREN_SCALE_CHURN_STORE_MEMORY"), 10, 64)
+		opts.Storage.Memory, _ = strconv.ParseInt(os.Getenv("WARREN_SCALE_CHURN_STORE_MEMORY"), 10, 64)
 	}
 	b := brokertest.NewUnstarted(t, opts)
 	brokertest.Start(t, b)

@@ -89,7 +89,7 @@ func (s *stalledMeta) GetUser(ctx context.Context, name string) (meta.User, erro
 func TestLoginStoreUnavailable(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	m := &stalledMeta{Store: memory.New()}
-	b := startBroker(t, Options{Meta: m, LoginTimeout: 50 * time.Millisecond})
+	b := startBroker(t, Options{Storage: StorageOptions{Meta: m}, LoginTimeout: 50 * time.Millisecond})
 	m.stalled.Store(true)
 
 	_, err := amqp091.Dial(b.URL())

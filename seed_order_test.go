@@ -44,9 +44,9 @@ func TestSeedWritesPermissionsBeforeUser(t *testing.T) {
 	inner := memory.New()
 	w := &writeOrder{Store: inner}
 	b, err := broker.New(broker.Options{
-		Meta:   meta.Wrap(w, inner),
-		Users:  []broker.User{{Name: "svc", Password: "pw"}},
-		VHosts: []string{"/", "orders"},
+		Storage: broker.StorageOptions{Meta: meta.Wrap(w, inner)},
+		Users:   []broker.User{{Name: "svc", Password: "pw"}},
+		VHosts:  []string{"/", "orders"},
 	})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())

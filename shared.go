@@ -10,7 +10,7 @@ import (
 	"github.com/warrenmq/broker/meta"
 )
 
-// Shared mode: Options.Meta implements meta.ChangeFeed, so other brokers
+// Shared mode: Options.Storage.Meta implements meta.ChangeFeed, so other brokers
 // (a cluster's other nodes) write the same stores, and every one of them
 // serves the durable queues. What this broker does about it:
 //
@@ -48,7 +48,7 @@ import (
 // watchChanges subscribes to the feed of a shared store; New calls it
 // before it reads the store.
 func (b *Broker) watchChanges() {
-	if feed, ok := b.opts.Meta.(meta.ChangeFeed); ok {
+	if feed, ok := b.opts.Storage.Meta.(meta.ChangeFeed); ok {
 		b.follow = follow.Watch(feed)
 	}
 }

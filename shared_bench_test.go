@@ -16,7 +16,7 @@ import (
 // actor's Observe. Appends to different shards do not coalesce.
 func BenchmarkFollowerApply(b *testing.B) {
 	s := sharedtest.New()
-	br, err := New(Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "bench"})
+	br, err := New(Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "bench"})
 	require.NoError(b, err)
 	defer br.Close()
 	conn, err := amqp091.DialConfig(br.URL(), amqp091.Config{Dial: br.Dial})

@@ -40,8 +40,8 @@ func (notLeader) IsLeader() bool { return false }
 func newSharedPair(t *testing.T) *sharedPair {
 	t.Helper()
 	p := &sharedPair{s: sharedtest.New()}
-	p.b1 = startBroker(t, Options{Meta: notLeader{p.s.Meta}, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n1"})
-	p.b2 = startBroker(t, Options{Meta: p.s.Meta, Shards: p.s.Shards, Unacked: p.s.Index, Node: "n2",
+	p.b1 = startBroker(t, Options{Storage: StorageOptions{Meta: notLeader{p.s.Meta}, Shards: p.s.Shards, Unacked: p.s.Index}, Node: "n1"})
+	p.b2 = startBroker(t, Options{Storage: StorageOptions{Meta: p.s.Meta, Shards: p.s.Shards, Unacked: p.s.Index}, Node: "n2",
 		peers: peer.Peers{Alive: func(node string) bool { return node != "n1" || !p.dead.Load() }}})
 	return p
 }
@@ -296,10 +296,10 @@ func TestSharedOrphanedRule(t *testing.T) {
 	var alive atomic.Bool
 	alive.Store(true)
 	s := sharedtest.New()
-	withPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2",
+	withPeers := startBroker(t, Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "n2",
 		peers: peer.Peers{Alive: func(string) bool { return alive.Load() }}})
-	noPeers := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n3"})
-	follower := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n4",
+	noPeers := startBroker(t, Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "n3"})
+	follower := startBroker(t, Options{Storage: StorageOptions{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index}, Node: "n4",
 		peers: peer.Peers{Alive: func(string) bool { return alive.Load() }}})
 	peer := unacked.Entry{Broker: "n1", Incarnation: 1, Connection: "c#1", State: unacked.Delivered}
 	tests := []struct {
@@ -335,15 +335,15 @@ func TestSharedOptions(t *testing.T) {
 		opts Options
 		errs []string
 	}{
-		{"shared stores", Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, nil},
-		{"no shared shards or index", Options{Meta: s.Meta}, []string{
-			"broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share",
-			"broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share",
+		{"shared stores", Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}}, nil},
+		{"no shared shards or index", Options{Storage: StorageOptions{Meta: s.Meta}}, []string{
+			"broker: Options.Storage.Meta is shared (meta.ChangeFeed): Options.Storage.Shards must be the message store the brokers share",
+			"broker: Options.Storage.Meta is shared (meta.ChangeFeed): Options.Storage.Unacked must be the unacked index the brokers share",
 		}},
-		{"an index that cannot claim", Options{Meta: s.Meta, Shards: s.Shards, Unacked: unacked.NewMemoryIndex()}, []string{
-			"broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer",
+		{"an index that cannot claim", Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: unacked.NewMemoryIndex()}}, []string{
+			"broker: Options.Storage.Meta is shared (meta.ChangeFeed): Options.Storage.Unacked must implement unacked.Claimer",
 		}},
-		{"not shared", Options{Meta: metamemory.New(), Shards: memory.New(), Unacked: unacked.NewMemoryIndex()}, nil},
+		{"not shared", Options{Storage: StorageOptions{Meta: metamemory.New(), Shards: memory.New(), Unacked: unacked.NewMemoryIndex()}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +351,7 @@ func TestSharedOptions(t *testing.T) {
 			if tc.errs == nil {
 				require.NoError(t, err)
 				require.Equal(t, DefaultNode, b.nodeID)
-				_, isFeed := tc.opts.Meta.(meta.ChangeFeed)
+				_, isFeed := tc.opts.Storage.Meta.(meta.ChangeFeed)
 				require.Equal(t, isFeed, b.shared())
 				require.NoError(t, b.Close())
 				return
@@ -413,9 +413,9 @@ func (m *flakyMeta) ListQueues(ctx context.Context, vhost string) ([]meta.Queue,
 // asked for it.
 func TestSharedSyncRetried(t *testing.T) {
 	s := sharedtest.New()
-	b1 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n1"})
+	b1 := startBroker(t, Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "n1"})
 	flaky := &flakyMeta{Meta: s.Meta, failOn: "late"}
-	b2 := startBroker(t, Options{Meta: flaky, Shards: s.Shards, Unacked: s.Index, Node: "n2"})
+	b2 := startBroker(t, Options{Storage: StorageOptions{Meta: flaky, Shards: s.Shards, Unacked: s.Index}, Node: "n2"})
 	amqptest.DeclareQueue(t, sharedChannel(t, b1), "late", true)
 	waitQueue(t, b2, "late", true)
 	require.True(t, flaky.failed.Load(), "the first sync failed")
@@ -426,8 +426,8 @@ func TestSharedSyncRetried(t *testing.T) {
 func TestSharedConcurrentClose(t *testing.T) {
 	amqptest.CheckGoroutines(t)
 	s := sharedtest.New()
-	b1 := startBroker(t, Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n1"})
-	b2, err := New(Options{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index, Node: "n2"})
+	b1 := startBroker(t, Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "n1"})
+	b2, err := New(Options{Storage: StorageOptions{Meta: s.Meta, Shards: s.Shards, Unacked: s.Index}, Node: "n2"})
 	require.NoError(t, err)
 	ch := sharedChannel(t, b1)
 	done := make(chan struct{})
@@ -451,7 +451,7 @@ func TestSharedConcurrentClose(t *testing.T) {
 // not only by the meta leader's.
 func TestSharedConsumerTimeoutOffLeader(t *testing.T) {
 	s := sharedtest.New()
-	b := startBroker(t, Options{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index, Node: "n1",
+	b := startBroker(t, Options{Storage: StorageOptions{Meta: notLeader{s.Meta}, Shards: s.Shards, Unacked: s.Index}, Node: "n1",
 		ConsumerTimeout: 300 * time.Millisecond})
 	ch := sharedChannel(t, b)
 	amqptest.DeclareQueue(t, ch, "slow", true)

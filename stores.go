@@ -93,7 +93,7 @@ func (o *Options) checkStoredNames(stored []meta.VHost) error {
 
 // storeConfig is what internal/stores reads of o.
 func (o *Options) storeConfig() *stores.Config {
-	return &stores.Config{DataDir: o.DataDir, StoreMemory: o.StoreMemory, Logger: o.Logger, Meta: o.Meta, Shards: o.Shards, Unacked: o.Unacked}
+	return &stores.Config{DataDir: o.DataDir, StoreMemory: o.Storage.Memory, Logger: o.Logger, Meta: o.Storage.Meta, Shards: o.Storage.Shards, Unacked: o.Storage.Unacked}
 }
 
 // checkStores runs, once the stores are open, the checks of Options

@@ -41,13 +41,13 @@ func TestNewNamesHiddenCapabilities(t *testing.T) {
 		opts    broker.Options
 		wantErr []string // nil: accepted
 	}{
-		{"shards by embedding", broker.Options{Shards: &embeddedShards{shards}},
-			[]string{"Options.Shards (*broker_test.embeddedShards) embeds a store that implements storage.MemoryReporter", "storage.Wrap"}},
-		{"shards by Wrap", broker.Options{Shards: storage.Wrap(&embeddedShards{shards}, shards)}, nil},
-		{"meta by embedding", broker.Options{Meta: embeddedMeta{metaStore}},
-			[]string{"Options.Meta (broker_test.embeddedMeta) embeds a store that implements meta.Syncer", "meta.Wrap"}},
-		{"meta by Wrap", broker.Options{Meta: meta.Wrap(embeddedMeta{metaStore}, metaStore)}, nil},
-		{"both at once", broker.Options{Shards: &embeddedShards{shards}, Meta: embeddedMeta{metaStore}},
+		{"shards by embedding", broker.Options{Storage: broker.StorageOptions{Shards: &embeddedShards{shards}}},
+			[]string{"Options.Storage.Shards (*broker_test.embeddedShards) embeds a store that implements storage.MemoryReporter", "storage.Wrap"}},
+		{"shards by Wrap", broker.Options{Storage: broker.StorageOptions{Shards: storage.Wrap(&embeddedShards{shards}, shards)}}, nil},
+		{"meta by embedding", broker.Options{Storage: broker.StorageOptions{Meta: embeddedMeta{metaStore}}},
+			[]string{"Options.Storage.Meta (broker_test.embeddedMeta) embeds a store that implements meta.Syncer", "meta.Wrap"}},
+		{"meta by Wrap", broker.Options{Storage: broker.StorageOptions{Meta: meta.Wrap(embeddedMeta{metaStore}, metaStore)}}, nil},
+		{"both at once", broker.Options{Storage: broker.StorageOptions{Shards: &embeddedShards{shards}, Meta: embeddedMeta{metaStore}}},
 			[]string{"storage.MemoryReporter", "meta.Syncer"}},
 	}
 	for _, tt := range tests {
@@ -103,7 +103,7 @@ func TestNewReportsEveryBadFieldAtOnce(t *testing.T) {
 		opts broker.Options
 	}{
 		{"memory", bad(broker.Options{})},
-		{"given meta store", bad(broker.Options{Meta: stored})},
+		{"given meta store", bad(broker.Options{Storage: broker.StorageOptions{Meta: stored}})},
 		{"data dir", bad(broker.Options{DataDir: dataDir})},
 		{"fresh data dir", bad(broker.Options{DataDir: t.TempDir() + "/new"})},
 	}
@@ -154,13 +154,13 @@ func (l *lockedBuffer) String() string {
 // what the broker does instead; stores it opens itself are not listed.
 func TestNewLogsLackingCapabilities(t *testing.T) {
 	var logs lockedBuffer
-	b, err := broker.New(broker.Options{Shards: memory.New(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	b, err := broker.New(broker.Options{Storage: broker.StorageOptions{Shards: memory.New()}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	out := logs.String()
 	for _, name := range storage.Lacks(memory.New()) {
-		require.Contains(t, out, "field=Options.Shards store=*memory.Store lacks="+name)
+		require.Contains(t, out, "field=Options.Storage.Shards store=*memory.Store lacks="+name)
 	}
 	require.NotContains(t, out, "lacks=storage.MemoryReporter")
-	require.NotContains(t, out, "field=Options.Meta", "Meta was not given")
+	require.NotContains(t, out, "field=Options.Storage.Meta", "Meta was not given")
 }

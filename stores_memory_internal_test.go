@@ -12,7 +12,7 @@ import (
 	"github.com/warrenmq/broker/internal/stores"
 )
 
-// TestStoreMemoryBoundsMemtables: with Options.StoreMemory the Pebble
+// TestStoreMemoryBoundsMemtables: with Options.Storage.Memory the Pebble
 // memtables stay at a quarter of it each (Pebble keeps up to two, plus
 // one being flushed), while the default lets them grow to 64 MiB; 40 MiB
 // written straight to the database shows the difference.
@@ -27,7 +27,7 @@ func TestStoreMemoryBoundsMemtables(t *testing.T) {
 		{"default", 0, 3 * (64 << 20), 8 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &Options{DataDir: t.TempDir(), StoreMemory: tc.memory, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			o := &Options{DataDir: t.TempDir(), Storage: StorageOptions{Memory: tc.memory}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			s, err := stores.Open(o.storeConfig(), func(int64, bool) {})
 			require.NoError(t, err)
 			defer func() { require.NoError(t, s.Close()) }()

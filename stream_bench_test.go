@@ -43,7 +43,7 @@ func BenchmarkStreamFanOut(b *testing.B) {
 	}
 	flags := []string{"-http", "127.0.0.1:0"}
 	if m := os.Getenv("WARREN_STREAM_BENCH_STORE_MEMORY"); m != "" {
-		flags = append(flags, "-store-memory", m) // bytes: Options.StoreMemory
+		flags = append(flags, "-store-memory", m) // bytes: Options.Storage.Memory
 	}
 	srv := startServer(b, bin, dir, flags...)
 	pid := srv.Pid()

@@ -66,21 +66,21 @@ func NewLab(t testing.TB, opts broker.Options) *Lab {
 	if opts.DataDir != "" {
 		t.Fatalf("brokertest: NewLab: Options.DataDir must be empty: the Lab keeps its durable state in stores that survive Restart and Crash")
 	}
-	if opts.Shards == nil {
-		opts.Shards = memory.New()
+	if opts.Storage.Shards == nil {
+		opts.Storage.Shards = memory.New()
 	}
-	if opts.Meta == nil {
-		opts.Meta = metamemory.New()
+	if opts.Storage.Meta == nil {
+		opts.Storage.Meta = metamemory.New()
 	}
-	if opts.Unacked == nil {
-		opts.Unacked = unacked.NewMemoryIndex()
+	if opts.Storage.Unacked == nil {
+		opts.Storage.Unacked = unacked.NewMemoryIndex()
 	}
 	l := &Lab{t: t, inj: faultstore.New(), tracer: newTracer()}
 	l.inj.SetTracing(false) // the Lab reads no store trace; a long test would grow it
-	l.shards = faultstore.WrapShards(opts.Shards, l.inj)
-	l.meta = faultstore.WrapMeta(opts.Meta, l.inj)
-	l.index = faultstore.WrapIndex(opts.Unacked, l.inj)
-	opts.Shards, opts.Meta, opts.Unacked = l.shards, l.meta, l.index
+	l.shards = faultstore.WrapShards(opts.Storage.Shards, l.inj)
+	l.meta = faultstore.WrapMeta(opts.Storage.Meta, l.inj)
+	l.index = faultstore.WrapIndex(opts.Storage.Unacked, l.inj)
+	opts.Storage.Shards, opts.Storage.Meta, opts.Storage.Unacked = l.shards, l.meta, l.index
 	l.opts = opts
 	l.def = l.newLink("default")
 	t.Cleanup(func() {
@@ -205,7 +205,7 @@ func (l *Lab) Reset() error {
 	l.shards = faultstore.WrapShards(memory.New(), l.inj)
 	l.meta = faultstore.WrapMeta(metamemory.New(), l.inj)
 	l.index = faultstore.WrapIndex(unacked.NewMemoryIndex(), l.inj)
-	l.opts.Shards, l.opts.Meta, l.opts.Unacked = l.shards, l.meta, l.index
+	l.opts.Storage.Shards, l.opts.Storage.Meta, l.opts.Storage.Unacked = l.shards, l.meta, l.index
 	return l.startLocked()
 }
 

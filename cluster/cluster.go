@@ -135,7 +135,7 @@ type liveness struct {
 // broker.
 func Start(cfg Config) (*Node, error) {
 	o := cfg.Broker
-	if o.Meta != nil || o.Shards != nil || o.Unacked != nil || o.DataDir != "" {
+	if o.Storage.Meta != nil || o.Storage.Shards != nil || o.Storage.Unacked != nil || o.DataDir != "" {
 		return nil, errors.New("cluster: Broker.Meta, Shards, Unacked and DataDir must be zero: the raft group holds the data")
 	}
 	if cfg.PollInterval <= 0 {
@@ -323,10 +323,10 @@ func (n *Node) peerAlive(name string) bool {
 
 func (n *Node) startBroker() error {
 	o := n.cfg.Broker
-	o.Meta, o.Shards, o.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
+	o.Storage.Meta, o.Storage.Shards, o.Storage.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
 	if n.groups != nil {
-		o.Meta = &groupedMeta{Node: n.raft, mgr: n.groups.mgr}
-		o.Shards, o.Unacked = n.groups.mgr.Shards(), n.groups.mgr.Index()
+		o.Storage.Meta = &groupedMeta{Node: n.raft, mgr: n.groups.mgr}
+		o.Storage.Shards, o.Storage.Unacked = n.groups.mgr.Shards(), n.groups.mgr.Index()
 	}
 	o.Node = n.Name()
 	p := peer.Peers{Alive: n.peerAlive}

@@ -33,7 +33,7 @@ func ExampleWrap() {
 	w := counting{Store: inner, puts: &puts}
 	fmt.Println("embedding hides:", meta.Hidden(w))
 
-	store := meta.Wrap(w, inner) // pass this to broker.Options.Meta
+	store := meta.Wrap(w, inner) // pass this to broker.Options.Storage.Meta
 	_ = store.PutQueue(context.Background(), meta.Queue{VHost: "/", Name: "q"})
 	_, syncs := store.(meta.Syncer)
 	fmt.Println("hidden after Wrap:", meta.Hidden(store), "syncs:", syncs, "puts counted:", puts)

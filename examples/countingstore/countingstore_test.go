@@ -82,10 +82,10 @@ func TestCountsErrors(t *testing.T) {
 }
 
 // Example plugs the counting store into a broker: durable queues keep
-// their messages in Options.Shards.
+// their messages in Options.Storage.Shards.
 func Example() {
 	shards, counts := countingstore.Wrap(memory.New())
-	b, err := broker.New(broker.Options{Shards: shards})
+	b, err := broker.New(broker.Options{Storage: broker.StorageOptions{Shards: shards}})
 	if err != nil {
 		panic(err)
 	}

@@ -7,7 +7,7 @@
 //     storagetest.Run with an in-memory and a Pebble inner store, the
 //     latter with reopen, so the restart checks run too); metatest does the
 //     same for a meta.Store;
-//   - plug it into a broker through Options.Shards, which holds the
+//   - plug it into a broker through Options.Storage.Shards, which holds the
 //     messages of durable queues (non-durable queues always stay in
 //     memory); see Example.
 //

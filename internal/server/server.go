@@ -112,7 +112,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer, hup
 
 	opts := broker.Options{
 		DataDir:          *dataDir,
-		StoreMemory:      *s.storeMemory,
+		Storage:          broker.StorageOptions{Memory: *s.storeMemory},
 		Users:            []broker.User{{Name: *s.user, Password: *s.password, Tags: []string{"administrator"}}},
 		Logger:           logger,
 		Product:          *s.product,

@@ -23,12 +23,12 @@ func CheckShared(o *Config) error {
 	}
 	var errs []error
 	if o.Shards == nil {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Shards must be the message store the brokers share"))
+		errs = append(errs, errors.New("broker: Options.Storage.Meta is shared (meta.ChangeFeed): Options.Storage.Shards must be the message store the brokers share"))
 	}
 	if o.Unacked == nil {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must be the unacked index the brokers share"))
+		errs = append(errs, errors.New("broker: Options.Storage.Meta is shared (meta.ChangeFeed): Options.Storage.Unacked must be the unacked index the brokers share"))
 	} else if _, ok := o.Unacked.(unacked.Claimer); !ok {
-		errs = append(errs, errors.New("broker: Options.Meta is shared (meta.ChangeFeed): Options.Unacked must implement unacked.Claimer"))
+		errs = append(errs, errors.New("broker: Options.Storage.Meta is shared (meta.ChangeFeed): Options.Storage.Unacked must implement unacked.Claimer"))
 	}
 	return errors.Join(errs...)
 }
@@ -43,7 +43,7 @@ func CheckDurable(o *Config) error {
 	}
 	var errs []error
 	lost := func(field, what string) {
-		errs = append(errs, fmt.Errorf("broker: Options.%s is an in-memory store but DataDir is set: %s would be lost at restart (leave %s nil to keep them in DataDir, or leave DataDir empty for a broker that keeps nothing)", field, what, field))
+		errs = append(errs, fmt.Errorf("broker: Options.Storage.%s is an in-memory store but DataDir is set: %s would be lost at restart (leave %s nil to keep them in DataDir, or leave DataDir empty for a broker that keeps nothing)", field, what, field))
 	}
 	if _, ok := o.Shards.(*memory.Store); ok {
 		lost("Shards", "durable queues' messages, confirmed persistent ones included,")
@@ -70,7 +70,7 @@ func CheckWrapped(o *Config) error {
 	var errs []error
 	hidden := func(field, wrap string, names []string, s any) {
 		if len(names) > 0 {
-			errs = append(errs, fmt.Errorf("broker: Options.%s (%T) embeds a store that implements %s, but does not itself: the broker would run without %s (return %s(wrapper, inner) to keep them)",
+			errs = append(errs, fmt.Errorf("broker: Options.Storage.%s (%T) embeds a store that implements %s, but does not itself: the broker would run without %s (return %s(wrapper, inner) to keep them)",
 				field, s, strings.Join(names, ", "), pronoun(len(names)), wrap))
 		}
 	}

@@ -44,13 +44,13 @@ type Set struct {
 	// disk monitor's goroutine only).
 	reclaimedAt uint64
 	// shards is the Pebble message store made on db, closed before it;
-	// nil when Options.Shards replaces it.
+	// nil when Options.Storage.Shards replaces it.
 	shards *pebblestore.Store
 
 	Meta      meta.Store
 	Durable   queue.Stores
 	Transient queue.Stores
-	// shared: Options.Meta is a store other brokers write too
+	// shared: Options.Storage.Meta is a store other brokers write too
 	// (meta.ChangeFeed), so durable queues are served in shared mode.
 	Shared bool
 }
@@ -189,7 +189,7 @@ func StoredVHosts(o *Config) ([]meta.VHost, error) {
 	if o.Meta != nil {
 		vs, err := o.Meta.ListVHosts(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("broker: Options.Meta: list vhosts: %w", err)
+			return nil, fmt.Errorf("broker: Options.Storage.Meta: list vhosts: %w", err)
 		}
 		return vs, nil
 	}
@@ -239,7 +239,7 @@ func (s *Set) VolatileHolds() bool {
 func LogLacks(log *slog.Logger, c *Config) {
 	logLacks := func(field string, s any, names []string, without func(string) string) {
 		for _, n := range names {
-			log.Info("broker: a given store lacks an optional interface", "field", "Options."+field,
+			log.Info("broker: a given store lacks an optional interface", "field", "Options.Storage."+field,
 				"store", fmt.Sprintf("%T", s), "lacks", n, "so", without(n))
 		}
 	}

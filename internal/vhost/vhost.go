@@ -431,7 +431,7 @@ func (v *VHost) DeclareExchange(ctx context.Context, m *amqp.ExchangeDeclare) er
 	}
 	if m.Durable && v.cfg.VolatileHolds && (m.Type == routing.TypeDelayed || m.Type == routing.TypeDeduplication) {
 		return amqp.NewError(amqp.PreconditionFailed, 0, 0,
-			"durable exchange '%s' of type '%s' in vhost '%s' needs stores that persist its held records: the broker has no Options.DataDir and Options.Meta has no meta.Records; declare it non-durable or set Options.DataDir",
+			"durable exchange '%s' of type '%s' in vhost '%s' needs stores that persist its held records: the broker has no Options.DataDir and Options.Storage.Meta has no meta.Records; declare it non-durable or set Options.DataDir",
 			name, m.Type, v.cfg.Name)
 	}
 	raw, err := encodeArgs(m.Arguments)

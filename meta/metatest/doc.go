@@ -1,6 +1,6 @@
 // Package metatest is the conformance suite every meta.Store passes:
 // meta/memory, meta/local and meta/raft, and any store a program plugs in
-// through broker.Options.Meta.
+// through broker.Options.Storage.Meta.
 //
 //	func TestConformance(t *testing.T) {
 //		metatest.Run(t, func(t *testing.T) meta.Store { return memory.New() },

@@ -105,7 +105,7 @@
 // keeps for reuse, up to about 62 MiB each: 375 MiB after 500,000 messages
 // of 1 KiB were written and drained (TestDrainDiskProbe; 409 MiB when
 // every log was preallocated to 70 MiB). The ceiling follows the memtable
-// size (DefaultMemTableSize, or broker.Options.StoreMemory) in
+// size (DefaultMemTableSize, or broker.Options.Storage.Memory) in
 // proportion, at the price of more flushes and compactions
 // while writing.
 //

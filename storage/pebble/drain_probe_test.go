@@ -27,7 +27,7 @@ import (
 // files by kind after the fill, after the drain, and 2 and 10 seconds
 // later. It opens the DB as the broker does (disk reserve included;
 // WARREN_DRAIN_MEMTABLE_MIB sets the memtable size, as
-// broker.Options.StoreMemory does). It is a measuring tool, not a check:
+// broker.Options.Storage.Memory does). It is a measuring tool, not a check:
 // it runs only when WARREN_DRAIN_MESSAGES is set.
 func TestDrainDiskProbe(t *testing.T) {
 	spec := os.Getenv("WARREN_DRAIN_MESSAGES")

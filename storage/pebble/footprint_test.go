@@ -95,7 +95,7 @@ func TestDiskReserveFollowsMemtables(t *testing.T) {
 	require.Zero(t, r.Missing())
 	h.close(t)
 
-	// A reserve of a larger memtable size (StoreMemory lowered) goes.
+	// A reserve of a larger memtable size (Options.Storage.Memory lowered) goes.
 	r = &pebble.DiskReserve{}
 	h = openDB(t, dir, pebble.WithDiskReserve(r), pebble.WithMemTableSize(1<<20))
 	require.Equal(t, int64(2<<20), r.Target())
