@@ -8,8 +8,9 @@ import "context"
 // the records EncodeRecord and EncodePolicyRecord write, so every backend
 // stores the same bytes under the same keys.
 type KV interface {
-	// Get returns the value under key, the caller's to keep, or an error
-	// matching ErrNotFound.
+	// Get returns the value under key, or an error matching ErrNotFound.
+	// The caller may keep the value but must not modify it: a KV may hand
+	// out the slice it holds (meta/memory does).
 	Get(ctx context.Context, key []byte) ([]byte, error)
 	// Scan calls fn with each key that starts with prefix, and its value,
 	// in key order, until fn returns an error, which Scan returns. key
@@ -17,7 +18,9 @@ type KV interface {
 	// KV.
 	Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
 	// Write applies b atomically: all of it or, with an error, possibly
-	// none. The KV may keep b's slices.
+	// none. The KV may keep the keys and values of b's records, which the
+	// caller does not change afterwards, but not b.Set and b.Delete
+	// themselves: the caller reuses them once Write returns.
 	Write(ctx context.Context, b Batch) error
 }
 

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/warrenmq/broker/meta/internal/metakey"
 )
@@ -48,6 +50,11 @@ type noun[T any] struct {
 	// encode writes v's record; nil: EncodeRecord.
 	encode func(v T) ([]byte, error)
 	order  func(a, b T) int
+	// scratch, for the nouns written on every declare and bind whose
+	// record is their JSON (EncodeRecord's), holds *T copies that put
+	// encodes from (encodeJSON), so that a put allocates only its key and
+	// record; nil: EncodeRecord.
+	scratch *sync.Pool
 }
 
 func byName[T any](name func(T) string) func(a, b T) int {
@@ -60,12 +67,14 @@ var (
 		key:     func(e Exchange) []byte { return metakey.Name(metakey.KindExch, e.VHost, e.Name) },
 		durable: func(e Exchange) bool { return e.Durable },
 		order:   byName(func(e Exchange) string { return e.Name }),
+		scratch: &sync.Pool{New: func() any { return new(Exchange) }},
 	}
 	queues = noun[Queue]{
 		what:    "queue",
 		key:     func(q Queue) []byte { return metakey.Name(metakey.KindQueue, q.VHost, q.Name) },
 		durable: func(q Queue) bool { return q.Durable },
 		order:   byName(func(q Queue) string { return q.Name }),
+		scratch: &sync.Pool{New: func() any { return new(Queue) }},
 	}
 	bindings = noun[Binding]{
 		what: "binding",
@@ -83,6 +92,7 @@ var (
 				bytes.Compare(a.Arguments, b.Arguments),
 			)
 		},
+		scratch: &sync.Pool{New: func() any { return new(Binding) }},
 	}
 	vhosts = noun[VHost]{
 		what:  "vhost",
@@ -184,16 +194,64 @@ func put[T any](ctx context.Context, t *Typed, n *noun[T], v T) error {
 		val []byte
 		err error
 	)
-	if n.encode != nil {
+	switch {
+	case n.encode != nil:
 		val, err = n.encode(v)
-	} else {
+	case n.scratch != nil:
+		p := n.scratch.Get().(*T)
+		*p = v
+		val, err = encodeJSON(p)
+		var zero T
+		*p = zero
+		n.scratch.Put(p)
+	default:
 		val, err = EncodeRecord(v)
 	}
 	if err != nil {
 		return err
 	}
 	durable := n.durable == nil || n.durable(v)
-	return t.kv.Write(ctx, Batch{Set: []Record{{Key: n.key(v), Value: val}}, Durable: durable})
+	one := oneRecord.Get().(*[1]Record)
+	one[0] = Record{Key: n.key(v), Value: val}
+	err = t.kv.Write(ctx, Batch{Set: one[:], Durable: durable})
+	one[0] = Record{}
+	oneRecord.Put(one)
+	return err
+}
+
+// oneRecord holds the Set slices of one-record batches: a KV keeps a
+// batch's keys and values, never its slices (KV.Write), so put reuses
+// them.
+var oneRecord = sync.Pool{New: func() any { return new([1]Record) }}
+
+// recordEncoder is a JSON encoder on a buffer it keeps.
+type recordEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var recordEncoders = sync.Pool{New: func() any {
+	e := new(recordEncoder)
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
+
+// encodeJSON is json.Marshal(*p), the record EncodeRecord writes for a
+// noun other than User and Policy, encoded in a pooled buffer and copied
+// out once: from a pointer, no copy of the entity is boxed.
+func encodeJSON(p any) ([]byte, error) {
+	e := recordEncoders.Get().(*recordEncoder)
+	e.buf.Reset()
+	err := e.enc.Encode(p)
+	var out []byte
+	if err == nil {
+		b := e.buf.Bytes()
+		out = bytes.Clone(b[:len(b)-1]) // Encode ends each value with '\n'
+	}
+	if e.buf.Cap() <= 64<<10 { // one huge record does not stay pooled
+		recordEncoders.Put(e)
+	}
+	return out, err
 }
 
 // get reads the entity under key; a missing one is an ErrNotFound that

@@ -18,7 +18,7 @@ func (v *VHost) features(def meta.Queue, args queue.Args) queue.Features {
 	name := def.Name
 	f := queue.Features{
 		Args: eff, Group: v.group,
-		DeadLetter: v.routeDeadLetter,
+		DeadLetter: v.deadLetter,
 		Expired:    func() { v.expireQueue(name) },
 	}
 	f.HoldDeadLetter = v.holdDeadLetter // a delayed exchange holds dead letters too

@@ -138,7 +138,7 @@ func (h *Hold) Start(done func(error)) {
 	h.svc.Hold(h.msg, h.durable, h.durable && h.msg.Persistent, done)
 }
 
-// holdDeadLetter is the queues' queue.DeadLetterHolder: a dead-lettered
+// holdDeadLetterOf is the queues' queue.DeadLetterHolder: a dead-lettered
 // copy sent to an x-delayed-message exchange with an x-delay in (0,
 // MaxDelay] is held like a publish (the plugin's exchange type delays
 // whatever it routes; RabbitMQ dead-letters through the exchange type's
@@ -146,7 +146,7 @@ func (h *Hold) Start(done func(error)) {
 // A copy of a message a delayed exchange routed before carries the negated
 // delay, so it is routed at once, as the plugin does. Anything else: nil,
 // route now.
-func (v *VHost) holdDeadLetter(rec storage.Record) func(queue.Confirmer) {
+func (v *VHost) holdDeadLetterOf(rec storage.Record) func(queue.Confirmer) {
 	if v.plugins.Load() == 0 || v.cfg.Delayed == nil {
 		return nil
 	}

@@ -56,16 +56,18 @@ func (v *VHost) parseQueueArgs(t amqp.Table) (queue.Args, error) {
 // check_non_durable).
 func (v *VHost) checkDeclare(def meta.Queue, m *amqp.QueueDeclare, a queue.Args) error {
 	p := v.profile()
-	res := v.resource("queue", def.Name)
+	// The resource's words are built only for a refusal: this runs on
+	// every declare.
+	res := func() string { return v.resource("queue", def.Name) }
 	if p.RefuseTransientNonExclusive && !m.Durable && !m.Exclusive {
 		return amqp.NewError(amqp.InternalError, 0, 0, "%s", compat.DeniedFeatureText("transient_nonexcl_queues"))
 	}
 	if p.RefuseQueueMode {
 		if _, ok := m.Arguments["x-queue-mode"]; ok {
-			return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-queue-mode' for %s: classic queue v1 storage is removed; the argument is not supported", res)
+			return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-queue-mode' for %s: classic queue v1 storage is removed; the argument is not supported", res())
 		}
 		if n, ok := queue.IntArg(m.Arguments["x-queue-version"]); ok && n == 1 {
-			return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-queue-version' for %s: classic queue v1 storage is removed; only version 2 is supported", res)
+			return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-queue-version' for %s: classic queue v1 storage is removed; only version 2 is supported", res())
 		}
 	}
 	if err := v.checkTimeoutArg(typeModule(a.Quorum, a.Stream), m.Arguments, def.Name, false); err != nil {
@@ -76,16 +78,16 @@ func (v *VHost) checkDeclare(def meta.Queue, m *amqp.QueueDeclare, a queue.Args)
 	}
 	switch {
 	case m.AutoDelete:
-		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property 'auto-delete' for %s", res)
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property 'auto-delete' for %s", res())
 	case m.Exclusive:
-		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property 'exclusive-owner' for %s", res)
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property 'exclusive-owner' for %s", res())
 	case !m.Durable:
-		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property 'non-durable' for %s", res)
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid property 'non-durable' for %s", res())
 	}
 	if _, ok := m.Arguments["x-max-priority"]; ok && p.QuorumPriorities != compat.StrictLevels {
 		// Not among the quorum queue type's arguments before 4.3
 		// (rabbit_amqqueue's check_arguments_key).
-		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-max-priority' for %s of queue type rabbit_quorum_queue", res)
+		return amqp.NewError(amqp.PreconditionFailed, 0, 0, "invalid arg 'x-max-priority' for %s of queue type rabbit_quorum_queue", res())
 	}
 	return nil
 }

@@ -152,6 +152,12 @@ type VHost struct {
 	// policies are the vhost's policies (policy.go); only topo holders
 	// store it.
 	policies atomic.Pointer[policy.Set]
+
+	// deadLetter and holdDeadLetter are the method values every queue's
+	// Features carry (features.go), made once: a method value taken per
+	// declare is an allocation each.
+	deadLetter     queue.DeadLetterRouter
+	holdDeadLetter queue.DeadLetterHolder
 }
 
 // Open builds the vhost from the durable topology in cfg.Store. Entities
@@ -169,6 +175,7 @@ func Open(ctx context.Context, cfg Config) (*VHost, error) {
 		queues:    make(map[string]*Queue),
 		group:     queue.NewGroup(),
 	}
+	v.deadLetter, v.holdDeadLetter = v.routeDeadLetter, v.holdDeadLetterOf
 	v.settings.queueLimit.Store(noLimitSet)
 	v.policies.Store(cfg.Policies)
 	// Nobody else can see v yet; topo is taken for the Locked helpers'

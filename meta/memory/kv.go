@@ -3,7 +3,6 @@ package memory
 import (
 	"bytes"
 	"context"
-	"strings"
 	"sync"
 
 	"github.com/RaduBerinde/btreemap"
@@ -12,29 +11,32 @@ import (
 )
 
 // kv is the meta.KV under a Store: an ordered map of keys to records
-// behind one RWMutex (metadata changes rarely). The keys are strings, so
-// the map holds its own copy of each.
+// behind one RWMutex (metadata changes rarely). It keeps the key and value
+// slices of the batches written to it (meta.KV allows it; meta.Typed
+// builds both for each write), so a write copies nothing, and never
+// changes a value it holds, so Get hands out the stored slice.
 type kv struct {
 	mu sync.RWMutex
-	m  *btreemap.BTreeMap[string, []byte]
+	m  *btreemap.BTreeMap[[]byte, []byte]
 }
 
 func newKV() *kv {
-	return &kv{m: btreemap.New[string, []byte](16, strings.Compare)}
+	return &kv{m: btreemap.New[[]byte, []byte](16, bytes.Compare)}
 }
 
-// Get returns a copy of the value under key.
+// Get returns the value under key: the stored slice, which the caller
+// only reads (meta.KV).
 func (s *kv) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
-	_, v, ok := s.m.Get(string(key))
+	_, v, ok := s.m.Get(key)
 	s.mu.RUnlock()
 	if !ok {
 		return nil, meta.ErrNotFound
 	}
-	return bytes.Clone(v), nil
+	return v, nil
 }
 
 // Scan calls fn under the read lock, in key order.
@@ -42,14 +44,13 @@ func (s *kv) Scan(ctx context.Context, prefix []byte, fn func(key, value []byte)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p := string(prefix)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, v := range s.m.Ascend(btreemap.GE(p), btreemap.Max[string]()) {
-		if !strings.HasPrefix(k, p) {
+	for k, v := range s.m.Ascend(btreemap.GE(prefix), btreemap.Max[[]byte]()) {
+		if !bytes.HasPrefix(k, prefix) {
 			break
 		}
-		if err := fn([]byte(k), v); err != nil {
+		if err := fn(k, v); err != nil {
 			return err
 		}
 	}
@@ -65,10 +66,10 @@ func (s *kv) Write(ctx context.Context, b meta.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range b.Set {
-		s.m.ReplaceOrInsert(string(r.Key), r.Value)
+		s.m.ReplaceOrInsert(r.Key, r.Value)
 	}
 	for _, k := range b.Delete {
-		s.m.Delete(string(k))
+		s.m.Delete(k)
 	}
 	return nil
 }

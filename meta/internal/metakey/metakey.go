@@ -32,7 +32,7 @@ const (
 
 // Param is the key of component's parameter name in vhost.
 func Param(component, vhost, name string) []byte {
-	return append(AppendLP(AppendLP(KindPrefix(KindParam), component), vhost), name...)
+	return append(AppendLP(AppendLP(start(KindParam, lpLen(component)+lpLen(vhost)+len(name)), component), vhost), name...)
 }
 
 // ParamPrefix is the start of the keys of component's parameters ("":
@@ -51,7 +51,7 @@ func ParamPrefix(component, vhost string) []byte {
 }
 
 // Global is a global parameter's key.
-func Global(name string) []byte { return append(KindPrefix(KindGlobal), name...) }
+func Global(name string) []byte { return append(start(KindGlobal, len(name)), name...) }
 
 // AppendLP appends s with a uvarint length prefix.
 func AppendLP(dst []byte, s string) []byte {
@@ -59,24 +59,43 @@ func AppendLP(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
+// lpLen is how many bytes AppendLP appends for s.
+func lpLen(s string) int {
+	n := 1
+	for x := uint64(len(s)); x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n + len(s)
+}
+
+// start is KindPrefix with room for n more bytes, so that a key is one
+// allocation: keys are built on every metadata write and read.
+func start(kind byte, n int) []byte {
+	k := make([]byte, 2, 2+n)
+	k[0], k[1] = Prefix, kind
+	return k
+}
+
 // KindPrefix is the start of every key of one kind.
 func KindPrefix(kind byte) []byte { return []byte{Prefix, kind} }
 
 // VHostPrefix is the start of every key of one kind in one vhost.
-func VHostPrefix(kind byte, vhost string) []byte { return AppendLP(KindPrefix(kind), vhost) }
+func VHostPrefix(kind byte, vhost string) []byte { return AppendLP(start(kind, lpLen(vhost)), vhost) }
 
 // Name is the key of a named entity (exchange, queue, cursor) in a vhost.
-func Name(kind byte, vhost, name string) []byte { return append(VHostPrefix(kind, vhost), name...) }
+func Name(kind byte, vhost, name string) []byte {
+	return append(AppendLP(start(kind, lpLen(vhost)+len(name)), vhost), name...)
+}
 
 // VHost is a vhost's key.
-func VHost(name string) []byte { return append(KindPrefix(KindVHost), name...) }
+func VHost(name string) []byte { return append(start(KindVHost, len(name)), name...) }
 
 // User is a user's key.
-func User(name string) []byte { return append(KindPrefix(KindUser), name...) }
+func User(name string) []byte { return append(start(KindUser, len(name)), name...) }
 
 // Perm is the key of user's permissions on vhost.
 func Perm(user, vhost string) []byte {
-	return append(AppendLP(KindPrefix(KindPerm), user), vhost...)
+	return append(AppendLP(start(KindPerm, lpLen(user)+len(vhost)), user), vhost...)
 }
 
 // Limit is the key of a vhost's limit called name.
@@ -84,7 +103,7 @@ func Limit(vhost, name string) []byte { return Name(KindLimit, vhost, name) }
 
 // Topic is the key of user's topic permission on exchange in vhost.
 func Topic(user, vhost, exchange string) []byte {
-	return append(AppendLP(AppendLP(KindPrefix(KindTopic), user), vhost), exchange...)
+	return append(AppendLP(AppendLP(start(KindTopic, lpLen(user)+lpLen(vhost)+len(exchange)), user), vhost), exchange...)
 }
 
 // Cursor is the cursor key of queue name in vhost.
@@ -94,7 +113,8 @@ func Cursor(vhost, name string) []byte { return Name(KindCursor, vhost, name) }
 // the contract's binding identity. Arguments come last and unprefixed, so
 // nil and empty arguments are the same key.
 func Binding(vhost, source, destKind, dest, routingKey string, args []byte) []byte {
-	k := VHostPrefix(KindBinding, vhost)
+	k := start(KindBinding, lpLen(vhost)+lpLen(source)+lpLen(destKind)+lpLen(dest)+lpLen(routingKey)+len(args))
+	k = AppendLP(k, vhost)
 	k = AppendLP(k, source)
 	k = AppendLP(k, destKind)
 	k = AppendLP(k, dest)

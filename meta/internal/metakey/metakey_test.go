@@ -46,3 +46,29 @@ func TestPrefixScanBound(t *testing.T) {
 	p := VHostPrefix(KindQueue, "/")
 	require.Negative(t, bytes.Compare(Name(KindQueue, "/", "\xff\xff"), codec.Successor(p)))
 }
+
+// TestKeysAreOneAllocation: every key is built in one allocation of its
+// exact size (keys are built on every metadata write and read).
+func TestKeysAreOneAllocation(t *testing.T) {
+	long := string(make([]byte, 300)) // a two-byte length prefix
+	for _, tc := range []struct {
+		name string
+		key  func() []byte
+	}{
+		{"name", func() []byte { return Name(KindQueue, long, "jobs") }},
+		{"vhost prefix", func() []byte { return VHostPrefix(KindQueue, long) }},
+		{"vhost", func() []byte { return VHost(long) }},
+		{"user", func() []byte { return User(long) }},
+		{"perm", func() []byte { return Perm(long, "/") }},
+		{"topic", func() []byte { return Topic("u", long, "amq.topic") }},
+		{"param", func() []byte { return Param("shovel", long, "s") }},
+		{"global", func() []byte { return Global(long) }},
+		{"binding", func() []byte { return Binding("/", "x", "queue", long, "k.#", []byte{1, 2}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := tc.key()
+			require.Equal(t, len(k), cap(k), "exact size")
+			require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = tc.key() }))
+		})
+	}
+}
