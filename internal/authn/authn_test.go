@@ -81,6 +81,18 @@ func newLogins(us login.Users, chain auth.Chain, remoteGuest bool) *Logins {
 	return New(g, chain, remoteGuest, time.Second, slog.New(slog.DiscardHandler))
 }
 
+// requireCode checks that err is an *amqp.Error of code, or nil for 0.
+func requireCode(t *testing.T, code uint16, err error) {
+	t.Helper()
+	if code == 0 {
+		require.NoError(t, err)
+		return
+	}
+	var ae *amqp.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, code, ae.Code, ae.Error())
+}
+
 func counted(l *Logins, peer net.Addr) bool {
 	return l.guard.Throttle.Admit(login.SourceKey(peer)) > 0
 }
@@ -119,13 +131,7 @@ func TestAMQPUserDatabase(t *testing.T) {
 			ok, reason, err := l.AMQP(&at)
 			require.Equal(t, tc.ok, ok)
 			require.Equal(t, tc.reason, reason)
-			if tc.code == 0 {
-				require.NoError(t, err)
-			} else {
-				var ae *amqp.Error
-				require.ErrorAs(t, err, &ae)
-				require.Equal(t, tc.code, ae.Code)
-			}
+			requireCode(t, tc.code, err)
 			require.Equal(t, tc.counted, counted(l, tc.at.Peer), "the failure counted against the source")
 			require.Nil(t, at.Authz, "the stored grants decide")
 		})
@@ -188,13 +194,7 @@ func TestChainOrder(t *testing.T) {
 			require.Equal(t, tc.asked, asked, "the entries asked, in order")
 			require.Equal(t, tc.ok, ok)
 			require.Empty(t, reason, "a refusal does not say whether the user exists")
-			if tc.code == 0 {
-				require.NoError(t, err)
-			} else {
-				var ae *amqp.Error
-				require.ErrorAs(t, err, &ae)
-				require.Equal(t, tc.code, ae.Code)
-			}
+			requireCode(t, tc.code, err)
 			require.Equal(t, tc.as, at.User)
 			if tc.backend == "" {
 				require.Nil(t, at.Authz)
@@ -273,9 +273,7 @@ func TestDirectAccess(t *testing.T) {
 					require.NotSame(t, storedAccess, a, "the backend decides")
 				}
 			} else {
-				var ae *amqp.Error
-				require.ErrorAs(t, err, &ae)
-				require.Equal(t, tc.code, ae.Code, ae.Error())
+				requireCode(t, tc.code, err)
 			}
 			require.Equal(t, tc.stored, storedAsked)
 			require.Equal(t, tc.mech, got.Mechanism)
