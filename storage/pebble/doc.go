@@ -115,10 +115,16 @@
 // # Concurrency
 //
 // Store is safe for concurrent use. Each shard has its own mutex, held by
-// the writes of that shard across their commit (so a persistent Append
-// holds it through the fsync: state must be written in offset order); reads,
-// FirstOffset and Count do not take it. Different shards never wait for one
-// another, and their concurrent synced commits share fsyncs.
+// the writes of that shard until their batch is in the write-ahead log
+// (state must be written in offset order); reads, FirstOffset and Count do
+// not take it. A persistent Append lets it go before it waits for its
+// fsync (Pebble's ApplyNoSyncWait), so the acks of a queue whose
+// publishes are syncing are not held up by the disk: they land after the
+// Append in the log, and a crash that loses it loses them too. Different
+// shards never wait for one another, and concurrent synced commits share
+// fsyncs. Like any committed write, a record is visible to Read as soon
+// as it is in the log, before its fsync; Append returns, and the queue
+// confirms and delivers it, only after.
 //
 // Close the Store before its DB: Close stops the compaction of drained
 // shards (one Pebble already runs ends in Pebble's background).

@@ -356,7 +356,8 @@ func (e *fatalError) Unwrap() []error { return e.errs }
 // failed (its own DB.LogData does not release one either).
 type batch struct {
 	*pebble.Batch
-	failed bool
+	failed  bool
+	waiting bool // committed by commitNoSyncWait, syncWait not called yet
 }
 
 func (b *batch) commit(opts *pebble.WriteOptions) error {
@@ -366,6 +367,7 @@ func (b *batch) commit(opts *pebble.WriteOptions) error {
 }
 
 func (b *batch) release() {
+	_ = b.syncWait() // Pebble's batch must not be closed before its fsync
 	if !b.failed {
 		b.Close()
 	}
@@ -381,14 +383,50 @@ func Commit(b *pebble.Batch, opts *pebble.WriteOptions) error { return commit(b,
 
 // commit is Commit.
 func commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(*fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fe
-		}
-	}()
+	defer recoverFatal(&err)
 	return b.Commit(opts)
+}
+
+// commitNoSyncWait commits b with a sync it does not wait for
+// (DB.ApplyNoSyncWait): once it returns, b is in the write-ahead log, in
+// commit order, applied and visible, as after a synced commit (Pebble makes
+// a write visible before its sync either way), and b.syncWait waits for the
+// fsync that covers it. A fatal commit error comes back as commit's does.
+// release waits for that fsync when syncWait was not called.
+func (b *batch) commitNoSyncWait(db *pebble.DB) (err error) {
+	b.waiting = true
+	defer func() { b.failed = err != nil }()
+	defer recoverFatal(&err)
+	return db.ApplyNoSyncWait(b.Batch, pebble.Sync)
+}
+
+// syncWait waits for the fsync of a batch committed by commitNoSyncWait
+// and returns its outcome.
+func (b *batch) syncWait() error {
+	if !b.waiting {
+		return nil
+	}
+	b.waiting = false
+	if b.failed {
+		return nil // commitNoSyncWait's error was returned already
+	}
+	if err := b.SyncWait(); err != nil {
+		// As fatal as a failed synced commit, which Pebble reports through
+		// Logger.Fatalf: the WAL is unusable from now on.
+		b.failed = true
+		return newFatalError("pebble: fatal commit error: %v", []any{err})
+	}
+	return nil
+}
+
+// recoverFatal turns the panic of a fatal commit error (slogLogger.Fatalf)
+// into *err; any other panic goes on.
+func recoverFatal(err *error) {
+	if r := recover(); r != nil {
+		fe, ok := r.(*fatalError)
+		if !ok {
+			panic(r)
+		}
+		*err = fe
+	}
 }

@@ -92,13 +92,13 @@ type shard struct {
 	dead atomic.Bool
 
 	// mu serialises the writes of this shard and guards their scratch
-	// space. It is held across the commit, fsync included, because the
-	// state key must be written in offset order: two Appends committing in
-	// the opposite order to the one that assigned their offsets would
-	// leave a next offset that is too low. Only this shard waits, and the
-	// broker sends one shard's calls from one goroutine anyway; concurrent
-	// syncs of different shards still share an fsync in Pebble's commit
-	// pipeline.
+	// space. It is held until a write's batch is in the write-ahead log,
+	// because the state key must be written in offset order: two Appends
+	// committing in the opposite order to the one that assigned their
+	// offsets would leave a next offset that is too low. A synced Append
+	// lets it go before its fsync (Append), so the shard's deletes do not
+	// wait for the disk; concurrent syncs, of this shard or others, share
+	// an fsync in Pebble's commit pipeline.
 	mu struct {
 		sync.Mutex
 		scratch []byte // keys and state values being built
@@ -386,12 +386,44 @@ func raise(a *atomic.Uint64, v uint64) {
 // Append implements storage.ShardStore. The batch, records and shard state
 // together, is one Pebble batch: committed with pebble.Sync when any record
 // is Persistent, else with pebble.NoSync (in the WAL, not yet fsynced).
+//
+// A synced Append holds the shard's mutex only while its batch enters the
+// write-ahead log (which fixes its place in the log and so the order of
+// the state writes), not through the fsync: the shard's deletes (acks)
+// and the next Append go on meanwhile, and land after it in the log, so a
+// crash that loses the batch loses them too. Append still returns only
+// once the fsync covering its batch is done.
 func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	sh := s.lockShard(name)
-	defer sh.mu.Unlock()
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	first, err := s.appendLocked(sh, &b, recs)
+	sh.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if err := b.syncWait(); err != nil {
+		// The batch is applied but its fsync failed: what the shard
+		// holds is unknown, so its cache is read again on next use.
+		sh.mu.Lock()
+		sh.loaded.Store(false)
+		sh.mu.Unlock()
+		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+	}
+	for i := range recs {
+		recs[i].Offset = first + uint64(i)
+	}
+	return first, nil
+}
+
+// appendLocked builds and commits Append's batch b with sh locked; a
+// synced batch is committed without waiting for its fsync
+// (commitNoSyncWait), which the caller waits for once it has unlocked.
+func (s *Store) appendLocked(sh *shard, b *batch, recs []storage.Record) (uint64, error) {
+	name := sh.name
 	if err := s.loadLocked(sh); err != nil {
 		return 0, err
 	}
@@ -400,8 +432,6 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		return first, nil
 	}
 	n := uint64(len(recs))
-	b := batch{Batch: s.db.NewBatch()}
-	defer b.release()
 	sync := false
 	keyLen := recordKeyLen(sh.prefix)
 	for i := range recs {
@@ -431,21 +461,20 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		sh.loaded.Store(false)
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
-	opts := pebble.NoSync
+	var err error
 	if sync {
-		opts = pebble.Sync
 		s.pacer.committed(len(recs))
+		err = b.commitNoSyncWait(s.db)
+	} else {
+		err = b.commit(pebble.NoSync)
 	}
-	if err := b.commit(opts); err != nil {
+	if err != nil {
 		sh.loaded.Store(false)
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	// count before next: FirstOffset's fast path relies on it.
 	sh.count.Store(sh.mu.live.count)
 	sh.next.Store(first + n)
-	for i := range recs {
-		recs[i].Offset = first + uint64(i)
-	}
 	return first, nil
 }
 
