@@ -368,7 +368,7 @@ func (b *batch) commit(opts *pebble.WriteOptions) error {
 
 func (b *batch) release() {
 	_ = b.syncWait() // Pebble's batch must not be closed before its fsync
-	if !b.failed {
+	if b.Batch != nil && !b.failed {
 		b.Close()
 	}
 }

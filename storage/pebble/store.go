@@ -341,6 +341,16 @@ func (s *Store) migrateLocked(sh *shard, next uint64) (err error) {
 // last call (a Set, or a Delete for a chunk left empty) and the state
 // with next, which marks the pages as kept.
 func (s *Store) writePagesLocked(b *pebble.Batch, sh *shard, next uint64) error {
+	if err := s.writeChangedPagesLocked(b, sh); err != nil {
+		return err
+	}
+	sh.mu.scratch = appendState(sh.mu.scratch[:0], next)
+	return b.Set(sh.state, sh.mu.scratch, nil)
+}
+
+// writeChangedPagesLocked is writePagesLocked without the state, for a
+// write that leaves next as it is.
+func (s *Store) writeChangedPagesLocked(b *pebble.Batch, sh *shard) error {
 	for _, p := range []struct {
 		kind byte
 		set  *liveSet
@@ -360,8 +370,7 @@ func (s *Store) writePagesLocked(b *pebble.Batch, sh *shard, next uint64) error 
 			}
 		}
 	}
-	sh.mu.scratch = appendState(sh.mu.scratch[:0], next)
-	return b.Set(sh.state, sh.mu.scratch, nil)
+	return nil
 }
 
 func (s *Store) ensureLoaded(sh *shard) error {
@@ -601,48 +610,53 @@ func (s *Store) DeleteByOffsets(ctx context.Context, name string, offsets []uint
 	return nil
 }
 
-// deleteLocked tombstones the live ones among offsets. Each record key is
-// set exactly once (offsets are never reused while the key exists; after
-// DeleteShard's range deletion a new incarnation sets it once again) and
-// the live set lets only one tombstone follow, so a SingleDelete is enough:
-// Pebble drops it together with the record when they meet in a flush or
-// compaction, where a Delete would live on down to the bottom level.
+// deleteLocked tombstones the live ones among offsets and commits them.
 func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
-	// Skip the offsets already gone before taking a batch; remove also
-	// makes a repeated offset a no-op the second time.
-	i := 0
-	for i < len(offsets) && !sh.mu.live.remove(offsets[i]) {
-		i++
-	}
-	if i == len(offsets) {
-		return nil
-	}
-	sh.mu.transient.remove(offsets[i])
-	b := batch{Batch: s.db.NewBatch()}
+	var b batch
 	defer b.release()
+	n, err := s.tombstoneLocked(sh, &b, offsets)
+	if err != nil || n == 0 {
+		return err
+	}
+	return s.commitDeleteLocked(sh, &b)
+}
+
+// tombstoneLocked adds to b, which it makes when it is still empty, a
+// tombstone for each live one among offsets, and returns how many. Each
+// record key is set exactly once (offsets are never reused while the key
+// exists; after DeleteShard's range deletion a new incarnation sets it
+// once again) and the live set lets only one tombstone follow, so a
+// SingleDelete is enough: Pebble drops it together with the record when
+// they meet in a flush or compaction, where a Delete would live on down to
+// the bottom level.
+func (s *Store) tombstoneLocked(sh *shard, b *batch, offsets []uint64) (int, error) {
+	n := 0
 	keyLen := recordKeyLen(sh.prefix)
-	for j, o := range offsets[i:] {
-		if j > 0 {
-			if !sh.mu.live.remove(o) {
-				continue
-			}
-			sh.mu.transient.remove(o)
+	for _, o := range offsets {
+		// remove also makes a repeated offset a no-op the second time.
+		if !sh.mu.live.remove(o) {
+			continue
+		}
+		sh.mu.transient.remove(o)
+		if b.Batch == nil {
+			b.Batch = s.db.NewBatch()
 		}
 		op := b.SingleDeleteDeferred(keyLen)
 		appendRecordKey(op.Key[:0], sh.prefix, o)
 		if err := op.Finish(); err != nil {
 			sh.loaded.Store(false)
-			return err
+			return n, err
 		}
+		n++
 	}
-	return s.commitDeleteLocked(sh, b)
+	return n, nil
 }
 
 // commitDeleteLocked completes b, holding the tombstones of records
 // already removed from the live sets: it adds the range deletion of the
 // dead head when it is due (rangeEvery), the changed pages and the state,
 // commits b and updates the cached count and low bound.
-func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
+func (s *Store) commitDeleteLocked(sh *shard, b *batch) error {
 	next := sh.next.Load()
 	first, ok := sh.mu.live.first(sh.low.Load())
 	if !ok {
@@ -659,7 +673,10 @@ func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
 		}
 		ranged = first
 	}
-	if err := s.writePagesLocked(b.Batch, sh, next); err != nil {
+	// Deletes leave next as it is, so the state key (written with the
+	// shard's last Append, or by loadLocked's migration) already holds
+	// what writePagesLocked would write again: only the pages change.
+	if err := s.writeChangedPagesLocked(b.Batch, sh); err != nil {
 		sh.loaded.Store(false)
 		return err
 	}
@@ -882,7 +899,7 @@ func (s *Store) purgeRangeLocked(sh *shard, from uint64) (n, end uint64, err err
 		sh.loaded.Store(false)
 		return 0, from, err
 	}
-	if err := s.commitDeleteLocked(sh, b); err != nil {
+	if err := s.commitDeleteLocked(sh, &b); err != nil {
 		return 0, from, err
 	}
 	s.noteDrained(start, limit)
