@@ -47,8 +47,8 @@
 // Record and unacked-entry values are internal/codec's versioned encodings,
 // the same bytes a cluster member (meta/raft) stores under the same keys;
 // the shard state holds the next offset, rewritten in the same
-// batch as every Append and delete, so offsets survive deleting every
-// record and reopening; a page is 128 bytes of bits. DeleteShard is one range deletion, state included, so offsets
+// batch as every Append (and written by the migration of an old shard),
+// so offsets survive deleting every record and reopening; a page is 128 bytes of bits. DeleteShard is one range deletion, state included, so offsets
 // restart at 0.
 //
 // # Live offsets
@@ -68,6 +68,13 @@
 // records without reading one. A shard written before pages existed
 // (state version 1 or 2) is read once when first used and its pages
 // written.
+//
+// DeleteSettled is DeleteByOffsets and the Index's DeletePutOnce in one
+// batch, for a queue whose Index is on the same DB (the broker's durable
+// stores): a batch of acks is one commit, and a record and its index
+// entry are deleted together or not at all. A delete batch carries the
+// changed pages but not the shard state, which a delete leaves as the
+// last Append wrote it.
 //
 // PurgeFrom (storage.Purger) deletes every live offset from the cursor on
 // the same way, reading nothing: up to 256 with a SingleDelete each, more
