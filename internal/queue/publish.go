@@ -208,8 +208,13 @@ func (q *Queue) emptyPending() {
 // maxPending records and about maxPendingBytes, counting each record as
 // the average of recs (its body, properties and the Record itself), so
 // that a backlog of small messages stays in memory and one of large
-// messages is read back from the shard.
+// messages is read back from the shard. An empty pending takes any
+// batch: its records are in memory already, and a consumer that keeps up
+// then never reads one back.
 func (q *Queue) pendingFits(recs []storage.Record) bool {
+	if len(q.pending) == 0 {
+		return true
+	}
 	n := len(q.pending) + len(recs)
 	if n > maxPending {
 		return false
