@@ -19,23 +19,22 @@ import (
 const (
 	// DefaultCacheSize is the block cache size.
 	DefaultCacheSize = 64 << 20
-	// DefaultMemTableSize is larger than Pebble's 4 MiB default: a message
-	// published and acked within one memtable's life never reaches an
-	// sstable (the flush drops the record and keeps only its tombstone),
-	// and fewer flushes mean fewer L0 files to compact. It is not larger
-	// because Pebble keeps two memtables resident once enough was written
-	// (the active one and one flushed, kept for reuse): with 64 MiB a
-	// broker confirming persistent messages held 128 MiB of RSS after a
-	// few seconds; 16 MiB held about half that and 8 MiB a quarter, at
-	// the same throughput and CPU per message (docs/performance.md), and
-	// 8 MiB still holds a second or more of publishes and acks at tens of
-	// thousands of messages a second, so a message consumed within it
-	// never reaches an sstable. Below that the flushes start to cost CPU.
-	// On a small file system Open halves it until it is at most 1/16 of
-	// the file system (and no less than minMemTableSize): a WAL grows to
-	// about its size, and an 8 MiB memtable cannot be flushed on an 8 MiB
-	// disk.
-	DefaultMemTableSize = 8 << 20
+	// DefaultMemTableSize is Pebble's own default. A message published and
+	// acked within one memtable's life never reaches an sstable (the flush
+	// drops the record with its tombstone), and Pebble keeps two memtables
+	// resident once enough was written (the active one and one flushed,
+	// kept for reuse), so the size trades RSS against the records of a
+	// lagging consumer reaching sstables. 4 MiB holds a few hundred
+	// milliseconds of publishes and acks at tens of thousands of messages
+	// a second, far more than a consumer that keeps up leaves waiting:
+	// against 8 MiB it cost no measurable CPU per message and 8 MiB less
+	// memory (docs/performance.md, "acks that no longer wait"). It was
+	// 8 MiB while acks waited for the publishers' fsync and messages sat
+	// in the queue for 200-300 ms; 64 MiB held 128 MiB of RSS. On a small
+	// file system Open halves it until it is at most 1/16 of the file
+	// system (and no less than minMemTableSize): a WAL grows to about its
+	// size, and a memtable cannot be flushed on a disk no larger than it.
+	DefaultMemTableSize = 4 << 20
 
 	minMemTableSize = 1 << 20
 )
