@@ -311,7 +311,7 @@ type StorageOptions struct {
 	// memtable a quarter of it (Pebble keeps up to two, the active one and
 	// one being flushed or kept for reuse, and counts them against the
 	// cache), so Pebble holds about Memory. 0 keeps the defaults: a
-	// 64 MiB cache and 8 MiB memtables, the memtables about 16 MiB
+	// 64 MiB cache and 4 MiB memtables, the memtables about 8 MiB
 	// resident once enough has been written (docs/streams.md, "Cost").
 	// Values below 4 MiB are raised to it. It has no effect on stores
 	// given as Meta, Shards or Unacked, nor without DataDir.

@@ -113,7 +113,7 @@ func (l *localClaimer) appended(recs []storage.Record) {
 	q := l.q
 	q.fromCursor += uint64(len(recs))
 	if uint64(len(q.pending)) == q.fromCursor-uint64(len(recs)) &&
-		len(q.pending)+len(recs) <= maxPending {
+		q.pendingFits(recs) {
 		q.appendPending(recs)
 	}
 }

@@ -128,7 +128,9 @@
 //     nothing is delivered before it is durable. Every op other than a
 //     publish or an ack waits for that commit first. Acks are gathered
 //     over one mailbox drain and settled with one record delete and one
-//     index delete. A failed Append
+//     index delete, one write for both when the shard store offers it
+//     (storage/pebble's Store with its Index on the same DB: the two
+//     then go together or not at all). A failed Append
 //     confirms with the error (basic.nack) and the ready count is taken
 //     from the shard again, since the records may have been stored.
 //   - Store errors never lose work: a failed claim is undone and retried;

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/warrenmq/broker/storage"
 )
@@ -201,6 +202,28 @@ func (q *Queue) emptyPending() {
 	}
 	clear(q.pendingArr)
 	q.pending = q.pendingArr[:0]
+}
+
+// pendingFits reports whether pending may grow by recs: at most
+// maxPending records and about maxPendingBytes, counting each record as
+// the average of recs (its body, properties and the Record itself), so
+// that a backlog of small messages stays in memory and one of large
+// messages is read back from the shard. An empty pending takes any
+// batch: its records are in memory already, and a consumer that keeps up
+// then never reads one back.
+func (q *Queue) pendingFits(recs []storage.Record) bool {
+	if len(q.pending) == 0 {
+		return true
+	}
+	n := len(q.pending) + len(recs)
+	if n > maxPending {
+		return false
+	}
+	size := len(recs) * int(unsafe.Sizeof(storage.Record{}))
+	for i := range recs {
+		size += len(recs[i].Body) + len(recs[i].Properties)
+	}
+	return n*(size/max(len(recs), 1)) <= maxPendingBytes
 }
 
 func anyPersistent(recs []storage.Record) bool {

@@ -326,8 +326,13 @@ type Queue struct {
 }
 
 const (
-	// maxPending bounds the records kept in memory ahead of the cursor.
-	maxPending = 4096
+	// maxPending and maxPendingBytes bound the records kept in memory
+	// ahead of the cursor (pendingFits). Beyond them a queue's deliveries
+	// read their records back from the shard, which costs a consumer
+	// that has fallen behind more per message than one that keeps up, so
+	// small messages get room for a backlog of several thousand.
+	maxPending      = 16384
+	maxPendingBytes = 4 << 20
 	// maxBatch bounds the messages claimed with one CAS.
 	maxBatch = 256
 	// maxMailbox bounds the ops waiting in the actor's mailbox; a full

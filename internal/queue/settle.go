@@ -93,9 +93,10 @@ func (q *Queue) live(refs []Ref) []*delivery {
 	return ds
 }
 
-// settle deletes delivered messages: the record first, then the index entry,
-// so a crash in between leaves an entry without a record (dropped at
-// recovery), never a record nobody will deliver.
+// settle deletes delivered messages: records and index entries in one
+// write when the shard store can (settleDeleter), else the record first,
+// then the index entry, so a crash in between leaves an entry without a
+// record (dropped at recovery), never a record nobody will deliver.
 func (q *Queue) settle(ctx context.Context, refs []Ref) {
 	ds := q.live(refs)
 	if len(ds) == 0 {
@@ -112,6 +113,21 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		}
 	}
 	defer func() { q.scratch.offsets, q.scratch.keys = offsets[:0], keys[:0] }()
+	if x, ok := q.cfg.Stores.Shards.(settleDeleter); ok {
+		done, err := x.DeleteSettled(ctx, q.cfg.Shard, offsets, q.cfg.Stores.Index, keys, once)
+		if err != nil {
+			// Neither write is known to have happened: the deliveries
+			// stay out, owned by the queue, and the whole settle is
+			// redone (both deletes are idempotent).
+			q.cfg.Logger.Error("ack failed", "queue", q.cfg.Name, "err", err)
+			q.retryLater(&q.later().settle, ds)
+			return
+		}
+		if done {
+			q.recycle(ds)
+			return
+		}
+	}
 	if err := q.cfg.Stores.Shards.DeleteByOffsets(ctx, q.cfg.Shard, offsets); err != nil {
 		// The client has settled these: they stay out, owned by the
 		// queue, until the delete succeeds.
@@ -127,6 +143,16 @@ func (q *Queue) settle(ctx context.Context, refs []Ref) {
 		q.later().keys = append(q.later().keys, keys...) // a copy: keys is scratch
 		q.scheduleRetry()
 	}
+}
+
+// settleDeleter is implemented by a shard store that deletes settled
+// records and their index entries in one write (storage/pebble's Store,
+// when the index is an Index on the same DB): one commit per batch of
+// acks instead of two. It returns false, having done nothing, for an
+// index it cannot write with its records; the first once keys are
+// entries written once, as entryDeleter takes them.
+type settleDeleter interface {
+	DeleteSettled(ctx context.Context, shard string, offsets []uint64, index unacked.Index, keys []unacked.Key, once int) (bool, error)
 }
 
 // entryDeleter is implemented by an index that deletes an entry written

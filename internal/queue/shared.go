@@ -467,7 +467,7 @@ func (sh *sharedClaimer) appended(recs []storage.Record) {
 	if n := len(q.pending); n > 0 {
 		next = q.pending[n-1].Offset + 1
 	}
-	if recs[0].Offset == next && len(q.pending)+len(recs) <= maxPending {
+	if recs[0].Offset == next && q.pendingFits(recs) {
 		q.appendPending(recs)
 	}
 	sh.syncReady()

@@ -92,7 +92,7 @@ func newSettings(stderr io.Writer) *settings {
 	s.tlsKey = fs.String("tls-key", "", "PEM private key of -tls-cert")
 	s.tlsCA = fs.String("tls-ca", "", "PEM CA bundle for client certificates: when set, clients are asked for one and it must verify")
 	s.memWatermark = fs.Int64("memory-high-watermark", 0, "block publishers while message bytes and caches held in memory exceed this (0: 40% of RAM or the cgroup limit, negative: off)")
-	s.storeMemory = fs.Int64("store-memory", 0, "bytes of memory the Pebble store under -data may hold: its block cache, each memtable a quarter (0: a 64 MiB cache and 8 MiB memtables)")
+	s.storeMemory = fs.Int64("store-memory", 0, "bytes of memory the Pebble store under -data may hold: its block cache, each memtable a quarter (0: a 64 MiB cache and 4 MiB memtables)")
 	s.diskFreeLimit = fs.Int64("disk-free-limit", 0, "block publishers while the data directory's file system has fewer free bytes (0: 50 MB, negative: off)")
 	s.mechanisms = fs.String("auth-mechanisms", "PLAIN,AMQPLAIN", "SASL mechanisms offered, comma-separated (PLAIN, AMQPLAIN, EXTERNAL)")
 	s.nodeID = fs.Uint64("node-id", 0, "run as this member of a raft cluster (with -peers); every member serves AMQP on its -addr")

@@ -47,8 +47,8 @@
 // Record and unacked-entry values are internal/codec's versioned encodings,
 // the same bytes a cluster member (meta/raft) stores under the same keys;
 // the shard state holds the next offset, rewritten in the same
-// batch as every Append and delete, so offsets survive deleting every
-// record and reopening; a page is 128 bytes of bits. DeleteShard is one range deletion, state included, so offsets
+// batch as every Append (and written by the migration of an old shard),
+// so offsets survive deleting every record and reopening; a page is 128 bytes of bits. DeleteShard is one range deletion, state included, so offsets
 // restart at 0.
 //
 // # Live offsets
@@ -68,6 +68,13 @@
 // records without reading one. A shard written before pages existed
 // (state version 1 or 2) is read once when first used and its pages
 // written.
+//
+// DeleteSettled is DeleteByOffsets and the Index's DeletePutOnce in one
+// batch, for a queue whose Index is on the same DB (the broker's durable
+// stores): a batch of acks is one commit, and a record and its index
+// entry are deleted together or not at all. A delete batch carries the
+// changed pages but not the shard state, which a delete leaves as the
+// last Append wrote it.
 //
 // PurgeFrom (storage.Purger) deletes every live offset from the cursor on
 // the same way, reading nothing: up to 256 with a SingleDelete each, more
@@ -115,10 +122,16 @@
 // # Concurrency
 //
 // Store is safe for concurrent use. Each shard has its own mutex, held by
-// the writes of that shard across their commit (so a persistent Append
-// holds it through the fsync: state must be written in offset order); reads,
-// FirstOffset and Count do not take it. Different shards never wait for one
-// another, and their concurrent synced commits share fsyncs.
+// the writes of that shard until their batch is in the write-ahead log
+// (state must be written in offset order); reads, FirstOffset and Count do
+// not take it. A persistent Append lets it go before it waits for its
+// fsync (Pebble's ApplyNoSyncWait), so the acks of a queue whose
+// publishes are syncing are not held up by the disk: they land after the
+// Append in the log, and a crash that loses it loses them too. Different
+// shards never wait for one another, and concurrent synced commits share
+// fsyncs. Like any committed write, a record is visible to Read as soon
+// as it is in the log, before its fsync; Append returns, and the queue
+// confirms and delivers it, only after.
 //
 // Close the Store before its DB: Close stops the compaction of drained
 // shards (one Pebble already runs ends in Pebble's background).

@@ -110,21 +110,10 @@ func (x *Index) DeletePutOnce(ctx context.Context, keys []unacked.Key, once int)
 	if len(keys) == 0 {
 		return nil
 	}
-	if x.failed.Load() {
-		once = 0
-	}
 	b := x.db.NewBatch()
-	var buf []byte
-	for i, k := range keys {
-		buf = codec.AppendEntryKey(buf[:0], k)
-		del := b.Delete
-		if i < once {
-			del = b.SingleDelete
-		}
-		if err := del(buf, nil); err != nil {
-			b.Close()
-			return fmt.Errorf("storage/pebble: index delete: %w", err)
-		}
+	if err := x.addDeletes(b, keys, once); err != nil {
+		b.Close()
+		return err
 	}
 	if err := commitClose(b, pebble.NoSync); err != nil {
 		x.failed.Store(true)

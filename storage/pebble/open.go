@@ -19,23 +19,22 @@ import (
 const (
 	// DefaultCacheSize is the block cache size.
 	DefaultCacheSize = 64 << 20
-	// DefaultMemTableSize is larger than Pebble's 4 MiB default: a message
-	// published and acked within one memtable's life never reaches an
-	// sstable (the flush drops the record and keeps only its tombstone),
-	// and fewer flushes mean fewer L0 files to compact. It is not larger
-	// because Pebble keeps two memtables resident once enough was written
-	// (the active one and one flushed, kept for reuse): with 64 MiB a
-	// broker confirming persistent messages held 128 MiB of RSS after a
-	// few seconds; 16 MiB held about half that and 8 MiB a quarter, at
-	// the same throughput and CPU per message (docs/performance.md), and
-	// 8 MiB still holds a second or more of publishes and acks at tens of
-	// thousands of messages a second, so a message consumed within it
-	// never reaches an sstable. Below that the flushes start to cost CPU.
-	// On a small file system Open halves it until it is at most 1/16 of
-	// the file system (and no less than minMemTableSize): a WAL grows to
-	// about its size, and an 8 MiB memtable cannot be flushed on an 8 MiB
-	// disk.
-	DefaultMemTableSize = 8 << 20
+	// DefaultMemTableSize is Pebble's own default. A message published and
+	// acked within one memtable's life never reaches an sstable (the flush
+	// drops the record with its tombstone), and Pebble keeps two memtables
+	// resident once enough was written (the active one and one flushed,
+	// kept for reuse), so the size trades RSS against the records of a
+	// lagging consumer reaching sstables. 4 MiB holds a few hundred
+	// milliseconds of publishes and acks at tens of thousands of messages
+	// a second, far more than a consumer that keeps up leaves waiting:
+	// against 8 MiB it cost no measurable CPU per message and 8 MiB less
+	// memory (docs/performance.md, "acks that no longer wait"). It was
+	// 8 MiB while acks waited for the publishers' fsync and messages sat
+	// in the queue for 200-300 ms; 64 MiB held 128 MiB of RSS. On a small
+	// file system Open halves it until it is at most 1/16 of the file
+	// system (and no less than minMemTableSize): a WAL grows to about its
+	// size, and a memtable cannot be flushed on a disk no larger than it.
+	DefaultMemTableSize = 4 << 20
 
 	minMemTableSize = 1 << 20
 )
@@ -356,7 +355,8 @@ func (e *fatalError) Unwrap() []error { return e.errs }
 // failed (its own DB.LogData does not release one either).
 type batch struct {
 	*pebble.Batch
-	failed bool
+	failed  bool
+	waiting bool // committed by commitNoSyncWait, syncWait not called yet
 }
 
 func (b *batch) commit(opts *pebble.WriteOptions) error {
@@ -366,7 +366,8 @@ func (b *batch) commit(opts *pebble.WriteOptions) error {
 }
 
 func (b *batch) release() {
-	if !b.failed {
+	_ = b.syncWait() // Pebble's batch must not be closed before its fsync
+	if b.Batch != nil && !b.failed {
 		b.Close()
 	}
 }
@@ -381,14 +382,50 @@ func Commit(b *pebble.Batch, opts *pebble.WriteOptions) error { return commit(b,
 
 // commit is Commit.
 func commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fe, ok := r.(*fatalError)
-			if !ok {
-				panic(r)
-			}
-			err = fe
-		}
-	}()
+	defer recoverFatal(&err)
 	return b.Commit(opts)
+}
+
+// commitNoSyncWait commits b with a sync it does not wait for
+// (DB.ApplyNoSyncWait): once it returns, b is in the write-ahead log, in
+// commit order, applied and visible, as after a synced commit (Pebble makes
+// a write visible before its sync either way), and b.syncWait waits for the
+// fsync that covers it. A fatal commit error comes back as commit's does.
+// release waits for that fsync when syncWait was not called.
+func (b *batch) commitNoSyncWait(db *pebble.DB) (err error) {
+	b.waiting = true
+	defer func() { b.failed = err != nil }()
+	defer recoverFatal(&err)
+	return db.ApplyNoSyncWait(b.Batch, pebble.Sync)
+}
+
+// syncWait waits for the fsync of a batch committed by commitNoSyncWait
+// and returns its outcome.
+func (b *batch) syncWait() error {
+	if !b.waiting {
+		return nil
+	}
+	b.waiting = false
+	if b.failed {
+		return nil // commitNoSyncWait's error was returned already
+	}
+	if err := b.SyncWait(); err != nil {
+		// As fatal as a failed synced commit, which Pebble reports through
+		// Logger.Fatalf: the WAL is unusable from now on.
+		b.failed = true
+		return newFatalError("pebble: fatal commit error: %v", []any{err})
+	}
+	return nil
+}
+
+// recoverFatal turns the panic of a fatal commit error (slogLogger.Fatalf)
+// into *err; any other panic goes on.
+func recoverFatal(err *error) {
+	if r := recover(); r != nil {
+		fe, ok := r.(*fatalError)
+		if !ok {
+			panic(r)
+		}
+		*err = fe
+	}
 }

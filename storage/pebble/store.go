@@ -92,13 +92,13 @@ type shard struct {
 	dead atomic.Bool
 
 	// mu serialises the writes of this shard and guards their scratch
-	// space. It is held across the commit, fsync included, because the
-	// state key must be written in offset order: two Appends committing in
-	// the opposite order to the one that assigned their offsets would
-	// leave a next offset that is too low. Only this shard waits, and the
-	// broker sends one shard's calls from one goroutine anyway; concurrent
-	// syncs of different shards still share an fsync in Pebble's commit
-	// pipeline.
+	// space. It is held until a write's batch is in the write-ahead log,
+	// because the state key must be written in offset order: two Appends
+	// committing in the opposite order to the one that assigned their
+	// offsets would leave a next offset that is too low. A synced Append
+	// lets it go before its fsync (Append), so the shard's deletes do not
+	// wait for the disk; concurrent syncs, of this shard or others, share
+	// an fsync in Pebble's commit pipeline.
 	mu struct {
 		sync.Mutex
 		scratch []byte // keys and state values being built
@@ -341,6 +341,16 @@ func (s *Store) migrateLocked(sh *shard, next uint64) (err error) {
 // last call (a Set, or a Delete for a chunk left empty) and the state
 // with next, which marks the pages as kept.
 func (s *Store) writePagesLocked(b *pebble.Batch, sh *shard, next uint64) error {
+	if err := s.writeChangedPagesLocked(b, sh); err != nil {
+		return err
+	}
+	sh.mu.scratch = appendState(sh.mu.scratch[:0], next)
+	return b.Set(sh.state, sh.mu.scratch, nil)
+}
+
+// writeChangedPagesLocked is writePagesLocked without the state, for a
+// write that leaves next as it is.
+func (s *Store) writeChangedPagesLocked(b *pebble.Batch, sh *shard) error {
 	for _, p := range []struct {
 		kind byte
 		set  *liveSet
@@ -360,8 +370,7 @@ func (s *Store) writePagesLocked(b *pebble.Batch, sh *shard, next uint64) error 
 			}
 		}
 	}
-	sh.mu.scratch = appendState(sh.mu.scratch[:0], next)
-	return b.Set(sh.state, sh.mu.scratch, nil)
+	return nil
 }
 
 func (s *Store) ensureLoaded(sh *shard) error {
@@ -386,12 +395,44 @@ func raise(a *atomic.Uint64, v uint64) {
 // Append implements storage.ShardStore. The batch, records and shard state
 // together, is one Pebble batch: committed with pebble.Sync when any record
 // is Persistent, else with pebble.NoSync (in the WAL, not yet fsynced).
+//
+// A synced Append holds the shard's mutex only while its batch enters the
+// write-ahead log (which fixes its place in the log and so the order of
+// the state writes), not through the fsync: the shard's deletes (acks)
+// and the next Append go on meanwhile, and land after it in the log, so a
+// crash that loses the batch loses them too. Append still returns only
+// once the fsync covering its batch is done.
 func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	sh := s.lockShard(name)
-	defer sh.mu.Unlock()
+	b := batch{Batch: s.db.NewBatch()}
+	defer b.release()
+	first, err := s.appendLocked(sh, &b, recs)
+	sh.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if err := b.syncWait(); err != nil {
+		// The batch is applied but its fsync failed: what the shard
+		// holds is unknown, so its cache is read again on next use.
+		sh.mu.Lock()
+		sh.loaded.Store(false)
+		sh.mu.Unlock()
+		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
+	}
+	for i := range recs {
+		recs[i].Offset = first + uint64(i)
+	}
+	return first, nil
+}
+
+// appendLocked builds and commits Append's batch b with sh locked; a
+// synced batch is committed without waiting for its fsync
+// (commitNoSyncWait), which the caller waits for once it has unlocked.
+func (s *Store) appendLocked(sh *shard, b *batch, recs []storage.Record) (uint64, error) {
+	name := sh.name
 	if err := s.loadLocked(sh); err != nil {
 		return 0, err
 	}
@@ -400,8 +441,6 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		return first, nil
 	}
 	n := uint64(len(recs))
-	b := batch{Batch: s.db.NewBatch()}
-	defer b.release()
 	sync := false
 	keyLen := recordKeyLen(sh.prefix)
 	for i := range recs {
@@ -431,21 +470,20 @@ func (s *Store) Append(ctx context.Context, name string, recs []storage.Record) 
 		sh.loaded.Store(false)
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
-	opts := pebble.NoSync
+	var err error
 	if sync {
-		opts = pebble.Sync
 		s.pacer.committed(len(recs))
+		err = b.commitNoSyncWait(s.db)
+	} else {
+		err = b.commit(pebble.NoSync)
 	}
-	if err := b.commit(opts); err != nil {
+	if err != nil {
 		sh.loaded.Store(false)
 		return 0, fmt.Errorf("storage/pebble: append to shard %q: %w", name, err)
 	}
 	// count before next: FirstOffset's fast path relies on it.
 	sh.count.Store(sh.mu.live.count)
 	sh.next.Store(first + n)
-	for i := range recs {
-		recs[i].Offset = first + uint64(i)
-	}
 	return first, nil
 }
 
@@ -572,48 +610,53 @@ func (s *Store) DeleteByOffsets(ctx context.Context, name string, offsets []uint
 	return nil
 }
 
-// deleteLocked tombstones the live ones among offsets. Each record key is
-// set exactly once (offsets are never reused while the key exists; after
-// DeleteShard's range deletion a new incarnation sets it once again) and
-// the live set lets only one tombstone follow, so a SingleDelete is enough:
-// Pebble drops it together with the record when they meet in a flush or
-// compaction, where a Delete would live on down to the bottom level.
+// deleteLocked tombstones the live ones among offsets and commits them.
 func (s *Store) deleteLocked(sh *shard, offsets []uint64) error {
-	// Skip the offsets already gone before taking a batch; remove also
-	// makes a repeated offset a no-op the second time.
-	i := 0
-	for i < len(offsets) && !sh.mu.live.remove(offsets[i]) {
-		i++
-	}
-	if i == len(offsets) {
-		return nil
-	}
-	sh.mu.transient.remove(offsets[i])
-	b := batch{Batch: s.db.NewBatch()}
+	var b batch
 	defer b.release()
+	n, err := s.tombstoneLocked(sh, &b, offsets)
+	if err != nil || n == 0 {
+		return err
+	}
+	return s.commitDeleteLocked(sh, &b)
+}
+
+// tombstoneLocked adds to b, which it makes when it is still empty, a
+// tombstone for each live one among offsets, and returns how many. Each
+// record key is set exactly once (offsets are never reused while the key
+// exists; after DeleteShard's range deletion a new incarnation sets it
+// once again) and the live set lets only one tombstone follow, so a
+// SingleDelete is enough: Pebble drops it together with the record when
+// they meet in a flush or compaction, where a Delete would live on down to
+// the bottom level.
+func (s *Store) tombstoneLocked(sh *shard, b *batch, offsets []uint64) (int, error) {
+	n := 0
 	keyLen := recordKeyLen(sh.prefix)
-	for j, o := range offsets[i:] {
-		if j > 0 {
-			if !sh.mu.live.remove(o) {
-				continue
-			}
-			sh.mu.transient.remove(o)
+	for _, o := range offsets {
+		// remove also makes a repeated offset a no-op the second time.
+		if !sh.mu.live.remove(o) {
+			continue
+		}
+		sh.mu.transient.remove(o)
+		if b.Batch == nil {
+			b.Batch = s.db.NewBatch()
 		}
 		op := b.SingleDeleteDeferred(keyLen)
 		appendRecordKey(op.Key[:0], sh.prefix, o)
 		if err := op.Finish(); err != nil {
 			sh.loaded.Store(false)
-			return err
+			return n, err
 		}
+		n++
 	}
-	return s.commitDeleteLocked(sh, b)
+	return n, nil
 }
 
 // commitDeleteLocked completes b, holding the tombstones of records
 // already removed from the live sets: it adds the range deletion of the
 // dead head when it is due (rangeEvery), the changed pages and the state,
 // commits b and updates the cached count and low bound.
-func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
+func (s *Store) commitDeleteLocked(sh *shard, b *batch) error {
 	next := sh.next.Load()
 	first, ok := sh.mu.live.first(sh.low.Load())
 	if !ok {
@@ -630,7 +673,10 @@ func (s *Store) commitDeleteLocked(sh *shard, b batch) error {
 		}
 		ranged = first
 	}
-	if err := s.writePagesLocked(b.Batch, sh, next); err != nil {
+	// Deletes leave next as it is, so the state key (written with the
+	// shard's last Append, or by loadLocked's migration) already holds
+	// what writePagesLocked would write again: only the pages change.
+	if err := s.writeChangedPagesLocked(b.Batch, sh); err != nil {
 		sh.loaded.Store(false)
 		return err
 	}
@@ -853,7 +899,7 @@ func (s *Store) purgeRangeLocked(sh *shard, from uint64) (n, end uint64, err err
 		sh.loaded.Store(false)
 		return 0, from, err
 	}
-	if err := s.commitDeleteLocked(sh, b); err != nil {
+	if err := s.commitDeleteLocked(sh, &b); err != nil {
 		return 0, from, err
 	}
 	s.noteDrained(start, limit)
