@@ -66,6 +66,7 @@ type config struct {
 	phases        string
 	settle        time.Duration
 	du            string
+	keep          bool
 }
 
 // inprocessFlag lets -inprocess stand alone (meaning dial) or take a value.
@@ -98,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("perftest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.url, "url", defaultURL, "AMQP URL of the broker to measure")
+	fs.StringVar(&cfg.url, "url", defaultURL, "AMQP URL of the broker to measure; several, comma-separated (a cluster's members), spread the queues: queue i's publisher and consumers connect to URL i mod their count")
 	fs.Var(inprocessFlag{&cfg.inprocess}, "inprocess", "measure a Warren in this process: dial (Broker.Dial, the default when given alone), tcp (a loopback listener) or direct")
 	fs.BoolVar(&cfg.memory, "memory", false, "in-process: keep durable queues in memory too (confirms then mean nothing is synced)")
 	fs.StringVar(&cfg.dataDir, "data", "", "in-process: Pebble directory for durable queues (default: a temporary directory, removed afterwards)")
@@ -128,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.phases, "phases", strings.Join(scalePhases, ","), "scale: the phases to run, comma-separated, in this order")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "scale: pause before each RSS reading that memory per item is computed from")
 	fs.StringVar(&cfg.du, "du", "", "scale: the broker's data directory, whose size on disk the drain reports (in-process: the -data directory)")
+	fs.BoolVar(&cfg.keep, "keep", false, "leave the run's queues and exchanges declared afterwards, to inspect what they still hold")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -177,6 +179,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("perftest: -client %q: want amqp091 or raw", cfg.client))
+	}
+	if strings.Contains(cfg.url, ",") && (cfg.inprocess != "" || cfg.client == "raw") {
+		errs = append(errs, fmt.Errorf("perftest: several -url are for the amqp091 client against brokers outside this process"))
 	}
 	if cfg.inprocess != "" && cfg.brokerPID != 0 {
 		errs = append(errs, fmt.Errorf("perftest: -broker-pid is for -url; in-process the broker is this process"))

@@ -106,6 +106,35 @@ func TestTracker(t *testing.T) {
 	}
 }
 
+// TestLostConfirmed checks notSeenOf, the count of confirmed numbers a
+// consumer never saw: the loss a run must report apart from unconfirmed
+// messages whose outcome a 541 left unknown.
+func TestLostConfirmed(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		confirmed, seen []uint32
+		lost            uint64
+	}{
+		{name: "all seen", confirmed: seqRange(0, 100), seen: seqRange(0, 100)},
+		{name: "unconfirmed unseen", confirmed: seqRange(0, 100), seen: seqRange(0, 100), lost: 0},
+		{name: "one confirmed lost", confirmed: seqRange(0, 100), seen: append(seqRange(0, 41), seqRange(42, 100)...), lost: 1},
+		{name: "seen fewer words", confirmed: seqRange(0, 300), seen: seqRange(0, 10), lost: 290},
+		{name: "seen more than confirmed", confirmed: seqRange(0, 10), seen: seqRange(0, 300)},
+		{name: "nothing confirmed", seen: seqRange(0, 5)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conf, seen tracker
+			for _, s := range tc.confirmed {
+				conf.see(s, 1<<20)
+			}
+			for _, s := range tc.seen {
+				seen.see(s, 1<<20)
+			}
+			require.Equal(t, tc.lost, seen.notSeenOf(&conf))
+		})
+	}
+}
+
 func seqRange(from, to uint32) []uint32 {
 	var s []uint32
 	for i := from; i < to; i++ {
@@ -219,6 +248,9 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-client", "raw", "-inprocess"}, err: "-client raw needs a TCP broker"},
 		{args: []string{"-client", "raw", "-scenario", "persistent-confirm"}, err: "transient and fanout scenarios"},
 		{args: []string{"-client", "pika"}, err: "want amqp091 or raw"},
+		{args: []string{"-url", "amqp://a/,amqp://b/"}},
+		{args: []string{"-url", "amqp://a/,amqp://b/", "-inprocess"}, err: "several -url"},
+		{args: []string{"-url", "amqp://a/,amqp://b/", "-client", "raw"}, err: "several -url"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cfg, err := parseFlags(tc.args, &bytes.Buffer{})
@@ -404,6 +436,42 @@ func TestAgainstURL(t *testing.T) {
 
 	_, err = runJSON(t, "-url", "http://x/")
 	require.ErrorContains(t, err, "not an amqp:// or amqps:// URL")
+	_, err = runJSON(t, "-url", b.URL()+",http://x/")
+	require.ErrorContains(t, err, "not an amqp:// or amqps:// URL")
+}
+
+// TestSeveralURLs runs against two brokers: queue i, its publisher and
+// its consumer go to URL i mod 2, so each broker gets half the queues.
+func TestSeveralURLs(t *testing.T) {
+	var brokers []*broker.Broker
+	var urls []string
+	for range 2 {
+		b, err := broker.New(broker.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+		_, err = b.Listen("127.0.0.1:0")
+		require.NoError(t, err)
+		brokers = append(brokers, b)
+		urls = append(urls, b.URL())
+	}
+	res, err := runJSON(t, "-url", strings.Join(urls, ","), "-scenario", "persistent-confirm", "-queues", "4", "-duration", "100ms", "-keep")
+	require.NoError(t, err)
+	require.True(t, res.Verified)
+	require.Equal(t, 4, res.Queues)
+	require.Zero(t, res.LostConfirmed)
+	for i, b := range brokers {
+		st := b.Stats(context.Background())
+		var names []string
+		for _, q := range st.QueueDetails {
+			names = append(names, q.Name)
+		}
+		require.Len(t, names, 2, "broker %d holds half the queues: %v", i, names)
+		for _, n := range names {
+			flow, _ := strconv.Atoi(n[strings.LastIndex(n[:len(n)-2], "-")+1 : len(n)-2])
+			require.Equal(t, i, flow%2, "queue %s on broker %d", n, i)
+		}
+		require.Greater(t, st.Totals.Published, uint64(0), "broker %d got publishes", i)
+	}
 }
 
 // faultyConn wraps a connection so its consumers see a lost or a repeated

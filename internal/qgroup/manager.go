@@ -524,9 +524,41 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 		if err := m.wait(ctx, g); err != nil {
 			return err
 		}
+		m.settle(ctx, g)
 		return nil
 	}
 	return fmt.Errorf("qgroup: place queue %q: the group counter kept moving", q.Name)
+}
+
+// settleFor bounds how long Declare waits for a new group's first leader.
+const settleFor = 5 * time.Second
+
+// settle waits, at most settleFor, until new group q is led by its
+// placement's first leader (by any member when none was chosen), so a
+// queue's first publishes and claims do not race its first election and
+// hand-over: a proposal forwarded to a leader that is handing over is
+// dropped by raft, and the leader change then leaves its outcome unknown
+// (541 to the publisher). RabbitMQ's declaration of a quorum queue
+// likewise returns once its Ra cluster has started. Past the bound the
+// declaration goes on: the queue works under whichever leader it gets.
+func (m *Manager) settle(ctx context.Context, q *queueGroup) {
+	ctx, cancel := context.WithTimeout(ctx, settleFor)
+	defer cancel()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := m.eng.Status(ctx, q.group)
+		if err != nil || st.Leader != 0 && (q.leader == 0 || st.Leader == q.leader) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (m *Manager) counter() (uint64, error) {
@@ -587,6 +619,7 @@ func (m *Manager) place(ctx context.Context, members []uint64, size int, loc qpl
 func (m *Manager) handOver(group, to uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	campaigned := time.Now()
 	if to == m.cfg.Self {
 		_ = m.eng.Campaign(ctx, group)
 	}
@@ -606,9 +639,22 @@ func (m *Manager) handOver(group, to uint64) {
 			return
 		case st.IsLeader:
 			_ = m.eng.TransferLeader(ctx, group, to)
+		case st.Leader == 0 && to == m.cfg.Self && time.Since(campaigned) >= campaignAgain:
+			// The first vote requests went to voters that had not
+			// created the group yet; ask again rather than wait for an
+			// election timeout (PreVote keeps this from deposing a leader
+			// the others already follow).
+			campaigned = time.Now()
+			_ = m.eng.Campaign(ctx, group)
 		}
 	}
 }
+
+// campaignAgain is how long the chosen first leader of a group without a
+// leader waits before campaigning again: well under an election timeout,
+// well over a vote's round trip on a loaded member (a campaign restarted
+// before its votes arrive would throw them away).
+const campaignAgain = 300 * time.Millisecond
 
 // Forget deletes queue k's placement and its group on this member, once
 // its declaration is deleted; the other members remove theirs at their
