@@ -220,10 +220,13 @@ for ((r = 1; r <= rounds; r++)); do
 			for ((i = 1; i <= n; i++)); do
 				urls+="${urls:+,}amqp://guest:guest@127.0.0.1:$((port_base + i))/"
 			done
-			# -broker-pid: member 1's CPU and memory (one member's of n).
+			# -broker-pid: every member's pid, so broker CPU is the
+			# cluster's (member 1's RSS).
+			all_pids=$(IFS=,; echo "${pids[*]}")
 			out=$("$work/perftest" -scenario persistent-confirm -size "$size" -duration "$duration" \
 				-queues "$queues" -queue-type "$queue_type" \
-				-url "$urls" -broker-pid "${pids[0]}" -json -label "$label members=$n" || true)
+				-url "$urls" -broker-pid "$all_pids" -json -label "$label members=$n" || true)
+			cpu=$(sed -n 's/.*"broker_cpu_us_per_msg":\([0-9.]*\).*/\1/p' <<<"$out")
 			rate=$(sed -n 's/.*"confirmed_per_s":\([0-9.]*\).*/\1/p' <<<"$out")
 			lost=$(sed -n 's/.*"lost_confirmed":\([0-9]*\).*/\1/p' <<<"$out")
 			verified=$(sed -n 's/.*"verified":\([a-z]*\).*/\1/p' <<<"$out")
@@ -238,7 +241,7 @@ for ((r = 1; r <= rounds; r++)); do
 				echo "cluster-bench: $label members=$n failed: $out" >&2
 				rate=0
 			fi
-			printf 'round %d  build %s  members %d  confirmed msg/s %.0f\n' "$r" "$label" "$n" "${rate:-0}"
+			printf 'round %d  build %s  members %d  confirmed msg/s %.0f  members'"'"' CPU µs/msg %.1f\n' "$r" "$label" "$n" "${rate:-0}" "${cpu:-0}"
 			echo "$label $n ${rate:-0}" >>"$results"
 			stop_members
 			rm -rf "${work:?}/$run"

@@ -137,13 +137,31 @@ func openTarget(cfg *config) (*target, error) {
 		}
 		if cfg.brokerPID > 0 {
 			pid := cfg.brokerPID
-			if _, err := procCPU(pid); err != nil {
-				return nil, err
+			pids := append([]int{pid}, cfg.morePIDs...)
+			for _, p := range pids {
+				if _, err := procCPU(p); err != nil {
+					return nil, err
+				}
 			}
-			t.cpu = func() (time.Duration, error) { return procCPU(pid) }
-			t.cpuSource = fmt.Sprintf("/proc/%d/stat utime+stime", pid)
+			// Several pids (a cluster's members): their CPU adds up.
+			t.cpu = func() (time.Duration, error) {
+				var sum time.Duration
+				for _, p := range pids {
+					d, err := procCPU(p)
+					if err != nil {
+						return 0, err
+					}
+					sum += d
+				}
+				return sum, nil
+			}
+			list := strings.Trim(strings.ReplaceAll(fmt.Sprint(pids), " ", ","), "[]")
+			t.cpuSource = fmt.Sprintf("/proc/{%s}/stat utime+stime", list)
+			if len(pids) == 1 {
+				t.cpuSource = fmt.Sprintf("/proc/%d/stat utime+stime", pid)
+			}
 			t.memPID = pid
-			t.describe += fmt.Sprintf(" (pid %d)", pid)
+			t.describe += fmt.Sprintf(" (pid %s)", list)
 		}
 		return t, nil
 	case "dial", "tcp", "direct":
