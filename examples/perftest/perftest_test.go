@@ -536,12 +536,11 @@ func (c faultyChannel) Consume(queue, consumer string, autoAck, exclusive, noLoc
 	return out, nil
 }
 
-// TestClosedPublisher checks a run whose publisher's channel closes
-// mid-run: it ends without waiting for the unconfirmed messages (whose
-// outcome is unknown), reports no confirmed message lost, and is not
-// verified.
-func TestClosedPublisher(t *testing.T) {
-	cfg, err := parseFlags([]string{"-inprocess", "-memory", "-scenario", "persistent-confirm", "-duration", "300ms", "-drain-timeout", "3s", "-dup-grace", "10ms"}, &bytes.Buffer{})
+// faultyRun runs a streaming scenario in process with args, every
+// connection under fault (faultyConn).
+func faultyRun(t *testing.T, fault string, args ...string) *result {
+	t.Helper()
+	cfg, err := parseFlags(append([]string{"-inprocess", "-memory"}, args...), &bytes.Buffer{})
 	require.NoError(t, err)
 	tgt, err := openTarget(cfg)
 	require.NoError(t, err)
@@ -552,10 +551,19 @@ func TestClosedPublisher(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return faultyConn{c, "close-publisher"}, nil
+		return faultyConn{c, fault}, nil
 	}
 	res, err := runStreams(context.Background(), cfg, tgt)
 	require.NoError(t, err)
+	return res
+}
+
+// TestClosedPublisher checks a run whose publisher's channel closes
+// mid-run: it ends without waiting for the unconfirmed messages (whose
+// outcome is unknown), reports no confirmed message lost, and is not
+// verified.
+func TestClosedPublisher(t *testing.T) {
+	res := faultyRun(t, "close-publisher", "-scenario", "persistent-confirm", "-duration", "300ms", "-drain-timeout", "3s", "-dup-grace", "10ms")
 	require.False(t, res.Verified)
 	require.Less(t, res.Confirmed, uint64(100))
 	require.Zero(t, res.LostConfirmed)
@@ -567,21 +575,7 @@ func TestClosedPublisher(t *testing.T) {
 func TestUnverifiedRunsFail(t *testing.T) {
 	for _, fault := range []string{"lose", "duplicate"} {
 		t.Run(fault, func(t *testing.T) {
-			cfg, err := parseFlags([]string{"-inprocess", "-memory", "-duration", "50ms", "-drain-timeout", "2s", "-dup-grace", "50ms"}, &bytes.Buffer{})
-			require.NoError(t, err)
-			tgt, err := openTarget(cfg)
-			require.NoError(t, err)
-			defer tgt.close()
-			dial := tgt.dial
-			tgt.dial = func(name string) (conn, error) {
-				c, err := dial(name)
-				if err != nil {
-					return nil, err
-				}
-				return faultyConn{c, fault}, nil
-			}
-			res, err := runStreams(context.Background(), cfg, tgt)
-			require.NoError(t, err)
+			res := faultyRun(t, fault, "-duration", "50ms", "-drain-timeout", "2s", "-dup-grace", "50ms")
 			require.False(t, res.Verified)
 			var text bytes.Buffer
 			res.writeText(&text)
