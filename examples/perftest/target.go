@@ -67,8 +67,6 @@ type target struct {
 	// i goes to URL i mod their count, as a load balancer in front of a
 	// cluster spreads clients; nil when there is one broker address.
 	dialAt func(name string, slot int) (conn, error)
-	// urls is how many -url addresses there are (0 in process).
-	urls int
 	// cpu returns the broker's CPU time so far; nil when it cannot be known
 	// (a remote broker without -broker-pid).
 	cpu       func() (time.Duration, error)
@@ -133,7 +131,6 @@ func openTarget(cfg *config) (*target, error) {
 			close:    func() error { return nil },
 			dial:     func(name string) (conn, error) { return dialAt(name, 0) },
 			dialAt:   dialAt,
-			urls:     len(raw),
 		}
 		if cfg.brokerPID > 0 {
 			pid := cfg.brokerPID
