@@ -539,7 +539,8 @@ const settleFor = 5 * time.Second
 // hand-over: a proposal forwarded to a leader that is handing over is
 // dropped by raft, and the leader change then leaves its outcome unknown
 // (541 to the publisher). RabbitMQ's declaration of a quorum queue
-// likewise returns once its Ra cluster has started. Past the bound the
+// likewise waits: ra's start_cluster (ra 2.x) triggers an election and
+// returns once the new cluster reports a leader. Past the bound the
 // declaration goes on: the queue works under whichever leader it gets.
 func (m *Manager) settle(ctx context.Context, q *queueGroup) {
 	ctx, cancel := context.WithTimeout(ctx, settleFor)
@@ -619,7 +620,6 @@ func (m *Manager) place(ctx context.Context, members []uint64, size int, loc qpl
 func (m *Manager) handOver(group, to uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	campaigned := time.Now()
 	if to == m.cfg.Self {
 		_ = m.eng.Campaign(ctx, group)
 	}
@@ -639,22 +639,9 @@ func (m *Manager) handOver(group, to uint64) {
 			return
 		case st.IsLeader:
 			_ = m.eng.TransferLeader(ctx, group, to)
-		case st.Leader == 0 && to == m.cfg.Self && time.Since(campaigned) >= campaignAgain:
-			// The first vote requests went to voters that had not
-			// created the group yet; ask again rather than wait for an
-			// election timeout (PreVote keeps this from deposing a leader
-			// the others already follow).
-			campaigned = time.Now()
-			_ = m.eng.Campaign(ctx, group)
 		}
 	}
 }
-
-// campaignAgain is how long the chosen first leader of a group without a
-// leader waits before campaigning again: well under an election timeout,
-// well over a vote's round trip on a loaded member (a campaign restarted
-// before its votes arrive would throw them away).
-const campaignAgain = 300 * time.Millisecond
 
 // Forget deletes queue k's placement and its group on this member, once
 // its declaration is deleted; the other members remove theirs at their
