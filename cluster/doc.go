@@ -30,7 +30,8 @@
 // (RabbitMQ's client-local locator; under the balanced locator it hands
 // the leadership to the voter leading the fewest; the policy's
 // queue-leader-locator wins over x-queue-leader-locator, and that over
-// Config.QueueLeaderLocator), and the
+// Config.QueueLeaderLocator; queue.declare-ok comes once that member
+// leads, at most a few seconds after), and the
 // members with the fewest voter replicas (internal/qplace places them,
 // and each member's qplace rebalancer spreads leaderships again after a
 // member comes back); every other member holds it as a learner, so any member
@@ -46,8 +47,10 @@
 // without them, a member refuses to start (ErrGroupsMigration) unless
 // Config.QueueGroupsOverExisting says what to do.
 // Node.QueueGroup shows a queue's group as a member sees it. Costs: a
-// group keeps its queue's messages in memory on every member, and its
-// checkpoints copy them.
+// group keeps its queue's messages in memory on every member, every
+// member (voter or learner) stores and applies its whole log, and its
+// checkpoints copy the messages; so a member added holds every queue's
+// traffic too, and adds no write capacity (docs/cluster-design.md).
 //
 // What it promises:
 //   - a publisher confirm means the message is committed by a quorum of

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/cluster"
+	"github.com/warrenmq/broker/meta/raft"
 )
 
 func withGroups(c *cluster.Config) { c.QueueGroups = true }
@@ -397,4 +398,46 @@ func TestQueueGroupsBalancedLocator(t *testing.T) {
 		st, ok := c.nodes[0].QueueGroup(context.Background(), "/", "balanced")
 		return ok && st.Leader == 2
 	}, waitFor, 10*time.Millisecond)
+}
+
+// TestQueueGroupsDeclaredLed checks that queue.declare-ok of a new quorum
+// queue comes once its group is led by the member its locator chose, not
+// while its first election or hand-over is still running: a publish or a
+// claim proposed meanwhile may be dropped by a leader handing over, and
+// the leader change then leaves its outcome unknown (541 to a publisher).
+// Member 3's links are slowed for the balanced queue it is chosen to
+// lead, as a loaded member's are, so it learns of the group and its vote
+// requests arrive late.
+func TestQueueGroupsDeclaredLed(t *testing.T) {
+	c := newTestCluster(t, withGroups)
+	balanced := amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "balanced"}
+	for _, tc := range []struct {
+		name   string
+		member int // declares
+		args   amqp091.Table
+		slow3  bool
+		leader uint64
+	}{
+		{"on-1", 0, quorumArgs, false, 1},
+		{"on-2", 1, quorumArgs, false, 2},
+		// Member 3 leads none: balanced picks it, and it is slow.
+		{"balanced-on-1", 0, balanced, true, 3},
+		{"on-3", 2, quorumArgs, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.slow3 {
+				for _, other := range []uint64{1, 2} {
+					c.net.SetLink(3, other, raft.Link{Delay: 150 * time.Millisecond})
+					c.net.SetLink(other, 3, raft.Link{Delay: 150 * time.Millisecond})
+				}
+				defer c.net.Heal()
+			}
+			_, ch := c.dial(tc.member)
+			_, err := ch.QueueDeclare(tc.name, true, false, false, false, tc.args)
+			require.NoError(t, err)
+			st, ok := c.nodes[tc.member].QueueGroup(context.Background(), "/", tc.name)
+			require.True(t, ok)
+			require.Equal(t, tc.leader, st.Leader, "led by the chosen member when declare-ok arrives")
+		})
+	}
 }

@@ -21,6 +21,12 @@
 //	                    -queues durable queues, -connections idle ones; one
 //	                    result (scale-PHASE) per step
 //
+// Against a cluster, -url takes the members' URLs separated by commas and
+// -broker-pid their pids: queue i is declared, published and consumed on
+// URL i mod their count, as a load balancer in front of the cluster would
+// spread its clients, and broker CPU is the members' sum. -keep leaves the
+// run's queues declared afterwards, to see what they still hold.
+//
 // Every publisher and consumer has its own connection (as in PerfTest),
 // except many-queues, where each connection carries one publisher and the
 // consumer of its queue. Message bodies start with a 4-byte sequence number
@@ -32,6 +38,11 @@
 // the time from the first publish to the last event of its kind. A run is
 // verified when every queue saw every sequence number of its publisher
 // exactly once and every confirm was an ack; otherwise perftest exits 1.
+// "lost" counts the numbers never seen; "lost_confirmed" those of them the
+// broker had confirmed, the loss that breaks a promise: after a broker
+// closes a publisher's channel (541: outcome unknown), what it had not
+// confirmed may or may not arrive, and the run waits only for what was
+// confirmed.
 // Latency is receive time minus the send time in the body (for get: the
 // basic.get round trip), from a histogram accurate to 1.6 %.
 //

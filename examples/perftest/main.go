@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,19 +55,54 @@ type config struct {
 	confirmWindow int
 	prefetch      int
 	brokerPID     int
-	json          bool
-	label         string
-	cpuprofile    string
-	memprofile    string
-	drainTimeout  time.Duration
-	dupGrace      time.Duration
-	table         string
-	baseline      string
-	candidate     string
-	noGoals       bool
-	phases        string
-	settle        time.Duration
-	du            string
+	// morePIDs are the pids after the first of a comma-separated
+	// -broker-pid (a cluster's other members): their CPU is added to the
+	// first's; RSS is the first's.
+	morePIDs     []int
+	json         bool
+	label        string
+	cpuprofile   string
+	memprofile   string
+	drainTimeout time.Duration
+	dupGrace     time.Duration
+	table        string
+	baseline     string
+	candidate    string
+	noGoals      bool
+	phases       string
+	settle       time.Duration
+	du           string
+	keep         bool
+}
+
+// pidsFlag parses -broker-pid: one pid, or several separated by commas.
+type pidsFlag struct {
+	first *int
+	more  *[]int
+}
+
+func (f pidsFlag) String() string {
+	if f.first == nil || *f.first == 0 {
+		return "0"
+	}
+	s := strconv.Itoa(*f.first)
+	for _, p := range *f.more {
+		s += "," + strconv.Itoa(p)
+	}
+	return s
+}
+
+func (f pidsFlag) Set(v string) error {
+	var pids []int
+	for _, part := range strings.Split(v, ",") {
+		p, err := strconv.Atoi(part)
+		if err != nil {
+			return fmt.Errorf("want a pid or comma-separated pids, got %q", part)
+		}
+		pids = append(pids, p)
+	}
+	*f.first, *f.more = pids[0], pids[1:]
+	return nil
 }
 
 // inprocessFlag lets -inprocess stand alone (meaning dial) or take a value.
@@ -98,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
 	fs := flag.NewFlagSet("perftest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.url, "url", defaultURL, "AMQP URL of the broker to measure")
+	fs.StringVar(&cfg.url, "url", defaultURL, "AMQP URL of the broker to measure; several, comma-separated (a cluster's members), spread the queues: queue i's publisher and consumers connect to URL i mod their count")
 	fs.Var(inprocessFlag{&cfg.inprocess}, "inprocess", "measure a Warren in this process: dial (Broker.Dial, the default when given alone), tcp (a loopback listener) or direct")
 	fs.BoolVar(&cfg.memory, "memory", false, "in-process: keep durable queues in memory too (confirms then mean nothing is synced)")
 	fs.StringVar(&cfg.dataDir, "data", "", "in-process: Pebble directory for durable queues (default: a temporary directory, removed afterwards)")
@@ -114,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.inflight, "inflight", 10000, "most messages per queue published but not yet consumed")
 	fs.IntVar(&cfg.confirmWindow, "confirm-window", 256, "persistent-confirm: most unconfirmed messages")
 	fs.IntVar(&cfg.prefetch, "prefetch", 100, "persistent-confirm: basic.qos prefetch count")
-	fs.IntVar(&cfg.brokerPID, "broker-pid", 0, "pid of the broker behind -url, to read its CPU and RSS from /proc")
+	fs.Var(pidsFlag{&cfg.brokerPID, &cfg.morePIDs}, "broker-pid", "pid of the broker behind -url, to read its CPU and RSS from /proc; several, comma-separated (a cluster's members): broker CPU is their sum, RSS the first's")
 	fs.BoolVar(&cfg.json, "json", false, "print the result as one JSON object")
 	fs.StringVar(&cfg.label, "label", "", "name for this broker in -json output (e.g. warren, rabbitmq)")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the broker too, when -inprocess) to this file")
@@ -128,6 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&cfg.phases, "phases", strings.Join(scalePhases, ","), "scale: the phases to run, comma-separated, in this order")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "scale: pause before each RSS reading that memory per item is computed from")
 	fs.StringVar(&cfg.du, "du", "", "scale: the broker's data directory, whose size on disk the drain reports (in-process: the -data directory)")
+	fs.BoolVar(&cfg.keep, "keep", false, "leave the run's queues and exchanges declared afterwards, to inspect what they still hold")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -147,7 +185,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"rate", cfg.rate}, {"connections", cfg.connections}, {"queues", cfg.queues}, {"broker-pid", cfg.brokerPID}} {
+	}{{"rate", cfg.rate}, {"connections", cfg.connections}, {"queues", cfg.queues}, {"broker-pid", cfg.brokerPID}, {"broker-pid", slices.Min(append([]int{0}, cfg.morePIDs...))}} {
 		if v.n < 0 {
 			errs = append(errs, fmt.Errorf("perftest: -%s must not be negative", v.name))
 		}
@@ -177,6 +215,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("perftest: -client %q: want amqp091 or raw", cfg.client))
+	}
+	if strings.Contains(cfg.url, ",") && (cfg.inprocess != "" || cfg.client == "raw") {
+		errs = append(errs, fmt.Errorf("perftest: several -url are for the amqp091 client against brokers outside this process"))
 	}
 	if cfg.inprocess != "" && cfg.brokerPID != 0 {
 		errs = append(errs, fmt.Errorf("perftest: -broker-pid is for -url; in-process the broker is this process"))

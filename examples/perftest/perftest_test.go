@@ -106,6 +106,35 @@ func TestTracker(t *testing.T) {
 	}
 }
 
+// TestLostConfirmed checks notSeenOf, the count of confirmed numbers a
+// consumer never saw: the loss a run must report apart from unconfirmed
+// messages whose outcome a 541 left unknown.
+func TestLostConfirmed(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		confirmed, seen []uint32
+		lost            uint64
+	}{
+		{name: "all seen", confirmed: seqRange(0, 100), seen: seqRange(0, 100)},
+		{name: "unconfirmed unseen", confirmed: seqRange(0, 100), seen: seqRange(0, 100), lost: 0},
+		{name: "one confirmed lost", confirmed: seqRange(0, 100), seen: append(seqRange(0, 41), seqRange(42, 100)...), lost: 1},
+		{name: "seen fewer words", confirmed: seqRange(0, 300), seen: seqRange(0, 10), lost: 290},
+		{name: "seen more than confirmed", confirmed: seqRange(0, 10), seen: seqRange(0, 300)},
+		{name: "nothing confirmed", seen: seqRange(0, 5)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conf, seen tracker
+			for _, s := range tc.confirmed {
+				conf.see(s, 1<<20)
+			}
+			for _, s := range tc.seen {
+				seen.see(s, 1<<20)
+			}
+			require.Equal(t, tc.lost, seen.notSeenOf(&conf))
+		})
+	}
+}
+
 func seqRange(from, to uint32) []uint32 {
 	var s []uint32
 	for i := from; i < to; i++ {
@@ -219,6 +248,12 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-client", "raw", "-inprocess"}, err: "-client raw needs a TCP broker"},
 		{args: []string{"-client", "raw", "-scenario", "persistent-confirm"}, err: "transient and fanout scenarios"},
 		{args: []string{"-client", "pika"}, err: "want amqp091 or raw"},
+		{args: []string{"-url", "amqp://a/,amqp://b/"}},
+		{args: []string{"-broker-pid", "1,2,3"}},
+		{args: []string{"-broker-pid", "1,x"}, err: "comma-separated pids"},
+		{args: []string{"-broker-pid", "1,-2"}, err: "-broker-pid must not be negative"},
+		{args: []string{"-url", "amqp://a/,amqp://b/", "-inprocess"}, err: "several -url"},
+		{args: []string{"-url", "amqp://a/,amqp://b/", "-client", "raw"}, err: "several -url"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			cfg, err := parseFlags(tc.args, &bytes.Buffer{})
@@ -402,8 +437,49 @@ func TestAgainstURL(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, res.BrokerCPUS, "no pid, no broker CPU")
 
+	pid := strconv.Itoa(os.Getpid())
+	res, err = runJSON(t, "-url", b.URL(), "-broker-pid", pid+","+pid, "-duration", "50ms")
+	require.NoError(t, err)
+	require.Contains(t, res.CPUSource, "/proc/{"+pid+","+pid+"}/", "several pids: their CPU adds up")
+
 	_, err = runJSON(t, "-url", "http://x/")
 	require.ErrorContains(t, err, "not an amqp:// or amqps:// URL")
+	_, err = runJSON(t, "-url", b.URL()+",http://x/")
+	require.ErrorContains(t, err, "not an amqp:// or amqps:// URL")
+}
+
+// TestSeveralURLs runs against two brokers: queue i, its publisher and
+// its consumer go to URL i mod 2, so each broker gets half the queues.
+func TestSeveralURLs(t *testing.T) {
+	var brokers []*broker.Broker
+	var urls []string
+	for range 2 {
+		b, err := broker.New(broker.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+		_, err = b.Listen("127.0.0.1:0")
+		require.NoError(t, err)
+		brokers = append(brokers, b)
+		urls = append(urls, b.URL())
+	}
+	res, err := runJSON(t, "-url", strings.Join(urls, ","), "-scenario", "persistent-confirm", "-queues", "4", "-duration", "100ms", "-keep")
+	require.NoError(t, err)
+	require.True(t, res.Verified)
+	require.Equal(t, 4, res.Queues)
+	require.Zero(t, res.LostConfirmed)
+	for i, b := range brokers {
+		st := b.Stats(context.Background())
+		var names []string
+		for _, q := range st.QueueDetails {
+			names = append(names, q.Name)
+		}
+		require.Len(t, names, 2, "broker %d holds half the queues: %v", i, names)
+		for _, n := range names {
+			flow, _ := strconv.Atoi(n[strings.LastIndex(n[:len(n)-2], "-")+1 : len(n)-2])
+			require.Equal(t, i, flow%2, "queue %s on broker %d", n, i)
+		}
+		require.Greater(t, st.Totals.Published, uint64(0), "broker %d got publishes", i)
+	}
 }
 
 // faultyConn wraps a connection so its consumers see a lost or a repeated
@@ -415,7 +491,8 @@ type faultyConn struct {
 
 type faultyChannel struct {
 	channel
-	fault string
+	fault     string
+	published *int
 }
 
 func (c faultyConn) Channel() (channel, error) {
@@ -423,7 +500,17 @@ func (c faultyConn) Channel() (channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	return faultyChannel{ch, c.fault}, nil
+	return faultyChannel{ch, c.fault, new(int)}, nil
+}
+
+// PublishWithContext closes the channel at the 100th publish under the
+// fault "close-publisher", as a broker closing it with 541 would: what was
+// not confirmed by then never will be.
+func (c faultyChannel) PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
+	if *c.published++; c.fault == "close-publisher" && *c.published == 100 {
+		c.channel.Close()
+	}
+	return c.channel.PublishWithContext(ctx, exchange, key, mandatory, immediate, msg)
 }
 
 func (c faultyChannel) Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
@@ -449,24 +536,46 @@ func (c faultyChannel) Consume(queue, consumer string, autoAck, exclusive, noLoc
 	return out, nil
 }
 
+// faultyRun runs a streaming scenario in process with args, every
+// connection under fault (faultyConn).
+func faultyRun(t *testing.T, fault string, args ...string) *result {
+	t.Helper()
+	cfg, err := parseFlags(append([]string{"-inprocess", "-memory"}, args...), &bytes.Buffer{})
+	require.NoError(t, err)
+	tgt, err := openTarget(cfg)
+	require.NoError(t, err)
+	defer tgt.close()
+	dial := tgt.dial
+	tgt.dial = func(name string) (conn, error) {
+		c, err := dial(name)
+		if err != nil {
+			return nil, err
+		}
+		return faultyConn{c, fault}, nil
+	}
+	res, err := runStreams(context.Background(), cfg, tgt)
+	require.NoError(t, err)
+	return res
+}
+
+// TestClosedPublisher checks a run whose publisher's channel closes
+// mid-run: it ends without waiting for the unconfirmed messages (whose
+// outcome is unknown), reports no confirmed message lost, and is not
+// verified.
+func TestClosedPublisher(t *testing.T) {
+	res := faultyRun(t, "close-publisher", "-scenario", "persistent-confirm", "-duration", "300ms", "-drain-timeout", "3s", "-dup-grace", "10ms")
+	require.False(t, res.Verified)
+	require.Less(t, res.Confirmed, uint64(100))
+	require.Zero(t, res.LostConfirmed)
+	for _, e := range res.Errors {
+		require.NotContains(t, e, "without progress", "no wait for what was never confirmed")
+	}
+}
+
 func TestUnverifiedRunsFail(t *testing.T) {
 	for _, fault := range []string{"lose", "duplicate"} {
 		t.Run(fault, func(t *testing.T) {
-			cfg, err := parseFlags([]string{"-inprocess", "-memory", "-duration", "50ms", "-drain-timeout", "2s", "-dup-grace", "50ms"}, &bytes.Buffer{})
-			require.NoError(t, err)
-			tgt, err := openTarget(cfg)
-			require.NoError(t, err)
-			defer tgt.close()
-			dial := tgt.dial
-			tgt.dial = func(name string) (conn, error) {
-				c, err := dial(name)
-				if err != nil {
-					return nil, err
-				}
-				return faultyConn{c, fault}, nil
-			}
-			res, err := runStreams(context.Background(), cfg, tgt)
-			require.NoError(t, err)
+			res := faultyRun(t, fault, "-duration", "50ms", "-drain-timeout", "2s", "-dup-grace", "50ms")
 			require.False(t, res.Verified)
 			var text bytes.Buffer
 			res.writeText(&text)

@@ -25,14 +25,18 @@ type result struct {
 	Prefetch      int `json:"prefetch,omitempty"`
 	Inflight      int `json:"inflight_per_queue"`
 
-	Published  uint64 `json:"published"`
-	Confirmed  uint64 `json:"confirmed"`
-	Nacked     uint64 `json:"nacked"`
-	Consumed   uint64 `json:"consumed"`
-	Lost       uint64 `json:"lost"`
-	Duplicates uint64 `json:"duplicates"`
-	Malformed  uint64 `json:"malformed"`
-	Reordered  uint64 `json:"reordered"`
+	Published uint64 `json:"published"`
+	Confirmed uint64 `json:"confirmed"`
+	Nacked    uint64 `json:"nacked"`
+	Consumed  uint64 `json:"consumed"`
+	Lost      uint64 `json:"lost"`
+	// LostConfirmed counts confirmed messages never delivered: the loss
+	// that breaks a promise. Lost also counts unconfirmed ones, whose
+	// outcome a 541 left unknown.
+	LostConfirmed uint64 `json:"lost_confirmed"`
+	Duplicates    uint64 `json:"duplicates"`
+	Malformed     uint64 `json:"malformed"`
+	Reordered     uint64 `json:"reordered"`
 
 	PublishedPerS float64 `json:"published_per_s"`
 	ConfirmedPerS float64 `json:"confirmed_per_s"`
@@ -165,7 +169,7 @@ func (r *result) verify(confirms bool) {
 func (r *result) problems() string {
 	var p []string
 	if r.Lost > 0 {
-		p = append(p, fmt.Sprintf("%d lost", r.Lost))
+		p = append(p, fmt.Sprintf("%d lost (%d of them confirmed)", r.Lost, r.LostConfirmed))
 	}
 	if r.Duplicates > 0 {
 		p = append(p, fmt.Sprintf("%d duplicated", r.Duplicates))

@@ -97,6 +97,14 @@ type flow struct {
 	nacked    atomic.Uint64
 	lastConf  atomic.Int64
 	pubErr    error // set by the publisher goroutine before it exits
+	// acked holds the sequence numbers the broker confirmed (delivery tag
+	// less one: one publisher per channel), owned by listenConfirms; read
+	// once it has stopped.
+	acked tracker
+	// confirmsEnded is set when the confirm listener stopped: the
+	// publisher's channel closed, so what it had not seen confirmed never
+	// will be, and its outcome is unknown.
+	confirmsEnded atomic.Bool
 }
 
 // runState holds what a streaming scenario opened so it can close all of it.
@@ -115,7 +123,16 @@ type runState struct {
 func (r *runState) now() int64 { return int64(time.Since(r.base)) }
 
 func (r *runState) dial(name string) (conn, error) {
-	c, err := r.tgt.dial(name)
+	return r.dialAt(name, 0)
+}
+
+// dialAt dials for queue slot: with several -url the slot's own broker.
+func (r *runState) dialAt(name string, slot int) (conn, error) {
+	dial := r.tgt.dial
+	if r.tgt.dialAt != nil {
+		dial = func(name string) (conn, error) { return r.tgt.dialAt(name, slot) }
+	}
+	c, err := dial(name)
 	if err != nil {
 		return nil, fmt.Errorf("perftest: connect %s: %w", name, err)
 	}
@@ -147,6 +164,17 @@ func (r *runState) setup() error {
 	}
 	for i := range r.spec.flows {
 		f := &flow{id: i}
+		// Flow i's connections all go to -url number i mod their count,
+		// and it declares its queues there: a cluster member given a
+		// queue's declaration leads it (RabbitMQ's client-local locator),
+		// so the queues' leaders spread as their clients do.
+		pubConn, err := r.dialAt(fmt.Sprintf("perftest-publisher-%d", i), i)
+		if err != nil {
+			return err
+		}
+		if f.ch, f.closed, err = openChannel(pubConn, "publisher"); err != nil {
+			return err
+		}
 		qs := make([]string, r.spec.queuesPerFlow)
 		for j := range qs {
 			qs[j] = fmt.Sprintf("perftest-%s-%s-%d-%d", r.cfg.scenario, r.id, i, j)
@@ -156,17 +184,17 @@ func (r *runState) setup() error {
 			if r.cfg.queueType != "" {
 				args = amqp091.Table{"x-queue-type": r.cfg.queueType}
 			}
-			if _, err := r.admin.QueueDeclare(qs[j], r.spec.durable, false, false, false, args); err != nil {
+			if _, err := f.ch.QueueDeclare(qs[j], r.spec.durable, false, false, false, args); err != nil {
 				return fmt.Errorf("perftest: declare %s: %w", qs[j], err)
 			}
 		}
 		if r.spec.fanout {
 			f.exchange = fmt.Sprintf("perftest-%s-%s-%d", r.cfg.scenario, r.id, i)
-			if err := r.admin.ExchangeDeclare(f.exchange, "fanout", r.spec.durable, false, false, false, nil); err != nil {
+			if err := f.ch.ExchangeDeclare(f.exchange, "fanout", r.spec.durable, false, false, false, nil); err != nil {
 				return fmt.Errorf("perftest: declare exchange %s: %w", f.exchange, err)
 			}
 			for _, q := range qs {
-				if err := r.admin.QueueBind(q, "", f.exchange, false, nil); err != nil {
+				if err := f.ch.QueueBind(q, "", f.exchange, false, nil); err != nil {
 					return fmt.Errorf("perftest: bind %s: %w", q, err)
 				}
 			}
@@ -175,13 +203,6 @@ func (r *runState) setup() error {
 		}
 		f.inflight = newWindow(r.cfg.inflight * len(qs))
 
-		pubConn, err := r.dial(fmt.Sprintf("perftest-publisher-%d", i))
-		if err != nil {
-			return err
-		}
-		if f.ch, f.closed, err = openChannel(pubConn, "publisher"); err != nil {
-			return err
-		}
 		if r.spec.confirmWindow > 0 {
 			if err := f.ch.Confirm(false); err != nil {
 				return fmt.Errorf("perftest: confirm.select: %w", err)
@@ -194,7 +215,7 @@ func (r *runState) setup() error {
 		for j, q := range qs {
 			c := pubConn
 			if !r.spec.sharedConn {
-				if c, err = r.dial(fmt.Sprintf("perftest-consumer-%d-%d", i, j)); err != nil {
+				if c, err = r.dialAt(fmt.Sprintf("perftest-consumer-%d-%d", i, j), i); err != nil {
 					return err
 				}
 			}
@@ -239,8 +260,12 @@ func (r *runState) consume(s *stream, deliveries <-chan amqp091.Delivery) {
 
 func (r *runState) listenConfirms(f *flow) {
 	defer r.wg.Done()
+	defer f.confirmsEnded.Store(true)
 	for c := range f.confirms {
 		if c.Ack {
+			if c.DeliveryTag > 0 && c.DeliveryTag <= 1<<32 {
+				f.acked.see(uint32(c.DeliveryTag-1), f.started.Load())
+			}
 			f.confirmed.Add(1)
 		} else {
 			f.nacked.Add(1)
@@ -399,6 +424,7 @@ func runStreams(ctx context.Context, cfg *config, tgt *target) (*result, error) 
 			res.Reordered += s.track.reordered
 			res.Malformed += s.track.malformed
 			res.Lost += s.track.missing(f.published.Load())
+			res.LostConfirmed += s.track.notSeenOf(&f.acked)
 			lastAt = max(lastAt, s.lastAt.Load())
 			if p := s.ackErr.Load(); p != nil {
 				res.Errors = append(res.Errors, "perftest: ack: "+(*p).Error())
@@ -426,6 +452,12 @@ func (r *runState) drain(ctx context.Context) error {
 			if f.confirms != nil {
 				c := f.confirmed.Load() + f.nacked.Load()
 				progress += c
+				if c < pub && f.confirmsEnded.Load() {
+					// The broker closed the publisher's channel (541:
+					// outcome unknown): what it did not confirm may
+					// never arrive, so wait only for what it confirmed.
+					pub = f.confirmed.Load()
+				}
 				done = done && c >= pub
 			}
 			for _, s := range f.streams {
@@ -493,7 +525,7 @@ func (r *runState) closeConns() {
 func (r *runState) close() {
 	r.closeConns()
 	r.wg.Wait()
-	if r.admin != nil {
+	if r.admin != nil && !r.cfg.keep {
 		for _, f := range r.flows {
 			for _, s := range f.streams {
 				r.admin.QueueDelete(s.queue, false, false, false)

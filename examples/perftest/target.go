@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,10 @@ func (a amqpConn) Close() error { return a.c.Close() }
 type target struct {
 	describe string
 	dial     func(name string) (conn, error)
+	// dialAt dials for slot (a queue's number): with several -url, slot
+	// i goes to URL i mod their count, as a load balancer in front of a
+	// cluster spreads clients; nil when there is one broker address.
+	dialAt func(name string, slot int) (conn, error)
 	// cpu returns the broker's CPU time so far; nil when it cannot be known
 	// (a remote broker without -broker-pid).
 	cpu       func() (time.Duration, error)
@@ -83,38 +88,77 @@ type target struct {
 
 const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
+// splitURLs parses -url: one amqp:// or amqps:// URL, or several
+// separated by commas (the members of a cluster).
+func splitURLs(list string) ([]*url.URL, error) {
+	var urls []*url.URL
+	for _, raw := range strings.Split(list, ",") {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+			return nil, fmt.Errorf("perftest: -url %q is not an amqp:// or amqps:// URL (several are separated by commas)", raw)
+		}
+		urls = append(urls, u)
+	}
+	return urls, nil
+}
+
 // openTarget connects the run to -url or starts an in-process Warren.
 func openTarget(cfg *config) (*target, error) {
 	switch cfg.inprocess {
 	case "":
-		u, err := url.Parse(cfg.url)
-		if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
-			return nil, fmt.Errorf("perftest: -url %q is not an amqp:// or amqps:// URL", cfg.url)
+		urls, err := splitURLs(cfg.url)
+		if err != nil {
+			return nil, err
+		}
+		describe := make([]string, len(urls))
+		for i, u := range urls {
+			describe[i] = u.Redacted()
+		}
+		raw := strings.Split(cfg.url, ",")
+		dialAt := func(name string, slot int) (conn, error) {
+			c, err := amqp091.DialConfig(raw[slot%len(raw)], amqp091.Config{
+				Properties: amqp091.Table{"connection_name": name},
+			})
+			if err != nil {
+				return nil, err
+			}
+			return amqpConn{c}, nil
 		}
 		t := &target{
-			describe: u.Redacted(),
-			rawURL:   cfg.url,
+			describe: strings.Join(describe, ", "),
+			rawURL:   raw[0],
 			memPID:   -1,
 			close:    func() error { return nil },
-			dial: func(name string) (conn, error) {
-				c, err := amqp091.DialConfig(cfg.url, amqp091.Config{
-					Properties: amqp091.Table{"connection_name": name},
-				})
-				if err != nil {
-					return nil, err
-				}
-				return amqpConn{c}, nil
-			},
+			dial:     func(name string) (conn, error) { return dialAt(name, 0) },
+			dialAt:   dialAt,
 		}
 		if cfg.brokerPID > 0 {
 			pid := cfg.brokerPID
-			if _, err := procCPU(pid); err != nil {
-				return nil, err
+			pids := append([]int{pid}, cfg.morePIDs...)
+			for _, p := range pids {
+				if _, err := procCPU(p); err != nil {
+					return nil, err
+				}
 			}
-			t.cpu = func() (time.Duration, error) { return procCPU(pid) }
-			t.cpuSource = fmt.Sprintf("/proc/%d/stat utime+stime", pid)
+			// Several pids (a cluster's members): their CPU adds up.
+			t.cpu = func() (time.Duration, error) {
+				var sum time.Duration
+				for _, p := range pids {
+					d, err := procCPU(p)
+					if err != nil {
+						return 0, err
+					}
+					sum += d
+				}
+				return sum, nil
+			}
+			list := strings.Trim(strings.ReplaceAll(fmt.Sprint(pids), " ", ","), "[]")
+			t.cpuSource = fmt.Sprintf("/proc/{%s}/stat utime+stime", list)
+			if len(pids) == 1 {
+				t.cpuSource = fmt.Sprintf("/proc/%d/stat utime+stime", pid)
+			}
 			t.memPID = pid
-			t.describe += fmt.Sprintf(" (pid %d)", pid)
+			t.describe += fmt.Sprintf(" (pid %s)", list)
 		}
 		return t, nil
 	case "dial", "tcp", "direct":

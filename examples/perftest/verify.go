@@ -66,6 +66,20 @@ func (t *tracker) see(seq uint32, bound uint64) {
 	}
 }
 
+// notSeenOf counts the numbers of other that t never saw: with other the
+// confirmed numbers, the confirmed messages lost.
+func (t *tracker) notSeenOf(other *tracker) uint64 {
+	var n uint64
+	for w, bitsOther := range other.seen {
+		var mine uint64
+		if w < len(t.seen) {
+			mine = t.seen[w]
+		}
+		n += uint64(bits.OnesCount64(bitsOther &^ mine))
+	}
+	return n
+}
+
 // missing counts the numbers below expected that were never seen.
 func (t *tracker) missing(expected uint64) uint64 {
 	var got uint64

@@ -15,7 +15,11 @@
 // (qplace.ResolveLocator: the applying policy's queue-leader-locator,
 // else x-queue-leader-locator, else Config.Locator) it then hands the
 // leadership to the voter leading the fewest groups, else it leads
-// (client-local, RabbitMQ's default). Every other member holds the group
+// (client-local, RabbitMQ's default). Declare returns once the group is
+// led by that member (at most a few seconds), so the queue's first
+// traffic does not race its first election and hand-over, in which raft
+// drops proposals forwarded to a leader handing over and their outcome
+// becomes unknown. Every other member holds the group
 // as a learner: it receives and applies the log but counts for no quorum,
 // so any member serves any queue from its own copy. Every member follows
 // the records (the metadata group's change feed, and a whole read every

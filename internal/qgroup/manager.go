@@ -524,9 +524,42 @@ func (m *Manager) Declare(ctx context.Context, q meta.Queue) error {
 		if err := m.wait(ctx, g); err != nil {
 			return err
 		}
+		m.settle(ctx, g)
 		return nil
 	}
 	return fmt.Errorf("qgroup: place queue %q: the group counter kept moving", q.Name)
+}
+
+// settleFor bounds how long Declare waits for a new group's first leader.
+const settleFor = 5 * time.Second
+
+// settle waits, at most settleFor, until new group q is led by its
+// placement's first leader (by any member when none was chosen), so a
+// queue's first publishes and claims do not race its first election and
+// hand-over: a proposal forwarded to a leader that is handing over is
+// dropped by raft, and the leader change then leaves its outcome unknown
+// (541 to the publisher). RabbitMQ's declaration of a quorum queue
+// likewise waits: ra's start_cluster (ra 2.x) triggers an election and
+// returns once the new cluster reports a leader. Past the bound the
+// declaration goes on: the queue works under whichever leader it gets.
+func (m *Manager) settle(ctx context.Context, q *queueGroup) {
+	ctx, cancel := context.WithTimeout(ctx, settleFor)
+	defer cancel()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := m.eng.Status(ctx, q.group)
+		if err != nil || st.Leader != 0 && (q.leader == 0 || st.Leader == q.leader) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (m *Manager) counter() (uint64, error) {
