@@ -97,10 +97,10 @@ type Config struct {
 	ProposalTimeout time.Duration
 	// Logger gets the engine's warnings; nil: slog.Default().
 	Logger *slog.Logger
-
-	// fs is the file system of the database (nil: the disk), for tests
-	// that crash a member by cloning what it synced.
-	fs vfs.FS
+	// FS is the database's file system (nil: the disk's); tests crash a
+	// member with vfs.NewCrashableMem and MemFS.CrashClone, which keeps
+	// only what was synced.
+	FS vfs.FS
 }
 
 // The engine's errors.

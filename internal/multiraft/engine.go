@@ -118,7 +118,7 @@ func New(c Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(cfg.Dir, cfg.fs)
+	st, err := openStore(cfg.Dir, cfg.FS)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,13 @@ func openStore(dir string, fs vfs.FS) (*store, error) {
 		return nil, fmt.Errorf("multiraft: %w", err)
 	}
 	fresh := len(ents) == 0
+	if fresh {
+		// The directory's own entry must survive a crash with what
+		// Pebble syncs inside it.
+		if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+			return nil, fmt.Errorf("multiraft: %w", err)
+		}
+	}
 	refuse := fmt.Errorf("%w: %s is not empty and holds no Pebble database of this engine (is it a single-group meta/raft directory? "+
 		"those are not converted: export definitions and messages, start on an empty directory, import)", ErrFormat, dir)
 	for _, old := range []string{"log", "state"} { // meta/raft's databases
@@ -125,6 +132,18 @@ func openStore(dir string, fs vfs.FS) (*store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close()
+		return err
+	}
+	return d.Close()
 }
 
 // converted marks the directory format 2, once every group of a format 1
