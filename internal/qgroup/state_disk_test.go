@@ -86,7 +86,9 @@ func TestRestartAfterCrashWithBacklog(t *testing.T) {
 	require.Zero(t, st.Restores, "the state on disk was used, no snapshot restored")
 	require.NoError(t, te.e.Campaign(context.Background(), 1))
 	r := te.sm(1)
-	require.Eventually(t, func() bool { return r.count() == want.count && r.offset() == want.cursor && len(r.entriesSorted()) == 2 },
+	require.Eventually(t, func() bool {
+		return r.count() == want.count && r.offset() == want.cursor && len(r.entriesSorted()) == 2
+	},
 		10*time.Second, 10*time.Millisecond, "the log after the applied record is replayed")
 	require.Equal(t, want, stateOf(t, r))
 	replayed := te.e.Stats().Applied
