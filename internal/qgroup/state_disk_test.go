@@ -151,12 +151,29 @@ func TestSnapshotToNewReplica(t *testing.T) {
 	te.apply(t, 1, appendCommand([]storage.Record{{Body: []byte("after")}}))
 	require.Eventually(t, func() bool { return states[1][1].count() == want.count+1 }, 10*time.Second, 10*time.Millisecond, "the replica follows the log after the snapshot")
 
+	// Cut off while the leader's log moves past a checkpoint and a few
+	// entries more: the snapshot it then sends is of its state as
+	// applied, later than its checkpoint, and the replica goes on from
+	// there without applying anything twice.
+	net.Cut(1, 2)
+	snaps, sent := e1.Stats().Snapshots, e1.Stats().SnapshotsSent
+	for i := range 23 {
+		te.apply(t, 1, appendCommand([]storage.Record{{Body: []byte(fmt.Sprint("late ", i))}}))
+	}
+	require.Greater(t, e1.Stats().Snapshots, snaps)
+	net.Heal(1, 2)
+	want = stateOf(t, states[0][1])
+	require.Eventually(t, func() bool { return states[1][1].count() >= want.count }, 20*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // anything applied twice would land meanwhile
+	require.Equal(t, want, stateOf(t, states[1][1]))
+	require.Greater(t, e1.Stats().SnapshotsSent, sent, "it caught up from a snapshot")
+
 	require.NoError(t, e2.Close())
 	tr2 := net.Transport(2)
 	e2 = open(1, tr2)
 	defer e2.Close()
 	require.Zero(t, e2.Stats().Restores, "the restored state is on disk")
-	require.Equal(t, want.count+1, states[1][1].count())
+	require.Equal(t, want, stateOf(t, states[1][1]))
 }
 
 // TestRemoveGroupDeletesState checks that removing a queue's group
