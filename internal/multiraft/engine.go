@@ -414,7 +414,7 @@ func (e *Engine) createGroup(id uint64, voters, learners []uint64) error {
 			Index: proto.Uint64(1), Term: proto.Uint64(1), ConfState: &raftpb.ConfState{Voters: vs, Learners: ls},
 		}}
 		hs := &raftpb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1), Vote: proto.Uint64(0)}
-		if err := b.setSnapshot(id, snap); err != nil {
+		if err := b.setFirstSnapshot(id, snap); err != nil {
 			return err
 		}
 		if err := b.setHardState(id, hs); err != nil {

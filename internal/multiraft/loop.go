@@ -254,7 +254,11 @@ func (e *Engine) readyCycle() {
 				e.fatal(err)
 			}
 		}
-		if err := b.append(id, rd.Entries); err != nil {
+		stored, err := g.mem.LastIndex()
+		if err != nil {
+			e.fatal(err)
+		}
+		if err := b.append(id, rd.Entries, stored); err != nil {
 			e.fatal(err)
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {

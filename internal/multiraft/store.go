@@ -361,8 +361,12 @@ func (b *batch) setHardState(group uint64, hs *raftpb.HardState) error {
 }
 
 // append writes ents, deleting any stored entries after the last one
-// (raft truncates a follower's conflicting tail by appending over it).
-func (b *batch) append(group uint64, ents []*raftpb.Entry) error {
+// (raft truncates a follower's conflicting tail by appending over it)
+// when there are any: stored is the last index stored before. A range
+// deletion only when one is needed, because every one in Pebble's
+// memtable costs each new iterator (the state machines' reads) until the
+// memtable is flushed.
+func (b *batch) append(group uint64, ents []*raftpb.Entry, stored uint64) error {
 	if len(ents) == 0 {
 		return nil
 	}
@@ -376,7 +380,21 @@ func (b *batch) append(group uint64, ents []*raftpb.Entry) error {
 		}
 	}
 	b.n++
-	return b.b.DeleteRange(entryKey(group, ents[len(ents)-1].GetIndex()+1), groupKey('e', group+1), nil)
+	if last := ents[len(ents)-1].GetIndex(); last < stored {
+		return b.b.DeleteRange(entryKey(group, last+1), groupKey('e', group+1), nil)
+	}
+	return nil
+}
+
+// setFirstSnapshot writes a new group's first snapshot: it has no
+// entries to drop.
+func (b *batch) setFirstSnapshot(group uint64, snap *raftpb.Snapshot) error {
+	v, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	b.n++
+	return b.b.Set(groupKey('s', group), v, nil)
 }
 
 // setSnapshot writes snap and drops the entries it covers.
