@@ -92,7 +92,6 @@ func scan(r pebble.Reader, prefix, lower, upper []byte, fn func(k, v []byte) boo
 type Batch struct {
 	b      *pebble.Batch
 	prefix []byte
-	n      int
 }
 
 func (b *Batch) key(k []byte) []byte {
@@ -100,14 +99,13 @@ func (b *Batch) key(k []byte) []byte {
 }
 
 // Set writes key's value.
-func (b *Batch) Set(key, value []byte) error { b.n++; return b.b.Set(b.key(key), value, nil) }
+func (b *Batch) Set(key, value []byte) error { return b.b.Set(b.key(key), value, nil) }
 
 // Delete deletes key.
-func (b *Batch) Delete(key []byte) error { b.n++; return b.b.Delete(b.key(key), nil) }
+func (b *Batch) Delete(key []byte) error { return b.b.Delete(b.key(key), nil) }
 
 // DeleteRange deletes the keys in [lower, upper).
 func (b *Batch) DeleteRange(lower, upper []byte) error {
-	b.n++
 	return b.b.DeleteRange(b.key(lower), b.key(upper), nil)
 }
 
