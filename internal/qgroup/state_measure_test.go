@@ -48,13 +48,16 @@ func vmRSS() int64 {
 // measureMembers starts n engines on one MemNetwork whose groups' state
 // machines are queue states, with the engines' default checkpointing.
 func measureMembers(t *testing.T, n int) []*multiraft.Engine {
+	return measureMembersIn(t, n, t.TempDir())
+}
+
+func measureMembersIn(t *testing.T, n int, base string) []*multiraft.Engine {
 	net := multiraft.NewMemNetwork()
 	t.Cleanup(net.Close)
 	trs := make([]multiraft.Transport, n)
 	for i := range trs {
 		trs[i] = net.Transport(uint64(i + 1))
 	}
-	base := t.TempDir()
 	es := make([]*multiraft.Engine, n)
 	for i := range es {
 		e, err := multiraft.New(multiraft.Config{ID: uint64(i + 1), Dir: fmt.Sprintf("%s/%d", base, i+1), Transport: trs[i],
@@ -100,7 +103,8 @@ func TestMeasureBacklogMemory(t *testing.T) {
 	}
 	groups, members, records := envInt(t, "QGROUP_GROUPS", 30), envInt(t, "QGROUP_MEMBERS", 1), envInt(t, "QGROUP_RECORDS", 10000)
 	heap0 := measure.LiveHeap()
-	es := measureMembers(t, members)
+	base := t.TempDir()
+	es := measureMembersIn(t, members, base)
 	createMeasured(t, es, groups)
 	ctx := context.Background()
 	var eg errgroup.Group
@@ -135,6 +139,23 @@ func TestMeasureBacklogMemory(t *testing.T) {
 	backlog := int64(groups) * int64(records) * 1024
 	t.Logf("%d groups x %d records x 1 KiB on %d members: backlog %d MiB per member; live heap %d MiB in all, %.1f MiB per member, %.0f KiB per group per member; RSS %d MiB",
 		groups, records, members, backlog>>20, heap>>20, float64(heap)/float64(members)/(1<<20), float64(heap)/float64(groups*members)/1024, vmRSS()>>20)
+
+	// A restart of every member: how long New takes to have every group
+	// ready, and what their state machines applied again.
+	for _, e := range es {
+		require.NoError(t, e.Close())
+	}
+	start := time.Now()
+	again := measureMembersIn(t, members, base)
+	took := time.Since(start)
+	time.Sleep(2 * time.Second) // raft hands back the log after each checkpoint meanwhile
+	var applied, restores uint64
+	for _, e := range again {
+		applied += e.Stats().Applied
+		restores += e.Stats().Restores
+	}
+	t.Logf("restart of %d members: New took %v in all; %d entries applied again, %d snapshots restored",
+		members, took.Round(time.Millisecond), applied, restores)
 }
 
 // TestMeasureIdleGroupsMemory is a measurement, run when QGROUP_MEASURE
