@@ -1,6 +1,8 @@
 package multiraft
 
 import (
+	"bytes"
+	"fmt"
 	"sync"
 	"time"
 
@@ -13,8 +15,13 @@ import (
 type applyState struct {
 	group     uint64
 	sm        StateMachine
+	data      *Data
 	applied   uint64
 	snapIndex uint64
+	// conf is the configuration as of applied; sinceSnap the entry bytes
+	// applied since the last checkpoint.
+	conf      *raftpb.ConfState
+	sinceSnap uint64
 	removed   bool
 	// term is the highest term of the entries applied: when it grows, this
 	// member's proposals of earlier terms not applied yet were lost.
@@ -23,13 +30,15 @@ type applyState struct {
 
 // applyItem is one hand-off from the loop to a group's applier: committed
 // entries (with the configuration as of the last), a snapshot received
-// from the leader to restore, or the group's removal.
+// from the leader to restore, a snapshot message to build and send to a
+// replica, or the group's removal.
 type applyItem struct {
 	st        *applyState
 	ents      []*raftpb.Entry
 	conf      *raftpb.ConfState
 	forceSnap bool
 	restore   *raftpb.Snapshot
+	send      *raftpb.Message
 	removed   bool
 }
 
@@ -112,72 +121,153 @@ func (a *applier) apply(it *applyItem) {
 	switch {
 	case it.removed:
 		st.removed = true
+		// The loop deleted the group's keys; a hand-off applied since may
+		// have written some again.
+		if err := a.e.store.dropData(st.group); err != nil {
+			a.e.fatal(err)
+		}
 		return
 	case st.removed:
+		if it.send != nil {
+			a.e.snapshotFailed(it.send.GetTo(), st.group)
+		}
+		return
+	case it.send != nil:
+		a.sendSnapshot(st, it.send)
 		return
 	case it.restore != nil:
 		idx := it.restore.GetMetadata().GetIndex()
 		if idx <= st.applied {
 			return
 		}
-		if err := st.sm.Restore(it.restore.GetData()); err != nil {
-			a.e.fatal(err)
+		if err := a.e.restoreData(st, it.restore, false); err != nil {
+			a.e.fatal(fmt.Errorf("group %d: restore a snapshot: %w", st.group, err))
 		}
-		st.applied, st.snapIndex = idx, idx
+		if err := st.sm.Load(st.data); err != nil {
+			a.e.fatal(fmt.Errorf("group %d: load a restored snapshot: %w", st.group, err))
+		}
+		st.sm.Committed()
+		md := it.restore.GetMetadata()
+		st.applied, st.snapIndex, st.term, st.sinceSnap = idx, idx, md.GetTerm(), 0
+		st.conf = proto.Clone(raftpb.EnsureConfState(md.GetConfState())).(*raftpb.ConfState)
+		a.e.restores.Add(1)
+		// The state is on disk: the stored snapshot need not keep it.
+		id := st.group
+		select {
+		case a.e.ops <- func() { a.e.markRestored(id, idx) }:
+		default: // the next checkpoint replaces it
+		}
 		return
 	}
+	var b *Batch
+	type answer struct {
+		seq uint64
+		out []byte
+	}
+	var answers []answer
+	var newTerm uint64
 	for _, ent := range it.ents {
 		if ent.GetIndex() <= st.applied {
-			continue // covered by a snapshot restored meanwhile
+			continue // covered by a snapshot restored meanwhile, or by the applied record at restart
 		}
 		if t := ent.GetTerm(); t > st.term {
 			// Answer what this entry answers first: it may be one of
 			// the proposals of an earlier term on this member.
-			defer a.e.failOlder(st.group, t)
+			newTerm = t
 			st.term = t
+		}
+		if b == nil {
+			b = a.e.store.newDataBatch(st.group)
 		}
 		switch ent.GetType() {
 		case raftpb.EntryNormal:
 			if proposer, seq, cmd, ok := parseEnvelope(ent.GetData()); ok && len(ent.GetData()) > 0 {
-				out := st.sm.Apply(ent.GetIndex(), cmd)
+				out := st.sm.Apply(b, ent.GetIndex(), cmd)
+				a.e.applied.Add(1)
 				if proposer == a.e.cfg.ID {
-					a.e.answer(seq, result{value: out})
+					answers = append(answers, answer{seq, out})
 				}
 			}
 		case raftpb.EntryConfChange:
 			cc := &raftpb.ConfChange{}
 			if proto.Unmarshal(ent.GetData(), cc) == nil {
 				if proposer, seq, _, ok := parseEnvelope(cc.GetContext()); ok && proposer == a.e.cfg.ID {
-					a.e.answer(seq, result{})
+					answers = append(answers, answer{seq, nil})
 				}
 			}
 		}
 		st.applied = ent.GetIndex()
+		st.sinceSnap += uint64(len(ent.GetData()))
 	}
-	a.maybeSnapshot(st, it.conf, it.forceSnap)
+	if b == nil {
+		return // nothing new
+	}
+	if it.conf != nil {
+		st.conf = it.conf // the configuration as of the hand-off's last entry, now applied
+	}
+	// The state writes, then what may read them: the state machine's
+	// readers, then the proposers.
+	if err := a.e.store.commitData(b, st.group, appliedRecord{index: st.applied, term: st.term, conf: st.conf}); err != nil {
+		a.e.fatal(err)
+	}
+	st.sm.Committed()
+	for _, an := range answers {
+		a.e.answer(an.seq, result{value: an.out})
+	}
+	if newTerm != 0 {
+		a.e.failOlder(st.group, newTerm)
+	}
+	a.maybeSnapshot(st, it.forceSnap)
 }
 
-// maybeSnapshot checkpoints st's state machine every SnapshotEntries
-// applied entries (at once after a member was added, whose catching up
-// needs a snapshot naming it), at most one checkpoint per
-// SnapshotInterval on this member, and hands it to the loop, which drops
-// the log before it.
-func (a *applier) maybeSnapshot(st *applyState, conf *raftpb.ConfState, force bool) {
-	if st.applied <= st.snapIndex || !force && st.applied-st.snapIndex < a.e.cfg.SnapshotEntries {
+// sendSnapshot builds the snapshot raft asked to send in m from the
+// state machine's data as of the last applied index (not the checkpoint
+// raft names, whose state is no longer kept apart) and hands it to the
+// transport. A replica that restores it answers with that later index,
+// which the leader's log holds.
+func (a *applier) sendSnapshot(st *applyState, m *raftpb.Message) {
+	to, id := m.GetTo(), st.group
+	var buf bytes.Buffer
+	if err := st.sm.Snapshot(&buf); err != nil {
+		a.e.cfg.Logger.Warn("multiraft: build a snapshot to send", "group", id, "to", to, "err", err)
+		a.e.snapshotFailed(to, id)
+		return
+	}
+	out := &raftpb.Message{
+		Type: m.Type, To: m.To, From: m.From, Term: m.Term,
+		Snapshot: &raftpb.Snapshot{Data: buf.Bytes(), Metadata: &raftpb.SnapshotMetadata{
+			Index: proto.Uint64(st.applied), Term: proto.Uint64(st.term), ConfState: proto.Clone(st.conf).(*raftpb.ConfState),
+		}},
+	}
+	sent := func(ok bool) {
+		select {
+		case a.e.ops <- func() { a.e.snapshotSent(to, id, ok) }:
+		case <-a.e.stop:
+		}
+	}
+	if !a.e.tr.send(to, &frame{msgs: []groupMsg{{group: id, msg: out}}}, sent) {
+		a.e.snapshotFailed(to, id)
+	}
+}
+
+// maybeSnapshot checkpoints st every SnapshotEntries applied entries or
+// SnapshotBytes of them (at once after a member was added), at most one
+// checkpoint per SnapshotInterval on this member, and hands it to the
+// loop, which drops the log before it. A checkpoint copies nothing: the
+// state is on disk up to st.applied, committed before (checkpointData).
+func (a *applier) maybeSnapshot(st *applyState, force bool) {
+	due := st.applied-st.snapIndex >= a.e.cfg.SnapshotEntries || st.sinceSnap >= a.e.cfg.SnapshotBytes
+	if st.applied <= st.snapIndex || !force && !due {
 		return
 	}
 	if !force && !a.e.snapGate.allow() {
 		return
 	}
-	data, err := st.sm.Snapshot()
-	if err != nil {
-		a.e.cfg.Logger.Warn("multiraft: snapshot failed", "group", st.group, "err", err)
-		return
-	}
-	id, index, prev := st.group, st.applied, st.snapIndex
+	id, index, prev, conf := st.group, st.applied, st.snapIndex, proto.Clone(st.conf).(*raftpb.ConfState)
 	st.snapIndex = index
 	select {
-	case a.e.ops <- func() { a.e.installSnapshot(id, index, conf, data) }:
+	case a.e.ops <- func() { a.e.installSnapshot(id, index, conf, checkpointData) }:
+		st.sinceSnap = 0
 	default:
 		// The loop is busy (it may be waiting for this applier): take the
 		// checkpoint again after the next entries rather than block.

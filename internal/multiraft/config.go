@@ -3,23 +3,41 @@ package multiraft
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// StateMachine is one group's replicated state on one member. The engine
-// calls it from one of its appliers, never concurrently for one group and
-// always in log order, never from the raft loop.
+// StateMachine is one group's replicated state on one member, kept in the
+// group's range of the member's database (Data). The engine calls it from
+// one of its appliers, never concurrently for one group and always in log
+// order, never from the raft loop.
 type StateMachine interface {
-	// Apply applies the committed command at index and returns the result
-	// handed to the proposer when the proposer is this member.
-	Apply(index uint64, command []byte) []byte
-	// Snapshot returns the state as of the last index applied.
-	Snapshot() ([]byte, error)
-	// Restore replaces the state with a snapshot's (empty: the empty
-	// state).
-	Restore(snapshot []byte) error
+	// Load reads what the state machine keeps in memory from d, and keeps
+	// d to read the rest from later: at the group's creation or restart
+	// (d then holds the state as of the index the engine goes on from)
+	// and after a Restore was committed.
+	Load(d *Data) error
+	// Apply applies the committed command at index, writing what it
+	// changes to b, and returns the result handed to the proposer when the
+	// proposer is this member. The engine commits b with the group's
+	// applied index once the hand-off's entries are applied, then calls
+	// Committed, then answers the proposers.
+	Apply(b *Batch, index uint64, command []byte) []byte
+	// Committed tells the state machine that what it wrote in Apply since
+	// the last Committed is in the database: its readers may see it now.
+	Committed()
+	// Snapshot writes the whole state, as of the last index applied, to w:
+	// what a replica that lags behind the leader's log restores.
+	Snapshot(w io.Writer) error
+	// Restore writes a snapshot's state (empty: the empty state) to b, in
+	// which the engine deleted the group's data first; the engine commits
+	// b with the snapshot's index in one Pebble batch, then calls Load and
+	// Committed.
+	Restore(b *Batch, snapshot []byte) error
 }
 
 // Config configures an Engine.
@@ -44,8 +62,14 @@ type Config struct {
 	ElectionTicks  int
 	HeartbeatTicks int
 	// SnapshotEntries is how many applied entries make a group checkpoint
-	// its state machine and drop the log before it (default 10000).
+	// and drop the log before it (default 10000). A checkpoint copies
+	// nothing: the state machine's data is on disk, so it marks that data
+	// complete up to the index; it bounds the log a group keeps, on disk
+	// and in raft's memory, and what a restart replays.
 	SnapshotEntries uint64
+	// SnapshotBytes is how many bytes of applied entries make a group
+	// checkpoint, whatever their number (default 1 MiB).
+	SnapshotBytes uint64
 	// SnapshotInterval is the least time between two checkpoints on this
 	// member, over all groups (default 10ms): many groups crossing
 	// SnapshotEntries at once take turns.
@@ -73,6 +97,10 @@ type Config struct {
 	ProposalTimeout time.Duration
 	// Logger gets the engine's warnings; nil: slog.Default().
 	Logger *slog.Logger
+	// FS is the database's file system (nil: the disk's); tests crash a
+	// member with vfs.NewCrashableMem and MemFS.CrashClone, which keeps
+	// only what was synced.
+	FS vfs.FS
 }
 
 // The engine's errors.
@@ -124,6 +152,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.SnapshotEntries == 0 {
 		cfg.SnapshotEntries = 10000
+	}
+	if cfg.SnapshotBytes == 0 {
+		cfg.SnapshotBytes = 1 << 20
 	}
 	if cfg.SnapshotInterval <= 0 {
 		cfg.SnapshotInterval = 10 * time.Millisecond

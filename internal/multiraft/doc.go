@@ -7,11 +7,28 @@
 // that has one in one batch with one fsync per cycle. One goroutine, the
 // loop, drives every group's raft state; committed entries go to a few
 // appliers (Config.Appliers), which run each group's StateMachine in log
-// order off the loop; a group checkpoints its state machine every
-// Config.SnapshotEntries entries, one checkpoint per
-// Config.SnapshotInterval on the member, and sends at most
-// Config.MaxSnapshotsInFlight snapshots at once. No goroutine is per
-// group.
+// order off the loop. No goroutine is per group.
+//
+// A group's state machine keeps its state in the same database, in the
+// group's own key range (Data; the layout is in store.go): the applier
+// hands it a Batch per hand-off of committed entries and commits what it
+// wrote together with the group's applied record (index, term,
+// configuration) without an fsync of its own — the raft log, synced
+// before the entries were handed off, is the durable copy. A checkpoint,
+// every Config.SnapshotEntries entries or Config.SnapshotBytes of them
+// (one per Config.SnapshotInterval on the member), copies nothing: it
+// records that the state on disk is complete up to its index and drops
+// the log before it, in a commit after the state's own in the same
+// write-ahead log, so a crash that keeps the checkpoint keeps the state.
+// A restart loads each state machine from disk and applies only the
+// committed entries after its applied record, whatever the backlog. A
+// snapshot sent to a lagging or new replica (at most
+// Config.MaxSnapshotsInFlight at once) is built by the group's applier
+// from its state on disk, as of its last applied index; the replica
+// restores it in one batch that replaces its range, and until then keeps
+// it in its stored snapshot, so a crash in between restores it on
+// restart. Removing a group deletes its range. A directory of format 1
+// (every checkpoint the whole state) is converted when opened.
 //
 // Between two members there is one connection (NewTCP: the lower id dials,
 // both write on it) carrying every group's messages tagged with the
@@ -31,7 +48,7 @@
 //
 // It promises: a proposal returns once its entry is committed by a quorum
 // of its group's voters (each voter fsyncs before acknowledging) and
-// applied on the member that proposed; one raft drops for want of a
+// applied on the member that proposed, its state writes readable there; one raft drops for want of a
 // leader is parked and proposed again once the group has one; one a
 // leader change loses fails with ErrLeaderChanged, and one neither applied
 // nor known lost within Config.ProposalTimeout with ErrProposalLost (both:

@@ -39,6 +39,7 @@ type Engine struct {
 
 	// Counters, read by Stats from any goroutine.
 	syncs, readies, snapshots, snapsSent, dropped, woken atomic.Uint64
+	applied, restores                                    atomic.Uint64
 	nGroups, nActive                                     atomic.Int64
 
 	// Owned by the loop.
@@ -101,6 +102,12 @@ type Stats struct {
 	SnapshotsSent uint64
 	Dropped       uint64 // frames and messages dropped: unknown group, refused, queue full
 	Woken         uint64 // quiesced groups woken
+	// Applied counts the entries state machines applied, a restart's
+	// replay included (the entries the applied records cover are not);
+	// Restores the snapshots restored (from a leader, or on restart: a
+	// checkpoint of format 1 or one received and not restored before).
+	Applied  uint64
+	Restores uint64
 }
 
 // New opens the member's database, restarts every group it holds (each
@@ -111,7 +118,7 @@ func New(c Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(cfg.Dir)
+	st, err := openStore(cfg.Dir, cfg.FS)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +148,9 @@ func New(c Config) (*Engine, error) {
 				break
 			}
 		}
+	}
+	if err == nil {
+		err = st.converted()
 	}
 	if err != nil {
 		_ = st.close()
@@ -198,9 +208,16 @@ func (e *Engine) raftConfig(g *group, applied uint64) *raft.Config {
 	}
 }
 
-// restartGroup rebuilds group id from the database: its snapshot into a
-// fresh state machine, its entries and hard state into raft's storage;
-// raft then hands the committed entries after the snapshot to apply.
+// restartGroup rebuilds group id from the database: its entries and hard
+// state into raft's storage, its state machine from its data on disk,
+// which is complete up to the group's applied record. Raft hands back the
+// committed entries after the group's snapshot; the applier skips those
+// the applied record covers, so the state machine applies only what it
+// had not written yet (their configuration changes still reach raft). A
+// group whose applied record is behind its snapshot (format 1's
+// checkpoints, or a snapshot from the leader not restored before a crash)
+// is restored from the snapshot's data first, in one batch that also
+// replaces the snapshot's data with checkpointData.
 func (e *Engine) restartGroup(id uint64) error {
 	l, err := e.store.load(id)
 	if err != nil {
@@ -209,15 +226,31 @@ func (e *Engine) restartGroup(id uint64) error {
 	g := e.newGroup(id)
 	md := l.snap.GetMetadata()
 	if md.GetIndex() > 0 {
-		if err := g.mem.ApplySnapshot(l.snap); err != nil {
+		if err := g.mem.ApplySnapshot(markSnapshot(l.snap)); err != nil {
 			return fmt.Errorf("multiraft: group %d: %w", id, err)
 		}
-		if err := g.app.sm.Restore(l.snap.GetData()); err != nil {
-			return fmt.Errorf("multiraft: group %d: restore its snapshot: %w", id, err)
-		}
-		g.app.applied, g.app.snapIndex = md.GetIndex(), md.GetIndex()
 		g.conf = proto.Clone(raftpb.EnsureConfState(md.GetConfState())).(*raftpb.ConfState)
 	}
+	rec, ok, err := e.store.applied(id)
+	if err != nil {
+		return err
+	}
+	if !ok || rec.index < md.GetIndex() {
+		if isCheckpointMark(l.snap.GetData()) {
+			return fmt.Errorf("multiraft: group %d: its checkpoint at index %d says its state is on disk, but the state on disk is at index %d (the database lost writes)", id, md.GetIndex(), rec.index)
+		}
+		rec = appliedRecord{index: md.GetIndex(), term: md.GetTerm(), conf: g.conf}
+		if err := e.restoreData(g.app, l.snap, true); err != nil {
+			return fmt.Errorf("multiraft: group %d: restore its snapshot: %w", id, err)
+		}
+		e.restores.Add(1)
+	}
+	if err := g.app.sm.Load(g.app.data); err != nil {
+		return fmt.Errorf("multiraft: group %d: load its state: %w", id, err)
+	}
+	g.app.sm.Committed()
+	g.app.applied, g.app.snapIndex, g.app.term = rec.index, md.GetIndex(), rec.term
+	g.app.conf = proto.Clone(raftpb.EnsureConfState(rec.conf)).(*raftpb.ConfState)
 	if err := g.mem.Append(l.ents); err != nil {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
@@ -231,11 +264,49 @@ func (e *Engine) restartGroup(id uint64) error {
 	return e.startGroup(g, md.GetIndex())
 }
 
+// restoreData replaces st's data on disk with snap's state, in one
+// batch: the group's data range deleted, the state machine's Restore, the
+// applied record at the snapshot's index and, when rewrite is set (on
+// restart, the loop not running), the stored snapshot's data replaced by
+// checkpointData. It runs on the group's applier, or before the loop
+// starts.
+func (e *Engine) restoreData(st *applyState, snap *raftpb.Snapshot, rewrite bool) error {
+	md := snap.GetMetadata()
+	b := e.store.newDataBatch(st.group)
+	lo, hi := dataRange(st.group)
+	if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+		b.b.Close()
+		return err
+	}
+	if err := st.sm.Restore(b, snap.GetData()); err != nil {
+		b.b.Close()
+		return err
+	}
+	if rewrite {
+		v, err := proto.Marshal(markSnapshot(snap))
+		if err == nil {
+			err = b.b.Set(groupKey('s', st.group), v, nil)
+		}
+		if err != nil {
+			b.b.Close()
+			return err
+		}
+	}
+	return e.store.commitData(b, st.group, appliedRecord{index: md.GetIndex(), term: md.GetTerm(), conf: md.GetConfState()})
+}
+
+// markSnapshot is snap with checkpointData for its data: what raft's
+// storage and the database keep once the state is on disk (a snapshot
+// sent to a replica is built from the state, not from it).
+func markSnapshot(snap *raftpb.Snapshot) *raftpb.Snapshot {
+	return &raftpb.Snapshot{Metadata: snap.GetMetadata(), Data: checkpointData}
+}
+
 func (e *Engine) newGroup(id uint64) *group {
 	a := e.apps[id%uint64(len(e.apps))]
 	return &group{
 		id: id, mem: raft.NewMemoryStorage(), conf: &raftpb.ConfState{}, applier: a,
-		app: &applyState{group: id, sm: e.cfg.NewStateMachine(id)},
+		app: &applyState{group: id, sm: e.cfg.NewStateMachine(id), data: e.store.data(id), conf: &raftpb.ConfState{}},
 	}
 }
 
@@ -343,7 +414,7 @@ func (e *Engine) createGroup(id uint64, voters, learners []uint64) error {
 			Index: proto.Uint64(1), Term: proto.Uint64(1), ConfState: &raftpb.ConfState{Voters: vs, Learners: ls},
 		}}
 		hs := &raftpb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1), Vote: proto.Uint64(0)}
-		if err := b.setSnapshot(id, snap); err != nil {
+		if err := b.setFirstSnapshot(id, snap); err != nil {
 			return err
 		}
 		if err := b.setHardState(id, hs); err != nil {
@@ -356,9 +427,20 @@ func (e *Engine) createGroup(id uint64, voters, learners []uint64) error {
 			return err
 		}
 		g.conf = &raftpb.ConfState{Voters: vs, Learners: ls}
-		g.app.applied, g.app.snapIndex, applied = 1, 1, 1
+		g.app.applied, g.app.snapIndex, g.app.term, applied = 1, 1, 1, 1
+		g.app.conf = proto.Clone(g.conf).(*raftpb.ConfState)
+		v, err := encodeApplied(appliedRecord{index: 1, term: 1, conf: g.conf})
+		if err != nil {
+			return err
+		}
+		if err := b.b.Set(groupKey('a', id), v, nil); err != nil {
+			return err
+		}
 	}
 	if err := b.commitNoSync(); err != nil {
+		return fmt.Errorf("multiraft: create group %d: %w", id, err)
+	}
+	if err := g.app.sm.Load(g.app.data); err != nil {
 		return fmt.Errorf("multiraft: create group %d: %w", id, err)
 	}
 	return e.startGroup(g, applied)
@@ -628,6 +710,7 @@ func (e *Engine) Stats() Stats {
 		Groups: int(e.nGroups.Load()), Active: int(e.nActive.Load()),
 		Syncs: e.syncs.Load(), ReadyGroups: e.readies.Load(), Snapshots: e.snapshots.Load(),
 		SnapshotsSent: e.snapsSent.Load(), Dropped: e.dropped.Load(), Woken: e.woken.Load(),
+		Applied: e.applied.Load(), Restores: e.restores.Load(),
 	}
 }
 

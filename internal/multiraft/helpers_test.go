@@ -1,10 +1,12 @@
 package multiraft
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -18,43 +20,72 @@ import (
 )
 
 // logSM is a state machine that keeps every command it applied, in order,
+// on disk under its ordinal (and in memory, for the tests to compare),
 // and answers each with its index.
 type logSM struct {
-	mu   sync.Mutex
-	cmds [][]byte
+	mu      sync.Mutex
+	cmds    [][]byte
+	pending [][]byte // applied, not committed yet
+	data    *Data
 }
 
-func (s *logSM) Apply(index uint64, cmd []byte) []byte {
+func ordinalKey(n int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+
+func (s *logSM) Load(d *Data) error {
+	var cmds [][]byte
+	err := d.Scan(nil, nil, func(k, v []byte) bool {
+		cmds = append(cmds, bytes.Clone(v))
+		return true
+	})
 	s.mu.Lock()
-	s.cmds = append(s.cmds, append([]byte(nil), cmd...))
+	s.cmds, s.pending, s.data = cmds, nil, d
 	s.mu.Unlock()
+	return err
+}
+
+func (s *logSM) Apply(b *Batch, index uint64, cmd []byte) []byte {
+	s.mu.Lock()
+	n := len(s.cmds) + len(s.pending)
+	s.pending = append(s.pending, bytes.Clone(cmd))
+	s.mu.Unlock()
+	if err := b.Set(ordinalKey(n), cmd); err != nil {
+		panic(err)
+	}
 	return binary.BigEndian.AppendUint64(nil, index)
 }
 
-func (s *logSM) Snapshot() ([]byte, error) {
+func (s *logSM) Committed() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var b []byte
-	for _, c := range s.cmds {
-		b = binary.AppendUvarint(b, uint64(len(c)))
-		b = append(b, c...)
-	}
-	return b, nil
+	s.cmds = append(s.cmds, s.pending...)
+	s.pending = nil
+	s.mu.Unlock()
 }
 
-func (s *logSM) Restore(b []byte) error {
-	var cmds [][]byte
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
+func (s *logSM) Snapshot(w io.Writer) error {
+	var b []byte
+	err := s.data.Scan(nil, nil, func(_, v []byte) bool {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func (s *logSM) Restore(w *Batch, b []byte) error {
+	for n := 0; len(b) > 0; n++ {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < l {
 			return fmt.Errorf("bad snapshot")
 		}
-		cmds = append(cmds, append([]byte(nil), b[k:k+int(n)]...))
-		b = b[k+int(n):]
+		if err := w.Set(ordinalKey(n), b[k:k+int(l)]); err != nil {
+			return err
+		}
+		b = b[k+int(l):]
 	}
-	s.mu.Lock()
-	s.cmds = cmds
-	s.mu.Unlock()
 	return nil
 }
 

@@ -254,7 +254,11 @@ func (e *Engine) readyCycle() {
 				e.fatal(err)
 			}
 		}
-		if err := b.append(id, rd.Entries); err != nil {
+		stored, err := g.mem.LastIndex()
+		if err != nil {
+			e.fatal(err)
+		}
+		if err := b.append(id, rd.Entries, stored); err != nil {
 			e.fatal(err)
 		}
 		if !raft.IsEmptyHardState(rd.HardState) {
@@ -304,7 +308,10 @@ func (e *Engine) readyCycle() {
 			defer e.unpark(g) // after Advance: raft takes proposals then
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := g.mem.ApplySnapshot(rd.Snapshot); err != nil {
+			// The database keeps the snapshot's state until the applier
+			// restored it (a crash before restores it on restart); raft's
+			// storage needs only its metadata.
+			if err := g.mem.ApplySnapshot(markSnapshot(rd.Snapshot)); err != nil {
 				e.fatal(err)
 			}
 			g.conf = proto.Clone(raftpb.EnsureConfState(rd.Snapshot.GetMetadata().GetConfState())).(*raftpb.ConfState)
@@ -391,27 +398,50 @@ func (e *Engine) queueMessages(g *group, msgs []*raftpb.Message) {
 	}
 }
 
-// sendSnapshot hands a snapshot message to the transport on its own,
-// throttled; the transport reports back when it was written (or failed)
-// and raft hears it then.
+// sendSnapshot has g's applier build the snapshot of a snapshot message
+// from its state on disk and send it, throttled: at most
+// MaxSnapshotsInFlight at once on this member; the transport reports back
+// when it was written (or failed) and raft hears it then.
 func (e *Engine) sendSnapshot(g *group, m *raftpb.Message) {
-	to, id := m.GetTo(), g.id
 	if e.snapsOut >= e.cfg.MaxSnapshotsInFlight {
-		g.rn.ReportSnapshot(to, raft.SnapshotFailure)
+		g.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
 		return
 	}
 	e.wake(g)
 	e.snapsOut++
 	e.snapsSent.Add(1)
-	sent := func(ok bool) {
+	g.applier.enqueue(applyItem{st: g.app, send: m})
+}
+
+// snapshotFailed reports, from an applier, a snapshot to member to that
+// could not be built or queued. It does not wait for the loop, which may
+// be waiting for the applier.
+func (e *Engine) snapshotFailed(to, id uint64) {
+	go func() {
 		select {
-		case e.ops <- func() { e.snapshotSent(to, id, ok) }:
+		case e.ops <- func() { e.snapshotSent(to, id, false) }:
 		case <-e.stop:
 		}
+	}()
+}
+
+// markRestored replaces the data of group id's stored snapshot at index
+// with checkpointData once its applier restored it: the state is on disk.
+func (e *Engine) markRestored(id, index uint64) {
+	g := e.groups[id]
+	if g == nil {
+		return
 	}
-	if !e.tr.send(to, &frame{msgs: []groupMsg{{group: id, msg: m}}}, sent) {
-		e.snapsOut--
-		g.rn.ReportSnapshot(to, raft.SnapshotFailure)
+	snap, err := g.mem.Snapshot()
+	if err != nil || snap.GetMetadata().GetIndex() != index {
+		return // a later checkpoint replaced it
+	}
+	b := e.store.newBatch()
+	if err := b.setSnapshot(id, markSnapshot(snap)); err != nil {
+		e.fatal(err)
+	}
+	if err := b.commitNoSync(); err != nil {
+		e.fatal(err)
 	}
 }
 
@@ -452,8 +482,10 @@ func (e *Engine) flush() {
 
 // installSnapshot records the checkpoint an applier took of group id at
 // index: raft's storage compacts the log before it, and the database
-// holds the checkpoint instead of those entries. It is durable with the
-// next synced commit (a crash before keeps the entries).
+// holds the checkpoint (checkpointData: the state is on disk) instead of
+// those entries. It is durable with the next synced commit (a crash
+// before keeps the entries, and the state's applied record says where to
+// go on from).
 func (e *Engine) installSnapshot(id, index uint64, conf *raftpb.ConfState, data []byte) {
 	g := e.groups[id]
 	if g == nil {

@@ -122,7 +122,7 @@ type blockingSM struct {
 	release chan struct{}
 }
 
-func (b *blockingSM) Apply(index uint64, cmd []byte) []byte {
+func (b *blockingSM) Apply(w *Batch, index uint64, cmd []byte) []byte {
 	<-b.release
-	return b.StateMachine.Apply(index, cmd)
+	return b.StateMachine.Apply(w, index, cmd)
 }

@@ -4,10 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -17,12 +16,26 @@ import (
 //	"F"                          format marker: formatMarker
 //	"g" group (8)                the group exists here (value empty)
 //	"h" group (8)                its hard state (raftpb.HardState)
-//	"s" group (8)                its last snapshot (raftpb.Snapshot)
+//	"s" group (8)                its last snapshot (raftpb.Snapshot): its
+//	                             data is checkpointData once the state is
+//	                             on disk, the state machine's snapshot
+//	                             until then (one received from the leader
+//	                             and not restored yet, or format 1's)
 //	"e" group (8) index (8)      its log entries (raftpb.Entry)
+//	"a" group (8)                its applied record: index (8), term (8),
+//	                             raftpb.ConfState as of that index
+//	"d" group (8) key            its state machine's keys (Data)
 //
 // Group ids and indexes are big endian, so a group's keys are one range
-// and its entries sort by index.
-const formatMarker = "warren-multiraft 1"
+// per prefix and its entries sort by index. The loop writes the raft keys
+// (F g h s e); each group's applier writes its "a" and "d" keys, in one
+// batch per hand-off. Format 1 (no "a" and "d" keys, the whole state in
+// each snapshot) is converted when New opens it: each group's state is
+// restored from its snapshot into "d", then the marker says 2.
+const (
+	formatMarker   = "warren-multiraft 2"
+	formatMarkerV1 = "warren-multiraft 1"
+)
 
 var (
 	keyFormat = []byte("F")
@@ -43,40 +56,54 @@ func entryKey(group, index uint64) []byte {
 	return binary.BigEndian.AppendUint64(groupKey('e', group), index)
 }
 
-// store is the member's Pebble database. Only the engine's loop writes it.
+// store is the member's Pebble database. The engine's loop writes the
+// raft keys, the appliers each group's data and applied record.
 type store struct {
 	db *pebble.DB
+	// v1 is set when the directory is of format 1, until New converted it.
+	v1 bool
 }
 
 // openStore opens (or creates) the database in dir and checks its format
 // marker. A directory that is not empty and has no marker is refused, so
 // the engine never writes into another store's files (meta/raft's "log"
 // and "state" directories among them).
-func openStore(dir string) (*store, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+func openStore(dir string, fs vfs.FS) (*store, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("multiraft: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := fs.List(dir)
 	if err != nil {
 		return nil, fmt.Errorf("multiraft: %w", err)
 	}
 	fresh := len(ents) == 0
+	if fresh {
+		// The directory's own entry must survive a crash with what
+		// Pebble syncs inside it.
+		if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+			return nil, fmt.Errorf("multiraft: %w", err)
+		}
+	}
 	refuse := fmt.Errorf("%w: %s is not empty and holds no Pebble database of this engine (is it a single-group meta/raft directory? "+
 		"those are not converted: export definitions and messages, start on an empty directory, import)", ErrFormat, dir)
 	for _, old := range []string{"log", "state"} { // meta/raft's databases
-		if _, err := os.Stat(filepath.Join(dir, old)); err == nil {
+		if _, err := fs.Stat(fs.PathJoin(dir, old)); err == nil {
 			return nil, refuse
 		}
 	}
 	// Pebble creates a database only in an empty directory: anything else
 	// must already be one.
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, ErrorIfNotExists: !fresh})
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, Logger: quietLogger{}, ErrorIfNotExists: !fresh})
 	if err != nil {
 		if !fresh {
 			return nil, fmt.Errorf("%w (%v)", refuse, err)
 		}
 		return nil, fmt.Errorf("multiraft: open %s: %w", dir, err)
 	}
+	v1 := false
 	v, closer, err := db.Get(keyFormat)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound) && fresh:
@@ -93,12 +120,140 @@ func openStore(dir string) (*store, error) {
 	default:
 		got := string(v)
 		_ = closer.Close()
-		if got != formatMarker {
+		v1 = got == formatMarkerV1
+		if got != formatMarker && got != formatMarkerV1 {
 			_ = db.Close()
-			return nil, fmt.Errorf("%w: %s is marked %q, this engine reads %q", ErrFormat, dir, got, formatMarker)
+			return nil, fmt.Errorf("%w: %s is marked %q, this engine reads %q and converts %q", ErrFormat, dir, got, formatMarker, formatMarkerV1)
 		}
 	}
-	return &store{db: db}, nil
+	st := &store{db: db, v1: v1}
+	if err := st.sweep(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close()
+		return err
+	}
+	return d.Close()
+}
+
+// converted marks the directory format 2, once every group of a format 1
+// one was converted.
+func (s *store) converted() error {
+	if !s.v1 {
+		return nil
+	}
+	if err := s.db.Set(keyFormat, []byte(formatMarker), pebble.Sync); err != nil {
+		return fmt.Errorf("multiraft: write the format marker: %w", err)
+	}
+	s.v1 = false
+	return nil
+}
+
+// sweep deletes the data and applied records of groups that no longer
+// exist: a removal's loop commit deletes them, but an applier may have
+// written a hand-off of the group after it, which a crash can keep.
+func (s *store) sweep() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("a"), UpperBound: []byte("b")})
+	if err != nil {
+		return err
+	}
+	var orphans []uint64
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(k[1:])
+		if _, closer, err := s.db.Get(groupKey('g', id)); err == nil {
+			_ = closer.Close()
+		} else if errors.Is(err, pebble.ErrNotFound) {
+			orphans = append(orphans, id)
+		}
+	}
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return err
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, id := range orphans {
+		if err := deleteData(b, id); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.NoSync)
+}
+
+// deleteData deletes group's state machine keys and applied record.
+func deleteData(b *pebble.Batch, group uint64) error {
+	lo, hi := dataRange(group)
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	return b.Delete(groupKey('a', group), nil)
+}
+
+// data is group's state machine keys.
+func (s *store) data(group uint64) *Data { return &Data{db: s.db, prefix: dataPrefix(group)} }
+
+// applied reads group's applied record; false when it has none (a group
+// of format 1, or one whose first state is not on disk yet).
+func (s *store) applied(group uint64) (appliedRecord, bool, error) {
+	v, ok, err := getCopy(s.db, groupKey('a', group))
+	if err != nil || !ok {
+		return appliedRecord{}, false, err
+	}
+	r, err := decodeApplied(v)
+	if err != nil {
+		return appliedRecord{}, false, fmt.Errorf("multiraft: group %d: %w", group, err)
+	}
+	return r, true, nil
+}
+
+// newDataBatch is an indexed batch over group's data, for its applier.
+func (s *store) newDataBatch(group uint64) *Batch {
+	return &Batch{b: s.db.NewIndexedBatch(), prefix: dataPrefix(group)}
+}
+
+// commitData commits b with group's applied record, without an fsync:
+// the raft log holds what the batch was made from, and the next synced
+// commit of the database makes it durable (see checkpointData).
+func (s *store) commitData(b *Batch, group uint64, rec appliedRecord) error {
+	defer b.b.Close()
+	v, err := encodeApplied(rec)
+	if err != nil {
+		return err
+	}
+	if err := b.b.Set(groupKey('a', group), v, nil); err != nil {
+		return err
+	}
+	return b.b.Commit(pebble.NoSync)
+}
+
+// dropData deletes group's data, after its removal, on its applier.
+func (s *store) dropData(group uint64) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := deleteData(b, group); err != nil {
+		return err
+	}
+	return b.Commit(pebble.NoSync)
 }
 
 func (s *store) close() error { return s.db.Close() }
@@ -206,8 +361,12 @@ func (b *batch) setHardState(group uint64, hs *raftpb.HardState) error {
 }
 
 // append writes ents, deleting any stored entries after the last one
-// (raft truncates a follower's conflicting tail by appending over it).
-func (b *batch) append(group uint64, ents []*raftpb.Entry) error {
+// (raft truncates a follower's conflicting tail by appending over it)
+// when there are any: stored is the last index stored before. A range
+// deletion only when one is needed, because every one in Pebble's
+// memtable costs each new iterator (the state machines' reads) until the
+// memtable is flushed.
+func (b *batch) append(group uint64, ents []*raftpb.Entry, stored uint64) error {
 	if len(ents) == 0 {
 		return nil
 	}
@@ -221,7 +380,21 @@ func (b *batch) append(group uint64, ents []*raftpb.Entry) error {
 		}
 	}
 	b.n++
-	return b.b.DeleteRange(entryKey(group, ents[len(ents)-1].GetIndex()+1), groupKey('e', group+1), nil)
+	if last := ents[len(ents)-1].GetIndex(); last < stored {
+		return b.b.DeleteRange(entryKey(group, last+1), groupKey('e', group+1), nil)
+	}
+	return nil
+}
+
+// setFirstSnapshot writes a new group's first snapshot: it has no
+// entries to drop.
+func (b *batch) setFirstSnapshot(group uint64, snap *raftpb.Snapshot) error {
+	v, err := proto.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	b.n++
+	return b.b.Set(groupKey('s', group), v, nil)
 }
 
 // setSnapshot writes snap and drops the entries it covers.
@@ -243,13 +416,17 @@ func (b *batch) compact(group, index uint64) error {
 	return b.b.DeleteRange(entryKey(group, 0), entryKey(group, index+1), nil)
 }
 
-// removeGroup deletes everything of group.
+// removeGroup deletes everything of group: its raft keys, its log, its
+// applied record and its state machine's keys (range deletions).
 func (b *batch) removeGroup(group uint64) error {
 	b.n++
 	for _, p := range []byte{'g', 'h', 's'} {
 		if err := b.b.Delete(groupKey(p, group), nil); err != nil {
 			return err
 		}
+	}
+	if err := deleteData(b.b, group); err != nil {
+		return err
 	}
 	return b.b.DeleteRange(groupKey('e', group), groupKey('e', group+1), nil)
 }

@@ -25,8 +25,14 @@
 // the records (the metadata group's change feed, and a whole read every
 // few seconds for deletions) and creates or removes its replicas.
 //
-// The group's state machine holds the queue's records, its next offset,
-// its cursor and its unacked index in memory, and checkpoints all of it.
+// The group's state machine keeps the queue's records and unacked index
+// on disk, in the group's range of the engine's Pebble database
+// (multiraft.Data), and in memory only its counters (next offset, cursor,
+// live records, lowest live offset) and its unacked entries, which the
+// consumers' prefetch bounds: a backlog costs disk, not heap, and a
+// checkpoint copies none of it. Reads (records from an offset, counts,
+// the cursor, entries) see what this member applied; the change feed
+// hears of an apply once its writes are readable.
 // Manager.Shards, Manager.Index and the Manager's cursor methods are the
 // storage.ShardStore, unacked.Index/unacked.Claimer and meta.Cursors a
 // broker in shared mode uses: a queue with a group goes to it, every

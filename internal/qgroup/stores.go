@@ -76,7 +76,7 @@ func (s *Shards) Read(ctx context.Context, shard string, from uint64, max int) (
 	if max < 1 {
 		return []storage.Record{}, nil
 	}
-	return q.st.read(from, max), nil
+	return q.st.read(from, max)
 }
 
 func (s *Shards) DeleteByOffsets(ctx context.Context, shard string, offsets []uint64) error {
