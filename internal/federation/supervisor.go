@@ -173,21 +173,43 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 
 // Restart asks for the link of vhost whose id (LinkStatus.ID) is id to
 // be stopped and started again, keeping its upstream queue, as
-// rabbit_federation_link_sup:restart does; false when no such link runs
-// here. The restart happens on the supervisor's goroutine, soon after.
-func (s *Supervisor) Restart(vhost, id string) bool {
-	s.mu.Lock()
+// rabbit_federation_link_sup:restart does; false when no such link is
+// listed. Placed through a linkloop.Restarter, the broker running the
+// link restarts it wherever this one is, and Restart returns once it
+// has; else the link here restarts on the supervisor's goroutine, soon
+// after Restart returns.
+func (s *Supervisor) Restart(ctx context.Context, vhost, id string) (bool, error) {
+	var key LinkKey
 	found := false
+	s.mu.Lock()
 	for k, r := range s.links {
-		if k.VHost == vhost && linkID(k) == id && !r.away.Load() {
-			s.restart[k], found = true, true
+		if k.VHost == vhost && linkID(k) == id {
+			if r.away.Load() {
+				_, _, ok := s.reported(k)
+				found = ok
+			} else {
+				found = true
+			}
+			key = k
 		}
+	}
+	s.mu.Unlock()
+	if !found {
+		return false, nil // as GET /api/federation-links would not list it
+	}
+	if placed, running, err := linkloop.Restart(ctx, s.cfg.Placer, placementName(key)); placed {
+		return running, err
+	}
+	s.mu.Lock()
+	_, found = s.links[key]
+	if found {
+		s.restart[key] = true
 	}
 	s.mu.Unlock()
 	if found {
 		s.Poke()
 	}
-	return found
+	return found, nil
 }
 
 // linkID is a link's id in the API: RabbitMQ hashes its key too
