@@ -323,6 +323,7 @@ type Queue struct {
 		consumers      atomic.Int64
 		memory         atomic.Uint64
 	}
+	notices notices // demand watchers, poked by publishCounts (queue_notice.go)
 }
 
 const (
@@ -466,6 +467,7 @@ func (q *Queue) Sampled() (u Usage, running bool) {
 // publishCounts stores the counts Counts reads, at the end of every step.
 func (q *Queue) publishCounts() {
 	st := q.stats()
+	q.noticeCounts(st) // before the stores: it compares with what they replace
 	q.counts.ready.Store(st.Ready)
 	q.counts.unacked.Store(st.Unacked)
 	q.counts.consumers.Store(int64(st.Consumers))
