@@ -41,14 +41,24 @@ type Config struct {
 	// Placer is a linkloop.Reporter, those another broker runs as it
 	// last stored their status. nil: every link runs here.
 	Placer Placer
-	// Poll is how often the links look at their local exchange's
-	// bindings and queue's demand, and (every fourth time) the
-	// supervisor at the policies; 0 means DefaultPoll.
+	// Poll is a quarter of how often the supervisor looks at the
+	// policies and the objects they federate; 0 means DefaultPoll.
 	Poll time.Duration
+	// Reread is how often a link reads its local exchange's bindings or
+	// its queue's demand again although Host.Watch told nothing: the
+	// safety net under the events, for a change they missed; 0 means
+	// DefaultReread.
+	Reread time.Duration
 }
 
 // DefaultPoll is Config.Poll's default.
 const DefaultPoll = 250 * time.Millisecond
+
+// DefaultReread is Config.Reread's default. The links follow the events
+// Host.Watch pokes them with, so the re-read only bounds how long a
+// missed one could leave a link behind; it costs one read of the
+// exchange's bindings or the queue's counts per link each time.
+const DefaultReread = 30 * time.Second
 
 // LinkStatus is one link as GET /api/federation-links reports it.
 type LinkStatus struct {
@@ -98,7 +108,10 @@ func NewSupervisor(cfg Config) *Supervisor {
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
 	}
-	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, poll: cfg.Poll, now: time.Now},
+	if cfg.Reread <= 0 {
+		cfg.Reread = DefaultReread
+	}
+	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, reread: cfg.Reread, now: time.Now},
 		loop: linkloop.New(), dirty: true, links: map[LinkKey]*running{}, restart: map[LinkKey]bool{}}
 }
 
