@@ -56,9 +56,9 @@ const (
 	// MessageDeadLettered its copy went to DeadLetterExchange, or it was
 	// Discarded (no dead-letter exchange: simply dropped).
 	MessageExpired
-	// BindingCreated: a binding was added (queue.bind, exchange.bind, a
-	// definitions import, or, in a cluster, one added on another member
-	// that this one now routes by): Exchange is its source, Destination
+	// BindingCreated: a binding was added (queue.bind, exchange.bind, or,
+	// in a cluster, one added on another member that this one now routes
+	// by): Exchange is its source, Destination
 	// and DestinationKind ("queue" or "exchange") its destination,
 	// RoutingKey and Arguments its key and arguments (RabbitMQ 3.10's
 	// binding_created, rabbit_binding's info keys). Not reported for the
