@@ -89,7 +89,7 @@ func connectionsMade(t *testing.T, b *broker.Broker) func() int {
 // running again, still on that member); an unknown shovel is 404 there;
 // every message arrives, duplicates only within the prefetch.
 func TestShovelRestartsThroughAnyMember(t *testing.T) {
-	const n, prefetch = 20000, 50
+	const n, prefetch = 5000, 50
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
 	src := brokertest.New(t)
 	sch := amqptest.ConfirmChannel(t, brokertest.Dial(t, src))
@@ -133,9 +133,17 @@ func TestShovelRestartsThroughAnyMember(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNotFound, code)
 
+	srcIn := func() (ready, unacked uint64) {
+		for _, q := range src.Stats(context.Background()).QueueDetails {
+			if q.Name == "in" {
+				return q.Ready, q.Unacked
+			}
+		}
+		return 0, 0
+	}
 	require.Eventually(t, func() bool {
-		q, err := sch.QueueDeclarePassive("in", true, false, false, false, nil)
-		return err == nil && q.Messages == 0 && depth() >= n
+		ready, unacked := srcIn()
+		return ready == 0 && unacked == 0 && depth() >= n
 	}, waitFor, 10*time.Millisecond, "the source drained")
 	seen := map[string]int{}
 	require.NoError(t, och.Qos(500, 0, false))
@@ -152,7 +160,8 @@ func TestShovelRestartsThroughAnyMember(t *testing.T) {
 			}
 			continue
 		case <-deadline:
-			t.Fatalf("%d of %d arrived", len(seen), n)
+			ready, unacked := srcIn()
+			t.Fatalf("%d of %d arrived; the source holds %d ready, %d unacked; out's depth %d", len(seen), n, ready, unacked, depth())
 		case <-idle.C:
 		}
 		break
@@ -191,6 +200,7 @@ func TestFederationLinkRestartsThroughAnyMember(t *testing.T) {
 	require.NoError(t, ch.QueueBind("out", "", "fed", false, nil))
 
 	runs := runner(t, c, "/api/federation-links")
+	waitListedOn(t, c, "/api/federation-links", runs)
 	other := (runs + 1) % 3
 	_, och := c.dial(other)
 	depth := func() int {
