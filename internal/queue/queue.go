@@ -467,10 +467,13 @@ func (q *Queue) Sampled() (u Usage, running bool) {
 // publishCounts stores the counts Counts reads, at the end of every step.
 func (q *Queue) publishCounts() {
 	st := q.stats()
-	q.noticeCounts(st) // before the stores: it compares with what they replace
+	changed := q.demandChanged(st) // compared with what the stores replace
 	q.counts.ready.Store(st.Ready)
 	q.counts.unacked.Store(st.Unacked)
 	q.counts.consumers.Store(int64(st.Consumers))
+	if changed {
+		q.poke() // after the stores: a poked watcher reads the new counts
+	}
 }
 
 func (q *Queue) stats() Stats { return q.kind.stats() }

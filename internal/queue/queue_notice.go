@@ -56,19 +56,22 @@ func (q *Queue) Notify(ch chan<- struct{}) (cancel func()) {
 	}
 }
 
-// noticeCounts is publishCounts' hook: st are the counts the step
-// leaves, compared with those still stored from the step before.
-func (q *Queue) noticeCounts(st Stats) {
-	l := q.notices.list.Load()
-	if l == nil {
-		return
+// demandChanged is publishCounts' hook, before it stores st: whether
+// there are watchers and st differs from the counts it replaces in what
+// they look at.
+func (q *Queue) demandChanged(st Stats) bool {
+	if q.notices.list.Load() == nil {
+		return false
 	}
-	if int64(st.Consumers) == q.counts.consumers.Load() && (st.Ready == 0) == (q.counts.ready.Load() == 0) {
-		return
-	}
+	return int64(st.Consumers) != q.counts.consumers.Load() || (st.Ready == 0) != (q.counts.ready.Load() == 0)
+}
+
+// poke pokes every watcher, once publishCounts stored the new counts.
+func (q *Queue) poke() {
 	q.notices.mu.Lock() // against a cancel returning while a poke is under way
 	defer q.notices.mu.Unlock()
-	if l = q.notices.list.Load(); l == nil {
+	l := q.notices.list.Load()
+	if l == nil {
 		return
 	}
 	for _, n := range *l {
