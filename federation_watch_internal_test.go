@@ -71,6 +71,25 @@ func upstreamBound(up *Broker, x, key string) bool {
 	return false
 }
 
+// idle waits for reads to settle (what the last change set going, such
+// as a paused consumer draining, may read once more), then checks that
+// an idle link reads nothing for a second: the old poll read every
+// 250 ms, so it never settled.
+func idle(t *testing.T, reads *atomic.Int64) {
+	t.Helper()
+	for last := int64(-1); ; {
+		n := reads.Load()
+		if n == last {
+			break
+		}
+		last = n
+		time.Sleep(300 * time.Millisecond)
+	}
+	before := reads.Load()
+	time.Sleep(time.Second)
+	require.Equal(t, before, reads.Load(), "an idle link reads nothing")
+}
+
 // TestFederatedExchangeFollowsBindingEvents: with a re-read of an hour,
 // a local bind and unbind reach the upstream at once, each after one or
 // two reads of the bindings (the events', never a periodic one), and an
@@ -104,9 +123,7 @@ func TestFederatedExchangeFollowsBindingEvents(t *testing.T) {
 		amqptest.Poll(t, func() bool { return !bound("a.*") }, "the removed binding gone upstream")
 		reads = h.bindings.Load() - before
 		require.True(t, reads >= 1 && reads <= 2, "%d reads for one unbind", reads)
-		before = h.bindings.Load()
-		time.Sleep(600 * time.Millisecond) // the old poll read every 250 ms
-		require.Equal(t, before, h.bindings.Load(), "an idle link reads nothing")
+		idle(t, &h.bindings)
 	})
 	t.Run("no events, no re-read", func(t *testing.T) {
 		h := &countingHost{quiet: true}
@@ -165,7 +182,5 @@ func TestFederatedQueueFollowsDemandNotices(t *testing.T) {
 	require.True(t, reads >= 1 && reads <= 12, "%d reads of the demand for a consumer and five messages", reads)
 	require.NoError(t, cch.Cancel("c", false))
 	amqptest.Poll(t, func() bool { return upConsumers() == 0 }, "the link pauses upstream")
-	before = h.demand.Load()
-	time.Sleep(time.Second) // the old poll read every 250 ms
-	require.Equal(t, before, h.demand.Load(), "an idle link reads nothing")
+	idle(t, &h.demand)
 }
