@@ -108,13 +108,7 @@ func TestShovelRestartsThroughAnyMember(t *testing.T) {
 	runs := runner(t, c, "/api/shovels")
 	other := (runs + 1) % 3
 	_, och := c.dial(other)
-	depth := func() int {
-		q, err := och.QueueDeclarePassive("out", true, false, false, false, nil)
-		if err != nil {
-			return -1
-		}
-		return q.Messages
-	}
+	depth := depthOf(och, "out")
 	require.Eventually(t, func() bool { return depth() >= n/10 }, waitFor, 5*time.Millisecond, "a tenth moved")
 	require.Equal(t, 1, made(), "one connection to the source before the restart")
 
@@ -145,31 +139,10 @@ func TestShovelRestartsThroughAnyMember(t *testing.T) {
 		ready, unacked := srcIn()
 		return ready == 0 && unacked == 0 && depth() >= n
 	}, waitFor, 10*time.Millisecond, "the source drained")
-	seen := map[string]int{}
-	require.NoError(t, och.Qos(500, 0, false))
-	deliveries, err := och.Consume("out", "", false, false, false, false, nil)
-	require.NoError(t, err)
-	deadline := time.After(waitFor)
-	for idle := time.NewTimer(time.Hour); ; {
-		select {
-		case m := <-deliveries:
-			seen[string(m.Body)]++
-			require.NoError(t, m.Ack(false))
-			if len(seen) == n {
-				idle.Reset(time.Second)
-			}
-			continue
-		case <-deadline:
-			ready, unacked := srcIn()
-			t.Fatalf("%d of %d arrived; the source holds %d ready, %d unacked; out's depth %d", len(seen), n, ready, unacked, depth())
-		case <-idle.C:
-		}
-		break
-	}
-	dups := 0
-	for _, k := range seen {
-		dups += k - 1
-	}
+	_, dups := consumeAll(t, och, "out", n, func() string {
+		ready, unacked := srcIn()
+		return fmt.Sprintf("; the source holds %d ready, %d unacked; out's depth %d", ready, unacked, depth())
+	})
 	t.Logf("%d messages, %d duplicates", n, dups)
 	require.LessOrEqual(t, dups, prefetch, "the restart redelivers at most its window")
 }
@@ -183,33 +156,14 @@ func TestShovelRestartsThroughAnyMember(t *testing.T) {
 // that does not run it is 404, as RabbitMQ's lookup on that node is.
 func TestFederationLinkRestartsThroughAnyMember(t *testing.T) {
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
-	up := brokertest.New(t)
+	up := federateFromOutside(t, c)
 	made := connectionsMade(t, up)
-	ctx := context.Background()
-	a := c.broker(1).Admin()
-	v, err := json.Marshal(map[string]any{"uri": up.URL(), "reconnect-delay": 0.2})
-	require.NoError(t, err)
-	_, err = a.PutParameter(ctx, broker.Parameter{Component: "federation-upstream", VHost: "/", Name: "up", Value: v})
-	require.NoError(t, err)
-	require.NoError(t, a.PutPolicy(ctx, broker.Policy{VHost: "/", Name: "fed", Pattern: "^fed$", ApplyTo: "exchanges",
-		Definition: map[string]any{"federation-upstream": "up"}}))
-	_, ch := c.dial(1)
-	require.NoError(t, ch.ExchangeDeclare("fed", "fanout", true, false, false, false, nil))
-	_, err = ch.QueueDeclare("out", true, false, false, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind("out", "", "fed", false, nil))
 
 	runs := runner(t, c, "/api/federation-links")
 	waitListedOn(t, c, "/api/federation-links", runs)
 	other := (runs + 1) % 3
 	_, och := c.dial(other)
-	depth := func() int {
-		q, err := och.QueueDeclarePassive("out", true, false, false, false, nil)
-		if err != nil {
-			return -1
-		}
-		return q.Messages
-	}
+	depth := depthOf(och, "out")
 	uch := amqptest.ConfirmChannel(t, brokertest.Dial(t, up))
 	publish := func(from, n int) {
 		for i := range n {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
@@ -136,11 +137,27 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 		return err == nil && q.Messages == 0 && depth() >= n
 	})
 
+	_, dups := consumeAll(t, och, "out", n, func() string { return "" })
+	// Each restart of the link after the first (the takeover, and any
+	// reconnect while the cluster elects a new leader) redelivers at most
+	// one window.
+	restarts := max(1, int(starts.Load())-1)
+	t.Logf("%d messages, %d duplicates, %d restarts", n, dups, restarts)
+	require.LessOrEqual(t, dups, prefetch*restarts, "each restart redelivers at most its window")
+	require.Nil(t, twice.Load(), "members seen running the link at once")
+	require.Nil(t, twoConsumers.Load(), "consumers on the source at once")
+}
+
+// consumeAll consumes queue on ch until n distinct bodies arrived, then
+// whatever duplicates follow within a quiet second, and returns how many
+// times each arrived and the duplicates; it fails after waitFor, saying
+// what more says.
+func consumeAll(t *testing.T, ch *amqp091.Channel, queue string, n int, more func() string) (map[string]int, int) {
+	t.Helper()
 	seen := map[string]int{}
-	require.NoError(t, och.Qos(500, 0, false))
-	deliveries, err := och.Consume("out", "", false, false, false, false, nil)
+	require.NoError(t, ch.Qos(500, 0, false))
+	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
 	require.NoError(t, err)
-	// Every id, then whatever duplicates follow within a quiet second.
 	deadline := time.After(waitFor)
 	for idle := time.NewTimer(time.Hour); ; {
 		select {
@@ -152,7 +169,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 			}
 			continue
 		case <-deadline:
-			t.Fatalf("%d of %d arrived", len(seen), n)
+			t.Fatalf("%d of %d arrived%s", len(seen), n, more())
 		case <-idle.C:
 		}
 		break
@@ -161,14 +178,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	for _, k := range seen {
 		dups += k - 1
 	}
-	// Each restart of the link after the first (the takeover, and any
-	// reconnect while the cluster elects a new leader) redelivers at most
-	// one window.
-	restarts := max(1, int(starts.Load())-1)
-	t.Logf("%d messages, %d duplicates, %d restarts", n, dups, restarts)
-	require.LessOrEqual(t, dups, prefetch*restarts, "each restart redelivers at most its window")
-	require.Nil(t, twice.Load(), "members seen running the link at once")
-	require.Nil(t, twoConsumers.Load(), "consumers on the source at once")
+	return seen, dups
 }
 
 // linkRow is a row of GET /api/shovels or /api/federation-links.
