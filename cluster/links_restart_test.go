@@ -91,19 +91,8 @@ func connectionsMade(t *testing.T, b *broker.Broker) func() int {
 func TestShovelRestartsThroughAnyMember(t *testing.T) {
 	const n, prefetch = 5000, 50
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
-	src := brokertest.New(t)
-	sch := amqptest.ConfirmChannel(t, brokertest.Dial(t, src))
-	amqptest.DeclareQueue(t, sch, "in", true)
-	amqptest.PublishConfirmed(t, sch, "in", true, amqptest.Numbered("m", n)...)
-	made := connectionsMade(t, src)
-	value, err := json.Marshal(map[string]any{
-		"src-uri": src.URL(), "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out",
-		"ack-mode": "on-confirm", "src-prefetch-count": prefetch, "reconnect-delay": 0.1,
-	})
-	require.NoError(t, err)
-	_, err = c.broker(1).Admin().PutParameter(context.Background(),
-		broker.Parameter{Component: "shovel", VHost: "/", Name: "drain", Value: value})
-	require.NoError(t, err)
+	var made func() int // the connections to the source, from before the shovel is stored
+	src, _ := shovelFromOutside(t, c, n, prefetch, func(src *broker.Broker) { made = connectionsMade(t, src) })
 
 	runs := runner(t, c, "/api/shovels")
 	other := (runs + 1) % 3

@@ -31,19 +31,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	// A lease of 3 s: renewals are raft writes, which a loaded test
 	// machine can delay past the 1 s DeadAfter's third.
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
-	src := brokertest.New(t)
-	sch := amqptest.ConfirmChannel(t, brokertest.Dial(t, src))
-	amqptest.DeclareQueue(t, sch, "in", true)
-	amqptest.PublishConfirmed(t, sch, "in", true, amqptest.Numbered("m", n)...)
-
-	value, err := json.Marshal(map[string]any{
-		"src-uri": src.URL(), "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out",
-		"ack-mode": "on-confirm", "src-prefetch-count": prefetch, "reconnect-delay": 0.1,
-	})
-	require.NoError(t, err)
-	_, err = c.broker(1).Admin().PutParameter(context.Background(),
-		broker.Parameter{Component: "shovel", VHost: "/", Name: "drain", Value: value})
-	require.NoError(t, err)
+	src, sch := shovelFromOutside(t, c, n, prefetch, nil)
 
 	// Watch, until the test ends, which members report the link running
 	// and how many consumers the source queue has.
@@ -146,6 +134,31 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	require.LessOrEqual(t, dups, prefetch*restarts, "each restart redelivers at most its window")
 	require.Nil(t, twice.Load(), "members seen running the link at once")
 	require.Nil(t, twoConsumers.Load(), "consumers on the source at once")
+}
+
+// shovelFromOutside fills queue in of a broker outside the cluster with
+// n persistent messages and stores (through member 2) the on-confirm
+// shovel drain from it into the cluster's queue out; before, when not
+// nil, runs between the two. It returns the broker and a confirm
+// channel on it.
+func shovelFromOutside(t *testing.T, c *testCluster, n, prefetch int, before func(src *broker.Broker)) (*broker.Broker, *amqp091.Channel) {
+	t.Helper()
+	src := brokertest.New(t)
+	sch := amqptest.ConfirmChannel(t, brokertest.Dial(t, src))
+	amqptest.DeclareQueue(t, sch, "in", true)
+	amqptest.PublishConfirmed(t, sch, "in", true, amqptest.Numbered("m", n)...)
+	if before != nil {
+		before(src)
+	}
+	value, err := json.Marshal(map[string]any{
+		"src-uri": src.URL(), "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out",
+		"ack-mode": "on-confirm", "src-prefetch-count": prefetch, "reconnect-delay": 0.1,
+	})
+	require.NoError(t, err)
+	_, err = c.broker(1).Admin().PutParameter(context.Background(),
+		broker.Parameter{Component: "shovel", VHost: "/", Name: "drain", Value: value})
+	require.NoError(t, err)
+	return src, sch
 }
 
 // consumeAll consumes queue on ch until n distinct bodies arrived, then
