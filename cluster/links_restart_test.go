@@ -98,7 +98,7 @@ func TestShovelRestartsThroughAnyMember(t *testing.T) {
 	other := (runs + 1) % 3
 	_, och := c.dial(other)
 	depth := depthOf(och, "out")
-	require.Eventually(t, func() bool { return depth() >= n/10 }, waitFor, 5*time.Millisecond, "a tenth moved")
+	require.Eventually(t, func() bool { return depth() >= prefetch }, waitFor, 5*time.Millisecond, "a window moved")
 	require.Equal(t, 1, made(), "one connection to the source before the restart")
 
 	h := c.broker(other).ManagementHandler()
