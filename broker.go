@@ -90,6 +90,9 @@ type Broker struct {
 	drain session.Drain // Shutdown's draining state (drain.go)
 
 	events *events.Hub // Events' subscriptions (events.go)
+	// bindingWatch pokes federation links on binding events
+	// (federation_watch.go).
+	bindingWatch bindingWatch
 }
 
 // New returns a broker configured by opts, or every problem with opts joined

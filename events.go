@@ -3,16 +3,19 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
+	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/internal/events"
+	"github.com/warrenmq/broker/routing"
 )
 
 // EventKind says what an Event reports. Its String is the event's name in
 // the routing-key style of RabbitMQ's event exchange plugin
 // (rabbitmq_event_exchange, names as in RabbitMQ 4.2's documentation):
-// connection.created, connection.closed, consumer.created and
-// consumer.deleted are RabbitMQ's; the plugin has no message events, so
+// connection.created, connection.closed, consumer.created,
+// consumer.deleted, binding.created and binding.deleted are RabbitMQ's; the plugin has no message events, so
 // message.returned, message.dead_lettered and message.expired follow the
 // same style.
 type EventKind uint8
@@ -53,6 +56,18 @@ const (
 	// MessageDeadLettered its copy went to DeadLetterExchange, or it was
 	// Discarded (no dead-letter exchange: simply dropped).
 	MessageExpired
+	// BindingCreated: a binding was added (queue.bind, exchange.bind, or,
+	// in a cluster, one added on another member that this one now routes
+	// by): Exchange is its source, Destination
+	// and DestinationKind ("queue" or "exchange") its destination,
+	// RoutingKey and Arguments its key and arguments (RabbitMQ 3.10's
+	// binding_created, rabbit_binding's info keys). Not reported for the
+	// bindings a broker finds in its store when it starts.
+	BindingCreated
+	// BindingDeleted: a binding was removed: unbound, or with its source
+	// or destination deleted (RabbitMQ's binding_deleted); the fields of
+	// BindingCreated.
+	BindingDeleted
 )
 
 // eventKinds maps the sources' kinds to the public ones.
@@ -64,6 +79,8 @@ var eventKinds = [events.NumKinds]EventKind{
 	events.MessageReturned:     MessageReturned,
 	events.MessageDeadLettered: MessageDeadLettered,
 	events.MessageExpired:      MessageExpired,
+	events.BindingCreated:      BindingCreated,
+	events.BindingDeleted:      BindingDeleted,
 }
 
 // sourceKind returns the sources' kind for k, 0 for an unknown one.
@@ -84,6 +101,8 @@ var eventKindNames = [...]string{
 	MessageReturned:     "message.returned",
 	MessageDeadLettered: "message.dead_lettered",
 	MessageExpired:      "message.expired",
+	BindingCreated:      "binding.created",
+	BindingDeleted:      "binding.deleted",
 }
 
 // String returns the kind's name, e.g. "connection.created".
@@ -138,6 +157,13 @@ type Event struct {
 	// was dropped.
 	DeadLetterExchange string
 	Discarded          bool
+
+	// Destination, DestinationKind ("queue" or "exchange") and Arguments
+	// are a binding's (BindingCreated, BindingDeleted); its source is
+	// Exchange and its key RoutingKey.
+	Destination     string
+	DestinationKind string
+	Arguments       amqp.Table
 }
 
 // DefaultEventBuffer is the buffer of Events when it is given 0.
@@ -202,5 +228,35 @@ func publicEvent(e events.Event, at time.Time, dropped uint64) Event {
 		Reason:             e.Reason,
 		DeadLetterExchange: e.DeadLetterExchange,
 		Discarded:          e.Discarded,
+		Destination:        e.Destination,
+		DestinationKind:    destinationKind(e),
+		Arguments:          e.Arguments,
+	}
+}
+
+// bindingEvents is vhost.Config.Bindings for vhost: binding.created and
+// binding.deleted into the hub, built only when someone listens.
+func (b *Broker) bindingEvents(vhost string) func(routing.Binding, bool) {
+	return func(bd routing.Binding, created bool) {
+		kind := events.BindingDeleted
+		if created {
+			kind = events.BindingCreated
+		}
+		if !b.events.On(kind) {
+			return
+		}
+		b.events.Emit(events.Event{Kind: kind, VHost: vhost, Exchange: bd.Source, RoutingKey: bd.Key,
+			Destination: bd.Destination.Name, DestinationExchange: bd.Destination.Exchange, Arguments: amqp.Table(maps.Clone(bd.Args))})
+	}
+}
+
+func destinationKind(e events.Event) string {
+	switch {
+	case e.Kind != events.BindingCreated && e.Kind != events.BindingDeleted:
+		return ""
+	case e.DestinationExchange:
+		return "exchange"
+	default:
+		return "queue"
 	}
 }

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warrenmq/broker/amqp"
 	"github.com/warrenmq/broker/clock"
 	"github.com/warrenmq/broker/internal/amqptest"
 	"github.com/warrenmq/broker/internal/events"
@@ -22,6 +23,9 @@ type eventsChannel interface {
 	Cancel(consumer string, noWait bool) error
 	QueueDelete(name string, ifUnused, ifEmpty, noWait bool) (int, error)
 	NotifyReturn(c chan amqp091.Return) chan amqp091.Return
+	QueueBind(name, key, exchange string, noWait bool, args amqp091.Table) error
+	QueueUnbind(name, key, exchange string, args amqp091.Table) error
+	ExchangeBind(destination, key, source string, noWait bool, args amqp091.Table) error
 }
 
 // eventsDoor opens a channel on a connection of its own through one of
@@ -184,6 +188,25 @@ func TestEventsEndToEnd(t *testing.T) {
 				env.door.conn(Event{Kind: MessageReturned, Channel: 1, RoutingKey: "nowhere", MessageID: "m-1", Code: 312, Reason: "NO_ROUTE"}),
 			}
 		}},
+		{"bindings created and deleted", []EventKind{BindingCreated, BindingDeleted}, func(env *eventsEnv) []Event {
+			env.declare("q", nil)
+			require.NoError(env.t, env.ch.QueueBind("q", "k", "amq.direct", false, amqp091.Table{"a": "b"}))
+			require.NoError(env.t, env.ch.ExchangeBind("amq.topic", "#", "amq.fanout", false, nil))
+			require.NoError(env.t, env.ch.QueueUnbind("q", "k", "amq.direct", amqp091.Table{"a": "b"}))
+			require.NoError(env.t, env.ch.QueueBind("q", "k2", "amq.direct", false, nil))
+			_, err := env.ch.QueueDelete("q", false, false, false)
+			require.NoError(env.t, err)
+			bound := func(kind EventKind, src, key, dest, destKind string, args amqp.Table) Event {
+				return Event{Kind: kind, VHost: "/", Exchange: src, RoutingKey: key, Destination: dest, DestinationKind: destKind, Arguments: args}
+			}
+			return []Event{
+				bound(BindingCreated, "amq.direct", "k", "q", "queue", amqp.Table{"a": "b"}),
+				bound(BindingCreated, "amq.fanout", "#", "amq.topic", "exchange", nil),
+				bound(BindingDeleted, "amq.direct", "k", "q", "queue", amqp.Table{"a": "b"}),
+				bound(BindingCreated, "amq.direct", "k2", "q", "queue", nil),
+				bound(BindingDeleted, "amq.direct", "k2", "q", "queue", nil), // with its queue
+			}
+		}},
 		{"rejected to a dead-letter exchange", []EventKind{MessageDeadLettered}, func(env *eventsEnv) []Event {
 			env.declare("dead", nil)
 			env.declare("q", amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
@@ -242,7 +265,7 @@ func TestEventsEndToEnd(t *testing.T) {
 						// A fake clock's Advance runs a due timer at its deadline.
 						require.False(t, e.Time.Before(start) || e.Time.After(clk.Now()), "event %d stamped %v, not on the broker's clock (%v to %v)", i, e.Time, start, clk.Now())
 						require.Zero(t, e.Missed)
-						if e.Queue != "" && e.User == "" { // a queue's event
+						if (e.Queue != "" || e.DestinationKind != "") && e.User == "" { // a queue's or a binding's event
 							require.Empty(t, e.Connection)
 						} else {
 							require.NotEmpty(t, e.Connection)
@@ -383,13 +406,15 @@ func TestEventKindString(t *testing.T) {
 		{MessageReturned, "message.returned"},
 		{MessageDeadLettered, "message.dead_lettered"},
 		{MessageExpired, "message.expired"},
+		{BindingCreated, "binding.created"},
+		{BindingDeleted, "binding.deleted"},
 		{0, "EventKind(0)"},
 		{99, "EventKind(99)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {
 			require.Equal(t, tc.want, tc.kind.String())
-			if tc.kind >= ConnectionCreated && tc.kind <= MessageExpired {
+			if tc.kind >= ConnectionCreated && tc.kind <= BindingDeleted {
 				require.Equal(t, tc.kind, eventKinds[sourceKind(tc.kind)], "every public kind maps to a source kind and back")
 			} else {
 				require.Zero(t, sourceKind(tc.kind))

@@ -190,9 +190,21 @@ func (v mgmtView) FederationLinks(vhost string) []mgmt.FederationLink {
 	return out
 }
 
-// RestartFederationLink is the management API's (mgmt.Federation).
-func (v mgmtView) RestartFederationLink(vhost, id string) bool {
-	return v.b.federation.Restart(vhost, id)
+// RestartFederationLink is the management API's (mgmt.Federation): the
+// link must be listed on node (this broker's name for one running here).
+func (v mgmtView) RestartFederationLink(ctx context.Context, vhost, id, node string) (bool, error) {
+	listed := false
+	for _, l := range v.b.federation.Status(vhost) {
+		if l.ID == id {
+			listed = l.Node == node || (l.Node == "" && node == v.b.nodeID)
+		}
+	}
+	if !listed {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, linkCallTimeout)
+	defer cancel()
+	return v.b.federation.Restart(ctx, vhost, id)
 }
 
 // federationMetrics is the links running here in the metrics package's

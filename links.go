@@ -2,6 +2,7 @@ package broker
 
 import (
 	"net"
+	"time"
 
 	"github.com/warrenmq/broker/auth"
 	"github.com/warrenmq/broker/internal/session"
@@ -15,6 +16,10 @@ import (
 // over any door a client reaches, and a stored user of that name is
 // another user.
 const internalUser = "none"
+
+// linkCallTimeout bounds a restart of a link another member runs, as
+// RabbitMQ's ?SHOVEL_CALLS_TIMEOUT_MS (25 s) bounds its rpc to that node.
+const linkCallTimeout = 25 * time.Second
 
 // linkDoors are the two in-process doors of the broker's shovel and
 // federation links: Internal for a local end that names no user, User

@@ -47,7 +47,11 @@ func (v mgmtView) Shovels(vhost string) []mgmt.Shovel {
 	return out
 }
 
-func (v mgmtView) RestartShovel(vhost, name string) bool { return v.b.shovels.Restart(vhost, name) }
+func (v mgmtView) RestartShovel(ctx context.Context, vhost, name string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, linkCallTimeout)
+	defer cancel()
+	return v.b.shovels.Restart(ctx, vhost, name)
+}
 
 // DeleteShovel is the management API's (mgmt.Shovels): it deletes the
 // parameter of a link the supervisor runs, which stops the link.

@@ -134,6 +134,7 @@ func (b *Broker) openVHost(ctx context.Context, rec meta.VHost) (*vhost.VHost, e
 		VolatileHolds:    b.stores.VolatileHolds(),
 		ReplyTag:         b.replyTag(),
 		Replies:          b.opts.peers.Replies,
+		Bindings:         b.bindingEvents(name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: open vhost %q: %w", name, err)

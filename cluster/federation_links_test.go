@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
@@ -17,14 +18,11 @@ import (
 	"github.com/warrenmq/broker/internal/amqptest"
 )
 
-// TestFederationLinkRunsOnOneMemberAndMovesWhenItDies federates a
-// cluster exchange from a broker outside it. Exactly one member runs the
-// link (no two members ever list it running with themselves as its node,
-// and the upstream queue never has two consumers), and every member
-// lists it with that node; when that member is killed another takes the
-// link over, the others list it on that one, and messages keep arriving.
-func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
-	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
+// federateFromOutside federates the cluster's fanout exchange fed from a
+// broker outside it (upstream up, stored through member 2), with queue
+// out bound to fed, and returns that broker.
+func federateFromOutside(t *testing.T, c *testCluster) *broker.Broker {
+	t.Helper()
 	up := brokertest.New(t)
 	ctx := context.Background()
 	a := c.broker(1).Admin()
@@ -39,6 +37,31 @@ func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	_, err = ch.QueueDeclare("out", true, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.QueueBind("out", "", "fed", false, nil))
+	return up
+}
+
+// depthOf returns a func reading queue's ready count through ch (-1 when
+// the read fails).
+func depthOf(ch *amqp091.Channel, queue string) func() int {
+	return func() int {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			return -1
+		}
+		return q.Messages
+	}
+}
+
+// TestFederationLinkRunsOnOneMemberAndMovesWhenItDies federates a
+// cluster exchange from a broker outside it. Exactly one member runs the
+// link (no two members ever list it running with themselves as its node,
+// and the upstream queue never has two consumers), and every member
+// lists it with that node; when that member is killed another takes the
+// link over, the others list it on that one, and messages keep arriving.
+func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
+	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
+	up := federateFromOutside(t, c)
+	ctx := context.Background()
 
 	var holder atomic.Int32 // 1+index of the member seen running it
 	var twice atomic.Value
@@ -98,13 +121,7 @@ func TestFederationLinkRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	waitUntil("the upstream queue's consumer", func() bool { return consumers() == 1 })
 	other := (first + 1) % 3
 	_, och := c.dial(other)
-	depth := func() int {
-		q, err := och.QueueDeclarePassive("out", true, false, false, false, nil)
-		if err != nil {
-			return -1
-		}
-		return q.Messages
-	}
+	depth := depthOf(och, "out")
 	publish := func(from, n int) {
 		for i := range n {
 			amqptest.Publish(t, uch, "fed", "", fmt.Sprint("m", from+i))

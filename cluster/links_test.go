@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker"
@@ -30,19 +31,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	// A lease of 3 s: renewals are raft writes, which a loaded test
 	// machine can delay past the 1 s DeadAfter's third.
 	c := newTestCluster(t, func(cfg *cluster.Config) { cfg.Broker.LinkLease = 3 * time.Second })
-	src := brokertest.New(t)
-	sch := amqptest.ConfirmChannel(t, brokertest.Dial(t, src))
-	amqptest.DeclareQueue(t, sch, "in", true)
-	amqptest.PublishConfirmed(t, sch, "in", true, amqptest.Numbered("m", n)...)
-
-	value, err := json.Marshal(map[string]any{
-		"src-uri": src.URL(), "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out",
-		"ack-mode": "on-confirm", "src-prefetch-count": prefetch, "reconnect-delay": 0.1,
-	})
-	require.NoError(t, err)
-	_, err = c.broker(1).Admin().PutParameter(context.Background(),
-		broker.Parameter{Component: "shovel", VHost: "/", Name: "drain", Value: value})
-	require.NoError(t, err)
+	src, sch := shovelFromOutside(t, c, n, prefetch, nil)
 
 	// Watch, until the test ends, which members report the link running
 	// and how many consumers the source queue has.
@@ -136,11 +125,52 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 		return err == nil && q.Messages == 0 && depth() >= n
 	})
 
-	seen := map[string]int{}
-	require.NoError(t, och.Qos(500, 0, false))
-	deliveries, err := och.Consume("out", "", false, false, false, false, nil)
+	_, dups := consumeAll(t, och, "out", n, func() string { return "" })
+	// Each restart of the link after the first (the takeover, and any
+	// reconnect while the cluster elects a new leader) redelivers at most
+	// one window.
+	restarts := max(1, int(starts.Load())-1)
+	t.Logf("%d messages, %d duplicates, %d restarts", n, dups, restarts)
+	require.LessOrEqual(t, dups, prefetch*restarts, "each restart redelivers at most its window")
+	require.Nil(t, twice.Load(), "members seen running the link at once")
+	require.Nil(t, twoConsumers.Load(), "consumers on the source at once")
+}
+
+// shovelFromOutside fills queue in of a broker outside the cluster with
+// n persistent messages and stores (through member 2) the on-confirm
+// shovel drain from it into the cluster's queue out; before, when not
+// nil, runs between the two. It returns the broker and a confirm
+// channel on it.
+func shovelFromOutside(t *testing.T, c *testCluster, n, prefetch int, before func(src *broker.Broker)) (*broker.Broker, *amqp091.Channel) {
+	t.Helper()
+	src := brokertest.New(t)
+	sch := amqptest.ConfirmChannel(t, brokertest.Dial(t, src))
+	amqptest.DeclareQueue(t, sch, "in", true)
+	amqptest.PublishConfirmed(t, sch, "in", true, amqptest.Numbered("m", n)...)
+	if before != nil {
+		before(src)
+	}
+	value, err := json.Marshal(map[string]any{
+		"src-uri": src.URL(), "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out",
+		"ack-mode": "on-confirm", "src-prefetch-count": prefetch, "reconnect-delay": 0.1,
+	})
 	require.NoError(t, err)
-	// Every id, then whatever duplicates follow within a quiet second.
+	_, err = c.broker(1).Admin().PutParameter(context.Background(),
+		broker.Parameter{Component: "shovel", VHost: "/", Name: "drain", Value: value})
+	require.NoError(t, err)
+	return src, sch
+}
+
+// consumeAll consumes queue on ch until n distinct bodies arrived, then
+// whatever duplicates follow within a quiet second, and returns how many
+// times each arrived and the duplicates; it fails after waitFor, saying
+// what more says.
+func consumeAll(t *testing.T, ch *amqp091.Channel, queue string, n int, more func() string) (map[string]int, int) {
+	t.Helper()
+	seen := map[string]int{}
+	require.NoError(t, ch.Qos(500, 0, false))
+	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+	require.NoError(t, err)
 	deadline := time.After(waitFor)
 	for idle := time.NewTimer(time.Hour); ; {
 		select {
@@ -152,7 +182,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 			}
 			continue
 		case <-deadline:
-			t.Fatalf("%d of %d arrived", len(seen), n)
+			t.Fatalf("%d of %d arrived%s", len(seen), n, more())
 		case <-idle.C:
 		}
 		break
@@ -161,14 +191,7 @@ func TestShovelRunsOnOneMemberAndMovesWhenItDies(t *testing.T) {
 	for _, k := range seen {
 		dups += k - 1
 	}
-	// Each restart of the link after the first (the takeover, and any
-	// reconnect while the cluster elects a new leader) redelivers at most
-	// one window.
-	restarts := max(1, int(starts.Load())-1)
-	t.Logf("%d messages, %d duplicates, %d restarts", n, dups, restarts)
-	require.LessOrEqual(t, dups, prefetch*restarts, "each restart redelivers at most its window")
-	require.Nil(t, twice.Load(), "members seen running the link at once")
-	require.Nil(t, twoConsumers.Load(), "consumers on the source at once")
+	return seen, dups
 }
 
 // linkRow is a row of GET /api/shovels or /api/federation-links.

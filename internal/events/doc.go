@@ -1,6 +1,10 @@
 // Package events carries what the broker's connections and queues report
 // to an embedding program: connections created and closed, consumers
-// created and deleted, messages returned, dead-lettered and expired. The
+// created and deleted, messages returned, dead-lettered and expired,
+// bindings created and deleted (told by the vhosts through the root).
+// SubscribeFunc is the broker's own listener (the federation links): a
+// function called during Emit, which drops nothing and starts no
+// goroutine. The
 // root package turns them into broker.Event and hands them out through
 // Broker.Events; docs/events.md is the user's guide.
 //

@@ -24,6 +24,8 @@ const (
 	MessageReturned
 	MessageDeadLettered
 	MessageExpired
+	BindingCreated
+	BindingDeleted
 
 	kindEnd // one past the last kind
 )
@@ -78,6 +80,13 @@ type Event struct {
 	Exchange    string
 	RoutingKey  string
 	MessageID   string
+
+	// A binding's: Exchange is its source, RoutingKey its key,
+	// Destination its destination (an exchange when DestinationExchange,
+	// else a queue) and Arguments its arguments.
+	Destination         string
+	DestinationExchange bool
+	Arguments           amqp.Table
 
 	// Code and Reason: a connection's close code and text, a return's
 	// reply code and text, a dead-lettering's reason, a consumer's end.

@@ -35,7 +35,9 @@
 // upstream queue and internal exchange, the bindings kept in step with
 // the local exchange's, x-received-from and x-bound-from with max-hops
 // (headers.go), and a queue link that consumes only while the local
-// queue has demand. A Supervisor (one goroutine) owns them: it starts,
+// queue has demand. The links follow the host's events (Host.Watch:
+// binding changes, the queue's demand notices) and re-read every
+// Config.Reread as a safety net. A Supervisor (one goroutine) owns them: it starts,
 // restarts and stops links as policies and upstreams change, runs each
 // on one broker of a cluster through a Placer, and reports their Status.
 // docs/federation.md says what runs and what does not yet.

@@ -100,6 +100,10 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 		return err
 	}
 	l.suffix = suffix
+	// Watch before the first read, so that no change falls between them.
+	wake := make(chan struct{}, 1)
+	unwatch := l.env.host.Watch(t.VHost, t.Name, false, wake)
+	defer unwatch()
 	info := amqp091.Table{"cluster-name": cluster, "vhost": t.VHost, "exchange": t.VHost + ":" + t.Name + " " + suffix}
 	bound := map[string]Binding{}
 	sync := func() error {
@@ -139,7 +143,7 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 		return err
 	}
 
-	tick := time.NewTicker(l.env.poll)
+	tick := time.NewTicker(l.env.reread)
 	defer tick.Stop()
 	uheader := amqp091.Table{"uri": safeURI(uri), "exchange": t.Name}
 	for {
@@ -159,7 +163,11 @@ func (l *link) exchangeOnce(ctx context.Context, uri string) error {
 			return errClosed("upstream connection", e)
 		case e := <-f.downClosed:
 			return errClosed("local connection", e)
-		case <-tick.C:
+		case <-wake: // a binding of the exchange changed
+			if err := sync(); err != nil {
+				return err
+			}
+		case <-tick.C: // the safety net: a change the events missed
 			if err := sync(); err != nil {
 				return err
 			}

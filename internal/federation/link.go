@@ -59,6 +59,15 @@ type Host interface {
 	// consumer_state_changed runs the link then, and pauses it
 	// otherwise).
 	Demand(vhost, queue string) bool
+	// Watch makes the host poke wake, without waiting, whenever the
+	// answer of Bindings(vhost, name) may have changed (a binding from
+	// exchange name created or deleted: binding.created and
+	// binding.deleted) or, queue true, that of Demand(vhost, name) (the
+	// queue emptied, filled or changed consumers); cancel stops it. A
+	// poke carries nothing: the link reads again. What a host cannot
+	// watch (a queue declared after the call) the links' re-read every
+	// Config.Reread catches.
+	Watch(vhost, name string, queue bool, wake chan<- struct{}) (cancel func())
 	// ClusterName is the name this broker gives itself in the
 	// x-received-from and x-bound-from headers and the upstream queue's
 	// name (rabbit_nodes:cluster_name).
@@ -90,10 +99,10 @@ type Status struct {
 
 // env is what every link of a supervisor shares.
 type env struct {
-	host  Host
-	local shovel.Local
-	poll  time.Duration
-	now   func() time.Time
+	host   Host
+	local  shovel.Local
+	reread time.Duration // Config.Reread
+	now    func() time.Time
 }
 
 // link runs one federation link: Run is called once; status may be read

@@ -59,7 +59,35 @@ func (l *link) queueOnce(ctx context.Context, uri string) error {
 	table := amqp091.Table{"uri": safeURI(uri), "queue": t.Name}
 	var deliveries <-chan amqp091.Delivery
 	consuming := false // a consumer is registered upstream
-	tick := time.NewTicker(l.env.poll)
+	// follow consumes upstream while the local queue has demand, and
+	// pauses otherwise.
+	follow := func() error {
+		run := l.env.host.Demand(t.VHost, t.Name)
+		switch {
+		case run && !consuming && deliveries == nil:
+			d, err := ch.Consume(uq, up.ConsumerTag, noAck, false, false, false, amqp091.Table{"x-priority": int32(-1)})
+			if err != nil {
+				return err
+			}
+			deliveries, consuming = d, true
+		case !run && consuming:
+			// pause: cancel; what was delivered already still
+			// arrives on deliveries, which closes after it.
+			if err := ch.Cancel(up.ConsumerTag, false); err != nil {
+				return err
+			}
+			consuming = false
+		}
+		return nil
+	}
+	// Watch before the first read, so that no change falls between them.
+	wake := make(chan struct{}, 1)
+	unwatch := l.env.host.Watch(t.VHost, t.Name, true, wake)
+	defer unwatch()
+	if err := follow(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(l.env.reread)
 	defer tick.Stop()
 	for {
 		select {
@@ -69,29 +97,26 @@ func (l *link) queueOnce(ctx context.Context, uri string) error {
 			return errClosed("upstream connection", e)
 		case e := <-f.downClosed:
 			return errClosed("local connection", e)
-		case <-tick.C:
-			run := l.env.host.Demand(t.VHost, t.Name)
-			switch {
-			case run && !consuming && deliveries == nil:
-				d, err := ch.Consume(uq, up.ConsumerTag, noAck, false, false, false, amqp091.Table{"x-priority": int32(-1)})
-				if err != nil {
-					return err
-				}
-				deliveries, consuming = d, true
-			case !run && consuming:
-				// pause: cancel; what was delivered already still
-				// arrives on deliveries, which closes after it.
-				if err := ch.Cancel(up.ConsumerTag, false); err != nil {
-					return err
-				}
-				consuming = false
+		case <-wake: // the local queue emptied, filled or changed consumers
+			if err := follow(); err != nil {
+				return err
+			}
+		case <-tick.C: // the safety net: a change the events missed
+			if err := follow(); err != nil {
+				return err
 			}
 		case m, ok := <-deliveries:
 			if !ok {
 				if consuming {
 					return errors.New("upstream consumer cancelled")
 				}
+				// Paused and drained: the demand may have come back
+				// meanwhile, with a poke that found the old
+				// consumer still draining.
 				deliveries = nil
+				if err := follow(); err != nil {
+					return err
+				}
 				continue
 			}
 			p := l.forwardPublishing(&m, queueHeaders(table, m.Redelivered, m.Exchange, m.RoutingKey, m.Headers))

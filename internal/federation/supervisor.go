@@ -41,14 +41,24 @@ type Config struct {
 	// Placer is a linkloop.Reporter, those another broker runs as it
 	// last stored their status. nil: every link runs here.
 	Placer Placer
-	// Poll is how often the links look at their local exchange's
-	// bindings and queue's demand, and (every fourth time) the
-	// supervisor at the policies; 0 means DefaultPoll.
+	// Poll is a quarter of how often the supervisor looks at the
+	// policies and the objects they federate; 0 means DefaultPoll.
 	Poll time.Duration
+	// Reread is how often a link reads its local exchange's bindings or
+	// its queue's demand again although Host.Watch told nothing: the
+	// safety net under the events, for a change they missed; 0 means
+	// DefaultReread.
+	Reread time.Duration
 }
 
 // DefaultPoll is Config.Poll's default.
 const DefaultPoll = 250 * time.Millisecond
+
+// DefaultReread is Config.Reread's default. The links follow the events
+// Host.Watch pokes them with, so the re-read only bounds how long a
+// missed one could leave a link behind; it costs one read of the
+// exchange's bindings or the queue's counts per link each time.
+const DefaultReread = 30 * time.Second
 
 // LinkStatus is one link as GET /api/federation-links reports it.
 type LinkStatus struct {
@@ -98,7 +108,10 @@ func NewSupervisor(cfg Config) *Supervisor {
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
 	}
-	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, poll: cfg.Poll, now: time.Now},
+	if cfg.Reread <= 0 {
+		cfg.Reread = DefaultReread
+	}
+	return &Supervisor{cfg: cfg, env: &env{host: cfg.Host, local: cfg.Local, reread: cfg.Reread, now: time.Now},
 		loop: linkloop.New(), dirty: true, links: map[LinkKey]*running{}, restart: map[LinkKey]bool{}}
 }
 
@@ -173,21 +186,43 @@ func (s *Supervisor) Status(vhost string) []LinkStatus {
 
 // Restart asks for the link of vhost whose id (LinkStatus.ID) is id to
 // be stopped and started again, keeping its upstream queue, as
-// rabbit_federation_link_sup:restart does; false when no such link runs
-// here. The restart happens on the supervisor's goroutine, soon after.
-func (s *Supervisor) Restart(vhost, id string) bool {
-	s.mu.Lock()
+// rabbit_federation_link_sup:restart does; false when no such link is
+// listed. Placed through a linkloop.Restarter, the broker running the
+// link restarts it wherever this one is, and Restart returns once it
+// has; else the link here restarts on the supervisor's goroutine, soon
+// after Restart returns.
+func (s *Supervisor) Restart(ctx context.Context, vhost, id string) (bool, error) {
+	var key LinkKey
 	found := false
+	s.mu.Lock()
 	for k, r := range s.links {
-		if k.VHost == vhost && linkID(k) == id && !r.away.Load() {
-			s.restart[k], found = true, true
+		if k.VHost == vhost && linkID(k) == id {
+			if r.away.Load() {
+				_, _, ok := s.reported(k)
+				found = ok
+			} else {
+				found = true
+			}
+			key = k
 		}
+	}
+	s.mu.Unlock()
+	if !found {
+		return false, nil // as GET /api/federation-links would not list it
+	}
+	if placed, running, err := linkloop.Restart(ctx, s.cfg.Placer, placementName(key)); placed {
+		return running, err
+	}
+	s.mu.Lock()
+	_, found = s.links[key]
+	if found {
+		s.restart[key] = true
 	}
 	s.mu.Unlock()
 	if found {
 		s.Poke()
 	}
-	return found
+	return found, nil
 }
 
 // linkID is a link's id in the API: RabbitMQ hashes its key too

@@ -7,5 +7,6 @@
 // It promises that Stop returns only after the goroutine Start started
 // has returned, that Poke never blocks (a wake-up already pending
 // absorbs the next), and that Placed tells its caller whether the link
-// runs here before and after each time it does.
+// runs here before and after each time it does. Restart asks a Placer
+// that is a Restarter to restart a link wherever it runs.
 package linkloop

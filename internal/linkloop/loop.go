@@ -65,6 +65,27 @@ type Reporter interface {
 	Reported(name string) (node string, status []byte, ok bool)
 }
 
+// Restarter is a Placer that can restart a link wherever it runs:
+// Restart asks the broker running name to stop it and start it again,
+// and returns once it has (internal/placement's Lease); running is false
+// when no broker runs name.
+type Restarter interface {
+	Placer
+	Restart(ctx context.Context, name string) (running bool, err error)
+}
+
+// Restart restarts name through p when p is a Restarter: placed reports
+// whether it was one (when not, the caller restarts the link itself),
+// running whether some broker ran name.
+func Restart(ctx context.Context, p Placer, name string) (placed, running bool, err error) {
+	r, ok := p.(Restarter)
+	if !ok {
+		return false, false, nil
+	}
+	running, err = r.Restart(ctx, name)
+	return true, running, err
+}
+
 // Placed runs fn under name through p: here set true just before each
 // run and false after it (the link then runs elsewhere, or nowhere yet).
 // With p nil, fn runs once at once with ctx and here is not called. When

@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -13,8 +14,9 @@ type Federation interface {
 	// FederationLinks lists the links of vhost ("" for every vhost).
 	FederationLinks(vhost string) []FederationLink
 	// RestartFederationLink stops and starts again the link of vhost
-	// whose ID is id; false when there is no such link.
-	RestartFederationLink(vhost, id string) bool
+	// whose ID is id, listed as running on node (NodeName for this
+	// member), on that member; false when there is no such link there.
+	RestartFederationLink(ctx context.Context, vhost, id, node string) (bool, error)
 }
 
 // FederationLink is one link as GET /api/federation-links shows it.
@@ -46,8 +48,10 @@ func (m *mgmt) federationRoutes() {
 
 // restartFederationLink is DELETE
 // /api/federation-links/vhost/{vhost}/{id}/{node}/restart, the route of
-// RabbitMQ 3.10.8's rabbit_federation_mgmt: 204 once the link on node is
-// told to restart, 404 for an unknown vhost, link or node.
+// RabbitMQ 3.10.8's rabbit_federation_mgmt (4.0's is the same): 204 once
+// the link on node (any member, not only this one) restarted, 404 for an
+// unknown vhost, link or node, or a link node does not run; 500 when the
+// restart failed or timed out.
 func (m *mgmt) restartFederationLink(c *mgmtCall) {
 	f, ok := m.b.(Federation)
 	if !ok {
@@ -58,7 +62,12 @@ func (m *mgmt) restartFederationLink(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	if c.p("node") != m.b.NodeName() || !f.RestartFederationLink(vh, c.p("id")) {
+	found, err := f.RestartFederationLink(c.r.Context(), vh, c.p("id"), c.p("node"))
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	if !found {
 		notFound(c.w)
 		return
 	}

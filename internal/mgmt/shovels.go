@@ -14,9 +14,9 @@ type Shovels interface {
 	// Shovels lists the links of vhost ("" for every vhost), sorted by
 	// vhost and name.
 	Shovels(vhost string) []Shovel
-	// RestartShovel stops and starts a link again; false when there is
-	// no such link.
-	RestartShovel(vhost, name string) bool
+	// RestartShovel stops and starts a link again, on whichever cluster
+	// member runs it; false when there is no such link.
+	RestartShovel(ctx context.Context, vhost, name string) (bool, error)
 	// DeleteShovel deletes the parameter of a running link, which stops
 	// it; false when vhost has no such link.
 	DeleteShovel(ctx context.Context, vhost, name string) (bool, error)
@@ -117,8 +117,11 @@ func (m *mgmt) linkJSON(node, vhost string, since time.Time, forwarded int64) ma
 		"messages_forwarded": forwarded}
 }
 
-// restartShovel is DELETE /api/shovels/vhost/{vhost}/{name}/restart: 204,
-// 404 when the vhost has no such link.
+// restartShovel is DELETE /api/shovels/vhost/{vhost}/{name}/restart: 204
+// once the member running the link restarted it, 404 when the vhost has
+// no such link (RabbitMQ 3.10.8's and 4.0's rabbit_shovel_mgmt: a link
+// the cluster-wide status does not list is not found), 500 when the
+// restart failed or timed out (their delete_resource answering false).
 func (m *mgmt) restartShovel(c *mgmtCall) {
 	s, ok := m.shovelModel(c)
 	if !ok {
@@ -128,7 +131,12 @@ func (m *mgmt) restartShovel(c *mgmtCall) {
 	if !ok {
 		return
 	}
-	if !s.RestartShovel(vh, c.p("name")) {
+	found, err := s.RestartShovel(c.r.Context(), vh, c.p("name"))
+	if err != nil {
+		writeAdminError(c.w, err)
+		return
+	}
+	if !found {
 		notFound(c.w)
 		return
 	}

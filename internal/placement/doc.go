@@ -26,6 +26,11 @@
 // poll. A member that restarts has a new nonce, so it waits like any
 // other.
 //
+// Restart (restart.go) restarts a held link from any member: a request
+// counter beside the lease, which the holder reads before each renewal
+// and serves by stopping and starting its link under the same lease,
+// saying so in its status record; the caller returns once it has.
+//
 // Why a lease in the store and not "the raft leader runs every link":
 // leadership in etcd-raft is not fenced in time (a deposed leader learns
 // it at its next CheckQuorum round, while the others may already have

@@ -26,6 +26,7 @@ type Lease struct {
 	member string
 	holder string // member + "/" + nonce: this incarnation
 	ttl    time.Duration
+	wakers wakers // the links held here, for a Restart made here
 }
 
 // NewLease returns a Lease of member over rs; ttl 0 means DefaultTTL.
@@ -90,13 +91,14 @@ func (l *Lease) RunReporting(ctx context.Context, name string, report func() []b
 		}
 		start := time.Now()
 		mine := encode(l.holder, gen+1)
+		served := l.requested(name) // a link that starts afresh serves them all
 		ok, err := l.rs.UpdateRecords(ctx, meta.RecordUpdate{
-			Match: []meta.Record{{Key: k, Value: cur}}, Set: l.withReport(name, report, meta.Record{Key: k, Value: mine}),
+			Match: []meta.Record{{Key: k, Value: cur}}, Set: l.withReport(name, report, served, meta.Record{Key: k, Value: mine}),
 		})
 		if err != nil || !ok {
 			continue // someone else renewed or took it, or the store is away
 		}
-		done, err := l.hold(ctx, name, report, k, mine, start, fn)
+		done, err := l.hold(ctx, name, report, k, mine, start, served, fn)
 		if done {
 			l.release(name, k)
 			return err
@@ -106,16 +108,24 @@ func (l *Lease) RunReporting(ctx context.Context, name string, report func() []b
 }
 
 // hold runs fn while this member keeps the lease it acquired at start
-// with value mine. It reports done when Run must return (fn finished or
-// ctx ended) with the error to return; not done when the lease was lost
-// and fn has returned.
-func (l *Lease) hold(ctx context.Context, name string, report func() []byte, k, mine []byte, start time.Time, fn func(context.Context) error) (bool, error) {
+// with value mine, having served the restart requests up to served. It
+// reports done when Run must return (fn finished or ctx ended) with the
+// error to return; not done when the lease was lost and fn has returned.
+func (l *Lease) hold(ctx context.Context, name string, report func() []byte, k, mine []byte, start time.Time, served uint64, fn func(context.Context) error) (bool, error) {
 	validUntil := start.Add(l.stopAfter())
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	result := make(chan error, 1)
-	go func() { result <- fn(fctx) }()
+	wake := l.wakers.add(name)
+	defer l.wakers.remove(name, wake)
+	var cancel context.CancelFunc
+	var result chan error
+	run := func() {
+		var fctx context.Context
+		fctx, cancel = context.WithCancel(ctx)
+		result = make(chan error, 1)
+		go func(result chan<- error) { result <- fn(fctx) }(result)
+	}
 	stop := func() error { cancel(); return <-result }
+	run()
+	defer func() { cancel() }()
 	for {
 		wait := min(l.renewEvery(), time.Until(validUntil))
 		t := time.NewTimer(wait)
@@ -130,18 +140,35 @@ func (l *Lease) hold(ctx context.Context, name string, report func() []byte, k, 
 			t.Stop()
 			_ = stop()
 			return true, ctx.Err()
+		case <-wake: // a Restart made here: look at once
+			t.Stop()
 		case <-t.C:
 		}
 		if !time.Now().Before(validUntil) {
 			_ = stop() // could not renew in time: another member may take it
 			return false, nil
 		}
+		if req := l.requested(name); req > served {
+			// Restarted: the link stops and starts again under the
+			// same lease; the renewal below says so.
+			select {
+			case err := <-result: // it had finished: that wins
+				return true, err
+			default:
+			}
+			_ = stop()
+			if ctx.Err() != nil {
+				return true, ctx.Err()
+			}
+			run()
+			served = req
+		}
 		h, gen, _ := decode(mine)
 		next := encode(h, gen+1)
 		t0 := time.Now()
 		rctx, rcancel := context.WithDeadline(ctx, validUntil)
 		ok, err := l.rs.UpdateRecords(rctx, meta.RecordUpdate{
-			Match: []meta.Record{{Key: k, Value: mine}}, Set: l.withReport(name, report, meta.Record{Key: k, Value: next}),
+			Match: []meta.Record{{Key: k, Value: mine}}, Set: l.withReport(name, report, served, meta.Record{Key: k, Value: next}),
 		})
 		rcancel()
 		switch {
@@ -171,7 +198,7 @@ func (l *Lease) release(name string, k []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.stopAfter())
 	defer cancel()
-	_, _ = l.rs.UpdateRecords(ctx, meta.RecordUpdate{Match: []meta.Record{{Key: k, Value: cur}}, Delete: [][]byte{k, reportKey(name)}})
+	_, _ = l.rs.UpdateRecords(ctx, meta.RecordUpdate{Match: []meta.Record{{Key: k, Value: cur}}, Delete: [][]byte{k, reportKey(name), restartKey(name)}})
 }
 
 // read returns the lease record's value in this replica, nil for none.

@@ -38,6 +38,11 @@ func (r *member) UpdateRecords(ctx context.Context, u meta.RecordUpdate) (bool, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, k := range u.Present {
+		if _, ok := r.m[string(k)]; !ok {
+			return false, nil
+		}
+	}
 	for _, c := range u.Match {
 		v, ok := r.m[string(c.Key)]
 		if (c.Value == nil) == ok || (ok && !bytes.Equal(v, c.Value)) {

@@ -19,19 +19,26 @@ type reportValue struct {
 	Node   string          `json:"node"`
 	At     int64           `json:"at"` // Unix nanoseconds, the writer's clock
 	Status json.RawMessage `json:"status"`
+	// Served is the restart request count the holder has served
+	// (restart.go).
+	Served uint64 `json:"served,omitempty"`
 }
 
 // withReport is the records an acquisition or renewal sets: the lease
-// record, and name's status record when report is not nil.
-func (l *Lease) withReport(name string, report func() []byte, lease meta.Record) []meta.Record {
-	if report == nil {
+// record, and name's status record when report is not nil or a restart
+// was served (whose count it carries).
+func (l *Lease) withReport(name string, report func() []byte, served uint64, lease meta.Record) []meta.Record {
+	if report == nil && served == 0 {
 		return []meta.Record{lease}
 	}
-	st := report()
+	var st []byte
+	if report != nil {
+		st = report()
+	}
 	if !json.Valid(st) {
 		st = []byte("null")
 	}
-	v, _ := json.Marshal(reportValue{Node: l.member, At: time.Now().UnixNano(), Status: st})
+	v, _ := json.Marshal(reportValue{Node: l.member, At: time.Now().UnixNano(), Status: st, Served: served})
 	return []meta.Record{lease, {Key: reportKey(name), Value: v}}
 }
 

@@ -323,6 +323,7 @@ type Queue struct {
 		consumers      atomic.Int64
 		memory         atomic.Uint64
 	}
+	notices notices // demand watchers, poked by publishCounts (queue_notice.go)
 }
 
 const (
@@ -471,9 +472,13 @@ func (q *Queue) Sampled() (u Usage, running bool) {
 // publishCounts stores the counts Counts reads, at the end of every step.
 func (q *Queue) publishCounts() {
 	st := q.stats()
+	changed := q.demandChanged(st) // compared with what the stores replace
 	q.counts.ready.Store(st.Ready)
 	q.counts.unacked.Store(st.Unacked)
 	q.counts.consumers.Store(int64(st.Consumers))
+	if changed {
+		q.poke() // after the stores: a poked watcher reads the new counts
+	}
 }
 
 func (q *Queue) stats() Stats { return q.kind.stats() }

@@ -55,3 +55,5 @@ func placementName(k linkKey) string { return Component + "/" + k.vhost + "/" + 
 func (s *Supervisor) reported(k linkKey) (Status, string, bool) {
 	return linkloop.Reported[Status](s.placer, placementName(k))
 }
+
+func (s *Supervisor) isReported(k linkKey) bool { _, _, ok := s.reported(k); return ok }

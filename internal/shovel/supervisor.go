@@ -108,11 +108,25 @@ func (s *Supervisor) tell(k linkKey) {
 
 // Restart stops and starts the link of vhost and name again, as
 // DELETE /api/shovels/vhost/{vhost}/{name}/restart does; false when
-// there is no such link.
-func (s *Supervisor) Restart(vhost, name string) bool {
+// there is no such link. Placed through a linkloop.Restarter, the broker
+// running the link restarts it wherever this one is, and Restart returns
+// once it has (RabbitMQ's rabbit_shovel_mgmt calls rabbit_shovel_util's
+// restart_shovel on the node running it); else the link here is told to
+// restart and Restart returns at once.
+func (s *Supervisor) Restart(ctx context.Context, vhost, name string) (bool, error) {
 	k := linkKey{vhost, name}
 	s.mu.Lock()
-	_, ok := s.links[k]
+	l, ok := s.links[k]
+	listed := ok && (!l.away || s.isReported(k))
+	s.mu.Unlock()
+	if !listed {
+		return false, nil // as GET /api/shovels would not list it
+	}
+	if placed, running, err := linkloop.Restart(ctx, s.placer, placementName(k)); placed {
+		return running, err
+	}
+	s.mu.Lock()
+	_, ok = s.links[k]
 	if ok {
 		s.restart[k] = true
 		s.pending[k] = true
@@ -121,7 +135,7 @@ func (s *Supervisor) Restart(vhost, name string) bool {
 	if ok {
 		s.loop.Poke()
 	}
-	return ok
+	return ok, nil
 }
 
 // Status lists the links of vhost ("" for all), sorted by vhost and

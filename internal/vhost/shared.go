@@ -121,6 +121,9 @@ func (v *VHost) dropExchangeLocked(name string) []routing.Binding {
 	defer v.mu.Unlock()
 	removed, _ := v.routes.DeleteExchange(name)
 	v.setExchangeLocked(name, nil)
+	for _, b := range removed {
+		v.told(b, false)
+	}
 	return removed
 }
 
@@ -177,7 +180,9 @@ func (v *VHost) detachLocked(q *Queue) {
 	if v.queues[q.Def.Name] == q {
 		delete(v.queues, q.Def.Name)
 		v.queues = shrink.Map(v.queues, &v.queuesPeak)
-		v.routes.RemoveQueue(q.Def.Name)
+		for _, b := range v.routes.RemoveQueue(q.Def.Name) {
+			v.told(b, false)
+		}
 	}
 	v.mu.Unlock()
 	q.Stop()
@@ -205,10 +210,12 @@ func (v *VHost) syncBindingsLocked(stored []meta.Binding) {
 			continue // a binding of a queue that lives on another broker
 		}
 		v.mu.Lock()
-		_, err = v.routes.Bind(rb)
+		added, err := v.routes.Bind(rb)
 		v.mu.Unlock()
 		if err != nil {
 			v.cfg.Logger.Warn("vhost: stored binding refused", "vhost", v.cfg.Name, "source", b.Source, "destination", b.Destination, "err", err)
+		} else if added {
+			v.told(rb, true)
 		}
 	}
 	for _, rb := range v.routes.Bindings() {
@@ -216,8 +223,11 @@ func (v *VHost) syncBindingsLocked(stored []meta.Binding) {
 			continue
 		}
 		v.mu.Lock()
-		_, _ = v.routes.Unbind(rb)
+		removed, _ := v.routes.Unbind(rb)
 		v.mu.Unlock()
+		if removed {
+			v.told(rb, false)
+		}
 	}
 }
 

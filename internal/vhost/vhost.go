@@ -74,6 +74,11 @@ type Config struct {
 	// (replyto.go); "" and nil keep every reply on this node.
 	ReplyTag string
 	Replies  ReplyForwarder
+	// Bindings, when set, is told of each binding added to or removed
+	// from the routing table after Open, once the change is there
+	// (binding_events.go); it runs under the vhost's topology lock and
+	// must not block.
+	Bindings func(b routing.Binding, created bool)
 }
 
 // Queue is a declared queue: its definition, arguments and actor.
@@ -543,6 +548,7 @@ func (v *VHost) forgetBindingsLocked(ctx context.Context, removed []routing.Bind
 	var errs []error
 	sources := make(map[string]bool)
 	for _, b := range removed {
+		v.told(b, false)
 		if err := v.cfg.Store.DeleteBinding(ctx, v.metaBinding(b)); err != nil {
 			errs = append(errs, err)
 		}
@@ -679,6 +685,7 @@ func (v *VHost) bindAction(ctx context.Context, connection string, b routing.Bin
 		v.mu.Unlock()
 		return storeError(err)
 	}
+	v.told(b, true)
 	return nil
 }
 
