@@ -121,26 +121,24 @@ func (m *mgmt) clusterMember(c *mgmtCall, node string) bool {
 // replicaAdd is POST /api/queues/quorum/{vhost}/{name}/replicas/add:
 // 204 once node is a voter.
 func (m *mgmt) replicaAdd(c *mgmtCall) {
-	vh, name, node, ok := m.replicaQueue(c)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.r.Context(), replicaTimeout)
-	defer cancel()
-	m.replicaAnswer(c, m.b.(Replicas).AddQueueReplica(ctx, vh, name, node), http.StatusNoContent)
+	m.replicaChange(c, Replicas.AddQueueReplica, http.StatusNoContent)
 }
 
 // replicaDelete is DELETE /api/queues/quorum/{vhost}/{name}/replicas/delete:
 // 202 once node is no longer a voter (RabbitMQ answers 202, the change
 // being asynchronous in Ra; here it is done when answered).
 func (m *mgmt) replicaDelete(c *mgmtCall) {
+	m.replicaChange(c, Replicas.DeleteQueueReplica, http.StatusAccepted)
+}
+
+func (m *mgmt) replicaChange(c *mgmtCall, change func(Replicas, context.Context, string, string, string) error, okStatus int) {
 	vh, name, node, ok := m.replicaQueue(c)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.r.Context(), replicaTimeout)
 	defer cancel()
-	m.replicaAnswer(c, m.b.(Replicas).DeleteQueueReplica(ctx, vh, name, node), http.StatusAccepted)
+	m.replicaAnswer(c, change(m.b.(Replicas), ctx, vh, name, node), okStatus)
 }
 
 // replicasGrow is POST /api/queues/quorum/replicas/on/{node}/grow: 404
