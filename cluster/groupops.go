@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/meta/raft"
@@ -138,7 +139,7 @@ func (m *groupedMeta) GrowQueueReplicas(ctx context.Context, node string, match 
 		if err != nil || !ok || slices.Contains(p.Voters, id) || (even && len(p.Voters)%2 != 0) {
 			continue
 		}
-		if err := m.mgr.AddMember(ctx, k, id); err != nil {
+		if err := eachQueue(ctx, func(ctx context.Context) error { return m.mgr.AddMember(ctx, k, id) }); err != nil {
 			errs = append(errs, fmt.Errorf("queue %q in vhost %q: %w", k.Name, k.VHost, replicaErr(err)))
 		}
 	}
@@ -164,11 +165,21 @@ func (m *groupedMeta) ShrinkQueueReplicas(ctx context.Context, node string) erro
 		if err != nil || !ok || !slices.Contains(p.Voters, id) || len(p.Voters) == 1 {
 			continue
 		}
-		if err := m.mgr.DeleteMember(ctx, k, id); err != nil {
+		if err := eachQueue(ctx, func(ctx context.Context) error { return m.mgr.DeleteMember(ctx, k, id) }); err != nil {
 			errs = append(errs, fmt.Errorf("queue %q in vhost %q: %w", k.Name, k.VHost, replicaErr(err)))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// perQueueTimeout bounds each queue's change of a grow or shrink, as
+// RabbitMQ bounds each member change.
+const perQueueTimeout = 30 * time.Second
+
+func eachQueue(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, perQueueTimeout)
+	defer cancel()
+	return f(ctx)
 }
 
 // ClusterNodes implements peer.QueueReplicas: every member, with the
