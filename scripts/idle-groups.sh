@@ -11,9 +11,12 @@
 #     the Go heap (go_memstats_alloc_bytes from /metrics, after a settle);
 #   - how long the declarations took.
 # Last, each member's share of the groups as its /api/nodes shows it.
+# With -perf DIR, perf(1) records each member during the idle quiet
+# window into DIR/memberN.perf (read with `perf report -i ...`).
 #
 #   scripts/idle-groups.sh                 # 10,000 queues, a quiet minute
 #   scripts/idle-groups.sh -queues 1000 -quiet 20
+#   scripts/idle-groups.sh -perf /tmp/idle-perf   # and where the idle CPU goes
 #
 # Linux only (it reads /proc). Nothing else may load the machine for the
 # figures to mean anything: the idle CPU it reports is small, and any
@@ -25,12 +28,14 @@ queues=10000
 quiet=60
 settle=20
 port_base=28000
+perf_dir=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	-queues) queues=$2; shift 2 ;;
 	-quiet) quiet=$2; shift 2 ;;
 	-settle) settle=$2; shift 2 ;;
 	-port-base) port_base=$2; shift 2 ;;
+	-perf) perf_dir=$2; shift 2 ;;
 	*) echo "idle-groups: unknown flag $1" >&2; exit 2 ;;
 	esac
 done
@@ -88,7 +93,16 @@ for i in 0 1 2; do rss0[i]=$(rss "${pids[i]}"); heap0[i]=$(heap $((i + 1))); don
 sleep "$settle"
 rss1=() heap1=()
 for i in 0 1 2; do rss1[i]=$(rss "${pids[i]}"); heap1[i]=$(heap $((i + 1))); done
+perfs=()
+if [[ -n $perf_dir ]]; then
+	mkdir -p "$perf_dir"
+	for i in 0 1 2; do
+		perf record -F 99 -g -p "${pids[i]}" -o "$perf_dir/member$((i + 1)).perf" -- sleep "$quiet" >/dev/null 2>&1 &
+		perfs+=($!)
+	done
+fi
 cpu1=$(cpu_over "$quiet")
+for p in "${perfs[@]}"; do wait "$p" || true; done
 read -r -a c0 <<<"$cpu0"
 read -r -a c1 <<<"$cpu1"
 printf '%-8s %14s %14s %12s %12s %16s %16s\n' member "cpu% no queues" "cpu% idle" "rss MiB" "heap MiB" "rss KiB/queue" "heap KiB/queue"
