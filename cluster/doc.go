@@ -46,11 +46,18 @@
 // queue stays in the metadata group. Turned on over a directory written
 // without them, a member refuses to start (ErrGroupsMigration) unless
 // Config.QueueGroupsOverExisting says what to do.
-// Node.QueueGroup shows a queue's group as a member sees it. Costs: a
-// group keeps its queue's messages in memory on every member, every
-// member (voter or learner) stores and applies its whole log, and its
-// checkpoints copy the messages; so a member added holds every queue's
-// traffic too, and adds no write capacity (docs/cluster-design.md).
+// Node.QueueGroup shows a queue's group as a member sees it.
+// Node.AddQueueReplica and DeleteQueueReplica (and the management API's
+// RabbitMQ 4.x replica routes, groupops.go) grow and shrink a quorum
+// queue's voters at run time: the change is written as a target in the
+// metadata group and made by the group's leader, a new voter catching up
+// as a learner before its promotion, a removed leader handing over
+// first; /api/nodes lists every member with the groups it votes in,
+// learns and leads. Costs: a group keeps its queue's records in the
+// member's Pebble database, not in memory, but every member (voter or
+// learner) stores and applies its whole log; so a member added holds
+// every queue's traffic too, and adds no write capacity
+// (docs/cluster-design.md).
 //
 // What it promises:
 //   - a publisher confirm means the message is committed by a quorum of

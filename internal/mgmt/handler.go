@@ -102,6 +102,7 @@ func (m *mgmt) register() {
 	m.parameterRoutes()       // parameters.go
 	m.shovelRoutes()          // shovels.go
 	m.federationRoutes()      // federation.go
+	m.replicaRoutes()         // replicas.go
 }
 
 // routeMux builds the ServeMux that routes m's requests: each route

@@ -80,7 +80,7 @@ func (m *mgmt) nodes(c *mgmtCall) {
 	if a.Raft != nil {
 		node["raft"] = raftJSON(*a.Raft)
 	}
-	writeJSON(c.w, http.StatusOK, []map[string]any{node})
+	writeJSON(c.w, http.StatusOK, m.clusterNodes(c.r.Context(), node)) // nodes_cluster.go
 }
 
 // raftJSON is the "raft" object of /api/nodes for a replicated meta store

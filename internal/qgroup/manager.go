@@ -157,6 +157,7 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	m.mu.Unlock()
 	go m.run()
+	m.startMembership() // membership.go
 	return m, nil
 }
 

@@ -14,6 +14,9 @@ type Engine interface {
 	// GroupInfos lists the groups on the member with their leader and
 	// replicas (and, for those it leads, the replicas that are current).
 	GroupInfos(ctx context.Context) ([]multiraft.GroupInfo, error)
+	// Status is one group's state on the member (its leader), read
+	// without listing every group.
+	Status(ctx context.Context, group uint64) (multiraft.Status, error)
 	// Alive lists the member and the members it hears from.
 	Alive(ctx context.Context) ([]uint64, error)
 	// TransferLeader asks the member, which leads group, to hand its

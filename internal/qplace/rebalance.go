@@ -233,13 +233,14 @@ func (r *Rebalancer) waitMoved(ctx context.Context, group, self uint64) bool {
 			return false
 		case <-time.After(poll):
 		}
-		gs, err := r.cfg.Engine.GroupInfos(ctx)
+		// One group's status, not a listing of every group: a member
+		// with thousands of groups polls this for each move.
+		st, err := r.cfg.Engine.Status(ctx, group)
+		if errors.Is(err, multiraft.ErrNoGroup) || (err == nil && st.Leader != self) {
+			return true
+		}
 		if err != nil {
 			return ctx.Err() == nil
-		}
-		i, ok := slices.BinarySearchFunc(gs, group, func(g multiraft.GroupInfo, id uint64) int { return cmp.Compare(g.ID, id) })
-		if !ok || gs[i].Leader != self {
-			return true
 		}
 	}
 	return true
