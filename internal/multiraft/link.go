@@ -161,7 +161,7 @@ func (t *LinkTransport) run(to uint64, q chan outgoing) {
 			}
 			break
 		}
-		err := t.link.Send(to, buf)
+		err := t.sendFrames(to, buf)
 		for _, s := range sents {
 			s(err == nil)
 		}
@@ -169,4 +169,25 @@ func (t *LinkTransport) run(to uint64, q chan outgoing) {
 			buf = nil
 		}
 	}
+}
+
+// sendFrames sends buf's frames to member to in messages of at most the
+// frame limit each (a snapshot's chunks are many frames), stopping at
+// the first that fails.
+func (t *LinkTransport) sendFrames(to uint64, buf []byte) error {
+	for len(buf) > 0 {
+		n := 0
+		for n < len(buf) {
+			size := 4 + int(binary.BigEndian.Uint32(buf[n:]))
+			if n > 0 && n+size > t.max {
+				break
+			}
+			n += size
+		}
+		if err := t.link.Send(to, buf[:n]); err != nil {
+			return err
+		}
+		buf = buf[n:]
+	}
+	return nil
 }
