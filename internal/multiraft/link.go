@@ -171,15 +171,16 @@ func (t *LinkTransport) run(to uint64, q chan outgoing) {
 	}
 }
 
-// sendFrames sends buf's frames to member to in messages of at most the
-// frame limit each (a snapshot's chunks are many frames), stopping at
-// the first that fails.
+// sendFrames sends buf's frames to member to in messages of at most
+// 4 MiB (or one frame) each, so that a snapshot's chunks do not go as one
+// message of its size, stopping at the first that fails.
 func (t *LinkTransport) sendFrames(to uint64, buf []byte) error {
+	limit := min(t.max, 4<<20)
 	for len(buf) > 0 {
 		n := 0
 		for n < len(buf) {
 			size := 4 + int(binary.BigEndian.Uint32(buf[n:]))
-			if n > 0 && n+size > t.max {
+			if n > 0 && n+size > limit {
 				break
 			}
 			n += size
