@@ -211,3 +211,28 @@ func TestSnapshotInChunks(t *testing.T) {
 	require.NoError(t, c.propose(ctx, 1, 1, []byte("after")))
 	require.Eventually(t, func() bool { return c.converged(1, n+1) }, 10*time.Second, 10*time.Millisecond)
 }
+
+// TestSnapshotInChunksTCP catches a new learner up over TCP from a
+// snapshot several times larger than the transport's frame limit (which
+// refuses, and closes the connection on, any larger frame).
+func TestSnapshotInChunksTCP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const maxFrame = 128 << 10
+	c := newTCPClusterMax(t, 4, maxFrame, func(c *Config) { c.SnapshotEntries = 8 })
+	ids := []uint64{1, 2, 3}
+	for _, id := range ids {
+		require.NoError(t, c.members[id].e.CreateGroup(ctx, 1, ids))
+	}
+	require.NoError(t, c.members[1].e.Campaign(ctx, 1))
+	const n = 60
+	for i := range n {
+		cmd := append([]byte(fmt.Sprintf("cmd-%03d-", i)), bytes.Repeat([]byte{byte(i)}, 8<<10)...)
+		require.NoError(t, c.propose(ctx, 1, 1, cmd))
+	}
+	require.Eventually(t, func() bool { return c.converged(1, n) }, 10*time.Second, 10*time.Millisecond)
+	lead := c.leader(ctx, 1, 1)
+	require.NoError(t, c.members[4].e.CreateGroup(ctx, 1, nil))
+	require.NoError(t, c.members[lead].e.AddLearner(ctx, 1, 4))
+	require.Eventually(t, func() bool { return c.converged(1, n) && c.members[4].sm(1).len() == n }, 20*time.Second, 10*time.Millisecond, "the learner catches up")
+}
