@@ -182,17 +182,8 @@ func TestSnapshotInChunks(t *testing.T) {
 		c.SnapshotChunkTimeout = 300 * time.Millisecond
 	})
 	c.net.SetMaxFrame(maxFrame)
-	ids := []uint64{1, 2, 3}
-	for _, id := range ids {
-		require.NoError(t, c.members[id].e.CreateGroup(ctx, 1, ids))
-	}
-	require.NoError(t, c.members[1].e.Campaign(ctx, 1))
 	const n = 60
-	for i := range n {
-		cmd := append([]byte(fmt.Sprintf("cmd-%03d-", i)), bytes.Repeat([]byte{byte(i)}, 8<<10)...)
-		require.NoError(t, c.propose(ctx, 1, 1, cmd))
-	}
-	require.Eventually(t, func() bool { return c.converged(1, n) }, 10*time.Second, 10*time.Millisecond)
+	fillGroup(ctx, t, c, n)
 	var snap bytes.Buffer
 	require.NoError(t, c.members[1].sm(1).Snapshot(&snap))
 	require.Greater(t, snap.Len(), 3*maxFrame, "the state is larger than a frame")
@@ -220,19 +211,25 @@ func TestSnapshotInChunksTCP(t *testing.T) {
 	defer cancel()
 	const maxFrame = 128 << 10
 	c := newTCPClusterMax(t, 4, maxFrame, func(c *Config) { c.SnapshotEntries = 8 })
+	const n = 60
+	fillGroup(ctx, t, c, n)
+	lead := c.leader(ctx, 1, 1)
+	require.NoError(t, c.members[4].e.CreateGroup(ctx, 1, nil))
+	require.NoError(t, c.members[lead].e.AddLearner(ctx, 1, 4))
+	require.Eventually(t, func() bool { return c.converged(1, n) && c.members[4].sm(1).len() == n }, 20*time.Second, 10*time.Millisecond, "the learner catches up")
+}
+
+// fillGroup creates group 1 on members 1 to 3 and commits n commands of
+// 8 KiB each to it.
+func fillGroup(ctx context.Context, t *testing.T, c *testCluster, n int) {
 	ids := []uint64{1, 2, 3}
 	for _, id := range ids {
 		require.NoError(t, c.members[id].e.CreateGroup(ctx, 1, ids))
 	}
 	require.NoError(t, c.members[1].e.Campaign(ctx, 1))
-	const n = 60
 	for i := range n {
 		cmd := append([]byte(fmt.Sprintf("cmd-%03d-", i)), bytes.Repeat([]byte{byte(i)}, 8<<10)...)
 		require.NoError(t, c.propose(ctx, 1, 1, cmd))
 	}
 	require.Eventually(t, func() bool { return c.converged(1, n) }, 10*time.Second, 10*time.Millisecond)
-	lead := c.leader(ctx, 1, 1)
-	require.NoError(t, c.members[4].e.CreateGroup(ctx, 1, nil))
-	require.NoError(t, c.members[lead].e.AddLearner(ctx, 1, 4))
-	require.Eventually(t, func() bool { return c.converged(1, n) && c.members[4].sm(1).len() == n }, 20*time.Second, 10*time.Millisecond, "the learner catches up")
 }
