@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -88,6 +89,9 @@ func FuzzLinkDeliver(f *testing.F) {
 	fr.beats = []beat{{group: 1, term: 2, commit: 3}}
 	b, _ := appendFrames(nil, &fr, defaultMaxFrame)
 	f.Add(b)
+	for _, c := range chunkSeeds(f) {
+		f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(c))), c...))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr := NewLinkTransport(1, netLink{n: &linkNet{}}, nil)
 		defer tr.Close()
