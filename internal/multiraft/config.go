@@ -77,6 +77,13 @@ type Config struct {
 	// MaxSnapshotsInFlight bounds the snapshots this member sends at once,
 	// over all groups (default 2): raft hears the others failed and retries.
 	MaxSnapshotsInFlight int
+	// MaxSnapshotStaging bounds the bytes of the snapshots this member
+	// is receiving in chunks, over all groups (default 1 GiB): a transfer
+	// that would pass it is refused (the leader retries later), and so
+	// is a snapshot larger than it. SnapshotChunkTimeout (default ten
+	// election timeouts) abandons a transfer no chunk came for.
+	MaxSnapshotStaging   uint64
+	SnapshotChunkTimeout time.Duration
 	// MaxPendingProposals bounds the proposals of this member waiting to
 	// apply, over all groups (default 65536); past it Propose returns
 	// ErrBusy.
@@ -161,6 +168,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxSnapshotsInFlight <= 0 {
 		cfg.MaxSnapshotsInFlight = 2
+	}
+	if cfg.MaxSnapshotStaging == 0 {
+		cfg.MaxSnapshotStaging = 1 << 30
+	}
+	if cfg.SnapshotChunkTimeout <= 0 {
+		cfg.SnapshotChunkTimeout = 10 * time.Duration(cfg.ElectionTicks) * cfg.TickInterval
 	}
 	if cfg.MaxPendingProposals <= 0 {
 		cfg.MaxPendingProposals = 1 << 16

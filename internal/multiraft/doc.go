@@ -24,10 +24,14 @@
 // committed entries after its applied record, whatever the backlog. A
 // snapshot sent to a lagging or new replica (at most
 // Config.MaxSnapshotsInFlight at once) is built by the group's applier
-// from its state on disk, as of its last applied index; the replica
-// restores it in one batch that replaces its range, and until then keeps
-// it in its stored snapshot, so a crash in between restores it on
-// restart. Removing a group deletes its range. A directory of format 1
+// from its state on disk, as of its last applied index, and goes in
+// chunk frames of at most 1 MiB when it is larger, whatever its size; the
+// replica's loop reassembles one transfer per group, in order, within
+// Config.MaxSnapshotStaging bytes over all groups, abandoning one that is
+// replaced by a newer snapshot or silent for Config.SnapshotChunkTimeout,
+// and steps only the whole message into raft. The replica restores it in
+// one batch that replaces its range, and until then keeps it in its
+// stored snapshot, so a crash in between restores it on restart. Removing a group deletes its range. A directory of format 1
 // (every checkpoint the whole state) is converted when opened.
 //
 // Between two members there is one connection (NewTCP: the lower id dials,

@@ -50,6 +50,7 @@ type Engine struct {
 	alive    map[uint64]bool
 	out      map[uint64]*frame
 	snapsOut int
+	staging  *snapStaging // snapshots arriving in chunks
 	ticks    int
 	// afterSync runs once the cycle's commit is synced: operations that
 	// return when what they wrote is durable.
@@ -138,6 +139,7 @@ func New(c Config) (*Engine, error) {
 		out:     map[uint64]*frame{},
 	}
 	e.snapGate.every = cfg.SnapshotInterval
+	e.staging = newSnapStaging(cfg.MaxSnapshotStaging, cfg.SnapshotChunkTimeout)
 	for range cfg.Appliers {
 		e.apps = append(e.apps, newApplier(e))
 	}

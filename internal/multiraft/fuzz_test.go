@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/raft/v3/raftpb"
@@ -160,7 +161,7 @@ func fuzzFrameSeeds(t testing.TB) [][]byte {
 	for _, b := range badFrames(t) {
 		seeds = append(seeds, b)
 	}
-	return seeds
+	return append(seeds, chunkSeeds(t)...)
 }
 
 func fuzzSessionSeeds(t testing.TB) [][]byte {
@@ -202,6 +203,17 @@ func FuzzDecodeFrame(f *testing.F) {
 		for _, h := range fr.beats {
 			require.NoError(t, checkGroupID(h.group))
 			require.LessOrEqual(t, h.term, uint64(raftlink.MaxTerm))
+		}
+		if c := fr.chunk; c != nil {
+			require.NoError(t, checkGroupID(c.group))
+			require.NoError(t, raftlink.CheckMessage(c.msg, 1))
+			require.Equal(t, raftpb.MsgSnap, c.msg.GetType())
+			require.NotEmpty(t, c.data)
+			require.LessOrEqual(t, c.offset+uint64(len(c.data)), c.total)
+			// Staging a hostile chunk holds no more than its bound.
+			s := newSnapStaging(1<<20, time.Minute)
+			_, _ = s.add(2, c, time.Now())
+			require.LessOrEqual(t, s.held, uint64(1<<20))
 		}
 	})
 }

@@ -118,8 +118,9 @@ type testCluster struct {
 	members map[uint64]*testMember
 	cfg     func(*Config)
 	// Over TCP: each member's address and live transport.
-	addrs map[uint64]string
-	tcps  map[uint64]*TCPTransport
+	addrs    map[uint64]string
+	tcps     map[uint64]*TCPTransport
+	maxFrame int // TCPConfig.MaxFrameBytes; 0: the default
 }
 
 var testSecret = []byte("multiraft test cluster secret 32")
@@ -151,7 +152,12 @@ func newTestCluster(t testing.TB, n int, cfg func(*Config)) *testCluster {
 // newTCPCluster is newTestCluster over TCP on loopback, members
 // authenticated with testSecret.
 func newTCPCluster(t testing.TB, n int, cfg func(*Config)) *testCluster {
-	c := &testCluster{t: t, members: map[uint64]*testMember{}, cfg: cfg, addrs: map[uint64]string{}, tcps: map[uint64]*TCPTransport{}}
+	return newTCPClusterMax(t, n, 0, cfg)
+}
+
+// newTCPClusterMax is newTCPCluster with a frame limit of maxFrame.
+func newTCPClusterMax(t testing.TB, n, maxFrame int, cfg func(*Config)) *testCluster {
+	c := &testCluster{t: t, members: map[uint64]*testMember{}, cfg: cfg, addrs: map[uint64]string{}, tcps: map[uint64]*TCPTransport{}, maxFrame: maxFrame}
 	base := t.TempDir()
 	ls := map[uint64]net.Listener{}
 	for i := 1; i <= n; i++ {
@@ -186,7 +192,7 @@ func (c *testCluster) newTCP(id uint64, l net.Listener) Transport {
 		}
 	}
 	tr, err := NewTCP(TCPConfig{ID: id, Listener: l, Peers: peers, Secret: testSecret,
-		HandshakeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+		MaxFrameBytes: c.maxFrame, HandshakeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(c.t, err)
 	c.tcps[id] = tr
 	return tr

@@ -161,7 +161,7 @@ func (t *LinkTransport) run(to uint64, q chan outgoing) {
 			}
 			break
 		}
-		err := t.link.Send(to, buf)
+		err := t.sendFrames(to, buf)
 		for _, s := range sents {
 			s(err == nil)
 		}
@@ -169,4 +169,32 @@ func (t *LinkTransport) run(to uint64, q chan outgoing) {
 			buf = nil
 		}
 	}
+}
+
+// sendFrames sends buf's frames to member to in messages of at most
+// 4 MiB (or one frame) each, so that a snapshot's chunks do not go as one
+// message of its size, stopping at the first that fails.
+func (t *LinkTransport) sendFrames(to uint64, buf []byte) error {
+	for len(buf) > 0 {
+		n := framesWithin(buf, min(t.max, 4<<20))
+		if err := t.link.Send(to, buf[:n]); err != nil {
+			return err
+		}
+		buf = buf[n:]
+	}
+	return nil
+}
+
+// framesWithin is the length of buf's first frames that fit in limit
+// bytes, or of its first frame when that alone does not.
+func framesWithin(buf []byte, limit int) int {
+	n := 0
+	for n < len(buf) {
+		size := 4 + int(binary.BigEndian.Uint32(buf[n:]))
+		if n > 0 && n+size > limit {
+			break
+		}
+		n += size
+	}
+	return n
 }

@@ -2,12 +2,14 @@ package multiraft
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // linkNet is a Link per member in one process: Send hands a copy of the
@@ -87,9 +89,65 @@ func FuzzLinkDeliver(f *testing.F) {
 	fr.beats = []beat{{group: 1, term: 2, commit: 3}}
 	b, _ := appendFrames(nil, &fr, defaultMaxFrame)
 	f.Add(b)
+	for _, c := range chunkSeeds(f) {
+		f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(c))), c...))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr := NewLinkTransport(1, netLink{n: &linkNet{}}, nil)
 		defer tr.Close()
 		_ = tr.Deliver(2, data)
 	})
+}
+
+// sizeLink records the size of each message sent and hands it to dst.
+type sizeLink struct {
+	mu    sync.Mutex
+	sizes []int
+	dst   *LinkTransport
+}
+
+func (l *sizeLink) Send(to uint64, data []byte) error {
+	l.mu.Lock()
+	l.sizes = append(l.sizes, len(data))
+	l.mu.Unlock()
+	return l.dst.Deliver(2, append([]byte(nil), data...))
+}
+
+func (l *sizeLink) Members() []uint64 { return []uint64{1, 2} }
+
+// TestLinkTransportChunks sends a snapshot message larger than the frame
+// limit over a Link: it goes as chunks, in messages within the limit,
+// and the receiver gets every chunk in order.
+func TestLinkTransportChunks(t *testing.T) {
+	const max = 64 << 10
+	rx := NewLinkTransport(1, &sizeLink{}, nil)
+	defer rx.Close()
+	rx.max = max
+	link := &sizeLink{dst: rx}
+	tx := NewLinkTransport(2, link, nil)
+	defer tx.Close()
+	tx.max = max
+	data := make([]byte, 5*max)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	done := make(chan bool, 1)
+	require.True(t, tx.send(1, &frame{msgs: []groupMsg{{group: 9, msg: snapMsg(12, data)}}}, func(ok bool) { done <- ok }))
+	require.True(t, <-done)
+	s := newSnapStaging(1<<30, time.Minute)
+	var whole *raftpb.Message
+	for whole == nil {
+		in := <-rx.receive()
+		require.NotNil(t, in.f.chunk)
+		m, err := s.add(in.from, in.f.chunk, time.Now())
+		require.NoError(t, err)
+		whole = m
+	}
+	require.Equal(t, data, whole.GetSnapshot().GetData())
+	link.mu.Lock()
+	defer link.mu.Unlock()
+	require.Greater(t, len(link.sizes), 1)
+	for _, n := range link.sizes {
+		require.LessOrEqual(t, n, max)
+	}
 }

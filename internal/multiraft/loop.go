@@ -77,6 +77,9 @@ func (e *Engine) tick() {
 		}
 		e.alive[id] = alive
 	}
+	if len(e.staging.groups) > 0 {
+		e.staging.expire(now)
+	}
 	for id, g := range e.active {
 		if len(g.parked) > 0 {
 			e.unpark(g)
@@ -187,6 +190,10 @@ func (e *Engine) outFrame(to uint64) *frame {
 // agrees on leader, term and commit.
 func (e *Engine) receive(in inbound) {
 	e.heard[in.from] = time.Now()
+	if in.f.chunk != nil {
+		e.receiveChunk(in.from, in.f.chunk)
+		return
+	}
 	for _, gm := range in.f.msgs {
 		g := e.groups[gm.group]
 		if g == nil {

@@ -462,9 +462,15 @@ func (p *tcpPeer) write(conn tcpConn, readerDone <-chan struct{}) {
 		case o = <-p.queue:
 		}
 		p.buf, _ = appendFrames(p.buf[:0], o.f, p.t.cfg.MaxFrameBytes)
-		err := conn.c.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
-		if err == nil {
-			_, err = conn.w.Write(p.buf)
+		// WriteTimeout bounds each 4 MiB, not the whole: a snapshot's
+		// chunks may be many times that.
+		var err error
+		for b := p.buf; len(b) > 0 && err == nil; {
+			n := framesWithin(b, 4<<20)
+			if err = conn.c.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout)); err == nil {
+				_, err = conn.w.Write(b[:n])
+			}
+			b = b[n:]
 		}
 		// Flush when nothing else waits: frames queued together go out in
 		// one write.

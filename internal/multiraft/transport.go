@@ -47,8 +47,9 @@ const (
 	// loop and for each peer.
 	inboxSize = 1024
 	queueSize = 256
-	// defaultMaxFrame bounds a frame (a snapshot included); larger
-	// messages are dropped by the sender and refused by the receiver.
+	// defaultMaxFrame bounds a frame; larger messages are dropped by the
+	// sender and refused by the receiver, except snapshot messages, which
+	// go in chunks (appendChunks) whatever their size.
 	defaultMaxFrame = 64 << 20
 )
 
@@ -60,6 +61,8 @@ type MemNetwork struct {
 	mu      sync.Mutex
 	nodes   map[uint64]*memTransport
 	cut     map[[2]uint64]bool
+	after   map[[2]uint64]int // frames to deliver before the link is cut
+	max     int               // the frame limit; 0: defaultMaxFrame
 	refused atomic.Uint64
 	log     raftlink.RateLog
 	logger  *slog.Logger
@@ -118,11 +121,54 @@ func (n *MemNetwork) Cut(a, b uint64) {
 	n.mu.Unlock()
 }
 
+// CutAfter cuts the link from a to b (one way) once n more snapshot
+// chunks went from a to b: a transfer dropped midway. Heal undoes it.
+func (n *MemNetwork) CutAfter(a, b uint64, frames int) {
+	n.mu.Lock()
+	if n.after == nil {
+		n.after = map[[2]uint64]int{}
+	}
+	n.after[[2]uint64{a, b}] = frames
+	n.mu.Unlock()
+}
+
+// SetMaxFrame sets the frame limit of every member's sending (0: the
+// default, 64 MiB), as TCPConfig.MaxFrameBytes does over TCP.
+func (n *MemNetwork) SetMaxFrame(max int) {
+	n.mu.Lock()
+	n.max = max
+	n.mu.Unlock()
+}
+
+// pass counts one frame of kind from a to b against CutAfter, and
+// reports whether it may go.
+func (n *MemNetwork) pass(a, b uint64, kind byte) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := [2]uint64{a, b}
+	if n.cut[k] {
+		return false
+	}
+	left, ok := n.after[k]
+	if !ok || kind != frameChunk {
+		return true
+	}
+	if left <= 0 {
+		delete(n.after, k)
+		n.cut[k] = true
+		return false
+	}
+	n.after[k] = left - 1
+	return true
+}
+
 // Heal undoes Cut.
 func (n *MemNetwork) Heal(a, b uint64) {
 	n.mu.Lock()
 	delete(n.cut, [2]uint64{a, b})
 	delete(n.cut, [2]uint64{b, a})
+	delete(n.after, [2]uint64{a, b})
+	delete(n.after, [2]uint64{b, a})
 	n.mu.Unlock()
 }
 
@@ -214,13 +260,20 @@ func (t *memTransport) deliver(o outgoing) bool {
 	t.n.mu.Lock()
 	dst := t.n.nodes[o.to]
 	cut := t.n.cut[[2]uint64{t.id, o.to}]
+	max := t.n.max
 	t.n.mu.Unlock()
 	if dst == nil || cut {
 		return false
 	}
-	t.buf, _ = appendFrames(t.buf[:0], o.f, defaultMaxFrame)
+	if max <= 0 {
+		max = defaultMaxFrame
+	}
+	t.buf, _ = appendFrames(t.buf[:0], o.f, max)
 	for b := t.buf; len(b) > 0; {
 		size := int(binary.BigEndian.Uint32(b))
+		if !t.n.pass(t.id, o.to, b[4]) {
+			return false
+		}
 		f, err := decodeFrame(b[4:4+size], t.id, o.to)
 		b = b[4+size:]
 		if err != nil {

@@ -1,6 +1,7 @@
 package multiraft
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,6 +19,14 @@ import (
 //	messages   count (uvarint) | count × (group (uvarint) | size (uvarint) | raftpb.Message)
 //	beats      count (uvarint) | count × (group (uvarint) | term (uvarint) | commit (uvarint) | flags (1))
 //	ping       empty: the pair's liveness beat, sent when nothing else was
+//	chunk      group (uvarint) | total (uvarint) | offset (uvarint) | size (uvarint) | raftpb.Message | data
+//
+// A snapshot message whose data does not fit in one chunk's worth of a
+// frame (chunkSize) travels as chunk frames: each carries the MsgSnap
+// without its data (the same in every chunk: it names the transfer), the
+// data's total length, and the bytes at offset; the receiver
+// (snapStaging) reassembles them in order and steps the whole message
+// once the last has arrived.
 //
 // A beats frame is every group's heartbeats and heartbeat responses of one
 // cycle between the pair, coalesced: from and to are the pair's, so a
@@ -27,6 +36,7 @@ const (
 	frameMessages byte = 1
 	frameBeats    byte = 2
 	framePing     byte = 3
+	frameChunk    byte = 4
 
 	beatResponse byte = 1 << 0
 	beatQuiesce  byte = 1 << 1
@@ -50,12 +60,56 @@ type beat struct {
 	flags  byte
 }
 
+// snapChunk is one piece of a snapshot message's data: msg is the
+// message without its data.
+type snapChunk struct {
+	group  uint64
+	total  uint64
+	offset uint64
+	msg    *raftpb.Message
+	data   []byte
+}
+
 // frame is one decoded frame, or one cycle's outgoing batch to a peer
 // (which encodeBatch may write as several frames).
 type frame struct {
 	kind  byte
 	msgs  []groupMsg
 	beats []beat
+	chunk *snapChunk
+}
+
+// chunkSize is the snapshot data a chunk frame carries under a frame
+// limit of maxFrame: at most 1 MiB, and half the frame at most, so that
+// the message beside it fits.
+func chunkSize(maxFrame int) int {
+	return min(1<<20, maxFrame/2)
+}
+
+// appendChunks appends gm, a snapshot message, as chunk frames of at most
+// maxFrame bytes; false when even its message without data does not fit.
+func appendChunks(b []byte, gm groupMsg, maxFrame int) ([]byte, bool) {
+	data := gm.msg.GetSnapshot().GetData()
+	env := proto.Clone(gm.msg).(*raftpb.Message)
+	env.Snapshot.Data = nil
+	envSize := proto.Size(env)
+	step := chunkSize(maxFrame)
+	if step <= 0 || envSize+4*binary.MaxVarintLen64+5+step > maxFrame {
+		return b, false
+	}
+	for off := 0; off < len(data); off += step {
+		piece := data[off:min(off+step, len(data))]
+		start := len(b)
+		b = append(b, 0, 0, 0, 0, frameChunk)
+		b = binary.AppendUvarint(b, gm.group)
+		b = binary.AppendUvarint(b, uint64(len(data)))
+		b = binary.AppendUvarint(b, uint64(off))
+		b = binary.AppendUvarint(b, uint64(envSize))
+		b, _ = proto.MarshalOptions{}.MarshalAppend(b, env)
+		b = append(b, piece...)
+		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	}
+	return b, true
 }
 
 // appendFrames appends f's messages and beats as frames to b, or a ping
@@ -66,6 +120,7 @@ func appendFrames(b []byte, f *frame, maxFrame int) (out []byte, dropped []group
 	if len(f.msgs) == 0 && len(f.beats) == 0 {
 		return append(b, 0, 0, 0, 1, framePing), nil
 	}
+	var big []groupMsg
 	for rest := f.msgs; len(rest) > 0; {
 		start := len(b)
 		b = append(b, 0, 0, 0, 0, frameMessages)
@@ -74,6 +129,14 @@ func appendFrames(b []byte, f *frame, maxFrame int) (out []byte, dropped []group
 		n := 0
 		for len(rest) > 0 {
 			gm := rest[0]
+			if len(gm.msg.GetSnapshot().GetData()) > chunkSize(maxFrame) {
+				// Its chunks go in frames of their own, after the
+				// messages (raft sends a snapshot message alone: no
+				// message of its group follows it in the batch).
+				big = append(big, gm)
+				rest = rest[1:]
+				continue
+			}
 			size := proto.Size(gm.msg)
 			if size+2*binary.MaxVarintLen64+6 > maxFrame {
 				dropped = append(dropped, gm)
@@ -95,6 +158,12 @@ func appendFrames(b []byte, f *frame, maxFrame int) (out []byte, dropped []group
 		}
 		putFixedUvarint(b[countAt:countAt+binary.MaxVarintLen64], uint64(n))
 		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	}
+	for _, gm := range big {
+		var ok bool
+		if b, ok = appendChunks(b, gm, maxFrame); !ok {
+			dropped = append(dropped, gm)
+		}
 	}
 	if len(f.beats) > 0 {
 		start := len(b)
@@ -138,6 +207,13 @@ func decodeFrame(b []byte, from, self uint64) (frame, error) {
 		if len(body) != 0 {
 			return frame{}, fmt.Errorf("%w: a ping with a body", errFrame)
 		}
+		return f, nil
+	case frameChunk:
+		c, err := decodeChunk(body, from, self)
+		if err != nil {
+			return frame{}, err
+		}
+		f.chunk = c
 		return f, nil
 	case frameMessages, frameBeats:
 	default:
@@ -213,6 +289,49 @@ func decodeFrame(b []byte, from, self uint64) (frame, error) {
 		return frame{}, fmt.Errorf("%w: %d bytes after the last item", errFrame, len(body))
 	}
 	return f, nil
+}
+
+// decodeChunk decodes and checks a chunk frame's body: its message is a
+// snapshot message without data from from to self that raftlink accepts,
+// and its data a non-empty piece within the total. The total itself is
+// bounded by the receiver (snapStaging), not here.
+func decodeChunk(body []byte, from, self uint64) (*snapChunk, error) {
+	c := &snapChunk{}
+	var err error
+	if c.group, body, err = uvarint(body); err != nil {
+		return nil, err
+	}
+	if c.total, body, err = uvarint(body); err != nil {
+		return nil, err
+	}
+	if c.offset, body, err = uvarint(body); err != nil {
+		return nil, err
+	}
+	var size uint64
+	if size, body, err = uvarint(body); err != nil {
+		return nil, err
+	}
+	if checkGroupID(c.group) != nil || size > uint64(len(body)) {
+		return nil, fmt.Errorf("%w: a chunk of group %d, message of %d bytes", errFrame, c.group, size)
+	}
+	c.msg = &raftpb.Message{}
+	if err := proto.Unmarshal(body[:size], c.msg); err != nil {
+		return nil, fmt.Errorf("%w: chunk of group %d: %v", errFrame, c.group, err)
+	}
+	body = body[size:]
+	switch {
+	case c.msg.GetType() != raftpb.MsgSnap || c.msg.GetSnapshot() == nil || len(c.msg.GetSnapshot().GetData()) != 0:
+		return nil, fmt.Errorf("%w: chunk of group %d: not a snapshot message without data", errFrame, c.group)
+	case c.msg.GetFrom() != from:
+		return nil, fmt.Errorf("%w: chunk of group %d: a message from %d on member %d's connection", errFrame, c.group, c.msg.GetFrom(), from)
+	case len(body) == 0 || c.offset >= c.total || uint64(len(body)) > c.total-c.offset:
+		return nil, fmt.Errorf("%w: chunk of group %d: %d bytes at %d of %d", errFrame, c.group, len(body), c.offset, c.total)
+	}
+	if err := raftlink.CheckMessage(c.msg, self); err != nil {
+		return nil, fmt.Errorf("%w: chunk of group %d: %v", errFrame, c.group, err)
+	}
+	c.data = bytes.Clone(body)
+	return c, nil
 }
 
 func uvarint(b []byte) (uint64, []byte, error) {
