@@ -172,8 +172,10 @@ start_members() {
 		args=(-addr "127.0.0.1:$((port_base + i))" -data "$dir" -log-level error)
 		if [[ $n -gt 1 ]]; then
 			args+=(-node-id "$i" -peers "$peers" -cluster-secret-file "$work/secret")
-			# -groups: queue groups on, for every build that has them.
-			if [[ $groups == 1 ]] && "$work/warren-$label" -h 2>&1 | grep -qE -- '-queue-groups$'; then
+			# -groups: queue groups on, for every build that has them
+			# (the help read whole first: -h exits 2, and grep -q
+			# closing the pipe early would fail it under pipefail).
+			if [[ $groups == 1 ]] && grep -qE -- '-queue-groups$' <<<"$("$work/warren-$label" -h 2>&1 || true)"; then
 				args+=(-queue-groups)
 			fi
 		fi

@@ -34,6 +34,16 @@
 // stored snapshot, so a crash in between restores it on restart. Removing a group deletes its range. A directory of format 1
 // (every checkpoint the whole state) is converted when opened.
 //
+// The database is tuned for data that dies young (dbOptions in store.go):
+// a group's log lives until its next checkpoint and a queue's record
+// until its ack, so tables are written uncompressed (compressing what a
+// compaction or the next read decompresses and then drops is wasted
+// CPU), each carries a bloom filter for the point reads, memtables are
+// large enough that most entries meet their checkpoint's range deletion
+// before a flush and are dropped by it, and L0 takes more tables before
+// compacting. The options are per table: a directory written with other
+// ones opens as it is. The write-ahead log and its syncs are unchanged.
+//
 // Between two members there is one connection (NewTCP: the lower id dials,
 // both write on it) carrying every group's messages tagged with the
 // group's id, authenticated and sealed with internal/raftlink's handshake

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -96,7 +98,7 @@ func openStore(dir string, fs vfs.FS) (*store, error) {
 	}
 	// Pebble creates a database only in an empty directory: anything else
 	// must already be one.
-	db, err := pebble.Open(dir, &pebble.Options{FS: fs, Logger: quietLogger{}, ErrorIfNotExists: !fresh})
+	db, err := pebble.Open(dir, dbOptions(fs, !fresh))
 	if err != nil {
 		if !fresh {
 			return nil, fmt.Errorf("%w (%v)", refuse, err)
@@ -132,6 +134,57 @@ func openStore(dir string, fs vfs.FS) (*store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// The groups database's tuning (see dbOptions).
+const (
+	// memTableSize lets a group's log live and die in the memtable: the
+	// log is truncated at every checkpoint, one per SnapshotBytes (1 MiB)
+	// of a group's entries, so with a few dozen busy groups most entries
+	// are covered by their range deletion before the memtable flushes, and
+	// the flush drops them; the same holds for queue records deleted on
+	// ack. Pebble grows a memtable from 256 KiB up to this as it fills, so
+	// an idle member does not pay for it.
+	memTableSize = 64 << 20
+	// l0CompactionThreshold lets L0 hold more flushed tables before they
+	// are compacted: the deletions of later flushes then meet the data of
+	// earlier ones in the same compaction, and less is rewritten.
+	l0CompactionThreshold = 8
+	l0StopWritesThreshold = 32
+)
+
+// dbOptions is how the groups database is opened. Every option here is
+// per table or per process, not per directory: a directory written with
+// other options (Pebble's defaults: Snappy, 4 MiB memtables, no filters)
+// opens and reads as before, its tables keep their compression until a
+// compaction rewrites them, and an older build reads the new tables.
+//
+//   - No compression: most of what the database holds dies young (raft
+//     entries truncated at the next checkpoint, queue records deleted on
+//     ack), so compressing it on flush and decompressing it on the next
+//     read or compaction is CPU spent on data that never stays; message
+//     bodies, the bulk, are often incompressible anyway.
+//   - A bloom filter in every table: the hot point reads (a record's
+//     existence on ack, hard states, applied records) skip the tables
+//     that cannot hold the key without reading a block of them.
+//   - memTableSize and l0CompactionThreshold (above).
+//
+// Durability is unchanged: the write-ahead log, and which commits sync it,
+// are the same.
+func dbOptions(fs vfs.FS, mustExist bool) *pebble.Options {
+	o := &pebble.Options{
+		FS:                    fs,
+		Logger:                quietLogger{},
+		ErrorIfNotExists:      mustExist,
+		MemTableSize:          memTableSize,
+		L0CompactionThreshold: l0CompactionThreshold,
+		L0StopWritesThreshold: l0StopWritesThreshold,
+	}
+	for i := range o.Levels {
+		o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return o
 }
 
 func syncDir(fs vfs.FS, dir string) error {
