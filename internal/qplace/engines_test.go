@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/warrenmq/broker/internal/multiraft"
@@ -383,12 +384,17 @@ func TestGrowShrinkKeepsCommitting(t *testing.T) {
 	stop()
 	require.NoError(t, <-werr)
 	// Replicas converge: member 4 holds what member 2 applied.
-	require.Eventually(t, func() bool {
+	var a, b atomic.Uint64 // read after Eventually, whose checks run on their own goroutine
+	converged := assert.Eventually(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		a, b := c.sms[2][g].n.Load(), c.sms[4][g].n.Load()
-		return a == b && a >= uint64(committed.Load())
+		a.Store(c.sms[2][g].n.Load())
+		b.Store(c.sms[4][g].n.Load())
+		return a.Load() == b.Load() && a.Load() >= uint64(committed.Load())
 	}, 30*time.Second, tick, "the grown replica converges")
+	if !converged {
+		t.Fatalf("member 2 applied %d commands, member 4 %d; %d committed", a.Load(), b.Load(), committed.Load())
+	}
 
 	// The last replica is never removed.
 	require.ErrorIs(t, Shrink(ctx, fakeSolo{c.engine(2)}, g, 2), ErrLastReplica)
