@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/warrenmq/broker/meta"
 	"github.com/warrenmq/broker/internal/sharedtest"
+	"github.com/warrenmq/broker/meta"
 )
 
 // feedMeta is a MetaStore in memory whose change feed can be made to
