@@ -702,7 +702,7 @@ func (m *Manager) handOver(group, to uint64) {
 
 // Forget deletes queue k's placement and its group on this member, once
 // its declaration is deleted; the other members remove theirs at their
-// next reconcile.
+// next full read of the records (reconcileEvery).
 func (m *Manager) Forget(ctx context.Context, k meta.QueueKey) error {
 	m.mu.Lock()
 	q := m.byKey[k]
