@@ -9,7 +9,9 @@
 #     /proc/PID/stat), before the queues exist and after;
 #   - memory per queue: (RSS after - RSS before) / queues, and the same for
 #     the Go heap (go_memstats_alloc_bytes from /metrics, after a settle);
-#   - how long the declarations took.
+#   - how long the declarations took, and each member's CPU seconds
+#     over them per declared queue (ms/queue, from /proc: it holds on a
+#     loaded machine, where the wall time does not).
 # Last, each member's share of the groups as its /api/nodes shows it.
 # With -perf DIR, perf(1) records each member during the idle quiet
 # window into DIR/memberN.perf (read with `perf report -i ...`).
@@ -89,7 +91,14 @@ echo "idle-groups: 3 members, $queues quorum queues, quiet ${quiet}s, settle ${s
 cpu0=$(cpu_over "$quiet")
 rss0=() heap0=()
 for i in 0 1 2; do rss0[i]=$(rss "${pids[i]}"); heap0[i]=$(heap $((i + 1))); done
+decl0=()
+for i in 0 1 2; do decl0[i]=$(ticks "${pids[i]}"); done
 "$work/idlegroups" -urls "$urls" -queues "$queues"
+decl=""
+for i in 0 1 2; do
+	decl+="$(echo "$(ticks "${pids[i]}") ${decl0[i]} $hz $queues" | awk '{printf "%.2f", ($1 - $2) / $3 * 1000 / $4}') "
+done
+echo "idle-groups: CPU ms per declared queue, members 1-3: $decl"
 sleep "$settle"
 rss1=() heap1=()
 for i in 0 1 2; do rss1[i]=$(rss "${pids[i]}"); heap1[i]=$(heap $((i + 1))); done

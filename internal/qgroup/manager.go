@@ -89,6 +89,8 @@ type Manager struct {
 	byKey   map[meta.QueueKey]*queueGroup
 	byGroup map[uint64]*queueGroup
 	pending map[meta.QueueKey]bool // its record changed and was not read since
+	dirty   map[meta.QueueKey]bool // its record changed and the reconciler has not read it
+	full    bool                   // the replica was replaced: read every record
 
 	cancelWatch func()
 	wg          sync.WaitGroup // leadership hand-overs
@@ -120,7 +122,7 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, log: log,
-		byKey: map[meta.QueueKey]*queueGroup{}, byGroup: map[uint64]*queueGroup{}, pending: map[meta.QueueKey]bool{},
+		byKey: map[meta.QueueKey]*queueGroup{}, byGroup: map[uint64]*queueGroup{}, pending: map[meta.QueueKey]bool{}, dirty: map[meta.QueueKey]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	// Watch before reading the records, so no placement is missed.
@@ -302,50 +304,104 @@ func (m *Manager) install(q *queueGroup) *queueGroup {
 }
 
 // onChange follows the metadata group: a placement record set marks its
-// queue to be read again before its next use, and wakes the reconciler.
+// queue to be read again before its next use and by the reconciler, and
+// wakes the reconciler; a reset (the replica replaced) asks it for a
+// full read.
 func (m *Manager) onChange(c meta.Change) {
 	if c.Kind != meta.ChangeRecord && c.Kind != meta.ChangeReset {
 		return
 	}
+	m.mu.Lock()
 	if c.Kind == meta.ChangeRecord {
 		k, ok := parseQueueRecordKey([]byte(c.Shard))
 		if !ok {
+			m.mu.Unlock()
 			return
 		}
-		m.mu.Lock()
 		m.pending[k] = true
-		m.mu.Unlock()
+		m.dirty[k] = true
+	} else {
+		m.full = true
 	}
+	m.mu.Unlock()
 	select {
 	case m.kick <- struct{}{}:
 	default:
 	}
 }
 
-// reconcileEvery is how often the placement records are read whole, to
-// remove the groups of deleted queues (a deletion is not in the feed).
-const reconcileEvery = 2 * time.Second
+// reconcileEvery is how often the placement records are read whole. A
+// change is otherwise applied from the feed, one record read per changed
+// placement, so an idle member reads nothing between full reads. The
+// full read is needed for what the feed does not tell, and repairs what
+// it missed: a deletion (the groups of queues deleted on other members
+// stay until it, idle, costing their heartbeat-free raft state only);
+// and a placement whose change this member did not hear of (the feed is
+// delivered in apply order to a watcher installed before the first read,
+// and a replaced replica is told as a reset, which asks for a full read
+// at once, so this is a backstop: such a queue's group would be created
+// here at the full read, as on a member that was down when it was
+// placed; a group whose creation failed is also retried there, and by
+// every lookup of its queue). It is a variable for the tests.
+var reconcileEvery = 30 * time.Second
 
-// run creates on this member the groups the records place here and
-// removes those no record names, on every change and every
-// reconcileEvery.
+// run creates on this member the groups the records place here, from
+// the change feed (reconcileKeys), and every reconcileEvery (and after a
+// reset) reads every record to remove those no record names.
 func (m *Manager) run() {
 	defer close(m.done)
 	t := time.NewTicker(reconcileEvery)
 	defer t.Stop()
 	for {
+		full := false
 		select {
 		case <-m.stop:
 			return
 		case <-m.kick:
 		case <-t.C:
+			full = true
 		}
-		if err := m.reconcile(); err != nil {
+		m.mu.Lock()
+		keys := m.dirty
+		m.dirty = map[meta.QueueKey]bool{}
+		full = full || m.full
+		m.full = false
+		m.mu.Unlock()
+		var err error
+		if full {
+			err = m.reconcile()
+		} else {
+			err = m.reconcileKeys(keys)
+		}
+		if err != nil {
 			m.log.Warn("qgroup: reconcile", "err", err)
 		}
 	}
 }
 
+// reconcileKeys reads the placement records of keys, the queues the
+// feed says changed, and creates their groups here: its cost is that of
+// the changes, not of the queues. An absent record (deleted since) is
+// left to the next full read.
+func (m *Manager) reconcileKeys(keys map[meta.QueueKey]bool) error {
+	for k := range keys {
+		rec, err := m.read(k)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			continue
+		}
+		m.ensure(m.install(rec))
+		m.mu.Lock()
+		delete(m.pending, k)
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// reconcile reads every placement record: it creates the groups they
+// place here and removes those no record names.
 func (m *Manager) reconcile() error {
 	recs, err := m.scan()
 	if err != nil {
@@ -646,7 +702,7 @@ func (m *Manager) handOver(group, to uint64) {
 
 // Forget deletes queue k's placement and its group on this member, once
 // its declaration is deleted; the other members remove theirs at their
-// next reconcile.
+// next full read of the records (reconcileEvery).
 func (m *Manager) Forget(ctx context.Context, k meta.QueueKey) error {
 	m.mu.Lock()
 	q := m.byKey[k]

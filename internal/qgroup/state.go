@@ -412,11 +412,6 @@ func (s *state) count() uint64 {
 	return s.live
 }
 
-// memoryBytes is what the queue's records hold in the Go heap: nothing,
-// they are on disk (Pebble's memtable and block cache are bounded by its
-// options, whatever the backlog).
-func (s *state) memoryBytes() int64 { return 0 }
-
 func (s *state) offset() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
