@@ -49,26 +49,29 @@ func TestProposalsSurviveLeaderTransfers(t *testing.T) {
 		}
 	}()
 	var eg errgroup.Group
-	want := 0
+	var proposed atomic.Int64
 	for _, via := range ids {
 		for w := range 3 {
-			want += perProposer
 			eg.Go(func() error {
-				for i := range perProposer {
+				// At least perProposer, and on until leadership moved
+				// a few times.
+				for i := 0; i < perProposer || moved.Load() < 6; i++ {
 					cmd := fmt.Sprintf("m%d-w%d-%d", via, w, i)
 					if _, err := c.members[via].e.Propose(ctx, 1, []byte(cmd)); err != nil {
 						return fmt.Errorf("%s: %w", cmd, err)
 					}
+					proposed.Add(1)
 				}
 				return nil
 			})
 		}
 	}
 	err := eg.Wait()
+	want := int(proposed.Load())
 	close(done)
 	transfers.Wait()
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, moved.Load(), int64(3), "leadership moved too few times to test anything")
+	require.GreaterOrEqual(t, moved.Load(), int64(6), "leadership moved too few times to test anything")
 	require.Eventually(t, func() bool { return c.converged(1, want) }, 20*time.Second, 10*time.Millisecond)
 	for _, id := range ids {
 		seen := map[string]int{}
