@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -89,7 +90,7 @@ func (t *dedupTable) admit(id identity) verdict {
 		return applyIt
 	}
 	i, found := slices.BinarySearchFunc(*t, id.proposer, func(r dedupRow, p uint64) int {
-		return cmpU64(r.proposer, p)
+		return cmp.Compare(r.proposer, p)
 	})
 	if !found {
 		*t = slices.Insert(*t, i, dedupRow{proposer: id.proposer, inc: id.inc, next: 1})
@@ -119,16 +120,6 @@ func (t dedupTable) next(proposer, inc uint64) uint64 {
 		}
 	}
 	return 1
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // dedupVersion is the first byte of an encoded table.
