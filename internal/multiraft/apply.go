@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -26,6 +27,10 @@ type applyState struct {
 	// term is the highest term of the entries applied: when it grows, this
 	// member's proposals of earlier terms not applied yet were lost.
 	term uint64
+	// dedup is the group's proposers' next sequences, as of applied;
+	// mine the next of this member's incarnation, read by the loop.
+	dedup dedupTable
+	mine  atomic.Uint64
 }
 
 // applyItem is one hand-off from the loop to a group's applier: committed
@@ -166,6 +171,7 @@ func (a *applier) apply(it *applyItem) {
 	}
 	var answers []answer
 	var newTerm uint64
+	dedupChanged, resend := false, false
 	for _, ent := range it.ents {
 		if ent.GetIndex() <= st.applied {
 			continue // covered by a snapshot restored meanwhile, or by the applied record at restart
@@ -181,11 +187,20 @@ func (a *applier) apply(it *applyItem) {
 		}
 		switch ent.GetType() {
 		case raftpb.EntryNormal:
-			if proposer, seq, cmd, ok := parseEnvelope(ent.GetData()); ok && len(ent.GetData()) > 0 {
-				out := st.sm.Apply(b, ent.GetIndex(), cmd)
-				a.e.applied.Add(1)
-				if proposer == a.e.cfg.ID {
-					answers = append(answers, answer{seq, out})
+			if id, seq, cmd, ok := parseEntry(ent.GetData()); ok {
+				dedupChanged = dedupChanged || id.gseq != 0
+				switch st.dedup.admit(id) {
+				case applyIt:
+					out := st.sm.Apply(b, ent.GetIndex(), cmd)
+					a.e.applied.Add(1)
+					if id.proposer == a.e.cfg.ID {
+						answers = append(answers, answer{seq, out})
+					}
+				case ahead:
+					// An earlier one of its proposer was lost: it
+					// proposes again, in order, what is not applied.
+					resend = resend || id.proposer == a.e.cfg.ID && id.inc == a.e.inc
+				case copyOf:
 				}
 			}
 		case raftpb.EntryConfChange:
@@ -207,15 +222,24 @@ func (a *applier) apply(it *applyItem) {
 	}
 	// The state writes, then what may read them: the state machine's
 	// readers, then the proposers.
+	if dedupChanged {
+		if err := b.b.Set(dedupKey(st.group), encodeDedup(st.dedup), nil); err != nil {
+			a.e.fatal(err)
+		}
+	}
 	if err := a.e.store.commitData(b, st.group, appliedRecord{index: st.applied, term: st.term, conf: st.conf}); err != nil {
 		a.e.fatal(err)
 	}
+	st.mine.Store(st.dedup.next(a.e.cfg.ID, a.e.inc))
 	st.sm.Committed()
 	for _, an := range answers {
 		a.e.answer(an.seq, result{value: an.out})
 	}
 	if newTerm != 0 {
 		a.e.failOlder(st.group, newTerm)
+	}
+	if resend {
+		a.e.requestResend(st.group, false)
 	}
 	a.maybeSnapshot(st, it.forceSnap)
 }
@@ -235,7 +259,7 @@ func (a *applier) sendSnapshot(st *applyState, m *raftpb.Message) {
 	}
 	out := &raftpb.Message{
 		Type: m.Type, To: m.To, From: m.From, Term: m.Term,
-		Snapshot: &raftpb.Snapshot{Data: buf.Bytes(), Metadata: &raftpb.SnapshotMetadata{
+		Snapshot: &raftpb.Snapshot{Data: wrapSnapshot(st.dedup, buf.Bytes()), Metadata: &raftpb.SnapshotMetadata{
 			Index: proto.Uint64(st.applied), Term: proto.Uint64(st.term), ConfState: proto.Clone(st.conf).(*raftpb.ConfState),
 		}},
 	}

@@ -31,8 +31,10 @@
 // replaced by a newer snapshot or silent for Config.SnapshotChunkTimeout,
 // and steps only the whole message into raft. The replica restores it in
 // one batch that replaces its range, and until then keeps it in its
-// stored snapshot, so a crash in between restores it on restart. Removing a group deletes its range. A directory of format 1
-// (every checkpoint the whole state) is converted when opened.
+// stored snapshot, so a crash in between restores it on restart.
+// Removing a group deletes its range. A directory of format 1 (every
+// checkpoint the whole state) is converted when opened, one of format 2
+// (no proposal identities) reopened as format 3.
 //
 // The database is tuned for data that dies young (dbOptions in store.go):
 // a group's log lives until its next checkpoint and a queue's record
@@ -64,10 +66,21 @@
 // of its group's voters (each voter fsyncs before acknowledging) and
 // applied on the member that proposed, its state writes readable there; one raft drops for want of a
 // leader is parked and proposed again once the group has one; one a
-// leader change loses fails with ErrLeaderChanged, and one neither applied
-// nor known lost within Config.ProposalTimeout with ErrProposalLost (both:
-// outcome unknown), so no proposal waits forever or is reported committed
-// when it was not; what waits to apply is bounded per applier
+// leader change may have lost (the group applied an entry of a later
+// term without it, or an entry of the same proposer after it) is
+// proposed again, and every replica applies it once: a Propose carries
+// its proposer, the proposer's incarnation (it grows with each opening
+// of the database) and a sequence per group, and every replica's applier
+// applies a proposer's entries in that sequence, skipping a copy and one
+// ahead of a missing one (its proposer then proposes again what it has
+// not seen applied, in order) — RabbitMQ's rabbit_fifo keeps the same
+// rule per enqueuer. The table of next sequences, one row per proposer,
+// is committed with the applied record and carried in snapshots, so
+// every replica decides alike. Only a configuration change a leader
+// change loses fails with ErrLeaderChanged; one neither applied nor
+// known lost within Config.ProposalTimeout fails with ErrProposalLost
+// (both: outcome unknown), so no proposal waits forever or is reported
+// committed when it was not; what waits to apply is bounded per applier
 // (Config.MaxApplyBytes); a frame that does not decode, or carries a
 // message raftlink.CheckMessage refuses or one not from the connection's
 // member, is dropped (TCP closes the connection) and the engine runs on;

@@ -31,7 +31,14 @@ type Engine struct {
 	once sync.Once
 	wg   sync.WaitGroup // the appliers
 
-	seq     atomic.Uint64
+	seq atomic.Uint64
+	// inc is this opening's incarnation, in the identity of proposals.
+	inc uint64
+	// resends are the groups whose applier asked the loop to propose
+	// again this member's proposals not applied yet (true: at once, a
+	// leader change lost some).
+	rmu     sync.Mutex
+	resends map[uint64]bool
 	pmu     sync.Mutex
 	pending map[uint64]*waiter // this member's proposals by number
 
@@ -62,14 +69,24 @@ type group struct {
 	id uint64
 	// parked are this member's proposals raft dropped because the group
 	// knew no leader: proposed again, in order, once it knows one.
-	parked   []parkedProposal
-	rn       *raft.RawNode
-	mem      *raft.MemoryStorage
-	conf     *raftpb.ConfState
-	lead     uint64
-	quiesced bool
-	app      *applyState // handed to the group's applier with each batch
-	applier  *applier
+	parked []parkedProposal
+	// sent are this member's proposals with an identity not seen applied
+	// yet, by sequence; nextSeq is the last sequence handed out.
+	sent    []sentProposal
+	nextSeq uint64
+	resend  bool // propose sent again once the group knows a leader
+	// resentAt and resentFrom are the last resend's time and the
+	// sequence then applied next: an entry ahead of that same sequence
+	// soon after is the resend's own effect, not a new loss.
+	resentAt   time.Time
+	resentFrom uint64
+	rn         *raft.RawNode
+	mem        *raft.MemoryStorage
+	conf       *raftpb.ConfState
+	lead       uint64
+	quiesced   bool
+	app        *applyState // handed to the group's applier with each batch
+	applier    *applier
 }
 
 type waiter struct {
@@ -79,13 +96,26 @@ type waiter struct {
 	// without having applied this one, the proposal was lost in a leader
 	// change (or is late) and fails with ErrLeaderChanged.
 	term uint64
-	ch   chan result
+	// normal is a Propose's: proposed again, not failed, when a leader
+	// change loses it.
+	normal bool
+	ch     chan result
 }
 
 // parkedProposal is a proposal waiting for its group to know a leader.
 type parkedProposal struct {
-	seq  uint64
-	prop func(*group, []byte) error
+	seq    uint64
+	normal bool
+	env    []byte // its envelope once it has one
+	prop   func(*group, []byte) error
+}
+
+// sentProposal is a proposal with an identity handed to raft and not
+// seen applied: what a resend proposes again.
+type sentProposal struct {
+	gseq, seq uint64
+	env       []byte
+	prop      func(*group, []byte) error
 }
 
 type result struct {
@@ -123,14 +153,21 @@ func New(c Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	inc, err := st.nextIncarnation()
+	if err != nil {
+		_ = st.close()
+		return nil, err
+	}
 	e := &Engine{
 		cfg:     cfg,
 		store:   st,
+		inc:     inc,
 		tr:      cfg.Transport,
 		ops:     make(chan func(), 1024),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		pending: map[uint64]*waiter{},
+		resends: map[uint64]bool{},
 		groups:  map[uint64]*group{},
 		active:  map[uint64]*group{},
 		dirty:   map[uint64]*group{},
@@ -250,6 +287,10 @@ func (e *Engine) restartGroup(id uint64) error {
 	if err := g.app.sm.Load(g.app.data); err != nil {
 		return fmt.Errorf("multiraft: group %d: load its state: %w", id, err)
 	}
+	if g.app.dedup, err = e.store.loadDedup(id); err != nil {
+		return err
+	}
+	g.app.mine.Store(1) // a new incarnation: none of its proposals applied
 	g.app.sm.Committed()
 	g.app.applied, g.app.snapIndex, g.app.term = rec.index, md.GetIndex(), rec.term
 	g.app.conf = proto.Clone(raftpb.EnsureConfState(rec.conf)).(*raftpb.ConfState)
@@ -280,7 +321,14 @@ func (e *Engine) restoreData(st *applyState, snap *raftpb.Snapshot, rewrite bool
 		b.b.Close()
 		return err
 	}
-	if err := st.sm.Restore(b, snap.GetData()); err != nil {
+	dedup, smData, err := unwrapSnapshot(snap.GetData())
+	if err == nil {
+		err = st.sm.Restore(b, smData)
+	}
+	if err == nil {
+		err = b.b.Set(dedupKey(st.group), encodeDedup(dedup), nil)
+	}
+	if err != nil {
 		b.b.Close()
 		return err
 	}
@@ -294,7 +342,12 @@ func (e *Engine) restoreData(st *applyState, snap *raftpb.Snapshot, rewrite bool
 			return err
 		}
 	}
-	return e.store.commitData(b, st.group, appliedRecord{index: md.GetIndex(), term: md.GetTerm(), conf: md.GetConfState()})
+	if err := e.store.commitData(b, st.group, appliedRecord{index: md.GetIndex(), term: md.GetTerm(), conf: md.GetConfState()}); err != nil {
+		return err
+	}
+	st.dedup = dedup
+	st.mine.Store(dedup.next(e.cfg.ID, e.inc))
+	return nil
 }
 
 // markSnapshot is snap with checkpointData for its data: what raft's
@@ -497,8 +550,8 @@ func (e *Engine) failGroup(id uint64, err error) {
 // the context's means the command was not committed; the context's means
 // it may or may not be.
 func (e *Engine) Propose(ctx context.Context, id uint64, command []byte) ([]byte, error) {
-	return e.propose(ctx, id, func(g *group, env []byte) error {
-		return g.rn.Propose(append(env, command...))
+	return e.propose(ctx, id, true, func(g *group, env []byte) error {
+		return g.rn.Propose(append(env[:len(env):len(env)], command...))
 	})
 }
 
@@ -525,7 +578,7 @@ func (e *Engine) confChange(ctx context.Context, id uint64, t raftpb.ConfChangeT
 	if member == 0 {
 		return errors.New("multiraft: member id 0")
 	}
-	_, err := e.propose(ctx, id, func(g *group, env []byte) error {
+	_, err := e.propose(ctx, id, false, func(g *group, env []byte) error {
 		return g.rn.ProposeConfChange(&raftpb.ConfChange{Type: t.Enum(), NodeId: proto.Uint64(member), Context: env})
 	})
 	return err
@@ -540,7 +593,7 @@ func (e *Engine) confChange(ctx context.Context, id uint64, t raftpb.ConfChangeT
 // Config.ProposalTimeout (lost on its way to the leader) with
 // ErrProposalLost: both mean the outcome is unknown. Nothing waits
 // forever and nothing is reported committed that was not.
-func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byte) error) ([]byte, error) {
+func (e *Engine) propose(ctx context.Context, id uint64, normal bool, prop func(*group, []byte) error) ([]byte, error) {
 	seq := e.seq.Add(1)
 	ch := make(chan result, 1)
 	e.pmu.Lock()
@@ -548,7 +601,7 @@ func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byt
 		e.pmu.Unlock()
 		return nil, ErrBusy
 	}
-	w := &waiter{group: id, ch: ch}
+	w := &waiter{group: id, normal: normal, ch: ch}
 	e.pending[seq] = w
 	e.pmu.Unlock()
 	forget := func() {
@@ -564,7 +617,7 @@ func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byt
 			return
 		}
 		e.wake(g)
-		err = e.proposeOn(g, seq, prop)
+		err = e.proposeOn(g, &parkedProposal{seq: seq, normal: normal, prop: prop})
 		e.dirty[id] = g
 	}); derr != nil {
 		forget()
@@ -590,42 +643,64 @@ func (e *Engine) propose(ctx context.Context, id uint64, prop func(*group, []byt
 	}
 }
 
-// proposeOn hands proposal seq to g's raft, on the loop, recording the
+// proposeOn hands proposal p to g's raft, on the loop, recording the
 // term it was proposed in; when raft drops it for want of a leader it is
-// parked until the group knows one.
-func (e *Engine) proposeOn(g *group, seq uint64, prop func(*group, []byte) error) error {
-	env := binary.AppendUvarint(binary.AppendUvarint(make([]byte, 0, 20), e.cfg.ID), seq)
+// parked until the group knows one. A Propose's proposal gets its
+// identity the first time: the group's next sequence of this member,
+// kept in g.sent until it is seen applied (a resend may propose it
+// again; the applier skips copies).
+func (e *Engine) proposeOn(g *group, p *parkedProposal) error {
 	st := g.rn.BasicStatus()
 	e.pmu.Lock()
-	w := e.pending[seq]
+	w := e.pending[p.seq]
 	if w != nil {
 		w.term = st.HardState.GetTerm()
 	}
 	e.pmu.Unlock()
-	if w == nil {
-		return nil // its caller gave up meanwhile
+	if w == nil && p.env == nil {
+		return nil // its caller gave up before it had a sequence
+	}
+	if p.env == nil {
+		if !p.normal {
+			p.env = binary.AppendUvarint(binary.AppendUvarint(make([]byte, 0, 20), e.cfg.ID), p.seq)
+		} else {
+			if len(g.sent) >= e.cfg.MaxPendingProposals {
+				return ErrBusy
+			}
+			g.nextSeq++
+			p.env = appendEnvelope2(make([]byte, 0, 40), e.cfg.ID, e.inc, g.nextSeq, p.seq)
+			g.sent = append(g.sent, sentProposal{gseq: g.nextSeq, seq: p.seq, env: p.env, prop: p.prop})
+		}
 	}
 	if st.Lead == 0 {
-		g.parked = append(g.parked, parkedProposal{seq: seq, prop: prop})
+		g.parked = append(g.parked, *p)
 		return nil
 	}
-	err := prop(g, env)
+	err := p.prop(g, p.env)
 	if errors.Is(err, raft.ErrProposalDropped) {
-		g.parked = append(g.parked, parkedProposal{seq: seq, prop: prop})
+		g.parked = append(g.parked, *p)
 		return nil
 	}
 	return err
 }
 
-// unpark proposes again what g parked, once it knows a leader.
+// unpark proposes again what g parked, once it knows a leader, and what
+// it sent and did not see applied when a resend waits.
 func (e *Engine) unpark(g *group) {
-	if len(g.parked) == 0 || g.rn.BasicStatus().Lead == 0 {
+	if g.rn.BasicStatus().Lead == 0 {
+		return
+	}
+	if g.resend {
+		e.resendOn(g, true)
+	}
+	if len(g.parked) == 0 {
 		return
 	}
 	parked := g.parked
 	g.parked = nil
-	for i, p := range parked {
-		if err := e.proposeOn(g, p.seq, p.prop); err != nil {
+	for i := range parked {
+		p := &parked[i]
+		if err := e.proposeOn(g, p); err != nil {
 			e.answer(p.seq, result{err: err})
 		}
 		if len(g.parked) > 0 { // dropped again: keep the rest, in order
@@ -636,17 +711,99 @@ func (e *Engine) unpark(g *group) {
 	e.dirty[g.id] = g
 }
 
-// failOlder fails this member's proposals to group id made in a term
+// requestResend asks the loop, from group id's applier, to propose again
+// this member's proposals to it not applied yet: at once (force) when a
+// leader change lost some, else when the last resend is not recent. It
+// never blocks the applier, which the loop may be waiting for.
+func (e *Engine) requestResend(id uint64, force bool) {
+	e.rmu.Lock()
+	e.resends[id] = e.resends[id] || force
+	e.rmu.Unlock()
+	select {
+	case e.ops <- func() {}: // wake the loop
+	default: // it is busy: it takes the requests before its next cycle
+	}
+}
+
+// takeResends runs the resends the appliers asked for, on the loop.
+func (e *Engine) takeResends() {
+	e.rmu.Lock()
+	if len(e.resends) == 0 {
+		e.rmu.Unlock()
+		return
+	}
+	req := e.resends
+	e.resends = map[uint64]bool{}
+	e.rmu.Unlock()
+	for id, force := range req {
+		if g := e.groups[id]; g != nil {
+			e.resendOn(g, force)
+		}
+	}
+}
+
+// resendOn proposes again, in order, what this member sent to g and has
+// not seen applied, or marks g to do so once it knows a leader. A copy
+// that commits too is skipped by every replica's applier.
+func (e *Engine) resendOn(g *group, force bool) {
+	next := g.app.mine.Load()
+	i := 0
+	for i < len(g.sent) && g.sent[i].gseq < next {
+		i++
+	}
+	g.sent = slices.Delete(g.sent, 0, i)
+	if len(g.sent) == 0 {
+		g.resend = false
+		return
+	}
+	now := time.Now()
+	if !force && !g.resend && next == g.resentFrom && now.Sub(g.resentAt) < e.cfg.TickInterval*time.Duration(e.cfg.HeartbeatTicks) {
+		return
+	}
+	e.wake(g)
+	e.dirty[g.id] = g
+	st := g.rn.BasicStatus()
+	if st.Lead == 0 {
+		g.resend = true
+		return
+	}
+	g.resend, g.resentAt, g.resentFrom = false, now, next
+	term := st.HardState.GetTerm()
+	for _, p := range g.sent {
+		e.pmu.Lock()
+		if w := e.pending[p.seq]; w != nil {
+			w.term = term
+		}
+		e.pmu.Unlock()
+		if err := p.prop(g, p.env); err != nil {
+			g.resend = true // dropped (a leader transferring): again with the next leader
+			return
+		}
+	}
+}
+
+// failOlder handles this member's proposals to group id made in a term
 // before term: the group applied an entry of term without applying them,
-// so a leader change lost them (or they arrive late and may still commit).
+// so a leader change may have lost them (or they arrive late and may
+// still commit). A Propose's are proposed again (the applier skips a
+// copy); a configuration change fails with ErrLeaderChanged.
 func (e *Engine) failOlder(id, term uint64) {
 	e.pmu.Lock()
-	defer e.pmu.Unlock()
+	resend := false
 	for seq, w := range e.pending {
-		if w.group == id && w.term != 0 && w.term < term {
-			w.ch <- result{err: ErrLeaderChanged}
-			delete(e.pending, seq)
+		if w.group != id || w.term == 0 || w.term >= term {
+			continue
 		}
+		if w.normal {
+			resend = true
+			continue
+		}
+		w.ch <- result{err: ErrLeaderChanged}
+		delete(e.pending, seq)
+	}
+	e.pmu.Unlock()
+	if resend {
+		e.requestResend(id, true)
 	}
 }
 

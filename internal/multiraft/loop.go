@@ -44,6 +44,7 @@ func (e *Engine) loop() {
 				break drain
 			}
 		}
+		e.takeResends()
 		e.readyCycle()
 		e.nActive.Store(int64(len(e.active)))
 	}
@@ -311,7 +312,7 @@ func (e *Engine) readyCycle() {
 		if rd.SoftState != nil {
 			g.lead = rd.SoftState.Lead
 		}
-		if g.lead != 0 && len(g.parked) > 0 {
+		if g.lead != 0 && (len(g.parked) > 0 || g.resend) {
 			defer e.unpark(g) // after Advance: raft takes proposals then
 		}
 		if !raft.IsEmptySnap(rd.Snapshot) {

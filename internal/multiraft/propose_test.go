@@ -95,6 +95,7 @@ func TestApplierQueueBounded(t *testing.T) {
 	})
 	require.NoError(t, c.members[1].e.CreateGroup(ctx, 1, []uint64{1}))
 	require.NoError(t, c.members[1].e.Campaign(ctx, 1))
+	defer gate.Do(func() { close(release) }) // a failure below must not leave Close waiting
 	var wg sync.WaitGroup
 	body := make([]byte, 512)
 	for range 64 {

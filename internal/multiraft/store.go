@@ -27,15 +27,21 @@ import (
 //	"a" group (8)                its applied record: index (8), term (8),
 //	                             raftpb.ConfState as of that index
 //	"d" group (8) key            its state machine's keys (Data)
+//	"q" group (8)                its proposers' next sequences (dedup.go),
+//	                             written with the applied record
+//	"i"                          the member's last incarnation (dedup.go)
 //
 // Group ids and indexes are big endian, so a group's keys are one range
 // per prefix and its entries sort by index. The loop writes the raft keys
-// (F g h s e); each group's applier writes its "a" and "d" keys, in one
-// batch per hand-off. Format 1 (no "a" and "d" keys, the whole state in
-// each snapshot) is converted when New opens it: each group's state is
-// restored from its snapshot into "d", then the marker says 2.
+// (F g h s e i); each group's applier writes its "a", "q" and "d" keys,
+// in one batch per hand-off. Format 1 (no "a" and "d" keys, the whole
+// state in each snapshot) is converted when New opens it: each group's
+// state is restored from its snapshot into "d", then the marker says 3.
+// Format 2 (no "q" and "i" keys, entries without identities) opens as it
+// is, its marker rewritten to 3.
 const (
-	formatMarker   = "warren-multiraft 2"
+	formatMarker   = "warren-multiraft 3"
+	formatMarkerV2 = "warren-multiraft 2"
 	formatMarkerV1 = "warren-multiraft 1"
 )
 
@@ -123,9 +129,19 @@ func openStore(dir string, fs vfs.FS) (*store, error) {
 		got := string(v)
 		_ = closer.Close()
 		v1 = got == formatMarkerV1
-		if got != formatMarker && got != formatMarkerV1 {
+		if got != formatMarker && got != formatMarkerV2 && got != formatMarkerV1 {
 			_ = db.Close()
-			return nil, fmt.Errorf("%w: %s is marked %q, this engine reads %q and converts %q", ErrFormat, dir, got, formatMarker, formatMarkerV1)
+			return nil, fmt.Errorf("%w: %s is marked %q, this engine reads %q and converts %q and %q", ErrFormat, dir, got, formatMarker, formatMarkerV2, formatMarkerV1)
+		}
+		if got == formatMarkerV2 {
+			// Format 3 adds the proposal table ("q") and the incarnation
+			// ("i"), both read as empty when absent, and log entries with
+			// an identity, which an engine of format 2 would misread: the
+			// marker keeps one from opening the directory again.
+			if err := db.Set(keyFormat, []byte(formatMarker), pebble.Sync); err != nil {
+				_ = db.Close()
+				return nil, fmt.Errorf("multiraft: write the format marker: %w", err)
+			}
 		}
 	}
 	st := &store{db: db, v1: v1}
@@ -257,6 +273,9 @@ func (s *store) sweep() error {
 func deleteData(b *pebble.Batch, group uint64) error {
 	lo, hi := dataRange(group)
 	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(dedupKey(group), nil); err != nil {
 		return err
 	}
 	return b.Delete(groupKey('a', group), nil)

@@ -23,8 +23,10 @@ import (
 // own magic "WRNM" and label, so a connection meant for meta/raft's
 // transport (magic "WRNR") fails here at its first bytes and the other
 // way round. Its one kind of connection carries every group's frames,
-// both ways.
-var protocol = raftlink.Protocol{Magic: "WRNM", Label: "warren-multiraft-v1", Name: "multiraft", MaxKind: kindGroups}
+// both ways. The label's version went to 2 with entries carrying a
+// proposal identity, which an earlier member would misread: the two
+// fail each other's handshake rather than exchange them.
+var protocol = raftlink.Protocol{Magic: "WRNM", Label: "warren-multiraft-v2", Name: "multiraft", MaxKind: kindGroups}
 
 const kindGroups byte = 1
 
