@@ -94,8 +94,9 @@ type Config struct {
 	// MaxApplyBytes bounds the committed entries queued for one applier
 	// (default 64 MiB): past it the loop waits for the applier before it
 	// hands it more, so a slow state machine slows its groups' commits
-	// rather than filling memory. One hand-off larger than the bound goes
-	// alone.
+	// rather than filling memory. raft hands a group's committed entries
+	// over in pieces of at most this much (and 4 MiB), so the bound holds
+	// for one busy group too; one entry larger than it goes alone.
 	MaxApplyBytes int
 	// ProposalTimeout bounds how long a proposal handed to raft may wait
 	// to apply on this member (default five election timeouts): raft does

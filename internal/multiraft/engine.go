@@ -235,7 +235,7 @@ func (e *Engine) raftConfig(g *group, applied uint64) *raft.Config {
 		Applied:                   applied,
 		MaxSizePerMsg:             maxSizePerMsg,
 		MaxInflightMsgs:           maxInflightMsgs,
-		MaxCommittedSizePerReady:  maxCommittedPerReady,
+		MaxCommittedSizePerReady:  uint64(min(maxCommittedPerReady, e.cfg.MaxApplyBytes)),
 		MaxUncommittedEntriesSize: maxUncommittedBytes,
 		// As meta/raft: CheckQuorum makes a leader cut off from a majority
 		// step down, so a minority commits nothing; PreVote keeps a member
