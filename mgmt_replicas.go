@@ -10,22 +10,22 @@ import (
 )
 
 // The management API's quorum queue replica routes and the cluster view
-// of /api/nodes, over a cluster member's metadata store (package
-// cluster's, which implements peer.QueueReplicas); on a broker that is
-// not a cluster member, no node but itself exists.
+// of /api/nodes, over the peer.QueueReplicas package cluster attaches
+// (peer.Peers); on a broker that is not a cluster member, no node but
+// itself exists.
 var (
 	_ mgmt.Replicas     = mgmtView{}
 	_ mgmt.ClusterNodes = mgmtView{}
 )
 
 func (v mgmtView) replicas() (peer.QueueReplicas, bool) {
-	r, ok := v.b.stores.Meta.(peer.QueueReplicas)
-	return r, ok
+	r := v.b.opts.peers.QueueReplicas
+	return r, r != nil
 }
 
-func (v mgmtView) ClusterNode(node string) (member, running bool) {
+func (v mgmtView) ClusterNode(ctx context.Context, node string) (member, running bool) {
 	if r, ok := v.replicas(); ok {
-		return r.ClusterNode(node)
+		return r.ClusterNode(ctx, node)
 	}
 	return false, false
 }

@@ -324,12 +324,13 @@ func (n *Node) peerAlive(name string) bool {
 func (n *Node) startBroker() error {
 	o := n.cfg.Broker
 	o.Storage.Meta, o.Storage.Shards, o.Storage.Unacked = n.raft, n.raft.Shards(), n.raft.Unacked()
+	p := peer.Peers{Alive: n.peerAlive}
 	if n.groups != nil {
-		o.Storage.Meta = &groupedMeta{Node: n.raft, mgr: n.groups.mgr}
+		gm := &groupedMeta{Node: n.raft, mgr: n.groups.mgr}
+		o.Storage.Meta, p.QueueReplicas = gm, gm
 		o.Storage.Shards, o.Storage.Unacked = n.groups.mgr.Shards(), n.groups.mgr.Index()
 	}
 	o.Node = n.Name()
-	p := peer.Peers{Alive: n.peerAlive}
 	if o.LinkLease <= 0 {
 		// A dead member's shovels and federation links run elsewhere as
 		// soon as its deliveries are returned.

@@ -16,17 +16,18 @@ import (
 )
 
 // groupedMeta is the management API's way to the queue groups'
-// membership (peer.QueueReplicas): the routes RabbitMQ 4.x's
-// rabbitmq-queues add_member, delete_member, grow and shrink use.
+// membership (peer.QueueReplicas, attached in startBroker): the routes
+// RabbitMQ 4.x's rabbitmq-queues add_member, delete_member, grow and
+// shrink use.
 var _ peer.QueueReplicas = (*groupedMeta)(nil)
 
 // ClusterNode implements peer.QueueReplicas: node is a member's NodeName.
-func (m *groupedMeta) ClusterNode(node string) (member, running bool) {
+func (m *groupedMeta) ClusterNode(ctx context.Context, node string) (member, running bool) {
 	id, ok := nodeID(node)
 	if !ok {
 		return false, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	peers, err := m.Node.Peers(ctx)
 	if err != nil {
@@ -42,7 +43,7 @@ func (m *groupedMeta) ClusterNode(node string) (member, running bool) {
 // refusing with RabbitMQ's reasons.
 func (m *groupedMeta) quorumQueue(ctx context.Context, vhost, name, node string) (meta.QueueKey, uint64, error) {
 	id, ok := nodeID(node)
-	if member, _ := m.ClusterNode(node); !ok || !member {
+	if member, _ := m.ClusterNode(ctx, node); !ok || !member {
 		return meta.QueueKey{}, 0, fmt.Errorf("%w: %q", peer.ErrNotClusterMember, node)
 	}
 	q, err := m.Node.GetQueue(ctx, vhost, name)
@@ -124,7 +125,7 @@ func (m *groupedMeta) quorumQueues(ctx context.Context, match func(vhost, name s
 // rabbit_quorum_queue:grow: one queue after another.
 func (m *groupedMeta) GrowQueueReplicas(ctx context.Context, node string, match func(vhost, name string) bool, even bool) error {
 	id, ok := nodeID(node)
-	if member, running := m.ClusterNode(node); !ok || !member {
+	if member, running := m.ClusterNode(ctx, node); !ok || !member {
 		return fmt.Errorf("%w: %q", peer.ErrNotClusterMember, node)
 	} else if !running {
 		return fmt.Errorf("%w: %q", peer.ErrNodeNotRunning, node)
@@ -152,7 +153,7 @@ func (m *groupedMeta) GrowQueueReplicas(ctx context.Context, node string, match 
 // them).
 func (m *groupedMeta) ShrinkQueueReplicas(ctx context.Context, node string) error {
 	id, ok := nodeID(node)
-	if member, _ := m.ClusterNode(node); !ok || !member {
+	if member, _ := m.ClusterNode(ctx, node); !ok || !member {
 		return fmt.Errorf("%w: %q", peer.ErrNotClusterMember, node)
 	}
 	keys, err := m.quorumQueues(ctx, nil)

@@ -16,7 +16,7 @@ import (
 type Replicas interface {
 	// ClusterNode reports whether node names a member of the cluster and
 	// whether it is running.
-	ClusterNode(node string) (member, running bool)
+	ClusterNode(ctx context.Context, node string) (member, running bool)
 	// AddQueueReplica and DeleteQueueReplica make node a voter of the
 	// queue's group, or no longer one (rabbitmq-queues add_member,
 	// delete_member); GrowQueueReplicas adds node to every quorum queue
@@ -110,7 +110,7 @@ func (m *mgmt) replicaQueue(c *mgmtCall) (vhost, name, node string, ok bool) {
 
 func (m *mgmt) clusterMember(c *mgmtCall, node string) bool {
 	if r, ok := m.b.(Replicas); ok {
-		if member, _ := r.ClusterNode(node); member {
+		if member, _ := r.ClusterNode(c.r.Context(), node); member {
 			return true
 		}
 	}
@@ -153,7 +153,7 @@ func (m *mgmt) replicasGrow(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	if member, running := r.ClusterNode(node); !member || !running {
+	if member, running := r.ClusterNode(c.r.Context(), node); !member || !running {
 		notFound(c.w)
 		return
 	}
@@ -188,7 +188,7 @@ func (m *mgmt) replicasShrink(c *mgmtCall) {
 		notFound(c.w)
 		return
 	}
-	if member, _ := r.ClusterNode(node); !member {
+	if member, _ := r.ClusterNode(c.r.Context(), node); !member {
 		notFound(c.w)
 		return
 	}

@@ -62,6 +62,10 @@ type Peers struct {
 	// same clients, so a reply published on this broker reaches a
 	// requester on another one. nil keeps every reply on this broker.
 	Replies Forwarder
+	// QueueReplicas grows and shrinks the quorum queues' replicas for the
+	// management API; nil (no queue groups) answers its routes as a node
+	// with no other members.
+	QueueReplicas QueueReplicas
 }
 
 // Attach gives the broker.Options at opts (a *broker.Options) the peers

@@ -9,12 +9,11 @@ import (
 // management API: growing and shrinking quorum queues' replicas
 // (RabbitMQ's rabbitmq-queues add_member, delete_member, grow and
 // shrink) and its view of every member's share of the groups. Package
-// cluster's metadata store implements it; the root finds it by type
-// assertion.
+// cluster implements it and hands it over in Peers.QueueReplicas.
 type QueueReplicas interface {
 	// ClusterNode reports whether node names a member and whether this
 	// member hears from it.
-	ClusterNode(node string) (member, running bool)
+	ClusterNode(ctx context.Context, node string) (member, running bool)
 	// AddQueueReplica makes node a voter of the queue's group and
 	// DeleteQueueReplica no longer one, returning once done; both are
 	// idempotent.
