@@ -17,15 +17,17 @@ import (
 // groupPublisher publishes persistent messages with confirms, one at a
 // time, to queues in turn through one member, reconnecting when its
 // connection dies (a 541 when a write's outcome is unknown), and records
-// what was confirmed and the longest wait between two confirms from
-// the fault on.
+// what was confirmed and the longest wait between two confirms since
+// watch.
 type groupPublisher struct {
-	mu        sync.Mutex
-	confirmed map[string]bool
-	last      time.Time
-	worst     time.Duration // the longest gap since watchFrom
-	watching  bool
-	afterRun  int // confirms after the fault
+	mu         sync.Mutex
+	confirmed  map[string]bool
+	last       time.Time
+	worst      time.Duration // the longest gap since watch
+	watching   bool
+	afterRun   int // confirms since watch
+	nacked     int // not stored: raft refused the write
+	reconnects int
 }
 
 func (p *groupPublisher) run(addr string, queues []string, stop <-chan struct{}) {
@@ -73,16 +75,24 @@ func (p *groupPublisher) run(addr string, queues []string, stop <-chan struct{})
 			p.last = time.Now()
 			if c.Ack {
 				p.confirmed[body] = true
+			} else {
+				p.nacked++
 			}
 			p.mu.Unlock()
 		}
 		conn.Close()
+		p.mu.Lock()
+		p.reconnects++
+		p.mu.Unlock()
 	}
 }
 
 func (p *groupPublisher) watch() {
 	p.mu.Lock()
 	p.watching, p.worst, p.afterRun = true, 0, 0
+	if p.last.IsZero() { // nothing confirmed yet: the first gap runs from now
+		p.last = time.Now()
+	}
 	p.mu.Unlock()
 }
 

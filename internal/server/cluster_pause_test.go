@@ -3,9 +3,7 @@
 package server
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,72 +34,18 @@ func TestClusterProcessesSurviveSIGSTOP(t *testing.T) {
 	require.NoError(t, err)
 	conn.Close()
 
-	var (
-		mu         sync.Mutex
-		worst      time.Duration
-		confirmed  int
-		nacked     int
-		reconnects int
-	)
+	// One publish at a time, so the longest gap between two confirms is
+	// the longest stall, reconnects included. A publish whose outcome the
+	// member cannot tell (its leader stopped under it) closes the
+	// connection with 541 instead of a nack; the publisher then reconnects
+	// to the same member and carries on, as a client would.
+	pub := &groupPublisher{confirmed: map[string]bool{}}
+	pub.watch()
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	// One publish at a time, so the longest gap between two confirms is
-	// the longest stall, reconnects included. A publish
-	// whose outcome the member cannot tell (its leader stopped under it)
-	// closes the connection with 541 instead of a nack; the publisher then
-	// reconnects to the same member and carries on, as a client would.
-	last := time.Now() // of the latest confirm: worst is the longest gap
 	go func() {
 		defer close(done)
-		for i := 0; ; {
-			conn, err := amqp091.DialConfig("amqp://guest:guest@"+home+"/", amqp091.Config{Dial: amqp091.DefaultDial(2 * time.Second)})
-			if err != nil {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-					continue
-				}
-			}
-			ch, err := conn.Channel()
-			if err == nil {
-				err = ch.Confirm(false)
-			}
-			if err != nil {
-				conn.Close()
-				continue
-			}
-			confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1))
-			for ; ; i++ {
-				select {
-				case <-stop:
-					conn.Close()
-					return
-				default:
-				}
-				if ch.PublishWithContext(context.Background(), "", "jobs", false, false,
-					amqp091.Publishing{Body: fmt.Appendf(nil, "m-%d", i), DeliveryMode: amqp091.Persistent}) != nil {
-					break
-				}
-				c, ok := <-confirms
-				if !ok {
-					break
-				}
-				mu.Lock()
-				worst = max(worst, time.Since(last))
-				last = time.Now()
-				if c.Ack {
-					confirmed++
-				} else {
-					nacked++ // not stored: raft refused the write
-				}
-				mu.Unlock()
-			}
-			conn.Close()
-			mu.Lock()
-			reconnects++
-			mu.Unlock()
-		}
+		pub.run(home, []string{"jobs"}, stop)
 	}()
 	defer func() {
 		close(stop)
@@ -129,9 +73,9 @@ func TestClusterProcessesSurviveSIGSTOP(t *testing.T) {
 		t.Logf("member %d stopped %v: served and confirmed again %v after SIGCONT", i+1, pause, time.Since(resumed).Round(time.Millisecond))
 		back.Close()
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("publisher on %s: %d confirmed, %d nacked, %d reconnects, longest wait for a confirm %v", home, confirmed, nacked, reconnects, worst.Round(time.Millisecond))
-	require.Positive(t, confirmed)
-	require.Less(t, worst, 15*time.Second, "the publisher's confirms stalled")
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	t.Logf("publisher on %s: %d confirmed, %d nacked, %d reconnects, longest wait for a confirm %v", home, len(pub.confirmed), pub.nacked, pub.reconnects, pub.worst.Round(time.Millisecond))
+	require.Positive(t, len(pub.confirmed))
+	require.Less(t, pub.worst, 15*time.Second, "the publisher's confirms stalled")
 }
